@@ -1,0 +1,84 @@
+/* numfmt.c - f32 <-> binary16 in integer arithmetic (see numfmt.h).
+ *
+ * Written for exactness first: the quantizer rounds one scale per 32 values,
+ * so this is nowhere near a hot path; the row versions exist for the file
+ * tools' F16 conversions.
+ */
+#include "numfmt.h"
+
+uint16_t rl_gguf_f32_to_f16(float f) {
+    uint32_t x = rl_gguf_f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+
+    if (ax > 0x7f800000u) /* NaN: quiet, keep the top payload bits */
+        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax == 0x7f800000u)
+        return (uint16_t)(sign | 0x7c00u);
+
+    int e = (int)(ax >> 23) - 127;          /* unbiased exponent */
+    uint32_t mant = ax & 0x7fffffu;
+    if (e > 15)
+        return (uint16_t)(sign | 0x7c00u);  /* beyond 65504 * 2: inf */
+    if (e >= -14) {
+        /* Normal in f16: keep 10 mantissa bits, round the 13 dropped ones.
+         * A carry out of the mantissa bumps the exponent, and out of the
+         * largest exponent gives exactly 0x7c00 (inf), as it should. */
+        uint32_t h = ((uint32_t)(e + 15) << 10) | (mant >> 13);
+        uint32_t rem = mant & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    if (e < -25)
+        return sign;                        /* below half the least subnormal */
+    /* Subnormal in f16: value = m * 2^-24 with m = mant24 * 2^(e+1). */
+    uint32_t mant24 = mant | 0x800000u;
+    int shift = -(e + 1);                   /* 14 .. 24 */
+    uint32_t h = mant24 >> shift;
+    uint32_t rem = mant24 & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u)))
+        h++;                                /* may carry into the least normal */
+    return (uint16_t)(sign | h);
+}
+
+float rl_gguf_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1f)                          /* inf or NaN, payload kept */
+        return rl_gguf_f32_from_bits(sign | 0x7f800000u | (m << 13));
+    if (e != 0)
+        return rl_gguf_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+    if (m == 0)
+        return rl_gguf_f32_from_bits(sign);
+    /* Subnormal: normalise the mantissa into an f32 normal. */
+    int shift = 0;
+    while (!(m & 0x400u)) {
+        m <<= 1;
+        shift++;
+    }
+    m &= 0x3ffu;
+    return rl_gguf_f32_from_bits(sign | ((uint32_t)(113 - shift) << 23) | (m << 13));
+}
+
+void rl_gguf_f32_to_f16_row(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_f32_to_f16(x[i]);
+}
+
+void rl_gguf_f16_to_f32_row(const uint16_t *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_f16_to_f32(x[i]);
+}
+
+void rl_gguf_f32_to_bf16_row(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_f32_to_bf16(x[i]);
+}
+
+void rl_gguf_bf16_to_f32_row(const uint16_t *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_bf16_to_f32(x[i]);
+}

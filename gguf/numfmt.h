@@ -1,0 +1,54 @@
+/* numfmt.h - the number formats GGUF files use, bit-exact with ggml.
+ *
+ * f32 <-> IEEE binary16 (round to nearest, ties to even; overflow to +-inf;
+ * NaN stays NaN, made quiet) and f32 <-> bfloat16 (ggml's rule: round to
+ * nearest even on the top 16 bits, NaN made quiet).  Widening is exact.
+ * Plain C, no ECL: the file tools and the Lisp primitives share it.
+ */
+#ifndef RL_GGUF_NUMFMT_H
+#define RL_GGUF_NUMFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t rl_gguf_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float rl_gguf_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round an f32 to binary16, ties to even.  Never traps, never depends on the
+ * FPU rounding mode: all integer arithmetic. */
+uint16_t rl_gguf_f32_to_f16(float f);
+
+/* Widen binary16 to f32 exactly (subnormals, infinities and NaN payloads
+ * included). */
+float rl_gguf_f16_to_f32(uint16_t h);
+
+/* ggml's f32 -> bf16: NaN made quiet (bit 6 of the result set), everything
+ * else rounded to nearest even on the top 16 bits (overflow gives inf). */
+static inline uint16_t rl_gguf_f32_to_bf16(float f) {
+    uint32_t u = rl_gguf_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 64);
+    return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+static inline float rl_gguf_bf16_to_f32(uint16_t h) {
+    return rl_gguf_f32_from_bits((uint32_t)h << 16);
+}
+
+/* Row conversions; n values each. */
+void rl_gguf_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
+void rl_gguf_f16_to_f32_row(const uint16_t *x, float *y, size_t n);
+void rl_gguf_f32_to_bf16_row(const float *x, uint16_t *y, size_t n);
+void rl_gguf_bf16_to_f32_row(const uint16_t *x, float *y, size_t n);
+
+#endif

@@ -1,0 +1,106 @@
+/* main.c - the rontolisp executable: boots ECL, initialises the Lisp code
+ * compiled into this program, registers the C primitives, takes the global
+ * flags and hands the rest of the command line to RONTOLISP:MAIN, whose
+ * answer is the exit status.
+ *
+ * Global flags come before the subcommand (`rontolisp --threads 2 bench`);
+ * for every subcommand but `script`, whose arguments belong to the script,
+ * they are also taken after it. */
+#include <ecl/ecl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/cpu.h"
+#include "prims/register.h"
+
+/* Made by c:build-static-library from lisp/ (see the Makefile). */
+extern void init_rontolisp_lisp(cl_object);
+
+static int rl_usage_exit(const char *what) {
+    fprintf(stderr, "rontolisp: %s\n(rontolisp --help shows the usage)\n", what);
+    return 2;
+}
+
+/* Takes a global flag at argv[*i]; answers 1 if it was one, 0 if not, -1
+ * (after printing why) if it was malformed. */
+static int rl_take_global_flag(int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--simd") == 0) {
+        rl_set_simd(1);
+        return 1;
+    }
+    if (strcmp(a, "--no-simd") == 0) {
+        rl_set_simd(0);
+        return 1;
+    }
+    if (strcmp(a, "--threads") == 0 || strncmp(a, "--threads=", 10) == 0) {
+        const char *v = a[9] == '=' ? a + 10 : (*i + 1 < argc ? argv[++*i] : NULL);
+        char *end;
+        long n;
+        if (!v) {
+            fprintf(stderr, "rontolisp: --threads expects a count, found nothing\n");
+            return -1;
+        }
+        errno = 0;
+        n = strtol(v, &end, 10);
+        if (errno || *end || end == v || n < 1 || n > 1024) {
+            fprintf(stderr, "rontolisp: --threads expects a count from 1 to 1024, found \"%s\"\n", v);
+            return -1;
+        }
+        rl_set_threads((int)n);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int status = 1;
+    int i, sub = -1;
+    char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
+    int nrest = 0;
+
+    if (!rest)
+        return 1;
+    for (i = 1; i < argc; i++) {
+        int taken;
+        if (sub >= 0 && strcmp(argv[sub], "script") == 0) {
+            rest[nrest++] = argv[i];
+            continue;
+        }
+        taken = rl_take_global_flag(argc, argv, &i);
+        if (taken < 0) {
+            free(rest);
+            return rl_usage_exit("bad global flag");
+        }
+        if (taken)
+            continue;
+        if (sub < 0)
+            sub = i;
+        rest[nrest++] = argv[i];
+    }
+
+    cl_boot(argc, argv);
+    ecl_init_module(NULL, init_rontolisp_lisp);
+    rl_register_primitives();
+
+    {
+        const cl_env_ptr env = ecl_process_env();
+        cl_object args = ECL_NIL;
+        cl_object exit_code = ecl_make_symbol("*PROGRAM-EXIT-CODE*", "EXT");
+        for (i = nrest - 1; i >= 0; i--)
+            args = ecl_cons(ecl_make_simple_base_string(rest[i], -1), args);
+        free(rest);
+        ECL_CATCH_ALL_BEGIN(env) {
+            cl_object r = cl_funcall(2, ecl_make_symbol("MAIN", "RONTOLISP"), args);
+            status = ECL_FIXNUMP(r) ? (int)ecl_fixnum(r) : 1;
+        } ECL_CATCH_ALL_IF_CAUGHT {
+            /* ext:quit unwinds to here with its code in this variable. */
+            cl_object c = ecl_symbol_value(exit_code);
+            status = ECL_FIXNUMP(c) ? (int)ecl_fixnum(c) : 1;
+        } ECL_CATCH_ALL_END;
+    }
+    cl_shutdown();
+    return status;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# ensure-deps.sh - installs what the build and the tests need from Debian
+# when it is missing: ECL and its headers, FiveAM (and the JSON and plotting
+# tools later issues use).  Needs root for apt-get; otherwise says what to
+# install and fails.
+set -e
+need=""
+command -v ecl >/dev/null 2>&1 || need="$need ecl"
+command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
+[ -d /usr/share/common-lisp/source/fiveam ] || need="$need cl-fiveam"
+command -v cc >/dev/null 2>&1 || need="$need gcc"
+command -v make >/dev/null 2>&1 || need="$need make"
+[ -z "$need" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "missing Debian packages:$need (install them as root: apt-get install$need)" >&2
+  exit 1
+fi
+echo "installing Debian packages:$need"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq $need >/dev/null
