@@ -20,7 +20,8 @@ CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
 HOST_SRC  := runtime/main.c prims/register.c
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp
+LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
+             lisp/halfarrays.lisp lisp/qmatrix.lisp
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 

@@ -25,3 +25,69 @@ front end prints the usage string and exits with status 2."))
 
 (defun usage-error (fmt &rest args)
   (error 'usage-error :message (apply #'format nil fmt args)))
+
+;;; Arrays and quantization.
+
+(define-condition shape-error (rontolisp-error)
+  ((expected :initarg :expected :initform nil :reader shape-error-expected)
+   (found :initarg :found :initform nil :reader shape-error-found))
+  (:documentation "An array of the wrong rank or dimensions: EXPECTED and
+FOUND describe what was wanted and what was given."))
+
+(define-condition element-type-error (rontolisp-error)
+  ((found :initarg :found :initform nil :reader element-type-error-found))
+  (:documentation "An array (or other object) whose element type the
+operation cannot take; FOUND is the object's type."))
+
+(define-condition unknown-format-error (rontolisp-error)
+  ((format :initarg :format :initform nil :reader unknown-format-error-format))
+  (:documentation "A quantization format rontolisp does not know."))
+
+(define-condition quantize-error (rontolisp-error)
+  ()
+  (:documentation "Values that cannot be quantized."))
+
+(define-condition non-finite-error (quantize-error)
+  ((index :initarg :index :initform nil :reader non-finite-error-index))
+  (:documentation "A NaN or infinity in the input; INDEX is the list of
+subscripts of the first one."))
+
+(define-condition scale-overflow-error (quantize-error)
+  ((row :initarg :row :initform nil :reader scale-overflow-error-row)
+   (block :initarg :block :initform nil :reader scale-overflow-error-block))
+  (:documentation "A block whose scale d = absmax/127 does not fit in
+binary16 (absmax of about 8.3e6 or more), as llama-quantize refuses it; ROW
+and BLOCK (counted within the row) locate it."))
+
+(define-condition index-error (rontolisp-error)
+  ()
+  (:documentation "A subscript out of range, or the wrong number of them."))
+
+(define-condition immutable-error (rontolisp-error)
+  ()
+  (:documentation "An attempt to write an element of a quantized matrix: an
+element has no storage of its own (writing one would re-quantize its
+block)."))
+
+(define-condition quantized-matrix-error (rontolisp-error)
+  ()
+  (:documentation "An operation that wants a packed float array was given a
+quantized matrix; rontolisp:dequantize it first."))
+
+;;; GGUF files.
+
+(define-condition gguf::file-closed-error (rontolisp-error)
+  ()
+  (:documentation "A tensor or file object used after gguf:close released
+its file."))
+
+;;; Slot readers, documented for the exported API.
+(loop for (reader doc) in
+      '((shape-error-expected "What shape a SHAPE-ERROR's operation wanted.")
+        (shape-error-found "The dimensions a SHAPE-ERROR's operation was given.")
+        (element-type-error-found "The type of the object an ELEMENT-TYPE-ERROR refused.")
+        (unknown-format-error-format "The format an UNKNOWN-FORMAT-ERROR did not know.")
+        (non-finite-error-index "The subscripts of the first NaN or infinity.")
+        (scale-overflow-error-row "The row of the block whose scale overflows binary16.")
+        (scale-overflow-error-block "The block (counted within its row) whose scale overflows."))
+      do (setf (documentation reader 'function) doc))

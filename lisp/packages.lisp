@@ -20,7 +20,18 @@ the command line, and the root of every error the project signals.")
    "F16-BITS" "F16-VALUE" "BF16-BITS" "BF16-VALUE"
    ;; conditions
    "RONTOLISP-ERROR" "RONTOLISP-ERROR-MESSAGE"
-   "USAGE-ERROR"))
+   "USAGE-ERROR" "SHAPE-ERROR" "SHAPE-ERROR-EXPECTED" "SHAPE-ERROR-FOUND"
+   "ELEMENT-TYPE-ERROR" "ELEMENT-TYPE-ERROR-FOUND"
+   "UNKNOWN-FORMAT-ERROR" "UNKNOWN-FORMAT-ERROR-FORMAT"
+   "QUANTIZE-ERROR" "NON-FINITE-ERROR" "NON-FINITE-ERROR-INDEX"
+   "SCALE-OVERFLOW-ERROR" "SCALE-OVERFLOW-ERROR-ROW" "SCALE-OVERFLOW-ERROR-BLOCK"
+   "INDEX-ERROR" "IMMUTABLE-ERROR" "QUANTIZED-MATRIX-ERROR"
+   ;; packed half-precision arrays
+   "FLOAT16-ARRAY" "BFLOAT16-ARRAY" "FLOAT16-ARRAY-P" "BFLOAT16-ARRAY-P"
+   "MAKE-FLOAT16-ARRAY" "MAKE-BFLOAT16-ARRAY" "HALF-ARRAY-BITS"
+   "HALF-ARRAY-DIMENSIONS" "HALF-ARRAY-TO-SINGLE"
+   ;; the quantized matrix
+   "QUANTIZE" "DEQUANTIZE" "QUANTIZED-MATRIX" "QUANTIZED-MATRIX-P" "Q8-0"))
 
 (defpackage "VEC"
   (:use "CL")
@@ -35,6 +46,7 @@ row of a quantized matrix."))
 (defpackage "GGUF"
   (:use "CL")
   (:shadow "READ" "WRITE" "CLOSE")
+  (:export "FILE-CLOSED-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
 

@@ -1,13 +1,15 @@
 #!/bin/sh
 # ensure-deps.sh - installs what the build and the tests need from Debian
-# when it is missing: ECL and its headers, FiveAM (and the JSON and plotting
-# tools later issues use).  Needs root for apt-get; otherwise says what to
+# when it is missing: ECL and its headers, FiveAM and yason (JSON, for the
+# tests).  Needs root for apt-get; otherwise says what to
 # install and fails.
 set -e
 need=""
 command -v ecl >/dev/null 2>&1 || need="$need ecl"
 command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
 [ -d /usr/share/common-lisp/source/fiveam ] || need="$need cl-fiveam"
+[ -d /usr/share/common-lisp/source/yason ] || need="$need cl-yason"
+[ -d /usr/share/common-lisp/source/cl-trivial-gray-streams ] || need="$need cl-trivial-gray-streams"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 [ -z "$need" ] && exit 0

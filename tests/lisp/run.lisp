@@ -7,7 +7,8 @@
 (require 'asdf)
 (let ((*error-output* (make-broadcast-stream))
       (*standard-output* (make-broadcast-stream)))
-  (asdf:load-system "fiveam"))
+  (asdf:load-system "fiveam")
+  (asdf:load-system "yason"))
 
 (defpackage "RONTOLISP-TESTS"
   (:use "CL" "FIVEAM"))
@@ -67,6 +68,81 @@ not a pass)."
   `(if (probe-file ,path)
        (progn ,@body)
        (skip "missing test file ~A" ,path)))
+
+;;; Golden files: their JSON dumps (made by gguf-py, see tests/golden/README.md)
+;;; and raw tensor bytes read at the offsets the dumps give, so the tests of
+;;; the quantizer do not depend on our own GGUF reader.
+
+(defun golden-json (name)
+  "The parsed JSON dump NAME.json of the golden file NAME (a hash table)."
+  (with-open-file (s (golden (concatenate 'string name ".json")))
+    (yason:parse s)))
+
+(defun json-tensors (json)
+  (gethash "tensors" json))
+
+(defun json-tensor (json name)
+  (find name (json-tensors json) :key (lambda (h) (gethash "name" h)) :test #'string=))
+
+(defun read-octets (path start count)
+  (with-open-file (s path :element-type '(unsigned-byte 8))
+    (file-position s start)
+    (let ((v (make-array count :element-type '(unsigned-byte 8))))
+      (assert (= count (read-sequence v s)))
+      v)))
+
+(defun golden-tensor-octets (name json tensor)
+  (read-octets (golden name)
+               (+ (gethash "data_offset" json) (gethash "offset" tensor))
+               (gethash "nbytes" tensor)))
+
+(defun tensor-rows-cols (tensor)
+  "A golden tensor's shape as (rows cols): cols = ne[0], rows the rest."
+  (let ((ne (gethash "ne" tensor)))
+    (list (reduce #'* (rest ne)) (first ne))))
+
+(defun octets-u16 (octets)
+  (let ((v (make-array (floor (length octets) 2) :element-type '(unsigned-byte 16))))
+    (dotimes (i (length v) v)
+      (setf (aref v i) (logior (aref octets (* 2 i)) (ash (aref octets (1+ (* 2 i))) 8))))))
+
+(defun octets-f32 (octets)
+  (let ((v (make-array (floor (length octets) 4) :element-type 'single-float)))
+    (dotimes (i (length v) v)
+      (let ((bits (logior (aref octets (* 4 i)) (ash (aref octets (+ 1 (* 4 i))) 8)
+                          (ash (aref octets (+ 2 (* 4 i))) 16) (ash (aref octets (+ 3 (* 4 i))) 24))))
+        (setf (aref v i) (rontolisp::%bits-single bits))))))
+
+(defun reshape (vector dims)
+  "A fresh simple array of DIMS with VECTOR's elements in row-major order."
+  (let ((a (make-array dims :element-type (array-element-type vector))))
+    (dotimes (i (length vector) a)
+      (setf (row-major-aref a i) (aref vector i)))))
+
+(defun golden-source-array (name json tensor)
+  "The golden tensor as the array QUANTIZE takes: a (rows cols) single-float
+array for F32, a float16-array or bfloat16-array for F16 and BF16."
+  (let ((octets (golden-tensor-octets name json tensor))
+        (dims (tensor-rows-cols tensor)))
+    (ecase (gethash "type_id" tensor)
+      (0 (reshape (octets-f32 octets) dims))
+      (1 (rontolisp::%make-float16-array (reshape (octets-u16 octets) dims)))
+      (30 (rontolisp::%make-bfloat16-array (reshape (octets-u16 octets) dims))))))
+
+(defun matrix-octets (m)
+  "The bytes WRITE-SEQUENCE writes for the quantized matrix M, through a
+temporary file."
+  (let ((path (tmp-path "qm.bin")))
+    (unwind-protect
+         (progn
+           (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
+                                   :if-exists :supersede)
+             (write-sequence m s))
+           (with-open-file (s path :element-type '(unsigned-byte 8))
+             (let ((v (make-array (file-length s) :element-type '(unsigned-byte 8))))
+               (read-sequence v s)
+               v)))
+      (ignore-errors (delete-file path)))))
 
 ;;; Load the suites.
 (let* ((filters rontolisp:*args*)

@@ -1,0 +1,508 @@
+;;;; qmatrix.lisp - the quantized matrix: QUANTIZE, DEQUANTIZE, and CL's
+;;;; array functions answering for it.
+;;;;
+;;;; A quantized matrix holds Q8_0 blocks (ggml's int8 format, SPEC 2) in
+;;;; memory it does not share with Lisp arrays: its own octet vector when
+;;;; QUANTIZE made it, a region of a mapped file when gguf:tensor did.  It is
+;;;; a struct, not an array (ARRAYP is false), yet AREF, ROW-MAJOR-AREF,
+;;;; ARRAY-DIMENSIONS and friends answer for it:
+;;;;
+;;;; - in the REPL, interpreted code, FUNCALL and APPLY, through dispatchers
+;;;;   installed in the CL symbols' function cells, which hand every other
+;;;;   argument to ECL's own function;
+;;;; - in natively compiled code (COMPILE, COMPILE-FILE), through compiler
+;;;;   macros on the same symbols.  ECL open-codes AREF without checking that
+;;;;   its argument is an array, so a function cell alone is not enough: the
+;;;;   macros wrap ECL's own expansion as (if (arrayp x) <ECL's code> <ours>)
+;;;;   and leave it untouched where the compiler knows X is an array.  ECL's
+;;;;   compiler loads lazily and installs its own AREF macro when it does, so
+;;;;   COMPILE and COMPILE-FILE are wrapped to (re)install ours first.
+;;;;
+;;;; The C side (prims/register.c) reads the struct's slots by position:
+;;;; keep the slot order of QUANTIZED-MATRIX in step with its enum.
+
+(in-package "RONTOLISP")
+
+(defstruct (quantized-matrix
+            (:constructor %make-quantized-matrix (base offset owner dims rows cols format))
+            (:copier nil)
+            (:predicate nil))
+  "A matrix (rank 2) or vector (rank 1) of Q8_0-quantized values.  AREF and
+ROW-MAJOR-AREF answer the dequantized value q*d as a double-float; elements
+cannot be written.  Made by RONTOLISP:QUANTIZE or read from a GGUF file."
+  (base nil :read-only t)        ; octet vector, or foreign pointer to a mapping
+  (offset 0 :type fixnum :read-only t) ; byte offset of block 0 in BASE
+  (owner nil :read-only t)       ; what keeps BASE's memory alive
+  (dims nil :type list :read-only t)
+  (rows 0 :type fixnum :read-only t)   ; 1 for rank 1
+  (cols 0 :type fixnum :read-only t)
+  (format 'q8-0 :type symbol :read-only t))
+
+(declaim (inline quantized-matrix-p))
+(defun quantized-matrix-p (x)
+  "True when X is a quantized matrix."
+  (typep x 'quantized-matrix))
+
+(defmethod print-object ((m quantized-matrix) stream)
+  (if *print-readably*
+      (error 'print-not-readable :object m)
+      (format stream "#<quantized-matrix ~(~A~) ~S>"
+              (quantized-matrix-format m) (quantized-matrix-dims m))))
+
+(defun qm-byte-size (m)
+  (* (floor (* (quantized-matrix-rows m) (quantized-matrix-cols m)) 32) 34))
+
+;;; QUANTIZE and DEQUANTIZE.
+
+(defun format-name-p (format)
+  (and (or (symbolp format) (stringp format))
+       (member (string format) '("Q8-0" "Q8_0" "q8-0" "q8_0") :test #'string=)))
+
+(defun quantize (array format)
+  "Quantize ARRAY into a quantized matrix in FORMAT.  The one format is
+Q8-0 (any symbol of that name, e.g. 'q8-0 or :q8-0), ggml's Q8_0: blocks of
+32 consecutive values of a row, each one binary16 scale d = absmax/127 and
+32 signed bytes q = round(x/d), bit for bit what llama-quantize writes.
+ARRAY is a (simple-array single-float) or (simple-array double-float) (each
+double first rounded to single), a FLOAT16-ARRAY or a BFLOAT16-ARRAY, of
+rank 1 or 2, its last dimension a multiple of 32.  Signals
+UNKNOWN-FORMAT-ERROR, ELEMENT-TYPE-ERROR, SHAPE-ERROR, NON-FINITE-ERROR (a
+NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
+(a block whose scale overflows binary16, with its row and block)."
+  (unless (format-name-p format)
+    (error 'unknown-format-error
+           :format format
+           :message (format nil "quantize: expected the format q8-0, found ~S" format)))
+  (multiple-value-bind (src kind)
+      (typecase array
+        ((simple-array single-float) (values array 0))
+        ((simple-array double-float) (values array 1))
+        (float16-array (values (float16-array-bits array) 2))
+        (bfloat16-array (values (bfloat16-array-bits array) 3))
+        (t (error 'element-type-error
+                  :found (type-of array)
+                  :message (format nil "quantize: expected a (simple-array single-float), ~
+(simple-array double-float), float16-array or bfloat16-array, found ~A"
+                                   (describe-object-type array)))))
+    (let* ((dims (array-dimensions src))
+           (rank (length dims)))
+      (unless (<= 1 rank 2)
+        (error 'shape-error
+               :expected "rank 1 or 2" :found dims
+               :message (format nil "quantize: expected an array of rank 1 or 2, found rank ~D ~
+(dimensions ~S)" rank dims)))
+      (let ((cols (car (last dims)))
+            (rows (if (= rank 2) (first dims) 1)))
+        (unless (zerop (mod cols 32))
+          (error 'shape-error
+                 :expected "last dimension a multiple of 32" :found dims
+                 :message (format nil "quantize: expected the last dimension to be a multiple ~
+of 32 (Q8_0 blocks), found ~D (dimensions ~S)" cols dims)))
+        (multiple-value-bind (bytes status where) (%q8-quantize src kind)
+          (case status
+            ((nil) (%make-quantized-matrix bytes 0 nil dims rows cols 'q8-0))
+            (:non-finite
+             (let ((index (if (= rank 2) (multiple-value-list (floor where cols)) (list where))))
+               (error 'non-finite-error
+                      :index index
+                      :message (format nil "quantize: expected finite values, found ~A at index ~S"
+                                       (non-finite-description src kind where) index))))
+            (:scale-overflow
+             (let* ((per-row (floor cols 32))
+                    (row (floor where per-row))
+                    (blk (mod where per-row)))
+               (error 'scale-overflow-error
+                      :row row :block blk
+                      :message (format nil "quantize: the scale of row ~D, block ~D (values ~D to ~D ~
+of the row) overflows binary16: expected a block absmax below 8321040, found one of ~A"
+                                       row blk (* blk 32) (+ (* blk 32) 31)
+                                       (block-absmax src kind (* where 32))))))
+            (t (error 'rontolisp-error
+                      :message (format nil "quantize: internal failure ~S" status)))))))))
+
+(defun flat-value (src kind i)
+  (let ((x (row-major-aref src i)))
+    (case kind
+      (2 (f16-value x))
+      (3 (bf16-value x))
+      (t x))))
+
+(defun non-finite-description (src kind i)
+  (let ((x (flat-value src kind i)))
+    (cond ((ext:float-nan-p x) "NaN")
+          ((plusp x) "+infinity")
+          (t "-infinity"))))
+
+(defun block-absmax (src kind start)
+  (loop for i from start below (+ start 32)
+        maximize (abs (flat-value src kind i))))
+
+(defun check-quantized-matrix (fn m)
+  (unless (quantized-matrix-p m)
+    (error 'element-type-error
+           :found (type-of m)
+           :message (format nil "~(~A~): expected a quantized matrix, found ~A"
+                            fn (describe-object-type m)))))
+
+(defun dequantize (m)
+  "A fresh (simple-array single-float) of the quantized matrix M's shape
+holding its values q*d (exact)."
+  (check-quantized-matrix 'dequantize m)
+  (%q8-dequantize-into m (make-array (quantized-matrix-dims m) :element-type 'single-float)))
+
+;;; What the array functions answer for a quantized matrix.
+
+(defun qm-aref (m subscripts)
+  (case (length subscripts)
+    (1 (%qm-aref-1 m (first subscripts)))
+    (2 (%qm-aref-2 m (first subscripts) (second subscripts)))
+    (t (error 'index-error
+              :message (format nil "aref: a rank-~D quantized matrix takes ~D subscript~:P, given ~D"
+                               (length (quantized-matrix-dims m))
+                               (length (quantized-matrix-dims m))
+                               (length (quantized-matrix-dims m))
+                               (length subscripts))))))
+
+(defun qm-setf-error (m &rest ignore)
+  (declare (ignore ignore))
+  (error 'immutable-error
+         :message (format nil "(setf aref): ~A has no element storage of its own (an element is ~
+q*d of a 32-value block); dequantize it, change the copy and quantize again" m)))
+
+(defun qm-array-dimension (m axis)
+  (let ((dims (quantized-matrix-dims m)))
+    (unless (and (integerp axis) (< -1 axis (length dims)))
+      (error 'index-error
+             :message (format nil "array-dimension: axis ~S of a rank-~D quantized matrix ~
+(expected 0 to ~D)" axis (length dims) (1- (length dims)))))
+    (nth axis dims)))
+
+(defun qm-array-total-size (m)
+  (* (quantized-matrix-rows m) (quantized-matrix-cols m)))
+
+(defun qm-array-in-bounds-p (m subscripts)
+  (let ((dims (quantized-matrix-dims m)))
+    (unless (= (length subscripts) (length dims))
+      (error 'index-error
+             :message (format nil "array-in-bounds-p: a rank-~D quantized matrix takes ~D ~
+subscript~:P, given ~D" (length dims) (length dims) (length subscripts))))
+    (every (lambda (i d) (and (integerp i) (< -1 i d))) subscripts dims)))
+
+(defun qm-array-row-major-index (m subscripts)
+  (unless (qm-array-in-bounds-p m subscripts)
+    (error 'index-error
+           :message (format nil "array-row-major-index: subscripts ~S out of range for ~A"
+                            subscripts m)))
+  (if (= 1 (length subscripts))
+      (first subscripts)
+      (+ (* (first subscripts) (quantized-matrix-cols m)) (second subscripts))))
+
+(defun qm-write-sequence (m stream &key (start 0) end)
+  "Write the Q8_0 bytes of M (from byte START below END) to STREAM, an
+(unsigned-byte 8) stream."
+  (let* ((size (qm-byte-size m))
+         (end (or end size)))
+    (unless (and (typep start 'fixnum) (typep end 'fixnum) (<= 0 start end size))
+      (error 'index-error
+             :message (format nil "write-sequence: expected 0 <= start <= end <= ~D (the matrix's ~
+bytes), found :start ~S :end ~S" size start end)))
+    (let ((base (quantized-matrix-base m)))
+      (if (typep base '(simple-array (unsigned-byte 8) (*)))
+          (write-sequence base stream :start (+ (quantized-matrix-offset m) start)
+                                      :end (+ (quantized-matrix-offset m) end))
+          (let ((buf (make-array (min (- end start) (* 1024 1024))
+                                 :element-type '(unsigned-byte 8))))
+            (loop for pos from start below end by (length buf)
+                  for n = (min (length buf) (- end pos))
+                  do (%q8-copy-bytes m pos n buf)
+                     (write-sequence buf stream :end n)))))
+    m))
+
+;;; Function-cell dispatchers: the REPL, interpreted code, FUNCALL, APPLY.
+
+(defvar *originals* (make-hash-table :test 'eq)
+  "ECL's own function for each CL symbol whose function cell we took.")
+
+(defmacro with-cl-unlocked (&body body)
+  `(let ((was (si:package-locked-p (find-package "CL"))))
+     (si:package-lock (find-package "CL") nil)
+     (unwind-protect (progn ,@body)
+       (si:package-lock (find-package "CL") was))))
+
+(defmacro define-dispatcher (name lambda-list test qm-form call-original)
+  "Install in NAME's function cell a function of LAMBDA-LIST that answers
+QM-FORM when TEST holds and CALL-ORIGINAL (with ORIGINAL bound to ECL's
+function) otherwise."
+  (let ((fn (intern (format nil "DISPATCH-~A" (symbol-name name)))))
+    `(progn
+       (defun ,fn ,lambda-list
+         (if ,test
+             ,qm-form
+             (let ((original (gethash ',name *originals*)))
+               ,call-original)))
+       (unless (gethash ',name *originals*)
+         (setf (gethash ',name *originals*) (fdefinition ',name))
+         (with-cl-unlocked (setf (fdefinition ',name) #',fn))))))
+
+(define-dispatcher aref (array &rest subscripts)
+  (quantized-matrix-p array)
+  (qm-aref array subscripts)
+  (apply original array subscripts))
+
+(define-dispatcher si:aset (array &rest subscripts-and-value)
+  (quantized-matrix-p array)
+  (apply #'qm-setf-error array subscripts-and-value)
+  (apply original array subscripts-and-value))
+
+(define-dispatcher row-major-aref (array index)
+  (quantized-matrix-p array)
+  (%qm-row-major-aref array index)
+  (funcall original array index))
+
+(define-dispatcher si:row-major-aset (array index value)
+  (quantized-matrix-p array)
+  (qm-setf-error array index value)
+  (funcall original array index value))
+
+(define-dispatcher array-dimensions (array)
+  (quantized-matrix-p array)
+  (copy-list (quantized-matrix-dims array))
+  (funcall original array))
+
+(define-dispatcher array-dimension (array axis)
+  (quantized-matrix-p array)
+  (qm-array-dimension array axis)
+  (funcall original array axis))
+
+(define-dispatcher array-rank (array)
+  (quantized-matrix-p array)
+  (length (quantized-matrix-dims array))
+  (funcall original array))
+
+(define-dispatcher array-total-size (array)
+  (quantized-matrix-p array)
+  (qm-array-total-size array)
+  (funcall original array))
+
+(define-dispatcher array-element-type (array)
+  (quantized-matrix-p array)
+  (quantized-matrix-format array)
+  (funcall original array))
+
+(define-dispatcher array-in-bounds-p (array &rest subscripts)
+  (quantized-matrix-p array)
+  (qm-array-in-bounds-p array subscripts)
+  (apply original array subscripts))
+
+(define-dispatcher array-row-major-index (array &rest subscripts)
+  (quantized-matrix-p array)
+  (qm-array-row-major-index array subscripts)
+  (apply original array subscripts))
+
+(define-dispatcher write-sequence (sequence stream &rest keys)
+  (quantized-matrix-p sequence)
+  (apply #'qm-write-sequence sequence stream keys)
+  (apply original sequence stream keys))
+
+;;; Compiler macros: natively compiled code.
+
+(defvar *ecl-compiler-macros* (make-hash-table :test 'eq)
+  "ECL's own compiler macro for each symbol we wrap (or NIL).")
+
+(defun known-type (form env)
+  "The type the compiler knows FORM to have: TYPE for (the TYPE x), a
+variable's declared or inferred type, else T."
+  (cond ((and (consp form) (eq (first form) 'the)) (second form))
+        ((and (symbolp form) env (not (constantp form)))
+         (let* ((search (find-symbol "CMP-ENV-SEARCH-VAR" "C"))
+                (var-type (find-symbol "VAR-TYPE" "C"))
+                (var (and search (fboundp search)
+                          (ignore-errors (funcall search form env)))))
+           (if (and var (typep var 'structure-object) var-type (fboundp var-type))
+               (or (ignore-errors (funcall var-type var)) t)
+               t)))
+        (t t)))
+
+(defun known-subtype-p (form env type)
+  (let ((known (known-type form env)))
+    (and (not (eq known t))
+         (values (ignore-errors (subtypep known type))))))
+
+(defun ecl-expansion (name form env)
+  "FORM as ECL's own compiler macro for NAME would expand it (FORM itself
+when it has none or declines)."
+  (let ((cm (gethash name *ecl-compiler-macros*)))
+    (if cm (funcall cm form env) form)))
+
+(defun plain-variable-p (form env)
+  (and (symbolp form) (not (constantp form))
+       (eq form (macroexpand-1 form env))))
+
+(defun call-with-evaluated-once (form env fn)
+  "FN's code for FORM's value: FN called with FORM itself when FORM is a
+plain variable, else with a gensym bound to FORM around FN's code."
+  (if (plain-variable-p form env)
+      (funcall fn form)
+      (let ((g (gensym "ARRAY")))
+        `(let ((,g ,form)) ,(funcall fn g)))))
+
+(defun c-inline-aref (m subscripts)
+  "Code reading element SUBSCRIPTS of the quantized matrix M as an unboxed
+double, through the C entry points of prims/register.c."
+  (case (length subscripts)
+    (1 `(ffi:c-inline (,m ,(first subscripts)) (:object :object) :double
+                      "({extern double rl_qm_aref_1(cl_object,cl_object); rl_qm_aref_1(#0,#1);})"
+                      :one-liner t))
+    (2 `(ffi:c-inline (,m ,@subscripts) (:object :object :object) :double
+                      "({extern double rl_qm_aref_2(cl_object,cl_object,cl_object); rl_qm_aref_2(#0,#1,#2);})"
+                      :one-liner t))
+    (t `(qm-aref ,m (list ,@subscripts)))))
+
+(defun c-inline-row-major-aref (m index)
+  `(ffi:c-inline (,m ,index) (:object :object) :double
+                 "({extern double rl_qm_row_major_aref(cl_object,cl_object); rl_qm_row_major_aref(#0,#1);})"
+                 :one-liner t))
+
+(defun expand-array-access (name form env qm-code)
+  "The expansion of FORM, a call of NAME on an array-or-matrix first
+argument: ECL's own when the compiler knows the argument is an array,
+QM-CODE's when it knows it is a quantized matrix, else a test for both.
+QM-CODE is called with the (evaluated-once) matrix form and the other
+arguments."
+  (if (not (and (consp form) (eq (first form) name) (consp (rest form))))
+      form                              ; (funcall #'aref ...) and the like
+      (destructuring-bind (array &rest args) (rest form)
+        (cond ((known-subtype-p array env 'array) (ecl-expansion name form env))
+              ((known-subtype-p array env 'quantized-matrix) (funcall qm-code array args))
+              (t (call-with-evaluated-once
+                  array env
+                  (lambda (a)
+                    `(if (arrayp ,a)
+                         ,(ecl-expansion name `(,name (the array ,a) ,@args) env)
+                         ,(funcall qm-code a args)))))))))
+
+(defun expand-aref (form env)
+  (expand-array-access 'aref form env #'c-inline-aref))
+
+(defun expand-row-major-aref (form env)
+  (expand-array-access 'row-major-aref form env
+                       (lambda (m args) (c-inline-row-major-aref m (first args)))))
+
+(defun expand-setter (name)
+  (lambda (form env)
+    (expand-array-access name form env
+                         (lambda (m args) `(qm-setf-error ,m ,@args)))))
+
+(defun expand-query (name qm-function)
+  "An expander for a function NAME of an array (and maybe more arguments)
+whose answer for a quantized matrix is QM-FUNCTION's."
+  (lambda (form env)
+    (expand-array-access name form env
+                         (lambda (m args)
+                           `(if (quantized-matrix-p ,m)
+                                (,qm-function ,m ,@args)
+                                ;; neither an array nor a matrix: ECL's error
+                                (funcall (gethash ',name *originals*) ,m ,@args))))))
+
+(defun expand-write-sequence (form env)
+  (if (not (and (consp form) (eq (first form) 'write-sequence) (consp (rest form))))
+      form
+      (destructuring-bind (seq &rest args) (rest form)
+        (if (known-subtype-p seq env 'sequence)
+            form
+            (call-with-evaluated-once
+             seq env
+             (lambda (s)
+               `(if (quantized-matrix-p ,s)
+                    (qm-write-sequence ,s ,@args)
+                    (write-sequence (the sequence ,s) ,@args))))))))
+
+(defun rest-list-qm (fn)
+  "Adapt FN, a function of a matrix and a list of subscripts, to take the
+subscripts as separate arguments."
+  (lambda (m &rest subscripts) (funcall fn m subscripts)))
+
+(setf (fdefinition 'qm-array-dimensions) (lambda (m) (copy-list (quantized-matrix-dims m)))
+      (fdefinition 'qm-array-rank) (lambda (m) (length (quantized-matrix-dims m)))
+      (fdefinition 'qm-array-in-bounds-p*) (rest-list-qm #'qm-array-in-bounds-p)
+      (fdefinition 'qm-array-row-major-index*) (rest-list-qm #'qm-array-row-major-index))
+
+(defparameter *compiler-macro-expanders*
+  (list (cons 'aref #'expand-aref)
+        (cons 'row-major-aref #'expand-row-major-aref)
+        (cons 'si:aset (expand-setter 'si:aset))
+        (cons 'si:row-major-aset (expand-setter 'si:row-major-aset))
+        (cons 'array-dimensions (expand-query 'array-dimensions 'qm-array-dimensions))
+        (cons 'array-dimension (expand-query 'array-dimension 'qm-array-dimension))
+        (cons 'array-rank (expand-query 'array-rank 'qm-array-rank))
+        (cons 'array-total-size (expand-query 'array-total-size 'qm-array-total-size))
+        (cons 'array-element-type (expand-query 'array-element-type 'quantized-matrix-format))
+        (cons 'array-in-bounds-p (expand-query 'array-in-bounds-p 'qm-array-in-bounds-p*))
+        (cons 'array-row-major-index (expand-query 'array-row-major-index
+                                                   'qm-array-row-major-index*))
+        (cons 'write-sequence #'expand-write-sequence))
+  "Each wrapped CL symbol with the function computing its expansion.")
+
+(defun install-compiler-macros ()
+  "Install our compiler macros on the CL array functions, remembering the
+ones ECL's compiler installed (once loaded, it installs its AREF and ASET
+macros over ours).  Idempotent."
+  (with-cl-unlocked
+    (loop for (name . expander) in *compiler-macro-expanders*
+          for current = (compiler-macro-function name)
+          unless (eq current expander)
+            do (setf (gethash name *ecl-compiler-macros*) current
+                     (compiler-macro-function name) expander))))
+
+(defvar *real-compilers* (make-hash-table :test 'eq)
+  "ECL's own function for each compiler entry point we wrap.")
+
+(defparameter *compiler-entry-points*
+  '(compile compile-file compile-file-pathname disassemble)
+  "The functions that load ECL's compiler on first use (autoload stubs until
+then); each is wrapped so our compiler macros are in place first.")
+
+(defun compiler-loaded-p ()
+  (and (member "CMP" *modules* :test #'string-equal) t))
+
+(defun keep-compiler-wrappers ()
+  "Put our wrapper back in each entry point's function cell where loading
+the compiler replaced it, remembering the compiler's function."
+  (dolist (name *compiler-entry-points*)
+    (let ((current (fdefinition name))
+          (wrapper (get name 'rontolisp-wrapper)))
+      (when (and wrapper (not (eq current wrapper)))
+        (setf (gethash name *real-compilers*) current)
+        (with-cl-unlocked (setf (fdefinition name) wrapper))))))
+
+(defun compiler-provider (module)
+  "A module provider for REQUIRE: loads ECL's compiler itself so that,
+whoever asks for it (ASDF does, on (require 'asdf)), our compiler macros
+go back on top of the compiler's own."
+  (when (string-equal (string module) "CMP")
+    (let ((loaded (load "SYS:cmp" :verbose nil)))
+      (pushnew "CMP" *modules* :test #'string=)
+      (keep-compiler-wrappers)
+      (install-compiler-macros)
+      loaded)))
+
+(defun prepare-compiler ()
+  "Load ECL's compiler if needed and make sure our compiler macros and
+wrappers are in place."
+  (unless (compiler-loaded-p)
+    (require "CMP"))
+  (keep-compiler-wrappers)
+  (install-compiler-macros))
+
+(defun wrap-compiler-entry-point (name)
+  (let ((wrapper (lambda (&rest args)
+                   (prepare-compiler)
+                   (apply (gethash name *real-compilers*) args))))
+    (setf (get name 'rontolisp-wrapper) wrapper
+          (gethash name *real-compilers*) (fdefinition name))
+    (with-cl-unlocked (setf (fdefinition name) wrapper))))
+
+(unless (get 'compile 'rontolisp-wrapper)
+  (mapc #'wrap-compiler-entry-point *compiler-entry-points*)
+  (push 'compiler-provider ext:*module-provider-functions*))
+(install-compiler-macros)
