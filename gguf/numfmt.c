@@ -43,26 +43,6 @@ uint16_t rl_gguf_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
 }
 
-float rl_gguf_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    if (e == 0x1f)                          /* inf or NaN, payload kept */
-        return rl_gguf_f32_from_bits(sign | 0x7f800000u | (m << 13));
-    if (e != 0)
-        return rl_gguf_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
-    if (m == 0)
-        return rl_gguf_f32_from_bits(sign);
-    /* Subnormal: normalise the mantissa into an f32 normal. */
-    int shift = 0;
-    while (!(m & 0x400u)) {
-        m <<= 1;
-        shift++;
-    }
-    m &= 0x3ffu;
-    return rl_gguf_f32_from_bits(sign | ((uint32_t)(113 - shift) << 23) | (m << 13));
-}
-
 void rl_gguf_f32_to_f16_row(const float *x, uint16_t *y, size_t n) {
     for (size_t i = 0; i < n; i++)
         y[i] = rl_gguf_f32_to_f16(x[i]);

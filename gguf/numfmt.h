@@ -29,8 +29,24 @@ static inline float rl_gguf_f32_from_bits(uint32_t u) {
 uint16_t rl_gguf_f32_to_f16(float f);
 
 /* Widen binary16 to f32 exactly (subnormals, infinities and NaN payloads
- * included). */
-float rl_gguf_f16_to_f32(uint16_t h);
+ * included).  Integer arithmetic only, so it never raises a floating-point
+ * exception (the Lisp side runs with traps enabled); inline because reading
+ * one element of a quantized matrix calls it. */
+static inline float rl_gguf_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1f) /* inf or NaN, payload kept */
+        return rl_gguf_f32_from_bits(sign | 0x7f800000u | (m << 13));
+    if (e != 0)
+        return rl_gguf_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+    if (m == 0)
+        return rl_gguf_f32_from_bits(sign);
+    /* Subnormal: shift the leading 1 up to bit 10, adjusting the exponent. */
+    int shift = __builtin_clz(m) - 21; /* m < 2^10: clz >= 22 */
+    m = (m << shift) & 0x3ffu;
+    return rl_gguf_f32_from_bits(sign | ((uint32_t)(113 - shift) << 23) | (m << 13));
+}
 
 /* ggml's f32 -> bf16: NaN made quiet (bit 6 of the result set), everything
  * else rounded to nearest even on the top 16 bits (overflow gives inf). */

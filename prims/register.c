@@ -245,7 +245,8 @@ static void rl_qm_view_of(cl_object m, rl_qm_view *v) {
     v->blocks = (const rl_block_q8_0 *)(p + ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_OFFSET)));
     v->rows = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_ROWS));
     v->cols = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_COLS));
-    v->rank = ecl_length(ECL_STRUCT_SLOT(m, RL_QM_DIMS));
+    /* dims is a proper list of one or two fixnums (made by our Lisp code) */
+    v->rank = ECL_CONS_CDR(ECL_STRUCT_SLOT(m, RL_QM_DIMS)) == ECL_NIL ? 1 : 2;
 }
 
 static void rl_qm_check(const char *fn, cl_object m, rl_qm_view *v) {
@@ -279,6 +280,12 @@ static void rl_qm_rank_check(const char *fn, const rl_qm_view *v, cl_index nidx)
                   (unsigned long)nidx);
 }
 
+/* q * d of flat element i, inlined here: it is the whole cost of an AREF. */
+static inline double rl_qm_elt(const rl_block_q8_0 *x, cl_index i) {
+    const rl_block_q8_0 *b = x + i / RL_QK8_0;
+    return (double)b->qs[i % RL_QK8_0] * (double)rl_gguf_f16_to_f32(b->d);
+}
+
 /* Entry points for compiled code (the compiler macros of lisp/qmatrix.lisp
  * emit c-inline calls to these, answering an unboxed double). */
 double rl_qm_aref_1(cl_object m, cl_object i);
@@ -289,7 +296,7 @@ double rl_qm_aref_1(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("AREF", m, &v);
     rl_qm_rank_check("AREF", &v, 1);
-    return rl_q8_get(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
+    return rl_qm_elt(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
 }
 
 double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
@@ -298,13 +305,13 @@ double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
     rl_qm_rank_check("AREF", &v, 2);
     cl_index r = rl_qm_index("AREF", m, 0, i, v.rows);
     cl_index c = rl_qm_index("AREF", m, 1, j, v.cols);
-    return rl_q8_get(v.blocks, r * v.cols + c);
+    return rl_qm_elt(v.blocks, r * v.cols + c);
 }
 
 double rl_qm_row_major_aref(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("ROW-MAJOR-AREF", m, &v);
-    return rl_q8_get(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
+    return rl_qm_elt(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
 }
 
 static cl_object rl_prim_qm_aref_1(cl_object m, cl_object i) {
