@@ -45,11 +45,11 @@ $(B)/lisp/librontolisp-lisp.a: $(LISP_SRC) runtime/build-lisp.lisp
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
-	  $(B)/librl.a $(ECL_LIBS) -lpthread -lm -ldl
+	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
 
 $(B)/tests/%: tests/c/%.c $(B)/librl.a tests/c/check.h
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
 
 # Installs ECL, FiveAM and friends from Debian when they are missing.
 deps:
@@ -69,9 +69,56 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh tests/demo.sh
 
+# The benchmark (not a test): `rontolisp bench' on the standard shapes, or
+# on what BENCH_ARGS names (make bench BENCH_ARGS="model.gguf --iters 50");
+# the table in build/bench.txt, the numbers in build/bench.json and the plot
+# build/bench.png (gnuplot, installed only here when missing).
+BENCH_ARGS ?=
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh tests/ensure-deps.sh --bench
+	$(B)/rontolisp bench $(BENCH_ARGS) --json $(B)/bench.json > $(B)/bench.txt
+	@cat $(B)/bench.txt
+	@$(B)/rontolisp script tests/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
+	  $(B)/bench-vars.gp
+	gnuplot -e "data='$(B)/bench.dat'; vars='$(B)/bench-vars.gp'; out='$(B)/bench.png'" \
+	  tests/bench/plot.gp
+	@echo "wrote $(B)/bench.txt, $(B)/bench.json and $(B)/bench.png"
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(B)/rontolisp $(DESTDIR)$(PREFIX)/bin/rontolisp
 
 clean:
 	rm -rf $(B)
+
+# Fuzzing: every tests/fuzz/fuzz_*.c is a libFuzzer target over the plain C
+# file readers, run FUZZ_SECONDS each on its corpus, the golden and bad files.
+FUZZ_SECONDS ?= 60
+FUZZ_LIBS ?= -ljansson
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+$(B)/fuzz/%: tests/fuzz/%.c $(wildcard gguf/*.c gguf/*.h)
+	@mkdir -p $(B)/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -o $@ $< $(wildcard gguf/*.c) $(FUZZ_LIBS)
+
+fuzz: $(FUZZ_TARGETS)
+	@mkdir -p tests/fuzz/corpus
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t for $(FUZZ_SECONDS) s"; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    tests/fuzz/corpus tests/golden tests/bad || exit 1; \
+	done
+
+# The C unit tests and the FiveAM suites with our C code built under
+# AddressSanitizer and UBSan (ECL itself is not instrumented; its collector
+# keeps memory on purpose, so leak detection is off; ECL's headers read
+# tagged pointers through object types, which UBSan's alignment check
+# flags, so that one check is off).
+check-asan: deps
+	@$(MAKE) --no-print-directory B=build/asan \
+	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
+	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \
+	  sh tests/run-all.sh $(patsubst $(B)/%,build/asan/%,$(C_TESTS))

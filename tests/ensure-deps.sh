@@ -2,7 +2,8 @@
 # ensure-deps.sh - installs what the build and the tests need from Debian
 # when it is missing: ECL and its headers, FiveAM and yason (JSON, for the
 # tests).  Needs root for apt-get; otherwise says what to
-# install and fails.
+# install and fails.  libjansson-dev: the JSON parser of the safetensors
+# reader and of config.json / tokenizer.json.
 set -e
 need=""
 command -v ecl >/dev/null 2>&1 || need="$need ecl"
@@ -10,8 +11,13 @@ command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
 [ -d /usr/share/common-lisp/source/fiveam ] || need="$need cl-fiveam"
 [ -d /usr/share/common-lisp/source/yason ] || need="$need cl-yason"
 [ -d /usr/share/common-lisp/source/cl-trivial-gray-streams ] || need="$need cl-trivial-gray-streams"
+[ -f /usr/include/jansson.h ] || need="$need libjansson-dev"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
+# gnuplot only for `make bench' (ensure-deps.sh --bench), never for the tests.
+if [ "$1" = --bench ] && ! command -v gnuplot >/dev/null 2>&1; then
+  need="$need gnuplot-nox"
+fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages:$need (install them as root: apt-get install$need)" >&2

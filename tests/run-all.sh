@@ -2,6 +2,7 @@
 # run-all.sh - runs the C unit tests and the FiveAM suites and prints the
 # final "N passed, N failed" line that sums both; exits non-zero on any
 # failure, including a test program that crashed before reporting.
+# RONTOLISP_EXE names the executable to test (default build/rontolisp).
 #   tests/run-all.sh [--c-only | --lisp-only] [C-TEST-PROGRAM ...]
 mode=all
 case "$1" in --c-only|--lisp-only) mode=${1#--}; shift ;; esac
@@ -28,7 +29,8 @@ fi
 
 if [ "$mode" != c-only ]; then
   # FiveAM and its dependencies are compiled once into build/cache.
-  XDG_CACHE_HOME=$(pwd)/build/cache build/rontolisp script tests/lisp/run.lisp \
+  exe=${RONTOLISP_EXE:-build/rontolisp}
+  XDG_CACHE_HOME=$(pwd)/build/cache "$exe" script tests/lisp/run.lisp \
     >"$log/lisp.log" 2>&1
   rc=$?
   cat "$log/lisp.log"

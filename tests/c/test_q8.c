@@ -10,47 +10,13 @@
 #include "prims/cpu.h"
 #include "prims/q8.h"
 #include "tests/c/check.h"
+#include "tests/c/testutil.h"
 
 #define GOLDEN "tests/golden/"
 
 /* ---- tiny helpers --------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
-static float rnd_gauss(void) {
-    double s = 0;
-    for (int i = 0; i < 4; i++)
-        s += rnd_unit() - 0.5;
-    return (float)(s * 1.7);
-}
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        if (len)
-            *len = (size_t)n;
-    }
-    return buf;
-}
 
 static int hexval(int c) {
     if (c >= '0' && c <= '9')
@@ -129,11 +95,12 @@ static void test_corner_table(const char *file, int want_rows) {
             bad_f64++;
         /* Dequantized: q * f16->f32(d), as the bytes say. */
         float deq[32];
-        rl_q8_dequantize_ref((const rl_block_q8_0 *)(const void *)want, 1, deq);
+        rl_block_q8_0 wb;
+        memcpy(&wb, want, sizeof wb);
+        rl_q8_dequantize_ref(&wb, 1, deq);
         float dd = rl_gguf_f16_to_f32((uint16_t)(want[0] | want[1] << 8));
         for (int j = 0; j < 32; j++)
-            if (deq[j] != (float)(int8_t)want[2 + j] * dd ||
-                rl_q8_get((const rl_block_q8_0 *)(const void *)want, (size_t)j) != (double)deq[j])
+            if (deq[j] != (float)(int8_t)want[2 + j] * dd || rl_q8_get(&wb, (size_t)j) != (double)deq[j])
                 bad_deq++;
         rows++;
     }

@@ -1,0 +1,167 @@
+/* bench.c - clock and read-bandwidth probe (see bench.h).
+ *
+ * The probe reads like the matvec kernels do (32-byte loads, one contiguous
+ * range per thread split by the same pool formula, four streams at once),
+ * so "weight GB/s / probe GB/s" compares like with like.
+ */
+#include "prims/bench.h"
+
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "prims/cpu.h"
+#include "prims/pool.h"
+
+#define RL_BENCH_LINE 256 /* bytes per inner step */
+
+uint64_t rl_bench_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double rl_bench_seconds(void) { return (double)rl_bench_ns() * 1e-9; }
+
+size_t rl_bench_llc_bytes(void) {
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        unsigned long v = 0;
+        char unit = 0;
+        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
+            size_t b = v;
+            if (unit == 'K')
+                b = v << 10;
+            else if (unit == 'M')
+                b = v << 20;
+            if (b > best)
+                best = b;
+        }
+        fclose(f);
+    }
+    return best;
+}
+
+size_t rl_bench_default_bytes(void) {
+    size_t llc = rl_bench_llc_bytes(), want = (size_t)256 << 20;
+    if (llc && llc <= SIZE_MAX / 8 && llc * 8 > want)
+        want = llc * 8;
+    return want;
+}
+
+typedef struct {
+    unsigned char *buf;
+    size_t lines;
+    int avx2;
+    uint64_t sink[RL_MAX_THREADS];
+} rl_bench_job;
+
+/* Four sub-ranges of the chunk read in lockstep, as the kernels read four
+ * rows at a time (one stream alone reaches less on some machines). */
+__attribute__((target("avx2,fma,f16c"))) static uint64_t
+rl_bench_sum_avx2(const unsigned char *p, size_t lines) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t q = lines / 4;
+    const unsigned char *p0 = p, *p1 = p + q * RL_BENCH_LINE, *p2 = p + 2 * q * RL_BENCH_LINE,
+                        *p3 = p + 3 * q * RL_BENCH_LINE;
+    for (size_t i = 0; i < q; i++) {
+        size_t o = i * RL_BENCH_LINE;
+        for (int k = 0; k < RL_BENCH_LINE / 32; k += 2) {
+            a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(const void *)(p0 + o) + k));
+            a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(const void *)(p1 + o) + k));
+            a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(const void *)(p2 + o) + k));
+            a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(const void *)(p3 + o) + k));
+            a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(const void *)(p0 + o) + k + 1));
+            a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(const void *)(p1 + o) + k + 1));
+            a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(const void *)(p2 + o) + k + 1));
+            a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(const void *)(p3 + o) + k + 1));
+        }
+    }
+    for (size_t i = 4 * q; i < lines; i++) /* the remainder, one stream */
+        for (int k = 0; k < RL_BENCH_LINE / 32; k++)
+            a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(const void *)(p + i * RL_BENCH_LINE) + k));
+    __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return (uint64_t)_mm_cvtsi128_si64(t) + (uint64_t)_mm_extract_epi64(t, 1);
+}
+
+static uint64_t rl_bench_sum_ref(const unsigned char *p, size_t lines) {
+    uint64_t a[4] = {0, 0, 0, 0};
+    const uint64_t *v = (const uint64_t *)(const void *)p;
+    for (size_t i = 0; i < lines * (RL_BENCH_LINE / 8); i += 4) {
+        a[0] += v[i];
+        a[1] += v[i + 1];
+        a[2] += v[i + 2];
+        a[3] += v[i + 3];
+    }
+    return a[0] + a[1] + a[2] + a[3];
+}
+
+static void rl_bench_read_chunk(void *ctx, int ith, int nth) {
+    rl_bench_job *j = ctx;
+    size_t l0, l1;
+    rl_pool_chunk(j->lines, ith, nth, 1, &l0, &l1);
+    const unsigned char *p = j->buf + l0 * RL_BENCH_LINE;
+    j->sink[ith] += j->avx2 ? rl_bench_sum_avx2(p, l1 - l0) : rl_bench_sum_ref(p, l1 - l0);
+}
+
+static void rl_bench_fill_chunk(void *ctx, int ith, int nth) {
+    rl_bench_job *j = ctx;
+    size_t l0, l1;
+    rl_pool_chunk(j->lines, ith, nth, 1, &l0, &l1);
+    memset(j->buf + l0 * RL_BENCH_LINE, 0x5a ^ ith, (l1 - l0) * RL_BENCH_LINE);
+}
+
+static int rl_bench_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gbps) {
+    if (bytes == 0)
+        bytes = rl_bench_default_bytes();
+    bytes = bytes / 4096 * 4096;
+    if (bytes == 0 || threads < 1 || reps < 1 || reps > 1000)
+        return -1.0;
+    if (threads > RL_MAX_THREADS)
+        threads = RL_MAX_THREADS;
+    rl_bench_job *job = calloc(1, sizeof *job);
+    double *gbps = malloc((size_t)reps * sizeof *gbps);
+    void *buf = aligned_alloc(4096, bytes);
+    if (!job || !gbps || !buf) {
+        free(job);
+        free(gbps);
+        free(buf);
+        return -1.0;
+    }
+    job->buf = buf;
+    job->lines = bytes / RL_BENCH_LINE;
+    job->avx2 = rl_cpu_has_avx2();
+    rl_pool_run(threads, rl_bench_fill_chunk, job); /* first touch, per thread */
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = rl_bench_ns();
+        rl_pool_run(threads, rl_bench_read_chunk, job);
+        uint64_t t1 = rl_bench_ns();
+        gbps[r] = (double)bytes / (double)(t1 - t0 ? t1 - t0 : 1);
+    }
+    /* The sums must look used, or the loads could be dropped. */
+    uint64_t all = 0;
+    for (int i = 0; i < threads; i++)
+        all += job->sink[i];
+    __asm__ volatile("" : : "r"(all));
+    qsort(gbps, (size_t)reps, sizeof *gbps, rl_bench_cmp);
+    double best = gbps[reps - 1];
+    if (median_gbps)
+        *median_gbps = reps % 2 ? gbps[reps / 2] : 0.5 * (gbps[reps / 2 - 1] + gbps[reps / 2]);
+    free(buf);
+    free(gbps);
+    free(job);
+    return best;
+}

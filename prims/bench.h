@@ -1,0 +1,32 @@
+/* bench.h - what `rontolisp bench` needs from C: a monotonic clock and the
+ * machine's streaming read bandwidth, the yardstick for "GB/s of weights
+ * streamed".  Plain C, no ECL. */
+#ifndef RL_PRIMS_BENCH_H
+#define RL_PRIMS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Monotonic time (CLOCK_MONOTONIC), nanoseconds and seconds. */
+uint64_t rl_bench_ns(void);
+double rl_bench_seconds(void);
+
+/* Last-level cache size in bytes as the OS reports it (sysfs), 0 if
+ * unknown. */
+size_t rl_bench_llc_bytes(void);
+
+/* A buffer size for the probe: 8 x the LLC, at least 256 MiB. */
+size_t rl_bench_default_bytes(void);
+
+/* Streaming read bandwidth in GB/s (1e9 bytes per second): allocates
+ * `bytes` (rounded down to 4 KiB; 0 = rl_bench_default_bytes()), writes it
+ * once so every page is backed, then `reps` times (>= 1) sums it with
+ * 256-bit loads (plain 64-bit loads without AVX2), split over `threads`
+ * (>= 1) chunks on the pool as the matvec kernels split rows.  Answers the
+ * best rep; *median_gbps (may be NULL) gets the median.  Frees the buffer.
+ * Returns a negative value if the arguments are bad or allocation fails.
+ * Takes about reps * bytes / bandwidth + the first write: ~0.1 s a rep for
+ * 256 MiB on a typical server. */
+double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gbps);
+
+#endif

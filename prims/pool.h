@@ -1,0 +1,51 @@
+/* pool.h - a persistent pthread pool for the data-parallel kernels.
+ *
+ * One job at a time: rl_pool_run(nth, fn, ctx) calls fn(ctx, ith, nth) for
+ * every ith in 0..nth-1, ith 0 on the calling thread, the others on pool
+ * workers, and returns when all are done.  Work is split by rl_pool_chunk,
+ * one formula, so a job's result never depends on which thread ran which
+ * chunk, nor on how many threads there were if fn's chunks are independent.
+ *
+ * Workers are plain pthreads created lazily (grown when a job wants more),
+ * with every signal blocked; they never touch Lisp and need no ECL
+ * registration.  fn must not longjmp or signal Lisp errors.  The pool never
+ * fails: if a worker cannot be created, or another job is running (another
+ * Lisp thread, or fn itself calling rl_pool_run), the caller runs the
+ * chunks itself, in order.  Callers embedded in ECL should wrap the call in
+ * ecl_disable_interrupts_env / ecl_enable_interrupts_env.
+ */
+#ifndef RL_PRIMS_POOL_H
+#define RL_PRIMS_POOL_H
+
+#include <stddef.h>
+
+typedef void (*rl_pool_fn)(void *ctx, int ith, int nth);
+
+/* Run fn over nth chunks (nth < 1 is taken as 1, above RL_MAX_THREADS as
+ * RL_MAX_THREADS). */
+void rl_pool_run(int nth, rl_pool_fn fn, void *ctx);
+
+/* The range [*i0, *i1) of n items that chunk ith of nth gets:
+ * dr = ceil(n / nth) rounded up to a multiple of mult (mult >= 1),
+ * i0 = min(dr * ith, n), i1 = min(i0 + dr, n).  Empty ranges are possible. */
+static inline void rl_pool_chunk(size_t n, int ith, int nth, size_t mult,
+                                 size_t *i0, size_t *i1) {
+    size_t nt = nth >= 1 ? (size_t)nth : 1, m = mult >= 1 ? mult : 1;
+    size_t dr = (n + nt - 1) / nt;
+    dr = (dr + m - 1) / m * m;
+    size_t a = dr * (size_t)ith;
+    if (a > n || (ith && a / (size_t)ith != dr)) /* also guards the product */
+        a = n;
+    size_t b = n - a < dr ? n : a + dr;
+    *i0 = a;
+    *i1 = b;
+}
+
+/* Workers currently alive (for tests and reports). */
+int rl_pool_workers(void);
+
+/* Stop and join every worker (e.g. before exit, or to check for leaks).
+ * The next rl_pool_run creates them again.  Must not race with a job. */
+void rl_pool_shutdown(void);
+
+#endif
