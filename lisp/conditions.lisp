@@ -91,3 +91,58 @@ its file."))
         (scale-overflow-error-row "The row of the block whose scale overflows binary16.")
         (scale-overflow-error-block "The block (counted within its row) whose scale overflows."))
       do (setf (documentation reader 'function) doc))
+
+(define-condition gguf::gguf-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader gguf::gguf-error-path)
+   (offset :initarg :offset :initform nil :reader gguf::gguf-error-offset)
+   (reason :initarg :reason :initform nil :reader gguf::gguf-error-reason))
+  (:documentation "A GGUF file that cannot be read or written: PATH names
+the file, OFFSET the byte at fault (or NIL), REASON a keyword naming the
+problem (:truncated, :misaligned-tensor, ...); the message says what was
+expected and what was found."))
+
+(loop for (reader doc) in
+      '((gguf::gguf-error-path "The file a GGUF-ERROR is about.")
+        (gguf::gguf-error-offset "The byte offset of the field at fault, or NIL.")
+        (gguf::gguf-error-reason "A keyword naming the problem of a GGUF-ERROR."))
+      do (setf (documentation reader 'function) doc))
+
+;;; Conversion tools: quantize-tool.lisp, safetensors.lisp, convert.lisp.
+
+(define-condition tensor-data-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader tensor-data-error-path)
+   (tensor :initarg :tensor :initform nil :reader tensor-data-error-tensor))
+  (:documentation "A tensor whose values a conversion refuses (a NaN or
+infinity, a Q8_0 scale or an F16 value that overflows binary16, a type it
+cannot convert): PATH names the file, TENSOR the tensor."))
+
+(define-condition safetensors-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader safetensors-error-path)
+   (offset :initarg :offset :initform nil :reader safetensors-error-offset)
+   (reason :initarg :reason :initform nil :reader safetensors-error-reason))
+  (:documentation "A safetensors file that cannot be read: PATH names the
+file, OFFSET the byte at fault (or NIL), REASON a keyword naming the
+problem (:header-length, :offsets, :overlap, ...)."))
+
+(define-condition json-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader json-error-path)
+   (offset :initarg :offset :initform nil :reader json-error-offset))
+  (:documentation "Text that is not valid JSON: PATH names the file (or
+NIL for a string), OFFSET the byte position of the problem."))
+
+(define-condition convert-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader convert-error-path))
+  (:documentation "A model directory the converter cannot use: a missing
+file, a configuration key of the wrong type, a tensor of the wrong shape;
+PATH names the file at fault."))
+
+(loop for (reader doc) in
+      '((tensor-data-error-path "The file a TENSOR-DATA-ERROR is about.")
+        (tensor-data-error-tensor "The name of the tensor a TENSOR-DATA-ERROR is about.")
+        (safetensors-error-path "The file a SAFETENSORS-ERROR is about.")
+        (safetensors-error-offset "The byte offset of the field at fault, or NIL.")
+        (safetensors-error-reason "A keyword naming the problem of a SAFETENSORS-ERROR.")
+        (json-error-path "The file a JSON-ERROR is about, or NIL.")
+        (json-error-offset "The byte position of a JSON-ERROR's problem, or NIL.")
+        (convert-error-path "The file a CONVERT-ERROR is about."))
+      do (setf (documentation reader 'function) doc))

@@ -31,22 +31,49 @@ the command line, and the root of every error the project signals.")
    "MAKE-FLOAT16-ARRAY" "MAKE-BFLOAT16-ARRAY" "HALF-ARRAY-BITS"
    "HALF-ARRAY-DIMENSIONS" "HALF-ARRAY-TO-SINGLE"
    ;; the quantized matrix
-   "QUANTIZE" "DEQUANTIZE" "QUANTIZED-MATRIX" "QUANTIZED-MATRIX-P" "Q8-0"))
+   "QUANTIZE" "DEQUANTIZE" "QUANTIZED-MATRIX" "QUANTIZED-MATRIX-P" "Q8-0"
+   "QUANTIZED-MATRIX-OCTETS"
+   ;; conversion tools (quantize-tool.lisp, safetensors.lisp, convert.lisp)
+   "QUANTIZE-FILE" "TENSOR-DATA-ERROR" "TENSOR-DATA-ERROR-PATH" "TENSOR-DATA-ERROR-TENSOR"
+   "READ-JSON-FILE" "PARSE-JSON" "JSON-ERROR" "JSON-ERROR-PATH" "JSON-ERROR-OFFSET"
+   "READ-SAFETENSORS" "WRITE-SAFETENSORS" "SAFETENSORS-ERROR" "SAFETENSORS-ERROR-PATH"
+   "SAFETENSORS-ERROR-OFFSET" "SAFETENSORS-ERROR-REASON"
+   "CONVERT-LAYA" "CONVERT-RANDOM" "WRITE-RANDOM-LAYA" "CONVERT-ERROR" "CONVERT-ERROR-PATH"))
 
 (defpackage "VEC"
   (:use "CL")
+  (:export
+   ;; matrix times vector: a quantized matrix or the f32 baseline
+   "MATVEC" "MATVEC-INTO"
+   ;; packed float vectors only
+   "DOT" "NORM")
   (:documentation "Vector operations on packed float arrays, and the
 matrix-vector product of a quantized matrix."))
 
 (defpackage "LINALG"
   (:use "CL")
+  (:export
+   "ROW"                                ; also of a quantized matrix
+   "TRANSPOSE")                         ; packed float arrays only
   (:documentation "Linear algebra on packed float arrays; LINALG:ROW reads a
 row of a quantized matrix."))
 
 (defpackage "GGUF"
   (:use "CL")
   (:shadow "READ" "WRITE" "CLOSE")
-  (:export "FILE-CLOSED-ERROR")
+  (:export
+   ;; reading
+   "READ" "CLOSE" "WITH-FILE" "GGUF-FILE" "GGUF-FILE-P"
+   "PATH" "VERSION" "ALIGNMENT" "FILE-SIZE" "DATA-OFFSET"
+   "METADATA" "KEYS" "VALUE" "VALUE-TYPE" "TENSOR-NAMES" "TENSOR-INFO" "TENSOR"
+   "TENSOR-INFO-NAME" "TENSOR-INFO-SHAPE" "TENSOR-INFO-DIMS" "TENSOR-INFO-TYPE"
+   "TENSOR-INFO-TYPE-ID" "TENSOR-INFO-OFFSET" "TENSOR-INFO-BYTES"
+   "TENSOR-INFOS" "TYPE-NAME"
+   ;; writing
+   "MAKE-FILE" "WRITE"
+   ;; conditions
+   "GGUF-ERROR" "GGUF-ERROR-PATH" "GGUF-ERROR-OFFSET" "GGUF-ERROR-REASON"
+   "FILE-CLOSED-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
 

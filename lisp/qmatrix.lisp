@@ -150,6 +150,13 @@ holding its values q*d (exact)."
   (check-quantized-matrix 'dequantize m)
   (%q8-dequantize-into m (make-array (quantized-matrix-dims m) :element-type 'single-float)))
 
+(defun quantized-matrix-octets (m)
+  "A fresh (simple-array (unsigned-byte 8) (*)) holding the quantized matrix
+M's Q8_0 bytes: 34 per block of 32 values, the tensor data llama.cpp reads."
+  (check-quantized-matrix 'quantized-matrix-octets m)
+  (let ((n (qm-byte-size m)))
+    (%q8-copy-bytes m 0 n (make-array n :element-type '(unsigned-byte 8)))))
+
 ;;; What the array functions answer for a quantized matrix.
 
 (defun qm-aref (m subscripts)

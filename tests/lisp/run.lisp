@@ -18,8 +18,10 @@
 (def-suite all :description "Every rontolisp suite.")
 
 (defparameter *root* (truename "./"))
-(defparameter *exe* (namestring (merge-pathnames "build/rontolisp" *root*))
-  "The executable under test, for tests of the command line.")
+(defparameter *exe* (or (ext:getenv "RONTOLISP_EXE")
+                        (namestring (merge-pathnames "build/rontolisp" *root*)))
+  "The executable under test, for tests of the command line (the environment
+variable RONTOLISP_EXE overrides build/rontolisp).")
 (defvar *tmp-counter* 0)
 
 (defun tmp-path (name)
@@ -75,8 +77,9 @@ not a pass)."
 
 (defun golden-json (name)
   "The parsed JSON dump NAME.json of the golden file NAME (a hash table)."
-  (with-open-file (s (golden (concatenate 'string name ".json")))
-    (yason:parse s)))
+  (with-open-file (s (golden (concatenate 'string name ".json")) :external-format :utf-8)
+    (let ((*read-default-float-format* 'double-float)) ; JSON numbers are doubles
+      (yason:parse s))))
 
 (defun json-tensors (json)
   (gethash "tensors" json))
@@ -90,6 +93,10 @@ not a pass)."
     (let ((v (make-array count :element-type '(unsigned-byte 8))))
       (assert (= count (read-sequence v s)))
       v)))
+
+(defun file-octets (path)
+  "Every byte of the file at PATH."
+  (read-octets path 0 (with-open-file (s path :element-type '(unsigned-byte 8)) (file-length s))))
 
 (defun golden-tensor-octets (name json tensor)
   (read-octets (golden name)

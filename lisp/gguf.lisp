@@ -1,0 +1,376 @@
+;;;; gguf.lisp - GGUF files from Lisp: GGUF:READ, GGUF:TENSOR, GGUF:WRITE.
+;;;;
+;;;; GGUF:READ maps the file (the C reader in gguf/ checks every field of it
+;;;; first) and reads its metadata and tensor table into a GGUF-FILE object.
+;;;; Tensor data stay in the mapping: GGUF:TENSOR copies F32, F16 and BF16
+;;;; tensors into Lisp arrays, and answers a Q8_0 tensor as a quantized
+;;;; matrix over the file's own bytes, which keeps the mapping alive.
+;;;; GGUF:CLOSE releases it at once; a matrix used after that signals
+;;;; GGUF:FILE-CLOSED-ERROR.
+;;;;
+;;;; Shapes: the file lists ggml dims innermost first (ne[0] = row length);
+;;;; TENSOR-INFO-SHAPE is row-major (rows first), TENSOR-INFO-DIMS the file's.
+
+(in-package "GGUF")
+
+(defstruct (gguf-file (:constructor %make-gguf-file) (:copier nil) (:predicate nil))
+  "A GGUF file read by GGUF:READ or made by GGUF:MAKE-FILE."
+  (path nil)
+  (version 3)
+  (alignment 32)
+  (size nil)
+  (data-offset nil)
+  (metadata '())        ; list of (key type value), in file order
+  (tensors '())         ; list of TENSOR-INFO, in file order
+  (handle nil)          ; foreign handle of the C reader, NIL when not read
+  (base nil)            ; foreign pointer to the whole mapping
+  (implicit-alignment nil)) ; read from a file without general.alignment
+
+(defun gguf-file-p (x)
+  "True when X is a GGUF file object."
+  (typep x 'gguf-file))
+
+(defstruct (tensor-info (:copier nil) (:predicate nil) (:conc-name ti-)
+                        (:constructor make-ti))
+  "A tensor of a GGUF file: NAME, SHAPE (row-major), DIMS (ggml order, as
+written), TYPE (the ggml type name, e.g. \"Q8_0\"), TYPE-ID, OFFSET (from
+the data section) and BYTES."
+  name shape dims type type-id offset bytes
+  (absolute nil)   ; byte offset in the file
+  (data nil))      ; for files made by MAKE-FILE: the tensor itself
+
+(defmethod print-object ((f gguf-file) stream)
+  (print-unreadable-object (f stream)
+    (format stream "gguf-file ~@[~S ~]v~D, ~D key~:P, ~D tensor~:P~:[~; (closed)~]"
+            (gguf-file-path f) (gguf-file-version f) (length (gguf-file-metadata f))
+            (length (gguf-file-tensors f))
+            (and (gguf-file-base f) (null (gguf-file-handle f))))))
+
+(defmethod print-object ((ti tensor-info) stream)
+  (print-unreadable-object (ti stream)
+    (format stream "tensor ~S ~A ~S" (tensor-info-name ti) (tensor-info-type ti)
+            (tensor-info-shape ti))))
+
+(defmacro define-reader (name (arg) doc form)
+  `(progn (declaim (inline ,name))
+          (defun ,name (,arg) ,doc ,form)))
+
+(define-reader path (f) "The path a GGUF file object was read from (NIL when made)."
+  (gguf-file-path f))
+(define-reader version (f) "The GGUF version of a file object (2 or 3)."
+  (gguf-file-version f))
+(define-reader alignment (f) "The alignment of a file object's tensor data, in bytes."
+  (gguf-file-alignment f))
+(define-reader file-size (f) "The size in bytes of the file a file object was read from."
+  (gguf-file-size f))
+(define-reader data-offset (f) "The byte offset of a file's data section."
+  (gguf-file-data-offset f))
+(define-reader metadata (f)
+  "The metadata of a file object: a list of (key type value) in file order.
+TYPE is a keyword (:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64 :bool
+:string) or (:array element-type)."
+  (gguf-file-metadata f))
+(define-reader tensor-infos (f) "The TENSOR-INFO of every tensor of a file object, in file order."
+  (gguf-file-tensors f))
+(define-reader tensor-info-name (ti) "A tensor's name." (ti-name ti))
+(define-reader tensor-info-shape (ti) "A tensor's shape, row-major (rows first)." (ti-shape ti))
+(define-reader tensor-info-dims (ti) "A tensor's dimensions as the file lists them (ne[0] first)."
+  (ti-dims ti))
+(define-reader tensor-info-type (ti) "A tensor's ggml type name, e.g. \"F32\", \"Q8_0\", \"Q4_K\"."
+  (ti-type ti))
+(define-reader tensor-info-type-id (ti) "A tensor's ggml type id." (ti-type-id ti))
+(define-reader tensor-info-offset (ti) "A tensor's byte offset from the start of the data section."
+  (ti-offset ti))
+(define-reader tensor-info-bytes (ti) "A tensor's size in bytes." (ti-bytes ti))
+
+(defun type-name (id)
+  "The ggml name of the tensor type ID (\"F32\", \"Q8_0\", \"Q4_K\", ...),
+or \"other N\" for an id ggml never used."
+  (or (rontolisp::%ggml-type id) (format nil "other ~D" id)))
+
+(defun gguf-fail (path reason message &optional offset)
+  (error 'gguf-error :path path :offset offset :reason reason
+                     :message (format nil "~A: ~A" path message)))
+
+(defun read (path)
+  "Read the GGUF file at PATH (version 2 or 3) and answer a file object.
+The file is mapped, not copied, and checked before anything is built from
+it: a bad file signals GGUF-ERROR naming the byte offset at fault.  Tensor
+data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
+  (let ((name (if (pathnamep path) (namestring path) path)))
+    (unless (stringp name)
+      (error 'rontolisp:element-type-error
+             :found (type-of path)
+             :message (format nil "gguf:read: expected a path (string or pathname), found ~S" path)))
+    (multiple-value-bind (handle base message offset)
+        (rontolisp::%gguf-open (octets (namestring (merge-pathnames name))))
+      (unless handle
+        (gguf-fail name base message offset))
+      (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
+          (rontolisp::%gguf-facts handle)
+        (declare (ignore kv-count tensor-count header-end))
+        (let ((metadata (rontolisp::%gguf-metadata handle)))
+          (%make-gguf-file
+           :path name :version version :alignment alignment :size size
+           :data-offset data-offset :metadata metadata
+           :handle handle :base base
+           :implicit-alignment (not (assoc "general.alignment" metadata :test #'string=))
+           :tensors (loop for (tname n-dims ne type-id offset bytes absolute)
+                            in (rontolisp::%gguf-tensors handle)
+                          collect (make-ti
+                                   :name tname :dims ne :shape (reverse ne)
+                                   :type (type-name type-id) :type-id type-id
+                                   :offset offset :bytes bytes :absolute absolute)
+                          do (assert (= n-dims (length ne))))))))))
+
+(defmacro with-file ((var path) &body body)
+  "Bind VAR to (gguf:read PATH) around BODY and close the file after."
+  `(let ((,var (read ,path)))
+     (unwind-protect (progn ,@body)
+       (close ,var))))
+
+(defun close (f)
+  "Release F's mapping now rather than when the garbage collector finds it
+unreachable.  Tensors taken from F before (quantized matrices over its
+bytes) signal GGUF:FILE-CLOSED-ERROR when used after this; copied arrays
+stay valid.  Closing twice is harmless."
+  (check-file 'close f)
+  (when (gguf-file-handle f)
+    (rontolisp::%gguf-close (gguf-file-handle f) (gguf-file-base f))
+    (setf (gguf-file-handle f) nil))
+  f)
+
+(defun check-file (fn f)
+  (unless (gguf-file-p f)
+    (error 'rontolisp:element-type-error
+           :found (type-of f)
+           :message (format nil "gguf:~(~A~): expected a GGUF file object (from gguf:read or ~
+gguf:make-file), found ~S" fn f))))
+
+(defun keys (f)
+  "The metadata keys of F, in file order."
+  (check-file 'keys f)
+  (mapcar #'first (gguf-file-metadata f)))
+
+(defun value (f key)
+  "The value of the metadata KEY of F, its GGUF type as second value and T
+as third; NIL NIL NIL when F has no such key."
+  (check-file 'value f)
+  (let ((entry (assoc key (gguf-file-metadata f) :test #'string=)))
+    (if entry
+        (values (third entry) (second entry) t)
+        (values nil nil nil))))
+
+(defun value-type (f key)
+  "The GGUF type of the metadata KEY of F (:u32, :string, (:array :i32),
+...), or NIL."
+  (nth-value 1 (value f key)))
+
+(defun tensor-names (f)
+  "The names of F's tensors, in file order."
+  (check-file 'tensor-names f)
+  (mapcar #'tensor-info-name (gguf-file-tensors f)))
+
+(defun tensor-info (f name)
+  "The TENSOR-INFO of F's tensor NAME (shape, type, offset, bytes); signals
+GGUF-ERROR when F has none of that name."
+  (check-file 'tensor-info f)
+  (or (find name (gguf-file-tensors f) :key #'tensor-info-name :test #'string=)
+      (gguf-fail (gguf-file-path f) :no-such-tensor
+                 (format nil "expected a tensor named ~S, found none (~D tensor~:P: ~{~S~^, ~}~@[, ...~])"
+                         name (length (gguf-file-tensors f))
+                         (subseq (tensor-names f) 0 (min 5 (length (gguf-file-tensors f))))
+                         (> (length (gguf-file-tensors f)) 5)))))
+
+(defun tensor-index (f info)
+  (position info (gguf-file-tensors f)))
+
+(defun live-handle (f)
+  (or (gguf-file-handle f)
+      (error 'file-closed-error
+             :message (format nil "~A: the GGUF file was closed with gguf:close" (gguf-file-path f)))))
+
+(defun tensor (f name)
+  "F's tensor NAME: F32 as a fresh (simple-array single-float) of its
+row-major shape, F16 and BF16 as a FLOAT16-ARRAY or BFLOAT16-ARRAY, Q8_0 as
+a quantized matrix over the file's own bytes (no copy; the file stays
+mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
+  (let* ((info (tensor-info f name))
+         (data (ti-data info)))
+    (when data
+      (return-from tensor data))
+    (let ((handle (live-handle f))
+          (shape (tensor-info-shape info)))
+      (case (tensor-info-type-id info)
+        (0 (rontolisp::%gguf-copy-tensor handle (tensor-index f info)
+                                         (make-array shape :element-type 'single-float)))
+        ((1 30)
+         (let ((bits (rontolisp::%gguf-copy-tensor
+                      handle (tensor-index f info)
+                      (make-array shape :element-type '(unsigned-byte 16)))))
+           (if (= 1 (tensor-info-type-id info))
+               (rontolisp::%make-float16-array bits)
+               (rontolisp::%make-bfloat16-array bits))))
+        (8 (rontolisp::%make-quantized-matrix
+            (gguf-file-base f) (ti-absolute info) f shape
+            (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
+        (t (gguf-fail (gguf-file-path f) :unsupported-type
+                      (format nil "tensor ~S: expected type F32, F16, BF16 or Q8_0 to convert, ~
+found ~A" name (tensor-info-type info))
+                      (+ (gguf-file-data-offset f) (tensor-info-offset info))))))))
+
+;;; Making and writing files.
+
+(defun data-type-id (data)
+  (typecase data
+    ((simple-array single-float) 0)
+    (rontolisp:float16-array 1)
+    (rontolisp:bfloat16-array 30)
+    (rontolisp:quantized-matrix 8)
+    (t nil)))
+
+(defun data-dimensions (data)
+  (typecase data
+    ((or rontolisp:float16-array rontolisp:bfloat16-array)
+     (array-dimensions (rontolisp:half-array-bits data)))
+    (t (array-dimensions data))))
+
+(defparameter *value-types*
+  '(:u8 :i8 :u16 :i16 :u32 :i32 :f32 :bool :string :array :u64 :i64 :f64)
+  "The GGUF metadata value types, in the order of their ids.")
+
+(defun value-type-id (type)
+  (position (if (consp type) (first type) type) *value-types*))
+
+(defun check-value (key type value)
+  "Signal GGUF-ERROR unless VALUE is a valid value of the GGUF TYPE."
+  (flet ((bad (expected)
+           (error 'gguf-error
+                  :reason :bad-value
+                  :message (format nil "gguf:make-file: key ~S of type ~(~S~): expected ~A, found ~S"
+                                   key type expected value))))
+    (let ((base (if (consp type) (first type) type)))
+      (unless (value-type-id type)
+        (bad "a GGUF type (:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64 :bool :string or (:array type))"))
+      (case base
+        (:u8 (unless (typep value '(unsigned-byte 8)) (bad "an integer from 0 to 255")))
+        (:i8 (unless (typep value '(signed-byte 8)) (bad "an integer from -128 to 127")))
+        (:u16 (unless (typep value '(unsigned-byte 16)) (bad "an integer from 0 to 65535")))
+        (:i16 (unless (typep value '(signed-byte 16)) (bad "a 16-bit signed integer")))
+        (:u32 (unless (typep value '(unsigned-byte 32)) (bad "a 32-bit unsigned integer")))
+        (:i32 (unless (typep value '(signed-byte 32)) (bad "a 32-bit signed integer")))
+        (:u64 (unless (typep value '(unsigned-byte 64)) (bad "a 64-bit unsigned integer")))
+        (:i64 (unless (typep value '(signed-byte 64)) (bad "a 64-bit signed integer")))
+        ((:f32 :f64) (unless (floatp value) (bad "a float")))
+        (:bool (unless (member value '(t nil)) (bad "T or NIL")))
+        (:string (unless (stringp value) (bad "a string")))
+        (:array (unless (and (vectorp value) (not (stringp value)) (consp type))
+                  (bad "a vector, with the type given as (:array element-type)"))
+         (let ((elem (second type)))
+           (loop for v across value
+                 do (check-value key elem v))))))))
+
+(defun make-file (&key metadata tensors (alignment 32))
+  "A GGUF file object to write with GGUF:WRITE.  METADATA is a list of (key
+type value): TYPE one of :u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64
+:bool :string, or (:array element-type) with a vector VALUE.  TENSORS is a
+list of (name data) or (name data :dims ne): DATA a (simple-array
+single-float) (written F32), a float16-array (F16), a bfloat16-array (BF16)
+or a quantized matrix (Q8_0); the file's ggml dims are the reverse of the
+data's dimensions unless :DIMS gives them.  general.alignment is always
+written: ALIGNMENT unless METADATA has the key."
+  (let ((given (assoc "general.alignment" metadata :test #'string=)))
+    (dolist (entry metadata)
+      (destructuring-bind (key type value) entry
+        (unless (and (stringp key) (plusp (length key)))
+          (error 'gguf-error :reason :bad-key
+                             :message (format nil "gguf:make-file: expected a non-empty string key, found ~S" key)))
+        (check-value key type value)))
+    (when (and given (not (eq (second given) :u32)))
+      (error 'gguf-error :reason :alignment-type
+                         :message (format nil "gguf:make-file: general.alignment must be :u32, found ~S"
+                                          (second given))))
+    (%make-gguf-file
+     :alignment (if given (third given) alignment)
+     :metadata (copy-list metadata)
+     :tensors
+     (loop for (name data . options) in tensors
+           for type-id = (or (data-type-id data)
+                             (error 'gguf-error
+                                    :reason :bad-tensor
+                                    :message (format nil "gguf:make-file: tensor ~S: expected a ~
+(simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S" name data)))
+           for dims = (or (getf options :dims) (reverse (data-dimensions data)))
+           collect (make-ti :name name :dims dims :shape (reverse dims)
+                                     :type (type-name type-id) :type-id type-id
+                                     :data data)))))
+
+(defun octets (string)
+  (rontolisp::%utf8-octets string))
+
+(defun write-value (w type value)
+  (let ((id (value-type-id type)))
+    (case (if (consp type) (first type) type)
+      (:string (rontolisp::%gguf-w-string w (octets value)))
+      (:array
+       (let* ((elem (second type))
+              (elem-id (value-type-id elem)))
+         (rontolisp::%gguf-w-array-begin w elem-id)
+         (if (and (member elem '(:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64))
+                  (typep value '(simple-array * (*)))
+                  (equal (upgraded-array-element-type (array-element-type value))
+                         (upgraded-array-element-type (elem-lisp-type elem))))
+             (rontolisp::%gguf-w-array-raw w value)
+             (loop for v across value do (write-value w elem v)))
+         (rontolisp::%gguf-w-array-end w)))
+      (t (rontolisp::%gguf-w-scalar w id value)))))
+
+(defun elem-lisp-type (elem)
+  (ecase elem
+    (:u8 '(unsigned-byte 8)) (:i8 '(signed-byte 8))
+    (:u16 '(unsigned-byte 16)) (:i16 '(signed-byte 16))
+    (:u32 '(unsigned-byte 32)) (:i32 '(signed-byte 32))
+    (:u64 '(unsigned-byte 64)) (:i64 '(signed-byte 64))
+    (:f32 'single-float) (:f64 'double-float)))
+
+(defun write (path f)
+  "Write the file object F to PATH as GGUF version 3: its metadata in
+order (general.alignment always present, except that a file read from a
+file without the key is written back without it, byte for byte), then its
+tensors, each padded to the alignment.  The file is written under a
+temporary name and renamed, so a failure leaves no partial file; it
+signals GGUF-ERROR.  Answers PATH."
+  (check-file 'write f)
+  (let* ((name (namestring (merge-pathnames path)))
+         (w (rontolisp::%gguf-writer-new (gguf-file-alignment f)
+                                         (gguf-file-implicit-alignment f))))
+    (unwind-protect
+         (progn
+           (dolist (entry (gguf-file-metadata f))
+             (destructuring-bind (key type value) entry
+               (rontolisp::%gguf-w-key w (octets key))
+               (write-value w type value)))
+           (dolist (info (gguf-file-tensors f))
+             (let ((data (ti-data info)))
+               (if data
+                   (rontolisp::%gguf-w-tensor w (octets (tensor-info-name info))
+                                              (tensor-info-dims info)
+                                              (tensor-info-type-id info)
+                                              (if (typep data '(or rontolisp:float16-array
+                                                                rontolisp:bfloat16-array))
+                                                  (rontolisp:half-array-bits data)
+                                                  data))
+                   (progn
+                     (live-handle f)
+                     (rontolisp::%gguf-w-tensor-raw w (octets (tensor-info-name info))
+                                                    (tensor-info-dims info)
+                                                    (tensor-info-type-id info)
+                                                    (gguf-file-base f)
+                                                    (ti-absolute info)
+                                                    (tensor-info-bytes info))))))
+           (multiple-value-bind (ok reason message offset)
+               (rontolisp::%gguf-w-write w (octets name))
+             (unless ok
+               (gguf-fail name reason message offset))))
+      (rontolisp::%release w))
+    path))

@@ -1,0 +1,149 @@
+;;;; inspect.lisp - `rontolisp inspect FILE [--max-array N] [--json]'.
+;;;;
+;;;; The text form lists the header, every metadata key with its type and
+;;;; value, every tensor with its ggml dims, type and size, and a total; the
+;;;; JSON form (SPEC 6) carries the same facts for programs.  Control
+;;;; characters in keys and strings are escaped in both.
+
+(in-package "RONTOLISP")
+
+(defparameter *default-text-max-array* 16
+  "How many elements of an array value the text form shows by default.")
+
+(defun escape-control (string)
+  "STRING with backslash, double quote and control characters escaped as in
+JSON (\\n, \\t, \\u001b ...)."
+  (with-output-to-string (s)
+    (loop for c across string
+          for code = (char-code c)
+          do (cond ((char= c #\") (write-string "\\\"" s))
+                   ((char= c #\\) (write-string "\\\\" s))
+                   ((= code 10) (write-string "\\n" s))
+                   ((= code 13) (write-string "\\r" s))
+                   ((= code 9) (write-string "\\t" s))
+                   ((or (< code 32) (= code 127)) (format s "\\u~(~4,'0x~)" code))
+                   (t (write-char c s))))))
+
+(defun type-label (type)
+  "The text form of a GGUF value type: u32, string, array<string>, ..."
+  (if (consp type)
+      (format nil "array<~A>" (type-label (second type)))
+      (string-downcase (symbol-name type))))
+
+(defun float-text (x)
+  (cond ((ext:float-nan-p x) "nan")
+        ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
+        (t (json-float-string x))))
+
+(defun value-text (value type max-array)
+  (let ((base (if (consp type) (first type) type)))
+    (case base
+      (:string (format nil "\"~A\"" (escape-control value)))
+      (:bool (if value "true" "false"))
+      ((:f32 :f64) (float-text value))
+      (:array
+       (let* ((n (length value))
+              (shown (if max-array (min n max-array) n)))
+         (format nil "[~{~A~^, ~}~:[~;, ... (~D more)~]]"
+                 (loop for i below shown
+                       collect (value-text (aref value i) (second type) max-array))
+                 (< shown n) (- n shown))))
+      (t (format nil "~D" value)))))
+
+(defun tensor-elements (info)
+  (reduce #'* (gguf:tensor-info-dims info)))
+
+(defun print-inspection (f stream max-array)
+  (format stream "~A: GGUF v~D, ~D bytes, alignment ~D~%~%"
+          (gguf:path f) (gguf:version f) (gguf:file-size f) (gguf:alignment f))
+  (format stream "~D metadata key~:P:~%" (length (gguf:metadata f)))
+  (loop for (key type value) in (gguf:metadata f)
+        do (format stream "  ~A (~A~@[[~D]~]) = ~A~%"
+                   (escape-control key) (type-label type)
+                   (and (consp type) (length value))
+                   (value-text value type max-array)))
+  (format stream "~D tensor~:P (ggml dims, ne[0] = innermost):~%" (length (gguf:tensor-infos f)))
+  (let ((params 0) (bytes 0))
+    (dolist (info (gguf:tensor-infos f))
+      (incf params (tensor-elements info))
+      (incf bytes (gguf:tensor-info-bytes info))
+      (format stream "  ~40A ~22A ~10A ~6D bytes~%"
+              (escape-control (gguf:tensor-info-name info))
+              (format nil "[~{~D~^, ~}]" (gguf:tensor-info-dims info))
+              (gguf:tensor-info-type info) (gguf:tensor-info-bytes info)))
+    (format stream "total: ~D parameters, ~D bytes of tensor data~%" params bytes)))
+
+(defun json-value (value type max-array)
+  (let ((base (if (consp type) (first type) type)))
+    (case base
+      (:bool (if value :true :false))
+      (:array
+       (let ((n (if max-array (min max-array (length value)) (length value))))
+         (map 'vector (lambda (v) (json-value v (second type) max-array))
+              (subseq value 0 n))))
+      (t value))))
+
+(defun element-type-label (type)
+  (let ((elem (second type)))
+    (if (consp elem) "array" (string-downcase (symbol-name elem)))))
+
+(defun inspection-json (f max-array)
+  (list :object
+        (cons "file" (gguf:path f))
+        (cons "size" (gguf:file-size f))
+        (cons "version" (gguf:version f))
+        (cons "alignment" (gguf:alignment f))
+        (cons "data_offset" (gguf:data-offset f))
+        (cons "metadata"
+              (map 'vector
+                   (lambda (entry)
+                     (destructuring-bind (key type value) entry
+                       (if (consp type)
+                           (list :object (cons "key" key) (cons "type" "array")
+                                 (cons "element_type" (element-type-label type))
+                                 (cons "length" (length value))
+                                 (cons "value" (json-value value type max-array)))
+                           (list :object (cons "key" key)
+                                 (cons "type" (string-downcase (symbol-name type)))
+                                 (cons "value" (json-value value type max-array))))))
+                   (gguf:metadata f)))
+        (cons "tensors"
+              (map 'vector
+                   (lambda (info)
+                     (list :object
+                           (cons "name" (gguf:tensor-info-name info))
+                           (cons "dims" (coerce (gguf:tensor-info-dims info) 'vector))
+                           (cons "shape" (coerce (gguf:tensor-info-shape info) 'vector))
+                           (cons "type" (gguf:tensor-info-type info))
+                           (cons "type_id" (gguf:tensor-info-type-id info))
+                           (cons "offset" (gguf:tensor-info-offset info))
+                           (cons "bytes" (gguf:tensor-info-bytes info))))
+                   (gguf:tensor-infos f)))))
+
+(defun parse-count (option string)
+  (let ((n (ignore-errors (parse-integer string))))
+    (unless (and n (>= n 0))
+      (usage-error "~A expects a count (0 or more), found ~S" option string))
+    n))
+
+(define-command "inspect" (args)
+    ("inspect FILE.gguf [--max-array N] [--json]"
+     "print a GGUF file's header, metadata and tensors (--json: as one JSON object)")
+  (let ((file nil) (max-array nil) (json nil))
+    (loop while args
+          do (let ((a (pop args)))
+               (cond ((string= a "--json") (setf json t))
+                     ((string= a "--max-array")
+                      (unless args (usage-error "--max-array expects a count, found nothing"))
+                      (setf max-array (parse-count a (pop args))))
+                     ((and (plusp (length a)) (char= (char a 0) #\-) (> (length a) 1))
+                      (usage-error "inspect: unknown option ~S" a))
+                     (file (usage-error "inspect: expected one FILE, found ~S and ~S" file a))
+                     (t (setf file a)))))
+    (unless file (usage-error "inspect: expected a FILE.gguf to inspect, found nothing"))
+    (gguf:with-file (f file)
+      (if json
+          (progn (write-json (inspection-json f max-array) *standard-output* :indent 1)
+                 (terpri))
+          (print-inspection f *standard-output* (or max-array *default-text-max-array*))))
+    0))

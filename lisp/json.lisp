@@ -1,0 +1,86 @@
+;;;; json.lisp - writing JSON, for `inspect --json' and `bench --json'.
+;;;;
+;;;; Values map to JSON as: a list (:object (KEY . VALUE) ...) to an object
+;;;; whose keys are strings, in order; a vector (other than a string) to an
+;;;; array; a string to a string (control characters, quote and backslash
+;;;; escaped, everything else written as UTF-8 by the stream); an integer
+;;;; to itself; a float to the shortest digits that read back as the same
+;;;; float of its format, and NaN or an infinity to the strings "nan",
+;;;; "inf", "-inf"; :true, :false and :null to themselves.
+
+(in-package "RONTOLISP")
+
+(defun json-float-string (x)
+  "The shortest decimal form of the float X that reads back as X in X's own
+format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
+\"-inf\", quoted)."
+  (cond ((ext:float-nan-p x) "\"nan\"")
+        ((ext:float-infinity-p x) (if (plusp x) "\"inf\"" "\"-inf\""))
+        (t
+         ;; PRIN1 already prints the shortest round-trip digits of X's
+         ;; format; only the exponent marker and a bare trailing dot need
+         ;; changing for JSON.
+         (let* ((*read-default-float-format* (if (typep x 'double-float)
+                                                 'double-float 'single-float))
+                (s (prin1-to-string x))
+                (e (position-if (lambda (c) (find c "eEdDfFsSlL")) s)))
+           (when e (setf s (concatenate 'string (subseq s 0 e) "e" (subseq s (1+ e)))))
+           (let ((dot (position #\. s)))
+             (when (and dot (or (= dot (1- (length s)))
+                                (not (digit-char-p (char s (1+ dot))))))
+               (setf s (concatenate 'string (subseq s 0 (1+ dot)) "0" (subseq s (1+ dot))))))
+           s))))
+
+(defun write-json-string (string stream)
+  (write-char #\" stream)
+  (loop for c across string
+        for code = (char-code c)
+        do (case c
+             (#\" (write-string "\\\"" stream))
+             (#\\ (write-string "\\\\" stream))
+             (t (cond ((= code 10) (write-string "\\n" stream))
+                      ((= code 13) (write-string "\\r" stream))
+                      ((= code 9) (write-string "\\t" stream))
+                      ((or (< code 32) (= code 127))
+                       (format stream "\\u~(~4,'0x~)" code))
+                      (t (write-char c stream))))))
+  (write-char #\" stream))
+
+(defun write-json (value stream &key (indent nil) (level 0))
+  "Write VALUE (see the file's header for the mapping) to STREAM as JSON.
+With INDENT (a number of spaces), objects and arrays of objects are laid out
+one member a line."
+  (flet ((newline (lvl)
+           (when indent
+             (terpri stream)
+             (dotimes (i (* indent lvl)) (write-char #\Space stream)))))
+    (cond ((eq value :true) (write-string "true" stream))
+          ((eq value :false) (write-string "false" stream))
+          ((eq value :null) (write-string "null" stream))
+          ((stringp value) (write-json-string value stream))
+          ((integerp value) (format stream "~D" value))
+          ((floatp value) (write-string (json-float-string value) stream))
+          ((and (consp value) (eq (first value) :object))
+           (write-char #\{ stream)
+           (loop for (pair . more) on (rest value)
+                 do (newline (1+ level))
+                    (write-json-string (string (car pair)) stream)
+                    (write-string (if indent ": " ":") stream)
+                    (write-json (cdr pair) stream :indent indent :level (1+ level))
+                    (when more (write-char #\, stream)))
+           (when (rest value) (newline level))
+           (write-char #\} stream))
+          ((vectorp value)
+           (let ((nested (and indent (some (lambda (v) (and (consp v) (eq (first v) :object)))
+                                           value))))
+             (write-char #\[ stream)
+             (loop for i from 0 below (length value)
+                   do (when nested (newline (1+ level)))
+                      (write-json (aref value i) stream :indent indent :level (1+ level))
+                      (when (< i (1- (length value)))
+                        (write-char #\, stream)
+                        (unless nested (when indent (write-char #\Space stream)))))
+             (when (and nested (plusp (length value))) (newline level))
+             (write-char #\] stream)))
+          (t (error 'rontolisp-error
+                    :message (format nil "write-json: expected a JSON value, found ~S" value))))))
