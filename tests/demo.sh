@@ -23,4 +23,19 @@ sed 's/^/> /' build/demo-repl.txt
 echo "--- output:"
 $R < build/demo-repl.txt 2>&1
 echo
+
+step "inspect a real llama.cpp vocab file and llama-quantize's Q8_0 output"
+$R inspect tests/golden/vocab/ggml-vocab-gpt-2.gguf --max-array 3 | head -20
+$R inspect tests/golden/q8_main.q8_0.gguf --max-array 3 | tail -20
+
+step "convert a random s1-pico model to F16 and Q8_0 (rontolisp convert --random)"
+$R convert --random s1-pico build/demo-pico-f16.gguf
+$R convert --random s1-pico build/demo-pico-q8_0.gguf --type q8_0
+step "inspect both (rontolisp inspect FILE --max-array 4), keys and totals"
+for f in build/demo-pico-f16.gguf build/demo-pico-q8_0.gguf; do
+  $R inspect $f --max-array 4 | grep -E '^build|blk.0.attn_qkv|token_embd.weight|^total|decision.block_count'
+done
+step "quantize a golden F32 file and compare with llama-quantize's output"
+$R quantize tests/golden/q8_main.f32.gguf build/demo-q8_main.q8_0.gguf q8_0
+$R script tests/demo/compare-tensors.lisp build/demo-q8_main.q8_0.gguf tests/golden/q8_main.q8_0.gguf
 echo "demo done."

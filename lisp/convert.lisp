@@ -1,0 +1,521 @@
+;;;; convert.lisp - `rontolisp convert': a Laya model directory (a ModernBERT
+;;;; encoder plus a decision head, in Hugging Face's layout) to one GGUF file
+;;;; that llama.cpp's modern-bert loader reads, or a model of a preset shape
+;;;; with random weights (--random).
+;;;;
+;;;; Tensor names and keys follow llama.cpp's ModernBERT conversion: the
+;;;; encoder's blocks are blk.0 .. blk.L-1, the decision head's transformer
+;;;; layers continue as blk.L ..; token_types, cls, cls.norm and cls.output
+;;;; hold the head's type embeddings and scorer.  The input schema read is in
+;;;; README.org ("The converter's input").
+;;;;
+;;;; Type policy (SPEC 7): 1-D tensors F32; the decision head --head-type
+;;;; (F32 by default); encoder matrices --type (F16 by default); with q8_0
+;;;; the token embeddings stay F16; a row that is not a multiple of 32 falls
+;;;; back to F16.
+
+(in-package "RONTOLISP")
+
+;;; Presets: shapes whose parameter counts are the seed's table (202,305,
+;;; 1,134,209 and 6,630,913).
+
+(defparameter *presets*
+  '(("s1-pico"  :hidden 64  :vocab 1024 :layers 2 :intermediate 128 :head-layers 1 :heads 4)
+    ("s1-nano"  :hidden 128 :vocab 2048 :layers 4 :intermediate 256 :head-layers 1 :heads 8)
+    ("s1-micro" :hidden 256 :vocab 4096 :layers 6 :intermediate 512 :head-layers 2 :heads 8))
+  "The --random model shapes: hidden size, vocabulary, encoder layers,
+intermediate size (the GLU's half), decision-head layers, attention heads.")
+
+(defun preset (name)
+  (or (rest (assoc name *presets* :test #'string=))
+      (usage-error "convert: expected a preset s1-pico, s1-nano or s1-micro, found ~S" name)))
+
+;;; Reproducible random numbers (xorshift64*), independent of the Lisp's own
+;;; generator so a seed gives the same model everywhere.
+
+(defstruct (rng (:constructor make-rng (state))) (state 1 :type (unsigned-byte 64)))
+
+(defun rng-next (r)
+  (let ((x (rng-state r)))
+    (setf x (logxor x (ash x -12))
+          x (logxor x (ldb (byte 64 0) (ash x 25)))
+          x (logxor x (ash x -27)))
+    (setf (rng-state r) x)
+    (ldb (byte 64 0) (* x #x2545F4914F6CDD1D))))
+
+(defun rng-uniform (r)
+  "A double in (0, 1)."
+  (/ (+ 0.5d0 (ash (rng-next r) -11)) (expt 2d0 53)))
+
+(defun random-normal-array (r dims sigma)
+  (let ((a (make-array dims :element-type 'single-float)))
+    (loop for i from 0 below (array-total-size a) by 2
+          do (let* ((u1 (rng-uniform r)) (u2 (rng-uniform r))
+                    (m (* sigma (sqrt (* -2d0 (log u1))))))
+               (setf (row-major-aref a i) (coerce (* m (cos (* 2 pi u2))) 'single-float))
+               (when (< (1+ i) (array-total-size a))
+                 (setf (row-major-aref a (1+ i)) (coerce (* m (sin (* 2 pi u2))) 'single-float)))))
+    a))
+
+(defun constant-array (dims value)
+  (make-array dims :element-type 'single-float :initial-element value))
+
+;;; The Hugging Face tensors of a Laya model.
+
+(defun laya-tensor-shapes (&key hidden vocab layers intermediate head-layers &allow-other-keys)
+  "The (hf-name shape init) of every tensor of a Laya model of that shape,
+INIT :normal, :one or :zero."
+  (let ((h hidden) (out '()))
+    (flet ((add (name shape init) (push (list name shape init) out)))
+      (add "encoder.model.embeddings.tok_embeddings.weight" (list vocab h) :normal)
+      (add "encoder.model.embeddings.norm.weight" (list h) :one)
+      (dotimes (i layers)
+        (flet ((n (s) (format nil "encoder.model.layers.~D.~A" i s)))
+          (unless (zerop i) (add (n "attn_norm.weight") (list h) :one)) ; layer 0: Identity
+          (add (n "attn.Wqkv.weight") (list (* 3 h) h) :normal)
+          (add (n "attn.Wo.weight") (list h h) :normal)
+          (add (n "mlp_norm.weight") (list h) :one)
+          (add (n "mlp.Wi.weight") (list (* 2 intermediate) h) :normal)
+          (add (n "mlp.Wo.weight") (list h intermediate) :normal)))
+      (add "encoder.model.final_norm.weight" (list h) :one)
+      (dotimes (i head-layers)
+        (flet ((n (s) (format nil "head.layers.~D.~A" i s)))
+          (add (n "self_attn.in_proj_weight") (list (* 3 h) h) :normal)
+          (add (n "self_attn.in_proj_bias") (list (* 3 h)) :zero)
+          (add (n "self_attn.out_proj.weight") (list h h) :normal)
+          (add (n "self_attn.out_proj.bias") (list h) :zero)
+          (add (n "linear1.weight") (list (* 4 h) h) :normal)
+          (add (n "linear1.bias") (list (* 4 h)) :zero)
+          (add (n "linear2.weight") (list h (* 4 h)) :normal)
+          (add (n "linear2.bias") (list h) :zero)
+          (add (n "norm1.weight") (list h) :one)
+          (add (n "norm1.bias") (list h) :zero)
+          (add (n "norm2.weight") (list h) :one)
+          (add (n "norm2.bias") (list h) :zero)))
+      (add "head.type_embeddings.weight" (list 3 h) :normal)
+      (add "head.dense.weight" (list h h) :normal)
+      (add "head.dense.bias" (list h) :zero)
+      (add "head.norm.weight" (list h) :one)
+      (add "head.norm.bias" (list h) :zero)
+      (add "head.out.weight" (list 1 h) :normal)
+      (add "head.out.bias" (list 1) :zero))
+    (reverse out)))
+
+(defparameter *head-renames*
+  '(("self_attn.in_proj_weight" . "attn_qkv.weight") ("self_attn.in_proj_bias" . "attn_qkv.bias")
+    ("self_attn.out_proj.weight" . "attn_output.weight") ("self_attn.out_proj.bias" . "attn_output.bias")
+    ("linear1.weight" . "ffn_up.weight") ("linear1.bias" . "ffn_up.bias")
+    ("linear2.weight" . "ffn_down.weight") ("linear2.bias" . "ffn_down.bias")
+    ("norm1.weight" . "attn_norm.weight") ("norm1.bias" . "attn_norm.bias")
+    ("norm2.weight" . "ffn_norm.weight") ("norm2.bias" . "ffn_norm.bias"))
+  "Decision-head layer tensors (PyTorch nn.TransformerEncoderLayer) and their
+GGUF block names.")
+
+(defparameter *fixed-renames*
+  '(("encoder.model.embeddings.tok_embeddings.weight" . "token_embd.weight")
+    ("encoder.model.embeddings.norm.weight" . "token_embd_norm.weight")
+    ("encoder.model.final_norm.weight" . "output_norm.weight")
+    ("head.type_embeddings.weight" . "token_types.weight")
+    ("head.dense.weight" . "cls.weight") ("head.dense.bias" . "cls.bias")
+    ("head.norm.weight" . "cls.norm.weight") ("head.norm.bias" . "cls.norm.bias")
+    ("head.out.weight" . "cls.output.weight") ("head.out.bias" . "cls.output.bias"))
+  "Tensors outside the blocks: Hugging Face name to GGUF name.")
+
+(defparameter *encoder-renames*
+  '(("attn_norm.weight" . "attn_norm.weight") ("attn.Wqkv.weight" . "attn_qkv.weight")
+    ("attn.Wo.weight" . "attn_output.weight") ("mlp_norm.weight" . "ffn_norm.weight")
+    ("mlp.Wi.weight" . "ffn_up.weight") ("mlp.Wo.weight" . "ffn_down.weight"))
+  "Encoder layer tensors (ModernBERT) and their GGUF block names, as
+llama.cpp's tensor mapping for MODEL_ARCH.MODERN_BERT.")
+
+(defun split-layer-name (name prefix)
+  "For NAME = PREFIX N.REST answer N and REST, else NIL."
+  (when (and (> (length name) (length prefix)) (string= prefix name :end2 (length prefix)))
+    (multiple-value-bind (n end) (parse-integer name :start (length prefix) :junk-allowed t)
+      (when (and n (< end (length name)) (char= #\. (char name end)))
+        (values n (subseq name (1+ end)))))))
+
+(defun gguf-tensor-name (hf-name layers)
+  "The GGUF name of the Hugging Face tensor HF-NAME and whether it belongs
+to the decision head, or NIL for a tensor the converter does not know."
+  (let ((fixed (cdr (assoc hf-name *fixed-renames* :test #'string=))))
+    (when fixed
+      (return-from gguf-tensor-name
+        (values fixed (not (member fixed '("token_embd.weight" "token_embd_norm.weight"
+                                           "output_norm.weight")
+                                   :test #'string=))))))
+  (multiple-value-bind (n rest) (split-layer-name hf-name "encoder.model.layers.")
+    (when n
+      (let ((g (cdr (assoc rest *encoder-renames* :test #'string=))))
+        (return-from gguf-tensor-name (and g (values (format nil "blk.~D.~A" n g) nil))))))
+  (multiple-value-bind (n rest) (split-layer-name hf-name "head.layers.")
+    (when n
+      (let ((g (cdr (assoc rest *head-renames* :test #'string=))))
+        (return-from gguf-tensor-name (and g (values (format nil "blk.~D.~A" (+ layers n) g) t))))))
+  nil)
+
+;;; The test tokenizer of --random models: GPT-2 byte-level BPE.
+
+(defun byte-level-alphabet ()
+  "GPT-2's byte-to-character table: a vector of 256 one-character strings."
+  (let ((table (make-array 256)) (extra 0))
+    (dotimes (b 256 table)
+      (setf (aref table b)
+            (string (code-char (if (or (<= 33 b 126) (<= 161 b 172) (<= 174 b 255))
+                                   b
+                                   (prog1 (+ 256 extra) (incf extra)))))))))
+
+(defparameter *special-tokens* '("[PAD]" "[UNK]" "[CLS]" "[SEP]" "[MASK]")
+  "The special tokens at ids 0-4: [CLS]=2, [SEP]=3, [MASK]=4.")
+
+(defun random-tokenizer (vocab)
+  "A Hugging Face tokenizer.json (as the Lisp data WRITE-JSON takes) of
+VOCAB tokens: the specials, the 256 byte-level symbols, then merges of
+pairs of printable ASCII characters."
+  (let* ((alphabet (byte-level-alphabet))
+         (tokens (append *special-tokens* (coerce alphabet 'list)))
+         (merges '()))
+    (loop with printable = (loop for c from 33 to 126 collect (string (code-char c)))
+          for a in printable
+          do (loop for b in printable
+                   while (< (+ (length tokens) (length merges)) vocab)
+                   do (push (format nil "~A ~A" a b) merges)))
+    (setf merges (reverse merges))
+    (let ((all (append tokens (mapcar (lambda (m) (remove #\Space m)) merges))))
+      (list :object
+            (cons "version" "1.0")
+            (cons "added_tokens"
+                  (coerce (loop for tok in *special-tokens* for id from 0
+                                collect (list :object (cons "id" id) (cons "content" tok)
+                                              (cons "single_word" :false)
+                                              (cons "lstrip" (if (string= tok "[MASK]") :true :false))
+                                              (cons "rstrip" :false) (cons "normalized" :false)
+                                              (cons "special" :true)))
+                          'vector))
+            (cons "normalizer" (list :object (cons "type" "NFC")))
+            (cons "pre_tokenizer" (list :object (cons "type" "ByteLevel")
+                                        (cons "add_prefix_space" :false)))
+            (cons "model" (list :object (cons "type" "BPE") (cons "ignore_merges" :false)
+                                (cons "vocab" (cons :object (loop for tok in all for id from 0
+                                                                  collect (cons tok id))))
+                                (cons "merges" (coerce merges 'vector))))))))
+
+(defun random-laya (preset-name &key (seed 1))
+  "The files of a Laya directory for a random model of PRESET-NAME, as
+Lisp data: (values tensors encoder-config rl-agent-config config tokenizer),
+TENSORS a list of (hf-name array)."
+  (let* ((p (preset preset-name))
+         (r (make-rng (ldb (byte 64 0) (+ #x9E3779B97F4A7C15 (* seed 7919)))))
+         (h (getf p :hidden)))
+    (values
+     (loop for (name shape init) in (apply #'laya-tensor-shapes p)
+           collect (list name (ecase init
+                                (:normal (random-normal-array r shape 0.02d0))
+                                (:one (constant-array shape 1.0))
+                                (:zero (constant-array shape 0.0)))))
+     (list :object
+           (cons "architectures" #("ModernBertModel")) (cons "model_type" "modernbert")
+           (cons "hidden_size" h) (cons "intermediate_size" (getf p :intermediate))
+           (cons "num_hidden_layers" (getf p :layers))
+           (cons "num_attention_heads" (getf p :heads)) (cons "vocab_size" (getf p :vocab))
+           (cons "max_position_embeddings" 1024) (cons "norm_eps" 1d-5)
+           (cons "local_attention" 128) (cons "global_attn_every_n_layers" 3)
+           (cons "global_rope_theta" 160000d0) (cons "local_rope_theta" 10000d0)
+           (cons "hidden_activation" "gelu")
+           (cons "pad_token_id" 0) (cons "cls_token_id" 2) (cons "sep_token_id" 3)
+           (cons "mask_token_id" 4))
+     (list :object
+           (cons "head_layers" (getf p :head-layers)) (cons "max_len" 1024)
+           (cons "head_max_len" 96)
+           (cons "temperatures" (list :object (cons "choice:2" 1.0d0) (cons "choice:3-5" 1.1d0)
+                                      (cons "score:2" 0.9d0) (cons "noul:2" 1.0d0))))
+     (list :object (cons "model_type" "laya") (cons "name" (format nil "skycmd-~A-random" preset-name)))
+     (random-tokenizer (getf p :vocab)))))
+
+(defun write-json-file (path value)
+  (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+    (write-json value s :indent 2)
+    (terpri s))
+  path)
+
+(defun write-random-laya (dir preset-name &key (seed 1))
+  "Write a Laya model directory DIR (created if needed) for a random model
+of PRESET-NAME: model.safetensors, config.json, encoder/config.json,
+rl_agent_config.json and tokenizer/tokenizer.json.  Answers DIR."
+  (let ((root (concatenate 'string (string-right-trim "/" (namestring dir)) "/")))
+    (ensure-directories-exist (concatenate 'string root "encoder/"))
+    (ensure-directories-exist (concatenate 'string root "tokenizer/"))
+    (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+      (write-safetensors (concatenate 'string root "model.safetensors") tensors
+                         :metadata '(("format" . "pt")))
+      (write-json-file (concatenate 'string root "encoder/config.json") encoder)
+      (write-json-file (concatenate 'string root "rl_agent_config.json") rl)
+      (write-json-file (concatenate 'string root "config.json") config)
+      (write-json-file (concatenate 'string root "tokenizer/tokenizer.json") tokenizer))
+    dir))
+
+;;; Reading a Laya directory.
+
+(defun json-like (value)
+  "VALUE written by WRITE-JSON's mapping read back as PARSE-JSON answers
+it (for --random, which builds the files in memory)."
+  (parse-json (with-output-to-string (s) (write-json value s))))
+
+(defun cfg (table key path &key (type 'integer) default)
+  (multiple-value-bind (v found) (gethash key table)
+    (cond ((and (not found) default) default)
+          ((not found)
+           (error 'convert-error :path path
+                                 :message (format nil "~A: expected a key ~S, found none" path key)))
+          ((typep v type) v)
+          ((and (eq type 'real) (realp v)) v)
+          (t (error 'convert-error :path path
+                                   :message (format nil "~A: key ~S: expected ~(~A~), found ~S"
+                                                    path key type v))))))
+
+(defun temperature-key (bucket)
+  "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
+  (substitute #\_ #\- (substitute #\. #\: bucket)))
+
+(defun systemone-template (cls sep mask)
+  "The Jinja chat template llama.cpp's server renders for a decision:
+CLS {type} question: {instructions} SEP (MASK option)* SEP state SEP."
+  (format nil "~A{{ type }} question: {{ instructions }}~A~
+{% for o in options %}~A{{ o.text if o.text is defined else o }}{% endfor %}~
+~A{{ state }}~A" cls sep mask sep sep))
+
+(defun tokenizer-metadata (tok path pre)
+  "The tokenizer.ggml.* and skycmd.tokenizer.* keys of the tokenizer.json
+data TOK."
+  (let* ((model (cfg tok "model" path :type 'hash-table))
+         (vocab (cfg model "vocab" path :type 'hash-table))
+         (n (hash-table-count vocab))
+         (tokens (make-array n :initial-element nil))
+         (types (make-array n :element-type '(signed-byte 32) :initial-element 1))
+         (added (cfg tok "added_tokens" path :type 'vector :default #()))
+         (merges (map 'vector (lambda (m) (if (stringp m) m (format nil "~A ~A" (aref m 0) (aref m 1))))
+                      (cfg model "merges" path :type 'vector)))
+         (lstrip '()) (rstrip '()))
+    (maphash (lambda (k id)
+               (unless (and (integerp id) (< -1 id n) (null (aref tokens id)))
+                 (error 'convert-error :path path
+                                       :message (format nil "~A: token ~S: expected a unique id below ~D, found ~S"
+                                                        path k n id)))
+               (setf (aref tokens id) k))
+             vocab)
+    (loop for a across added
+          for id = (gethash "id" a)
+          when (and (integerp id) (< -1 id n))
+            do (when (gethash "special" a) (setf (aref types id) 3))
+               (when (gethash "lstrip" a) (push id lstrip))
+               (when (gethash "rstrip" a) (push id rstrip)))
+    (flet ((id-of (tok) (or (gethash tok vocab)
+                            (error 'convert-error :path path
+                                                  :message (format nil "~A: expected a token ~A, found none" path tok)))))
+      (let ((normalizer (gethash "normalizer" tok)))
+        (list (list "tokenizer.ggml.model" :string "gpt2")
+              (list "tokenizer.ggml.pre" :string pre)
+              (list "tokenizer.ggml.tokens" '(:array :string) tokens)
+              (list "tokenizer.ggml.token_type" '(:array :i32) types)
+              (list "tokenizer.ggml.merges" '(:array :string) merges)
+              (list "tokenizer.ggml.bos_token_id" :u32 (id-of "[CLS]"))
+              (list "tokenizer.ggml.eos_token_id" :u32 (id-of "[SEP]"))
+              (list "tokenizer.ggml.seperator_token_id" :u32 (id-of "[SEP]"))
+              (list "tokenizer.ggml.cls_token_id" :u32 (id-of "[CLS]"))
+              (list "tokenizer.ggml.mask_token_id" :u32 (id-of "[MASK]"))
+              (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "[UNK]"))
+              (list "tokenizer.ggml.padding_token_id" :u32 (id-of "[PAD]"))
+              (list "tokenizer.ggml.add_bos_token" :bool t)
+              (list "tokenizer.ggml.add_eos_token" :bool t)
+              (list "tokenizer.ggml.add_sep_token" :bool t)
+              (list "tokenizer.ggml.token_type_count" :u32 3)
+              (list "tokenizer.chat_template.systemone" :string
+                    (systemone-template "[CLS]" "[SEP]" "[MASK]"))
+              (list "skycmd.tokenizer.normalizer" :string
+                    (if (hash-table-p normalizer) (gethash "type" normalizer "none") "none"))
+              (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
+                    (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
+              (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
+                    (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
+              (list "skycmd.tokenizer.ignore_merges" :bool
+                    (and (gethash "ignore_merges" model) t)))))))
+
+(defun type-keyword (name)
+  (let ((k (find name '("f32" "f16" "bf16" "q8_0") :test #'string-equal)))
+    (unless k (usage-error "convert: expected a type f32, f16, bf16 or q8_0, found ~S" name))
+    (intern (string-upcase k) "KEYWORD")))
+
+(defun convert-array (data type)
+  "DATA (F32, F16 or BF16 array) as TYPE (:f32 :f16 :bf16 :q8_0)."
+  (ecase type
+    (:f32 (if (arrayp data) data (half-array-to-single data)))
+    (:f16 (if (float16-array-p data) data
+              (make-float16-array (if (arrayp data) data (half-array-to-single data)))))
+    (:bf16 (if (bfloat16-array-p data) data
+               (make-bfloat16-array (if (arrayp data) data (half-array-to-single data)))))
+    (:q8_0 (quantize data 'q8-0))))
+
+(defun data-dims (data)
+  (if (arrayp data) (array-dimensions data) (half-array-dimensions data)))
+
+(defun tensor-type (gguf-name dims head-p type head-type)
+  "The GGUF type of a tensor under SPEC 7's policy."
+  (let ((ty (cond ((< (length dims) 2) :f32)
+                  (head-p head-type)
+                  ((and (string= gguf-name "token_embd.weight") (eq type :q8_0)) :f16)
+                  (t type))))
+    (if (and (eq ty :q8_0) (/= 0 (mod (car (last dims)) 32))) :f16 ty)))
+
+(defun file-type-id (type)
+  (ecase type (:f32 0) (:f16 1) (:q8_0 7) (:bf16 32)))
+
+(defun laya-to-gguf (out tensors encoder rl config tokenizer
+                     &key (type :f16) (head-type :f32) (pre "modern-bert") name paths)
+  "Write the GGUF file OUT from a Laya model's parts (as READ-SAFETENSORS
+and PARSE-JSON answer them).  PATHS: a plist naming the files, for errors."
+  (let* ((enc-path (getf paths :encoder "encoder/config.json"))
+         (rl-path (getf paths :rl "rl_agent_config.json"))
+         (h (cfg encoder "hidden_size" enc-path))
+         (layers (cfg encoder "num_hidden_layers" enc-path))
+         (inter (cfg encoder "intermediate_size" enc-path))
+         (head-layers (cfg rl "head_layers" rl-path))
+         (temps (cfg rl "temperatures" rl-path :type 'hash-table :default (make-hash-table)))
+         (report (progress-reporter (length tensors)))
+         (done 0)
+         (out-tensors '()))
+    (dolist (entry tensors)
+      (destructuring-bind (hf data) entry
+        (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
+          (unless g
+            (error 'convert-error :path (getf paths :model)
+                                  :message (format nil "~A: tensor ~S: expected a ModernBERT encoder or ~
+decision-head tensor name, found an unknown one" (getf paths :model "model.safetensors") hf)))
+          (let* ((dims (data-dims data))
+                 (ty (tensor-type g dims head-p type head-type))
+                 (bad (first-non-finite data)))
+            (when bad
+              (error 'tensor-data-error :path (getf paths :model) :tensor hf
+                                        :message (format nil "~A: tensor ~S: expected finite values, found a ~
+NaN or infinity at element ~D" (getf paths :model "model.safetensors") hf bad)))
+            (push (list g (convert-array (if (and (eq ty :q8_0) (> (length dims) 2))
+                                             (data-as-matrix data (reverse dims))
+                                             data)
+                                         ty)
+                        :dims (reverse dims))
+                  out-tensors)))
+        (funcall report (incf done) hf)))
+    (let* ((k (lambda (s) (concatenate 'string "modern-bert." s)))
+           (metadata
+             (append
+              (list (list "general.architecture" :string "modern-bert")
+                    (list "general.name" :string
+                          (or name (gethash "name" config) "modern-bert"))
+                    (list "general.file_type" :u32 (file-type-id type)))
+              (when (member :q8_0 (list type head-type))
+                (list (list "general.quantization_version" :u32 2)))
+              (list (list (funcall k "context_length") :u32
+                          (cfg encoder "max_position_embeddings" enc-path :default 8192))
+                    (list (funcall k "embedding_length") :u32 h)
+                    (list (funcall k "feed_forward_length") '(:array :u32)
+                          (coerce (append (make-list layers :initial-element inter)
+                                          (make-list head-layers :initial-element (* 4 h)))
+                                  '(vector (unsigned-byte 32))))
+                    (list (funcall k "block_count") :u32 (+ layers head-layers))
+                    (list (funcall k "attention.head_count") :u32
+                          (cfg encoder "num_attention_heads" enc-path))
+                    (list (funcall k "attention.layer_norm_epsilon") :f32
+                          (coerce (cfg encoder "norm_eps" enc-path :type 'real :default 1d-5) 'single-float))
+                    (list (funcall k "attention.causal") :bool nil)
+                    (list (funcall k "pooling_type") :u32 2)
+                    (list (funcall k "rope.freq_base") :f32
+                          (coerce (cfg encoder "global_rope_theta" enc-path :type 'real :default 160000d0)
+                                  'single-float))
+                    (list (funcall k "attention.sliding_window") :u32
+                          (cfg encoder "local_attention" enc-path :default 128))
+                    (list (funcall k "attention.sliding_window_pattern") :u32
+                          (cfg encoder "global_attn_every_n_layers" enc-path :default 3))
+                    (list (funcall k "rope.scaling.type") :string "none")
+                    (list (funcall k "vocab_size") :u32 (cfg encoder "vocab_size" enc-path))
+                    (list (funcall k "decision.type") :string "laya")
+                    (list (funcall k "decision.block_count") :u32 head-layers)
+                    (list (funcall k "decision.max_head_tokens") :u32
+                          (cfg rl "head_max_len" rl-path :default 192))
+                    (list (funcall k "decision.max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
+              (let ((keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
+                (loop for key in keys
+                      collect (list (funcall k (format nil "decision.temperature.~A" (temperature-key key)))
+                                    :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float))))
+              (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre))))
+      (gguf:write out (gguf:make-file :metadata metadata :tensors (reverse out-tensors)))
+      (length out-tensors))))
+
+(defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name)
+  "Convert the Laya model directory DIR (model.safetensors, config.json,
+encoder/config.json, rl_agent_config.json, tokenizer/tokenizer.json) to the
+GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
+(:f32 :f16 :bf16 :q8_0).  Answers the number of tensors written."
+  (let* ((root (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
+         (paths (list :model (concatenate 'string root "model.safetensors")
+                      :encoder (concatenate 'string root "encoder/config.json")
+                      :rl (concatenate 'string root "rl_agent_config.json")
+                      :config (concatenate 'string root "config.json")
+                      :tokenizer (concatenate 'string root "tokenizer/tokenizer.json"))))
+    (unless (probe-file (getf paths :model))
+      (error 'convert-error :path (getf paths :model)
+                            :message (format nil "~A: no such file (expected a Laya model directory)"
+                                             (getf paths :model))))
+    (laya-to-gguf out (read-safetensors (getf paths :model))
+                  (read-json-file (getf paths :encoder))
+                  (read-json-file (getf paths :rl))
+                  (if (probe-file (getf paths :config))
+                      (read-json-file (getf paths :config))
+                      (make-hash-table :test 'equal))
+                  (read-json-file (getf paths :tokenizer))
+                  :type type :head-type head-type :pre pre :name name :paths paths)))
+
+(defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name (seed 1))
+  "Write the GGUF file OUT for a model of PRESET-NAME (s1-pico, s1-nano,
+s1-micro) with random weights from SEED and a small test tokenizer.
+Answers the number of tensors written."
+  (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+    (laya-to-gguf out tensors (json-like encoder) (json-like rl) (json-like config) (json-like tokenizer)
+                  :type type :head-type head-type :pre pre :name name)))
+
+(define-command "convert" (args)
+    ("convert <laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
+     "convert a Laya model directory (or a random model of a preset shape) to GGUF")
+  (let ((source nil) (random nil) (out nil) (type :f16) (head-type :f32) (pre "modern-bert")
+        (name nil) (seed 1) (laya-dir nil))
+    (flet ((value (opt)
+             (or (pop args) (usage-error "convert: ~A expects a value, found nothing" opt))))
+      (loop while args
+            do (let ((a (pop args)))
+                 (cond ((string= a "--random") (setf random (value a)))
+                       ((string= a "--type") (setf type (type-keyword (value a))))
+                       ((string= a "--head-type") (setf head-type (type-keyword (value a))))
+                       ((string= a "--pre") (setf pre (value a)))
+                       ((string= a "--name") (setf name (value a)))
+                       ((string= a "--write-laya") (setf laya-dir (value a)))
+                       ((string= a "--seed")
+                        (let ((v (value a)))
+                          (setf seed (or (ignore-errors (parse-integer v))
+                                         (usage-error "convert: --seed expects an integer, found ~S" v)))))
+                       ((and (> (length a) 1) (char= #\- (char a 0)))
+                        (usage-error "convert: unknown option ~S" a))
+                       ((and (null source) (null random)) (setf source a))
+                       ((null out) (setf out a))
+                       (t (usage-error "convert: unexpected argument ~S" a))))))
+    (when (and random (null out) source) (setf out source source nil))
+    (unless (and out (or source random) (not (and source random)))
+      (usage-error "convert: expected a Laya directory or --random NAME, and OUT.gguf"))
+    (when (and laya-dir (not random))
+      (usage-error "convert: --write-laya goes with --random"))
+    (when random (preset random))
+    (let ((n (cond (laya-dir
+                    (write-random-laya laya-dir random :seed seed)
+                    (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name))
+                   (random (convert-random random out :type type :head-type head-type :pre pre
+                                                       :name name :seed seed))
+                   (t (convert-laya source out :type type :head-type head-type :pre pre :name name)))))
+      (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type)
+      0)))

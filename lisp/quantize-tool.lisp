@@ -1,0 +1,249 @@
+;;;; quantize-tool.lisp - `rontolisp quantize IN.gguf OUT.gguf q8_0': a GGUF
+;;;; file quantized as llama-quantize does it for ftype Q8_0.
+;;;;
+;;;; The output's tensors have the types and the exact bytes llama-quantize
+;;;; writes (tests/golden/README.md rules 1-8): the same choice of tensors,
+;;;; the F16 fall back for rows that do not split into 32-value blocks, the
+;;;; same tensor order (layer, then name) and n_dims (trailing 1s dropped),
+;;;; and general.quantization_version / general.file_type as the last two
+;;;; keys.  One deliberate difference: the input's general.alignment is
+;;;; honoured, where llama-quantize lays every file out at 32.  A file
+;;;; without the key is written without it (alignment 32), so for such files
+;;;; the whole output equals llama-quantize's byte for byte.
+;;;;
+;;;; Input values are checked as llama.cpp's loader checks them: a NaN or
+;;;; infinity anywhere refuses the file, as does a Q8_0 scale or an F16
+;;;; fall-back value that overflows binary16.  Nothing is written then.
+
+(in-package "RONTOLISP")
+
+(defparameter *quantize-name-exclusions*
+  '("_norm.weight" "ffn_gate_inp.weight" "altup" "laurel" "per_layer_model_proj"
+    "ssm_conv1d.weight" "shortconv.conv.weight"
+    "time_mix_first.weight" "time_mix_w0.weight" "time_mix_w1.weight" "time_mix_w2.weight"
+    "time_mix_v0.weight" "time_mix_v1.weight" "time_mix_v2.weight"
+    "time_mix_a0.weight" "time_mix_a1.weight" "time_mix_a2.weight"
+    "time_mix_g1.weight" "time_mix_g2.weight"
+    "time_mix_decay_w1.weight" "time_mix_decay_w2.weight" "time_mix_lerp_fused.weight"
+    "attn_rel_b.weight" ".position_embd.")
+  "Substrings that keep a tensor out of quantization, as in llama.cpp's
+src/llama-quant.cpp (norms, MoE gates, small recurrent and relative-position
+weights).")
+
+(defparameter *quantize-exact-exclusions* '("position_embd.weight" "token_types.weight")
+  "Whole names llama-quantize never quantizes: BERT's position embeddings
+and token types.")
+
+(defun ggml-n-dims (ne)
+  "ggml's n_dims of the ggml dims NE: trailing dimensions of 1 do not
+count, and there is always at least one."
+  (let ((last (position-if (lambda (d) (/= d 1)) ne :from-end t)))
+    (if last (1+ last) 1)))
+
+(defun trim-dims (ne)
+  (subseq ne 0 (ggml-n-dims ne)))
+
+(defun ends-with (string suffix)
+  (let ((n (length string)) (m (length suffix)))
+    (and (>= n m) (string= string suffix :start1 (- n m)))))
+
+(defun quantizable-tensor-p (name ne)
+  "True when llama-quantize (ftype Q8_0) quantizes the tensor NAME of ggml
+dims NE: at least two dimensions besides trailing 1s, a name ending in
+`weight', and none of the excluded names."
+  (and (>= (ggml-n-dims ne) 2)
+       (ends-with name "weight")
+       (notany (lambda (s) (search s name)) *quantize-name-exclusions*)
+       (not (member name *quantize-exact-exclusions* :test #'string=))))
+
+(defun tensor-layer (name)
+  "The N of a name starting `blk.N.', else -1 (llama.cpp's
+weight_name_comparer reads it with sscanf \"blk.%d.\")."
+  (if (and (> (length name) 4) (string= "blk." name :end2 4))
+      (multiple-value-bind (n end) (parse-integer name :start 4 :junk-allowed t)
+        (declare (ignore end))
+        (or n -1))
+      -1))
+
+(defun llama-tensor-order (names)
+  "NAMES sorted as llama.cpp's model loader orders tensors: by layer number
+(names without `blk.N.' count as -1 and come first), then by name."
+  (stable-sort (copy-list names)
+               (lambda (a b)
+                 (let ((la (tensor-layer a)) (lb (tensor-layer b)))
+                   (if (/= la lb) (< la lb) (string< a b))))))
+
+;;; Values and shapes.
+
+(defun flat-single (array)
+  "ARRAY, a simple single-float array, as a vector sharing its storage."
+  (if (= 1 (array-rank array))
+      array
+      (make-array (array-total-size array) :element-type 'single-float :displaced-to array)))
+
+(defun first-non-finite (data)
+  "The row-major index of the first NaN or infinity in DATA (a simple
+single-float array, a float16-array or a bfloat16-array), or NIL."
+  (etypecase data
+    ((simple-array single-float)
+     (let ((v (flat-single data)))
+       (declare (type (array single-float (*)) v))
+       (position-if (lambda (x) (or (ext:float-nan-p x) (ext:float-infinity-p x))) v)))
+    ((or float16-array bfloat16-array)
+     (let* ((bits (half-array-bits data))
+            (mask (if (float16-array-p data) #x7c00 #x7f80))
+            (n (array-total-size bits)))
+       (loop for i below n
+             when (= mask (logand mask (row-major-aref bits i)))
+               return i)))))
+
+(defun reshape-2d (data rows cols)
+  "DATA (a simple single-float array or half array) as a fresh rank-2
+array of ROWS x COLS with the same row-major elements (a copy)."
+  (flet ((copy (src type)
+           (let ((dst (make-array (list rows cols) :element-type type)))
+             (replace (make-array (* rows cols) :element-type type :displaced-to dst)
+                      (make-array (* rows cols) :element-type type :displaced-to src))
+             dst)))
+    (etypecase data
+      ((simple-array single-float) (copy data 'single-float))
+      (float16-array (%make-float16-array (copy (half-array-bits data) '(unsigned-byte 16))))
+      (bfloat16-array (%make-bfloat16-array (copy (half-array-bits data) '(unsigned-byte 16)))))))
+
+(defun data-as-matrix (data ne)
+  "DATA as a rank-2 array of (rows cols), cols = ne[0]: the form QUANTIZE
+takes for a tensor of any rank."
+  (let ((cols (first ne))
+        (rows (reduce #'* (rest ne))))
+    (if (equal (if (typep data '(or float16-array bfloat16-array))
+                   (half-array-dimensions data)
+                   (array-dimensions data))
+               (list rows cols))
+        data
+        (reshape-2d data rows cols))))
+
+(defun to-float16 (data)
+  "DATA (F32, F16 or BF16) as a float16-array: F16 unchanged, the others
+through f32 with round to nearest even (ggml's fall back conversion)."
+  (etypecase data
+    (float16-array data)
+    (bfloat16-array (make-float16-array (half-array-to-single data)))
+    ((simple-array single-float) (make-float16-array data))))
+
+(defun tensor-data-fail (path name fmt &rest args)
+  (error 'tensor-data-error
+         :path path :tensor name
+         :message (format nil "~A: tensor ~S ~?" path name fmt args)))
+
+;;; The conversion.
+
+(defun progress-reporter (total)
+  "A function of (done name) that shows progress on stderr when stderr is
+a terminal, and does nothing otherwise."
+  (if (and (plusp total) (/= 0 (%isatty 2)))
+      (lambda (done name)
+        (format *error-output* "~C[~D/~D] ~A~C[K" #\Return done total name #\Esc)
+        (when (= done total) (terpri *error-output*))
+        (finish-output *error-output*))
+      (lambda (done name) (declare (ignore done name)))))
+
+(defun quantize-file (in out &key (type :q8_0))
+  "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
+for TYPE (the one type is :q8_0, ftype 7): tensors of at least two
+dimensions whose name ends in `weight' (norms, token types, position
+embeddings and a few small weights excepted) become Q8_0, or F16 when their
+rows are not a multiple of 32; every other tensor is copied in its type;
+tensors are ordered by layer, then name; general.quantization_version = 2
+and general.file_type = 7 end the metadata.  IN's general.alignment is
+kept.  A NaN or infinity in IN, or a value that overflows binary16, signals
+TENSOR-DATA-ERROR and writes nothing.  Answers a list of (name type) of the
+written tensors, in file order, and the number of F16 fall backs."
+  (unless (member (string type) '("Q8_0" "q8_0" "Q8-0" "q8-0" "7") :test #'string=)
+    (error 'unknown-format-error
+           :format type
+           :message (format nil "quantize-file: expected the type q8_0, found ~S" type)))
+  (let ((f (gguf:read in)))
+    (unwind-protect
+         (let* ((path (gguf:path f))
+                (infos (gguf:tensor-infos f))
+                (names (llama-tensor-order (mapcar #'gguf:tensor-info-name infos)))
+                (report (progress-reporter (length names)))
+                (done 0)
+                (fallbacks 0)
+                (tensors '()))
+           (dolist (name names)
+             (let* ((info (gguf:tensor-info f name))
+                    (ne (gguf:tensor-info-dims info))
+                    (src-type (gguf:tensor-info-type info)))
+               (unless (member src-type '("F32" "F16" "BF16" "Q8_0") :test #'string=)
+                 (tensor-data-fail path name "has type ~A: expected F32, F16, BF16 or Q8_0 ~
+(rontolisp quantize does not requantize other types)" src-type))
+               (let* ((data (gguf:tensor f name))
+                      (bad (and (not (string= src-type "Q8_0")) (first-non-finite data))))
+                 (when bad
+                   (tensor-data-fail path name "has invalid data: expected finite values, found ~
+~A at element ~D (byte ~D)"
+                                     (let ((x (row-major-aref
+                                               (if (arrayp data) data (half-array-to-single data))
+                                               bad)))
+                                       (if (ext:float-nan-p x) "NaN" "an infinity"))
+                                     bad
+                                     (+ (gguf:data-offset f) (gguf:tensor-info-offset info)
+                                        (* bad (if (string= src-type "F32") 4 2)))))
+                 (let ((dims (trim-dims ne))
+                       (result data))
+                   (when (and (quantizable-tensor-p name ne) (not (string= src-type "Q8_0")))
+                     (if (zerop (mod (first ne) 32))
+                         (setf result
+                               (handler-case (quantize (data-as-matrix data ne) 'q8-0)
+                                 (scale-overflow-error (c)
+                                   (tensor-data-fail
+                                    path name "cannot be quantized: row ~D, block ~D: the Q8_0 ~
+scale overflows binary16 (quantized data validation failed, as llama-quantize)"
+                                    (scale-overflow-error-row c) (scale-overflow-error-block c)))))
+                         (let* ((h (to-float16 data))
+                                (over (first-non-finite h)))
+                           (when over
+                             (tensor-data-fail path name "cannot fall back to F16: element ~D ~
+overflows binary16 (quantized data validation failed, as llama-quantize)" over))
+                           (setf result h)
+                           (incf fallbacks))))
+                   (push (list name result :dims dims) tensors))))
+             (funcall report (incf done) name))
+           (let* ((metadata (append (remove-if (lambda (e)
+                                                 (member (first e) '("general.quantization_version"
+                                                                     "general.file_type")
+                                                         :test #'string=))
+                                               (gguf:metadata f))
+                                    (list (list "general.quantization_version" :u32 2)
+                                          (list "general.file_type" :u32 7))))
+                  (out-file (gguf:make-file :metadata metadata
+                                            :tensors (reverse tensors)
+                                            :alignment (gguf:alignment f))))
+             (gguf:write out out-file)
+             (values
+              (mapcar (lambda (e)
+                       (let ((d (second e)))
+                         (list (first e) (typecase d
+                                           (quantized-matrix "Q8_0")
+                                           (float16-array "F16")
+                                           (bfloat16-array "BF16")
+                                           (t "F32")))))
+                      (reverse tensors))
+              fallbacks)))
+      (gguf:close f))))
+
+(define-command "quantize" (args)
+    ("quantize IN.gguf OUT.gguf q8_0"
+     "quantize a GGUF file as llama-quantize does (same tensor types and bytes)")
+  (unless (= 3 (length args))
+    (usage-error "quantize: expected IN.gguf OUT.gguf q8_0, found ~D argument~:P" (length args)))
+  (destructuring-bind (in out type) args
+    (unless (member type '("q8_0" "Q8_0" "7") :test #'string=)
+      (usage-error "quantize: expected the type q8_0 (or Q8_0, 7), found ~S" type))
+    (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0)
+      (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
+              out (length written)
+              (count "Q8_0" written :key #'second :test #'string=)
+              fallbacks)
+      0)))

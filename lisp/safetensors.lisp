@@ -1,0 +1,118 @@
+;;;; safetensors.lisp - JSON and safetensors files from Lisp, for the
+;;;; converter.
+;;;;
+;;;; Both parsers are C: libjansson for JSON (a Debian library, fast on the
+;;;; megabytes of a tokenizer.json and strict: duplicate keys and invalid
+;;;; UTF-8 are refused) and gguf/safetensors.c, which checks every offset,
+;;;; shape and dtype of a safetensors file before anything is built from it.
+;;;; JSON maps to Lisp as: object -> EQUAL hash table, array -> simple
+;;;; vector, string -> string, integer -> integer, real -> double-float,
+;;;; true -> T, false -> NIL, null -> :NULL.
+;;;;
+;;;; The writer is Lisp: it writes the little-endian bytes of each array
+;;;; after a JSON header padded to 8 bytes, under a temporary name that is
+;;;; renamed at the end.
+
+(in-package "RONTOLISP")
+
+(defun parse-json (string &key path)
+  "The JSON value in STRING as Lisp data (objects as EQUAL hash tables,
+arrays as simple vectors, true/false as T/NIL, null as :NULL).  Invalid JSON
+signals JSON-ERROR (PATH, when given, names its file in the message)."
+  (check-type string string)
+  (multiple-value-bind (value status message offset) (%json-parse (%utf8-octets string))
+    (when (and (null value) (eq status :json))
+      (error 'json-error :path path :offset offset
+                         :message (format nil "~@[~A: ~]invalid JSON ~A" path message)))
+    value))
+
+(defun read-file-octets (path)
+  (with-open-file (s path :element-type '(unsigned-byte 8))
+    (let ((v (make-array (file-length s) :element-type '(unsigned-byte 8))))
+      (read-sequence v s)
+      v)))
+
+(defun read-json-file (path)
+  "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
+missing file or invalid JSON signals JSON-ERROR naming the file."
+  (let ((name (namestring (merge-pathnames path))))
+    (unless (probe-file name)
+      (error 'json-error :path name :message (format nil "~A: no such file (expected a JSON file)" name)))
+    (multiple-value-bind (value status message offset) (%json-parse (read-file-octets name))
+      (when (and (null value) (eq status :json))
+        (error 'json-error :path name :offset offset
+                           :message (format nil "~A: invalid JSON ~A" name message)))
+      value)))
+
+(defun read-safetensors (path)
+  "Read the safetensors file PATH.  Answers a list of (name array) in the
+header's order -- ARRAY a fresh (simple-array single-float) of the tensor's
+shape for F32, a FLOAT16-ARRAY or BFLOAT16-ARRAY for F16 and BF16 -- and as
+second value the __metadata__ as a list of (key . value) strings.  A file
+that breaks the format (header length, JSON, dtype, shape, offsets, sizes,
+overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset."
+  (let ((name (namestring (merge-pathnames path))))
+    (multiple-value-bind (handle status message offset) (%st-open (%utf8-octets name))
+      (unless handle
+        (error 'safetensors-error :path name :offset offset :reason status
+                                  :message (format nil "~A: ~A" name message)))
+      (unwind-protect
+           (values
+            (loop for (tname dtype shape) in (%st-tensors handle)
+                  for i from 0
+                  collect (list tname
+                                (cond ((string= dtype "F32")
+                                       (%st-copy-tensor handle i (make-array shape :element-type 'single-float)))
+                                      (t
+                                       (let ((bits (%st-copy-tensor handle i (make-array shape :element-type '(unsigned-byte 16)))))
+                                         (if (string= dtype "F16")
+                                             (%make-float16-array bits)
+                                             (%make-bfloat16-array bits)))))))
+            (%st-metadata handle))
+        (%release handle)))))
+
+(defun safetensors-dtype (array)
+  (etypecase array
+    ((simple-array single-float) "F32")
+    (float16-array "F16")
+    (bfloat16-array "BF16")))
+
+(defun write-safetensors (path tensors &key metadata)
+  "Write TENSORS, a list of (name array) -- ARRAY a (simple-array
+single-float), FLOAT16-ARRAY or BFLOAT16-ARRAY -- to the safetensors file
+PATH, with METADATA (a list of (key . value) strings) as __metadata__.  The
+file is written under a temporary name and renamed.  Answers PATH."
+  (let* ((name (namestring (merge-pathnames path)))
+         (tmp (format nil "~A.tmp~D" name (ext:getpid)))
+         (offset 0)
+         (blobs '())
+         (entries '()))
+    (dolist (entry tensors)
+      (destructuring-bind (tname array) entry
+        (let* ((raw (if (typep array '(or float16-array bfloat16-array)) (half-array-bits array) array))
+               (octets (%octets-of raw)))
+          (push octets blobs)
+          (push (cons tname (list :object
+                                  (cons "dtype" (safetensors-dtype array))
+                                  (cons "shape" (coerce (array-dimensions raw) 'vector))
+                                  (cons "data_offsets" (vector offset (+ offset (length octets))))))
+                entries)
+          (incf offset (length octets)))))
+    (let* ((header (with-output-to-string (s)
+                     (write-json (list* :object
+                                        (append (when metadata
+                                                  (list (cons "__metadata__" (cons :object metadata))))
+                                                (reverse entries)))
+                                 s)))
+           (hbytes (%utf8-octets header))
+           (pad (mod (- (length hbytes)) 8))
+           (n (+ (length hbytes) pad)))
+      (handler-bind ((error (lambda (c) (declare (ignore c)) (ignore-errors (delete-file tmp)))))
+        (with-open-file (s tmp :direction :output :element-type '(unsigned-byte 8)
+                               :if-exists :supersede)
+          (dotimes (i 8) (write-byte (ldb (byte 8 (* 8 i)) n) s))
+          (write-sequence hbytes s)
+          (dotimes (i pad) (write-byte 32 s))
+          (dolist (b (reverse blobs)) (write-sequence b s)))
+        (rename-file tmp name :if-exists :supersede)))
+    path))
