@@ -21,8 +21,8 @@ HOST_SRC  := runtime/main.c prims/register.c
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp, in dependency order.
 LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
-             lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/json.lisp lisp/gguf.lisp \
-             lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp
+             lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
+             lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 

@@ -38,4 +38,10 @@ done
 step "quantize a golden F32 file and compare with llama-quantize's output"
 $R quantize tests/golden/q8_main.f32.gguf build/demo-q8_main.q8_0.gguf q8_0
 $R script tests/demo/compare-tensors.lisp build/demo-q8_main.q8_0.gguf tests/golden/q8_main.q8_0.gguf
+step "a short benchmark on the converted model (rontolisp bench FILE --iters N)"
+if $R --help | grep -q ' bench'; then
+  $R bench build/demo-pico-q8_0.gguf --iters 50
+else
+  echo "(skipped: rontolisp bench does not exist yet)"
+fi
 echo "demo done."

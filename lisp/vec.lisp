@@ -1,0 +1,299 @@
+;;;; vec.lisp - the matrix-vector product (VEC:MATVEC, VEC:MATVEC-INTO) and
+;;;; the few vector and matrix operations a caller needs beside it.
+;;;;
+;;;; The product itself is C (prims/matvec.c, reached through %MATVEC): for
+;;;; a quantized matrix, ggml's integer-dot shape fixed so that the scalar,
+;;;; SIMD and threaded paths answer the same bits (SPEC 4); for a rank-2
+;;;; single-float array, the f32 baseline with a fixed summation order.
+;;;; This file checks arguments, so that every misuse signals one of our
+;;;; conditions with a message saying what was expected and what was
+;;;; found, and turns the kernels' statuses into conditions.
+;;;;
+;;;; Only VEC:MATVEC, VEC:MATVEC-INTO and LINALG:ROW take a quantized
+;;;; matrix.  Every other operation wants a packed float array and refuses
+;;;; a quantized matrix with QUANTIZED-MATRIX-ERROR, whose message says to
+;;;; call RONTOLISP:DEQUANTIZE first: a silent element-by-element fallback
+;;;; through AREF would be a hundred times slower than the caller expects.
+
+(in-package "RONTOLISP")
+
+(defun one-line (control &rest args)
+  "FORMAT's string for CONTROL and ARGS on one line: a condition message
+must not be broken where the pretty printer would break a long list."
+  (let ((*print-pretty* nil))
+    (apply #'format nil control args)))
+
+(deftype float-vector ()
+  "The vectors the VEC operations take: simple single- or double-float."
+  '(or (simple-array single-float (*)) (simple-array double-float (*))))
+
+(defun refuse-quantized (fn x)
+  "Signal QUANTIZED-MATRIX-ERROR when X, an argument of the operation FN (a
+string such as \"vec:dot\"), is a quantized matrix."
+  (when (quantized-matrix-p x)
+    (error 'quantized-matrix-error
+           :message (one-line "~A: expected a packed float array, found ~A; call ~
+rontolisp:dequantize on it first (only vec:matvec, vec:matvec-into and linalg:row take ~
+a quantized matrix)" fn x))))
+
+(defun check-float-vector (fn what x)
+  "Signal unless X (the argument called WHAT of FN) is a simple single- or
+double-float vector."
+  (refuse-quantized fn x)
+  (unless (typep x 'float-vector)
+    (error 'element-type-error
+           :found (type-of x)
+           :message (one-line "~A: expected ~A to be a (simple-array single-float (*)) or ~
+(simple-array double-float (*)), found ~A" fn what (describe-object-type x)))))
+
+(defun check-float-matrix (fn x)
+  "Signal unless X is a simple rank-2 single- or double-float array."
+  (refuse-quantized fn x)
+  (unless (typep x '(or (simple-array single-float) (simple-array double-float)))
+    (error 'element-type-error
+           :found (type-of x)
+           :message (one-line "~A: expected a (simple-array single-float (* *)) or ~
+(simple-array double-float (* *)), found ~A" fn (describe-object-type x))))
+  (unless (= 2 (array-rank x))
+    (error 'shape-error
+           :expected "rank 2" :found (array-dimensions x)
+           :message (one-line "~A: expected a matrix (rank 2), found rank ~D (dimensions ~S)"
+                            fn (array-rank x) (array-dimensions x)))))
+
+(defun matvec-matrix-shape (fn m)
+  "The (values rows cols) of M, which VEC:MATVEC takes: a quantized matrix
+of rank 2 or a simple rank-2 single-float array; signals otherwise."
+  (cond ((quantized-matrix-p m)
+         (unless (= 2 (length (quantized-matrix-dims m)))
+           (error 'shape-error
+                  :expected "rank 2" :found (quantized-matrix-dims m)
+                  :message (one-line "~A: expected a matrix (rank 2), found the rank-~D ~A"
+                                   fn (length (quantized-matrix-dims m)) m)))
+         (values (quantized-matrix-rows m) (quantized-matrix-cols m)))
+        ((typep m '(simple-array single-float (* *)))
+         (values (array-dimension m 0) (array-dimension m 1)))
+        ((typep m '(simple-array single-float))
+         (error 'shape-error
+                :expected "rank 2" :found (array-dimensions m)
+                :message (one-line "~A: expected a matrix (rank 2), found a single-float ~
+array of rank ~D (dimensions ~S)" fn (array-rank m) (array-dimensions m))))
+        (t
+         (error 'element-type-error
+                :found (type-of m)
+                :message (one-line "~A: expected a quantized matrix or a (simple-array ~
+single-float (* *)) (the f32 baseline), found ~A~@[; ~A~]"
+                                 fn (describe-object-type m)
+                                 (typecase m
+                                   ((simple-array double-float (* *))
+                                    "coerce it to single-float or rontolisp:quantize it")
+                                   ((or float16-array bfloat16-array)
+                                    "widen it with rontolisp:half-array-to-single or rontolisp:quantize it")))))))
+
+(defun first-non-finite (x)
+  "The index of the first element of the float vector X that is not finite
+once rounded to single-float (as the kernels round it), or NIL."
+  (position-if (lambda (v)
+                 (let ((f (if (typep v 'double-float) (%double-to-single v) v)))
+                   (or (ext:float-nan-p f) (ext:float-infinity-p f))))
+               x))
+
+(defun first-overflowing-block (x)
+  "The first block of 32 elements of X whose Q8_0 scale absmax/127 does not
+fit in binary16, and that block's absmax, or NIL."
+  (loop for b from 0 below (floor (length x) 32)
+        for amax = (loop for j from (* b 32) below (* (1+ b) 32)
+                         for v = (aref x j)
+                         maximize (abs (if (typep v 'double-float) (%double-to-single v) v)))
+        when (= #x7c00 (logand #x7fff (f16-bits (/ amax 127.0))))
+          return (values b amax)))
+
+(defun matvec-failure (fn x status message)
+  "Signal the condition for the kernel's STATUS (a keyword) on vector X."
+  (case status
+    (:non-finite
+     (let ((i (first-non-finite x)))
+       (error 'non-finite-error
+              :index (list i)
+              :message (one-line "~A: x must be quantized to Q8_0 first: expected finite ~
+values, found ~A at index ~D"
+                               fn (let ((v (and i (aref x i))))
+                                    (cond ((null v) "a non-finite value")
+                                          ((ext:float-nan-p v) "NaN")
+                                          ((plusp v) (if (ext:float-infinity-p v)
+                                                         "+infinity"
+                                                         (one-line "~S (+infinity as a single-float)" v)))
+                                          (t (if (ext:float-infinity-p v)
+                                                 "-infinity"
+                                                 (one-line "~S (-infinity as a single-float)" v)))))
+                               i))))
+    (:scale-overflow
+     (multiple-value-bind (b amax) (first-overflowing-block x)
+       (error 'scale-overflow-error
+              :row 0 :block b
+              :message (one-line "~A: x must be quantized to Q8_0 first: the scale of its ~
+block ~D (values ~D to ~D) overflows binary16: expected a block absmax below 8321040, ~
+found ~A" fn b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax))))
+    (t
+     (error 'rontolisp-error
+            :message (one-line "~A: the kernel failed (~(~A~)): ~A" fn status message)))))
+
+(defun checked-matvec (fn m x out)
+  "VEC:MATVEC-INTO's work, its errors naming the operation FN."
+  (multiple-value-bind (rows cols) (matvec-matrix-shape fn m)
+    (check-float-vector fn "x" x)
+    (unless (= (length x) cols)
+      (error 'shape-error
+             :expected (list cols) :found (list (length x))
+             :message (one-line "~A: expected x of length ~D (the matrix's columns, matrix ~
+~S), found length ~D" fn cols (array-dimensions m) (length x))))
+    (unless out
+      (setf out (make-array rows :element-type (array-element-type x))))
+    (refuse-quantized fn out)
+    (unless (typep out (if (typep x '(simple-array double-float (*)))
+                           '(simple-array double-float (*))
+                           '(simple-array single-float (*))))
+      (error 'element-type-error
+             :found (type-of out)
+             :message (one-line "~A: expected out to be a (simple-array ~(~A~) (*)) like x, ~
+found ~A" fn (array-element-type x) (describe-object-type out))))
+    (unless (= (length out) rows)
+      (error 'shape-error
+             :expected (list rows) :found (list (length out))
+             :message (one-line "~A: expected out of length ~D (the matrix's rows, matrix ~
+~S), found length ~D" fn rows (array-dimensions m) (length out))))
+    (when (and (eq out x) (plusp rows))
+      (error 'rontolisp-error
+             :message (one-line "~A: expected out to be a vector other than x, found x itself"
+                                fn)))
+    (multiple-value-bind (result status message) (%matvec m x out)
+      (or result (matvec-failure fn x status message)))))
+
+(defun vec:matvec-into (m x out)
+  "Store the product of the matrix M and the vector X in OUT and answer OUT.
+M is a quantized matrix of rank 2 (rows x cols) or a (simple-array
+single-float (* *)) (the f32 baseline); X a (simple-array single-float (*))
+or (simple-array double-float (*)) of length cols; OUT a vector of X's
+element type and length rows, not X itself.
+
+For a quantized M, X (rounded to single-float) is quantized to Q8_0 as
+RONTOLISP:QUANTIZE does, each row's blocks are dotted with it in exact
+integers and summed in double-float in a fixed order, so the answer is the
+same bits whatever the path (--simd, --no-simd) and thread count (--threads
+N); it is a quantization error (about 1e-2 relative) away from the f32
+product.  An X with a NaN or infinity signals NON-FINITE-ERROR, one whose
+block scale overflows binary16 SCALE-OVERFLOW-ERROR.  For a single-float M
+the sums are single-float in a fixed order.  A double-float X gets the
+double-float sums (for a quantized M) or the single-float sums widened.
+Wrong shapes signal SHAPE-ERROR, wrong types ELEMENT-TYPE-ERROR."
+  (checked-matvec "vec:matvec-into" m x out))
+
+(defun vec:matvec (m x)
+  "The product of the matrix M and the vector X as a fresh vector of X's
+element type and length rows.  M is a quantized matrix of rank 2 or a
+(simple-array single-float (* *)); X a single- or double-float simple
+vector of length cols.  See VEC:MATVEC-INTO for the arithmetic and the
+conditions."
+  (checked-matvec "vec:matvec" m x nil))
+
+;;; Plain operations on packed float arrays.
+
+(defun vec:dot (x y)
+  "The dot product of the float vectors X and Y (simple, of one element
+type and one length): each product and the running sum in double-float,
+left to right; answered as a double-float for double-float vectors, else
+rounded once to single-float.  A quantized matrix signals
+QUANTIZED-MATRIX-ERROR (dequantize it first)."
+  (check-float-vector "vec:dot" "x" x)
+  (check-float-vector "vec:dot" "y" y)
+  (unless (equal (array-element-type x) (array-element-type y))
+    (error 'element-type-error
+           :found (type-of y)
+           :message (one-line "vec:dot: expected y of x's element type ~(~A~), found ~A"
+                            (array-element-type x) (describe-object-type y))))
+  (unless (= (length x) (length y))
+    (error 'shape-error
+           :expected (list (length x)) :found (list (length y))
+           :message (one-line "vec:dot: expected vectors of one length, found lengths ~D and ~D"
+                            (length x) (length y))))
+  (let ((s 0d0))
+    (declare (double-float s))
+    (etypecase x
+      ((simple-array single-float (*))
+       (let ((x x) (y y))
+         (declare (type (simple-array single-float (*)) x y))
+         (dotimes (i (length x))
+           (incf s (* (float (aref x i) 1d0) (float (aref y i) 1d0)))))
+       (%double-to-single s))
+      ((simple-array double-float (*))
+       (let ((x x) (y y))
+         (declare (type (simple-array double-float (*)) x y))
+         (dotimes (i (length x))
+           (incf s (* (aref x i) (aref y i)))))
+       s))))
+
+(defun vec:norm (x)
+  "The Euclidean norm of the float vector X: the square root of its sum of
+squares taken in double-float, answered in X's element type.  A quantized
+matrix signals QUANTIZED-MATRIX-ERROR (dequantize it first)."
+  (check-float-vector "vec:norm" "x" x)
+  (let ((s 0d0))
+    (declare (double-float s))
+    (etypecase x
+      ((simple-array single-float (*))
+       (let ((x x))
+         (declare (type (simple-array single-float (*)) x))
+         (dotimes (i (length x))
+           (let ((v (float (aref x i) 1d0))) (incf s (* v v)))))
+       (%double-to-single (sqrt s)))
+      ((simple-array double-float (*))
+       (let ((x x))
+         (declare (type (simple-array double-float (*)) x))
+         (dotimes (i (length x))
+           (let ((v (aref x i))) (incf s (* v v)))))
+       (sqrt s)))))
+
+(defun linalg:transpose (m)
+  "A fresh matrix, the transpose of M (a simple rank-2 single- or
+double-float array), of M's element type.  A quantized matrix signals
+QUANTIZED-MATRIX-ERROR: its blocks run along rows, so dequantize it first."
+  (check-float-matrix "linalg:transpose" m)
+  (destructuring-bind (rows cols) (array-dimensions m)
+    (let ((tr (make-array (list cols rows) :element-type (array-element-type m))))
+      (etypecase m
+        ((simple-array single-float (* *))
+         (let ((m m) (tr tr))
+           (declare (type (simple-array single-float (* *)) m tr))
+           (dotimes (i rows) (dotimes (j cols) (setf (aref tr j i) (aref m i j))))))
+        ((simple-array double-float (* *))
+         (let ((m m) (tr tr))
+           (declare (type (simple-array double-float (* *)) m tr))
+           (dotimes (i rows) (dotimes (j cols) (setf (aref tr j i) (aref m i j)))))))
+      tr)))
+
+(defun linalg:row (m i)
+  "Row I of the matrix M as a fresh vector.  For a quantized matrix of rank
+2, the row's values q*d (exact) in a (simple-array single-float (*)), the
+same numbers as that row of (rontolisp:dequantize m); for a simple rank-2
+single- or double-float array, a copy of the row of that element type.
+Signals INDEX-ERROR for an I out of range."
+  (multiple-value-bind (rows cols)
+      (if (quantized-matrix-p m)
+          (if (= 2 (length (quantized-matrix-dims m)))
+              (values (quantized-matrix-rows m) (quantized-matrix-cols m))
+              (error 'shape-error
+                     :expected "rank 2" :found (quantized-matrix-dims m)
+                     :message (one-line "linalg:row: expected a matrix (rank 2), found the ~
+rank-~D ~A" (length (quantized-matrix-dims m)) m)))
+          (progn (check-float-matrix "linalg:row" m)
+                 (values (array-dimension m 0) (array-dimension m 1))))
+    (unless (and (integerp i) (< -1 i rows))
+      (error 'index-error
+             :message (one-line "linalg:row: expected a row index from 0 to ~D, found ~S"
+                              (1- rows) i)))
+    (if (quantized-matrix-p m)
+        (%q8-row-into m i (make-array cols :element-type 'single-float))
+        (let ((v (make-array cols :element-type (array-element-type m))))
+          (replace v (make-array (* rows cols) :element-type (array-element-type m)
+                                               :displaced-to m)
+                   :start2 (* i cols))
+          v))))
