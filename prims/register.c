@@ -243,6 +243,20 @@ static cl_object rl_prim_half_to_single_into(cl_object src, cl_object bf16, cl_o
     ecl_return1(ecl_process_env(), dest);
 }
 
+/* The data and byte size of a simple single-float or (unsigned-byte 16)
+ * array -- how F32, F16 and BF16 tensors live in Lisp -- or NULL. */
+static void *rl_tensor_array_data(cl_object a, uint64_t *nbytes) {
+    cl_index n = 0;
+    void *p = rl_simple_data(a, ecl_aet_sf, &n);
+    if (p) {
+        *nbytes = (uint64_t)n * 4;
+        return p;
+    }
+    p = rl_simple_data(a, ecl_aet_b16, &n);
+    *nbytes = (uint64_t)n * 2;
+    return p;
+}
+
 /* ---- the quantized matrix ------------------------------------------- */
 
 /* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order. */
@@ -820,15 +834,9 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     rl_gguf_file *f = rl_gguf_handle("%GGUF-COPY-TENSOR", h);
     uint64_t i = (uint64_t)rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0,
                                          (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-    uint64_t nbytes = rl_gguf_tensor_nbytes(f, i);
-    cl_index n = 0;
-    void *y = rl_simple_data(dest, ecl_aet_sf, &n);
-    size_t esize = 4;
-    if (!y) {
-        y = rl_simple_data(dest, ecl_aet_b16, &n);
-        esize = 2;
-    }
-    if (!y || (uint64_t)n * esize != nbytes)
+    uint64_t nbytes = rl_gguf_tensor_nbytes(f, i), have = 0;
+    void *y = rl_tensor_array_data(dest, &have);
+    if (!y || have != nbytes)
         FEwrong_type_nth_arg(rl_sym("%GGUF-COPY-TENSOR", "RONTOLISP"), 3, dest,
                              ecl_make_symbol("ARRAY", "CL"));
     if (nbytes)
@@ -1099,9 +1107,10 @@ static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object 
     cl_index i = (cl_index)rl_arg_fixnum("%ST-COPY-TENSOR", 2, index, 0,
                                          (cl_fixnum)rl_st_tensor_count(f) - 1);
     const rl_st_tensor *t = rl_st_tensor_at(f, i);
+    uint64_t have = 0;
     cl_index n = 0;
-    void *p = rl_simple_data(dest, t->dtype == RL_ST_F32 ? ecl_aet_sf : ecl_aet_b16, &n);
-    if (!p || (uint64_t)n * rl_st_dtype_size(t->dtype) != t->nbytes)
+    void *p = rl_tensor_array_data(dest, &have);
+    if (!p || have != t->nbytes || (t->dtype == RL_ST_F32) != (rl_simple_data(dest, ecl_aet_sf, &n) != NULL))
         FEwrong_type_nth_arg(rl_sym("%ST-COPY-TENSOR", "RONTOLISP"), 3, dest, ecl_make_symbol("ARRAY", "CL"));
     if (t->nbytes)
         memcpy(p, rl_st_tensor_data(f, i), t->nbytes);
@@ -1112,19 +1121,14 @@ static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object 
  * (little-endian) bytes of a simple single-float or (unsigned-byte 16)
  * array: what a safetensors file stores. */
 static cl_object rl_prim_octets_of(cl_object a) {
-    cl_index n = 0, size;
-    const void *p = rl_simple_data(a, ecl_aet_sf, &n);
+    uint64_t size = 0;
+    const void *p = rl_tensor_array_data(a, &size);
     cl_object v;
-    size = (cl_index)n * 4;
-    if (!p) {
-        p = rl_simple_data(a, ecl_aet_b16, &n);
-        size = (cl_index)n * 2;
-    }
     if (!p)
         FEwrong_type_nth_arg(rl_sym("%OCTETS-OF", "RONTOLISP"), 1, a, ecl_make_symbol("ARRAY", "CL"));
-    v = ecl_alloc_simple_vector(size, ecl_aet_b8);
+    v = ecl_alloc_simple_vector((cl_index)size, ecl_aet_b8);
     if (size)
-        memcpy(v->vector.self.b8, p, size);
+        memcpy(v->vector.self.b8, p, (size_t)size);
     ecl_return1(ecl_process_env(), v);
 }
 
