@@ -58,6 +58,7 @@ deps:
 
 check: deps
 	@$(MAKE) --no-print-directory all $(C_TESTS)
+	@sh tests/fetch-llama-lib.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
 check-c: $(C_TESTS)

@@ -11,8 +11,8 @@ uint16_t rl_gguf_f32_to_f16(float f) {
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
 
-    if (ax > 0x7f800000u) /* NaN: quiet, keep the top payload bits */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax > 0x7f800000u) /* NaN: ggml's one quiet NaN, the sign kept */
+        return (uint16_t)(sign | 0x7e00u);
     if (ax == 0x7f800000u)
         return (uint16_t)(sign | 0x7c00u);
 

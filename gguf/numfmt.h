@@ -1,8 +1,10 @@
 /* numfmt.h - the number formats GGUF files use, bit-exact with ggml.
  *
  * f32 <-> IEEE binary16 (round to nearest, ties to even; overflow to +-inf;
- * NaN stays NaN, made quiet) and f32 <-> bfloat16 (ggml's rule: round to
- * nearest even on the top 16 bits, NaN made quiet).  Widening is exact.
+ * every NaN becomes ggml's quiet NaN 0x7e00 with its sign) and f32 <->
+ * bfloat16 (ggml's rule: round to nearest even on the top 16 bits, NaN made
+ * quiet).  Widening is exact, NaN payloads included (ggml's widening quiets
+ * a signalling binary16 NaN; nothing in a model file depends on that).
  * Plain C, no ECL: the file tools and the Lisp primitives share it.
  */
 #ifndef RL_GGUF_NUMFMT_H

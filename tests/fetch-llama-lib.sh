@@ -1,0 +1,48 @@
+#!/bin/sh
+# fetch-llama-lib.sh - puts llama.cpp's own libggml-base.so in
+# build/cache/llama/ for the differential and interop test
+# (tests/c/test_llama_interop.c), which dlopens it.
+#
+# The library is the one inside the npm package @node-llama-cpp/linux-x64@3.22.1:
+# llama.cpp v0.5.0 (ggml 0.25.1), the release that made tests/golden/.  It
+# needs only the system's libstdc++, libm, libgcc_s and libc, so nothing else
+# is taken from the package.  The tarball's SHA-512 is pinned below.
+#
+# Always exits 0 and prints one line: where the library is, or why it is not
+# there (no npm, no network, a timeout).  A missing library makes the test
+# skip, never fail.  Run from the repository root.
+PKG=@node-llama-cpp/linux-x64@3.22.1
+SHA512=e6e0820cda9608d7da026f1a47f533c5ba381c1a4a80d17dd640873dea4a86032057638099ab6879f6ce94c8a1b2a0a21f639ddf913f7941d00856df44126e3a
+MEMBER=package/bins/linux-x64/libggml-base.so
+DIR=build/cache/llama
+LIB=$DIR/libggml-base.so
+
+say() { echo "llama.cpp library: $*"; exit 0; }
+
+[ -n "$RL_LLAMA_LIB" ] && say "RL_LLAMA_LIB=$RL_LLAMA_LIB (not fetched)"
+[ -f "$LIB" ] && say "$LIB (cached)"
+command -v npm >/dev/null 2>&1 || say "not available (no npm); the interop test will skip"
+command -v timeout >/dev/null 2>&1 || say "not available (no timeout command); the interop test will skip"
+
+mkdir -p "$DIR" || say "not available (cannot create $DIR)"
+tmp=$(mktemp -d "$DIR/fetch.XXXXXX") && tmp=$(cd "$tmp" && pwd) ||
+  say "not available (cannot create a temporary directory in $DIR)"
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+# A private npm cache, deleted with $tmp; the timeout bounds npm's retries.
+(cd "$tmp" && timeout 120 npm pack "$PKG" --cache "$tmp/npm-cache" --loglevel=error \
+   --fetch-retries=1 --fetch-timeout=30000 --no-update-notifier >npm.log 2>&1)
+rc=$?
+[ $rc -eq 124 ] && say "not available (npm pack $PKG timed out after 120 s); the interop test will skip"
+if [ $rc -ne 0 ]; then
+  why=$(grep -v -e 'complete log of this run' -e '^[[:space:]]*$' "$tmp/npm.log" | head -n 1)
+  say "not available (npm pack $PKG failed: ${why:-exit status $rc}); the interop test will skip"
+fi
+tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)
+[ -n "$tgz" ] || say "not available (npm pack wrote no tarball); the interop test will skip"
+sum=$(sha512sum "$tgz" | cut -d' ' -f1)
+[ "$sum" = "$SHA512" ] || say "not available ($PKG has SHA-512 $sum, expected $SHA512); the interop test will skip"
+tar -xzf "$tgz" -C "$tmp" "$MEMBER" 2>"$tmp/tar.log" ||
+  say "not available ($(tail -n 1 "$tmp/tar.log")); the interop test will skip"
+mv "$tmp/$MEMBER" "$LIB" || say "not available (cannot move it into $DIR)"
+say "$LIB (fetched $PKG in $(($(date +%s) - start)) s)"
