@@ -345,19 +345,6 @@ data TOK."
     (unless k (usage-error "convert: expected a type f32, f16, bf16 or q8_0, found ~S" name))
     (intern (string-upcase k) "KEYWORD")))
 
-(defun convert-array (data type)
-  "DATA (F32, F16 or BF16 array) as TYPE (:f32 :f16 :bf16 :q8_0)."
-  (ecase type
-    (:f32 (if (arrayp data) data (half-array-to-single data)))
-    (:f16 (if (float16-array-p data) data
-              (make-float16-array (if (arrayp data) data (half-array-to-single data)))))
-    (:bf16 (if (bfloat16-array-p data) data
-               (make-bfloat16-array (if (arrayp data) data (half-array-to-single data)))))
-    (:q8_0 (quantize data 'q8-0))))
-
-(defun data-dims (data)
-  (if (arrayp data) (array-dimensions data) (half-array-dimensions data)))
-
 (defun tensor-type (gguf-name dims head-p type head-type)
   "The GGUF type of a tensor under SPEC 7's policy."
   (let ((ty (cond ((< (length dims) 2) :f32)
@@ -390,14 +377,14 @@ and PARSE-JSON answer them).  PATHS: a plist naming the files, for errors."
             (error 'convert-error :path (getf paths :model)
                                   :message (format nil "~A: tensor ~S: expected a ModernBERT encoder or ~
 decision-head tensor name, found an unknown one" (getf paths :model "model.safetensors") hf)))
-          (let* ((dims (data-dims data))
+          (let* ((dims (packed-dimensions data))
                  (ty (tensor-type g dims head-p type head-type))
                  (bad (first-non-finite data)))
             (when bad
               (error 'tensor-data-error :path (getf paths :model) :tensor hf
                                         :message (format nil "~A: tensor ~S: expected finite values, found a ~
 NaN or infinity at element ~D" (getf paths :model "model.safetensors") hf bad)))
-            (push (list g (convert-array (if (and (eq ty :q8_0) (> (length dims) 2))
+            (push (list g (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
                                              (data-as-matrix data (reverse dims))
                                              data)
                                          ty)

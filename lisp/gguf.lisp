@@ -229,12 +229,6 @@ found ~A" name (tensor-info-type info))
     (rontolisp:quantized-matrix 8)
     (t nil)))
 
-(defun data-dimensions (data)
-  (typecase data
-    ((or rontolisp:float16-array rontolisp:bfloat16-array)
-     (array-dimensions (rontolisp:half-array-bits data)))
-    (t (array-dimensions data))))
-
 (defparameter *value-types*
   '(:u8 :i8 :u16 :i16 :u32 :i32 :f32 :bool :string :array :u64 :i64 :f64)
   "The GGUF metadata value types, in the order of their ids.")
@@ -300,7 +294,7 @@ written: ALIGNMENT unless METADATA has the key."
                                     :reason :bad-tensor
                                     :message (format nil "gguf:make-file: tensor ~S: expected a ~
 (simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S" name data)))
-           for dims = (or (getf options :dims) (reverse (data-dimensions data)))
+           for dims = (or (getf options :dims) (reverse (rontolisp::packed-dimensions data)))
            collect (make-ti :name name :dims dims :shape (reverse dims)
                                      :type (type-name type-id) :type-id type-id
                                      :data data)))))

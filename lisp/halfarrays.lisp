@@ -83,3 +83,14 @@ dimensions holding its values, widened exactly."
   (let ((bits (half-array-bits x)))
     (%half-to-single-into bits (bfloat16-array-p x)
                           (make-array (array-dimensions bits) :element-type 'single-float))))
+
+(defun first-non-finite (data)
+  "The row-major index of the first NaN or infinity in DATA -- a simple
+single- or double-float array (a double counts as non-finite when it is once
+rounded to single, as every kernel rounds it), a float16-array or a
+bfloat16-array -- or NIL when every value is finite."
+  (etypecase data
+    ((simple-array single-float) (%first-non-finite data 0))
+    ((simple-array double-float) (%first-non-finite data 1))
+    (float16-array (%first-non-finite (float16-array-bits data) 2))
+    (bfloat16-array (%first-non-finite (bfloat16-array-bits data) 3))))

@@ -49,6 +49,14 @@ cannot be written.  Made by RONTOLISP:QUANTIZE or read from a GGUF file."
       (format stream "#<quantized-matrix ~(~A~) ~S>"
               (quantized-matrix-format m) (quantized-matrix-dims m))))
 
+(defun packed-dimensions (data)
+  "The dimensions of DATA: a float array, a float16/bfloat16 array or a
+quantized matrix (the kinds of tensor data the file tools handle)."
+  (etypecase data
+    ((or float16-array bfloat16-array) (half-array-dimensions data))
+    (quantized-matrix (copy-list (quantized-matrix-dims data)))
+    (array (array-dimensions data))))
+
 (defun qm-byte-size (m)
   (* (floor (* (quantized-matrix-rows m) (quantized-matrix-cols m)) 32) 34))
 

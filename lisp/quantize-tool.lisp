@@ -75,28 +75,6 @@ weight_name_comparer reads it with sscanf \"blk.%d.\")."
 
 ;;; Values and shapes.
 
-(defun flat-single (array)
-  "ARRAY, a simple single-float array, as a vector sharing its storage."
-  (if (= 1 (array-rank array))
-      array
-      (make-array (array-total-size array) :element-type 'single-float :displaced-to array)))
-
-(defun first-non-finite (data)
-  "The row-major index of the first NaN or infinity in DATA (a simple
-single-float array, a float16-array or a bfloat16-array), or NIL."
-  (etypecase data
-    ((simple-array single-float)
-     (let ((v (flat-single data)))
-       (declare (type (array single-float (*)) v))
-       (position-if (lambda (x) (or (ext:float-nan-p x) (ext:float-infinity-p x))) v)))
-    ((or float16-array bfloat16-array)
-     (let* ((bits (half-array-bits data))
-            (mask (if (float16-array-p data) #x7c00 #x7f80))
-            (n (array-total-size bits)))
-       (loop for i below n
-             when (= mask (logand mask (row-major-aref bits i)))
-               return i)))))
-
 (defun reshape-2d (data rows cols)
   "DATA (a simple single-float array or half array) as a fresh rank-2
 array of ROWS x COLS with the same row-major elements (a copy)."
@@ -115,20 +93,20 @@ array of ROWS x COLS with the same row-major elements (a copy)."
 takes for a tensor of any rank."
   (let ((cols (first ne))
         (rows (reduce #'* (rest ne))))
-    (if (equal (if (typep data '(or float16-array bfloat16-array))
-                   (half-array-dimensions data)
-                   (array-dimensions data))
-               (list rows cols))
+    (if (equal (packed-dimensions data) (list rows cols))
         data
         (reshape-2d data rows cols))))
 
-(defun to-float16 (data)
-  "DATA (F32, F16 or BF16) as a float16-array: F16 unchanged, the others
-through f32 with round to nearest even (ggml's fall back conversion)."
-  (etypecase data
-    (float16-array data)
-    (bfloat16-array (make-float16-array (half-array-to-single data)))
-    ((simple-array single-float) (make-float16-array data))))
+(defun convert-tensor-data (data type)
+  "DATA (an F32, F16 or BF16 array) as TYPE (:f32 :f16 :bf16 :q8_0), itself
+when it is already of that type; other conversions go through f32, rounding
+to nearest even (the conversions llama.cpp's tools make)."
+  (flet ((single () (if (arrayp data) data (half-array-to-single data))))
+    (ecase type
+      (:f32 (single))
+      (:f16 (if (float16-array-p data) data (make-float16-array (single))))
+      (:bf16 (if (bfloat16-array-p data) data (make-bfloat16-array (single))))
+      (:q8_0 (quantize data 'q8-0)))))
 
 (defun tensor-data-fail (path name fmt &rest args)
   (error 'tensor-data-error
@@ -201,7 +179,7 @@ written tensors, in file order, and the number of F16 fall backs."
                                     path name "cannot be quantized: row ~D, block ~D: the Q8_0 ~
 scale overflows binary16 (quantized data validation failed, as llama-quantize)"
                                     (scale-overflow-error-row c) (scale-overflow-error-block c)))))
-                         (let* ((h (to-float16 data))
+                         (let* ((h (convert-tensor-data data :f16))
                                 (over (first-non-finite h)))
                            (when over
                              (tensor-data-fail path name "cannot fall back to F16: element ~D ~

@@ -89,14 +89,6 @@ single-float (* *)) (the f32 baseline), found ~A~@[; ~A~]"
                                    ((or float16-array bfloat16-array)
                                     "widen it with rontolisp:half-array-to-single or rontolisp:quantize it")))))))
 
-(defun first-non-finite (x)
-  "The index of the first element of the float vector X that is not finite
-once rounded to single-float (as the kernels round it), or NIL."
-  (position-if (lambda (v)
-                 (let ((f (if (typep v 'double-float) (%double-to-single v) v)))
-                   (or (ext:float-nan-p f) (ext:float-infinity-p f))))
-               x))
-
 (defun first-overflowing-block (x)
   "The first block of 32 elements of X whose Q8_0 scale absmax/127 does not
 fit in binary16, and that block's absmax, or NIL."

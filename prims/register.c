@@ -243,6 +243,38 @@ static cl_object rl_prim_half_to_single_into(cl_object src, cl_object bf16, cl_o
     ecl_return1(ecl_process_env(), dest);
 }
 
+/* (%first-non-finite data kind) -> the row-major index of the first NaN or
+ * infinity in DATA, or NIL.  KIND says how to read it: 0 single-floats,
+ * 1 double-floats (non-finite once cast to single, as every kernel casts
+ * them), 2 binary16 bits, 3 bfloat16 bits, both in (unsigned-byte 16). */
+static cl_object rl_prim_first_non_finite(cl_object data, cl_object kind) {
+    static const cl_elttype aet[] = {ecl_aet_sf, ecl_aet_df, ecl_aet_b16, ecl_aet_b16};
+    cl_index k = (cl_index)rl_arg_fixnum("%FIRST-NON-FINITE", 2, kind, 0, 3), n = 0, i;
+    const void *p = rl_simple_data(data, aet[k], &n);
+    if (!p)
+        FEwrong_type_nth_arg(rl_sym("%FIRST-NON-FINITE", "RONTOLISP"), 1, data,
+                             ecl_make_symbol("ARRAY", "CL"));
+    {
+        RL_FP_HOLD(); /* a double beyond single range becomes inf, not a trap */
+        /* Non-finite: every exponent bit set, in each format's layout. */
+        for (i = 0; i < n; i++) {
+            int bad;
+            if (k == 0)
+                bad = (rl_gguf_f32_bits(((const float *)p)[i]) & 0x7f800000u) == 0x7f800000u;
+            else if (k == 1)
+                bad = (rl_gguf_f32_bits((float)((const double *)p)[i]) & 0x7f800000u) == 0x7f800000u;
+            else if (k == 2)
+                bad = (((const uint16_t *)p)[i] & 0x7c00u) == 0x7c00u;
+            else
+                bad = (((const uint16_t *)p)[i] & 0x7f80u) == 0x7f80u;
+            if (bad)
+                break;
+        }
+        RL_FP_RELEASE();
+    }
+    ecl_return1(ecl_process_env(), i < n ? ecl_make_fixnum(i) : ECL_NIL);
+}
+
 /* The data and byte size of a simple single-float or (unsigned-byte 16)
  * array -- how F32, F16 and BF16 tensors live in Lisp -- or NULL. */
 static void *rl_tensor_array_data(cl_object a, uint64_t *nbytes) {
@@ -255,6 +287,19 @@ static void *rl_tensor_array_data(cl_object a, uint64_t *nbytes) {
     p = rl_simple_data(a, ecl_aet_b16, &n);
     *nbytes = (uint64_t)n * 2;
     return p;
+}
+
+/* Copy NBYTES of a file's tensor at SRC into DEST (argument 3 of FN): a
+ * simple single-float array for F32 data (F32-P), an (unsigned-byte 16) one
+ * for F16/BF16, of exactly that many bytes. */
+static void rl_copy_to_tensor_array(const char *fn, cl_object dest, int f32_p, const void *src,
+                                    uint64_t nbytes) {
+    cl_index n = 0;
+    void *y = rl_simple_data(dest, f32_p ? ecl_aet_sf : ecl_aet_b16, &n);
+    if (!y || (uint64_t)n * (f32_p ? 4 : 2) != nbytes)
+        FEwrong_type_nth_arg(rl_sym(fn, "RONTOLISP"), 3, dest, ecl_make_symbol("ARRAY", "CL"));
+    if (nbytes)
+        memcpy(y, src, (size_t)nbytes);
 }
 
 /* ---- the quantized matrix ------------------------------------------- */
@@ -834,13 +879,8 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     rl_gguf_file *f = rl_gguf_handle("%GGUF-COPY-TENSOR", h);
     uint64_t i = (uint64_t)rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0,
                                          (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-    uint64_t nbytes = rl_gguf_tensor_nbytes(f, i), have = 0;
-    void *y = rl_tensor_array_data(dest, &have);
-    if (!y || have != nbytes)
-        FEwrong_type_nth_arg(rl_sym("%GGUF-COPY-TENSOR", "RONTOLISP"), 3, dest,
-                             ecl_make_symbol("ARRAY", "CL"));
-    if (nbytes)
-        memcpy(y, rl_gguf_tensor_data(f, i), (size_t)nbytes);
+    rl_copy_to_tensor_array("%GGUF-COPY-TENSOR", dest, rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32,
+                            rl_gguf_tensor_data(f, i), rl_gguf_tensor_nbytes(f, i));
     ecl_return1(ecl_process_env(), dest);
 }
 
@@ -873,6 +913,17 @@ static cl_object rl_prim_gguf_writer_new(cl_object alignment, cl_object implicit
     if (implicit != ECL_NIL)
         rl_gguf_writer_set_implicit_alignment(w, 1);
     ecl_return1(ecl_process_env(), o);
+}
+
+/* NE, a list of 1 to 4 fixnums (ggml dims), into DIMS; answers the count. */
+static uint32_t rl_tensor_dims(const char *fn, cl_object ne, int64_t dims[RL_GGUF_MAX_DIMS]) {
+    uint32_t nd = 0;
+    for (cl_object l = ne; l != ECL_NIL; l = ECL_CONS_CDR(l)) {
+        if (!ECL_CONSP(l) || nd >= RL_GGUF_MAX_DIMS || !ECL_FIXNUMP(ECL_CONS_CAR(l)))
+            FEwrong_type_nth_arg(rl_sym(fn, "RONTOLISP"), 3, ne, ecl_make_symbol("LIST", "CL"));
+        dims[nd++] = ecl_fixnum(ECL_CONS_CAR(l));
+    }
+    return nd;
 }
 
 static const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n) {
@@ -973,13 +1024,7 @@ static cl_object rl_prim_gguf_w_tensor(cl_object w, cl_object name, cl_object ne
     uint32_t nd = 0;
     const void *p;
     uint64_t nbytes;
-    cl_object l;
-    for (l = ne; l != ECL_NIL && ECL_CONSP(l); l = ECL_CONS_CDR(l)) {
-        cl_object d = ECL_CONS_CAR(l);
-        if (nd >= RL_GGUF_MAX_DIMS || !ECL_FIXNUMP(d))
-            FEwrong_type_nth_arg(rl_sym("%GGUF-W-TENSOR", "RONTOLISP"), 3, ne, ecl_make_symbol("LIST", "CL"));
-        dims[nd++] = ecl_fixnum(d);
-    }
+    nd = rl_tensor_dims("%GGUF-W-TENSOR", ne, dims);
     if (rl_qm_p(data)) {
         rl_qm_view v;
         rl_qm_view_of(data, &v);
@@ -1009,15 +1054,9 @@ static cl_object rl_prim_gguf_w_tensor_raw(cl_object w, cl_object name, cl_objec
     cl_index nlen = 0;
     const uint8_t *np = rl_octets("%GGUF-W-TENSOR-RAW", 2, name, &nlen);
     int64_t dims[RL_GGUF_MAX_DIMS];
-    uint32_t nd = 0;
-    cl_object l;
+    uint32_t nd;
     uint64_t off, nb;
-    for (l = ne; l != ECL_NIL && ECL_CONSP(l); l = ECL_CONS_CDR(l)) {
-        cl_object d = ECL_CONS_CAR(l);
-        if (nd >= RL_GGUF_MAX_DIMS || !ECL_FIXNUMP(d))
-            FEwrong_type_nth_arg(rl_sym("%GGUF-W-TENSOR-RAW", "RONTOLISP"), 3, ne, ecl_make_symbol("LIST", "CL"));
-        dims[nd++] = ecl_fixnum(d);
-    }
+    nd = rl_tensor_dims("%GGUF-W-TENSOR-RAW", ne, dims);
     if (ECL_IMMEDIATE(base) || base->d.t != t_foreign)
         FEwrong_type_nth_arg(rl_sym("%GGUF-W-TENSOR-RAW", "RONTOLISP"), 5, base,
                              ecl_make_symbol("FOREIGN-DATA", "SI"));
@@ -1107,13 +1146,8 @@ static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object 
     cl_index i = (cl_index)rl_arg_fixnum("%ST-COPY-TENSOR", 2, index, 0,
                                          (cl_fixnum)rl_st_tensor_count(f) - 1);
     const rl_st_tensor *t = rl_st_tensor_at(f, i);
-    uint64_t have = 0;
-    cl_index n = 0;
-    void *p = rl_tensor_array_data(dest, &have);
-    if (!p || have != t->nbytes || (t->dtype == RL_ST_F32) != (rl_simple_data(dest, ecl_aet_sf, &n) != NULL))
-        FEwrong_type_nth_arg(rl_sym("%ST-COPY-TENSOR", "RONTOLISP"), 3, dest, ecl_make_symbol("ARRAY", "CL"));
-    if (t->nbytes)
-        memcpy(p, rl_st_tensor_data(f, i), t->nbytes);
+    rl_copy_to_tensor_array("%ST-COPY-TENSOR", dest, t->dtype == RL_ST_F32, rl_st_tensor_data(f, i),
+                            t->nbytes);
     ecl_return1(ecl_process_env(), dest);
 }
 
@@ -1513,6 +1547,7 @@ void rl_register_primitives(void) {
     rl_defun("%GGUF-W-TENSOR", (cl_objectfn_fixed)rl_prim_gguf_w_tensor, 5);
     rl_defun("%GGUF-W-TENSOR-RAW", (cl_objectfn_fixed)rl_prim_gguf_w_tensor_raw, 7);
     rl_defun("%GGUF-W-WRITE", (cl_objectfn_fixed)rl_prim_gguf_w_write, 2);
+    rl_defun("%FIRST-NON-FINITE", (cl_objectfn_fixed)rl_prim_first_non_finite, 2);
     rl_defun("%TO-HALF-INTO", (cl_objectfn_fixed)rl_prim_to_half_into, 3);
     rl_defun("%HALF-TO-SINGLE-INTO", (cl_objectfn_fixed)rl_prim_half_to_single_into, 3);
     rl_defun("%F16-BITS", (cl_objectfn_fixed)rl_prim_f16_bits, 1);
