@@ -11,18 +11,9 @@
   "How many elements of an array value the text form shows by default.")
 
 (defun escape-control (string)
-  "STRING with backslash, double quote and control characters escaped as in
+  "STRING with double quote, backslash and control characters escaped as in
 JSON (\\n, \\t, \\u001b ...)."
-  (with-output-to-string (s)
-    (loop for c across string
-          for code = (char-code c)
-          do (cond ((char= c #\") (write-string "\\\"" s))
-                   ((char= c #\\) (write-string "\\\\" s))
-                   ((= code 10) (write-string "\\n" s))
-                   ((= code 13) (write-string "\\r" s))
-                   ((= code 9) (write-string "\\t" s))
-                   ((or (< code 32) (= code 127)) (format s "\\u~(~4,'0x~)" code))
-                   (t (write-char c s))))))
+  (with-output-to-string (s) (write-escaped string s)))
 
 (defun type-label (type)
   "The text form of a GGUF value type: u32, string, array<string>, ..."

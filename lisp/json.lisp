@@ -31,19 +31,23 @@ format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
                (setf s (concatenate 'string (subseq s 0 (1+ dot)) "0" (subseq s (1+ dot))))))
            s))))
 
-(defun write-json-string (string stream)
-  (write-char #\" stream)
+(defun write-escaped (string stream)
+  "Write STRING to STREAM with double quote, backslash and the control
+characters escaped as JSON escapes them (\\n, \\t, \\u001b ...); the text
+form of `inspect' escapes keys and strings the same way."
   (loop for c across string
         for code = (char-code c)
-        do (case c
-             (#\" (write-string "\\\"" stream))
-             (#\\ (write-string "\\\\" stream))
-             (t (cond ((= code 10) (write-string "\\n" stream))
-                      ((= code 13) (write-string "\\r" stream))
-                      ((= code 9) (write-string "\\t" stream))
-                      ((or (< code 32) (= code 127))
-                       (format stream "\\u~(~4,'0x~)" code))
-                      (t (write-char c stream))))))
+        do (cond ((char= c #\") (write-string "\\\"" stream))
+                 ((char= c #\\) (write-string "\\\\" stream))
+                 ((= code 10) (write-string "\\n" stream))
+                 ((= code 13) (write-string "\\r" stream))
+                 ((= code 9) (write-string "\\t" stream))
+                 ((or (< code 32) (= code 127)) (format stream "\\u~(~4,'0x~)" code))
+                 (t (write-char c stream)))))
+
+(defun write-json-string (string stream)
+  (write-char #\" stream)
+  (write-escaped string stream)
   (write-char #\" stream))
 
 (defun write-json (value stream &key (indent nil) (level 0))
