@@ -17,10 +17,10 @@ CORE_SRC  := $(wildcard gguf/*.c) $(filter-out prims/register.c,$(wildcard prims
 CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
 CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
 # The ECL side: the host and the primitive registration.
-HOST_SRC  := runtime/main.c prims/register.c
+HOST_SRC  := runtime/main.c prims/register.c $(wildcard prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
+LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/files.lisp lisp/formats.lisp \
              lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
              lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
 
@@ -34,7 +34,7 @@ $(B)/obj/%.o: %.c $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(RL_CFLAGS) -c $< -o $@
 
-$(B)/obj/runtime/%.o $(B)/obj/prims/register.o: RL_CFLAGS += $(ECL_CFLAGS)
+$(B)/obj/runtime/%.o $(B)/obj/prims/register.o $(B)/obj/prims/ecl/%.o: RL_CFLAGS += $(ECL_CFLAGS)
 
 $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@

@@ -9,6 +9,7 @@
  * quadratic.  Every table is bounded by a multiple of the file size.
  */
 #include "gguf/gguf.h"
+#include "gguf/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -359,6 +360,11 @@ static rl_gguf_status parse_kvs(rd *r) {
                         avail(r));
         kv->key_off = r->pos;
         kv->key_len = len;
+        /* A C reader would stop at the NUL: a truncated or duplicate key. */
+        if (memchr(r->p + r->pos, 0, len))
+            return fail(r, RL_GGUF_E_NAME_NUL, at,
+                        "key %s contains a NUL byte: expected a key without NUL",
+                        quote(q, sizeof q, r->p + kv->key_off, len));
         r->pos += len;
         uint64_t at_t = r->pos;
         TRY(need(r, 4, "value type"));
@@ -420,6 +426,10 @@ static rl_gguf_status parse_tensor(rd *r, uint64_t i, tensor_rec *t) {
     TRY(need(r, len, "tensor name"));
     t->name_off = r->pos;
     t->name_len = len;
+    if (memchr(r->p + r->pos, 0, len))
+        return fail(r, RL_GGUF_E_NAME_NUL, at,
+                    "tensor name %s contains a NUL byte: expected a name without NUL",
+                    quote(q, sizeof q, r->p + t->name_off, len));
     r->pos += len;
     const char *nm = quote(q, sizeof q, r->p + t->name_off, len);
 
@@ -692,18 +702,15 @@ rl_gguf_status rl_gguf_open(const char *path, rl_gguf_file **out, char *msg, siz
     *out = NULL;
     if (!path)
         return fail(&r, RL_GGUF_E_ARG, 0, "NULL path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[RL_GGUF_MSG_SIZE];
+    int fd = rl_gguf_open_regular(path, "a GGUF file", why, sizeof why);
     if (fd < 0)
-        return fail(&r, RL_GGUF_E_IO, 0, "cannot open the file: %s", strerror(errno));
+        return fail(&r, RL_GGUF_E_IO, 0, "%s", why);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return fail(&r, RL_GGUF_E_IO, 0, "cannot stat the file: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(&r, RL_GGUF_E_IO, 0, "not a regular file: expected a GGUF file");
     }
     rl_gguf_file *f = calloc(1, sizeof *f);
     if (!f) {

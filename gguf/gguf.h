@@ -141,6 +141,7 @@ typedef enum rl_gguf_status {
     RL_GGUF_E_TENSOR_ALIGNMENT, /* offset not a multiple of the alignment */
     RL_GGUF_E_TENSOR_BOUNDS,  /* data (or the data section) past EOF */
     RL_GGUF_E_TENSOR_OVERLAP, /* two tensors share bytes */
+    RL_GGUF_E_NAME_NUL,       /* a key or tensor name holds a NUL byte */
     RL_GGUF_STATUS_COUNT
 } rl_gguf_status;
 

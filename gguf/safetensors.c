@@ -4,6 +4,7 @@
  * their names copied, and pointers into the mapping for the data.
  * Workload: a handful to a few thousand tensors per file. */
 #include "gguf/safetensors.h"
+#include "gguf/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -312,14 +313,14 @@ rl_st_status rl_st_open(const char *path, rl_st_file **out, char *msg, size_t ms
     if (!out || !path)
         return fail(RL_ST_E_ARG, msg, msgsz, err_off, 0, "no path");
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[256];
+    fd = rl_gguf_open_regular(path, "a safetensors file", why, sizeof why);
     if (fd < 0)
-        return fail(RL_ST_E_IO, msg, msgsz, err_off, 0, "cannot open: %s", strerror(errno));
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        return fail(RL_ST_E_IO, msg, msgsz, err_off, 0, "%s", why);
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return fail(RL_ST_E_IO, msg, msgsz, err_off, 0, "expected a regular file%s%s",
-                    e ? ": " : "", e ? strerror(e) : "");
+        return fail(RL_ST_E_IO, msg, msgsz, err_off, 0, "cannot stat: %s", strerror(e));
     }
     if (sb.st_size > 0) {
         map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

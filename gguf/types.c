@@ -51,6 +51,7 @@ static const char *const status_names[RL_GGUF_STATUS_COUNT] = {
     [RL_GGUF_E_TENSOR_ALIGNMENT] = "misaligned-tensor",
     [RL_GGUF_E_TENSOR_BOUNDS] = "tensor-past-eof",
     [RL_GGUF_E_TENSOR_OVERLAP] = "overlapping-tensors",
+    [RL_GGUF_E_NAME_NUL] = "nul-in-name",
 };
 
 const char *rl_gguf_status_name(rl_gguf_status st) {

@@ -3,13 +3,14 @@
  * Metadata is encoded as it arrives into one growing buffer (array counts
  * are patched when the array ends); tensors are kept as descriptions with a
  * pointer to the caller's bytes.  Writing streams header, metadata, tensor
- * infos and data once, into a temporary file that is renamed over the target
- * only after everything reached the disk.  Expected workload: a handful of
+ * infos and data once through the atomic writer of fileio.c (a temporary
+ * file renamed over the target only after everything reached the disk).  Expected workload: a handful of
  * keys (some arrays of tens of thousands of strings) and up to a few
  * thousand tensors; the checks for duplicate keys and names are linear scans
  * per addition, which is fine at that scale.
  */
 #include "gguf/gguf.h"
+#include "gguf/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -203,6 +204,9 @@ rl_gguf_status rl_gguf_w_key(rl_gguf_writer *w, const char *key, uint64_t len) {
     if (len > RL_GGUF_MAX_KEY_LENGTH)
         return wfail(w, RL_GGUF_E_KEY_LENGTH, "key length %" PRIu64 ": expected at most %u",
                      len, RL_GGUF_MAX_KEY_LENGTH);
+    if (memchr(key, 0, len))
+        return wfail(w, RL_GGUF_E_NAME_NUL, "key %s contains a NUL byte: expected none",
+                     wquote(q, sizeof q, key, len));
     for (uint64_t i = 0; i < w->n_kv; i++) {
         uint64_t kl;
         memcpy(&kl, w->meta + w->keys[i], 8);
@@ -473,6 +477,9 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
         return wfail(w, RL_GGUF_E_TENSOR_NAME_LENGTH, "tensor name %s has %" PRIu64
                      " bytes: expected at most %d", wquote(q, sizeof q, name, name_len),
                      name_len, RL_GGUF_MAX_NAME_LENGTH);
+    if (memchr(name, 0, name_len))
+        return wfail(w, RL_GGUF_E_NAME_NUL, "tensor name %s contains a NUL byte: expected none",
+                     wquote(q, sizeof q, name, name_len));
     for (uint64_t i = 0; i < w->n_t; i++)
         if (w->t[i].name_len == name_len && memcmp(w->t[i].name, name, name_len) == 0)
             return wfail(w, RL_GGUF_E_TENSOR_NAME_DUPLICATE,
@@ -528,7 +535,7 @@ rl_gguf_status rl_gguf_writer_error(const rl_gguf_writer *w, char *msg, size_t m
 /* ---------------------------------------------------------------- output */
 
 typedef struct sink {
-    int fd; /* -1: memory */
+    rl_gguf_atomic *file; /* NULL: memory */
     uint8_t *mem;
     uint64_t mem_cap;
     uint64_t pos; /* bytes emitted so far */
@@ -537,33 +544,16 @@ typedef struct sink {
     uint8_t buf[1 << 16];
 } sink;
 
-static int fd_write_all(int fd, const uint8_t *p, uint64_t n) {
-    while (n) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t k = write(fd, p, chunk);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (k == 0)
-            return EIO;
-        p += k;
-        n -= (uint64_t)k;
-    }
-    return 0;
-}
-
 static void sink_flush(sink *s) {
-    if (s->fd >= 0 && s->buf_len && !s->err)
-        s->err = fd_write_all(s->fd, s->buf, s->buf_len);
+    if (s->file && s->buf_len && !s->err)
+        s->err = rl_gguf_atomic_write(s->file, s->buf, s->buf_len);
     s->buf_len = 0;
 }
 
 static void sink_put(sink *s, const void *p, uint64_t n) {
     if (s->err || n == 0)
         return;
-    if (s->fd < 0) {
+    if (!s->file) {
         if (s->pos + n > s->mem_cap) {
             uint64_t cap = s->mem_cap ? s->mem_cap : 4096;
             while (cap < s->pos + n)
@@ -580,7 +570,7 @@ static void sink_put(sink *s, const void *p, uint64_t n) {
     } else if (n > sizeof s->buf / 2) {
         sink_flush(s);
         if (!s->err)
-            s->err = fd_write_all(s->fd, p, n);
+            s->err = rl_gguf_atomic_write(s->file, p, n);
     } else {
         if (s->buf_len + n > sizeof s->buf)
             sink_flush(s);
@@ -690,7 +680,6 @@ rl_gguf_status rl_gguf_writer_to_memory(rl_gguf_writer *w, uint8_t **out, uint64
     sink *s = calloc(1, sizeof *s);
     if (!s)
         return io_fail(msg, msgsz, err_off, 0, "out of memory", ENOMEM);
-    s->fd = -1;
     emit(w, s);
     if (s->err) {
         rl_gguf_status st = io_fail(msg, msgsz, err_off, s->pos, "cannot build the file", s->err);
@@ -706,72 +695,28 @@ rl_gguf_status rl_gguf_writer_to_memory(rl_gguf_writer *w, uint8_t **out, uint64
 
 rl_gguf_status rl_gguf_writer_write(rl_gguf_writer *w, const char *path, char *msg,
                                     size_t msgsz, uint64_t *err_off) {
-    static unsigned counter;
     if (!w || !path || !*path)
         return RL_GGUF_E_ARG;
     WTRY(ready(w, msg, msgsz, err_off));
 
-    /* The temporary file lives beside the target so that rename is atomic:
-     * DIR/.BASE.tmp.PID.N */
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    const char *base = path + dirlen;
-    if (!*base)
-        return io_fail(msg, msgsz, err_off, 0, "the target names a directory", EISDIR);
-    size_t tmpsz = strlen(path) + 64;
-    char *tmp = malloc(tmpsz);
-    if (!tmp)
-        return io_fail(msg, msgsz, err_off, 0, "out of memory", ENOMEM);
-    int fd = -1, e = 0;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        unsigned n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-        snprintf(tmp, tmpsz, "%.*s.%s.tmp.%ld.%u", (int)dirlen, path, base, (long)getpid(), n);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        e = errno;
-        if (fd < 0 && e != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        free(tmp);
-        return io_fail(msg, msgsz, err_off, 0, "cannot create a temporary file beside the target", e);
+    rl_gguf_atomic file;
+    int e = rl_gguf_atomic_begin(&file, path, msg, msgsz);
+    if (e) {
+        if (err_off)
+            *err_off = 0;
+        return e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO;
     }
     sink *s = calloc(1, sizeof *s);
     if (!s) {
-        close(fd);
-        unlink(tmp);
-        free(tmp);
+        rl_gguf_atomic_abort(&file);
         return io_fail(msg, msgsz, err_off, 0, "out of memory", ENOMEM);
     }
-    s->fd = fd;
+    s->file = &file;
     emit(w, s);
-    const char *what = "cannot write the temporary file";
-    if (!s->err && fsync(fd) != 0) {
-        s->err = errno;
-        what = "cannot flush the temporary file to disk";
-    }
-    if (close(fd) != 0 && !s->err) {
-        s->err = errno;
-        what = "cannot close the temporary file";
-    }
-    if (!s->err && rename(tmp, path) != 0) {
-        s->err = errno;
-        what = "cannot rename the temporary file over the target";
-    }
-    rl_gguf_status st = RL_GGUF_OK;
-    if (s->err) {
-        unlink(tmp);
-        st = io_fail(msg, msgsz, err_off, s->pos, what, s->err);
-    } else {
-        /* Best effort: make the rename itself durable. */
-        char *dir = strndup(path, dirlen ? dirlen : 0);
-        int dfd = open(dirlen ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
-    }
+    uint64_t pos = s->pos;
     free(s);
-    free(tmp);
-    return st;
+    e = rl_gguf_atomic_commit(&file, msg, msgsz);
+    if (e && err_off)
+        *err_off = pos;
+    return e ? (e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO) : RL_GGUF_OK;
 }

@@ -465,8 +465,7 @@ which this build lacks; use --random shapes (the standard set) or --shape RxC" r
     (print-bench-report *standard-output* report)
     (finish-output *standard-output*)
     (when json
-      (with-open-file (s json :direction :output :if-exists :supersede
-                              :external-format :utf-8)
+      (with-output-to-file (s json)
         (write-json (bench-json report) s :indent 1)
         (terpri s))
       (bench-progress "wrote ~A" json))

@@ -146,3 +146,11 @@ PATH names the file at fault."))
         (json-error-offset "The byte position of a JSON-ERROR's problem, or NIL.")
         (convert-error-path "The file a CONVERT-ERROR is about."))
       do (setf (documentation reader 'function) doc))
+
+(define-condition file-io-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader file-io-error-path))
+  (:documentation "A file that cannot be read or written: PATH names it,
+the message says what was expected and what was found."))
+
+(setf (documentation 'file-io-error-path 'function)
+      "The file a FILE-IO-ERROR is about.")

@@ -233,10 +233,9 @@ TENSORS a list of (hf-name array)."
      (random-tokenizer (getf p :vocab)))))
 
 (defun write-json-file (path value)
-  (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+  (with-output-to-file (s path)
     (write-json value s :indent 2)
-    (terpri s))
-  path)
+    (terpri s)))
 
 (defun write-random-laya (dir preset-name &key (seed 1))
   "Write a Laya model directory DIR (created if needed) for a random model

@@ -45,7 +45,8 @@ by default the machine's cores).  Set with (setf (threads) n)."
   (%threads))
 
 (defun (setf threads) (n)
-  (check-type n (integer 1 1024))
+  ;; The C knob refuses a count outside 1 to its limit (a TYPE-ERROR whose
+  ;; expected type names the limit), so the limit has one home.
   (%set-threads n)
   n)
 
@@ -105,17 +106,41 @@ NIL means 0).  USAGE is its usage line, SUMMARY one sentence for --help."
   (format *error-output* "~&~A: ~A~%" prefix (condition-line condition))
   (finish-output *error-output*))
 
+(defun output-closed-p ()
+  "True when standard output is a pipe whose reader has gone (`inspect |
+head'): the reader took what it wanted, so the run ends quietly."
+  (%output-closed-p 1))
+
+(defun failure-status (prefix condition)
+  "The exit status for CONDITION ending a batch run: 0, silently, when it
+came from writing to a closed pipe; else 1 after one line on stderr."
+  (cond ((output-closed-p) 0)
+        (t (ignore-errors (report-error prefix condition)) 1)))
+
 (defmacro with-batch-errors ((prefix) &body body)
   "Run BODY; an unhandled serious condition prints one line on stderr and
-answers exit status 1 (2 for a usage error, after the usage string)."
+answers exit status 1 (2 for a usage error, after the usage string; 0 and
+nothing printed when standard output is a closed pipe)."
   `(handler-case (progn ,@body)
      (usage-error (c)
        (report-error ,prefix c)
        (print-usage)
        2)
      (serious-condition (c)
-       (report-error ,prefix c)
-       1)))
+       (failure-status ,prefix c))))
+
+(defun die-in-any-thread (condition hook)
+  "The debugger hook of batch runs: no one is there to answer a debugger,
+so an unhandled serious condition in any thread prints one line and ends
+the process with status 1 (temporary files of unfinished writes removed)."
+  (declare (ignore hook))
+  (let ((status (failure-status "rontolisp" condition)))
+    (ignore-errors (finish-output *standard-output*))
+    (%exit-process status)))
+
+(defun install-batch-debugger ()
+  ;; SETF, not LET: threads see the global value, not the caller's binding.
+  (setf *debugger-hook* #'die-in-any-thread))
 
 ;;; The script runner.
 
@@ -123,6 +148,7 @@ answers exit status 1 (2 for a usage error, after the usage string)."
   (when (null args)
     (usage-error "script: expected a FILE to run, found nothing"))
   (let ((file (first args)))
+    (install-batch-debugger)
     (with-batch-errors ((format nil "rontolisp: ~A" file))
       (unless (probe-file file)
         (error 'rontolisp-error
@@ -149,11 +175,16 @@ the condition and returns to the prompt; end of input leaves with status 0."
         (interactive (/= 0 (%isatty 0)))
         (* nil) (** nil) (*** nil) (+ nil) (++ nil) (+++ nil)
         (/ nil) (// nil) (/// nil) (- nil))
-    (when interactive
-      (format t "~A~%Type (rontolisp:exit) or end of input to leave.~%" (version)))
+    (if interactive
+        (format t "~A~%Type (rontolisp:exit) or end of input to leave.~%" (version))
+        (install-batch-debugger))
     (loop
       (let ((form (handler-case (repl-read interactive)
                     (end-of-file () :eof)
+                    ;; Ctrl-C at the prompt: a fresh prompt, input kept.
+                    (ext:interactive-interrupt ()
+                      (when interactive (terpri))
+                      :again)
                     (serious-condition (c)
                       (report-error "read error" c)
                       ;; Drop the rest of the offending line, not the
@@ -196,6 +227,18 @@ the condition and returns to the prompt; end of input leaves with status 0."
                     (print-usage)
                     2)))))))
 
+(defun flush-output (status)
+  "Flush standard output and error at the end of a run and answer the exit
+status: STATUS, or 1 after one line when the output cannot be written (a
+full device); a closed pipe keeps STATUS.  Unwritable output is dropped so
+that nothing tries to flush it again."
+  (handler-case (progn (finish-output *standard-output*) status)
+    (serious-condition (c)
+      (ignore-errors (clear-output *standard-output*))
+      (cond ((output-closed-p) status)
+            (t (ignore-errors (report-error "rontolisp: cannot write the output" c))
+               1)))))
+
 (defun main (args)
   "The command line's entry point: run ARGS (a list of strings, global flags
 already taken by the host) and answer the exit status."
@@ -207,7 +250,9 @@ already taken by the host) and answer the exit status."
                    (usage-error (c)
                      (report-error "rontolisp" c)
                      (print-usage)
-                     2))))
-      (finish-output *standard-output*)
-      (finish-output *error-output*))
+                     2)
+                   (serious-condition (c)
+                     (failure-status "rontolisp" c)))))
+      (setf status (flush-output status))
+      (ignore-errors (finish-output *error-output*)))
     status))

@@ -9,9 +9,9 @@
 ;;;; vector, string -> string, integer -> integer, real -> double-float,
 ;;;; true -> T, false -> NIL, null -> :NULL.
 ;;;;
-;;;; The writer is Lisp: it writes the little-endian bytes of each array
-;;;; after a JSON header padded to 8 bytes, under a temporary name that is
-;;;; renamed at the end.
+;;;; The writer is Lisp: it lays out the little-endian bytes of each array
+;;;; after a JSON header padded to 8 bytes and hands them to the atomic
+;;;; writer (files.lisp).
 
 (in-package "RONTOLISP")
 
@@ -26,19 +26,15 @@ signals JSON-ERROR (PATH, when given, names its file in the message)."
                          :message (format nil "~@[~A: ~]invalid JSON ~A" path message)))
     value))
 
-(defun read-file-octets (path)
-  (with-open-file (s path :element-type '(unsigned-byte 8))
-    (let ((v (make-array (file-length s) :element-type '(unsigned-byte 8))))
-      (read-sequence v s)
-      v)))
-
 (defun read-json-file (path)
   "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
-missing file or invalid JSON signals JSON-ERROR naming the file."
-  (let ((name (namestring (merge-pathnames path))))
-    (unless (probe-file name)
-      (error 'json-error :path name :message (format nil "~A: no such file (expected a JSON file)" name)))
-    (multiple-value-bind (value status message offset) (%json-parse (read-file-octets name))
+missing file, one that is not a regular file (a directory, a FIFO) or
+invalid JSON signals JSON-ERROR naming the file."
+  (let* ((name (namestring (merge-pathnames path)))
+         (octets (handler-case (read-file-octets name :what "a JSON file")
+                   (file-io-error (c)
+                     (error 'json-error :path name :message (rontolisp-error-message c))))))
+    (multiple-value-bind (value status message offset) (%json-parse octets)
       (when (and (null value) (eq status :json))
         (error 'json-error :path name :offset offset
                            :message (format nil "~A: invalid JSON ~A" name message)))
@@ -81,10 +77,8 @@ overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset."
   "Write TENSORS, a list of (name array) -- ARRAY a (simple-array
 single-float), FLOAT16-ARRAY or BFLOAT16-ARRAY -- to the safetensors file
 PATH, with METADATA (a list of (key . value) strings) as __metadata__.  The
-file is written under a temporary name and renamed.  Answers PATH."
-  (let* ((name (namestring (merge-pathnames path)))
-         (tmp (format nil "~A.tmp~D" name (ext:getpid)))
-         (offset 0)
+file is written atomically (WRITE-FILE-ATOMICALLY).  Answers PATH."
+  (let* ((offset 0)
          (blobs '())
          (entries '()))
     (dolist (entry tensors)
@@ -107,12 +101,9 @@ file is written under a temporary name and renamed.  Answers PATH."
            (hbytes (%utf8-octets header))
            (pad (mod (- (length hbytes)) 8))
            (n (+ (length hbytes) pad)))
-      (handler-bind ((error (lambda (c) (declare (ignore c)) (ignore-errors (delete-file tmp)))))
-        (with-open-file (s tmp :direction :output :element-type '(unsigned-byte 8)
-                               :if-exists :supersede)
-          (dotimes (i 8) (write-byte (ldb (byte 8 (* 8 i)) n) s))
-          (write-sequence hbytes s)
-          (dotimes (i pad) (write-byte 32 s))
-          (dolist (b (reverse blobs)) (write-sequence b s)))
-        (rename-file tmp name :if-exists :supersede)))
+      (let ((prefix (make-array (+ 8 (length hbytes) pad) :element-type '(unsigned-byte 8)
+                                                           :initial-element 32)))
+        (dotimes (i 8) (setf (aref prefix i) (ldb (byte 8 (* 8 i)) n)))
+        (replace prefix hbytes :start1 8)
+        (write-file-atomically path (cons prefix (reverse blobs)))))
     path))

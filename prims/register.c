@@ -103,7 +103,7 @@ static cl_object rl_prim_threads(void) {
 }
 
 static cl_object rl_prim_set_threads(cl_object n) {
-    rl_set_threads((int)rl_arg_fixnum("%SET-THREADS", 1, n, 0, 1024));
+    rl_set_threads((int)rl_arg_fixnum("%SET-THREADS", 1, n, 1, RL_MAX_THREADS));
     ecl_return1(ecl_process_env(), n);
 }
 
@@ -646,7 +646,9 @@ static cl_object rl_string_from_utf8(const char *p, uint64_t n) {
 }
 
 /* (%utf8-octets string) -> its UTF-8 encoding as an (unsigned-byte 8)
- * vector (characters above U+10FFFF or surrogates become U+FFFD). */
+ * vector (characters above U+10FFFF or surrogates become U+FFFD), except
+ * that U+DC80..U+DCFF become the single byte 80..FF: the host decodes a
+ * command-line byte that is not UTF-8 so (runtime/main.c). */
 static cl_object rl_prim_utf8_octets(cl_object str) {
     cl_index n, i, k = 0, len = 0;
     cl_object out;
@@ -655,12 +657,16 @@ static cl_object rl_prim_utf8_octets(cl_object str) {
     n = ecl_length(str);
     for (i = 0; i < n; i++) {
         ecl_character c = ecl_char(str, i);
-        len += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        len += c < 0x80 || (c >= 0xdc80 && c <= 0xdcff) ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
     }
     out = ecl_alloc_simple_vector(len, ecl_aet_b8);
     for (i = 0; i < n; i++) {
         uint32_t c = (uint32_t)ecl_char(str, i);
         uint8_t *y = out->vector.self.b8;
+        if (c >= 0xdc80 && c <= 0xdcff) {
+            y[k++] = (uint8_t)(c - 0xdc00);
+            continue;
+        }
         if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
             c = 0xfffd;
         if (c < 0x80) {
@@ -1516,6 +1522,7 @@ void rl_register_primitives(void) {
     rl_defun("%DOUBLE-TO-SINGLE", (cl_objectfn_fixed)rl_prim_double_to_single, 1);
     rl_register_vec_primitives();
     rl_register_convert_primitives();
+    rl_register_file_primitives();
     rl_qm_class = cl_find_class(1, rl_sym("QUANTIZED-MATRIX", "RONTOLISP"));
     ecl_register_root(&rl_qm_class);
     rl_defun("%QM-AREF-1", (cl_objectfn_fixed)rl_prim_qm_aref_1, 2);

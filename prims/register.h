@@ -6,4 +6,7 @@
  * primitives live in its packages). */
 void rl_register_primitives(void);
 
+/* The file primitives (prims/ecl/files.c); rl_register_primitives calls it. */
+void rl_register_file_primitives(void);
+
 #endif

@@ -5,13 +5,19 @@
  *
  * Global flags come before the subcommand (`rontolisp --threads 2 bench`);
  * for every subcommand but `script`, whose arguments belong to the script,
- * they are also taken after it. */
+ * they are also taken after it.
+ *
+ * Signals: SIGTERM and SIGHUP (and SIGINT outside the REPL, where Ctrl-C
+ * returns to the prompt instead) remove the temporary files of unfinished
+ * writes and end the process with 128 + the signal's number. */
 #include <ecl/ecl.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/fileio.h"
 #include "prims/cpu.h"
 #include "prims/register.h"
 
@@ -45,14 +51,49 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
         }
         errno = 0;
         n = strtol(v, &end, 10);
-        if (errno || *end || end == v || n < 1 || n > 1024) {
-            fprintf(stderr, "rontolisp: --threads expects a count from 1 to 1024, found \"%s\"\n", v);
+        if (errno || *end || end == v || n < 1 || n > RL_MAX_THREADS) {
+            fprintf(stderr, "rontolisp: --threads expects a count from 1 to %d (the kernels' limit), found \"%s\"\n",
+                    RL_MAX_THREADS, v);
             return -1;
         }
         rl_set_threads((int)n);
         return 1;
     }
     return 0;
+}
+
+/* The argument ARG as a Lisp string: its UTF-8 decoded, and each byte that
+ * is not part of valid UTF-8 kept as the character U+DC00 + byte (as
+ * Python's surrogateescape), which RONTOLISP::%UTF8-OCTETS turns back into
+ * that byte, so a path that is not UTF-8 still names its file. */
+static cl_object rl_arg_string(const char *arg) {
+    const unsigned char *s = (const unsigned char *)arg;
+    size_t n = strlen(arg), i, k = 0;
+    cl_object out = ecl_alloc_simple_extended_string(n);
+    for (i = 0; i < n; k++) {
+        uint32_t c = s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3
+                   : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+        size_t j;
+        if (len > 1 && i + len <= n) {
+            c &= 0x7f >> len;
+            for (j = 1; j < len && (s[i + j] & 0xc0) == 0x80; j++)
+                c = (c << 6) | (s[i + j] & 0x3f);
+            /* Overlong forms, surrogates and values past U+10FFFF are not UTF-8. */
+            if (j < len || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) ||
+                c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+                len = 0;
+        } else if (len > 1) {
+            len = 0;
+        }
+        if (len == 0) {
+            c = 0xdc00 + s[i];
+            len = 1;
+        }
+        ecl_char_set(out, k, c);
+        i += len;
+    }
+    return cl_subseq(3, out, ecl_make_fixnum(0), ecl_make_fixnum((cl_fixnum)k));
 }
 
 int main(int argc, char **argv) {
@@ -81,7 +122,12 @@ int main(int argc, char **argv) {
         rest[nrest++] = argv[i];
     }
 
+    /* Outside the REPL an interrupt ends the run (see above), so ECL must
+     * not turn SIGINT into a Lisp condition there. */
+    if (nrest > 0)
+        ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
     cl_boot(argc, argv);
+    rl_gguf_atomic_trap_signals(nrest > 0);
     ecl_init_module(NULL, init_rontolisp_lisp);
     rl_register_primitives();
 
@@ -90,7 +136,7 @@ int main(int argc, char **argv) {
         cl_object args = ECL_NIL;
         cl_object exit_code = ecl_make_symbol("*PROGRAM-EXIT-CODE*", "EXT");
         for (i = nrest - 1; i >= 0; i--)
-            args = ecl_cons(ecl_make_simple_base_string(rest[i], -1), args);
+            args = ecl_cons(rl_arg_string(rest[i]), args);
         free(rest);
         ECL_CATCH_ALL_BEGIN(env) {
             cl_object r = cl_funcall(2, ecl_make_symbol("MAIN", "RONTOLISP"), args);

@@ -1,0 +1,333 @@
+/* fileio.c - safe opening of input files and the one atomic writer (see
+ * fileio.h for the guarantees).  Workload: a few files per run, from a
+ * few bytes of JSON to gigabytes of tensors streamed through
+ * rl_gguf_atomic_write.
+ */
+#include "gguf/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- input */
+
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "is a directory";
+    if (S_ISFIFO(m)) return "is a FIFO";
+    if (S_ISCHR(m)) return "is a character device";
+    if (S_ISBLK(m)) return "is a block device";
+    if (S_ISSOCK(m)) return "is a socket";
+    return "is not a regular file";
+}
+
+int rl_gguf_open_regular(const char *path, const char *what, char *msg, size_t msgsz) {
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(msg, msgsz, "cannot open: %s (expected %s)", strerror(errno), what);
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        snprintf(msg, msgsz, "cannot stat: %s", strerror(e));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        snprintf(msg, msgsz, "%s: expected %s", file_kind(st.st_mode), what);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int rl_gguf_read_file(const char *path, const char *what, uint8_t **out, uint64_t *len,
+                      char *msg, size_t msgsz) {
+    struct stat st;
+    uint8_t *buf;
+    uint64_t n = 0, cap;
+    int fd = rl_gguf_open_regular(path, what, msg, msgsz);
+    *out = NULL;
+    *len = 0;
+    if (fd < 0)
+        return EINVAL;
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size >= SIZE_MAX) {
+        close(fd);
+        snprintf(msg, msgsz, "cannot size the file");
+        return EFBIG;
+    }
+    /* The size is a hint: a file that grows while read is read to its end. */
+    cap = (uint64_t)st.st_size + 1;
+    buf = malloc((size_t)cap);
+    for (;;) {
+        ssize_t k;
+        if (!buf) {
+            close(fd);
+            snprintf(msg, msgsz, "out of memory reading %" PRIu64 " bytes", cap);
+            return ENOMEM;
+        }
+        if (n + 1 >= cap) {
+            uint8_t *b = cap < SIZE_MAX / 2 ? realloc(buf, (size_t)(cap * 2)) : NULL;
+            if (!b)
+                free(buf);
+            buf = b;
+            cap *= 2;
+            continue;
+        }
+        k = read(fd, buf + n, (size_t)(cap - 1 - n));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            snprintf(msg, msgsz, "cannot read at byte %" PRIu64 ": %s", n, strerror(e));
+            return e;
+        }
+        if (k == 0)
+            break;
+        n += (uint64_t)k;
+    }
+    close(fd);
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* ---------------------------------------------------- the cleanup table */
+
+/* Names of the temporary files being written, for the signal handler: a
+ * slot is 0 free, 2 being filled, 1 in use (only then does the handler
+ * read it). */
+#define RL_ATOMIC_SLOTS 64
+static char tmp_names[RL_ATOMIC_SLOTS][PATH_MAX];
+static int tmp_used[RL_ATOMIC_SLOTS];
+
+static int slot_take(const char *name) {
+    if (strlen(name) >= PATH_MAX)
+        return -1;
+    for (int i = 0; i < RL_ATOMIC_SLOTS; i++) {
+        int expect = 0;
+        if (__atomic_compare_exchange_n(&tmp_used[i], &expect, 2, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            strcpy(tmp_names[i], name);
+            __atomic_store_n(&tmp_used[i], 1, __ATOMIC_RELEASE);
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void slot_free(int i) {
+    if (i >= 0)
+        __atomic_store_n(&tmp_used[i], 0, __ATOMIC_RELEASE);
+}
+
+void rl_gguf_atomic_remove_all(void) {
+    for (int i = 0; i < RL_ATOMIC_SLOTS; i++)
+        if (__atomic_load_n(&tmp_used[i], __ATOMIC_ACQUIRE) == 1)
+            unlink(tmp_names[i]);
+}
+
+static void on_signal(int sig) {
+    rl_gguf_atomic_remove_all();
+    _exit(128 + sig);
+}
+
+void rl_gguf_atomic_trap_signals(int with_sigint) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (with_sigint)
+        sigaction(SIGINT, &sa, NULL);
+}
+
+/* --------------------------------------------------------------- output */
+
+/* PATH with symbolic links in its last component followed, malloc'd; NULL
+ * with errno set (ELOOP after 40 links, as the kernel). */
+static char *resolve_target(const char *path) {
+    char *cur = strdup(path);
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        char link[PATH_MAX];
+        ssize_t k;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            return cur;
+        if (hops == 40) {
+            free(cur);
+            errno = ELOOP;
+            return NULL;
+        }
+        k = readlink(cur, link, sizeof link - 1);
+        if (k < 0) {
+            free(cur);
+            return NULL;
+        }
+        link[k] = 0;
+        const char *slash = strrchr(cur, '/');
+        size_t dirlen = (link[0] != '/' && slash) ? (size_t)(slash - cur) + 1 : 0;
+        char *next = malloc(dirlen + (size_t)k + 1);
+        if (next) {
+            memcpy(next, cur, dirlen);
+            memcpy(next + dirlen, link, (size_t)k + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t msgsz) {
+    static unsigned counter;
+    struct stat st;
+    int exists, e = 0;
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+    a->slot = -1;
+    if (!path || !*path || path[strlen(path) - 1] == '/') {
+        snprintf(msg, msgsz, "is a directory: expected a file name to write");
+        return EISDIR;
+    }
+    a->target = resolve_target(path);
+    if (!a->target) {
+        e = errno;
+        snprintf(msg, msgsz, "cannot follow the symbolic link: %s", strerror(e));
+        return e;
+    }
+    exists = stat(a->target, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        snprintf(msg, msgsz, "%s: expected a regular file or a new name to write",
+                 file_kind(st.st_mode));
+        rl_gguf_atomic_abort(a);
+        return S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
+    }
+    size_t tmpsz = strlen(a->target) + sizeof RL_GGUF_TMP_INFIX + 32;
+    a->tmp = malloc(tmpsz);
+    if (!a->tmp) {
+        snprintf(msg, msgsz, "out of memory");
+        rl_gguf_atomic_abort(a);
+        return ENOMEM;
+    }
+    for (int tries = 0; tries < 100 && a->fd < 0; tries++) {
+        unsigned n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        snprintf(a->tmp, tmpsz, "%s" RL_GGUF_TMP_INFIX "%ld.%u", a->target, (long)getpid(), n);
+        /* Registered before it exists, so no signal can come between. */
+        a->slot = slot_take(a->tmp);
+        if (a->slot < 0) {
+            snprintf(msg, msgsz, "too many files are being written at once");
+            rl_gguf_atomic_abort(a);
+            return EMFILE;
+        }
+        a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        e = errno;
+        if (a->fd < 0) {
+            slot_free(a->slot);
+            a->slot = -1;
+            if (e != EEXIST)
+                break;
+        }
+    }
+    if (a->fd < 0) {
+        snprintf(msg, msgsz, "cannot create the temporary file %s: %s", a->tmp, strerror(e));
+        rl_gguf_atomic_abort(a);
+        return e;
+    }
+    /* Replacing a file keeps its permissions. */
+    if (exists)
+        fchmod(a->fd, st.st_mode & 07777);
+    return 0;
+}
+
+int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *data, uint64_t n) {
+    const uint8_t *p = data;
+    if (a->fd < 0 && !a->err)
+        a->err = EBADF;
+    while (n && !a->err) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+        ssize_t k = write(a->fd, p, chunk);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            a->err = k < 0 ? errno : EIO;
+            break;
+        }
+        p += k;
+        n -= (uint64_t)k;
+        a->pos += (uint64_t)k;
+    }
+    return a->err;
+}
+
+int rl_gguf_atomic_commit(rl_gguf_atomic *a, char *msg, size_t msgsz) {
+    const char *what = "cannot write";
+    int e = a->err;
+    if (a->fd < 0 && !e)
+        e = EBADF;
+    if (!e && fsync(a->fd) != 0) {
+        e = errno;
+        what = "cannot flush to disk";
+    }
+    if (a->fd >= 0 && close(a->fd) != 0 && !e) {
+        e = errno;
+        what = "cannot close";
+    }
+    a->fd = -1;
+    if (!e && rename(a->tmp, a->target) != 0) {
+        e = errno;
+        what = "cannot rename the temporary file over";
+    }
+    if (e) {
+        snprintf(msg, msgsz, "%s %s at byte %" PRIu64 ": %s", what, a->target, a->pos,
+                 strerror(e));
+        rl_gguf_atomic_abort(a);
+        return e;
+    }
+    slot_free(a->slot);
+    a->slot = -1;
+    /* Best effort: make the rename itself durable. */
+    char *slash = strrchr(a->target, '/');
+    const char *dir = ".";
+    if (slash == a->target)
+        dir = "/";
+    else if (slash) {
+        *slash = 0;
+        dir = a->target;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    free(a->target);
+    free(a->tmp);
+    a->target = a->tmp = NULL;
+    return 0;
+}
+
+void rl_gguf_atomic_abort(rl_gguf_atomic *a) {
+    if (a->fd >= 0)
+        close(a->fd);
+    if (a->slot >= 0 && a->tmp)
+        unlink(a->tmp);
+    slot_free(a->slot);
+    free(a->target);
+    free(a->tmp);
+    a->fd = -1;
+    a->slot = -1;
+    a->target = a->tmp = NULL;
+}

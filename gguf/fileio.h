@@ -1,0 +1,77 @@
+/* fileio.h - opening input files safely and writing output files
+ * atomically, for every file the project reads or writes (GGUF,
+ * safetensors, JSON); plain C, no ECL.
+ *
+ * Reading: rl_gguf_open_regular opens without blocking (a FIFO would hang a
+ * plain open) and refuses anything but a regular file.
+ *
+ * Writing: the bytes go to a temporary file beside the target, named
+ *     TARGET.rontolisp-tmp.PID.N
+ * (visible, and never ending in the target's extension, so a leftover from
+ * a SIGKILL is easy to find and never taken for output), which is flushed
+ * to disk and renamed over the target only when complete.  The target must
+ * not exist or be a regular file: a device, FIFO or directory is refused;
+ * a symbolic link is followed and the file it names is replaced.  While a
+ * temporary file exists its name is kept in a table that
+ * rl_gguf_atomic_remove_all clears from a signal handler, so an interrupt
+ * leaves nothing behind (rl_gguf_atomic_trap_signals installs one).
+ *
+ * Messages leave out the path the caller gave (callers put it first, as
+ * every reader's message does) and name any other file concerned (the
+ * temporary file, a symbolic link's target).
+ */
+#ifndef RL_GGUF_FILEIO_H
+#define RL_GGUF_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The infix of temporary file names (see above). */
+#define RL_GGUF_TMP_INFIX ".rontolisp-tmp."
+
+/* Opens PATH for reading; answers the descriptor (blocking mode, close on
+ * exec) or -1 with MSG saying why ("is a directory: expected a GGUF
+ * file").  WHAT names the kind of file expected. */
+int rl_gguf_open_regular(const char *path, const char *what, char *msg, size_t msgsz);
+
+/* Reads the whole regular file PATH into a malloc'd buffer (*out, *len;
+ * one spare NUL byte after the data).  Answers 0, or an errno with MSG set
+ * (path first). */
+int rl_gguf_read_file(const char *path, const char *what, uint8_t **out, uint64_t *len,
+                      char *msg, size_t msgsz);
+
+typedef struct rl_gguf_atomic {
+    int fd;         /* the temporary file, -1 when none */
+    int slot;       /* its entry in the cleanup table */
+    char *target;   /* the file to replace (symbolic links resolved) */
+    char *tmp;      /* the temporary file's name */
+    uint64_t pos;   /* bytes written so far */
+    int err;        /* errno of the first failed write, 0 if none */
+} rl_gguf_atomic;
+
+/* Starts writing PATH: checks the target and creates the temporary file.
+ * Answers 0, or an errno with MSG set (nothing is left behind). */
+int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t msgsz);
+
+/* Appends N bytes; answers 0 or the errno of this or an earlier failure
+ * (later writes are skipped once one failed; commit reports it). */
+int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *p, uint64_t n);
+
+/* Flushes the temporary file to disk and renames it over the target.
+ * Answers 0, or an errno with MSG set (the target and the byte offset) after
+ * removing
+ * the temporary file.  Either way A is finished. */
+int rl_gguf_atomic_commit(rl_gguf_atomic *a, char *msg, size_t msgsz);
+
+/* Removes the temporary file and finishes A; accepts a finished A. */
+void rl_gguf_atomic_abort(rl_gguf_atomic *a);
+
+/* Removes every temporary file still being written.  Async-signal-safe. */
+void rl_gguf_atomic_remove_all(void);
+
+/* Installs handlers for SIGTERM and SIGHUP, and SIGINT when WITH_SIGINT,
+ * that remove every temporary file and end the process with status
+ * 128 + the signal's number (130, 143, 129). */
+void rl_gguf_atomic_trap_signals(int with_sigint);
+
+#endif

@@ -1,0 +1,166 @@
+/* files.c - the ECL glue for files the Lisp side reads and writes itself
+ * (JSON configurations, tokenizers, safetensors, benchmark reports): the
+ * same safe opening and atomic writer as the C readers and the GGUF writer
+ * (gguf/fileio.c), and the process-level exits the command line needs
+ * (a closed output pipe, a fatal error in any thread).
+ *
+ * Paths arrive as UTF-8 octet vectors (RONTOLISP::%UTF8-OCTETS), so a path
+ * taken from the command line reaches open(2) as the bytes it was given. */
+#include <ecl/ecl.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/fileio.h"
+#include "gguf/gguf.h"
+#include "prims/register.h"
+
+/* The bytes of a simple (unsigned-byte 8) vector, or NULL. */
+static const uint8_t *rl_octets(cl_object x, cl_index *n) {
+    if (ECL_IMMEDIATE(x) || x->d.t != t_vector || x->vector.elttype != ecl_aet_b8 ||
+        x->vector.displaced != ECL_NIL || ECL_ARRAY_HAS_FILL_POINTER_P(x) ||
+        ECL_ADJUSTABLE_ARRAY_P(x))
+        return NULL;
+    *n = x->vector.dim;
+    return x->vector.self.b8;
+}
+
+static cl_object rl_octets_type;
+
+static void rl_want_octets(cl_object fn, int pos, cl_object x) {
+    cl_index n;
+    if (!rl_octets(x, &n))
+        FEwrong_type_nth_arg(fn, pos, x, rl_octets_type);
+}
+
+/* A path from octets into BUF; NULL (and MSG set) when it cannot be one. */
+static const char *rl_path(cl_object octets, char *buf, size_t bufsz, char *msg, size_t msgsz) {
+    cl_index n = 0;
+    const uint8_t *p = rl_octets(octets, &n);
+    if (n == 0 || n >= bufsz || memchr(p, 0, n)) {
+        snprintf(msg, msgsz, "expected a path of 1 to %zu bytes without NUL", bufsz - 1);
+        return NULL;
+    }
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+static cl_object rl_fn_write, rl_fn_read, rl_fn_closed;
+
+/* (%write-file-atomically path-octets chunks) -> T, or NIL and a message.
+ * CHUNKS is a list of octet vectors written in order to a temporary file
+ * renamed over PATH (gguf/fileio.h says what is refused).  Everything is
+ * checked before the first byte is written. */
+static cl_object rl_prim_write_file_atomically(cl_object path, cl_object chunks) {
+    const cl_env_ptr env = ecl_process_env();
+    char pbuf[4096], msg[RL_GGUF_MSG_SIZE];
+    rl_gguf_atomic a;
+    cl_object l;
+    rl_want_octets(rl_fn_write, 1, path);
+    for (l = chunks; l != ECL_NIL; l = ECL_CONS_CDR(l)) {
+        if (!ECL_CONSP(l))
+            FEwrong_type_nth_arg(rl_fn_write, 2, chunks, ecl_make_symbol("LIST", "CL"));
+        rl_want_octets(rl_fn_write, 2, ECL_CONS_CAR(l));
+    }
+    if (!rl_path(path, pbuf, sizeof pbuf, msg, sizeof msg))
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    if (rl_gguf_atomic_begin(&a, pbuf, msg, sizeof msg) != 0)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    /* No Lisp error can happen from here to the commit: A is released. */
+    for (l = chunks; l != ECL_NIL; l = ECL_CONS_CDR(l)) {
+        cl_index n = 0;
+        const uint8_t *p = rl_octets(ECL_CONS_CAR(l), &n);
+        if (rl_gguf_atomic_write(&a, p, n) != 0)
+            break;
+    }
+    if (rl_gguf_atomic_commit(&a, msg, sizeof msg) != 0)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    ecl_return1(env, ECL_T);
+}
+
+/* ECL_UNWIND_PROTECT's own frame variable draws this warning; nothing of
+ * ours lives across its setjmp. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"
+/* (%read-file-octets path-octets what) -> the file's bytes as an octet
+ * vector, or NIL and a message.  WHAT (a string) names the kind of file
+ * expected, for the message.  A FIFO, device or directory is refused
+ * without blocking. */
+static cl_object rl_prim_read_file_octets(cl_object path, cl_object what) {
+    const cl_env_ptr env = ecl_process_env();
+    char pbuf[4096], wbuf[128], msg[RL_GGUF_MSG_SIZE];
+    uint8_t *data = NULL;
+    uint64_t n = 0;
+    cl_object out;
+    rl_want_octets(rl_fn_read, 1, path);
+    if (!ECL_STRINGP(what) || !ecl_fits_in_base_string(what))
+        FEwrong_type_nth_arg(rl_fn_read, 2, what, ecl_make_symbol("BASE-STRING", "CL"));
+    what = si_coerce_to_base_string(what);
+    snprintf(wbuf, sizeof wbuf, "%.*s", (int)ecl_length(what), (const char *)what->base_string.self);
+    if (!rl_path(path, pbuf, sizeof pbuf, msg, sizeof msg))
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    if (rl_gguf_read_file(pbuf, wbuf, &data, &n, msg, sizeof msg) != 0)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    if (n >= (uint64_t)ECL_ARRAY_DIMENSION_LIMIT) {
+        free(data);
+        snprintf(msg, sizeof msg, "%llu bytes: expected a file Lisp can hold",
+                 (unsigned long long)n);
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    /* Allocating may signal: copy, free, then hand over. */
+    {
+        uint8_t *copy = data;
+        data = NULL;
+        out = ECL_NIL;
+        ECL_UNWIND_PROTECT_BEGIN(env) {
+            out = ecl_alloc_simple_vector((cl_index)n, ecl_aet_b8);
+            memcpy(out->vector.self.b8, copy, (size_t)n);
+        } ECL_UNWIND_PROTECT_EXIT {
+            free(copy);
+        } ECL_UNWIND_PROTECT_END;
+    }
+    ecl_return1(env, out);
+}
+#pragma GCC diagnostic pop
+
+/* (%output-closed-p fd) -> T when FD is a pipe or socket whose reader has
+ * gone (writing would fail with EPIPE), else NIL. */
+static cl_object rl_prim_output_closed_p(cl_object fd) {
+    struct pollfd p;
+    if (!ECL_FIXNUMP(fd) || ecl_fixnum(fd) < 0 || ecl_fixnum(fd) > 1 << 20)
+        FEwrong_type_nth_arg(rl_fn_closed, 1, fd, ecl_make_symbol("FIXNUM", "CL"));
+    p.fd = (int)ecl_fixnum(fd);
+    p.events = POLLOUT;
+    p.revents = 0;
+    ecl_return1(ecl_process_env(),
+                poll(&p, 1, 0) == 1 && (p.revents & POLLERR) ? ECL_T : ECL_NIL);
+}
+
+/* (%exit-process code) ends the process at once with CODE, from any thread,
+ * after removing the temporary files of unfinished writes.  The caller
+ * flushes what it wants flushed. */
+static cl_object rl_prim_exit_process(cl_object code) {
+    int c = ECL_FIXNUMP(code) && ecl_fixnum(code) >= 0 && ecl_fixnum(code) <= 255
+                ? (int)ecl_fixnum(code) : 1;
+    rl_gguf_atomic_remove_all();
+    fflush(NULL);
+    _exit(c);
+}
+
+void rl_register_file_primitives(void) {
+    rl_octets_type = cl_list(2, ecl_make_symbol("VECTOR", "CL"),
+                             cl_list(2, ecl_make_symbol("UNSIGNED-BYTE", "CL"), ecl_make_fixnum(8)));
+    ecl_register_root(&rl_octets_type);
+    rl_fn_write = ecl_make_symbol("%WRITE-FILE-ATOMICALLY", "RONTOLISP");
+    rl_fn_read = ecl_make_symbol("%READ-FILE-OCTETS", "RONTOLISP");
+    ecl_def_c_function(rl_fn_write, (cl_objectfn_fixed)rl_prim_write_file_atomically, 2);
+    ecl_def_c_function(rl_fn_read, (cl_objectfn_fixed)rl_prim_read_file_octets, 2);
+    rl_fn_closed = ecl_make_symbol("%OUTPUT-CLOSED-P", "RONTOLISP");
+    ecl_def_c_function(rl_fn_closed, (cl_objectfn_fixed)rl_prim_output_closed_p, 1);
+    ecl_def_c_function(ecl_make_symbol("%EXIT-PROCESS", "RONTOLISP"),
+                       (cl_objectfn_fixed)rl_prim_exit_process, 1);
+}
