@@ -906,6 +906,7 @@ static void test_writer_failures(void) {
         {RL_GGUF_E_TENSOR_NAME_DUPLICATE, 9}, {RL_GGUF_E_BLOCK_SIZE, 10}, {RL_GGUF_E_ARG, 11},
         {RL_GGUF_E_GGML_TYPE_REMOVED, 12}, {RL_GGUF_E_N_DIMS, 13}, {RL_GGUF_E_STATE, 14},
         {RL_GGUF_E_ARRAY_DEPTH, 15},  {RL_GGUF_E_STATE, 16},
+        {RL_GGUF_E_NAME_NUL, 17},     {RL_GGUF_E_NAME_NUL, 18},
     };
     long bad = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -937,6 +938,9 @@ static void test_writer_failures(void) {
                      rl_gguf_w_array_begin(w, RL_GGUF_TYPE_ARRAY);
                  break;
         case 16: rl_gguf_w_array_end(w); break;
+        /* C readers would see "a" (a duplicate) and "t" (a duplicate). */
+        case 17: rl_gguf_w_key(w, "a\0b", 3); break;
+        case 18: rl_gguf_w_tensor(w, "t\0b", 3, 1, ne, RL_GGUF_GGML_F32, data, sizeof data); break;
         }
         snprintf(out, sizeof out, "%s/refused.gguf", tmpdir);
         rl_gguf_status st = rl_gguf_writer_write(w, out, msg, sizeof msg, &off);
@@ -966,8 +970,7 @@ static void test_writer_failures(void) {
     rl_gguf_status st = rl_gguf_writer_write(w, out, msg, sizeof msg, &off);
     CHECK(st == RL_GGUF_E_IO && !exists(out) && dir_entries(tmpdir) == 0);
 
-    /* The target is a directory: the rename fails after the whole file was
-     * written; the temporary file must go. */
+    /* The target is a directory: refused before anything is written. */
     snprintf(out, sizeof out, "%s/a-dir", tmpdir);
     mkdir(out, 0755);
     st = rl_gguf_writer_write(w, out, msg, sizeof msg, &off);
@@ -1023,6 +1026,38 @@ static void test_writer_failures(void) {
     rl_gguf_close(f);
     unlink(out);
     rl_gguf_writer_free(w);
+}
+
+/* A key or tensor name holding a NUL byte is refused by the reader, at
+ * the name's length field. */
+static void test_reader_refuses_nul_in_names(void) {
+    char msg[RL_GGUF_MSG_SIZE];
+    uint64_t off = 0, size = 0;
+    uint8_t *mem = NULL;
+    float data[8] = {0};
+    int64_t ne[1] = {8};
+    rl_gguf_writer *w = rl_gguf_writer_new();
+    rl_gguf_w_key(w, "kQk", 3);
+    rl_gguf_w_uint(w, RL_GGUF_TYPE_U8, 1);
+    rl_gguf_w_tensor(w, "tQt", 3, 1, ne, RL_GGUF_GGML_F32, data, sizeof data);
+    CHECK(rl_gguf_writer_to_memory(w, &mem, &size, msg, sizeof msg, &off) == RL_GGUF_OK);
+    rl_gguf_writer_free(w);
+    for (int which = 0; mem && which < 2; which++) {
+        const char *name = which ? "tQt" : "kQk";
+        uint8_t *copy = malloc(size);
+        memcpy(copy, mem, size);
+        uint8_t *at = copy;
+        while (memcmp(at, name, 3) != 0)
+            at++;
+        rl_gguf_file *f = NULL;
+        at[1] = 0;
+        rl_gguf_status st = rl_gguf_parse(copy, size, &f, msg, sizeof msg, &off);
+        CHECK_MSG(st == RL_GGUF_E_NAME_NUL && f == NULL && off == (uint64_t)(at - 8 - copy) &&
+                      strstr(msg, "NUL"),
+                  "NUL in %s: %s (%s) at %" PRIu64, name, rl_gguf_status_name(st), msg, off);
+        free(copy);
+    }
+    free(mem);
 }
 
 /* ------------------------------------------------------- the bad corpus */
@@ -1338,6 +1373,7 @@ int main(void) {
     test_round_trips();
     test_all_types();
     test_writer_failures();
+    test_reader_refuses_nul_in_names();
     test_bad_corpus();
     test_truncations();
     test_damage();

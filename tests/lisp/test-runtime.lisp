@@ -137,3 +137,116 @@
         (is (or (documentation s 'function) (documentation s 'variable)
                 (documentation s 'type))
             "~S has no docstring" s)))))
+
+;;; Hardening (issue 13): bytes, signals, pipes, threads, odd files.
+
+(defun interrupted-status (args signal &key (input ""))
+  "Start the executable with ARGS, send it SIGNAL (\"INT\", \"TERM\"...)
+after a second, then give it INPUT and close its input; answer (values
+exit-status stdout)."
+  (let ((out (tmp-path "sig-out")))
+    (unwind-protect
+         (multiple-value-bind (in code p)
+             (ext:run-program *exe* args :input :stream :output out :error nil
+                                         :if-output-exists :supersede :wait nil)
+           (declare (ignore code))
+           (sleep 1)
+           (ext:run-program "kill" (list (format nil "-~A" signal)
+                                         (princ-to-string (ext:external-process-pid p)))
+                            :output nil :error nil)
+           (sleep 0.5)
+           (ignore-errors (write-string input in) (finish-output in))
+           (ignore-errors (close in))
+           (multiple-value-bind (how n) (ext:external-process-wait p t)
+             (values (if (eq how :exited) n (list how n)) (read-file-string out))))
+      (ignore-errors (delete-file out)))))
+
+(test cli-arguments-are-utf-8
+  ;; ECL's run-program passes only base strings: the shell makes the bytes.
+  (let ((f (write-file-string (tmp-path "utf8.lisp")
+                              (format nil "(prin1 rontolisp:*args*)~%")))
+        (g (tmp-path "x.gguf")))
+    (multiple-value-bind (code out)
+        (sh "\"$0\" script \"$1\" \"$(printf '\\303\\251')\" \"$(printf 'Mod\\303\\250le')\"" f)
+      (is (= 0 code))
+      (is (string= (format nil "(~S ~S)" (string (code-char 233)) (format nil "Mod~Cle" (code-char 232)))
+                   out)))
+    ;; A path with a non-ASCII name opens, and shows as given.
+    (multiple-value-bind (code out)
+        (sh "d=\"$2$(printf '\\303\\251')\"; cp \"$1\" \"$d\" && \"$0\" inspect \"$d\"; s=$?; rm -f \"$d\"; exit $s"
+            (golden "q8_main.f32.gguf") g)
+      (is (= 0 code))
+      (is (contains out (format nil "x.gguf~C: GGUF v3" (code-char 233)))))
+    (delete-file f)))
+
+(test cli-path-that-is-not-utf-8-still-opens
+  ;; The file name holds the byte FF, which no UTF-8 text contains.
+  (let ((dir (tmp-path "bytes")))
+    (multiple-value-bind (code out err)
+        (sh "mkdir \"$2\" && cp \"$1\" \"$2/$(printf 'x\\377.gguf')\" &&
+             \"$0\" inspect \"$2/$(printf 'x\\377.gguf')\" >/dev/null &&
+             \"$0\" quantize \"$2/$(printf 'x\\377.gguf')\" \"$2/$(printf 'y\\376.gguf')\" q8_0 >/dev/null &&
+             ls \"$2\" | od -An -tx1; s=$?; rm -rf \"$2\"; exit $s"
+            (golden "q8_main.f32.gguf") dir)
+      (is (= 0 code) "~A" err)
+      (is (contains out "78 ff"))
+      (is (contains out "79 fe")))))
+
+(test cli-threads-beyond-the-limit-are-refused
+  (multiple-value-bind (code out err) (run-exe '("--threads" "1024" "--version"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "256")))
+  (is (= 0 (run-exe '("--threads" "256" "--version"))))
+  (let ((threads (rontolisp:threads)))
+    (signals type-error (setf (rontolisp:threads) 1024))
+    (is (= threads (rontolisp:threads)))))
+
+(test script-thread-error-exits-1-without-a-debugger
+  (let ((f (write-file-string
+            (tmp-path "thread.lisp")
+            (format nil "(mp:process-run-function \"w\" (lambda () (error \"worker broke ~~A\" 5)))~%(sleep 30)~%(princ \"not here\")~%"))))
+    (multiple-value-bind (code out err) (run-exe (list "script" f) :input (format nil ":q~%(quit)~%"))
+      (is (= 1 code))
+      (is (string= "" out))
+      (is (contains err "worker broke 5"))
+      (is (= 1 (count #\Newline err))))
+    (delete-file f)))
+
+(test piped-repl-thread-error-exits-1
+  (multiple-value-bind (code out err)
+      (run-exe '() :input (format nil "(mp:process-run-function \"w\" (lambda () (car 1)))~%(sleep 30)~%"))
+    (declare (ignore out))
+    (is (= 1 code))
+    (is (contains err "CAR"))))
+
+(test cli-closed-pipe-ends-quietly
+  (multiple-value-bind (code out err)
+      (sh "( \"$0\" inspect --max-array 1000000 \"$1\" 2>\"$2\"; echo $? >\"$2.status\" ) | head -c 10 >/dev/null;
+           cat \"$2.status\"; cat \"$2\" >&2; rm -f \"$2\" \"$2.status\""
+          (golden "vocab/ggml-vocab-falcon.gguf") (tmp-path "pipe"))
+    (is (= 0 code))
+    (is (string= (format nil "0~%") out))
+    (is (string= "" err))))
+
+(test cli-full-device-is-one-line-and-exit-1
+  (dolist (args '("--help" "--version" "inspect"))
+    (multiple-value-bind (code out err)
+        (sh (format nil "\"$0\" ~A \"$1\" >/dev/full" args) (golden "q8_main.f32.gguf"))
+      (declare (ignore out))
+      (is (= 1 code) "~A: exit ~A" args code)
+      (is (= 1 (count #\Newline err)) "~A: ~S" args err)
+      (is (contains err "No space left")))))
+
+(test batch-signals-exit-128-plus-the-signal
+  (let ((f (write-file-string (tmp-path "loop.lisp") (format nil "(loop (sleep 0.05))~%"))))
+    (is (eql 130 (interrupted-status (list "script" f) "INT")))
+    (is (eql 143 (interrupted-status (list "script" f) "TERM")))
+    (is (eql 129 (interrupted-status (list "script" f) "HUP")))
+    (delete-file f)))
+
+(test repl-survives-ctrl-c-at-the-prompt
+  (multiple-value-bind (code out)
+      (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
+    (is (eql 0 code))
+    (is (contains out "5"))))

@@ -1,0 +1,203 @@
+/* test_fileio.c - gguf/fileio.c: inputs that are not regular files are
+ * refused without blocking; the atomic writer replaces only regular files,
+ * writes through symbolic links, keeps the old file when a write fails,
+ * and leaves no temporary file behind, not even when a signal ends the
+ * process in the middle of a write. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gguf/fileio.h"
+#include "tests/c/check.h"
+
+static char dir[256];
+
+static char *at(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* How many names in DIR hold the temporary infix. */
+static int temporaries(void) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strstr(e->d_name, RL_GGUF_TMP_INFIX) != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int file_is(const char *path, const char *text) {
+    uint8_t *p;
+    uint64_t n;
+    char msg[256];
+    if (rl_gguf_read_file(path, "a file", &p, &n, msg, sizeof msg) != 0)
+        return 0;
+    int same = n == strlen(text) && memcmp(p, text, n) == 0;
+    free(p);
+    return same;
+}
+
+static int write_text(const char *path, const char *text, char *msg, size_t msgsz) {
+    rl_gguf_atomic a;
+    int e = rl_gguf_atomic_begin(&a, path, msg, msgsz);
+    if (e)
+        return e;
+    rl_gguf_atomic_write(&a, text, strlen(text));
+    return rl_gguf_atomic_commit(&a, msg, msgsz);
+}
+
+static void test_inputs(void) {
+    char msg[256];
+    uint8_t *p;
+    uint64_t n;
+    /* A FIFO with no writer: a blocking open would hang here (the alarm
+     * ends the test program instead). */
+    mkfifo(at("fifo"), 0644);
+    alarm(10);
+    CHECK(rl_gguf_open_regular(at("fifo"), "a GGUF file", msg, sizeof msg) < 0);
+    CHECK_MSG(strstr(msg, "is a FIFO: expected a GGUF file") != NULL, "%s", msg);
+    CHECK(rl_gguf_read_file(at("fifo"), "a JSON file", &p, &n, msg, sizeof msg) != 0 && !p);
+    alarm(0);
+    mkdir(at("sub"), 0755);
+    CHECK(rl_gguf_open_regular(at("sub"), "a JSON file", msg, sizeof msg) < 0);
+    CHECK_MSG(!strcmp(msg, "is a directory: expected a JSON file"), "%s", msg);
+    CHECK(rl_gguf_open_regular(at("missing"), "a GGUF file", msg, sizeof msg) < 0);
+    CHECK_MSG(strstr(msg, "No such file") != NULL, "%s", msg);
+    CHECK(rl_gguf_open_regular("/dev/null", "a GGUF file", msg, sizeof msg) < 0);
+    CHECK_MSG(strstr(msg, "character device") != NULL, "%s", msg);
+
+    FILE *f = fopen(at("in.txt"), "wb");
+    fputs("hello", f);
+    fclose(f);
+    CHECK(rl_gguf_read_file(at("in.txt"), "a file", &p, &n, msg, sizeof msg) == 0 && n == 5 &&
+          !memcmp(p, "hello", 5) && p[5] == 0);
+    free(p);
+    int fd = rl_gguf_open_regular(at("in.txt"), "a file", msg, sizeof msg);
+    CHECK(fd >= 0 && read(fd, msg, 5) == 5);
+    close(fd);
+    unlink(at("in.txt"));
+}
+
+static void test_targets(void) {
+    char msg[512];
+    struct stat st;
+    /* New file, then a replacement that keeps the old file's mode. */
+    CHECK(write_text(at("out.json"), "one", msg, sizeof msg) == 0 && file_is(at("out.json"), "one"));
+    chmod(at("out.json"), 0600);
+    CHECK(write_text(at("out.json"), "two", msg, sizeof msg) == 0 && file_is(at("out.json"), "two"));
+    CHECK(stat(at("out.json"), &st) == 0 && (st.st_mode & 0777) == 0600);
+
+    /* Not regular: refused before anything is created, nothing replaced. */
+    CHECK(write_text(at("fifo"), "x", msg, sizeof msg) != 0);
+    CHECK_MSG(strstr(msg, "is a FIFO") != NULL, "%s", msg);
+    CHECK(lstat(at("fifo"), &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(write_text(at("sub"), "x", msg, sizeof msg) == EISDIR);
+    CHECK_MSG(strstr(msg, "is a directory") != NULL, "%s", msg);
+    CHECK(write_text(at("sub/"), "x", msg, sizeof msg) == EISDIR);
+    /* A device (as root a fresh node: a broken writer must not be able to
+     * replace the system's /dev/null, which only root could). */
+    const char *dev = mknod(at("null"), S_IFCHR | 0666, makedev(1, 3)) == 0 ? at("null") : "/dev/null";
+    CHECK(write_text(dev, "x", msg, sizeof msg) != 0);
+    CHECK_MSG(strstr(msg, "is a character device") != NULL, "%s", msg);
+    CHECK(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    CHECK(temporaries() == 0);
+
+    /* Symbolic links: written through (relative, chained, dangling). */
+    CHECK(symlink("out.json", at("link1")) == 0 && symlink("link1", at("link2")) == 0);
+    CHECK(write_text(at("link2"), "three", msg, sizeof msg) == 0);
+    CHECK(lstat(at("link2"), &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(lstat(at("link1"), &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(file_is(at("out.json"), "three"));
+    CHECK(symlink("new.json", at("dangling")) == 0);
+    CHECK(write_text(at("dangling"), "four", msg, sizeof msg) == 0 && file_is(at("new.json"), "four"));
+    CHECK(lstat(at("dangling"), &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(symlink("sub", at("dirlink")) == 0 && write_text(at("dirlink"), "x", msg, sizeof msg) == EISDIR);
+    CHECK(symlink("loop", at("loop")) == 0 && write_text(at("loop"), "x", msg, sizeof msg) == ELOOP);
+    CHECK(temporaries() == 0);
+
+    /* abort removes the temporary file and leaves the target alone. */
+    rl_gguf_atomic a;
+    CHECK(rl_gguf_atomic_begin(&a, at("out.json"), msg, sizeof msg) == 0 && temporaries() == 1);
+    CHECK(strstr(a.tmp, "/out.json" RL_GGUF_TMP_INFIX) != NULL);
+    rl_gguf_atomic_write(&a, "partial", 7);
+    rl_gguf_atomic_abort(&a);
+    rl_gguf_atomic_abort(&a);
+    CHECK(temporaries() == 0 && file_is(at("out.json"), "three"));
+
+    /* A full disk (a file size limit) fails the write: the message names
+     * the file and the byte, the old file stays, the temporary goes. */
+    struct rlimit saved, lim;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    lim = saved;
+    lim.rlim_cur = 1000;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    static char big[5000];
+    memset(big, 'b', sizeof big - 1);
+    if (setrlimit(RLIMIT_FSIZE, &lim) == 0) {
+        int e = write_text(at("out.json"), big, msg, sizeof msg);
+        setrlimit(RLIMIT_FSIZE, &saved);
+        CHECK(e == EFBIG);
+        CHECK_MSG(strstr(msg, "out.json at byte 1000") != NULL, "%s", msg);
+        CHECK(file_is(at("out.json"), "three") && temporaries() == 0);
+    } else {
+        CHECK_SKIP("cannot lower RLIMIT_FSIZE: %s", strerror(errno));
+    }
+    signal(SIGXFSZ, prev);
+}
+
+/* A child starts a write and is hit by SIG in the middle of it: it must
+ * exit with 128 + SIG and leave neither the target nor a temporary. */
+static void test_signal(int sig) {
+    char msg[256];
+    unlink(at("sig.gguf"));
+    pid_t pid = fork();
+    if (pid == 0) {
+        rl_gguf_atomic a;
+        rl_gguf_atomic_trap_signals(1);
+        if (rl_gguf_atomic_begin(&a, at("sig.gguf"), msg, sizeof msg) != 0)
+            _exit(99);
+        rl_gguf_atomic_write(&a, "half a file", 11);
+        raise(sig);
+        _exit(98); /* not reached */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig, "signal %d: status %#x", sig,
+              status);
+    CHECK(access(at("sig.gguf"), F_OK) != 0 && temporaries() == 0);
+}
+
+int main(void) {
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/rl-test-fileio.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_inputs();
+    test_targets();
+    test_signal(SIGINT);
+    test_signal(SIGTERM);
+    test_signal(SIGHUP);
+    const char *names[] = {"null", "fifo", "out.json", "new.json", "link1", "link2", "dangling",
+                           "dirlink", "loop"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unlink(at(names[i]));
+    rmdir(at("sub"));
+    rmdir(dir);
+    return check_report("fileio");
+}

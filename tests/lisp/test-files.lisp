@@ -1,0 +1,91 @@
+;;;; test-files.lisp - files.lisp and gguf/fileio.c seen from Lisp and the
+;;;; command line: writers refuse devices, FIFOs and directories, write
+;;;; through symbolic links and leave no temporary file; readers refuse a
+;;;; FIFO without hanging and a directory by name.
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite files :in all :description "Reading and writing files safely.")
+(in-suite files)
+
+(defun sh (script &rest args)
+  "Run SCRIPT with /bin/sh, $0 the executable under test and $1... ARGS;
+answer (values exit-status stdout stderr)."
+  (let ((out (tmp-path "sh-out")) (err (tmp-path "sh-err")))
+    (unwind-protect
+         (let ((code (nth-value 1 (ext:run-program "/bin/sh" (list* "-c" script *exe* args)
+                                                   :input nil :output out :error err
+                                                   :if-output-exists :supersede
+                                                   :if-error-exists :supersede :wait t))))
+           (values code (read-file-string out) (read-file-string err)))
+      (ignore-errors (delete-file out))
+      (ignore-errors (delete-file err)))))
+
+(defun make-device (path)
+  "A character device at PATH that a broken writer may replace without
+harm: a fresh node (as root), else a link to /dev/null, which only root
+could have replaced."
+  (sh "mknod \"$1\" c 1 3 2>/dev/null || ln -s /dev/null \"$1\"" path)
+  path)
+
+(test writers-refuse-devices-fifos-and-directories
+  (let ((dev (make-device (tmp-path "out.dev"))) (fifo (tmp-path "out.fifo"))
+        (dir (tmp-path "out.dir")) (in (golden "q8_main.f32.gguf")))
+    (sh "mkfifo \"$1\" && mkdir \"$2\"" fifo dir)
+    (loop for target in (list dev fifo dir)
+          for kind in '("character device" "is a FIFO" "is a directory")
+          do (multiple-value-bind (code out err) (run-exe (list "quantize" in target "q8_0"))
+               (declare (ignore out))
+               (is (= 1 code))
+               (is (contains err target))
+               (is (contains err kind) "~A: ~A" target err)))
+    (is (string= (format nil "c p d~%")
+                 (nth-value 1 (sh "for f in \"$1\" \"$2\" \"$3\"; do ls -lLd \"$f\" | cut -c1; done | tr '\\n' ' ' | sed 's/ $/\\n/'"
+                                  dev fifo dir))))
+    (signals rontolisp:file-io-error (rontolisp::write-file-atomically fifo (list (rontolisp::%utf8-octets "x"))))
+    (signals rontolisp:json-error (rontolisp:read-json-file fifo))
+    (signals rontolisp:json-error (rontolisp:read-json-file dir))
+    (sh "rm -f \"$1\" \"$2\"; rmdir \"$3\"" dev fifo dir)))
+
+(test writers-write-through-symbolic-links
+  (let ((real (tmp-path "real.gguf")) (link (tmp-path "link.gguf")))
+    (sh "ln -s \"$1\" \"$2\"" real link)
+    (is (= 0 (run-exe (list "quantize" (golden "q8_main.f32.gguf") link "q8_0"))))
+    (is (string= (format nil "l-~%") (nth-value 1 (sh "for f in \"$1\" \"$2\"; do ls -ld \"$f\" | cut -c1; done | tr -d '\\n'; echo" link real))))
+    (is (plusp (length (gguf:tensor-names (gguf:read real)))))
+    (ignore-errors (delete-file real))
+    (sh "rm -f \"$1\"" link)))
+
+(test readers-refuse-fifos-without-hanging
+  (let ((fifo (tmp-path "in.fifo")) (dir (tmp-path "in.dir")))
+    (sh "mkfifo \"$1\" && mkdir \"$2\"" fifo dir)
+    (multiple-value-bind (code out err) (sh "timeout 20 \"$0\" inspect \"$1\"" fifo)
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains err "is a FIFO")))
+    (multiple-value-bind (code out err) (run-exe (list "inspect" dir))
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains err "is a directory")))
+    (signals rontolisp:safetensors-error (rontolisp:read-safetensors fifo))
+    (sh "rm -f \"$1\"; rmdir \"$2\"" fifo dir)))
+
+(defun temporary-files (dir)
+  "The names under DIR (recursively) that hold the atomic writer's infix."
+  (remove-if-not (lambda (p) (search ".rontolisp-tmp." (namestring p)))
+                 (directory (merge-pathnames "**/*.*" dir))))
+
+(test write-laya-writes-every-file-atomically
+  (let* ((dir (concatenate 'string (tmp-path "laya") "/")))
+    ;; config.json already exists as a directory: refused by name, and
+    ;; nothing half-written is left beside it.
+    (ensure-directories-exist (concatenate 'string dir "config.json/"))
+    (handler-case (progn (rontolisp:write-random-laya dir "s1-pico") (fail "no error"))
+      (rontolisp:file-io-error (c)
+        (is (contains (princ-to-string c) "config.json: is a directory"))))
+    (is (null (temporary-files dir)))
+    (sh "rmdir \"$1config.json\"" dir)
+    (rontolisp:write-random-laya dir "s1-pico")
+    (is (null (temporary-files dir)))
+    (is (hash-table-p (rontolisp:read-json-file (concatenate 'string dir "tokenizer/tokenizer.json"))))
+    (sh "rm -rf \"$1\"" dir)))
