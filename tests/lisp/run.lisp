@@ -61,6 +61,19 @@ standard input; answer (values exit-status stdout stderr)."
            (values code (read-file-string out) (read-file-string err)))
       (dolist (f (list in out err)) (ignore-errors (delete-file f))))))
 
+(defun sh (script &rest args)
+  "Run SCRIPT with /bin/sh, $0 the executable under test and $1... ARGS;
+answer (values exit-status stdout stderr)."
+  (let ((out (tmp-path "sh-out")) (err (tmp-path "sh-err")))
+    (unwind-protect
+         (let ((code (nth-value 1 (ext:run-program "/bin/sh" (list* "-c" script *exe* args)
+                                                   :input nil :output out :error err
+                                                   :if-output-exists :supersede
+                                                   :if-error-exists :supersede :wait t))))
+           (values code (read-file-string out) (read-file-string err)))
+      (ignore-errors (delete-file out))
+      (ignore-errors (delete-file err)))))
+
 (defun contains (haystack needle)
   (and (search needle haystack) t))
 

@@ -8,19 +8,6 @@
 (def-suite files :in all :description "Reading and writing files safely.")
 (in-suite files)
 
-(defun sh (script &rest args)
-  "Run SCRIPT with /bin/sh, $0 the executable under test and $1... ARGS;
-answer (values exit-status stdout stderr)."
-  (let ((out (tmp-path "sh-out")) (err (tmp-path "sh-err")))
-    (unwind-protect
-         (let ((code (nth-value 1 (ext:run-program "/bin/sh" (list* "-c" script *exe* args)
-                                                   :input nil :output out :error err
-                                                   :if-output-exists :supersede
-                                                   :if-error-exists :supersede :wait t))))
-           (values code (read-file-string out) (read-file-string err)))
-      (ignore-errors (delete-file out))
-      (ignore-errors (delete-file err)))))
-
 (defun make-device (path)
   "A character device at PATH that a broken writer may replace without
 harm: a fresh node (as root), else a link to /dev/null, which only root

@@ -250,3 +250,13 @@ exit-status stdout)."
       (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
     (is (eql 0 code))
     (is (contains out "5"))))
+
+(test cli-utf-8-name-reaches-the-metadata
+  (let ((out (tmp-path "named.gguf")))
+    (multiple-value-bind (code stdout err)
+        (sh "\"$0\" convert --random s1-pico \"$1\" --name \"$(printf 'Mod\\303\\250le')\" >/dev/null" out)
+      (declare (ignore stdout))
+      (is (= 0 code) "~A" err))
+    (gguf:with-file (f out)
+      (is (string= (format nil "Mod~Cle" (code-char 232)) (gguf:value f "general.name"))))
+    (ignore-errors (delete-file out))))
