@@ -289,11 +289,10 @@ int rl_gguf_atomic_commit(rl_gguf_atomic *a, char *msg, size_t msgsz) {
     a->fd = -1;
     if (!e && rename(a->tmp, a->target) != 0) {
         e = errno;
-        what = "cannot rename the temporary file over";
+        what = "cannot rename the temporary file over the target";
     }
     if (e) {
-        snprintf(msg, msgsz, "%s %s at byte %" PRIu64 ": %s", what, a->target, a->pos,
-                 strerror(e));
+        snprintf(msg, msgsz, "at byte %" PRIu64 ": %s: %s", a->pos, what, strerror(e));
         rl_gguf_atomic_abort(a);
         return e;
     }

@@ -18,7 +18,7 @@
  *
  * Messages leave out the path the caller gave (callers put it first, as
  * every reader's message does) and name any other file concerned (the
- * temporary file, a symbolic link's target).
+ * temporary file that could not be created).
  */
 #ifndef RL_GGUF_FILEIO_H
 #define RL_GGUF_FILEIO_H
@@ -58,7 +58,7 @@ int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t 
 int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *p, uint64_t n);
 
 /* Flushes the temporary file to disk and renames it over the target.
- * Answers 0, or an errno with MSG set (the target and the byte offset) after
+ * Answers 0, or an errno with MSG set ("at byte N: cannot write: ...") after
  * removing
  * the temporary file.  Either way A is finished. */
 int rl_gguf_atomic_commit(rl_gguf_atomic *a, char *msg, size_t msgsz);

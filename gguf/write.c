@@ -4,8 +4,8 @@
  * are patched when the array ends); tensors are kept as descriptions with a
  * pointer to the caller's bytes.  Writing streams header, metadata, tensor
  * infos and data once through the atomic writer of fileio.c (a temporary
- * file renamed over the target only after everything reached the disk).  Expected workload: a handful of
- * keys (some arrays of tens of thousands of strings) and up to a few
+ * file renamed over the target only after everything reached the disk).
+ * Expected workload: a handful of keys (some arrays of tens of thousands of strings) and up to a few
  * thousand tensors; the checks for duplicate keys and names are linear scans
  * per addition, which is fine at that scale.
  */
@@ -700,8 +700,11 @@ rl_gguf_status rl_gguf_writer_write(rl_gguf_writer *w, const char *path, char *m
     WTRY(ready(w, msg, msgsz, err_off));
 
     rl_gguf_atomic file;
-    int e = rl_gguf_atomic_begin(&file, path, msg, msgsz);
+    char why[RL_GGUF_MSG_SIZE];
+    int e = rl_gguf_atomic_begin(&file, path, why, sizeof why);
     if (e) {
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "at byte 0: %s", why);
         if (err_off)
             *err_off = 0;
         return e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO;

@@ -114,7 +114,7 @@ head'): the reader took what it wanted, so the run ends quietly."
 (defun failure-status (prefix condition)
   "The exit status for CONDITION ending a batch run: 0, silently, when it
 came from writing to a closed pipe; else 1 after one line on stderr."
-  (cond ((output-closed-p) 0)
+  (cond ((and (typep condition 'stream-error) (output-closed-p)) 0)
         (t (ignore-errors (report-error prefix condition)) 1)))
 
 (defmacro with-batch-errors ((prefix) &body body)

@@ -69,7 +69,12 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
 static cl_object rl_arg_string(const char *arg) {
     const unsigned char *s = (const unsigned char *)arg;
     size_t n = strlen(arg), i, k = 0;
-    cl_object out = ecl_alloc_simple_extended_string(n);
+    cl_object out;
+    for (i = 0; i < n && s[i] < 0x80; i++)
+        ;
+    if (i == n)
+        return ecl_make_simple_base_string(arg, (cl_fixnum)n);
+    out = ecl_alloc_simple_extended_string(n);
     for (i = 0; i < n; k++) {
         uint32_t c = s[i];
         size_t len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3
