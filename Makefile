@@ -20,7 +20,7 @@ CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
 HOST_SRC  := runtime/main.c prims/register.c $(wildcard prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/files.lisp lisp/formats.lisp \
+LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/files.lisp lisp/runtime.lisp lisp/formats.lisp \
              lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
              lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
 

@@ -150,9 +150,12 @@ the process with status 1 (temporary files of unfinished writes removed)."
   (let ((file (first args)))
     (install-batch-debugger)
     (with-batch-errors ((format nil "rontolisp: ~A" file))
-      (unless (probe-file file)
-        (error 'rontolisp-error
-               :message (format nil "no such file (expected a Lisp source file to run)")))
+      ;; Checked through the safe reader first: LOAD would wait forever on
+      ;; a FIFO and say little about a directory.
+      (multiple-value-bind (octets why)
+          (%read-file-octets (path-octets file) "a Lisp source file to run")
+        (unless octets
+          (error 'file-io-error :path file :message why)))
       (let ((*args* (rest args))
             (*package* (find-package "RONTOLISP-USER"))
             (*readtable* (copy-readtable nil)))

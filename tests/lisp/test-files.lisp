@@ -76,3 +76,16 @@ could have replaced."
     (is (null (temporary-files dir)))
     (is (hash-table-p (rontolisp:read-json-file (concatenate 'string dir "tokenizer/tokenizer.json"))))
     (sh "rm -rf \"$1\"" dir)))
+
+(test script-refuses-a-fifo-or-directory-without-hanging
+  (let ((fifo (tmp-path "script.fifo")) (dir (tmp-path "script.dir")))
+    (sh "mkfifo \"$1\" && mkdir \"$2\"" fifo dir)
+    (multiple-value-bind (code out err) (sh "timeout 20 \"$0\" script \"$1\"" fifo)
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains err "is a FIFO: expected a Lisp source file to run")))
+    (multiple-value-bind (code out err) (run-exe (list "script" dir))
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains err "is a directory")))
+    (sh "rm -f \"$1\"; rmdir \"$2\"" fifo dir)))
