@@ -43,19 +43,26 @@ could have replaced."
     (ignore-errors (delete-file real))
     (sh "rm -f \"$1\"" link)))
 
-(test readers-refuse-fifos-without-hanging
+(defun check-command-refuses-fifo-and-directory (command what)
+  "Run `rontolisp COMMAND X' with X a FIFO (no writer: a blocking open
+would hang, the timeout ends it) and a directory; each must exit 1 at once
+with a line saying what X is and WHAT was expected.  Answers the FIFO's
+path (the caller removes it)."
   (let ((fifo (tmp-path "in.fifo")) (dir (tmp-path "in.dir")))
     (sh "mkfifo \"$1\" && mkdir \"$2\"" fifo dir)
-    (multiple-value-bind (code out err) (sh "timeout 20 \"$0\" inspect \"$1\"" fifo)
-      (declare (ignore out))
-      (is (= 1 code))
-      (is (contains err "is a FIFO")))
-    (multiple-value-bind (code out err) (run-exe (list "inspect" dir))
-      (declare (ignore out))
-      (is (= 1 code))
-      (is (contains err "is a directory")))
+    (loop for (target kind) in (list (list fifo "is a FIFO") (list dir "is a directory"))
+          do (multiple-value-bind (code out err)
+                 (sh (format nil "timeout 20 \"$0\" ~A \"$1\"" command) target)
+               (declare (ignore out))
+               (is (= 1 code))
+               (is (contains err (format nil "~A: expected ~A" kind what)) "~A" err)))
+    (sh "rmdir \"$1\"" dir)
+    fifo))
+
+(test readers-refuse-fifos-without-hanging
+  (let ((fifo (check-command-refuses-fifo-and-directory "inspect" "a GGUF file")))
     (signals rontolisp:safetensors-error (rontolisp:read-safetensors fifo))
-    (sh "rm -f \"$1\"; rmdir \"$2\"" fifo dir)))
+    (sh "rm -f \"$1\"" fifo)))
 
 (defun temporary-files (dir)
   "The names under DIR (recursively) that hold the atomic writer's infix."
@@ -78,14 +85,4 @@ could have replaced."
     (sh "rm -rf \"$1\"" dir)))
 
 (test script-refuses-a-fifo-or-directory-without-hanging
-  (let ((fifo (tmp-path "script.fifo")) (dir (tmp-path "script.dir")))
-    (sh "mkfifo \"$1\" && mkdir \"$2\"" fifo dir)
-    (multiple-value-bind (code out err) (sh "timeout 20 \"$0\" script \"$1\"" fifo)
-      (declare (ignore out))
-      (is (= 1 code))
-      (is (contains err "is a FIFO: expected a Lisp source file to run")))
-    (multiple-value-bind (code out err) (run-exe (list "script" dir))
-      (declare (ignore out))
-      (is (= 1 code))
-      (is (contains err "is a directory")))
-    (sh "rm -f \"$1\"; rmdir \"$2\"" fifo dir)))
+  (sh "rm -f \"$1\"" (check-command-refuses-fifo-and-directory "script" "a Lisp source file to run")))
