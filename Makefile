@@ -26,7 +26,7 @@ LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/form
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench fuzz check-asan install clean
+.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean
 
 all: $(B)/rontolisp
 
@@ -51,6 +51,20 @@ $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 $(B)/tests/%: tests/c/%.c $(B)/librl.a tests/c/check.h
 	@mkdir -p $(B)/tests
 	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
+
+# Helper programs that are not tests: the generator of the bad-file corpus
+# and a speed report for the C kernels (see the head of each file).
+TOOLS := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
+
+tools: $(TOOLS)
+
+$(B)/tools/%: tools/%.c $(B)/librl.a
+	@mkdir -p $(B)/tools
+	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm
+
+# Rewrites tests/bad/ and its MANIFEST; commit the result.
+bad-corpus: $(B)/tools/make_bad_gguf
+	$(B)/tools/make_bad_gguf tests/bad
 
 # Installs ECL, FiveAM and friends from Debian when they are missing.
 deps:
@@ -81,10 +95,10 @@ bench: deps
 	@sh tests/ensure-deps.sh --bench
 	$(B)/rontolisp bench $(BENCH_ARGS) --json $(B)/bench.json > $(B)/bench.txt
 	@cat $(B)/bench.txt
-	@$(B)/rontolisp script tests/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
+	@$(B)/rontolisp script tools/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
 	  $(B)/bench-vars.gp
 	gnuplot -e "data='$(B)/bench.dat'; vars='$(B)/bench-vars.gp'; out='$(B)/bench.png'" \
-	  tests/bench/plot.gp
+	  tools/bench/plot.gp
 	@echo "wrote $(B)/bench.txt, $(B)/bench.json and $(B)/bench.png"
 
 install: all
