@@ -48,9 +48,15 @@ $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
 
-$(B)/tests/%: tests/c/%.c $(B)/librl.a tests/c/check.h
+# What several C tests share (the JSON loader, SHA-256), linked into each.
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
+TEST_HDR := tests/c/check.h tests/c/testutil.h $(wildcard tests/c/support/*.h)
+
+$(TEST_SUPPORT_OBJ): $(TEST_HDR)
+
+$(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a $(TEST_HDR)
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
 
 # Helper programs that are not tests: the generator of the bad-file corpus
 # and a speed report for the C kernels (see the head of each file).

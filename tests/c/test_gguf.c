@@ -11,8 +11,6 @@
  * - Every file in tests/bad/ is refused with the status and byte offset its
  *   MANIFEST names, from a path and from memory; every truncation of a
  *   golden file is refused; random damage never breaks the invariants.
- *
- * The JSON reader and SHA-256 below are minimal, for these tests only.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +27,8 @@
 #include "gguf/gguf.h"
 #include "gguf/numfmt.h"
 #include "tests/c/check.h"
+#include "tests/c/support/json.h"
+#include "tests/c/support/sha256.h"
 #include "tests/c/testutil.h"
 
 #define GOLDEN "tests/golden/"
@@ -56,262 +56,27 @@ static int dir_entries(const char *dir) {
     return n;
 }
 
-/* --------------------------------------------------------------- SHA-256 */
+/* ------------------------------------------------------------ JSON */
 
-static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2};
-
-static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
-                      K256[i] + w[i];
-        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
-    h[4] += e; h[5] += f; h[6] += g; h[7] += k;
+static uint64_t ju64(const json_t *j) {
+    uint64_t v;
+    return rl_test_json_u64(j, &v) ? v : ~0ull;
 }
 
-/* Hex digest of N bytes at P into out[65]. */
-static void sha256_hex(const void *data, uint64_t n, char out[65]) {
-    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    const uint8_t *p = data;
-    uint64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        sha256_block(h, p + i);
-    uint8_t tail[128] = {0};
-    uint64_t r = n - i;
-    memcpy(tail, p + i, r);
-    tail[r] = 0x80;
-    uint64_t tl = r + 9 <= 64 ? 64 : 128;
-    uint64_t bits = n * 8;
-    for (int k = 0; k < 8; k++)
-        tail[tl - 1 - k] = (uint8_t)(bits >> (8 * k));
-    sha256_block(h, tail);
-    if (tl == 128)
-        sha256_block(h, tail + 64);
-    for (int k = 0; k < 8; k++)
-        sprintf(out + 8 * k, "%08" PRIx32, h[k]);
+static int64_t ji64(const json_t *j) {
+    return json_is_integer(j) ? (int64_t)json_integer_value(j) : INT64_MIN;
 }
 
-/* ------------------------------------------------------------------ JSON */
-
-typedef struct jv {
-    char kind; /* n(ull) b(ool) d(number) s(tring) a(rray) o(bject) */
-    int b;
-    const char *num; /* number text */
-    size_t numlen;
-    char *s; /* decoded string, NUL-terminated, len bytes */
-    size_t len;
-    struct jv *v; /* array items / object values */
-    char **k;     /* object keys */
-    size_t n;
-} jv;
-
-typedef struct {
-    const char *p, *end;
-    int err;
-} jp;
-
-static void jws(jp *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
-        j->p++;
+static const char *jstr(const json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
 }
-
-static void utf8_put(char *o, size_t *n, uint32_t c) {
-    if (c < 0x80) {
-        o[(*n)++] = (char)c;
-    } else if (c < 0x800) {
-        o[(*n)++] = (char)(0xc0 | c >> 6);
-        o[(*n)++] = (char)(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-        o[(*n)++] = (char)(0xe0 | c >> 12);
-        o[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f));
-        o[(*n)++] = (char)(0x80 | (c & 0x3f));
-    } else {
-        o[(*n)++] = (char)(0xf0 | c >> 18);
-        o[(*n)++] = (char)(0x80 | ((c >> 12) & 0x3f));
-        o[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f));
-        o[(*n)++] = (char)(0x80 | (c & 0x3f));
-    }
-}
-
-static uint32_t hex4(const char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v = v * 16 + (uint32_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    return v;
-}
-
-static char *jstr(jp *j, size_t *len) {
-    j->p++; /* the opening quote */
-    const char *q = j->p;
-    while (q < j->end && *q != '"')
-        q += *q == '\\' ? 2 : 1;
-    char *o = malloc((size_t)(q - j->p) + 1);
-    size_t n = 0;
-    while (j->p < j->end && *j->p != '"') {
-        char c = *j->p++;
-        if (c != '\\') {
-            o[n++] = c;
-            continue;
-        }
-        c = *j->p++;
-        switch (c) {
-        case 'n': o[n++] = '\n'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'u': {
-            uint32_t u = hex4(j->p);
-            j->p += 4;
-            if (u >= 0xd800 && u < 0xdc00 && j->p[0] == '\\' && j->p[1] == 'u') {
-                uint32_t lo = hex4(j->p + 2);
-                j->p += 6;
-                u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            utf8_put(o, &n, u);
-            break;
-        }
-        default: o[n++] = c; break;
-        }
-    }
-    j->p++; /* the closing quote */
-    o[n] = 0;
-    *len = n;
-    return o;
-}
-
-static void jparse(jp *j, jv *out) {
-    memset(out, 0, sizeof *out);
-    jws(j);
-    if (j->p >= j->end) {
-        j->err = 1;
-        return;
-    }
-    char c = *j->p;
-    if (c == '{' || c == '[') {
-        out->kind = c == '{' ? 'o' : 'a';
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        size_t cap = 0;
-        for (;;) {
-            jws(j);
-            if (j->p < j->end && *j->p == close) {
-                j->p++;
-                return;
-            }
-            if (out->n == cap) {
-                cap = cap ? 2 * cap : 8;
-                out->v = realloc(out->v, cap * sizeof *out->v);
-                if (out->kind == 'o')
-                    out->k = realloc(out->k, cap * sizeof *out->k);
-            }
-            if (out->kind == 'o') {
-                size_t kl;
-                out->k[out->n] = jstr(j, &kl);
-                jws(j);
-                j->p++; /* : */
-            }
-            jparse(j, &out->v[out->n++]);
-            if (j->err)
-                return;
-            jws(j);
-            if (j->p < j->end && *j->p == ',')
-                j->p++;
-        }
-    }
-    if (c == '"') {
-        out->kind = 's';
-        out->s = jstr(j, &out->len);
-        return;
-    }
-    if (!strncmp(j->p, "true", 4) || !strncmp(j->p, "false", 5)) {
-        out->kind = 'b';
-        out->b = *j->p == 't';
-        j->p += out->b ? 4 : 5;
-        return;
-    }
-    if (!strncmp(j->p, "null", 4)) {
-        out->kind = 'n';
-        j->p += 4;
-        return;
-    }
-    out->kind = 'd';
-    out->num = j->p;
-    while (j->p < j->end && strchr("+-0123456789.eE", *j->p))
-        j->p++;
-    out->numlen = (size_t)(j->p - out->num);
-    if (!out->numlen)
-        j->err = 1;
-}
-
-static void jfree(jv *v) {
-    for (size_t i = 0; i < v->n; i++) {
-        jfree(&v->v[i]);
-        if (v->k)
-            free(v->k[i]);
-    }
-    free(v->v);
-    free(v->k);
-    free(v->s);
-}
-
-static const jv *jget(const jv *o, const char *key) {
-    if (!o || o->kind != 'o')
-        return NULL;
-    for (size_t i = 0; i < o->n; i++)
-        if (!strcmp(o->k[i], key))
-            return &o->v[i];
-    return NULL;
-}
-
-static int jnum_is_int(const jv *v) {
-    return v && v->kind == 'd' && !memchr(v->num, '.', v->numlen) &&
-           !memchr(v->num, 'e', v->numlen) && !memchr(v->num, 'E', v->numlen);
-}
-
-static uint64_t ju64(const jv *v) { return v && v->kind == 'd' ? strtoull(v->num, NULL, 10) : ~0ull; }
-static int64_t ji64(const jv *v) { return v && v->kind == 'd' ? strtoll(v->num, NULL, 10) : INT64_MIN; }
-static double jdbl(const jv *v) { return v && v->kind == 'd' ? strtod(v->num, NULL) : NAN; }
 
 /* --------------------------------------------- comparing with the JSON */
 
 /* One value of the file against one JSON value; 1 if equal. */
-static int value_matches(const rl_gguf_file *f, const rl_gguf_val *v, const jv *j) {
-    uint64_t u;
+static int value_matches(const rl_gguf_file *f, const rl_gguf_val *v, const json_t *j) {
+    uint64_t u, ju;
     int64_t i;
     double d;
     int b;
@@ -321,47 +86,55 @@ static int value_matches(const rl_gguf_file *f, const rl_gguf_val *v, const jv *
         return 0;
     switch (v->type) {
     case RL_GGUF_TYPE_U8: case RL_GGUF_TYPE_U16: case RL_GGUF_TYPE_U32: case RL_GGUF_TYPE_U64:
-        return rl_gguf_val_u64(f, v, &u) == RL_GGUF_OK && jnum_is_int(j) && u == ju64(j);
+        return rl_gguf_val_u64(f, v, &u) == RL_GGUF_OK && rl_test_json_u64(j, &ju) && u == ju;
     case RL_GGUF_TYPE_I8: case RL_GGUF_TYPE_I16: case RL_GGUF_TYPE_I32: case RL_GGUF_TYPE_I64:
-        return rl_gguf_val_i64(f, v, &i) == RL_GGUF_OK && jnum_is_int(j) && i == ji64(j);
+        return rl_gguf_val_i64(f, v, &i) == RL_GGUF_OK && json_is_integer(j) &&
+               i == (int64_t)json_integer_value(j);
     case RL_GGUF_TYPE_F32: case RL_GGUF_TYPE_F64:
         if (rl_gguf_val_f64(f, v, &d) != RL_GGUF_OK)
             return 0;
-        if (j->kind == 's')
-            return (isnan(d) && !strcmp(j->s, "nan")) || (d == INFINITY && !strcmp(j->s, "inf")) ||
-                   (d == -INFINITY && !strcmp(j->s, "-inf"));
-        return d == jdbl(j);
+        if (json_is_string(j))
+            return (isnan(d) && !strcmp(json_string_value(j), "nan")) ||
+                   (d == INFINITY && !strcmp(json_string_value(j), "inf")) ||
+                   (d == -INFINITY && !strcmp(json_string_value(j), "-inf"));
+        return json_is_number(j) && d == json_number_value(j);
     case RL_GGUF_TYPE_BOOL:
-        return rl_gguf_val_bool(f, v, &b) == RL_GGUF_OK && j->kind == 'b' && b == j->b;
+        return rl_gguf_val_bool(f, v, &b) == RL_GGUF_OK && json_is_boolean(j) &&
+               b == json_is_true(j);
     case RL_GGUF_TYPE_STRING:
-        return rl_gguf_val_str(f, v, &s, &len) == RL_GGUF_OK && j->kind == 's' &&
-               len == j->len && memcmp(s, j->s, len) == 0;
+        return rl_gguf_val_str(f, v, &s, &len) == RL_GGUF_OK && json_is_string(j) &&
+               len == json_string_length(j) && memcmp(s, json_string_value(j), len) == 0;
     default:
         return 0;
     }
 }
 
-static int array_matches(const rl_gguf_file *f, const rl_gguf_val *v, const jv *kv) {
-    if (v->elem_type != ju64(jget(kv, "array_type_id")) || v->count != ju64(jget(kv, "length")))
+static int array_matches(const rl_gguf_file *f, const rl_gguf_val *v, const json_t *kv) {
+    if (v->elem_type != ju64(json_object_get(kv, "array_type_id")) ||
+        v->count != ju64(json_object_get(kv, "length")))
         return 0;
-    const jv *all = jget(kv, "values"), *head = jget(kv, "head"), *tail = jget(kv, "tail");
+    const json_t *all = json_object_get(kv, "values"), *head = json_object_get(kv, "head"),
+                 *tail = json_object_get(kv, "tail");
     rl_gguf_val e;
     if (all) {
-        if (all->n != v->count)
+        if (json_array_size(all) != v->count)
             return 0;
         for (uint64_t k = 0; k < v->count; k++)
-            if (rl_gguf_array_get(f, v, k, &e) != RL_GGUF_OK || !value_matches(f, &e, &all->v[k]))
+            if (rl_gguf_array_get(f, v, k, &e) != RL_GGUF_OK ||
+                !value_matches(f, &e, json_array_get(all, k)))
                 return 0;
         return 1;
     }
-    if (!head || !tail || head->n > v->count || tail->n > v->count)
+    size_t nhead = json_array_size(head), ntail = json_array_size(tail);
+    if (!json_is_array(head) || !json_is_array(tail) || nhead > v->count || ntail > v->count)
         return 0;
-    for (uint64_t k = 0; k < head->n; k++)
-        if (rl_gguf_array_get(f, v, k, &e) != RL_GGUF_OK || !value_matches(f, &e, &head->v[k]))
+    for (uint64_t k = 0; k < nhead; k++)
+        if (rl_gguf_array_get(f, v, k, &e) != RL_GGUF_OK ||
+            !value_matches(f, &e, json_array_get(head, k)))
             return 0;
-    for (uint64_t k = 0; k < tail->n; k++)
-        if (rl_gguf_array_get(f, v, v->count - tail->n + k, &e) != RL_GGUF_OK ||
-            !value_matches(f, &e, &tail->v[k]))
+    for (uint64_t k = 0; k < ntail; k++)
+        if (rl_gguf_array_get(f, v, v->count - ntail + k, &e) != RL_GGUF_OK ||
+            !value_matches(f, &e, json_array_get(tail, k)))
             return 0;
     return 1;
 }
@@ -371,85 +144,83 @@ static void check_golden(const char *name) {
     char path[512], jpath[512];
     snprintf(path, sizeof path, GOLDEN "%s", name);
     snprintf(jpath, sizeof jpath, GOLDEN "%s.json", name);
-    uint64_t fsz, jsz;
-    uint8_t *bytes = slurp(path, &fsz), *js = slurp(jpath, &jsz);
-    if (!bytes || !js) {
+    uint64_t fsz;
+    uint8_t *bytes = slurp(path, &fsz);
+    if (!bytes || !exists(jpath)) {
         CHECK_SKIP("%s or its JSON dump is missing", path);
         free(bytes);
-        free(js);
         return;
     }
-    jp j = {(const char *)js, (const char *)js + jsz, 0};
-    jv doc;
-    jparse(&j, &doc);
-    CHECK_MSG(!j.err, "%s: JSON dump unreadable", jpath);
+    json_t *doc = rl_test_json_load(jpath);
+    CHECK_MSG(doc, "%s: JSON dump unreadable", jpath);
 
     rl_gguf_file *f = NULL;
     char msg[RL_GGUF_MSG_SIZE] = "";
     uint64_t off = 0;
     rl_gguf_status st = rl_gguf_open(path, &f, msg, sizeof msg, &off);
     CHECK_MSG(st == RL_GGUF_OK, "%s: %s: %s", name, rl_gguf_status_name(st), msg);
-    if (st != RL_GGUF_OK) {
-        jfree(&doc);
+    if (st != RL_GGUF_OK || !doc) {
+        rl_gguf_close(f);
+        json_decref(doc);
         free(bytes);
-        free(js);
         return;
     }
     char hex[65];
-    sha256_hex(bytes, fsz, hex);
-    const jv *sha = jget(&doc, "sha256");
-    CHECK_MSG(rl_gguf_file_size(f) == ju64(jget(&doc, "file_size")) &&
-                  rl_gguf_version(f) == ju64(jget(&doc, "version")) &&
-                  rl_gguf_tensor_count(f) == ju64(jget(&doc, "tensor_count")) &&
-                  rl_gguf_kv_count(f) == ju64(jget(&doc, "kv_count")) &&
-                  rl_gguf_alignment(f) == ju64(jget(&doc, "alignment")) &&
-                  rl_gguf_data_offset(f) == ju64(jget(&doc, "data_offset")) && sha &&
-                  sha->kind == 's' && !strcmp(sha->s, hex),
+    rl_test_sha256_hex(bytes, fsz, hex);
+    CHECK_MSG(rl_gguf_file_size(f) == ju64(json_object_get(doc, "file_size")) &&
+                  rl_gguf_version(f) == ju64(json_object_get(doc, "version")) &&
+                  rl_gguf_tensor_count(f) == ju64(json_object_get(doc, "tensor_count")) &&
+                  rl_gguf_kv_count(f) == ju64(json_object_get(doc, "kv_count")) &&
+                  rl_gguf_alignment(f) == ju64(json_object_get(doc, "alignment")) &&
+                  rl_gguf_data_offset(f) == ju64(json_object_get(doc, "data_offset")) &&
+                  !strcmp(jstr(doc, "sha256"), hex),
               "%s: header facts differ from the JSON dump", name);
 
-    const jv *kvs = jget(&doc, "kv");
-    long bad_kv = kvs && kvs->n == rl_gguf_kv_count(f) ? 0 : 1;
-    for (uint64_t i = 0; !bad_kv && i < kvs->n; i++) {
-        const jv *kv = &kvs->v[i];
-        const jv *key = jget(kv, "key");
+    const json_t *kvs = json_object_get(doc, "kv");
+    long bad_kv = json_is_array(kvs) && json_array_size(kvs) == rl_gguf_kv_count(f) ? 0 : 1;
+    for (uint64_t i = 0; !bad_kv && i < json_array_size(kvs); i++) {
+        const json_t *kv = json_array_get(kvs, i);
+        const json_t *key = json_object_get(kv, "key");
         uint64_t klen;
         const char *k = rl_gguf_kv_key(f, i, &klen);
         rl_gguf_val v;
         rl_gguf_kv_value(f, i, &v);
-        int ok = key && k && klen == key->len && !memcmp(k, key->s, klen) &&
-                 (uint64_t)rl_gguf_kv_type(f, i) == ju64(jget(kv, "type_id")) &&
+        int ok = json_is_string(key) && k && klen == json_string_length(key) &&
+                 !memcmp(k, json_string_value(key), klen) &&
+                 (uint64_t)rl_gguf_kv_type(f, i) == ju64(json_object_get(kv, "type_id")) &&
                  rl_gguf_find_key(f, k, klen) == (int64_t)i;
         if (ok)
             ok = v.type == RL_GGUF_TYPE_ARRAY ? array_matches(f, &v, kv)
-                                              : value_matches(f, &v, jget(kv, "value"));
+                                              : value_matches(f, &v, json_object_get(kv, "value"));
         if (!ok) {
             bad_kv++;
             fprintf(stderr, "%s: key %" PRIu64 " (%s) differs from the JSON dump\n", name, i,
-                    key && key->s ? key->s : "?");
+                    json_is_string(key) ? json_string_value(key) : "?");
         }
     }
     CHECK_MSG(bad_kv == 0, "%s: %ld keys differ from the JSON dump", name, bad_kv);
 
-    const jv *ts = jget(&doc, "tensors");
-    long bad_t = ts && ts->n == rl_gguf_tensor_count(f) ? 0 : 1;
-    for (uint64_t i = 0; !bad_t && i < ts->n; i++) {
-        const jv *t = &ts->v[i];
-        const jv *nm = jget(t, "name"), *ne = jget(t, "ne"), *tsha = jget(t, "sha256");
+    const json_t *ts = json_object_get(doc, "tensors");
+    long bad_t = json_is_array(ts) && json_array_size(ts) == rl_gguf_tensor_count(f) ? 0 : 1;
+    for (uint64_t i = 0; !bad_t && i < json_array_size(ts); i++) {
+        const json_t *t = json_array_get(ts, i);
+        const json_t *nm = json_object_get(t, "name"), *ne = json_object_get(t, "ne");
         uint64_t nlen;
         const char *n = rl_gguf_tensor_name(f, i, &nlen);
-        int ok = nm && n && nlen == nm->len && !memcmp(n, nm->s, nlen) &&
+        int ok = json_is_string(nm) && n && nlen == json_string_length(nm) &&
+                 !memcmp(n, json_string_value(nm), nlen) &&
                  rl_gguf_find_tensor(f, n, nlen) == (int64_t)i &&
-                 rl_gguf_tensor_n_dims(f, i) == ju64(jget(t, "n_dims")) && ne &&
-                 ne->n == rl_gguf_tensor_n_dims(f, i) &&
-                 rl_gguf_tensor_type(f, i) == ju64(jget(t, "type_id")) &&
-                 !strcmp(rl_gguf_ggml_type_name(rl_gguf_tensor_type(f, i)), jget(t, "type_name")->s) &&
-                 rl_gguf_tensor_offset(f, i) == ju64(jget(t, "offset")) &&
-                 rl_gguf_tensor_nbytes(f, i) == ju64(jget(t, "nbytes"));
-        for (size_t d = 0; ok && d < ne->n; d++)
-            ok = rl_gguf_tensor_ne(f, i, (uint32_t)d) == ji64(&ne->v[d]);
+                 rl_gguf_tensor_n_dims(f, i) == ju64(json_object_get(t, "n_dims")) &&
+                 json_is_array(ne) && json_array_size(ne) == rl_gguf_tensor_n_dims(f, i) &&
+                 rl_gguf_tensor_type(f, i) == ju64(json_object_get(t, "type_id")) &&
+                 !strcmp(rl_gguf_ggml_type_name(rl_gguf_tensor_type(f, i)), jstr(t, "type_name")) &&
+                 rl_gguf_tensor_offset(f, i) == ju64(json_object_get(t, "offset")) &&
+                 rl_gguf_tensor_nbytes(f, i) == ju64(json_object_get(t, "nbytes"));
+        for (size_t d = 0; ok && d < json_array_size(ne); d++)
+            ok = rl_gguf_tensor_ne(f, i, (uint32_t)d) == ji64(json_array_get(ne, d));
         if (ok) {
-            sha256_hex(rl_gguf_tensor_data(f, i), rl_gguf_tensor_nbytes(f, i), hex);
-            ok = tsha && tsha->kind == 's' && !strcmp(tsha->s, hex);
+            rl_test_sha256_hex(rl_gguf_tensor_data(f, i), rl_gguf_tensor_nbytes(f, i), hex);
+            ok = !strcmp(jstr(t, "sha256"), hex);
         }
         if (!ok) {
             bad_t++;
@@ -458,9 +229,8 @@ static void check_golden(const char *name) {
     }
     CHECK_MSG(bad_t == 0, "%s: %ld tensors differ from the JSON dump", name, bad_t);
     rl_gguf_close(f);
-    jfree(&doc);
+    json_decref(doc);
     free(bytes);
-    free(js);
 }
 
 static const char *const golden_ok[] = {
