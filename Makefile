@@ -77,7 +77,7 @@ deps:
 	@sh tests/ensure-deps.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(C_TESTS)
+	@$(MAKE) --no-print-directory all $(C_TESTS) tools
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
