@@ -19,10 +19,10 @@ CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
 # The ECL side: the host and the primitive registration.
 HOST_SRC  := runtime/main.c prims/register.c
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
-# Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
-             lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
-             lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
+# Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
+# reads it (as data, with ECL's reader) both for this list of prerequisites
+# and when it compiles them, so there is no second list to keep in step.
+LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontolisp.asd)
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
@@ -40,9 +40,9 @@ $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/lisp/librontolisp-lisp.a: $(LISP_SRC) runtime/build-lisp.lisp
+$(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(LISP_SRC) runtime/build-lisp.lisp
 	@mkdir -p $(B)/lisp
-	$(ECL) --norc --shell runtime/build-lisp.lisp $@ $(LISP_SRC)
+	$(ECL) --norc --shell runtime/build-lisp.lisp $@ rontolisp.asd
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
