@@ -1,8 +1,10 @@
-;;;; conditions.lisp - every condition rontolisp signals, rooted at one class.
+;;;; conditions.lisp - every condition rontolisp signals, rooted at one class,
+;;;; and the functions that signal them.
 ;;;;
 ;;;; Callers handle our errors by type: RONTOLISP-ERROR catches them all, and
 ;;;; each kind of failure has a subclass with slots naming what was expected
-;;;; and what was found.  The C primitives signal these classes too.
+;;;; and what was found.  The C primitives signal these classes too; Lisp
+;;;; code signals them through the helpers at the end of this file.
 
 (in-package "RONTOLISP")
 

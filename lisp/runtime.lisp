@@ -145,7 +145,8 @@ number of positional arguments."
                         (unless opt (usage-error "unknown option ~S" a))
                         (let* ((metavar (command-option-metavar opt))
                                (value (cond ((null metavar)
-                                             (when = (usage-error "~A takes no value, found ~S" name a))
+                                             (when =
+                                               (usage-error "~A takes no value, found ~S" name a))
                                              t)
                                             (= (subseq a (1+ =)))
                                             (args (pop args))
@@ -195,8 +196,8 @@ options on stdout and answers 0."
          (entry (gensym "ENTRY")))
     `(progn
        (defun ,fn (,args)
-         ,(format nil "Run `rontolisp ~A' on the argument strings ~A and answer its exit
-status; see DEFINE-COMMAND." name args)
+         ,(format nil "Run `rontolisp ~A' on its list of argument strings and answer
+its exit status; see DEFINE-COMMAND." name)
          (multiple-value-bind (,positional ,given) (parse-command-line (find-command ,name) ,args)
            (declare (ignorable ,given))
            (if (eq ,positional :help)
