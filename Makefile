@@ -22,11 +22,13 @@ HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
 # reads it (as data, with ECL's reader) both for this list of prerequisites
 # and when it compiles them, so there is no second list to keep in step.
+# An empty list (no ECL, or an .asd it refuses) forces the library's recipe,
+# which then stops with build-lisp's reason.
 LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontolisp.asd)
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench fuzz check-asan install clean
+.PHONY: all check check-c check-lisp demo deps bench fuzz check-asan install clean FORCE
 
 all: $(B)/rontolisp
 
@@ -40,7 +42,7 @@ $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(LISP_SRC) runtime/build-lisp.lisp
+$(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/build-lisp.lisp
 	@mkdir -p $(B)/lisp
 	$(ECL) --norc --shell runtime/build-lisp.lisp $@ rontolisp.asd
 

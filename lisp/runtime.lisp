@@ -138,17 +138,17 @@ number of positional arguments."
                      ((member a '("--help" "-h") :test #'string=)
                       (return-from parse-command-line :help))
                      (t
-                      (let* ((= (position #\= a))
-                             (name (subseq a 0 =))
+                      (let* ((sign (position #\= a)) ; --name=value
+                             (name (subseq a 0 sign))
                              (opt (find name (command-options command)
                                         :key #'command-option-name :test #'string=)))
                         (unless opt (usage-error "unknown option ~S" a))
                         (let* ((metavar (command-option-metavar opt))
                                (value (cond ((null metavar)
-                                             (when =
+                                             (when sign
                                                (usage-error "~A takes no value, found ~S" name a))
                                              t)
-                                            (= (subseq a (1+ =)))
+                                            (sign (subseq a (1+ sign)))
                                             (args (pop args))
                                             (t (usage-error "~A expects ~A, found nothing"
                                                             name metavar))))

@@ -10,8 +10,8 @@
 ;;;;       files see earlier macros and packages.
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
-;;;; an optional :pathname.  Anything else stops the build with one line,
-;;;; rather than guessing an order.  The library's init function is
+;;;; an optional :pathname, naming every .lisp file there.  Anything else
+;;;; stops the build with one line, rather than guessing an order.  The library's init function is
 ;;;; init_rontolisp_lisp (runtime/main.c).
 
 (defun fail (fmt &rest args)
@@ -38,11 +38,19 @@ as strings relative to the directory the build runs in."
       (unless (eq t (getf options :serial))
         (fail "~A: expected :serial t (file order is the load order), found ~S"
               asd (getf options :serial)))
-      (loop for c in (getf options :components)
-            collect (if (and (consp c) (string= "FILE" (symbol-name (first c)))
-                             (stringp (second c)))
-                        (format nil "~A~A~A.lisp" base dir (second c))
-                        (fail "~A: expected components (:file \"name\"), found ~S" asd c))))))
+      (let ((files (loop for c in (getf options :components)
+                         collect (if (and (consp c) (string= "FILE" (symbol-name (first c)))
+                                          (stringp (second c)))
+                                     (format nil "~A~A~A.lisp" base dir (second c))
+                                     (fail "~A: expected components (:file \"name\"), found ~S"
+                                           asd c)))))
+        ;; A source file the system does not list would silently stay out
+        ;; of the executable.
+        (dolist (p (directory (format nil "~A~A*.lisp" base dir)))
+          (unless (member (truename p) files :test #'equal :key #'probe-file)
+            (fail "~A: expected every ~A*.lisp among the components, found ~A missing"
+                  asd dir (file-namestring p))))
+        files))))
 
 (defun build (out files)
   (let ((*compile-verbose* nil)
