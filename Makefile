@@ -19,14 +19,16 @@ CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
 # The ECL side: the host and the primitive registration.
 HOST_SRC  := runtime/main.c prims/register.c
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
-# Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
-             lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
-             lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
+# Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
+# reads it (as data, with ECL's reader) both for this list of prerequisites
+# and when it compiles them, so there is no second list to keep in step.
+# An empty list (no ECL, or an .asd it refuses) forces the library's recipe,
+# which then stops with build-lisp's reason.
+LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontolisp.asd)
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean
+.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean FORCE
 
 all: $(B)/rontolisp
 
@@ -40,9 +42,9 @@ $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/lisp/librontolisp-lisp.a: $(LISP_SRC) runtime/build-lisp.lisp
+$(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/build-lisp.lisp
 	@mkdir -p $(B)/lisp
-	$(ECL) --norc --shell runtime/build-lisp.lisp $@ $(LISP_SRC)
+	$(ECL) --norc --shell runtime/build-lisp.lisp $@ rontolisp.asd
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \

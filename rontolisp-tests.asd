@@ -26,6 +26,7 @@ no C compilation."))
   :default-component-class rontolisp-test-file
   :components ((:file "package")
                (:file "fixtures")
+               (:file "test-conditions")
                (:file "test-runtime")
                (:file "test-halfarrays")
                (:file "test-qmatrix")

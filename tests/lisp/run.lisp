@@ -33,6 +33,15 @@
                       (error "tests/lisp/~A.lisp defines no suite ~A" name (subseq name 5)))
                     suite)))
 
+;; A test file the system does not list would never run: say so and fail.
+(defun unlisted-test-files ()
+  "Names of tests/lisp/test-*.lisp files that rontolisp-tests.asd does not list."
+  (let ((listed (mapcar #'asdf:component-name
+                        (asdf:component-children (asdf:find-system "rontolisp-tests")))))
+    (loop for p in (directory (merge-pathnames "test-*.lisp" *load-truename*))
+          unless (member (pathname-name p) listed :test #'string=)
+            collect (pathname-name p))))
+
 (let* ((filters rontolisp:*args*)
        (suites (test-file-suites))
        (chosen (if filters
@@ -48,6 +57,9 @@
        (skipped (count-if (lambda (r) (typep r 'fiveam::test-skipped)) results)))
   (let ((bad (remove-if (lambda (r) (typep r 'fiveam::test-passed)) results)))
     (when bad (explain! bad)))
+  (dolist (name (unlisted-test-files))
+    (format t "~&tests/lisp/~A.lisp is not listed in rontolisp-tests.asd, so it never runs.~%" name)
+    (incf failed))
   (when (and filters (null chosen))
     (format t "~&No suite matches ~{~A~^, ~}.~%" filters)
     (incf failed))
