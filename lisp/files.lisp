@@ -17,16 +17,12 @@
   "PATH (a string or pathname) made absolute, as the UTF-8 bytes C opens."
   (%utf8-octets (namestring (merge-pathnames path))))
 
-(defun file-io-fail (path message)
-  (error 'file-io-error :path (namestring path)
-                        :message (format nil "~A: ~A" (namestring path) message)))
-
 (defun read-file-octets (path &key (what "a regular file"))
   "The bytes of the regular file PATH as an (unsigned-byte 8) vector.  A
 missing file, a directory, FIFO or device signals FILE-IO-ERROR naming PATH;
 WHAT (a string such as \"a JSON file\") says what was expected."
   (multiple-value-bind (octets message) (%read-file-octets (path-octets path) what)
-    (or octets (file-io-fail path message))))
+    (or octets (file-io-error (namestring path) "~A" message))))
 
 (defun write-file-atomically (path chunks)
   "Write CHUNKS, a list of (unsigned-byte 8) vectors, one after the other
@@ -35,7 +31,7 @@ refused target or a failed write signals FILE-IO-ERROR naming PATH, and
 leaves any previous file at PATH as it was."
   (multiple-value-bind (ok message) (%write-file-atomically (path-octets path) chunks)
     (unless ok
-      (file-io-fail path message))
+      (file-io-error (namestring path) "~A" message))
     path))
 
 (defmacro with-output-to-file ((stream path) &body body)

@@ -11,8 +11,7 @@
 
 (defun check-single-float-arg (fn x)
   (unless (typep x 'real)
-    (error 'rontolisp-error
-           :message (format nil "~A: expected a real number, found ~S" fn x)))
+    (rontolisp-error fn "expected a real number, found ~S" x))
   (if (typep x 'double-float)
       (%double-to-single x)
       (coerce x 'single-float)))
