@@ -339,7 +339,8 @@ the process with status 1 (temporary files of unfinished writes removed)."
     (multiple-value-bind (octets why)
         (%read-file-octets (path-octets file) "a Lisp source file to run")
       (unless octets
-        (file-io-error nil "~A" why)))
+        ;; The message leaves the path to the prefix, the slot keeps it.
+        (error 'file-io-error :path file :message why)))
     (let ((*args* args)
           (*package* (find-package "RONTOLISP-USER"))
           (*readtable* (copy-readtable nil)))
