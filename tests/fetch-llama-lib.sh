@@ -1,26 +1,33 @@
 #!/bin/sh
-# fetch-llama-lib.sh - puts llama.cpp's own libggml-base.so in
-# build/cache/llama/ for the differential and interop test
-# (tests/c/test_llama_interop.c), which dlopens it.
+# fetch-llama-lib.sh - puts llama.cpp's own shared libraries in
+# build/cache/llama/ for the differential and interop tests, which dlopen
+# them: libggml-base.so (the GGUF reader and the quantizer,
+# tests/c/test_llama_interop.c), libllama.v0.5.0.so with libggml.v0.5.0.so
+# (the model loader and its graphs) and the CPU backends libggml-cpu-*.so
+# (loaded with ggml_backend_load_all_from_path).
 #
-# The library is the one inside the npm package @node-llama-cpp/linux-x64@3.22.1:
-# llama.cpp v0.5.0 (ggml 0.25.1), the release that made tests/golden/.  It
-# needs only the system's libstdc++, libm, libgcc_s and libc, so nothing else
-# is taken from the package.  The tarball's SHA-512 is pinned below.
+# The libraries are the ones inside the npm package
+# @node-llama-cpp/linux-x64@3.22.1: llama.cpp v0.5.0 (ggml 0.25.1), the
+# release that made tests/golden/.  They need only the system's libstdc++,
+# libm, libgcc_s and libc, and find each other through their $ORIGIN run
+# path.  The Node.js addon is not taken.  The tarball's SHA-512 is pinned
+# below.
 #
 # Always exits 0 and prints one line: where the library is, or why it is not
 # there (no npm, no network, a timeout).  A missing library makes the test
 # skip, never fail.  Run from the repository root.
 PKG=@node-llama-cpp/linux-x64@3.22.1
 SHA512=e6e0820cda9608d7da026f1a47f533c5ba381c1a4a80d17dd640873dea4a86032057638099ab6879f6ce94c8a1b2a0a21f639ddf913f7941d00856df44126e3a
-MEMBER=package/bins/linux-x64/libggml-base.so
+BINS=package/bins/linux-x64
 DIR=build/cache/llama
 LIB=$DIR/libggml-base.so
+# The last library moved in: present only when every one is.
+LAST=$DIR/libllama.v0.5.0.so
 
 say() { echo "llama.cpp library: $*"; exit 0; }
 
 [ -n "$RL_LLAMA_LIB" ] && say "RL_LLAMA_LIB=$RL_LLAMA_LIB (not fetched)"
-[ -f "$LIB" ] && say "$LIB (cached)"
+[ -f "$LIB" ] && [ -f "$LAST" ] && say "$DIR (cached)"
 command -v npm >/dev/null 2>&1 || say "not available (no npm); the interop test will skip"
 command -v timeout >/dev/null 2>&1 || say "not available (no timeout command); the interop test will skip"
 
@@ -42,7 +49,12 @@ tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)
 [ -n "$tgz" ] || say "not available (npm pack wrote no tarball); the interop test will skip"
 sum=$(sha512sum "$tgz" | cut -d' ' -f1)
 [ "$sum" = "$SHA512" ] || say "not available ($PKG has SHA-512 $sum, expected $SHA512); the interop test will skip"
-tar -xzf "$tgz" -C "$tmp" "$MEMBER" 2>"$tmp/tar.log" ||
+tar -xzf "$tgz" -C "$tmp" --wildcards "$BINS/*.so" 2>"$tmp/tar.log" ||
   say "not available ($(tail -n 1 "$tmp/tar.log")); the interop test will skip"
-mv "$tmp/$MEMBER" "$LIB" || say "not available (cannot move it into $DIR)"
-say "$LIB (fetched $PKG in $(($(date +%s) - start)) s)"
+[ -f "$tmp/$BINS/libllama.v0.5.0.so" ] || say "not available ($PKG has no libllama.v0.5.0.so); the interop test will skip"
+for f in "$tmp/$BINS"/*.so; do
+  [ "$f" = "$tmp/$BINS/libllama.v0.5.0.so" ] && continue
+  mv "$f" "$DIR/" || say "not available (cannot move $(basename "$f") into $DIR)"
+done
+mv "$tmp/$BINS/libllama.v0.5.0.so" "$LAST" || say "not available (cannot move libllama.v0.5.0.so into $DIR)"
+say "$DIR (fetched $PKG in $(($(date +%s) - start)) s)"
