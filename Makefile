@@ -9,15 +9,17 @@ ECL     ?= ecl
 B       := build
 
 RL_CFLAGS  = -std=gnu11 -Wall -Wextra -fno-strict-aliasing -fPIC -I. $(CFLAGS)
-ECL_CFLAGS = $(shell ecl-config --cflags 2>/dev/null)
-ECL_LIBS   = $(shell ecl-config --libs 2>/dev/null)
+# Evaluated once; an empty answer means ecl-config is missing, and every
+# target that compiles or links against ECL stops with that said.
+ECL_CFLAGS := $(shell ecl-config --cflags 2>/dev/null)
+ECL_LIBS   := $(shell ecl-config --libs 2>/dev/null)
+ECL_CHECK   = $(if $(ECL_CFLAGS),,$(error ecl-config not found or failed: install ECL (make deps) or put ecl-config on PATH))
 
 # Plain C: the gguf library and the kernels (never include ecl.h).
-CORE_SRC  := $(wildcard gguf/*.c) $(filter-out prims/register.c,$(wildcard prims/*.c))
+CORE_SRC  := $(wildcard gguf/*.c prims/*.c)
 CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
-CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
-# The ECL side: the host and the primitive registration.
-HOST_SRC  := runtime/main.c prims/register.c
+# The ECL side: the host and the primitives (prims/ecl/, one file per concern).
+HOST_SRC  := runtime/main.c $(wildcard prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp, in dependency order.
 LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
@@ -30,11 +32,15 @@ C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 all: $(B)/rontolisp
 
-$(B)/obj/%.o: %.c $(CORE_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(RL_CFLAGS) -c $< -o $@
+# Header dependencies come from the compiler (-MMD -MP), in .d files beside
+# the objects and tests.
+DEPFLAGS   = -MMD -MP
 
-$(B)/obj/runtime/%.o $(B)/obj/prims/register.o: RL_CFLAGS += $(ECL_CFLAGS)
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 
 $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
@@ -45,12 +51,14 @@ $(B)/lisp/librontolisp-lisp.a: $(LISP_SRC) runtime/build-lisp.lisp
 	$(ECL) --norc --shell runtime/build-lisp.lisp $@ $(LISP_SRC)
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
-	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
+	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
 
-$(B)/tests/%: tests/c/%.c $(B)/librl.a tests/c/check.h
+$(B)/tests/%: tests/c/%.c $(B)/librl.a
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
+
+-include $(CORE_OBJ:.o=.d) $(HOST_OBJ:.o=.d) $(C_TESTS:=.d)
 
 # Installs ECL, FiveAM and friends from Debian when they are missing.
 deps:

@@ -18,8 +18,9 @@
 ;;;;   compiler loads lazily and installs its own AREF macro when it does, so
 ;;;;   COMPILE and COMPILE-FILE are wrapped to (re)install ours first.
 ;;;;
-;;;; The C side (prims/register.c) reads the struct's slots by position:
-;;;; keep the slot order of QUANTIZED-MATRIX in step with its enum.
+;;;; The C side (prims/ecl/qmatrix.c) reads the struct's slots by position
+;;;; and refuses to start when QUANTIZED-MATRIX's slot order differs from
+;;;; its enum.
 
 (in-package "RONTOLISP")
 
@@ -363,7 +364,7 @@ plain variable, else with a gensym bound to FORM around FN's code."
 
 (defun c-inline-aref (m subscripts)
   "Code reading element SUBSCRIPTS of the quantized matrix M as an unboxed
-double, through the C entry points of prims/register.c."
+double, through the C entry points of prims/ecl/qmatrix.c."
   (case (length subscripts)
     (1 `(ffi:c-inline (,m ,(first subscripts)) (:object :object) :double
                       "({extern double rl_qm_aref_1(cl_object,cl_object); rl_qm_aref_1(#0,#1);})"

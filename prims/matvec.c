@@ -461,3 +461,16 @@ rl_q8_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                             rl_threads(), 1);
 }
+
+rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                           char *msg, size_t msglen) {
+    rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
+    double *yd = o->dbl ? o->y : NULL;
+    float *yf = o->dbl ? NULL : o->y;
+    if (o->w)
+        return rl_matvec_q8_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, path, threads,
+                               min_work, msg, msglen);
+    if (msg && msglen)
+        msg[0] = 0;
+    return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);
+}

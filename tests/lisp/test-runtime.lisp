@@ -137,3 +137,36 @@
         (is (or (documentation s 'function) (documentation s 'variable)
                 (documentation s 'type))
             "~S has no docstring" s)))))
+
+;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
+;;; one of rontolisp's own conditions: never a package error (C once
+;;; interned the caller's name into COMMON-LISP at error time) or a crash.
+;;; %RELEASE and %GGUF-CLOSE take anything, by design (closing twice is
+;;; fine).
+
+(defparameter *accept-anything* '(rontolisp::%release rontolisp::%gguf-close))
+
+(test primitives-reject-wrong-types
+  (let ((prims (rontolisp::%primitives)))
+    (is (> (length prims) 50))
+    (is (find 'rontolisp::%q8-dequantize-into prims :key #'car))
+    (dolist (bad (list (list :wrong) :wrong))
+      (loop for (sym . narg) in prims
+            unless (zerop narg)
+              do (let ((outcome
+                         (handler-case (progn (apply sym (make-list narg :initial-element bad))
+                                              :returned)
+                           (package-error () :package-error)
+                           (type-error () :type-error)
+                           (rontolisp::rontolisp-error () :own-condition)
+                           (error (e) (type-of e)))))
+                   (if (member sym *accept-anything*)
+                       (is (eq :returned outcome))
+                       (is (member outcome '(:type-error :own-condition))
+                           "~S on ~S answered ~S" sym bad outcome)))))))
+
+(test primitive-error-names-the-primitive
+  (let ((e (handler-case (rontolisp::%q8-dequantize-into 1 2) (type-error (e) e))))
+    (is (typep e 'type-error))
+    (is (search "%Q8-DEQUANTIZE-INTO" (princ-to-string e)))
+    (is (null (find-symbol "%Q8-DEQUANTIZE-INTO" "CL")))))
