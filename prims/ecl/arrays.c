@@ -132,6 +132,29 @@ static cl_object rl_prim_utf8_string(cl_object octets) {
     ecl_return1(ecl_process_env(), rl_string_from_utf8((const char *)p, n));
 }
 
+/* (%random-normal-fill array sigma state) -> the generator's next state:
+ * fills a simple single-float ARRAY with normal values of deviation SIGMA
+ * (a double-float) from the (unsigned-byte 64) STATE of prims/rng.h, so a
+ * seed makes the same weights everywhere. */
+static cl_object rl_prim_random_normal_fill(cl_object a, cl_object sigma, cl_object state) {
+    cl_index n = 0;
+    float *y = rl_simple_data(a, ecl_aet_sf, &n);
+    double sd = rl_arg_df("%RANDOM-NORMAL-FILL", 2, sigma);
+    uint64_t s;
+    if (!y)
+        rl_type_error("%RANDOM-NORMAL-FILL", 1, a, RL_T_ARRAY);
+    if ((!ECL_FIXNUMP(state) && !ECL_BIGNUMP(state)) || ecl_minusp(state) ||
+        ecl_integer_length(state) > 64)
+        rl_type_error("%RANDOM-NORMAL-FILL", 3, state, RL_T_INTEGER);
+    s = ecl_to_uint64_t(state);
+    {
+        RL_FP_HOLD();
+        rl_rng_fill_normal_f32(y, n, sd, &s);
+        RL_FP_RELEASE();
+    }
+    ecl_return1(ecl_process_env(), ecl_make_uint64_t(s));
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TO-HALF-INTO", rl_prim_to_half_into, 3),
     RL_PRIM("%HALF-TO-SINGLE-INTO", rl_prim_half_to_single_into, 3),
@@ -139,5 +162,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%OCTETS-OF", rl_prim_octets_of, 1),
     RL_PRIM("%UTF8-OCTETS", rl_prim_utf8_octets, 1),
     RL_PRIM("%UTF8-STRING", rl_prim_utf8_string, 1),
+    RL_PRIM("%RANDOM-NORMAL-FILL", rl_prim_random_normal_fill, 3),
 };
 RL_PRIM_TABLE(rl_array_prims, "RONTOLISP", rl_defs);
