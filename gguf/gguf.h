@@ -323,14 +323,24 @@ enum {
     RL_GGUF_GGML_TYPE_COUNT = 43
 };
 
-/* Q8_0 block: the scale as binary16, then 32 signed quants. */
+/* Q8_0 block (ggml's block_q8_0): the scale as binary16, little-endian,
+ * then 32 signed quants; 34 bytes, 2-aligned.  The one definition: the
+ * kernels in prims/ use it too (prims/q8.h). */
 #define RL_GGUF_QK8_0 32
+#define RL_GGUF_Q8_0_BYTES 34
 typedef struct rl_gguf_block_q8_0 {
     uint16_t d;
     int8_t qs[RL_GGUF_QK8_0];
 } rl_gguf_block_q8_0;
-_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0,
+_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0 &&
+                   sizeof(rl_gguf_block_q8_0) == RL_GGUF_Q8_0_BYTES,
                "Q8_0 block is 34 bytes, no padding");
+_Static_assert(_Alignof(rl_gguf_block_q8_0) == 2, "Q8_0 block is 2-aligned");
+
+/* The one scalar Q8_0 dequantizer: nblocks blocks at x (any alignment: it
+ * reads bytes) into 32 * nblocks floats at y.  q * d is exact in f32 (8
+ * bits times 11), so faster versions cannot differ from it. */
+void rl_gguf_q8_0_to_f32(const void *x, uint64_t nblocks, float *y);
 
 /* Upper-case name as gguf-py spells it ("F32", "Q8_0", "Q4_K", "IQ2_XXS");
  * removed ids answer their old name ("Q4_2"); NULL for ids never used. */

@@ -212,6 +212,16 @@ rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t 
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+void rl_gguf_q8_0_to_f32(const void *x, uint64_t nblocks, float *y) {
+    const uint8_t *s = x;
+    for (uint64_t b = 0; b < nblocks; b++) {
+        const uint8_t *blk = s + b * RL_GGUF_Q8_0_BYTES;
+        float d = rl_gguf_f16_to_f32(ld16(blk));
+        for (int j = 0; j < RL_GGUF_QK8_0; j++)
+            y[b * RL_GGUF_QK8_0 + j] = (float)(int8_t)blk[2 + j] * d;
+    }
+}
+
 rl_gguf_status rl_gguf_row_to_f32(uint32_t id, const void *src, float *dst, uint64_t n) {
     const uint8_t *s = src;
     if (!src || !dst)
@@ -231,12 +241,7 @@ rl_gguf_status rl_gguf_row_to_f32(uint32_t id, const void *src, float *dst, uint
     case RL_GGUF_GGML_Q8_0:
         if (n % RL_GGUF_QK8_0)
             return RL_GGUF_E_BLOCK_SIZE;
-        for (uint64_t b = 0; b < n / RL_GGUF_QK8_0; b++) {
-            const uint8_t *blk = s + b * sizeof(rl_gguf_block_q8_0);
-            float d = rl_gguf_f16_to_f32(ld16(blk));
-            for (int j = 0; j < RL_GGUF_QK8_0; j++)
-                dst[b * RL_GGUF_QK8_0 + j] = (float)(int8_t)blk[2 + j] * d;
-        }
+        rl_gguf_q8_0_to_f32(s, n / RL_GGUF_QK8_0, dst);
         return RL_GGUF_OK;
     default:
         return RL_GGUF_E_TYPE;

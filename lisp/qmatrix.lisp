@@ -130,8 +130,11 @@ of the row) overflows binary16: expected a block absmax below 8321040, found one
                       :message (format nil "quantize: internal failure ~S" status)))))))))
 
 (defun flat-value (src kind i)
+  "Element I of SRC (row-major) as the kernels see it: half bits widened,
+a double narrowed to single-float as every kernel narrows it."
   (let ((x (row-major-aref src i)))
     (case kind
+      (1 (%double-to-single x))
       (2 (f16-value x))
       (3 (bf16-value x))
       (t x))))

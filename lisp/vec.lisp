@@ -89,21 +89,13 @@ single-float (* *)) (the f32 baseline), found ~A~@[; ~A~]"
                                    ((or float16-array bfloat16-array)
                                     "widen it with rontolisp:half-array-to-single or rontolisp:quantize it")))))))
 
-(defun first-overflowing-block (x)
-  "The first block of 32 elements of X whose Q8_0 scale absmax/127 does not
-fit in binary16, and that block's absmax, or NIL."
-  (loop for b from 0 below (floor (length x) 32)
-        for amax = (loop for j from (* b 32) below (* (1+ b) 32)
-                         for v = (aref x j)
-                         maximize (abs (if (typep v 'double-float) (%double-to-single v) v)))
-        when (= #x7c00 (logand #x7fff (f16-bits (/ amax 127.0))))
-          return (values b amax)))
-
-(defun matvec-failure (fn x status message)
-  "Signal the condition for the kernel's STATUS (a keyword) on vector X."
+(defun matvec-failure (fn x status message where)
+  "Signal the condition for the kernel's STATUS (a keyword) on vector X;
+WHERE is what the kernel found: the index of a non-finite value, or the
+block whose scale overflows."
   (case status
     (:non-finite
-     (let ((i (first-non-finite x)))
+     (let ((i where))
        (error 'non-finite-error
               :index (list i)
               :message (one-line "~A: x must be quantized to Q8_0 first: expected finite ~
@@ -119,7 +111,9 @@ values, found ~A at index ~D"
                                                  (one-line "~S (-infinity as a single-float)" v)))))
                                i))))
     (:scale-overflow
-     (multiple-value-bind (b amax) (first-overflowing-block x)
+     (let ((b where)
+           (amax (block-absmax x (if (typep x '(simple-array double-float (*))) 1 0)
+                               (* 32 where))))
        (error 'scale-overflow-error
               :row 0 :block b
               :message (one-line "~A: x must be quantized to Q8_0 first: the scale of its ~
@@ -157,8 +151,8 @@ found ~A" fn (array-element-type x) (describe-object-type out))))
       (error 'rontolisp-error
              :message (one-line "~A: expected out to be a vector other than x, found x itself"
                                 fn)))
-    (multiple-value-bind (result status message) (%matvec m x out)
-      (or result (matvec-failure fn x status message)))))
+    (multiple-value-bind (result status message where) (%matvec m x out)
+      (or result (matvec-failure fn x status message where)))))
 
 (defun vec:matvec-into (m x out)
   "Store the product of the matrix M and the vector X in OUT and answer OUT.

@@ -169,12 +169,12 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
 rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
                              size_t iters, uint64_t budget_ns, double *times, size_t *done,
                              char *msg, size_t msglen) {
-    rl_q8_status st = rl_matvec_run(o, path, threads, 0, msg, msglen); /* warm-up */
+    rl_q8_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
     uint64_t start = rl_bench_ns();
     *done = 0;
     while (st == RL_Q8_OK && *done < iters) {
         uint64_t t0 = rl_bench_ns();
-        st = rl_matvec_run(o, path, threads, 0, msg, msglen);
+        st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL);
         uint64_t t1 = rl_bench_ns();
         times[(*done)++] = (double)(t1 - t0);
         if (budget_ns && *done >= 3 && t1 - start >= budget_ns)

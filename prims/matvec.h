@@ -85,9 +85,12 @@ typedef struct {
 } rl_matvec_operands;
 
 /* The product of o on path with threads chunks (min_work as in
- * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32). */
+ * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32), and
+ * *where (may be NULL) where quantizing x failed: the flat index of a
+ * non-finite value (RL_Q8_NONFINITE) or the overflowing block
+ * (RL_Q8_OVERFLOW). */
 rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                           char *msg, size_t msglen);
+                           char *msg, size_t msglen, size_t *where);
 
 /* ---- kernels: rows [r0, r1) with x already quantized ------------------ */
 

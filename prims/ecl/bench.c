@@ -51,7 +51,7 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
         RL_FP_RELEASE();
     }
     if (st != RL_Q8_OK)
-        ecl_return3(env, ECL_NIL, rl_mv_status_keyword(st), ecl_make_simple_base_string(msg, -1));
+        ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));
     ecl_return2(env, times, ecl_make_fixnum(done));
 }
 
@@ -79,7 +79,7 @@ static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object r
         RL_FP_RELEASE();
     }
     if (st != RL_Q8_OK)
-        ecl_return2(env, ECL_NIL, rl_mv_status_keyword(st));
+        ecl_return2(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)));
     ecl_return1(env, times);
 }
 

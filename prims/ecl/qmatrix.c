@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/numfmt.h"
 #include "prims/ecl/qmatrix.h"
 
 /* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order;
@@ -97,12 +96,6 @@ static void rl_qm_rank_check(const char *fn, const rl_qm_view *v, cl_index nidx)
                   (unsigned long)nidx);
 }
 
-/* q * d of flat element i, inlined here: it is the whole cost of an AREF. */
-static inline double rl_qm_elt(const rl_block_q8_0 *x, cl_index i) {
-    const rl_block_q8_0 *b = x + i / RL_QK8_0;
-    return (double)b->qs[i % RL_QK8_0] * (double)rl_gguf_f16_to_f32(b->d);
-}
-
 /* Entry points for compiled code (the compiler macros of lisp/qmatrix.lisp
  * emit c-inline calls to these, answering an unboxed double). */
 double rl_qm_aref_1(cl_object m, cl_object i);
@@ -113,7 +106,7 @@ double rl_qm_aref_1(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("AREF", m, &v);
     rl_qm_rank_check("AREF", &v, 1);
-    return rl_qm_elt(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
+    return rl_q8_get(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
 }
 
 double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
@@ -122,13 +115,13 @@ double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
     rl_qm_rank_check("AREF", &v, 2);
     cl_index r = rl_qm_index("AREF", m, 0, i, v.rows);
     cl_index c = rl_qm_index("AREF", m, 1, j, v.cols);
-    return rl_qm_elt(v.blocks, r * v.cols + c);
+    return rl_q8_get(v.blocks, r * v.cols + c);
 }
 
 double rl_qm_row_major_aref(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("ROW-MAJOR-AREF", m, &v);
-    return rl_qm_elt(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
+    return rl_q8_get(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
 }
 
 static cl_object rl_prim_qm_aref_1(cl_object m, cl_object i) {
@@ -178,11 +171,7 @@ static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
     }
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
-    ecl_return3(env, ECL_NIL,
-                ecl_make_keyword(st == RL_Q8_NONFINITE ? "NON-FINITE"
-                                 : st == RL_Q8_OVERFLOW ? "SCALE-OVERFLOW"
-                                                        : "INTERNAL"),
-                ecl_make_unsigned_integer(where));
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
 }
 
 /* (%q8-dequantize-into m dest): DEST a simple single-float array of the

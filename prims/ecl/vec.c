@@ -38,33 +38,28 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
         rl_type_error(fn, 2, x, RL_T_VECTOR);
 }
 
-cl_object rl_mv_status_keyword(rl_q8_status st) {
-    return ecl_make_keyword(st == RL_Q8_NONFINITE     ? "NON-FINITE"
-                            : st == RL_Q8_OVERFLOW    ? "SCALE-OVERFLOW"
-                            : st == RL_Q8_NOMEM       ? "NO-MEMORY"
-                            : st == RL_Q8_UNSUPPORTED ? "UNSUPPORTED"
-                                                      : "INTERNAL");
-}
-
-/* (%matvec m x out) -> OUT, or (values nil status-keyword message), with
- * the path and thread count of the knobs (--simd, --threads N).  Operands
- * as rl_mv_operands_of says. */
+/* (%matvec m x out) -> OUT, or (values nil status-keyword message where),
+ * with the path and thread count of the knobs (--simd, --threads N).
+ * WHERE is where quantizing X failed (rl_matvec_run), else 0.  Operands as
+ * rl_mv_operands_of says. */
 static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
     char msg[256] = "";
     rl_matvec_operands o;
     rl_q8_status st;
+    size_t where = 0;
     const cl_env_ptr env = ecl_process_env();
     rl_mv_operands_of("%MATVEC", m, x, out, &o);
     {
         RL_FP_HOLD();
         ecl_disable_interrupts_env(env);
-        st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg);
+        st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
         ecl_enable_interrupts_env(env);
         RL_FP_RELEASE();
     }
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
-    ecl_return3(env, ECL_NIL, rl_mv_status_keyword(st), ecl_make_simple_base_string(msg, -1));
+    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1),
+               ecl_make_unsigned_integer(where));
 }
 
 static const rl_prim_def rl_defs[] = {

@@ -14,7 +14,4 @@
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o);
 
-/* The keyword of a failed product's status. */
-cl_object rl_mv_status_keyword(rl_q8_status st);
-
 #endif
