@@ -73,6 +73,11 @@ void rl_gguf_f64_to_bf16_row(const double *x, uint16_t *y, size_t n) {
         y[i] = rl_gguf_f32_to_bf16((float)x[i]);
 }
 
+const char *rl_gguf_num_kind_name(uint32_t kind) {
+    static const char *const names[RL_GGUF_NUM_KIND_COUNT] = {"f32", "f64", "f16", "bf16"};
+    return kind < RL_GGUF_NUM_KIND_COUNT ? names[kind] : NULL;
+}
+
 size_t rl_gguf_first_non_finite(const void *x, size_t n, rl_gguf_num_kind kind) {
     size_t i;
     /* Non-finite: every exponent bit set, in each format's layout. */

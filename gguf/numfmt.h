@@ -80,8 +80,13 @@ typedef enum {
     RL_GGUF_NUM_F32 = 0,
     RL_GGUF_NUM_F64 = 1, /* judged once cast to f32, as every kernel casts it */
     RL_GGUF_NUM_F16 = 2, /* binary16 bits */
-    RL_GGUF_NUM_BF16 = 3 /* bfloat16 bits */
+    RL_GGUF_NUM_BF16 = 3, /* bfloat16 bits */
+    RL_GGUF_NUM_KIND_COUNT
 } rl_gguf_num_kind;
+
+/* "f32", "f64", "f16", "bf16" (the Lisp side's keywords), NULL past the
+ * last kind. */
+const char *rl_gguf_num_kind_name(uint32_t kind);
 
 /* The index of the first NaN or infinity among the n values at x of KIND,
  * or n when all are finite.  Integer tests on the bits, except the f64 to

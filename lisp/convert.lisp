@@ -326,9 +326,9 @@ data TOK."
                     (and (gethash "ignore_merges" model) t)))))))
 
 (defun type-keyword (name)
-  (let ((k (find name '("f32" "f16" "bf16" "q8_0") :test #'string-equal)))
-    (unless k (usage-error "convert: expected a type f32, f16, bf16 or q8_0, found ~S" name))
-    (intern (string-upcase k) "KEYWORD")))
+  (let ((tt (find-tensor-type name)))
+    (unless tt (usage-error "convert: expected a type f32, f16, bf16 or q8_0, found ~S" name))
+    (tensor-type-keyword tt)))
 
 (defun tensor-type (gguf-name dims head-p type head-type)
   "The GGUF type of a tensor under SPEC 7's policy."

@@ -190,6 +190,12 @@ GGUF-ERROR when F has none of that name."
       (error 'file-closed-error
              :message (format nil "~A: the GGUF file was closed with gguf:close" (gguf-file-path f)))))
 
+(defun tensor-keyword (info)
+  "The keyword of INFO's tensor type (:f32 :f16 :bf16 :q8_0), or NIL for a
+type rontolisp does not hold in Lisp."
+  (let ((tt (rontolisp::find-tensor-type (tensor-info-type-id info))))
+    (and tt (rontolisp::tensor-type-keyword tt))))
+
 (defun tensor (f name)
   "F's tensor NAME: F32 as a fresh (simple-array single-float) of its
 row-major shape, F16 and BF16 as a FLOAT16-ARRAY or BFLOAT16-ARRAY, Q8_0 as
@@ -201,17 +207,17 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
       (return-from tensor data))
     (let ((handle (live-handle f))
           (shape (tensor-info-shape info)))
-      (case (tensor-info-type-id info)
-        (0 (rontolisp::%gguf-copy-tensor handle (tensor-index f info)
-                                         (make-array shape :element-type 'single-float)))
-        ((1 30)
+      (case (tensor-keyword info)
+        (:f32 (rontolisp::%gguf-copy-tensor handle (tensor-index f info)
+                                            (make-array shape :element-type 'single-float)))
+        ((:f16 :bf16)
          (let ((bits (rontolisp::%gguf-copy-tensor
                       handle (tensor-index f info)
                       (make-array shape :element-type '(unsigned-byte 16)))))
-           (if (= 1 (tensor-info-type-id info))
+           (if (eq :f16 (tensor-keyword info))
                (rontolisp::%make-float16-array bits)
                (rontolisp::%make-bfloat16-array bits))))
-        (8 (rontolisp::%make-quantized-matrix
+        (:q8_0 (rontolisp::%make-quantized-matrix
             (gguf-file-base f) (ti-absolute info) f shape
             (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
         (t (gguf-fail (gguf-file-path f) :unsupported-type
@@ -222,19 +228,11 @@ found ~A" name (tensor-info-type info))
 ;;; Making and writing files.
 
 (defun data-type-id (data)
-  (typecase data
-    ((simple-array single-float) 0)
-    (rontolisp:float16-array 1)
-    (rontolisp:bfloat16-array 30)
-    (rontolisp:quantized-matrix 8)
-    (t nil)))
-
-(defparameter *value-types*
-  '(:u8 :i8 :u16 :i16 :u32 :i32 :f32 :bool :string :array :u64 :i64 :f64)
-  "The GGUF metadata value types, in the order of their ids.")
+  (let ((tt (rontolisp::tensor-type-of data)))
+    (and tt (rontolisp::tensor-type-id tt))))
 
 (defun value-type-id (type)
-  (position (if (consp type) (first type) type) *value-types*))
+  (position (if (consp type) (first type) type) (rontolisp::gguf-value-types)))
 
 (defun check-value (key type value)
   "Signal GGUF-ERROR unless VALUE is a valid value of the GGUF TYPE."

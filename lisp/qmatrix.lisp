@@ -82,17 +82,13 @@ NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
     (error 'unknown-format-error
            :format format
            :message (format nil "quantize: expected the format q8-0, found ~S" format)))
-  (multiple-value-bind (src kind)
-      (typecase array
-        ((simple-array single-float) (values array 0))
-        ((simple-array double-float) (values array 1))
-        (float16-array (values (float16-array-bits array) 2))
-        (bfloat16-array (values (bfloat16-array-bits array) 3))
-        (t (error 'element-type-error
-                  :found (type-of array)
-                  :message (format nil "quantize: expected a (simple-array single-float), ~
+  (multiple-value-bind (src kind) (packed-numbers array)
+    (unless src
+      (error 'element-type-error
+             :found (type-of array)
+             :message (format nil "quantize: expected a (simple-array single-float), ~
 (simple-array double-float), float16-array or bfloat16-array, found ~A"
-                                   (describe-object-type array)))))
+                              (describe-object-type array))))
     (let* ((dims (array-dimensions src))
            (rank (length dims)))
       (unless (<= 1 rank 2)
@@ -133,11 +129,10 @@ of the row) overflows binary16: expected a block absmax below 8321040, found one
   "Element I of SRC (row-major) as the kernels see it: half bits widened,
 a double narrowed to single-float as every kernel narrows it."
   (let ((x (row-major-aref src i)))
-    (case kind
-      (1 (%double-to-single x))
-      (2 (f16-value x))
-      (3 (bf16-value x))
-      (t x))))
+    (cond ((= kind (number-kind :f64)) (%double-to-single x))
+          ((= kind (number-kind :f16)) (f16-value x))
+          ((= kind (number-kind :bf16)) (bf16-value x))
+          (t x))))
 
 (defun non-finite-description (src kind i)
   (let ((x (flat-value src kind i)))

@@ -112,8 +112,7 @@ values, found ~A at index ~D"
                                i))))
     (:scale-overflow
      (let ((b where)
-           (amax (block-absmax x (if (typep x '(simple-array double-float (*))) 1 0)
-                               (* 32 where))))
+           (amax (block-absmax x (nth-value 1 (packed-numbers x)) (* 32 where))))
        (error 'scale-overflow-error
               :row 0 :block b
               :message (one-line "~A: x must be quantized to Q8_0 first: the scale of its ~

@@ -30,7 +30,7 @@ const char *rl_q8_status_name(rl_q8_status st) {
     case RL_Q8_OVERFLOW: return "scale-overflow";
     case RL_Q8_BADLEN: return "bad-length";
     case RL_Q8_BADARG: return "bad-argument";
-    case RL_Q8_NOMEM: return "no-memory";
+    case RL_Q8_NOMEM: return "out-of-memory";
     case RL_Q8_UNSUPPORTED: return "unsupported";
     }
     return "unknown status";

@@ -50,7 +50,8 @@ typedef enum {
 
 /* The status's name, spelled as the Lisp keyword it becomes: "ok",
  * "non-finite", "scale-overflow", "bad-length", "bad-argument",
- * "no-memory", "unsupported". */
+ * "out-of-memory", "unsupported" (the words gguf/ and safetensors use
+ * for the same failures). */
 const char *rl_q8_status_name(rl_q8_status st);
 
 /* Write a one-line explanation of a failed quantization into msg (always

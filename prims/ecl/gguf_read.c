@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "gguf/numfmt.h"
 #include "prims/ecl/arrays.h"
 #include "prims/ecl/glue.h"
 
@@ -204,7 +205,30 @@ static cl_object rl_prim_ggml_type(cl_object id) {
                rl_gguf_ggml_type_known(t) ? ECL_T : ECL_NIL);
 }
 
+/* The names of the ids 0 .. count-1 of a C table, as keywords. */
+static cl_object rl_name_keywords(const char *(*name)(uint32_t), uint32_t count) {
+    cl_object out = ECL_NIL;
+    for (uint32_t i = count; i-- > 0;) {
+        const char *n = name(i);
+        out = ecl_cons(n ? rl_keyword(n) : ECL_NIL, out);
+    }
+    return out;
+}
+
+/* (%format-tables) -> (values ggml-type-count value-types number-kinds):
+ * the C tables lisp/formats.lisp builds its own from, so that no id is
+ * typed twice.  VALUE-TYPES lists the GGUF metadata value type keywords by
+ * id (:U8 ... :F64); NUMBER-KINDS the array kind keywords by code (:F32
+ * :F64 :F16 :BF16, rl_gguf_num_kind).  ggml types are read one at a time
+ * with %GGML-TYPE. */
+static cl_object rl_prim_format_tables(void) {
+    ecl_return3(ecl_process_env(), ecl_make_fixnum(RL_GGUF_GGML_TYPE_COUNT),
+                rl_name_keywords(rl_gguf_type_name, RL_GGUF_TYPE_COUNT),
+                rl_name_keywords(rl_gguf_num_kind_name, RL_GGUF_NUM_KIND_COUNT));
+}
+
 static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%FORMAT-TABLES", rl_prim_format_tables, 0),
     RL_PRIM("%GGUF-OPEN", rl_prim_gguf_open, 1),
     RL_PRIM("%GGUF-CLOSE", rl_prim_gguf_close, 2),
     RL_PRIM("%GGUF-FACTS", rl_prim_gguf_facts, 1),
