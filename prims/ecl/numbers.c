@@ -57,8 +57,7 @@ static cl_object rl_prim_single_bits(cl_object x) {
 }
 
 static cl_object rl_prim_bits_single(cl_object b) {
-    cl_object v = ECL_FIXNUMP(b) ? b : ecl_make_fixnum(-1);
-    uint32_t u = (uint32_t)rl_arg_fixnum("%BITS-SINGLE", 1, v, 0, 0xffffffffL);
+    uint32_t u = (uint32_t)rl_arg_fixnum("%BITS-SINGLE", 1, b, 0, 0xffffffffL);
     ecl_return1(ecl_process_env(), ecl_make_single_float(rl_gguf_f32_from_bits(u)));
 }
 
