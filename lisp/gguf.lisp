@@ -103,20 +103,20 @@ data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
              :found (type-of path)
              :message (format nil "gguf:read: expected a path (string or pathname), found ~S" path)))
     (multiple-value-bind (handle base message offset)
-        (rontolisp::%gguf-open (octets (namestring (merge-pathnames name))))
+        (%gguf-open (octets (namestring (merge-pathnames name))))
       (unless handle
         (gguf-fail name base message offset))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
-          (rontolisp::%gguf-facts handle)
+          (%gguf-facts handle)
         (declare (ignore kv-count tensor-count header-end))
-        (let ((metadata (rontolisp::%gguf-metadata handle)))
+        (let ((metadata (%gguf-metadata handle)))
           (%make-gguf-file
            :path name :version version :alignment alignment :size size
            :data-offset data-offset :metadata metadata
            :handle handle :base base
            :implicit-alignment (not (assoc "general.alignment" metadata :test #'string=))
            :tensors (loop for (tname n-dims ne type-id offset bytes absolute)
-                            in (rontolisp::%gguf-tensors handle)
+                            in (%gguf-tensors handle)
                           collect (make-ti
                                    :name tname :dims ne :shape (reverse ne)
                                    :type (type-name type-id) :type-id type-id
@@ -136,7 +136,7 @@ bytes) signal GGUF:FILE-CLOSED-ERROR when used after this; copied arrays
 stay valid.  Closing twice is harmless."
   (check-file 'close f)
   (when (gguf-file-handle f)
-    (rontolisp::%gguf-close (gguf-file-handle f) (gguf-file-base f))
+    (%gguf-close (gguf-file-handle f) (gguf-file-base f))
     (setf (gguf-file-handle f) nil))
   f)
 
@@ -208,10 +208,10 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
     (let ((handle (live-handle f))
           (shape (tensor-info-shape info)))
       (case (tensor-keyword info)
-        (:f32 (rontolisp::%gguf-copy-tensor handle (tensor-index f info)
+        (:f32 (%gguf-copy-tensor handle (tensor-index f info)
                                             (make-array shape :element-type 'single-float)))
         ((:f16 :bf16)
-         (let ((bits (rontolisp::%gguf-copy-tensor
+         (let ((bits (%gguf-copy-tensor
                       handle (tensor-index f info)
                       (make-array shape :element-type '(unsigned-byte 16)))))
            (if (eq :f16 (tensor-keyword info))
@@ -303,19 +303,19 @@ written: ALIGNMENT unless METADATA has the key."
 (defun write-value (w type value)
   (let ((id (value-type-id type)))
     (case (if (consp type) (first type) type)
-      (:string (rontolisp::%gguf-w-string w (octets value)))
+      (:string (%gguf-w-string w (octets value)))
       (:array
        (let* ((elem (second type))
               (elem-id (value-type-id elem)))
-         (rontolisp::%gguf-w-array-begin w elem-id)
+         (%gguf-w-array-begin w elem-id)
          (if (and (member elem '(:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64))
                   (typep value '(simple-array * (*)))
                   (equal (upgraded-array-element-type (array-element-type value))
                          (upgraded-array-element-type (elem-lisp-type elem))))
-             (rontolisp::%gguf-w-array-raw w value)
+             (%gguf-w-array-raw w value)
              (loop for v across value do (write-value w elem v)))
-         (rontolisp::%gguf-w-array-end w)))
-      (t (rontolisp::%gguf-w-scalar w id value)))))
+         (%gguf-w-array-end w)))
+      (t (%gguf-w-scalar w id value)))))
 
 (defun elem-lisp-type (elem)
   (ecase elem
@@ -334,18 +334,18 @@ temporary name and renamed, so a failure leaves no partial file; it
 signals GGUF-ERROR.  Answers PATH."
   (check-file 'write f)
   (let* ((name (namestring (merge-pathnames path)))
-         (w (rontolisp::%gguf-writer-new (gguf-file-alignment f)
+         (w (%gguf-writer-new (gguf-file-alignment f)
                                          (gguf-file-implicit-alignment f))))
     (unwind-protect
          (progn
            (dolist (entry (gguf-file-metadata f))
              (destructuring-bind (key type value) entry
-               (rontolisp::%gguf-w-key w (octets key))
+               (%gguf-w-key w (octets key))
                (write-value w type value)))
            (dolist (info (gguf-file-tensors f))
              (let ((data (ti-data info)))
                (if data
-                   (rontolisp::%gguf-w-tensor w (octets (tensor-info-name info))
+                   (%gguf-w-tensor w (octets (tensor-info-name info))
                                               (tensor-info-dims info)
                                               (tensor-info-type-id info)
                                               (if (typep data '(or rontolisp:float16-array
@@ -354,14 +354,14 @@ signals GGUF-ERROR.  Answers PATH."
                                                   data))
                    (progn
                      (live-handle f)
-                     (rontolisp::%gguf-w-tensor-raw w (octets (tensor-info-name info))
+                     (%gguf-w-tensor-raw w (octets (tensor-info-name info))
                                                     (tensor-info-dims info)
                                                     (tensor-info-type-id info)
                                                     (gguf-file-base f)
                                                     (ti-absolute info)
                                                     (tensor-info-bytes info))))))
            (multiple-value-bind (ok reason message offset)
-               (rontolisp::%gguf-w-write w (octets name))
+               (%gguf-w-write w (octets name))
              (unless ok
                (gguf-fail name reason message offset))))
       (rontolisp::%release w))

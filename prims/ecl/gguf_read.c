@@ -227,14 +227,21 @@ static cl_object rl_prim_format_tables(void) {
                 rl_name_keywords(rl_gguf_num_kind_name, RL_GGUF_NUM_KIND_COUNT));
 }
 
-static const rl_prim_def rl_defs[] = {
+/* The format tables serve every Lisp file (lisp/formats.lisp builds its
+ * own from them); the file primitives only lisp/gguf.lisp, in its
+ * package. */
+static const rl_prim_def rl_format_defs[] = {
     RL_PRIM("%FORMAT-TABLES", rl_prim_format_tables, 0),
+    RL_PRIM("%GGML-TYPE", rl_prim_ggml_type, 1),
+};
+RL_PRIM_TABLE(rl_format_prims, "RONTOLISP", rl_format_defs);
+
+static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-OPEN", rl_prim_gguf_open, 1),
     RL_PRIM("%GGUF-CLOSE", rl_prim_gguf_close, 2),
     RL_PRIM("%GGUF-FACTS", rl_prim_gguf_facts, 1),
     RL_PRIM("%GGUF-METADATA", rl_prim_gguf_metadata, 1),
     RL_PRIM("%GGUF-TENSORS", rl_prim_gguf_tensors, 1),
     RL_PRIM("%GGUF-COPY-TENSOR", rl_prim_gguf_copy_tensor, 3),
-    RL_PRIM("%GGML-TYPE", rl_prim_ggml_type, 1),
 };
-RL_PRIM_TABLE(rl_gguf_read_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_gguf_read_prims, "GGUF", rl_defs);

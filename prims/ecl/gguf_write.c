@@ -194,4 +194,4 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-W-TENSOR-RAW", rl_prim_gguf_w_tensor_raw, 7),
     RL_PRIM("%GGUF-W-WRITE", rl_prim_gguf_w_write, 2),
 };
-RL_PRIM_TABLE(rl_gguf_write_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_gguf_write_prims, "GGUF", rl_defs);

@@ -144,7 +144,7 @@
 ;;; %RELEASE and %GGUF-CLOSE take anything, by design (closing twice is
 ;;; fine).
 
-(defparameter *accept-anything* '(rontolisp::%release rontolisp::%gguf-close))
+(defparameter *accept-anything* '(rontolisp::%release gguf::%gguf-close))
 
 (test primitives-reject-wrong-types
   (let ((prims (rontolisp::%primitives)))
