@@ -21,14 +21,16 @@ CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
 # The ECL side: the host and the primitives (prims/ecl/, one file per concern).
 HOST_SRC  := runtime/main.c $(wildcard prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
-# Lisp, in dependency order.
-LISP_SRC  := lisp/packages.lisp lisp/conditions.lisp lisp/runtime.lisp lisp/formats.lisp \
-             lisp/halfarrays.lisp lisp/qmatrix.lisp lisp/vec.lisp lisp/json.lisp lisp/gguf.lisp \
-             lisp/inspect.lisp lisp/quantize-tool.lisp lisp/safetensors.lisp lisp/convert.lisp lisp/bench.lisp
+# Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
+# reads it (as data, with ECL's reader) both for this list of prerequisites
+# and when it compiles them, so there is no second list to keep in step.
+# An empty list (no ECL, or an .asd it refuses) forces the library's recipe,
+# which then stops with build-lisp's reason.
+LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontolisp.asd)
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench fuzz check-asan install clean
+.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean FORCE
 
 all: $(B)/rontolisp
 
@@ -46,26 +48,46 @@ $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/lisp/librontolisp-lisp.a: $(LISP_SRC) runtime/build-lisp.lisp
+$(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/build-lisp.lisp
 	@mkdir -p $(B)/lisp
-	$(ECL) --norc --shell runtime/build-lisp.lisp $@ $(LISP_SRC)
+	$(ECL) --norc --shell runtime/build-lisp.lisp $@ rontolisp.asd
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
 
-$(B)/tests/%: tests/c/%.c $(B)/librl.a
-	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -ljansson -lpthread -lm -ldl
+# What several C tests share (the JSON loader, SHA-256), linked into each.
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
+TEST_HDR := tests/c/check.h tests/c/testutil.h $(wildcard tests/c/support/*.h)
 
--include $(CORE_OBJ:.o=.d) $(HOST_OBJ:.o=.d) $(C_TESTS:=.d)
+$(TEST_SUPPORT_OBJ): $(TEST_HDR)
+
+$(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a
+	@mkdir -p $(B)/tests
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
+
+# Helper programs that are not tests: the generator of the bad-file corpus
+# and a speed report for the C kernels (see the head of each file).
+TOOLS := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
+
+tools: $(TOOLS)
+
+$(B)/tools/%: tools/%.c $(B)/librl.a
+	@mkdir -p $(B)/tools
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm
+
+# Rewrites tests/bad/ and its MANIFEST; commit the result.
+bad-corpus: $(B)/tools/make_bad_gguf
+	$(B)/tools/make_bad_gguf tests/bad
+
+-include $(CORE_OBJ:.o=.d) $(HOST_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(C_TESTS:=.d) $(TOOLS:=.d)
 
 # Installs ECL, FiveAM and friends from Debian when they are missing.
 deps:
 	@sh tests/ensure-deps.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(C_TESTS)
+	@$(MAKE) --no-print-directory all $(C_TESTS) tools
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
@@ -89,10 +111,10 @@ bench: deps
 	@sh tests/ensure-deps.sh --bench
 	$(B)/rontolisp bench $(BENCH_ARGS) --json $(B)/bench.json > $(B)/bench.txt
 	@cat $(B)/bench.txt
-	@$(B)/rontolisp script tests/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
+	@$(B)/rontolisp script tools/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
 	  $(B)/bench-vars.gp
 	gnuplot -e "data='$(B)/bench.dat'; vars='$(B)/bench-vars.gp'; out='$(B)/bench.png'" \
-	  tests/bench/plot.gp
+	  tools/bench/plot.gp
 	@echo "wrote $(B)/bench.txt, $(B)/bench.json and $(B)/bench.png"
 
 install: all

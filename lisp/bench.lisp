@@ -149,11 +149,10 @@ matrix (or NIL), Q8 its quantized matrix (or NIL when it has none)."
                  (if q8-result
                      (unless (every (lambda (a b) (= (%single-bits a) (%single-bits b)))
                                     q8-result out)
-                       (error 'rontolisp-error
-                              :message (format nil "bench: the ~A path with ~D thread~:P ~
-answered different bits for ~A than the first Q8_0 path (a kernel bug)"
-                                               (bench-run-path-name run) (bench-run-threads run)
-                                               (bench-matrix-name bm))))
+                       (rontolisp-error 'bench "the ~A path with ~D thread~:P answered ~
+different bits for ~A than the first Q8_0 path (a kernel bug)"
+                                        (bench-run-path-name run) (bench-run-threads run)
+                                        (bench-matrix-name bm)))
                      (setf q8-result (copy-seq out))))))))
     bm))
 
@@ -186,54 +185,34 @@ name)."
              (setf (bench-matrix-note bm) (condition-line c))
              nil)))))
 
-(defun bench-file-matrices (path cpu threads iters)
-  "Bench every 2-D F32, F16, BF16 or Q8_0 tensor of the GGUF file PATH."
-  (gguf:with-file (f path)
-    (loop for info in (gguf:tensor-infos f)
-          for shape = (gguf:tensor-info-shape info)
-          for type = (gguf:tensor-info-type info)
-          when (= 2 (length shape))
-            collect (let ((bm (make-bench-matrix (gguf:tensor-info-name info)
-                                                 (first shape) (second shape) type)))
-                      (if (not (find-tensor-type (gguf:tensor-info-type-id info)))
-                          (progn
-                            (setf (bench-matrix-note bm)
-                                  (format nil "type ~A is not benchmarked" type))
-                            (bench-one bm nil nil cpu threads iters))
-                          (handler-case
-                              (let* ((data (gguf:tensor f (gguf:tensor-info-name info)))
-                                     (f32 (typecase data
-                                            (quantized-matrix (dequantize data))
-                                            ((or float16-array bfloat16-array)
-                                             (half-array-to-single data))
-                                            (t data)))
-                                     (q8 (if (quantized-matrix-p data)
-                                             data
-                                             (bench-quantize-or-note bm f32))))
-                                (bench-one bm f32 q8 cpu threads iters))
-                            (storage-condition ()
-                              (setf (bench-matrix-note bm) "out of memory")
-                              (setf (bench-matrix-runs bm) '())
-                              bm)))))))
-
-(defun bench-random-model-file (name)
-  "A temporary GGUF file of the converter's random preset NAME with Q8_0
-matrices, written by the `convert' command; NIL when this build has no
-converter."
-  (let ((convert (find "convert" *commands* :key #'command-name :test #'string=)))
-    (when convert
-      (let ((path (format nil "~A/rontolisp-bench-~D-~A.gguf"
-                          (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                          (ext:getpid) name)))
-        (bench-progress "writing a random ~A model to ~A" name path)
-        (let ((status (let ((*standard-output* *error-output*))
-                        (funcall (command-function convert)
-                                 (list "--random" name path "--type" "q8_0")))))
-          (unless (member status '(0 nil))
-            (error 'rontolisp-error
-                   :message (format nil "bench: convert --random ~A failed (status ~A)"
-                                    name status))))
-        path))))
+(defun bench-file-matrices (f cpu threads iters)
+  "Bench every 2-D F32, F16, BF16 or Q8_0 tensor of the GGUF file object F."
+  (loop for info in (gguf:tensor-infos f)
+        for shape = (gguf:tensor-info-shape info)
+        for type = (gguf:tensor-info-type info)
+        when (= 2 (length shape))
+          collect (let ((bm (make-bench-matrix (gguf:tensor-info-name info)
+                                               (first shape) (second shape) type)))
+                    (if (not (find-tensor-type (gguf:tensor-info-type-id info)))
+                        (progn
+                          (setf (bench-matrix-note bm)
+                                (format nil "type ~A is not benchmarked" type))
+                          (bench-one bm nil nil cpu threads iters))
+                        (handler-case
+                            (let* ((data (gguf:tensor f (gguf:tensor-info-name info)))
+                                   (f32 (typecase data
+                                          (quantized-matrix (dequantize data))
+                                          ((or float16-array bfloat16-array)
+                                           (half-array-to-single data))
+                                          (t data)))
+                                   (q8 (if (quantized-matrix-p data)
+                                           data
+                                           (bench-quantize-or-note bm f32))))
+                              (bench-one bm f32 q8 cpu threads iters))
+                          (storage-condition ()
+                            (setf (bench-matrix-note bm) "out of memory")
+                            (setf (bench-matrix-runs bm) '())
+                            bm))))))
 
 ;;; Machine-wide measurements.
 
@@ -391,117 +370,92 @@ converter."
 
 ;;; The command.
 
-(defparameter *bench-help*
-  "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
-and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
-median microseconds per call, the weight GB/s, its share of the read
-bandwidth a streaming probe measures in the same run, and the speed-up over
-the f32 path; also quantize throughput (scalar vs SIMD).
-
-  FILE.gguf       every 2-D F32, F16, BF16 or Q8_0 tensor of the file (the f32
-                  path on its f32 form, Q8_0 on the file's own blocks or on
-                  the quantized tensor when its rows are multiples of 32)
-  --random NAME   random weights: NAME `shapes' is the standard set (the
-                  default: 64x192, 1024x1024, 4096x4096, 4096x14336 and one
-                  about 4x the last-level cache); s1-pico, s1-nano, s1-micro
-                  are the converter's presets, available when this build has
-                  `rontolisp convert'
-  --shape RxC     time a random R x C matrix instead (repeatable)
-  --iters N       timed calls per measurement (default 20; a measurement
-                  also stops after 3 s once 3 calls are timed)
-  --threads N     the \"all threads\" count (default: the --threads knob,
-                  every core)
-  --json FILE     also write the numbers as JSON (null where not measured)
-Progress goes to stderr, the table to stdout.")
-
-(defun bench-parse-positive (option string &optional (limit most-positive-fixnum))
-  (let ((n (ignore-errors (parse-integer string))))
-    (unless (and n (<= 1 n limit))
-      (usage-error "~A expects a whole number from 1 to ~D, found ~S" option limit string))
-    n))
-
-(defun bench-parse-shape (string)
+(defun bench-parse-shape (option string)
+  "The (rows cols) of the --shape value STRING, ROWSxCOLS."
   (let* ((x (position-if (lambda (c) (char-equal c #\x)) string))
          (rows (and x (ignore-errors (parse-integer string :end x))))
          (cols (and x (ignore-errors (parse-integer string :start (1+ x))))))
     (unless (and rows cols (<= 1 rows 1000000) (<= 1 cols 1000000)
                  (<= (* rows cols) (* 512 1024 1024)))
-      (usage-error "--shape expects ROWSxCOLS (each from 1 to 1000000, at most 2^29 ~
-values), found ~S" string))
+      (usage-error "~A expects ROWSxCOLS (each from 1 to 1000000, at most 2^29 ~
+values), found ~S" option string))
     (list rows cols)))
 
 (defun run-bench (&key file random shapes (iters *bench-default-iters*) (threads (threads))
                     json)
   "Run the benchmark and answer its report (a plist); print the table to
 *standard-output* and write JSON to the file JSON when given."
-  (let* ((cpu (%cpu-info))
-         (random-file (and random (not (string= random "shapes"))
-                           (or (bench-random-model-file random)
-                               (usage-error "--random ~A needs `rontolisp convert', ~
-which this build lacks; use --random shapes (the standard set) or --shape RxC" random))))
-         (probe-reps (max 2 (min 7 iters)))
-         (probes (loop for n in (remove-duplicates (list 1 threads))
-                       collect (cons n (bench-probe n probe-reps))))
-         (quantize (bench-quantize-throughput cpu (max 1 (min 5 iters))))
-         (std (append *bench-standard-shapes*
-                      (list (bench-llc-entry (getf cpu :llc-bytes)))))
-         (matrices
-           (unwind-protect
-                (cond ((or file random-file)
-                       (bench-file-matrices (or file random-file) cpu threads iters))
-                      (shapes (bench-random-matrices shapes cpu threads iters))
-                      (t (bench-random-matrices std cpu threads iters)))
-             (when random-file (ignore-errors (delete-file random-file)))))
-         (report (list :cpu cpu :threads threads :iters iters :probes probes
-                       :quantize quantize :matrices matrices
-                       :kind (cond (file "file") (random-file "random-model")
-                                   (shapes "shapes") (t "standard"))
-                       :path (and file (namestring (merge-pathnames file)))
-                       :source (cond (file (format nil "every 2-D tensor of ~A" file))
-                                     (random-file (format nil "random ~A model, Q8_0" random))
-                                     (shapes (format nil "random matrices ~{~{~Dx~D~}~^, ~}"
-                                                     (mapcar (lambda (s) (subseq s 0 2)) shapes)))
-                                     (t (format nil "standard shapes, random weights"))))))
-    (print-bench-report *standard-output* report)
-    (finish-output *standard-output*)
-    (when json
-      (with-open-file (s json :direction :output :if-exists :supersede
-                              :external-format :utf-8)
-        (write-json (bench-json report) s :indent 1)
-        (terpri s))
-      (bench-progress "wrote ~A" json))
-    report))
+  ;; The file is read (or the model made) first, so that a bad file fails
+  ;; at once, before minutes of measuring.
+  (let ((model (cond (file (gguf:read file))
+                     ((and random (not (string= random "shapes")))
+                      (bench-progress "making a random ~A model with Q8_0 matrices" random)
+                      (random-model random :type :q8_0)))))
+    (unwind-protect
+         (let* ((cpu (%cpu-info))
+                (probe-reps (max 2 (min 7 iters)))
+                (probes (loop for n in (remove-duplicates (list 1 threads))
+                              collect (cons n (bench-probe n probe-reps))))
+                (quantize (bench-quantize-throughput cpu (max 1 (min 5 iters))))
+                (std (append *bench-standard-shapes*
+                             (list (bench-llc-entry (getf cpu :llc-bytes)))))
+                (matrices
+                  (cond (model (bench-file-matrices model cpu threads iters))
+                        (shapes (bench-random-matrices shapes cpu threads iters))
+                        (t (bench-random-matrices std cpu threads iters))))
+                (report (list :cpu cpu :threads threads :iters iters :probes probes
+                              :quantize quantize :matrices matrices
+                              :kind (cond (file "file") (model "random-model")
+                                          (shapes "shapes") (t "standard"))
+                              :path (and file (namestring (merge-pathnames file)))
+                              :source (cond (file (format nil "every 2-D tensor of ~A" file))
+                                            (model (format nil "random ~A model, Q8_0" random))
+                                            (shapes (format nil "random matrices ~{~{~Dx~D~}~^, ~}"
+                                                            (mapcar (lambda (s) (subseq s 0 2))
+                                                                    shapes)))
+                                            (t (format nil "standard shapes, random weights"))))))
+           (print-bench-report *standard-output* report)
+           (finish-output *standard-output*)
+           (when json
+             (with-open-file (s json :direction :output :if-exists :supersede
+                                     :external-format :utf-8)
+               (write-json (bench-json report) s :indent 1)
+               (terpri s))
+             (bench-progress "wrote ~A" json))
+           report)
+      (when model (gguf:close model)))))
 
-(define-command "bench" (args)
-    ("bench [FILE.gguf | --random NAME] [--iters N] [--threads N] [--json FILE]"
-     "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth")
-  (let ((file nil) (random nil) (shapes '()) (iters *bench-default-iters*)
-        (threads (threads)) (json nil))
-    (loop while args
-          do (let ((a (pop args)))
-               (flet ((value ()
-                        (or (pop args) (usage-error "~A expects a value, found nothing" a))))
-                 (cond ((member a '("--help" "-h") :test #'string=)
-                        (format t "usage: rontolisp ~A~%~%~A~%"
-                                (command-usage (find "bench" *commands* :key #'command-name
-                                                                        :test #'string=))
-                                *bench-help*)
-                        (return-from command-bench 0))
-                       ((string= a "--iters") (setf iters (bench-parse-positive a (value) 1000000)))
-                       ((string= a "--threads") (setf threads (bench-parse-positive a (value) 1024)))
-                       ((string= a "--json") (setf json (value)))
-                       ((string= a "--random") (setf random (value)))
-                       ((string= a "--shape") (push (bench-parse-shape (value)) shapes))
-                       ((and (> (length a) 1) (char= (char a 0) #\-))
-                        (usage-error "unknown option ~S" a))
-                       (file (usage-error "expected at most one FILE.gguf, found ~S and ~S"
-                                          file a))
-                       (t (setf file a))))))
-    (when (and random (not (member random '("shapes" "s1-pico" "s1-nano" "s1-micro")
-                                   :test #'string=)))
-      (usage-error "--random expects shapes, s1-pico, s1-nano or s1-micro, found ~S" random))
-    (when (> (count-if #'identity (list file random shapes)) 1)
-      (usage-error "give at most one of FILE.gguf, --random NAME and --shape RxC"))
-    (run-bench :file file :random random :shapes (reverse shapes) :iters iters
-               :threads threads :json json)
-    0))
+(define-command "bench" (&optional file)
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE]"
+     :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
+     :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
+and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
+median microseconds per call, the weight GB/s, its share of the read
+bandwidth a streaming probe measures in the same run, and the speed-up over
+the f32 path; also quantize throughput (scalar vs SIMD).  FILE.gguf: every
+2-D F32, F16, BF16 or Q8_0 tensor of the file (the f32 path on its f32 form,
+Q8_0 on the file's own blocks or on the quantized tensor when its rows are
+multiples of 32).  Without FILE.gguf, --random or --shape: the standard
+shapes.  Progress goes to stderr, the table to stdout."
+     :options ((random "--random NAME"
+                       :parse (choice-parser (cons "shapes" (mapcar #'first *presets*)))
+                       :help "random weights: `shapes' is the standard set (64x192,
+1024x1024, 4096x4096, 4096x14336 and one about 4x the last-level
+cache); s1-pico, s1-nano, s1-micro are the converter's presets")
+               (shapes "--shape RxC" :parse #'bench-parse-shape :repeat t
+                       :help "time a random R x C matrix instead (repeatable)")
+               (iters "--iters N" :parse (integer-parser :min 1 :max 1000000)
+                      :default *bench-default-iters*
+                      :help "timed calls per measurement (default 20; a measurement
+also stops after 3 s once 3 calls are timed)")
+               (threads "--threads N" :parse (integer-parser :min 1 :max 1024)
+                        :default (threads)
+                        :help "the \"all threads\" count (default: the --threads knob,
+every core)")
+               (json "--json FILE"
+                     :help "also write the numbers as JSON (null where not measured)")))
+  (when (> (count-if #'identity (list file random shapes)) 1)
+    (usage-error "give at most one of FILE.gguf, --random NAME and --shape RxC"))
+  (run-bench :file file :random random :shapes shapes :iters iters
+             :threads threads :json json)
+  0)

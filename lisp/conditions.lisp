@@ -1,8 +1,10 @@
-;;;; conditions.lisp - every condition rontolisp signals, rooted at one class.
+;;;; conditions.lisp - every condition rontolisp signals, rooted at one class,
+;;;; and the functions that signal them.
 ;;;;
 ;;;; Callers handle our errors by type: RONTOLISP-ERROR catches them all, and
 ;;;; each kind of failure has a subclass with slots naming what was expected
-;;;; and what was found.  The C primitives signal these classes too.
+;;;; and what was found.  The C primitives signal these classes too; Lisp
+;;;; code signals them through the helpers at the end of this file.
 
 (in-package "RONTOLISP")
 
@@ -22,9 +24,6 @@ says what was expected and what was found.")
   ()
   (:documentation "The command line was not understood.  The command-line
 front end prints the usage string and exits with status 2."))
-
-(defun usage-error (fmt &rest args)
-  (error 'usage-error :message (apply #'format nil fmt args)))
 
 ;;; Arrays and quantization.
 
@@ -146,3 +145,107 @@ PATH names the file at fault."))
         (json-error-offset "The byte position of a JSON-ERROR's problem, or NIL.")
         (convert-error-path "The file a CONVERT-ERROR is about."))
       do (setf (documentation reader 'function) doc))
+
+;;; Signalling.  One function per condition, named after it, as cl-ppcre's
+;;; signal-syntax-error: callers say where the error arose and what was
+;;; expected and found, and every message comes out in one shape, on one
+;;; line: "WHERE: " followed by CONTROL formatted with ARGS.  WHERE is the
+;;; operation (a symbol such as 'quantize or 'vec:matvec, or a string) or,
+;;; for the file conditions, the file's path; NIL leaves the prefix out.
+
+(defun operation-name (where)
+  "WHERE as the start of an error message: a string as it is, a symbol of
+RONTOLISP or CL by its name, any other symbol with its package's prefix
+(vec:matvec), a list such as (setf aref) as printed; all in lower case."
+  (typecase where
+    (string where)
+    (symbol (let ((p (symbol-package where)))
+              (if (member p (list (find-package "RONTOLISP") (find-package "CL") nil))
+                  (string-downcase (symbol-name where))
+                  (format nil "~(~A:~A~)" (package-name p) (symbol-name where)))))
+    (t (let ((*print-pretty* nil)) (string-downcase (princ-to-string where))))))
+
+(defun error-message (where control args)
+  "The one-line message \"WHERE: \" + CONTROL formatted with ARGS; the
+pretty printer is off so that a long list is not broken across lines."
+  (let ((*print-pretty* nil))
+    (format nil "~@[~A: ~]~?" (and where (operation-name where)) control args)))
+
+(defun rontolisp-error (where control &rest args)
+  "Signal a plain RONTOLISP-ERROR (a failure no subclass describes)."
+  (error 'rontolisp-error :message (error-message where control args)))
+
+(defun usage-error (control &rest args)
+  "Signal USAGE-ERROR with CONTROL formatted with ARGS; the command front
+end names the command before it and prints the command's usage after it."
+  (error 'usage-error :message (error-message nil control args)))
+
+(defun shape-error (where expected found control &rest args)
+  "Signal SHAPE-ERROR: EXPECTED and FOUND describe the wanted and the given
+dimensions (its slots), the message says the same in words."
+  (error 'shape-error :expected expected :found found
+                      :message (error-message where control args)))
+
+(defun element-type-error (where object control &rest args)
+  "Signal ELEMENT-TYPE-ERROR for OBJECT (its type goes in the FOUND slot)."
+  (error 'element-type-error :found (type-of object)
+                             :message (error-message where control args)))
+
+(defun unknown-format-error (where format control &rest args)
+  "Signal UNKNOWN-FORMAT-ERROR for the format FORMAT."
+  (error 'unknown-format-error :format format :message (error-message where control args)))
+
+(defun non-finite-error (where index control &rest args)
+  "Signal NON-FINITE-ERROR; INDEX is the list of subscripts of the first
+NaN or infinity."
+  (error 'non-finite-error :index index :message (error-message where control args)))
+
+(defun scale-overflow-error (where row block control &rest args)
+  "Signal SCALE-OVERFLOW-ERROR for the block BLOCK of row ROW."
+  (error 'scale-overflow-error :row row :block block
+                               :message (error-message where control args)))
+
+(defun index-error (where control &rest args)
+  "Signal INDEX-ERROR: a subscript out of range or the wrong number of them."
+  (error 'index-error :message (error-message where control args)))
+
+(defun immutable-error (where control &rest args)
+  "Signal IMMUTABLE-ERROR: a write to an element of a quantized matrix."
+  (error 'immutable-error :message (error-message where control args)))
+
+(defun quantized-matrix-error (where control &rest args)
+  "Signal QUANTIZED-MATRIX-ERROR: a quantized matrix where a packed float
+array is wanted."
+  (error 'quantized-matrix-error :message (error-message where control args)))
+
+(defun gguf::file-closed-error (path control &rest args)
+  "Signal GGUF:FILE-CLOSED-ERROR about the file at PATH."
+  (error 'gguf::file-closed-error :message (error-message path control args)))
+
+(defun gguf::gguf-error (path reason offset control &rest args)
+  "Signal GGUF:GGUF-ERROR about the file PATH (or NIL for a file object
+not yet written): REASON a keyword, OFFSET the byte at fault or NIL."
+  (error 'gguf::gguf-error :path path :reason reason :offset offset
+                           :message (error-message path control args)))
+
+(defun tensor-data-error (path tensor control &rest args)
+  "Signal TENSOR-DATA-ERROR about the tensor named TENSOR of the file PATH;
+the message reads \"PATH: tensor \"TENSOR\" \" + CONTROL."
+  (error 'tensor-data-error
+         :path path :tensor tensor
+         :message (error-message path "tensor ~S ~?" (list tensor control args))))
+
+(defun safetensors-error (path reason offset control &rest args)
+  "Signal SAFETENSORS-ERROR about the file PATH: REASON a keyword, OFFSET
+the byte at fault or NIL."
+  (error 'safetensors-error :path path :reason reason :offset offset
+                            :message (error-message path control args)))
+
+(defun json-error (path offset control &rest args)
+  "Signal JSON-ERROR about the file PATH (NIL for a string) at byte OFFSET
+(or NIL)."
+  (error 'json-error :path path :offset offset :message (error-message path control args)))
+
+(defun convert-error (path control &rest args)
+  "Signal CONVERT-ERROR about the file PATH of a model directory."
+  (error 'convert-error :path path :message (error-message path control args)))

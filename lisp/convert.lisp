@@ -28,7 +28,8 @@ intermediate size (the GLU's half), decision-head layers, attention heads.")
 
 (defun preset (name)
   (or (rest (assoc name *presets* :test #'string=))
-      (usage-error "convert: expected a preset s1-pico, s1-nano or s1-micro, found ~S" name)))
+      (rontolisp-error 'convert-random "expected a preset ~{~A~^, ~}, found ~S"
+                       (mapcar #'first *presets*) name)))
 
 ;;; Reproducible random numbers: prims/rng.c's generator (the one the C
 ;;; tests and bench use), independent of the Lisp's own so a seed gives the
@@ -249,14 +250,10 @@ it (for --random, which builds the files in memory)."
 (defun cfg (table key path &key (type 'integer) default)
   (multiple-value-bind (v found) (gethash key table)
     (cond ((and (not found) default) default)
-          ((not found)
-           (error 'convert-error :path path
-                                 :message (format nil "~A: expected a key ~S, found none" path key)))
+          ((not found) (convert-error path "expected a key ~S, found none" key))
           ((typep v type) v)
           ((and (eq type 'real) (realp v)) v)
-          (t (error 'convert-error :path path
-                                   :message (format nil "~A: key ~S: expected ~(~A~), found ~S"
-                                                    path key type v))))))
+          (t (convert-error path "key ~S: expected ~(~A~), found ~S" key type v)))))
 
 (defun temperature-key (bucket)
   "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
@@ -283,9 +280,7 @@ data TOK."
          (lstrip '()) (rstrip '()))
     (maphash (lambda (k id)
                (unless (and (integerp id) (< -1 id n) (null (aref tokens id)))
-                 (error 'convert-error :path path
-                                       :message (format nil "~A: token ~S: expected a unique id below ~D, found ~S"
-                                                        path k n id)))
+                 (convert-error path "token ~S: expected a unique id below ~D, found ~S" k n id))
                (setf (aref tokens id) k))
              vocab)
     (loop for a across added
@@ -295,8 +290,7 @@ data TOK."
                (when (gethash "lstrip" a) (push id lstrip))
                (when (gethash "rstrip" a) (push id rstrip)))
     (flet ((id-of (tok) (or (gethash tok vocab)
-                            (error 'convert-error :path path
-                                                  :message (format nil "~A: expected a token ~A, found none" path tok)))))
+                            (convert-error path "expected a token ~A, found none" tok))))
       (let ((normalizer (gethash "normalizer" tok)))
         (list (list "tokenizer.ggml.model" :string "gpt2")
               (list "tokenizer.ggml.pre" :string pre)
@@ -325,10 +319,12 @@ data TOK."
               (list "skycmd.tokenizer.ignore_merges" :bool
                     (and (gethash "ignore_merges" model) t)))))))
 
+(defparameter *convert-types* '("f32" "f16" "bf16" "q8_0")
+  "The tensor types the converter writes, as --type and --head-type name them.")
+
 (defun type-keyword (name)
-  (let ((tt (find-tensor-type name)))
-    (unless tt (usage-error "convert: expected a type f32, f16, bf16 or q8_0, found ~S" name))
-    (tensor-type-keyword tt)))
+  "The keyword of the tensor type NAME, one of *CONVERT-TYPES* (\"q8_0\" -> :Q8_0)."
+  (tensor-type-keyword (find-tensor-type name)))
 
 (defun tensor-type (gguf-name dims head-p type head-type)
   "The GGUF type of a tensor under SPEC 7's policy."
@@ -341,10 +337,11 @@ data TOK."
 (defun file-type-id (type)
   (ecase type (:f32 0) (:f16 1) (:q8_0 7) (:bf16 32)))
 
-(defun laya-to-gguf (out tensors encoder rl config tokenizer
-                     &key (type :f16) (head-type :f32) (pre "modern-bert") name paths)
-  "Write the GGUF file OUT from a Laya model's parts (as READ-SAFETENSORS
-and PARSE-JSON answer them).  PATHS: a plist naming the files, for errors."
+(defun laya-gguf-file (tensors encoder rl config tokenizer
+                       &key (type :f16) (head-type :f32) (pre "modern-bert") name paths)
+  "The GGUF file object (GGUF:MAKE-FILE's, ready for GGUF:WRITE) of a Laya
+model's parts, as READ-SAFETENSORS and PARSE-JSON answer them.  PATHS: a
+plist naming the files, for errors."
   (let* ((enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
          (h (cfg encoder "hidden_size" enc-path))
@@ -359,16 +356,14 @@ and PARSE-JSON answer them).  PATHS: a plist naming the files, for errors."
       (destructuring-bind (hf data) entry
         (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
           (unless g
-            (error 'convert-error :path (getf paths :model)
-                                  :message (format nil "~A: tensor ~S: expected a ModernBERT encoder or ~
-decision-head tensor name, found an unknown one" (getf paths :model "model.safetensors") hf)))
+            (convert-error (getf paths :model "model.safetensors") "tensor ~S: expected a ~
+ModernBERT encoder or decision-head tensor name, found an unknown one" hf))
           (let* ((dims (packed-dimensions data))
                  (ty (tensor-type g dims head-p type head-type))
                  (bad (first-non-finite data)))
             (when bad
-              (error 'tensor-data-error :path (getf paths :model) :tensor hf
-                                        :message (format nil "~A: tensor ~S: expected finite values, found a ~
-NaN or infinity at element ~D" (getf paths :model "model.safetensors") hf bad)))
+              (tensor-data-error (getf paths :model "model.safetensors") hf "has invalid data: ~
+expected finite values, found a NaN or infinity at element ~D" bad))
             (push (list g (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
                                              (data-as-matrix data (reverse dims))
                                              data)
@@ -418,8 +413,12 @@ NaN or infinity at element ~D" (getf paths :model "model.safetensors") hf bad)))
                       collect (list (funcall k (format nil "decision.temperature.~A" (temperature-key key)))
                                     :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float))))
               (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre))))
-      (gguf:write out (gguf:make-file :metadata metadata :tensors (reverse out-tensors)))
-      (length out-tensors))))
+      (gguf:make-file :metadata metadata :tensors (reverse out-tensors)))))
+
+(defun write-gguf-file (out f)
+  "Write the file object F to the GGUF file OUT; answer its tensor count."
+  (gguf:write out f)
+  (length (gguf:tensor-infos f)))
 
 (defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name)
   "Convert the Laya model directory DIR (model.safetensors, config.json,
@@ -433,61 +432,67 @@ GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
                       :config (concatenate 'string root "config.json")
                       :tokenizer (concatenate 'string root "tokenizer/tokenizer.json"))))
     (unless (probe-file (getf paths :model))
-      (error 'convert-error :path (getf paths :model)
-                            :message (format nil "~A: no such file (expected a Laya model directory)"
-                                             (getf paths :model))))
-    (laya-to-gguf out (read-safetensors (getf paths :model))
-                  (read-json-file (getf paths :encoder))
-                  (read-json-file (getf paths :rl))
-                  (if (probe-file (getf paths :config))
-                      (read-json-file (getf paths :config))
-                      (make-hash-table :test 'equal))
-                  (read-json-file (getf paths :tokenizer))
-                  :type type :head-type head-type :pre pre :name name :paths paths)))
+      (convert-error (getf paths :model) "no such file (expected a Laya model directory)"))
+    (write-gguf-file
+     out (laya-gguf-file (read-safetensors (getf paths :model))
+                         (read-json-file (getf paths :encoder))
+                         (read-json-file (getf paths :rl))
+                         (if (probe-file (getf paths :config))
+                             (read-json-file (getf paths :config))
+                             (make-hash-table :test 'equal))
+                         (read-json-file (getf paths :tokenizer))
+                         :type type :head-type head-type :pre pre :name name :paths paths))))
+
+(defun random-model (preset-name &key (type :f16) (head-type :f32) (pre "modern-bert") name
+                                       (seed 1))
+  "The GGUF file object (GGUF:MAKE-FILE's, in memory) of a model of
+PRESET-NAME (s1-pico, s1-nano, s1-micro) with random weights from SEED and
+a small test tokenizer, its tensors of TYPE and HEAD-TYPE as CONVERT-LAYA
+makes them."
+  (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+    (laya-gguf-file tensors (json-like encoder) (json-like rl) (json-like config)
+                    (json-like tokenizer)
+                    :type type :head-type head-type :pre pre :name name)))
 
 (defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name (seed 1))
   "Write the GGUF file OUT for a model of PRESET-NAME (s1-pico, s1-nano,
-s1-micro) with random weights from SEED and a small test tokenizer.
-Answers the number of tensors written."
-  (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
-    (laya-to-gguf out tensors (json-like encoder) (json-like rl) (json-like config) (json-like tokenizer)
-                  :type type :head-type head-type :pre pre :name name)))
+s1-micro) with random weights from SEED and a small test tokenizer (see
+RANDOM-MODEL).  Answers the number of tensors written."
+  (write-gguf-file out (random-model preset-name :type type :head-type head-type :pre pre
+                                                 :name name :seed seed)))
 
-(define-command "convert" (args)
-    ("convert <laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
-     "convert a Laya model directory (or a random model of a preset shape) to GGUF")
-  (let ((source nil) (random nil) (out nil) (type :f16) (head-type :f32) (pre "modern-bert")
-        (name nil) (seed 1) (laya-dir nil))
-    (flet ((value (opt)
-             (or (pop args) (usage-error "convert: ~A expects a value, found nothing" opt))))
-      (loop while args
-            do (let ((a (pop args)))
-                 (cond ((string= a "--random") (setf random (value a)))
-                       ((string= a "--type") (setf type (type-keyword (value a))))
-                       ((string= a "--head-type") (setf head-type (type-keyword (value a))))
-                       ((string= a "--pre") (setf pre (value a)))
-                       ((string= a "--name") (setf name (value a)))
-                       ((string= a "--write-laya") (setf laya-dir (value a)))
-                       ((string= a "--seed")
-                        (let ((v (value a)))
-                          (setf seed (or (ignore-errors (parse-integer v))
-                                         (usage-error "convert: --seed expects an integer, found ~S" v)))))
-                       ((and (> (length a) 1) (char= #\- (char a 0)))
-                        (usage-error "convert: unknown option ~S" a))
-                       ((and (null source) (null random)) (setf source a))
-                       ((null out) (setf out a))
-                       (t (usage-error "convert: unexpected argument ~S" a))))))
-    (when (and random (null out) source) (setf out source source nil))
-    (unless (and out (or source random) (not (and source random)))
-      (usage-error "convert: expected a Laya directory or --random NAME, and OUT.gguf"))
-    (when (and laya-dir (not random))
-      (usage-error "convert: --write-laya goes with --random"))
-    (when random (preset random))
-    (let ((n (cond (laya-dir
-                    (write-random-laya laya-dir random :seed seed)
-                    (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name))
-                   (random (convert-random random out :type type :head-type head-type :pre pre
-                                                       :name name :seed seed))
-                   (t (convert-laya source out :type type :head-type head-type :pre pre :name name)))))
-      (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type)
-      0)))
+(define-command "convert" (&optional source out)
+    (:usage "<laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
+     :summary "convert a Laya model directory (or a random model of a preset shape) to GGUF"
+     :details "Type policy: 1-D tensors F32; the decision head --head-type; encoder
+matrices --type, except that with q8_0 the token embeddings stay F16; a row
+that is not a multiple of 32 falls back to F16."
+     :options ((random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
+                       :help "a model of that preset shape with random weights and a
+small test tokenizer, instead of a Laya directory")
+               (type "--type TYPE" :parse (choice-parser *convert-types* :key #'type-keyword)
+                     :default :f16 :help "the encoder matrices' type (default f16)")
+               (head-type "--head-type TYPE" :parse (choice-parser *convert-types* :key #'type-keyword)
+                          :default :f32 :help "the decision head's type (default f32)")
+               (pre "--pre NAME" :default "modern-bert"
+                    :help "tokenizer.ggml.pre (default modern-bert)")
+               (name "--name NAME" :help "general.name (default: config.json's name)")
+               (seed "--seed N" :parse (integer-parser) :default 1
+                     :help "the random weights' seed (default 1)")
+               (laya-dir "--write-laya DIR"
+                         :help "with --random: also write the model as a Laya directory
+DIR, and convert from it")))
+  (when (and random source (null out))
+    (setf out source source nil))
+  (unless (and out (or source random) (not (and source random)))
+    (usage-error "expected a Laya directory or --random NAME, and OUT.gguf"))
+  (when (and laya-dir (not random))
+    (usage-error "--write-laya goes with --random"))
+  (let ((n (cond (laya-dir
+                  (write-random-laya laya-dir random :seed seed)
+                  (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name))
+                 (random (convert-random random out :type type :head-type head-type :pre pre
+                                                     :name name :seed seed))
+                 (t (convert-laya source out :type type :head-type head-type :pre pre :name name)))))
+    (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type)
+    0))

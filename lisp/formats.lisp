@@ -11,8 +11,7 @@
 
 (defun check-single-float-arg (fn x)
   (unless (typep x 'real)
-    (error 'rontolisp-error
-           :message (format nil "~A: expected a real number, found ~S" fn x)))
+    (rontolisp-error fn "expected a real number, found ~S" x))
   (if (typep x 'double-float)
       (%double-to-single x)
       (coerce x 'single-float)))
@@ -81,9 +80,8 @@ order type tests try them.")
                                when (equal (%ggml-type id) (string-upcase keyword))
                                  return id)))
                  (unless id
-                   (error 'rontolisp-error
-                          :message (format nil "format-tables: expected ggml to know the type ~A, ~
-found no such name in C's table" (string-upcase keyword))))
+                   (rontolisp-error 'format-tables "expected ggml to know the type ~A, found no ~
+such name in C's table" (string-upcase keyword)))
                  (multiple-value-bind (name block-size block-bytes) (%ggml-type id)
                    (%make-tensor-type keyword lisp-type id name block-size block-bytes)))))
         (setf *gguf-value-types* value-types
@@ -116,5 +114,4 @@ ggml id -- or NIL when rontolisp does not hold that type in Lisp."
 an array of KEYWORD numbers: :f32, :f64, or :f16 / :bf16 bits."
   (format-tables)
   (or (position keyword *number-kinds*)
-      (error 'rontolisp-error
-             :message (format nil "number-kind: expected one of ~S, found ~S" *number-kinds* keyword))))
+      (rontolisp-error 'number-kind "expected one of ~S, found ~S" *number-kinds* keyword)))

@@ -88,10 +88,6 @@ TYPE is a keyword (:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64 :bool
 or \"other N\" for an id ggml never used."
   (or (rontolisp::%ggml-type id) (format nil "other ~D" id)))
 
-(defun gguf-fail (path reason message &optional offset)
-  (error 'gguf-error :path path :offset offset :reason reason
-                     :message (format nil "~A: ~A" path message)))
-
 (defun read (path)
   "Read the GGUF file at PATH (version 2 or 3) and answer a file object.
 The file is mapped, not copied, and checked before anything is built from
@@ -99,13 +95,12 @@ it: a bad file signals GGUF-ERROR naming the byte offset at fault.  Tensor
 data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
   (let ((name (if (pathnamep path) (namestring path) path)))
     (unless (stringp name)
-      (error 'rontolisp:element-type-error
-             :found (type-of path)
-             :message (format nil "gguf:read: expected a path (string or pathname), found ~S" path)))
+      (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
+                                    path))
     (multiple-value-bind (handle base message offset)
         (%gguf-open (octets (namestring (merge-pathnames name))))
       (unless handle
-        (gguf-fail name base message offset))
+        (gguf-error name base offset "~A" message))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
           (%gguf-facts handle)
         (declare (ignore kv-count tensor-count header-end))
@@ -142,10 +137,8 @@ stay valid.  Closing twice is harmless."
 
 (defun check-file (fn f)
   (unless (gguf-file-p f)
-    (error 'rontolisp:element-type-error
-           :found (type-of f)
-           :message (format nil "gguf:~(~A~): expected a GGUF file object (from gguf:read or ~
-gguf:make-file), found ~S" fn f))))
+    (rontolisp:element-type-error fn f "expected a GGUF file object (from gguf:read or ~
+gguf:make-file), found ~S" f)))
 
 (defun keys (f)
   "The metadata keys of F, in file order."
@@ -176,19 +169,18 @@ as third; NIL NIL NIL when F has no such key."
 GGUF-ERROR when F has none of that name."
   (check-file 'tensor-info f)
   (or (find name (gguf-file-tensors f) :key #'tensor-info-name :test #'string=)
-      (gguf-fail (gguf-file-path f) :no-such-tensor
-                 (format nil "expected a tensor named ~S, found none (~D tensor~:P: ~{~S~^, ~}~@[, ...~])"
-                         name (length (gguf-file-tensors f))
-                         (subseq (tensor-names f) 0 (min 5 (length (gguf-file-tensors f))))
-                         (> (length (gguf-file-tensors f)) 5)))))
+      (gguf-error (gguf-file-path f) :no-such-tensor nil
+                  "expected a tensor named ~S, found none (~D tensor~:P: ~{~S~^, ~}~@[, ...~])"
+                  name (length (gguf-file-tensors f))
+                  (subseq (tensor-names f) 0 (min 5 (length (gguf-file-tensors f))))
+                  (> (length (gguf-file-tensors f)) 5))))
 
 (defun tensor-index (f info)
   (position info (gguf-file-tensors f)))
 
 (defun live-handle (f)
   (or (gguf-file-handle f)
-      (error 'file-closed-error
-             :message (format nil "~A: the GGUF file was closed with gguf:close" (gguf-file-path f)))))
+      (file-closed-error (gguf-file-path f) "the GGUF file was closed with gguf:close")))
 
 (defun tensor-keyword (info)
   "The keyword of INFO's tensor type (:f32 :f16 :bf16 :q8_0), or NIL for a
@@ -220,10 +212,10 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
         (:q8_0 (rontolisp::%make-quantized-matrix
             (gguf-file-base f) (ti-absolute info) f shape
             (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
-        (t (gguf-fail (gguf-file-path f) :unsupported-type
-                      (format nil "tensor ~S: expected type F32, F16, BF16 or Q8_0 to convert, ~
-found ~A" name (tensor-info-type info))
-                      (+ (gguf-file-data-offset f) (tensor-info-offset info))))))))
+        (t (gguf-error (gguf-file-path f) :unsupported-type
+                       (+ (gguf-file-data-offset f) (tensor-info-offset info))
+                       "tensor ~S: expected type F32, F16, BF16 or Q8_0 to convert, found ~A"
+                       name (tensor-info-type info)))))))
 
 ;;; Making and writing files.
 
@@ -237,10 +229,8 @@ found ~A" name (tensor-info-type info))
 (defun check-value (key type value)
   "Signal GGUF-ERROR unless VALUE is a valid value of the GGUF TYPE."
   (flet ((bad (expected)
-           (error 'gguf-error
-                  :reason :bad-value
-                  :message (format nil "gguf:make-file: key ~S of type ~(~S~): expected ~A, found ~S"
-                                   key type expected value))))
+           (gguf-error nil :bad-value nil "gguf:make-file: key ~S of type ~(~S~): expected ~A, ~
+found ~S" key type expected value)))
     (let ((base (if (consp type) (first type) type)))
       (unless (value-type-id type)
         (bad "a GGUF type (:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64 :bool :string or (:array type))"))
@@ -275,23 +265,21 @@ written: ALIGNMENT unless METADATA has the key."
     (dolist (entry metadata)
       (destructuring-bind (key type value) entry
         (unless (and (stringp key) (plusp (length key)))
-          (error 'gguf-error :reason :bad-key
-                             :message (format nil "gguf:make-file: expected a non-empty string key, found ~S" key)))
+          (gguf-error nil :bad-key nil "gguf:make-file: expected a non-empty string key, found ~S"
+                      key))
         (check-value key type value)))
     (when (and given (not (eq (second given) :u32)))
-      (error 'gguf-error :reason :alignment-type
-                         :message (format nil "gguf:make-file: general.alignment must be :u32, found ~S"
-                                          (second given))))
+      (gguf-error nil :alignment-type nil "gguf:make-file: expected general.alignment of type ~
+:u32, found ~S" (second given)))
     (%make-gguf-file
      :alignment (if given (third given) alignment)
      :metadata (copy-list metadata)
      :tensors
      (loop for (name data . options) in tensors
            for type-id = (or (data-type-id data)
-                             (error 'gguf-error
-                                    :reason :bad-tensor
-                                    :message (format nil "gguf:make-file: tensor ~S: expected a ~
-(simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S" name data)))
+                             (gguf-error nil :bad-tensor nil "gguf:make-file: tensor ~S: expected ~
+a (simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S"
+                                         name data))
            for dims = (or (getf options :dims) (reverse (rontolisp::packed-dimensions data)))
            collect (make-ti :name name :dims dims :shape (reverse dims)
                                      :type (type-name type-id) :type-id type-id
@@ -363,6 +351,6 @@ signals GGUF-ERROR.  Answers PATH."
            (multiple-value-bind (ok reason message offset)
                (%gguf-w-write w (octets name))
              (unless ok
-               (gguf-fail name reason message offset))))
+               (gguf-error name reason offset "~A" message))))
       (rontolisp::%release w))
     path))

@@ -47,10 +47,8 @@ bfloat16 array X (shared, not copied)."
 
 (defun check-float-array (fn array)
   (unless (typep array '(or (simple-array single-float) (simple-array double-float)))
-    (error 'element-type-error
-           :found (type-of array)
-           :message (format nil "~(~A~): expected a (simple-array single-float) or ~
-(simple-array double-float), found ~A" fn (describe-object-type array)))))
+    (element-type-error fn array "expected a (simple-array single-float) or ~
+(simple-array double-float), found ~A" (describe-object-type array))))
 
 (defun describe-object-type (x)
   "A short description of X's type for error messages."

@@ -111,30 +111,16 @@ JSON (\\n, \\t, \\u001b ...)."
                            (cons "bytes" (gguf:tensor-info-bytes info))))
                    (gguf:tensor-infos f)))))
 
-(defun parse-count (option string)
-  (let ((n (ignore-errors (parse-integer string))))
-    (unless (and n (>= n 0))
-      (usage-error "~A expects a count (0 or more), found ~S" option string))
-    n))
-
-(define-command "inspect" (args)
-    ("inspect FILE.gguf [--max-array N] [--json]"
-     "print a GGUF file's header, metadata and tensors (--json: as one JSON object)")
-  (let ((file nil) (max-array nil) (json nil))
-    (loop while args
-          do (let ((a (pop args)))
-               (cond ((string= a "--json") (setf json t))
-                     ((string= a "--max-array")
-                      (unless args (usage-error "--max-array expects a count, found nothing"))
-                      (setf max-array (parse-count a (pop args))))
-                     ((and (plusp (length a)) (char= (char a 0) #\-) (> (length a) 1))
-                      (usage-error "inspect: unknown option ~S" a))
-                     (file (usage-error "inspect: expected one FILE, found ~S and ~S" file a))
-                     (t (setf file a)))))
-    (unless file (usage-error "inspect: expected a FILE.gguf to inspect, found nothing"))
-    (gguf:with-file (f file)
-      (if json
-          (progn (write-json (inspection-json f max-array) *standard-output* :indent 1)
-                 (terpri))
-          (print-inspection f *standard-output* (or max-array *default-text-max-array*))))
-    0))
+(define-command "inspect" (file)
+    (:usage "FILE.gguf [--max-array N] [--json]"
+     :summary "print a GGUF file's header, metadata and tensors (--json: as one JSON object)"
+     :options ((max-array "--max-array N" :parse (integer-parser :min 0)
+                          :help "show at most N elements of each array value (the text
+form shows 16 unless told; --json shows all)")
+               (json "--json" :help "write one JSON object (SPEC 6) instead of the text")))
+  (gguf:with-file (f file)
+    (if json
+        (progn (write-json (inspection-json f max-array) *standard-output* :indent 1)
+               (terpri))
+        (print-inspection f *standard-output* (or max-array *default-text-max-array*))))
+  0)

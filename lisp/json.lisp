@@ -86,5 +86,4 @@ one member a line."
                         (unless nested (when indent (write-char #\Space stream)))))
              (when (and nested (plusp (length value))) (newline level))
              (write-char #\] stream)))
-          (t (error 'rontolisp-error
-                    :message (format nil "write-json: expected a JSON value, found ~S" value))))))
+          (t (rontolisp-error 'write-json "expected a JSON value, found ~S" value)))))

@@ -79,51 +79,38 @@ UNKNOWN-FORMAT-ERROR, ELEMENT-TYPE-ERROR, SHAPE-ERROR, NON-FINITE-ERROR (a
 NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
 (a block whose scale overflows binary16, with its row and block)."
   (unless (format-name-p format)
-    (error 'unknown-format-error
-           :format format
-           :message (format nil "quantize: expected the format q8-0, found ~S" format)))
+    (unknown-format-error 'quantize format "expected the format q8-0, found ~S" format))
   (multiple-value-bind (src kind) (packed-numbers array)
     (unless src
-      (error 'element-type-error
-             :found (type-of array)
-             :message (format nil "quantize: expected a (simple-array single-float), ~
+      (element-type-error 'quantize array "expected a (simple-array single-float), ~
 (simple-array double-float), float16-array or bfloat16-array, found ~A"
-                              (describe-object-type array))))
+                          (describe-object-type array)))
     (let* ((dims (array-dimensions src))
            (rank (length dims)))
       (unless (<= 1 rank 2)
-        (error 'shape-error
-               :expected "rank 1 or 2" :found dims
-               :message (format nil "quantize: expected an array of rank 1 or 2, found rank ~D ~
-(dimensions ~S)" rank dims)))
+        (shape-error 'quantize "rank 1 or 2" dims "expected an array of rank 1 or 2, found rank ~D ~
+(dimensions ~S)" rank dims))
       (let ((cols (car (last dims)))
             (rows (if (= rank 2) (first dims) 1)))
         (unless (zerop (mod cols 32))
-          (error 'shape-error
-                 :expected "last dimension a multiple of 32" :found dims
-                 :message (format nil "quantize: expected the last dimension to be a multiple ~
-of 32 (Q8_0 blocks), found ~D (dimensions ~S)" cols dims)))
+          (shape-error 'quantize "last dimension a multiple of 32" dims "expected the last ~
+dimension to be a multiple of 32 (Q8_0 blocks), found ~D (dimensions ~S)" cols dims))
         (multiple-value-bind (bytes status where) (%q8-quantize src kind)
           (case status
             ((nil) (%make-quantized-matrix bytes 0 nil dims rows cols 'q8-0))
             (:non-finite
              (let ((index (if (= rank 2) (multiple-value-list (floor where cols)) (list where))))
-               (error 'non-finite-error
-                      :index index
-                      :message (format nil "quantize: expected finite values, found ~A at index ~S"
-                                       (non-finite-description src kind where) index))))
+               (non-finite-error 'quantize index "expected finite values, found ~A at index ~S"
+                                 (non-finite-description src kind where) index)))
             (:scale-overflow
              (let* ((per-row (floor cols 32))
                     (row (floor where per-row))
                     (blk (mod where per-row)))
-               (error 'scale-overflow-error
-                      :row row :block blk
-                      :message (format nil "quantize: the scale of row ~D, block ~D (values ~D to ~D ~
-of the row) overflows binary16: expected a block absmax below 8321040, found one of ~A"
-                                       row blk (* blk 32) (+ (* blk 32) 31)
-                                       (block-absmax src kind (* where 32))))))
-            (t (error 'rontolisp-error
-                      :message (format nil "quantize: internal failure ~S" status)))))))))
+               (scale-overflow-error 'quantize row blk "the scale of row ~D, block ~D (values ~D ~
+to ~D of the row) overflows binary16: expected a block absmax below 8321040, found one of ~A"
+                                     row blk (* blk 32) (+ (* blk 32) 31)
+                                     (block-absmax src kind (* where 32)))))
+            (t (rontolisp-error 'quantize "internal failure ~S" status))))))))
 
 (defun flat-value (src kind i)
   "Element I of SRC (row-major) as the kernels see it: half bits widened,
@@ -146,10 +133,7 @@ a double narrowed to single-float as every kernel narrows it."
 
 (defun check-quantized-matrix (fn m)
   (unless (quantized-matrix-p m)
-    (error 'element-type-error
-           :found (type-of m)
-           :message (format nil "~(~A~): expected a quantized matrix, found ~A"
-                            fn (describe-object-type m)))))
+    (element-type-error fn m "expected a quantized matrix, found ~A" (describe-object-type m))))
 
 (defun dequantize (m)
   "A fresh (simple-array single-float) of the quantized matrix M's shape
@@ -170,25 +154,22 @@ M's Q8_0 bytes: 34 per block of 32 values, the tensor data llama.cpp reads."
   (case (length subscripts)
     (1 (%qm-aref-1 m (first subscripts)))
     (2 (%qm-aref-2 m (first subscripts) (second subscripts)))
-    (t (error 'index-error
-              :message (format nil "aref: a rank-~D quantized matrix takes ~D subscript~:P, given ~D"
-                               (length (quantized-matrix-dims m))
-                               (length (quantized-matrix-dims m))
-                               (length (quantized-matrix-dims m))
-                               (length subscripts))))))
+    (t (index-error 'aref "a rank-~D quantized matrix takes ~D subscript~:P, given ~D"
+                    (length (quantized-matrix-dims m))
+                    (length (quantized-matrix-dims m))
+                    (length (quantized-matrix-dims m))
+                    (length subscripts)))))
 
 (defun qm-setf-error (m &rest ignore)
   (declare (ignore ignore))
-  (error 'immutable-error
-         :message (format nil "(setf aref): ~A has no element storage of its own (an element is ~
-q*d of a 32-value block); dequantize it, change the copy and quantize again" m)))
+  (immutable-error '(setf aref) "~A has no element storage of its own (an element is q*d of a ~
+32-value block); dequantize it, change the copy and quantize again" m))
 
 (defun qm-array-dimension (m axis)
   (let ((dims (quantized-matrix-dims m)))
     (unless (and (integerp axis) (< -1 axis (length dims)))
-      (error 'index-error
-             :message (format nil "array-dimension: axis ~S of a rank-~D quantized matrix ~
-(expected 0 to ~D)" axis (length dims) (1- (length dims)))))
+      (index-error 'array-dimension "expected an axis from 0 to ~D of a rank-~D quantized ~
+matrix, found ~S" (1- (length dims)) (length dims) axis))
     (nth axis dims)))
 
 (defun qm-array-total-size (m)
@@ -197,16 +178,13 @@ q*d of a 32-value block); dequantize it, change the copy and quantize again" m))
 (defun qm-array-in-bounds-p (m subscripts)
   (let ((dims (quantized-matrix-dims m)))
     (unless (= (length subscripts) (length dims))
-      (error 'index-error
-             :message (format nil "array-in-bounds-p: a rank-~D quantized matrix takes ~D ~
-subscript~:P, given ~D" (length dims) (length dims) (length subscripts))))
+      (index-error 'array-in-bounds-p "a rank-~D quantized matrix takes ~D subscript~:P, ~
+given ~D" (length dims) (length dims) (length subscripts)))
     (every (lambda (i d) (and (integerp i) (< -1 i d))) subscripts dims)))
 
 (defun qm-array-row-major-index (m subscripts)
   (unless (qm-array-in-bounds-p m subscripts)
-    (error 'index-error
-           :message (format nil "array-row-major-index: subscripts ~S out of range for ~A"
-                            subscripts m)))
+    (index-error 'array-row-major-index "subscripts ~S out of range for ~A" subscripts m))
   (if (= 1 (length subscripts))
       (first subscripts)
       (+ (* (first subscripts) (quantized-matrix-cols m)) (second subscripts))))
@@ -217,9 +195,8 @@ subscript~:P, given ~D" (length dims) (length dims) (length subscripts))))
   (let* ((size (qm-byte-size m))
          (end (or end size)))
     (unless (and (typep start 'fixnum) (typep end 'fixnum) (<= 0 start end size))
-      (error 'index-error
-             :message (format nil "write-sequence: expected 0 <= start <= end <= ~D (the matrix's ~
-bytes), found :start ~S :end ~S" size start end)))
+      (index-error 'write-sequence "expected 0 <= start <= end <= ~D (the matrix's bytes), ~
+found :start ~S :end ~S" size start end))
     (let ((base (quantized-matrix-base m)))
       (if (typep base '(simple-array (unsigned-byte 8) (*)))
           (write-sequence base stream :start (+ (quantized-matrix-offset m) start)

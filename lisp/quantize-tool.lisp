@@ -108,11 +108,6 @@ to nearest even (the conversions llama.cpp's tools make)."
       (:bf16 (if (bfloat16-array-p data) data (make-bfloat16-array (single))))
       (:q8_0 (quantize data 'q8-0)))))
 
-(defun tensor-data-fail (path name fmt &rest args)
-  (error 'tensor-data-error
-         :path path :tensor name
-         :message (format nil "~A: tensor ~S ~?" path name fmt args)))
-
 ;;; The conversion.
 
 (defun progress-reporter (total)
@@ -137,9 +132,7 @@ kept.  A NaN or infinity in IN, or a value that overflows binary16, signals
 TENSOR-DATA-ERROR and writes nothing.  Answers a list of (name type) of the
 written tensors, in file order, and the number of F16 fall backs."
   (unless (member (string type) '("Q8_0" "q8_0" "Q8-0" "q8-0" "7") :test #'string=)
-    (error 'unknown-format-error
-           :format type
-           :message (format nil "quantize-file: expected the type q8_0, found ~S" type)))
+    (unknown-format-error 'quantize-file type "expected the type q8_0, found ~S" type))
   (let ((f (gguf:read in)))
     (unwind-protect
          (let* ((path (gguf:path f))
@@ -156,12 +149,12 @@ written tensors, in file order, and the number of F16 fall backs."
                     (tt (find-tensor-type (gguf:tensor-info-type-id info)))
                     (quantized (and tt (eq :q8_0 (tensor-type-keyword tt)))))
                (unless tt
-                 (tensor-data-fail path name "has type ~A: expected F32, F16, BF16 or Q8_0 ~
+                 (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or Q8_0 ~
 (rontolisp quantize does not requantize other types)" src-type))
                (let* ((data (gguf:tensor f name))
                       (bad (and (not quantized) (first-non-finite data))))
                  (when bad
-                   (tensor-data-fail path name "has invalid data: expected finite values, found ~
+                   (tensor-data-error path name "has invalid data: expected finite values, found ~
 ~A at element ~D (byte ~D)"
                                      (let ((x (row-major-aref
                                                (if (arrayp data) data (half-array-to-single data))
@@ -177,14 +170,14 @@ written tensors, in file order, and the number of F16 fall backs."
                          (setf result
                                (handler-case (quantize (data-as-matrix data ne) 'q8-0)
                                  (scale-overflow-error (c)
-                                   (tensor-data-fail
+                                   (tensor-data-error
                                     path name "cannot be quantized: row ~D, block ~D: the Q8_0 ~
 scale overflows binary16 (quantized data validation failed, as llama-quantize)"
                                     (scale-overflow-error-row c) (scale-overflow-error-block c)))))
                          (let* ((h (convert-tensor-data data :f16))
                                 (over (first-non-finite h)))
                            (when over
-                             (tensor-data-fail path name "cannot fall back to F16: element ~D ~
+                             (tensor-data-error path name "cannot fall back to F16: element ~D ~
 overflows binary16 (quantized data validation failed, as llama-quantize)" over))
                            (setf result h)
                            (incf fallbacks))))
@@ -209,18 +202,19 @@ overflows binary16 (quantized data validation failed, as llama-quantize)" over))
               fallbacks)))
       (gguf:close f))))
 
-(define-command "quantize" (args)
-    ("quantize IN.gguf OUT.gguf q8_0"
-     "quantize a GGUF file as llama-quantize does (same tensor types and bytes)")
-  (unless (= 3 (length args))
-    (usage-error "quantize: expected IN.gguf OUT.gguf q8_0, found ~D argument~:P" (length args)))
-  (destructuring-bind (in out type) args
-    (unless (member type '("q8_0" "Q8_0" "7") :test #'string=)
-      (usage-error "quantize: expected the type q8_0 (or Q8_0, 7), found ~S" type))
-    (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0)
-      (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
-              out (length written)
-              (count (tensor-type-name (find-tensor-type :q8_0)) written
-                     :key #'second :test #'string=)
-              fallbacks)
-      0)))
+(define-command "quantize" (in out type)
+    (:usage "IN.gguf OUT.gguf q8_0"
+     :summary "quantize a GGUF file as llama-quantize does (same tensor types and bytes)"
+     :details "Tensors of two or more dimensions whose name ends in `weight' (norms,
+token types and position embeddings excepted) become Q8_0, or F16 when their
+rows are not a multiple of 32; the others keep their type.  The type may also
+be written Q8_0 or 7 (llama-quantize's ftype).")
+  (unless (member type '("q8_0" "Q8_0" "7") :test #'string=)
+    (usage-error "expected the type q8_0 (or Q8_0, 7), found ~S" type))
+  (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0)
+    (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
+            out (length written)
+            (count (tensor-type-name (find-tensor-type :q8_0)) written
+                   :key #'second :test #'string=)
+            fallbacks)
+    0))

@@ -2,9 +2,9 @@
 ;;;;
 ;;;; The C host boots ECL, registers the primitives, takes the global flags
 ;;;; (--simd, --no-simd, --threads N) and calls MAIN with the rest of the
-;;;; command line.  MAIN dispatches: no argument runs the REPL, `script'
-;;;; runs a file, and every other subcommand is looked up in *COMMANDS*,
-;;;; which the tool files fill with DEFINE-COMMAND.  MAIN answers the exit
+;;;; command line.  MAIN dispatches: no argument runs the REPL, and every
+;;;; subcommand (`script' here, the tools in their own files) is looked up
+;;;; in *COMMANDS*, which DEFINE-COMMAND fills.  MAIN answers the exit
 ;;;; status; nothing here calls ext:quit, so the host always gets to flush
 ;;;; and shut ECL down cleanly.
 
@@ -54,35 +54,213 @@ by default the machine's cores).  Set with (setf (threads) n)."
 \"avx512\", \"avx2\" or \"scalar\"."
   (%simd-path))
 
-;;; Subcommands.
+;;; Subcommands.  Each one states its arguments, usage line, summary and
+;;; options once, in DEFINE-COMMAND; its parser, its --help, its line in
+;;; the top-level usage and its bad-usage report all come from that one
+;;; statement, so every command answers them the same way.
 
-(defstruct (command (:constructor make-command (name usage summary function)))
-  name usage summary function)
+(defstruct (command-option
+            (:constructor make-command-option (var name metavar parser repeat help)))
+  "An option of a subcommand: the variable VAR its value is bound to, its
+NAME (\"--iters\"), the METAVAR of its value (NIL for a flag, which is T
+when given), the PARSER of its value, whether it may REPEAT, its HELP."
+  var name metavar parser repeat help)
+
+(defstruct (command (:constructor make-command
+                        (name usage summary details options min-args max-args
+                         options-first function)))
+  "A subcommand: its NAME, USAGE (the arguments after the name), one-line
+SUMMARY, optional DETAILS for --help, OPTIONS, how many positional
+arguments it takes (MIN-ARGS to MAX-ARGS, NIL for no limit), whether
+options end at the first positional argument (OPTIONS-FIRST) and the
+FUNCTION that runs it."
+  name usage summary details options min-args max-args options-first function)
 
 (defvar *commands* '()
-  "Every subcommand besides the REPL and `script', in the order of the usage
-string: a list of COMMAND structures.")
+  "Every subcommand besides the REPL, in the order of the usage string: a
+list of COMMAND structures.")
 
-(defmacro define-command (name (args) (usage summary) &body body)
-  "Define the subcommand NAME (a string).  BODY runs with ARGS bound to the
-list of argument strings after NAME and answers the exit status (an integer;
-NIL means 0).  USAGE is its usage line, SUMMARY one sentence for --help."
-  (let ((fn (intern (format nil "COMMAND-~:@(~A~)" name))))
+(defun find-command (name)
+  "The subcommand called NAME (a string), or NIL."
+  (find name *commands* :key #'command-name :test #'string=))
+
+(defun register-command (command)
+  "Add COMMAND to *COMMANDS*, replacing one of its name in place."
+  (let ((old (position (command-name command) *commands* :key #'command-name
+                                                          :test #'string=)))
+    (if old
+        (setf (nth old *commands*) command)
+        (setf *commands* (append *commands* (list command))))
+    command))
+
+;;; Parsers of option values: functions of (option string) that answer the
+;;; value or signal USAGE-ERROR naming the option.
+
+(defun integer-parser (&key min max)
+  "A parser of integers from MIN to MAX (NIL: no limit on that side)."
+  (lambda (option string)
+    (let ((n (ignore-errors (parse-integer string))))
+      (unless (and n (or (null min) (<= min n)) (or (null max) (<= n max)))
+        (usage-error "~A expects an integer~:[~; ~:*~A~], found ~S" option
+                     (cond ((and min max) (format nil "from ~D to ~D" min max))
+                           (min (format nil "of ~D or more" min))
+                           (max (format nil "of ~D or less" max)))
+                     string))
+      n)))
+
+(defun choice-parser (choices &key (key #'identity))
+  "A parser that takes one of the strings CHOICES (in any case) and answers
+KEY of the choice as spelled in CHOICES."
+  (lambda (option string)
+    (let ((choice (find string choices :test #'string-equal)))
+      (unless choice
+        (usage-error "~A expects one of ~{~A~^, ~}, found ~S" option choices string))
+      (funcall key choice))))
+
+(defun option-like-p (arg)
+  (and (> (length arg) 1) (char= #\- (char arg 0))))
+
+(defun parse-command-line (command args)
+  "Split ARGS, the argument strings of COMMAND, into (values POSITIONAL
+OPTIONS): the positional arguments in order and an alist of (var . value)
+for the options given, a repeatable one's values in order.  Answers :HELP
+when --help or -h is among the options.  \"--\" ends the options, and so
+does the first positional argument of an OPTIONS-FIRST command.  Signals
+USAGE-ERROR for an unknown option, a missing or bad value, or the wrong
+number of positional arguments."
+  (let ((positional '()) (given '()) (options-done nil))
+    (loop while args
+          do (let ((a (pop args)))
+               (cond ((or options-done (not (option-like-p a)))
+                      (push a positional)
+                      (when (command-options-first command) (setf options-done t)))
+                     ((string= a "--") (setf options-done t))
+                     ((member a '("--help" "-h") :test #'string=)
+                      (return-from parse-command-line :help))
+                     (t
+                      (let* ((sign (position #\= a)) ; --name=value
+                             (name (subseq a 0 sign))
+                             (opt (find name (command-options command)
+                                        :key #'command-option-name :test #'string=)))
+                        (unless opt (usage-error "unknown option ~S" a))
+                        (let* ((metavar (command-option-metavar opt))
+                               (value (cond ((null metavar)
+                                             (when sign
+                                               (usage-error "~A takes no value, found ~S" name a))
+                                             t)
+                                            (sign (subseq a (1+ sign)))
+                                            (args (pop args))
+                                            (t (usage-error "~A expects ~A, found nothing"
+                                                            name metavar))))
+                               (value (if (and metavar (command-option-parser opt))
+                                          (funcall (command-option-parser opt) name value)
+                                          value))
+                               (var (command-option-var opt))
+                               (old (assoc var given)))
+                          (cond ((not (command-option-repeat opt)) (push (cons var value) given))
+                                (old (setf (cdr old) (append (cdr old) (list value))))
+                                (t (push (cons var (list value)) given)))))))))
+    (setf positional (nreverse positional))
+    (let ((n (length positional)))
+      (when (< n (command-min-args command))
+        (usage-error "expected ~A, found ~:[nothing~;only ~:*~{~S~^ ~}~]"
+                     (command-usage command) positional))
+      (when (and (command-max-args command) (> n (command-max-args command)))
+        (usage-error "expected ~A, found the extra argument~P ~{~S~^ ~}"
+                     (command-usage command) (- n (command-max-args command))
+                     (nthcdr (command-max-args command) positional))))
+    (values positional given)))
+
+(defmacro define-command (name lambda-list (&key usage summary details options options-first)
+                          &body body)
+  "Define the subcommand NAME (a string).  LAMBDA-LIST takes its positional
+arguments (required, &optional and &rest variables); OPTIONS binds one
+variable per option around BODY, each given as
+  (var \"--name[ METAVAR]\" &key parse default repeat help)
+where an option with a METAVAR takes a value (PARSE, a function of the
+option's name and the string, turns it into the value; by default it stays
+a string), one without is a flag, DEFAULT (evaluated) is the value when the
+option is absent, and a REPEAT option collects its values in a list.
+USAGE is the argument part of the usage line, SUMMARY one line for the
+top-level --help, DETAILS more text for the command's --help.  With
+OPTIONS-FIRST, the options end at the first positional argument (the rest
+belongs to it).  BODY answers the exit status (an integer; NIL means 0) and
+signals USAGE-ERROR for bad usage.  `--help' prints the command's usage and
+options on stdout and answers 0."
+  (let* ((fn (intern (format nil "COMMAND-~:@(~A~)" name)))
+         (required (or (position-if (lambda (x) (member x lambda-list-keywords)) lambda-list)
+                       (length lambda-list)))
+         (max-args (unless (member '&rest lambda-list)
+                     (+ required (length (rest (member '&optional lambda-list))))))
+         (args (gensym "ARGS")) (positional (gensym "POSITIONAL")) (given (gensym "GIVEN"))
+         (entry (gensym "ENTRY")))
     `(progn
-       (defun ,fn (,args) ,@body)
-       (setf *commands*
-             (append (remove ,name *commands* :key #'command-name :test #'string=)
-                     (list (make-command ,name ,usage ,summary ',fn))))
+       (defun ,fn (,args)
+         ,(format nil "Run `rontolisp ~A' on its list of argument strings and answer
+its exit status; see DEFINE-COMMAND." name)
+         (multiple-value-bind (,positional ,given) (parse-command-line (find-command ,name) ,args)
+           (declare (ignorable ,given))
+           (if (eq ,positional :help)
+               (progn (print-command-help (find-command ,name) *standard-output*) 0)
+               (let ,(loop for (var nil . keys) in options
+                           collect `(,var (let ((,entry (assoc ',var ,given)))
+                                            (if ,entry (cdr ,entry) ,(getf keys :default)))))
+                 (declare (ignorable ,@(mapcar #'first options)))
+                 (destructuring-bind ,lambda-list ,positional
+                   ,@body)))))
+       (register-command
+        (make-command ,name ,usage ,summary ,details
+                      (list ,@(loop for option in options
+                                    collect (destructuring-bind
+                                                (var spec &key parse default repeat help) option
+                                              (declare (ignore default))
+                                              (let ((space (position #\Space spec)))
+                                                `(make-command-option
+                                                  ',var ,(subseq spec 0 space)
+                                                  ,(and space (subseq spec (1+ space)))
+                                                  ,parse ,repeat ,help)))))
+                      ,required ,max-args ,options-first ',fn))
        ',fn)))
+
+(defun print-command-usage (command &optional (stream *error-output*))
+  "COMMAND's usage line and where to find more, on STREAM (stderr)."
+  (format stream "usage: rontolisp ~A ~A~%Try `rontolisp ~A --help' for its options.~%"
+          (command-name command) (command-usage command) (command-name command))
+  (finish-output stream))
+
+(defun print-command-help (command &optional (stream *standard-output*))
+  "COMMAND's usage line, summary, options and details on STREAM."
+  (format stream "usage: rontolisp ~A ~A~%~%~A~%"
+          (command-name command) (command-usage command) (command-summary command))
+  (let* ((lines (append (loop for o in (command-options command)
+                              collect (cons (format nil "~A~@[ ~A~]" (command-option-name o)
+                                                    (command-option-metavar o))
+                                            (or (command-option-help o) "")))
+                        (list (cons "--help" "print this help and exit"))))
+         (width (reduce #'max lines :key (lambda (l) (length (car l))))))
+    (format stream "~%Options:~%")
+    (loop for (name . help) in lines
+          do (format stream "  ~vA  ~A~%" width name
+                     ;; continuation lines of a help text line up under its first
+                     (with-output-to-string (s)
+                       (loop for c across help
+                             do (write-char c s)
+                                (when (char= c #\Newline)
+                                  (dotimes (i (+ width 4)) (write-char #\Space s))))))))
+  (when (command-details command)
+    (format stream "~%~A~%" (command-details command)))
+  (format stream "~%Exit status: 0 success, 1 an error (one line on stderr), 2 bad usage.~%")
+  (finish-output stream))
 
 (defun usage-string ()
   (with-output-to-string (s)
     (format s "usage: rontolisp [--simd | --no-simd] [--threads N] [COMMAND ARGS...]~%~%")
     (format s "  rontolisp                          a REPL in package RONTOLISP-USER~%")
-    (format s "  rontolisp script FILE [ARGS...]    run a Lisp file, rontolisp:*args* = ARGS~%")
     (dolist (c *commands*)
-      (format s "  rontolisp ~A~%      ~A~%" (command-usage c) (command-summary c)))
+      (format s "  rontolisp ~A ~A~%      ~A~%" (command-name c) (command-usage c)
+              (command-summary c)))
     (format s "  rontolisp --help | --version~%~%")
+    (format s "Every command answers --help with its usage and options.~%~%")
     (format s "Global flags (before the command):~%")
     (format s "  --simd, --no-simd   use (the default) or avoid the CPU's SIMD kernels~%")
     (format s "  --threads N         threads for the kernels (default: every core)~%")
@@ -105,33 +283,38 @@ NIL means 0).  USAGE is its usage line, SUMMARY one sentence for --help."
   (format *error-output* "~&~A: ~A~%" prefix (condition-line condition))
   (finish-output *error-output*))
 
-(defmacro with-batch-errors ((prefix) &body body)
+(defmacro with-batch-errors ((prefix &optional command) &body body)
   "Run BODY; an unhandled serious condition prints one line on stderr and
-answers exit status 1 (2 for a usage error, after the usage string)."
-  `(handler-case (progn ,@body)
-     (usage-error (c)
-       (report-error ,prefix c)
-       (print-usage)
-       2)
-     (serious-condition (c)
-       (report-error ,prefix c)
-       1)))
+answers exit status 1 (2 for a usage error, after the usage of COMMAND, or
+of rontolisp when COMMAND is NIL)."
+  (let ((c (gensym "COMMAND")))
+    `(let ((,c ,command))
+       (handler-case (progn ,@body)
+         (usage-error (e)
+           (report-error ,prefix e)
+           (if ,c (print-command-usage ,c) (print-usage))
+           2)
+         (serious-condition (e)
+           (report-error ,prefix e)
+           1)))))
 
 ;;; The script runner.
 
-(defun run-script (args)
-  (when (null args)
-    (usage-error "script: expected a FILE to run, found nothing"))
-  (let ((file (first args)))
-    (with-batch-errors ((format nil "rontolisp: ~A" file))
-      (unless (probe-file file)
-        (error 'rontolisp-error
-               :message (format nil "no such file (expected a Lisp source file to run)")))
-      (let ((*args* (rest args))
-            (*package* (find-package "RONTOLISP-USER"))
-            (*readtable* (copy-readtable nil)))
-        (load file :verbose nil :print nil))
-      0)))
+(define-command "script" (file &rest args)
+    (:usage "FILE [ARGS...]"
+     :summary "run a Lisp file in package RONTOLISP-USER, rontolisp:*args* = ARGS"
+     :options-first t)
+  (run-script file args))
+
+(defun run-script (file args)
+  (with-batch-errors ((format nil "rontolisp: ~A" file))
+    (unless (probe-file file)
+      (rontolisp-error nil "no such file (expected a Lisp source file to run)"))
+    (let ((*args* args)
+          (*package* (find-package "RONTOLISP-USER"))
+          (*readtable* (copy-readtable nil)))
+      (load file :verbose nil :print nil))
+    0))
 
 ;;; The REPL.
 
@@ -185,11 +368,10 @@ the condition and returns to the prompt; end of input leaves with status 0."
           ((member cmd '("--help" "-h" "help") :test #'string=)
            (print-usage *standard-output*) 0)
           ((string= cmd "--version") (format t "~A~%" (version)) 0)
-          ((string= cmd "script") (run-script (rest args)))
           (t
-           (let ((c (find cmd *commands* :key #'command-name :test #'string=)))
+           (let ((c (find-command cmd)))
              (cond (c
-                    (with-batch-errors ((format nil "rontolisp ~A" cmd))
+                    (with-batch-errors ((format nil "rontolisp ~A" cmd) c)
                       (or (funcall (command-function c) (rest args)) 0)))
                    (t
                     (format *error-output* "rontolisp: unknown command ~S~%" cmd)

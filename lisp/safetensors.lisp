@@ -22,8 +22,7 @@ signals JSON-ERROR (PATH, when given, names its file in the message)."
   (check-type string string)
   (multiple-value-bind (value status message offset) (%json-parse (%utf8-octets string))
     (when (and (null value) (eq status :json))
-      (error 'json-error :path path :offset offset
-                         :message (format nil "~@[~A: ~]invalid JSON ~A" path message)))
+      (json-error path offset "invalid JSON ~A" message))
     value))
 
 (defun read-file-octets (path)
@@ -37,11 +36,10 @@ signals JSON-ERROR (PATH, when given, names its file in the message)."
 missing file or invalid JSON signals JSON-ERROR naming the file."
   (let ((name (namestring (merge-pathnames path))))
     (unless (probe-file name)
-      (error 'json-error :path name :message (format nil "~A: no such file (expected a JSON file)" name)))
+      (json-error name nil "no such file (expected a JSON file)"))
     (multiple-value-bind (value status message offset) (%json-parse (read-file-octets name))
       (when (and (null value) (eq status :json))
-        (error 'json-error :path name :offset offset
-                           :message (format nil "~A: invalid JSON ~A" name message)))
+        (json-error name offset "invalid JSON ~A" message))
       value)))
 
 (defun read-safetensors (path)
@@ -54,8 +52,7 @@ overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset."
   (let ((name (namestring (merge-pathnames path))))
     (multiple-value-bind (handle status message offset) (%st-open (%utf8-octets name))
       (unless handle
-        (error 'safetensors-error :path name :offset offset :reason status
-                                  :message (format nil "~A: ~A" name message)))
+        (safetensors-error name status offset "~A" message))
       (unwind-protect
            (values
             (loop for (tname dtype shape) in (%st-tensors handle)

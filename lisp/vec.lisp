@@ -17,12 +17,6 @@
 
 (in-package "RONTOLISP")
 
-(defun one-line (control &rest args)
-  "FORMAT's string for CONTROL and ARGS on one line: a condition message
-must not be broken where the pretty printer would break a long list."
-  (let ((*print-pretty* nil))
-    (apply #'format nil control args)))
-
 (deftype float-vector ()
   "The vectors the VEC operations take: simple single- or double-float."
   '(or (simple-array single-float (*)) (simple-array double-float (*))))
@@ -31,63 +25,52 @@ must not be broken where the pretty printer would break a long list."
   "Signal QUANTIZED-MATRIX-ERROR when X, an argument of the operation FN (a
 string such as \"vec:dot\"), is a quantized matrix."
   (when (quantized-matrix-p x)
-    (error 'quantized-matrix-error
-           :message (one-line "~A: expected a packed float array, found ~A; call ~
+    (quantized-matrix-error fn "expected a packed float array, found ~A; call ~
 rontolisp:dequantize on it first (only vec:matvec, vec:matvec-into and linalg:row take ~
-a quantized matrix)" fn x))))
+a quantized matrix)" x)))
 
 (defun check-float-vector (fn what x)
   "Signal unless X (the argument called WHAT of FN) is a simple single- or
 double-float vector."
   (refuse-quantized fn x)
   (unless (typep x 'float-vector)
-    (error 'element-type-error
-           :found (type-of x)
-           :message (one-line "~A: expected ~A to be a (simple-array single-float (*)) or ~
-(simple-array double-float (*)), found ~A" fn what (describe-object-type x)))))
+    (element-type-error fn x "expected ~A to be a (simple-array single-float (*)) or ~
+(simple-array double-float (*)), found ~A" what (describe-object-type x))))
 
 (defun check-float-matrix (fn x)
   "Signal unless X is a simple rank-2 single- or double-float array."
   (refuse-quantized fn x)
   (unless (typep x '(or (simple-array single-float) (simple-array double-float)))
-    (error 'element-type-error
-           :found (type-of x)
-           :message (one-line "~A: expected a (simple-array single-float (* *)) or ~
-(simple-array double-float (* *)), found ~A" fn (describe-object-type x))))
+    (element-type-error fn x "expected a (simple-array single-float (* *)) or ~
+(simple-array double-float (* *)), found ~A" (describe-object-type x)))
   (unless (= 2 (array-rank x))
-    (error 'shape-error
-           :expected "rank 2" :found (array-dimensions x)
-           :message (one-line "~A: expected a matrix (rank 2), found rank ~D (dimensions ~S)"
-                            fn (array-rank x) (array-dimensions x)))))
+    (shape-error fn "rank 2" (array-dimensions x)
+                 "expected a matrix (rank 2), found rank ~D (dimensions ~S)"
+                 (array-rank x) (array-dimensions x))))
 
 (defun matvec-matrix-shape (fn m)
   "The (values rows cols) of M, which VEC:MATVEC takes: a quantized matrix
 of rank 2 or a simple rank-2 single-float array; signals otherwise."
   (cond ((quantized-matrix-p m)
          (unless (= 2 (length (quantized-matrix-dims m)))
-           (error 'shape-error
-                  :expected "rank 2" :found (quantized-matrix-dims m)
-                  :message (one-line "~A: expected a matrix (rank 2), found the rank-~D ~A"
-                                   fn (length (quantized-matrix-dims m)) m)))
+           (shape-error fn "rank 2" (quantized-matrix-dims m)
+                        "expected a matrix (rank 2), found the rank-~D ~A"
+                        (length (quantized-matrix-dims m)) m))
          (values (quantized-matrix-rows m) (quantized-matrix-cols m)))
         ((typep m '(simple-array single-float (* *)))
          (values (array-dimension m 0) (array-dimension m 1)))
         ((typep m '(simple-array single-float))
-         (error 'shape-error
-                :expected "rank 2" :found (array-dimensions m)
-                :message (one-line "~A: expected a matrix (rank 2), found a single-float ~
-array of rank ~D (dimensions ~S)" fn (array-rank m) (array-dimensions m))))
+         (shape-error fn "rank 2" (array-dimensions m) "expected a matrix (rank 2), found a ~
+single-float array of rank ~D (dimensions ~S)" (array-rank m) (array-dimensions m)))
         (t
-         (error 'element-type-error
-                :found (type-of m)
-                :message (one-line "~A: expected a quantized matrix or a (simple-array ~
+         (element-type-error fn m "expected a quantized matrix or a (simple-array ~
 single-float (* *)) (the f32 baseline), found ~A~@[; ~A~]"
-                                 fn (describe-object-type m)
-                                 (typecase m
-                                   ((simple-array double-float (* *))
-                                    "coerce it to single-float or rontolisp:quantize it")
-                                   ((or float16-array bfloat16-array)
-                                    "widen it with rontolisp:half-array-to-single or rontolisp:quantize it")))))))
+                             (describe-object-type m)
+                             (typecase m
+                               ((simple-array double-float (* *))
+                                "coerce it to single-float or rontolisp:quantize it")
+                               ((or float16-array bfloat16-array)
+                                "widen it with rontolisp:half-array-to-single or rontolisp:quantize it"))))))
 
 (defun matvec-failure (fn x status message where)
   "Signal the condition for the kernel's STATUS (a keyword) on vector X;
@@ -96,60 +79,47 @@ block whose scale overflows."
   (case status
     (:non-finite
      (let ((i where))
-       (error 'non-finite-error
-              :index (list i)
-              :message (one-line "~A: x must be quantized to Q8_0 first: expected finite ~
+       (non-finite-error fn (list i) "x must be quantized to Q8_0 first: expected finite ~
 values, found ~A at index ~D"
-                               fn (let ((v (and i (aref x i))))
-                                    (cond ((null v) "a non-finite value")
-                                          ((ext:float-nan-p v) "NaN")
-                                          ((plusp v) (if (ext:float-infinity-p v)
-                                                         "+infinity"
-                                                         (one-line "~S (+infinity as a single-float)" v)))
-                                          (t (if (ext:float-infinity-p v)
-                                                 "-infinity"
-                                                 (one-line "~S (-infinity as a single-float)" v)))))
-                               i))))
+                        (let ((v (and i (aref x i))))
+                             (cond ((null v) "a non-finite value")
+                                   ((ext:float-nan-p v) "NaN")
+                                   ((plusp v) (if (ext:float-infinity-p v)
+                                                  "+infinity"
+                                                  (format nil "~S (+infinity as a single-float)" v)))
+                                   (t (if (ext:float-infinity-p v)
+                                          "-infinity"
+                                          (format nil "~S (-infinity as a single-float)" v)))))
+                        i)))
     (:scale-overflow
      (let ((b where)
            (amax (block-absmax x (nth-value 1 (packed-numbers x)) (* 32 where))))
-       (error 'scale-overflow-error
-              :row 0 :block b
-              :message (one-line "~A: x must be quantized to Q8_0 first: the scale of its ~
+       (scale-overflow-error fn 0 b "x must be quantized to Q8_0 first: the scale of its ~
 block ~D (values ~D to ~D) overflows binary16: expected a block absmax below 8321040, ~
-found ~A" fn b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax))))
+found ~A" b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax)))
     (t
-     (error 'rontolisp-error
-            :message (one-line "~A: the kernel failed (~(~A~)): ~A" fn status message)))))
+     (rontolisp-error fn "the kernel failed (~(~A~)): ~A" status message))))
 
 (defun checked-matvec (fn m x out)
   "VEC:MATVEC-INTO's work, its errors naming the operation FN."
   (multiple-value-bind (rows cols) (matvec-matrix-shape fn m)
     (check-float-vector fn "x" x)
     (unless (= (length x) cols)
-      (error 'shape-error
-             :expected (list cols) :found (list (length x))
-             :message (one-line "~A: expected x of length ~D (the matrix's columns, matrix ~
-~S), found length ~D" fn cols (array-dimensions m) (length x))))
+      (shape-error fn (list cols) (list (length x)) "expected x of length ~D (the matrix's ~
+columns, matrix ~S), found length ~D" cols (array-dimensions m) (length x)))
     (unless out
       (setf out (make-array rows :element-type (array-element-type x))))
     (refuse-quantized fn out)
     (unless (typep out (if (typep x '(simple-array double-float (*)))
                            '(simple-array double-float (*))
                            '(simple-array single-float (*))))
-      (error 'element-type-error
-             :found (type-of out)
-             :message (one-line "~A: expected out to be a (simple-array ~(~A~) (*)) like x, ~
-found ~A" fn (array-element-type x) (describe-object-type out))))
+      (element-type-error fn out "expected out to be a (simple-array ~(~A~) (*)) like x, ~
+found ~A" (array-element-type x) (describe-object-type out)))
     (unless (= (length out) rows)
-      (error 'shape-error
-             :expected (list rows) :found (list (length out))
-             :message (one-line "~A: expected out of length ~D (the matrix's rows, matrix ~
-~S), found length ~D" fn rows (array-dimensions m) (length out))))
+      (shape-error fn (list rows) (list (length out)) "expected out of length ~D (the ~
+matrix's rows, matrix ~S), found length ~D" rows (array-dimensions m) (length out)))
     (when (and (eq out x) (plusp rows))
-      (error 'rontolisp-error
-             :message (one-line "~A: expected out to be a vector other than x, found x itself"
-                                fn)))
+      (rontolisp-error fn "expected out to be a vector other than x, found x itself"))
     (multiple-value-bind (result status message where) (%matvec m x out)
       (or result (matvec-failure fn x status message where)))))
 
@@ -191,15 +161,11 @@ QUANTIZED-MATRIX-ERROR (dequantize it first)."
   (check-float-vector "vec:dot" "x" x)
   (check-float-vector "vec:dot" "y" y)
   (unless (equal (array-element-type x) (array-element-type y))
-    (error 'element-type-error
-           :found (type-of y)
-           :message (one-line "vec:dot: expected y of x's element type ~(~A~), found ~A"
-                            (array-element-type x) (describe-object-type y))))
+    (element-type-error 'vec:dot y "expected y of x's element type ~(~A~), found ~A"
+                        (array-element-type x) (describe-object-type y)))
   (unless (= (length x) (length y))
-    (error 'shape-error
-           :expected (list (length x)) :found (list (length y))
-           :message (one-line "vec:dot: expected vectors of one length, found lengths ~D and ~D"
-                            (length x) (length y))))
+    (shape-error 'vec:dot (list (length x)) (list (length y))
+                 "expected vectors of one length, found lengths ~D and ~D" (length x) (length y)))
   (let ((s 0d0))
     (declare (double-float s))
     (etypecase x
@@ -265,16 +231,13 @@ Signals INDEX-ERROR for an I out of range."
       (if (quantized-matrix-p m)
           (if (= 2 (length (quantized-matrix-dims m)))
               (values (quantized-matrix-rows m) (quantized-matrix-cols m))
-              (error 'shape-error
-                     :expected "rank 2" :found (quantized-matrix-dims m)
-                     :message (one-line "linalg:row: expected a matrix (rank 2), found the ~
-rank-~D ~A" (length (quantized-matrix-dims m)) m)))
+              (shape-error 'linalg:row "rank 2" (quantized-matrix-dims m)
+                           "expected a matrix (rank 2), found the rank-~D ~A"
+                           (length (quantized-matrix-dims m)) m))
           (progn (check-float-matrix "linalg:row" m)
                  (values (array-dimension m 0) (array-dimension m 1))))
     (unless (and (integerp i) (< -1 i rows))
-      (error 'index-error
-             :message (one-line "linalg:row: expected a row index from 0 to ~D, found ~S"
-                              (1- rows) i)))
+      (index-error 'linalg:row "expected a row index from 0 to ~D, found ~S" (1- rows) i))
     (if (quantized-matrix-p m)
         (%q8-row-into m i (make-array cols :element-type 'single-float))
         (let ((v (make-array cols :element-type (array-element-type m))))

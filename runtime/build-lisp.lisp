@@ -1,20 +1,62 @@
-;;;; build-lisp.lisp - compiles lisp/ into one static library for the host.
+;;;; build-lisp.lisp - compiles the Lisp system into one static library for
+;;;; the host, in the order rontolisp.asd states.
 ;;;;
 ;;;; Run by the Makefile as
-;;;;   ecl --norc --shell runtime/build-lisp.lisp OUT.a FILE.lisp ...
-;;;; Files are compiled in the order given (dependency order) and each is
-;;;; loaded after compiling, so later files see earlier macros and packages.
-;;;; The library's init function is init_rontolisp_lisp (runtime/main.c).
+;;;;   ecl --norc --shell runtime/build-lisp.lisp --list SYSTEM.asd
+;;;;       prints the system's source files, one a line (the Makefile's
+;;;;       prerequisites), and
+;;;;   ecl --norc --shell runtime/build-lisp.lisp OUT.a SYSTEM.asd
+;;;;       compiles them in that order, each loaded after compiling so later
+;;;;       files see earlier macros and packages.
+;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
+;;;; :serial t (file order is dependency order) with :file components under
+;;;; an optional :pathname, naming every .lisp file there.  Anything else
+;;;; stops the build with one line, rather than guessing an order.  The library's init function is
+;;;; init_rontolisp_lisp (runtime/main.c).
 
-(require 'cmp)
+(defun fail (fmt &rest args)
+  (format *error-output* "~&build-lisp: ~?~%" fmt args)
+  (ext:quit 1))
 
-(let* ((args (rest (member "build-lisp.lisp" ext:*command-args*
-                           :test #'string= :key #'file-namestring)))
-       (out (first args))
-       (files (rest args))
-       (objs '()))
+(defun system-files (asd)
+  "The source files of the one DEFSYSTEM form in the file ASD, in order,
+as strings relative to the directory the build runs in."
+  (let ((form (with-open-file (s asd)
+                (let ((*read-eval* nil)
+                      (*package* (make-package "BUILD-LISP-ASD" :use '("CL"))))
+                  (unwind-protect
+                       (loop for f = (read s nil s)
+                             until (eq f s)
+                             when (and (consp f) (string= "DEFSYSTEM" (symbol-name (first f))))
+                               return f)
+                    (delete-package *package*))))))
+    (unless form
+      (fail "~A: expected a (defsystem ...) form, found none" asd))
+    (let* ((options (cddr form))
+           (dir (getf options :pathname ""))
+           (base (directory-namestring asd)))
+      (unless (eq t (getf options :serial))
+        (fail "~A: expected :serial t (file order is the load order), found ~S"
+              asd (getf options :serial)))
+      (let ((files (loop for c in (getf options :components)
+                         collect (if (and (consp c) (string= "FILE" (symbol-name (first c)))
+                                          (stringp (second c)))
+                                     (format nil "~A~A~A.lisp" base dir (second c))
+                                     (fail "~A: expected components (:file \"name\"), found ~S"
+                                           asd c)))))
+        ;; A source file the system does not list would silently stay out
+        ;; of the executable.
+        (dolist (p (directory (format nil "~A~A*.lisp" base dir)))
+          (unless (member (truename p) files :test #'equal :key #'probe-file)
+            (fail "~A: expected every ~A*.lisp among the components, found ~A missing"
+                  asd dir (file-namestring p))))
+        files))))
+
+(defun build (out files)
   (let ((*compile-verbose* nil)
-        (*load-verbose* nil))
+        (*load-verbose* nil)
+        (objs '()))
+    (require 'cmp)
     (dolist (f files)
       (let ((o (make-pathname :defaults (merge-pathnames out)
                               :name (pathname-name f) :type "o")))
@@ -22,12 +64,23 @@
             (compile-file f :output-file o :system-p t)
           (declare (ignore warnings-p))
           (when (or (null fasl) failure-p)
-            (format *error-output* "~&build-lisp: compiling ~A failed~%" f)
-            (ext:quit 1)))
+            (fail "compiling ~A failed" f)))
         (load f)
         (push (namestring o) objs)))
-    ;; Given a string, build-static-library would add a second lib prefix.
-    (c:build-static-library (merge-pathnames out)
-                            :lisp-files (reverse objs)
-                                :init-name "init_rontolisp_lisp")
-    (ext:quit 0)))
+    ;; The compiler's package exists only once cmp is loaded, which --list
+    ;; does not need.  Given a string, build-static-library would add a
+    ;; second lib prefix.
+    (funcall (find-symbol "BUILD-STATIC-LIBRARY" "C") (merge-pathnames out)
+             :lisp-files (reverse objs)
+             :init-name "init_rontolisp_lisp")))
+
+(let ((args (rest (member "build-lisp.lisp" ext:*command-args*
+                          :test #'string= :key #'file-namestring))))
+  (unless (= 2 (length args))
+    (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))
+  (destructuring-bind (what asd) args
+    (let ((files (system-files asd)))
+      (if (string= what "--list")
+          (format t "~{~A~%~}" files)
+          (build what files))
+      (ext:quit 0))))

@@ -1,7 +1,7 @@
 /* test_matvec.c - the Q8_0 matrix-vector product (SPEC §4) and the f32
  * baseline: every path and thread count against the scalar reference, bit
- * for bit; the reference against independent formulations; error cases;
- * the pool's splitting rule. */
+ * for bit; the reference against independent formulations; error cases.
+ * The pool and the CPU knobs are tested in test_pool.c and test_cpu.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,78 +399,7 @@ static void test_errors(void) {
                           msg, sizeof msg) == RL_Q8_BADARG); /* byte count overflows */
 }
 
-/* ---- pool ---------------------------------------------------------------- */
-
-static int pool_hits[64];
-static void pool_count(void *ctx, int ith, int nth) {
-    (void)ctx;
-    __atomic_add_fetch(&pool_hits[ith], nth, __ATOMIC_RELAXED);
-}
-static void pool_reenter(void *ctx, int ith, int nth) {
-    (void)nth;
-    if (ith == 0)
-        rl_pool_run(3, pool_count, ctx); /* must not deadlock: runs inline */
-}
-
-static void test_pool(void) {
-    int bad = 0;
-    for (size_t n = 0; n < 200; n++) {
-        for (int nth = 1; nth <= 9; nth++) {
-            for (size_t mult = 1; mult <= 4; mult += 3) {
-                size_t covered = 0, prev = 0;
-                for (int i = 0; i < nth; i++) {
-                    size_t a, b;
-                    rl_pool_chunk(n, i, nth, mult, &a, &b);
-                    bad += a > b || b > n || (a != prev && a < b) || (a % mult && a < n);
-                    if (a < b)
-                        prev = b;
-                    covered += b - a;
-                }
-                bad += covered != n;
-            }
-        }
-    }
-    CHECK_MSG(!bad, "rl_pool_chunk: %d violations", bad);
-    memset(pool_hits, 0, sizeof pool_hits);
-    for (int rep = 0; rep < 200; rep++)
-        rl_pool_run(1 + rep % 6, pool_count, NULL);
-    int want[64] = {0};
-    for (int rep = 0; rep < 200; rep++)
-        for (int i = 0; i < 1 + rep % 6; i++)
-            want[i] += 1 + rep % 6;
-    CHECK(same(pool_hits, want, sizeof want));
-    memset(pool_hits, 0, sizeof pool_hits);
-    rl_pool_run(2, pool_reenter, NULL);
-    CHECK(pool_hits[0] == 3 && pool_hits[1] == 3 && pool_hits[2] == 3);
-    rl_pool_shutdown();
-    CHECK(rl_pool_workers() == 0);
-    memset(pool_hits, 0, sizeof pool_hits);
-    rl_pool_run(4, pool_count, NULL);
-    CHECK(pool_hits[3] == 4 && rl_pool_workers() == 3);
-}
-
-/* ---- cpu knobs --------------------------------------------------------- */
-
-static void test_cpu(void) {
-    CHECK(rl_cpu_cores() >= 1);
-    rl_set_threads(3);
-    CHECK(rl_threads() == 3);
-    rl_set_threads(-5);
-    CHECK(rl_threads() == rl_cpu_cores());
-    rl_set_threads(100000);
-    CHECK(rl_threads() == RL_MAX_THREADS);
-    rl_set_threads(0);
-    rl_set_simd(0);
-    CHECK(!strcmp(rl_simd_path(), "scalar") && rl_path_best() == RL_PATH_REF);
-    rl_set_simd(1);
-    CHECK(!rl_cpu_has_avx512vnni() || rl_cpu_has_avx512());
-    CHECK(!rl_cpu_has_avx512() || rl_cpu_has_avx2());
-    fprintf(stderr, "cpu: %d cores, best path %s\n", rl_cpu_cores(), rl_simd_path());
-}
-
 int main(void) {
-    test_cpu();
-    test_pool();
     test_q8_paths();
     test_q8_knobs();
     test_q8_naive();

@@ -10,13 +10,12 @@
 #include "prims/cpu.h"
 #include "prims/q8.h"
 #include "tests/c/check.h"
+#include "tests/c/support/json.h"
 #include "tests/c/testutil.h"
 
 #define GOLDEN "tests/golden/"
 
 /* ---- tiny helpers --------------------------------------------------- */
-
-
 
 static int hexval(int c) {
     if (c >= '0' && c <= '9')
@@ -28,27 +27,18 @@ static int hexval(int c) {
     return -1;
 }
 
-/* Next quoted hex string at or after *p: its value (up to 8 hex digits) or,
- * with out != NULL, its bytes.  Answers the digit count, 0 if none. */
-static size_t next_hex(const char **p, uint32_t *val, unsigned char *out, size_t outcap) {
-    const char *q = strchr(*p, '"');
-    if (!q)
+/* The N bytes spelled by the hex string S (exactly 2N digits) into out;
+ * 0 when S is anything else. */
+static int hex_bytes(const char *s, unsigned char *out, size_t n) {
+    if (!s || strlen(s) != 2 * n)
         return 0;
-    q++;
-    size_t nd = 0;
-    uint32_t v = 0;
-    while (hexval(q[nd]) >= 0) {
-        if (out && nd % 2 == 1 && nd / 2 < outcap)
-            out[nd / 2] = (unsigned char)(hexval(q[nd - 1]) * 16 + hexval(q[nd]));
-        v = v * 16 + (uint32_t)hexval(q[nd]);
-        nd++;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return 0;
+        out[i] = (unsigned char)(hi * 16 + lo);
     }
-    if (q[nd] != '"')
-        return 0;
-    *p = q + nd + 1;
-    if (val)
-        *val = v;
-    return nd;
+    return 1;
 }
 
 static int same_bytes(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
@@ -59,30 +49,32 @@ static int same_bytes(const void *a, const void *b, size_t n) { return memcmp(a,
  * block bytes llama-quantize wrote.  Quantize every row with each path and
  * through the double entry point (every f32 is exact as a double). */
 static void test_corner_table(const char *file, int want_rows) {
-    char *js = slurp(file, NULL);
-    CHECK_MSG(js != NULL, "cannot read %s", file);
-    if (!js)
+    json_t *doc = rl_test_json_load(file);
+    CHECK_MSG(doc != NULL, "cannot read %s", file);
+    if (!doc)
         return;
     int rows = 0, bad_parse = 0, bad_ref = 0, bad_avx2 = 0, bad_f64 = 0, bad_deq = 0;
-    const char *p = js;
-    while ((p = strstr(p, "\"x_f32_hex\""))) {
-        p += strlen("\"x_f32_hex\"");
+    size_t r;
+    json_t *row;
+    json_array_foreach(json_object_get(doc, "rows"), r, row) {
+        const json_t *xh = json_object_get(row, "x_f32_hex");
         float x[32];
         double xd[32];
+        if (json_array_size(xh) != 32)
+            bad_parse++;
         for (int j = 0; j < 32; j++) {
-            uint32_t u;
-            if (next_hex(&p, &u, NULL, 0) != 8)
+            unsigned char be[4] = {0};
+            if (!hex_bytes(json_string_value(json_array_get(xh, (size_t)j)), be, 4))
                 bad_parse++;
-            x[j] = rl_gguf_f32_from_bits(u);
+            x[j] = rl_gguf_f32_from_bits((uint32_t)be[0] << 24 | (uint32_t)be[1] << 16 |
+                                         (uint32_t)be[2] << 8 | be[3]);
             xd[j] = x[j];
         }
-        const char *bh = strstr(p, "\"block_hex\"");
         unsigned char want[34];
-        if (!bh || (bh += 11, next_hex(&bh, NULL, want, sizeof want) != 68)) {
+        if (!hex_bytes(json_string_value(json_object_get(row, "block_hex")), want, sizeof want)) {
             bad_parse++;
             break;
         }
-        p = bh;
         rl_block_q8_0 y;
         size_t w;
         if (rl_q8_quantize_f32_ref(x, 32, &y, &w) != RL_Q8_OK || !same_bytes(&y, want, 34))
@@ -104,7 +96,7 @@ static void test_corner_table(const char *file, int want_rows) {
                 bad_deq++;
         rows++;
     }
-    free(js);
+    json_decref(doc);
     CHECK_MSG(rows == want_rows && !bad_parse, "%s: parsed %d rows (want %d), %d parse errors",
               file, rows, want_rows, bad_parse);
     CHECK_MSG(!bad_ref, "%s: %d rows differ from llama-quantize (ref)", file, bad_ref);
@@ -116,44 +108,25 @@ static void test_corner_table(const char *file, int want_rows) {
 
 /* ---- whole golden files --------------------------------------------- */
 
-/* From a gguf.json dump: data_offset, and for a tensor name its offset,
- * type name and element count. */
-static long json_num_after(const char *from, const char *key) {
-    const char *p = strstr(from, key);
-    return p ? strtol(p + strlen(key), NULL, 10) : -1;
-}
-
-static int json_tensor(const char *js, const char *name, long *offset, char type[8], long *nel) {
-    char pat[160];
-    snprintf(pat, sizeof pat, "\"name\": \"%s\"", name);
-    const char *t = strstr(js, pat);
-    if (!t)
-        return 0;
-    const char *ne = strstr(t, "\"ne\": [");
-    const char *ty = strstr(t, "\"type_name\": \"");
-    if (!ne || !ty)
+/* A tensor of a gguf-py dump: its offset, ggml type name and element
+ * count; 0 when the entry lacks one of them. */
+static int tensor_facts(const json_t *t, long *offset, const char **type, long *nel) {
+    const json_t *ne = json_object_get(t, "ne");
+    *type = json_string_value(json_object_get(t, "type_name"));
+    if (!t || !json_is_array(ne) || !*type || !json_is_integer(json_object_get(t, "offset")))
         return 0;
     long n = 1;
-    for (const char *q = ne + 7; *q && *q != ']';) {
-        char *end;
-        long v = strtol(q, &end, 10);
-        if (end == q) {
-            q++;
-            continue;
-        }
-        n *= v;
-        q = end;
-    }
+    size_t d;
+    json_t *v;
+    json_array_foreach(ne, d, v) n *= (long)json_integer_value(v);
     *nel = n;
-    ty += 14;
-    size_t k = 0;
-    while (ty[k] && ty[k] != '"' && k < 7) {
-        type[k] = ty[k];
-        k++;
-    }
-    type[k] = 0;
-    *offset = json_num_after(t, "\"offset\": ");
+    *offset = (long)json_integer_value(json_object_get(t, "offset"));
     return *offset >= 0;
+}
+
+static long data_offset(const json_t *dump) {
+    const json_t *v = json_object_get(dump, "data_offset");
+    return json_is_integer(v) ? (long)json_integer_value(v) : -1;
 }
 
 /* Every tensor llama-quantize wrote as Q8_0 in OUT: quantize the same tensor
@@ -161,9 +134,9 @@ static int json_tensor(const char *js, const char *name, long *offset, char type
 static void test_golden_file(const char *in, const char *out) {
     char path[256];
     snprintf(path, sizeof path, GOLDEN "%s.gguf.json", in);
-    char *jin = slurp(path, NULL);
+    json_t *jin = rl_test_json_load(path);
     snprintf(path, sizeof path, GOLDEN "%s.gguf.json", out);
-    char *jout = slurp(path, NULL);
+    json_t *jout = rl_test_json_load(path);
     snprintf(path, sizeof path, GOLDEN "%s.gguf", in);
     size_t lin = 0, lout = 0;
     unsigned char *din = (unsigned char *)slurp(path, &lin);
@@ -172,23 +145,18 @@ static void test_golden_file(const char *in, const char *out) {
     CHECK_MSG(jin && jout && din && dout, "cannot read golden pair %s / %s", in, out);
     if (!(jin && jout && din && dout))
         goto done;
-    long base_in = json_num_after(jin, "\"data_offset\": ");
-    long base_out = json_num_after(jout, "\"data_offset\": ");
+    long base_in = data_offset(jin);
+    long base_out = data_offset(jout);
     int tensors = 0, bad = 0;
-    for (const char *p = jout; (p = strstr(p, "\"name\": \"")); p++) {
-        char name[128];
-        const char *s = p + 9;
-        size_t k = 0;
-        while (s[k] && s[k] != '"' && k < sizeof name - 1) {
-            name[k] = s[k];
-            k++;
-        }
-        name[k] = 0;
+    size_t ti;
+    json_t *t;
+    json_array_foreach(json_object_get(jout, "tensors"), ti, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
         long off_o, off_i, ne_o, ne_i;
-        char ty_o[8], ty_i[8];
-        if (!json_tensor(jout, name, &off_o, ty_o, &ne_o) || strcmp(ty_o, "Q8_0"))
+        const char *ty_o, *ty_i;
+        if (!name || !tensor_facts(t, &off_o, &ty_o, &ne_o) || strcmp(ty_o, "Q8_0"))
             continue;
-        if (!json_tensor(jin, name, &off_i, ty_i, &ne_i) || ne_i != ne_o) {
+        if (!tensor_facts(rl_test_json_tensor(jin, name), &off_i, &ty_i, &ne_i) || ne_i != ne_o) {
             bad++;
             continue;
         }
@@ -221,8 +189,8 @@ static void test_golden_file(const char *in, const char *out) {
     CHECK_MSG(tensors > 0 && !bad, "%s -> %s: %d Q8_0 tensors, %d mismatches", in, out,
               tensors, bad);
 done:
-    free(jin);
-    free(jout);
+    json_decref(jin);
+    json_decref(jout);
     free(din);
     free(dout);
 }
@@ -238,10 +206,11 @@ static void test_golden_errors(void) {
     for (int f = 0; f < 2; f++) {
         size_t len;
         unsigned char *d = (unsigned char *)slurp(files[f], &len);
-        char *js = slurp(jsons[f], NULL);
-        CHECK_MSG(d && js, "cannot read %s", files[f]);
-        if (d && js) {
-            long base = json_num_after(js, "\"data_offset\": ");
+        json_t *js = rl_test_json_load(jsons[f]);
+        long base = data_offset(js);
+        CHECK_MSG(d && js && base >= 0 && (size_t)base + 64 * sizeof(float) <= len,
+                  "cannot read %s", files[f]);
+        if (d && js && base >= 0 && (size_t)base + 64 * sizeof(float) <= len) {
             float x[64];
             memcpy(x, d + base, sizeof x);
             int bad = 0;
@@ -261,7 +230,7 @@ static void test_golden_errors(void) {
                       where_want[f]);
         }
         free(d);
-        free(js);
+        json_decref(js);
     }
 }
 

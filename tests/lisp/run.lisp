@@ -1,173 +1,68 @@
-;;;; run.lisp - loads FiveAM and every suite in tests/lisp/, runs them and
-;;;; prints "Lisp tests: N passed, M failed".  Run from the repository root:
-;;;;   build/rontolisp script tests/lisp/run.lisp [FILE-SUBSTRING ...]
-;;;; With arguments, only the test files whose names contain one of them
-;;;; are loaded.  Exits 1 when anything failed.
+;;;; run.lisp - the test runner: loads the system rontolisp-tests (FiveAM
+;;;; from Debian's cl-fiveam, through ASDF), runs the suites and prints
+;;;; "Lisp tests: N passed, M failed, K skipped".  From the repository root:
+;;;;   build/rontolisp script tests/lisp/run.lisp [SUITE-SUBSTRING ...]
+;;;; With arguments, only the suites whose names contain one of them run
+;;;; (the suite of tests/lisp/test-NAME.lisp is NAME).  Exits 1 when
+;;;; anything failed.
 
 (require 'asdf)
+(let ((root (truename (merge-pathnames "../../" (make-pathname :name nil :type nil
+                                                               :defaults *load-truename*)))))
+  (push root asdf:*central-registry*))
 (let ((*error-output* (make-broadcast-stream))
       (*standard-output* (make-broadcast-stream)))
   (asdf:load-system "fiveam")
   (asdf:load-system "yason"))
-
-(defpackage "RONTOLISP-TESTS"
-  (:use "CL" "FIVEAM"))
+;; Debian's trivial-backtrace (under FiveAM) names a COPYING file it does not
+;; ship, and ASDF warns about it on every plan; any other warning shows.
+(handler-bind ((warning (lambda (w)
+                          (when (search "without its input file" (princ-to-string w))
+                            (muffle-warning w)))))
+  (asdf:load-system "rontolisp-tests"))
 
 (in-package "RONTOLISP-TESTS")
 
-(def-suite all :description "Every rontolisp suite.")
+(defun test-file-suites ()
+  "The suite of each test file, in load order: test-NAME.lisp holds NAME."
+  (loop for c in (asdf:component-children (asdf:find-system "rontolisp-tests"))
+        for name = (asdf:component-name c)
+        when (and (> (length name) 5) (string= "test-" name :end2 5))
+          collect (let ((suite (find-symbol (string-upcase (subseq name 5)) "RONTOLISP-TESTS")))
+                    (unless (and suite (fiveam:get-test suite))
+                      (error "tests/lisp/~A.lisp defines no suite ~A" name (subseq name 5)))
+                    suite)))
 
-(defparameter *root* (truename "./"))
-(defparameter *exe* (or (ext:getenv "RONTOLISP_EXE")
-                        (namestring (merge-pathnames "build/rontolisp" *root*)))
-  "The executable under test, for tests of the command line (the environment
-variable RONTOLISP_EXE overrides build/rontolisp).")
-(defvar *tmp-counter* 0)
+;; A test file the system does not list would never run: say so and fail.
+(defun unlisted-test-files ()
+  "Names of tests/lisp/test-*.lisp files that rontolisp-tests.asd does not list."
+  (let ((listed (mapcar #'asdf:component-name
+                        (asdf:component-children (asdf:find-system "rontolisp-tests")))))
+    (loop for p in (directory (merge-pathnames "test-*.lisp" *load-truename*))
+          unless (member (pathname-name p) listed :test #'string=)
+            collect (pathname-name p))))
 
-(defun tmp-path (name)
-  "A fresh path under the system's temporary directory."
-  (format nil "~A/rl-test-~D-~D-~A"
-          (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-          (ext:getpid) (incf *tmp-counter*) name))
-
-(defun golden (name)
-  "The path of a file under tests/golden/, as a string."
-  (namestring (merge-pathnames (concatenate 'string "tests/golden/" name) *root*)))
-
-(defun read-file-string (path)
-  (with-open-file (s path :external-format :utf-8)
-    (let* ((str (make-string (file-length s)))
-           (n (read-sequence str s)))
-      (subseq str 0 n))))
-
-(defun write-file-string (path string)
-  (with-open-file (s path :direction :output :if-exists :supersede
-                          :external-format :utf-8)
-    (write-string string s))
-  path)
-
-(defun run-exe (args &key (input ""))
-  "Run the rontolisp executable with ARGS (strings), INPUT (a string) on its
-standard input; answer (values exit-status stdout stderr)."
-  (let ((in (write-file-string (tmp-path "in") input))
-        (out (tmp-path "out"))
-        (err (tmp-path "err")))
-    (unwind-protect
-         (let ((code (nth-value 1 (ext:run-program *exe* args
-                                                   :input in :output out :error err
-                                                   :if-output-exists :supersede
-                                                   :if-error-exists :supersede
-                                                   :wait t))))
-           (values code (read-file-string out) (read-file-string err)))
-      (dolist (f (list in out err)) (ignore-errors (delete-file f))))))
-
-(defun contains (haystack needle)
-  (and (search needle haystack) t))
-
-(defmacro skip-unless-file ((path) &body body)
-  "Run BODY when PATH exists; otherwise say the test is skipped (a skip is
-not a pass)."
-  `(if (probe-file ,path)
-       (progn ,@body)
-       (skip "missing test file ~A" ,path)))
-
-;;; Golden files: their JSON dumps (made by gguf-py, see tests/golden/README.md)
-;;; and raw tensor bytes read at the offsets the dumps give, so the tests of
-;;; the quantizer do not depend on our own GGUF reader.
-
-(defun golden-json (name)
-  "The parsed JSON dump NAME.json of the golden file NAME (a hash table)."
-  (with-open-file (s (golden (concatenate 'string name ".json")) :external-format :utf-8)
-    (let ((*read-default-float-format* 'double-float)) ; JSON numbers are doubles
-      (yason:parse s))))
-
-(defun json-tensors (json)
-  (gethash "tensors" json))
-
-(defun json-tensor (json name)
-  (find name (json-tensors json) :key (lambda (h) (gethash "name" h)) :test #'string=))
-
-(defun read-octets (path start count)
-  (with-open-file (s path :element-type '(unsigned-byte 8))
-    (file-position s start)
-    (let ((v (make-array count :element-type '(unsigned-byte 8))))
-      (assert (= count (read-sequence v s)))
-      v)))
-
-(defun file-octets (path)
-  "Every byte of the file at PATH."
-  (read-octets path 0 (with-open-file (s path :element-type '(unsigned-byte 8)) (file-length s))))
-
-(defun golden-tensor-octets (name json tensor)
-  (read-octets (golden name)
-               (+ (gethash "data_offset" json) (gethash "offset" tensor))
-               (gethash "nbytes" tensor)))
-
-(defun tensor-rows-cols (tensor)
-  "A golden tensor's shape as (rows cols): cols = ne[0], rows the rest."
-  (let ((ne (gethash "ne" tensor)))
-    (list (reduce #'* (rest ne)) (first ne))))
-
-(defun octets-u16 (octets)
-  (let ((v (make-array (floor (length octets) 2) :element-type '(unsigned-byte 16))))
-    (dotimes (i (length v) v)
-      (setf (aref v i) (logior (aref octets (* 2 i)) (ash (aref octets (1+ (* 2 i))) 8))))))
-
-(defun octets-f32 (octets)
-  (let ((v (make-array (floor (length octets) 4) :element-type 'single-float)))
-    (dotimes (i (length v) v)
-      (let ((bits (logior (aref octets (* 4 i)) (ash (aref octets (+ 1 (* 4 i))) 8)
-                          (ash (aref octets (+ 2 (* 4 i))) 16) (ash (aref octets (+ 3 (* 4 i))) 24))))
-        (setf (aref v i) (rontolisp::%bits-single bits))))))
-
-(defun reshape (vector dims)
-  "A fresh simple array of DIMS with VECTOR's elements in row-major order."
-  (let ((a (make-array dims :element-type (array-element-type vector))))
-    (dotimes (i (length vector) a)
-      (setf (row-major-aref a i) (aref vector i)))))
-
-(defun golden-source-array (name json tensor)
-  "The golden tensor as the array QUANTIZE takes: a (rows cols) single-float
-array for F32, a float16-array or bfloat16-array for F16 and BF16."
-  (let ((octets (golden-tensor-octets name json tensor))
-        (dims (tensor-rows-cols tensor)))
-    (ecase (gethash "type_id" tensor)
-      (0 (reshape (octets-f32 octets) dims))
-      (1 (rontolisp::%make-float16-array (reshape (octets-u16 octets) dims)))
-      (30 (rontolisp::%make-bfloat16-array (reshape (octets-u16 octets) dims))))))
-
-(defun matrix-octets (m)
-  "The bytes WRITE-SEQUENCE writes for the quantized matrix M, through a
-temporary file."
-  (let ((path (tmp-path "qm.bin")))
-    (unwind-protect
-         (progn
-           (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
-                                   :if-exists :supersede)
-             (write-sequence m s))
-           (with-open-file (s path :element-type '(unsigned-byte 8))
-             (let ((v (make-array (file-length s) :element-type '(unsigned-byte 8))))
-               (read-sequence v s)
-               v)))
-      (ignore-errors (delete-file path)))))
-
-;;; Load the suites.
 (let* ((filters rontolisp:*args*)
-       (files (sort (directory (merge-pathnames "tests/lisp/test-*.lisp" *root*))
-                    #'string< :key #'namestring)))
-  (dolist (f files)
-    (when (or (null filters)
-              (some (lambda (s) (search s (pathname-name f))) filters))
-      (load f))))
-
-(let* ((results (let ((*test-dribble* *standard-output*))
-                  (run 'all)))
+       (suites (test-file-suites))
+       (chosen (if filters
+                   (remove-if-not (lambda (s)
+                                    (some (lambda (f) (search (string-upcase f) (symbol-name s)))
+                                          filters))
+                                  suites)
+                   '(all)))
+       (results (let ((*test-dribble* *standard-output*))
+                  (mapcan (lambda (s) (copy-list (run s))) chosen)))
        (passed (count-if (lambda (r) (typep r 'fiveam::test-passed)) results))
-       (failed (count-if (lambda (r) (typep r 'fiveam::test-failure))
-                         results))
+       (failed (count-if (lambda (r) (typep r 'fiveam::test-failure)) results))
        (skipped (count-if (lambda (r) (typep r 'fiveam::test-skipped)) results)))
-  (let ((bad (remove-if (lambda (r) (typep r (quote fiveam::test-passed))) results)))
+  (let ((bad (remove-if (lambda (r) (typep r 'fiveam::test-passed)) results)))
     (when bad (explain! bad)))
+  (dolist (name (unlisted-test-files))
+    (format t "~&tests/lisp/~A.lisp is not listed in rontolisp-tests.asd, so it never runs.~%" name)
+    (incf failed))
+  (when (and filters (null chosen))
+    (format t "~&No suite matches ~{~A~^, ~}.~%" filters)
+    (incf failed))
   (format t "~&Lisp tests: ~D passed, ~D failed, ~D skipped~%" passed failed skipped)
   (finish-output)
   (rontolisp:exit (if (zerop failed) 0 1)))

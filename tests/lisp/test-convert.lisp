@@ -1,11 +1,10 @@
 ;;;; test-convert.lisp - `rontolisp convert': preset shapes, tensor names and
 ;;;; keys, the type policy, the Laya directory round trip through our own
-;;;; safetensors writer and reader, and the JSON and safetensors readers'
-;;;; refusals.
+;;;; safetensors writer and reader.
 
 (in-package "RONTOLISP-TESTS")
 
-(def-suite convert :in all :description "The Laya -> GGUF converter and its readers.")
+(def-suite convert :in all :description "The Laya -> GGUF converter.")
 (in-suite convert)
 
 (defun tensor-params (f)
@@ -101,58 +100,6 @@ in-memory random model; the safetensors round trip is exact."
     (declare (ignore out))
     (is (= 1 code))
     (is (= 1 (count #\Newline err)))))
-
-(test json-parse-values
-  (let ((v (rontolisp:parse-json "{\"a\": [1, -2.5, true, false, null, \"\\u00e9\"], \"b\": {}}")))
-    (is (hash-table-p v))
-    (is (equalp #(1 -2.5d0 t nil :null "é") (gethash "a" v)))
-    (is (hash-table-p (gethash "b" v))))
-  (signals rontolisp:json-error (rontolisp:parse-json "{\"a\": }"))
-  (signals rontolisp:json-error (rontolisp:parse-json "{\"a\": 1, \"a\": 2}"))
-  (signals rontolisp:json-error (rontolisp:read-json-file "/nonexistent.json")))
-
-(defun write-octets (path octets)
-  (with-open-file (s path :direction :output :element-type '(unsigned-byte 8) :if-exists :supersede)
-    (write-sequence octets s))
-  path)
-
-(defun safetensors-octets (header &optional (data #()))
-  (let* ((h (rontolisp::%utf8-octets header))
-         (v (make-array (+ 8 (length h) (length data)) :element-type '(unsigned-byte 8))))
-    (dotimes (i 8) (setf (aref v i) (ldb (byte 8 (* 8 i)) (length h))))
-    (replace v h :start1 8)
-    (replace v data :start1 (+ 8 (length h)))
-    v))
-
-(test safetensors-refuses-bad-files
-  (let ((path (tmp-path "bad.safetensors")))
-    (unwind-protect
-         (loop for (octets reason) in
-               (list (list (make-array 4 :element-type '(unsigned-byte 8)) :truncated)
-                     (list (safetensors-octets "{\"a\":1" ) :json)
-                     (list (let ((v (safetensors-octets "{}"))) (setf (aref v 7) 1) v) :header-length)
-                     (list (safetensors-octets "[]") :header)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}"
-                                               (make-array 8 :initial-element 0)) :dtype)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}"
-                                               (make-array 8 :initial-element 0)) :size)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"
-                                               (make-array 4 :initial-element 0)) :offsets)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}"
-                                               (make-array 4 :initial-element 0)) :offsets)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"
-                                               (make-array 4 :initial-element 0)) :shape)
-                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}"
-                                               (make-array 4 :initial-element 0)) :shape)
-                     (list (safetensors-octets "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}"
-                                               (make-array 8 :initial-element 0)) :overlap))
-               do (write-octets path octets)
-                  (handler-case (progn (rontolisp:read-safetensors path)
-                                       (fail "expected ~S to be refused" reason))
-                    (rontolisp:safetensors-error (c)
-                      (is (eq reason (rontolisp:safetensors-error-reason c)))
-                      (is (search path (princ-to-string c))))))
-      (ignore-errors (delete-file path)))))
 
 (test random-normal-fill-is-a-function-of-the-state
   "--random's weights come from prims/rng.c: the same state gives the same

@@ -1,10 +1,11 @@
 ;;;; test-gguf.lisp - GGUF from Lisp: every golden file reads and agrees with
 ;;;; gguf-py's dump, round trips are byte-identical, the bad-file corpus is
-;;;; refused cleanly, Q8_0 tensors are zero-copy quantized matrices.
+;;;; refused cleanly, Q8_0 tensors are zero-copy quantized matrices.  The
+;;;; inspect command's tests are in test-inspect.lisp.
 
 (in-package "RONTOLISP-TESTS")
 
-(def-suite gguf :in all :description "Reading, inspecting and writing GGUF files.")
+(def-suite gguf :in all :description "Reading and writing GGUF files.")
 (in-suite gguf)
 
 (defparameter *golden-gguf*
@@ -16,15 +17,6 @@
     "vocab/ggml-vocab-gpt-2.gguf" "vocab/ggml-vocab-falcon.gguf")
   "Every golden GGUF file our reader must read (q8_align64.q8_0.gguf, whose
 layout is broken, is tested separately).")
-
-(defparameter *gguf-py-types*
-  '(("UINT8" . "u8") ("INT8" . "i8") ("UINT16" . "u16") ("INT16" . "i16")
-    ("UINT32" . "u32") ("INT32" . "i32") ("FLOAT32" . "f32") ("BOOL" . "bool")
-    ("STRING" . "string") ("ARRAY" . "array") ("UINT64" . "u64") ("INT64" . "i64")
-    ("FLOAT64" . "f64")))
-
-(defun our-type-name (gguf-py-name)
-  (cdr (assoc gguf-py-name *gguf-py-types* :test #'string=)))
 
 (defun json-scalar-equal (ours theirs type)
   "Our Lisp value against gguf-py's JSON value for a scalar of TYPE."
@@ -79,112 +71,6 @@ layout is broken, is tested separately).")
                             (= (gguf:tensor-info-bytes info) (gethash "nbytes" tj))))
                      (gguf:tensor-infos f) (gethash "tensors" json))
               "~A: tensor table differs from gguf-py's" name))))))
-
-(defun parse-json-string (s)
-  (let ((*read-default-float-format* 'double-float))
-    (yason:parse s)))
-
-(test inspect-json-agrees-with-gguf-py
-  (dolist (name '("q8_main.q8_0.gguf" "vocab/ggml-vocab-gpt-2.gguf"))
-    (skip-unless-file ((golden name))
-      (multiple-value-bind (code out err) (run-exe (list "inspect" (golden name) "--json"))
-        (is (= 0 code) "~A" err)
-        (let ((ours (parse-json-string out))
-              (theirs (golden-json name)))
-          (is (string= (golden name) (gethash "file" ours)))
-          (dolist (k '(("size" . "file_size") ("version" . "version")
-                       ("alignment" . "alignment") ("data_offset" . "data_offset")))
-            (is (eql (gethash (car k) ours) (gethash (cdr k) theirs)) "~A ~A" name (car k)))
-          (is (= (length (gethash "kv" theirs)) (length (gethash "metadata" ours))))
-          (loop for m in (gethash "metadata" ours)
-                for kv in (gethash "kv" theirs)
-                do (is (string= (gethash "key" m) (gethash "key" kv)))
-                   (is (string= (gethash "type" m) (our-type-name (gethash "type" kv))))
-                   (when (string= "array" (gethash "type" m))
-                     (is (= (gethash "length" m) (gethash "length" kv)))
-                     (is (= (gethash "length" m) (length (gethash "value" m))))
-                     (is (string= (gethash "element_type" m)
-                                  (our-type-name (gethash "array_type" kv))))))
-          (loop for tj in (gethash "tensors" theirs)
-                for tm in (gethash "tensors" ours)
-                do (is (string= (gethash "name" tj) (gethash "name" tm)))
-                   (is (equal (gethash "ne" tj) (gethash "dims" tm)))
-                   (is (equal (reverse (gethash "ne" tj)) (gethash "shape" tm)))
-                   (is (string= (gethash "type_name" tj) (gethash "type" tm)))
-                   (is (= (gethash "type_id" tj) (gethash "type_id" tm)))
-                   (is (= (gethash "offset" tj) (gethash "offset" tm)))
-                   (is (= (gethash "nbytes" tj) (gethash "bytes" tm)))))))))
-
-(test inspect-json-max-array-and-floats
-  (skip-unless-file ((golden "q8_main.q8_0.gguf"))
-    (multiple-value-bind (code out) (run-exe (list "inspect" (golden "q8_main.q8_0.gguf")
-                                                   "--json" "--max-array" "1"))
-      (is (= 0 code))
-      (let* ((ours (parse-json-string out))
-             (arr (find "test.arr_i32" (gethash "metadata" ours)
-                        :key (lambda (m) (gethash "key" m)) :test #'string=))
-             (f32 (find "test.f32" (gethash "metadata" ours)
-                        :key (lambda (m) (gethash "key" m)) :test #'string=)))
-        (is (equal '(1) (gethash "value" arr)))
-        (is (= 3 (gethash "length" arr)))
-        ;; shortest digits that read back as the same f32
-        (is (search "\"value\": 0.1" out))
-        (is (= 0.1 (float (gethash "value" f32) 1.0)))))))
-
-(test inspect-text-form
-  (skip-unless-file ((golden "q8_main.q8_0.gguf"))
-    (multiple-value-bind (code out) (run-exe (list "inspect" (golden "q8_main.q8_0.gguf")
-                                                   "--max-array" "2"))
-      (is (= 0 code))
-      (is (search (format nil "~A: GGUF v3, 99072 bytes, alignment 32" (golden "q8_main.q8_0.gguf"))
-                  out))
-      (is (search "24 metadata keys:" out))
-      (is (search "  test.arr_i32 (array<i32>[3]) = [1, -2, ... (1 more)]" out))
-      (is (search "17 tensors (ggml dims, ne[0] = innermost):" out))
-      (is (search "  blk.0.experts_3d.weight                  [64, 4, 2]             Q8_0          544 bytes" out))
-      (is (search "total: 89408 parameters, 97108 bytes of tensor data" out)))))
-
-(test inspect-escapes-control-characters
-  (let ((path (tmp-path "ctl.gguf")))
-    (gguf:write path (gguf:make-file :metadata `((,(format nil "a~Cb" #\Newline) :string
-                                                  ,(format nil "x~Cy\"z" (code-char 27))))))
-    (multiple-value-bind (code out) (run-exe (list "inspect" path))
-      (is (= 0 code))
-      (is (search "a\\nb (string) = \"x\\u001by\\\"z\"" out)))
-    (multiple-value-bind (code out) (run-exe (list "inspect" path "--json"))
-      (is (= 0 code))
-      (is (search "\"a\\nb\"" out))
-      (is (string= (format nil "x~Cy\"z" (code-char 27))
-                   (gethash "value" (first (gethash "metadata" (parse-json-string out)))))))
-    (delete-file path)))
-
-(test inspect-usage-errors-exit-2
-  (is (= 2 (run-exe '("inspect"))))
-  (is (= 2 (run-exe '("inspect" "a.gguf" "--frob"))))
-  (is (= 2 (run-exe '("inspect" "a.gguf" "--max-array" "many")))))
-
-(test inspect-refuses-llama-quantize-align64-output
-  (skip-unless-file ((golden "q8_align64.q8_0.gguf"))
-    (multiple-value-bind (code out err) (run-exe (list "inspect" (golden "q8_align64.q8_0.gguf")))
-      (is (= 1 code))
-      (is (string= "" out))
-      (is (= 1 (count #\Newline err)))
-      (is (search "offset 480" err))
-      (is (search "q8_align64.q8_0.gguf" err)))))
-
-(defun bad-corpus ()
-  (directory (merge-pathnames "tests/bad/*.gguf" *root*)))
-
-(test gguf-bad-corpus-refused-by-inspect
-  (let ((files (bad-corpus)))
-    (is (< 30 (length files)) "the bad-file corpus is missing")
-    (let ((bad '()))
-      (dolist (f files)
-        (multiple-value-bind (code out err) (run-exe (list "inspect" (namestring f)))
-          (unless (and (= 1 code) (string= "" out) (= 1 (count #\Newline err))
-                       (search (file-namestring f) err) (search "byte" err))
-            (push (list (file-namestring f) code err) bad))))
-      (is (null bad) "not refused cleanly: ~S" bad))))
 
 (test gguf-bad-corpus-signals-gguf-error
   (let ((bad '()))

@@ -14,11 +14,6 @@
   (handler-case (progn (funcall thunk) nil)
     (error (c) (princ-to-string c))))
 
-(defun random-matrix (rows cols &key (scale 1.0) (state (make-random-state t)))
-  (let ((a (make-array (list rows cols) :element-type 'single-float)))
-    (dotimes (i (array-total-size a) a)
-      (setf (row-major-aref a i) (* scale (- (random 2.0 state) 1.0))))))
-
 (defparameter *golden-pairs*
   '(("q8_main.f32.gguf" . "q8_main.q8_0.gguf")
     ("q8_f16src.f16.gguf" . "q8_f16src.q8_0.gguf")
@@ -345,26 +340,6 @@ compiler, and COMPILE-FILE all see the matrix."
                                 (matrix-octets (rontolisp:quantize a 'q8-0)))))
                (is (equalp fast slow) "scale ~A" scale))
           (setf (rontolisp:simd) simd))))))
-
-(test half-arrays-round-trip
-  (let* ((s (random-matrix 2 8 :scale 100.0))
-         (h (rontolisp:make-float16-array s))
-         (b (rontolisp:make-bfloat16-array s)))
-    (is (rontolisp:float16-array-p h))
-    (is (rontolisp:bfloat16-array-p b))
-    (is (equal '(2 8) (rontolisp:half-array-dimensions h)))
-    (is (string= "#<float16-array (2 8)>" (prin1-to-string h)))
-    (let ((back (rontolisp:half-array-to-single h)))
-      (is (typep back '(simple-array single-float (2 8))))
-      (is (every #'identity
-                 (loop for i below 16
-                       collect (= (rontolisp:f16-value
-                                   (rontolisp:f16-bits (row-major-aref s i)))
-                                  (row-major-aref back i))))))
-    (is (equalp (rontolisp:half-array-bits h)
-                (rontolisp:half-array-bits
-                 (rontolisp:make-float16-array (rontolisp:half-array-to-single h)))))
-    (signals rontolisp:element-type-error (rontolisp:make-float16-array #(1 2 3)))))
 
 (test dequantize-refuses-non-matrix
   (signals rontolisp:element-type-error (rontolisp:dequantize #(1.0 2.0))))

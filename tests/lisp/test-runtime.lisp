@@ -138,6 +138,117 @@
                 (documentation s 'type))
             "~S has no docstring" s)))))
 
+;;; Subcommands: one parser and one DEFINE-COMMAND for all of them, so
+;;; --help, bad usage and errors answer the same way everywhere.
+
+(defparameter *command-names* '("script" "inspect" "quantize" "convert" "bench")
+  "Every subcommand the executable must have.")
+
+(defun test-command (&key options (min 0) max options-first)
+  "A command structure for parser tests, with OPTIONS given as
+(var name metavar parser repeat)."
+  (rontolisp::make-command
+   "test" "ARGS" "a test command" nil
+   (loop for (var name metavar parser repeat) in options
+         collect (rontolisp::make-command-option var name metavar parser repeat nil))
+   min max options-first nil))
+
+(defun parse-line (command &rest args)
+  (multiple-value-list (rontolisp::parse-command-line command args)))
+
+(defun usage-message (thunk)
+  "The message of the USAGE-ERROR THUNK signals, or NIL."
+  (handler-case (progn (funcall thunk) nil)
+    (rontolisp:usage-error (c) (princ-to-string c))))
+
+(defun count-matches (needle haystack)
+  (loop for start = 0 then (1+ pos)
+        for pos = (search needle haystack :start2 start)
+        while pos count t))
+
+(test command-parser-reads-options-and-arguments
+  (let ((c (test-command :options `((n "--n" "N" ,(rontolisp::integer-parser :min 1 :max 9) nil)
+                                    (flag "--flag" nil nil nil)
+                                    (shape "--shape" "RxC" nil t))
+                         :min 1 :max 2)))
+    (is (equal '(("a" "b") ((flag . t) (n . 3)))
+               (parse-line c "a" "--n" "3" "--flag" "b")))
+    (is (equal '(("a") ((n . 4))) (parse-line c "--n=4" "a")))
+    (is (equal '(("a") ((shape "1x2" "3x4"))) (parse-line c "--shape" "1x2" "a" "--shape=3x4")))
+    (is (equal '(("-" "--n") nil) (parse-line c "-" "--" "--n")))
+    (is (eq :help (first (parse-line c "a" "--help" "--bogus"))))
+    (is (eq :help (first (parse-line c "-h"))))
+    (dolist (bad '(("a" "--bogus") ("a" "--n") ("a" "--n" "10") ("a" "--n" "x")
+                   ("a" "--flag=1") () ("a" "b" "c")))
+      (signals rontolisp:usage-error (apply #'parse-line c bad)))))
+
+(test command-parser-options-first-leaves-the-rest
+  (let ((c (test-command :options '((flag "--flag" nil nil nil)) :min 1 :options-first t)))
+    (is (equal '(("f" "--flag" "--help") ((flag . t)))
+               (parse-line c "--flag" "f" "--flag" "--help")))))
+
+(test command-value-parsers
+  (let ((ints (rontolisp::integer-parser :min 0))
+        (types (rontolisp::choice-parser '("f32" "q8_0") :key #'string-upcase)))
+    (is (= 0 (funcall ints "--n" "0")))
+    (is (= -5 (funcall (rontolisp::integer-parser) "--seed" "-5")))
+    (is (string= "Q8_0" (funcall types "--type" "Q8_0")))
+    (is (search "--n expects an integer of 0 or more, found \"-1\""
+                (usage-message (lambda () (funcall ints "--n" "-1")))))
+    (is (search "--type expects one of f32, q8_0, found \"q4\""
+                (usage-message (lambda () (funcall types "--type" "q4")))))))
+
+(test cli-every-command-answers-help
+  (dolist (name *command-names*)
+    (is (rontolisp::find-command name) "no command ~S" name))
+  (dolist (c rontolisp::*commands*)
+    (let ((name (rontolisp::command-name c)))
+      (dolist (flag '("--help" "-h"))
+        (multiple-value-bind (code out err) (run-exe (list name flag))
+          (is (= 0 code) "~A ~A exited ~D" name flag code)
+          (is (string= "" err) "~A ~A wrote to stderr: ~A" name flag err)
+          (is (contains out (format nil "usage: rontolisp ~A ~A" name (rontolisp::command-usage c))))
+          (is (contains out (rontolisp::command-summary c)))
+          (dolist (o (rontolisp::command-options c))
+            (is (contains out (rontolisp::command-option-name o))
+                "~A --help does not show ~A" name (rontolisp::command-option-name o))))))))
+
+(test cli-help-lists-every-command
+  (multiple-value-bind (code out) (run-exe '("--help"))
+    (is (= 0 code))
+    (dolist (c rontolisp::*commands*)
+      (is (contains out (format nil "rontolisp ~A ~A" (rontolisp::command-name c)
+                                (rontolisp::command-usage c)))))))
+
+(test cli-bad-usage-exits-2-the-same-way-everywhere
+  (dolist (args '(("script") ("inspect") ("inspect" "a.gguf" "--frob") ("inspect" "a" "b")
+                  ("quantize" "a.gguf") ("quantize" "a.gguf" "b.gguf" "q4_k")
+                  ("convert") ("convert" "--type") ("convert" "--random" "s1-pico" "o.gguf" "--seed" "x")
+                  ("bench" "--iters" "0") ("bench" "--shape" "4")))
+    (let ((name (first args)))
+      (multiple-value-bind (code out err) (run-exe args)
+        (is (= 2 code) "~S exited ~D" args code)
+        (is (string= "" out) "~S wrote to stdout: ~A" args out)
+        (let ((first-line (subseq err 0 (or (position #\Newline err) (length err)))))
+          (is (eql 0 (search (format nil "rontolisp ~A: " name) first-line))
+              "~S: the error line ~S does not name the command first" args first-line)
+          (is (= 1 (count-matches (format nil "~A:" name) first-line))
+              "~S: the command is named twice in ~S" args first-line))
+        (is (contains err (format nil "usage: rontolisp ~A " name)) "~S: no usage: ~A" args err)))))
+
+(test cli-bad-file-exits-1-with-one-line
+  (dolist (args (list '("inspect" "/nonexistent/a.gguf")
+                      (list "quantize" "/nonexistent/a.gguf" (tmp-path "q.gguf") "q8_0")
+                      (list "convert" "/nonexistent/laya" (tmp-path "c.gguf"))
+                      '("bench" "/nonexistent/a.gguf" "--iters" "1")
+                      '("script" "/nonexistent/a.lisp")))
+    (multiple-value-bind (code out err) (run-exe args)
+      (is (= 1 code) "~S exited ~D" args code)
+      (is (string= "" out) "~S wrote to stdout: ~A" args out)
+      (is (= 1 (count #\Newline err)) "~S: not one line: ~A" args err)
+      (is (contains err "/nonexistent/") "~S: the file is not named: ~A" args err)
+      (is (not (contains err "usage:")) "~S: usage printed for a bad file" args))))
+
 ;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
 ;;; one of rontolisp's own conditions: never a package error (C once
 ;;; interned the caller's name into COMMON-LISP at error time) or a crash.

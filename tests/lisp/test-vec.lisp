@@ -1,7 +1,7 @@
 ;;;; test-vec.lisp - VEC:MATVEC answers SPEC 4's formula bit for bit on
 ;;;; every path and thread count, interpreted and compiled; the f32
 ;;;; baseline its fixed order; the other VEC/LINALG operations refuse a
-;;;; quantized matrix; and `rontolisp bench' runs and writes its JSON.
+;;;; quantized matrix.
 ;;;;
 ;;;; The references here are plain Lisp, independent of the C code: Q8_0
 ;;;; of x is recomputed from SPEC 2 (binary16 rounding included), the
@@ -17,16 +17,6 @@
   (let ((*error-output* (make-broadcast-stream))
         (*standard-output* (make-broadcast-stream)))
     (compile nil lambda-form)))
-
-(defun vec-random-matrix (rows cols scale state)
-  (let ((a (make-array (list rows cols) :element-type 'single-float)))
-    (dotimes (i (array-total-size a) a)
-      (setf (row-major-aref a i) (* scale (- (random 2.0 state) 1.0))))))
-
-(defun vec-random-vector (n scale state &optional (type 'single-float))
-  (let ((v (make-array n :element-type type)))
-    (dotimes (i n v)
-      (setf (aref v i) (coerce (* scale (- (random 2.0 state) 1.0)) type)))))
 
 (defun vec-condition (thunk)
   "The error THUNK signals, or NIL."
@@ -414,81 +404,3 @@ for the knob entries to use every thread, and on small odd ones."
     (signals rontolisp:index-error (linalg:row m -1))
     (signals rontolisp:shape-error
       (linalg:row (rontolisp:quantize (make-array 32 :element-type 'single-float :initial-element 0f0) 'q8-0) 0))))
-
-;;; The bench command: it runs and its output has the documented shape.
-;;; Speed is never checked.
-
-(defun vec-json-file (path)
-  (with-open-file (s path) (yason:parse s)))
-
-(test bench-command-smoke
-  (let ((json (tmp-path "bench.json")))
-    (multiple-value-bind (code out err)
-        (run-exe (list "bench" "--shape" "64x192" "--shape" "5x40" "--iters" "2"
-                       "--threads" "2" "--json" json))
-      (is (= 0 code) "stderr: ~A" err)
-      (dolist (s '("64x192" "5x40" "f32" "q8_0" "scalar" "GB/s" "probe%" "read bandwidth"
-                   "quantize"))
-        (is (contains out s) "~S missing from ~A" s out))
-      (is (contains err "bench:") "no progress on stderr")
-      (when (probe-file json)
-        (let ((j (vec-json-file json)))
-          (dolist (k '("machine" "read_bandwidth" "quantize" "matrices" "threads" "iters"))
-            (is-true (nth-value 1 (gethash k j)) "key ~S missing" k))
-          (is (= 2 (gethash "threads" j)))
-          (let ((ms (gethash "matrices" j)))
-            (is (= 2 (length ms)))
-            (let ((big (first ms)) (odd (second ms)))
-              (is (string= "64x192" (gethash "name" big)))
-              (is (= 13056 (gethash "q8_0_bytes" big)))
-              (is (= 5 (length (gethash "runs" big))))
-              (dolist (run (gethash "runs" big))
-                (is (realp (gethash "us_per_call" run)))
-                (is (realp (gethash "weight_gbps" run)))
-                (is (member (gethash "format" run) '("f32" "q8_0") :test #'string=)))
-              ;; a row of 40 has no Q8_0 form: measured as null
-              (is (null (gethash "q8_0_bytes" odd)))
-              (dolist (run (gethash "runs" odd))
-                (if (string= "f32" (gethash "format" run))
-                    (is (realp (gethash "us_per_call" run)))
-                    (progn (is (null (gethash "us_per_call" run)))
-                           (is-true (nth-value 1 (gethash "us_per_call" run))))))))
-          (delete-file json))))))
-
-(test bench-command-on-a-gguf-file
-  (let ((path (tmp-path "bench.gguf"))
-        (state (make-random-state t)))
-    (gguf:write path (gguf:make-file
-                      :tensors (list (list "a.weight" (vec-random-matrix 8 64 1.0 state))
-                                     (list "b.weight" (rontolisp:quantize
-                                                       (vec-random-matrix 4 96 1.0 state) 'q8-0))
-                                     (list "c.weight" (rontolisp:make-float16-array
-                                                       (vec-random-matrix 3 48 1.0 state)))
-                                     (list "norm" (vec-random-vector 64 1.0 state)))))
-    (unwind-protect
-         (multiple-value-bind (code out err) (run-exe (list "bench" path "--iters" "1"))
-           (is (= 0 code) "stderr: ~A" err)
-           (dolist (s '("a.weight" "b.weight" "c.weight"))
-             (is (contains out s)))
-           (is (not (contains out "norm")) "a 1-D tensor was benchmarked"))
-      (ignore-errors (delete-file path)))))
-
-(test bench-command-random-preset
-  (if (find "convert" rontolisp::*commands* :key #'rontolisp::command-name :test #'string=)
-      (multiple-value-bind (code out err) (run-exe '("bench" "--random" "s1-pico" "--iters" "1"))
-        (is (= 0 code) "stderr: ~A" err)
-        (is (contains out "random s1-pico model"))
-        (is (contains out "blk.0.ffn_up.weight")))
-      (skip "this build has no convert command")))
-
-(test bench-command-usage-errors
-  (dolist (args '(("bench" "--iters" "0") ("bench" "--iters") ("bench" "--bogus")
-                  ("bench" "--random" "nothing") ("bench" "--shape" "12") ("bench" "a.gguf" "b.gguf")
-                  ("bench" "a.gguf" "--shape" "4x32")))
-    (multiple-value-bind (code out err) (run-exe args)
-      (declare (ignore out))
-      (is (= 2 code) "~S exited ~D" args code)
-      (is (contains err "usage:") "~S: no usage string" args)))
-  (multiple-value-bind (code out) (run-exe '("bench" "--help"))
-    (is (= 0 code))
-    (is (contains out "--random"))))

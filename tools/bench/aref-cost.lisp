@@ -1,6 +1,6 @@
 ;;;; aref-cost.lisp - what one AREF of a quantized matrix costs, interpreted
 ;;;; and compiled, next to an ordinary single-float array:
-;;;;   build/rontolisp script tests/bench/aref-cost.lisp
+;;;;   build/rontolisp script tools/bench/aref-cost.lisp
 ;;;; A benchmark, not a test: it prints nanoseconds per element.
 
 (defvar *a* (make-array '(1024 1024) :element-type 'single-float :initial-element 0.5))

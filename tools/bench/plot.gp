@@ -1,7 +1,7 @@
 # plot.gp - weight GB/s against matrix size for each kernel configuration
 # of `rontolisp bench', with the read bandwidth the probe measured.
 # `make bench' runs it as
-#   gnuplot -e "data='build/bench.dat'; vars='build/bench-vars.gp'; out='build/bench.png'" tests/bench/plot.gp
+#   gnuplot -e "data='build/bench.dat'; vars='build/bench-vars.gp'; out='build/bench.png'" tools/bench/plot.gp
 load vars
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
     set terminal pngcairo size 960,600 font ",10"

@@ -1,9 +1,9 @@
 ;;;; plot-data.lisp - turns the JSON of `rontolisp bench --json' into what
-;;;; tests/bench/plot.gp draws: one gnuplot data block per kernel
+;;;; tools/bench/plot.gp draws: one gnuplot data block per kernel
 ;;;; configuration (matrix values, weight GB/s, matrix name), and a file of
 ;;;; gnuplot variables holding the probe's read bandwidth.  `make bench'
 ;;;; runs it as
-;;;;   build/rontolisp script tests/bench/plot-data.lisp BENCH.json OUT.dat OUT-vars.gp
+;;;;   build/rontolisp script tools/bench/plot-data.lisp BENCH.json OUT.dat OUT-vars.gp
 
 (defun field (object key)
   "KEY of the JSON object OBJECT, NIL for null or absent."

@@ -1,8 +1,6 @@
 /* bench_prims.c - a standalone speed report for the C kernels (not a test:
- * it checks nothing).  Build by hand against build/librl.a and run from
- * anywhere:
- *     gcc -std=gnu11 -O2 -I. tests/c/bench_prims.c build/librl.a -lm -lpthread -o bench_prims
- *     ./bench_prims [reps]
+ * it checks nothing).  Built by `make tools`; runs from anywhere:
+ *     build/tools/bench_prims [reps]
  * Reports quantize throughput, matvec times per path and thread count, the
  * read-bandwidth probe and the share of it the kernels reach. */
 #include <math.h>

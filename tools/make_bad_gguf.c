@@ -6,11 +6,9 @@
  * byte by byte here (not with the library's writer, so that a writer bug
  * cannot hide a reader bug).  Deterministic: regenerate and commit both.
  *
- *   gcc -std=gnu11 -O2 -Wall -Wextra -I. tests/c/make_bad_gguf.c -o build/make_bad_gguf
- *   build/make_bad_gguf tests/bad
+ *   make tools && build/tools/make_bad_gguf tests/bad
  *
- * Not named test_*.c: it is a tool, not a test; tests/c/test_gguf.c reads the
- * result.
+ * A tool, not a test: tests/c/test_gguf.c reads the result.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -577,7 +575,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     fprintf(manifest,
-            "# Broken GGUF files, written by tests/c/make_bad_gguf.c (do not edit).\n"
+            "# Broken GGUF files, written by tools/make_bad_gguf.c (do not edit).\n"
             "# file  expected-status  byte-offset-the-message-names  what is wrong\n");
     header_cases();
     kv_cases();

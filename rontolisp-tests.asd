@@ -1,0 +1,41 @@
+;;;; rontolisp-tests.asd - the test system: the fixtures and one FiveAM suite
+;;;; per Lisp file, in the order of the code they test.  tests/lisp/run.lisp
+;;;; loads it inside the built rontolisp executable, which already holds the
+;;;; code under test, so no rontolisp system is loaded here.
+
+(defclass rontolisp-test-file (asdf:cl-source-file) ()
+  (:documentation "A test file loaded from source, never compiled: the
+suites test what ECL's compiler does to the code under test and when it is
+loaded, so the test run must not load the compiler itself, and a run costs
+no C compilation."))
+
+(defmethod asdf:output-files ((o asdf:compile-op) (c rontolisp-test-file))
+  (values nil t))
+
+(defmethod asdf:perform ((o asdf:compile-op) (c rontolisp-test-file))
+  nil)
+
+(defmethod asdf:perform ((o asdf:load-op) (c rontolisp-test-file))
+  (load (asdf:component-pathname c)))
+
+(asdf:defsystem "rontolisp-tests"
+  :description "The FiveAM suites of rontolisp; run them with tests/lisp/run.lisp."
+  :depends-on ("fiveam" "yason")
+  :pathname "tests/lisp/"
+  :serial t
+  :default-component-class rontolisp-test-file
+  :components ((:file "package")
+               (:file "fixtures")
+               (:file "test-conditions")
+               (:file "test-runtime")
+               (:file "test-formats")
+               (:file "test-halfarrays")
+               (:file "test-qmatrix")
+               (:file "test-vec")
+               (:file "test-json")
+               (:file "test-gguf")
+               (:file "test-inspect")
+               (:file "test-quantize-tool")
+               (:file "test-safetensors")
+               (:file "test-convert")
+               (:file "test-bench")))

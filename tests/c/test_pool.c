@@ -1,0 +1,64 @@
+/* test_pool.c - the thread pool (prims/pool.c): the splitting rule covers
+ * every index once on any thread count, every worker runs its share, a task
+ * started from inside a task runs inline, and the pool restarts after a
+ * shutdown. */
+#include <string.h>
+
+#include "prims/pool.h"
+#include "tests/c/check.h"
+
+static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+
+static int pool_hits[64];
+static void pool_count(void *ctx, int ith, int nth) {
+    (void)ctx;
+    __atomic_add_fetch(&pool_hits[ith], nth, __ATOMIC_RELAXED);
+}
+static void pool_reenter(void *ctx, int ith, int nth) {
+    (void)nth;
+    if (ith == 0)
+        rl_pool_run(3, pool_count, ctx); /* must not deadlock: runs inline */
+}
+
+static void test_pool(void) {
+    int bad = 0;
+    for (size_t n = 0; n < 200; n++) {
+        for (int nth = 1; nth <= 9; nth++) {
+            for (size_t mult = 1; mult <= 4; mult += 3) {
+                size_t covered = 0, prev = 0;
+                for (int i = 0; i < nth; i++) {
+                    size_t a, b;
+                    rl_pool_chunk(n, i, nth, mult, &a, &b);
+                    bad += a > b || b > n || (a != prev && a < b) || (a % mult && a < n);
+                    if (a < b)
+                        prev = b;
+                    covered += b - a;
+                }
+                bad += covered != n;
+            }
+        }
+    }
+    CHECK_MSG(!bad, "rl_pool_chunk: %d violations", bad);
+    memset(pool_hits, 0, sizeof pool_hits);
+    for (int rep = 0; rep < 200; rep++)
+        rl_pool_run(1 + rep % 6, pool_count, NULL);
+    int want[64] = {0};
+    for (int rep = 0; rep < 200; rep++)
+        for (int i = 0; i < 1 + rep % 6; i++)
+            want[i] += 1 + rep % 6;
+    CHECK(same(pool_hits, want, sizeof want));
+    memset(pool_hits, 0, sizeof pool_hits);
+    rl_pool_run(2, pool_reenter, NULL);
+    CHECK(pool_hits[0] == 3 && pool_hits[1] == 3 && pool_hits[2] == 3);
+    rl_pool_shutdown();
+    CHECK(rl_pool_workers() == 0);
+    memset(pool_hits, 0, sizeof pool_hits);
+    rl_pool_run(4, pool_count, NULL);
+    CHECK(pool_hits[3] == 4 && rl_pool_workers() == 3);
+}
+
+int main(void) {
+    test_pool();
+    rl_pool_shutdown();
+    return check_report("pool");
+}
