@@ -20,7 +20,7 @@ static cl_object rl_prim_threads(void) {
 }
 
 static cl_object rl_prim_set_threads(cl_object n) {
-    rl_set_threads((int)rl_arg_fixnum("%SET-THREADS", 1, n, 0, 1024));
+    rl_set_threads((int)rl_arg_fixnum("%SET-THREADS", 1, n, 1, RL_MAX_THREADS));
     ecl_return1(ecl_process_env(), n);
 }
 

@@ -281,3 +281,13 @@
     (is (typep e 'type-error))
     (is (search "%Q8-DEQUANTIZE-INTO" (princ-to-string e)))
     (is (null (find-symbol "%Q8-DEQUANTIZE-INTO" "CL")))))
+
+(test utf8-octets-turns-escaped-bytes-back
+  "U+DC80..U+DCFF stand for bytes of a command-line argument that was not
+UTF-8: %utf8-octets gives the bytes back; other surrogates become U+FFFD."
+  (flet ((octets (&rest codes)
+           (coerce (rontolisp::%utf8-octets (map 'string #'code-char codes)) 'list)))
+    (is (equal '(97 #x80 #xff) (octets 97 #xdc80 #xdcff)))
+    (is (equal '(#xef #xbf #xbd) (octets #xd800)))
+    (is (equal '(#xef #xbf #xbd) (octets #xdc7f)))
+    (is (equal '(#xe2 #x82 #xac) (octets #x20ac)))))
