@@ -358,6 +358,12 @@ uint32_t rl_gguf_ggml_block_bytes(uint32_t id);
  * message starts with the problem). */
 rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t *ne,
                                     uint64_t *bytes, char *msg, size_t msgsz);
+/* The same checks (the one set the reader and the writer share), and on a
+ * bad dimension (E_DIM_NEGATIVE, E_DIM_OVERFLOW) *bad_dim (may be NULL)
+ * says which, so the reader can name its byte offset. */
+rl_gguf_status rl_gguf_tensor_check(uint32_t id, uint32_t n_dims, const int64_t *ne,
+                                    uint64_t *bytes, uint32_t *bad_dim, char *msg,
+                                    size_t msgsz);
 
 /* Rows to and from f32.  to_f32: F32, F16, BF16, Q8_0 (n a multiple of 32);
  * from_f32: F32, F16, BF16 (round to nearest even, see numfmt.h).  SRC/DST
