@@ -467,3 +467,14 @@ tensor, not only the final write."
           (is (contains text (format nil "[33/33] converting head.out.bias")))
           (is (contains text "[1/33] converting encoder.model.embeddings.tok_embeddings.weight")))
         (ignore-errors (delete-file out)))))
+
+(test convert-refuses-a-weight-whose-q8-0-scale-overflows
+  (with-hf-dir (dir)
+    (edit-tensors (concatenate 'string dir "/model.safetensors")
+                  (set-element "model.layers.0.attn.Wqkv.weight" 40 1e9))
+    (let ((out (tmp-path "q8.gguf")))
+      (multiple-value-bind (code err) (convert-to-file (list dir out "--type" "q8_0"))
+        (is (= 1 code))
+        (is (= 1 (count #\Newline err)))
+        (is (contains err "model.safetensors: tensor \"model.layers.0.attn.Wqkv.weight\" cannot be Q8_0: row 0, block 1")))
+      (is (null (probe-file out))))))
