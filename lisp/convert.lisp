@@ -468,9 +468,11 @@ leaving an even head size, found ~D" hidden heads))
                                  ("local_rope_theta" ,local-theta))
             unless (plusp value)
               do (convert-error path "key ~S: expected a positive number, found ~A" key value))
-      (unless (member act '("gelu" "silu" "swish") :test #'string=)
-        (convert-error path "key \"hidden_activation\": expected \"gelu\" or \"silu\" (the ~
-activations llama.cpp's ModernBERT has), found ~S" act))
+      ;; The names llama.cpp's loader maps to a gated FFN (GeGLU, SwiGLU);
+      ;; any other it would silently run as GeGLU.
+      (unless (member act '("gelu" "geglu" "silu" "swish" "swiglu") :test #'string=)
+        (convert-error path "key \"hidden_activation\": expected gelu, geglu, silu, swish or ~
+swiglu, found ~S" act))
       ;; llama.cpp's ModernBERT graph has no biases: a model with them
       ;; would load without them and compute something else.
       (dolist (key '("norm_bias" "attention_bias" "mlp_bias"))
@@ -486,21 +488,21 @@ biases), found true" key))))
   "Check the input TENSORS, a list of (name data) read from PATH, against
 EXPECTED, a list of (name shape) that the config CONFIG-PATH implies:
 every name known, every layer index in range, every shape right, nothing
-missing.  LAYER-PREFIXES lists (prefix count key) for the layered names,
-COUNT their layers and KEY the config key that says so."
+missing.  LAYER-PREFIXES lists (prefix count source) for the layered
+names, COUNT their layers and SOURCE the config file and key that say so."
   (let ((shapes (make-hash-table :test 'equal)))
     (loop for (name shape) in expected do (setf (gethash name shapes) shape))
     (loop for (name data) in tensors
           for shape = (gethash name shapes)
           do (unless shape
-               (loop for (prefix count key) in layer-prefixes
+               (loop for (prefix count source) in layer-prefixes
                      do (let ((n (layer-index name prefix)))
                           (cond ((stringp n)
                                  (convert-error path "tensor ~S: expected a layer index (digits), ~
 found ~S" name n))
                                 ((and n (>= n count))
                                  (convert-error path "tensor ~S: expected a layer index below ~D ~
-(~A ~A), found ~D" name count config-path key n)))))
+(~A), found ~D" name count source n)))))
                (convert-error path "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
 one" name))
              (let ((dims (packed-dimensions data)))
@@ -555,13 +557,15 @@ data TOKENIZER-CONFIG (a string, or an object with its content), or DEFAULT."
           (t default))))
 
 (defun tokenizer-metadata (tok path pre vocab-size
-                           &key token-types tokenizer-config template (config-path "config.json"))
+                           &key token-types tokenizer-config template (config-path "config.json")
+                                (tokenizer-config-path "tokenizer_config.json"))
   "The tokenizer.ggml.* and skycmd.tokenizer.* keys of the tokenizer.json
 data TOK (the file PATH) for a model of VOCAB-SIZE token embeddings, ids
 without a token becoming [PADn] as upstream writes them.  TOKEN-TYPES, when
 given, is token_type_count (the decision head's type embeddings);
-TOKENIZER-CONFIG (tokenizer_config.json's data) names the special tokens;
-TEMPLATE is the chat template (default: tokenizer_config's)."
+TOKENIZER-CONFIG (the data of TOKENIZER-CONFIG-PATH) names the special
+tokens; TEMPLATE is the chat template (default: tokenizer_config's).
+CONFIG-PATH names the file that gives VOCAB-SIZE, for errors."
   (json-object tok path)
   (let* ((model (json-object (cfg tok "model" path :type 'hash-table) path "model"))
          (vocab (cfg model "vocab" path :type 'hash-table))
@@ -605,7 +609,8 @@ TEMPLATE is the chat template (default: tokenizer_config's)."
       (let ((normalizer (gethash "normalizer" tok))
             (template (or template
                           (and tokenizer-config
-                               (cfg tokenizer-config "chat_template" path :type 'string :default nil))))
+                               (cfg tokenizer-config "chat_template" tokenizer-config-path
+                                    :type 'string :default nil))))
             (cls (id-of "cls_token" "[CLS]")) (sep (id-of "sep_token" "[SEP]")))
         (remove nil
                 (list (list "tokenizer.ggml.model" :string "gpt2")
@@ -629,7 +634,9 @@ TEMPLATE is the chat template (default: tokenizer_config's)."
                       ;; only this one unless a named template is asked for.
                       (and template (list "tokenizer.chat_template" :string template))
                       (list "skycmd.tokenizer.normalizer" :string
-                            (if (hash-table-p normalizer) (cfg normalizer "type" path :type 'string :default "none") "none"))
+                            (if (hash-table-p normalizer)
+                                (cfg normalizer "type" path :type 'string :default "none")
+                                "none"))
                       (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
                             (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
                       (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
@@ -787,7 +794,7 @@ is a plain ModernBERT encoder, which llama.cpp loads."
                    (append (apply #'encoder-tensor-shapes "encoder.model." hp)
                            (decision-head-tensor-shapes :hidden h :head-layers head-layers))
                    model-path enc-path
-                   `(("encoder.model.layers." ,layers "num_hidden_layers")
+                   `(("encoder.model.layers." ,layers ,(format nil "~A num_hidden_layers" enc-path))
                      ("head.layers." ,head-layers ,(format nil "~A head_layers" rl-path))))
     (let* ((out (convert-tensors tensors model-path
                                  (lambda (hf)
@@ -997,7 +1004,8 @@ found ~A" (mapcar #'car *hf-architectures*) (json-brief archs)))))
                               tensors)
                    (remove-if #'third expected)
                    model-path config-path
-                   `((,(concatenate 'string prefix "layers.") ,layers "num_hidden_layers")))
+                   `((,(concatenate 'string prefix "layers.") ,layers
+                      ,(format nil "~A num_hidden_layers" config-path))))
     (loop for (name data) in tensors
           for entry = (assoc name expected :test #'string=)
           when (third entry)
@@ -1024,7 +1032,9 @@ modern-bert has no place for~%" model-path name
              (modern-bert-metadata hp :pooling pooling :labels labels)
              (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer.json") pre
                                  (getf hp :vocab) :tokenizer-config tokenizer-config
-                                 :config-path config-path))))
+                                 :config-path config-path
+                                 :tokenizer-config-path (concatenate 'string (getf paths :root "")
+                                                                     "tokenizer_config.json")))))
       (gguf:make-file :metadata metadata :tensors out))))
 
 (defun convert-hf (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name encoder-only)
