@@ -96,6 +96,20 @@ layout is broken, is tested separately).")
         (is (equalp (file-octets (golden name)) (file-octets out)) "~A differs after a round trip" name)
         (delete-file out)))))
 
+(test gguf-round-trip-keeps-invalid-utf8
+  "gguf:read then gguf:write gives back a file whose keys, strings, token
+array and tensor name are not UTF-8, byte for byte; such bytes read as
+U+DC80..U+DCFF."
+  (let ((in (tmp-path "bytes.gguf")) (out (tmp-path "bytes-rt.gguf"))
+        (file (invalid-utf8-gguf)))
+    (write-octets-file in file)
+    (gguf:with-file (f in)
+      (is (string= (map 'string #'code-char '(109 #xdcff 120)) (gguf:value f "general.name")))
+      (gguf:write out f))
+    (is (equalp file (file-octets out)))
+    (delete-file in)
+    (delete-file out)))
+
 (test gguf-every-value-type-reads-back
   (let* ((path (tmp-path "all.gguf"))
          (md `(("u8" :u8 255) ("i8" :i8 -128) ("u16" :u16 65535) ("i16" :i16 -32768)

@@ -120,3 +120,26 @@ no output file."
   (is (= 2 (run-exe (list "quantize" "a.gguf"))))
   (is (= 2 (run-exe (list "quantize" "a.gguf" "b.gguf" "q4_k"))))
   (is (= 1 (run-exe (list "quantize" "/nonexistent/in.gguf" (tmp-path "x.gguf") "q8_0")))))
+
+(test quantize-tool-keeps-invalid-utf8-bytes
+  "Keys, strings, tokens and tensor names are bytes: quantize writes back
+the whole key-value section byte for byte, invalid UTF-8 included, and
+tokens that differ only in such bytes stay distinct."
+  (let ((in (tmp-path "bytes.gguf")) (out (tmp-path "bytes.q8.gguf")))
+    (unwind-protect
+         (multiple-value-bind (file kv) (invalid-utf8-gguf)
+           (write-octets-file in file)
+           (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "q8_0"))
+             (declare (ignore stdout))
+             (is (= 0 code) "~A" stderr))
+           (let ((written (file-octets out)))
+             (is (equalp kv (subseq written 24 (+ 24 (length kv))))
+                 "the key-value section was not written back byte for byte")
+             (is (octets-search *invalid-utf8-tensor-name* written)))
+           (gguf:with-file (f out)
+             (let ((tokens (coerce (gguf:value f "tokenizer.ggml.tokens") 'list)))
+               (is (= (+ 2 (length *invalid-utf8*)) (length tokens)))
+               (is (= (length tokens) (length (remove-duplicates tokens :test #'string=)))))
+             (is (equal (list "Q8_0") (mapcar #'gguf:tensor-info-type (gguf:tensor-infos f))))))
+      (ignore-errors (delete-file in))
+      (ignore-errors (delete-file out)))))
