@@ -430,6 +430,9 @@ that nothing tries to flush it again."
   "The command line's entry point: run ARGS (a list of strings, global flags
 already taken by the host) and answer the exit status."
   (let ((status 1))
+    ;; Paths and keys that are not UTF-8 hold U+DC80..U+DCFF for their
+    ;; bytes: printed, they must be those bytes again.
+    (%keep-escaped-bytes)
     (unwind-protect
          (setf status
                (catch '%exit

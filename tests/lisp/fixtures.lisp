@@ -99,6 +99,15 @@ answer (values exit-status stdout stderr)."
       (ignore-errors (delete-file out))
       (ignore-errors (delete-file err)))))
 
+(defun split-lines (string)
+  "The lines of STRING, without their newlines (no empty last line)."
+  (loop with start = 0
+        for nl = (position #\Newline string :start start)
+        while (or nl (< start (length string)))
+        collect (subseq string start nl)
+        while nl
+        do (setf start (1+ nl))))
+
 (defun contains (haystack needle)
   (and (search needle haystack) t))
 
@@ -239,7 +248,8 @@ temporary file."
                                  append (cdr (gguf-value-octets item)))))))))))
 
 (defun raw-gguf (&key kvs tensors)
-  "A GGUF v3 file as bytes (alignment 32, no general.alignment key) and, as
+  "A GGUF v3 file as bytes (alignment 32, no general.alignment key, no
+padding after the header when there are no tensors) and, as
 second value, the bytes of its key-value section (from byte 24).  KVS is a
 list of (key-octets value-spec) (see GGUF-VALUE-OCTETS); TENSORS a list of
 (name-octets ggml-dims single-float-vector), written F32."
@@ -255,7 +265,10 @@ list of (key-octets value-spec) (see GGUF-VALUE-OCTETS); TENSORS a list of
          (head (append (coerce (octets "GGUF") 'list) (le-octets 3 4)
                        (le-octets (length tensors) 8) (le-octets (length kvs) 8)
                        kv-bytes infos))
-         (head (append head (make-list (mod (- (length head)) 32) :initial-element 0)))
+         ;; padded to the data section only when there is one, as our writer does
+         (head (if tensors
+                   (append head (make-list (mod (- (length head)) 32) :initial-element 0))
+                   head))
          (data (loop for (nil nil values) in tensors
                      for bytes = (loop for x across values
                                        append (le-octets (single-bits x) 4))
@@ -317,3 +330,16 @@ that is not UTF-8; its tokens differ only in those bytes."
                    (:string ,(octets "a" #xc3 #xa9)))))
    :tensors `((,*invalid-utf8-tensor-name* (32 2)
                ,(make-array 64 :element-type 'single-float :initial-element 0.5)))))
+
+(defun nested-arrays-gguf ()
+  "A GGUF file (bytes) with arrays of arrays: of floats (one inner array
+empty), of strings, empty, of one empty u32 array, and of inner arrays of
+different element types."
+  (raw-gguf :kvs `((,(octets "n.f32") (:array :array (:array :f32 (:f32 1.5) (:f32 -2.0))
+                                              (:array :f32)))
+                   (,(octets "n.str") (:array :array (:array :string (:string ,(octets "a\"b")))))
+                   (,(octets "n.empty") (:array :array))
+                   (,(octets "n.empty-inner") (:array :array (:array :u32)))
+                   (,(octets "n.mixed") (:array :array (:array :u32 (:u32 7))
+                                                (:array :string (:string ,(octets "s")))
+                                                (:array :array (:array :f32 (:f32 0.5))))))))

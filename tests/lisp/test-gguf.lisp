@@ -110,6 +110,21 @@ U+DC80..U+DCFF."
     (delete-file in)
     (delete-file out)))
 
+(test gguf-round-trip-keeps-nested-arrays
+  "Arrays of arrays, empty ones and ones whose inner arrays differ in type
+included, are written back byte for byte."
+  (let ((in (tmp-path "nested.gguf")) (out (tmp-path "nested-rt.gguf"))
+        (file (nested-arrays-gguf)))
+    (write-octets-file in file)
+    (gguf:with-file (f in)
+      (is (equal '(:array (:array :u32) (:array :string) (:array (:array :f32)))
+                 (gguf:value-type f "n.mixed")))
+      (is (equal '(:array :array) (gguf:value-type f "n.empty")))
+      (gguf:write out f))
+    (is (equalp file (file-octets out)))
+    (delete-file in)
+    (delete-file out)))
+
 (test gguf-every-value-type-reads-back
   (let* ((path (tmp-path "all.gguf"))
          (md `(("u8" :u8 255) ("i8" :i8 -128) ("u16" :u16 65535) ("i16" :i16 -32768)
