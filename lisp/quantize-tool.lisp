@@ -120,6 +120,20 @@ a terminal, and does nothing otherwise."
         (finish-output *error-output*))
       (lambda (done name) (declare (ignore done name)))))
 
+(defmacro with-tensor-named ((path name-place) &body body)
+  "Run BODY, the work on the tensors of the file PATH: an error it signals
+that names no file (a type error, an exhausted heap, one of rontolisp's own
+about an array) becomes TENSOR-DATA-ERROR naming the file and the tensor
+NAME-PLACE holds at the time, when it holds one."
+  (let ((c (gensym "C")))
+    `(handler-bind ((error (lambda (,c)
+                             (when (and ,name-place
+                                        (not (typep ,c '(or tensor-data-error gguf::gguf-error
+                                                         file-io-error))))
+                               (tensor-data-error ,path ,name-place "cannot be converted: ~A"
+                                                  (condition-line ,c))))))
+       ,@body)))
+
 (defun quantize-file (in out &key (type :q8_0))
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
 for TYPE (the one type is :q8_0, ftype 7): tensors of at least two
@@ -141,8 +155,11 @@ written tensors, in file order, and the number of F16 fall backs."
                 (report (progress-reporter (length names)))
                 (done 0)
                 (fallbacks 0)
-                (tensors '()))
-           (dolist (name names)
+                (tensors '())
+                (current nil))
+           (with-tensor-named (path current)
+            (dolist (name names)
+             (setf current name)
              (let* ((info (gguf:tensor-info f name))
                     (ne (gguf:tensor-info-dims info))
                     (src-type (gguf:tensor-info-type info))
@@ -183,6 +200,7 @@ overflows binary16 (quantized data validation failed, as llama-quantize)" over))
                            (incf fallbacks))))
                    (push (list name result :dims dims) tensors))))
              (funcall report (incf done) name))
+            (setf current nil))
            (let* ((metadata (append (remove-if (lambda (e)
                                                  (member (first e) '("general.quantization_version"
                                                                      "general.file_type")

@@ -125,6 +125,17 @@ included, are written back byte for byte."
     (delete-file in)
     (delete-file out)))
 
+(test gguf-make-file-refuses-f32-values-beyond-range
+  "An f32 value given as a double-float beyond the f32 range would be
+written as an infinity: refused, naming the key."
+  (let ((e (handler-case (gguf:make-file :metadata '(("general.big" :f32 1d300)))
+             (error (e) e))))
+    (is (typep e 'gguf:gguf-error))
+    (is (contains (princ-to-string e) "\"general.big\"") "~A" e)
+    (is (contains (princ-to-string e) "f32 range") "~A" e))
+  (finishes (gguf:make-file :metadata `(("a" :f32 1d30) ("b" :f32 ,(- most-positive-single-float))
+                                        ("c" :f64 1d300)))))
+
 (test gguf-every-value-type-reads-back
   (let* ((path (tmp-path "all.gguf"))
          (md `(("u8" :u8 255) ("i8" :i8 -128) ("u16" :u16 65535) ("i16" :i16 -32768)
