@@ -65,13 +65,25 @@ weight_name_comparer reads it with sscanf \"blk.%d.\")."
         (or n -1))
       -1))
 
+(defun octets< (a b)
+  "True when the byte vector A sorts before B as C's strcmp sorts them."
+  (let ((m (mismatch a b)))
+    (and m (or (= m (length a))
+               (and (< m (length b)) (< (aref a m) (aref b m)))))))
+
 (defun llama-tensor-order (names)
   "NAMES sorted as llama.cpp's model loader orders tensors: by layer number
-(names without `blk.N.' count as -1 and come first), then by name."
-  (stable-sort (copy-list names)
-               (lambda (a b)
-                 (let ((la (tensor-layer a)) (lb (tensor-layer b)))
-                   (if (/= la lb) (< la lb) (string< a b))))))
+(names without `blk.N.' count as -1 and come first), then by name as bytes
+(std::string's order: the same as the characters' for UTF-8, but a byte
+that is not UTF-8, held as U+DC80..U+DCFF, sorts by its own value)."
+  (mapcar #'first
+          (stable-sort (mapcar (lambda (n) (list n (tensor-layer n) (%utf8-octets n))) names)
+                       (lambda (a b)
+                         (destructuring-bind (na la oa) a
+                           (declare (ignore na))
+                           (destructuring-bind (nb lb ob) b
+                             (declare (ignore nb))
+                             (if (/= la lb) (< la lb) (octets< oa ob))))))))
 
 ;;; Values and shapes.
 

@@ -45,6 +45,20 @@ wrong; every tensor's type, dims, order and bytes must be equal.")
               '("blk.10.b.weight" "blk.2.a.weight" "token_embd.weight" "blk.10.a.weight"
                 "output_norm.weight" "output.weight")))))
 
+(test quantize-tool-orders-names-as-bytes
+  "llama.cpp orders names as byte strings: a byte that is not UTF-8 (held
+as U+DC80..U+DCFF) sorts by its own value, 0x80 before the 0xC3 that
+starts an e-acute, and a four-byte character after both."
+  (let ((raw-80 (format nil "blk.0.~C.weight" (code-char #xdc80)))
+        (raw-ff (format nil "blk.0.~C.weight" (code-char #xdcff)))
+        (e-acute (format nil "blk.0.~C.weight" (code-char #xe9)))
+        (emoji (format nil "blk.0.~C.weight" (code-char #x1f600))))
+    (is (equal (list raw-80 e-acute emoji raw-ff "blk.1.a")
+               (rontolisp::llama-tensor-order (list "blk.1.a" raw-ff emoji e-acute raw-80))))
+    (is (rontolisp::octets< #(1 2) #(1 2 0)))
+    (is (not (rontolisp::octets< #(1 2) #(1 2))))
+    (is (not (rontolisp::octets< #(2) #(1 9))))))
+
 (test quantize-tool-matches-llama-quantize
   "Every output tensor has the type, dims, order and bytes llama-quantize
 wrote; the metadata ends with quantization_version and file_type."
