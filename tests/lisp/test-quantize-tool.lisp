@@ -157,3 +157,20 @@ tokens that differ only in such bytes stay distinct."
              (is (equal (list "Q8_0") (mapcar #'gguf:tensor-info-type (gguf:tensor-infos f))))))
       (ignore-errors (delete-file in))
       (ignore-errors (delete-file out)))))
+
+(test quantize-tool-names-the-tensor-of-any-failure
+  "What goes wrong while quantize works on a tensor names the file and the
+tensor, whatever signalled it; a GGUF file error keeps its own condition."
+  (let* ((name "blk.0.ffn_up.weight")
+         (e (handler-case (rontolisp::with-tensor-named ("/m.gguf" name)
+                            (+ (make-array '(64 64) :element-type 'single-float) 1))
+              (error (e) e))))
+    (is (typep e 'rontolisp:tensor-data-error))
+    (is (string= name (rontolisp:tensor-data-error-tensor e)))
+    (is (string= "/m.gguf" (rontolisp:tensor-data-error-path e)))
+    (is (contains (princ-to-string e) "#<(simple-array single-float (64 64))>") "~A" e)
+    (is (<= (length (princ-to-string e)) rontolisp::*message-limit*)))
+  (let ((name nil))
+    (signals type-error (rontolisp::with-tensor-named ("/m.gguf" name) (+ 'a 1))))
+  (signals gguf:gguf-error
+    (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
