@@ -179,10 +179,10 @@ single-float (64 64))>."
   (write-string (object-summary-text s) stream))
 
 (defun summarize-argument (x)
-  "X as it should appear in a message: an array other than a string as the
-summary of its type (#<(simple-array single-float (64 64))>), anything else
-as itself."
-  (if (and (arrayp x) (not (stringp x)))
+  "X as it should appear in a message: an array other than a string with
+more than 16 elements as the summary of its type (#<(simple-array
+single-float (64 64))>), anything else as itself."
+  (if (and (arrayp x) (not (stringp x)) (> (array-total-size x) 16))
       (make-object-summary (let ((*print-pretty* nil))
                              (format nil "#<~(~S~)>" (type-of x))))
       x))
@@ -198,15 +198,14 @@ breaks), long lists and deep nesting cut."
   "TEXT on one line, at most *MESSAGE-LIMIT* characters: line breaks and the
 spaces around them become one space, and a longer text loses its middle."
   (let* ((words (with-output-to-string (s)
-                  (let ((space nil))
+                  (let ((break nil) (last nil))
                     (loop for c across (string-trim '(#\Space #\Tab #\Newline #\Return) text)
-                          do (if (member c '(#\Newline #\Return))
-                                 (setf space t)
-                                 (progn
-                                   (when (and space (char/= c #\Space)) (write-char #\Space s))
-                                   (unless (and space (char= c #\Space))
-                                     (setf space nil)
-                                     (write-char c s))))))))
+                          do (cond ((member c '(#\Newline #\Return)) (setf break t))
+                                   ((and break (char= c #\Space)))
+                                   (t (when (and break (not (eql last #\Space)))
+                                        (write-char #\Space s))
+                                      (setf break nil last c)
+                                      (write-char c s)))))))
          (n (length words))
          (cut " ... "))
     (if (<= n *message-limit*)

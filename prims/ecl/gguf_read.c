@@ -134,7 +134,9 @@ static cl_object rl_gguf_type_keyword(uint32_t t) {
  * element, so that every one is printed and written back as the file has
  * it. */
 static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v) {
-    cl_object array = ecl_make_keyword("ARRAY"), types = ECL_NIL, first = ECL_NIL;
+    /* PREV: the type of the element after the one at hand, and in the end
+     * the first element's. */
+    cl_object array = ecl_make_keyword("ARRAY"), types = ECL_NIL, prev = ECL_NIL;
     int same = 1;
     if (v->type != RL_GGUF_TYPE_ARRAY)
         return rl_gguf_type_keyword(v->type);
@@ -148,12 +150,12 @@ static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v)
         if (rl_gguf_array_get(f, v, j, &e) != RL_GGUF_OK)
             return cl_list(2, array, array); /* cannot happen for a parsed file */
         t = rl_gguf_type_descr(f, &e);
-        if (types != ECL_NIL && !ecl_equal(t, first))
+        if (types != ECL_NIL && !ecl_equal(t, prev))
             same = 0;
-        first = t;
+        prev = t;
         types = ecl_cons(t, types);
     }
-    return same ? cl_list(2, array, first) : ecl_cons(array, types);
+    return same ? cl_list(2, array, prev) : ecl_cons(array, types);
 }
 
 /* (%gguf-metadata handle) -> a list of (key type value), in file order. */

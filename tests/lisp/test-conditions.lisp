@@ -112,3 +112,13 @@ array names it by its type, an arithmetic error says what it is."
     (is (not (contains line "#<a")) "~A" line)
     (is (contains line "floating point overflow in coerce") "~A" line)
     (is (<= (length line) rontolisp::*message-limit*))))
+
+(test condition-one-line-folds-and-cuts
+  (is (string= "a b c" (rontolisp::one-line (format nil "  a ~%  b~%~%c~%"))))
+  (is (string= "#(1 2 3)" (princ-to-string (rontolisp::summarize-argument #(1 2 3)))))
+  (let* ((text (concatenate 'string "START" (make-string 1000 :initial-element #\x) "END"))
+         (line (rontolisp::one-line text)))
+    (is (= rontolisp::*message-limit* (length line)))
+    (is (string= "START" line :end2 5))
+    (is (string= "END" line :start2 (- (length line) 3)))
+    (is (contains line " ... "))))
