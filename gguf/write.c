@@ -65,6 +65,8 @@ struct rl_gguf_writer {
     uint64_t err_off;
     char errmsg[RL_GGUF_MSG_SIZE];
     wset key_set, name_set; /* the keys and the tensor names given so far */
+    struct whook { void (*fn)(void *); void *arg; } *hooks; /* rl_gguf_writer_on_free */
+    uint64_t n_hooks, hooks_cap;
 };
 
 /* ---- duplicate detection ---------------------------------------------- */
@@ -227,9 +229,28 @@ rl_gguf_writer *rl_gguf_writer_new(void) {
     return w;
 }
 
+rl_gguf_status rl_gguf_writer_on_free(rl_gguf_writer *w, void (*fn)(void *), void *arg) {
+    if (!w || !fn)
+        return RL_GGUF_E_ARG;
+    if (w->n_hooks == w->hooks_cap) {
+        uint64_t cap = w->hooks_cap ? 2 * w->hooks_cap : 16;
+        struct whook *h = realloc(w->hooks, cap * sizeof *h);
+        if (!h)
+            return RL_GGUF_E_NOMEM;
+        w->hooks = h;
+        w->hooks_cap = cap;
+    }
+    w->hooks[w->n_hooks].fn = fn;
+    w->hooks[w->n_hooks++].arg = arg;
+    return RL_GGUF_OK;
+}
+
 void rl_gguf_writer_free(rl_gguf_writer *w) {
     if (!w)
         return;
+    for (uint64_t i = 0; i < w->n_hooks; i++)
+        w->hooks[i].fn(w->hooks[i].arg);
+    free(w->hooks);
     free(w->meta);
     free(w->keys);
     free(w->t);

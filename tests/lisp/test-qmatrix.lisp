@@ -426,3 +426,14 @@ compiler, and COMPILE-FILE all see the matrix."
       (let ((before (rss-mb)))
         (dotimes (i 300) (rontolisp:quantize a 'q8-0))
         (is (< (- (rss-mb) before) 150) "RSS grew from ~D MB to ~D MB" before (rss-mb))))))
+
+(test tampered-matrix-slots-signal-not-read-beyond
+  "Slots changed behind the read-only accessors (SLOT-VALUE) cannot make
+the kernels read beyond the matrix's memory."
+  (dolist (change '((rontolisp::offset . 100000) (rontolisp::rows . 1000)
+                    (rontolisp::cols . 33) (rontolisp::offset . :x)))
+    (let ((m (copy-structure *m2*)))
+      (setf (slot-value m (car change)) (cdr change))
+      (is (signals-type-p 'error (lambda () (rontolisp:dequantize m)))
+          "~S" change)
+      (is (signals-type-p 'error (lambda () (row-major-aref m 0))) "~S" change))))
