@@ -254,22 +254,6 @@ it (for --random, which builds the files in memory)."
           ((and (eq type 'real) (realp v)) v)
           (t (convert-error path "key ~S: expected ~(~A~), found ~S" key type v)))))
 
-(defparameter *size-limit* (expt 2 20)
-  "The largest layer count or width the converter takes from a config file.
-Far above any encoder it is meant for (a few dozen layers, widths of a few
-thousand), yet small enough that what is built from it (one list entry per
-layer, a block count) costs nothing: a config saying 10^9 layers once ran
-for 40 s and 4.5 GB before ECL gave up.")
-
-(defun cfg-size (table key path &key (min 0) (max *size-limit*) default)
-  "The integer at KEY of the config TABLE read from PATH, refused at once,
-naming PATH and KEY, unless it lies from MIN to MAX: a size that would
-make the converter build something absurd."
-  (let ((v (cfg table key path :default default)))
-    (unless (<= min v max)
-      (convert-error path "key ~S: expected an integer from ~D to ~D, found ~D" key min max v))
-    v))
-
 (defun temperature-key (bucket)
   "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
   (substitute #\_ #\- (substitute #\. #\: bucket)))
@@ -359,10 +343,10 @@ model's parts, as READ-SAFETENSORS and PARSE-JSON answer them.  PATHS: a
 plist naming the files, for errors."
   (let* ((enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
-         (h (cfg-size encoder "hidden_size" enc-path))
-         (layers (cfg-size encoder "num_hidden_layers" enc-path))
-         (inter (cfg-size encoder "intermediate_size" enc-path))
-         (head-layers (cfg-size rl "head_layers" rl-path))
+         (h (cfg encoder "hidden_size" enc-path))
+         (layers (cfg encoder "num_hidden_layers" enc-path))
+         (inter (cfg encoder "intermediate_size" enc-path))
+         (head-layers (cfg rl "head_layers" rl-path))
          (temps (cfg rl "temperatures" rl-path :type 'hash-table :default (make-hash-table)))
          (report (progress-reporter (length tensors)))
          (done 0)
