@@ -19,7 +19,7 @@ ECL_CHECK   = $(if $(ECL_CFLAGS),,$(error ecl-config not found or failed: instal
 CORE_SRC  := $(wildcard gguf/*.c prims/*.c)
 CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
 # The ECL side: the host and the primitives (prims/ecl/, one file per concern).
-HOST_SRC  := runtime/main.c $(wildcard prims/ecl/*.c)
+HOST_SRC  := $(wildcard runtime/*.c prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
 # reads it (as data, with ECL's reader) both for this list of prerequisites
@@ -54,7 +54,7 @@ $(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/bui
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
-	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
+	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lpthread -lm -ldl
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
@@ -151,6 +151,7 @@ check-asan: deps
 	@$(MAKE) --no-print-directory B=build/asan \
 	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
 	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
+	@$(MAKE) --no-print-directory tools
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \
 	  sh tests/run-all.sh $(patsubst $(B)/%,build/asan/%,$(C_TESTS))

@@ -20,6 +20,7 @@ command-line tools built on them."
                (:file "conditions")
                (:file "files")
                (:file "runtime")
+               (:file "repl")
                (:file "formats")
                (:file "halfarrays")
                (:file "qmatrix")
