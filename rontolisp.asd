@@ -21,6 +21,7 @@ command-line tools built on them."
                (:file "files")
                (:file "runtime")
                (:file "repl")
+               (:file "swank")
                (:file "formats")
                (:file "halfarrays")
                (:file "qmatrix")

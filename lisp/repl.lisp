@@ -106,6 +106,30 @@ stderr naming what failed."
   "Where the REPL keeps the lines typed at a terminal, ~/.rontolisp_history."
   (merge-pathnames ".rontolisp_history" (user-homedir-pathname)))
 
+;;; Where the sources are.  The build records each function's source file
+;;; as a RONTOLISP logical pathname (RONTOLISP:LISP;QMATRIX.LISP, see
+;;; runtime/build-lisp.lisp), so M-. in SLIME and ED find the installed
+;;; copy rather than the directory the program was built in.
+
+(defun source-directory ()
+  "The directory holding lisp/ for this executable: PREFIX/share/rontolisp/
+beside an installed PREFIX/bin/rontolisp, else the source tree the
+executable was built in (build/rontolisp's parent), else NIL."
+  (let ((exe (ignore-errors (truename "/proc/self/exe"))))
+    (when exe
+      (let ((bin (make-pathname :name nil :type nil :version nil :defaults exe)))
+        (loop for up in '("../share/rontolisp/" "../")
+              for dir = (ignore-errors (truename (merge-pathnames up bin)))
+              when (and dir (probe-file (merge-pathnames "lisp/repl.lisp" dir)))
+                return dir)))))
+
+(defun install-source-translations ()
+  "Point the RONTOLISP logical host at SOURCE-DIRECTORY (when found)."
+  (let ((dir (source-directory)))
+    (when dir
+      (setf (logical-pathname-translations "RONTOLISP")
+            (list (list "**;*.*.*" (merge-pathnames "**/*.*" dir)))))))
+
 ;;; Completion at a terminal.
 
 (defun completion-candidates (text)

@@ -345,6 +345,7 @@ the process with status 1 (temporary files of unfinished writes removed)."
 ;;; The entry point the C host calls.
 
 (defun dispatch (args)
+  (ignore-errors (install-source-translations))
   (multiple-value-bind (actions norc args) (take-startup-options args)
     (let ((cmd (first args)))
       (cond ((null args) (repl actions :rc (not norc)))

@@ -57,11 +57,21 @@ as strings relative to the directory the build runs in."
         (*load-verbose* nil)
         (objs '()))
     (require 'cmp)
+    ;; Each function remembers its source as RONTOLISP:LISP;NAME.LISP, a
+    ;; logical pathname the program points at the installed sources when
+    ;; it starts (lisp/repl.lisp), so no path of the build machine is kept.
+    (setf (logical-pathname-translations "RONTOLISP")
+          (list (list "**;*.*.*" (merge-pathnames "**/*.*" (truename "./")))))
     (dolist (f files)
       (let ((o (make-pathname :defaults (merge-pathnames out)
-                              :name (pathname-name f) :type "o")))
+                              :name (pathname-name f) :type "o"))
+            (logical (format nil "RONTOLISP:~{~A;~}~A.LISP"
+                             (mapcar #'string-upcase
+                                     (rest (pathname-directory (enough-namestring (truename f)
+                                                                                  (truename "./")))))
+                             (string-upcase (pathname-name f)))))
         (multiple-value-bind (fasl warnings-p failure-p)
-            (compile-file f :output-file o :system-p t)
+            (compile-file f :output-file o :system-p t :source-truename (pathname logical))
           (declare (ignore warnings-p))
           (when (or (null fasl) failure-p)
             (fail "compiling ~A failed" f)))
