@@ -32,7 +32,7 @@ C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean FORCE
 
-all: $(B)/rontolisp
+all: $(B)/rontolisp $(B)/rontolisp-prims.fas
 
 # Header dependencies come from the compiler (-MMD -MP), in .d files beside
 # the objects and tests.
@@ -55,6 +55,16 @@ $(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/bui
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lpthread -lm -ldl
+
+# The primitives as a module for a stock ECL (rontolisp.asd loads it):
+# the glue and the C library, linked with runtime/prims-module.lisp.
+PRIM_ECL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard prims/ecl/*.c))
+
+$(B)/rontolisp-prims.fas: runtime/prims-module.lisp runtime/build-lisp.lisp $(PRIM_ECL_OBJ) $(B)/librl.a
+	@mkdir -p $(B)/module
+	$(ECL) --norc --shell runtime/build-lisp.lisp --module $(B)/module/rontolisp-prims.fas \
+	  runtime/prims-module.lisp $(abspath $(PRIM_ECL_OBJ) $(B)/librl.a) -ljansson -lpthread -lm
+	mv $(B)/module/rontolisp-prims.fas $@
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
