@@ -30,7 +30,7 @@ LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontol
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean FORCE
+.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install uninstall clean FORCE
 
 all: $(B)/rontolisp $(B)/rontolisp-prims.fas
 
@@ -127,9 +127,29 @@ bench: deps
 	  tools/bench/plot.gp
 	@echo "wrote $(B)/bench.txt, $(B)/bench.json and $(B)/bench.png"
 
+# The executable, its manual, the licence, the Lisp sources (where M-. in
+# SLIME leads: the program points its RONTOLISP logical host at them) with
+# rontolisp.asd, and the primitives module that system loads in a stock ECL.
+SHARE_DIR := $(DESTDIR)$(PREFIX)/share/rontolisp
+MODULE_DIR := $(DESTDIR)$(PREFIX)/lib/rontolisp
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE_DIR)/lisp $(MODULE_DIR) \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp
 	install -m 755 $(B)/rontolisp $(DESTDIR)$(PREFIX)/bin/rontolisp
+	install -m 644 $(LISP_SRC) $(SHARE_DIR)/lisp/
+	install -m 644 rontolisp.asd $(SHARE_DIR)/rontolisp.asd
+	install -m 644 $(B)/rontolisp-prims.fas $(MODULE_DIR)/rontolisp-prims.fas
+	install -m 644 rontolisp.1 $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1
+	install -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+
+# Removes exactly what install put there, and the directories it made
+# when they are left empty.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/rontolisp $(addprefix $(SHARE_DIR)/lisp/,$(notdir $(LISP_SRC))) \
+	  $(SHARE_DIR)/rontolisp.asd $(MODULE_DIR)/rontolisp-prims.fas \
+	  $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+	-rmdir $(SHARE_DIR)/lisp $(SHARE_DIR) $(MODULE_DIR) $(DESTDIR)$(PREFIX)/share/doc/rontolisp 2>/dev/null
 
 clean:
 	rm -rf $(B)

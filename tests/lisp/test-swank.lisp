@@ -91,3 +91,24 @@ a string; NIL if none came before DEADLINE."
     (is (string= "RONTOLISP:LISP;QMATRIX.LISP" file))
     (is (equal (truename (merge-pathnames "lisp/qmatrix.lisp" *root*))
                (probe-file (translate-logical-pathname file))))))
+
+(test swank-source-locations-follow-make-install
+  ;; An installed executable points its sources at PREFIX/share/rontolisp/,
+  ;; and make uninstall takes back every file make install put there.
+  (let ((dest (tmp-path "dest")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (sh "cd \"$1\" && make -s install DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null &&
+                  echo '(princ (translate-logical-pathname \"RONTOLISP:LISP;QMATRIX.LISP\"))' |
+                    \"$2/usr/local/bin/rontolisp\" --norc &&
+                  ls \"$2/usr/local/share/man/man1/rontolisp.1\" \"$2/usr/local/lib/rontolisp/rontolisp-prims.fas\" \\
+                     \"$2/usr/local/share/rontolisp/rontolisp.asd\" \"$2/usr/local/share/doc/rontolisp/LICENSE\" >/dev/null &&
+                  make -s uninstall DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null &&
+                  echo --- && find \"$2\" -type f"
+                (namestring *root*) dest)
+           (is (eql 0 code) "~A" err)
+           (is (contains out (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest)) "~A" out)
+           ;; After uninstall no file is left (find prints none).
+           (let ((left (search "---" out)))
+             (is (and left (string= (format nil "---~%") (subseq out left))) "~A" out)))
+      (sh "rm -rf \"$1\"" dest))))
