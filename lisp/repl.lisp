@@ -184,6 +184,8 @@ lines that continue it a blank one of the same width."))
     (loop
       (when (< pos (length line))
         (return (prog1 (char line pos) (incf pos))))
+      ;; Output written so far ("Name? ") must show before libedit's prompt.
+      (ignore-errors (finish-output *standard-output*))
       (let ((got (handler-case (%line-editor-read (%utf8-octets prompt))
                    (ext:interactive-interrupt () :interrupt))))
         (setf prompt (make-string (length prompt) :initial-element #\Space))

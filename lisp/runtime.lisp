@@ -278,8 +278,17 @@ its exit status; see DEFINE-COMMAND." name)
 ;;; Reporting errors in batch modes.
 
 (defun condition-line (condition)
-  "CONDITION's report on one line (newlines folded), never failing itself."
-  (let ((text (handler-case (princ-to-string condition)
+  "CONDITION's report on one line (newlines folded), never failing itself.
+An arithmetic error, which ECL reports as #<a DIVISION-BY-ZERO 0x...>,
+is named with the call that failed when it is known: division-by-zero in
+(/ 1 0)."
+  (let ((text (handler-case
+                  (if (typep condition 'arithmetic-error)
+                      (let ((*print-length* 8) (*print-level* 3)
+                            (op (ignore-errors (arithmetic-error-operation condition))))
+                        (format nil "~(~A~)~@[ in (~S~{ ~S~})~]" (type-of condition) op
+                                (ignore-errors (arithmetic-error-operands condition))))
+                      (princ-to-string condition))
                 (serious-condition ()
                   (format nil "~S (its report failed)" (type-of condition))))))
     (substitute #\Space #\Newline (string-trim '(#\Space #\Newline) text))))

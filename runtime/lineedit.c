@@ -54,14 +54,15 @@ static char **rl_le_complete(const char *text, int start, int end) {
     rl_attempted_completion_over = 1; /* never fall back to file names */
     if (!ECL_LISTP(list) || list == ECL_NIL)
         return NULL;
-    n = (size_t)ecl_length(list);
+    n = (size_t)ecl_length(list); /* LINE-COMPLETIONS answers a proper list */
     matches = calloc(n + 2, sizeof *matches);
     if (!matches)
         return NULL;
     for (cl_object l = list; l != ECL_NIL && i < n; l = ECL_CONS_CDR(l)) {
         cl_index len;
-        const uint8_t *p = rl_octets("LINE-COMPLETIONS", 1, ECL_CONS_CAR(l), &len);
-        char *s = malloc(len + 1);
+        /* Checked without signalling: nothing may unwind through libedit. */
+        const uint8_t *p = rl_simple_data(ECL_CONS_CAR(l), ecl_aet_b8, &len);
+        char *s = p ? malloc(len + 1) : NULL;
         if (!s)
             break;
         memcpy(s, p, len);

@@ -141,7 +141,14 @@ them), for SECONDS at most; answer (values exit-status output)."
     (is (= 1 code))
     (is (contains out "AFTER"))
     (is (contains err "CAR")))
-  (is (= 0 (run-exe '() :input (format nil "(+ 1 2)~%")))))
+  (is (= 0 (run-exe '() :input (format nil "(+ 1 2)~%"))))
+  ;; ECL reports an arithmetic error as #<a DIVISION-BY-ZERO 0x...>; the
+  ;; line names the call instead.
+  (multiple-value-bind (code out err) (run-exe '() :input (format nil "(/ 1 0)~%"))
+    (declare (ignore out))
+    (is (= 1 code))
+    (is (contains err "division-by-zero in (/ 1 0)") "~A" err)
+    (is (not (contains err "#<")))))
 
 ;;; Start-up conventions.
 
