@@ -114,11 +114,11 @@ stderr naming what failed."
 (defun source-directory ()
   "The directory holding lisp/ for this executable: PREFIX/share/rontolisp/
 beside an installed PREFIX/bin/rontolisp, else the source tree the
-executable was built in (build/rontolisp's parent), else NIL."
+executable was built in (the parent of build/ or of build/asan/), else NIL."
   (let ((exe (ignore-errors (truename "/proc/self/exe"))))
     (when exe
       (let ((bin (make-pathname :name nil :type nil :version nil :defaults exe)))
-        (loop for up in '("../share/rontolisp/" "../")
+        (loop for up in '("../share/rontolisp/" "../" "../../")
               for dir = (ignore-errors (truename (merge-pathnames up bin)))
               when (and dir (probe-file (merge-pathnames "lisp/repl.lisp" dir)))
                 return dir)))))
