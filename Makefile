@@ -38,6 +38,10 @@ $(B)/obj/%.o: %.c $(CORE_HDR)
 
 $(B)/obj/runtime/%.o $(B)/obj/prims/register.o $(B)/obj/prims/ecl/%.o: RL_CFLAGS += $(ECL_CFLAGS)
 
+# The encoder kernels pin every f32 rounding (SPEC §4.1, §9): a product and
+# a sum must not fuse into an fma the spec does not name.
+$(B)/obj/prims/matmul.o $(B)/obj/prims/nn.o: RL_CFLAGS += -ffp-contract=off
+
 $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
