@@ -31,31 +31,16 @@ intermediate size (the GLU's half), decision-head layers, attention heads.")
       (rontolisp-error 'convert-random "expected a preset ~{~A~^, ~}, found ~S"
                        (mapcar #'first *presets*) name)))
 
-;;; Reproducible random numbers (xorshift64*), independent of the Lisp's own
-;;; generator so a seed gives the same model everywhere.
+;;; Reproducible random numbers: prims/rng.c's generator (the one the C
+;;; tests and bench use), independent of the Lisp's own so a seed gives the
+;;; same model everywhere, and in C because boxing each weight made
+;;; s1-micro take seconds.
 
 (defstruct (rng (:constructor make-rng (state))) (state 1 :type (unsigned-byte 64)))
 
-(defun rng-next (r)
-  (let ((x (rng-state r)))
-    (setf x (logxor x (ash x -12))
-          x (logxor x (ldb (byte 64 0) (ash x 25)))
-          x (logxor x (ash x -27)))
-    (setf (rng-state r) x)
-    (ldb (byte 64 0) (* x #x2545F4914F6CDD1D))))
-
-(defun rng-uniform (r)
-  "A double in (0, 1)."
-  (/ (+ 0.5d0 (ash (rng-next r) -11)) (expt 2d0 53)))
-
 (defun random-normal-array (r dims sigma)
   (let ((a (make-array dims :element-type 'single-float)))
-    (loop for i from 0 below (array-total-size a) by 2
-          do (let* ((u1 (rng-uniform r)) (u2 (rng-uniform r))
-                    (m (* sigma (sqrt (* -2d0 (log u1))))))
-               (setf (row-major-aref a i) (coerce (* m (cos (* 2 pi u2))) 'single-float))
-               (when (< (1+ i) (array-total-size a))
-                 (setf (row-major-aref a (1+ i)) (coerce (* m (sin (* 2 pi u2))) 'single-float)))))
+    (setf (rng-state r) (%random-normal-fill a (coerce sigma 'double-float) (rng-state r)))
     a))
 
 (defun constant-array (dims value)
@@ -338,7 +323,7 @@ data TOK."
 
 (defun type-keyword (name)
   "The keyword of the tensor type NAME, one of *CONVERT-TYPES* (\"q8_0\" -> :Q8_0)."
-  (intern (string-upcase name) "KEYWORD"))
+  (tensor-type-keyword (find-tensor-type name)))
 
 (defun tensor-type (gguf-name dims head-p type head-type)
   "The GGUF type of a tensor under SPEC 7's policy."

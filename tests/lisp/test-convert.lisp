@@ -100,3 +100,22 @@ in-memory random model; the safetensors round trip is exact."
     (declare (ignore out))
     (is (= 1 code))
     (is (= 1 (count #\Newline err)))))
+
+(test random-normal-fill-is-a-function-of-the-state
+  "--random's weights come from prims/rng.c: the same state gives the same
+values and the same next state; the values look like N(0, sigma)."
+  (flet ((fill-from (state)
+           (let ((a (make-array 20001 :element-type 'single-float)))
+             (multiple-value-bind (next) (rontolisp::%random-normal-fill a 0.02d0 state)
+               (values a next)))))
+    (multiple-value-bind (a sa) (fill-from 42)
+      (multiple-value-bind (b sb) (fill-from 42)
+        (is (equalp a b))
+        (is (= sa sb))
+        (is (/= sa 42)))
+      (is (not (equalp a (fill-from (1- (expt 2 64))))))
+      (let* ((n (length a))
+             (mean (/ (loop for x across a sum x) n))
+             (sd (sqrt (/ (loop for x across a sum (expt (- x mean) 2)) n))))
+        (is (< (abs mean) 0.001) "mean ~A" mean)
+        (is (< 0.019 sd 0.021) "deviation ~A" sd)))))
