@@ -151,7 +151,8 @@ static void rl_mm_msg(char *msg, size_t msglen, const char *why) {
 static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t cols,
                                rl_q8_src xsrc, const void *x, size_t n, double *yd,
                                float *yf, rl_act act, rl_path path, int threads,
-                               int min_work, char *msg, size_t msglen) {
+                               int min_work, char *msg, size_t msglen,
+                               rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
     if ((unsigned)wt > RL_WT_Q8_0 || (unsigned)act > RL_ACT_Q8X2 ||
@@ -255,6 +256,8 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                     snprintf(msg, msglen, "matmul: cannot quantize activation row %zu: %s", t,
                              why);
                 }
+                if (fault)
+                    fault->row = t, fault->where = where;
                 free(scratch);
                 return st;
             }
@@ -281,37 +284,27 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
 rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
                           const float *x, size_t n, float *y, rl_act act,
                           rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen) {
+                          char *msg, size_t msglen, rl_mm_fault *fault) {
     if (!y && rows && n) {
         rl_mm_msg(msg, msglen, "bad argument");
         return RL_Q8_BADARG;
     }
     float dummy;
     return rl_mm_core(wt, w, rows, cols, RL_SRC_F32, x, n, NULL, y ? y : &dummy, act, path,
-                      threads, min_work, msg, msglen);
+                      threads, min_work, msg, msglen, fault);
 }
 
 rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
                        const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen) {
+                       char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_matmul_ex(wt, w, rows, cols, x, n, y, act, rl_path_best(), rl_threads(), 1,
-                        msg, msglen);
+                        msg, msglen, fault);
 }
 
 rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                                  rl_q8_src xsrc, const void *x, double *yd, float *yf,
                                  rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen) {
-    if (act == RL_ACT_Q8)
-        return rl_matvec_q8_ex(w, rows, cols, xsrc, x, yd, yf, path, threads, min_work, msg,
-                               msglen);
+                                 char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_mm_core(RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path, threads,
-                      min_work, msg, msglen);
-}
-
-rl_q8_status rl_matvec_q8_act(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                              rl_act act, char *msg, size_t msglen) {
-    return rl_matvec_q8_act_ex(w, rows, cols, xsrc, x, yd, yf, act, rl_path_best(),
-                               rl_threads(), 1, msg, msglen);
+                      min_work, msg, msglen, fault);
 }

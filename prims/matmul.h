@@ -48,6 +48,13 @@ typedef enum {
 const char *rl_wtype_name(rl_wtype t);
 const char *rl_act_name(rl_act a);
 
+/* Where quantizing the activations failed: the activation row, and within
+ * it the quantizer's where (q8.h: the column of the first non-finite
+ * value, or the block whose scale overflows). */
+typedef struct {
+    size_t row, where;
+} rl_mm_fault;
+
 /* y = x W^T with the paths and threads of the knobs (cpu.h).  Errors:
  * RL_Q8_BADARG (NULL data, unknown type, sizes whose bytes overflow);
  * RL_Q8_BADLEN (Q8_0 with cols % 32 != 0); RL_Q8_NONFINITE /
@@ -55,30 +62,26 @@ const char *rl_act_name(rl_act a);
  * column or block); RL_Q8_NOMEM.  n == 0 or rows == 0 is a no-op. */
 rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
                        const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen);
+                       char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* The same on an explicit path and thread count (tests, benchmarks): path
  * must be rl_path_supported (else RL_Q8_UNSUPPORTED), threads >= 1 (else
- * RL_Q8_BADARG); with min_work != 0 small products use fewer threads. */
+ * RL_Q8_BADARG); with min_work != 0 small products use fewer threads.
+ * fault (may be NULL) is set on RL_Q8_NONFINITE and RL_Q8_OVERFLOW. */
 rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
                           const float *x, size_t n, float *y, rl_act act,
                           rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen);
+                          char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* A Q8_0 matrix times one vector with the given activations: x of type
  * xsrc (RL_SRC_F32 or RL_SRC_F64, cast to f32 first), written to yd and/or
- * yf (either may be NULL, not both).  With RL_ACT_Q8 it is
- * rl_matvec_q8_ex's result; RL_ACT_Q8X2 is the one-token case of
- * rl_matmul_ex.  Errors as rl_matmul_ex. */
+ * yf (either may be NULL, not both): the one-token case of rl_matmul_ex,
+ * so with RL_ACT_Q8 the bits of rl_matvec_q8_ex.  Errors as rl_matmul_ex
+ * (fault->row is then 0). */
 rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                                  rl_q8_src xsrc, const void *x, double *yd, float *yf,
                                  rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen);
-
-/* The knob form of rl_matvec_q8_act_ex. */
-rl_q8_status rl_matvec_q8_act(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                              rl_act act, char *msg, size_t msglen);
+                                 char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* Residual quants of SPEC §4.1 for n values x (n % 32 == 0) already
  * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /

@@ -65,21 +65,21 @@ static void test_q8_matmul(void) {
                     rl_act act = (rl_act)a;
                     combos++;
                     CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, act, RL_PATH_REF, 1,
-                                       0, NULL, 0) == RL_Q8_OK);
+                                       0, NULL, 0, NULL) == RL_Q8_OK);
                     for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
                         if (!rl_path_supported((rl_path)p))
                             continue;
                         for (int th = 1; th <= 4; th++) {
                             memset(y, 0xff, n * rows * sizeof *y);
                             rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, y, act, (rl_path)p, th,
-                                         0, NULL, 0);
+                                         0, NULL, 0, NULL);
                             bad_path += memcmp(y, ref, n * rows * sizeof *y) != 0;
                         }
                         /* row t == matvec of token t with the same activations,
                          * in f32 and (widened) in double */
                         for (size_t t = 0; t < n; t++) {
                             rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x + t * cols, mvd, mv,
-                                                act, (rl_path)p, 2, 0, NULL, 0);
+                                                act, (rl_path)p, 2, 0, NULL, 0, NULL);
                             int same = memcmp(mv, ref + t * rows, rows * sizeof *mv) == 0;
                             for (size_t r = 0; r < rows; r++)
                                 same &= (float)mvd[r] == mv[r];
@@ -102,7 +102,7 @@ static void test_q8_matches_matvec(void) {
     float *x = malloc(n * cols * sizeof *x), *y = malloc(n * rows * sizeof *y), mv[37];
     q8_weights(w, rows * cols / 32);
     act_rows(x, n * cols);
-    CHECK(rl_matmul(RL_WT_Q8_0, w, rows, cols, x, n, y, RL_ACT_Q8, NULL, 0) == RL_Q8_OK);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, rows, cols, x, n, y, RL_ACT_Q8, NULL, 0, NULL) == RL_Q8_OK);
     int same = 1;
     for (size_t t = 0; t < n; t++) {
         rl_matvec_q8(w, rows, cols, x + t * cols, mv, NULL, 0);
@@ -150,9 +150,9 @@ static void test_q8x2_spec(void) {
         for (size_t j = 0; j < cols; j++)
             x[j] = rnd_gauss();
         rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x, y2, NULL, RL_ACT_Q8X2, RL_PATH_REF, 1,
-                            0, NULL, 0);
+                            0, NULL, 0, NULL);
         rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x, y1, NULL, RL_ACT_Q8, RL_PATH_REF, 1, 0,
-                            NULL, 0);
+                            NULL, 0, NULL);
         for (size_t r = 0; r < rows; r++) {
             const rl_block_q8_0 *wr = w + r * cols / 32;
             total++;
@@ -219,14 +219,14 @@ static void test_float_matmul(void) {
             const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
             combos++;
             CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1,
-                               0, NULL, 0) == RL_Q8_OK);
+                               0, NULL, 0, NULL) == RL_Q8_OK);
             for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
                 if (!rl_path_supported((rl_path)p))
                     continue;
                 for (int th = 1; th <= 4; th++) {
                     memset(y, 0xff, n * rows * sizeof *y);
                     rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, y, RL_ACT_Q8X2, (rl_path)p,
-                                 th, 0, NULL, 0);
+                                 th, 0, NULL, 0, NULL);
                     bad_path += memcmp(y, ref, n * rows * sizeof *y) != 0;
                 }
             }
@@ -261,28 +261,32 @@ static void test_errors(void) {
     float x[64] = {0}, y[4];
     char msg[200];
     q8_weights(w, 4);
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 48, x, 1, y, RL_ACT_Q8, msg, sizeof msg) == RL_Q8_BADLEN);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 48, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADLEN);
     CHECK(strstr(msg, "48") != NULL);
     x[33] = NAN;
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8X2, msg, sizeof msg) ==
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8X2, msg, sizeof msg, NULL) ==
           RL_Q8_NONFINITE);
     CHECK_MSG(strstr(msg, "row 1") != NULL, "message names the activation row: %s", msg);
+    rl_mm_fault fault = {0, 0};
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8, NULL, 0, &fault) ==
+          RL_Q8_NONFINITE);
+    CHECK(fault.row == 1 && fault.where == 1);
     x[33] = 0;
-    CHECK(rl_matmul(RL_WT_Q8_0, NULL, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg) ==
+    CHECK(rl_matmul(RL_WT_Q8_0, NULL, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
           RL_Q8_BADARG);
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 1, NULL, RL_ACT_Q8, msg, sizeof msg) ==
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 1, NULL, RL_ACT_Q8, msg, sizeof msg, NULL) ==
           RL_Q8_BADARG);
-    CHECK(rl_matmul((rl_wtype)9, w, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg) == RL_Q8_BADARG);
-    CHECK(rl_matmul(RL_WT_F32, x, 2, 32, x, 1, y, (rl_act)5, msg, sizeof msg) == RL_Q8_BADARG);
+    CHECK(rl_matmul((rl_wtype)9, w, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul(RL_WT_F32, x, 2, 32, x, 1, y, (rl_act)5, msg, sizeof msg, NULL) == RL_Q8_BADARG);
     CHECK(rl_matmul_ex(RL_WT_F32, x, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_REF, 0, 0, msg,
-                       sizeof msg) == RL_Q8_BADARG);
-    CHECK(rl_matmul(RL_WT_F32, x, SIZE_MAX / 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg) ==
+                       sizeof msg, NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul(RL_WT_F32, x, SIZE_MAX / 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
           RL_Q8_BADARG);
     if (!rl_path_supported(RL_PATH_AVX512VNNI))
         CHECK(rl_matmul_ex(RL_WT_Q8_0, w, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_AVX512VNNI, 1, 0,
-                           msg, sizeof msg) == RL_Q8_UNSUPPORTED);
+                           msg, sizeof msg, NULL) == RL_Q8_UNSUPPORTED);
     /* nothing to do is not an error */
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 0, y, RL_ACT_Q8, msg, sizeof msg) == RL_Q8_OK);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 0, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_OK);
     CHECK(strcmp(rl_wtype_name(RL_WT_BF16), "bf16") == 0);
     CHECK(strcmp(rl_act_name(RL_ACT_Q8X2), "q8x2") == 0);
 }
