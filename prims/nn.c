@@ -61,37 +61,44 @@ static size_t rl_nn_elems(size_t n, size_t m) {
     return n * m;
 }
 
-/* ---- LayerNorm ------------------------------------------------------ */
-
+/* The row-wise steps: one job shape, a function per token row. */
 typedef struct {
     const float *x, *w;
     float *out;
-    size_t n, d;
+    size_t n, d; /* rows, and the values per output row */
     float eps;
-} rl_ln_job;
+    rl_gelu kind;
+    void (*row)(const void *job, size_t t);
+} rl_rows_job;
 
-static void rl_ln_run(void *ctx, int ith, int nth) {
-    const rl_ln_job *j = ctx;
+static void rl_rows_run(void *ctx, int ith, int nth) {
+    const rl_rows_job *j = ctx;
     size_t t0, t1;
     rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
-    for (size_t t = t0; t < t1; t++) {
-        const float *x = j->x + t * j->d;
-        float *y = j->out + t * j->d;
-        double sum = 0.0;
-        for (size_t i = 0; i < j->d; i++)
-            sum += x[i];
-        const float mean = (float)(sum / (double)j->d);
-        double sum2 = 0.0;
-        for (size_t i = 0; i < j->d; i++) {
-            const float c = x[i] - mean;
-            y[i] = c; /* x may be y: x[i] is not read again */
-            sum2 += (double)(c * c);
-        }
-        const float var = (float)(sum2 / (double)j->d);
-        const float s = 1.0f / sqrtf(var + j->eps);
-        for (size_t i = 0; i < j->d; i++)
-            y[i] = (y[i] * s) * j->w[i];
+    for (size_t t = t0; t < t1; t++)
+        j->row(j, t);
+}
+
+/* ---- LayerNorm ------------------------------------------------------ */
+
+static void rl_ln_row(const void *job, size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * j->d;
+    float *y = j->out + t * j->d;
+    double sum = 0.0;
+    for (size_t i = 0; i < j->d; i++)
+        sum += x[i];
+    const float mean = (float)(sum / (double)j->d);
+    double sum2 = 0.0;
+    for (size_t i = 0; i < j->d; i++) {
+        const float c = x[i] - mean;
+        y[i] = c; /* x may be y: x[i] is not read again */
+        sum2 += (double)(c * c);
     }
+    const float var = (float)(sum2 / (double)j->d);
+    const float s = 1.0f / sqrtf(var + j->eps);
+    for (size_t i = 0; i < j->d; i++)
+        y[i] = (y[i] * s) * j->w[i];
 }
 
 rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
@@ -103,9 +110,9 @@ rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w
     if (d == 0 || (n && !nd) || (n && (!x || !w || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)))
         return RL_Q8_BADARG;
-    rl_ln_job job = {.x = x, .w = w, .out = out, .n = n, .d = d, .eps = eps};
+    rl_rows_job job = {.x = x, .w = w, .out = out, .n = n, .d = d, .eps = eps, .row = rl_ln_row};
     if (n)
-        rl_pool_run(rl_nn_threads(threads, n, d), rl_ln_run, &job);
+        rl_pool_run(rl_nn_threads(threads, n, d), rl_rows_run, &job);
     return RL_Q8_OK;
 }
 
@@ -303,23 +310,12 @@ float rl_gelu_f32(float a, rl_gelu kind) {
     return (0.5f * a) * (1.0f + erff(a * RL_SQRT_2_INV));
 }
 
-typedef struct {
-    const float *x;
-    float *out;
-    size_t n, f;
-    rl_gelu kind;
-} rl_geglu_job;
-
-static void rl_geglu_run(void *ctx, int ith, int nth) {
-    const rl_geglu_job *j = ctx;
-    size_t t0, t1;
-    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
-    for (size_t t = t0; t < t1; t++) {
-        const float *x = j->x + t * 2 * j->f;
-        float *y = j->out + t * j->f;
-        for (size_t c = 0; c < j->f; c++)
-            y[c] = rl_gelu_f32(x[c], j->kind) * x[j->f + c];
-    }
+static void rl_geglu_row(const void *job, size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * 2 * j->d;
+    float *y = j->out + t * j->d;
+    for (size_t c = 0; c < j->d; c++)
+        y[c] = rl_gelu_f32(x[c], j->kind) * x[j->d + c];
 }
 
 rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
@@ -331,9 +327,9 @@ rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float
     if (!f2 || (unsigned)kind > RL_GELU_TANH || (n && !nx) || (n && (!x || !out)) ||
         rl_nn_overlap(out, n * f, x, nx))
         return RL_Q8_BADARG;
-    rl_geglu_job job = {.x = x, .out = out, .n = n, .f = f, .kind = kind};
+    rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind, .row = rl_geglu_row};
     if (n)
-        rl_pool_run(rl_nn_threads(threads, n, f2), rl_geglu_run, &job);
+        rl_pool_run(rl_nn_threads(threads, n, f2), rl_rows_run, &job);
     return RL_Q8_OK;
 }
 

@@ -46,6 +46,16 @@ static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
                 ecl_make_simple_base_string(msg, -1));
 }
 
+/* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
+#define RL_NN_RETURN(env, out, call, why)                                                \
+    do {                                                                                 \
+        rl_q8_status st_;                                                                \
+        RL_RUN_KERNEL(env, st_ = (call));                                                \
+        if (st_ == RL_Q8_OK)                                                             \
+            ecl_return1(env, out);                                                       \
+        return rl_status2(env, st_, why);                                                \
+    } while (0)
+
 /* Run STMT (a kernel call setting st) the way every primitive here does. */
 #define RL_RUN_KERNEL(env, stmt)                                                         \
     do {                                                                                 \
@@ -145,11 +155,7 @@ static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object ep
     const float e = rl_arg_sf(fn, 3, eps);
     float *y = rl_sf_matrix(fn, 4, out, &on, &od);
     rl_same_dims(fn, "out", on, od, n, d);
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_layer_norm(x, n, d, w, e, y));
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    return rl_status2(env, st, "layer-norm: the kernel refused its operands");
+    RL_NN_RETURN(env, out, rl_layer_norm(x, n, d, w, e, y), "layer-norm: the kernel refused its operands");
 }
 
 /* (%rope-neox xs n-heads head-dim theta out) -> OUT or (values nil status
@@ -168,11 +174,7 @@ static cl_object rl_prim_rope_neox(cl_object xs, cl_object heads, cl_object head
     if (d / h != hd || d % h)
         rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
     rl_same_dims(fn, "out", on, od, n, d);
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_rope_neox(x, n, h, hd, base, y));
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    return rl_status2(env, st, "rope-neox: the kernel refused its operands");
+    RL_NN_RETURN(env, out, rl_rope_neox(x, n, h, hd, base, y), "rope-neox: the kernel refused its operands");
 }
 
 /* (%attention q k v n-heads head-dim window out) -> OUT or (values nil
@@ -195,12 +197,9 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     rl_same_dims(fn, "out", r, c, n, d);
     if (d / h != hd || d % h)
         rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_attention(qp, kp, vp, n, h, hd, win, y));
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    return rl_status2(env, st, "attention: the kernel refused its operands (out must be "
-                               "an array other than q, k and v)");
+    RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
+                 "attention: the kernel refused its operands (out must be an array other "
+                 "than q, k and v)");
 }
 
 /* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
@@ -214,12 +213,9 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
     if (d % 2)
         rl_signal(RL_C_SHAPE, "%s: expected an even number of columns, found %zu", fn, d);
     rl_same_dims(fn, "out", on, od, n, d / 2);
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH,
-                                     y));
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    return rl_status2(env, st, "geglu: the kernel refused its operands");
+    RL_NN_RETURN(env, out,
+                 rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y),
+                 "geglu: the kernel refused its operands");
 }
 
 static const rl_prim_def rl_defs[] = {
