@@ -11,6 +11,7 @@
  */
 #include "prims/matmul.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +82,111 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
     return cols > SIZE_MAX / 4 ? 0 : cols * rl_mm_elt_bytes(wt);
 }
 
+/* ---- Q8_0 AVX-512: four rows times four tokens ------------------------ */
+
+/* Tokens per tile: 2 accumulators each, plus the weights' registers. */
+#define RL_MM_T 4
+
+/* Rows [r0, r1) for all n tokens (yd / yf n x rows).  The per-row, per-lane
+ * arithmetic is matvec.c's AVX-512 body exactly (the same integer dots,
+ * the same lane layout, the same scale product and FMA order); what
+ * changes is that a block's weight work (abs, sign mask, scales) is done
+ * once and used by four tokens, whose accumulators stay in registers. */
+#define RL_MM_AVX512_TILE(DOT)                                                              \
+    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26,                      \
+                                          4, 12, 20, 28, 6, 14, 22, 30);                    \
+    for (size_t r = r0; r < r1; r += 4) {                                                   \
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;                                          \
+        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;               \
+        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;                     \
+        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;                                    \
+        for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {                                        \
+            const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;                          \
+            const rl_block_q8_0 *xk[RL_MM_T];                                               \
+            const double *dk[RL_MM_T];                                                      \
+            const int8_t *rk[RL_MM_T];                                                      \
+            __m512d acc[RL_MM_T][2];                                                        \
+            for (size_t k = 0; k < RL_MM_T; k++) {                                          \
+                const size_t t = t0 + (k < nt ? k : nt - 1);                                \
+                xk[k] = xq + t * nb, dk[k] = dx + t * nb, rk[k] = xr ? xr + t * nb * 32 : NULL; \
+                acc[k][0] = acc[k][1] = _mm512_setzero_pd();                                \
+            }                                                                               \
+            for (size_t b = 0; b < nb; b++) {                                               \
+                const __m512i wab = _mm512_inserti64x4(                                     \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)), \
+                    _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);        \
+                const __m512i wcd = _mm512_inserti64x4(                                     \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)), \
+                    _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);        \
+                const __mmask64 mab = _mm512_movepi8_mask(wab), mcd = _mm512_movepi8_mask(wcd); \
+                const __m512i aab = _mm512_abs_epi8(wab), acd = _mm512_abs_epi8(wcd);       \
+                const __m128i dw = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d,           \
+                                                  (short)w2[b].d, (short)w3[b].d, 0, 0, 0, 0); \
+                const __m256d dw4 = _mm256_cvtps_pd(_mm_cvtph_ps(dw));                      \
+                _Pragma("GCC unroll 4")                                                     \
+                for (size_t k = 0; k < RL_MM_T; k++) {                                      \
+                    const __m512i qx = _mm512_broadcast_i64x4(                              \
+                        _mm256_loadu_si256((const __m256i *)(const void *)xk[k][b].qs));    \
+                    const __m512i z = _mm512_setzero_si512();                               \
+                    __m512i eab = DOT(aab, _mm512_mask_sub_epi8(qx, mab, z, qx));           \
+                    __m512i ecd = DOT(acd, _mm512_mask_sub_epi8(qx, mcd, z, qx));           \
+                    if (xr) {                                                               \
+                        const __m512i rx = _mm512_broadcast_i64x4(                          \
+                            _mm256_loadu_si256((const __m256i *)(const void *)(rk[k] + 32 * b))); \
+                        eab = _mm512_add_epi32(_mm512_slli_epi32(eab, 7),                   \
+                                               DOT(aab, _mm512_mask_sub_epi8(rx, mab, z, rx))); \
+                        ecd = _mm512_add_epi32(_mm512_slli_epi32(ecd, 7),                   \
+                                               DOT(acd, _mm512_mask_sub_epi8(rx, mcd, z, rx))); \
+                    }                                                                       \
+                    eab = _mm512_add_epi32(eab, _mm512_srli_epi64(eab, 32));                \
+                    ecd = _mm512_add_epi32(ecd, _mm512_srli_epi64(ecd, 32));                \
+                    const __m512i tt = _mm512_permutex2var_epi32(eab, idx, ecd);            \
+                    const __m512d sc = _mm512_broadcast_f64x4(                              \
+                        _mm256_mul_pd(dw4, _mm256_set1_pd(dk[k][b])));                      \
+                    acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(tt)), \
+                                                sc, acc[k][0]);                             \
+                    acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(tt, 1)), \
+                                                sc, acc[k][1]);                             \
+                }                                                                           \
+            }                                                                               \
+            for (size_t k = 0; k < nt; k++) {                                               \
+                double out[4];                                                              \
+                __m256d a0 = _mm512_castpd512_pd256(acc[k][0]);                             \
+                __m256d a1 = _mm512_extractf64x4_pd(acc[k][0], 1);                          \
+                __m256d a2 = _mm512_castpd512_pd256(acc[k][1]);                             \
+                __m256d a3 = _mm512_extractf64x4_pd(acc[k][1], 1);                          \
+                _mm256_storeu_pd(out, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))); \
+                for (size_t i = 0; i < nr; i++) {                                           \
+                    if (yd)                                                                 \
+                        yd[(t0 + k) * rows + r + i] = out[i];                               \
+                    if (yf)                                                                 \
+                        yf[(t0 + k) * rows + r + i] = (float)out[i];                        \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+#define RL_MM_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
+#define RL_MM_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
+
+typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
+                                 const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
+                                 size_t n, size_t r0, size_t r1, double *yd, float *yf);
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) static void
+rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
+                     const int8_t *xr, const double *dx, size_t n, size_t r0, size_t r1,
+                     double *yd, float *yf) {
+    RL_MM_AVX512_TILE(RL_MM_DOT_BW)
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) static void
+rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
+                         const rl_block_q8_0 *xq, const int8_t *xr, const double *dx, size_t n,
+                         size_t r0, size_t r1, double *yd, float *yf) {
+    RL_MM_AVX512_TILE(RL_MM_DOT_VNNI)
+}
+
 typedef struct {
     rl_wtype wt;
     const void *w;
@@ -88,6 +194,7 @@ typedef struct {
     /* Q8_0 weights: the quantized activations, residuals (Q8x2) and scales */
     rl_matvec_q8_kernel kq;
     rl_matvec_q8x2_kernel kq2;
+    rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
     const double *dx;
@@ -108,6 +215,10 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
+            if (j->tile_fn) {
+                j->tile_fn(w, j->nb, j->rows, j->xq, j->xr, j->dx, j->n, rt, re, j->yd, j->yf);
+                continue;
+            }
             for (size_t t = 0; t < j->n; t++) {
                 double *yd = j->yd ? j->yd + t * j->rows : NULL;
                 float *yf = j->yf ? j->yf + t * j->rows : NULL;
@@ -272,6 +383,9 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         job.xq = xq, job.dx = dx;
         job.kq = rl_matvec_q8_kernel_for(path);
         job.kq2 = rl_matvec_q8x2_kernel_for(path);
+        job.tile_fn = path == RL_PATH_AVX512VNNI ? rl_mm_q8_tile_avx512vnni
+                      : path == RL_PATH_AVX512   ? rl_mm_q8_tile_avx512
+                                                 : NULL;
     } else {
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);

@@ -189,24 +189,50 @@ rl_q8_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_
 
 /* ---- attention ------------------------------------------------------ */
 
-/* o[c] = o[c] + p * v[c] for c < m, two roundings each. */
-typedef void (*rl_axpy_fn)(float *o, float p, const float *v, size_t m);
+/* o[c] = sum_t p[t] * v[t * stride + c] for c < m, t from j0 to j1 - 1 in
+ * order, each step o = o + p * v with two roundings, o from +0. */
+typedef void (*rl_wsum_fn)(float *o, const float *p, const float *v, size_t stride,
+                           size_t j0, size_t j1, size_t m);
 
-static void rl_axpy_ref(float *o, float p, const float *v, size_t m) {
-    for (size_t c = 0; c < m; c++)
-        o[c] = o[c] + p * v[c];
+static void rl_wsum_ref(float *o, const float *p, const float *v, size_t stride, size_t j0,
+                        size_t j1, size_t m) {
+    memset(o, 0, m * sizeof *o);
+    for (size_t t = j0; t < j1; t++)
+        for (size_t c = 0; c < m; c++)
+            o[c] = o[c] + p[t] * v[t * stride + c];
 }
 
-/* Element-wise, so the same roundings as the scalar loop in any lane. */
-__attribute__((target("avx2"))) static void rl_axpy_avx2(float *o, float p, const float *v,
-                                                        size_t m) {
-    const __m256 pv = _mm256_set1_ps(p);
+/* Element-wise, so any lane rounds as the scalar loop does.  Each output
+ * is one dependent chain of adds (the order over keys is fixed), so 64
+ * outputs -- a whole head of the usual size -- run as eight chains side by
+ * side, and each key costs one pass over its values. */
+__attribute__((target("avx2"))) static void rl_wsum_avx2(float *o, const float *p,
+                                                        const float *v, size_t stride,
+                                                        size_t j0, size_t j1, size_t m) {
     size_t c = 0;
-    for (; c + 8 <= m; c += 8)
-        _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_loadu_ps(o + c),
-                                              _mm256_mul_ps(pv, _mm256_loadu_ps(v + c))));
-    for (; c < m; c++)
-        o[c] = o[c] + p * v[c];
+    for (; c + 64 <= m; c += 64) {
+        __m256 a[8];
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_setzero_ps();
+        for (size_t t = j0; t < j1; t++) {
+            const __m256 pv = _mm256_set1_ps(p[t]);
+            const float *vt = v + t * stride + c;
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(pv, _mm256_loadu_ps(vt + 8 * k)));
+        }
+        for (int k = 0; k < 8; k++)
+            _mm256_storeu_ps(o + c + 8 * k, a[k]);
+    }
+    for (; c + 8 <= m; c += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (size_t t = j0; t < j1; t++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[t]),
+                                               _mm256_loadu_ps(v + t * stride + c)));
+        _mm256_storeu_ps(o + c, a);
+    }
+    if (c < m)
+        rl_wsum_ref(o + c, p, v + c, stride, j0, j1, m - c);
 }
 
 typedef struct {
@@ -215,7 +241,7 @@ typedef struct {
     size_t n, heads, hd, window;
     float scale;
     rl_matvec_f32_kernel dot;
-    rl_axpy_fn axpy;
+    rl_wsum_fn wsum;
     float *scores; /* per thread: n floats */
 } rl_attn_job;
 
@@ -250,10 +276,9 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
             sum += (double)a[t];
         }
         const float inv = (float)(1.0 / sum);
-        float *o = j->out + i * row + h * j->hd;
-        memset(o, 0, j->hd * sizeof *o);
         for (size_t t = j0; t < j1; t++)
-            j->axpy(o, a[t] * inv, j->v + t * row + h * j->hd, j->hd);
+            a[t] = a[t] * inv;
+        j->wsum(j->out + i * row + h * j->hd, a, j->v + h * j->hd, row, j0, j1, j->hd);
     }
 }
 
@@ -288,7 +313,7 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
                        .hd = head_dim, .window = window,
                        .scale = 1.0f / sqrtf((float)head_dim),
                        .dot = rl_matvec_f32_kernel_for(path),
-                       .axpy = path == RL_PATH_REF ? rl_axpy_ref : rl_axpy_avx2,
+                       .wsum = path == RL_PATH_REF ? rl_wsum_ref : rl_wsum_avx2,
                        .scores = scratch + nd};
     rl_pool_run(nth, rl_attn_run, &job);
     free(scratch);
