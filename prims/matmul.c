@@ -122,7 +122,7 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
                 const __m512i aab = _mm512_abs_epi8(wab), acd = _mm512_abs_epi8(wcd);       \
                 const __m128i dw = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d,           \
                                                   (short)w2[b].d, (short)w3[b].d, 0, 0, 0, 0); \
-                const __m256d dw4 = _mm256_cvtps_pd(_mm_cvtph_ps(dw));                      \
+                const __m512d dw8 = _mm512_broadcast_f64x4(_mm256_cvtps_pd(_mm_cvtph_ps(dw))); \
                 _Pragma("GCC unroll 4")                                                     \
                 for (size_t k = 0; k < RL_MM_T; k++) {                                      \
                     const __m512i qx = _mm512_broadcast_i64x4(                              \
@@ -141,8 +141,7 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
                     eab = _mm512_add_epi32(eab, _mm512_srli_epi64(eab, 32));                \
                     ecd = _mm512_add_epi32(ecd, _mm512_srli_epi64(ecd, 32));                \
                     const __m512i tt = _mm512_permutex2var_epi32(eab, idx, ecd);            \
-                    const __m512d sc = _mm512_broadcast_f64x4(                              \
-                        _mm256_mul_pd(dw4, _mm256_set1_pd(dk[k][b])));                      \
+                    const __m512d sc = _mm512_mul_pd(dw8, _mm512_set1_pd(dk[k][b]));        \
                     acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(tt)), \
                                                 sc, acc[k][0]);                             \
                     acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(tt, 1)), \
