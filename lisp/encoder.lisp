@@ -108,7 +108,7 @@ block ~D of row ~D (columns ~D to ~D) overflows binary16: expected a block absma
       (unless (= xcols cols)
         (shape-error fn (list n cols) (array-dimensions xs) "expected xs with ~D columns (the ~
 matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
-      (let ((out (check-out-matrix fn out n rows xs)))
+      (let ((out (check-out-matrix fn out n rows xs m)))
         (multiple-value-bind (result status message row where)
             (%matmul w xs out bf16-p (eq activations :q8x2))
           (or result (matmul-failure fn xs status message row where)))))))
@@ -119,7 +119,7 @@ XS (n x cols) in OUT (n x rows) and answer OUT: row t of OUT is M times row
 t of XS.  M is a quantized matrix of rank 2, a (simple-array single-float
 (* *)), or a float16 or bfloat16 array of rank 2 (as GGUF:READ gives F16 and
 BF16 tensors; used in place, widened exactly); XS and OUT are (simple-array
-single-float (* *)), OUT not XS.
+single-float (* *)), OUT neither XS nor M.
 
 For a quantized M, row t is bit for bit (VEC:MATVEC M row-t :ACTIVATIONS
 ACTIVATIONS), :Q8 or :Q8X2; a row that cannot be quantized signals

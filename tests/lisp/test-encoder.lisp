@@ -106,6 +106,8 @@ bits of their exactly widened single-float matrix."
       (vec:matmul-into m xs (make-array '(2 5) :element-type 'single-float)))
     (signals rontolisp:element-type-error (vec:matmul-into m xs nil))
     (signals rontolisp:rontolisp-error (vec:matmul-into (random-matrix 64 64) xs xs))
+    (let ((sq (random-matrix 64 64)))
+      (signals rontolisp:rontolisp-error (vec:matmul-into sq (random-matrix 64 64) sq)))
     (let ((bad (random-matrix 3 64)))
       (setf (aref bad 2 40) ext:single-float-negative-infinity)
       (let ((c (handler-case (progn (vec:matmul m bad) nil)
