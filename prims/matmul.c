@@ -95,6 +95,7 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
 #define RL_MM_AVX512_TILE(DOT)                                                              \
     const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26,                      \
                                           4, 12, 20, 28, 6, 14, 22, 30);                    \
+    const __m512i idx1 = _mm512_add_epi32(idx, _mm512_set1_epi32(1));                       \
     for (size_t r = r0; r < r1; r += 4) {                                                   \
         const size_t nr = r1 - r < 4 ? r1 - r : 4;                                          \
         const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;               \
@@ -138,9 +139,10 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
                         ecd = _mm512_add_epi32(_mm512_slli_epi32(ecd, 7),                   \
                                                DOT(acd, _mm512_mask_sub_epi8(rx, mcd, z, rx))); \
                     }                                                                       \
-                    eab = _mm512_add_epi32(eab, _mm512_srli_epi64(eab, 32));                \
-                    ecd = _mm512_add_epi32(ecd, _mm512_srli_epi64(ecd, 32));                \
-                    const __m512i tt = _mm512_permutex2var_epi32(eab, idx, ecd);            \
+                    /* lane sums: the even and the odd element of each pair gathered   \
+                     * into the lane layout, then added (exact, in either order) */     \
+                    const __m512i tt = _mm512_add_epi32(_mm512_permutex2var_epi32(eab, idx, ecd), \
+                                                        _mm512_permutex2var_epi32(eab, idx1, ecd)); \
                     const __m512d sc = _mm512_mul_pd(dw8, _mm512_set1_pd(dk[k][b]));        \
                     acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(tt)), \
                                                 sc, acc[k][0]);                             \
