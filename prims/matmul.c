@@ -188,6 +188,74 @@ rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
     RL_MM_AVX512_TILE(RL_MM_DOT_VNNI)
 }
 
+/* ---- f32 AVX-512: four rows times four tokens ------------------------ */
+
+/* Rows [r0, r1) of the f32 matrix m (cols per row) times the n rows of x,
+ * into y[t * ystride + yoff + r].  One zmm holds the 16 lanes of matvec.h's
+ * f32 order (lane l: columns j = l mod 16, increasing, one fmaf each; a
+ * short last chunk masked so the lanes past the end keep their sums), then
+ * the same tree: p_k + p_{k+8}, + 4, + 2, + 1.  Sixteen accumulators: each
+ * loaded weight chunk serves four tokens, each token chunk four rows. */
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
+rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    const size_t full = cols / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
+    for (size_t r = r0; r < r1; r += 4) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;
+        const float *w[4];
+        for (size_t i = 0; i < 4; i++)
+            w[i] = m + (r + (i < nr ? i : nr - 1)) * cols;
+        for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
+            const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
+            const float *xt[RL_MM_T];
+            __m512 acc[4][RL_MM_T];
+            for (size_t k = 0; k < RL_MM_T; k++) {
+                xt[k] = x + (t0 + (k < nt ? k : nt - 1)) * cols;
+                for (size_t i = 0; i < 4; i++)
+                    acc[i][k] = _mm512_setzero_ps();
+            }
+            for (size_t j = 0; j < full; j += 16) {
+                const __m512 w0 = _mm512_loadu_ps(w[0] + j), w1 = _mm512_loadu_ps(w[1] + j);
+                const __m512 w2 = _mm512_loadu_ps(w[2] + j), w3 = _mm512_loadu_ps(w[3] + j);
+                _Pragma("GCC unroll 4")
+                for (size_t k = 0; k < RL_MM_T; k++) {
+                    const __m512 xv = _mm512_loadu_ps(xt[k] + j);
+                    acc[0][k] = _mm512_fmadd_ps(w0, xv, acc[0][k]);
+                    acc[1][k] = _mm512_fmadd_ps(w1, xv, acc[1][k]);
+                    acc[2][k] = _mm512_fmadd_ps(w2, xv, acc[2][k]);
+                    acc[3][k] = _mm512_fmadd_ps(w3, xv, acc[3][k]);
+                }
+            }
+            if (tail) {
+                __m512 wv[4];
+                for (size_t i = 0; i < 4; i++)
+                    wv[i] = _mm512_maskz_loadu_ps(tail, w[i] + full);
+                for (size_t k = 0; k < RL_MM_T; k++) {
+                    const __m512 xv = _mm512_maskz_loadu_ps(tail, xt[k] + full);
+                    for (size_t i = 0; i < 4; i++)
+                        acc[i][k] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][k], tail);
+                }
+            }
+            for (size_t k = 0; k < nt; k++)
+                for (size_t i = 0; i < nr; i++) {
+                    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i][k]),
+                                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                       _mm512_castps_pd(acc[i][k]), 1)));
+                    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
+                                                _mm256_extractf128_ps(a, 1));
+                    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+                    const float v = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+                    const size_t at = (t0 + k) * ystride + yoff + r + i;
+                    if (yd)
+                        yd[at] = v;
+                    if (yf)
+                        yf[at] = v;
+                }
+        }
+    }
+}
+
 typedef struct {
     rl_wtype wt;
     const void *w;
@@ -201,6 +269,7 @@ typedef struct {
     const double *dx;
     /* float weights: the activations and tile scratch (tile*cols per thread) */
     rl_matvec_f32_kernel kf;
+    int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
     const float *xf;
     float *wide;
     double *yd;
@@ -245,6 +314,10 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
             else
                 rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
             m = wide, a = 0, z = re - rt, off = rt;
+        }
+        if (j->f32_tile) {
+            rl_mm_f32_tile_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
+            continue;
         }
         for (size_t t = 0; t < j->n; t++) {
             double *yd = j->yd ? j->yd + t * j->rows + off : NULL;
@@ -390,6 +463,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     } else {
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);
+        job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
     }
     rl_pool_run((int)nth, rl_mm_job_run, &job);
     free(scratch);
