@@ -38,6 +38,7 @@ command-line tools built on them."
                (:file "halfarrays")
                (:file "qmatrix")
                (:file "vec")
+               (:file "encoder")
                (:file "json")
                (:file "gguf")
                (:file "inspect")
