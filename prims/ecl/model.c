@@ -81,12 +81,13 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     const void *wp;
     size_t rows, cols, n, xc, orows, ocols;
     cl_index total = 0;
+    rl_qm_view v = {0};
     if (rl_qm_p(w)) {
-        rl_qm_view v;
-        rl_qm_view_of(w, &v);
+        rl_qm_shape_of(w, &v);
         if (v.rank != 2)
             rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
-        wt = RL_WT_Q8_0, wp = v.blocks, rows = v.rows, cols = v.cols;
+        /* The blocks come with the pin, after the last check that signals. */
+        wt = RL_WT_Q8_0, wp = NULL, rows = v.rows, cols = v.cols;
     } else if (!ECL_IMMEDIATE(w) && w->d.t == t_array && w->array.rank == 2 &&
                (cl_elttype)w->array.elttype == ecl_aet_b16) {
         wp = rl_simple_data(w, ecl_aet_b16, &total);
@@ -107,9 +108,15 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
     rl_q8_status st;
+    if (wt == RL_WT_Q8_0) {
+        rl_qm_pin(w, &v);
+        wp = v.blocks;
+    }
     RL_RUN_KERNEL(env, st = rl_matmul(wt, wp, rows, cols, x, n, y,
                                       q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2, msg,
                                       sizeof msg, &fault));
+    if (wt == RL_WT_Q8_0)
+        rl_qm_unpin(&v);
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     env->values[3] = ecl_make_unsigned_integer(fault.row);
@@ -127,9 +134,10 @@ static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
     static const char fn[] = "%MATVEC-Q8X2";
     const cl_env_ptr env = ecl_process_env();
     rl_matvec_operands o;
-    rl_mv_operands_of(fn, m, x, out, &o);
-    if (!o.w)
+    cl_object pinned = ECL_NIL;
+    if (!rl_qm_p(m))
         rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_mv_operands_of(fn, m, x, out, &o, &pinned);
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
     rl_q8_status st;
@@ -138,6 +146,7 @@ static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
                                                 o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
                                                 RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
                                                 msg, sizeof msg, &fault));
+    rl_mv_operands_release(pinned);
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
@@ -234,7 +243,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     if (!rl_qm_p(m))
         rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
     rl_qm_view v;
-    rl_qm_view_of(m, &v);
+    rl_qm_shape_of(m, &v);
     if (v.rank != 2)
         rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
     const float *x = rl_sf_matrix(fn, 2, xs, &n, &cols);
@@ -248,6 +257,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
     char msg[256] = "";
     rl_q8_status st = RL_Q8_OK;
+    rl_qm_pin(m, &v);
     RL_FP_HOLD();
     ecl_disable_interrupts_env(env);
     for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
@@ -264,6 +274,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     }
     ecl_enable_interrupts_env(env);
     RL_FP_RELEASE();
+    rl_qm_unpin(&v);
     if (st != RL_Q8_OK)
         return rl_status2(env, st, msg);
     ecl_return1(env, times);
