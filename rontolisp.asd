@@ -22,6 +22,7 @@ command-line tools built on them."
                (:file "runtime")
                (:file "formats")
                (:file "halfarrays")
+               (:file "outliers")
                (:file "qmatrix")
                (:file "vec")
                (:file "json")

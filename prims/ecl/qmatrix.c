@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "prims/ecl/qmatrix.h"
+#include "prims/q8_outlier.h"
 
 /* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order;
  * rl_qm_init checks it against the defstruct. */
@@ -174,6 +175,40 @@ static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
     ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
 }
 
+/* (%q8-quantize-outliers src kind mask) -> as %q8-quantize, with SPEC
+ * §10's outlier-aware scales: MASK a simple (unsigned-byte 8) vector, one
+ * byte per column (nonzero = outlier column), whose length, a multiple of
+ * 32, divides SRC's total size into rows. */
+static cl_object rl_prim_q8_quantize_outliers(cl_object src, cl_object kind, cl_object mask) {
+    static const cl_elttype aet[] = {ecl_aet_sf, ecl_aet_df, ecl_aet_b16, ecl_aet_b16};
+    static const rl_q8_src srcs[] = {RL_SRC_F32, RL_SRC_F64, RL_SRC_F16, RL_SRC_BF16};
+    cl_index k = (cl_index)rl_arg_fixnum("%Q8-QUANTIZE-OUTLIERS", 2, kind, 0, 3);
+    cl_index n = 0, cols = 0;
+    const void *x = rl_simple_data(src, aet[k], &n);
+    const uint8_t *m = rl_octets("%Q8-QUANTIZE-OUTLIERS", 3, mask, &cols);
+    const cl_env_ptr env = ecl_process_env();
+    size_t where = 0;
+    rl_q8_status st;
+    cl_object out;
+
+    if (!x)
+        rl_type_error("%Q8-QUANTIZE-OUTLIERS", 1, src, RL_T_ARRAY);
+    if (cols == 0 || cols % RL_QK8_0 || n % cols)
+        rl_signal(RL_C_SHAPE,
+                  "quantize: expected a row length that is a multiple of 32 and divides the "
+                  "total size %lu, found %lu", (unsigned long)n, (unsigned long)cols);
+    out = ecl_alloc_simple_vector(rl_q8_bytes(n), ecl_aet_b8);
+    {
+        RL_FP_HOLD();
+        st = rl_q8_quantize_outliers_ref(srcs[k], x, n / cols, cols, m,
+                                         (rl_block_q8_0 *)out->vector.self.b8, &where);
+        RL_FP_RELEASE();
+    }
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
+}
+
 /* (%q8-dequantize-into m dest): DEST a simple single-float array of the
  * matrix's total size. */
 static cl_object rl_prim_q8_dequantize_into(cl_object m, cl_object dest) {
@@ -231,6 +266,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QM-AREF-2", rl_prim_qm_aref_2, 3),
     RL_PRIM("%QM-ROW-MAJOR-AREF", rl_prim_qm_row_major_aref, 2),
     RL_PRIM("%Q8-QUANTIZE", rl_prim_q8_quantize, 2),
+    RL_PRIM("%Q8-QUANTIZE-OUTLIERS", rl_prim_q8_quantize_outliers, 3),
     RL_PRIM("%Q8-DEQUANTIZE-INTO", rl_prim_q8_dequantize_into, 2),
     RL_PRIM("%Q8-ROW-INTO", rl_prim_q8_row_into, 3),
     RL_PRIM("%Q8-COPY-BYTES", rl_prim_q8_copy_bytes, 4),
