@@ -28,6 +28,7 @@ command-line tools built on them."
                (:file "json")
                (:file "gguf")
                (:file "inspect")
+               (:file "calibration")
                (:file "quantize-tool")
                (:file "safetensors")
                (:file "convert")
