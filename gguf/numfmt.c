@@ -43,35 +43,23 @@ uint16_t rl_gguf_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
 }
 
-void rl_gguf_f32_to_f16_row(const float *x, uint16_t *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_f32_to_f16(x[i]);
-}
+/* The row converters apply one element conversion along a row; a double
+ * is first rounded to f32 (SPEC 1), then converted. */
+static uint16_t rl_f64_to_f16(double v) { return rl_gguf_f32_to_f16((float)v); }
+static uint16_t rl_f64_to_bf16(double v) { return rl_gguf_f32_to_bf16((float)v); }
 
-void rl_gguf_f16_to_f32_row(const uint16_t *x, float *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_f16_to_f32(x[i]);
-}
+#define RL_ROW_CONVERTER(name, tin, tout, conv)          \
+    void name(const tin *x, tout *y, size_t n) {         \
+        for (size_t i = 0; i < n; i++)                   \
+            y[i] = conv(x[i]);                           \
+    }
 
-void rl_gguf_f32_to_bf16_row(const float *x, uint16_t *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_f32_to_bf16(x[i]);
-}
-
-void rl_gguf_bf16_to_f32_row(const uint16_t *x, float *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_bf16_to_f32(x[i]);
-}
-
-void rl_gguf_f64_to_f16_row(const double *x, uint16_t *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_f32_to_f16((float)x[i]);
-}
-
-void rl_gguf_f64_to_bf16_row(const double *x, uint16_t *y, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = rl_gguf_f32_to_bf16((float)x[i]);
-}
+RL_ROW_CONVERTER(rl_gguf_f32_to_f16_row, float, uint16_t, rl_gguf_f32_to_f16)
+RL_ROW_CONVERTER(rl_gguf_f16_to_f32_row, uint16_t, float, rl_gguf_f16_to_f32)
+RL_ROW_CONVERTER(rl_gguf_f32_to_bf16_row, float, uint16_t, rl_gguf_f32_to_bf16)
+RL_ROW_CONVERTER(rl_gguf_bf16_to_f32_row, uint16_t, float, rl_gguf_bf16_to_f32)
+RL_ROW_CONVERTER(rl_gguf_f64_to_f16_row, double, uint16_t, rl_f64_to_f16)
+RL_ROW_CONVERTER(rl_gguf_f64_to_bf16_row, double, uint16_t, rl_f64_to_bf16)
 
 const char *rl_gguf_num_kind_name(uint32_t kind) {
     static const char *const names[RL_GGUF_NUM_KIND_COUNT] = {"f32", "f64", "f16", "bf16"};
