@@ -68,7 +68,7 @@ tools: $(TOOLS)
 
 $(B)/tools/%: tools/%.c $(B)/librl.a
 	@mkdir -p $(B)/tools
-	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm
+	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl
 
 # Rewrites tests/bad/ and its MANIFEST; commit the result.
 bad-corpus: $(B)/tools/make_bad_gguf

@@ -30,4 +30,6 @@ command-line tools built on them."
                (:file "quantize-tool")
                (:file "safetensors")
                (:file "convert")
-               (:file "bench")))
+               (:file "bench")
+               (:file "vec-standin")
+               (:file "model")))

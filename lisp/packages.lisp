@@ -48,7 +48,9 @@ the command line, and the root of every error the project signals.")
    ;; matrix times vector: a quantized matrix or the f32 baseline
    "MATVEC" "MATVEC-INTO"
    ;; packed float vectors only
-   "DOT" "NORM")
+   "DOT" "NORM"
+   ;; the encoder's kernels: a sequence of activation rows at a time
+   "MATMUL" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU")
   (:documentation "Vector operations on packed float arrays, and the
 matrix-vector product of a quantized matrix."))
 
@@ -78,6 +80,17 @@ row of a quantized matrix."))
    "FILE-CLOSED-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
+
+(defpackage "MODEL"
+  (:use "CL")
+  (:shadow "LOAD")
+  (:export
+   "LOAD" "ENCODE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
+   "MODEL-ERROR" "MODEL-ERROR-PATH")
+  (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
+MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
+forward pass (SPEC 9) on token ids, Lisp driving the graph and the VEC
+kernels doing the arithmetic."))
 
 (defpackage "RONTOLISP-USER"
   (:use "CL")
