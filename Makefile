@@ -9,15 +9,17 @@ ECL     ?= ecl
 B       := build
 
 RL_CFLAGS  = -std=gnu11 -Wall -Wextra -fno-strict-aliasing -fPIC -I. $(CFLAGS)
-ECL_CFLAGS = $(shell ecl-config --cflags 2>/dev/null)
-ECL_LIBS   = $(shell ecl-config --libs 2>/dev/null)
+# Evaluated once; an empty answer means ecl-config is missing, and every
+# target that compiles or links against ECL stops with that said.
+ECL_CFLAGS := $(shell ecl-config --cflags 2>/dev/null)
+ECL_LIBS   := $(shell ecl-config --libs 2>/dev/null)
+ECL_CHECK   = $(if $(ECL_CFLAGS),,$(error ecl-config not found or failed: install ECL (make deps) or put ecl-config on PATH))
 
 # Plain C: the gguf library and the kernels (never include ecl.h).
-CORE_SRC  := $(wildcard gguf/*.c) $(filter-out prims/register.c,$(wildcard prims/*.c))
+CORE_SRC  := $(wildcard gguf/*.c prims/*.c)
 CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
-CORE_HDR  := $(wildcard gguf/*.h prims/*.h)
-# The ECL side: the host and the primitive registration.
-HOST_SRC  := runtime/main.c prims/register.c $(wildcard prims/ecl/*.c)
+# The ECL side: the host and the primitives (prims/ecl/, one file per concern).
+HOST_SRC  := runtime/main.c $(wildcard prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
 # reads it (as data, with ECL's reader) both for this list of prerequisites
@@ -32,11 +34,15 @@ C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 all: $(B)/rontolisp
 
-$(B)/obj/%.o: %.c $(CORE_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(RL_CFLAGS) -c $< -o $@
+# Header dependencies come from the compiler (-MMD -MP), in .d files beside
+# the objects and tests.
+DEPFLAGS   = -MMD -MP
 
-$(B)/obj/runtime/%.o $(B)/obj/prims/register.o $(B)/obj/prims/ecl/%.o: RL_CFLAGS += $(ECL_CFLAGS)
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 
 $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
@@ -47,7 +53,7 @@ $(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/bui
 	$(ECL) --norc --shell runtime/build-lisp.lisp $@ rontolisp.asd
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
-	$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
+	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
@@ -56,9 +62,9 @@ TEST_HDR := tests/c/check.h tests/c/testutil.h $(wildcard tests/c/support/*.h)
 
 $(TEST_SUPPORT_OBJ): $(TEST_HDR)
 
-$(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a $(TEST_HDR)
+$(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
 
 # Helper programs that are not tests: the generator of the bad-file corpus
 # and a speed report for the C kernels (see the head of each file).
@@ -68,11 +74,13 @@ tools: $(TOOLS)
 
 $(B)/tools/%: tools/%.c $(B)/librl.a
 	@mkdir -p $(B)/tools
-	$(CC) $(RL_CFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl
 
 # Rewrites tests/bad/ and its MANIFEST; commit the result.
 bad-corpus: $(B)/tools/make_bad_gguf
 	$(B)/tools/make_bad_gguf tests/bad
+
+-include $(CORE_OBJ:.o=.d) $(HOST_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(C_TESTS:=.d) $(TOOLS:=.d)
 
 # Installs ECL, FiveAM and friends from Debian when they are missing.
 deps:

@@ -442,55 +442,32 @@ static rl_gguf_status parse_tensor(rd *r, uint64_t i, tensor_rec *t) {
     r->pos += 4;
     uint64_t at_ne = r->pos;
     TRY(need(r, 8ull * t->n_dims, "tensor dimensions"));
-    uint64_t nelem = 1;
     for (uint32_t d = 0; d < RL_GGUF_MAX_DIMS; d++) {
-        if (d >= t->n_dims) {
-            t->ne[d] = 1;
-            continue;
-        }
-        uint64_t at_d = r->pos;
-        t->ne[d] = (int64_t)ld64(r->p + r->pos);
-        r->pos += 8;
-        if (t->ne[d] < 0)
-            return fail(r, RL_GGUF_E_DIM_NEGATIVE, at_d,
-                        "tensor %s ne[%" PRIu32 "] = %" PRId64 ": expected >= 0", nm, d,
-                        t->ne[d]);
-        /* One dimension at a time, before multiplying. */
-        uint64_t e = (uint64_t)t->ne[d];
-        if (e != 0 && nelem > (uint64_t)INT64_MAX / e)
-            return fail(r, RL_GGUF_E_DIM_OVERFLOW, at_d,
-                        "tensor %s ne[%" PRIu32 "] = %" PRId64 " makes the element count"
-                        " overflow: expected a product <= INT64_MAX", nm, d, t->ne[d]);
-        nelem *= e;
+        t->ne[d] = d < t->n_dims ? (int64_t)ld64(r->p + r->pos) : 1;
+        if (d < t->n_dims)
+            r->pos += 8;
     }
-    t->nelem = nelem;
-
     uint64_t at_ty = r->pos;
     TRY(need(r, 4, "tensor type"));
     t->type = ld32(r->p + r->pos);
     r->pos += 4;
-    if (rl_gguf_ggml_type_removed(t->type))
-        return fail(r, RL_GGUF_E_GGML_TYPE_REMOVED, at_ty,
-                    "tensor %s has ggml type %" PRIu32 " (%s), which ggml removed:"
-                    " expected a current type", nm, t->type,
-                    rl_gguf_ggml_type_name(t->type));
-    if (!rl_gguf_ggml_type_known(t->type))
-        return fail(r, RL_GGUF_E_GGML_TYPE, at_ty,
-                    "tensor %s has ggml type %" PRIu32 ": expected a known type id"
-                    " (below %d)", nm, t->type, RL_GGUF_GGML_TYPE_COUNT);
-    uint64_t blk = rl_gguf_ggml_block_size(t->type);
-    uint64_t bb = rl_gguf_ggml_block_bytes(t->type);
-    if ((uint64_t)t->ne[0] % blk)
-        return fail(r, RL_GGUF_E_BLOCK_SIZE, at_ne,
-                    "tensor %s row length ne[0] = %" PRId64 ": expected a multiple of"
-                    " the %s block size %" PRIu64, nm, t->ne[0],
-                    rl_gguf_ggml_type_name(t->type), blk);
-    uint64_t blocks = nelem / blk;
-    if (blocks && bb > (uint64_t)INT64_MAX / blocks)
-        return fail(r, RL_GGUF_E_SIZE_OVERFLOW, at_ty,
-                    "tensor %s: %" PRIu64 " blocks of %" PRIu64 " bytes: expected a byte"
-                    " size <= INT64_MAX", nm, blocks, bb);
-    t->nbytes = blocks * bb;
+
+    /* The writer's checks (rl_gguf_tensor_check), each failure placed at
+     * the field it is about. */
+    char why[200];
+    uint32_t bad_dim = 0;
+    rl_gguf_status st = rl_gguf_tensor_check(t->type, t->n_dims, t->ne, &t->nbytes, &bad_dim,
+                                             why, sizeof why);
+    if (st != RL_GGUF_OK) {
+        uint64_t at = st == RL_GGUF_E_DIM_NEGATIVE || st == RL_GGUF_E_DIM_OVERFLOW
+                          ? at_ne + 8ull * bad_dim
+                      : st == RL_GGUF_E_BLOCK_SIZE ? at_ne
+                                                   : at_ty;
+        return fail(r, st, at, "tensor %s: %s", nm, why);
+    }
+    t->nelem = 1; /* cannot overflow: the check above bounds it */
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        t->nelem *= (uint64_t)t->ne[d];
 
     t->offset_field = r->pos;
     TRY(need(r, 8, "tensor offset"));

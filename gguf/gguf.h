@@ -324,14 +324,24 @@ enum {
     RL_GGUF_GGML_TYPE_COUNT = 43
 };
 
-/* Q8_0 block: the scale as binary16, then 32 signed quants. */
+/* Q8_0 block (ggml's block_q8_0): the scale as binary16, little-endian,
+ * then 32 signed quants; 34 bytes, 2-aligned.  The one definition: the
+ * kernels in prims/ use it too (prims/q8.h). */
 #define RL_GGUF_QK8_0 32
+#define RL_GGUF_Q8_0_BYTES 34
 typedef struct rl_gguf_block_q8_0 {
     uint16_t d;
     int8_t qs[RL_GGUF_QK8_0];
 } rl_gguf_block_q8_0;
-_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0,
+_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0 &&
+                   sizeof(rl_gguf_block_q8_0) == RL_GGUF_Q8_0_BYTES,
                "Q8_0 block is 34 bytes, no padding");
+_Static_assert(_Alignof(rl_gguf_block_q8_0) == 2, "Q8_0 block is 2-aligned");
+
+/* The one scalar Q8_0 dequantizer: nblocks blocks at x (any alignment: it
+ * reads bytes) into 32 * nblocks floats at y.  q * d is exact in f32 (8
+ * bits times 11), so faster versions cannot differ from it. */
+void rl_gguf_q8_0_to_f32(const void *x, uint64_t nblocks, float *y);
 
 /* Upper-case name as gguf-py spells it ("F32", "Q8_0", "Q4_K", "IQ2_XXS");
  * removed ids answer their old name ("Q4_2"); NULL for ids never used. */
@@ -349,6 +359,12 @@ uint32_t rl_gguf_ggml_block_bytes(uint32_t id);
  * message starts with the problem). */
 rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t *ne,
                                     uint64_t *bytes, char *msg, size_t msgsz);
+/* The same checks (the one set the reader and the writer share), and on a
+ * bad dimension (E_DIM_NEGATIVE, E_DIM_OVERFLOW) *bad_dim (may be NULL)
+ * says which, so the reader can name its byte offset. */
+rl_gguf_status rl_gguf_tensor_check(uint32_t id, uint32_t n_dims, const int64_t *ne,
+                                    uint64_t *bytes, uint32_t *bad_dim, char *msg,
+                                    size_t msgsz);
 
 /* Rows to and from f32.  to_f32: F32, F16, BF16, Q8_0 (n a multiple of 32);
  * from_f32: F32, F16, BF16 (round to nearest even, see numfmt.h).  SRC/DST

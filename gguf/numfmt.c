@@ -62,3 +62,43 @@ void rl_gguf_bf16_to_f32_row(const uint16_t *x, float *y, size_t n) {
     for (size_t i = 0; i < n; i++)
         y[i] = rl_gguf_bf16_to_f32(x[i]);
 }
+
+void rl_gguf_f64_to_f16_row(const double *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_f32_to_f16((float)x[i]);
+}
+
+void rl_gguf_f64_to_bf16_row(const double *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = rl_gguf_f32_to_bf16((float)x[i]);
+}
+
+const char *rl_gguf_num_kind_name(uint32_t kind) {
+    static const char *const names[RL_GGUF_NUM_KIND_COUNT] = {"f32", "f64", "f16", "bf16"};
+    return kind < RL_GGUF_NUM_KIND_COUNT ? names[kind] : NULL;
+}
+
+size_t rl_gguf_first_non_finite(const void *x, size_t n, rl_gguf_num_kind kind) {
+    size_t i;
+    /* Non-finite: every exponent bit set, in each format's layout. */
+    for (i = 0; i < n; i++) {
+        int bad;
+        switch (kind) {
+        case RL_GGUF_NUM_F32:
+            bad = (rl_gguf_f32_bits(((const float *)x)[i]) & 0x7f800000u) == 0x7f800000u;
+            break;
+        case RL_GGUF_NUM_F64:
+            bad = (rl_gguf_f32_bits((float)((const double *)x)[i]) & 0x7f800000u) == 0x7f800000u;
+            break;
+        case RL_GGUF_NUM_F16:
+            bad = (((const uint16_t *)x)[i] & 0x7c00u) == 0x7c00u;
+            break;
+        default:
+            bad = (((const uint16_t *)x)[i] & 0x7f80u) == 0x7f80u;
+            break;
+        }
+        if (bad)
+            break;
+    }
+    return i;
+}

@@ -69,4 +69,28 @@ void rl_gguf_f16_to_f32_row(const uint16_t *x, float *y, size_t n);
 void rl_gguf_f32_to_bf16_row(const float *x, uint16_t *y, size_t n);
 void rl_gguf_bf16_to_f32_row(const uint16_t *x, float *y, size_t n);
 
+/* Doubles narrow through C's cast to float first, as every kernel casts
+ * them (so a double beyond the f32 range becomes inf: hold FP traps). */
+void rl_gguf_f64_to_f16_row(const double *x, uint16_t *y, size_t n);
+void rl_gguf_f64_to_bf16_row(const double *x, uint16_t *y, size_t n);
+
+/* How a run of numbers is stored: the array "kind" codes the Lisp side
+ * passes (%q8-quantize, %first-non-finite). */
+typedef enum {
+    RL_GGUF_NUM_F32 = 0,
+    RL_GGUF_NUM_F64 = 1, /* judged once cast to f32, as every kernel casts it */
+    RL_GGUF_NUM_F16 = 2, /* binary16 bits */
+    RL_GGUF_NUM_BF16 = 3, /* bfloat16 bits */
+    RL_GGUF_NUM_KIND_COUNT
+} rl_gguf_num_kind;
+
+/* "f32", "f64", "f16", "bf16" (the Lisp side's keywords), NULL past the
+ * last kind. */
+const char *rl_gguf_num_kind_name(uint32_t kind);
+
+/* The index of the first NaN or infinity among the n values at x of KIND,
+ * or n when all are finite.  Integer tests on the bits, except the f64 to
+ * f32 cast (hold FP traps around it). */
+size_t rl_gguf_first_non_finite(const void *x, size_t n, rl_gguf_num_kind kind);
+
 #endif

@@ -29,7 +29,7 @@ struct rl_st_file {
 };
 
 static const char *const status_names[RL_ST_STATUS_COUNT] = {
-    "ok", "io", "no-memory", "argument", "truncated", "header-length", "json",
+    "ok", "io-error", "out-of-memory", "bad-argument", "truncated", "header-length", "json",
     "header", "dtype", "shape", "offsets", "size", "overlap", "metadata"};
 
 const char *rl_st_status_name(rl_st_status st) {

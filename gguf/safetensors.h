@@ -56,7 +56,7 @@ typedef enum rl_st_status {
     RL_ST_STATUS_COUNT
 } rl_st_status;
 
-/* "ok", "io", "truncated", "header-length", ... (static strings). */
+/* "ok", "io-error", "truncated", "header-length", ... (static strings). */
 const char *rl_st_status_name(rl_st_status st);
 
 typedef enum rl_st_dtype { RL_ST_F32 = 0, RL_ST_F16 = 1, RL_ST_BF16 = 2 } rl_st_dtype;

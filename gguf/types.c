@@ -165,26 +165,28 @@ static rl_gguf_status say(rl_gguf_status st, char *msg, size_t msgsz, const char
     return st;
 }
 
-rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t *ne,
-                                    uint64_t *bytes, char *msg, size_t msgsz) {
+rl_gguf_status rl_gguf_tensor_check(uint32_t id, uint32_t n_dims, const int64_t *ne,
+                                    uint64_t *bytes, uint32_t *bad_dim, char *msg,
+                                    size_t msgsz) {
     if (!ne || !bytes)
         return say(RL_GGUF_E_ARG, msg, msgsz, "NULL argument");
     if (n_dims == 0 || n_dims > RL_GGUF_MAX_DIMS)
         return say(RL_GGUF_E_N_DIMS, msg, msgsz,
                    "n_dims %" PRIu32 ": expected 1 to 4", n_dims);
-    for (uint32_t d = 0; d < n_dims; d++)
-        if (ne[d] < 0)
-            return say(RL_GGUF_E_DIM_NEGATIVE, msg, msgsz,
-                       "dimension %" PRIu32 " is %" PRId64 ": expected >= 0", d, ne[d]);
     /* Element count, one dimension at a time: never multiply past
      * INT64_MAX, never divide by zero. */
     uint64_t n = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         uint64_t e = (uint64_t)ne[d];
+        if (bad_dim)
+            *bad_dim = d;
+        if (ne[d] < 0)
+            return say(RL_GGUF_E_DIM_NEGATIVE, msg, msgsz,
+                       "ne[%" PRIu32 "] = %" PRId64 ": expected >= 0", d, ne[d]);
         if (e != 0 && n > (uint64_t)INT64_MAX / e)
             return say(RL_GGUF_E_DIM_OVERFLOW, msg, msgsz,
-                       "element count overflows at dimension %" PRIu32
-                       " (%" PRId64 "): expected a product <= INT64_MAX", d, ne[d]);
+                       "ne[%" PRIu32 "] = %" PRId64 " makes the element count overflow:"
+                       " expected a product <= INT64_MAX", d, ne[d]);
         n *= e;
     }
     if (!rl_gguf_ggml_type_known(id)) {
@@ -199,19 +201,34 @@ rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t 
     uint64_t blk = ggml_types[id].block, bb = ggml_types[id].bytes;
     if ((uint64_t)ne[0] % blk != 0)
         return say(RL_GGUF_E_BLOCK_SIZE, msg, msgsz,
-                   "row length ne[0] = %" PRId64 " is not a multiple of the %s block"
+                   "row length ne[0] = %" PRId64 ": expected a multiple of the %s block"
                    " size %" PRIu64, ne[0], ggml_types[id].name, blk);
     /* ne[0] is a multiple of the block, so blocks = n / blk exactly. */
     uint64_t blocks = n / blk;
     if (blocks != 0 && bb > (uint64_t)INT64_MAX / blocks)
         return say(RL_GGUF_E_SIZE_OVERFLOW, msg, msgsz,
-                   "%" PRIu64 " blocks of %" PRIu64 " bytes overflow: expected a byte"
+                   "%" PRIu64 " blocks of %" PRIu64 " bytes: expected a byte"
                    " size <= INT64_MAX", blocks, bb);
     *bytes = blocks * bb;
     return RL_GGUF_OK;
 }
 
+rl_gguf_status rl_gguf_tensor_bytes(uint32_t id, uint32_t n_dims, const int64_t *ne,
+                                    uint64_t *bytes, char *msg, size_t msgsz) {
+    return rl_gguf_tensor_check(id, n_dims, ne, bytes, NULL, msg, msgsz);
+}
+
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+void rl_gguf_q8_0_to_f32(const void *x, uint64_t nblocks, float *y) {
+    const uint8_t *s = x;
+    for (uint64_t b = 0; b < nblocks; b++) {
+        const uint8_t *blk = s + b * RL_GGUF_Q8_0_BYTES;
+        float d = rl_gguf_f16_to_f32(ld16(blk));
+        for (int j = 0; j < RL_GGUF_QK8_0; j++)
+            y[b * RL_GGUF_QK8_0 + j] = (float)(int8_t)blk[2 + j] * d;
+    }
+}
 
 rl_gguf_status rl_gguf_row_to_f32(uint32_t id, const void *src, float *dst, uint64_t n) {
     const uint8_t *s = src;
@@ -232,12 +249,7 @@ rl_gguf_status rl_gguf_row_to_f32(uint32_t id, const void *src, float *dst, uint
     case RL_GGUF_GGML_Q8_0:
         if (n % RL_GGUF_QK8_0)
             return RL_GGUF_E_BLOCK_SIZE;
-        for (uint64_t b = 0; b < n / RL_GGUF_QK8_0; b++) {
-            const uint8_t *blk = s + b * sizeof(rl_gguf_block_q8_0);
-            float d = rl_gguf_f16_to_f32(ld16(blk));
-            for (int j = 0; j < RL_GGUF_QK8_0; j++)
-                dst[b * RL_GGUF_QK8_0 + j] = (float)(int8_t)blk[2 + j] * d;
-        }
+        rl_gguf_q8_0_to_f32(s, n / RL_GGUF_QK8_0, dst);
         return RL_GGUF_OK;
     default:
         return RL_GGUF_E_TYPE;

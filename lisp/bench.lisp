@@ -193,7 +193,7 @@ name)."
         when (= 2 (length shape))
           collect (let ((bm (make-bench-matrix (gguf:tensor-info-name info)
                                                (first shape) (second shape) type)))
-                    (if (not (member type '("F32" "F16" "BF16" "Q8_0") :test #'string=))
+                    (if (not (find-tensor-type (gguf:tensor-info-type-id info)))
                         (progn
                           (setf (bench-matrix-note bm)
                                 (format nil "type ~A is not benchmarked" type))

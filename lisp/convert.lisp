@@ -31,31 +31,16 @@ intermediate size (the GLU's half), decision-head layers, attention heads.")
       (rontolisp-error 'convert-random "expected a preset ~{~A~^, ~}, found ~S"
                        (mapcar #'first *presets*) name)))
 
-;;; Reproducible random numbers (xorshift64*), independent of the Lisp's own
-;;; generator so a seed gives the same model everywhere.
+;;; Reproducible random numbers: prims/rng.c's generator (the one the C
+;;; tests and bench use), independent of the Lisp's own so a seed gives the
+;;; same model everywhere, and in C because boxing each weight made
+;;; s1-micro take seconds.
 
 (defstruct (rng (:constructor make-rng (state))) (state 1 :type (unsigned-byte 64)))
 
-(defun rng-next (r)
-  (let ((x (rng-state r)))
-    (setf x (logxor x (ash x -12))
-          x (logxor x (ldb (byte 64 0) (ash x 25)))
-          x (logxor x (ash x -27)))
-    (setf (rng-state r) x)
-    (ldb (byte 64 0) (* x #x2545F4914F6CDD1D))))
-
-(defun rng-uniform (r)
-  "A double in (0, 1)."
-  (/ (+ 0.5d0 (ash (rng-next r) -11)) (expt 2d0 53)))
-
 (defun random-normal-array (r dims sigma)
   (let ((a (make-array dims :element-type 'single-float)))
-    (loop for i from 0 below (array-total-size a) by 2
-          do (let* ((u1 (rng-uniform r)) (u2 (rng-uniform r))
-                    (m (* sigma (sqrt (* -2d0 (log u1))))))
-               (setf (row-major-aref a i) (coerce (* m (cos (* 2 pi u2))) 'single-float))
-               (when (< (1+ i) (array-total-size a))
-                 (setf (row-major-aref a (1+ i)) (coerce (* m (sin (* 2 pi u2))) 'single-float)))))
+    (setf (rng-state r) (%random-normal-fill a (coerce sigma 'double-float) (rng-state r)))
     a))
 
 (defun constant-array (dims value)
@@ -280,9 +265,10 @@ CLS {type} question: {instructions} SEP (MASK option)* SEP state SEP."
 {% for o in options %}~A{{ o.text if o.text is defined else o }}{% endfor %}~
 ~A{{ state }}~A" cls sep mask sep sep))
 
-(defun tokenizer-metadata (tok path pre)
+(defun tokenizer-metadata (tok path pre &key token-types)
   "The tokenizer.ggml.* and skycmd.tokenizer.* keys of the tokenizer.json
-data TOK."
+data TOK, and the chat template; TOKEN-TYPES, when given, is
+token_type_count (the decision head's type embeddings)."
   (let* ((model (cfg tok "model" path :type 'hash-table))
          (vocab (cfg model "vocab" path :type 'hash-table))
          (n (hash-table-count vocab))
@@ -306,39 +292,41 @@ data TOK."
     (flet ((id-of (tok) (or (gethash tok vocab)
                             (convert-error path "expected a token ~A, found none" tok))))
       (let ((normalizer (gethash "normalizer" tok)))
-        (list (list "tokenizer.ggml.model" :string "gpt2")
-              (list "tokenizer.ggml.pre" :string pre)
-              (list "tokenizer.ggml.tokens" '(:array :string) tokens)
-              (list "tokenizer.ggml.token_type" '(:array :i32) types)
-              (list "tokenizer.ggml.merges" '(:array :string) merges)
-              (list "tokenizer.ggml.bos_token_id" :u32 (id-of "[CLS]"))
-              (list "tokenizer.ggml.eos_token_id" :u32 (id-of "[SEP]"))
-              (list "tokenizer.ggml.seperator_token_id" :u32 (id-of "[SEP]"))
-              (list "tokenizer.ggml.cls_token_id" :u32 (id-of "[CLS]"))
-              (list "tokenizer.ggml.mask_token_id" :u32 (id-of "[MASK]"))
-              (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "[UNK]"))
-              (list "tokenizer.ggml.padding_token_id" :u32 (id-of "[PAD]"))
-              (list "tokenizer.ggml.add_bos_token" :bool t)
-              (list "tokenizer.ggml.add_eos_token" :bool t)
-              (list "tokenizer.ggml.add_sep_token" :bool t)
-              (list "tokenizer.ggml.token_type_count" :u32 3)
-              (list "tokenizer.chat_template.systemone" :string
-                    (systemone-template "[CLS]" "[SEP]" "[MASK]"))
-              (list "skycmd.tokenizer.normalizer" :string
-                    (if (hash-table-p normalizer) (gethash "type" normalizer "none") "none"))
-              (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
-                    (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
-              (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
-                    (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
-              (list "skycmd.tokenizer.ignore_merges" :bool
-                    (and (gethash "ignore_merges" model) t)))))))
+        (remove nil (list (list "tokenizer.ggml.model" :string "gpt2")
+                          (list "tokenizer.ggml.pre" :string pre)
+                          (list "tokenizer.ggml.tokens" '(:array :string) tokens)
+                          (list "tokenizer.ggml.token_type" '(:array :i32) types)
+                          (list "tokenizer.ggml.merges" '(:array :string) merges)
+                          (list "tokenizer.ggml.bos_token_id" :u32 (id-of "[CLS]"))
+                          (list "tokenizer.ggml.eos_token_id" :u32 (id-of "[SEP]"))
+                          (list "tokenizer.ggml.seperator_token_id" :u32 (id-of "[SEP]"))
+                          (list "tokenizer.ggml.cls_token_id" :u32 (id-of "[CLS]"))
+                          (list "tokenizer.ggml.mask_token_id" :u32 (id-of "[MASK]"))
+                          (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "[UNK]"))
+                          (list "tokenizer.ggml.padding_token_id" :u32 (id-of "[PAD]"))
+                          (list "tokenizer.ggml.add_bos_token" :bool t)
+                          (list "tokenizer.ggml.add_eos_token" :bool t)
+                          (list "tokenizer.ggml.add_sep_token" :bool t)
+                          (and token-types (list "tokenizer.ggml.token_type_count" :u32 token-types))
+                          ;; The default template: llama.cpp's server renders only
+                          ;; this one unless a named template is asked for.
+                          (list "tokenizer.chat_template" :string
+                                (systemone-template "[CLS]" "[SEP]" "[MASK]"))
+                          (list "skycmd.tokenizer.normalizer" :string
+                                (if (hash-table-p normalizer) (gethash "type" normalizer "none") "none"))
+                          (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
+                                (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
+                          (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
+                                (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
+                          (list "skycmd.tokenizer.ignore_merges" :bool
+                                (and (gethash "ignore_merges" model) t))))))))
 
 (defparameter *convert-types* '("f32" "f16" "bf16" "q8_0")
   "The tensor types the converter writes, as --type and --head-type name them.")
 
 (defun type-keyword (name)
   "The keyword of the tensor type NAME, one of *CONVERT-TYPES* (\"q8_0\" -> :Q8_0)."
-  (intern (string-upcase name) "KEYWORD"))
+  (tensor-type-keyword (find-tensor-type name)))
 
 (defun tensor-type (gguf-name dims head-p type head-type)
   "The GGUF type of a tensor under SPEC 7's policy."
@@ -351,18 +339,93 @@ data TOK."
 (defun file-type-id (type)
   (ecase type (:f32 0) (:f16 1) (:q8_0 7) (:bf16 32)))
 
+(defun encoder-hparams (encoder path)
+  "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON
+object of the file PATH) as a plist.  A key the config leaves out takes
+the default of Hugging Face's ModernBertConfig, as upstream's converter
+sees it through AutoConfig."
+  (list :hidden (cfg encoder "hidden_size" path)
+        :layers (cfg encoder "num_hidden_layers" path)
+        :intermediate (cfg encoder "intermediate_size" path)
+        :heads (cfg encoder "num_attention_heads" path)
+        :vocab (cfg encoder "vocab_size" path :default 50368)
+        :context (cfg encoder "max_position_embeddings" path :default 8192)
+        :eps (cfg encoder "norm_eps" path :type 'real :default 1d-5)
+        :global-theta (cfg encoder "global_rope_theta" path :type 'real :default 160000d0)
+        :local-theta (cfg encoder "local_rope_theta" path :type 'real :default 10000d0)
+        :window (cfg encoder "local_attention" path :default 128)
+        :pattern (cfg encoder "global_attn_every_n_layers" path :default 3)
+        :act (cfg encoder "hidden_activation" path :type 'string :default "gelu")))
+
+(defun modern-bert-metadata (hp &key (blocks (getf hp :layers)) feed-forward pooling)
+  "The modern-bert.* keys upstream's converter (ModernBertModel over
+TextModel and BertModel) writes for the hyper-parameters HP, with the
+types it gives them.  BLOCKS and FEED-FORWARD (a u32, or a vector of them
+for a file that also holds the decision head's blocks) override the
+encoder's own; POOLING, when given, is the pooling_type."
+  (flet ((k (s) (concatenate 'string "modern-bert." s))
+         (f32 (x) (coerce x 'single-float)))
+    (remove nil
+            (list (list (k "block_count") :u32 blocks)
+                  (list (k "context_length") :u32 (getf hp :context))
+                  (list (k "embedding_length") :u32 (getf hp :hidden))
+                  (if (vectorp feed-forward)
+                      (list (k "feed_forward_length") '(:array :u32) feed-forward)
+                      (list (k "feed_forward_length") :u32 (or feed-forward (getf hp :intermediate))))
+                  (list (k "attention.head_count") :u32 (getf hp :heads))
+                  (list (k "rope.freq_base") :f32 (f32 (getf hp :global-theta)))
+                  (list (k "rope.freq_base_swa") :f32 (f32 (getf hp :local-theta)))
+                  ;; Upstream files norm_eps under the RMS key, but the
+                  ;; loader reads layer_norm_epsilon (ModernBERT's norms are
+                  ;; LayerNorms): both are written.
+                  (list (k "attention.layer_norm_rms_epsilon") :f32 (f32 (getf hp :eps)))
+                  (list (k "attention.layer_norm_epsilon") :f32 (f32 (getf hp :eps)))
+                  (list (k "attention.causal") :bool nil)
+                  (and pooling (list (k "pooling_type") :u32 pooling))
+                  (list (k "attention.sliding_window") :u32 (getf hp :window))
+                  (list (k "attention.sliding_window_pattern") :u32 (getf hp :pattern))
+                  (list (k "rope.scaling.type") :string "none")
+                  (list (k "vocab_size") :u32 (getf hp :vocab))
+                  (list (k "hidden_activation") :string (getf hp :act))))))
+
+(defun decision-metadata (rl rl-path head-layers)
+  "The modern-bert.decision.* keys of the Laya decision head (ours, not
+upstream's) from rl_agent_config.json's data RL."
+  (flet ((k (s) (concatenate 'string "modern-bert.decision." s)))
+    (let* ((temps (cfg rl "temperatures" rl-path :type 'hash-table :default (make-hash-table)))
+           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
+      (append
+       (list (list (k "type") :string "laya")
+             (list (k "block_count") :u32 head-layers)
+             (list (k "max_head_tokens") :u32 (cfg rl "head_max_len" rl-path :default 192))
+             (list (k "max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
+       (loop for key in keys
+             collect (list (k (format nil "temperature.~A" (temperature-key key)))
+                           :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float)))))))
+
+(defun general-metadata (name type)
+  "The general.* keys: architecture, type, name, file type (from the
+encoder's TYPE, as upstream's ftype) and quantization version."
+  (list (list "general.architecture" :string "modern-bert")
+        (list "general.type" :string "model")
+        (list "general.name" :string name)
+        (list "general.file_type" :u32 (file-type-id type))
+        (list "general.quantization_version" :u32 2)))
+
 (defun laya-gguf-file (tensors encoder rl config tokenizer
-                       &key (type :f16) (head-type :f32) (pre "modern-bert") name paths)
+                       &key (type :f16) (head-type :f32) (pre "modern-bert") name paths
+                            encoder-only)
   "The GGUF file object (GGUF:MAKE-FILE's, ready for GGUF:WRITE) of a Laya
 model's parts, as READ-SAFETENSORS and PARSE-JSON answer them.  PATHS: a
-plist naming the files, for errors."
+plist naming the files, for errors.  ENCODER-ONLY drops the decision head
+(its tensors, keys and token types): what is left is a plain ModernBERT
+encoder, which llama.cpp loads."
   (let* ((enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
-         (h (cfg encoder "hidden_size" enc-path))
-         (layers (cfg encoder "num_hidden_layers" enc-path))
-         (inter (cfg encoder "intermediate_size" enc-path))
+         (hp (encoder-hparams encoder enc-path))
+         (h (getf hp :hidden))
+         (layers (getf hp :layers))
          (head-layers (cfg rl "head_layers" rl-path))
-         (temps (cfg rl "temperatures" rl-path :type 'hash-table :default (make-hash-table)))
          (report (progress-reporter (length tensors)))
          (done 0)
          (out-tensors '()))
@@ -372,61 +435,33 @@ plist naming the files, for errors."
           (unless g
             (convert-error (getf paths :model "model.safetensors") "tensor ~S: expected a ~
 ModernBERT encoder or decision-head tensor name, found an unknown one" hf))
-          (let* ((dims (packed-dimensions data))
-                 (ty (tensor-type g dims head-p type head-type))
-                 (bad (first-non-finite data)))
-            (when bad
-              (tensor-data-error (getf paths :model "model.safetensors") hf "has invalid data: ~
+          (unless (and head-p encoder-only)
+            (let* ((dims (packed-dimensions data))
+                   (ty (tensor-type g dims head-p type head-type))
+                   (bad (first-non-finite data)))
+              (when bad
+                (tensor-data-error (getf paths :model "model.safetensors") hf "has invalid data: ~
 expected finite values, found a NaN or infinity at element ~D" bad))
-            (push (list g (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
-                                             (data-as-matrix data (reverse dims))
-                                             data)
-                                         ty)
-                        :dims (reverse dims))
-                  out-tensors)))
+              (push (list g (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
+                                                     (data-as-matrix data (reverse dims))
+                                                     data)
+                                                 ty)
+                          :dims (reverse dims))
+                    out-tensors))))
         (funcall report (incf done) hf)))
-    (let* ((k (lambda (s) (concatenate 'string "modern-bert." s)))
-           (metadata
-             (append
-              (list (list "general.architecture" :string "modern-bert")
-                    (list "general.name" :string
-                          (or name (gethash "name" config) "modern-bert"))
-                    (list "general.file_type" :u32 (file-type-id type)))
-              (when (member :q8_0 (list type head-type))
-                (list (list "general.quantization_version" :u32 2)))
-              (list (list (funcall k "context_length") :u32
-                          (cfg encoder "max_position_embeddings" enc-path :default 8192))
-                    (list (funcall k "embedding_length") :u32 h)
-                    (list (funcall k "feed_forward_length") '(:array :u32)
-                          (coerce (append (make-list layers :initial-element inter)
-                                          (make-list head-layers :initial-element (* 4 h)))
-                                  '(vector (unsigned-byte 32))))
-                    (list (funcall k "block_count") :u32 (+ layers head-layers))
-                    (list (funcall k "attention.head_count") :u32
-                          (cfg encoder "num_attention_heads" enc-path))
-                    (list (funcall k "attention.layer_norm_epsilon") :f32
-                          (coerce (cfg encoder "norm_eps" enc-path :type 'real :default 1d-5) 'single-float))
-                    (list (funcall k "attention.causal") :bool nil)
-                    (list (funcall k "pooling_type") :u32 2)
-                    (list (funcall k "rope.freq_base") :f32
-                          (coerce (cfg encoder "global_rope_theta" enc-path :type 'real :default 160000d0)
-                                  'single-float))
-                    (list (funcall k "attention.sliding_window") :u32
-                          (cfg encoder "local_attention" enc-path :default 128))
-                    (list (funcall k "attention.sliding_window_pattern") :u32
-                          (cfg encoder "global_attn_every_n_layers" enc-path :default 3))
-                    (list (funcall k "rope.scaling.type") :string "none")
-                    (list (funcall k "vocab_size") :u32 (cfg encoder "vocab_size" enc-path))
-                    (list (funcall k "decision.type") :string "laya")
-                    (list (funcall k "decision.block_count") :u32 head-layers)
-                    (list (funcall k "decision.max_head_tokens") :u32
-                          (cfg rl "head_max_len" rl-path :default 192))
-                    (list (funcall k "decision.max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
-              (let ((keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
-                (loop for key in keys
-                      collect (list (funcall k (format nil "decision.temperature.~A" (temperature-key key)))
-                                    :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float))))
-              (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre))))
+    (let ((metadata
+            (append
+             (general-metadata (or name (gethash "name" config) "modern-bert") type)
+             (if encoder-only
+                 (modern-bert-metadata hp :pooling 2)
+                 (modern-bert-metadata
+                  hp :blocks (+ layers head-layers) :pooling 2
+                     :feed-forward (coerce (append (make-list layers :initial-element (getf hp :intermediate))
+                                                   (make-list head-layers :initial-element (* 4 h)))
+                                           '(vector (unsigned-byte 32)))))
+             (unless encoder-only (decision-metadata rl rl-path head-layers))
+             (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre
+                                 :token-types (if encoder-only nil 3)))))
       (gguf:make-file :metadata metadata :tensors (reverse out-tensors)))))
 
 (defun write-gguf-file (out f)
@@ -434,11 +469,13 @@ expected finite values, found a NaN or infinity at element ~D" bad))
   (gguf:write out f)
   (length (gguf:tensor-infos f)))
 
-(defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name)
+(defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name
+                                  encoder-only)
   "Convert the Laya model directory DIR (model.safetensors, config.json,
 encoder/config.json, rl_agent_config.json, tokenizer/tokenizer.json) to the
 GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
-(:f32 :f16 :bf16 :q8_0).  Answers the number of tensors written."
+(:f32 :f16 :bf16 :q8_0); ENCODER-ONLY leaves the head out.  Answers the
+number of tensors written."
   (let* ((root (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
          (paths (list :model (concatenate 'string root "model.safetensors")
                       :encoder (concatenate 'string root "encoder/config.json")
@@ -455,28 +492,32 @@ GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
                              (read-json-file (getf paths :config))
                              (make-hash-table :test 'equal))
                          (read-json-file (getf paths :tokenizer))
-                         :type type :head-type head-type :pre pre :name name :paths paths))))
+                         :type type :head-type head-type :pre pre :name name :paths paths
+                         :encoder-only encoder-only))))
 
 (defun random-model (preset-name &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                       (seed 1))
+                                       (seed 1) encoder-only)
   "The GGUF file object (GGUF:MAKE-FILE's, in memory) of a model of
 PRESET-NAME (s1-pico, s1-nano, s1-micro) with random weights from SEED and
 a small test tokenizer, its tensors of TYPE and HEAD-TYPE as CONVERT-LAYA
-makes them."
+makes them (without the decision head when ENCODER-ONLY)."
   (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
     (laya-gguf-file tensors (json-like encoder) (json-like rl) (json-like config)
                     (json-like tokenizer)
-                    :type type :head-type head-type :pre pre :name name)))
+                    :type type :head-type head-type :pre pre :name name
+                    :encoder-only encoder-only)))
 
-(defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name (seed 1))
+(defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name
+                                            (seed 1) encoder-only)
   "Write the GGUF file OUT for a model of PRESET-NAME (s1-pico, s1-nano,
 s1-micro) with random weights from SEED and a small test tokenizer (see
 RANDOM-MODEL).  Answers the number of tensors written."
   (write-gguf-file out (random-model preset-name :type type :head-type head-type :pre pre
-                                                 :name name :seed seed)))
+                                                 :name name :seed seed
+                                                 :encoder-only encoder-only)))
 
 (define-command "convert" (&optional source out)
-    (:usage "<laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
+    (:usage "<laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR] [--encoder-only]"
      :summary "convert a Laya model directory (or a random model of a preset shape) to GGUF"
      :details "Type policy: 1-D tensors F32; the decision head --head-type; encoder
 matrices --type, except that with q8_0 the token embeddings stay F16; a row
@@ -495,7 +536,10 @@ small test tokenizer, instead of a Laya directory")
                      :help "the random weights' seed (default 1)")
                (laya-dir "--write-laya DIR"
                          :help "with --random: also write the model as a Laya directory
-DIR, and convert from it")))
+DIR, and convert from it")
+               (encoder-only "--encoder-only"
+                             :help "leave the decision head out: a plain ModernBERT
+encoder, the file llama.cpp loads")))
   (when (and random source (null out))
     (setf out source source nil))
   (unless (and out (or source random) (not (and source random)))
@@ -504,9 +548,14 @@ DIR, and convert from it")))
     (usage-error "--write-laya goes with --random"))
   (let ((n (cond (laya-dir
                   (write-random-laya laya-dir random :seed seed)
-                  (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name))
+                  (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name
+                                            :encoder-only encoder-only))
                  (random (convert-random random out :type type :head-type head-type :pre pre
-                                                     :name name :seed seed))
-                 (t (convert-laya source out :type type :head-type head-type :pre pre :name name)))))
-    (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type)
+                                                     :name name :seed seed
+                                                     :encoder-only encoder-only))
+                 (t (convert-laya source out :type type :head-type head-type :pre pre :name name
+                                             :encoder-only encoder-only)))))
+    (if encoder-only
+        (format t "~A: ~D tensors (encoder ~(~A~), no head)~%" out n type)
+        (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type))
     0))

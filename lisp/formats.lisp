@@ -37,3 +37,81 @@ even on the top 16 bits of the single-float, NaN made quiet."
   "The single-float whose bfloat16 bit pattern is BITS (0 to 65535); exact."
   (check-type bits f16-bits)
   (%bf16-value bits))
+
+;;; The tensor types rontolisp holds in Lisp, in one table.  Ids, ggml names
+;;; and block geometry come from C's table (gguf/types.c, through
+;;; %GGML-TYPE and %FORMAT-TABLES), never retyped here; only the Lisp side
+;;; of each type is: its keyword (ggml's name in lower case) and the Lisp
+;;; type of its data.  The GGUF value types and the array kind codes of the
+;;; primitives come from C the same way.  The tables are built on first use:
+;;; the primitives are registered after this module loads.
+
+(defstruct (tensor-type (:constructor %make-tensor-type
+                            (keyword lisp-type id name block-size block-bytes))
+                        (:copier nil) (:predicate nil))
+  "A tensor type rontolisp holds in Lisp: its KEYWORD (:f32 :f16 :bf16
+:q8_0), the LISP-TYPE of its data, ggml's type ID and NAME (\"Q8_0\"), and
+the BLOCK-SIZE values stored in BLOCK-BYTES bytes."
+  (keyword nil :type keyword :read-only t)
+  (lisp-type nil :read-only t)
+  (id 0 :type fixnum :read-only t)
+  (name "" :type string :read-only t)
+  (block-size 1 :type fixnum :read-only t)
+  (block-bytes 0 :type fixnum :read-only t))
+
+(defparameter *tensor-lisp-types*
+  '((:f32 (simple-array single-float))
+    (:f16 float16-array)
+    (:bf16 bfloat16-array)
+    (:q8_0 quantized-matrix))
+  "The tensor types held in Lisp and the Lisp type of their data, in the
+order type tests try them.")
+
+(defvar *tensor-types* nil "The TENSOR-TYPEs, built by FORMAT-TABLES.")
+(defvar *gguf-value-types* nil "The GGUF value type keywords by id.")
+(defvar *number-kinds* nil "The array kind keywords by the primitives' code.")
+
+(defun format-tables ()
+  "Build the tables from C's on first use; answers the tensor types."
+  (unless *tensor-types*
+    (multiple-value-bind (count value-types kinds) (%format-tables)
+      (flet ((tensor-type-from-c (keyword lisp-type)
+               (let ((id (loop for id below count
+                               when (equal (%ggml-type id) (string-upcase keyword))
+                                 return id)))
+                 (unless id
+                   (rontolisp-error 'format-tables "expected ggml to know the type ~A, found no ~
+such name in C's table" (string-upcase keyword)))
+                 (multiple-value-bind (name block-size block-bytes) (%ggml-type id)
+                   (%make-tensor-type keyword lisp-type id name block-size block-bytes)))))
+        (setf *gguf-value-types* value-types
+              *number-kinds* kinds
+              *tensor-types* (loop for (keyword lisp-type) in *tensor-lisp-types*
+                                   collect (tensor-type-from-c keyword lisp-type))))))
+  *tensor-types*)
+
+(defun find-tensor-type (key)
+  "The TENSOR-TYPE named by KEY -- its keyword, ggml name (any case) or
+ggml id -- or NIL when rontolisp does not hold that type in Lisp."
+  (find-if (lambda (tt)
+             (etypecase key
+               (keyword (eq key (tensor-type-keyword tt)))
+               (string (string-equal key (tensor-type-name tt)))
+               (integer (= key (tensor-type-id tt)))))
+           (format-tables)))
+
+(defun tensor-type-of (data)
+  "The TENSOR-TYPE whose Lisp type DATA has, or NIL."
+  (find-if (lambda (tt) (typep data (tensor-type-lisp-type tt))) (format-tables)))
+
+(defun gguf-value-types ()
+  "The GGUF metadata value type keywords (:u8 ... :f64), in id order."
+  (format-tables)
+  *gguf-value-types*)
+
+(defun number-kind (keyword)
+  "The code by which the primitives (%q8-quantize, %first-non-finite) read
+an array of KEYWORD numbers: :f32, :f64, or :f16 / :bf16 bits."
+  (format-tables)
+  (or (position keyword *number-kinds*)
+      (rontolisp-error 'number-kind "expected one of ~S, found ~S" *number-kinds* keyword)))

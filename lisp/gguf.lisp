@@ -98,20 +98,20 @@ data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
                                     path))
     (multiple-value-bind (handle base message offset)
-        (rontolisp::%gguf-open (octets (namestring (merge-pathnames name))))
+        (%gguf-open (octets (namestring (merge-pathnames name))))
       (unless handle
         (gguf-error name base offset "~A" message))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
-          (rontolisp::%gguf-facts handle)
+          (%gguf-facts handle)
         (declare (ignore kv-count tensor-count header-end))
-        (let ((metadata (rontolisp::%gguf-metadata handle)))
+        (let ((metadata (%gguf-metadata handle)))
           (%make-gguf-file
            :path name :version version :alignment alignment :size size
            :data-offset data-offset :metadata metadata
            :handle handle :base base
            :implicit-alignment (not (assoc "general.alignment" metadata :test #'string=))
            :tensors (loop for (tname n-dims ne type-id offset bytes absolute)
-                            in (rontolisp::%gguf-tensors handle)
+                            in (%gguf-tensors handle)
                           collect (make-ti
                                    :name tname :dims ne :shape (reverse ne)
                                    :type (type-name type-id) :type-id type-id
@@ -131,7 +131,7 @@ bytes) signal GGUF:FILE-CLOSED-ERROR when used after this; copied arrays
 stay valid.  Closing twice is harmless."
   (check-file 'close f)
   (when (gguf-file-handle f)
-    (rontolisp::%gguf-close (gguf-file-handle f) (gguf-file-base f))
+    (%gguf-close (gguf-file-handle f) (gguf-file-base f))
     (setf (gguf-file-handle f) nil))
   f)
 
@@ -182,6 +182,12 @@ GGUF-ERROR when F has none of that name."
   (or (gguf-file-handle f)
       (file-closed-error (gguf-file-path f) "the GGUF file was closed with gguf:close")))
 
+(defun tensor-keyword (info)
+  "The keyword of INFO's tensor type (:f32 :f16 :bf16 :q8_0), or NIL for a
+type rontolisp does not hold in Lisp."
+  (let ((tt (rontolisp::find-tensor-type (tensor-info-type-id info))))
+    (and tt (rontolisp::tensor-type-keyword tt))))
+
 (defun tensor (f name)
   "F's tensor NAME: F32 as a fresh (simple-array single-float) of its
 row-major shape, F16 and BF16 as a FLOAT16-ARRAY or BFLOAT16-ARRAY, Q8_0 as
@@ -193,17 +199,17 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
       (return-from tensor data))
     (let ((handle (live-handle f))
           (shape (tensor-info-shape info)))
-      (case (tensor-info-type-id info)
-        (0 (rontolisp::%gguf-copy-tensor handle (tensor-index f info)
-                                         (make-array shape :element-type 'single-float)))
-        ((1 30)
-         (let ((bits (rontolisp::%gguf-copy-tensor
+      (case (tensor-keyword info)
+        (:f32 (%gguf-copy-tensor handle (tensor-index f info)
+                                            (make-array shape :element-type 'single-float)))
+        ((:f16 :bf16)
+         (let ((bits (%gguf-copy-tensor
                       handle (tensor-index f info)
                       (make-array shape :element-type '(unsigned-byte 16)))))
-           (if (= 1 (tensor-info-type-id info))
+           (if (eq :f16 (tensor-keyword info))
                (rontolisp::%make-float16-array bits)
                (rontolisp::%make-bfloat16-array bits))))
-        (8 (rontolisp::%make-quantized-matrix
+        (:q8_0 (rontolisp::%make-quantized-matrix
             (gguf-file-base f) (ti-absolute info) f shape
             (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
         (t (gguf-error (gguf-file-path f) :unsupported-type
@@ -214,19 +220,11 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
 ;;; Making and writing files.
 
 (defun data-type-id (data)
-  (typecase data
-    ((simple-array single-float) 0)
-    (rontolisp:float16-array 1)
-    (rontolisp:bfloat16-array 30)
-    (rontolisp:quantized-matrix 8)
-    (t nil)))
-
-(defparameter *value-types*
-  '(:u8 :i8 :u16 :i16 :u32 :i32 :f32 :bool :string :array :u64 :i64 :f64)
-  "The GGUF metadata value types, in the order of their ids.")
+  (let ((tt (rontolisp::tensor-type-of data)))
+    (and tt (rontolisp::tensor-type-id tt))))
 
 (defun value-type-id (type)
-  (position (if (consp type) (first type) type) *value-types*))
+  (position (if (consp type) (first type) type) (rontolisp::gguf-value-types)))
 
 (defun check-value (key type value)
   "Signal GGUF-ERROR unless VALUE is a valid value of the GGUF TYPE."
@@ -293,19 +291,19 @@ a (simple-array single-float), float16-array, bfloat16-array or quantized matrix
 (defun write-value (w type value)
   (let ((id (value-type-id type)))
     (case (if (consp type) (first type) type)
-      (:string (rontolisp::%gguf-w-string w (octets value)))
+      (:string (%gguf-w-string w (octets value)))
       (:array
        (let* ((elem (second type))
               (elem-id (value-type-id elem)))
-         (rontolisp::%gguf-w-array-begin w elem-id)
+         (%gguf-w-array-begin w elem-id)
          (if (and (member elem '(:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64))
                   (typep value '(simple-array * (*)))
                   (equal (upgraded-array-element-type (array-element-type value))
                          (upgraded-array-element-type (elem-lisp-type elem))))
-             (rontolisp::%gguf-w-array-raw w value)
+             (%gguf-w-array-raw w value)
              (loop for v across value do (write-value w elem v)))
-         (rontolisp::%gguf-w-array-end w)))
-      (t (rontolisp::%gguf-w-scalar w id value)))))
+         (%gguf-w-array-end w)))
+      (t (%gguf-w-scalar w id value)))))
 
 (defun elem-lisp-type (elem)
   (ecase elem
@@ -324,18 +322,18 @@ temporary name and renamed, so a failure leaves no partial file; it
 signals GGUF-ERROR.  Answers PATH."
   (check-file 'write f)
   (let* ((name (namestring (merge-pathnames path)))
-         (w (rontolisp::%gguf-writer-new (gguf-file-alignment f)
+         (w (%gguf-writer-new (gguf-file-alignment f)
                                          (gguf-file-implicit-alignment f))))
     (unwind-protect
          (progn
            (dolist (entry (gguf-file-metadata f))
              (destructuring-bind (key type value) entry
-               (rontolisp::%gguf-w-key w (octets key))
+               (%gguf-w-key w (octets key))
                (write-value w type value)))
            (dolist (info (gguf-file-tensors f))
              (let ((data (ti-data info)))
                (if data
-                   (rontolisp::%gguf-w-tensor w (octets (tensor-info-name info))
+                   (%gguf-w-tensor w (octets (tensor-info-name info))
                                               (tensor-info-dims info)
                                               (tensor-info-type-id info)
                                               (if (typep data '(or rontolisp:float16-array
@@ -344,14 +342,14 @@ signals GGUF-ERROR.  Answers PATH."
                                                   data))
                    (progn
                      (live-handle f)
-                     (rontolisp::%gguf-w-tensor-raw w (octets (tensor-info-name info))
+                     (%gguf-w-tensor-raw w (octets (tensor-info-name info))
                                                     (tensor-info-dims info)
                                                     (tensor-info-type-id info)
                                                     (gguf-file-base f)
                                                     (ti-absolute info)
                                                     (tensor-info-bytes info))))))
            (multiple-value-bind (ok reason message offset)
-               (rontolisp::%gguf-w-write w (octets name))
+               (%gguf-w-write w (octets name))
              (unless ok
                (gguf-error name reason offset "~A" message))))
       (rontolisp::%release w))

@@ -87,8 +87,19 @@ dimensions holding its values, widened exactly."
 single- or double-float array (a double counts as non-finite when it is once
 rounded to single, as every kernel rounds it), a float16-array or a
 bfloat16-array -- or NIL when every value is finite."
-  (etypecase data
-    ((simple-array single-float) (%first-non-finite data 0))
-    ((simple-array double-float) (%first-non-finite data 1))
-    (float16-array (%first-non-finite (float16-array-bits data) 2))
-    (bfloat16-array (%first-non-finite (bfloat16-array-bits data) 3))))
+  (multiple-value-bind (packed kind) (packed-numbers data)
+    (unless packed
+      (error 'type-error :datum data
+                         :expected-type '(or (simple-array single-float) (simple-array double-float)
+                                          float16-array bfloat16-array)))
+    (%first-non-finite packed kind)))
+
+(defun packed-numbers (data)
+  "DATA's packed storage and the kind code the primitives read it by (see
+NUMBER-KIND), or NIL for anything else: a simple single- or double-float
+array is its own storage, a float16 or bfloat16 array its bits."
+  (typecase data
+    ((simple-array single-float) (values data (number-kind :f32)))
+    ((simple-array double-float) (values data (number-kind :f64)))
+    (float16-array (values (float16-array-bits data) (number-kind :f16)))
+    (bfloat16-array (values (bfloat16-array-bits data) (number-kind :bf16)))))

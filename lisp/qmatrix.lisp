@@ -18,8 +18,9 @@
 ;;;;   compiler loads lazily and installs its own AREF macro when it does, so
 ;;;;   COMPILE and COMPILE-FILE are wrapped to (re)install ours first.
 ;;;;
-;;;; The C side (prims/register.c) reads the struct's slots by position:
-;;;; keep the slot order of QUANTIZED-MATRIX in step with its enum.
+;;;; The C side (prims/ecl/qmatrix.c) reads the struct's slots by position
+;;;; and refuses to start when QUANTIZED-MATRIX's slot order differs from
+;;;; its enum.
 
 (in-package "RONTOLISP")
 
@@ -79,15 +80,11 @@ NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
 (a block whose scale overflows binary16, with its row and block)."
   (unless (format-name-p format)
     (unknown-format-error 'quantize format "expected the format q8-0, found ~S" format))
-  (multiple-value-bind (src kind)
-      (typecase array
-        ((simple-array single-float) (values array 0))
-        ((simple-array double-float) (values array 1))
-        (float16-array (values (float16-array-bits array) 2))
-        (bfloat16-array (values (bfloat16-array-bits array) 3))
-        (t (element-type-error 'quantize array "expected a (simple-array single-float), ~
+  (multiple-value-bind (src kind) (packed-numbers array)
+    (unless src
+      (element-type-error 'quantize array "expected a (simple-array single-float), ~
 (simple-array double-float), float16-array or bfloat16-array, found ~A"
-                               (describe-object-type array))))
+                          (describe-object-type array)))
     (let* ((dims (array-dimensions src))
            (rank (length dims)))
       (unless (<= 1 rank 2)
@@ -116,11 +113,13 @@ to ~D of the row) overflows binary16: expected a block absmax below 8321040, fou
             (t (rontolisp-error 'quantize "internal failure ~S" status))))))))
 
 (defun flat-value (src kind i)
+  "Element I of SRC (row-major) as the kernels see it: half bits widened,
+a double narrowed to single-float as every kernel narrows it."
   (let ((x (row-major-aref src i)))
-    (case kind
-      (2 (f16-value x))
-      (3 (bf16-value x))
-      (t x))))
+    (cond ((= kind (number-kind :f64)) (%double-to-single x))
+          ((= kind (number-kind :f16)) (f16-value x))
+          ((= kind (number-kind :bf16)) (bf16-value x))
+          (t x))))
 
 (defun non-finite-description (src kind i)
   (let ((x (flat-value src kind i)))
@@ -340,7 +339,7 @@ plain variable, else with a gensym bound to FORM around FN's code."
 
 (defun c-inline-aref (m subscripts)
   "Code reading element SUBSCRIPTS of the quantized matrix M as an unboxed
-double, through the C entry points of prims/register.c."
+double, through the C entry points of prims/ecl/qmatrix.c."
   (case (length subscripts)
     (1 `(ffi:c-inline (,m ,(first subscripts)) (:object :object) :double
                       "({extern double rl_qm_aref_1(cl_object,cl_object); rl_qm_aref_1(#0,#1);})"

@@ -145,12 +145,14 @@ written tensors, in file order, and the number of F16 fall backs."
            (dolist (name names)
              (let* ((info (gguf:tensor-info f name))
                     (ne (gguf:tensor-info-dims info))
-                    (src-type (gguf:tensor-info-type info)))
-               (unless (member src-type '("F32" "F16" "BF16" "Q8_0") :test #'string=)
+                    (src-type (gguf:tensor-info-type info))
+                    (tt (find-tensor-type (gguf:tensor-info-type-id info)))
+                    (quantized (and tt (eq :q8_0 (tensor-type-keyword tt)))))
+               (unless tt
                  (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or Q8_0 ~
 (rontolisp quantize does not requantize other types)" src-type))
                (let* ((data (gguf:tensor f name))
-                      (bad (and (not (string= src-type "Q8_0")) (first-non-finite data))))
+                      (bad (and (not quantized) (first-non-finite data))))
                  (when bad
                    (tensor-data-error path name "has invalid data: expected finite values, found ~
 ~A at element ~D (byte ~D)"
@@ -160,10 +162,10 @@ written tensors, in file order, and the number of F16 fall backs."
                                        (if (ext:float-nan-p x) "NaN" "an infinity"))
                                      bad
                                      (+ (gguf:data-offset f) (gguf:tensor-info-offset info)
-                                        (* bad (if (string= src-type "F32") 4 2)))))
+                                        (* bad (tensor-type-block-bytes tt)))))
                  (let ((dims (trim-dims ne))
                        (result data))
-                   (when (and (quantizable-tensor-p name ne) (not (string= src-type "Q8_0")))
+                   (when (and (quantizable-tensor-p name ne) (not quantized))
                      (if (zerop (mod (first ne) 32))
                          (setf result
                                (handler-case (quantize (data-as-matrix data ne) 'q8-0)
@@ -195,11 +197,7 @@ overflows binary16 (quantized data validation failed, as llama-quantize)" over))
              (values
               (mapcar (lambda (e)
                        (let ((d (second e)))
-                         (list (first e) (typecase d
-                                           (quantized-matrix "Q8_0")
-                                           (float16-array "F16")
-                                           (bfloat16-array "BF16")
-                                           (t "F32")))))
+                         (list (first e) (tensor-type-name (tensor-type-of d)))))
                       (reverse tensors))
               fallbacks)))
       (gguf:close f))))
@@ -216,6 +214,7 @@ be written Q8_0 or 7 (llama-quantize's ftype).")
   (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0)
     (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
             out (length written)
-            (count "Q8_0" written :key #'second :test #'string=)
+            (count (tensor-type-name (find-tensor-type :q8_0)) written
+                   :key #'second :test #'string=)
             fallbacks)
     0))

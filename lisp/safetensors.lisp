@@ -53,22 +53,25 @@ overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset."
            (values
             (loop for (tname dtype shape) in (%st-tensors handle)
                   for i from 0
+                  for type = (tensor-type-keyword (find-tensor-type dtype))
                   collect (list tname
-                                (cond ((string= dtype "F32")
-                                       (%st-copy-tensor handle i (make-array shape :element-type 'single-float)))
-                                      (t
-                                       (let ((bits (%st-copy-tensor handle i (make-array shape :element-type '(unsigned-byte 16)))))
-                                         (if (string= dtype "F16")
-                                             (%make-float16-array bits)
-                                             (%make-bfloat16-array bits)))))))
+                                (if (eq type :f32)
+                                    (%st-copy-tensor handle i (make-array shape :element-type 'single-float))
+                                    (let ((bits (%st-copy-tensor handle i (make-array shape :element-type '(unsigned-byte 16)))))
+                                      (if (eq type :f16)
+                                          (%make-float16-array bits)
+                                          (%make-bfloat16-array bits))))))
             (%st-metadata handle))
         (%release handle)))))
 
 (defun safetensors-dtype (array)
-  (etypecase array
-    ((simple-array single-float) "F32")
-    (float16-array "F16")
-    (bfloat16-array "BF16")))
+  "The safetensors dtype of ARRAY: F32, F16 and BF16 are spelled as ggml
+spells them."
+  (let ((tt (tensor-type-of array)))
+    (unless (and tt (member (tensor-type-keyword tt) '(:f32 :f16 :bf16)))
+      (error 'type-error :datum array
+                         :expected-type '(or (simple-array single-float) float16-array bfloat16-array)))
+    (tensor-type-name tt)))
 
 (defun write-safetensors (path tensors &key metadata)
   "Write TENSORS, a list of (name array) -- ARRAY a (simple-array

@@ -72,21 +72,13 @@ single-float (* *)) (the f32 baseline), found ~A~@[; ~A~]"
                                ((or float16-array bfloat16-array)
                                 "widen it with rontolisp:half-array-to-single or rontolisp:quantize it"))))))
 
-(defun first-overflowing-block (x)
-  "The first block of 32 elements of X whose Q8_0 scale absmax/127 does not
-fit in binary16, and that block's absmax, or NIL."
-  (loop for b from 0 below (floor (length x) 32)
-        for amax = (loop for j from (* b 32) below (* (1+ b) 32)
-                         for v = (aref x j)
-                         maximize (abs (if (typep v 'double-float) (%double-to-single v) v)))
-        when (= #x7c00 (logand #x7fff (f16-bits (/ amax 127.0))))
-          return (values b amax)))
-
-(defun matvec-failure (fn x status message)
-  "Signal the condition for the kernel's STATUS (a keyword) on vector X."
+(defun matvec-failure (fn x status message where)
+  "Signal the condition for the kernel's STATUS (a keyword) on vector X;
+WHERE is what the kernel found: the index of a non-finite value, or the
+block whose scale overflows."
   (case status
     (:non-finite
-     (let ((i (first-non-finite x)))
+     (let ((i where))
        (non-finite-error fn (list i) "x must be quantized to Q8_0 first: expected finite ~
 values, found ~A at index ~D"
                         (let ((v (and i (aref x i))))
@@ -100,7 +92,8 @@ values, found ~A at index ~D"
                                           (format nil "~S (-infinity as a single-float)" v)))))
                         i)))
     (:scale-overflow
-     (multiple-value-bind (b amax) (first-overflowing-block x)
+     (let ((b where)
+           (amax (block-absmax x (nth-value 1 (packed-numbers x)) (* 32 where))))
        (scale-overflow-error fn 0 b "x must be quantized to Q8_0 first: the scale of its ~
 block ~D (values ~D to ~D) overflows binary16: expected a block absmax below 8321040, ~
 found ~A" b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax)))
@@ -127,8 +120,8 @@ found ~A" (array-element-type x) (describe-object-type out)))
 matrix's rows, matrix ~S), found length ~D" rows (array-dimensions m) (length out)))
     (when (and (eq out x) (plusp rows))
       (rontolisp-error fn "expected out to be a vector other than x, found x itself"))
-    (multiple-value-bind (result status message) (%matvec m x out)
-      (or result (matvec-failure fn x status message)))))
+    (multiple-value-bind (result status message where) (%matvec m x out)
+      (or result (matvec-failure fn x status message where)))))
 
 (defun vec:matvec-into (m x out)
   "Store the product of the matrix M and the vector X in OUT and answer OUT.

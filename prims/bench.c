@@ -165,3 +165,31 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
     free(job);
     return best;
 }
+
+rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
+                             size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                             char *msg, size_t msglen) {
+    rl_q8_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
+    uint64_t start = rl_bench_ns();
+    *done = 0;
+    while (st == RL_Q8_OK && *done < iters) {
+        uint64_t t0 = rl_bench_ns();
+        st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL);
+        uint64_t t1 = rl_bench_ns();
+        times[(*done)++] = (double)(t1 - t0);
+        if (budget_ns && *done >= 3 && t1 - start >= budget_ns)
+            break;
+    }
+    return st;
+}
+
+rl_q8_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
+                               size_t reps, double *times) {
+    rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
+    for (size_t i = 0; st == RL_Q8_OK && i < reps; i++) {
+        uint64_t t0 = rl_bench_ns();
+        st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
+        times[i] = (double)(rl_bench_ns() - t0);
+    }
+    return st;
+}

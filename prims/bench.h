@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prims/matvec.h"
+#include "prims/q8.h"
+
 /* Monotonic time (CLOCK_MONOTONIC), nanoseconds and seconds. */
 uint64_t rl_bench_ns(void);
 double rl_bench_seconds(void);
@@ -28,5 +31,19 @@ size_t rl_bench_default_bytes(void);
  * Takes about reps * bytes / bandwidth + the first write: ~0.1 s a rep for
  * 256 MiB on a typical server. */
 double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gbps);
+
+/* Time the product o on path split into exactly threads chunks: one
+ * untimed call warms the caches and the pool, then up to iters timed calls,
+ * stopping early once budget_ns nanoseconds (0: no limit) have passed and 3
+ * calls are timed.  times[0..*done) get each call's nanoseconds; y keeps
+ * the last result.  Answers the first failure's status (msg its reason). */
+rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
+                             size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                             char *msg, size_t msglen);
+
+/* Time quantizing the n floats at x (n a multiple of 32) into y on path:
+ * one untimed run, then reps timed ones, their nanoseconds in times. */
+rl_q8_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
+                               size_t reps, double *times);
 
 #endif

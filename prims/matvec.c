@@ -343,10 +343,13 @@ static void rl_mv_msg(char *msg, size_t msglen, const char *fmt, const char *s) 
         snprintf(msg, msglen, fmt, s);
 }
 
-rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                             rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                             rl_path path, int threads, int min_work,
-                             char *msg, size_t msglen) {
+/* rl_matvec_q8_ex, and when quantizing x fails, *xwhere (may be NULL)
+ * gets the quantizer's where: the flat index of a non-finite value or the
+ * block whose scale overflows. */
+static rl_q8_status rl_matvec_q8_where(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                                       rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                                       rl_path path, int threads, int min_work,
+                                       char *msg, size_t msglen, size_t *xwhere) {
     if (msg && msglen)
         msg[0] = 0;
     if (cols % RL_QK8_0) {
@@ -386,6 +389,8 @@ rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
             rl_q8_message(st, where, 0, why, sizeof why);
             snprintf(msg, msglen, "matvec: cannot quantize x: %s", why);
         }
+        if (xwhere)
+            *xwhere = where;
         free(scratch);
         return st;
     }
@@ -399,6 +404,14 @@ rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
     rl_pool_run(rl_mv_threads(threads, rows, rows * nb, min_work), rl_mv_job_run, &job);
     free(scratch);
     return RL_Q8_OK;
+}
+
+rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                             rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                             rl_path path, int threads, int min_work,
+                             char *msg, size_t msglen) {
+    return rl_matvec_q8_where(w, rows, cols, xsrc, x, yd, yf, path, threads, min_work, msg,
+                              msglen, NULL);
 }
 
 rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
@@ -460,4 +473,17 @@ rl_q8_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
                                const double *x, double *y) {
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                             rl_threads(), 1);
+}
+
+rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                           char *msg, size_t msglen, size_t *where) {
+    rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
+    double *yd = o->dbl ? o->y : NULL;
+    float *yf = o->dbl ? NULL : o->y;
+    if (o->w)
+        return rl_matvec_q8_where(o->w, o->rows, o->cols, src, o->x, yd, yf, path, threads,
+                                  min_work, msg, msglen, where);
+    if (msg && msglen)
+        msg[0] = 0;
+    return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);
 }

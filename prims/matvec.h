@@ -72,6 +72,26 @@ rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
                               rl_q8_src xsrc, const void *x, double *yd, float *yf,
                               rl_path path, int threads, int min_work);
 
+/* One product's operands, as the Lisp primitives resolve them: Q8_0
+ * weights w, or (w NULL) the f32 baseline's row-major mf; x has cols and y
+ * rows floats, double when dbl, else single. */
+typedef struct {
+    const rl_block_q8_0 *w;
+    const float *mf;
+    size_t rows, cols;
+    const void *x;
+    void *y;
+    int dbl;
+} rl_matvec_operands;
+
+/* The product of o on path with threads chunks (min_work as in
+ * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32), and
+ * *where (may be NULL) where quantizing x failed: the flat index of a
+ * non-finite value (RL_Q8_NONFINITE) or the overflowing block
+ * (RL_Q8_OVERFLOW). */
+rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                           char *msg, size_t msglen, size_t *where);
+
 /* ---- kernels: rows [r0, r1) with x already quantized ------------------ */
 
 /* xq: the nb blocks of quantized x; dx[b] = (double)f16->f32(xq[b].d).

@@ -26,12 +26,12 @@
 const char *rl_q8_status_name(rl_q8_status st) {
     switch (st) {
     case RL_Q8_OK: return "ok";
-    case RL_Q8_NONFINITE: return "non-finite input";
-    case RL_Q8_OVERFLOW: return "scale overflow";
-    case RL_Q8_BADLEN: return "bad length";
-    case RL_Q8_BADARG: return "bad argument";
-    case RL_Q8_NOMEM: return "out of memory";
-    case RL_Q8_UNSUPPORTED: return "unsupported path";
+    case RL_Q8_NONFINITE: return "non-finite";
+    case RL_Q8_OVERFLOW: return "scale-overflow";
+    case RL_Q8_BADLEN: return "bad-length";
+    case RL_Q8_BADARG: return "bad-argument";
+    case RL_Q8_NOMEM: return "out-of-memory";
+    case RL_Q8_UNSUPPORTED: return "unsupported";
     }
     return "unknown status";
 }
@@ -59,6 +59,12 @@ int rl_q8_message(rl_q8_status st, size_t where, size_t row_len, char *msg,
                         where, where * RL_QK8_0, where * RL_QK8_0 + RL_QK8_0 - 1);
     case RL_Q8_BADLEN:
         return snprintf(msg, msglen, "length is not a multiple of %d", RL_QK8_0);
+    case RL_Q8_BADARG:
+        return snprintf(msg, msglen, "bad argument");
+    case RL_Q8_NOMEM:
+        return snprintf(msg, msglen, "out of memory");
+    case RL_Q8_UNSUPPORTED:
+        return snprintf(msg, msglen, "this CPU cannot run the requested path");
     default:
         return snprintf(msg, msglen, "%s", rl_q8_status_name(st));
     }
@@ -322,14 +328,10 @@ rl_q8_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, 
 
 /* ---- dequantize ----------------------------------------------------- */
 
-/* q * d is exact in f32 (8 bits times 11), so the SIMD product cannot
- * differ from the scalar one. */
+/* The reference is gguf's one scalar dequantizer; q * d is exact in f32,
+ * so the SIMD product cannot differ from it. */
 void rl_q8_dequantize_ref(const rl_block_q8_0 *x, size_t nblocks, float *y) {
-    for (size_t b = 0; b < nblocks; b++) {
-        const float d = rl_gguf_f16_to_f32(x[b].d);
-        for (int j = 0; j < RL_QK8_0; j++)
-            y[b * RL_QK8_0 + j] = (float)x[b].qs[j] * d;
-    }
+    rl_gguf_q8_0_to_f32(x, nblocks, y);
 }
 
 __attribute__((target("avx2,fma,f16c"))) void
@@ -351,9 +353,4 @@ void rl_q8_dequantize(const rl_block_q8_0 *x, size_t nblocks, float *y) {
         rl_q8_dequantize_avx2(x, nblocks, y);
     else
         rl_q8_dequantize_ref(x, nblocks, y);
-}
-
-double rl_q8_get(const rl_block_q8_0 *x, size_t i) {
-    const rl_block_q8_0 *b = x + i / RL_QK8_0;
-    return (double)b->qs[i % RL_QK8_0] * (double)rl_gguf_f16_to_f32(b->d);
 }

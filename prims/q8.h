@@ -26,19 +26,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf/gguf.h"
+#include "gguf/numfmt.h"
 #include "prims/cpu.h"
 
-#define RL_QK8_0 32
-#define RL_Q8_BLOCK_BYTES 34
-
-typedef struct {
-    uint16_t d;            /* binary16 scale (x86 is little-endian, as the file) */
-    int8_t qs[RL_QK8_0];   /* quants */
-} rl_block_q8_0;
-
-_Static_assert(sizeof(rl_block_q8_0) == RL_Q8_BLOCK_BYTES,
-               "rl_block_q8_0 must be 2 + 32 bytes, no padding");
-_Static_assert(_Alignof(rl_block_q8_0) == 2, "rl_block_q8_0 is 2-aligned");
+/* The block and its geometry are gguf's (gguf/gguf.h), the one definition
+ * for the file reader and the kernels; these are the kernels' names for
+ * them. */
+#define RL_QK8_0 RL_GGUF_QK8_0
+#define RL_Q8_BLOCK_BYTES RL_GGUF_Q8_0_BYTES
+typedef rl_gguf_block_q8_0 rl_block_q8_0;
 
 /* Every Q8_0 and matvec entry point answers one of these. */
 typedef enum {
@@ -51,8 +48,10 @@ typedef enum {
     RL_Q8_UNSUPPORTED  /* an explicit path this CPU cannot run */
 } rl_q8_status;
 
-/* Short lower-case name: "ok", "non-finite input", "scale overflow",
- * "bad length", "bad argument", "out of memory", "unsupported path". */
+/* The status's name, spelled as the Lisp keyword it becomes: "ok",
+ * "non-finite", "scale-overflow", "bad-length", "bad-argument",
+ * "out-of-memory", "unsupported" (the words gguf/ and safetensors use
+ * for the same failures). */
 const char *rl_q8_status_name(rl_q8_status st);
 
 /* Write a one-line explanation of a failed quantization into msg (always
@@ -100,7 +99,11 @@ void rl_q8_dequantize(const rl_block_q8_0 *x, size_t nblocks, float *y);
 void rl_q8_dequantize_ref(const rl_block_q8_0 *x, size_t nblocks, float *y);
 void rl_q8_dequantize_avx2(const rl_block_q8_0 *x, size_t nblocks, float *y);
 
-/* Element i (flat) of a run of blocks, as double: q * f16->f32(d), exact. */
-double rl_q8_get(const rl_block_q8_0 *x, size_t i);
+/* Element i (flat) of a run of blocks, as double: q * f16->f32(d), exact.
+ * Inline: it is the whole cost of an AREF on a quantized matrix. */
+static inline double rl_q8_get(const rl_block_q8_0 *x, size_t i) {
+    const rl_block_q8_0 *b = x + i / RL_QK8_0;
+    return (double)b->qs[i % RL_QK8_0] * (double)rl_gguf_f16_to_f32(b->d);
+}
 
 #endif

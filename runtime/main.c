@@ -19,7 +19,7 @@
 
 #include "gguf/fileio.h"
 #include "prims/cpu.h"
-#include "prims/register.h"
+#include "prims/ecl/register.h"
 
 /* Made by c:build-static-library from lisp/ (see the Makefile). */
 extern void init_rontolisp_lisp(cl_object);

@@ -6,7 +6,6 @@
  *
  * Paths arrive as UTF-8 octet vectors (RONTOLISP::%UTF8-OCTETS), so a path
  * taken from the command line reaches open(2) as the bytes it was given. */
-#include <ecl/ecl.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -16,30 +15,13 @@
 
 #include "gguf/fileio.h"
 #include "gguf/gguf.h"
-#include "prims/register.h"
-
-/* The bytes of a simple (unsigned-byte 8) vector, or NULL. */
-static const uint8_t *rl_octets(cl_object x, cl_index *n) {
-    if (ECL_IMMEDIATE(x) || x->d.t != t_vector || x->vector.elttype != ecl_aet_b8 ||
-        x->vector.displaced != ECL_NIL || ECL_ARRAY_HAS_FILL_POINTER_P(x) ||
-        ECL_ADJUSTABLE_ARRAY_P(x))
-        return NULL;
-    *n = x->vector.dim;
-    return x->vector.self.b8;
-}
-
-static cl_object rl_octets_type;
-
-static void rl_want_octets(cl_object fn, int pos, cl_object x) {
-    cl_index n;
-    if (!rl_octets(x, &n))
-        FEwrong_type_nth_arg(fn, pos, x, rl_octets_type);
-}
+#include "prims/ecl/glue.h"
 
 /* A path from octets into BUF; NULL (and MSG set) when it cannot be one. */
-static const char *rl_path(cl_object octets, char *buf, size_t bufsz, char *msg, size_t msgsz) {
+static const char *rl_path(const char *fn, cl_object octets, char *buf, size_t bufsz, char *msg,
+                           size_t msgsz) {
     cl_index n = 0;
-    const uint8_t *p = rl_octets(octets, &n);
+    const uint8_t *p = rl_octets(fn, 1, octets, &n);
     if (n == 0 || n >= bufsz || memchr(p, 0, n)) {
         snprintf(msg, msgsz, "expected a path of 1 to %zu bytes without NUL", bufsz - 1);
         return NULL;
@@ -49,7 +31,8 @@ static const char *rl_path(cl_object octets, char *buf, size_t bufsz, char *msg,
     return buf;
 }
 
-static cl_object rl_fn_write, rl_fn_read, rl_fn_closed;
+#define RL_FN_WRITE "%WRITE-FILE-ATOMICALLY"
+#define RL_FN_READ "%READ-FILE-OCTETS"
 
 /* (%write-file-atomically path-octets chunks) -> T, or NIL and a message.
  * CHUNKS is a list of octet vectors written in order to a temporary file
@@ -60,20 +43,21 @@ static cl_object rl_prim_write_file_atomically(cl_object path, cl_object chunks)
     char pbuf[4096], msg[RL_GGUF_MSG_SIZE];
     rl_gguf_atomic a;
     cl_object l;
-    rl_want_octets(rl_fn_write, 1, path);
+    cl_index n0 = 0;
+    rl_octets(RL_FN_WRITE, 1, path, &n0);
     for (l = chunks; l != ECL_NIL; l = ECL_CONS_CDR(l)) {
         if (!ECL_CONSP(l))
-            FEwrong_type_nth_arg(rl_fn_write, 2, chunks, ecl_make_symbol("LIST", "CL"));
-        rl_want_octets(rl_fn_write, 2, ECL_CONS_CAR(l));
+            rl_type_error(RL_FN_WRITE, 2, chunks, RL_T_LIST);
+        rl_octets(RL_FN_WRITE, 2, ECL_CONS_CAR(l), &n0);
     }
-    if (!rl_path(path, pbuf, sizeof pbuf, msg, sizeof msg))
+    if (!rl_path(RL_FN_WRITE, path, pbuf, sizeof pbuf, msg, sizeof msg))
         ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
     if (rl_gguf_atomic_begin(&a, pbuf, msg, sizeof msg) != 0)
         ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
     /* No Lisp error can happen from here to the commit: A is released. */
     for (l = chunks; l != ECL_NIL; l = ECL_CONS_CDR(l)) {
         cl_index n = 0;
-        const uint8_t *p = rl_octets(ECL_CONS_CAR(l), &n);
+        const uint8_t *p = rl_octets(RL_FN_WRITE, 2, ECL_CONS_CAR(l), &n);
         if (rl_gguf_atomic_write(&a, p, n) != 0)
             break;
     }
@@ -96,12 +80,13 @@ static cl_object rl_prim_read_file_octets(cl_object path, cl_object what) {
     uint8_t *data = NULL;
     uint64_t n = 0;
     cl_object out;
-    rl_want_octets(rl_fn_read, 1, path);
+    cl_index n0 = 0;
+    rl_octets(RL_FN_READ, 1, path, &n0);
     if (!ECL_STRINGP(what) || !ecl_fits_in_base_string(what))
-        FEwrong_type_nth_arg(rl_fn_read, 2, what, ecl_make_symbol("BASE-STRING", "CL"));
+        rl_type_error(RL_FN_READ, 2, what, RL_T_STRING);
     what = si_coerce_to_base_string(what);
     snprintf(wbuf, sizeof wbuf, "%.*s", (int)ecl_length(what), (const char *)what->base_string.self);
-    if (!rl_path(path, pbuf, sizeof pbuf, msg, sizeof msg))
+    if (!rl_path(RL_FN_READ, path, pbuf, sizeof pbuf, msg, sizeof msg))
         ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
     if (rl_gguf_read_file(pbuf, wbuf, &data, &n, msg, sizeof msg) != 0)
         ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
@@ -132,7 +117,7 @@ static cl_object rl_prim_read_file_octets(cl_object path, cl_object what) {
 static cl_object rl_prim_output_closed_p(cl_object fd) {
     struct pollfd p;
     if (!ECL_FIXNUMP(fd) || ecl_fixnum(fd) < 0 || ecl_fixnum(fd) > 1 << 20)
-        FEwrong_type_nth_arg(rl_fn_closed, 1, fd, ecl_make_symbol("FIXNUM", "CL"));
+        rl_type_error("%OUTPUT-CLOSED-P", 1, fd, RL_T_FIXNUM);
     p.fd = (int)ecl_fixnum(fd);
     p.events = POLLOUT;
     p.revents = 0;
@@ -144,23 +129,16 @@ static cl_object rl_prim_output_closed_p(cl_object fd) {
  * after removing the temporary files of unfinished writes.  The caller
  * flushes what it wants flushed. */
 static cl_object rl_prim_exit_process(cl_object code) {
-    int c = ECL_FIXNUMP(code) && ecl_fixnum(code) >= 0 && ecl_fixnum(code) <= 255
-                ? (int)ecl_fixnum(code) : 1;
+    int c = (int)rl_arg_fixnum("%EXIT-PROCESS", 1, code, 0, 255);
     rl_gguf_atomic_remove_all();
     fflush(NULL);
     _exit(c);
 }
 
-void rl_register_file_primitives(void) {
-    rl_octets_type = cl_list(2, ecl_make_symbol("VECTOR", "CL"),
-                             cl_list(2, ecl_make_symbol("UNSIGNED-BYTE", "CL"), ecl_make_fixnum(8)));
-    ecl_register_root(&rl_octets_type);
-    rl_fn_write = ecl_make_symbol("%WRITE-FILE-ATOMICALLY", "RONTOLISP");
-    rl_fn_read = ecl_make_symbol("%READ-FILE-OCTETS", "RONTOLISP");
-    ecl_def_c_function(rl_fn_write, (cl_objectfn_fixed)rl_prim_write_file_atomically, 2);
-    ecl_def_c_function(rl_fn_read, (cl_objectfn_fixed)rl_prim_read_file_octets, 2);
-    rl_fn_closed = ecl_make_symbol("%OUTPUT-CLOSED-P", "RONTOLISP");
-    ecl_def_c_function(rl_fn_closed, (cl_objectfn_fixed)rl_prim_output_closed_p, 1);
-    ecl_def_c_function(ecl_make_symbol("%EXIT-PROCESS", "RONTOLISP"),
-                       (cl_objectfn_fixed)rl_prim_exit_process, 1);
-}
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM(RL_FN_WRITE, rl_prim_write_file_atomically, 2),
+    RL_PRIM(RL_FN_READ, rl_prim_read_file_octets, 2),
+    RL_PRIM("%OUTPUT-CLOSED-P", rl_prim_output_closed_p, 1),
+    RL_PRIM("%EXIT-PROCESS", rl_prim_exit_process, 1),
+};
+RL_PRIM_TABLE(rl_file_prims, "RONTOLISP", rl_defs);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/rng.h"
 #include "tests/c/check.h"
 
 static float fb(uint32_t u) { return rl_gguf_f32_from_bits(u); }
@@ -124,14 +125,8 @@ static uint16_t bf16_ref(uint32_t u) {
     return (uint16_t)hi;
 }
 
-static uint32_t rng_state = 0x9e3779b9u;
-static uint32_t rnd(void) {
-    uint32_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return rng_state = x;
-}
+static uint64_t rng_state = 0x9e3779b9u;
+static uint32_t rnd(void) { return (uint32_t)(rl_rng_next(&rng_state) >> 32); }
 
 static void test_bf16(void) {
     static const struct {
@@ -269,7 +264,32 @@ static void test_f16c(void) {
     CHECK_MSG(bad_w == 0, "f16->f32 differs from F16C for %ld patterns", bad_w);
 }
 
+/* The non-finite scan in each storage kind, and the double rows. */
+static void test_non_finite(void) {
+    float f[5] = {1.0f, -0.0f, 65504.0f, 0, 2.0f};
+    double d[3] = {1.0, 1e300, 0.0}; /* 1e300 is inf once cast to f32 */
+    uint16_t h[4] = {0x3c00, 0x7bff, 0x7c00, 0};
+    uint16_t b[3] = {0x3f80, 0xff80, 0};
+    uint16_t y[3];
+    f[3] = rl_gguf_f32_from_bits(0x7fc00001u);
+    CHECK_EQ_U(rl_gguf_first_non_finite(f, 5, RL_GGUF_NUM_F32), 3);
+    CHECK_EQ_U(rl_gguf_first_non_finite(f, 3, RL_GGUF_NUM_F32), 3); /* none: n */
+    CHECK_EQ_U(rl_gguf_first_non_finite(d, 3, RL_GGUF_NUM_F64), 1);
+    CHECK_EQ_U(rl_gguf_first_non_finite(h, 4, RL_GGUF_NUM_F16), 2);
+    CHECK_EQ_U(rl_gguf_first_non_finite(h, 2, RL_GGUF_NUM_F16), 2);
+    CHECK_EQ_U(rl_gguf_first_non_finite(b, 3, RL_GGUF_NUM_BF16), 1);
+    CHECK_EQ_U(rl_gguf_first_non_finite(b, 0, RL_GGUF_NUM_BF16), 0);
+    rl_gguf_f64_to_f16_row(d, y, 3);
+    CHECK_EQ_U(y[0], 0x3c00);
+    CHECK_EQ_U(y[1], 0x7c00);
+    CHECK_EQ_U(y[2], 0);
+    rl_gguf_f64_to_bf16_row(d, y, 3);
+    CHECK_EQ_U(y[0], 0x3f80);
+    CHECK_EQ_U(y[1], 0x7f80);
+}
+
 int main(void) {
+    test_non_finite();
     test_f16_exhaustive();
     test_f16_edges();
     test_bf16();

@@ -301,7 +301,8 @@ static void test_errors(void) {
     for (int s = RL_Q8_OK; s <= RL_Q8_UNSUPPORTED; s++)
         named &= strcmp(rl_q8_status_name((rl_q8_status)s), "unknown status") != 0;
     CHECK(named);
-    CHECK(!strcmp(rl_q8_status_name(RL_Q8_NONFINITE), "non-finite input"));
+    CHECK(!strcmp(rl_q8_status_name(RL_Q8_NONFINITE), "non-finite"));
+    CHECK(!strcmp(rl_q8_status_name(RL_Q8_OVERFLOW), "scale-overflow"));
 }
 
 /* ---- random blocks: AVX2 against the reference ----------------------- */

@@ -59,6 +59,18 @@ static void test_tables(void) {
     CHECK(rl_gguf_tensor_bytes(RL_GGUF_GGML_Q8_0, 1, odd, &by, NULL, 0) == RL_GGUF_E_BLOCK_SIZE &&
           rl_gguf_tensor_bytes(RL_GGUF_GGML_F32, 1, neg, &by, NULL, 0) == RL_GGUF_E_DIM_NEGATIVE &&
           rl_gguf_tensor_bytes(RL_GGUF_GGML_Q8_0, 2, zero, &by, NULL, 0) == RL_GGUF_OK && by == 0);
+    {
+        /* The reader places a bad dimension by the index the check names. */
+        int64_t dims[3] = {32, 4, -2}, big[2] = {1ll << 40, 1ll << 30};
+        uint32_t bad_dim = 99;
+        char why[200];
+        CHECK(rl_gguf_tensor_check(RL_GGUF_GGML_F32, 3, dims, &by, &bad_dim, why, sizeof why) ==
+                  RL_GGUF_E_DIM_NEGATIVE &&
+              bad_dim == 2 && strstr(why, "ne[2] = -2") != NULL);
+        CHECK(rl_gguf_tensor_check(RL_GGUF_GGML_F32, 2, big, &by, &bad_dim, why, sizeof why) ==
+                  RL_GGUF_E_DIM_OVERFLOW &&
+              bad_dim == 1);
+    }
 
     /* Value type names are the JSON names. */
     static const char *const vt[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",

@@ -8,16 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "prims/rng.h"
+
 #define RL_TEST_UNUSED __attribute__((unused))
 
 static uint64_t rng_state = 0x243f6a8885a308d3u; /* tests may reseed it */
 
-RL_TEST_UNUSED static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
+RL_TEST_UNUSED static uint64_t rnd(void) { return rl_rng_next(&rng_state); }
 
 /* Uniform in [0, 1). */
 RL_TEST_UNUSED static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }

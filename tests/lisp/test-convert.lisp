@@ -42,7 +42,7 @@
                                 '("tokenizer.ggml.bos_token_id" "tokenizer.ggml.seperator_token_id"
                                   "tokenizer.ggml.mask_token_id"))))
     (is (= 3 (gguf:value f "tokenizer.ggml.token_type_count")))
-    (is (search "[MASK]" (gguf:value f "tokenizer.chat_template.systemone")))
+    (is (search "[MASK]" (gguf:value f "tokenizer.chat_template")))
     (dolist (info (gguf:tensor-infos f))
       (let ((name (gguf:tensor-info-name info))
             (type (gguf:tensor-info-type info)))
@@ -51,6 +51,24 @@
               ((or (search "blk.2." name) (search "cls" name) (search "token_types" name))
                (is (string= "F32" type) "~A: head should be F32" name))
               (t (is (string= "F16" type) "~A: encoder matrix should be F16" name)))))))
+
+(test convert-encoder-only-is-a-plain-modern-bert-encoder
+  "--encoder-only: no decision-head tensor or key, block_count and
+feed_forward_length of the encoder alone (one u32, as upstream writes it),
+the keys llama.cpp's loader reads for the local layers and the FFN."
+  (with-converted (f "--encoder-only")
+    (is (= 14 (length (gguf:tensor-infos f))))
+    (is (notany (lambda (i) (let ((n (gguf:tensor-info-name i)))
+                              (or (search "cls" n) (search "token_types" n) (search "blk.2." n))))
+                (gguf:tensor-infos f)))
+    (is (notany (lambda (k) (search "decision" k)) (gguf:keys f)))
+    (is (= 2 (gguf:value f "modern-bert.block_count")))
+    (is (eql 128 (gguf:value f "modern-bert.feed_forward_length")))
+    (is (= 10000.0 (gguf:value f "modern-bert.rope.freq_base_swa")))
+    (is (= 160000.0 (gguf:value f "modern-bert.rope.freq_base")))
+    (is (string= "gelu" (gguf:value f "modern-bert.hidden_activation")))
+    (is (search "[MASK]" (gguf:value f "tokenizer.chat_template")))
+    (is-false (nth-value 2 (gguf:value f "tokenizer.ggml.token_type_count")))))
 
 (test convert-pico-q8-0-types
   (with-converted (f "--type" "q8_0" "--head-type" "bf16")
@@ -100,3 +118,22 @@ in-memory random model; the safetensors round trip is exact."
     (declare (ignore out))
     (is (= 1 code))
     (is (= 1 (count #\Newline err)))))
+
+(test random-normal-fill-is-a-function-of-the-state
+  "--random's weights come from prims/rng.c: the same state gives the same
+values and the same next state; the values look like N(0, sigma)."
+  (flet ((fill-from (state)
+           (let ((a (make-array 20001 :element-type 'single-float)))
+             (multiple-value-bind (next) (rontolisp::%random-normal-fill a 0.02d0 state)
+               (values a next)))))
+    (multiple-value-bind (a sa) (fill-from 42)
+      (multiple-value-bind (b sb) (fill-from 42)
+        (is (equalp a b))
+        (is (= sa sb))
+        (is (/= sa 42)))
+      (is (not (equalp a (fill-from (1- (expt 2 64))))))
+      (let* ((n (length a))
+             (mean (/ (loop for x across a sum x) n))
+             (sd (sqrt (/ (loop for x across a sum (expt (- x mean) 2)) n))))
+        (is (< (abs mean) 0.001) "mean ~A" mean)
+        (is (< 0.019 sd 0.021) "deviation ~A" sd)))))

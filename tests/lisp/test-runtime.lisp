@@ -371,3 +371,46 @@ exit-status stdout)."
     (gguf:with-file (f out)
       (is (string= (format nil "Mod~Cle" (code-char 232)) (gguf:value f "general.name"))))
     (ignore-errors (delete-file out))))
+
+;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
+;;; one of rontolisp's own conditions: never a package error (C once
+;;; interned the caller's name into COMMON-LISP at error time) or a crash.
+;;; %RELEASE and %GGUF-CLOSE take anything, by design (closing twice is
+;;; fine).
+
+(defparameter *accept-anything* '(rontolisp::%release gguf::%gguf-close))
+
+(test primitives-reject-wrong-types
+  (let ((prims (rontolisp::%primitives)))
+    (is (> (length prims) 50))
+    (is (find 'rontolisp::%q8-dequantize-into prims :key #'car))
+    (dolist (bad (list (list :wrong) :wrong))
+      (loop for (sym . narg) in prims
+            unless (zerop narg)
+              do (let ((outcome
+                         (handler-case (progn (apply sym (make-list narg :initial-element bad))
+                                              :returned)
+                           (package-error () :package-error)
+                           (type-error () :type-error)
+                           (rontolisp::rontolisp-error () :own-condition)
+                           (error (e) (type-of e)))))
+                   (if (member sym *accept-anything*)
+                       (is (eq :returned outcome))
+                       (is (member outcome '(:type-error :own-condition))
+                           "~S on ~S answered ~S" sym bad outcome)))))))
+
+(test primitive-error-names-the-primitive
+  (let ((e (handler-case (rontolisp::%q8-dequantize-into 1 2) (type-error (e) e))))
+    (is (typep e 'type-error))
+    (is (search "%Q8-DEQUANTIZE-INTO" (princ-to-string e)))
+    (is (null (find-symbol "%Q8-DEQUANTIZE-INTO" "CL")))))
+
+(test utf8-octets-turns-escaped-bytes-back
+  "U+DC80..U+DCFF stand for bytes of a command-line argument that was not
+UTF-8: %utf8-octets gives the bytes back; other surrogates become U+FFFD."
+  (flet ((octets (&rest codes)
+           (coerce (rontolisp::%utf8-octets (map 'string #'code-char codes)) 'list)))
+    (is (equal '(97 #x80 #xff) (octets 97 #xdc80 #xdcff)))
+    (is (equal '(#xef #xbf #xbd) (octets #xd800)))
+    (is (equal '(#xef #xbf #xbd) (octets #xdc7f)))
+    (is (equal '(#xe2 #x82 #xac) (octets #x20ac)))))

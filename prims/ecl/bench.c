@@ -1,0 +1,154 @@
+/* bench.c - what `rontolisp bench' (lisp/bench.lisp) times: products and
+ * quantizations on an explicit path and thread count, the read bandwidth,
+ * random matrices, the CPU's facts.  The timing loops live in
+ * prims/bench.c; this checks the operands and holds traps and interrupts. */
+#include "prims/bench.h"
+#include "prims/cpu.h"
+#include "prims/ecl/vec.h"
+#include "prims/q8.h"
+#include "prims/rng.h"
+
+static rl_path rl_arg_path(const char *fn, int pos, cl_object p) {
+    return (rl_path)rl_arg_fixnum(fn, pos, p, RL_PATH_REF, RL_PATH_AVX512VNNI);
+}
+
+/* (%bench-matvec m x out path threads iters budget-ns)
+ *   -> (values times count), or (values nil status-keyword message)
+ * Times the product of %MATVEC's operands on kernel PATH (0 scalar, 1 avx2,
+ * 2 avx512, 3 avx512vnni; the f32 baseline's SIMD kernel is AVX2 for every
+ * SIMD path) split into exactly THREADS chunks: unlike the knob entries,
+ * small products are not cut to fewer threads.  One untimed call warms the
+ * caches and the pool, then up to ITERS timed calls, stopping early once
+ * BUDGET-NS nanoseconds (0: no limit) have passed and 3 calls are timed.
+ * TIMES is a fresh double-float vector of length ITERS whose first COUNT
+ * entries are each call's nanoseconds.  OUT keeps the last result: tests
+ * compare paths and thread counts through it.  Nothing is malloc'd here
+ * (the kernels' own scratch lives only inside a call, interrupts off). */
+static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, cl_object path,
+                                      cl_object threads, cl_object iters, cl_object budget) {
+    char msg[256] = "";
+    rl_matvec_operands o;
+    rl_q8_status st;
+    const cl_env_ptr env = ecl_process_env();
+    rl_path p = rl_arg_path("%BENCH-MATVEC", 4, path);
+    int nth = (int)rl_arg_fixnum("%BENCH-MATVEC", 5, threads, 1, RL_MAX_THREADS);
+    cl_index n = (cl_index)rl_arg_fixnum("%BENCH-MATVEC", 6, iters, 1, 1000000);
+    uint64_t limit;
+    cl_object times;
+    size_t done = 0;
+    if (!ECL_FIXNUMP(budget) || ecl_fixnum(budget) < 0)
+        rl_type_error("%BENCH-MATVEC", 7, budget, RL_T_FIXNUM);
+    limit = (uint64_t)ecl_fixnum(budget);
+    rl_mv_operands_of("%BENCH-MATVEC", m, x, out, &o);
+    times = ecl_alloc_simple_vector(n, ecl_aet_df);
+    {
+        /* Interrupts stay off for the whole loop: the kernels' scratch is
+         * malloc'd inside each call, and a budget bounds the wait. */
+        RL_FP_HOLD();
+        ecl_disable_interrupts_env(env);
+        st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
+        ecl_enable_interrupts_env(env);
+        RL_FP_RELEASE();
+    }
+    if (st != RL_Q8_OK)
+        ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));
+    ecl_return2(env, times, ecl_make_fixnum(done));
+}
+
+/* (%bench-quantize x path reps) -> times | (values nil status-keyword)
+ * Times quantizing X (a simple single-float array whose total size is a
+ * multiple of 32) to Q8_0 on PATH (0 scalar; every SIMD path uses the AVX2
+ * quantizer): one untimed run, then REPS timed ones; TIMES a fresh
+ * double-float vector of their nanoseconds. */
+static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object reps) {
+    cl_index n = 0;
+    const float *xs = rl_simple_data(x, ecl_aet_sf, &n);
+    rl_path p = rl_arg_path("%BENCH-QUANTIZE", 2, path);
+    cl_index r = (cl_index)rl_arg_fixnum("%BENCH-QUANTIZE", 3, reps, 1, 100000);
+    const cl_env_ptr env = ecl_process_env();
+    cl_object y, times;
+    rl_q8_status st;
+    if (!xs || n % RL_QK8_0)
+        rl_type_error("%BENCH-QUANTIZE", 1, x, RL_T_ARRAY);
+    y = ecl_alloc_simple_vector(rl_q8_bytes(n) ? rl_q8_bytes(n) : 1, ecl_aet_b8);
+    times = ecl_alloc_simple_vector(r, ecl_aet_df);
+    {
+        RL_FP_HOLD();
+        st = rl_bench_quantize(xs, n, (rl_block_q8_0 *)(void *)y->vector.self.b8, p, r,
+                               times->vector.self.df);
+        RL_FP_RELEASE();
+    }
+    if (st != RL_Q8_OK)
+        ecl_return2(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)));
+    ecl_return1(env, times);
+}
+
+/* (%bench-read-gbps bytes threads reps) -> (values best-gbps median-gbps),
+ * or NIL when the probe cannot run (allocation failed).  BYTES 0 means
+ * rl_bench_default_bytes (8 x the last-level cache, at least 256 MiB). */
+static cl_object rl_prim_bench_read_gbps(cl_object bytes, cl_object threads, cl_object reps) {
+    cl_index b = (cl_index)rl_arg_fixnum("%BENCH-READ-GBPS", 1, bytes, 0, MOST_POSITIVE_FIXNUM);
+    int nth = (int)rl_arg_fixnum("%BENCH-READ-GBPS", 2, threads, 1, RL_MAX_THREADS);
+    int r = (int)rl_arg_fixnum("%BENCH-READ-GBPS", 3, reps, 1, 1000);
+    const cl_env_ptr env = ecl_process_env();
+    double best, median = 0;
+    ecl_disable_interrupts_env(env); /* the probe mallocs its buffer */
+    best = rl_bench_read_gbps(b, nth, r, &median);
+    ecl_enable_interrupts_env(env);
+    if (best < 0)
+        ecl_return1(env, ECL_NIL);
+    ecl_return2(env, ecl_make_double_float(best), ecl_make_double_float(median));
+}
+
+/* (%bench-fill-random array seed) -> ARRAY: fills a simple single-float
+ * array (any rank) with values uniform in [-1, 1), a fixed function of
+ * SEED (prims/rng.h), fast enough for matrices of hundreds of MB. */
+static cl_object rl_prim_bench_fill_random(cl_object a, cl_object seed) {
+    cl_index n = 0;
+    float *y = rl_simple_data(a, ecl_aet_sf, &n);
+    uint64_t s = (uint64_t)rl_arg_fixnum("%BENCH-FILL-RANDOM", 2, seed, 0, MOST_POSITIVE_FIXNUM);
+    if (!y)
+        rl_type_error("%BENCH-FILL-RANDOM", 1, a, RL_T_ARRAY);
+    rl_rng_fill_uniform_f32(y, n, &s);
+    ecl_return1(ecl_process_env(), a);
+}
+
+/* (%cpu-info) -> plist (:cores N :llc-bytes N :probe-bytes N :best NAME
+ * :paths ((ID . NAME) ...)): what the CPU offers, whatever the SIMD knob
+ * says; :best is the fastest supported path. */
+static cl_object rl_prim_cpu_info(void) {
+    cl_object paths = ECL_NIL;
+    rl_path best = RL_PATH_REF;
+    for (int p = RL_PATH_AVX512VNNI; p >= RL_PATH_REF; p--)
+        if (rl_path_supported((rl_path)p)) {
+            paths = ecl_cons(ecl_cons(ecl_make_fixnum(p),
+                                      ecl_make_simple_base_string(rl_path_name((rl_path)p), -1)),
+                             paths);
+            if (p > (int)best)
+                best = (rl_path)p;
+        }
+    ecl_return1(ecl_process_env(),
+                cl_list(10, ecl_make_keyword("CORES"), ecl_make_fixnum(rl_cpu_cores()),
+                        ecl_make_keyword("LLC-BYTES"),
+                        ecl_make_unsigned_integer(rl_bench_llc_bytes()),
+                        ecl_make_keyword("PROBE-BYTES"),
+                        ecl_make_unsigned_integer(rl_bench_default_bytes()),
+                        ecl_make_keyword("BEST"),
+                        ecl_make_simple_base_string(rl_path_name(best), -1),
+                        ecl_make_keyword("PATHS"), paths));
+}
+
+/* (%bench-now-ns) -> monotonic nanoseconds, for timing in Lisp. */
+static cl_object rl_prim_bench_now_ns(void) {
+    ecl_return1(ecl_process_env(), ecl_make_unsigned_integer(rl_bench_ns()));
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%BENCH-MATVEC", rl_prim_bench_matvec, 7),
+    RL_PRIM("%BENCH-QUANTIZE", rl_prim_bench_quantize, 3),
+    RL_PRIM("%BENCH-READ-GBPS", rl_prim_bench_read_gbps, 3),
+    RL_PRIM("%BENCH-FILL-RANDOM", rl_prim_bench_fill_random, 2),
+    RL_PRIM("%CPU-INFO", rl_prim_cpu_info, 0),
+    RL_PRIM("%BENCH-NOW-NS", rl_prim_bench_now_ns, 0),
+};
+RL_PRIM_TABLE(rl_bench_prims, "RONTOLISP", rl_defs);

@@ -1,0 +1,247 @@
+/* gguf_read.c - GGUF files read from Lisp (lisp/gguf.lisp): open and map,
+ * the header facts, metadata as Lisp values, the tensor directory, tensor
+ * copies.  A bad file is not signalled here: %GGUF-OPEN answers the status
+ * and lisp/gguf.lisp signals rontolisp's own condition with the path. */
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "gguf/numfmt.h"
+#include "prims/ecl/arrays.h"
+#include "prims/ecl/glue.h"
+
+/* The rl_gguf_file behind a handle. */
+static rl_gguf_file *rl_gguf_handle(const char *fn, cl_object h) {
+    return rl_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file");
+}
+
+/* (%gguf-open path-octets) -> (values handle data-pointer) or
+ * (values nil status-keyword message offset).  DATA-POINTER is a foreign
+ * pointer to the whole mapping, the base of the file's quantized matrices. */
+static cl_object rl_prim_gguf_open(cl_object path) {
+    char msg[RL_GGUF_MSG_SIZE] = "", pbuf[4096];
+    uint64_t off = 0;
+    rl_gguf_file *f = NULL;
+    rl_gguf_status st;
+    cl_object h, base;
+    st = rl_gguf_open(rl_path_arg("%GGUF-OPEN", path, pbuf, sizeof pbuf), &f, msg, sizeof msg, &off);
+    if (st != RL_GGUF_OK)
+        return rl_status_values(rl_gguf_status_name(st), msg, off);
+    h = rl_make_handle(RL_H_GGUF_FILE, f);
+    base = ecl_make_foreign_data(ECL_NIL, (cl_index)rl_gguf_file_size(f), (void *)rl_gguf_bytes(f));
+    ecl_return2(ecl_process_env(), h, base);
+}
+
+/* (%gguf-close handle base): release the mapping now; later use of the
+ * handle or of a matrix on BASE signals instead of reading freed memory. */
+static cl_object rl_prim_gguf_close(cl_object h, cl_object base) {
+    if (rl_handle_p(h, RL_H_GGUF_FILE))
+        rl_release(h);
+    if (!ECL_IMMEDIATE(base) && base->d.t == t_foreign)
+        base->foreign.data = NULL;
+    ecl_return1(ecl_process_env(), ECL_NIL);
+}
+
+/* (%gguf-facts handle) -> (version alignment file-size data-offset kv-count
+ * tensor-count header-end). */
+static cl_object rl_prim_gguf_facts(cl_object h) {
+    rl_gguf_file *f = rl_gguf_handle("%GGUF-FACTS", h);
+    ecl_return1(ecl_process_env(),
+                cl_list(7, ecl_make_fixnum(rl_gguf_version(f)), ecl_make_fixnum(rl_gguf_alignment(f)),
+                        ecl_make_uint64_t(rl_gguf_file_size(f)), ecl_make_uint64_t(rl_gguf_data_offset(f)),
+                        ecl_make_uint64_t(rl_gguf_kv_count(f)), ecl_make_uint64_t(rl_gguf_tensor_count(f)),
+                        ecl_make_uint64_t(rl_gguf_header_end(f))));
+}
+
+static cl_object rl_gguf_value_to_lisp(const rl_gguf_file *f, const rl_gguf_val *v);
+
+static cl_object rl_gguf_array_to_lisp(const rl_gguf_file *f, const rl_gguf_val *v) {
+    static const struct { uint32_t type; cl_elttype aet; } numeric[] = {
+        {RL_GGUF_TYPE_U8, ecl_aet_b8},   {RL_GGUF_TYPE_I8, ecl_aet_i8},
+        {RL_GGUF_TYPE_U16, ecl_aet_b16}, {RL_GGUF_TYPE_I16, ecl_aet_i16},
+        {RL_GGUF_TYPE_U32, ecl_aet_b32}, {RL_GGUF_TYPE_I32, ecl_aet_i32},
+        {RL_GGUF_TYPE_U64, ecl_aet_b64}, {RL_GGUF_TYPE_I64, ecl_aet_i64},
+        {RL_GGUF_TYPE_F32, ecl_aet_sf},  {RL_GGUF_TYPE_F64, ecl_aet_df},
+    };
+    size_t k;
+    cl_object out;
+    for (k = 0; k < sizeof numeric / sizeof numeric[0]; k++)
+        if (numeric[k].type == v->elem_type) {
+            const void *p = NULL;
+            out = ecl_alloc_simple_vector((cl_index)v->count, numeric[k].aet);
+            if (rl_gguf_array_data(f, v, &p) == RL_GGUF_OK && v->count)
+                memcpy(out->vector.self.b8, p, (size_t)(v->count * rl_gguf_type_size(v->elem_type)));
+            return out;
+        }
+    out = ecl_alloc_simple_vector((cl_index)v->count, ecl_aet_object);
+    for (uint64_t j = 0; j < v->count; j++) {
+        rl_gguf_val e;
+        if (rl_gguf_array_get(f, v, j, &e) != RL_GGUF_OK)
+            break; /* cannot happen for a parsed file */
+        out->vector.self.t[j] = rl_gguf_value_to_lisp(f, &e);
+    }
+    return out;
+}
+
+static cl_object rl_gguf_value_to_lisp(const rl_gguf_file *f, const rl_gguf_val *v) {
+    uint64_t u;
+    int64_t i;
+    double d;
+    int b;
+    const char *p;
+    switch (v->type) {
+    case RL_GGUF_TYPE_U8: case RL_GGUF_TYPE_U16: case RL_GGUF_TYPE_U32: case RL_GGUF_TYPE_U64:
+        rl_gguf_val_u64(f, v, &u);
+        return ecl_make_uint64_t(u);
+    case RL_GGUF_TYPE_I8: case RL_GGUF_TYPE_I16: case RL_GGUF_TYPE_I32: case RL_GGUF_TYPE_I64:
+        rl_gguf_val_i64(f, v, &i);
+        return ecl_make_int64_t(i);
+    case RL_GGUF_TYPE_F32:
+        rl_gguf_val_f64(f, v, &d);
+        {
+            float x;
+            RL_FP_HOLD();
+            x = (float)d; /* exact: it was an f32 */
+            RL_FP_RELEASE();
+            return ecl_make_single_float(x);
+        }
+    case RL_GGUF_TYPE_F64:
+        rl_gguf_val_f64(f, v, &d);
+        return ecl_make_double_float(d);
+    case RL_GGUF_TYPE_BOOL:
+        rl_gguf_val_bool(f, v, &b);
+        return b ? ECL_T : ECL_NIL;
+    case RL_GGUF_TYPE_STRING:
+        rl_gguf_val_str(f, v, &p, &u);
+        return rl_string_from_utf8(p, u);
+    case RL_GGUF_TYPE_ARRAY:
+        return rl_gguf_array_to_lisp(f, v);
+    default:
+        return ECL_NIL; /* unknown types never get past the reader */
+    }
+}
+
+/* The GGUF value type names of inspect, as keywords: :U8 ... :ARRAY. */
+static cl_object rl_gguf_type_keyword(uint32_t t) {
+    const char *name = rl_gguf_type_name(t);
+    return name ? rl_keyword(name) : ECL_NIL;
+}
+
+/* The type of a value: a keyword, or for an array the list (:ARRAY elem)
+ * where elem is a keyword or, for arrays of arrays, the type of the first
+ * element ((:ARRAY NIL) when there is none). */
+static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v) {
+    if (v->type != RL_GGUF_TYPE_ARRAY)
+        return rl_gguf_type_keyword(v->type);
+    if (v->elem_type == RL_GGUF_TYPE_ARRAY) {
+        rl_gguf_val e;
+        if (v->count && rl_gguf_array_get(f, v, 0, &e) == RL_GGUF_OK)
+            return cl_list(2, ecl_make_keyword("ARRAY"), rl_gguf_type_descr(f, &e));
+        return cl_list(2, ecl_make_keyword("ARRAY"), cl_list(2, ecl_make_keyword("ARRAY"), ECL_NIL));
+    }
+    return cl_list(2, ecl_make_keyword("ARRAY"), rl_gguf_type_keyword(v->elem_type));
+}
+
+/* (%gguf-metadata handle) -> a list of (key type value), in file order. */
+static cl_object rl_prim_gguf_metadata(cl_object h) {
+    rl_gguf_file *f = rl_gguf_handle("%GGUF-METADATA", h);
+    uint64_t n = rl_gguf_kv_count(f), i;
+    cl_object out = ECL_NIL;
+    for (i = n; i-- > 0;) {
+        uint64_t klen = 0;
+        const char *key = rl_gguf_kv_key(f, i, &klen);
+        rl_gguf_val v;
+        rl_gguf_kv_value(f, i, &v);
+        out = ecl_cons(cl_list(3, rl_string_from_utf8(key, klen), rl_gguf_type_descr(f, &v),
+                               rl_gguf_value_to_lisp(f, &v)),
+                       out);
+    }
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%gguf-tensors handle) -> a list of (name n-dims ne-list type-id offset
+ * nbytes absolute-offset), in file order. */
+static cl_object rl_prim_gguf_tensors(cl_object h) {
+    rl_gguf_file *f = rl_gguf_handle("%GGUF-TENSORS", h);
+    uint64_t n = rl_gguf_tensor_count(f), i;
+    cl_object out = ECL_NIL;
+    for (i = n; i-- > 0;) {
+        uint64_t len = 0;
+        const char *name = rl_gguf_tensor_name(f, i, &len);
+        uint32_t nd = rl_gguf_tensor_n_dims(f, i), d;
+        cl_object ne = ECL_NIL;
+        for (d = nd; d-- > 0;)
+            ne = ecl_cons(ecl_make_int64_t(rl_gguf_tensor_ne(f, i, d)), ne);
+        out = ecl_cons(cl_list(7, rl_string_from_utf8(name, len), ecl_make_fixnum(nd), ne,
+                               ecl_make_fixnum(rl_gguf_tensor_type(f, i)),
+                               ecl_make_uint64_t(rl_gguf_tensor_offset(f, i)),
+                               ecl_make_uint64_t(rl_gguf_tensor_nbytes(f, i)),
+                               ecl_make_uint64_t((uint64_t)((const uint8_t *)rl_gguf_tensor_data(f, i) -
+                                                            rl_gguf_bytes(f)))),
+                       out);
+    }
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%gguf-copy-tensor handle index dest): the tensor's bytes into DEST, a
+ * simple array (single-float for F32, (unsigned-byte 16) for F16/BF16) of
+ * exactly that many bytes. */
+static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_object dest) {
+    rl_gguf_file *f = rl_gguf_handle("%GGUF-COPY-TENSOR", h);
+    uint64_t i = (uint64_t)rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0,
+                                         (cl_fixnum)rl_gguf_tensor_count(f) - 1);
+    rl_copy_to_tensor_array("%GGUF-COPY-TENSOR", dest, rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32,
+                            rl_gguf_tensor_data(f, i), rl_gguf_tensor_nbytes(f, i));
+    ecl_return1(ecl_process_env(), dest);
+}
+
+/* (%ggml-type id) -> (values name block-size block-bytes known-p) or NIL. */
+static cl_object rl_prim_ggml_type(cl_object id) {
+    uint32_t t = (uint32_t)rl_arg_fixnum("%GGML-TYPE", 1, id, 0, 0xffffffffL);
+    const char *name = rl_gguf_ggml_type_name(t);
+    if (!name)
+        ecl_return1(ecl_process_env(), ECL_NIL);
+    rl_return4(ecl_process_env(), ecl_make_simple_base_string(name, -1),
+               ecl_make_fixnum(rl_gguf_ggml_block_size(t)), ecl_make_fixnum(rl_gguf_ggml_block_bytes(t)),
+               rl_gguf_ggml_type_known(t) ? ECL_T : ECL_NIL);
+}
+
+/* The names of the ids 0 .. count-1 of a C table, as keywords. */
+static cl_object rl_name_keywords(const char *(*name)(uint32_t), uint32_t count) {
+    cl_object out = ECL_NIL;
+    for (uint32_t i = count; i-- > 0;) {
+        const char *n = name(i);
+        out = ecl_cons(n ? rl_keyword(n) : ECL_NIL, out);
+    }
+    return out;
+}
+
+/* (%format-tables) -> (values ggml-type-count value-types number-kinds):
+ * the C tables lisp/formats.lisp builds its own from, so that no id is
+ * typed twice.  VALUE-TYPES lists the GGUF metadata value type keywords by
+ * id (:U8 ... :F64); NUMBER-KINDS the array kind keywords by code (:F32
+ * :F64 :F16 :BF16, rl_gguf_num_kind).  ggml types are read one at a time
+ * with %GGML-TYPE. */
+static cl_object rl_prim_format_tables(void) {
+    ecl_return3(ecl_process_env(), ecl_make_fixnum(RL_GGUF_GGML_TYPE_COUNT),
+                rl_name_keywords(rl_gguf_type_name, RL_GGUF_TYPE_COUNT),
+                rl_name_keywords(rl_gguf_num_kind_name, RL_GGUF_NUM_KIND_COUNT));
+}
+
+/* The format tables serve every Lisp file (lisp/formats.lisp builds its
+ * own from them); the file primitives only lisp/gguf.lisp, in its
+ * package. */
+static const rl_prim_def rl_format_defs[] = {
+    RL_PRIM("%FORMAT-TABLES", rl_prim_format_tables, 0),
+    RL_PRIM("%GGML-TYPE", rl_prim_ggml_type, 1),
+};
+RL_PRIM_TABLE(rl_format_prims, "RONTOLISP", rl_format_defs);
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%GGUF-OPEN", rl_prim_gguf_open, 1),
+    RL_PRIM("%GGUF-CLOSE", rl_prim_gguf_close, 2),
+    RL_PRIM("%GGUF-FACTS", rl_prim_gguf_facts, 1),
+    RL_PRIM("%GGUF-METADATA", rl_prim_gguf_metadata, 1),
+    RL_PRIM("%GGUF-TENSORS", rl_prim_gguf_tensors, 1),
+    RL_PRIM("%GGUF-COPY-TENSOR", rl_prim_gguf_copy_tensor, 3),
+};
+RL_PRIM_TABLE(rl_gguf_read_prims, "GGUF", rl_defs);

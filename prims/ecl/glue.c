@@ -1,0 +1,262 @@
+/* glue.c - the shared machinery of prims/ecl/ (see glue.h): symbols made
+ * once, type errors and rontolisp's conditions, argument accessors, simple
+ * arrays, foreign handles, UTF-8 strings, and the one primitive every
+ * handle kind shares, %RELEASE. */
+#include "prims/ecl/glue.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "gguf/safetensors.h"
+#include "prims/utf8.h"
+
+/* ---- symbols made once --------------------------------------------- */
+
+static cl_object rl_types[RL_T_COUNT];
+static cl_object rl_conditions[RL_C_COUNT];
+static cl_object rl_handle_tags[RL_H_COUNT];
+
+/* Every defined primitive and its symbol, for rl_fn_symbol.  A fixed
+ * array: the tables are static, so the count is known at build time and a
+ * growing one would only hide a forgotten bound. */
+#define RL_MAX_PRIMS 128
+static struct {
+    const char *name;
+    cl_object sym;
+    int narg; /* -1: a CL function named in errors, not ours */
+} rl_fns[RL_MAX_PRIMS];
+static size_t rl_nfns;
+
+static void rl_remember(const char *name, cl_object sym, int narg) {
+    if (rl_nfns == RL_MAX_PRIMS) {
+        fprintf(stderr, "rontolisp: more than %d primitives; raise RL_MAX_PRIMS\n", RL_MAX_PRIMS);
+        abort();
+    }
+    rl_fns[rl_nfns].name = name;
+    rl_fns[rl_nfns].sym = sym;
+    rl_fns[rl_nfns].narg = narg;
+    ecl_register_root(&rl_fns[rl_nfns].sym);
+    rl_nfns++;
+}
+
+void rl_glue_init(void) {
+    static const char *const types[RL_T_COUNT] = {
+        "ARRAY", "VECTOR", "LIST", "STRING", "INTEGER", "FIXNUM", "FLOAT", "SINGLE-FLOAT",
+        "DOUBLE-FLOAT", NULL, NULL};
+    static const struct { const char *name, *pkg; } conds[RL_C_COUNT] = {
+        {"RONTOLISP-ERROR", "RONTOLISP"}, {"INDEX-ERROR", "RONTOLISP"},
+        {"SHAPE-ERROR", "RONTOLISP"}, {"FILE-CLOSED-ERROR", "GGUF"}};
+    static const char *const tags[RL_H_COUNT] = {"GGUF-FILE", "GGUF-WRITER", "SAFETENSORS"};
+    for (int t = 0; t < RL_T_COUNT; t++)
+        if (types[t])
+            rl_types[t] = ecl_make_symbol(types[t], "CL");
+    rl_types[RL_T_FOREIGN_DATA] = ecl_make_symbol("FOREIGN-DATA", "SI");
+    rl_types[RL_T_QM_OR_ARRAY] =
+        cl_list(3, ecl_make_symbol("OR", "CL"), rl_types[RL_T_ARRAY],
+                ecl_make_symbol("QUANTIZED-MATRIX", "RONTOLISP"));
+    for (int c = 0; c < RL_C_COUNT; c++)
+        rl_conditions[c] = ecl_make_symbol(conds[c].name, conds[c].pkg);
+    for (int h = 0; h < RL_H_COUNT; h++)
+        rl_handle_tags[h] = ecl_make_keyword(tags[h]);
+    for (int t = 0; t < RL_T_COUNT; t++)
+        ecl_register_root(&rl_types[t]);
+    for (int c = 0; c < RL_C_COUNT; c++)
+        ecl_register_root(&rl_conditions[c]);
+    for (int h = 0; h < RL_H_COUNT; h++)
+        ecl_register_root(&rl_handle_tags[h]);
+    rl_remember("AREF", ecl_make_symbol("AREF", "CL"), -1);
+    rl_remember("ROW-MAJOR-AREF", ecl_make_symbol("ROW-MAJOR-AREF", "CL"), -1);
+}
+
+void rl_glue_define(const rl_prim_table *table) {
+    for (size_t i = 0; i < table->count; i++) {
+        const rl_prim_def *d = &table->defs[i];
+        cl_object sym = ecl_make_symbol(d->name, table->package);
+        ecl_def_c_function(sym, d->fn, d->narg);
+        rl_remember(d->name, sym, d->narg);
+    }
+}
+
+cl_object rl_fn_symbol(const char *fn) {
+    for (size_t i = 0; i < rl_nfns; i++)
+        if (strcmp(rl_fns[i].name, fn) == 0)
+            return rl_fns[i].sym;
+    fprintf(stderr, "rontolisp: error report names %s, which no primitive table defines\n", fn);
+    abort();
+}
+
+cl_object rl_type(rl_type_id t) { return rl_types[t]; }
+
+void rl_type_error(const char *fn, int pos, cl_object x, rl_type_id type) {
+    FEwrong_type_nth_arg(rl_fn_symbol(fn), pos, x, rl_types[type]);
+    abort(); /* not reached */
+}
+
+void rl_signal(rl_condition_id cls, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cl_error(3, rl_conditions[cls], ecl_make_keyword("MESSAGE"),
+             ecl_make_simple_base_string(buf, -1));
+    abort(); /* not reached: cl_error does not return */
+}
+
+/* ---- arguments ------------------------------------------------------ */
+
+float rl_arg_sf(const char *fn, int pos, cl_object x) {
+    if (ecl_t_of(x) != t_singlefloat)
+        rl_type_error(fn, pos, x, RL_T_SINGLE_FLOAT);
+    return ecl_single_float(x);
+}
+
+double rl_arg_df(const char *fn, int pos, cl_object x) {
+    if (ecl_t_of(x) != t_doublefloat)
+        rl_type_error(fn, pos, x, RL_T_DOUBLE_FLOAT);
+    return ecl_double_float(x);
+}
+
+cl_fixnum rl_arg_fixnum(const char *fn, int pos, cl_object x, cl_fixnum lo, cl_fixnum hi) {
+    if (!ECL_FIXNUMP(x) || ecl_fixnum(x) < lo || ecl_fixnum(x) > hi)
+        FEwrong_type_nth_arg(rl_fn_symbol(fn), pos, x,
+                             cl_list(3, rl_types[RL_T_INTEGER], ecl_make_fixnum(lo),
+                                     ecl_make_fixnum(hi)));
+    return ecl_fixnum(x);
+}
+
+void *rl_simple_data(cl_object x, cl_elttype aet, cl_index *n) {
+    if (ECL_IMMEDIATE(x))
+        return NULL;
+    if (x->d.t == t_vector) {
+        if ((cl_elttype)x->vector.elttype != aet || x->vector.displaced != ECL_NIL ||
+            ECL_ARRAY_HAS_FILL_POINTER_P(x) || ECL_ADJUSTABLE_ARRAY_P(x))
+            return NULL;
+        *n = x->vector.dim;
+        return x->vector.self.b8;
+    }
+    if (x->d.t == t_array) {
+        if ((cl_elttype)x->array.elttype != aet || x->array.displaced != ECL_NIL ||
+            ECL_ADJUSTABLE_ARRAY_P(x))
+            return NULL;
+        *n = x->array.dim;
+        return x->array.self.b8;
+    }
+    return NULL;
+}
+
+const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n) {
+    const uint8_t *p = rl_simple_data(v, ecl_aet_b8, n);
+    if (!p)
+        rl_type_error(fn, pos, v, RL_T_VECTOR);
+    return p;
+}
+
+const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz) {
+    cl_index n = 0;
+    const uint8_t *p = rl_octets(fn, 1, octets, &n);
+    if (n >= bufsz || memchr(p, 0, n))
+        rl_signal(RL_C_ERROR,
+                  "%s: the path is too long (4096 bytes or more) or contains a NUL byte", fn);
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+cl_object rl_keyword(const char *name) {
+    char up[64];
+    size_t k;
+    for (k = 0; name[k] && k + 1 < sizeof up; k++)
+        up[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
+    up[k] = 0;
+    return ecl_make_keyword(up);
+}
+
+cl_object rl_status_values(const char *status, const char *msg, uint64_t off) {
+    rl_return4(ecl_process_env(), ECL_NIL, rl_keyword(status), ecl_make_simple_base_string(msg, -1),
+               ecl_make_uint64_t(off));
+}
+
+/* ---- strings -------------------------------------------------------- */
+
+cl_object rl_string_from_utf8(const char *p, uint64_t n) {
+    const uint8_t *s = (const uint8_t *)p;
+    cl_object out;
+    size_t i, k = 0;
+    if (rl_utf8_ascii_p(s, n)) {
+        out = ecl_alloc_simple_base_string(n);
+        memcpy(out->base_string.self, s, n);
+        return out;
+    }
+    /* Two passes: count the characters, then decode into the string. */
+    for (i = 0; i < n; k++)
+        rl_utf8_next(s, n, &i);
+    out = ecl_alloc_simple_extended_string(k);
+    for (i = 0, k = 0; i < n; k++)
+        ecl_char_set(out, k, rl_utf8_next(s, n, &i));
+    return out;
+}
+
+/* ---- foreign handles ------------------------------------------------ */
+
+int rl_handle_p(cl_object h, rl_handle_kind kind) {
+    return !ECL_IMMEDIATE(h) && h->d.t == t_foreign && h->foreign.tag == rl_handle_tags[kind];
+}
+
+void rl_release(cl_object h) {
+    void *p;
+    if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || !(p = h->foreign.data))
+        return;
+    h->foreign.data = NULL;
+    if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_FILE])
+        rl_gguf_close(p);
+    else if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_WRITER])
+        rl_gguf_writer_free(p);
+    else if (h->foreign.tag == rl_handle_tags[RL_H_SAFETENSORS])
+        rl_st_close(p);
+}
+
+static cl_object rl_finalize_handle(cl_object h) {
+    rl_release(h);
+    ecl_return0(ecl_process_env());
+}
+
+cl_object rl_make_handle(rl_handle_kind kind, void *p) {
+    cl_object h = ecl_make_foreign_data(rl_handle_tags[kind], 0, p);
+    si_set_finalizer(h, ecl_make_cfun((cl_objectfn_fixed)rl_finalize_handle, ECL_NIL, NULL, 1));
+    return h;
+}
+
+void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
+                const char *what) {
+    if (!rl_handle_p(h, kind))
+        rl_type_error(fn, 1, h, RL_T_FOREIGN_DATA);
+    if (!h->foreign.data)
+        rl_signal(cls, "%s: the %s was closed", fn, what);
+    return h->foreign.data;
+}
+
+/* (%release handle): free a handle's C object now (gguf:close and friends). */
+static cl_object rl_prim_release(cl_object h) {
+    rl_release(h);
+    ecl_return1(ecl_process_env(), ECL_NIL);
+}
+
+/* (%primitives) -> a list of (symbol . argument-count), every primitive
+ * the tables define: the tests call each one wrongly. */
+static cl_object rl_prim_primitives(void) {
+    cl_object out = ECL_NIL;
+    for (size_t i = rl_nfns; i-- > 0;)
+        if (rl_fns[i].narg >= 0)
+            out = ecl_cons(ecl_cons(rl_fns[i].sym, ecl_make_fixnum(rl_fns[i].narg)), out);
+    ecl_return1(ecl_process_env(), out);
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%PRIMITIVES", rl_prim_primitives, 0),
+    RL_PRIM("%RELEASE", rl_prim_release, 1),
+};
+RL_PRIM_TABLE(rl_glue_prims, "RONTOLISP", rl_defs);

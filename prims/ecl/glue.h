@@ -1,0 +1,153 @@
+/* glue.h - what every file in prims/ecl/ shares: the primitive tables that
+ * register.c walks, checked argument accessors, signalling rontolisp's own
+ * conditions, the floating-point trap hold, foreign handles and the Lisp
+ * strings made from UTF-8.  Only prims/ecl/ and runtime/ include ECL.
+ *
+ * Rule for every primitive: validate everything first, allocate after, and
+ * never signal while anything malloc'd is live or worker threads run
+ * (ECL's errors longjmp). */
+#ifndef RL_PRIMS_ECL_GLUE_H
+#define RL_PRIMS_ECL_GLUE_H
+
+#include <ecl/ecl.h>
+#include <fenv.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One Lisp primitive: its name (upper case, the package comes from the
+ * table), the C function and its fixed argument count. */
+typedef struct {
+    const char *name;
+    cl_objectfn_fixed fn;
+    int narg;
+} rl_prim_def;
+
+/* A file's primitives, all in one package. */
+typedef struct {
+    const char *package;
+    const rl_prim_def *defs;
+    size_t count;
+} rl_prim_table;
+
+#define RL_PRIM(name, fn, narg) {name, (cl_objectfn_fixed)(fn), narg}
+#define RL_PRIM_TABLE(var, pkg, defs) \
+    const rl_prim_table var = {pkg, defs, sizeof defs / sizeof defs[0]}
+
+/* ECL runs with the overflow, invalid and divide-by-zero traps enabled, so
+ * Lisp signals floating-point conditions.  The kernels rely on IEEE
+ * non-stop arithmetic (1/d is +inf for a subnormal d, by design), so every
+ * primitive that does float arithmetic holds the traps around it. */
+#define RL_FP_HOLD()      \
+    fenv_t rl_fenv_;      \
+    feholdexcept(&rl_fenv_)
+#define RL_FP_RELEASE() fesetenv(&rl_fenv_)
+
+/* ECL stops at ecl_return3. */
+#define rl_return4(env, a, b, c, d)                                 \
+    do {                                                            \
+        cl_env_ptr e_ = (env);                                      \
+        cl_object a_ = (a), b_ = (b), c_ = (c), d_ = (d);           \
+        e_->values[1] = b_;                                         \
+        e_->values[2] = c_;                                         \
+        e_->values[3] = d_;                                         \
+        e_->nvalues = 4;                                            \
+        return a_;                                                  \
+    } while (0)
+
+/* Symbols that error reports name, made once by rl_glue_init (an error
+ * must never intern: interning a primitive's name into a locked package
+ * turned a type error into a package error). */
+typedef enum {
+    RL_T_ARRAY, RL_T_VECTOR, RL_T_LIST, RL_T_STRING, RL_T_INTEGER, RL_T_FIXNUM,
+    RL_T_FLOAT, RL_T_SINGLE_FLOAT, RL_T_DOUBLE_FLOAT, RL_T_FOREIGN_DATA,
+    RL_T_QM_OR_ARRAY, /* (or array quantized-matrix) */
+    RL_T_COUNT
+} rl_type_id;
+
+/* rontolisp's condition classes that C signals (lisp/conditions.lisp). */
+typedef enum {
+    RL_C_ERROR,       /* rontolisp:rontolisp-error */
+    RL_C_INDEX,       /* rontolisp:index-error */
+    RL_C_SHAPE,       /* rontolisp:shape-error */
+    RL_C_FILE_CLOSED, /* gguf:file-closed-error */
+    RL_C_COUNT
+} rl_condition_id;
+
+/* Make the symbols above; call once before any table is registered. */
+void rl_glue_init(void);
+
+/* Define the primitives of TABLE and remember their symbols for error
+ * reports.  Signals if the package does not exist. */
+void rl_glue_define(const rl_prim_table *table);
+
+/* The symbol of primitive FN (a name rl_glue_define defined, or AREF /
+ * ROW-MAJOR-AREF, the CL functions the quantized matrix answers for);
+ * looked up, never interned.  Aborts on an unknown name: that is a bug in
+ * the glue, found by the test that calls every primitive wrongly. */
+cl_object rl_fn_symbol(const char *fn);
+
+cl_object rl_type(rl_type_id t);
+
+/* A type error for argument POS (1-based) of primitive FN: X is not TYPE. */
+void rl_type_error(const char *fn, int pos, cl_object x, rl_type_id type)
+    __attribute__((noreturn));
+
+/* Signal condition CLS with a formatted one-line :MESSAGE.  Never returns;
+ * call it only when nothing malloc'd is live. */
+void rl_signal(rl_condition_id cls, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Checked argument accessors: the Lisp wrappers pass the right types, but a
+ * direct call must not crash. */
+float rl_arg_sf(const char *fn, int pos, cl_object x);
+double rl_arg_df(const char *fn, int pos, cl_object x);
+cl_fixnum rl_arg_fixnum(const char *fn, int pos, cl_object x, cl_fixnum lo, cl_fixnum hi);
+
+/* A simple (not displaced, no fill pointer, not adjustable) vector or array
+ * with element type AET: its data and total size, or NULL. */
+void *rl_simple_data(cl_object x, cl_elttype aet, cl_index *n);
+
+/* The bytes of a simple (unsigned-byte 8) vector, argument POS of FN. */
+const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n);
+
+/* A path given as UTF-8 octets (argument 1 of FN), NUL-terminated into BUF. */
+const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz);
+
+/* The keyword named by NAME upper-cased (C status names are lower case;
+ * ecl_make_keyword would keep the case and make :|truncated|). */
+cl_object rl_keyword(const char *name);
+
+/* (values nil status-keyword message offset): how a file primitive answers
+ * a bad file, STATUS a C status name (rl_gguf_status_name, ...); the Lisp
+ * side signals with the path. */
+cl_object rl_status_values(const char *status, const char *msg, uint64_t off);
+
+/* A Lisp string from UTF-8 bytes: a base string when they are ASCII, else an
+ * extended one, each invalid sequence read as U+FFFD. */
+cl_object rl_string_from_utf8(const char *p, uint64_t n);
+
+/* ---- foreign handles ---------------------------------------------------
+ * A C object owned by Lisp (a mapped GGUF or safetensors file, a GGUF
+ * writer) is a foreign-data object tagged with its kind.  Its pointer
+ * becomes NULL when released -- explicitly (gguf:close) or by the
+ * finalizer, the safety net -- so a later use signals, never reads freed
+ * memory. */
+typedef enum { RL_H_GGUF_FILE, RL_H_GGUF_WRITER, RL_H_SAFETENSORS, RL_H_COUNT } rl_handle_kind;
+
+int rl_handle_p(cl_object h, rl_handle_kind kind);
+
+/* A new handle of KIND for P, released by the collector if nobody releases
+ * it first. */
+cl_object rl_make_handle(rl_handle_kind kind, void *p);
+
+/* Free what H points to (any kind); idempotent. */
+void rl_release(cl_object h);
+
+/* The live pointer of handle H (argument 1 of FN) of KIND; a wrong argument
+ * is a type error, a released one signals CLS saying WHAT was closed. */
+void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
+                const char *what);
+
+extern const rl_prim_table rl_glue_prims;
+
+#endif

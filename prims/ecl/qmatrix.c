@@ -1,0 +1,238 @@
+/* qmatrix.c - the quantized matrix: element reads for AREF and
+ * ROW-MAJOR-AREF (the compiler macros of lisp/qmatrix.lisp call the
+ * rl_qm_aref entry points directly), quantize, dequantize, a row, raw
+ * bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/ecl/qmatrix.h"
+
+/* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order;
+ * rl_qm_init checks it against the defstruct. */
+enum { RL_QM_BASE, RL_QM_OFFSET, RL_QM_OWNER, RL_QM_DIMS, RL_QM_ROWS, RL_QM_COLS, RL_QM_FORMAT,
+       RL_QM_NSLOTS };
+static const char *const rl_qm_slot_names[RL_QM_NSLOTS] = {"BASE", "OFFSET", "OWNER", "DIMS",
+                                                           "ROWS", "COLS", "FORMAT"};
+
+static cl_object rl_qm_class = ECL_NIL;
+
+void rl_qm_init(void) {
+    cl_object slots;
+    int i = 0;
+    rl_qm_class = cl_find_class(1, ecl_make_symbol("QUANTIZED-MATRIX", "RONTOLISP"));
+    ecl_register_root(&rl_qm_class);
+    slots = cl_funcall(2, ecl_make_symbol("CLASS-SLOTS", "CLOS"), rl_qm_class);
+    for (cl_object l = slots; l != ECL_NIL; l = ECL_CONS_CDR(l), i++) {
+        cl_object name = cl_funcall(2, ecl_make_symbol("SLOT-DEFINITION-NAME", "CLOS"),
+                                    ECL_CONS_CAR(l));
+        cl_object s = si_coerce_to_base_string(cl_symbol_name(name));
+        const char *got = (const char *)s->base_string.self;
+        if (i >= RL_QM_NSLOTS || strcmp(got, rl_qm_slot_names[i]) != 0) {
+            fprintf(stderr,
+                    "rontolisp: quantized-matrix slot %d is %s in lisp/qmatrix.lisp but the C "
+                    "glue expects %s\n",
+                    i, got, i < RL_QM_NSLOTS ? rl_qm_slot_names[i] : "no slot");
+            exit(70);
+        }
+    }
+    if (i != RL_QM_NSLOTS) {
+        fprintf(stderr, "rontolisp: quantized-matrix has %d slots in lisp/qmatrix.lisp, the C "
+                "glue expects %d\n", i, RL_QM_NSLOTS);
+        exit(70);
+    }
+}
+
+int rl_qm_p(cl_object x) {
+    return ECL_INSTANCEP(x) && ECL_CLASS_OF(x) == rl_qm_class;
+}
+
+/* The matrix's memory: its own octet vector, or a region of a mapped GGUF
+ * file (a foreign pointer that gguf:close sets to NULL). */
+void rl_qm_view_of(cl_object m, rl_qm_view *v) {
+    cl_object base = ECL_STRUCT_SLOT(m, RL_QM_BASE);
+    const uint8_t *p = NULL;
+    if (!ECL_IMMEDIATE(base) && base->d.t == t_vector && base->vector.elttype == ecl_aet_b8)
+        p = base->vector.self.b8;
+    else if (!ECL_IMMEDIATE(base) && base->d.t == t_foreign)
+        p = (const uint8_t *)base->foreign.data;
+    if (!p)
+        rl_signal(RL_C_FILE_CLOSED,
+                  "this quantized matrix lives in a GGUF file that gguf:close has released");
+    v->blocks = (const rl_block_q8_0 *)(p + ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_OFFSET)));
+    v->rows = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_ROWS));
+    v->cols = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_COLS));
+    /* dims: a proper list of 1 to 4 fixnums, made by our Lisp code */
+    v->rank = 0;
+    for (cl_object l = ECL_STRUCT_SLOT(m, RL_QM_DIMS); l != ECL_NIL; l = ECL_CONS_CDR(l))
+        v->rank++;
+}
+
+static void rl_qm_check(const char *fn, cl_object m, rl_qm_view *v) {
+    if (!rl_qm_p(m))
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_qm_view_of(m, v);
+}
+
+static cl_index rl_qm_index(const char *fn, cl_object m, int axis, cl_object i, cl_index limit) {
+    if (!ECL_FIXNUMP(i) || ecl_fixnum(i) < 0 || (cl_index)ecl_fixnum(i) >= limit) {
+        cl_object s = cl_prin1_to_string(i);
+        rl_signal(RL_C_INDEX,
+                  "%s: index %.40s on axis %d of %s is out of range (expected 0 to %lu)", fn,
+                  ecl_base_string_pointer_safe(si_coerce_to_base_string(s)), axis,
+                  ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_ROWS)) == 1 &&
+                          ecl_length(ECL_STRUCT_SLOT(m, RL_QM_DIMS)) == 1
+                      ? "a rank-1 quantized matrix"
+                      : "a quantized matrix",
+                  (unsigned long)limit - 1);
+    }
+    return (cl_index)ecl_fixnum(i);
+}
+
+static void rl_qm_rank_check(const char *fn, const rl_qm_view *v, cl_index nidx) {
+    if (v->rank != nidx)
+        rl_signal(RL_C_INDEX, "%s: a rank-%lu quantized matrix takes %lu subscript%s, given %lu",
+                  fn, (unsigned long)v->rank, (unsigned long)v->rank, v->rank == 1 ? "" : "s",
+                  (unsigned long)nidx);
+}
+
+/* Entry points for compiled code (the compiler macros of lisp/qmatrix.lisp
+ * emit c-inline calls to these, answering an unboxed double). */
+double rl_qm_aref_1(cl_object m, cl_object i);
+double rl_qm_aref_2(cl_object m, cl_object i, cl_object j);
+double rl_qm_row_major_aref(cl_object m, cl_object i);
+
+double rl_qm_aref_1(cl_object m, cl_object i) {
+    rl_qm_view v;
+    rl_qm_check("AREF", m, &v);
+    rl_qm_rank_check("AREF", &v, 1);
+    return rl_q8_get(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
+}
+
+double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
+    rl_qm_view v;
+    rl_qm_check("AREF", m, &v);
+    rl_qm_rank_check("AREF", &v, 2);
+    cl_index r = rl_qm_index("AREF", m, 0, i, v.rows);
+    cl_index c = rl_qm_index("AREF", m, 1, j, v.cols);
+    return rl_q8_get(v.blocks, r * v.cols + c);
+}
+
+double rl_qm_row_major_aref(cl_object m, cl_object i) {
+    rl_qm_view v;
+    rl_qm_check("ROW-MAJOR-AREF", m, &v);
+    return rl_q8_get(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
+}
+
+static cl_object rl_prim_qm_aref_1(cl_object m, cl_object i) {
+    double d = rl_qm_aref_1(m, i);
+    ecl_return1(ecl_process_env(), ecl_make_double_float(d));
+}
+
+static cl_object rl_prim_qm_aref_2(cl_object m, cl_object i, cl_object j) {
+    double d = rl_qm_aref_2(m, i, j);
+    ecl_return1(ecl_process_env(), ecl_make_double_float(d));
+}
+
+static cl_object rl_prim_qm_row_major_aref(cl_object m, cl_object i) {
+    double d = rl_qm_row_major_aref(m, i);
+    ecl_return1(ecl_process_env(), ecl_make_double_float(d));
+}
+
+/* (%q8-quantize src kind) -> octets | (values nil status where).  SRC is a
+ * simple array of single-floats (kind 0), double-floats (1), or the
+ * (unsigned-byte 16) bits of binary16 (2) or bfloat16 (3) values; its total
+ * size a multiple of 32 (the Lisp side checks rank and shape). */
+static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
+    static const cl_elttype aet[] = {ecl_aet_sf, ecl_aet_df, ecl_aet_b16, ecl_aet_b16};
+    cl_index k = (cl_index)rl_arg_fixnum("%Q8-QUANTIZE", 2, kind, 0, 3);
+    cl_index n = 0;
+    const void *x = rl_simple_data(src, aet[k], &n);
+    const cl_env_ptr env = ecl_process_env();
+    size_t where = 0;
+    rl_q8_status st;
+    cl_object out;
+
+    if (!x)
+        rl_type_error("%Q8-QUANTIZE", 1, src, RL_T_ARRAY);
+    if (n % RL_QK8_0)
+        rl_signal(RL_C_SHAPE, "quantize: expected a total size that is a multiple of 32, found %lu",
+                  (unsigned long)n);
+    out = ecl_alloc_simple_vector(rl_q8_bytes(n), ecl_aet_b8);
+    {
+        RL_FP_HOLD();
+        switch (k) {
+        case 0: st = rl_q8_quantize_f32((const float *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
+        case 1: st = rl_q8_quantize_f64((const double *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
+        case 2: st = rl_q8_quantize_f16((const uint16_t *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
+        default: st = rl_q8_quantize_bf16((const uint16_t *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
+        }
+        RL_FP_RELEASE();
+    }
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
+}
+
+/* (%q8-dequantize-into m dest): DEST a simple single-float array of the
+ * matrix's total size. */
+static cl_object rl_prim_q8_dequantize_into(cl_object m, cl_object dest) {
+    rl_qm_view v;
+    cl_index n = 0;
+    float *y = rl_simple_data(dest, ecl_aet_sf, &n);
+    rl_qm_check("%Q8-DEQUANTIZE-INTO", m, &v);
+    if (!y || n != v.rows * v.cols)
+        rl_type_error("%Q8-DEQUANTIZE-INTO", 2, dest, RL_T_ARRAY);
+    {
+        RL_FP_HOLD();
+        rl_q8_dequantize(v.blocks, n / RL_QK8_0, y);
+        RL_FP_RELEASE();
+    }
+    ecl_return1(ecl_process_env(), dest);
+}
+
+/* (%q8-row-into m i dest): row I dequantized into DEST (single-float
+ * vector of length cols). */
+static cl_object rl_prim_q8_row_into(cl_object m, cl_object i, cl_object dest) {
+    rl_qm_view v;
+    cl_index n = 0, r;
+    float *y = rl_simple_data(dest, ecl_aet_sf, &n);
+    rl_qm_check("%Q8-ROW-INTO", m, &v);
+    r = rl_qm_index("LINALG:ROW", m, 0, i, v.rows);
+    if (!y || n != v.cols)
+        rl_type_error("%Q8-ROW-INTO", 3, dest, RL_T_ARRAY);
+    {
+        RL_FP_HOLD();
+        rl_q8_dequantize(v.blocks + r * (v.cols / RL_QK8_0), v.cols / RL_QK8_0, y);
+        RL_FP_RELEASE();
+    }
+    ecl_return1(ecl_process_env(), dest);
+}
+
+/* (%q8-copy-bytes m start count octets): COUNT bytes of the matrix's Q8_0
+ * data from byte START into the octet vector OCTETS (from its index 0). */
+static cl_object rl_prim_q8_copy_bytes(cl_object m, cl_object start, cl_object count,
+                                       cl_object octets) {
+    rl_qm_view v;
+    cl_index n = 0, total;
+    uint8_t *y = rl_simple_data(octets, ecl_aet_b8, &n);
+    rl_qm_check("%Q8-COPY-BYTES", m, &v);
+    total = rl_q8_bytes(v.rows * v.cols);
+    cl_index s = (cl_index)rl_arg_fixnum("%Q8-COPY-BYTES", 2, start, 0, (cl_fixnum)total);
+    cl_index c = (cl_index)rl_arg_fixnum("%Q8-COPY-BYTES", 3, count, 0, (cl_fixnum)(total - s));
+    if (!y || n < c)
+        rl_type_error("%Q8-COPY-BYTES", 4, octets, RL_T_VECTOR);
+    memcpy(y, (const uint8_t *)v.blocks + s, c);
+    ecl_return1(ecl_process_env(), octets);
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%QM-AREF-1", rl_prim_qm_aref_1, 2),
+    RL_PRIM("%QM-AREF-2", rl_prim_qm_aref_2, 3),
+    RL_PRIM("%QM-ROW-MAJOR-AREF", rl_prim_qm_row_major_aref, 2),
+    RL_PRIM("%Q8-QUANTIZE", rl_prim_q8_quantize, 2),
+    RL_PRIM("%Q8-DEQUANTIZE-INTO", rl_prim_q8_dequantize_into, 2),
+    RL_PRIM("%Q8-ROW-INTO", rl_prim_q8_row_into, 3),
+    RL_PRIM("%Q8-COPY-BYTES", rl_prim_q8_copy_bytes, 4),
+};
+RL_PRIM_TABLE(rl_qmatrix_prims, "RONTOLISP", rl_defs);

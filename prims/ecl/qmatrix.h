@@ -1,0 +1,28 @@
+/* qmatrix.h - the quantized matrix (RONTOLISP::QUANTIZED-MATRIX, a defstruct
+ * in lisp/qmatrix.lisp) seen from C, for the files that take one as an
+ * operand (the GGUF writer, matvec). */
+#ifndef RL_PRIMS_ECL_QMATRIX_H
+#define RL_PRIMS_ECL_QMATRIX_H
+
+#include "prims/ecl/glue.h"
+#include "prims/q8.h"
+
+typedef struct {
+    const rl_block_q8_0 *blocks;
+    cl_index rows, cols, rank;
+} rl_qm_view;
+
+/* Find the struct's class and check that its slots are in the order this
+ * file reads them; prints what differs and exits on a mismatch (a build
+ * that would read the wrong slot must not start). */
+void rl_qm_init(void);
+
+int rl_qm_p(cl_object x);
+
+/* The matrix's blocks, shape and rank; signals gguf:file-closed-error when
+ * the GGUF file it lives in was closed.  M must satisfy rl_qm_p. */
+void rl_qm_view_of(cl_object m, rl_qm_view *v);
+
+extern const rl_prim_table rl_qmatrix_prims;
+
+#endif

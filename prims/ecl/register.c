@@ -1,0 +1,22 @@
+/* register.c - installs every table of primitives that the files of
+ * prims/ecl/ export, one table per concern (as ECL's own src/c/ keeps
+ * array.d and hash.d apart).  A new concern adds its table here. */
+#include "prims/ecl/glue.h"
+#include "prims/ecl/qmatrix.h"
+#include "prims/ecl/register.h"
+
+extern const rl_prim_table rl_number_prims, rl_array_prims, rl_format_prims, rl_gguf_read_prims,
+    rl_gguf_write_prims, rl_safetensors_prims, rl_vec_prims, rl_bench_prims, rl_file_prims;
+
+static const rl_prim_table *const rl_tables[] = {
+    &rl_glue_prims,      &rl_number_prims,     &rl_array_prims,       &rl_format_prims,
+    &rl_qmatrix_prims,   &rl_gguf_read_prims,  &rl_gguf_write_prims,  &rl_safetensors_prims,
+    &rl_vec_prims,       &rl_bench_prims,      &rl_file_prims,
+};
+
+void rl_register_primitives(void) {
+    rl_glue_init();
+    rl_qm_init();
+    for (size_t i = 0; i < sizeof rl_tables / sizeof rl_tables[0]; i++)
+        rl_glue_define(rl_tables[i]);
+}

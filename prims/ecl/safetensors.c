@@ -1,0 +1,145 @@
+/* safetensors.c - safetensors files and JSON text seen from Lisp
+ * (lisp/safetensors.lisp, lisp/convert.lisp). */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf/safetensors.h"
+#include "prims/ecl/arrays.h"
+#include "prims/ecl/glue.h"
+
+/* The safetensors reader is gguf/safetensors.c, JSON is libjansson's.
+ * Like the GGUF glue, a bad file is not signalled here: the
+ * primitives answer (values nil status-keyword message offset) and
+ * lisp/safetensors.lisp signals rontolisp's own conditions with the path. */
+
+static rl_st_file *rl_st_handle(const char *fn, cl_object h) {
+    return rl_handle(fn, h, RL_H_SAFETENSORS, RL_C_ERROR, "safetensors file");
+}
+
+/* (%st-open path-octets) -> handle, or (values nil status message offset). */
+static cl_object rl_prim_st_open(cl_object path) {
+    char msg[RL_ST_MSG_SIZE] = "", cpath[4096];
+    uint64_t off = 0;
+    rl_st_file *f = NULL;
+    rl_st_status st;
+    cl_object h;
+    st = rl_st_open(rl_path_arg("%ST-OPEN", path, cpath, sizeof cpath), &f, msg, sizeof msg, &off);
+    if (st != RL_ST_OK)
+        return rl_status_values(rl_st_status_name(st), msg, off);
+    h = rl_make_handle(RL_H_SAFETENSORS, f);
+    ecl_return1(ecl_process_env(), h);
+}
+
+/* (%st-tensors handle) -> list of (name dtype-name shape-list nbytes offset). */
+static cl_object rl_prim_st_tensors(cl_object h) {
+    rl_st_file *f = rl_st_handle("%ST-TENSORS", h);
+    cl_object out = ECL_NIL;
+    for (uint64_t i = rl_st_tensor_count(f); i-- > 0;) {
+        const rl_st_tensor *t = rl_st_tensor_at(f, i);
+        cl_object shape = ECL_NIL;
+        for (uint32_t d = t->n_dims; d-- > 0;)
+            shape = ecl_cons(ecl_make_int64_t(t->shape[d]), shape);
+        out = ecl_cons(cl_list(5, rl_string_from_utf8(t->name, strlen(t->name)),
+                               ecl_make_simple_base_string(rl_st_dtype_name(t->dtype), -1),
+                               shape, ecl_make_uint64_t(t->nbytes), ecl_make_uint64_t(t->begin)),
+                       out);
+    }
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%st-metadata handle) -> list of (key . value) strings. */
+static cl_object rl_prim_st_metadata(cl_object h) {
+    rl_st_file *f = rl_st_handle("%ST-METADATA", h);
+    cl_object out = ECL_NIL;
+    for (uint64_t i = rl_st_metadata_count(f); i-- > 0;) {
+        const char *k = rl_st_metadata_key(f, i), *v = rl_st_metadata_value(f, i);
+        out = ecl_cons(ecl_cons(rl_string_from_utf8(k, strlen(k)), rl_string_from_utf8(v, strlen(v))),
+                       out);
+    }
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%st-copy-tensor handle index dest): copy tensor INDEX's bytes into DEST,
+ * a simple single-float (F32) or (unsigned-byte 16) (F16, BF16) array of
+ * the tensor's byte size.  Answers DEST. */
+static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object dest) {
+    rl_st_file *f = rl_st_handle("%ST-COPY-TENSOR", h);
+    cl_index i = (cl_index)rl_arg_fixnum("%ST-COPY-TENSOR", 2, index, 0,
+                                         (cl_fixnum)rl_st_tensor_count(f) - 1);
+    const rl_st_tensor *t = rl_st_tensor_at(f, i);
+    rl_copy_to_tensor_array("%ST-COPY-TENSOR", dest, t->dtype == RL_ST_F32, rl_st_tensor_data(f, i),
+                            t->nbytes);
+    ecl_return1(ecl_process_env(), dest);
+}
+
+/* JSON values as Lisp objects: object -> EQUAL hash table, array -> simple
+ * vector, string -> string, integer -> integer, real -> double-float, true
+ * -> T, false -> NIL, null -> :NULL.  jansson bounds the nesting depth
+ * (2048), so this recursion is bounded too. */
+static cl_object rl_json_to_lisp(json_t *j) {
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        cl_object table = cl_make_hash_table(4, ecl_make_keyword("TEST"), ecl_make_symbol("EQUAL", "CL"),
+                                             ecl_make_keyword("SIZE"),
+                                             ecl_make_fixnum((cl_fixnum)json_object_size(j) + 1));
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v) {
+            ecl_sethash(rl_string_from_utf8(k, strlen(k)), table, rl_json_to_lisp(v));
+        }
+        return table;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(j);
+        cl_object vec = si_make_vector(ECL_T, ecl_make_fixnum((cl_fixnum)n), ECL_NIL, ECL_NIL, ECL_NIL,
+                                       ECL_NIL);
+        for (size_t i = 0; i < n; i++)
+            ecl_aset1(vec, i, rl_json_to_lisp(json_array_get(j, i)));
+        return vec;
+    }
+    case JSON_STRING:
+        return rl_string_from_utf8(json_string_value(j), json_string_length(j));
+    case JSON_INTEGER:
+        return ecl_make_int64_t((int64_t)json_integer_value(j));
+    case JSON_REAL:
+        return ecl_make_double_float(json_real_value(j));
+    case JSON_TRUE:
+        return ECL_T;
+    case JSON_FALSE:
+        return ECL_NIL;
+    default:
+        return ecl_make_keyword("NULL");
+    }
+}
+
+/* (%json-parse octets) -> value, or (values nil :json message offset).
+ * OCTETS is UTF-8 text holding one JSON value. */
+static cl_object rl_prim_json_parse(cl_object octets) {
+    cl_index n = 0;
+    const uint8_t *p = rl_octets("%JSON-PARSE", 1, octets, &n);
+    json_error_t err;
+    json_t *root = json_loadb((const char *)p, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+    cl_object v;
+    if (!root) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "at byte %d (line %d, column %d): %s", err.position, err.line,
+                 err.column, err.text);
+        rl_return4(ecl_process_env(), ECL_NIL, ecl_make_keyword("JSON"),
+                   ecl_make_simple_base_string(msg, -1), ecl_make_fixnum(err.position));
+    }
+    /* Conversion allocates Lisp objects only; nothing signals while ROOT is
+     * live except out-of-memory, which ECL treats as fatal anyway. */
+    v = rl_json_to_lisp(root);
+    json_decref(root);
+    ecl_return1(ecl_process_env(), v);
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%ST-OPEN", rl_prim_st_open, 1),
+    RL_PRIM("%ST-TENSORS", rl_prim_st_tensors, 1),
+    RL_PRIM("%ST-METADATA", rl_prim_st_metadata, 1),
+    RL_PRIM("%ST-COPY-TENSOR", rl_prim_st_copy_tensor, 3),
+    RL_PRIM("%JSON-PARSE", rl_prim_json_parse, 1),
+};
+RL_PRIM_TABLE(rl_safetensors_prims, "RONTOLISP", rl_defs);

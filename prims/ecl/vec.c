@@ -1,0 +1,68 @@
+/* vec.c - the matrix-vector product from Lisp (lisp/vec.lisp): operands
+ * checked here, the product run by prims/matvec.c with the knobs' path and
+ * thread count. */
+#include "prims/ecl/qmatrix.h"
+#include "prims/ecl/vec.h"
+
+void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
+                              rl_matvec_operands *o) {
+    cl_index n = 0, nout = 0;
+    o->w = NULL;
+    o->mf = NULL;
+    o->x = rl_simple_data(x, ecl_aet_sf, &n);
+    o->dbl = o->x == NULL;
+    if (o->dbl)
+        o->x = rl_simple_data(x, ecl_aet_df, &n);
+    o->y = rl_simple_data(out, o->dbl ? ecl_aet_df : ecl_aet_sf, &nout);
+    if (!o->x || ECL_IMMEDIATE(x) || x->d.t != t_vector)
+        rl_type_error(fn, 2, x, RL_T_VECTOR);
+    if (!o->y || out->d.t != t_vector)
+        rl_type_error(fn, 3, out, RL_T_VECTOR);
+    if (rl_qm_p(m)) {
+        rl_qm_view v;
+        rl_qm_view_of(m, &v);
+        if (v.rank != 2)
+            rl_type_error(fn, 1, m, RL_T_ARRAY);
+        o->w = v.blocks;
+        o->rows = v.rows;
+        o->cols = v.cols;
+    } else {
+        cl_index total = 0;
+        o->mf = rl_simple_data(m, ecl_aet_sf, &total);
+        if (!o->mf || m->d.t != t_array || m->array.rank != 2)
+            rl_type_error(fn, 1, m, RL_T_ARRAY);
+        o->rows = m->array.dims[0];
+        o->cols = m->array.dims[1];
+    }
+    if (n != o->cols || nout != o->rows)
+        rl_type_error(fn, 2, x, RL_T_VECTOR);
+}
+
+/* (%matvec m x out) -> OUT, or (values nil status-keyword message where),
+ * with the path and thread count of the knobs (--simd, --threads N).
+ * WHERE is where quantizing X failed (rl_matvec_run), else 0.  Operands as
+ * rl_mv_operands_of says. */
+static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
+    char msg[256] = "";
+    rl_matvec_operands o;
+    rl_q8_status st;
+    size_t where = 0;
+    const cl_env_ptr env = ecl_process_env();
+    rl_mv_operands_of("%MATVEC", m, x, out, &o);
+    {
+        RL_FP_HOLD();
+        ecl_disable_interrupts_env(env);
+        st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
+        ecl_enable_interrupts_env(env);
+        RL_FP_RELEASE();
+    }
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1),
+               ecl_make_unsigned_integer(where));
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%MATVEC", rl_prim_matvec, 3),
+};
+RL_PRIM_TABLE(rl_vec_prims, "RONTOLISP", rl_defs);

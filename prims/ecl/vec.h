@@ -1,0 +1,17 @@
+/* vec.h - the operands of a matrix-vector product as the Lisp primitives
+ * take them (%MATVEC here, %BENCH-MATVEC in bench.c). */
+#ifndef RL_PRIMS_ECL_VEC_H
+#define RL_PRIMS_ECL_VEC_H
+
+#include "prims/ecl/glue.h"
+#include "prims/matvec.h"
+
+/* Check and resolve (m x out) for the primitive FN.  M a quantized matrix
+ * of rank 2 or a simple rank-2 single-float array; X and OUT simple vectors
+ * of one float type (single: f32 result; double: the double result), of
+ * lengths cols and rows.  The Lisp side checks and explains; this checks
+ * again so a direct call cannot crash.  Signals; allocates nothing. */
+void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
+                       rl_matvec_operands *o);
+
+#endif

@@ -1,0 +1,315 @@
+/* test_llama_model.c - llama.cpp's model loader on the files `rontolisp
+ * convert --encoder-only` writes.
+ *
+ * llama.cpp's GGUF reader accepting a file (test_llama_interop.c) says
+ * nothing about its model loader, which checks every key it needs and the
+ * shape of every tensor it knows, and refuses any tensor it does not.  This
+ * test dlopens libllama of llama.cpp v0.5.0 (the npm package
+ * @node-llama-cpp/linux-x64@3.22.1, the release that made tests/golden/,
+ * which tests/fetch-llama-lib.sh puts in build/cache/llama/; the folder of
+ * RL_LLAMA_LIB overrides it), loads its CPU backends with
+ * ggml_backend_load_all_from_path, and for every --encoder-only file of
+ * --random s1-pico|s1-nano|s1-micro x --type f32|f16|bf16|q8_0 requires
+ * llama_model_load_from_file to accept it, llama_init_from_model to make a
+ * context, and llama_encode of a few tokens to build and run the graph and
+ * answer finite embeddings; and that the loader refuses the full file with
+ * the decision head, as README says it does.  Without the library or the executable every
+ * part says SKIP and nothing is counted.
+ *
+ * Each file is loaded in a child process: llama.cpp aborts on some
+ * failures, and a crash must show up as a failure, not end the test.  The
+ * declarations below are written from that release's include/llama.h and
+ * ggml-backend.h; no llama.cpp code is used.  Run from the repository root.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/c/check.h"
+#include "tests/c/testutil.h"
+
+#define DEFAULT_DIR "build/cache/llama"
+
+/* ------------------------------------------------ llama.cpp's interface */
+
+struct ll_model;
+struct ll_context;
+
+/* struct llama_model_params, field for field. */
+struct ll_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int split_mode, load_mode, lazy_mode;
+    int32_t main_gpu;
+    const float *tensor_split;
+    bool (*progress_callback)(float progress, void *user_data);
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+
+/* struct llama_context_params, field for field. */
+struct ll_context_params {
+    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
+        n_outputs_max_per_seq;
+    int32_t n_threads, n_threads_batch;
+    int ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
+    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast,
+        yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+    float defrag_thold;
+    void *cb_eval, *cb_eval_user_data;
+    int type_k, type_v;
+    void *abort_callback, *abort_callback_data;
+    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
+    void *samplers;
+    size_t n_samplers;
+    struct ll_context *ctx_other;
+};
+
+/* struct llama_batch. */
+struct ll_batch {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+};
+
+enum { LL_LOG_WARN = 3, LL_LOG_ERROR = 4 }; /* enum ggml_log_level */
+
+static struct {
+    void (*load_all_from_path)(const char *dir);
+    void (*backend_init)(void);
+    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
+    struct ll_model_params (*model_default_params)(void);
+    struct ll_context_params (*context_default_params)(void);
+    struct ll_model *(*model_load)(const char *path, struct ll_model_params params);
+    void (*model_free)(struct ll_model *);
+    int32_t (*n_embd)(const struct ll_model *);
+    struct ll_context *(*init_from_model)(struct ll_model *, struct ll_context_params params);
+    void (*free)(struct ll_context *);
+    struct ll_batch (*batch_get_one)(int32_t *tokens, int32_t n_tokens);
+    int32_t (*encode)(struct ll_context *, struct ll_batch batch);
+    float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
+} ll;
+
+/* llama.cpp's warnings and errors since the child started, one line each,
+ * printed only when the file is refused. */
+static char ll_log[2000];
+
+static void ll_log_cb(int level, const char *text, void *user) {
+    (void)user;
+    if (level != LL_LOG_WARN && level != LL_LOG_ERROR)
+        return;
+    size_t len = strlen(ll_log);
+    snprintf(ll_log + len, sizeof ll_log - len, "%s", text);
+}
+
+/* Loads libllama (which finds libggml through its run path) and every
+ * symbol; 1 on success, else a SKIP (no library) or a failure (a library
+ * without the symbols) and 0. */
+static int ll_load(const char *dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        CHECK_SKIP("llama.cpp's libllama not loaded (%s): its model loader is not tried "
+                   "(tests/fetch-llama-lib.sh fetches it)", dlerror());
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
+    void *g = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!g) {
+        CHECK_MSG(0, "libllama loaded but not libggml: %s", dlerror());
+        return 0;
+    }
+    const char *missing = NULL;
+#define SYM(lib, field, name)                                                \
+    do {                                                                     \
+        if (!(*(void **)&ll.field = dlsym(lib, name)) && !missing)           \
+            missing = name;                                                  \
+    } while (0)
+    SYM(g, load_all_from_path, "ggml_backend_load_all_from_path");
+    SYM(h, backend_init, "llama_backend_init");
+    SYM(h, log_set, "llama_log_set");
+    SYM(h, model_default_params, "llama_model_default_params");
+    SYM(h, context_default_params, "llama_context_default_params");
+    SYM(h, model_load, "llama_model_load_from_file");
+    SYM(h, model_free, "llama_model_free");
+    SYM(h, n_embd, "llama_model_n_embd");
+    SYM(h, init_from_model, "llama_init_from_model");
+    SYM(h, free, "llama_free");
+    SYM(h, batch_get_one, "llama_batch_get_one");
+    SYM(h, encode, "llama_encode");
+    SYM(h, get_embeddings_seq, "llama_get_embeddings_seq");
+#undef SYM
+    CHECK_MSG(!missing, "%s has no symbol %s: not llama.cpp v0.5.0's libllama", dir, missing);
+    if (missing)
+        return 0;
+    fprintf(stderr, "llama.cpp libraries: %s\n", dir);
+    return 1;
+}
+
+/* ---------------------------------------------------------- one file */
+
+/* What the child found, as its exit status. */
+enum { LOADED = 0, NO_MODEL = 10, NO_CONTEXT, ENCODE_FAILED, NO_EMBEDDINGS, NOT_FINITE };
+
+static const char *verdict_name(int v) {
+    switch (v) {
+    case NO_MODEL: return "llama_model_load_from_file refused it";
+    case NO_CONTEXT: return "llama_init_from_model failed";
+    case ENCODE_FAILED: return "llama_encode failed";
+    case NO_EMBEDDINGS: return "llama_get_embeddings_seq answered NULL";
+    case NOT_FINITE: return "the embeddings hold a NaN or infinity";
+    default: return "the child ended another way";
+    }
+}
+
+/* In the child: load, make a context, encode [CLS] a few tokens [SEP]
+ * (ids below every preset's vocabulary) and read the pooled embedding. */
+static int load_and_encode(const char *path, const char *dir) {
+    ll.log_set(ll_log_cb, NULL);
+    ll.backend_init();
+    ll.load_all_from_path(dir);
+    struct ll_model *m = ll.model_load(path, ll.model_default_params());
+    if (!m)
+        return NO_MODEL;
+    struct ll_context_params cp = ll.context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = cp.n_ubatch = 64;
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.embeddings = true;
+    struct ll_context *c = ll.init_from_model(m, cp);
+    if (!c)
+        return NO_CONTEXT;
+    int32_t tokens[] = {2, 300, 301, 77, 500, 3};
+    if (ll.encode(c, ll.batch_get_one(tokens, 6)) != 0)
+        return ENCODE_FAILED;
+    const float *e = ll.get_embeddings_seq(c, 0);
+    if (!e)
+        return NO_EMBEDDINGS;
+    for (int32_t i = 0; i < ll.n_embd(m); i++)
+        if (!isfinite(e[i]))
+            return NOT_FINITE;
+    ll.free(c);
+    ll.model_free(m);
+    return LOADED;
+}
+
+/* Runs load_and_encode in a child; its verdict, or -1 with *why set when
+ * it crashed or ended otherwise.  What llama.cpp logged goes to LOGPATH. */
+static int try_file(const char *path, const char *dir, const char *logpath, char *why,
+                    size_t whysz) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, whysz, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        int v = load_and_encode(path, dir);
+        FILE *f = fopen(logpath, "w");
+        if (f) {
+            fputs(ll_log, f);
+            fclose(f);
+        }
+        _exit(v);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status)) {
+        snprintf(why, whysz, "crashed with signal %d", WTERMSIG(status));
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
+int main(void) {
+    const char *lib = getenv("RL_LLAMA_LIB"), *exe = getenv("RONTOLISP_EXE");
+    char dir[512];
+    if (lib && *lib) {
+        snprintf(dir, sizeof dir, "%s", lib);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(dir, sizeof dir, ".");
+    } else {
+        snprintf(dir, sizeof dir, "%s", DEFAULT_DIR);
+    }
+    if (!exe || !*exe)
+        exe = "build/rontolisp";
+    if (!ll_load(dir))
+        return check_report("llama_model");
+    if (access(exe, X_OK) != 0) {
+        CHECK_SKIP("%s not built: no --encoder-only file to load", exe);
+        return check_report("llama_model");
+    }
+    /* ggml_abort would otherwise run gdb on the child for a backtrace. */
+    setenv("GGML_NO_BACKTRACE", "1", 1);
+    const char *t = getenv("TMPDIR");
+    char tmpdir[256];
+    snprintf(tmpdir, sizeof tmpdir, "%s/rl-test-llama-model.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    static const char *presets[] = {"s1-pico", "s1-nano", "s1-micro"};
+    static const char *types[] = {"f32", "f16", "bf16", "q8_0"};
+    int loaded = 0;
+    for (size_t p = 0; p < 3; p++) {
+        for (size_t k = 0; k < 4; k++) {
+            char out[400], log[400], cmd[1400], why[200] = "";
+            snprintf(out, sizeof out, "%s/%s-%s.gguf", tmpdir, presets[p], types[k]);
+            snprintf(log, sizeof log, "%s/run.log", tmpdir);
+            snprintf(cmd, sizeof cmd, "%s convert --random %s %s --type %s --encoder-only >%s 2>&1",
+                     exe, presets[p], out, types[k], log);
+            int rc = system(cmd);
+            CHECK_MSG(rc == 0, "rontolisp convert --random %s --type %s --encoder-only: status %d",
+                      presets[p], types[k], rc);
+            if (rc == 0) {
+                int v = try_file(out, dir, log, why, sizeof why);
+                CHECK_MSG(v == LOADED, "%s --type %s --encoder-only: %s", presets[p], types[k],
+                          v < 0 ? why : verdict_name(v));
+                if (v != LOADED) {
+                    char *text = slurp(log, NULL);
+                    fprintf(stderr, "  llama.cpp said: %s\n", text && *text ? text : "(nothing)");
+                    free(text);
+                } else {
+                    loaded++;
+                }
+            }
+            unlink(out);
+            unlink(log);
+        }
+    }
+    fprintf(stderr, "llama.cpp loaded and encoded %d of 12 --encoder-only files\n", loaded);
+
+    /* The full decision file: the head's blocks are not ModernBERT blocks,
+     * and the loader refuses tensors it does not know (README says so). */
+    char out[400], log[400], cmd[1400], why[200] = "";
+    snprintf(out, sizeof out, "%s/full.gguf", tmpdir);
+    snprintf(log, sizeof log, "%s/run.log", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s convert --random s1-pico %s >%s 2>&1", exe, out, log);
+    CHECK(system(cmd) == 0);
+    int v = try_file(out, dir, log, why, sizeof why);
+    CHECK_MSG(v == NO_MODEL, "the file with the decision head: expected the loader to refuse it, "
+              "found %s", v == LOADED ? "it loaded" : v < 0 ? why : verdict_name(v));
+    unlink(out);
+    unlink(log);
+    rmdir(tmpdir);
+    return check_report("llama_model");
+}
