@@ -98,7 +98,8 @@ check-lisp: all
 	@sh tests/run-all.sh --lisp-only
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all tools
+	@sh tests/fetch-llama-lib.sh
 	@sh tests/demo.sh
 
 # The benchmark (not a test): `rontolisp bench' on the standard shapes, or

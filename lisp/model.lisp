@@ -264,48 +264,6 @@ tokens or more than context_length."
           do (setf x (encoder-layer x layer i h activations gelu)))
     (pool (vec:layer-norm x (encoder-output-norm encoder) (getf h :eps)) pooling)))
 
-;;; An encoder-only file of a converted model, for the benchmark and the
-;;; tests against llama.cpp, whose loader refuses the decision head's
-;;; tensors and rotates local layers with the global theta when
-;;; rope.freq_base_swa is absent.
-
-(defparameter *default-rope-theta-swa* 10000f0
-  "The local layers' RoPE theta of ModernBERT's configuration
-(local_rope_theta), written when a file lacks rope.freq_base_swa.")
-
-(defun encoder-only-file (f)
-  "A GGUF file object (GGUF:MAKE-FILE's, in memory) holding F's encoder
-without its decision head: the head's blocks, tensors and decision.* keys
-dropped, block_count and feed_forward_length cut to the encoder's layers,
-rope.freq_base_swa present."
-  (let* ((path (or (gguf:path f) "(in-memory GGUF file)"))
-         (layers (encoder-layer-count f path))
-         (d-prefix "modern-bert.decision."))
-    (flet ((encoder-tensor-p (name)
-             (or (member name '("token_embd.weight" "token_embd_norm.weight" "output_norm.weight")
-                         :test #'string=)
-                 (and (> (length name) 4) (string= "blk." name :end2 4)
-                      (< (parse-integer name :start 4 :junk-allowed t) layers)))))
-      (gguf:make-file
-       :alignment (gguf:alignment f)
-       :metadata
-       (append
-        (loop for (key type value) in (gguf:metadata f)
-              unless (or (string= key "general.alignment")
-                         (and (>= (length key) (length d-prefix))
-                              (string= d-prefix key :end2 (length d-prefix))))
-                collect (cond ((string= key "modern-bert.block_count") (list key type layers))
-                              ((and (string= key "modern-bert.feed_forward_length") (consp type))
-                               (list key type (subseq value 0 layers)))
-                              (t (list key type value))))
-        (unless (nth-value 2 (gguf:value f "modern-bert.rope.freq_base_swa"))
-          (list (list "modern-bert.rope.freq_base_swa" :f32 *default-rope-theta-swa*))))
-       :tensors (loop for info in (gguf:tensor-infos f)
-                      for name = (gguf:tensor-info-name info)
-                      when (encoder-tensor-p name)
-                        collect (list name (gguf:tensor f name)
-                                      :dims (gguf:tensor-info-dims info)))))))
-
 ;;; `rontolisp embed'.
 
 (defun parse-token-list (string where)
@@ -349,6 +307,10 @@ names its source for the usage error."
       (coerce (loop for i below (array-dimension result 0) collect (matrix-row result i))
               'vector)))
 
+(defun option-keyword (choice)
+  "The keyword of an option value as spelled in its list (\"q8x2\" -> :Q8X2)."
+  (intern (string-upcase choice) "KEYWORD"))
+
 (define-command "embed" (file)
     (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
      :summary "run a modern-bert encoder on token ids and print its hidden states"
@@ -361,13 +323,13 @@ embeddings.  A decision head in the file is ignored."
                             :help "a file of sequences, one per line (ids separated by
 commas or blanks)")
                (pooling "--pooling MODE" :parse (choice-parser '("none" "mean" "cls")
-                                                               :key #'type-keyword)
+                                                               :key #'option-keyword)
                         :default :none :help "none (default), mean or cls")
                (activations "--activations A" :parse (choice-parser '("q8" "q8x2")
-                                                                    :key #'type-keyword)
+                                                                    :key #'option-keyword)
                             :default :q8 :help "how Q8_0 weights see the activations:
 q8 (default) or q8x2 (SPEC 4.1)")
-               (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'type-keyword)
+               (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
                      :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
                (json "--json" :help "one JSON object per sequence")))
   (unless (and (or tokens tokens-file) (not (and tokens tokens-file)))
@@ -468,3 +430,135 @@ arrays, all in double-float."
         (setf diff (max diff (abs (- x y))) big (max big (abs y)))
         (incf ab (* x y)) (incf aa (* x x)) (incf bb (* y y))))
     (values diff big (if (or (zerop aa) (zerop bb)) 0d0 (/ ab (sqrt (* aa bb)))))))
+
+;;; `rontolisp bench --model FILE | --random NAME --tokens N': the encoder's
+;;; latency per sequence by weight format, activations and threads, against
+;;; llama.cpp on the same file and threads, and each format's error against
+;;; the F32 weights -- the seed chapter's table, measured.
+
+(defun widen-weight (data)
+  "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
+  (cond ((or (float16-array-p data) (bfloat16-array-p data)) (half-array-to-single data))
+        ((quantized-matrix-p data) (dequantize data))
+        (t data)))
+
+(defun formatted-weight (name data format)
+  "The tensor NAME (its values DATA) as the converter's type policy stores it
+in a file of FORMAT (:f32 :f16 :q8_0): 1-D tensors F32, with Q8_0 the token
+embedding F16 and rows that are not multiples of 32 F16."
+  (let ((f32 (widen-weight data)))
+    (cond ((or (= 1 (array-rank f32)) (eq format :f32)) f32)
+          ((or (eq format :f16) (string= name "token_embd.weight")
+               (plusp (mod (array-dimension f32 1) 32)))
+           (make-float16-array f32))
+          (t (quantize f32 'q8-0)))))
+
+(defun file-in-format (enc format)
+  "An in-memory copy of the GGUF file object ENC with its matrices in
+FORMAT."
+  (gguf:make-file
+     :metadata (mapcar (lambda (e)
+                         (if (string= (first e) "general.file_type")
+                             (list (first e) :u32 (file-type-id format))
+                             e))
+                       (remove "general.alignment" (gguf:metadata enc) :key #'first
+                                                                       :test #'string=))
+     :tensors (loop for info in (gguf:tensor-infos enc)
+                    for name = (gguf:tensor-info-name info)
+                    collect (list name (formatted-weight name (gguf:tensor enc name) format)
+                                  :dims (gguf:tensor-info-dims info)))))
+
+(defparameter *model-bench-rows*
+  '(("F16 (f32 compute)" :f16 :q8) ("Q8_0 :q8" :q8_0 :q8) ("Q8_0 :q8x2" :q8_0 :q8x2)
+    ("F32" :f32 :q8))
+  "The rows of the encoder benchmark: label, file format, activations.")
+
+(defun median-microseconds (thunk reps)
+  "The median over REPS rounds of THUNK's wall time per call, in
+microseconds.  ECL's real-time clock counts milliseconds, so a round calls
+THUNK until 100 ms have passed and divides."
+  (flet ((now () (get-internal-real-time)))
+    ;; A call of half a second or more is timed once: rounds would only
+    ;; make a slow row slower to report.
+    (let ((times (sort (loop repeat reps
+                             for first = t then nil
+                             for time = (let ((t0 (now)) (calls 0))
+                                       (loop do (funcall thunk) (incf calls)
+                                             until (>= (- (now) t0)
+                                                       (/ internal-time-units-per-second 10)))
+                                       (/ (* 1d6 (- (now) t0))
+                                          (* calls internal-time-units-per-second)))
+                             collect time
+                             until (and first (>= time 5d5)))
+                       #'<)))
+      (nth (floor (length times) 2) times))))
+
+(defun bench-token-ids (n vocab)
+  "A fixed token sequence of length N below VOCAB."
+  (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
+
+(defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
+                          (stream *standard-output*))
+  "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
+preset RANDOM) stored as F16, Q8_0 and F32 for each token count of
+TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
+file and threads where its libraries are present; print the table and the
+error of each format against F32 (max abs, cosine, for the first token
+count) on STREAM.  Answers the rows as a list of plists."
+  (let* ((source (if file (gguf:read file) (random-model random :type :f32 :encoder-only t)))
+         (label (or file (format nil "random ~A" random)))
+         (files (loop for format in '(:f32 :f16 :q8_0)
+                      collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
+                                                  (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+                                                  (ext:getpid) format)))
+                                (gguf:write path (file-in-format source format))
+                                (cons format path))))
+         (old-threads (threads))
+         (rows '()))
+    (unwind-protect
+         (let* ((encoders (loop for (format . path) in files
+                                collect (cons format (model:load path))))
+                (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
+                ;; llama.cpp refuses the decision head's tensors.
+                (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
+                (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
+                (ids0 (bench-token-ids (first token-counts) vocab))
+                (reference (model:encode (cdr (assoc :f32 encoders)) ids0)))
+           (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
+llama.cpp ~A~]~%" label reps
+                   (cond (llama-p "on the same file and threads")
+                         (head-p "not run (the file has a decision head, which it refuses)")
+                         (t "not run (its libraries or tools/llama_embed are missing)")))
+           (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
+                   "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
+           (dolist (row *model-bench-rows*)
+             (destructuring-bind (name format activations) row
+               (let* ((e (cdr (assoc format encoders)))
+                      (path (cdr (assoc format files))))
+                 (multiple-value-bind (err big cos)
+                     (hidden-state-error (model:encode e ids0 :activations activations) reference)
+                   (declare (ignore big))
+                   (dolist (n token-counts)
+                     (let ((ids (bench-token-ids n vocab)))
+                       (dolist (th thread-counts)
+                         (setf (threads) th)
+                         (let* ((us (median-microseconds
+                                     (lambda () (model:encode e ids :activations activations))
+                                     reps))
+                                (llama (and llama-p
+                                            (car (first (llama-encode path (list ids) :threads th
+                                                                                      :repeat reps)))))
+                                (ratio (and llama (/ us llama))))
+                           (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
+                                   name n th us (if llama (format nil "~,1F" llama) "-")
+                                   (if ratio (format nil "~,2Fx" ratio) "-") err cos)
+                           (finish-output stream)
+                           (push (list :format name :tokens n :threads th :us us :llama-us llama
+                                       :ratio ratio :max-abs-error err :cosine cos)
+                                 rows)))))))))
+           (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
+states against the F32 file's, ~D tokens~%" (first token-counts)))
+      (setf (threads) old-threads)
+      (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
+      (when file (gguf:close source)))
+    (nreverse rows)))

@@ -17,10 +17,10 @@
  * loaded (so callers can skip); 1 when llama.cpp refuses the model or the
  * input.
  *
- * The declarations below are written from include/llama.h and
- * ggml/include/ggml-backend.h of that release; the structures passed by
- * value must match it field for field, so the defaults llama.cpp answers
- * are checked against the ones its source sets before anything is used.
+ * The structures passed by value are tools/llama_api.h's; the defaults
+ * llama.cpp answers are checked against the ones its source sets before
+ * anything is used.  The functions are declared here from include/llama.h
+ * and ggml/include/ggml-backend.h of that release.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -30,56 +30,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/llama_api.h"
+
 /* ------------------------------------------------ llama.cpp's interface */
-
-struct ll_model;
-struct ll_context;
-
-struct ll_model_params {         /* struct llama_model_params */
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int split_mode, load_mode, lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    void *progress_callback;
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
-
-struct ll_context_params {       /* struct llama_context_params */
-    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
-        n_outputs_max_per_seq;
-    int32_t n_threads, n_threads_batch;
-    int ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
-    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor,
-        yarn_beta_fast, yarn_beta_slow;
-    uint32_t yarn_orig_ctx;
-    float defrag_thold;
-    void *cb_eval;
-    void *cb_eval_user_data;
-    int type_k, type_v;
-    void *abort_callback;
-    void *abort_callback_data;
-    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
-    void *samplers;
-    size_t n_samplers;
-    struct ll_context *ctx_other;
-};
-
-struct ll_batch {                /* struct llama_batch */
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-};
-
-#define LL_POOLING_NONE 0
-#define LL_FLASH_ATTN_DISABLED 0
 
 typedef void (*ll_log_fn)(int level, const char *text, void *user);
 

@@ -33,57 +33,11 @@
 
 #include "tests/c/check.h"
 #include "tests/c/testutil.h"
+#include "tools/llama_api.h"
 
 #define DEFAULT_DIR "build/cache/llama"
 
 /* ------------------------------------------------ llama.cpp's interface */
-
-struct ll_model;
-struct ll_context;
-
-/* struct llama_model_params, field for field. */
-struct ll_model_params {
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int split_mode, load_mode, lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    bool (*progress_callback)(float progress, void *user_data);
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
-
-/* struct llama_context_params, field for field. */
-struct ll_context_params {
-    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
-        n_outputs_max_per_seq;
-    int32_t n_threads, n_threads_batch;
-    int ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
-    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast,
-        yarn_beta_slow;
-    uint32_t yarn_orig_ctx;
-    float defrag_thold;
-    void *cb_eval, *cb_eval_user_data;
-    int type_k, type_v;
-    void *abort_callback, *abort_callback_data;
-    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
-    void *samplers;
-    size_t n_samplers;
-    struct ll_context *ctx_other;
-};
-
-/* struct llama_batch. */
-struct ll_batch {
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-};
 
 enum { LL_LOG_WARN = 3, LL_LOG_ERROR = 4 }; /* enum ggml_log_level */
 

@@ -17,8 +17,7 @@ matrices of TYPE, written on first use."
   (let ((key (list preset type)))
     (or (gethash key *encoder-files*)
         (let ((path (tmp-path (format nil "~A-~(~A~).gguf" preset type))))
-          (gguf:write path (rontolisp::encoder-only-file
-                            (rontolisp::random-model preset :type type)))
+          (gguf:write path (rontolisp::random-model preset :type type :encoder-only t))
           (setf (gethash key *encoder-files*) path)))))
 
 (defun token-sequence (n &key (vocab 1000) (seed 3))
@@ -186,15 +185,7 @@ TENSOR."
     (finishes (model:load (file-without file :tensor "blk.0.attn_norm.weight")))))
 
 (test model-load-ignores-the-decision-head
-  (let* ((f (rontolisp::random-model "s1-pico" :type :f32))
-         (full (gguf:make-file
-                :metadata (append (remove "general.alignment" (gguf:metadata f)
-                                          :key #'first :test #'string=)
-                                  '(("modern-bert.rope.freq_base_swa" :f32 10000f0)))
-                :tensors (loop for info in (gguf:tensor-infos f)
-                               collect (list (gguf:tensor-info-name info)
-                                             (gguf:tensor f (gguf:tensor-info-name info))
-                                             :dims (gguf:tensor-info-dims info)))))
+  (let* ((full (rontolisp::random-model "s1-pico" :type :f32))
          (e (model:load full)))
     ;; The head's transformer layer is block 2, of another shape.
     (is-true (find "blk.2.attn_qkv.weight" (gguf:tensor-names full) :test #'string=))
@@ -245,3 +236,25 @@ TENSOR."
       (is (= 1 code))
       (is (contains err "99999")))
     (ignore-errors (delete-file tokens))))
+
+(test bench-model-table
+  ;; Speed is never checked: the rows, the errors against F32 (zero for F32
+  ;; itself) and llama.cpp's column are.
+  (let ((rows (rontolisp::run-model-bench :random "s1-pico" :token-counts '(4)
+                                          :thread-counts '(1) :reps 1
+                                          :stream (make-broadcast-stream))))
+    (is (equal '("F16 (f32 compute)" "Q8_0 :q8" "Q8_0 :q8x2" "F32")
+               (mapcar (lambda (r) (getf r :format)) rows)))
+    (is (every (lambda (r) (plusp (getf r :us))) rows))
+    (let ((f32 (fourth rows)) (q8 (second rows)) (q8x2 (third rows)))
+      (is (zerop (getf f32 :max-abs-error)))
+      (is (< 0 (getf q8 :max-abs-error) 0.1))
+      (is (> (getf q8x2 :cosine) 0.999)))
+    (if (rontolisp::llama-library-directory)
+        (is (every (lambda (r) (and (getf r :llama-us) (plusp (getf r :ratio)))) rows))
+        (is (every (lambda (r) (null (getf r :llama-us))) rows)))))
+
+(test bench-model-usage
+  (dolist (args '(("bench" "--tokens" "8") ("bench" "--random" "shapes" "--tokens" "8")
+                  ("bench" "--model" "x.gguf" "--random" "s1-pico")))
+    (is (= 2 (run-exe args)) "~S" args)))

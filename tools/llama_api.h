@@ -1,0 +1,67 @@
+/* llama_api.h - the few structures of llama.cpp's C interface that our
+ * programs pass by value when they dlopen libllama (tools/llama_embed.c,
+ * tests/c/test_llama_model.c), written from include/llama.h of llama.cpp
+ * v0.5.0 (the npm package @node-llama-cpp/linux-x64@3.22.1, the release
+ * that made tests/golden/).  They must match that release field for field:
+ * a struct passed or returned by value with another layout corrupts the
+ * call silently, so users check the defaults llama.cpp answers before
+ * trusting them.  No llama.cpp code is used.
+ */
+#ifndef RL_LLAMA_API_H
+#define RL_LLAMA_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ll_model;
+struct ll_context;
+
+/* struct llama_model_params, field for field. */
+struct ll_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int split_mode, load_mode, lazy_mode;
+    int32_t main_gpu;
+    const float *tensor_split;
+    bool (*progress_callback)(float progress, void *user_data);
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+
+/* struct llama_context_params, field for field. */
+struct ll_context_params {
+    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
+        n_outputs_max_per_seq;
+    int32_t n_threads, n_threads_batch;
+    int ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
+    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast,
+        yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+    float defrag_thold;
+    void *cb_eval, *cb_eval_user_data;
+    int type_k, type_v;
+    void *abort_callback, *abort_callback_data;
+    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
+    void *samplers;
+    size_t n_samplers;
+    struct ll_context *ctx_other;
+};
+
+/* struct llama_batch. */
+struct ll_batch {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+};
+
+#define LL_POOLING_NONE 0        /* enum llama_pooling_type */
+#define LL_FLASH_ATTN_DISABLED 0 /* enum llama_flash_attn_type */
+
+#endif
