@@ -47,12 +47,14 @@ the command line, and the root of every error the project signals.")
   (:export
    ;; matrix times vector: a quantized matrix or the f32 baseline
    "MATVEC" "MATVEC-INTO"
+   ;; the encoder's steps (encoder.lisp): matrix times a sequence, then
+   ;; LayerNorm, rotary embedding, attention and GeGLU on n x d arrays
+   "MATMUL" "MATMUL-INTO" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU"
    ;; packed float vectors only
-   "DOT" "NORM"
-   ;; the encoder's kernels: a sequence of activation rows at a time
-   "MATMUL" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU")
-  (:documentation "Vector operations on packed float arrays, and the
-matrix-vector product of a quantized matrix."))
+   "DOT" "NORM")
+  (:documentation "Vector operations on packed float arrays, the
+matrix-vector product of a quantized matrix, and the encoder's kernels
+(matrix times a token sequence, LayerNorm, RoPE, attention, GeGLU)."))
 
 (defpackage "LINALG"
   (:use "CL")

@@ -5,11 +5,13 @@
  * that made tests/golden/).  They must match that release field for field:
  * a struct passed or returned by value with another layout corrupts the
  * call silently, so users check the defaults llama.cpp answers before
- * trusting them.  No llama.cpp code is used.
+ * trusting them.  Also the table of the functions they call, with one
+ * resolver for it.  No llama.cpp code is used.
  */
 #ifndef RL_LLAMA_API_H
 #define RL_LLAMA_API_H
 
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,5 +65,56 @@ struct ll_batch {
 
 #define LL_POOLING_NONE 0        /* enum llama_pooling_type */
 #define LL_FLASH_ATTN_DISABLED 0 /* enum llama_flash_attn_type */
+
+typedef void (*ll_log_fn)(int level, const char *text, void *user); /* ggml_log_callback */
+
+/* The functions our programs call, from libllama and libggml. */
+struct ll_api {
+    void (*load_all_from_path)(const char *dir); /* ggml_backend_load_all_from_path */
+    void (*ggml_log_set)(ll_log_fn, void *user);
+    void (*log_set)(ll_log_fn, void *user);      /* llama_log_set */
+    void (*backend_init)(void);
+    struct ll_model_params (*model_default_params)(void);
+    struct ll_context_params (*context_default_params)(void);
+    struct ll_model *(*model_load)(const char *path, struct ll_model_params params);
+    void (*model_free)(struct ll_model *);
+    int32_t (*n_embd)(const struct ll_model *);
+    struct ll_context *(*init_from_model)(struct ll_model *, struct ll_context_params params);
+    void (*free)(struct ll_context *);
+    struct ll_batch (*batch_get_one)(int32_t *tokens, int32_t n_tokens);
+    int32_t (*encode)(struct ll_context *, struct ll_batch batch);
+    float *(*get_embeddings_ith)(struct ll_context *, int32_t i);
+    float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
+};
+
+/* Fill API from the dlopen handles of libllama and libggml (whose
+ * dependencies, libggml-base among them, dlsym searches too).  Answers NULL,
+ * or the name of the first symbol the libraries lack. */
+static inline const char *ll_api_resolve(struct ll_api *api, void *llama, void *ggml)
+{
+    const char *missing = NULL;
+#define LL_SYM(lib, field, name)                                        \
+    do {                                                                \
+        if (!(*(void **)&api->field = dlsym(lib, name)) && !missing)    \
+            missing = name;                                             \
+    } while (0)
+    LL_SYM(ggml, load_all_from_path, "ggml_backend_load_all_from_path");
+    LL_SYM(ggml, ggml_log_set, "ggml_log_set");
+    LL_SYM(llama, log_set, "llama_log_set");
+    LL_SYM(llama, backend_init, "llama_backend_init");
+    LL_SYM(llama, model_default_params, "llama_model_default_params");
+    LL_SYM(llama, context_default_params, "llama_context_default_params");
+    LL_SYM(llama, model_load, "llama_model_load_from_file");
+    LL_SYM(llama, model_free, "llama_model_free");
+    LL_SYM(llama, n_embd, "llama_model_n_embd");
+    LL_SYM(llama, init_from_model, "llama_init_from_model");
+    LL_SYM(llama, free, "llama_free");
+    LL_SYM(llama, batch_get_one, "llama_batch_get_one");
+    LL_SYM(llama, encode, "llama_encode");
+    LL_SYM(llama, get_embeddings_ith, "llama_get_embeddings_ith");
+    LL_SYM(llama, get_embeddings_seq, "llama_get_embeddings_seq");
+#undef LL_SYM
+    return missing;
+}
 
 #endif

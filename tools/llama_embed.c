@@ -34,24 +34,7 @@
 
 /* ------------------------------------------------ llama.cpp's interface */
 
-typedef void (*ll_log_fn)(int level, const char *text, void *user);
-
-static struct {
-    void (*load_all_from_path)(const char *dir);
-    void (*ggml_log_set)(ll_log_fn, void *);
-    void (*llama_log_set)(ll_log_fn, void *);
-    void (*backend_init)(void);
-    struct ll_model_params (*model_default_params)(void);
-    struct ll_context_params (*context_default_params)(void);
-    struct ll_model *(*model_load)(const char *path, struct ll_model_params);
-    void (*model_free)(struct ll_model *);
-    struct ll_context *(*init_from_model)(struct ll_model *, struct ll_context_params);
-    void (*free_context)(struct ll_context *);
-    int32_t (*model_n_embd)(const struct ll_model *);
-    struct ll_batch (*batch_get_one)(int32_t *tokens, int32_t n);
-    int32_t (*encode)(struct ll_context *, struct ll_batch);
-    float *(*get_embeddings_ith)(struct ll_context *, int32_t i);
-} ll;
+static struct ll_api ll;
 
 static void quiet(int level, const char *text, void *user)
 {
@@ -64,42 +47,22 @@ static int load_llama(const char *dir, char *msg, size_t cap)
     char path[4096];
     snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
     void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    snprintf(path, sizeof path, "%s/libggml-base.so", dir);
-    void *base = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
     snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
-    void *llama = base ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    void *llama = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (!llama) {
         snprintf(msg, cap, "cannot load llama.cpp from %s: %s", dir, dlerror());
         return -1;
     }
-#define SYM(lib, field, name)                                                   \
-    do {                                                                        \
-        *(void **)&ll.field = dlsym(lib, name);                                 \
-        if (!ll.field) {                                                        \
-            snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, name);          \
-            return -1;                                                          \
-        }                                                                       \
-    } while (0)
-    SYM(ggml, load_all_from_path, "ggml_backend_load_all_from_path");
-    SYM(base, ggml_log_set, "ggml_log_set");
-    SYM(llama, llama_log_set, "llama_log_set");
-    SYM(llama, backend_init, "llama_backend_init");
-    SYM(llama, model_default_params, "llama_model_default_params");
-    SYM(llama, context_default_params, "llama_context_default_params");
-    SYM(llama, model_load, "llama_model_load_from_file");
-    SYM(llama, model_free, "llama_model_free");
-    SYM(llama, init_from_model, "llama_init_from_model");
-    SYM(llama, free_context, "llama_free");
-    SYM(llama, model_n_embd, "llama_model_n_embd");
-    SYM(llama, batch_get_one, "llama_batch_get_one");
-    SYM(llama, encode, "llama_encode");
-    SYM(llama, get_embeddings_ith, "llama_get_embeddings_ith");
-#undef SYM
+    const char *missing = ll_api_resolve(&ll, llama, ggml);
+    if (missing) {
+        snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, missing);
+        return -1;
+    }
     return 0;
 }
 
 /* The defaults llama.cpp's source sets (src/llama-context.cpp,
- * src/llama-model.cpp): a mismatch means the structures above do not
+ * src/llama-model.cpp): a mismatch means tools/llama_api.h does not
  * describe this library. */
 static int layout_matches(const struct ll_model_params *m, const struct ll_context_params *c)
 {
@@ -192,7 +155,7 @@ int main(int argc, char **argv)
     free(line);
 
     ll.ggml_log_set(quiet, NULL);
-    ll.llama_log_set(quiet, NULL);
+    ll.log_set(quiet, NULL);
     ll.load_all_from_path(argv[1]);
     ll.backend_init();
     struct ll_model_params mp = ll.model_default_params();
@@ -218,7 +181,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "llama_embed: %s: llama.cpp could not make a context\n", argv[2]);
         return 1;
     }
-    int d = ll.model_n_embd(model);
+    int d = ll.n_embd(model);
     double *times = malloc(repeat * sizeof *times);
     if (!times) { fprintf(stderr, "llama_embed: out of memory\n"); return 1; }
     int status = 0;
@@ -254,7 +217,7 @@ int main(int argc, char **argv)
     free(times);
     for (int s = 0; s < nseq; s++) free(seqs[s].ids);
     free(seqs);
-    ll.free_context(ctx);
+    ll.free(ctx);
     ll.model_free(model);
     return status;
 }

@@ -41,21 +41,7 @@
 
 enum { LL_LOG_WARN = 3, LL_LOG_ERROR = 4 }; /* enum ggml_log_level */
 
-static struct {
-    void (*load_all_from_path)(const char *dir);
-    void (*backend_init)(void);
-    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
-    struct ll_model_params (*model_default_params)(void);
-    struct ll_context_params (*context_default_params)(void);
-    struct ll_model *(*model_load)(const char *path, struct ll_model_params params);
-    void (*model_free)(struct ll_model *);
-    int32_t (*n_embd)(const struct ll_model *);
-    struct ll_context *(*init_from_model)(struct ll_model *, struct ll_context_params params);
-    void (*free)(struct ll_context *);
-    struct ll_batch (*batch_get_one)(int32_t *tokens, int32_t n_tokens);
-    int32_t (*encode)(struct ll_context *, struct ll_batch batch);
-    float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
-} ll;
+static struct ll_api ll;
 
 /* llama.cpp's warnings and errors since the child started, one line each,
  * printed only when the file is refused. */
@@ -87,26 +73,7 @@ static int ll_load(const char *dir) {
         CHECK_MSG(0, "libllama loaded but not libggml: %s", dlerror());
         return 0;
     }
-    const char *missing = NULL;
-#define SYM(lib, field, name)                                                \
-    do {                                                                     \
-        if (!(*(void **)&ll.field = dlsym(lib, name)) && !missing)           \
-            missing = name;                                                  \
-    } while (0)
-    SYM(g, load_all_from_path, "ggml_backend_load_all_from_path");
-    SYM(h, backend_init, "llama_backend_init");
-    SYM(h, log_set, "llama_log_set");
-    SYM(h, model_default_params, "llama_model_default_params");
-    SYM(h, context_default_params, "llama_context_default_params");
-    SYM(h, model_load, "llama_model_load_from_file");
-    SYM(h, model_free, "llama_model_free");
-    SYM(h, n_embd, "llama_model_n_embd");
-    SYM(h, init_from_model, "llama_init_from_model");
-    SYM(h, free, "llama_free");
-    SYM(h, batch_get_one, "llama_batch_get_one");
-    SYM(h, encode, "llama_encode");
-    SYM(h, get_embeddings_seq, "llama_get_embeddings_seq");
-#undef SYM
+    const char *missing = ll_api_resolve(&ll, h, g);
     CHECK_MSG(!missing, "%s has no symbol %s: not llama.cpp v0.5.0's libllama", dir, missing);
     if (missing)
         return 0;
