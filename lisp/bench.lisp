@@ -447,7 +447,7 @@ cache); s1-pico, s1-nano, s1-micro are the converter's presets")
                       :default *bench-default-iters*
                       :help "timed calls per measurement (default 20; a measurement
 also stops after 3 s once 3 calls are timed)")
-               (threads "--threads N" :parse (integer-parser :min 1 :max 1024)
+               (threads "--threads N" :parse #'thread-count-parser
                         :default (threads)
                         :help "the \"all threads\" count (default: the --threads knob,
 every core)")

@@ -165,11 +165,62 @@ RONTOLISP or CL by its name, any other symbol with its package's prefix
                   (format nil "~(~A:~A~)" (package-name p) (symbol-name where)))))
     (t (let ((*print-pretty* nil)) (string-downcase (princ-to-string where))))))
 
+(defparameter *message-limit* 300
+  "The most characters an error message has: a longer one keeps its start
+(where the error arose) and its end (what was found), with the middle cut.")
+
+(defstruct (object-summary (:constructor make-object-summary (text)))
+  "Stands in a message for an object too big to print (a 64x64 array would
+be 25 KB on one line); it prints as TEXT, e.g. #<(simple-array
+single-float (64 64))>."
+  text)
+
+(defmethod print-object ((s object-summary) stream)
+  (write-string (object-summary-text s) stream))
+
+(defun summarize-argument (x)
+  "X as it should appear in a message: an array other than a string with
+more than 16 elements as the summary of its type (#<(simple-array
+single-float (64 64))>), anything else as itself."
+  (if (and (arrayp x) (not (stringp x)) (> (array-total-size x) 16))
+      (make-object-summary (let ((*print-pretty* nil))
+                             (format nil "#<~(~S~)>" (type-of x))))
+      x))
+
+(defmacro with-message-printing (() &body body)
+  "Run BODY with the printer set for messages: no pretty printing (no line
+breaks), long lists and deep nesting cut."
+  `(let ((*print-pretty* nil) (*print-length* 16) (*print-level* 4) (*print-lines* nil)
+         (*print-circle* nil) (*print-readably* nil))
+     ,@body))
+
+(defun one-line (text)
+  "TEXT on one line, at most *MESSAGE-LIMIT* characters: line breaks and the
+spaces around them become one space, and a longer text loses its middle."
+  (let* ((words (with-output-to-string (s)
+                  (let ((break nil) (last nil))
+                    (loop for c across (string-trim '(#\Space #\Tab #\Newline #\Return) text)
+                          do (cond ((member c '(#\Newline #\Return)) (setf break t))
+                                   ((and break (char= c #\Space)))
+                                   (t (when (and break (not (eql last #\Space)))
+                                        (write-char #\Space s))
+                                      (setf break nil last c)
+                                      (write-char c s)))))))
+         (n (length words))
+         (cut " ... "))
+    (if (<= n *message-limit*)
+        words
+        (let ((tail (floor *message-limit* 4)))
+          (concatenate 'string (subseq words 0 (- *message-limit* tail (length cut)))
+                       cut (subseq words (- n tail)))))))
+
 (defun error-message (where control args)
-  "The one-line message \"WHERE: \" + CONTROL formatted with ARGS; the
-pretty printer is off so that a long list is not broken across lines."
-  (let ((*print-pretty* nil))
-    (format nil "~@[~A: ~]~?" (and where (operation-name where)) control args)))
+  "The one-line message \"WHERE: \" + CONTROL formatted with ARGS: big
+arrays among ARGS print as a summary of their type, and the whole is one
+line of at most *MESSAGE-LIMIT* characters (ONE-LINE)."
+  (with-message-printing ()
+    (one-line (format nil "~@[~A: ~]~?" (and where (operation-name where)) control
+                      (mapcar #'summarize-argument args)))))
 
 (defun rontolisp-error (where control &rest args)
   "Signal a plain RONTOLISP-ERROR (a failure no subclass describes)."

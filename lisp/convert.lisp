@@ -1,13 +1,17 @@
 ;;;; convert.lisp - `rontolisp convert': a Laya model directory (a ModernBERT
-;;;; encoder plus a decision head, in Hugging Face's layout) to one GGUF file
-;;;; that llama.cpp's modern-bert loader reads, or a model of a preset shape
-;;;; with random weights (--random).
+;;;; encoder plus a decision head, in Hugging Face's layout) or a Hugging
+;;;; Face ModernBERT directory to one GGUF file, or a model of a preset
+;;;; shape with random weights (--random).
 ;;;;
-;;;; Tensor names and keys follow llama.cpp's ModernBERT conversion: the
-;;;; encoder's blocks are blk.0 .. blk.L-1, the decision head's transformer
-;;;; layers continue as blk.L ..; token_types, cls, cls.norm and cls.output
-;;;; hold the head's type embeddings and scorer.  The input schema read is in
-;;;; README.org ("The converter's input").
+;;;; Tensor names and keys are the ones upstream llama.cpp's converter
+;;;; (conversion/bert.py, ModernBertModel) writes for the same config: the
+;;;; encoder's blocks are blk.0 .. blk.L-1.  The Laya decision head is ours:
+;;;; its transformer layers continue as blk.L ..; token_types, cls, cls.norm
+;;;; and cls.output hold its type embeddings and scorer; modern-bert.decision.*
+;;;; its settings.  llama.cpp's loader refuses tensors it does not know, so
+;;;; only a file without the head (--encoder-only) loads there.  Every input
+;;;; is checked against its config before anything is written.  The input
+;;;; schema read is in README.org ("The converter's input").
 ;;;;
 ;;;; Type policy (SPEC 7): 1-D tensors F32; the decision head --head-type
 ;;;; (F32 by default); encoder matrices --type (F16 by default); with q8_0
@@ -46,24 +50,33 @@ intermediate size (the GLU's half), decision-head layers, attention heads.")
 (defun constant-array (dims value)
   (make-array dims :element-type 'single-float :initial-element value))
 
-;;; The Hugging Face tensors of a Laya model.
+;;; The Hugging Face tensors: a ModernBERT encoder (under a prefix:
+;;; "encoder.model." in a Laya directory, "model." or none in a Hugging
+;;; Face one) and the Laya decision head.
 
-(defun laya-tensor-shapes (&key hidden vocab layers intermediate head-layers &allow-other-keys)
-  "The (hf-name shape init) of every tensor of a Laya model of that shape,
-INIT :normal, :one or :zero."
+(defun encoder-tensor-shapes (prefix &key hidden vocab layers intermediate &allow-other-keys)
+  "The (hf-name shape init) of every tensor of a ModernBERT encoder of that
+shape, its names under PREFIX; INIT is :normal, :one or :zero."
   (let ((h hidden) (out '()))
-    (flet ((add (name shape init) (push (list name shape init) out)))
-      (add "encoder.model.embeddings.tok_embeddings.weight" (list vocab h) :normal)
-      (add "encoder.model.embeddings.norm.weight" (list h) :one)
+    (flet ((add (name shape init)
+             (push (list (concatenate 'string prefix name) shape init) out)))
+      (add "embeddings.tok_embeddings.weight" (list vocab h) :normal)
+      (add "embeddings.norm.weight" (list h) :one)
       (dotimes (i layers)
-        (flet ((n (s) (format nil "encoder.model.layers.~D.~A" i s)))
+        (flet ((n (s) (format nil "layers.~D.~A" i s)))
           (unless (zerop i) (add (n "attn_norm.weight") (list h) :one)) ; layer 0: Identity
           (add (n "attn.Wqkv.weight") (list (* 3 h) h) :normal)
           (add (n "attn.Wo.weight") (list h h) :normal)
           (add (n "mlp_norm.weight") (list h) :one)
           (add (n "mlp.Wi.weight") (list (* 2 intermediate) h) :normal)
           (add (n "mlp.Wo.weight") (list h intermediate) :normal)))
-      (add "encoder.model.final_norm.weight" (list h) :one)
+      (add "final_norm.weight" (list h) :one))
+    (reverse out)))
+
+(defun decision-head-tensor-shapes (&key hidden head-layers &allow-other-keys)
+  "The (hf-name shape init) of every tensor of a Laya decision head."
+  (let ((h hidden) (out '()))
+    (flet ((add (name shape init) (push (list name shape init) out)))
       (dotimes (i head-layers)
         (flet ((n (s) (format nil "head.layers.~D.~A" i s)))
           (add (n "self_attn.in_proj_weight") (list (* 3 h) h) :normal)
@@ -87,6 +100,12 @@ INIT :normal, :one or :zero."
       (add "head.out.bias" (list 1) :zero))
     (reverse out)))
 
+(defun laya-tensor-shapes (&rest shape &key &allow-other-keys)
+  "The (hf-name shape init) of every tensor of a Laya model of SHAPE (the
+plist of a preset): the encoder, then the decision head."
+  (append (apply #'encoder-tensor-shapes "encoder.model." shape)
+          (apply #'decision-head-tensor-shapes shape)))
+
 (defparameter *head-renames*
   '(("self_attn.in_proj_weight" . "attn_qkv.weight") ("self_attn.in_proj_bias" . "attn_qkv.bias")
     ("self_attn.out_proj.weight" . "attn_output.weight") ("self_attn.out_proj.bias" . "attn_output.bias")
@@ -97,15 +116,19 @@ INIT :normal, :one or :zero."
   "Decision-head layer tensors (PyTorch nn.TransformerEncoderLayer) and their
 GGUF block names.")
 
-(defparameter *fixed-renames*
-  '(("encoder.model.embeddings.tok_embeddings.weight" . "token_embd.weight")
-    ("encoder.model.embeddings.norm.weight" . "token_embd_norm.weight")
-    ("encoder.model.final_norm.weight" . "output_norm.weight")
-    ("head.type_embeddings.weight" . "token_types.weight")
+(defparameter *encoder-fixed-renames*
+  '(("embeddings.tok_embeddings.weight" . "token_embd.weight")
+    ("embeddings.norm.weight" . "token_embd_norm.weight")
+    ("final_norm.weight" . "output_norm.weight"))
+  "Encoder tensors outside the blocks (under the encoder's prefix) and their
+GGUF names.")
+
+(defparameter *decision-fixed-renames*
+  '(("head.type_embeddings.weight" . "token_types.weight")
     ("head.dense.weight" . "cls.weight") ("head.dense.bias" . "cls.bias")
     ("head.norm.weight" . "cls.norm.weight") ("head.norm.bias" . "cls.norm.bias")
     ("head.out.weight" . "cls.output.weight") ("head.out.bias" . "cls.output.bias"))
-  "Tensors outside the blocks: Hugging Face name to GGUF name.")
+  "Decision-head tensors outside its layers and their GGUF names.")
 
 (defparameter *encoder-renames*
   '(("attn_norm.weight" . "attn_norm.weight") ("attn.Wqkv.weight" . "attn_qkv.weight")
@@ -114,31 +137,64 @@ GGUF block names.")
   "Encoder layer tensors (ModernBERT) and their GGUF block names, as
 llama.cpp's tensor mapping for MODEL_ARCH.MODERN_BERT.")
 
-(defun split-layer-name (name prefix)
-  "For NAME = PREFIX N.REST answer N and REST, else NIL."
-  (when (and (> (length name) (length prefix)) (string= prefix name :end2 (length prefix)))
-    (multiple-value-bind (n end) (parse-integer name :start (length prefix) :junk-allowed t)
-      (when (and n (< end (length name)) (char= #\. (char name end)))
-        (values n (subseq name (1+ end)))))))
+(defparameter *hf-head-renames*
+  '(("head.dense.weight" . "cls.weight") ("head.norm.weight" . "cls.norm.weight")
+    ("classifier.weight" . "cls.output.weight") ("classifier.bias" . "cls.output.bias"))
+  "The tensors of Hugging Face's ModernBERT heads (MaskedLM, sequence
+classification) that upstream's tensor map names and llama.cpp's loader
+reads (its rank pooling: dense, GELU, norm, classifier).")
 
-(defun gguf-tensor-name (hf-name layers)
-  "The GGUF name of the Hugging Face tensor HF-NAME and whether it belongs
-to the decision head, or NIL for a tensor the converter does not know."
-  (let ((fixed (cdr (assoc hf-name *fixed-renames* :test #'string=))))
-    (when fixed
-      (return-from gguf-tensor-name
-        (values fixed (not (member fixed '("token_embd.weight" "token_embd_norm.weight"
-                                           "output_norm.weight")
-                                   :test #'string=))))))
-  (multiple-value-bind (n rest) (split-layer-name hf-name "encoder.model.layers.")
-    (when n
-      (let ((g (cdr (assoc rest *encoder-renames* :test #'string=))))
-        (return-from gguf-tensor-name (and g (values (format nil "blk.~D.~A" n g) nil))))))
-  (multiple-value-bind (n rest) (split-layer-name hf-name "head.layers.")
-    (when n
-      (let ((g (cdr (assoc rest *head-renames* :test #'string=))))
-        (return-from gguf-tensor-name (and g (values (format nil "blk.~D.~A" (+ layers n) g) t))))))
-  nil)
+(defparameter *hf-dropped-tensors*
+  '(("decoder.weight" . "the masked-LM decoder (tied to the token embeddings)")
+    ("decoder.bias" . "the masked-LM decoder's bias")
+    ("head.dense.bias" . "the head's dense bias")
+    ("head.norm.bias" . "the head's norm bias"))
+  "Tensors of Hugging Face's ModernBERT heads that llama.cpp's modern-bert
+loader has no place for (it refuses a file holding them): left out, each
+with a message.")
+
+(defun layer-index (name prefix)
+  "For NAME = PREFIX N.REST answer N (or the string between PREFIX and the
+next dot when it is not a plain decimal number, such as \"-1\" or \" 1\")
+and REST; NIL when NAME does not start with PREFIX."
+  (when (and (> (length name) (length prefix)) (string= prefix name :end2 (length prefix)))
+    (let* ((start (length prefix))
+           (dot (position #\. name :start start))
+           (part (subseq name start dot)))
+      (values (if (and (plusp (length part)) (every #'digit-char-p part)
+                       (or (= 1 (length part)) (char/= #\0 (char part 0))))
+                  (parse-integer part)
+                  part)
+              (if dot (subseq name (1+ dot)) "")))))
+
+(defun gguf-tensor-name (hf-name layers &key (prefix "encoder.model.") (head :decision))
+  "The GGUF name of the Hugging Face tensor HF-NAME of an encoder of LAYERS
+layers whose names start with PREFIX, and whether it belongs to a head (the
+Laya decision head when HEAD is :decision, Hugging Face's when :hf); NIL
+for a name the converter does not know."
+  (flet ((rel (table name) (cdr (assoc name table :test #'string=))))
+    (let ((encoder-name (and (>= (length hf-name) (length prefix))
+                             (string= prefix hf-name :end2 (length prefix))
+                             (subseq hf-name (length prefix)))))
+      (when encoder-name
+        (let ((fixed (rel *encoder-fixed-renames* encoder-name)))
+          (when fixed (return-from gguf-tensor-name (values fixed nil))))
+        (multiple-value-bind (n rest) (layer-index encoder-name "layers.")
+          (when (integerp n)
+            (let ((g (rel *encoder-renames* rest)))
+              (return-from gguf-tensor-name (and g (values (format nil "blk.~D.~A" n g) nil))))))))
+    (ecase head
+      (:decision
+       (let ((fixed (rel *decision-fixed-renames* hf-name)))
+         (when fixed (return-from gguf-tensor-name (values fixed t))))
+       (multiple-value-bind (n rest) (layer-index hf-name "head.layers.")
+         (when (integerp n)
+           (let ((g (rel *head-renames* rest)))
+             (return-from gguf-tensor-name
+               (and g (values (format nil "blk.~D.~A" (+ layers n) g) t)))))))
+      (:hf (let ((g (rel *hf-head-renames* hf-name)))
+             (when g (return-from gguf-tensor-name (values g t))))))
+    nil))
 
 ;;; The test tokenizer of --random models: GPT-2 byte-level BPE.
 
@@ -186,19 +242,22 @@ pairs of printable ASCII characters."
                                                                   collect (cons tok id))))
                                 (cons "merges" (coerce merges 'vector))))))))
 
-(defun random-laya (preset-name &key (seed 1))
+(defun random-laya (preset-name &key (seed 1) (report (lambda (done name) (declare (ignore done name)))))
   "The files of a Laya directory for a random model of PRESET-NAME, as
 Lisp data: (values tensors encoder-config rl-agent-config config tokenizer),
-TENSORS a list of (hf-name array)."
+TENSORS a list of (hf-name array).  REPORT, a function of (done name), is
+called after each tensor is made."
   (let* ((p (preset preset-name))
          (r (make-rng (ldb (byte 64 0) (+ #x9E3779B97F4A7C15 (* seed 7919)))))
-         (h (getf p :hidden)))
+         (h (getf p :hidden))
+         (done 0))
     (values
      (loop for (name shape init) in (apply #'laya-tensor-shapes p)
            collect (list name (ecase init
                                 (:normal (random-normal-array r shape 0.02d0))
                                 (:one (constant-array shape 1.0))
-                                (:zero (constant-array shape 0.0)))))
+                                (:zero (constant-array shape 0.0))))
+           do (funcall report (incf done) name))
      (list :object
            (cons "architectures" #("ModernBertModel")) (cons "model_type" "modernbert")
            (cons "hidden_size" h) (cons "intermediate_size" (getf p :intermediate))
@@ -208,7 +267,8 @@ TENSORS a list of (hf-name array)."
            (cons "local_attention" 128) (cons "global_attn_every_n_layers" 3)
            (cons "global_rope_theta" 160000d0) (cons "local_rope_theta" 10000d0)
            (cons "hidden_activation" "gelu")
-           (cons "pad_token_id" 0) (cons "cls_token_id" 2) (cons "sep_token_id" 3)
+           (cons "pad_token_id" 0) (cons "bos_token_id" 2) (cons "eos_token_id" 3)
+           (cons "cls_token_id" 2) (cons "sep_token_id" 3)
            (cons "mask_token_id" 4))
      (list :object
            (cons "head_layers" (getf p :head-layers)) (cons "max_len" 1024)
@@ -218,19 +278,29 @@ TENSORS a list of (hf-name array)."
      (list :object (cons "model_type" "laya") (cons "name" (format nil "skycmd-~A-random" preset-name)))
      (random-tokenizer (getf p :vocab)))))
 
+(defun random-progress (preset-name)
+  "A progress reporter for making a random model of PRESET-NAME."
+  (let ((report (progress-reporter (length (apply #'laya-tensor-shapes (preset preset-name))))))
+    (lambda (done name) (funcall report done (concatenate 'string "generating " name)))))
+
 (defun write-json-file (path value)
   (with-output-to-file (s path)
     (write-json value s :indent 2)
     (terpri s)))
 
+(defun directory-prefix (dir)
+  "DIR as a string that ends in a slash, for appending file names."
+  (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
+
 (defun write-random-laya (dir preset-name &key (seed 1))
   "Write a Laya model directory DIR (created if needed) for a random model
 of PRESET-NAME: model.safetensors, config.json, encoder/config.json,
 rl_agent_config.json and tokenizer/tokenizer.json.  Answers DIR."
-  (let ((root (concatenate 'string (string-right-trim "/" (namestring dir)) "/")))
+  (let ((root (directory-prefix dir)))
     (ensure-directories-exist (concatenate 'string root "encoder/"))
     (ensure-directories-exist (concatenate 'string root "tokenizer/"))
-    (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+    (multiple-value-bind (tensors encoder rl config tokenizer)
+        (random-laya preset-name :seed seed :report (random-progress preset-name))
       (write-safetensors (concatenate 'string root "model.safetensors") tensors
                          :metadata '(("format" . "pt")))
       (write-json-file (concatenate 'string root "encoder/config.json") encoder)
@@ -239,20 +309,212 @@ rl_agent_config.json and tokenizer/tokenizer.json.  Answers DIR."
       (write-json-file (concatenate 'string root "tokenizer/tokenizer.json") tokenizer))
     dir))
 
-;;; Reading a Laya directory.
+(defun write-random-hf (dir preset-name &key (seed 1) (prefix "model.") (dtype :f32) (shards 1)
+                                            (head :none))
+  "Write a Hugging Face ModernBERT directory DIR (created if needed) for
+the encoder of a random model of PRESET-NAME, as transformers saves one:
+config.json, tokenizer.json, tokenizer_config.json and model.safetensors,
+or SHARDS files with model.safetensors.index.json.  Tensor names start with
+PREFIX; DTYPE is :f32, :f16 or :bf16; HEAD is :none (ModernBertModel),
+:masked-lm or :classifier (two labels).  Answers DIR."
+  (let ((root (directory-prefix dir)))
+    (ensure-directories-exist root)
+    (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+      (declare (ignore rl config))
+      (let* ((h (cdr (assoc "hidden_size" (rest encoder) :test #'string=)))
+             (vocab (cdr (assoc "vocab_size" (rest encoder) :test #'string=)))
+             (r (make-rng (+ 17 seed)))
+             (encoder-tensors
+               (loop for (name data) in tensors
+                     for rel = (and (string= "encoder.model." name :end2 (min 14 (length name)))
+                                    (subseq name 14))
+                     when rel collect (list (concatenate 'string prefix rel) data)))
+             (head-tensors
+               (ecase head
+                 (:none '())
+                 (:masked-lm (list (list "head.dense.weight" (random-normal-array r (list h h) 0.02d0))
+                                   (list "head.norm.weight" (constant-array (list h) 1.0))
+                                   (list "decoder.bias" (constant-array (list vocab) 0.0))))
+                 (:classifier (list (list "head.dense.weight" (random-normal-array r (list h h) 0.02d0))
+                                    (list "head.norm.weight" (constant-array (list h) 1.0))
+                                    (list "classifier.weight" (random-normal-array r (list 2 h) 0.02d0))
+                                    (list "classifier.bias" (constant-array (list 2) 0.0))))))
+             (all (loop for (name data) in (append encoder-tensors head-tensors)
+                        collect (list name (ecase dtype
+                                             (:f32 data)
+                                             (:f16 (make-float16-array data))
+                                             (:bf16 (make-bfloat16-array data))))))
+             (config (append (list :object
+                                   (cons "architectures"
+                                         (vector (ecase head
+                                                   (:none "ModernBertModel")
+                                                   (:masked-lm "ModernBertForMaskedLM")
+                                                   (:classifier "ModernBertForSequenceClassification")))))
+                             (remove "architectures" (rest encoder) :key #'car :test #'string=)
+                             (when (eq head :classifier)
+                               (list (cons "id2label" (list :object (cons "0" "wrong") (cons "1" "right")))
+                                     (cons "label2id" (list :object (cons "wrong" 0) (cons "right" 1)))))
+                             (list (cons "torch_dtype" (string-downcase (symbol-name dtype)))))))
+        (if (= shards 1)
+            (write-safetensors (concatenate 'string root "model.safetensors") all
+                               :metadata '(("format" . "pt")))
+            (let ((map '()))
+              (loop for i from 1 to shards
+                    for file = (format nil "model-~5,'0D-of-~5,'0D.safetensors" i shards)
+                    for part = (loop for e in all for j from 0
+                                     when (= (1- i) (mod j shards)) collect e)
+                    do (write-safetensors (concatenate 'string root file) part
+                                          :metadata '(("format" . "pt")))
+                       (dolist (e part) (push (cons (first e) file) map)))
+              (write-json-file (concatenate 'string root "model.safetensors.index.json")
+                               (list :object (cons "metadata"
+                                           (list :object
+                                                 (cons "total_size"
+                                                       (loop for (nil data) in all
+                                                             sum (* (reduce #'* (packed-dimensions data))
+                                                                    (if (eq dtype :f32) 4 2))))))
+                                     (cons "weight_map" (cons :object (reverse map)))))))
+        (write-json-file (concatenate 'string root "config.json") config)
+        (write-json-file (concatenate 'string root "tokenizer.json") tokenizer)
+        (write-json-file (concatenate 'string root "tokenizer_config.json")
+                         (list :object (cons "tokenizer_class" "PreTrainedTokenizerFast")
+                               (cons "cls_token" "[CLS]") (cons "sep_token" "[SEP]")
+                               (cons "mask_token" "[MASK]") (cons "pad_token" "[PAD]")
+                               (cons "unk_token" "[UNK]")
+                               (cons "model_max_length" 1024)))))
+    dir))
 
-(defun json-like (value)
-  "VALUE written by WRITE-JSON's mapping read back as PARSE-JSON answers
-it (for --random, which builds the files in memory)."
-  (parse-json (with-output-to-string (s) (write-json value s))))
+;;; Checking the input before anything is written.  Every value read from
+;;; a config is checked for its JSON type and range; every tensor's name,
+;;; layer index and shape against what the config implies; a failure is a
+;;; CONVERT-ERROR naming the input file and its key or tensor.
 
-(defun cfg (table key path &key (type 'integer) default)
+(defparameter *config-limits*
+  '(("hidden_size" 1 65536) ("num_hidden_layers" 1 4096) ("intermediate_size" 1 1048576)
+    ("num_attention_heads" 1 65536) ("vocab_size" 1 16777216)
+    ("max_position_embeddings" 1 16777216) ("local_attention" 0 16777216)
+    ("global_attn_every_n_layers" 1 4096) ("head_layers" 0 4096)
+    ("head_max_len" 1 16777216) ("max_len" 1 16777216) ("num_labels" 1 65536))
+  "The integer configuration keys with their least and greatest sane
+values: a config beyond them is refused before anything is allocated.")
+
+(defun json-brief (value)
+  "VALUE (parsed JSON) described in a few words, for a message."
+  (typecase value
+    (hash-table "an object")
+    (string (if (> (length value) 40) "a long string" (format nil "~S" value)))
+    (vector (if (and (<= (length value) 4) (every (lambda (x) (or (stringp x) (integerp x))) value))
+                (format nil "[~{~S~^, ~}]" (coerce value 'list))
+                (format nil "an array of ~D" (length value))))
+    ((eql t) "true")
+    (null "false")
+    ((eql :null) "null")
+    (double-float (let ((*read-default-float-format* 'double-float)) (format nil "~A" value)))
+    (t (format nil "~A" value))))
+
+(defun json-object (value path &optional key)
+  "VALUE when it is a JSON object; else a CONVERT-ERROR naming PATH (and
+KEY, the member it was read from)."
+  (if (hash-table-p value)
+      value
+      (convert-error path "~:[~;key ~:*~S: ~]expected a JSON object, found ~A" key (json-brief value))))
+
+(defun cfg (table key path &key (type 'integer) (default nil default-p))
+  "The value of KEY in the JSON object TABLE of the file PATH, of TYPE
+(integer, real, string, hash-table, vector or boolean); DEFAULT when the
+key is absent (an error without one).  A real is a finite number within
+single-float range; an integer named in *CONFIG-LIMITS* is within its
+limits."
   (multiple-value-bind (v found) (gethash key table)
-    (cond ((and (not found) default) default)
-          ((not found) (convert-error path "expected a key ~S, found none" key))
-          ((typep v type) v)
-          ((and (eq type 'real) (realp v)) v)
-          (t (convert-error path "key ~S: expected ~(~A~), found ~S" key type v)))))
+    (flet ((bad (what) (convert-error path "key ~S: expected ~A, found ~A" key what (json-brief v))))
+      (cond ((not found)
+             (if default-p default (convert-error path "expected a key ~S, found none" key)))
+            ((eq type 'boolean) (if (member v '(t nil)) v (bad "true or false")))
+            ((eq type 'real)
+             (if (and (realp v) (< (abs v) most-positive-single-float)) v (bad "a finite number")))
+            ((eq type 'integer)
+             (let ((limits (rest (assoc key *config-limits* :test #'string=))))
+               (cond ((not (integerp v)) (bad "an integer"))
+                     ((and limits (not (<= (first limits) v (second limits))))
+                      (bad (format nil "an integer from ~D to ~D" (first limits) (second limits))))
+                     (t v))))
+            ((typep v type) v)
+            (t (bad (ecase type (string "a string") (hash-table "a JSON object")
+                      (vector "an array"))))))))
+
+(defun encoder-hparams (encoder path)
+  "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON
+object of the file PATH) as a plist, each checked.  A key the config leaves
+out takes the default of Hugging Face's ModernBertConfig, as upstream's
+converter sees it through AutoConfig."
+  (json-object encoder path)
+  (let ((hp (list :hidden (cfg encoder "hidden_size" path)
+                  :layers (cfg encoder "num_hidden_layers" path)
+                  :intermediate (cfg encoder "intermediate_size" path)
+                  :heads (cfg encoder "num_attention_heads" path)
+                  :vocab (cfg encoder "vocab_size" path :default 50368)
+                  :context (cfg encoder "max_position_embeddings" path :default 8192)
+                  :eps (cfg encoder "norm_eps" path :type 'real :default 1d-5)
+                  :global-theta (cfg encoder "global_rope_theta" path :type 'real :default 160000d0)
+                  :local-theta (cfg encoder "local_rope_theta" path :type 'real :default 10000d0)
+                  :window (cfg encoder "local_attention" path :default 128)
+                  :pattern (cfg encoder "global_attn_every_n_layers" path :default 3)
+                  :act (cfg encoder "hidden_activation" path :type 'string :default "gelu"))))
+    (destructuring-bind (&key hidden heads eps global-theta local-theta act &allow-other-keys) hp
+      (unless (and (zerop (mod hidden heads)) (evenp (floor hidden heads)))
+        (convert-error path "key \"num_attention_heads\": expected a divisor of hidden_size ~D ~
+leaving an even head size, found ~D" hidden heads))
+      (loop for (key value) in `(("norm_eps" ,eps) ("global_rope_theta" ,global-theta)
+                                 ("local_rope_theta" ,local-theta))
+            unless (plusp value)
+              do (convert-error path "key ~S: expected a positive number, found ~A" key value))
+      ;; The names llama.cpp's loader maps to a gated FFN (GeGLU, SwiGLU);
+      ;; any other it would silently run as GeGLU.
+      (unless (member act '("gelu" "geglu" "silu" "swish" "swiglu") :test #'string=)
+        (convert-error path "key \"hidden_activation\": expected gelu, geglu, silu, swish or ~
+swiglu, found ~S" act))
+      ;; llama.cpp's ModernBERT graph has no biases: a model with them
+      ;; would load without them and compute something else.
+      (dolist (key '("norm_bias" "attention_bias" "mlp_bias"))
+        (when (cfg encoder key path :type 'boolean :default nil)
+          (convert-error path "key ~S: expected false (llama.cpp's ModernBERT has no such ~
+biases), found true" key))))
+    hp))
+
+(defun shape-string (dims)
+  (format nil "[~{~D~^, ~}]" dims))
+
+(defun check-tensors (tensors expected path config-path layer-prefixes)
+  "Check the input TENSORS, a list of (name data) read from PATH, against
+EXPECTED, a list of (name shape) that the config CONFIG-PATH implies:
+every name known, every layer index in range, every shape right, nothing
+missing.  LAYER-PREFIXES lists (prefix count source) for the layered
+names, COUNT their layers and SOURCE the config file and key that say so."
+  (let ((shapes (make-hash-table :test 'equal)))
+    (loop for (name shape) in expected do (setf (gethash name shapes) shape))
+    (loop for (name data) in tensors
+          for shape = (gethash name shapes)
+          do (unless shape
+               (loop for (prefix count source) in layer-prefixes
+                     do (let ((n (layer-index name prefix)))
+                          (cond ((stringp n)
+                                 (convert-error path "tensor ~S: expected a layer index (digits), ~
+found ~S" name n))
+                                ((and n (>= n count))
+                                 (convert-error path "tensor ~S: expected a layer index below ~D ~
+(~A), found ~D" name count source n)))))
+               (convert-error path "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
+one" name))
+             (let ((dims (packed-dimensions data)))
+               (unless (equal dims shape)
+                 (convert-error path "tensor ~S: expected shape ~A (from ~A), found ~A" name
+                                (shape-string shape) config-path (shape-string dims)))))
+    (let ((given (make-hash-table :test 'equal)))
+      (loop for (name) in tensors do (setf (gethash name given) t))
+      (loop for (name) in expected
+            unless (gethash name given)
+              do (convert-error path "tensor ~S: expected it (from ~A), found none" name
+                                config-path)))))
 
 (defun temperature-key (bucket)
   "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
@@ -265,61 +527,122 @@ CLS {type} question: {instructions} SEP (MASK option)* SEP state SEP."
 {% for o in options %}~A{{ o.text if o.text is defined else o }}{% endfor %}~
 ~A{{ state }}~A" cls sep mask sep sep))
 
-(defun tokenizer-metadata (tok path pre &key token-types)
+(defun token-string (value path what)
+  "VALUE, a token string from the tokenizer file PATH (WHAT says where);
+refused when it is not a non-empty string.  (A NUL never gets here: the
+JSON reader refuses it.)"
+  (unless (and (stringp value) (plusp (length value)))
+    (convert-error path "~A: expected a non-empty string, found ~A" what (json-brief value)))
+  value)
+
+(defun merge-string (m i path)
+  "The I-th BPE merge M of the tokenizer file PATH as GGUF keeps it, \"a
+b\": M is that string or the pair [\"a\", \"b\"]."
+  (let ((what (format nil "model.merges[~D]" i)))
+    (cond ((stringp m)
+           (unless (= 1 (count #\Space m))
+             (convert-error path "~A: expected two tokens separated by one space, found ~S" what m))
+           (token-string m path what))
+          ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
+           (format nil "~A ~A" (token-string (aref m 0) path what) (token-string (aref m 1) path what)))
+          (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A" what
+                            (json-brief m))))))
+
+(defun special-token-name (tokenizer-config key default)
+  "The special token KEY (\"cls_token\") names in tokenizer_config.json's
+data TOKENIZER-CONFIG (a string, or an object with its content), or DEFAULT."
+  (let ((v (and tokenizer-config (gethash key tokenizer-config))))
+    (cond ((stringp v) v)
+          ((hash-table-p v) (or (gethash "content" v) default))
+          (t default))))
+
+(defun tokenizer-metadata (tok path pre vocab-size
+                           &key token-types tokenizer-config template (config-path "config.json")
+                                (tokenizer-config-path "tokenizer_config.json"))
   "The tokenizer.ggml.* and skycmd.tokenizer.* keys of the tokenizer.json
-data TOK, and the chat template; TOKEN-TYPES, when given, is
-token_type_count (the decision head's type embeddings)."
-  (let* ((model (cfg tok "model" path :type 'hash-table))
+data TOK (the file PATH) for a model of VOCAB-SIZE token embeddings, ids
+without a token becoming [PADn] as upstream writes them.  TOKEN-TYPES, when
+given, is token_type_count (the decision head's type embeddings);
+TOKENIZER-CONFIG (the data of TOKENIZER-CONFIG-PATH) names the special
+tokens; TEMPLATE is the chat template (default: tokenizer_config's).
+CONFIG-PATH names the file that gives VOCAB-SIZE, for errors."
+  (json-object tok path)
+  (let* ((model (json-object (cfg tok "model" path :type 'hash-table) path "model"))
          (vocab (cfg model "vocab" path :type 'hash-table))
-         (n (hash-table-count vocab))
-         (tokens (make-array n :initial-element nil))
-         (types (make-array n :element-type '(signed-byte 32) :initial-element 1))
+         (tokens (make-array vocab-size :initial-element nil))
+         (types (make-array vocab-size :element-type '(signed-byte 32) :initial-element 1))
          (added (cfg tok "added_tokens" path :type 'vector :default #()))
-         (merges (map 'vector (lambda (m) (if (stringp m) m (format nil "~A ~A" (aref m 0) (aref m 1))))
-                      (cfg model "merges" path :type 'vector)))
+         (merges (let ((ms (cfg model "merges" path :type 'vector)))
+                   (map 'vector (let ((i -1)) (lambda (m) (merge-string m (incf i) path))) ms)))
+         (ids (make-hash-table :test 'equal))
          (lstrip '()) (rstrip '()))
-    (maphash (lambda (k id)
-               (unless (and (integerp id) (< -1 id n) (null (aref tokens id)))
-                 (convert-error path "token ~S: expected a unique id below ~D, found ~S" k n id))
-               (setf (aref tokens id) k))
-             vocab)
-    (loop for a across added
-          for id = (gethash "id" a)
-          when (and (integerp id) (< -1 id n))
-            do (when (gethash "special" a) (setf (aref types id) 3))
-               (when (gethash "lstrip" a) (push id lstrip))
-               (when (gethash "rstrip" a) (push id rstrip)))
-    (flet ((id-of (tok) (or (gethash tok vocab)
-                            (convert-error path "expected a token ~A, found none" tok))))
-      (let ((normalizer (gethash "normalizer" tok)))
-        (remove nil (list (list "tokenizer.ggml.model" :string "gpt2")
-                          (list "tokenizer.ggml.pre" :string pre)
-                          (list "tokenizer.ggml.tokens" '(:array :string) tokens)
-                          (list "tokenizer.ggml.token_type" '(:array :i32) types)
-                          (list "tokenizer.ggml.merges" '(:array :string) merges)
-                          (list "tokenizer.ggml.bos_token_id" :u32 (id-of "[CLS]"))
-                          (list "tokenizer.ggml.eos_token_id" :u32 (id-of "[SEP]"))
-                          (list "tokenizer.ggml.seperator_token_id" :u32 (id-of "[SEP]"))
-                          (list "tokenizer.ggml.cls_token_id" :u32 (id-of "[CLS]"))
-                          (list "tokenizer.ggml.mask_token_id" :u32 (id-of "[MASK]"))
-                          (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "[UNK]"))
-                          (list "tokenizer.ggml.padding_token_id" :u32 (id-of "[PAD]"))
-                          (list "tokenizer.ggml.add_bos_token" :bool t)
-                          (list "tokenizer.ggml.add_eos_token" :bool t)
-                          (list "tokenizer.ggml.add_sep_token" :bool t)
-                          (and token-types (list "tokenizer.ggml.token_type_count" :u32 token-types))
-                          ;; The default template: llama.cpp's server renders only
-                          ;; this one unless a named template is asked for.
-                          (list "tokenizer.chat_template" :string
-                                (systemone-template "[CLS]" "[SEP]" "[MASK]"))
-                          (list "skycmd.tokenizer.normalizer" :string
-                                (if (hash-table-p normalizer) (gethash "type" normalizer "none") "none"))
-                          (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
-                                (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
-                          (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
-                                (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
-                          (list "skycmd.tokenizer.ignore_merges" :bool
-                                (and (gethash "ignore_merges" model) t))))))))
+    (unless (member (gethash "type" model "BPE") '("BPE") :test #'equal)
+      (convert-error path "key \"model.type\": expected \"BPE\", found ~A" (json-brief (gethash "type" model))))
+    (flet ((place (tok id what)
+             (token-string tok path what)
+             (unless (and (integerp id) (< -1 id vocab-size))
+               (convert-error path "~A: expected an id below ~D (~A vocab_size), found ~A" what
+                              vocab-size config-path (json-brief id)))
+             (let ((old (aref tokens id)))
+               (when (and old (string/= old tok))
+                 (convert-error path "~A: expected a free id, found ~D taken by ~S" what id old)))
+             (setf (aref tokens id) tok (gethash tok ids) id)))
+      (maphash (lambda (k id) (place k id (format nil "token ~S" k))) vocab)
+      (loop for a across added
+            for i from 0
+            for what = (format nil "added_tokens[~D]" i)
+            do (json-object a path what)
+               (let ((id (gethash "id" a)))
+                 (place (gethash "content" a) id what)
+                 (flet ((flag (key) (cfg a key path :type 'boolean :default nil)))
+                   (setf (aref types id) (if (flag "special") 3 4))
+                   (when (flag "lstrip") (push id lstrip))
+                   (when (flag "rstrip") (push id rstrip))
+                   (flag "single_word") (flag "normalized")))))
+    (dotimes (id vocab-size)
+      (unless (aref tokens id)
+        (setf (aref tokens id) (format nil "[PAD~D]" id) (aref types id) 5)))
+    (flet ((id-of (key default)
+             (let ((name (special-token-name tokenizer-config key default)))
+               (or (gethash name ids)
+                   (convert-error path "expected a token ~A (~A), found none" name key)))))
+      (let ((normalizer (gethash "normalizer" tok))
+            (template (or template
+                          (and tokenizer-config
+                               (cfg tokenizer-config "chat_template" tokenizer-config-path
+                                    :type 'string :default nil))))
+            (cls (id-of "cls_token" "[CLS]")) (sep (id-of "sep_token" "[SEP]")))
+        (remove nil
+                (list (list "tokenizer.ggml.model" :string "gpt2")
+                      (list "tokenizer.ggml.pre" :string pre)
+                      (list "tokenizer.ggml.tokens" '(:array :string) tokens)
+                      (list "tokenizer.ggml.token_type" '(:array :i32) types)
+                      (list "tokenizer.ggml.merges" '(:array :string) merges)
+                      ;; ModernBERT's config has bos = [CLS] and eos = [SEP].
+                      (list "tokenizer.ggml.bos_token_id" :u32 cls)
+                      (list "tokenizer.ggml.eos_token_id" :u32 sep)
+                      (list "tokenizer.ggml.seperator_token_id" :u32 sep)
+                      (list "tokenizer.ggml.cls_token_id" :u32 cls)
+                      (list "tokenizer.ggml.mask_token_id" :u32 (id-of "mask_token" "[MASK]"))
+                      (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "unk_token" "[UNK]"))
+                      (list "tokenizer.ggml.padding_token_id" :u32 (id-of "pad_token" "[PAD]"))
+                      (list "tokenizer.ggml.add_bos_token" :bool t)
+                      (list "tokenizer.ggml.add_eos_token" :bool t)
+                      (list "tokenizer.ggml.add_sep_token" :bool t)
+                      (and token-types (list "tokenizer.ggml.token_type_count" :u32 token-types))
+                      ;; The default template: llama.cpp's server renders
+                      ;; only this one unless a named template is asked for.
+                      (and template (list "tokenizer.chat_template" :string template))
+                      (list "skycmd.tokenizer.normalizer" :string
+                            (if (hash-table-p normalizer)
+                                (cfg normalizer "type" path :type 'string :default "none")
+                                "none"))
+                      (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
+                            (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
+                      (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
+                            (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
+                      (list "skycmd.tokenizer.ignore_merges" :bool
+                            (cfg model "ignore_merges" path :type 'boolean :default nil))))))))
 
 (defparameter *convert-types* '("f32" "f16" "bf16" "q8_0")
   "The tensor types the converter writes, as --type and --head-type name them.")
@@ -339,30 +662,13 @@ token_type_count (the decision head's type embeddings)."
 (defun file-type-id (type)
   (ecase type (:f32 0) (:f16 1) (:q8_0 7) (:bf16 32)))
 
-(defun encoder-hparams (encoder path)
-  "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON
-object of the file PATH) as a plist.  A key the config leaves out takes
-the default of Hugging Face's ModernBertConfig, as upstream's converter
-sees it through AutoConfig."
-  (list :hidden (cfg encoder "hidden_size" path)
-        :layers (cfg encoder "num_hidden_layers" path)
-        :intermediate (cfg encoder "intermediate_size" path)
-        :heads (cfg encoder "num_attention_heads" path)
-        :vocab (cfg encoder "vocab_size" path :default 50368)
-        :context (cfg encoder "max_position_embeddings" path :default 8192)
-        :eps (cfg encoder "norm_eps" path :type 'real :default 1d-5)
-        :global-theta (cfg encoder "global_rope_theta" path :type 'real :default 160000d0)
-        :local-theta (cfg encoder "local_rope_theta" path :type 'real :default 10000d0)
-        :window (cfg encoder "local_attention" path :default 128)
-        :pattern (cfg encoder "global_attn_every_n_layers" path :default 3)
-        :act (cfg encoder "hidden_activation" path :type 'string :default "gelu")))
-
-(defun modern-bert-metadata (hp &key (blocks (getf hp :layers)) feed-forward pooling)
+(defun modern-bert-metadata (hp &key (blocks (getf hp :layers)) feed-forward pooling labels)
   "The modern-bert.* keys upstream's converter (ModernBertModel over
 TextModel and BertModel) writes for the hyper-parameters HP, with the
 types it gives them.  BLOCKS and FEED-FORWARD (a u32, or a vector of them
 for a file that also holds the decision head's blocks) override the
-encoder's own; POOLING, when given, is the pooling_type."
+encoder's own; POOLING, when given, is the pooling_type; LABELS, a vector
+of strings, the classifier's output labels."
   (flet ((k (s) (concatenate 'string "modern-bert." s))
          (f32 (x) (coerce x 'single-float)))
     (remove nil
@@ -371,7 +677,7 @@ encoder's own; POOLING, when given, is the pooling_type."
                   (list (k "embedding_length") :u32 (getf hp :hidden))
                   (if (vectorp feed-forward)
                       (list (k "feed_forward_length") '(:array :u32) feed-forward)
-                      (list (k "feed_forward_length") :u32 (or feed-forward (getf hp :intermediate))))
+                      (list (k "feed_forward_length") :u32 (getf hp :intermediate)))
                   (list (k "attention.head_count") :u32 (getf hp :heads))
                   (list (k "rope.freq_base") :f32 (f32 (getf hp :global-theta)))
                   (list (k "rope.freq_base_swa") :f32 (f32 (getf hp :local-theta)))
@@ -382,6 +688,7 @@ encoder's own; POOLING, when given, is the pooling_type."
                   (list (k "attention.layer_norm_epsilon") :f32 (f32 (getf hp :eps)))
                   (list (k "attention.causal") :bool nil)
                   (and pooling (list (k "pooling_type") :u32 pooling))
+                  (and labels (list (k "classifier.output_labels") '(:array :string) labels))
                   (list (k "attention.sliding_window") :u32 (getf hp :window))
                   (list (k "attention.sliding_window_pattern") :u32 (getf hp :pattern))
                   (list (k "rope.scaling.type") :string "none")
@@ -392,7 +699,9 @@ encoder's own; POOLING, when given, is the pooling_type."
   "The modern-bert.decision.* keys of the Laya decision head (ours, not
 upstream's) from rl_agent_config.json's data RL."
   (flet ((k (s) (concatenate 'string "modern-bert.decision." s)))
-    (let* ((temps (cfg rl "temperatures" rl-path :type 'hash-table :default (make-hash-table)))
+    (let* ((temps (json-object (cfg rl "temperatures" rl-path :type 'hash-table
+                                                               :default (make-hash-table))
+                               rl-path "temperatures"))
            (keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
       (append
        (list (list (k "type") :string "laya")
@@ -403,97 +712,367 @@ upstream's) from rl_agent_config.json's data RL."
              collect (list (k (format nil "temperature.~A" (temperature-key key)))
                            :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float)))))))
 
-(defun general-metadata (name type)
-  "The general.* keys: architecture, type, name, file type (from the
-encoder's TYPE, as upstream's ftype) and quantization version."
+(defun size-label (params)
+  "PARAMS as upstream's general.size_label spells a parameter count: 152K,
+6.6M (at least two significant digits, K M B T)."
+  (multiple-value-bind (scaled suffix)
+      (cond ((> params 1d12) (values (* params 1d-12) "T"))
+            ((> params 1d9) (values (* params 1d-9) "B"))
+            ((> params 1d6) (values (* params 1d-6) "M"))
+            (t (values (* params 1d-3) "K")))
+    (let ((fix (max (- 2 (length (string-left-trim "0" (princ-to-string (round scaled))))) 0)))
+      (if (zerop fix)
+          (format nil "~D~A" (round scaled) suffix)
+          (format nil "~,vF~A" fix scaled suffix)))))
+
+(defun general-metadata (name type tensors)
+  "The general.* keys: architecture, type, name, size label (of the output
+TENSORS, (name data ...) lists), file type (from the encoder's TYPE, as
+upstream's ftype) and quantization version."
   (list (list "general.architecture" :string "modern-bert")
         (list "general.type" :string "model")
         (list "general.name" :string name)
+        (list "general.size_label" :string
+              (size-label (loop for e in tensors sum (reduce #'* (packed-dimensions (second e))))))
         (list "general.file_type" :u32 (file-type-id type))
         (list "general.quantization_version" :u32 2)))
+
+(defun convert-tensors (tensors path name-of type head-type)
+  "The output tensors, (gguf-name data :dims ne), of the input TENSORS
+(name data) of the file PATH: NAME-OF maps an input name to its GGUF name
+and whether it is a head tensor (NIL: left out).  Values that are not
+finite, or that the output type cannot hold (beyond binary16's range for
+F16, a Q8_0 scale that overflows), are refused naming the input tensor."
+  (let ((report (progress-reporter (length tensors)))
+        (done 0)
+        (out '()))
+    (loop for (hf data) in tensors
+          do (multiple-value-bind (g head-p) (funcall name-of hf)
+               (when g
+                 (let* ((dims (packed-dimensions data))
+                        (ty (tensor-type g dims head-p type head-type))
+                        (bad (first-non-finite data)))
+                   (when bad
+                     (tensor-data-error path hf "has invalid data: expected finite values, found ~
+a NaN or infinity at element ~D" bad))
+                   (let* ((converted
+                            (handler-case
+                                (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
+                                                         (data-as-matrix data (reverse dims))
+                                                         data)
+                                                     ty)
+                              (scale-overflow-error (c)
+                                (tensor-data-error path hf "cannot be Q8_0: row ~D, block ~D: ~
+expected a block absmax below 8321040, found a scale that overflows binary16"
+                                                   (scale-overflow-error-row c)
+                                                   (scale-overflow-error-block c)))))
+                          (over (and (member ty '(:f16 :bf16)) (first-non-finite converted))))
+                     (when over
+                       (tensor-data-error path hf "cannot be ~A: element ~D overflows it (~
+expected magnitudes below ~A)" ty over (if (eq ty :f16) 65520 "3.39e38")))
+                     (push (list g converted :dims (reverse dims)) out)))))
+             (funcall report (incf done) (concatenate 'string "converting " hf)))
+    (reverse out)))
 
 (defun laya-gguf-file (tensors encoder rl config tokenizer
                        &key (type :f16) (head-type :f32) (pre "modern-bert") name paths
                             encoder-only)
   "The GGUF file object (GGUF:MAKE-FILE's, ready for GGUF:WRITE) of a Laya
-model's parts, as READ-SAFETENSORS and PARSE-JSON answer them.  PATHS: a
-plist naming the files, for errors.  ENCODER-ONLY drops the decision head
-(its tensors, keys and token types): what is left is a plain ModernBERT
-encoder, which llama.cpp loads."
-  (let* ((enc-path (getf paths :encoder "encoder/config.json"))
+model's parts, as READ-SAFETENSORS and PARSE-JSON answer them, every part
+checked first.  PATHS: a plist naming the files, for errors.  ENCODER-ONLY
+drops the decision head (its tensors, keys and token types): what is left
+is a plain ModernBERT encoder, which llama.cpp loads."
+  (let* ((model-path (getf paths :model "model.safetensors"))
+         (enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
          (hp (encoder-hparams encoder enc-path))
          (h (getf hp :hidden))
          (layers (getf hp :layers))
-         (head-layers (cfg rl "head_layers" rl-path))
-         (report (progress-reporter (length tensors)))
-         (done 0)
-         (out-tensors '()))
-    (dolist (entry tensors)
-      (destructuring-bind (hf data) entry
-        (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
-          (unless g
-            (convert-error (getf paths :model "model.safetensors") "tensor ~S: expected a ~
-ModernBERT encoder or decision-head tensor name, found an unknown one" hf))
-          (unless (and head-p encoder-only)
-            (let* ((dims (packed-dimensions data))
-                   (ty (tensor-type g dims head-p type head-type))
-                   (bad (first-non-finite data)))
-              (when bad
-                (tensor-data-error (getf paths :model "model.safetensors") hf "has invalid data: ~
-expected finite values, found a NaN or infinity at element ~D" bad))
-              (push (list g (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
-                                                     (data-as-matrix data (reverse dims))
-                                                     data)
-                                                 ty)
-                          :dims (reverse dims))
-                    out-tensors))))
-        (funcall report (incf done) hf)))
-    (let ((metadata
-            (append
-             (general-metadata (or name (gethash "name" config) "modern-bert") type)
-             (if encoder-only
-                 (modern-bert-metadata hp :pooling 2)
-                 (modern-bert-metadata
-                  hp :blocks (+ layers head-layers) :pooling 2
-                     :feed-forward (coerce (append (make-list layers :initial-element (getf hp :intermediate))
-                                                   (make-list head-layers :initial-element (* 4 h)))
-                                           '(vector (unsigned-byte 32)))))
-             (unless encoder-only (decision-metadata rl rl-path head-layers))
-             (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre
-                                 :token-types (if encoder-only nil 3)))))
-      (gguf:make-file :metadata metadata :tensors (reverse out-tensors)))))
+         (head-layers (cfg (json-object rl rl-path) "head_layers" rl-path)))
+    (json-object config (getf paths :config "config.json"))
+    (check-tensors tensors
+                   (append (apply #'encoder-tensor-shapes "encoder.model." hp)
+                           (decision-head-tensor-shapes :hidden h :head-layers head-layers))
+                   model-path enc-path
+                   `(("encoder.model.layers." ,layers ,(format nil "~A num_hidden_layers" enc-path))
+                     ("head.layers." ,head-layers ,(format nil "~A head_layers" rl-path))))
+    (let* ((out (convert-tensors tensors model-path
+                                 (lambda (hf)
+                                   (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
+                                     (and (not (and head-p encoder-only)) (values g head-p))))
+                                 type head-type))
+           (metadata
+             (append
+              (general-metadata (or name (cfg config "name" (getf paths :config "config.json")
+                                              :type 'string :default "modern-bert"))
+                                type out)
+              (if encoder-only
+                  (modern-bert-metadata hp :pooling 2)
+                  (modern-bert-metadata
+                   hp :blocks (+ layers head-layers) :pooling 2
+                      :feed-forward (coerce (append (make-list layers :initial-element (getf hp :intermediate))
+                                                    (make-list head-layers :initial-element (* 4 h)))
+                                            '(vector (unsigned-byte 32)))))
+              (unless encoder-only (decision-metadata rl rl-path head-layers))
+              (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre
+                                  (getf hp :vocab)
+                                  :token-types (if encoder-only nil 3) :config-path enc-path
+                                  :template (systemone-template "[CLS]" "[SEP]" "[MASK]")))))
+      (gguf:make-file :metadata metadata :tensors out))))
 
 (defun write-gguf-file (out f)
   "Write the file object F to the GGUF file OUT; answer its tensor count."
   (gguf:write out f)
   (length (gguf:tensor-infos f)))
 
+(defun read-input-json (path &optional (default nil default-p))
+  "The JSON object in the file PATH (READ-JSON-FILE), or DEFAULT when
+given and PATH does not exist."
+  (if (and default-p (not (probe-file path)))
+      default
+      (json-object (read-json-file path) path)))
+
 (defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name
                                   encoder-only)
   "Convert the Laya model directory DIR (model.safetensors, config.json,
 encoder/config.json, rl_agent_config.json, tokenizer/tokenizer.json) to the
 GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
-(:f32 :f16 :bf16 :q8_0); ENCODER-ONLY leaves the head out.  Answers the
-number of tensors written."
-  (let* ((root (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
+(:f32 :f16 :bf16 :q8_0); ENCODER-ONLY leaves the head out.  Every input is
+checked before anything is written (CONVERT-ERROR, TENSOR-DATA-ERROR).
+Answers the number of tensors written."
+  (let* ((root (directory-prefix dir))
          (paths (list :model (concatenate 'string root "model.safetensors")
                       :encoder (concatenate 'string root "encoder/config.json")
                       :rl (concatenate 'string root "rl_agent_config.json")
                       :config (concatenate 'string root "config.json")
                       :tokenizer (concatenate 'string root "tokenizer/tokenizer.json"))))
-    (unless (probe-file (getf paths :model))
-      (convert-error (getf paths :model) "no such file (expected a Laya model directory)"))
-    (write-gguf-file
-     out (laya-gguf-file (read-safetensors (getf paths :model))
-                         (read-json-file (getf paths :encoder))
-                         (read-json-file (getf paths :rl))
-                         (if (probe-file (getf paths :config))
-                             (read-json-file (getf paths :config))
-                             (make-hash-table :test 'equal))
-                         (read-json-file (getf paths :tokenizer))
+    ;; The configs first: an absurd one is refused before the weights are read.
+    (let* ((encoder (read-input-json (getf paths :encoder)))
+           (rl (read-input-json (getf paths :rl)))
+           (config (read-input-json (getf paths :config) (make-hash-table :test 'equal)))
+           (tokenizer (read-input-json (getf paths :tokenizer))))
+      (encoder-hparams encoder (getf paths :encoder))
+      (cfg rl "head_layers" (getf paths :rl))
+      (write-gguf-file
+       out (laya-gguf-file (read-safetensors (getf paths :model)) encoder rl config tokenizer
+                           :type type :head-type head-type :pre pre :name name :paths paths
+                           :encoder-only encoder-only)))))
+
+;;; Hugging Face ModernBERT directories, as upstream's convert_hf_to_gguf.py
+;;; takes them: config.json (model_type modernbert), the weights in
+;;; model.safetensors or in shards listed by model.safetensors.index.json,
+;;; tokenizer.json and tokenizer_config.json, and the sentence-transformers
+;;; pooling (modules.json) when there is one.
+
+(defparameter *hf-architectures*
+  '(("ModernBertModel" . :none) ("ModernBertForMaskedLM" . :masked-lm)
+    ("ModernBertForSequenceClassification" . :classifier))
+  "The Hugging Face architectures upstream's ModernBertModel converts, and
+the head each carries.")
+
+(defun read-hf-tensors (root)
+  "The tensors, a list of (name data), of the Hugging Face directory ROOT
+(a string ending in a slash): model.safetensors, or the shards that
+model.safetensors.index.json lists, each tensor where the index says."
+  (let ((index-path (concatenate 'string root "model.safetensors.index.json")))
+    (if (not (probe-file index-path))
+        (read-safetensors (concatenate 'string root "model.safetensors"))
+        (let* ((index (read-input-json index-path))
+               (weight-map (json-object (cfg index "weight_map" index-path :type 'hash-table)
+                                        index-path "weight_map"))
+               (files '()) (tensors '()))
+          (maphash (lambda (name file)
+                     (unless (and (stringp file) (plusp (length file)) (not (find #\/ file)))
+                       (convert-error index-path "key ~S: expected a shard file name in the ~
+directory, found ~A" (format nil "weight_map.~A" name) (json-brief file)))
+                     (pushnew file files :test #'string=))
+                   weight-map)
+          (dolist (file (sort files #'string<))
+            (let ((path (concatenate 'string root file)))
+              (loop for entry in (read-safetensors path)
+                    for name = (first entry)
+                    do (unless (equal (gethash name weight-map) file)
+                         (convert-error path "tensor ~S: expected it in ~A as ~A lists it, found ~
+it here" name (or (gethash name weight-map) "no shard") index-path))
+                       (push entry tensors))))
+          (let ((found (make-hash-table :test 'equal)))
+            (dolist (e tensors) (setf (gethash (first e) found) t))
+            (maphash (lambda (name file)
+                       (unless (gethash name found)
+                         (convert-error index-path "key ~S: expected the tensor in ~A, found none"
+                                        (format nil "weight_map.~A" name) file)))
+                     weight-map))
+          (reverse tensors)))))
+
+(defun hf-pooling (root)
+  "The pooling_type of the sentence-transformers pooling module that
+modules.json in ROOT names (1 mean, 2 CLS, 3 last token, as upstream
+reads it), or NIL when there is none."
+  (let ((modules-path (concatenate 'string root "modules.json")))
+    (when (probe-file modules-path)
+      (let ((modules (read-json-file modules-path)))
+        (unless (vectorp modules)
+          (convert-error modules-path "expected a JSON array, found ~A" (json-brief modules)))
+        (loop for m across modules
+              for i from 0
+              do (json-object m modules-path (format nil "[~D]" i))
+                 (let ((type (cfg m "type" modules-path :type 'string :default "")))
+                   (when (and (>= (length type) 7) (string= "Pooling" type :start2 (- (length type) 7)))
+                     (let* ((dir (cfg m "path" modules-path :type 'string))
+                            (path (concatenate 'string root dir "/config.json"))
+                            (pooling (read-input-json path)))
+                       (flet ((on (key) (cfg pooling key path :type 'boolean :default nil)))
+                         (return
+                           (cond ((on "pooling_mode_mean_tokens") 1)
+                                 ((on "pooling_mode_cls_token") 2)
+                                 ((on "pooling_mode_lasttoken") 3)
+                                 (t (convert-error path "expected a mean, CLS or last-token ~
+pooling mode, found none")))))))))))))
+
+(defun hf-labels (config path)
+  "The classifier's output labels of the Hugging Face CONFIG (id2label,
+in id order; else num_labels labels LABEL_i)."
+  (let ((id2label (cfg config "id2label" path :type 'hash-table :default nil)))
+    (if id2label
+        (let ((pairs '()))
+          (maphash (lambda (k v)
+                     (let ((id (ignore-errors (parse-integer k))))
+                       (unless (and id (< -1 id (hash-table-count id2label)) (stringp v))
+                         (convert-error path "key ~S: expected a label string at an id below ~D, ~
+found ~A" (format nil "id2label.~A" k) (hash-table-count id2label) (json-brief v)))
+                       (push (cons id v) pairs)))
+                   id2label)
+          (map 'vector #'cdr (sort pairs #'< :key #'car)))
+        (coerce (loop for i below (cfg config "num_labels" path :default 2)
+                      collect (format nil "LABEL_~D" i))
+                'vector))))
+
+(defun hf-expected-tensors (prefix hp head config path)
+  "The (name shape optional) of every tensor a Hugging Face ModernBERT of
+the hyper-parameters HP with HEAD (:none, :masked-lm, :classifier) holds."
+  (let ((h (getf hp :hidden)))
+    (append (mapcar (lambda (e) (list (first e) (second e)))
+                    (apply #'encoder-tensor-shapes prefix hp))
+            (unless (eq head :none)
+              (list (list "head.dense.weight" (list h h))
+                    (list "head.norm.weight" (list h))
+                    (list "head.dense.bias" (list h) t)))
+            (case head
+              (:masked-lm (list (list "decoder.weight" (list (getf hp :vocab) h) t)
+                                (list "decoder.bias" (list (getf hp :vocab)) t)))
+              (:classifier (let ((n (length (hf-labels config path))))
+                             (list (list "classifier.weight" (list n h))
+                                   (list "classifier.bias" (list n)))))))))
+
+(defun hf-gguf-file (tensors config tokenizer tokenizer-config
+                     &key (type :f16) (head-type :f32) (pre "modern-bert") name paths pooling
+                          encoder-only)
+  "The GGUF file object of a Hugging Face ModernBERT's parts (see
+LAYA-GGUF-FILE; PATHS names :model, :config and :tokenizer for errors;
+POOLING is HF-POOLING's answer).  The head's dense layer, norm and
+classifier map as upstream maps them; tensors llama.cpp has no place for
+are left out with a message on *ERROR-OUTPUT*, and every head tensor with
+ENCODER-ONLY."
+  (let* ((model-path (getf paths :model "model.safetensors"))
+         (config-path (getf paths :config "config.json"))
+         (hp (encoder-hparams config config-path))
+         (model-type (cfg config "model_type" config-path :type 'string))
+         (archs (cfg config "architectures" config-path :type 'vector))
+         (head (progn
+                 (unless (string= model-type "modernbert")
+                   (convert-error config-path "key \"model_type\": expected \"modernbert\", found ~S"
+                                  model-type))
+                 (or (and (= 1 (length archs))
+                          (cdr (assoc (aref archs 0) *hf-architectures* :test #'equal)))
+                     (convert-error config-path "key \"architectures\": expected one of ~{~A~^, ~}, ~
+found ~A" (mapcar #'car *hf-architectures*) (json-brief archs)))))
+         (prefix (if (some (lambda (e) (string= "model.embeddings." (first e)
+                                                :end2 (min 17 (length (first e)))))
+                           tensors)
+                     "model." ""))
+         (layers (getf hp :layers))
+         (labels (and (eq head :classifier) (not encoder-only) (hf-labels config config-path)))
+         (expected (hf-expected-tensors prefix hp head config config-path)))
+    ;; Shards and files list tensors in any order: the output keeps the
+    ;; encoder's (the order of the expected table), so the same model
+    ;; gives the same file however it was saved.
+    (setf tensors (stable-sort (copy-list tensors) #'<
+                               :key (lambda (e) (or (position (first e) expected :key #'first
+                                                                                 :test #'string=)
+                                                    (length expected)))))
+    (check-tensors (remove-if (lambda (e) (third (assoc (first e) expected :test #'string=)))
+                              tensors)
+                   (remove-if #'third expected)
+                   model-path config-path
+                   `((,(concatenate 'string prefix "layers.") ,layers
+                      ,(format nil "~A num_hidden_layers" config-path))))
+    (loop for (name data) in tensors
+          for entry = (assoc name expected :test #'string=)
+          when (third entry)
+            do (unless (equal (packed-dimensions data) (second entry))
+                 (convert-error model-path "tensor ~S: expected shape ~A (from ~A), found ~A" name
+                                (shape-string (second entry)) config-path
+                                (shape-string (packed-dimensions data))))
+               (format *error-output* "~A: tensor ~S left out: ~A, which llama.cpp's ~
+modern-bert has no place for~%" model-path name
+                       (cdr (assoc name *hf-dropped-tensors* :test #'string=))))
+    (when (and encoder-only (not (eq head :none)))
+      (format *error-output* "~A: the ~(~A~) head left out (--encoder-only)~%" model-path head))
+    (let* ((out (convert-tensors tensors model-path
+                                 (lambda (hf)
+                                   (multiple-value-bind (g head-p)
+                                       (gguf-tensor-name hf layers :prefix prefix :head :hf)
+                                     (and (not (and head-p encoder-only)) (values g head-p))))
+                                 type head-type))
+           (metadata
+            (append
+             (general-metadata (or name (car (last (pathname-directory
+                                                    (pathname (directory-prefix (getf paths :root "./")))))))
+                               type out)
+             (modern-bert-metadata hp :pooling pooling :labels labels)
+             (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer.json") pre
+                                 (getf hp :vocab) :tokenizer-config tokenizer-config
+                                 :config-path config-path
+                                 :tokenizer-config-path (concatenate 'string (getf paths :root "")
+                                                                     "tokenizer_config.json")))))
+      (gguf:make-file :metadata metadata :tensors out))))
+
+(defun convert-hf (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name encoder-only)
+  "Convert the Hugging Face ModernBERT directory DIR (config.json,
+model.safetensors or shards with model.safetensors.index.json,
+tokenizer.json, tokenizer_config.json, modules.json) to the GGUF file OUT,
+as upstream's converter names and keys it, with matrices of TYPE and the
+head's of HEAD-TYPE; ENCODER-ONLY leaves the head out.  Every input is
+checked before anything is written.  Answers the number of tensors
+written."
+  (let* ((root (directory-prefix dir))
+         (index (concatenate 'string root "model.safetensors.index.json"))
+         (paths (list :root root
+                      :model (if (probe-file index) index (concatenate 'string root "model.safetensors"))
+                      :config (concatenate 'string root "config.json")
+                      :tokenizer (concatenate 'string root "tokenizer.json"))))
+    ;; The configs first: an absurd one is refused before the weights are read.
+    (let ((config (read-input-json (getf paths :config)))
+          (tokenizer (read-input-json (getf paths :tokenizer)))
+          (tokenizer-config (read-input-json (concatenate 'string root "tokenizer_config.json") nil))
+          (pooling (hf-pooling root)))
+      (encoder-hparams config (getf paths :config))
+      (write-gguf-file
+       out (hf-gguf-file (read-hf-tensors root) config tokenizer tokenizer-config
                          :type type :head-type head-type :pre pre :name name :paths paths
-                         :encoder-only encoder-only))))
+                         :pooling pooling :encoder-only encoder-only)))))
+
+(defun convert-directory (dir out &rest options &key &allow-other-keys)
+  "Convert DIR, a Laya directory (it has encoder/config.json) or a Hugging
+Face ModernBERT directory (a config.json without it), with CONVERT-LAYA or
+CONVERT-HF and OPTIONS."
+  (let ((root (directory-prefix dir)))
+    (cond ((probe-file (concatenate 'string root "encoder/config.json"))
+           (apply #'convert-laya dir out options))
+          ((probe-file (concatenate 'string root "config.json"))
+           (apply #'convert-hf dir out options))
+          (t (convert-error dir "expected a Laya directory (encoder/config.json) or a Hugging ~
+Face ModernBERT directory (config.json), found neither")))))
 
 (defun random-model (preset-name &key (type :f16) (head-type :f32) (pre "modern-bert") name
                                        (seed 1) encoder-only)
@@ -501,11 +1080,17 @@ number of tensors written."
 PRESET-NAME (s1-pico, s1-nano, s1-micro) with random weights from SEED and
 a small test tokenizer, its tensors of TYPE and HEAD-TYPE as CONVERT-LAYA
 makes them (without the decision head when ENCODER-ONLY)."
-  (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
+  (multiple-value-bind (tensors encoder rl config tokenizer)
+      (random-laya preset-name :seed seed :report (random-progress preset-name))
     (laya-gguf-file tensors (json-like encoder) (json-like rl) (json-like config)
                     (json-like tokenizer)
                     :type type :head-type head-type :pre pre :name name
                     :encoder-only encoder-only)))
+
+(defun json-like (value)
+  "VALUE written by WRITE-JSON's mapping read back as PARSE-JSON answers
+it (for --random, which builds the files in memory)."
+  (parse-json (with-output-to-string (s) (write-json value s))))
 
 (defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name
                                             (seed 1) encoder-only)
@@ -517,44 +1102,45 @@ RANDOM-MODEL).  Answers the number of tensors written."
                                                  :encoder-only encoder-only)))
 
 (define-command "convert" (&optional source out)
-    (:usage "<laya_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR] [--encoder-only]"
-     :summary "convert a Laya model directory (or a random model of a preset shape) to GGUF"
-     :details "Type policy: 1-D tensors F32; the decision head --head-type; encoder
-matrices --type, except that with q8_0 the token embeddings stay F16; a row
-that is not a multiple of 32 falls back to F16."
+    (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
+     :summary "convert a Laya or Hugging Face ModernBERT directory (or a random model) to GGUF"
+     :details "model_dir: a Laya directory (encoder/config.json, rl_agent_config.json, ...)
+or a Hugging Face ModernBERT directory (config.json, model.safetensors or
+shards, tokenizer.json).  Type policy: 1-D tensors F32; the head --head-type;
+encoder matrices --type, except that with q8_0 the token embeddings stay
+F16; a row that is not a multiple of 32 falls back to F16."
      :options ((random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
                        :help "a model of that preset shape with random weights and a
-small test tokenizer, instead of a Laya directory")
+small test tokenizer, instead of a model directory")
                (type "--type TYPE" :parse (choice-parser *convert-types* :key #'type-keyword)
                      :default :f16 :help "the encoder matrices' type (default f16)")
                (head-type "--head-type TYPE" :parse (choice-parser *convert-types* :key #'type-keyword)
-                          :default :f32 :help "the decision head's type (default f32)")
+                          :default :f32 :help "the head's type (default f32)")
+               (encoder-only "--encoder-only"
+                             :help "leave the head out: a plain ModernBERT encoder, the
+file llama.cpp loads")
                (pre "--pre NAME" :default "modern-bert"
                     :help "tokenizer.ggml.pre (default modern-bert)")
-               (name "--name NAME" :help "general.name (default: config.json's name)")
+               (name "--name NAME" :help "general.name (default: config.json's name, or the
+Hugging Face directory's)")
                (seed "--seed N" :parse (integer-parser) :default 1
                      :help "the random weights' seed (default 1)")
                (laya-dir "--write-laya DIR"
                          :help "with --random: also write the model as a Laya directory
-DIR, and convert from it")
-               (encoder-only "--encoder-only"
-                             :help "leave the decision head out: a plain ModernBERT
-encoder, the file llama.cpp loads")))
+DIR, and convert from it")))
   (when (and random source (null out))
     (setf out source source nil))
   (unless (and out (or source random) (not (and source random)))
-    (usage-error "expected a Laya directory or --random NAME, and OUT.gguf"))
+    (usage-error "expected a model directory or --random NAME, and OUT.gguf"))
   (when (and laya-dir (not random))
     (usage-error "--write-laya goes with --random"))
-  (let ((n (cond (laya-dir
-                  (write-random-laya laya-dir random :seed seed)
-                  (convert-laya laya-dir out :type type :head-type head-type :pre pre :name name
-                                            :encoder-only encoder-only))
-                 (random (convert-random random out :type type :head-type head-type :pre pre
-                                                     :name name :seed seed
-                                                     :encoder-only encoder-only))
-                 (t (convert-laya source out :type type :head-type head-type :pre pre :name name
-                                             :encoder-only encoder-only)))))
+  (let* ((options (list :type type :head-type head-type :pre pre :name name
+                        :encoder-only encoder-only))
+         (n (cond (laya-dir
+                   (write-random-laya laya-dir random :seed seed)
+                   (apply #'convert-laya laya-dir out options))
+                  (random (apply #'convert-random random out :seed seed options))
+                  (t (apply #'convert-directory source out options)))))
     (if encoder-only
         (format t "~A: ~D tensors (encoder ~(~A~), no head)~%" out n type)
         (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type))

@@ -9,12 +9,32 @@
 
 (deftype f16-bits () '(unsigned-byte 16))
 
+(defun scientific-text (x)
+  "The rational X in scientific notation with five significant digits
+(1.0000e400), for a value too large for any float to show it."
+  (let* ((digits (princ-to-string (abs (round x))))
+         (mantissa (subseq (concatenate 'string digits "0000") 0 5)))
+    (format nil "~:[~;-~]~A.~Ae~D" (minusp x) (char mantissa 0) (subseq mantissa 1)
+            (1- (length digits)))))
+
 (defun check-single-float-arg (fn x)
+  "The real X as a single-float for FN: a double-float by C's cast, any
+other real rounded once (beyond the single-float range either becomes an
+infinity); a rational beyond the double-float range signals RONTOLISP-ERROR
+with its value (where Lisp would signal a bare FLOATING-POINT-OVERFLOW)."
   (unless (typep x 'real)
     (rontolisp-error fn "expected a real number, found ~S" x))
-  (if (typep x 'double-float)
-      (%double-to-single x)
-      (coerce x 'single-float)))
+  (flet ((too-big ()
+           (rontolisp-error fn "expected a real number within the double-float range ~
+(magnitude below 1.8e308), found ~A" (scientific-text x))))
+    (cond ((typep x 'double-float) (%double-to-single x))
+          ((floatp x) (coerce x 'single-float))
+          ;; A rational rounds once, straight to single-float; past its
+          ;; range it becomes an infinity as a double-float would.
+          (t (handler-case (coerce x 'single-float)
+               (arithmetic-error ()
+                 (handler-case (%double-to-single (coerce x 'double-float))
+                   (arithmetic-error () (too-big)))))))))
 
 (defun f16-bits (x)
   "The IEEE binary16 bit pattern (an integer below 65536) nearest to the real

@@ -68,7 +68,10 @@ the data section) and BYTES."
 (define-reader metadata (f)
   "The metadata of a file object: a list of (key type value) in file order.
 TYPE is a keyword (:u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64 :bool
-:string) or (:array element-type)."
+:string) or (:array element-type).  An array of arrays has the type
+(:array (:array ...)) when its elements agree, (:array :array) when it is
+empty, and (:array type-0 type-1 ...), one type per element, when they
+differ (each inner array states its own element type in the file)."
   (gguf-file-metadata f))
 (define-reader tensor-infos (f) "The TENSOR-INFO of every tensor of a file object, in file order."
   (gguf-file-tensors f))
@@ -223,6 +226,14 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
   (let ((tt (rontolisp::tensor-type-of data)))
     (and tt (rontolisp::tensor-type-id tt))))
 
+(defun map-elements (fn value type &optional (end (length value)))
+  "Call FN with each element of the array VALUE of GGUF TYPE (see
+GGUF:METADATA) below END and that element's GGUF type; answers the list of
+FN's values."
+  (let ((types (rest type)))
+    (loop for i below end
+          collect (funcall fn (aref value i) (if (rest types) (pop types) (first types))))))
+
 (defun value-type-id (type)
   (position (if (consp type) (first type) type) (rontolisp::gguf-value-types)))
 
@@ -243,14 +254,20 @@ found ~S" key type expected value)))
         (:i32 (unless (typep value '(signed-byte 32)) (bad "a 32-bit signed integer")))
         (:u64 (unless (typep value '(unsigned-byte 64)) (bad "a 64-bit unsigned integer")))
         (:i64 (unless (typep value '(signed-byte 64)) (bad "a 64-bit signed integer")))
-        ((:f32 :f64) (unless (floatp value) (bad "a float")))
+        (:f32 (unless (and (floatp value)
+                           (or (typep value 'single-float) (ext:float-nan-p value)
+                               (ext:float-infinity-p value)
+                               (<= (abs value) most-positive-single-float)))
+                (bad "a float within the f32 range (magnitude at most 3.4028235e38)")))
+        (:f64 (unless (floatp value) (bad "a float")))
         (:bool (unless (member value '(t nil)) (bad "T or NIL")))
         (:string (unless (stringp value) (bad "a string")))
-        (:array (unless (and (vectorp value) (not (stringp value)) (consp type))
+        (:array (unless (and (vectorp value) (not (stringp value)) (consp type) (rest type)
+                             (every #'value-type-id (rest type)))
                   (bad "a vector, with the type given as (:array element-type)"))
-         (let ((elem (second type)))
-           (loop for v across value
-                 do (check-value key elem v))))))))
+         (when (and (cddr type) (/= (length (rest type)) (length value)))
+           (bad "a vector of as many elements as the type gives element types"))
+         (map-elements (lambda (v elem) (check-value key elem v)) value type))))))
 
 (defun make-file (&key metadata tensors (alignment 32))
   "A GGUF file object to write with GGUF:WRITE.  METADATA is a list of (key
@@ -301,7 +318,7 @@ a (simple-array single-float), float16-array, bfloat16-array or quantized matrix
                   (equal (upgraded-array-element-type (array-element-type value))
                          (upgraded-array-element-type (elem-lisp-type elem))))
              (%gguf-w-array-raw w value)
-             (loop for v across value do (write-value w elem v)))
+             (map-elements (lambda (v et) (write-value w et v)) value type))
          (%gguf-w-array-end w)))
       (t (%gguf-w-scalar w id value)))))
 

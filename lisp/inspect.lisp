@@ -16,9 +16,12 @@ JSON (\\n, \\t, \\u001b ...)."
   (with-output-to-string (s) (write-escaped string s)))
 
 (defun type-label (type)
-  "The text form of a GGUF value type: u32, string, array<string>, ..."
+  "The text form of a GGUF value type: u32, string, array<string>,
+array<array<f32>>, array<array> (no elements to say more), and for an array
+whose inner arrays differ their types: array<array<u32>|array<string>>."
   (if (consp type)
-      (format nil "array<~A>" (type-label (second type)))
+      (format nil "array<~{~A~^|~}>"
+              (remove-duplicates (mapcar #'type-label (rest type)) :test #'string= :from-end t))
       (string-downcase (symbol-name type))))
 
 (defun float-text (x)
@@ -36,8 +39,8 @@ JSON (\\n, \\t, \\u001b ...)."
        (let* ((n (length value))
               (shown (if max-array (min n max-array) n)))
          (format nil "[~{~A~^, ~}~:[~;, ... (~D more)~]]"
-                 (loop for i below shown
-                       collect (value-text (aref value i) (second type) max-array))
+                 (gguf::map-elements (lambda (v et) (value-text v et max-array))
+                                     value type shown)
                  (< shown n) (- n shown))))
       (t (format nil "~D" value)))))
 
@@ -70,8 +73,8 @@ JSON (\\n, \\t, \\u001b ...)."
       (:bool (if value :true :false))
       (:array
        (let ((n (if max-array (min max-array (length value)) (length value))))
-         (map 'vector (lambda (v) (json-value v (second type) max-array))
-              (subseq value 0 n))))
+         (coerce (gguf::map-elements (lambda (v et) (json-value v et max-array)) value type n)
+                 'vector)))
       (t value))))
 
 (defun element-type-label (type)

@@ -3,10 +3,12 @@
 ;;;; Values map to JSON as: a list (:object (KEY . VALUE) ...) to an object
 ;;;; whose keys are strings, in order; a vector (other than a string) to an
 ;;;; array; a string to a string (control characters, quote and backslash
-;;;; escaped, everything else written as UTF-8 by the stream); an integer
-;;;; to itself; a float to the shortest digits that read back as the same
-;;;; float of its format, and NaN or an infinity to the strings "nan",
-;;;; "inf", "-inf"; :true, :false and :null to themselves.
+;;;; escaped, bytes that were not UTF-8 as \xHH (SPEC 6; not JSON's own
+;;;; syntax, but nothing may be replaced), everything else written as UTF-8
+;;;; by the stream); an integer to itself; a float to the shortest digits
+;;;; that read back as the same float of its format, and NaN or an infinity
+;;;; to the strings "nan", "inf", "-inf"; :true, :false and :null to
+;;;; themselves.
 
 (in-package "RONTOLISP")
 
@@ -31,10 +33,21 @@ format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
                (setf s (concatenate 'string (subseq s 0 (1+ dot)) "0" (subseq s (1+ dot))))))
            s))))
 
+(defun escaped-char-p (code)
+  "True when the character CODE is written as \\uXXXX: C0 and DEL, C1
+(U+0080-U+009F, CSI U+009B among them, which a terminal obeys), the
+bidirectional controls, which reorder what a reader sees (U+061C, U+200E,
+U+200F, U+202A-U+202E, U+2066-U+2069), and surrogates, which no UTF-8 text
+holds."
+  (or (< code 32) (<= 127 code 159)
+      (= code #x061c) (<= #x200e code #x200f) (<= #x202a code #x202e) (<= #x2066 code #x2069)
+      (<= #xd800 code #xdfff)))
+
 (defun write-escaped (string stream)
-  "Write STRING to STREAM with double quote, backslash and the control
-characters escaped as JSON escapes them (\\n, \\t, \\u001b ...); the text
-form of `inspect' escapes keys and strings the same way."
+  "Write STRING to STREAM with double quote, backslash and the characters
+ESCAPED-CHAR-P names escaped (\\n, \\t, \\u001b, \\u202e ...), and each
+byte that was not UTF-8 (read as U+DC80..U+DCFF, see prims/utf8.h) as
+\\xHH, as SPEC 6 asks of both forms of `inspect'."
   (loop for c across string
         for code = (char-code c)
         do (cond ((char= c #\") (write-string "\\\"" stream))
@@ -42,7 +55,8 @@ form of `inspect' escapes keys and strings the same way."
                  ((= code 10) (write-string "\\n" stream))
                  ((= code 13) (write-string "\\r" stream))
                  ((= code 9) (write-string "\\t" stream))
-                 ((or (< code 32) (= code 127)) (format stream "\\u~(~4,'0x~)" code))
+                 ((<= #xdc80 code #xdcff) (format stream "\\x~(~2,'0x~)" (- code #xdc00)))
+                 ((escaped-char-p code) (format stream "\\u~(~4,'0x~)" code))
                  (t (write-char c stream)))))
 
 (defun write-json-string (string stream)

@@ -65,13 +65,25 @@ weight_name_comparer reads it with sscanf \"blk.%d.\")."
         (or n -1))
       -1))
 
+(defun octets< (a b)
+  "True when the byte vector A sorts before B as C's strcmp sorts them."
+  (let ((m (mismatch a b)))
+    (and m (or (= m (length a))
+               (and (< m (length b)) (< (aref a m) (aref b m)))))))
+
 (defun llama-tensor-order (names)
   "NAMES sorted as llama.cpp's model loader orders tensors: by layer number
-(names without `blk.N.' count as -1 and come first), then by name."
-  (stable-sort (copy-list names)
-               (lambda (a b)
-                 (let ((la (tensor-layer a)) (lb (tensor-layer b)))
-                   (if (/= la lb) (< la lb) (string< a b))))))
+(names without `blk.N.' count as -1 and come first), then by name as bytes
+(std::string's order: the same as the characters' for UTF-8, but a byte
+that is not UTF-8, held as U+DC80..U+DCFF, sorts by its own value)."
+  (mapcar #'first
+          (stable-sort (mapcar (lambda (n) (list n (tensor-layer n) (%utf8-octets n))) names)
+                       (lambda (a b)
+                         (destructuring-bind (na la oa) a
+                           (declare (ignore na))
+                           (destructuring-bind (nb lb ob) b
+                             (declare (ignore nb))
+                             (if (/= la lb) (< la lb) (octets< oa ob))))))))
 
 ;;; Values and shapes.
 
@@ -120,6 +132,20 @@ a terminal, and does nothing otherwise."
         (finish-output *error-output*))
       (lambda (done name) (declare (ignore done name)))))
 
+(defmacro with-tensor-named ((path name-place) &body body)
+  "Run BODY, the work on the tensors of the file PATH: an error it signals
+that names no file (a type error, an exhausted heap, one of rontolisp's own
+about an array) becomes TENSOR-DATA-ERROR naming the file and the tensor
+NAME-PLACE holds at the time, when it holds one."
+  (let ((c (gensym "C")))
+    `(handler-bind ((error (lambda (,c)
+                             (when (and ,name-place
+                                        (not (typep ,c '(or tensor-data-error gguf::gguf-error
+                                                         file-io-error))))
+                               (tensor-data-error ,path ,name-place "cannot be converted: ~A"
+                                                  (condition-line ,c))))))
+       ,@body)))
+
 (defun quantize-file (in out &key (type :q8_0))
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
 for TYPE (the one type is :q8_0, ftype 7): tensors of at least two
@@ -141,8 +167,11 @@ written tensors, in file order, and the number of F16 fall backs."
                 (report (progress-reporter (length names)))
                 (done 0)
                 (fallbacks 0)
-                (tensors '()))
-           (dolist (name names)
+                (tensors '())
+                (current nil))
+           (with-tensor-named (path current)
+            (dolist (name names)
+             (setf current name)
              (let* ((info (gguf:tensor-info f name))
                     (ne (gguf:tensor-info-dims info))
                     (src-type (gguf:tensor-info-type info))
@@ -183,6 +212,7 @@ overflows binary16 (quantized data validation failed, as llama-quantize)" over))
                            (incf fallbacks))))
                    (push (list name result :dims dims) tensors))))
              (funcall report (incf done) name))
+            (setf current nil))
            (let* ((metadata (append (remove-if (lambda (e)
                                                  (member (first e) '("general.quantization_version"
                                                                      "general.file_type")

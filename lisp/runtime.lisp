@@ -50,6 +50,11 @@ by default the machine's cores).  Set with (setf (threads) n)."
   (%set-threads n)
   n)
 
+(defun max-threads ()
+  "The most threads the kernels can split their work across (the C
+kernels' limit): what --threads, (setf threads) and bench accept."
+  (%max-threads))
+
 (defun simd-path ()
   "The name of the kernel path in use now, as a string: \"avx512vnni\",
 \"avx512\", \"avx2\" or \"scalar\"."
@@ -108,6 +113,11 @@ list of COMMAND structures.")
                            (max (format nil "of ~D or less" max)))
                      string))
       n)))
+
+(defun thread-count-parser (option string)
+  "The parser of a thread count: 1 to (MAX-THREADS), read when the option
+is parsed (the primitives do not exist yet when commands are defined)."
+  (funcall (integer-parser :min 1 :max (max-threads)) option string))
 
 (defun choice-parser (choices &key (key #'identity))
   "A parser that takes one of the strings CHOICES (in any case) and answers
@@ -273,12 +283,31 @@ its exit status; see DEFINE-COMMAND." name)
 
 ;;; Reporting errors in batch modes.
 
+(defun condition-text (condition)
+  "CONDITION's report with the printer set for messages: a simple
+condition's arguments summarized as our own messages summarize them (ECL's
+type errors print their datum whole), an arithmetic error (which ECL
+reports as #<a FLOATING-POINT-OVERFLOW ...>) by its kind, operation and
+operands."
+  (with-message-printing ()
+    (typecase condition
+      (rontolisp-error (princ-to-string condition))
+      (simple-condition
+       (format nil "~?" (simple-condition-format-control condition)
+               (mapcar #'summarize-argument (simple-condition-format-arguments condition))))
+      (arithmetic-error
+       (format nil "~(~A~)~@[ in ~(~A~)~]~@[ of ~{~S~^, ~}~]"
+               (substitute #\Space #\- (symbol-name (type-of condition)))
+               (ignore-errors (arithmetic-error-operation condition))
+               (mapcar #'summarize-argument
+                       (ignore-errors (arithmetic-error-operands condition)))))
+      (t (princ-to-string condition)))))
+
 (defun condition-line (condition)
-  "CONDITION's report on one line (newlines folded), never failing itself."
-  (let ((text (handler-case (princ-to-string condition)
-                (serious-condition ()
-                  (format nil "~S (its report failed)" (type-of condition))))))
-    (substitute #\Space #\Newline (string-trim '(#\Space #\Newline) text))))
+  "CONDITION's report on one short line (see ONE-LINE), never failing itself."
+  (one-line (handler-case (condition-text condition)
+              (serious-condition ()
+                (format nil "~S (its report failed)" (type-of condition))))))
 
 (defun report-error (prefix condition)
   (format *error-output* "~&~A: ~A~%" prefix (condition-line condition))
@@ -430,6 +459,9 @@ that nothing tries to flush it again."
   "The command line's entry point: run ARGS (a list of strings, global flags
 already taken by the host) and answer the exit status."
   (let ((status 1))
+    ;; Paths and keys that are not UTF-8 hold U+DC80..U+DCFF for their
+    ;; bytes: printed, they must be those bytes again.
+    (%keep-escaped-bytes)
     (unwind-protect
          (setf status
                (catch '%exit

@@ -1,5 +1,5 @@
-/* utf8.c - the UTF-8 codec of utf8.h: short strings (keys, names, JSON),
- * so a plain byte loop. */
+/* utf8.c - the UTF-8 codec of utf8.h: short strings (keys, names, JSON,
+ * arguments), so a plain byte loop. */
 #include "prims/utf8.h"
 
 uint32_t rl_utf8_next(const uint8_t *s, size_t n, size_t *i) {
@@ -11,11 +11,11 @@ uint32_t rl_utf8_next(const uint8_t *s, size_t n, size_t *i) {
     else if ((c & 0xf8) == 0xf0) need = 3, c &= 0x07, min = 0x10000;
     else {
         *i = at + 1; /* a stray continuation byte or 0xf8..0xff */
-        return RL_UTF8_REPLACEMENT;
+        return RL_UTF8_ESCAPE_BASE + s[at];
     }
     if (need > 0 && at + need >= n) {
         *i = at + 1; /* a sequence cut by the end */
-        return RL_UTF8_REPLACEMENT;
+        return RL_UTF8_ESCAPE_BASE + s[at];
     }
     for (j = 1; j <= need; j++) {
         if ((s[at + j] & 0xc0) != 0x80)
@@ -24,7 +24,7 @@ uint32_t rl_utf8_next(const uint8_t *s, size_t n, size_t *i) {
     }
     if (j <= need || c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
         *i = at + 1; /* bad continuation, overlong, or not a scalar value */
-        return RL_UTF8_REPLACEMENT;
+        return RL_UTF8_ESCAPE_BASE + s[at];
     }
     *i = at + need + 1;
     return c;
@@ -41,12 +41,22 @@ static uint32_t rl_utf8_scalar(uint32_t c) {
     return c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) ? RL_UTF8_REPLACEMENT : c;
 }
 
+int rl_utf8_escaped_byte_p(uint32_t c) {
+    return c >= RL_UTF8_ESCAPE_BASE + 0x80 && c <= RL_UTF8_ESCAPE_BASE + 0xff;
+}
+
 size_t rl_utf8_length(uint32_t c) {
+    if (rl_utf8_escaped_byte_p(c))
+        return 1;
     c = rl_utf8_scalar(c);
     return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
 }
 
 size_t rl_utf8_encode(uint32_t c, uint8_t *y) {
+    if (rl_utf8_escaped_byte_p(c)) {
+        y[0] = (uint8_t)(c - RL_UTF8_ESCAPE_BASE);
+        return 1;
+    }
     c = rl_utf8_scalar(c);
     if (c < 0x80) {
         y[0] = (uint8_t)c;

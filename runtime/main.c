@@ -19,6 +19,7 @@
 
 #include "gguf/fileio.h"
 #include "prims/cpu.h"
+#include "prims/ecl/glue.h"
 #include "prims/ecl/register.h"
 
 /* Made by c:build-static-library from lisp/ (see the Makefile). */
@@ -62,45 +63,6 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
     return 0;
 }
 
-/* The argument ARG as a Lisp string: its UTF-8 decoded, and each byte that
- * is not part of valid UTF-8 kept as the character U+DC00 + byte (as
- * Python's surrogateescape), which RONTOLISP::%UTF8-OCTETS turns back into
- * that byte, so a path that is not UTF-8 still names its file. */
-static cl_object rl_arg_string(const char *arg) {
-    const unsigned char *s = (const unsigned char *)arg;
-    size_t n = strlen(arg), i, k = 0;
-    cl_object out;
-    for (i = 0; i < n && s[i] < 0x80; i++)
-        ;
-    if (i == n)
-        return ecl_make_simple_base_string(arg, (cl_fixnum)n);
-    out = ecl_alloc_simple_extended_string(n);
-    for (i = 0; i < n; k++) {
-        uint32_t c = s[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3
-                   : c >= 0xf0 && c < 0xf5 ? 4 : 0;
-        size_t j;
-        if (len > 1 && i + len <= n) {
-            c &= 0x7f >> len;
-            for (j = 1; j < len && (s[i + j] & 0xc0) == 0x80; j++)
-                c = (c << 6) | (s[i + j] & 0x3f);
-            /* Overlong forms, surrogates and values past U+10FFFF are not UTF-8. */
-            if (j < len || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) ||
-                c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-                len = 0;
-        } else if (len > 1) {
-            len = 0;
-        }
-        if (len == 0) {
-            c = 0xdc00 + s[i];
-            len = 1;
-        }
-        ecl_char_set(out, k, c);
-        i += len;
-    }
-    return cl_subseq(3, out, ecl_make_fixnum(0), ecl_make_fixnum((cl_fixnum)k));
-}
-
 int main(int argc, char **argv) {
     int status = 1;
     int i, sub = -1;
@@ -140,8 +102,11 @@ int main(int argc, char **argv) {
         const cl_env_ptr env = ecl_process_env();
         cl_object args = ECL_NIL;
         cl_object exit_code = ecl_make_symbol("*PROGRAM-EXIT-CODE*", "EXT");
+        /* Bytes that are not UTF-8 become U+DC80..U+DCFF, which
+         * RONTOLISP::%UTF8-OCTETS turns back into those bytes, so a path
+         * that is not UTF-8 still names its file. */
         for (i = nrest - 1; i >= 0; i--)
-            args = ecl_cons(rl_arg_string(rest[i]), args);
+            args = ecl_cons(rl_string_from_utf8(rest[i], strlen(rest[i])), args);
         free(rest);
         ECL_CATCH_ALL_BEGIN(env) {
             cl_object r = cl_funcall(2, ecl_make_symbol("MAIN", "RONTOLISP"), args);

@@ -85,6 +85,7 @@ struct ll_api {
     int32_t (*encode)(struct ll_context *, struct ll_batch batch);
     float *(*get_embeddings_ith)(struct ll_context *, int32_t i);
     float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
+    float *(*get_embeddings)(struct ll_context *);
 };
 
 /* Fill API from the dlopen handles of libllama and libggml (whose
@@ -113,6 +114,7 @@ static inline const char *ll_api_resolve(struct ll_api *api, void *llama, void *
     LL_SYM(llama, encode, "llama_encode");
     LL_SYM(llama, get_embeddings_ith, "llama_get_embeddings_ith");
     LL_SYM(llama, get_embeddings_seq, "llama_get_embeddings_seq");
+    LL_SYM(llama, get_embeddings, "llama_get_embeddings");
 #undef LL_SYM
     return missing;
 }

@@ -108,37 +108,26 @@ static cl_object rl_prim_octets_of(cl_object a) {
     ecl_return1(ecl_process_env(), v);
 }
 
-/* U+DC80..U+DCFF stand for the bytes 80..FF of a command-line argument
- * that is not UTF-8 (the host decodes such bytes so, as Python's
- * surrogateescape does): they become those bytes again. */
-static int rl_escaped_byte_p(uint32_t c) { return c >= 0xdc80 && c <= 0xdcff; }
-
 /* (%utf8-octets string) -> its UTF-8 encoding as an (unsigned-byte 8)
- * vector (characters above U+10FFFF or surrogates become U+FFFD), except
- * that U+DC80..U+DCFF become the single bytes 80..FF. */
+ * vector, the inverse of %UTF8-STRING: U+DC80..U+DCFF become the single
+ * bytes 80..FF they stand for (prims/utf8.h), other surrogates and
+ * characters above U+10FFFF become U+FFFD. */
 static cl_object rl_prim_utf8_octets(cl_object str) {
     cl_index n, i, k = 0, len = 0;
     cl_object out;
     if (!ECL_STRINGP(str))
         rl_type_error("%UTF8-OCTETS", 1, str, RL_T_STRING);
     n = ecl_length(str);
-    for (i = 0; i < n; i++) {
-        uint32_t c = (uint32_t)ecl_char(str, i);
-        len += rl_escaped_byte_p(c) ? 1 : rl_utf8_length(c);
-    }
+    for (i = 0; i < n; i++)
+        len += rl_utf8_length((uint32_t)ecl_char(str, i));
     out = ecl_alloc_simple_vector(len, ecl_aet_b8);
-    for (i = 0; i < n; i++) {
-        uint32_t c = (uint32_t)ecl_char(str, i);
-        if (rl_escaped_byte_p(c))
-            out->vector.self.b8[k++] = (uint8_t)(c - 0xdc00);
-        else
-            k += rl_utf8_encode(c, out->vector.self.b8 + k);
-    }
+    for (i = 0; i < n; i++)
+        k += rl_utf8_encode((uint32_t)ecl_char(str, i), out->vector.self.b8 + k);
     ecl_return1(ecl_process_env(), out);
 }
 
-/* (%utf8-string octets) -> the string those UTF-8 bytes spell (invalid
- * sequences read as U+FFFD). */
+/* (%utf8-string octets) -> the string those bytes spell as UTF-8, each
+ * byte that is not part of valid UTF-8 kept as U+DC80..U+DCFF. */
 static cl_object rl_prim_utf8_string(cl_object octets) {
     cl_index n = 0;
     const uint8_t *p = rl_octets("%UTF8-STRING", 1, octets, &n);

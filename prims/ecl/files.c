@@ -2,7 +2,8 @@
  * (JSON configurations, tokenizers, safetensors, benchmark reports): the
  * same safe opening and atomic writer as the C readers and the GGUF writer
  * (gguf/fileio.c), and the process-level exits the command line needs
- * (a closed output pipe, a fatal error in any thread).
+ * (a closed output pipe, a fatal error in any thread), and the encoding
+ * of standard output and error output.
  *
  * Paths arrive as UTF-8 octet vectors (RONTOLISP::%UTF8-OCTETS), so a path
  * taken from the command line reaches open(2) as the bytes it was given. */
@@ -16,6 +17,7 @@
 #include "gguf/fileio.h"
 #include "gguf/gguf.h"
 #include "prims/ecl/glue.h"
+#include "prims/utf8.h"
 
 /* A path from octets into BUF; NULL (and MSG set) when it cannot be one. */
 static const char *rl_path(const char *fn, cl_object octets, char *buf, size_t bufsz, char *msg,
@@ -135,7 +137,56 @@ static cl_object rl_prim_exit_process(cl_object code) {
     _exit(c);
 }
 
+/* The encoder of a UTF-8 output stream as prims/utf8.h encodes: the
+ * characters U+DC80..U+DCFF, which stand for bytes that were not UTF-8 (a
+ * path from the command line, a key of a GGUF file), come out as those
+ * bytes.  ECL's own UTF-8 encoder would write each as three bytes that
+ * name no file and mean nothing. */
+static int rl_stream_utf8_encoder(cl_object stream, unsigned char *buf, ecl_character c) {
+    (void)stream;
+    return (int)rl_utf8_encode((uint32_t)c, buf);
+}
+
+/* Install rl_stream_utf8_encoder on the file stream S (following synonym
+ * and two-way streams to their output) when it encodes UTF-8; answers 1
+ * if it did. */
+static int rl_keep_bytes_on(cl_object s) {
+    cl_object fmt;
+    for (int depth = 0; depth < 8 && ECL_ANSI_STREAM_P(s); depth++) {
+        switch ((enum ecl_smmode)s->stream.mode) {
+        case ecl_smm_synonym:
+            s = ecl_symbol_value(s->stream.object0);
+            continue;
+        case ecl_smm_two_way:
+            s = s->stream.object1;
+            continue;
+        case ecl_smm_output: case ecl_smm_output_file: case ecl_smm_io: case ecl_smm_io_file:
+            fmt = cl_stream_external_format(s);
+            if (ECL_CONSP(fmt))
+                fmt = ECL_CONS_CAR(fmt);
+            if (fmt != ecl_make_keyword("UTF-8"))
+                return 0;
+            s->stream.encoder = rl_stream_utf8_encoder;
+            return 1;
+        default:
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* (%keep-escaped-bytes) makes standard output and error output write the
+ * characters U+DC80..U+DCFF as the bytes 80..FF they stand for, so a path
+ * or key that is not UTF-8 is printed as the bytes it is.  Answers how
+ * many streams it changed. */
+static cl_object rl_prim_keep_escaped_bytes(void) {
+    int n = rl_keep_bytes_on(ecl_symbol_value(ecl_make_symbol("*STANDARD-OUTPUT*", "CL")));
+    n += rl_keep_bytes_on(ecl_symbol_value(ecl_make_symbol("*ERROR-OUTPUT*", "CL")));
+    ecl_return1(ecl_process_env(), ecl_make_fixnum(n));
+}
+
 static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%KEEP-ESCAPED-BYTES", rl_prim_keep_escaped_bytes, 0),
     RL_PRIM(RL_FN_WRITE, rl_prim_write_file_atomically, 2),
     RL_PRIM(RL_FN_READ, rl_prim_read_file_octets, 2),
     RL_PRIM("%OUTPUT-CLOSED-P", rl_prim_output_closed_p, 1),

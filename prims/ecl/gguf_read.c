@@ -127,18 +127,35 @@ static cl_object rl_gguf_type_keyword(uint32_t t) {
 }
 
 /* The type of a value: a keyword, or for an array the list (:ARRAY elem)
- * where elem is a keyword or, for arrays of arrays, the type of the first
- * element ((:ARRAY NIL) when there is none). */
+ * where elem is the element type's keyword.  An array of arrays says the
+ * type of its elements, which each inner array states for itself (empty
+ * ones included): (:ARRAY inner) when they all agree, (:ARRAY :ARRAY)
+ * when there are none, else (:ARRAY inner-0 inner-1 ...), one type per
+ * element, so that every one is printed and written back as the file has
+ * it. */
 static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v) {
+    /* PREV: the type of the element after the one at hand, and in the end
+     * the first element's. */
+    cl_object array = ecl_make_keyword("ARRAY"), types = ECL_NIL, prev = ECL_NIL;
+    int same = 1;
     if (v->type != RL_GGUF_TYPE_ARRAY)
         return rl_gguf_type_keyword(v->type);
-    if (v->elem_type == RL_GGUF_TYPE_ARRAY) {
+    if (v->elem_type != RL_GGUF_TYPE_ARRAY)
+        return cl_list(2, array, rl_gguf_type_keyword(v->elem_type));
+    if (v->count == 0)
+        return cl_list(2, array, array);
+    for (uint64_t j = v->count; j-- > 0;) {
         rl_gguf_val e;
-        if (v->count && rl_gguf_array_get(f, v, 0, &e) == RL_GGUF_OK)
-            return cl_list(2, ecl_make_keyword("ARRAY"), rl_gguf_type_descr(f, &e));
-        return cl_list(2, ecl_make_keyword("ARRAY"), cl_list(2, ecl_make_keyword("ARRAY"), ECL_NIL));
+        cl_object t;
+        if (rl_gguf_array_get(f, v, j, &e) != RL_GGUF_OK)
+            return cl_list(2, array, array); /* cannot happen for a parsed file */
+        t = rl_gguf_type_descr(f, &e);
+        if (types != ECL_NIL && !ecl_equal(t, prev))
+            same = 0;
+        prev = t;
+        types = ecl_cons(t, types);
     }
-    return cl_list(2, ecl_make_keyword("ARRAY"), rl_gguf_type_keyword(v->elem_type));
+    return same ? cl_list(2, array, prev) : ecl_cons(array, types);
 }
 
 /* (%gguf-metadata handle) -> a list of (key type value), in file order. */

@@ -123,7 +123,8 @@ cl_object rl_keyword(const char *name);
 cl_object rl_status_values(const char *status, const char *msg, uint64_t off);
 
 /* A Lisp string from UTF-8 bytes: a base string when they are ASCII, else an
- * extended one, each invalid sequence read as U+FFFD. */
+ * extended one, each byte that is not valid UTF-8 kept as U+DC80..U+DCFF
+ * (prims/utf8.h), so %UTF8-OCTETS gives the same bytes back. */
 cl_object rl_string_from_utf8(const char *p, uint64_t n);
 
 /* ---- foreign handles ---------------------------------------------------

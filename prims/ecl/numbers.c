@@ -24,6 +24,11 @@ static cl_object rl_prim_set_threads(cl_object n) {
     ecl_return1(ecl_process_env(), n);
 }
 
+/* (%max-threads) -> the most threads the kernels take (RL_MAX_THREADS). */
+static cl_object rl_prim_max_threads(void) {
+    ecl_return1(ecl_process_env(), ecl_make_fixnum(RL_MAX_THREADS));
+}
+
 static cl_object rl_prim_simd_path(void) {
     ecl_return1(ecl_process_env(), ecl_make_simple_base_string(rl_simd_path(), -1));
 }
@@ -77,6 +82,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-SIMD", rl_prim_set_simd, 1),
     RL_PRIM("%THREADS", rl_prim_threads, 0),
     RL_PRIM("%SET-THREADS", rl_prim_set_threads, 1),
+    RL_PRIM("%MAX-THREADS", rl_prim_max_threads, 0),
     RL_PRIM("%SIMD-PATH", rl_prim_simd_path, 0),
     RL_PRIM("%ISATTY", rl_prim_isatty, 1),
     RL_PRIM("%F16-BITS", rl_prim_f16_bits, 1),

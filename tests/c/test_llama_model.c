@@ -12,7 +12,9 @@
  * --random s1-pico|s1-nano|s1-micro x --type f32|f16|bf16|q8_0 requires
  * llama_model_load_from_file to accept it, llama_init_from_model to make a
  * context, and llama_encode of a few tokens to build and run the graph and
- * answer finite embeddings; and that the loader refuses the full file with
+ * answer finite embeddings; the same for Hugging Face ModernBERT
+ * directories (no head, the masked-LM head in bf16 shards, the classifier
+ * head) converted without --encoder-only; and that the loader refuses the full file with
  * the decision head, as README says it does.  Without the library or the executable every
  * part says SKIP and nothing is counted.
  *
@@ -98,7 +100,8 @@ static const char *verdict_name(int v) {
 }
 
 /* In the child: load, make a context, encode [CLS] a few tokens [SEP]
- * (ids below every preset's vocabulary) and read the pooled embedding. */
+ * (ids below every preset's vocabulary) and read the pooled embedding, or
+ * every token's when the file names no pooling. */
 static int load_and_encode(const char *path, const char *dir) {
     ll.log_set(ll_log_cb, NULL);
     ll.backend_init();
@@ -117,10 +120,15 @@ static int load_and_encode(const char *path, const char *dir) {
     int32_t tokens[] = {2, 300, 301, 77, 500, 3};
     if (ll.encode(c, ll.batch_get_one(tokens, 6)) != 0)
         return ENCODE_FAILED;
+    int32_t n = ll.n_embd(m);
     const float *e = ll.get_embeddings_seq(c, 0);
+    if (!e) {
+        e = ll.get_embeddings(c);
+        n *= 6;
+    }
     if (!e)
         return NO_EMBEDDINGS;
-    for (int32_t i = 0; i < ll.n_embd(m); i++)
+    for (int32_t i = 0; i < n; i++)
         if (!isfinite(e[i]))
             return NOT_FINITE;
     ll.free(c);
@@ -218,6 +226,50 @@ int main(void) {
         }
     }
     fprintf(stderr, "llama.cpp loaded and encoded %d of 12 --encoder-only files\n", loaded);
+
+    /* Hugging Face directories the executable writes (a script calling
+     * write-random-hf): no head; the masked-LM head, three bf16 shards,
+     * names without "model."; the classifier head in f16. */
+    static const struct { const char *dir, *args, *type; } hf[] = {
+        {"hf-model", ":dtype :f32", "q8_0"},
+        {"hf-mlm", ":dtype :bf16 :shards 3 :prefix \"\" :head :masked-lm", "f16"},
+        {"hf-cls", ":dtype :f16 :head :classifier", "bf16"}};
+    char script[400];
+    snprintf(script, sizeof script, "%s/write-hf.lisp", tmpdir);
+    FILE *sf = fopen(script, "w");
+    CHECK(sf != NULL);
+    for (size_t i = 0; sf && i < 3; i++)
+        fprintf(sf, "(rontolisp:write-random-hf \"%s/%s\" \"s1-pico\" %s)\n", tmpdir, hf[i].dir,
+                hf[i].args);
+    if (sf)
+        fclose(sf);
+    char cmd0[1000];
+    snprintf(cmd0, sizeof cmd0, "%s script %s", exe, script);
+    CHECK_MSG(system(cmd0) == 0, "%s: writing the Hugging Face directories failed", cmd0);
+    for (size_t i = 0; i < 3; i++) {
+        char out[400], log[400], cmd[1400], why[200] = "";
+        snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, hf[i].dir);
+        snprintf(log, sizeof log, "%s/run.log", tmpdir);
+        snprintf(cmd, sizeof cmd, "%s convert %s/%s %s --type %s >%s 2>&1", exe, tmpdir, hf[i].dir,
+                 out, hf[i].type, log);
+        int rc = system(cmd);
+        CHECK_MSG(rc == 0, "rontolisp convert of %s: status %d", hf[i].dir, rc);
+        if (rc == 0) {
+            int v = try_file(out, dir, log, why, sizeof why);
+            CHECK_MSG(v == LOADED, "%s (%s): %s", hf[i].dir, hf[i].args,
+                      v < 0 ? why : verdict_name(v));
+            if (v != LOADED) {
+                char *text = slurp(log, NULL);
+                fprintf(stderr, "  llama.cpp said: %s\n", text && *text ? text : "(nothing)");
+                free(text);
+            }
+        }
+        unlink(out);
+        unlink(log);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", tmpdir, hf[i].dir);
+        CHECK(system(cmd) == 0);
+    }
+    unlink(script);
 
     /* The full decision file: the head's blocks are not ModernBERT blocks,
      * and the loader refuses tensors it does not know (README says so). */

@@ -1,6 +1,7 @@
 /* test_utf8.c - the UTF-8 codec (prims/utf8.c): every scalar value round
- * trips, each kind of invalid input decodes to U+FFFD one byte at a time,
- * and encoding replaces surrogates and values above U+10FFFF. */
+ * trips, each kind of invalid input decodes one byte at a time to
+ * U+DC80..U+DCFF, decode then encode gives every byte string back, and
+ * encoding replaces other surrogates and values above U+10FFFF. */
 #include <string.h>
 
 #include "prims/utf8.h"
@@ -37,6 +38,9 @@ static void test_lengths(void) {
     CHECK_EQ_U(rl_utf8_length(0x10000), 4);
     CHECK_EQ_U(rl_utf8_length(0xd800), 3); /* becomes U+FFFD */
     CHECK_EQ_U(rl_utf8_length(0x110000), 3);
+    CHECK_EQ_U(rl_utf8_length(0xdc80), 1); /* the byte 0x80 */
+    CHECK_EQ_U(rl_utf8_length(0xdcff), 1);
+    CHECK_EQ_U(rl_utf8_length(0xdc7f), 3); /* not a byte: U+FFFD */
 }
 
 static void test_encode_replaces(void) {
@@ -47,39 +51,93 @@ static void test_encode_replaces(void) {
     CHECK(!memcmp(y, "\xef\xbf\xbd", 3));
     CHECK_EQ_U(rl_utf8_encode(0x20ac, y), 3);
     CHECK(!memcmp(y, "\xe2\x82\xac", 3));
+    CHECK_EQ_U(rl_utf8_encode(0xdcff, y), 1);
+    CHECK_EQ_U(y[0], 0xff);
+    CHECK_EQ_U(rl_utf8_encode(0xdc7f, y), 3);
+    CHECK(!memcmp(y, "\xef\xbf\xbd", 3));
 }
+
+#define ESC(b) (RL_UTF8_ESCAPE_BASE + (b))
 
 static void test_decode_invalid(void) {
     uint32_t out[16];
     /* a stray continuation byte, then ASCII */
     CHECK_EQ_U(decode("\x80" "a", 2, out), 2);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
+    CHECK_EQ_U(out[0], ESC(0x80));
     CHECK_EQ_U(out[1], 'a');
-    /* overlong '/' (C0 AF): both bytes are replaced, one at a time */
+    /* overlong '/' (C0 AF): both bytes are kept, one at a time */
     CHECK_EQ_U(decode("\xc0\xaf", 2, out), 2);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
-    CHECK_EQ_U(out[1], RL_UTF8_REPLACEMENT);
-    /* an encoded surrogate (ED A0 80) */
+    CHECK_EQ_U(out[0], ESC(0xc0));
+    CHECK_EQ_U(out[1], ESC(0xaf));
+    /* an overlong three-byte form (E0 80 AF) */
+    CHECK_EQ_U(decode("\xe0\x80\xaf", 3, out), 3);
+    CHECK_EQ_U(out[0], ESC(0xe0));
+    CHECK_EQ_U(out[2], ESC(0xaf));
+    /* an encoded surrogate (ED A0 80), the very range escapes use (ED B2 80) */
     CHECK_EQ_U(decode("\xed\xa0\x80", 3, out), 3);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
+    CHECK_EQ_U(out[0], ESC(0xed));
+    CHECK_EQ_U(out[1], ESC(0xa0));
+    CHECK_EQ_U(out[2], ESC(0x80));
+    CHECK_EQ_U(decode("\xed\xb2\x80", 3, out), 3);
+    CHECK_EQ_U(out[0], ESC(0xed));
     /* above U+10FFFF (F4 90 80 80) */
     CHECK_EQ_U(decode("\xf4\x90\x80\x80", 4, out), 4);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
-    /* a sequence cut by the end: the lead byte only is replaced */
+    CHECK_EQ_U(out[0], ESC(0xf4));
+    /* a sequence cut by the end: each byte kept */
     CHECK_EQ_U(decode("x\xe2\x82", 3, out), 3);
     CHECK_EQ_U(out[0], 'x');
-    CHECK_EQ_U(out[1], RL_UTF8_REPLACEMENT);
-    CHECK_EQ_U(out[2], RL_UTF8_REPLACEMENT);
-    /* a bad continuation: the lead is replaced, the next byte read afresh */
+    CHECK_EQ_U(out[1], ESC(0xe2));
+    CHECK_EQ_U(out[2], ESC(0x82));
+    /* a bad continuation: the lead is kept, the next byte read afresh */
     CHECK_EQ_U(decode("\xe2" "ab", 3, out), 3);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
+    CHECK_EQ_U(out[0], ESC(0xe2));
     CHECK_EQ_U(out[1], 'a');
     /* 0xff never starts a sequence */
     CHECK_EQ_U(decode("\xff", 1, out), 1);
-    CHECK_EQ_U(out[0], RL_UTF8_REPLACEMENT);
+    CHECK_EQ_U(out[0], ESC(0xff));
     /* valid four-byte sequence */
     CHECK_EQ_U(decode("\xf0\x9f\x98\x80", 4, out), 1);
     CHECK_EQ_U(out[0], 0x1f600);
+}
+
+/* Decode then encode gives back every byte string: all strings of up to
+ * three bytes over a set of bytes that covers every class of lead and
+ * continuation byte, and random longer ones. */
+static void test_bytes_round_trip(void) {
+    static const uint8_t pick[] = {0x00, 0x41, 0x7f, 0x80, 0x8f, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1,
+                                   0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff};
+    const size_t np = sizeof pick;
+    long bad = 0;
+    uint32_t seed = 12345;
+    for (size_t a = 0; a < np; a++)
+        for (size_t b = 0; b <= np; b++)
+            for (size_t c = 0; c <= np; c++) {
+                uint8_t s[3], y[12];
+                uint32_t cps[3];
+                size_t n = 1, i = 0, k = 0, m = 0;
+                s[0] = pick[a];
+                if (b < np) s[n++] = pick[b];
+                if (b < np && c < np) s[n++] = pick[c];
+                while (i < n)
+                    cps[k++] = rl_utf8_next(s, n, &i);
+                for (size_t j = 0; j < k; j++)
+                    m += rl_utf8_encode(cps[j], y + m);
+                if (m != n || memcmp(s, y, n))
+                    bad++;
+            }
+    for (int t = 0; t < 2000; t++) {
+        uint8_t s[24], y[96];
+        size_t n = 1 + t % 24, i = 0, m = 0;
+        for (size_t j = 0; j < n; j++) {
+            seed = seed * 1103515245u + 12345u;
+            s[j] = (uint8_t)(seed >> 16);
+        }
+        while (i < n)
+            m += rl_utf8_encode(rl_utf8_next(s, n, &i), y + m);
+        if (m != n || memcmp(s, y, n))
+            bad++;
+    }
+    CHECK_MSG(bad == 0, "%ld byte strings do not survive decode then encode", bad);
 }
 
 static void test_ascii_p(void) {
@@ -93,6 +151,7 @@ int main(void) {
     test_lengths();
     test_encode_replaces();
     test_decode_invalid();
+    test_bytes_round_trip();
     test_ascii_p();
     return check_report("utf8");
 }

@@ -1,6 +1,6 @@
 ;;;; fixtures.lisp - what several suites share: the executable under test
 ;;;; and running it, temporary files, the golden files and their gguf-py JSON
-;;;; dumps, random test data.
+;;;; dumps, GGUF files built byte by byte, random test data.
 
 (in-package "RONTOLISP-TESTS")
 
@@ -51,6 +51,41 @@ standard input; answer (values exit-status stdout stderr)."
            (values code (read-file-string out) (read-file-string err)))
       (dolist (f (list in out err)) (ignore-errors (delete-file f))))))
 
+(defun run-exe-octets (args)
+  "Run the rontolisp executable with ARGS (strings, or octet vectors for
+arguments that are not UTF-8) and nothing on its standard input; answer
+(values exit-status stdout-octets stderr-octets), the output as bytes."
+  (let ((out (tmp-path "out")) (err (tmp-path "err")))
+    (unwind-protect
+         (let ((code (nth-value 1 (ext:run-program
+                                   *exe* (mapcar #'octets-arg args)
+                                   :input nil :output out :error err
+                                   :if-output-exists :supersede
+                                   :if-error-exists :supersede :wait t))))
+           (values code (file-octets out) (file-octets err)))
+      (ignore-errors (delete-file out))
+      (ignore-errors (delete-file err)))))
+
+(defun octets-arg (arg)
+  "ARG as a string ECL's run-program passes byte for byte: octets become
+the Latin-1 characters of those bytes, which run-program writes as they
+are; a string stays as it is (and must then be ASCII)."
+  (if (stringp arg) arg (map 'string #'code-char arg)))
+
+(defun octets (&rest parts)
+  "The bytes of PARTS in order: a string gives its characters' codes (ASCII
+only), an integer is one byte, a vector of bytes is itself."
+  (let ((out (make-array 0 :element-type '(unsigned-byte 8) :adjustable t :fill-pointer 0)))
+    (dolist (p parts (coerce out '(simple-array (unsigned-byte 8) (*))))
+      (etypecase p
+        (integer (vector-push-extend p out))
+        (string (loop for c across p do (vector-push-extend (char-code c) out)))
+        (vector (loop for b across p do (vector-push-extend b out)))))))
+
+(defun octets-search (needle haystack)
+  "The position of the bytes NEEDLE in the bytes HAYSTACK, or NIL."
+  (search needle haystack :test #'=))
+
 (defun sh (script &rest args)
   "Run SCRIPT with /bin/sh, $0 the executable under test and $1... ARGS;
 answer (values exit-status stdout stderr)."
@@ -63,6 +98,15 @@ answer (values exit-status stdout stderr)."
            (values code (read-file-string out) (read-file-string err)))
       (ignore-errors (delete-file out))
       (ignore-errors (delete-file err)))))
+
+(defun split-lines (string)
+  "The lines of STRING, without their newlines (no empty last line)."
+  (loop with start = 0
+        for nl = (position #\Newline string :start start)
+        while (or nl (< start (length string)))
+        collect (subseq string start nl)
+        while nl
+        do (setf start (1+ nl))))
 
 (defun contains (haystack needle)
   (and (search needle haystack) t))
@@ -169,6 +213,77 @@ temporary file."
 (defun bad-corpus ()
   (directory (merge-pathnames "tests/bad/*.gguf" *root*)))
 
+;;; GGUF files built byte by byte, independent of our writer, so that keys,
+;;; strings and names can hold any bytes (invalid UTF-8 included).
+
+(defun single-bits (x)
+  "The IEEE binary32 bits of the single-float X (zero or normal)."
+  (if (zerop x)
+      (if (minusp (float-sign x)) #x80000000 0)
+      (multiple-value-bind (mantissa exponent sign) (integer-decode-float x)
+        (logior (if (minusp sign) #x80000000 0)
+                (ash (+ exponent 150) 23)
+                (ldb (byte 23 0) mantissa)))))
+
+(defun le-octets (n bytes)
+  "The integer N (two's complement when negative) as BYTES little-endian bytes."
+  (loop for i below bytes collect (ldb (byte 8 (* 8 i)) n)))
+
+(defun gguf-string-octets (octets)
+  (append (le-octets (length octets) 8) (coerce octets 'list)))
+
+(defun gguf-value-octets (value)
+  "VALUE as (type-id . bytes): (:u32 n), (:f32 x), (:string octets),
+(:array element-type value-spec...) with each value-spec one of these."
+  (destructuring-bind (kind &rest args) value
+    (ecase kind
+      (:u32 (cons 4 (le-octets (first args) 4)))
+      (:f32 (cons 6 (le-octets (single-bits (first args)) 4)))
+      (:string (cons 8 (gguf-string-octets (first args))))
+      (:array
+       (destructuring-bind (elem &rest items) args
+         (let ((elem-id (ecase elem (:u32 4) (:f32 6) (:string 8) (:array 9))))
+           (cons 9 (append (le-octets elem-id 4) (le-octets (length items) 8)
+                           (loop for item in items
+                                 append (cdr (gguf-value-octets item)))))))))))
+
+(defun raw-gguf (&key kvs tensors)
+  "A GGUF v3 file as bytes (alignment 32, no general.alignment key, no
+padding after the header when there are no tensors) and, as
+second value, the bytes of its key-value section (from byte 24).  KVS is a
+list of (key-octets value-spec) (see GGUF-VALUE-OCTETS); TENSORS a list of
+(name-octets ggml-dims single-float-vector), written F32."
+  (let* ((kv-bytes (loop for (key value) in kvs
+                         for (id . bytes) = (gguf-value-octets value)
+                         append (append (gguf-string-octets key) (le-octets id 4) bytes)))
+         (offset 0)
+         (infos (loop for (name dims data) in tensors
+                      append (append (gguf-string-octets name) (le-octets (length dims) 4)
+                                     (loop for d in dims append (le-octets d 8))
+                                     (le-octets 0 4) (le-octets offset 8))
+                      do (incf offset (* 32 (ceiling (* 4 (length data)) 32)))))
+         (head (append (coerce (octets "GGUF") 'list) (le-octets 3 4)
+                       (le-octets (length tensors) 8) (le-octets (length kvs) 8)
+                       kv-bytes infos))
+         ;; padded to the data section only when there is one, as our writer does
+         (head (if tensors
+                   (append head (make-list (mod (- (length head)) 32) :initial-element 0))
+                   head))
+         (data (loop for (nil nil values) in tensors
+                     for bytes = (loop for x across values
+                                       append (le-octets (single-bits x) 4))
+                     append (append bytes (make-list (mod (- (length bytes)) 32)
+                                                     :initial-element 0)))))
+    (values (coerce (append head data) '(simple-array (unsigned-byte 8) (*)))
+            (coerce kv-bytes '(simple-array (unsigned-byte 8) (*))))))
+
+(defun write-octets-file (path octets)
+  "Write the bytes OCTETS to PATH (replacing it); answers PATH."
+  (with-open-file (s path :direction :output :if-exists :supersede
+                          :element-type '(unsigned-byte 8))
+    (write-sequence octets s))
+  path)
+
 ;;; Random test data.
 
 (defun random-matrix (rows cols &key (scale 1.0) (state (make-random-state t)))
@@ -183,3 +298,48 @@ temporary file."
   (let ((v (make-array n :element-type type)))
     (dotimes (i n v)
       (setf (aref v i) (coerce (* scale (- (random 2.0 state) 1.0)) type)))))
+
+;;; Bytes that are not UTF-8, one of each kind, and a GGUF file whose keys,
+;;; strings, token array and tensor name hold them.
+
+(defparameter *invalid-utf8*
+  (list (octets #x80)                   ; a lone continuation byte
+        (octets #xc0 #xaf)              ; an overlong '/'
+        (octets #xe0 #x80 #xaf)         ; an overlong three-byte form
+        (octets #xed #xa0 #x80)         ; an encoded surrogate
+        (octets #xed #xb2 #x80)         ; the surrogate U+DC80 itself, encoded
+        (octets #xe2 #x82)              ; a sequence cut short
+        (octets #xf4 #x90 #x80 #x80)    ; above U+10FFFF
+        (octets #xff))                  ; never a UTF-8 byte
+  "Byte strings that are not UTF-8, one per kind of invalid sequence.")
+
+(defparameter *invalid-utf8-tensor-name* (octets "blk.0.ffn" #xff ".weight"))
+
+(defun invalid-utf8-gguf ()
+  "A GGUF file (bytes, and its key-value section as second value) whose keys,
+string values, token array and tensor name hold every kind of byte sequence
+that is not UTF-8; its tokens differ only in those bytes."
+  (raw-gguf
+   :kvs `((,(octets "general.name") (:string ,(octets "m" #xff "x")))
+          ,@(loop for bad in *invalid-utf8* for i from 0
+                  collect `(,(octets "test.key" (format nil "~D." i) bad)
+                            (:string ,(octets "v" bad "w"))))
+          (,(octets "tokenizer.ggml.tokens")
+           (:array :string (:string ,(octets "a"))
+                   ,@(loop for bad in *invalid-utf8* collect `(:string ,(octets "a" bad)))
+                   (:string ,(octets "a" #xc3 #xa9)))))
+   :tensors `((,*invalid-utf8-tensor-name* (32 2)
+               ,(make-array 64 :element-type 'single-float :initial-element 0.5)))))
+
+(defun nested-arrays-gguf ()
+  "A GGUF file (bytes) with arrays of arrays: of floats (one inner array
+empty), of strings, empty, of one empty u32 array, and of inner arrays of
+different element types."
+  (raw-gguf :kvs `((,(octets "n.f32") (:array :array (:array :f32 (:f32 1.5) (:f32 -2.0))
+                                              (:array :f32)))
+                   (,(octets "n.str") (:array :array (:array :string (:string ,(octets "a\"b")))))
+                   (,(octets "n.empty") (:array :array))
+                   (,(octets "n.empty-inner") (:array :array (:array :u32)))
+                   (,(octets "n.mixed") (:array :array (:array :u32 (:u32 7))
+                                                (:array :string (:string ,(octets "s")))
+                                                (:array :array (:array :f32 (:f32 0.5))))))))

@@ -80,3 +80,20 @@
   (multiple-value-bind (code out) (run-exe '("bench" "--help"))
     (is (= 0 code))
     (is (contains out "--random"))))
+
+(test bench-threads-limit-is-the-kernels
+  "bench --threads takes what the kernels take, 1 to their limit, and
+refuses more naming that limit."
+  (let* ((limit (rontolisp::max-threads))
+         (option (find "--threads" (rontolisp::command-options (rontolisp::find-command "bench"))
+                       :key #'rontolisp::command-option-name :test #'string=))
+         (parse (rontolisp::command-option-parser option)))
+    (is (= limit (funcall parse "--threads" (princ-to-string limit))))
+    (let ((e (handler-case (funcall parse "--threads" (princ-to-string (1+ limit)))
+               (rontolisp:usage-error (e) e))))
+      (is (typep e 'rontolisp:usage-error))
+      (is (contains (princ-to-string e) (format nil "from 1 to ~D" limit))))
+    (multiple-value-bind (code out err) (run-exe (list "bench" "--threads" "1024"))
+      (declare (ignore out))
+      (is (= 2 code))
+      (is (contains err (format nil "from 1 to ~D" limit)) "~A" err))))

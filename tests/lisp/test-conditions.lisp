@@ -55,3 +55,70 @@
                                                        (loop for i below 40 collect i))))))
     (is (typep c 'rontolisp:index-error))
     (is (not (find #\Newline (princ-to-string c))))))
+
+(defparameter *big-array* (make-array '(64 64) :element-type 'single-float :initial-element 1.5)
+  "An array whose full printed form is about 25 KB.")
+
+(test condition-messages-summarize-big-arrays
+  (let ((c (caught (lambda () (rontolisp::element-type-error 'vec:matvec *big-array*
+                                                             "expected a vector, found ~S" *big-array*)))))
+    (is (string= "vec:matvec: expected a vector, found #<(simple-array single-float (64 64))>"
+                 (princ-to-string c)))))
+
+(test every-condition-helper-reports-one-short-line
+  "Whatever the arguments (a 10,000-character string, a big array, a long
+list), every helper's report is one line of at most *message-limit*
+characters that keeps where the error arose and what was found."
+  (let* ((long (make-string 10000 :initial-element #\x))
+         (args (list long *big-array* (loop for i below 1000 collect i)))
+         (control (format nil "expected ~~S~~%~~S, found ~~S: END"))
+         (thunks
+           (list (lambda () (apply #'rontolisp::rontolisp-error 'aref control args))
+                 (lambda () (apply #'rontolisp::usage-error control args))
+                 (lambda () (apply #'rontolisp::shape-error 'aref 1 2 control args))
+                 (lambda () (apply #'rontolisp::element-type-error 'aref 1 control args))
+                 (lambda () (apply #'rontolisp::unknown-format-error 'aref :x control args))
+                 (lambda () (apply #'rontolisp::non-finite-error 'aref '(0) control args))
+                 (lambda () (apply #'rontolisp::scale-overflow-error 'aref 0 0 control args))
+                 (lambda () (apply #'rontolisp::index-error 'aref control args))
+                 (lambda () (apply #'rontolisp::immutable-error 'aref control args))
+                 (lambda () (apply #'rontolisp::quantized-matrix-error 'aref control args))
+                 (lambda () (apply #'gguf::file-closed-error "/m.gguf" control args))
+                 (lambda () (apply #'gguf::gguf-error "/m.gguf" :x 0 control args))
+                 (lambda () (apply #'rontolisp::tensor-data-error "/m.gguf" long control args))
+                 (lambda () (apply #'rontolisp::safetensors-error "/m.st" :x 0 control args))
+                 (lambda () (apply #'rontolisp::json-error "/c.json" 0 control args))
+                 (lambda () (apply #'rontolisp::convert-error "/c.json" control args))
+                 (lambda () (apply #'rontolisp::file-io-error "/c.json" control args)))))
+    (dolist (thunk thunks)
+      (let* ((c (caught thunk))
+             (text (princ-to-string c))
+             (line (rontolisp::condition-line c)))
+        (is (typep c 'rontolisp:rontolisp-error))
+        (dolist (s (list text line))
+          (is (<= (length s) rontolisp::*message-limit*) "~A: ~D characters" (type-of c) (length s))
+          (is (not (find #\Newline s)) "~A: more than one line" (type-of c))
+          (is (contains s ": END") "~A lost its end: ~A" (type-of c) s))))))
+
+(test condition-line-summarizes-lisp-errors
+  "ECL's own conditions, reported in batch runs: a type error about a big
+array names it by its type, an arithmetic error says what it is."
+  (let ((line (rontolisp::condition-line (caught (lambda () (+ *big-array* 1))))))
+    (is (<= (length line) rontolisp::*message-limit*))
+    (is (contains line "#<(simple-array single-float (64 64))>") "~A" line))
+  (let ((line (rontolisp::condition-line
+               (make-condition 'floating-point-overflow :operation 'coerce
+                                                        :operands (list (expt 10 400))))))
+    (is (not (contains line "#<a")) "~A" line)
+    (is (contains line "floating point overflow in coerce") "~A" line)
+    (is (<= (length line) rontolisp::*message-limit*))))
+
+(test condition-one-line-folds-and-cuts
+  (is (string= "a b c" (rontolisp::one-line (format nil "  a ~%  b~%~%c~%"))))
+  (is (string= "#(1 2 3)" (princ-to-string (rontolisp::summarize-argument #(1 2 3)))))
+  (let* ((text (concatenate 'string "START" (make-string 1000 :initial-element #\x) "END"))
+         (line (rontolisp::one-line text)))
+    (is (= rontolisp::*message-limit* (length line)))
+    (is (string= "START" line :end2 5))
+    (is (string= "END" line :start2 (- (length line) 3)))
+    (is (contains line " ... "))))

@@ -137,3 +137,357 @@ values and the same next state; the values look like N(0, sigma)."
              (sd (sqrt (/ (loop for x across a sum (expt (- x mean) 2)) n))))
         (is (< (abs mean) 0.001) "mean ~A" mean)
         (is (< 0.019 sd 0.021) "deviation ~A" sd)))))
+
+;;; Hugging Face ModernBERT directories.
+
+(defparameter *upstream-hf-keys*
+  '("general.architecture" "general.type" "general.name" "general.size_label"
+    "general.file_type" "general.quantization_version"
+    "modern-bert.block_count" "modern-bert.context_length" "modern-bert.embedding_length"
+    "modern-bert.feed_forward_length" "modern-bert.attention.head_count"
+    "modern-bert.attention.causal" "modern-bert.rope.freq_base" "modern-bert.rope.freq_base_swa"
+    "modern-bert.attention.layer_norm_rms_epsilon" "modern-bert.attention.sliding_window"
+    "modern-bert.attention.sliding_window_pattern" "modern-bert.rope.scaling.type"
+    "modern-bert.vocab_size" "modern-bert.hidden_activation"
+    "tokenizer.ggml.model" "tokenizer.ggml.pre" "tokenizer.ggml.tokens"
+    "tokenizer.ggml.token_type" "tokenizer.ggml.merges" "tokenizer.ggml.bos_token_id"
+    "tokenizer.ggml.eos_token_id" "tokenizer.ggml.seperator_token_id"
+    "tokenizer.ggml.cls_token_id" "tokenizer.ggml.mask_token_id"
+    "tokenizer.ggml.unknown_token_id" "tokenizer.ggml.padding_token_id"
+    "tokenizer.ggml.add_bos_token" "tokenizer.ggml.add_eos_token" "tokenizer.ggml.add_sep_token")
+  "The keys upstream's convert_hf_to_gguf.py writes for write-random-hf's
+ModernBertModel directory (no modules.json, no chat template, no id2label),
+read from its source: ModelBase.prepare_metadata (general.type, name,
+size_label, quantization_version; basename, finetune and version come from
+heuristics on the directory name and are not written here),
+TextModel.set_gguf_parameters (block_count, context_length,
+embedding_length, feed_forward_length, head_count, rope.freq_base from
+global_rope_theta, rope.freq_base_swa from local_rope_theta,
+layer_norm_rms_epsilon from norm_eps, file_type), BertModel's
+attention.causal, ModernBertModel.set_gguf_parameters (sliding_window,
+sliding_window_pattern, rope.scaling.type, vocab_size, hidden_activation),
+ModernBertModel.set_vocab with _set_vocab_gpt2 and SpecialVocab (the
+tokenizer keys; bos/eos from config.json's bos_token_id/eos_token_id).")
+
+(defparameter *our-extra-hf-keys*
+  '("general.alignment" "modern-bert.attention.layer_norm_epsilon"
+    "skycmd.tokenizer.normalizer" "skycmd.tokenizer.lstrip_ids"
+    "skycmd.tokenizer.rstrip_ids" "skycmd.tokenizer.ignore_merges")
+  "Keys we write beyond upstream's: the alignment (always written),
+layer_norm_epsilon (the key llama.cpp's modern-bert loader requires, where
+upstream files norm_eps only as the RMS epsilon) and our tokenizer details.")
+
+(defmacro with-hf-dir ((dir &rest options) &body body)
+  `(let ((,dir (tmp-path "hf")))
+     (unwind-protect
+          (progn (rontolisp:write-random-hf ,dir "s1-pico" ,@options) ,@body)
+       (sh "rm -rf \"$1\"" ,dir))))
+
+(defun convert-to-file (args)
+  "Run convert with ARGS (the output path last); answer exit status and stderr."
+  (multiple-value-bind (code out err) (run-exe (list* "convert" args))
+    (declare (ignore out))
+    (values code err)))
+
+(test convert-hf-key-set-is-upstream-s
+  (with-hf-dir (dir)
+    (let ((out (tmp-path "hf.gguf")))
+      (is (= 0 (convert-to-file (list dir out "--type" "f32"))))
+      (gguf:with-file (f out)
+        (let ((ours (gguf:keys f)))
+          (is (null (set-difference *upstream-hf-keys* ours :test #'string=))
+              "upstream keys we lack: ~A" (set-difference *upstream-hf-keys* ours :test #'string=))
+          (is (null (set-difference ours (append *upstream-hf-keys* *our-extra-hf-keys*)
+                                    :test #'string=))
+              "keys upstream does not write: ~A"
+              (set-difference ours (append *upstream-hf-keys* *our-extra-hf-keys*) :test #'string=)))
+        (is (eq :u32 (gguf:value-type f "modern-bert.feed_forward_length")))
+        (is (eq :f32 (gguf:value-type f "modern-bert.rope.freq_base_swa")))
+        (is (eq :string (gguf:value-type f "modern-bert.hidden_activation")))
+        (is (string= "148K" (gguf:value f "general.size_label")))
+        (is-false (nth-value 2 (gguf:value f "tokenizer.chat_template")))
+        (is (= 14 (length (gguf:tensor-infos f)))))
+      ;; A template in tokenizer_config.json becomes the default one.
+      (edit-json (concatenate 'string dir "/tokenizer_config.json")
+                 (set-key "chat_template" "{{ messages }}"))
+      (is (= 0 (convert-to-file (list dir out))))
+      (gguf:with-file (f out)
+        (is (string= "{{ messages }}" (gguf:value f "tokenizer.chat_template"))))
+      (delete-file out))))
+
+(test convert-hf-layouts-give-the-same-encoder
+  "One model written as one file or three shards, with or without the
+model. prefix, in F32, F16 or BF16: the same tensor names and, for F32 and
+a lossless F16 output, the same bytes as the Laya encoder."
+  (let ((laya (tmp-path "laya.gguf")))
+    (is (= 0 (convert-to-file (list "--random" "s1-pico" laya "--encoder-only" "--type" "bf16"))))
+    (gguf:with-file (ref laya)
+      (loop for (options) in '(((:prefix "model." :dtype :f32 :shards 1))
+                               ((:prefix "" :dtype :f32 :shards 3))
+                               ((:prefix "model." :dtype :bf16 :shards 2))
+                               ((:prefix "" :dtype :f16 :shards 1)))
+            do (let ((dir (tmp-path "hf")) (out (tmp-path "hf.gguf")))
+                 (apply #'rontolisp:write-random-hf dir "s1-pico" options)
+                 (is (= 0 (convert-to-file (list dir out "--type" "bf16"))) "~S" options)
+                 (gguf:with-file (f out)
+                   (is (equal (mapcar #'gguf:tensor-info-name (gguf:tensor-infos ref))
+                              (mapcar #'gguf:tensor-info-name (gguf:tensor-infos f))))
+                   (unless (eq (getf options :dtype) :f16)
+                     (dolist (name '("blk.1.attn_qkv.weight" "token_embd.weight"))
+                       (is (equalp (rontolisp:half-array-bits (gguf:tensor ref name))
+                                   (rontolisp:half-array-bits (gguf:tensor f name)))
+                           "~S ~A" options name))))
+                 (delete-file out)
+                 (sh "rm -rf \"$1\"" dir))))
+    (delete-file laya)))
+
+(test convert-hf-heads-map-as-upstream-or-are-dropped-with-a-message
+  (with-hf-dir (dir :head :masked-lm :shards 2)
+    (let ((out (tmp-path "mlm.gguf")))
+      (multiple-value-bind (code err) (convert-to-file (list dir out))
+        (is (= 0 code))
+        (is (contains err "\"decoder.bias\" left out")))
+      (gguf:with-file (f out)
+        (let ((names (mapcar #'gguf:tensor-info-name (gguf:tensor-infos f))))
+          (is (member "cls.weight" names :test #'string=))
+          (is (member "cls.norm.weight" names :test #'string=))
+          (is (= 16 (length names)))))
+      (delete-file out)))
+  (with-hf-dir (dir :head :classifier)
+    (let ((out (tmp-path "cls.gguf")))
+      (is (= 0 (convert-to-file (list dir out))))
+      (gguf:with-file (f out)
+        (is (equal '(64 2) (gguf:tensor-info-dims (gguf:tensor-info f "cls.output.weight"))))
+        (is (equalp #("wrong" "right") (gguf:value f "modern-bert.classifier.output_labels"))))
+      (multiple-value-bind (code err) (convert-to-file (list dir out "--encoder-only"))
+        (is (= 0 code))
+        (is (contains err "head left out")))
+      (gguf:with-file (f out)
+        (is (= 14 (length (gguf:tensor-infos f))))
+        (is-false (nth-value 2 (gguf:value f "modern-bert.classifier.output_labels"))))
+      (delete-file out))))
+
+;;; Broken inputs: each refused before anything is written, in one line
+;;; naming the input file and the key or tensor.
+
+(defun edit-json (path fn)
+  "Replace the JSON file PATH by FN of its parsed object (edited in place
+or answered)."
+  (let* ((v (rontolisp:read-json-file path))
+         (new (or (funcall fn v) v)))
+    (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+      (rontolisp::write-json (json-data new) s))))
+
+(defun json-data (v)
+  "Parsed JSON V in the form WRITE-JSON takes."
+  (cond ((hash-table-p v)
+         (cons :object (loop for k being the hash-keys of v using (hash-value x)
+                             collect (cons k (json-data x)))))
+        ((stringp v) v)
+        ((vectorp v) (map 'vector #'json-data v))
+        ((eq v t) :true)
+        ((null v) :false)
+        (t v)))
+
+(defun edit-tensors (path fn)
+  "Replace the safetensors file PATH by FN of its list of (name array)."
+  (rontolisp:write-safetensors path (funcall fn (rontolisp:read-safetensors path))))
+
+(defun rename-tensor (from to)
+  (lambda (ts) (mapcar (lambda (e) (if (string= (first e) from) (list to (second e)) e)) ts)))
+
+(defun move-layer (index)
+  "Layer 1's Wo of a Laya model renamed into layer INDEX (a string)."
+  (rename-tensor "encoder.model.layers.1.attn.Wo.weight"
+                 (format nil "encoder.model.layers.~A.attn.Wo.weight" index)))
+
+(defun replace-tensor (name dims value)
+  "The tensor NAME replaced by a single-float array of DIMS filled with VALUE."
+  (lambda (ts)
+    (mapcar (lambda (e)
+              (if (string= (first e) name)
+                  (list name (make-array dims :element-type 'single-float :initial-element value))
+                  e))
+            ts)))
+
+(defun set-element (name index value)
+  "Element INDEX (row-major) of the tensor NAME set to VALUE."
+  (lambda (ts)
+    (dolist (e ts ts)
+      (when (string= (first e) name)
+        (setf (row-major-aref (second e) index) value)))))
+
+(defun drop-tensors (test)
+  (lambda (ts) (remove-if (lambda (e) (funcall test (first e))) ts)))
+
+(defun set-key (key value)
+  (lambda (h) (setf (gethash key h) value) h))
+
+(defparameter *broken-laya-inputs*
+  `(("empty header" "model.safetensors" ("tok_embeddings" "expected it")
+     ("model.safetensors" ,(lambda (ts) (declare (ignore ts)) '())))
+    ("a layer's Wqkv missing" "model.safetensors" ("layers.1.attn.Wqkv.weight" "found none")
+     ("model.safetensors" ,(drop-tensors (lambda (n) (string= n "encoder.model.layers.1.attn.Wqkv.weight")))))
+    ("token embeddings missing" "model.safetensors" ("tok_embeddings.weight" "found none")
+     ("model.safetensors" ,(drop-tensors (lambda (n) (search "tok_embeddings" n)))))
+    ("the whole head missing" "model.safetensors" ("head.layers.0" "found none")
+     ("model.safetensors" ,(drop-tensors (lambda (n) (string= "head." n :end2 (min 5 (length n)))))))
+    ("wrong shape" "model.safetensors" ("attn.Wo.weight" "expected shape [64, 64]" "found [64, 32]")
+     ("model.safetensors"
+,(replace-tensor "encoder.model.layers.0.attn.Wo.weight" '(64 32) 0.0)))
+    ("wrong rank" "model.safetensors" ("mlp_norm.weight" "found [1, 64]")
+     ("model.safetensors"
+,(replace-tensor "encoder.model.layers.1.mlp_norm.weight" '(1 64) 1.0)))
+    ("layer 7 of 2" "model.safetensors" ("layers.7.attn.Wo.weight" "below 2" "found 7")
+     ("model.safetensors" ,(move-layer "7")))
+    ("layer -1" "model.safetensors" ("layers.-1.attn.Wo" "found \"-1\"")
+     ("model.safetensors" ,(move-layer "-1")))
+    ("layer \" 1\"" "model.safetensors" ("layer index" "found \" 1\"")
+     ("model.safetensors" ,(move-layer " 1")))
+    ("layer +1" "model.safetensors" ("layer index" "found \"+1\"")
+     ("model.safetensors" ,(move-layer "+1")))
+    ("layer 10^23" "model.safetensors" ("below 2" "found 99999999999999999999999")
+     ("model.safetensors" ,(move-layer "99999999999999999999999")))
+    ("head layer 5 of 1" "model.safetensors" ("head.layers.5.linear1.weight" "below 1")
+     ("model.safetensors" ,(rename-tensor "head.layers.0.linear1.weight" "head.layers.5.linear1.weight")))
+    ("an unknown tensor" "model.safetensors" ("\"encoder.model.extra.weight\"" "unknown")
+     ("model.safetensors" ,(lambda (ts) (append ts (list (list "encoder.model.extra.weight"
+                                                               (make-array 4 :element-type 'single-float
+                                                                             :initial-element 0.0)))))))
+    ("hidden_size against the tensors" "model.safetensors" ("tok_embeddings.weight" "expected shape [1024, 32]")
+     ("encoder/config.json" ,(set-key "hidden_size" 32)))
+    ("hidden_size 0" "config.json" ("\"hidden_size\"" "from 1 to 65536" "found 0")
+     ("encoder/config.json" ,(set-key "hidden_size" 0)))
+    ("num_attention_heads 0" "config.json" ("\"num_attention_heads\"" "found 0")
+     ("encoder/config.json" ,(set-key "num_attention_heads" 0)))
+    ("num_attention_heads not dividing" "config.json" ("\"num_attention_heads\"" "divisor of hidden_size 64" "found 3")
+     ("encoder/config.json" ,(set-key "num_attention_heads" 3)))
+    ("num_hidden_layers 10^9" "config.json" ("\"num_hidden_layers\"" "found 1000000000")
+     ("encoder/config.json" ,(set-key "num_hidden_layers" 1000000000)))
+    ("head_layers 2^31" "rl_agent_config.json" ("\"head_layers\"" "found 2147483648")
+     ("rl_agent_config.json" ,(set-key "head_layers" 2147483648)))
+    ("head_layers 0 with a head layer" "model.safetensors" ("head.layers.0." "below 0")
+     ("rl_agent_config.json" ,(set-key "head_layers" 0)))
+    ("hidden_size a string" "config.json" ("\"hidden_size\"" "expected an integer" "found \"64\"")
+     ("encoder/config.json" ,(set-key "hidden_size" "64")))
+    ("norm_eps 1e300" "config.json" ("\"norm_eps\"" "finite number")
+     ("encoder/config.json" ,(set-key "norm_eps" 1d300)))
+    ("a temperature 1e300" "rl_agent_config.json" ("\"choice:2\"" "finite number")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 1d300) h)))
+    ("attention biases" "config.json" ("\"attention_bias\"" "expected false")
+     ("encoder/config.json" ,(set-key "attention_bias" t)))
+    ("encoder config not an object" "config.json" ("expected a JSON object" "found [1, 2]")
+     ("encoder/config.json" ,(lambda (h) (declare (ignore h)) (vector 1 2))))
+    ("vocab_size below the tokens" "tokenizer.json" ("expected an id below 1000" "vocab_size")
+     ("encoder/config.json" ,(set-key "vocab_size" 1000))
+     ("model.safetensors"
+,(replace-tensor "encoder.model.embeddings.tok_embeddings.weight" '(1000 64) 0.0)))
+    ("a three-part merge" "tokenizer.json" ("model.merges[0]" "found [\"a\", \"b\", \"c\"]")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector "a" "b" "c")) h)))
+    ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found an array of 2")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector (vector "x") 5)) h)))
+    ("\"false\" as a boolean" "tokenizer.json" ("\"special\"" "true or false" "found \"false\"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (gethash "special" (aref (gethash "added_tokens" h) 0)) "false") h)))
+    ("an empty token" "tokenizer.json" ("added_tokens[2]" "non-empty string" "found \"\"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (gethash "content" (aref (gethash "added_tokens" h) 2)) "") h)))
+    ("an added token at 999999" "tokenizer.json" ("added_tokens[1]" "below 1024" "found 999999")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (gethash "id" (aref (gethash "added_tokens" h) 1)) 999999) h)))
+    ("a merge with a NUL" "tokenizer.json" ("\\u0000 is not allowed")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (format nil "a~C b" (code-char 0))) h)))
+    ("a weight beyond binary16" "model.safetensors" ("layers.0.attn.Wo.weight" "cannot be F16" "overflows")
+     ("model.safetensors"
+,(set-element "encoder.model.layers.0.attn.Wo.weight" 5 1e6)))
+    ("a NaN weight" "model.safetensors" ("layers.0.attn.Wo.weight" "NaN")
+     ("model.safetensors"
+,(set-element "encoder.model.layers.0.attn.Wo.weight" 5
+                                  (rontolisp::%bits-single #x7fc00000)))))
+  "Broken Laya inputs: (description file-in-message (substrings of the
+message) (file edit)...), each edit applied to a fresh s1-pico directory.")
+
+(test convert-refuses-every-broken-input-before-writing
+  (let ((base (tmp-path "laya-base")))
+    (rontolisp:write-random-laya base "s1-pico")
+    (unwind-protect
+         (loop for (what file expected . edits) in *broken-laya-inputs*
+               do (let ((dir (tmp-path "laya")) (out (tmp-path "broken.gguf")))
+                    (sh "cp -r \"$1\" \"$2\"" base dir)
+                    (loop for (rel fn) in edits
+                          for path = (concatenate 'string dir "/" rel)
+                          do (if (search ".safetensors" rel) (edit-tensors path fn) (edit-json path fn)))
+                    (multiple-value-bind (code err) (convert-to-file (list dir out))
+                      (is (= 1 code) "~A: exit ~D, ~A" what code err)
+                      (is (= 1 (count #\Newline err)) "~A: ~S" what err)
+                      (is (contains err file) "~A: ~A does not name ~A" what err file)
+                      (dolist (e expected)
+                        (is (contains err e) "~A: ~S does not say ~S" what err e))
+                      (is (< (length err) 300) "~A: a long message ~S" what err))
+                    (is (null (probe-file out)) "~A: ~A written" what out)
+                    (sh "rm -rf \"$1\"" dir)))
+      (sh "rm -rf \"$1\"" base))))
+
+(test convert-refuses-broken-hf-inputs
+  (flet ((refused (dir file &rest expected)
+           (let ((out (tmp-path "broken.gguf")))
+             (multiple-value-bind (code err) (convert-to-file (list dir out))
+               (is (= 1 code) "exit ~D: ~A" code err)
+               (is (= 1 (count #\Newline err)) "~S" err)
+               (dolist (e (cons file expected)) (is (contains err e) "~S does not say ~S" err e)))
+             (is (null (probe-file out))))))
+    (with-hf-dir (dir)
+      (edit-json (concatenate 'string dir "/config.json") (set-key "model_type" "bert"))
+      (refused dir "config.json" "\"model_type\"" "expected \"modernbert\""))
+    (with-hf-dir (dir)
+      (edit-json (concatenate 'string dir "/config.json")
+                 (set-key "architectures" (vector "ModernBertForTokenClassification")))
+      (refused dir "config.json" "\"architectures\"" "ModernBertForTokenClassification"))
+    (with-hf-dir (dir :shards 2)
+      (edit-json (concatenate 'string dir "/model.safetensors.index.json")
+                 (lambda (h) (setf (gethash "model.extra" (gethash "weight_map" h))
+                                   "model-00001-of-00002.safetensors")
+                   h))
+      (refused dir "model.safetensors.index.json" "weight_map.model.extra" "found none"))
+    (with-hf-dir (dir)
+      (edit-json (concatenate 'string dir "/config.json") (set-key "hidden_activation" "relu"))
+      (refused dir "config.json" "\"hidden_activation\"" "found \"relu\""))
+    (with-hf-dir (dir)
+      (edit-json (concatenate 'string dir "/tokenizer_config.json") (set-key "chat_template" 5))
+      (refused dir "tokenizer_config.json" "\"chat_template\"" "expected a string"))
+    (with-hf-dir (dir :head :classifier)
+      (edit-tensors (concatenate 'string dir "/model.safetensors")
+                    (drop-tensors (lambda (n) (string= n "classifier.bias"))))
+      (refused dir "model.safetensors" "\"classifier.bias\"" "found none"))
+    (with-hf-dir (dir)
+      (sh "rm -f \"$1/model.safetensors\" && mkdir \"$1/model.safetensors\"" dir)
+      (refused dir "model.safetensors" "directory"))))
+
+(test convert-progress-follows-every-phase
+  "On a terminal (script(1) gives the command one) the progress lines follow
+generating the weights and converting them, each phase counting every
+tensor, not only the final write."
+  (if (not (probe-file "/usr/bin/script"))
+      (skip "script(1) is not installed: no terminal to show progress on")
+      (let ((out (tmp-path "progress.gguf")))
+        (multiple-value-bind (code text)
+            (sh "script -qec \"$0 convert --random s1-pico '$1'\" /dev/null" out)
+          (is (= 0 code))
+          (is (contains text (format nil "[33/33] generating head.out.bias")))
+          (is (contains text (format nil "[33/33] converting head.out.bias")))
+          (is (contains text "[1/33] converting encoder.model.embeddings.tok_embeddings.weight")))
+        (ignore-errors (delete-file out)))))
+
+(test convert-refuses-a-weight-whose-q8-0-scale-overflows
+  (with-hf-dir (dir)
+    (edit-tensors (concatenate 'string dir "/model.safetensors")
+                  (set-element "model.layers.0.attn.Wqkv.weight" 40 1e9))
+    (let ((out (tmp-path "q8.gguf")))
+      (multiple-value-bind (code err) (convert-to-file (list dir out "--type" "q8_0"))
+        (is (= 1 code))
+        (is (= 1 (count #\Newline err)))
+        (is (contains err "model.safetensors: tensor \"model.layers.0.attn.Wqkv.weight\" cannot be Q8_0: row 0, block 1")))
+      (is (null (probe-file out))))))

@@ -40,3 +40,17 @@
     (is (= 12 (position :f64 types))))
   (is (equal '(0 1 2 3) (mapcar #'rontolisp::number-kind '(:f32 :f64 :f16 :bf16))))
   (signals rontolisp:rontolisp-error (rontolisp::number-kind :q8_0)))
+
+(test formats-f16-bits-refuses-reals-beyond-double-range
+  "A rational too large for any float signals our condition with its
+value; one within the double-float range becomes an infinity, as a
+double-float beyond binary16 does."
+  (dolist (fn (list #'rontolisp:f16-bits #'rontolisp:bf16-bits))
+    (let ((e (handler-case (funcall fn (expt 10 400)) (error (e) e))))
+      (is (typep e 'rontolisp:rontolisp-error) "~S" e)
+      (is (contains (princ-to-string e) "found 1.0000e400") "~A" e))
+    (let ((e (handler-case (funcall fn (- (* 3 (expt 10 400)))) (error (e) e))))
+      (is (contains (princ-to-string e) "found -3.0000e400") "~A" e)))
+  (is (= #x7c00 (rontolisp:f16-bits (expt 10 39))))
+  (is (= #x7c00 (rontolisp:f16-bits 1d300)))
+  (is (= (rontolisp:f16-bits (coerce 1/3 'single-float)) (rontolisp:f16-bits 1/3))))

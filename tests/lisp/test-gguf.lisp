@@ -96,6 +96,46 @@ layout is broken, is tested separately).")
         (is (equalp (file-octets (golden name)) (file-octets out)) "~A differs after a round trip" name)
         (delete-file out)))))
 
+(test gguf-round-trip-keeps-invalid-utf8
+  "gguf:read then gguf:write gives back a file whose keys, strings, token
+array and tensor name are not UTF-8, byte for byte; such bytes read as
+U+DC80..U+DCFF."
+  (let ((in (tmp-path "bytes.gguf")) (out (tmp-path "bytes-rt.gguf"))
+        (file (invalid-utf8-gguf)))
+    (write-octets-file in file)
+    (gguf:with-file (f in)
+      (is (string= (map 'string #'code-char '(109 #xdcff 120)) (gguf:value f "general.name")))
+      (gguf:write out f))
+    (is (equalp file (file-octets out)))
+    (delete-file in)
+    (delete-file out)))
+
+(test gguf-round-trip-keeps-nested-arrays
+  "Arrays of arrays, empty ones and ones whose inner arrays differ in type
+included, are written back byte for byte."
+  (let ((in (tmp-path "nested.gguf")) (out (tmp-path "nested-rt.gguf"))
+        (file (nested-arrays-gguf)))
+    (write-octets-file in file)
+    (gguf:with-file (f in)
+      (is (equal '(:array (:array :u32) (:array :string) (:array (:array :f32)))
+                 (gguf:value-type f "n.mixed")))
+      (is (equal '(:array :array) (gguf:value-type f "n.empty")))
+      (gguf:write out f))
+    (is (equalp file (file-octets out)))
+    (delete-file in)
+    (delete-file out)))
+
+(test gguf-make-file-refuses-f32-values-beyond-range
+  "An f32 value given as a double-float beyond the f32 range would be
+written as an infinity: refused, naming the key."
+  (let ((e (handler-case (gguf:make-file :metadata '(("general.big" :f32 1d300)))
+             (error (e) e))))
+    (is (typep e 'gguf:gguf-error))
+    (is (contains (princ-to-string e) "\"general.big\"") "~A" e)
+    (is (contains (princ-to-string e) "f32 range") "~A" e))
+  (finishes (gguf:make-file :metadata `(("a" :f32 1d30) ("b" :f32 ,(- most-positive-single-float))
+                                        ("c" :f64 1d300)))))
+
 (test gguf-every-value-type-reads-back
   (let* ((path (tmp-path "all.gguf"))
          (md `(("u8" :u8 255) ("i8" :i8 -128) ("u16" :u16 65535) ("i16" :i16 -32768)

@@ -109,3 +109,72 @@
                        (search (file-namestring f) err) (search "byte" err))
             (push (list (file-namestring f) code err) bad))))
       (is (null bad) "not refused cleanly: ~S" bad))))
+
+(test inspect-escapes-c1-bidi-and-invalid-bytes
+  "C1 and bidirectional controls as \\uXXXX, bytes that are not UTF-8 as
+\\xHH, in keys and strings, in both forms; nothing is replaced."
+  (let ((path (tmp-path "c1.gguf")))
+    (write-octets-file
+     path (raw-gguf :kvs `((,(octets "k" #xff "ey") (:string ,(octets "x" #xc2 #x9b "31m"
+                                                                     #xe2 #x80 #xae "y"
+                                                                     #xd8 #x9c #xe2 #x81 #xa6
+                                                                     #x7f #xc0 #xaf #xed #xa0 #x80))))))
+    (let ((want-key "k\\xffey")
+          (want-value "\"x\\u009b31m\\u202ey\\u061c\\u2066\\u007f\\xc0\\xaf\\xed\\xa0\\x80\""))
+      (multiple-value-bind (code out) (run-exe-octets (list "inspect" path))
+        (is (= 0 code))
+        (is (every (lambda (b) (< b 128)) out) "raw control bytes in the text form")
+        (let ((text (map 'string #'code-char out)))
+          (is (contains text (format nil "  ~A (string) = ~A" want-key want-value)) "~A" text)))
+      (multiple-value-bind (code out) (run-exe-octets (list "inspect" path "--json"))
+        (is (= 0 code))
+        (is (every (lambda (b) (< b 128)) out) "raw control bytes in the JSON form")
+        (let ((text (map 'string #'code-char out)))
+          (is (contains text (format nil "\"key\": \"~A\"" want-key)))
+          (is (contains text (format nil "\"value\": ~A" want-value))))))
+    (delete-file path)))
+
+(test inspect-prints-nested-arrays-as-json
+  "Arrays of arrays read as JSON in both forms, and their types name the
+inner element types, as each inner array states them."
+  (let ((path (tmp-path "nested.gguf")))
+    (write-octets-file path (nested-arrays-gguf))
+    (multiple-value-bind (code out err) (run-exe (list "inspect" path))
+      (is (= 0 code) "~A" err)
+      (dolist (line '("  n.f32 (array<array<f32>>[2]) = [[1.5, -2.0], []]"
+                      "  n.str (array<array<string>>[1]) = [[\"a\\\"b\"]]"
+                      "  n.empty (array<array>[0]) = []"
+                      "  n.empty-inner (array<array<u32>>[1]) = [[]]"
+                      "  n.mixed (array<array<u32>|array<string>|array<array<f32>>>[3]) = [[7], [\"s\"], [[0.5]]]"))
+        (is (contains out line) "missing ~S in ~A" line out)))
+    (multiple-value-bind (code out) (run-exe (list "inspect" path "--json"))
+      (is (= 0 code))
+      (let ((meta (gethash "metadata" (parse-json-string out))))
+        (is (equal '("n.f32" "n.str" "n.empty" "n.empty-inner" "n.mixed")
+                   (mapcar (lambda (m) (gethash "key" m)) meta)))
+        (is (every (lambda (m) (string= "array" (gethash "element_type" m))) meta))
+        (is (equalp '(((1.5d0 -2.0d0) ()) (("a\"b")) () (()) ((7) ("s") ((0.5d0))))
+                    (mapcar (lambda (m) (gethash "value" m)) meta)))))
+    (delete-file path)))
+
+(test inspect-prints-paths-as-their-bytes
+  "A path that is not UTF-8 comes out as its own bytes in the text form
+and in messages, and as \\xHH in the JSON form."
+  (let ((src (tmp-path "bytes-path.gguf")))
+    (write-octets-file src (raw-gguf :kvs `((,(octets "k") (:u32 1)))))
+    (multiple-value-bind (code out err)
+        (sh "d=$(mktemp -d) && f=\"$d/x$(printf '\\377')\" && cp \"$1\" \"$f\" &&
+hex() { od -An -v -tx1 | tr -d ' \\n'; echo; }
+\"$0\" inspect \"$f\" | head -n 1 | hex
+\"$0\" inspect \"$f\" --json | grep '\"file\"'
+\"$0\" inspect \"$f.none\" 2>&1 | hex
+rm -r \"$d\"" src)
+      (is (= 0 code) "~A" err)
+      (let ((lines (split-lines out)))
+        (is (= 3 (length lines)) "~S" out)
+        ;; "/x" 0xFF ": GGUF"
+        (is (contains (first lines) "2f78ff3a2047475546") "~A" (first lines))
+        (is (contains (second lines) "/x\\xff\",") "~A" (second lines))
+        ;; "/x" 0xFF ".none"
+        (is (contains (third lines) "2f78ff2e6e6f6e65") "~A" (third lines))))
+    (delete-file src)))

@@ -45,6 +45,20 @@ wrong; every tensor's type, dims, order and bytes must be equal.")
               '("blk.10.b.weight" "blk.2.a.weight" "token_embd.weight" "blk.10.a.weight"
                 "output_norm.weight" "output.weight")))))
 
+(test quantize-tool-orders-names-as-bytes
+  "llama.cpp orders names as byte strings: a byte that is not UTF-8 (held
+as U+DC80..U+DCFF) sorts by its own value, 0x80 before the 0xC3 that
+starts an e-acute, and a four-byte character after both."
+  (let ((raw-80 (format nil "blk.0.~C.weight" (code-char #xdc80)))
+        (raw-ff (format nil "blk.0.~C.weight" (code-char #xdcff)))
+        (e-acute (format nil "blk.0.~C.weight" (code-char #xe9)))
+        (emoji (format nil "blk.0.~C.weight" (code-char #x1f600))))
+    (is (equal (list raw-80 e-acute emoji raw-ff "blk.1.a")
+               (rontolisp::llama-tensor-order (list "blk.1.a" raw-ff emoji e-acute raw-80))))
+    (is (rontolisp::octets< #(1 2) #(1 2 0)))
+    (is (not (rontolisp::octets< #(1 2) #(1 2))))
+    (is (not (rontolisp::octets< #(2) #(1 9))))))
+
 (test quantize-tool-matches-llama-quantize
   "Every output tensor has the type, dims, order and bytes llama-quantize
 wrote; the metadata ends with quantization_version and file_type."
@@ -120,3 +134,43 @@ no output file."
   (is (= 2 (run-exe (list "quantize" "a.gguf"))))
   (is (= 2 (run-exe (list "quantize" "a.gguf" "b.gguf" "q4_k"))))
   (is (= 1 (run-exe (list "quantize" "/nonexistent/in.gguf" (tmp-path "x.gguf") "q8_0")))))
+
+(test quantize-tool-keeps-invalid-utf8-bytes
+  "Keys, strings, tokens and tensor names are bytes: quantize writes back
+the whole key-value section byte for byte, invalid UTF-8 included, and
+tokens that differ only in such bytes stay distinct."
+  (let ((in (tmp-path "bytes.gguf")) (out (tmp-path "bytes.q8.gguf")))
+    (unwind-protect
+         (multiple-value-bind (file kv) (invalid-utf8-gguf)
+           (write-octets-file in file)
+           (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "q8_0"))
+             (declare (ignore stdout))
+             (is (= 0 code) "~A" stderr))
+           (let ((written (file-octets out)))
+             (is (equalp kv (subseq written 24 (+ 24 (length kv))))
+                 "the key-value section was not written back byte for byte")
+             (is (octets-search *invalid-utf8-tensor-name* written)))
+           (gguf:with-file (f out)
+             (let ((tokens (coerce (gguf:value f "tokenizer.ggml.tokens") 'list)))
+               (is (= (+ 2 (length *invalid-utf8*)) (length tokens)))
+               (is (= (length tokens) (length (remove-duplicates tokens :test #'string=)))))
+             (is (equal (list "Q8_0") (mapcar #'gguf:tensor-info-type (gguf:tensor-infos f))))))
+      (ignore-errors (delete-file in))
+      (ignore-errors (delete-file out)))))
+
+(test quantize-tool-names-the-tensor-of-any-failure
+  "What goes wrong while quantize works on a tensor names the file and the
+tensor, whatever signalled it; a GGUF file error keeps its own condition."
+  (let* ((name "blk.0.ffn_up.weight")
+         (e (handler-case (rontolisp::with-tensor-named ("/m.gguf" name)
+                            (+ (make-array '(64 64) :element-type 'single-float) 1))
+              (error (e) e))))
+    (is (typep e 'rontolisp:tensor-data-error))
+    (is (string= name (rontolisp:tensor-data-error-tensor e)))
+    (is (string= "/m.gguf" (rontolisp:tensor-data-error-path e)))
+    (is (contains (princ-to-string e) "#<(simple-array single-float (64 64))>") "~A" e)
+    (is (<= (length (princ-to-string e)) rontolisp::*message-limit*)))
+  (let ((name nil))
+    (signals type-error (rontolisp::with-tensor-named ("/m.gguf" name) (+ 'a 1))))
+  (signals gguf:gguf-error
+    (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))

@@ -62,6 +62,21 @@
       (is (= 1 (count #\Newline err))))
     (delete-file f)))
 
+(test script-error-about-a-big-array-is-one-short-line
+  "A type error about a 64x64 array (25 KB printed) and a float overflow
+end a script with one short line naming them."
+  (dolist (case '(("(+ (make-array '(64 64) :element-type 'single-float) 1)"
+                   "#<(simple-array single-float (64 64))>")
+                  ("(* 1d300 1d300)" "floating point overflow")))
+    (let ((f (write-file-string (tmp-path "big.lisp") (first case))))
+      (multiple-value-bind (code out err) (run-exe (list "script" f))
+        (declare (ignore out))
+        (is (= 1 code))
+        (is (= 1 (count #\Newline err)) "~A" err)
+        (is (< (length err) 400) "~D characters" (length err))
+        (is (contains err (second case)) "~A" err))
+      (delete-file f))))
+
 (test script-serious-condition-exits-1
   (let ((f (write-file-string (tmp-path "sc.lisp")
                               (format nil "(signal 'storage-condition)~%(error 'storage-condition)~%"))))
