@@ -4,13 +4,21 @@
 ;;;;
 ;;;; This file exists only so that the model, `embed' and their tests run
 ;;;; before the C kernels are merged; delete it (and its line in
-;;;; rontolisp.asd) when they land.  The arithmetic follows ggml's CPU
+;;;; rontolisp.asd) when they land.  Each definition stands aside when the
+;;;; real kernel is already defined, so a merge that keeps both files still
+;;;; runs the C kernels.  The arithmetic follows ggml's CPU
 ;;;; operations closely enough for the agreement test, not SPEC 4.2's
 ;;;; summation order: matmul of a float weight goes through VEC:MATVEC's
 ;;;; f32 baseline row by row, of a Q8_0 weight through VEC:MATVEC (:q8) or
 ;;;; a Lisp rendering of SPEC 4.1 (:q8x2).
 
 (in-package "RONTOLISP")
+
+(defmacro define-standin (name lambda-list &body body)
+  "DEFUN NAME unless the real kernel is already defined: loaded after the C
+kernels' Lisp face, this file then changes nothing."
+  `(unless (fboundp ',name)
+     (defun ,name ,lambda-list ,@body)))
 
 (deftype standin-matrix () '(simple-array single-float (* *)))
 
@@ -78,7 +86,7 @@
                                           (+ (aref acc 2) (aref acc 3)))
                                        'single-float))))))))
 
-(defun vec:matmul (m xs &key (activations :q8))
+(define-standin vec:matmul (m xs &key (activations :q8))
   "Stand-in: the product of the weight M (rows x cols; quantized, single-float,
 float16 or bfloat16) and each row of XS (n x cols single-float): n x rows."
   (let* ((n (array-dimension xs 0))
@@ -91,7 +99,7 @@ float16 or bfloat16) and each row of XS (n x cols single-float): n x rows."
                                    (standin-q8x2-matvec w x)
                                    (vec:matvec w x)))))))
 
-(defun vec:layer-norm (xs weight eps &optional out)
+(define-standin vec:layer-norm (xs weight eps &optional out)
   "Stand-in: ggml_norm (no bias) of each row of XS, times WEIGHT."
   (destructuring-bind (n d) (array-dimensions xs)
     (let ((out (or out (make-array (list n d) :element-type 'single-float))))
@@ -107,7 +115,7 @@ float16 or bfloat16) and each row of XS (n x cols single-float): n x rows."
               (dotimes (j d)
                 (setf (aref out i j) (* (* (aref out i j) scale) (aref weight j)))))))))))
 
-(defun vec:rope-neox (xs n-heads head-dim theta &optional out)
+(define-standin vec:rope-neox (xs n-heads head-dim theta &optional out)
   "Stand-in: NEOX rotary embedding of each head of each row of XS, row i at
 position i, base THETA, as ggml's CPU rope computes its angles."
   (let* ((n (array-dimension xs 0))
@@ -128,7 +136,7 @@ position i, base THETA, as ggml's CPU rope computes its angles."
               (setf (aref out p (+ base i)) (- (* x0 c) (* x1 s))
                     (aref out p (+ base i half)) (+ (* x0 s) (* x1 c))))))))))
 
-(defun vec:attention (q k v n-heads head-dim &key window out)
+(define-standin vec:attention (q k v n-heads head-dim &key window out)
   "Stand-in: softmax(q k^T / sqrt(head-dim)) v per head; with WINDOW, token i
 sees token j only when |i - j| <= WINDOW / 2."
   (standin-attention q k v n-heads head-dim (if window (floor window 2) -1)
@@ -201,7 +209,7 @@ erfc above."
                   (loop for k from 60 downto 1 do (setf f (/ (* k 0.5d0) (+ a f))))
                   (- 1d0 (/ (exp (- (* a a))) (* (sqrt pi) (+ a f))))))))))
 
-(defun vec:geglu (xs &key (gelu :erf) out)
+(define-standin vec:geglu (xs &key (gelu :erf) out)
   "Stand-in: for XS n x 2f, GELU of the first half of each row times the
 second half: n x f.  GELU :erf exact, :tanh ggml's tanh approximation."
   (destructuring-bind (n f2) (array-dimensions xs)
