@@ -406,6 +406,12 @@ typedef struct rl_gguf_writer rl_gguf_writer;
 rl_gguf_writer *rl_gguf_writer_new(void);
 /* Accepts NULL. */
 void rl_gguf_writer_free(rl_gguf_writer *w);
+
+/* Have rl_gguf_writer_free call FN(ARG) (before it frees anything): a
+ * caller that lent W bytes (rl_gguf_w_tensor keeps the pointer until the
+ * write) learns when they are no longer read.  RL_GGUF_E_NOMEM, FN not
+ * recorded, when memory runs out. */
+rl_gguf_status rl_gguf_writer_on_free(rl_gguf_writer *w, void (*fn)(void *), void *arg);
 /* The layout alignment when the metadata has no general.alignment (power of
  * two, 1..2^31).  If the key was given, A must equal it. */
 rl_gguf_status rl_gguf_writer_set_alignment(rl_gguf_writer *w, uint32_t a);

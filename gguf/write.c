@@ -5,9 +5,10 @@
  * pointer to the caller's bytes.  Writing streams header, metadata, tensor
  * infos and data once through the atomic writer of fileio.c (a temporary
  * file renamed over the target only after everything reached the disk).
- * Expected workload: a handful of keys (some arrays of tens of thousands of strings) and up to a few
- * thousand tensors; the checks for duplicate keys and names are linear scans
- * per addition, which is fine at that scale.
+ * Expected workload: a handful of keys (some arrays of tens of thousands of
+ * strings) and up to a few thousand tensors, yet a hostile or generated file
+ * may have 100k of either: duplicate keys and names are found through hash
+ * tables, so every addition costs O(1) and nothing grows with the square.
  */
 #include "gguf/gguf.h"
 #include "gguf/fileio.h"
@@ -36,6 +37,14 @@ typedef struct frame {
     uint32_t elem_type;
 } frame;
 
+/* An open-addressing table of entry indices plus one (0 marks a free slot),
+ * hashed by the entry's bytes; CAP is zero or a power of two, at most half
+ * full. */
+typedef struct wset {
+    uint64_t *slot;
+    uint64_t cap;
+} wset;
+
 struct rl_gguf_writer {
     uint8_t *meta;
     uint64_t meta_len, meta_cap;
@@ -55,7 +64,77 @@ struct rl_gguf_writer {
     rl_gguf_status err;
     uint64_t err_off;
     char errmsg[RL_GGUF_MSG_SIZE];
+    wset key_set, name_set; /* the keys and the tensor names given so far */
+    struct whook { void (*fn)(void *); void *arg; } *hooks; /* rl_gguf_writer_on_free */
+    uint64_t n_hooks, hooks_cap;
 };
+
+/* ---- duplicate detection ---------------------------------------------- */
+
+typedef void (*wset_get)(const rl_gguf_writer *w, uint64_t i, const uint8_t **p, uint64_t *len);
+
+static void key_at(const rl_gguf_writer *w, uint64_t i, const uint8_t **p, uint64_t *len) {
+    memcpy(len, w->meta + w->keys[i], 8);
+    *p = w->meta + w->keys[i] + 8;
+}
+
+static void name_at(const rl_gguf_writer *w, uint64_t i, const uint8_t **p, uint64_t *len) {
+    *p = (const uint8_t *)w->t[i].name;
+    *len = w->t[i].name_len;
+}
+
+/* FNV-1a: names differ mostly in their digits, which it mixes well enough. */
+static uint64_t whash(const uint8_t *p, uint64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The index of the entry of S equal to the N bytes at P, or UINT64_MAX. */
+static uint64_t wset_find(const rl_gguf_writer *w, const wset *s, wset_get get, const uint8_t *p,
+                          uint64_t n) {
+    if (!s->cap)
+        return UINT64_MAX;
+    for (uint64_t h = whash(p, n) & (s->cap - 1);; h = (h + 1) & (s->cap - 1)) {
+        const uint8_t *q;
+        uint64_t qn;
+        if (!s->slot[h])
+            return UINT64_MAX;
+        get(w, s->slot[h] - 1, &q, &qn);
+        if (qn == n && memcmp(q, p, n) == 0)
+            return s->slot[h] - 1;
+    }
+}
+
+static void wset_put(const rl_gguf_writer *w, uint64_t *slot, uint64_t cap, wset_get get,
+                     uint64_t i) {
+    const uint8_t *p;
+    uint64_t n, h;
+    get(w, i, &p, &n);
+    for (h = whash(p, n) & (cap - 1); slot[h]; h = (h + 1) & (cap - 1))
+        ;
+    slot[h] = i + 1;
+}
+
+/* Record entry I, the COUNT-th of S (the caller checked it is new); 0 when
+ * memory ran out. */
+static int wset_add(const rl_gguf_writer *w, wset *s, wset_get get, uint64_t i, uint64_t count) {
+    if (count > s->cap / 2) {
+        uint64_t cap = s->cap ? 2 * s->cap : 64;
+        uint64_t *slot = calloc(cap, sizeof *slot);
+        if (!slot)
+            return 0;
+        for (uint64_t j = 0; j < s->cap; j++)
+            if (s->slot[j])
+                wset_put(w, slot, cap, get, s->slot[j] - 1);
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    wset_put(w, s->slot, s->cap, get, i);
+    return 1;
+}
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -150,12 +229,33 @@ rl_gguf_writer *rl_gguf_writer_new(void) {
     return w;
 }
 
+rl_gguf_status rl_gguf_writer_on_free(rl_gguf_writer *w, void (*fn)(void *), void *arg) {
+    if (!w || !fn)
+        return RL_GGUF_E_ARG;
+    if (w->n_hooks == w->hooks_cap) {
+        uint64_t cap = w->hooks_cap ? 2 * w->hooks_cap : 16;
+        struct whook *h = realloc(w->hooks, cap * sizeof *h);
+        if (!h)
+            return RL_GGUF_E_NOMEM;
+        w->hooks = h;
+        w->hooks_cap = cap;
+    }
+    w->hooks[w->n_hooks].fn = fn;
+    w->hooks[w->n_hooks++].arg = arg;
+    return RL_GGUF_OK;
+}
+
 void rl_gguf_writer_free(rl_gguf_writer *w) {
     if (!w)
         return;
+    for (uint64_t i = 0; i < w->n_hooks; i++)
+        w->hooks[i].fn(w->hooks[i].arg);
+    free(w->hooks);
     free(w->meta);
     free(w->keys);
     free(w->t);
+    free(w->key_set.slot);
+    free(w->name_set.slot);
     free(w);
 }
 
@@ -207,14 +307,11 @@ rl_gguf_status rl_gguf_w_key(rl_gguf_writer *w, const char *key, uint64_t len) {
     if (memchr(key, 0, len))
         return wfail(w, RL_GGUF_E_NAME_NUL, "key %s contains a NUL byte: expected none",
                      wquote(q, sizeof q, key, len));
-    for (uint64_t i = 0; i < w->n_kv; i++) {
-        uint64_t kl;
-        memcpy(&kl, w->meta + w->keys[i], 8);
-        if (kl == len && memcmp(w->meta + w->keys[i] + 8, key, len) == 0)
-            return wfail(w, RL_GGUF_E_KEY_DUPLICATE,
-                         "key %s given twice (first at byte %" PRIu64 "): expected unique keys",
-                         wquote(q, sizeof q, key, len), RL_GGUF_HEADER_SIZE + w->keys[i]);
-    }
+    uint64_t dup = wset_find(w, &w->key_set, key_at, (const uint8_t *)key, len);
+    if (dup != UINT64_MAX)
+        return wfail(w, RL_GGUF_E_KEY_DUPLICATE,
+                     "key %s given twice (first at byte %" PRIu64 "): expected unique keys",
+                     wquote(q, sizeof q, key, len), RL_GGUF_HEADER_SIZE + w->keys[dup]);
     if (w->n_kv == w->keys_cap) {
         uint64_t cap = w->keys_cap ? 2 * w->keys_cap : 32;
         uint64_t *k = realloc(w->keys, cap * sizeof *k);
@@ -227,6 +324,8 @@ rl_gguf_status rl_gguf_w_key(rl_gguf_writer *w, const char *key, uint64_t len) {
     WTRY(meta_u64(w, len));
     WTRY(meta_put(w, key, len));
     w->keys[w->n_kv++] = at;
+    if (!wset_add(w, &w->key_set, key_at, w->n_kv - 1, w->n_kv))
+        return wfail(w, RL_GGUF_E_NOMEM, "out of memory for keys");
     w->expecting_value = 1;
     w->cur_is_alignment = len == 17 && memcmp(key, "general.alignment", 17) == 0;
     return RL_GGUF_OK;
@@ -480,11 +579,10 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
     if (memchr(name, 0, name_len))
         return wfail(w, RL_GGUF_E_NAME_NUL, "tensor name %s contains a NUL byte: expected none",
                      wquote(q, sizeof q, name, name_len));
-    for (uint64_t i = 0; i < w->n_t; i++)
-        if (w->t[i].name_len == name_len && memcmp(w->t[i].name, name, name_len) == 0)
-            return wfail(w, RL_GGUF_E_TENSOR_NAME_DUPLICATE,
-                         "tensor name %s given twice: expected unique names",
-                         wquote(q, sizeof q, name, name_len));
+    if (wset_find(w, &w->name_set, name_at, (const uint8_t *)name, name_len) != UINT64_MAX)
+        return wfail(w, RL_GGUF_E_TENSOR_NAME_DUPLICATE,
+                     "tensor name %s given twice: expected unique names",
+                     wquote(q, sizeof q, name, name_len));
     if (!ne)
         return wfail(w, RL_GGUF_E_ARG, "NULL dimensions");
     uint64_t want;
@@ -516,6 +614,8 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
     t->data = data;
     t->nbytes = nbytes;
     w->infos_len += 8 + name_len + 4 + 8ull * n_dims + 4 + 8;
+    if (!wset_add(w, &w->name_set, name_at, w->n_t - 1, w->n_t))
+        return wfail(w, RL_GGUF_E_NOMEM, "out of memory for tensors");
     return RL_GGUF_OK;
 }
 

@@ -62,6 +62,15 @@ and BLOCK (counted within the row) locate it."))
   ()
   (:documentation "A subscript out of range, or the wrong number of them."))
 
+(define-condition out-of-range-error (rontolisp-error)
+  ((value :initarg :value :initform nil :reader out-of-range-error-value))
+  (:documentation "A number no float format at hand can hold (an integer or
+ratio beyond double-float range, a double beyond single-float range where
+that would silently become infinity); VALUE is the number given."))
+
+(setf (documentation 'out-of-range-error-value 'function)
+      "The number an OUT-OF-RANGE-ERROR refused.")
+
 (define-condition immutable-error (rontolisp-error)
   ()
   (:documentation "An attempt to write an element of a quantized matrix: an
@@ -259,6 +268,10 @@ NaN or infinity."
 (defun index-error (where control &rest args)
   "Signal INDEX-ERROR: a subscript out of range or the wrong number of them."
   (error 'index-error :message (error-message where control args)))
+
+(defun out-of-range-error (where value control &rest args)
+  "Signal OUT-OF-RANGE-ERROR for the number VALUE (its slot)."
+  (error 'out-of-range-error :value value :message (error-message where control args)))
 
 (defun immutable-error (where control &rest args)
   "Signal IMMUTABLE-ERROR: a write to an element of a quantized matrix."

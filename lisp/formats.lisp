@@ -9,13 +9,25 @@
 
 (deftype f16-bits () '(unsigned-byte 16))
 
-(defun scientific-text (x)
-  "The rational X in scientific notation with five significant digits
-(1.0000e400), for a value too large for any float to show it."
-  (let* ((digits (princ-to-string (abs (round x))))
-         (mantissa (subseq (concatenate 'string digits "0000") 0 5)))
-    (format nil "~:[~;-~]~A.~Ae~D" (minusp x) (char mantissa 0) (subseq mantissa 1)
-            (1- (length digits)))))
+(defun describe-magnitude (x)
+  "X, a rational too large or too small for a double-float, in a few words:
+its kind and power of ten (printing a 400-digit integer would not be one
+line)."
+  (let ((bits (if (integerp x)
+                  (integer-length x)
+                  (- (integer-length (numerator x)) (integer-length (denominator x))))))
+    (format nil "~:[an integer~;a ratio~] of magnitude about ~:[~;-~]1e~D"
+            (typep x 'ratio) (minusp x) (round (* bits (log 2d0 10))))))
+
+(defun rational-to-double (fn x)
+  "The rational X as a double-float (rounded), or OUT-OF-RANGE-ERROR when
+its magnitude is beyond double-float range; ratios too small to tell from
+zero become zero, as a double does."
+  (handler-case (coerce x 'double-float)
+    (floating-point-overflow ()
+      (out-of-range-error fn x "expected a real number within double-float range (magnitude ~
+below 1.8e308), found ~A" (describe-magnitude x)))
+    (floating-point-underflow () (if (minusp x) -0d0 0d0))))
 
 (defun check-single-float-arg (fn x)
   "The real X as a single-float for FN: a double-float by C's cast, any
@@ -24,17 +36,14 @@ infinity); a rational beyond the double-float range signals RONTOLISP-ERROR
 with its value (where Lisp would signal a bare FLOATING-POINT-OVERFLOW)."
   (unless (typep x 'real)
     (rontolisp-error fn "expected a real number, found ~S" x))
-  (flet ((too-big ()
-           (rontolisp-error fn "expected a real number within the double-float range ~
-(magnitude below 1.8e308), found ~A" (scientific-text x))))
-    (cond ((typep x 'double-float) (%double-to-single x))
-          ((floatp x) (coerce x 'single-float))
-          ;; A rational rounds once, straight to single-float; past its
-          ;; range it becomes an infinity as a double-float would.
-          (t (handler-case (coerce x 'single-float)
-               (arithmetic-error ()
-                 (handler-case (%double-to-single (coerce x 'double-float))
-                   (arithmetic-error () (too-big)))))))))
+  ;; Every real takes the double-float road (C's cast to single, then the
+  ;; rounding), so that 1e39 rounds to infinity whether written as an
+  ;; integer or as 1d39; only what no double can hold is refused.
+  (etypecase x
+    (single-float x)
+    (double-float (%double-to-single x))
+    (float (%double-to-single (coerce x 'double-float)))
+    (rational (%double-to-single (rational-to-double fn x)))))
 
 (defun f16-bits (x)
   "The IEEE binary16 bit pattern (an integer below 65536) nearest to the real

@@ -24,7 +24,8 @@
   (tensors '())         ; list of TENSOR-INFO, in file order
   (handle nil)          ; foreign handle of the C reader, NIL when not read
   (base nil)            ; foreign pointer to the whole mapping
-  (implicit-alignment nil)) ; read from a file without general.alignment
+  (implicit-alignment nil) ; read from a file without general.alignment
+  (by-name nil))        ; (tensors . table): see TENSOR-TABLE
 
 (defun gguf-file-p (x)
   "True when X is a GGUF file object."
@@ -171,15 +172,35 @@ as third; NIL NIL NIL when F has no such key."
   "The TENSOR-INFO of F's tensor NAME (shape, type, offset, bytes); signals
 GGUF-ERROR when F has none of that name."
   (check-file 'tensor-info f)
-  (or (find name (gguf-file-tensors f) :key #'tensor-info-name :test #'string=)
+  (or (car (gethash name (tensor-table f)))
       (gguf-error (gguf-file-path f) :no-such-tensor nil
                   "expected a tensor named ~S, found none (~D tensor~:P: ~{~S~^, ~}~@[, ...~])"
                   name (length (gguf-file-tensors f))
                   (subseq (tensor-names f) 0 (min 5 (length (gguf-file-tensors f))))
                   (> (length (gguf-file-tensors f)) 5))))
 
+(defun tensor-table (f)
+  "A table of F's tensors by name: name -> (tensor-info . index), the first
+of a name.  Built on first use and again whenever the tensor list is no
+longer the one it was built from, so a lookup per tensor keeps a pass over
+100k tensors linear (FIND and POSITION made it quadratic)."
+  (let ((cache (gguf-file-by-name f))
+        (tensors (gguf-file-tensors f)))
+    (if (and cache (eq (car cache) tensors))
+        (cdr cache)
+        (let ((table (make-hash-table :test 'equal :size (max 16 (length tensors)))))
+          (loop for ti in tensors
+                for i from 0
+                unless (gethash (ti-name ti) table)
+                  do (setf (gethash (ti-name ti) table) (cons ti i)))
+          (setf (gguf-file-by-name f) (cons tensors table))
+          table))))
+
 (defun tensor-index (f info)
-  (position info (gguf-file-tensors f)))
+  (let ((entry (gethash (ti-name info) (tensor-table f))))
+    (if (and entry (eq (car entry) info))
+        (cdr entry)
+        (position info (gguf-file-tensors f)))))
 
 (defun live-handle (f)
   (or (gguf-file-handle f)
@@ -254,12 +275,15 @@ found ~S" key type expected value)))
         (:i32 (unless (typep value '(signed-byte 32)) (bad "a 32-bit signed integer")))
         (:u64 (unless (typep value '(unsigned-byte 64)) (bad "a 64-bit unsigned integer")))
         (:i64 (unless (typep value '(signed-byte 64)) (bad "a 64-bit signed integer")))
-        (:f32 (unless (and (floatp value)
-                           (or (typep value 'single-float) (ext:float-nan-p value)
-                               (ext:float-infinity-p value)
-                               (<= (abs value) most-positive-single-float)))
-                (bad "a float within the f32 range (magnitude at most 3.4028235e38)")))
         (:f64 (unless (floatp value) (bad "a float")))
+        ;; A finite double beyond single-float range would be written as
+        ;; infinity without a word.
+        (:f32 (unless (and (floatp value)
+                           (or (not (typep value 'double-float))
+                               (ext:float-infinity-p value)
+                               (ext:float-nan-p value)
+                               (not (ext:float-infinity-p (rontolisp::%double-to-single value)))))
+                (bad "a float within the f32 range (magnitude below 3.4e38)")))
         (:bool (unless (member value '(t nil)) (bad "T or NIL")))
         (:string (unless (stringp value) (bad "a string")))
         (:array (unless (and (vectorp value) (not (stringp value)) (consp type) (rest type)

@@ -47,6 +47,22 @@ whose inner arrays differ their types: array<array<u32>|array<string>>."
 (defun tensor-elements (info)
   (reduce #'* (gguf:tensor-info-dims info)))
 
+(defun dims-text (dims)
+  "DIMS as [a, b, c]."
+  (with-output-to-string (s)
+    (write-char #\[ s)
+    (loop for (d . more) on dims
+          do (princ d s)
+             (when more (write-string ", " s)))
+    (write-char #\] s)))
+
+(defun write-padded (string width stream)
+  "STRING then spaces to WIDTH columns and one more, as FORMAT's ~WIDTHA and
+a space."
+  (write-string string stream)
+  (loop repeat (- width (length string)) do (write-char #\Space stream))
+  (write-char #\Space stream))
+
 (defun print-inspection (f stream max-array)
   (format stream "~A: GGUF v~D, ~D bytes, alignment ~D~%~%"
           (gguf:path f) (gguf:version f) (gguf:file-size f) (gguf:alignment f))
@@ -61,10 +77,16 @@ whose inner arrays differ their types: array<array<u32>|array<string>>."
     (dolist (info (gguf:tensor-infos f))
       (incf params (tensor-elements info))
       (incf bytes (gguf:tensor-info-bytes info))
-      (format stream "  ~40A ~22A ~10A ~6D bytes~%"
-              (escape-control (gguf:tensor-info-name info))
-              (format nil "[~{~D~^, ~}]" (gguf:tensor-info-dims info))
-              (gguf:tensor-info-type info) (gguf:tensor-info-bytes info)))
+      ;; Columns written by hand: ECL's FORMAT parses its control string on
+      ;; every call, most of the time of a 100k-tensor listing.
+      (write-string "  " stream)
+      (write-padded (escape-control (gguf:tensor-info-name info)) 40 stream)
+      (write-padded (dims-text (gguf:tensor-info-dims info)) 22 stream)
+      (write-padded (gguf:tensor-info-type info) 10 stream)
+      (let ((n (princ-to-string (gguf:tensor-info-bytes info))))
+        (loop repeat (- 6 (length n)) do (write-char #\Space stream))
+        (write-string n stream))
+      (write-line " bytes" stream))
     (format stream "total: ~D parameters, ~D bytes of tensor data~%" params bytes)))
 
 (defun json-value (value type max-array)

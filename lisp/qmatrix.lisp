@@ -157,7 +157,6 @@ M's Q8_0 bytes: 34 per block of 32 values, the tensor data llama.cpp reads."
     (t (index-error 'aref "a rank-~D quantized matrix takes ~D subscript~:P, given ~D"
                     (length (quantized-matrix-dims m))
                     (length (quantized-matrix-dims m))
-                    (length (quantized-matrix-dims m))
                     (length subscripts)))))
 
 (defun qm-setf-error (m &rest ignore)
@@ -189,9 +188,21 @@ given ~D" (length dims) (length dims) (length subscripts)))
       (first subscripts)
       (+ (* (first subscripts) (quantized-matrix-cols m)) (second subscripts))))
 
+(defun octet-stream-p (stream)
+  (and (streamp stream)
+       (let ((type (stream-element-type stream)))
+         (and (subtypep type '(unsigned-byte 8)) (subtypep '(unsigned-byte 8) type)))))
+
 (defun qm-write-sequence (m stream &key (start 0) end)
   "Write the Q8_0 bytes of M (from byte START below END) to STREAM, an
 (unsigned-byte 8) stream."
+  ;; A wider binary stream would store each byte in an element of its own
+  ;; and a character stream would take them as characters: neither holds
+  ;; the tensor's bytes.
+  (unless (octet-stream-p stream)
+    (element-type-error 'write-sequence stream "expected an (unsigned-byte 8) output stream for ~
+the bytes of ~A, found ~:[~S~;a stream of element type ~:*~S~]"
+                        m (and (streamp stream) (stream-element-type stream)) stream))
   (let* ((size (qm-byte-size m))
          (end (or end size)))
     (unless (and (typep start 'fixnum) (typep end 'fixnum) (<= 0 start end size))
@@ -294,6 +305,44 @@ function) otherwise."
   (quantized-matrix-p sequence)
   (apply #'qm-write-sequence sequence stream keys)
   (apply original sequence stream keys))
+
+;;; ECL's MAKE-ARRAY and ADJUST-ARRAY take :DISPLACED-TO on trust and read
+;;; its array header: a quantized matrix (or a list) there read garbage and
+;;; crashed.  Compiled code reaches ECL's C constructors through
+;;; SI:MAKE-VECTOR and SI:MAKE-PURE-ARRAY (what ECL's compiler macro for
+;;; MAKE-ARRAY expands into), interpreted code through MAKE-ARRAY itself.
+
+(defun refuse-displaced-to (fn to)
+  (element-type-error fn to "expected an array (or NIL) for :displaced-to, found ~A"
+                      (if (quantized-matrix-p to)
+                          (format nil "~A, which is not an array" to)
+                          (describe-object-type to))))
+
+(defun bad-displaced-to-p (to)
+  (and to (not (arrayp to))))
+
+(define-dispatcher make-array (dimensions &rest keys &key displaced-to &allow-other-keys)
+  (bad-displaced-to-p displaced-to)
+  (refuse-displaced-to 'make-array displaced-to)
+  (apply original dimensions keys))
+
+(define-dispatcher adjust-array (array dimensions &rest keys &key displaced-to
+                                       &allow-other-keys)
+  (bad-displaced-to-p displaced-to)
+  (refuse-displaced-to 'adjust-array displaced-to)
+  (apply original array dimensions keys))
+
+(define-dispatcher si:make-vector (element-type dimension adjustable fill-pointer
+                                                displaced-to offset)
+  (bad-displaced-to-p displaced-to)
+  (refuse-displaced-to 'make-array displaced-to)
+  (funcall original element-type dimension adjustable fill-pointer displaced-to offset))
+
+(define-dispatcher si:make-pure-array (element-type dimensions adjustable fill-pointer
+                                                    displaced-to offset)
+  (bad-displaced-to-p displaced-to)
+  (refuse-displaced-to 'make-array displaced-to)
+  (funcall original element-type dimensions adjustable fill-pointer displaced-to offset))
 
 ;;; Compiler macros: natively compiled code.
 

@@ -20,11 +20,16 @@ void *rl_tensor_array_data(cl_object a, uint64_t *nbytes) {
     return p;
 }
 
-void rl_copy_to_tensor_array(const char *fn, cl_object dest, int f32_p, const void *src,
-                             uint64_t nbytes) {
+void *rl_tensor_array_dest(cl_object dest, int f32_p, uint64_t nbytes) {
     cl_index n = 0;
     void *y = rl_simple_data(dest, f32_p ? ecl_aet_sf : ecl_aet_b16, &n);
-    if (!y || (uint64_t)n * (f32_p ? 4 : 2) != nbytes)
+    return y && (uint64_t)n * (f32_p ? 4 : 2) == nbytes ? y : NULL;
+}
+
+void rl_copy_to_tensor_array(const char *fn, cl_object dest, int f32_p, const void *src,
+                             uint64_t nbytes) {
+    void *y = rl_tensor_array_dest(dest, f32_p, nbytes);
+    if (!y)
         rl_type_error(fn, 3, dest, RL_T_ARRAY);
     if (nbytes)
         memcpy(y, src, (size_t)nbytes);

@@ -9,6 +9,10 @@
  * array, or NULL. */
 void *rl_tensor_array_data(cl_object a, uint64_t *nbytes);
 
+/* DEST's data when it is a simple single-float (F32_P) or (unsigned-byte
+ * 16) array of exactly NBYTES bytes, else NULL; never signals. */
+void *rl_tensor_array_dest(cl_object dest, int f32_p, uint64_t nbytes);
+
 /* Copy NBYTES of a file's tensor at SRC into DEST (argument 3 of FN): a
  * simple single-float array for F32 data (F32-P), an (unsigned-byte 16) one
  * for F16/BF16, of exactly that many bytes. */

@@ -34,13 +34,13 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
     int nth = (int)rl_arg_fixnum("%BENCH-MATVEC", 5, threads, 1, RL_MAX_THREADS);
     cl_index n = (cl_index)rl_arg_fixnum("%BENCH-MATVEC", 6, iters, 1, 1000000);
     uint64_t limit;
-    cl_object times;
+    cl_object times, pinned;
     size_t done = 0;
     if (!ECL_FIXNUMP(budget) || ecl_fixnum(budget) < 0)
         rl_type_error("%BENCH-MATVEC", 7, budget, RL_T_FIXNUM);
     limit = (uint64_t)ecl_fixnum(budget);
-    rl_mv_operands_of("%BENCH-MATVEC", m, x, out, &o);
     times = ecl_alloc_simple_vector(n, ecl_aet_df);
+    rl_mv_operands_of("%BENCH-MATVEC", m, x, out, &o, &pinned);
     {
         /* Interrupts stay off for the whole loop: the kernels' scratch is
          * malloc'd inside each call, and a budget bounds the wait. */
@@ -48,6 +48,7 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
         ecl_disable_interrupts_env(env);
         st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
         ecl_enable_interrupts_env(env);
+        rl_mv_operands_release(pinned);
         RL_FP_RELEASE();
     }
     if (st != RL_Q8_OK)

@@ -9,47 +9,59 @@
 #include "prims/ecl/arrays.h"
 #include "prims/ecl/glue.h"
 
-/* The rl_gguf_file behind a handle. */
-static rl_gguf_file *rl_gguf_handle(const char *fn, cl_object h) {
-    return rl_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file");
+/* The rl_gguf_file behind a handle, pinned (see glue.h): every primitive
+ * that takes one calls rl_unpin(h) before it returns, and does all its
+ * signalling checks before this.  Signals when the file was closed. */
+static rl_gguf_file *rl_gguf_pin(const char *fn, cl_object h) {
+    rl_gguf_file *f;
+    rl_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file"); /* type and state */
+    f = rl_pin(h, NULL, NULL);
+    if (!f) /* closed by another thread since */
+        rl_signal(RL_C_FILE_CLOSED, "%s: the GGUF file was closed", fn);
+    return f;
 }
 
-/* (%gguf-open path-octets) -> (values handle data-pointer) or
- * (values nil status-keyword message offset).  DATA-POINTER is a foreign
- * pointer to the whole mapping, the base of the file's quantized matrices. */
+static void rl_gguf_free(void *f) { rl_gguf_close(f); }
+
+/* (%gguf-open path-octets) -> (values handle handle) or (values nil
+ * status-keyword message offset).  The handle is also the base of the
+ * file's quantized matrices (the second value, kept for the callers that
+ * name it so): kernels pin it around every read of the mapping. */
 static cl_object rl_prim_gguf_open(cl_object path) {
     char msg[RL_GGUF_MSG_SIZE] = "", pbuf[4096];
     uint64_t off = 0;
     rl_gguf_file *f = NULL;
     rl_gguf_status st;
-    cl_object h, base;
+    cl_object h;
     st = rl_gguf_open(rl_path_arg("%GGUF-OPEN", path, pbuf, sizeof pbuf), &f, msg, sizeof msg, &off);
     if (st != RL_GGUF_OK)
         return rl_status_values(rl_gguf_status_name(st), msg, off);
-    h = rl_make_handle(RL_H_GGUF_FILE, f);
-    base = ecl_make_foreign_data(ECL_NIL, (cl_index)rl_gguf_file_size(f), (void *)rl_gguf_bytes(f));
-    ecl_return2(ecl_process_env(), h, base);
+    h = rl_make_mapped_handle(RL_H_GGUF_FILE, f, rl_gguf_bytes(f), rl_gguf_file_size(f),
+                              rl_gguf_free);
+    ecl_return2(ecl_process_env(), h, h);
 }
 
-/* (%gguf-close handle base): release the mapping now; later use of the
- * handle or of a matrix on BASE signals instead of reading freed memory. */
+/* (%gguf-close handle base): close the file now.  Later use of the handle
+ * or of a matrix on BASE signals; kernels running on it in other threads
+ * finish first, the last one unmapping. */
 static cl_object rl_prim_gguf_close(cl_object h, cl_object base) {
     if (rl_handle_p(h, RL_H_GGUF_FILE))
         rl_release(h);
-    if (!ECL_IMMEDIATE(base) && base->d.t == t_foreign)
-        base->foreign.data = NULL;
+    if (base != h && rl_handle_p(base, RL_H_GGUF_FILE))
+        rl_release(base);
     ecl_return1(ecl_process_env(), ECL_NIL);
 }
 
 /* (%gguf-facts handle) -> (version alignment file-size data-offset kv-count
  * tensor-count header-end). */
 static cl_object rl_prim_gguf_facts(cl_object h) {
-    rl_gguf_file *f = rl_gguf_handle("%GGUF-FACTS", h);
-    ecl_return1(ecl_process_env(),
-                cl_list(7, ecl_make_fixnum(rl_gguf_version(f)), ecl_make_fixnum(rl_gguf_alignment(f)),
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-FACTS", h);
+    cl_object out = cl_list(7, ecl_make_fixnum(rl_gguf_version(f)), ecl_make_fixnum(rl_gguf_alignment(f)),
                         ecl_make_uint64_t(rl_gguf_file_size(f)), ecl_make_uint64_t(rl_gguf_data_offset(f)),
                         ecl_make_uint64_t(rl_gguf_kv_count(f)), ecl_make_uint64_t(rl_gguf_tensor_count(f)),
-                        ecl_make_uint64_t(rl_gguf_header_end(f))));
+                        ecl_make_uint64_t(rl_gguf_header_end(f)));
+    rl_unpin(h);
+    ecl_return1(ecl_process_env(), out);
 }
 
 static cl_object rl_gguf_value_to_lisp(const rl_gguf_file *f, const rl_gguf_val *v);
@@ -160,7 +172,7 @@ static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v)
 
 /* (%gguf-metadata handle) -> a list of (key type value), in file order. */
 static cl_object rl_prim_gguf_metadata(cl_object h) {
-    rl_gguf_file *f = rl_gguf_handle("%GGUF-METADATA", h);
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-METADATA", h);
     uint64_t n = rl_gguf_kv_count(f), i;
     cl_object out = ECL_NIL;
     for (i = n; i-- > 0;) {
@@ -172,13 +184,14 @@ static cl_object rl_prim_gguf_metadata(cl_object h) {
                                rl_gguf_value_to_lisp(f, &v)),
                        out);
     }
+    rl_unpin(h);
     ecl_return1(ecl_process_env(), out);
 }
 
 /* (%gguf-tensors handle) -> a list of (name n-dims ne-list type-id offset
  * nbytes absolute-offset), in file order. */
 static cl_object rl_prim_gguf_tensors(cl_object h) {
-    rl_gguf_file *f = rl_gguf_handle("%GGUF-TENSORS", h);
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSORS", h);
     uint64_t n = rl_gguf_tensor_count(f), i;
     cl_object out = ECL_NIL;
     for (i = n; i-- > 0;) {
@@ -196,6 +209,7 @@ static cl_object rl_prim_gguf_tensors(cl_object h) {
                                                             rl_gguf_bytes(f)))),
                        out);
     }
+    rl_unpin(h);
     ecl_return1(ecl_process_env(), out);
 }
 
@@ -203,11 +217,28 @@ static cl_object rl_prim_gguf_tensors(cl_object h) {
  * simple array (single-float for F32, (unsigned-byte 16) for F16/BF16) of
  * exactly that many bytes. */
 static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_object dest) {
-    rl_gguf_file *f = rl_gguf_handle("%GGUF-COPY-TENSOR", h);
-    uint64_t i = (uint64_t)rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0,
-                                         (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-    rl_copy_to_tensor_array("%GGUF-COPY-TENSOR", dest, rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32,
-                            rl_gguf_tensor_data(f, i), rl_gguf_tensor_nbytes(f, i));
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-COPY-TENSOR", h);
+    uint64_t i, nbytes;
+    int f32_p;
+    void *y;
+    /* the checks that signal, each after letting the pin go */
+    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
+        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
+        rl_unpin(h);
+        rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
+        rl_type_error("%GGUF-COPY-TENSOR", 2, index, RL_T_FIXNUM); /* an empty file */
+    }
+    i = (uint64_t)ecl_fixnum(index);
+    f32_p = rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32;
+    nbytes = rl_gguf_tensor_nbytes(f, i);
+    y = rl_tensor_array_dest(dest, f32_p, nbytes);
+    if (!y) {
+        rl_unpin(h);
+        rl_type_error("%GGUF-COPY-TENSOR", 3, dest, RL_T_ARRAY);
+    }
+    if (nbytes)
+        memcpy(y, rl_gguf_tensor_data(f, i), (size_t)nbytes);
+    rl_unpin(h);
     ecl_return1(ecl_process_env(), dest);
 }
 

@@ -112,6 +112,20 @@ static cl_object rl_prim_gguf_w_array_raw(cl_object w, cl_object v) {
     ecl_return1(ecl_process_env(), w);
 }
 
+/* The writer reads a tensor's bytes only when it writes: a pin on the
+ * mapping they live in (PINNED, or ECL_NIL for Lisp memory) lasts until the
+ * writer is freed, so a gguf:close meanwhile cannot unmap them. */
+static void rl_writer_keep_pin(rl_gguf_writer *wr, cl_object pinned) {
+    void *token;
+    if (pinned == ECL_NIL)
+        return;
+    token = rl_pinned_token(pinned);
+    if (rl_gguf_writer_on_free(wr, rl_unpin_token, token) != RL_GGUF_OK) {
+        rl_unpin_token(token);
+        rl_signal(RL_C_ERROR, "gguf:write: out of memory");
+    }
+}
+
 /* (%gguf-w-tensor w name-octets ne-list type-id data): DATA a simple array
  * (single-float, (unsigned-byte 16) or (unsigned-byte 8)) or a quantized
  * matrix, whose bytes must stay alive until the file is written. */
@@ -124,10 +138,13 @@ static cl_object rl_prim_gguf_w_tensor(cl_object w, cl_object name, cl_object ne
     uint32_t nd = 0;
     const void *p;
     uint64_t nbytes;
+    uint32_t tid;
     nd = rl_tensor_dims("%GGUF-W-TENSOR", ne, dims);
+    tid = (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR", 4, type, 0, 0xffff);
     if (rl_qm_p(data)) {
         rl_qm_view v;
-        rl_qm_view_of(data, &v);
+        rl_qm_pin(data, &v);
+        rl_writer_keep_pin(wr, v.pinned);
         p = v.blocks;
         nbytes = rl_q8_bytes(v.rows * v.cols);
     } else if ((p = rl_simple_data(data, ecl_aet_sf, &n))) {
@@ -139,8 +156,7 @@ static cl_object rl_prim_gguf_w_tensor(cl_object w, cl_object name, cl_object ne
     } else {
         rl_type_error("%GGUF-W-TENSOR", 5, data, RL_T_ARRAY);
     }
-    rl_gguf_w_tensor(wr, (const char *)np, nlen, nd, dims,
-                     (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR", 4, type, 0, 0xffff), p, nbytes);
+    rl_gguf_w_tensor(wr, (const char *)np, nlen, nd, dims, tid, p, nbytes);
     ecl_return1(ecl_process_env(), w);
 }
 
@@ -155,17 +171,28 @@ static cl_object rl_prim_gguf_w_tensor_raw(cl_object w, cl_object name, cl_objec
     const uint8_t *np = rl_octets("%GGUF-W-TENSOR-RAW", 2, name, &nlen);
     int64_t dims[RL_GGUF_MAX_DIMS];
     uint32_t nd;
-    uint64_t off, nb;
+    uint64_t off, nb, size = 0;
+    uint32_t tid;
+    const uint8_t *bytes = NULL;
     nd = rl_tensor_dims("%GGUF-W-TENSOR-RAW", ne, dims);
-    if (ECL_IMMEDIATE(base) || base->d.t != t_foreign)
+    tid = (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR-RAW", 4, type, 0, 0xffff);
+    if (!rl_mapped_p(base))
         rl_type_error("%GGUF-W-TENSOR-RAW", 5, base, RL_T_FOREIGN_DATA);
-    if (!base->foreign.data)
+    if (!ECL_FIXNUMP(offset) || !ECL_FIXNUMP(nbytes))
+        rl_type_error("%GGUF-W-TENSOR-RAW", ECL_FIXNUMP(offset) ? 7 : 6,
+                      ECL_FIXNUMP(offset) ? nbytes : offset, RL_T_FIXNUM);
+    if (!rl_pin(base, &bytes, &size))
         rl_signal(RL_C_FILE_CLOSED, "gguf:write: the source GGUF file was closed");
-    off = (uint64_t)rl_arg_fixnum("%GGUF-W-TENSOR-RAW", 6, offset, 0, (cl_fixnum)base->foreign.size);
-    nb = (uint64_t)rl_arg_fixnum("%GGUF-W-TENSOR-RAW", 7, nbytes, 0, (cl_fixnum)(base->foreign.size - off));
-    rl_gguf_w_tensor(wr, (const char *)np, nlen, nd, dims,
-                     (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR-RAW", 4, type, 0, 0xffff),
-                     (const uint8_t *)base->foreign.data + off, nb);
+    off = (uint64_t)ecl_fixnum(offset);
+    nb = (uint64_t)ecl_fixnum(nbytes);
+    if (ecl_fixnum(offset) < 0 || ecl_fixnum(nbytes) < 0 || off > size || nb > size - off) {
+        rl_unpin(base);
+        rl_signal(RL_C_ERROR, "%%GGUF-W-TENSOR-RAW: bytes %lld to %lld are outside the file's %llu",
+                  (long long)ecl_fixnum(offset), (long long)ecl_fixnum(offset) + ecl_fixnum(nbytes),
+                  (unsigned long long)size);
+    }
+    rl_writer_keep_pin(wr, base);
+    rl_gguf_w_tensor(wr, (const char *)np, nlen, nd, dims, tid, bytes + off, nb);
     ecl_return1(ecl_process_env(), w);
 }
 

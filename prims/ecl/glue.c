@@ -5,6 +5,7 @@
 #include "prims/ecl/glue.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,21 +207,116 @@ int rl_handle_p(cl_object h, rl_handle_kind kind) {
     return !ECL_IMMEDIATE(h) && h->d.t == t_foreign && h->foreign.tag == rl_handle_tags[kind];
 }
 
+/* ---- pinned mappings (see glue.h) --------------------------------------
+ * USERS counts the open state (1 until closed) plus the pins; the owner is
+ * freed by whoever brings it to 0, once, since a pin never raises it from
+ * 0.  The struct itself lives until the handle's finalizer, which runs only
+ * when no thread can reach the handle. */
+
+typedef struct rl_map {
+    _Atomic uint64_t users;
+    atomic_int closed;
+    void *owner;
+    const uint8_t *bytes;
+    uint64_t size;
+    void (*free_owner)(void *);
+} rl_map;
+
+static rl_map *rl_map_of(cl_object h) {
+    if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || h->foreign.tag != rl_handle_tags[RL_H_GGUF_FILE])
+        return NULL;
+    return (rl_map *)(void *)h->foreign.data;
+}
+
+int rl_mapped_p(cl_object h) { return rl_map_of(h) != NULL; }
+
+static rl_map *rl_map_pin(cl_object h) {
+    rl_map *m = rl_map_of(h);
+    uint64_t n;
+    if (!m)
+        return NULL;
+    n = atomic_load(&m->users);
+    do {
+        if (n == 0)
+            return NULL;
+    } while (!atomic_compare_exchange_weak(&m->users, &n, n + 1));
+    if (atomic_load(&m->closed)) { /* closed after we read USERS: let go */
+        rl_unpin_token(m);
+        return NULL;
+    }
+    return m;
+}
+
+void rl_unpin_token(void *token) {
+    rl_map *m = token;
+    if (m && atomic_fetch_sub(&m->users, 1) == 1)
+        m->free_owner(m->owner);
+}
+
+void *rl_pinned_token(cl_object h) { return rl_map_of(h); }
+
+void *rl_pin(cl_object h, const uint8_t **bytes, uint64_t *size) {
+    rl_map *m = rl_map_pin(h);
+    if (!m)
+        return NULL;
+    if (bytes)
+        *bytes = m->bytes;
+    if (size)
+        *size = m->size;
+    return m->owner;
+}
+
+void rl_unpin(cl_object h) { rl_unpin_token(rl_map_of(h)); }
+
+/* Mark closed and drop the open state's count; idempotent. */
+static void rl_map_close(rl_map *m) {
+    int was = 0;
+    if (atomic_compare_exchange_strong(&m->closed, &was, 1))
+        rl_unpin_token(m);
+}
+
+cl_object rl_make_mapped_handle(rl_handle_kind kind, void *owner, const uint8_t *bytes,
+                                uint64_t size, void (*free_owner)(void *)) {
+    rl_map *m = malloc(sizeof *m);
+    cl_object h;
+    if (!m) {
+        free_owner(owner);
+        rl_signal(RL_C_ERROR, "out of memory for a mapped file's handle");
+    }
+    atomic_init(&m->users, 1);
+    atomic_init(&m->closed, 0);
+    m->owner = owner;
+    m->bytes = bytes;
+    m->size = size;
+    m->free_owner = free_owner;
+    h = rl_make_handle(kind, m);
+    return h;
+}
+
 void rl_release(cl_object h) {
     void *p;
     if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || !(p = h->foreign.data))
         return;
+    if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_FILE]) {
+        rl_map_close(p); /* the struct stays: concurrent pins read it */
+        return;
+    }
     h->foreign.data = NULL;
-    if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_FILE])
-        rl_gguf_close(p);
-    else if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_WRITER])
+    if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_WRITER])
         rl_gguf_writer_free(p);
     else if (h->foreign.tag == rl_handle_tags[RL_H_SAFETENSORS])
         rl_st_close(p);
 }
 
 static cl_object rl_finalize_handle(cl_object h) {
+    rl_map *m = rl_map_of(h);
     rl_release(h);
+    /* Unreachable, so no pin is being taken; one still held (a writer that
+     * outlived the file it borrowed from) keeps the struct, a few bytes. */
+    if (m && atomic_load(&m->users) == 0) {
+        h->foreign.data = NULL;
+        free(m);
+    }
     ecl_return0(ecl_process_env());
 }
 
@@ -234,7 +330,7 @@ void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_i
                 const char *what) {
     if (!rl_handle_p(h, kind))
         rl_type_error(fn, 1, h, RL_T_FOREIGN_DATA);
-    if (!h->foreign.data)
+    if (!h->foreign.data || (kind == RL_H_GGUF_FILE && atomic_load(&((rl_map *)h->foreign.data)->closed)))
         rl_signal(cls, "%s: the %s was closed", fn, what);
     return h->foreign.data;
 }

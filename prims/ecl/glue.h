@@ -149,6 +149,37 @@ void rl_release(cl_object h);
 void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
                 const char *what);
 
+/* ---- pinned mappings ----------------------------------------------------
+ * A GGUF file's handle (kind RL_H_GGUF_FILE) is also the base of its
+ * quantized matrices, and any Lisp thread may run a kernel on those bytes
+ * while another calls gguf:close.  So nothing reads the mapping without a
+ * pin: a use count that close cannot take from under a reader.  Close
+ * marks the mapping closed (later pins fail, the caller signals
+ * gguf:file-closed-error) and the unmap happens when the last pin goes:
+ * close never waits, and no kernel ever runs on freed memory.  Pins are
+ * held only around C code, never across a call that may signal. */
+
+/* A handle of KIND for the mapped OWNER whose bytes are BYTES (SIZE of
+ * them); FREE_OWNER(OWNER) runs when it is closed and no pin remains. */
+cl_object rl_make_mapped_handle(rl_handle_kind kind, void *owner, const uint8_t *bytes,
+                                uint64_t size, void (*free_owner)(void *));
+
+/* True when H is a mapped handle (open or closed). */
+int rl_mapped_p(cl_object h);
+
+/* Pin H's mapping: its owner, with its bytes and size through BYTES and
+ * SIZE (either may be NULL); NULL when H was closed (nothing is pinned
+ * then).  Each successful pin needs one rl_unpin. */
+void *rl_pin(cl_object h, const uint8_t **bytes, uint64_t *size);
+void rl_unpin(cl_object h);
+
+/* A pin held on H as a plain pointer, for a caller that keeps the pin
+ * where the collector does not look (a writer that reads lent bytes when
+ * it writes, long after): release it with rl_unpin_token, which stays valid
+ * even if H itself is collected meanwhile. */
+void *rl_pinned_token(cl_object h);
+void rl_unpin_token(void *token);
+
 extern const rl_prim_table rl_glue_prims;
 
 #endif

@@ -47,19 +47,9 @@ int rl_qm_p(cl_object x) {
     return ECL_INSTANCEP(x) && ECL_CLASS_OF(x) == rl_qm_class;
 }
 
-/* The matrix's memory: its own octet vector, or a region of a mapped GGUF
- * file (a foreign pointer that gguf:close sets to NULL). */
-void rl_qm_view_of(cl_object m, rl_qm_view *v) {
-    cl_object base = ECL_STRUCT_SLOT(m, RL_QM_BASE);
-    const uint8_t *p = NULL;
-    if (!ECL_IMMEDIATE(base) && base->d.t == t_vector && base->vector.elttype == ecl_aet_b8)
-        p = base->vector.self.b8;
-    else if (!ECL_IMMEDIATE(base) && base->d.t == t_foreign)
-        p = (const uint8_t *)base->foreign.data;
-    if (!p)
-        rl_signal(RL_C_FILE_CLOSED,
-                  "this quantized matrix lives in a GGUF file that gguf:close has released");
-    v->blocks = (const rl_block_q8_0 *)(p + ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_OFFSET)));
+void rl_qm_shape_of(cl_object m, rl_qm_view *v) {
+    v->blocks = NULL;
+    v->pinned = ECL_NIL;
     v->rows = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_ROWS));
     v->cols = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_COLS));
     /* dims: a proper list of 1 to 4 fixnums, made by our Lisp code */
@@ -68,10 +58,47 @@ void rl_qm_view_of(cl_object m, rl_qm_view *v) {
         v->rank++;
 }
 
+/* The matrix's memory: its own octet vector, or a region of a mapped GGUF
+ * file (its handle, pinned here). */
+void rl_qm_pin(cl_object m, rl_qm_view *v) {
+    cl_object base = ECL_STRUCT_SLOT(m, RL_QM_BASE), off = ECL_STRUCT_SLOT(m, RL_QM_OFFSET);
+    const uint8_t *p = NULL;
+    uint64_t size = 0, need;
+    rl_qm_shape_of(m, v);
+    if (!ECL_FIXNUMP(off) || ecl_fixnum(off) < 0 || !ECL_FIXNUMP(ECL_STRUCT_SLOT(m, RL_QM_ROWS)) ||
+        !ECL_FIXNUMP(ECL_STRUCT_SLOT(m, RL_QM_COLS)) || v->cols % RL_QK8_0 ||
+        v->rows > (cl_index)1 << 40 || v->cols > (cl_index)1 << 40)
+        rl_signal(RL_C_ERROR, "a quantized matrix whose slots are not ones quantize or gguf:tensor "
+                  "made (offset, rows or columns)");
+    need = (uint64_t)ecl_fixnum(off) + rl_q8_bytes(v->rows * v->cols);
+    if (!ECL_IMMEDIATE(base) && base->d.t == t_vector && base->vector.elttype == ecl_aet_b8) {
+        p = base->vector.self.b8;
+        size = base->vector.dim;
+    } else if (rl_mapped_p(base)) {
+        if (!rl_pin(base, &p, &size))
+            rl_signal(RL_C_FILE_CLOSED,
+                      "this quantized matrix lives in a GGUF file that gguf:close has released");
+        v->pinned = base;
+    }
+    if (!p || need > size) {
+        rl_qm_unpin(v);
+        rl_signal(RL_C_ERROR, "a quantized matrix of %lu x %lu at byte %ld needs %llu bytes, its "
+                  "memory has %llu", (unsigned long)v->rows, (unsigned long)v->cols,
+                  (long)ecl_fixnum(off), (unsigned long long)need, (unsigned long long)size);
+    }
+    v->blocks = (const rl_block_q8_0 *)(p + ecl_fixnum(off));
+}
+
+void rl_qm_unpin(rl_qm_view *v) {
+    if (v->pinned != ECL_NIL)
+        rl_unpin(v->pinned);
+    v->pinned = ECL_NIL;
+}
+
 static void rl_qm_check(const char *fn, cl_object m, rl_qm_view *v) {
     if (!rl_qm_p(m))
         rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    rl_qm_view_of(m, v);
+    rl_qm_shape_of(m, v);
 }
 
 static cl_index rl_qm_index(const char *fn, cl_object m, int axis, cl_object i, cl_index limit) {
@@ -102,11 +129,21 @@ double rl_qm_aref_1(cl_object m, cl_object i);
 double rl_qm_aref_2(cl_object m, cl_object i, cl_object j);
 double rl_qm_row_major_aref(cl_object m, cl_object i);
 
+/* Element K of M (already checked), read under a pin. */
+static double rl_qm_get(cl_object m, cl_index k) {
+    rl_qm_view v;
+    double d;
+    rl_qm_pin(m, &v);
+    d = rl_q8_get(v.blocks, k);
+    rl_qm_unpin(&v);
+    return d;
+}
+
 double rl_qm_aref_1(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("AREF", m, &v);
     rl_qm_rank_check("AREF", &v, 1);
-    return rl_q8_get(v.blocks, rl_qm_index("AREF", m, 0, i, v.cols));
+    return rl_qm_get(m, rl_qm_index("AREF", m, 0, i, v.cols));
 }
 
 double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
@@ -115,13 +152,13 @@ double rl_qm_aref_2(cl_object m, cl_object i, cl_object j) {
     rl_qm_rank_check("AREF", &v, 2);
     cl_index r = rl_qm_index("AREF", m, 0, i, v.rows);
     cl_index c = rl_qm_index("AREF", m, 1, j, v.cols);
-    return rl_q8_get(v.blocks, r * v.cols + c);
+    return rl_qm_get(m, r * v.cols + c);
 }
 
 double rl_qm_row_major_aref(cl_object m, cl_object i) {
     rl_qm_view v;
     rl_qm_check("ROW-MAJOR-AREF", m, &v);
-    return rl_q8_get(v.blocks, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
+    return rl_qm_get(m, rl_qm_index("ROW-MAJOR-AREF", m, 0, i, v.rows * v.cols));
 }
 
 static cl_object rl_prim_qm_aref_1(cl_object m, cl_object i) {
@@ -183,11 +220,13 @@ static cl_object rl_prim_q8_dequantize_into(cl_object m, cl_object dest) {
     rl_qm_check("%Q8-DEQUANTIZE-INTO", m, &v);
     if (!y || n != v.rows * v.cols)
         rl_type_error("%Q8-DEQUANTIZE-INTO", 2, dest, RL_T_ARRAY);
+    rl_qm_pin(m, &v);
     {
         RL_FP_HOLD();
         rl_q8_dequantize(v.blocks, n / RL_QK8_0, y);
         RL_FP_RELEASE();
     }
+    rl_qm_unpin(&v);
     ecl_return1(ecl_process_env(), dest);
 }
 
@@ -201,11 +240,13 @@ static cl_object rl_prim_q8_row_into(cl_object m, cl_object i, cl_object dest) {
     r = rl_qm_index("LINALG:ROW", m, 0, i, v.rows);
     if (!y || n != v.cols)
         rl_type_error("%Q8-ROW-INTO", 3, dest, RL_T_ARRAY);
+    rl_qm_pin(m, &v);
     {
         RL_FP_HOLD();
         rl_q8_dequantize(v.blocks + r * (v.cols / RL_QK8_0), v.cols / RL_QK8_0, y);
         RL_FP_RELEASE();
     }
+    rl_qm_unpin(&v);
     ecl_return1(ecl_process_env(), dest);
 }
 
@@ -222,7 +263,9 @@ static cl_object rl_prim_q8_copy_bytes(cl_object m, cl_object start, cl_object c
     cl_index c = (cl_index)rl_arg_fixnum("%Q8-COPY-BYTES", 3, count, 0, (cl_fixnum)(total - s));
     if (!y || n < c)
         rl_type_error("%Q8-COPY-BYTES", 4, octets, RL_T_VECTOR);
+    rl_qm_pin(m, &v);
     memcpy(y, (const uint8_t *)v.blocks + s, c);
+    rl_qm_unpin(&v);
     ecl_return1(ecl_process_env(), octets);
 }
 

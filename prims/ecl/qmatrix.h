@@ -8,8 +8,9 @@
 #include "prims/q8.h"
 
 typedef struct {
-    const rl_block_q8_0 *blocks;
+    const rl_block_q8_0 *blocks; /* set by rl_qm_pin */
     cl_index rows, cols, rank;
+    cl_object pinned; /* the mapped file's handle rl_qm_pin pinned, or ECL_NIL */
 } rl_qm_view;
 
 /* Find the struct's class and check that its slots are in the order this
@@ -19,9 +20,17 @@ void rl_qm_init(void);
 
 int rl_qm_p(cl_object x);
 
-/* The matrix's blocks, shape and rank; signals gguf:file-closed-error when
- * the GGUF file it lives in was closed.  M must satisfy rl_qm_p. */
-void rl_qm_view_of(cl_object m, rl_qm_view *v);
+/* The matrix's shape and rank, read from its slots (no pin, no blocks).
+ * M must satisfy rl_qm_p. */
+void rl_qm_shape_of(cl_object m, rl_qm_view *v);
+
+/* The shape and the blocks, the mapping they live in pinned (glue.h):
+ * call rl_qm_unpin after the last read, and signal nothing in between.
+ * Signals gguf:file-closed-error when the GGUF file was closed, and an
+ * error when the slots claim bytes beyond their memory (slots changed
+ * behind the read-only accessors); nothing is pinned then. */
+void rl_qm_pin(cl_object m, rl_qm_view *v);
+void rl_qm_unpin(rl_qm_view *v);
 
 extern const rl_prim_table rl_qmatrix_prims;
 

@@ -5,7 +5,7 @@
 #include "prims/ecl/vec.h"
 
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
-                              rl_matvec_operands *o) {
+                       rl_matvec_operands *o, cl_object *pinned) {
     cl_index n = 0, nout = 0;
     o->w = NULL;
     o->mf = NULL;
@@ -18,12 +18,12 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
         rl_type_error(fn, 2, x, RL_T_VECTOR);
     if (!o->y || out->d.t != t_vector)
         rl_type_error(fn, 3, out, RL_T_VECTOR);
+    *pinned = ECL_NIL;
     if (rl_qm_p(m)) {
         rl_qm_view v;
-        rl_qm_view_of(m, &v);
+        rl_qm_shape_of(m, &v);
         if (v.rank != 2)
             rl_type_error(fn, 1, m, RL_T_ARRAY);
-        o->w = v.blocks;
         o->rows = v.rows;
         o->cols = v.cols;
     } else {
@@ -36,6 +36,17 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
     }
     if (n != o->cols || nout != o->rows)
         rl_type_error(fn, 2, x, RL_T_VECTOR);
+    if (rl_qm_p(m)) { /* last: nothing signals while it is pinned */
+        rl_qm_view v;
+        rl_qm_pin(m, &v);
+        o->w = v.blocks;
+        *pinned = v.pinned;
+    }
+}
+
+void rl_mv_operands_release(cl_object pinned) {
+    if (pinned != ECL_NIL)
+        rl_unpin(pinned);
 }
 
 /* (%matvec m x out) -> OUT, or (values nil status-keyword message where),
@@ -48,12 +59,14 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
     rl_q8_status st;
     size_t where = 0;
     const cl_env_ptr env = ecl_process_env();
-    rl_mv_operands_of("%MATVEC", m, x, out, &o);
+    cl_object pinned;
+    rl_mv_operands_of("%MATVEC", m, x, out, &o, &pinned);
     {
         RL_FP_HOLD();
         ecl_disable_interrupts_env(env);
         st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
         ecl_enable_interrupts_env(env);
+        rl_mv_operands_release(pinned);
         RL_FP_RELEASE();
     }
     if (st == RL_Q8_OK)

@@ -10,8 +10,13 @@
  * of rank 2 or a simple rank-2 single-float array; X and OUT simple vectors
  * of one float type (single: f32 result; double: the double result), of
  * lengths cols and rows.  The Lisp side checks and explains; this checks
- * again so a direct call cannot crash.  Signals; allocates nothing. */
+ * again so a direct call cannot crash.  Signals; allocates nothing.  A
+ * matrix in a mapped file comes back pinned (glue.h): *PINNED is its
+ * handle, or ECL_NIL; pass it to rl_mv_operands_release after the product
+ * and signal nothing in between. */
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
-                       rl_matvec_operands *o);
+                       rl_matvec_operands *o, cl_object *pinned);
+
+void rl_mv_operands_release(cl_object pinned);
 
 #endif

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -507,6 +508,69 @@ static void test_writer_failures(void) {
     rl_gguf_writer_free(w);
 }
 
+/* 300k keys and 300k tensor names: duplicates are still found (the first,
+ * the last, one in the middle) and the additions take linear time.  A
+ * linear scan per addition, as the writer once had, makes 4.5e10 name
+ * comparisons here (minutes); hashed, it is a fraction of a second, so the
+ * generous limit only catches a return to the square. */
+static void test_many_names_linear(void) {
+    enum { N = 300000 };
+    static float data[32];
+    int64_t ne[1] = {32};
+    char name[32];
+    struct timespec t0, t1;
+    rl_gguf_writer *w = rl_gguf_writer_new();
+    rl_gguf_status st = RL_GGUF_OK;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < N && st == RL_GGUF_OK; i++) {
+        int n = snprintf(name, sizeof name, "k.%d", i);
+        st = rl_gguf_w_key(w, name, (uint64_t)n);
+        if (st == RL_GGUF_OK)
+            st = rl_gguf_w_uint(w, RL_GGUF_TYPE_U32, (uint64_t)i);
+    }
+    for (int i = 0; i < N && st == RL_GGUF_OK; i++) {
+        int n = snprintf(name, sizeof name, "blk.%d.weight", i);
+        st = rl_gguf_w_tensor(w, name, (uint64_t)n, 1, ne, RL_GGUF_GGML_F32, data, sizeof data);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_EQ_U(st, RL_GGUF_OK);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK_MSG(secs < 20, "%d keys and %d tensors took %.1f s", N, N, secs);
+    rl_gguf_writer_free(w);
+
+    static const char *const dup_keys[] = {"k.0", "k.150000", "k.299999"};
+    static const char *const dup_names[] = {"blk.0.weight", "blk.150000.weight",
+                                            "blk.299999.weight"};
+    for (int d = 0; d < 3; d++) {
+        w = rl_gguf_writer_new();
+        st = RL_GGUF_OK;
+        for (int i = 0; i < N && st == RL_GGUF_OK; i++) {
+            int n = snprintf(name, sizeof name, "k.%d", i);
+            st = rl_gguf_w_key(w, name, (uint64_t)n);
+            if (st == RL_GGUF_OK)
+                st = rl_gguf_w_uint(w, RL_GGUF_TYPE_U32, (uint64_t)i);
+        }
+        CHECK_EQ_U(st, RL_GGUF_OK);
+        CHECK_EQ_U(rl_gguf_w_key(w, dup_keys[d], strlen(dup_keys[d])), RL_GGUF_E_KEY_DUPLICATE);
+        rl_gguf_writer_free(w);
+        w = rl_gguf_writer_new();
+        st = RL_GGUF_OK;
+        for (int i = 0; i < N && st == RL_GGUF_OK; i++) {
+            int n = snprintf(name, sizeof name, "blk.%d.weight", i);
+            st = rl_gguf_w_tensor(w, name, (uint64_t)n, 1, ne, RL_GGUF_GGML_F32, data, sizeof data);
+        }
+        CHECK_EQ_U(st, RL_GGUF_OK);
+        /* a prefix of a name is not a duplicate (errors are sticky: first) */
+        CHECK_EQ_U(rl_gguf_w_tensor(w, "blk.1.weigh", 11, 1, ne, RL_GGUF_GGML_F32, data,
+                                    sizeof data),
+                   RL_GGUF_OK);
+        CHECK_EQ_U(rl_gguf_w_tensor(w, dup_names[d], strlen(dup_names[d]), 1, ne, RL_GGUF_GGML_F32,
+                                    data, sizeof data),
+                   RL_GGUF_E_TENSOR_NAME_DUPLICATE);
+        rl_gguf_writer_free(w);
+    }
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/rl-test-write.XXXXXX", t && *t ? t : "/tmp");
@@ -518,6 +582,7 @@ int main(void) {
     test_round_trips();
     test_all_types();
     test_writer_failures();
+    test_many_names_linear();
     rmdir(tmpdir);
     return check_report("write");
 }

@@ -227,3 +227,58 @@ written as an infinity: refused, naming the key."
         (w (make-array 32 :element-type 'single-float)))
     (signals gguf:gguf-error (gguf:write path (gguf:make-file :tensors `(("t" ,w) ("t" ,w)))))
     (is (null (probe-file path)))))
+
+;;; gguf:close while other threads run kernels on the file's tensors: each
+;;; kernel either finishes on the mapping (close defers the unmap to the
+;;; last running one) or signals gguf:file-closed-error; never a crash,
+;;; never another error.  Unpinned, this crashed within a few rounds.
+
+(defun close-race-worker (matrix-cell stop op)
+  "A thread body running OP on the matrix in MATRIX-CELL until STOP's car
+is true; answers (values runs closed-errors other-conditions)."
+  (lambda ()
+    (let ((runs 0) (closed 0) (other '()))
+      (loop until (car stop)
+            do (handler-case (progn (funcall op (car matrix-cell)) (incf runs))
+                 (gguf:file-closed-error () (incf closed))
+                 (serious-condition (c) (push (princ-to-string c) other))))
+      (list runs closed other))))
+
+(test gguf-close-while-threads-run-kernels
+  (let* ((path (tmp-path "race.gguf"))
+         (rows 256) (cols 1024)
+         (a (let ((a (make-array (list rows cols) :element-type 'single-float)))
+              (dotimes (i (array-total-size a) a)
+                (setf (row-major-aref a i) (float (- (mod (* i 7) 61) 30) 1.0)))))
+         (x (make-array cols :element-type 'single-float :initial-element 0.25))
+         (expected (vec:matvec (rontolisp:quantize a 'q8-0) x))
+         (ops (list (lambda (m) (assert (equalp expected (vec:matvec m x))))
+                    (lambda (m) (linalg:row m 100))
+                    (lambda (m) (rontolisp:dequantize m))
+                    (lambda (m) (dotimes (i 64) (aref m (mod (* i 37) rows) i)))
+                    (lambda (m) (rontolisp:quantized-matrix-octets m))))
+         (stop (list nil))
+         (file (progn (gguf:write path (gguf:make-file
+                                        :tensors (list (list "w" (rontolisp:quantize a 'q8-0)))))
+                      (gguf:read path)))
+         (cell (list (gguf:tensor file "w")))
+         (threads (loop for op in ops
+                        collect (mp:process-run-function "close-race"
+                                                         (close-race-worker cell stop op)))))
+    (unwind-protect
+         (dotimes (round 300)
+           (let ((next (gguf:read path)))
+             (setf (car cell) (gguf:tensor next "w"))
+             (when (zerop (mod round 50)) (ext:gc t)) ; the collector among the threads
+             (sleep 0.001)
+             (gguf:close file)
+             (setf file next)))
+      (setf (car stop) t)
+      (let ((results (mapcar #'mp:process-join threads)))
+        (gguf:close file)
+        (ignore-errors (delete-file path))
+        (loop for (runs closed other) in results
+              do (is (plusp runs))
+                 (is (null other) "a worker got ~S" (first other)))
+        ;; the race was really run: some kernel met a closed file
+        (is (plusp (reduce #'+ results :key #'second)))))))

@@ -202,6 +202,77 @@
                                   (dotimes (j 64 s) (incf s (aref x 2 j))))))
                     m)))))
 
+;;; CL functions that take arrays or sequences, handed a quantized matrix,
+;;; answer a TYPE-ERROR or one of ours, interpreted and compiled: never a
+;;; crash.  :DISPLACED-TO once crashed (ECL read the matrix as an array).
+
+(defparameter *odd-uses*
+  '((aref (make-array 4 :displaced-to m) 0)
+    (make-array '(2 2) :displaced-to m :displaced-index-offset 0)
+    (make-array 4 :element-type 'single-float :displaced-to m)
+    (make-array 4 :displaced-to (list 1 2 3 4 5))
+    (adjust-array (make-array 4 :adjustable t) 4 :displaced-to m)
+    (adjust-array (make-array 4) 4 :displaced-to m)
+    (adjust-array m '(2 32))
+    (replace (make-array 4) m) (subseq m 0 2) (coerce m 'vector) (copy-seq m)
+    (length m) (elt m 0) (map 'list #'identity m) (fill m 0) (sort m #'<)
+    (reverse m) (find 1 m) (array-displacement m) (vector-push 1 m) (vector-pop m)
+    (fill-pointer m) (adjustable-array-p m) (svref m 0) (char m 0) (bit m 0)
+    (setf (row-major-aref m 0) 1.0) (aref m 0 0 0) (array-dimension m 5)
+    (write-sequence m (make-string-output-stream)))
+  "Forms of M, a quantized matrix, that must signal.")
+
+(test odd-uses-signal-interpreted-and-compiled
+  ;; ECL's own COERCE says "Cannot coerce" with a SIMPLE-ERROR: an error,
+  ;; not a crash, is what this asks of every form.
+  (dolist (form *odd-uses*)
+    (let* ((lambda-form `(lambda (m) ,form))
+           (compiled (compiled lambda-form)))
+      (is (signals-type-p 'error (lambda () (funcall (coerce lambda-form 'function) *m2*)))
+          "interpreted ~S did not signal" form)
+      (is (signals-type-p 'error (lambda () (funcall compiled *m2*)))
+          "compiled ~S did not signal" form))))
+
+(test displaced-to-refuses-matrix
+  (signals rontolisp:element-type-error (make-array 4 :displaced-to *m2*))
+  (let ((make (compiled '(lambda (m) (make-array 4 :displaced-to m)))))
+    (signals rontolisp:element-type-error (funcall make *m2*)))
+  (is (search "expected an array (or NIL) for :displaced-to"
+              (error-message (lambda () (make-array 4 :displaced-to *m2*)))))
+  ;; real displacement still works, interpreted and compiled
+  (let ((a (make-array 6 :initial-contents '(0 1 2 3 4 5))))
+    (is (= 4 (aref (make-array 2 :displaced-to a :displaced-index-offset 3) 1)))
+    (is (= 4 (aref (funcall (compiled '(lambda (a) (make-array 2 :displaced-to a
+                                                               :displaced-index-offset 3)))
+                            a)
+                   1)))
+    (is (= 2 (aref (adjust-array (make-array 2 :adjustable t) 3 :displaced-to a) 2)))))
+
+(test aref-wrong-subscript-count-says-how-many
+  (dolist (f (let ((read (compiled '(lambda (m) (aref m 0 0 0)))))
+               (list (lambda () (eval `(aref ,*m2* 0 0 0)))
+                     (lambda () (funcall read *m2*)))))
+    (let ((msg (error-message f)))
+      (is (search "a rank-2 quantized matrix takes 2 subscripts, given 3" msg) "~A" msg)))
+  (is (search "takes 1 subscript, given 2"
+              (error-message (lambda () (eval `(aref ,*m1* 0 0)))))))
+
+(test write-sequence-refuses-non-octet-streams
+  (let ((path (tmp-path "ub16.bin")))
+    (unwind-protect
+         (dolist (type '((unsigned-byte 16) (signed-byte 8)))
+           (with-open-file (s path :direction :output :if-exists :supersede
+                                   :element-type type)
+             (signals rontolisp:element-type-error (write-sequence *m2* s))
+             (let ((write (compiled '(lambda (m s) (write-sequence m s)))))
+               (signals rontolisp:element-type-error (funcall write *m2* s))))
+           (is (zerop (with-open-file (in path :element-type '(unsigned-byte 8))
+                        (file-length in)))))
+      (ignore-errors (delete-file path))))
+  (let ((msg (error-message (lambda () (write-sequence *m2* (make-string-output-stream))))))
+    (is (search "expected an (unsigned-byte 8) output stream" msg))
+    (is (search "element type CHARACTER" msg))))
+
 (test protocol-ordinary-arrays-unchanged-compiled
   (let ((a (make-array 64 :element-type 'single-float :initial-element 1.5))
         (g (make-array '(2 2) :initial-contents '((a b) (c d)))))
@@ -355,3 +426,14 @@ compiler, and COMPILE-FILE all see the matrix."
       (let ((before (rss-mb)))
         (dotimes (i 300) (rontolisp:quantize a 'q8-0))
         (is (< (- (rss-mb) before) 150) "RSS grew from ~D MB to ~D MB" before (rss-mb))))))
+
+(test tampered-matrix-slots-signal-not-read-beyond
+  "Slots changed behind the read-only accessors (SLOT-VALUE) cannot make
+the kernels read beyond the matrix's memory."
+  (dolist (change '((rontolisp::offset . 100000) (rontolisp::rows . 1000)
+                    (rontolisp::cols . 33) (rontolisp::offset . :x)))
+    (let ((m (copy-structure *m2*)))
+      (setf (slot-value m (car change)) (cdr change))
+      (is (signals-type-p 'error (lambda () (rontolisp:dequantize m)))
+          "~S" change)
+      (is (signals-type-p 'error (lambda () (row-major-aref m 0))) "~S" change))))

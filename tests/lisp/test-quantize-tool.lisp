@@ -174,3 +174,35 @@ tensor, whatever signalled it; a GGUF file error keeps its own condition."
     (signals type-error (rontolisp::with-tensor-named ("/m.gguf" name) (+ 'a 1))))
   (signals gguf:gguf-error
     (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
+
+(test quantize-tool-and-inspect-100k-tensors-in-linear-time
+  "A file of 100,000 tensors is made, inspected (text and JSON) and
+quantized in seconds (about 1, 2 and 2.5 s of CPU when written).  Looking
+each tensor up by name in a list made quantize quadratic (over 120 s); the
+limit is generous so that only a return to the square fails."
+  (let ((in (tmp-path "100k.gguf"))
+        (out (tmp-path "100k.q8_0.gguf"))
+        (data (make-array 32 :element-type 'single-float :initial-element 0.5))
+        (limit (* 60 internal-time-units-per-second)))
+    (flet ((timed (thunk)
+             (let ((start (get-internal-real-time)))
+               (funcall thunk)
+               (- (get-internal-real-time) start))))
+      (unwind-protect
+           (progn
+             (is (< (timed (lambda ()
+                             (gguf:write in (gguf:make-file
+                                             :tensors (loop for i below 100000
+                                                            collect (list (format nil "blk.~D.weight" i)
+                                                                          data))))))
+                    limit))
+             (dolist (args (list (list "inspect" in) (list "inspect" "--json" in)
+                                 (list "quantize" in out "q8_0")))
+               (let (code)
+                 (is (< (timed (lambda () (setf code (run-exe args)))) limit) "~A too slow" args)
+                 (is (eql 0 code) "~A exited ~S" args code)))
+             (gguf:with-file (f out)
+               (is (= 100000 (length (gguf:tensor-infos f))))
+               (is (string= "F32" (gguf:tensor-info-type (gguf:tensor-info f "blk.99999.weight"))))))
+        (ignore-errors (delete-file in))
+        (ignore-errors (delete-file out))))))

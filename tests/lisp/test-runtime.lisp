@@ -412,7 +412,9 @@ exit-status stdout)."
                    (if (member sym *accept-anything*)
                        (is (eq :returned outcome))
                        (is (member outcome '(:type-error :own-condition))
-                           "~S on ~S answered ~S" sym bad outcome)))))))
+                           "~S on ~S answered ~S" sym bad outcome)))))
+    ;; and none of them left its name behind in COMMON-LISP
+    (is (null (remove-if-not (lambda (p) (find-symbol (symbol-name (car p)) "CL")) prims)))))
 
 (test primitive-error-names-the-primitive
   (let ((e (handler-case (rontolisp::%q8-dequantize-into 1 2) (type-error (e) e))))
