@@ -19,7 +19,7 @@ ECL_CHECK   = $(if $(ECL_CFLAGS),,$(error ecl-config not found or failed: instal
 CORE_SRC  := $(wildcard gguf/*.c prims/*.c)
 CORE_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC))
 # The ECL side: the host and the primitives (prims/ecl/, one file per concern).
-HOST_SRC  := runtime/main.c $(wildcard prims/ecl/*.c)
+HOST_SRC  := $(wildcard runtime/*.c prims/ecl/*.c)
 HOST_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 # Lisp: rontolisp.asd states the files and their order; build-lisp.lisp
 # reads it (as data, with ECL's reader) both for this list of prerequisites
@@ -30,9 +30,9 @@ LISP_SRC  := $(shell $(ECL) --norc --shell runtime/build-lisp.lisp --list rontol
 
 C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install clean FORCE
+.PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install uninstall clean FORCE
 
-all: $(B)/rontolisp
+all: $(B)/rontolisp $(B)/rontolisp-prims.fas
 
 # Header dependencies come from the compiler (-MMD -MP), in .d files beside
 # the objects and tests.
@@ -44,6 +44,10 @@ $(B)/obj/%.o: %.c
 
 $(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 
+# The encoder kernels pin every f32 rounding (SPEC §4.1, §9): a product and
+# a sum must not fuse into an fma the spec does not name.
+$(B)/obj/prims/matmul.o $(B)/obj/prims/nn.o: RL_CFLAGS += -ffp-contract=off
+
 $(B)/librl.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -54,7 +58,17 @@ $(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/bui
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
-	  $(B)/librl.a $(ECL_LIBS) -ljansson -lpthread -lm -ldl
+	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lpthread -lm -ldl
+
+# The primitives as a module for a stock ECL (rontolisp.asd loads it):
+# the glue and the C library, linked with runtime/prims-module.lisp.
+PRIM_ECL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard prims/ecl/*.c))
+
+$(B)/rontolisp-prims.fas: runtime/prims-module.lisp runtime/build-lisp.lisp $(PRIM_ECL_OBJ) $(B)/librl.a
+	@mkdir -p $(B)/module
+	$(ECL) --norc --shell runtime/build-lisp.lisp --module $(B)/module/rontolisp-prims.fas \
+	  runtime/prims-module.lisp $(abspath $(PRIM_ECL_OBJ) $(B)/librl.a) -ljansson -lpthread -lm
+	mv $(B)/module/rontolisp-prims.fas $@
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
@@ -118,9 +132,29 @@ bench: deps
 	  tools/bench/plot.gp
 	@echo "wrote $(B)/bench.txt, $(B)/bench.json and $(B)/bench.png"
 
+# The executable, its manual, the licence, the Lisp sources (where M-. in
+# SLIME leads: the program points its RONTOLISP logical host at them) with
+# rontolisp.asd, and the primitives module that system loads in a stock ECL.
+SHARE_DIR := $(DESTDIR)$(PREFIX)/share/rontolisp
+MODULE_DIR := $(DESTDIR)$(PREFIX)/lib/rontolisp
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE_DIR)/lisp $(MODULE_DIR) \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp
 	install -m 755 $(B)/rontolisp $(DESTDIR)$(PREFIX)/bin/rontolisp
+	install -m 644 $(LISP_SRC) $(SHARE_DIR)/lisp/
+	install -m 644 rontolisp.asd $(SHARE_DIR)/rontolisp.asd
+	install -m 644 $(B)/rontolisp-prims.fas $(MODULE_DIR)/rontolisp-prims.fas
+	install -m 644 rontolisp.1 $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1
+	install -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+
+# Removes exactly what install put there, and the directories it made
+# when they are left empty.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/rontolisp $(addprefix $(SHARE_DIR)/lisp/,$(notdir $(LISP_SRC))) \
+	  $(SHARE_DIR)/rontolisp.asd $(MODULE_DIR)/rontolisp-prims.fas \
+	  $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+	-rmdir $(SHARE_DIR)/lisp $(SHARE_DIR) $(MODULE_DIR) $(DESTDIR)$(PREFIX)/share/doc/rontolisp 2>/dev/null
 
 clean:
 	rm -rf $(B)
@@ -152,6 +186,7 @@ check-asan: deps
 	@$(MAKE) --no-print-directory B=build/asan \
 	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
 	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
+	@$(MAKE) --no-print-directory tools
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \
 	  sh tests/run-all.sh $(patsubst $(B)/%,build/asan/%,$(C_TESTS))

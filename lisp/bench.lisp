@@ -156,6 +156,56 @@ different bits for ~A than the first Q8_0 path (a kernel bug)"
                      (setf q8-result (copy-seq out))))))))
     bm))
 
+;;; Matrix times a sequence: one matmul against a matvec per token.
+
+(defparameter *bench-matmul-shapes* '((768 768) (2304 768) (4096 4096))
+  "The Q8_0 weights of the matmul rows: an encoder's attention output and
+fused QKV, and one far bigger than the caches.")
+
+(defparameter *bench-matmul-tokens* 128
+  "Tokens per sequence in the matmul rows.")
+
+(defun bench-matmul-rows (shapes tokens threads iters)
+  "Time random Q8_0 weights of each of SHAPES, a list of (rows cols), times
+TOKENS random activation rows: one VEC:MATMUL with :q8 and with :q8x2
+against a matvec per token (the same bits), with 1 and THREADS threads.  A
+list of plists, times in microseconds (medians of ITERS calls)."
+  (loop for (rows cols) in shapes
+        for seed from 101
+        nconc
+        (let* ((m (quantize (%bench-fill-random
+                             (make-array (list rows cols) :element-type 'single-float) seed)
+                            'q8-0))
+               (xs (%bench-fill-random (make-array (list tokens cols) :element-type 'single-float)
+                                       (+ seed 1000)))
+               (out (make-array (list tokens rows) :element-type 'single-float)))
+          (flet ((median-us (n mode)
+                   (multiple-value-bind (times status message) (%bench-matmul m xs out n iters mode)
+                     (unless times
+                       (rontolisp-error 'bench "the matmul kernel failed (~(~A~)): ~A" status
+                                        message))
+                     (/ (bench-median times iters) 1d3))))
+            (loop for n in (remove-duplicates (list 1 threads))
+                  collect (progn
+                            (bench-progress "matmul ~Dx~D x ~D tokens, ~D thread~:P" rows cols
+                                            tokens n)
+                            (let ((mm (median-us n 0)) (x2 (median-us n 1)) (mv (median-us n 2)))
+                              (list :rows rows :cols cols :tokens tokens :threads n
+                                    :matmul-us mm :q8x2-us x2 :matvecs-us mv
+                                    :ratio (/ mv mm)))))))))
+
+(defun print-bench-matmul (stream rows)
+  "The matmul rows of the report, when there are any."
+  (when rows
+    (format stream "~%Q8_0 matrix times ~D tokens: one matmul against a matvec per token ~
+(us per sequence; ratio = matvecs / matmul)~%" (getf (first rows) :tokens))
+    (format stream "~12A ~3@A ~11@A ~11@A ~11@A ~7@A~%"
+            "matrix" "thr" "matmul q8" "q8x2" "matvecs" "ratio")
+    (dolist (r rows)
+      (format stream "~12A ~3D ~11,1F ~11,1F ~11,1F ~6,2Fx~%"
+              (format nil "~Dx~D" (getf r :rows) (getf r :cols)) (getf r :threads)
+              (getf r :matmul-us) (getf r :q8x2-us) (getf r :matvecs-us) (getf r :ratio)))))
+
 ;;; Where the matrices come from.
 
 (defun bench-random-matrices (shapes cpu threads iters)
@@ -288,7 +338,8 @@ name)."
                       width label (bench-format-name run)
                       (bench-run-path-name run) (bench-run-threads run)
                       (bench-run-note run)))
-            (setf label "")))))))
+            (setf label "")))))
+    (print-bench-matmul stream (getf report :matmul))))
 
 (defun bench-label (bm)
   "BM's name, with its shape unless the name is the shape."
@@ -366,7 +417,14 @@ name)."
                                                   (cons "vs_f32" (bench-number (bench-vs-f32 bm run)))
                                                   (cons "note" (or (bench-run-note run) :null))))
                                           (bench-matrix-runs bm))))))
-                     matrices)))))
+                     matrices))
+          (cons "matmul"
+                (map 'vector (lambda (r)
+                               (cons :object
+                                     (loop for (k v) on r by #'cddr
+                                           collect (cons (substitute #\_ #\- (string-downcase k))
+                                                         (if (floatp v) (bench-number v) v)))))
+                     (getf report :matmul))))))
 
 ;;; The command.
 
@@ -403,8 +461,12 @@ values), found ~S" option string))
                   (cond (model (bench-file-matrices model cpu threads iters))
                         (shapes (bench-random-matrices shapes cpu threads iters))
                         (t (bench-random-matrices std cpu threads iters))))
+                ;; the matmul rows belong to the standard run only
+                (matmul (unless (or model shapes)
+                          (bench-matmul-rows *bench-matmul-shapes* *bench-matmul-tokens*
+                                             threads (max 3 (min 7 iters)))))
                 (report (list :cpu cpu :threads threads :iters iters :probes probes
-                              :quantize quantize :matrices matrices
+                              :quantize quantize :matrices matrices :matmul matmul
                               :kind (cond (file "file") (model "random-model")
                                           (shapes "shapes") (t "standard"))
                               :path (and file (namestring (merge-pathnames file)))
@@ -435,7 +497,8 @@ the f32 path; also quantize throughput (scalar vs SIMD).  FILE.gguf: every
 2-D F32, F16, BF16 or Q8_0 tensor of the file (the f32 path on its f32 form,
 Q8_0 on the file's own blocks or on the quantized tensor when its rows are
 multiples of 32).  Without FILE.gguf, --random or --shape: the standard
-shapes.  Progress goes to stderr, the table to stdout."
+shapes, then Q8_0 weights times 128 tokens as one matmul (:q8 and :q8x2)
+against a matvec per token.  Progress goes to stderr, the table to stdout."
      :options ((random "--random NAME"
                        :parse (choice-parser (cons "shapes" (mapcar #'first *presets*)))
                        :help "random weights: `shapes' is the standard set (64x192,

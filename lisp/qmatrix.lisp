@@ -50,6 +50,16 @@ cannot be written.  Made by RONTOLISP:QUANTIZE or read from a GGUF file."
       (format stream "#<quantized-matrix ~(~A~) ~S>"
               (quantized-matrix-format m) (quantized-matrix-dims m))))
 
+;; ECL's DESCRIBE of a structure prints every slot, and BASE holds every
+;; packed byte: thousands of lines for a small matrix.
+(defmethod describe-object ((m quantized-matrix) stream)
+  (format stream "~&~S~%  A ~(~A~)-quantized ~:[vector~;matrix~] of ~{~D~^ x ~} values ~
+                  (~D bytes: blocks of 32 values~%  with one f16 scale each), read-only; ~
+                  AREF answers each value dequantized, as a double-float.~%"
+          m (quantized-matrix-format m) (= 2 (length (quantized-matrix-dims m)))
+          (quantized-matrix-dims m) (qm-byte-size m))
+  (values))
+
 (defun packed-dimensions (data)
   "The dimensions of DATA: a float array, a float16/bfloat16 array or a
 quantized matrix (the kinds of tensor data the file tools handle)."

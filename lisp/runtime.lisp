@@ -265,7 +265,8 @@ its exit status; see DEFINE-COMMAND." name)
 
 (defun usage-string ()
   (with-output-to-string (s)
-    (format s "usage: rontolisp [--simd | --no-simd] [--threads N] [COMMAND ARGS...]~%~%")
+    (format s "usage: rontolisp [--simd | --no-simd] [--threads N] [--norc]~%")
+    (format s "                 [--eval FORM | --load FILE]... [COMMAND ARGS...]~%~%")
     (format s "  rontolisp                          a REPL in package RONTOLISP-USER~%")
     (dolist (c *commands*)
       (format s "  rontolisp ~A ~A~%      ~A~%" (command-name c) (command-usage c)
@@ -275,6 +276,9 @@ its exit status; see DEFINE-COMMAND." name)
     (format s "Global flags (before the command):~%")
     (format s "  --simd, --no-simd   use (the default) or avoid the CPU's SIMD kernels~%")
     (format s "  --threads N         threads for the kernels (default: every core)~%")
+    (format s "  --eval FORM         evaluate FORM (in RONTOLISP-USER) before the REPL or command~%")
+    (format s "  --load FILE         load FILE before the REPL or command (with --eval, in order)~%")
+    (format s "  --norc              do not load ~~/.rontolisprc (the REPL loads it first)~%")
     (format s "~%Exit status: 0 success, 1 an error (one line on stderr), 2 bad usage.~%")))
 
 (defun print-usage (&optional (stream *error-output*))
@@ -296,11 +300,12 @@ operands."
        (format nil "~?" (simple-condition-format-control condition)
                (mapcar #'summarize-argument (simple-condition-format-arguments condition))))
       (arithmetic-error
-       (format nil "~(~A~)~@[ in ~(~A~)~]~@[ of ~{~S~^, ~}~]"
-               (substitute #\Space #\- (symbol-name (type-of condition)))
-               (ignore-errors (arithmetic-error-operation condition))
-               (mapcar #'summarize-argument
-                       (ignore-errors (arithmetic-error-operands condition)))))
+       ;; "division by zero in (/ 1 0)": the kind, then the call that failed.
+       (let ((op (ignore-errors (arithmetic-error-operation condition))))
+         (format nil "~(~A~)~@[ in (~(~S~)~{ ~S~})~]"
+                 (substitute #\Space #\- (symbol-name (type-of condition)))
+                 op (and op (mapcar #'summarize-argument
+                                    (ignore-errors (arithmetic-error-operands condition)))))))
       (t (princ-to-string condition)))))
 
 (defun condition-line (condition)
@@ -363,85 +368,31 @@ the process with status 1 (temporary files of unfinished writes removed)."
 (defun run-script (file args)
   (install-batch-debugger)
   (with-batch-errors ((format nil "rontolisp: ~A" file))
-    ;; Checked through the safe reader first: LOAD would wait forever on a
-    ;; FIFO and say little about a directory.
-    (multiple-value-bind (octets why)
-        (%read-file-octets (path-octets file) "a Lisp source file to run")
-      (unless octets
-        ;; The message leaves the path to the prefix, the slot keeps it.
-        (error 'file-io-error :path file :message why)))
-    (let ((*args* args)
-          (*package* (find-package "RONTOLISP-USER"))
-          (*readtable* (copy-readtable nil)))
-      (load file :verbose nil :print nil))
+    (let ((*args* args))
+      (load-source file))
     0))
-
-;;; The REPL.
-
-(defun repl-read (interactive)
-  "Read one form from *standard-input*, answering :EOF at end of input."
-  (when interactive
-    (format *standard-output* "~&~A> " (package-name *package*))
-    (finish-output *standard-output*))
-  (read *standard-input* nil :eof))
-
-(defun repl ()
-  "The read-eval-print loop: each form's values are printed; an error prints
-the condition and returns to the prompt; end of input leaves with status 0."
-  (let ((*package* (find-package "RONTOLISP-USER"))
-        (interactive (/= 0 (%isatty 0)))
-        (* nil) (** nil) (*** nil) (+ nil) (++ nil) (+++ nil)
-        (/ nil) (// nil) (/// nil) (- nil))
-    (if interactive
-        (format t "~A~%Type (rontolisp:exit) or end of input to leave.~%" (version))
-        (install-batch-debugger))
-    (loop
-      (let ((form (handler-case (repl-read interactive)
-                    (end-of-file () :eof)
-                    ;; Ctrl-C at the prompt: a fresh prompt, input kept.
-                    (ext:interactive-interrupt ()
-                      (when interactive (terpri))
-                      :again)
-                    (serious-condition (c)
-                      (report-error "read error" c)
-                      ;; Drop the rest of the offending line, not the
-                      ;; whole input: piped sessions go on after it.
-                      (ignore-errors (read-line *standard-input* nil))
-                      :again))))
-        (case form
-          (:eof (when interactive (terpri)) (return 0))
-          (:again)
-          (t
-           (handler-case
-               (let ((values (multiple-value-list
-                              (let ((- form)) (eval form)))))
-                 (setf /// // // / / values
-                       *** ** ** * * (first values)
-                       +++ ++ ++ + + form)
-                 (fresh-line)
-                 (dolist (v values) (format t "~S~%" v))
-                 (finish-output))
-             (serious-condition (c)
-               (format *error-output* "~&; ~A: ~A~%" (type-of c) (condition-line c))
-               (finish-output *error-output*)))))))))
 
 ;;; The entry point the C host calls.
 
 (defun dispatch (args)
-  (let ((cmd (first args)))
-    (cond ((null args) (repl))
-          ((member cmd '("--help" "-h" "help") :test #'string=)
-           (print-usage *standard-output*) 0)
-          ((string= cmd "--version") (format t "~A~%" (version)) 0)
-          (t
-           (let ((c (find-command cmd)))
-             (cond (c
-                    (with-batch-errors ((format nil "rontolisp ~A" cmd) c)
-                      (or (funcall (command-function c) (rest args)) 0)))
-                   (t
-                    (format *error-output* "rontolisp: unknown command ~S~%" cmd)
-                    (print-usage)
-                    2)))))))
+  (ignore-errors (install-source-translations))
+  (multiple-value-bind (actions norc args) (take-startup-options args)
+    (let ((cmd (first args)))
+      (cond ((null args) (repl actions :rc (not norc)))
+            ((member cmd '("--help" "-h" "help") :test #'string=)
+             (print-usage *standard-output*) 0)
+            ((string= cmd "--version") (format t "~A~%" (version)) 0)
+            (t
+             (let ((c (find-command cmd)))
+               (cond (c
+                      (or (let ((*package* (find-package "RONTOLISP-USER")))
+                            (run-startup actions))
+                          (with-batch-errors ((format nil "rontolisp ~A" cmd) c)
+                            (or (funcall (command-function c) (rest args)) 0))))
+                     (t
+                      (format *error-output* "rontolisp: unknown command ~S~%" cmd)
+                      (print-usage)
+                      2))))))))
 
 (defun flush-output (status)
   "Flush standard output and error at the end of a run and answer the exit

@@ -100,8 +100,16 @@ found ~A" b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax)))
     (t
      (rontolisp-error fn "the kernel failed (~(~A~)): ~A" status message))))
 
-(defun checked-matvec (fn m x out)
+(defun check-activations (fn activations)
+  "Signal UNKNOWN-FORMAT-ERROR unless ACTIVATIONS is :Q8 or :Q8X2, the ways
+activations meet a quantized matrix (SPEC 4, 4.1)."
+  (unless (member activations '(:q8 :q8x2))
+    (unknown-format-error fn activations "expected :activations :q8 or :q8x2, found ~S"
+                          activations)))
+
+(defun checked-matvec (fn m x out activations)
   "VEC:MATVEC-INTO's work, its errors naming the operation FN."
+  (check-activations fn activations)
   (multiple-value-bind (rows cols) (matvec-matrix-shape fn m)
     (check-float-vector fn "x" x)
     (unless (= (length x) cols)
@@ -120,10 +128,13 @@ found ~A" (array-element-type x) (describe-object-type out)))
 matrix's rows, matrix ~S), found length ~D" rows (array-dimensions m) (length out)))
     (when (and (eq out x) (plusp rows))
       (rontolisp-error fn "expected out to be a vector other than x, found x itself"))
-    (multiple-value-bind (result status message where) (%matvec m x out)
+    (multiple-value-bind (result status message where)
+        (if (and (eq activations :q8x2) (quantized-matrix-p m))
+            (%matvec-q8x2 m x out)
+            (%matvec m x out))
       (or result (matvec-failure fn x status message where)))))
 
-(defun vec:matvec-into (m x out)
+(defun vec:matvec-into (m x out &key (activations :q8))
   "Store the product of the matrix M and the vector X in OUT and answer OUT.
 M is a quantized matrix of rank 2 (rows x cols) or a (simple-array
 single-float (* *)) (the f32 baseline); X a (simple-array single-float (*))
@@ -139,16 +150,22 @@ product.  An X with a NaN or infinity signals NON-FINITE-ERROR, one whose
 block scale overflows binary16 SCALE-OVERFLOW-ERROR.  For a single-float M
 the sums are single-float in a fixed order.  A double-float X gets the
 double-float sums (for a quantized M) or the single-float sums widened.
-Wrong shapes signal SHAPE-ERROR, wrong types ELEMENT-TYPE-ERROR."
-  (checked-matvec "vec:matvec-into" m x out))
+Wrong shapes signal SHAPE-ERROR, wrong types ELEMENT-TYPE-ERROR.
 
-(defun vec:matvec (m x)
+ACTIVATIONS :Q8X2 (SPEC 4.1) adds a second pass for a quantized M: each
+block's residual x - d*q is quantized again at 128/d and dotted too, still
+in exact integers, which keeps about 15 bits of each activation (the same
+bits on every path and thread count as well); a single-float M ignores it.
+Any other value signals UNKNOWN-FORMAT-ERROR."
+  (checked-matvec "vec:matvec-into" m x out activations))
+
+(defun vec:matvec (m x &key (activations :q8))
   "The product of the matrix M and the vector X as a fresh vector of X's
 element type and length rows.  M is a quantized matrix of rank 2 or a
 (simple-array single-float (* *)); X a single- or double-float simple
-vector of length cols.  See VEC:MATVEC-INTO for the arithmetic and the
-conditions."
-  (checked-matvec "vec:matvec" m x nil))
+vector of length cols; ACTIVATIONS :Q8 or :Q8X2.  See VEC:MATVEC-INTO for the
+arithmetic and the conditions."
+  (checked-matvec "vec:matvec" m x nil activations))
 
 ;;; Plain operations on packed float arrays.
 

@@ -34,22 +34,36 @@ static void rl_mv_store(double v, size_t r, double *yd, float *yf) {
 
 /* ---- Q8_0 reference ------------------------------------------------- */
 
-void rl_matvec_q8_rows_ref(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
-                           const double *dx, size_t r0, size_t r1, double *yd, float *yf) {
+/* Q8x2 (SPEC §4.1): dx[b] here is f16->f32(dx_b) * 2^-7, so s_l * (dw *
+ * dx[b]) is the spec's (s_l * (dw * dx_b)) * 2^-7: both products are exact
+ * in double (s_l < 2^25, dw * dx_b < 2^22 significant bits), so the scale
+ * folds in without a rounding and the :q8 accumulation code serves both. */
+void rl_matvec_q8x2_rows_ref(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                             const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                             double *yd, float *yf) {
+    /* xr == NULL is :q8, s_l the plain quant dot (rl_matvec_q8_rows_ref). */
     for (size_t r = r0; r < r1; r++) {
         const rl_block_q8_0 *wr = w + r * nb;
         double acc[4] = {0.0, 0.0, 0.0, 0.0};
         for (size_t b = 0; b < nb; b++) {
             const double scale = (double)rl_gguf_f16_to_f32(wr[b].d) * dx[b];
+            const int8_t *rb = xr ? xr + 32 * b : NULL;
             for (int l = 0; l < 4; l++) {
-                int32_t s = 0;
-                for (int j = 8 * l; j < 8 * l + 8; j++)
-                    s += (int32_t)wr[b].qs[j] * (int32_t)xq[b].qs[j];
-                acc[l] += (double)s * scale;
+                int32_t sq = 0, sr = 0;
+                for (int j = 8 * l; j < 8 * l + 8; j++) {
+                    sq += (int32_t)wr[b].qs[j] * (int32_t)xq[b].qs[j];
+                    sr += rb ? (int32_t)wr[b].qs[j] * (int32_t)rb[j] : 0;
+                }
+                acc[l] += (double)(rb ? 128 * sq + sr : sq) * scale;
             }
         }
         rl_mv_store((acc[0] + acc[1]) + (acc[2] + acc[3]), r, yd, yf);
     }
+}
+
+void rl_matvec_q8_rows_ref(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                           const double *dx, size_t r0, size_t r1, double *yd, float *yf) {
+    rl_matvec_q8x2_rows_ref(w, nb, xq, NULL, dx, r0, r1, yd, yf);
 }
 
 /* ---- Q8_0 AVX2 ------------------------------------------------------ */
@@ -66,16 +80,29 @@ rl_mv_dot_avx2(const int8_t *wq, __m256i qx) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* Q8x2 (SPEC §4.1): 128 * dot(w, qx) + dot(w, r) per int32 element.  Each
+ * part is exact as above; the total is at most 129 * 2 * 2 * 128 * 127 in
+ * magnitude for a pair, and a lane (two elements) stays far below 2^31. */
+__attribute__((target("avx2,fma,f16c"))) static inline __m256i
+rl_mv_dot2_avx2(const int8_t *wq, __m256i qx, __m256i rx) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)wq);
+    const __m256i a = _mm256_abs_epi8(w), one = _mm256_set1_epi16(1);
+    const __m256i e = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(qx, w)), one);
+    const __m256i f = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(rx, w)), one);
+    return _mm256_add_epi32(_mm256_slli_epi32(e, 7), f);
+}
+
 /* Four rows (pointers may repeat for a short tail group); out[k] = y of
  * row k.  acc_l holds lane l of the four rows, so one FMA per lane per block
  * adds s_l * scale for all four rows, in block order as the spec says, and
  * the four accumulators are independent chains.  (Tried and not faster on
  * Zen 3: one accumulator per row with a per-row broadcast scale and an
  * exponent-trick int->double conversion; eight rows per group.) */
-__attribute__((target("avx2,fma,f16c"))) static void
-rl_mv_q8_rows4_avx2(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
-                    const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
-                    const rl_block_q8_0 *xq, const double *dx, double out[4]) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+rl_mv_q8_rows4_avx2_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
+                         const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
+                         const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
+                         double out[4]) {
     __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
     __m256d acc2 = _mm256_setzero_pd(), acc3 = _mm256_setzero_pd();
     /* w0 + 4 rows, as an integer: the next group may lie past the matrix. */
@@ -91,8 +118,15 @@ rl_mv_q8_rows4_avx2(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
         _mm_prefetch((const char *)(pf + (nb + b) * sizeof *w0), _MM_HINT_T1);
         _mm_prefetch((const char *)(pf + (2 * nb + b) * sizeof *w0), _MM_HINT_T1);
         _mm_prefetch((const char *)(pf + (3 * nb + b) * sizeof *w0), _MM_HINT_T1);
-        __m256i e0 = rl_mv_dot_avx2(w0[b].qs, qx), e1 = rl_mv_dot_avx2(w1[b].qs, qx);
-        __m256i e2 = rl_mv_dot_avx2(w2[b].qs, qx), e3 = rl_mv_dot_avx2(w3[b].qs, qx);
+        __m256i e0, e1, e2, e3;
+        if (xr) { /* a constant in each caller: the branch folds away */
+            const __m256i rx = _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32 * b));
+            e0 = rl_mv_dot2_avx2(w0[b].qs, qx, rx), e1 = rl_mv_dot2_avx2(w1[b].qs, qx, rx);
+            e2 = rl_mv_dot2_avx2(w2[b].qs, qx, rx), e3 = rl_mv_dot2_avx2(w3[b].qs, qx, rx);
+        } else {
+            e0 = rl_mv_dot_avx2(w0[b].qs, qx), e1 = rl_mv_dot_avx2(w1[b].qs, qx);
+            e2 = rl_mv_dot_avx2(w2[b].qs, qx), e3 = rl_mv_dot_avx2(w3[b].qs, qx);
+        }
         /* Pair sums and a 4x4 transpose: h01 = [A0 A1 B0 B1 | A2 A3 B2 B3]
          * (row, lane), h23 likewise for C, D; t0 = [A0 B0 C0 D0 | A2 B2 C2
          * D2], t1 = [A1 B1 C1 D1 | A3 B3 C3 D3]. */
@@ -113,6 +147,25 @@ rl_mv_q8_rows4_avx2(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
     _mm256_storeu_pd(out, _mm256_add_pd(_mm256_add_pd(acc0, acc1), _mm256_add_pd(acc2, acc3)));
 }
 
+/* The row-group functions of one SIMD body: `name` for :q8 (no residuals),
+ * `name##x2` for :q8x2; both share the group signature below. */
+#define RL_MV_ROWS4_PAIR(name, body, target_)                                              \
+    __attribute__((target(target_))) static void                                          \
+    name(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1, const rl_block_q8_0 *w2,       \
+         const rl_block_q8_0 *w3, size_t nb, const rl_block_q8_0 *xq, const int8_t *xr,   \
+         const double *dx, double out[4]) {                                               \
+        (void)xr;                                                                         \
+        body(w0, w1, w2, w3, nb, xq, NULL, dx, out);                                      \
+    }                                                                                     \
+    __attribute__((target(target_))) static void                                          \
+    name##x2(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1, const rl_block_q8_0 *w2,   \
+             const rl_block_q8_0 *w3, size_t nb, const rl_block_q8_0 *xq, const int8_t *xr, \
+             const double *dx, double out[4]) {                                           \
+        body(w0, w1, w2, w3, nb, xq, xr, dx, out);                                        \
+    }
+
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx2, rl_mv_q8_rows4_avx2_body, "avx2,fma,f16c")
+
 /* Rows in groups of four; a short last group repeats its last row and
  * drops the extra results (a row's value does not depend on its company). */
 #define RL_MV_Q8_GROUPS(rows4)                                                    \
@@ -122,14 +175,21 @@ rl_mv_q8_rows4_avx2(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
         for (size_t k = 0; k < RL_MV_ROWS; k++)                                   \
             p[k] = w + (r + (k < n ? k : n - 1)) * nb;                            \
         double out[RL_MV_ROWS];                                                   \
-        rows4(p[0], p[1], p[2], p[3], nb, xq, dx, out);                           \
+        rows4(p[0], p[1], p[2], p[3], nb, xq, xr, dx, out);                       \
         for (size_t k = 0; k < n; k++)                                            \
             rl_mv_store(out[k], r + k, yd, yf);                                   \
     }
 
 void rl_matvec_q8_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
                             const double *dx, size_t r0, size_t r1, double *yd, float *yf) {
+    const int8_t *xr = NULL;
     RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx2)
+}
+
+void rl_matvec_q8x2_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                              const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                              double *yd, float *yf) {
+    RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx2x2)
 }
 
 /* ---- Q8_0 AVX-512 (with and without VNNI) ---------------------------- */
@@ -162,8 +222,17 @@ void rl_matvec_q8_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_q8
             _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);            \
         __m512i sab = _mm512_mask_sub_epi8(qx, _mm512_movepi8_mask(wab), _mm512_setzero_si512(), qx); \
         __m512i scd = _mm512_mask_sub_epi8(qx, _mm512_movepi8_mask(wcd), _mm512_setzero_si512(), qx); \
-        __m512i eab = DOT(_mm512_abs_epi8(wab), sab);                                   \
-        __m512i ecd = DOT(_mm512_abs_epi8(wcd), scd);                                   \
+        const __m512i aab = _mm512_abs_epi8(wab), acd = _mm512_abs_epi8(wcd);           \
+        __m512i eab = DOT(aab, sab);                                                    \
+        __m512i ecd = DOT(acd, scd);                                                    \
+        if (xr) { /* Q8x2: 128 * dot(w, qx) + dot(w, r), exact as in AVX2 */            \
+            const __m512i rx = _mm512_broadcast_i64x4(                                  \
+                _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32 * b)));      \
+            __m512i rab = _mm512_mask_sub_epi8(rx, _mm512_movepi8_mask(wab), _mm512_setzero_si512(), rx); \
+            __m512i rcd = _mm512_mask_sub_epi8(rx, _mm512_movepi8_mask(wcd), _mm512_setzero_si512(), rx); \
+            eab = _mm512_add_epi32(_mm512_slli_epi32(eab, 7), DOT(aab, rab));           \
+            ecd = _mm512_add_epi32(_mm512_slli_epi32(ecd, 7), DOT(acd, rcd));           \
+        }                                                                               \
         eab = _mm512_add_epi32(eab, _mm512_srli_epi64(eab, 32));                        \
         ecd = _mm512_add_epi32(ecd, _mm512_srli_epi64(ecd, 32));                        \
         __m512i t = _mm512_permutex2var_epi32(eab, idx, ecd);                           \
@@ -181,29 +250,51 @@ void rl_matvec_q8_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_q8
 #define RL_MV_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
 #define RL_MV_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) static void
-rl_mv_q8_rows4_avx512(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
-                      const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
-                      const rl_block_q8_0 *xq, const double *dx, double out[4]) {
+#define RL_MV_T512 "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
+#define RL_MV_T512VNNI "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+
+__attribute__((target(RL_MV_T512), always_inline)) static inline void
+rl_mv_q8_rows4_avx512_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
+                           const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
+                           const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
+                           double out[4]) {
     RL_MV_AVX512_BODY(RL_MV_DOT_BW)
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) static void
-rl_mv_q8_rows4_avx512vnni(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
-                          const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
-                          const rl_block_q8_0 *xq, const double *dx, double out[4]) {
+__attribute__((target(RL_MV_T512VNNI), always_inline)) static inline void
+rl_mv_q8_rows4_avx512vnni_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
+                               const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
+                               const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
+                               double out[4]) {
     RL_MV_AVX512_BODY(RL_MV_DOT_VNNI)
 }
 
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512, rl_mv_q8_rows4_avx512_body, RL_MV_T512)
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512vnni, rl_mv_q8_rows4_avx512vnni_body, RL_MV_T512VNNI)
+
 void rl_matvec_q8_rows_avx512(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
                               const double *dx, size_t r0, size_t r1, double *yd, float *yf) {
+    const int8_t *xr = NULL;
     RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx512)
 }
 
 void rl_matvec_q8_rows_avx512vnni(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
                                   const double *dx, size_t r0, size_t r1, double *yd,
                                   float *yf) {
+    const int8_t *xr = NULL;
     RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx512vnni)
+}
+
+void rl_matvec_q8x2_rows_avx512(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                                const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                                double *yd, float *yf) {
+    RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx512x2)
+}
+
+void rl_matvec_q8x2_rows_avx512vnni(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                                    const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                                    double *yd, float *yf) {
+    RL_MV_Q8_GROUPS(rl_mv_q8_rows4_avx512vnnix2)
 }
 
 /* ---- f32 baseline --------------------------------------------------- */
@@ -329,13 +420,27 @@ static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
     return nth < 1 ? 1 : (int)nth;
 }
 
-static rl_matvec_q8_kernel rl_mv_q8_kernel(rl_path path) {
+rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path) {
     switch (path) {
     case RL_PATH_AVX2: return rl_matvec_q8_rows_avx2;
     case RL_PATH_AVX512: return rl_matvec_q8_rows_avx512;
     case RL_PATH_AVX512VNNI: return rl_matvec_q8_rows_avx512vnni;
     default: return rl_matvec_q8_rows_ref;
     }
+}
+
+rl_matvec_q8x2_kernel rl_matvec_q8x2_kernel_for(rl_path path) {
+    switch (path) {
+    case RL_PATH_AVX2: return rl_matvec_q8x2_rows_avx2;
+    case RL_PATH_AVX512: return rl_matvec_q8x2_rows_avx512;
+    case RL_PATH_AVX512VNNI: return rl_matvec_q8x2_rows_avx512vnni;
+    default: return rl_matvec_q8x2_rows_ref;
+    }
+}
+
+/* One f32 SIMD kernel (AVX2) serves every SIMD path. */
+rl_matvec_f32_kernel rl_matvec_f32_kernel_for(rl_path path) {
+    return path == RL_PATH_REF ? rl_matvec_f32_rows_ref : rl_matvec_f32_rows_avx2;
 }
 
 static void rl_mv_msg(char *msg, size_t msglen, const char *fmt, const char *s) {
@@ -397,7 +502,7 @@ static rl_q8_status rl_matvec_q8_where(const rl_block_q8_0 *w, size_t rows, size
     for (size_t b = 0; b < nb; b++)
         dx[b] = (double)rl_gguf_f16_to_f32(xq[b].d);
 
-    rl_mv_job job = {.kq = rl_mv_q8_kernel(path), .w = w, .rows = rows, .nb = nb,
+    rl_mv_job job = {.kq = rl_matvec_q8_kernel_for(path), .w = w, .rows = rows, .nb = nb,
                      .xq = xq, .dx = dx, .yd = yd, .yf = yf};
     if (threads > RL_MAX_THREADS)
         threads = RL_MAX_THREADS;
@@ -440,7 +545,7 @@ rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
         }
         xf = xbuf;
     }
-    rl_mv_job job = {.kf = path == RL_PATH_REF ? rl_matvec_f32_rows_ref : rl_matvec_f32_rows_avx2,
+    rl_mv_job job = {.kf = rl_matvec_f32_kernel_for(path),
                      .m = m, .rows = rows, .cols = cols, .xf = xf, .yd = yd, .yf = yf};
     if (threads > RL_MAX_THREADS)
         threads = RL_MAX_THREADS;

@@ -111,6 +111,27 @@ void rl_matvec_q8_rows_avx512vnni(const rl_block_q8_0 *w, size_t nb, const rl_bl
                                   const double *dx, size_t r0, size_t r1, double *yd,
                                   float *yf);
 
+/* Q8x2 rows [r0, r1) (SPEC §4.1): xr holds nb*32 residual quants r_j of
+ * x, and dx[b] = f16->f32(xq[b].d) * 2^-7 (the spec's final 2^-7 folded
+ * into the exact scale product).  xr == NULL in the _ref form gives :q8. */
+typedef void (*rl_matvec_q8x2_kernel)(const rl_block_q8_0 *w, size_t nb,
+                                      const rl_block_q8_0 *xq, const int8_t *xr,
+                                      const double *dx, size_t r0, size_t r1, double *yd,
+                                      float *yf);
+void rl_matvec_q8x2_rows_ref(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                             const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                             double *yd, float *yf);
+void rl_matvec_q8x2_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                              const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                              double *yd, float *yf);
+void rl_matvec_q8x2_rows_avx512(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
+                                const int8_t *xr, const double *dx, size_t r0, size_t r1,
+                                double *yd, float *yf);
+void rl_matvec_q8x2_rows_avx512vnni(const rl_block_q8_0 *w, size_t nb,
+                                    const rl_block_q8_0 *xq, const int8_t *xr,
+                                    const double *dx, size_t r0, size_t r1, double *yd,
+                                    float *yf);
+
 /* f32 baseline rows [r0, r1): row r of m (cols values) times x, written to
  * yf[r] and/or (widened) yd[r] when non-NULL. */
 typedef void (*rl_matvec_f32_kernel)(const float *m, size_t cols, const float *x,
@@ -119,5 +140,10 @@ void rl_matvec_f32_rows_ref(const float *m, size_t cols, const float *x,
                             size_t r0, size_t r1, double *yd, float *yf);
 void rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
                              size_t r0, size_t r1, double *yd, float *yf);
+
+/* The kernels of a path (RL_PATH_REF for anything unknown). */
+rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path);
+rl_matvec_q8x2_kernel rl_matvec_q8x2_kernel_for(rl_path path);
+rl_matvec_f32_kernel rl_matvec_f32_kernel_for(rl_path path);
 
 #endif

@@ -8,6 +8,9 @@
 ;;;;   ecl --norc --shell runtime/build-lisp.lisp OUT.a SYSTEM.asd
 ;;;;       compiles them in that order, each loaded after compiling so later
 ;;;;       files see earlier macros and packages.
+;;;;   ecl --norc --shell runtime/build-lisp.lisp --module OUT.fas SRC.lisp OBJ... -lLIB...
+;;;;       compiles SRC.lisp and links it with the objects and libraries
+;;;;       into a module a stock ECL can LOAD (runtime/prims-module.lisp).
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
 ;;;; an optional :pathname, naming every .lisp file there.  Anything else
@@ -57,11 +60,21 @@ as strings relative to the directory the build runs in."
         (*load-verbose* nil)
         (objs '()))
     (require 'cmp)
+    ;; Each function remembers its source as RONTOLISP:LISP;NAME.LISP, a
+    ;; logical pathname the program points at the installed sources when
+    ;; it starts (lisp/repl.lisp), so no path of the build machine is kept.
+    (setf (logical-pathname-translations "RONTOLISP")
+          (list (list "**;*.*.*" (merge-pathnames "**/*.*" (truename "./")))))
     (dolist (f files)
       (let ((o (make-pathname :defaults (merge-pathnames out)
-                              :name (pathname-name f) :type "o")))
+                              :name (pathname-name f) :type "o"))
+            (logical (format nil "RONTOLISP:~{~A;~}~A.LISP"
+                             (mapcar #'string-upcase
+                                     (rest (pathname-directory (enough-namestring (truename f)
+                                                                                  (truename "./")))))
+                             (string-upcase (pathname-name f)))))
         (multiple-value-bind (fasl warnings-p failure-p)
-            (compile-file f :output-file o :system-p t)
+            (compile-file f :output-file o :system-p t :source-truename (pathname logical))
           (declare (ignore warnings-p))
           (when (or (null fasl) failure-p)
             (fail "compiling ~A failed" f)))
@@ -74,8 +87,25 @@ as strings relative to the directory the build runs in."
              :lisp-files (reverse objs)
              :init-name "init_rontolisp_lisp")))
 
+(defun build-module (out source objects)
+  (require 'cmp)
+  (let* ((*compile-verbose* nil)
+         (o (make-pathname :defaults (merge-pathnames out) :type "o")))
+    (multiple-value-bind (fasl warnings-p failure-p)
+        (compile-file source :output-file o :system-p t)
+      (declare (ignore warnings-p))
+      (when (or (null fasl) failure-p)
+        (fail "compiling ~A failed" source)))
+    (funcall (find-symbol "BUILD-FASL" "C") (merge-pathnames out)
+             :lisp-files (list o) :ld-flags objects)))
+
 (let ((args (rest (member "build-lisp.lisp" ext:*command-args*
                           :test #'string= :key #'file-namestring))))
+  (when (equal "--module" (first args))
+    (unless (>= (length args) 3)
+      (fail "expected --module OUT.fas SRC.lisp OBJ..., found ~S" args))
+    (build-module (second args) (third args) (nthcdr 3 args))
+    (ext:quit 0))
   (unless (= 2 (length args))
     (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))
   (destructuring-bind (what asd) args

@@ -5,7 +5,9 @@
  *
  * Global flags come before the subcommand (`rontolisp --threads 2 bench`);
  * for every subcommand but `script`, whose arguments belong to the script,
- * they are also taken after it.
+ * they are also taken after it.  The start-up options --eval FORM, --load
+ * FILE and --norc (lisp/repl.lisp) come before the subcommand too, so they
+ * and their values are passed on without being taken for it.
  *
  * Signals: SIGTERM and SIGHUP (and SIGINT outside the REPL, where Ctrl-C
  * returns to the prompt instead) remove the temporary files of unfinished
@@ -21,6 +23,7 @@
 #include "prims/cpu.h"
 #include "prims/ecl/glue.h"
 #include "prims/ecl/register.h"
+#include "runtime/lineedit.h"
 
 /* Made by c:build-static-library from lisp/ (see the Makefile). */
 extern void init_rontolisp_lisp(cl_object);
@@ -63,6 +66,18 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
     return 0;
 }
 
+/* 1 if ARG is a start-up option that takes the next argument as its value
+ * (--eval, --load), -1 if it is one that takes none (--norc or --eval=...),
+ * 0 if it is not one. */
+static int rl_startup_option(const char *arg) {
+    if (strcmp(arg, "--eval") == 0 || strcmp(arg, "--load") == 0)
+        return 1;
+    if (strcmp(arg, "--norc") == 0 || strncmp(arg, "--eval=", 7) == 0 ||
+        strncmp(arg, "--load=", 7) == 0)
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int status = 1;
     int i, sub = -1;
@@ -84,19 +99,23 @@ int main(int argc, char **argv) {
         }
         if (taken)
             continue;
-        if (sub < 0)
+        if (sub < 0 && rl_startup_option(argv[i]) > 0 && i + 1 < argc) {
+            rest[nrest++] = argv[i++];
+        } else if (sub < 0 && rl_startup_option(argv[i]) == 0) {
             sub = i;
+        }
         rest[nrest++] = argv[i];
     }
 
     /* Outside the REPL an interrupt ends the run (see above), so ECL must
      * not turn SIGINT into a Lisp condition there. */
-    if (nrest > 0)
+    if (sub >= 0)
         ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
     cl_boot(argc, argv);
-    rl_gguf_atomic_trap_signals(nrest > 0);
+    rl_gguf_atomic_trap_signals(sub >= 0);
     ecl_init_module(NULL, init_rontolisp_lisp);
     rl_register_primitives();
+    rl_glue_define(&rl_lineedit_prims);
 
     {
         const cl_env_ptr env = ecl_process_env();

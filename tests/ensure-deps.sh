@@ -3,7 +3,8 @@
 # when it is missing: ECL and its headers, FiveAM and yason (JSON, for the
 # tests).  Needs root for apt-get; otherwise says what to
 # install and fails.  libjansson-dev: the JSON parser of the safetensors
-# reader and of config.json / tokenizer.json.
+# reader and of config.json / tokenizer.json.  libedit-dev: line editing
+# at the REPL.  cl-swank: `rontolisp swank' (and its test).
 set -e
 need=""
 command -v ecl >/dev/null 2>&1 || need="$need ecl"
@@ -12,6 +13,8 @@ command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
 [ -d /usr/share/common-lisp/source/yason ] || need="$need cl-yason"
 [ -d /usr/share/common-lisp/source/cl-trivial-gray-streams ] || need="$need cl-trivial-gray-streams"
 [ -f /usr/include/jansson.h ] || need="$need libjansson-dev"
+[ -f /usr/include/editline/readline.h ] || need="$need libedit-dev"
+[ -d /usr/share/common-lisp/source/slime ] || need="$need cl-swank"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 # gnuplot only for `make bench' (ensure-deps.sh --bench), never for the tests.

@@ -2,6 +2,9 @@
 ;;;; from Debian's cl-fiveam, through ASDF), runs the suites and prints
 ;;;; "Lisp tests: N passed, M failed, K skipped".  From the repository root:
 ;;;;   build/rontolisp script tests/lisp/run.lisp [SUITE-SUBSTRING ...]
+;;;; or, in a stock ECL that loads the system rontolisp through ASDF (the
+;;;; primitives from build/rontolisp-prims.fas):
+;;;;   ecl --norc --shell tests/lisp/run.lisp [SUITE-SUBSTRING ...]
 ;;;; With arguments, only the suites whose names contain one of them run
 ;;;; (the suite of tests/lisp/test-NAME.lisp is NAME).  Exits 1 when
 ;;;; anything failed.
@@ -12,6 +15,9 @@
   (push root asdf:*central-registry*))
 (let ((*error-output* (make-broadcast-stream))
       (*standard-output* (make-broadcast-stream)))
+  ;; The executable holds the code under test; a stock ECL loads it.
+  (unless (find-package "RONTOLISP")
+    (asdf:load-system "rontolisp"))
   (asdf:load-system "fiveam")
   (asdf:load-system "yason"))
 ;; Debian's trivial-backtrace (under FiveAM) names a COPYING file it does not
@@ -42,7 +48,12 @@
           unless (member (pathname-name p) listed :test #'string=)
             collect (pathname-name p))))
 
-(let* ((filters rontolisp:*args*)
+(defparameter *stock-ecl* (not (fboundp 'rontolisp::%line-editor-read))
+  "True when the tests run in a stock ECL rather than in the executable.")
+
+(let* ((filters (if *stock-ecl*
+                    (rest (member "run.lisp" ext:*command-args* :test #'string= :key #'file-namestring))
+                    rontolisp:*args*))
        (suites (test-file-suites))
        (chosen (if filters
                    (remove-if-not (lambda (s)
@@ -65,4 +76,6 @@
     (incf failed))
   (format t "~&Lisp tests: ~D passed, ~D failed, ~D skipped~%" passed failed skipped)
   (finish-output)
-  (rontolisp:exit (if (zerop failed) 0 1)))
+  (if *stock-ecl*
+      (ext:quit (if (zerop failed) 0 1))
+      (rontolisp:exit (if (zerop failed) 0 1))))

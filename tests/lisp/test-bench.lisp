@@ -21,9 +21,11 @@
       (is (contains err "bench:") "no progress on stderr")
       (when (probe-file json)
         (let ((j (vec-json-file json)))
-          (dolist (k '("machine" "read_bandwidth" "quantize" "matrices" "threads" "iters"))
+          (dolist (k '("machine" "read_bandwidth" "quantize" "matrices" "threads" "iters"
+                       "matmul"))
             (is-true (nth-value 1 (gethash k j)) "key ~S missing" k))
           (is (= 2 (gethash "threads" j)))
+          (is (zerop (length (gethash "matmul" j))) "matmul rows only in the standard run")
           (let ((ms (gethash "matrices" j)))
             (is (= 2 (length ms)))
             (let ((big (first ms)) (odd (second ms)))
@@ -97,3 +99,19 @@ refuses more naming that limit."
       (declare (ignore out))
       (is (= 2 code))
       (is (contains err (format nil "from 1 to ~D" limit)) "~A" err))))
+
+(test bench-matmul-rows-shape
+  "The matmul rows: one plist per shape and thread count, positive times,
+the ratio of the matvec loop to the matmul, and a table that names them."
+  (let ((rows (rontolisp::bench-matmul-rows '((8 64) (5 96)) 6 2 2)))
+    (is (= 4 (length rows)))
+    (dolist (r rows)
+      (is (= 6 (getf r :tokens)))
+      (is (member (getf r :threads) '(1 2)))
+      (dolist (k '(:matmul-us :q8x2-us :matvecs-us))
+        (is (plusp (getf r k)) "~S in ~S" k r))
+      (is (= (getf r :ratio) (/ (getf r :matvecs-us) (getf r :matmul-us)))))
+    (let ((table (with-output-to-string (s) (rontolisp::print-bench-matmul s rows))))
+      (dolist (str '("6 tokens" "8x64" "5x96" "matvecs" "ratio"))
+        (is (contains table str) "~S missing from ~A" str table)))
+    (is (string= "" (with-output-to-string (s) (rontolisp::print-bench-matmul s nil))))))

@@ -1,0 +1,292 @@
+/* model.c - the encoder's kernels from Lisp (lisp/encoder.lisp): a weight
+ * matrix times a token sequence (prims/matmul.c), matvec with Q8x2
+ * activations, and LayerNorm, NEOX RoPE, attention and GeGLU
+ * (prims/nn.c), with the knobs' path and thread count.  The Lisp side
+ * checks operands and explains what is wrong; this file checks again so a
+ * direct call of a primitive cannot crash, then runs the kernel with the
+ * float traps held and interrupts off while the pool's workers run. */
+#include "prims/bench.h"
+#include "prims/ecl/qmatrix.h"
+#include "prims/ecl/vec.h"
+#include "prims/matmul.h"
+#include "prims/nn.h"
+
+/* A simple rank-2 single-float array, argument POS of FN: its data (NULL
+ * only when it is empty) and dimensions. */
+static float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols) {
+    cl_index n = 0;
+    if (ECL_IMMEDIATE(a) || a->d.t != t_array || a->array.rank != 2 ||
+        (cl_elttype)a->array.elttype != ecl_aet_sf)
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    float *p = rl_simple_data(a, ecl_aet_sf, &n);
+    if (!p && (a->array.dim != 0 || a->array.displaced != ECL_NIL || ECL_ADJUSTABLE_ARRAY_P(a)))
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    *rows = a->array.dims[0];
+    *cols = a->array.dims[1];
+    return p;
+}
+
+/* A simple single-float vector, argument POS of FN, of length LEN. */
+static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
+    cl_index n = 0;
+    float *p = rl_simple_data(v, ecl_aet_sf, &n);
+    if (!p || v->d.t != t_vector || n != len)
+        rl_type_error(fn, pos, v, RL_T_VECTOR);
+    return p;
+}
+
+static void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er,
+                         size_t ec) {
+    if (r != er || c != ec)
+        rl_signal(RL_C_SHAPE, "%s: expected %s of dimensions (%zu %zu), found (%zu %zu)", fn,
+                  what, er, ec, r, c);
+}
+
+static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+                ecl_make_simple_base_string(msg, -1));
+}
+
+/* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
+#define RL_NN_RETURN(env, out, call, why)                                                \
+    do {                                                                                 \
+        rl_q8_status st_;                                                                \
+        RL_RUN_KERNEL(env, st_ = (call));                                                \
+        if (st_ == RL_Q8_OK)                                                             \
+            ecl_return1(env, out);                                                       \
+        return rl_status2(env, st_, why);                                                \
+    } while (0)
+
+/* Run STMT (a kernel call setting st) the way every primitive here does. */
+#define RL_RUN_KERNEL(env, stmt)                                                         \
+    do {                                                                                 \
+        RL_FP_HOLD();                                                                    \
+        ecl_disable_interrupts_env(env);                                                 \
+        stmt;                                                                            \
+        ecl_enable_interrupts_env(env);                                                  \
+        RL_FP_RELEASE();                                                                 \
+    } while (0)
+
+/* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
+ * row where) when an activation row cannot be quantized (ROW the token,
+ * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
+ * 2, a simple rank-2 single-float array, or the bits of a float16 (BF16-P
+ * nil) or bfloat16 (BF16-P true) array as a simple rank-2 (unsigned-byte
+ * 16) array; XS n x cols and OUT n x rows simple single-float arrays. */
+static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_object bf16_p,
+                                cl_object q8x2_p) {
+    static const char fn[] = "%MATMUL";
+    const cl_env_ptr env = ecl_process_env();
+    rl_wtype wt;
+    const void *wp;
+    size_t rows, cols, n, xc, orows, ocols;
+    cl_index total = 0;
+    rl_qm_view v = {0};
+    if (rl_qm_p(w)) {
+        rl_qm_shape_of(w, &v);
+        if (v.rank != 2)
+            rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
+        /* The blocks come with the pin, after the last check that signals. */
+        wt = RL_WT_Q8_0, wp = NULL, rows = v.rows, cols = v.cols;
+    } else if (!ECL_IMMEDIATE(w) && w->d.t == t_array && w->array.rank == 2 &&
+               (cl_elttype)w->array.elttype == ecl_aet_b16) {
+        wp = rl_simple_data(w, ecl_aet_b16, &total);
+        if (!wp && w->array.dim)
+            rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
+        wt = bf16_p == ECL_NIL ? RL_WT_F16 : RL_WT_BF16;
+        rows = w->array.dims[0], cols = w->array.dims[1];
+    } else {
+        wp = rl_sf_matrix(fn, 1, w, &rows, &cols);
+        wt = RL_WT_F32;
+    }
+    const float *x = rl_sf_matrix(fn, 2, xs, &n, &xc);
+    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
+    rl_same_dims(fn, "xs", n, xc, n, cols);
+    rl_same_dims(fn, "out", orows, ocols, n, rows);
+    if (out == xs && n && rows)
+        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    char msg[256] = "";
+    rl_mm_fault fault = {0, 0};
+    rl_q8_status st;
+    if (wt == RL_WT_Q8_0) {
+        rl_qm_pin(w, &v);
+        wp = v.blocks;
+    }
+    RL_RUN_KERNEL(env, st = rl_matmul(wt, wp, rows, cols, x, n, y,
+                                      q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2, msg,
+                                      sizeof msg, &fault));
+    if (wt == RL_WT_Q8_0)
+        rl_qm_unpin(&v);
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    env->values[3] = ecl_make_unsigned_integer(fault.row);
+    env->values[4] = ecl_make_unsigned_integer(fault.where);
+    env->values[1] = rl_keyword(rl_q8_status_name(st));
+    env->values[2] = ecl_make_simple_base_string(msg, -1);
+    env->nvalues = 5;
+    return ECL_NIL;
+}
+
+/* (%matvec-q8x2 m x out) -> OUT, or (values nil status message where):
+ * %MATVEC with two-pass activations (SPEC §4.1); M must be a quantized
+ * matrix. */
+static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
+    static const char fn[] = "%MATVEC-Q8X2";
+    const cl_env_ptr env = ecl_process_env();
+    rl_matvec_operands o;
+    cl_object pinned = ECL_NIL;
+    if (!rl_qm_p(m))
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_mv_operands_of(fn, m, x, out, &o, &pinned);
+    char msg[256] = "";
+    rl_mm_fault fault = {0, 0};
+    rl_q8_status st;
+    RL_RUN_KERNEL(env, st = rl_matvec_q8_act_ex(o.w, o.rows, o.cols,
+                                                o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
+                                                o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
+                                                RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
+                                                msg, sizeof msg, &fault));
+    rl_mv_operands_release(pinned);
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+               ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(fault.where));
+}
+
+/* (%layer-norm xs weight eps out) -> OUT or (values nil status message):
+ * XS and OUT n x d (OUT may be XS), WEIGHT of length d, EPS a single-float. */
+static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object eps,
+                                    cl_object out) {
+    static const char fn[] = "%LAYER-NORM";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, on, od;
+    const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
+    const float *w = rl_sf_vector(fn, 2, weight, d);
+    const float e = rl_arg_sf(fn, 3, eps);
+    float *y = rl_sf_matrix(fn, 4, out, &on, &od);
+    rl_same_dims(fn, "out", on, od, n, d);
+    RL_NN_RETURN(env, out, rl_layer_norm(x, n, d, w, e, y), "layer-norm: the kernel refused its operands");
+}
+
+/* (%rope-neox xs n-heads head-dim theta out) -> OUT or (values nil status
+ * message): XS and OUT n x (n-heads * head-dim) (OUT may be XS), THETA the
+ * frequency base as a single-float. */
+static cl_object rl_prim_rope_neox(cl_object xs, cl_object heads, cl_object head_dim,
+                                   cl_object theta, cl_object out) {
+    static const char fn[] = "%ROPE-NEOX";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, on, od;
+    const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
+    const size_t h = (size_t)rl_arg_fixnum(fn, 2, heads, 1, MOST_POSITIVE_FIXNUM);
+    const size_t hd = (size_t)rl_arg_fixnum(fn, 3, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    const float base = rl_arg_sf(fn, 4, theta);
+    float *y = rl_sf_matrix(fn, 5, out, &on, &od);
+    if (d / h != hd || d % h)
+        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
+    rl_same_dims(fn, "out", on, od, n, d);
+    RL_NN_RETURN(env, out, rl_rope_neox(x, n, h, hd, base, y), "rope-neox: the kernel refused its operands");
+}
+
+/* (%attention q k v n-heads head-dim window out) -> OUT or (values nil
+ * status message): Q, K, V and OUT n x (n-heads * head-dim), OUT none of
+ * the others; WINDOW 0 for global attention. */
+static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_object heads,
+                                   cl_object head_dim, cl_object window, cl_object out) {
+    static const char fn[] = "%ATTENTION";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, r, c;
+    const float *qp = rl_sf_matrix(fn, 1, q, &n, &d);
+    const float *kp = rl_sf_matrix(fn, 2, k, &r, &c);
+    rl_same_dims(fn, "k", r, c, n, d);
+    const float *vp = rl_sf_matrix(fn, 3, v, &r, &c);
+    rl_same_dims(fn, "v", r, c, n, d);
+    const size_t h = (size_t)rl_arg_fixnum(fn, 4, heads, 1, MOST_POSITIVE_FIXNUM);
+    const size_t hd = (size_t)rl_arg_fixnum(fn, 5, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
+    float *y = rl_sf_matrix(fn, 7, out, &r, &c);
+    rl_same_dims(fn, "out", r, c, n, d);
+    if (d / h != hd || d % h)
+        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
+    RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
+                 "attention: the kernel refused its operands (out must be an array other "
+                 "than q, k and v)");
+}
+
+/* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
+ * OUT n x f and not XS; TANH-P selects the tanh GELU over erf. */
+static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
+    static const char fn[] = "%GEGLU";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, on, od;
+    const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
+    float *y = rl_sf_matrix(fn, 3, out, &on, &od);
+    if (d % 2)
+        rl_signal(RL_C_SHAPE, "%s: expected an even number of columns, found %zu", fn, d);
+    rl_same_dims(fn, "out", on, od, n, d / 2);
+    RL_NN_RETURN(env, out,
+                 rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y),
+                 "geglu: the kernel refused its operands");
+}
+
+/* (%bench-matmul m xs out threads iters mode) -> times | (values nil
+ * status message): ITERS timed calls (after one untimed) of the Q8_0
+ * matrix M times the rows of XS into OUT on the knobs' path with THREADS
+ * chunks: MODE 0 one matmul with :q8, 1 one matmul with :q8x2, 2 a matvec
+ * per row (the baseline matmul is measured against).  TIMES is a fresh
+ * double-float vector of each call's nanoseconds.  The operands are
+ * %MATMUL's; interrupts stay off for the loop (scratch lives in a call). */
+static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
+                                      cl_object threads, cl_object iters, cl_object mode) {
+    static const char fn[] = "%BENCH-MATMUL";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, cols, orows, ocols;
+    if (!rl_qm_p(m))
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_qm_view v;
+    rl_qm_shape_of(m, &v);
+    if (v.rank != 2)
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    const float *x = rl_sf_matrix(fn, 2, xs, &n, &cols);
+    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
+    rl_same_dims(fn, "xs", n, cols, n, (size_t)v.cols);
+    rl_same_dims(fn, "out", orows, ocols, n, (size_t)v.rows);
+    const int nth = (int)rl_arg_fixnum(fn, 4, threads, 1, RL_MAX_THREADS);
+    const cl_index reps = (cl_index)rl_arg_fixnum(fn, 5, iters, 1, 1000000);
+    const int md = (int)rl_arg_fixnum(fn, 6, mode, 0, 2);
+    const rl_path path = rl_path_best();
+    cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
+    char msg[256] = "";
+    rl_q8_status st = RL_Q8_OK;
+    rl_qm_pin(m, &v);
+    RL_FP_HOLD();
+    ecl_disable_interrupts_env(env);
+    for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
+        const uint64_t t0 = rl_bench_ns();
+        if (md == 2)
+            for (size_t t = 0; t < n && st == RL_Q8_OK; t++)
+                st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
+                                     y + t * v.rows, path, nth, 0, msg, sizeof msg);
+        else
+            st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
+                              md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
+        if (r) /* the first call warms caches and the pool */
+            times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
+    }
+    ecl_enable_interrupts_env(env);
+    RL_FP_RELEASE();
+    rl_qm_unpin(&v);
+    if (st != RL_Q8_OK)
+        return rl_status2(env, st, msg);
+    ecl_return1(env, times);
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%MATMUL", rl_prim_matmul, 5),
+    RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
+    RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
+    RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
+    RL_PRIM("%ATTENTION", rl_prim_attention, 7),
+    RL_PRIM("%GEGLU", rl_prim_geglu, 3),
+    RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
+};
+RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);

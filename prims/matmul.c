@@ -1,0 +1,499 @@
+/* matmul.c - a weight matrix times a sequence of activation rows (see
+ * matmul.h for the arithmetic).
+ *
+ * Workload: the encoder's products, a few hundred tokens against weights of
+ * a few MB.  A product per token would stream the weights once per token;
+ * here each weight tile is read from memory once and reused from L1 by every
+ * token, using matvec.c's row kernels unchanged, so a row of the result is
+ * the same computation as matvec's, not a re-implementation of it.  This
+ * file is built with -ffp-contract=off: the Q8x2 residual's f32 product and
+ * difference must stay two roundings.
+ */
+#include "prims/matmul.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/numfmt.h"
+#include "prims/matvec.h"
+#include "prims/pool.h"
+
+/* Weight bytes per tile: about half of a 32 KB L1 data cache, leaving the
+ * rest for the activation block streaming past it. */
+#define RL_MM_TILE_BYTES 16384
+/* Rows per SIMD group (matvec.c's); tiles and thread chunks are multiples. */
+#define RL_MM_GROUP 4
+/* With min_work, at least this many row-block-tokens per thread (matvec's
+ * RL_MV_MIN_BLOCKS, the point where waking a worker pays). */
+#define RL_MM_MIN_WORK 4096
+
+const char *rl_wtype_name(rl_wtype t) {
+    switch (t) {
+    case RL_WT_F32: return "f32";
+    case RL_WT_F16: return "f16";
+    case RL_WT_BF16: return "bf16";
+    case RL_WT_Q8_0: return "q8_0";
+    }
+    return "unknown";
+}
+
+const char *rl_act_name(rl_act a) {
+    switch (a) {
+    case RL_ACT_Q8: return "q8";
+    case RL_ACT_Q8X2: return "q8x2";
+    }
+    return "unknown";
+}
+
+void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r) {
+    for (size_t b = 0; b < n / RL_QK8_0; b++) {
+        const float d = rl_gguf_f16_to_f32(xq[b].d);
+        int8_t *rb = r + RL_QK8_0 * b;
+        if (d == 0.0f) {
+            memset(rb, 0, RL_QK8_0);
+            continue;
+        }
+        const float inv = 128.0f / d;
+        for (int j = 0; j < RL_QK8_0; j++) {
+            const float p = d * (float)xq[b].qs[j];
+            const float e = x[RL_QK8_0 * b + j] - p;
+            /* roundf rounds half away from zero; |e| is about d / 2, so the
+             * quotient is near 64 and the clamp only guards the corner of a
+             * scale that rounded down to f16. */
+            float v = roundf(e * inv);
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            rb[j] = (int8_t)v;
+        }
+    }
+}
+
+static size_t rl_mm_elt_bytes(rl_wtype wt) {
+    return wt == RL_WT_F32 ? 4 : 2;
+}
+
+/* Bytes of one weight row, or 0 when it overflows size_t. */
+static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
+    if (wt == RL_WT_Q8_0)
+        return rl_q8_bytes(cols);
+    return cols > SIZE_MAX / 4 ? 0 : cols * rl_mm_elt_bytes(wt);
+}
+
+/* ---- Q8_0 AVX-512: four rows times four tokens ------------------------ */
+
+/* Tokens per tile: 2 accumulators each, plus the weights' registers. */
+#define RL_MM_T 4
+
+/* Rows [r0, r1) for all n tokens (yd / yf n x rows).  The per-row, per-lane
+ * arithmetic is matvec.c's AVX-512 body exactly (the same integer dots,
+ * the same lane layout, the same scale product and FMA order); what
+ * changes is that a block's weight work (abs, sign mask, scales) is done
+ * once and used by four tokens, whose accumulators stay in registers. */
+#define RL_MM_AVX512_TILE(DOT)                                                              \
+    const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26,                      \
+                                          4, 12, 20, 28, 6, 14, 22, 30);                    \
+    const __m512i idx1 = _mm512_add_epi32(idx, _mm512_set1_epi32(1));                       \
+    for (size_t r = r0; r < r1; r += 4) {                                                   \
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;                                          \
+        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;               \
+        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;                     \
+        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;                                    \
+        for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {                                        \
+            const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;                          \
+            const rl_block_q8_0 *xk[RL_MM_T];                                               \
+            const double *dk[RL_MM_T];                                                      \
+            const int8_t *rk[RL_MM_T];                                                      \
+            __m512d acc[RL_MM_T][2];                                                        \
+            for (size_t k = 0; k < RL_MM_T; k++) {                                          \
+                const size_t t = t0 + (k < nt ? k : nt - 1);                                \
+                xk[k] = xq + t * nb, dk[k] = dx + t * nb, rk[k] = xr ? xr + t * nb * 32 : NULL; \
+                acc[k][0] = acc[k][1] = _mm512_setzero_pd();                                \
+            }                                                                               \
+            for (size_t b = 0; b < nb; b++) {                                               \
+                const __m512i wab = _mm512_inserti64x4(                                     \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)), \
+                    _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);        \
+                const __m512i wcd = _mm512_inserti64x4(                                     \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)), \
+                    _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);        \
+                const __mmask64 mab = _mm512_movepi8_mask(wab), mcd = _mm512_movepi8_mask(wcd); \
+                const __m512i aab = _mm512_abs_epi8(wab), acd = _mm512_abs_epi8(wcd);       \
+                const __m128i dw = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d,           \
+                                                  (short)w2[b].d, (short)w3[b].d, 0, 0, 0, 0); \
+                const __m512d dw8 = _mm512_broadcast_f64x4(_mm256_cvtps_pd(_mm_cvtph_ps(dw))); \
+                _Pragma("GCC unroll 4")                                                     \
+                for (size_t k = 0; k < RL_MM_T; k++) {                                      \
+                    const __m512i qx = _mm512_broadcast_i64x4(                              \
+                        _mm256_loadu_si256((const __m256i *)(const void *)xk[k][b].qs));    \
+                    const __m512i z = _mm512_setzero_si512();                               \
+                    __m512i eab = DOT(aab, _mm512_mask_sub_epi8(qx, mab, z, qx));           \
+                    __m512i ecd = DOT(acd, _mm512_mask_sub_epi8(qx, mcd, z, qx));           \
+                    if (xr) {                                                               \
+                        const __m512i rx = _mm512_broadcast_i64x4(                          \
+                            _mm256_loadu_si256((const __m256i *)(const void *)(rk[k] + 32 * b))); \
+                        eab = _mm512_add_epi32(_mm512_slli_epi32(eab, 7),                   \
+                                               DOT(aab, _mm512_mask_sub_epi8(rx, mab, z, rx))); \
+                        ecd = _mm512_add_epi32(_mm512_slli_epi32(ecd, 7),                   \
+                                               DOT(acd, _mm512_mask_sub_epi8(rx, mcd, z, rx))); \
+                    }                                                                       \
+                    /* lane sums: the even and the odd element of each pair gathered   \
+                     * into the lane layout, then added (exact, in either order) */     \
+                    const __m512i tt = _mm512_add_epi32(_mm512_permutex2var_epi32(eab, idx, ecd), \
+                                                        _mm512_permutex2var_epi32(eab, idx1, ecd)); \
+                    const __m512d sc = _mm512_mul_pd(dw8, _mm512_set1_pd(dk[k][b]));        \
+                    acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(tt)), \
+                                                sc, acc[k][0]);                             \
+                    acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(tt, 1)), \
+                                                sc, acc[k][1]);                             \
+                }                                                                           \
+            }                                                                               \
+            for (size_t k = 0; k < nt; k++) {                                               \
+                double out[4];                                                              \
+                __m256d a0 = _mm512_castpd512_pd256(acc[k][0]);                             \
+                __m256d a1 = _mm512_extractf64x4_pd(acc[k][0], 1);                          \
+                __m256d a2 = _mm512_castpd512_pd256(acc[k][1]);                             \
+                __m256d a3 = _mm512_extractf64x4_pd(acc[k][1], 1);                          \
+                _mm256_storeu_pd(out, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))); \
+                for (size_t i = 0; i < nr; i++) {                                           \
+                    if (yd)                                                                 \
+                        yd[(t0 + k) * rows + r + i] = out[i];                               \
+                    if (yf)                                                                 \
+                        yf[(t0 + k) * rows + r + i] = (float)out[i];                        \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+#define RL_MM_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
+#define RL_MM_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
+
+typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
+                                 const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
+                                 size_t n, size_t r0, size_t r1, double *yd, float *yf);
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) static void
+rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
+                     const int8_t *xr, const double *dx, size_t n, size_t r0, size_t r1,
+                     double *yd, float *yf) {
+    RL_MM_AVX512_TILE(RL_MM_DOT_BW)
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) static void
+rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
+                         const rl_block_q8_0 *xq, const int8_t *xr, const double *dx, size_t n,
+                         size_t r0, size_t r1, double *yd, float *yf) {
+    RL_MM_AVX512_TILE(RL_MM_DOT_VNNI)
+}
+
+/* ---- f32 AVX-512: four rows times four tokens ------------------------ */
+
+/* Rows [r0, r1) of the f32 matrix m (cols per row) times the n rows of x,
+ * into y[t * ystride + yoff + r].  One zmm holds the 16 lanes of matvec.h's
+ * f32 order (lane l: columns j = l mod 16, increasing, one fmaf each; a
+ * short last chunk masked so the lanes past the end keep their sums), then
+ * the same tree: p_k + p_{k+8}, + 4, + 2, + 1.  Sixteen accumulators: each
+ * loaded weight chunk serves four tokens, each token chunk four rows. */
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
+rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    const size_t full = cols / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
+    for (size_t r = r0; r < r1; r += 4) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;
+        const float *w[4];
+        for (size_t i = 0; i < 4; i++)
+            w[i] = m + (r + (i < nr ? i : nr - 1)) * cols;
+        for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
+            const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
+            const float *xt[RL_MM_T];
+            __m512 acc[4][RL_MM_T];
+            for (size_t k = 0; k < RL_MM_T; k++) {
+                xt[k] = x + (t0 + (k < nt ? k : nt - 1)) * cols;
+                for (size_t i = 0; i < 4; i++)
+                    acc[i][k] = _mm512_setzero_ps();
+            }
+            for (size_t j = 0; j < full; j += 16) {
+                const __m512 w0 = _mm512_loadu_ps(w[0] + j), w1 = _mm512_loadu_ps(w[1] + j);
+                const __m512 w2 = _mm512_loadu_ps(w[2] + j), w3 = _mm512_loadu_ps(w[3] + j);
+                _Pragma("GCC unroll 4")
+                for (size_t k = 0; k < RL_MM_T; k++) {
+                    const __m512 xv = _mm512_loadu_ps(xt[k] + j);
+                    acc[0][k] = _mm512_fmadd_ps(w0, xv, acc[0][k]);
+                    acc[1][k] = _mm512_fmadd_ps(w1, xv, acc[1][k]);
+                    acc[2][k] = _mm512_fmadd_ps(w2, xv, acc[2][k]);
+                    acc[3][k] = _mm512_fmadd_ps(w3, xv, acc[3][k]);
+                }
+            }
+            if (tail) {
+                __m512 wv[4];
+                for (size_t i = 0; i < 4; i++)
+                    wv[i] = _mm512_maskz_loadu_ps(tail, w[i] + full);
+                for (size_t k = 0; k < RL_MM_T; k++) {
+                    const __m512 xv = _mm512_maskz_loadu_ps(tail, xt[k] + full);
+                    for (size_t i = 0; i < 4; i++)
+                        acc[i][k] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][k], tail);
+                }
+            }
+            for (size_t k = 0; k < nt; k++)
+                for (size_t i = 0; i < nr; i++) {
+                    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i][k]),
+                                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                       _mm512_castps_pd(acc[i][k]), 1)));
+                    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
+                                                _mm256_extractf128_ps(a, 1));
+                    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+                    const float v = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+                    const size_t at = (t0 + k) * ystride + yoff + r + i;
+                    if (yd)
+                        yd[at] = v;
+                    if (yf)
+                        yf[at] = v;
+                }
+        }
+    }
+}
+
+typedef struct {
+    rl_wtype wt;
+    const void *w;
+    size_t rows, cols, nb, n, tile;
+    /* Q8_0 weights: the quantized activations, residuals (Q8x2) and scales */
+    rl_matvec_q8_kernel kq;
+    rl_matvec_q8x2_kernel kq2;
+    rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
+    const rl_block_q8_0 *xq;
+    const int8_t *xr;
+    const double *dx;
+    /* float weights: the activations and tile scratch (tile*cols per thread) */
+    rl_matvec_f32_kernel kf;
+    int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
+    const float *xf;
+    float *wide;
+    double *yd;
+    float *yf;
+} rl_mm_job;
+
+/* Thread ith's weight rows, tile by tile; within a tile, every token. */
+static void rl_mm_job_run(void *ctx, int ith, int nth) {
+    const rl_mm_job *j = ctx;
+    size_t r0, r1;
+    rl_pool_chunk(j->rows, ith, nth, RL_MM_GROUP, &r0, &r1);
+    for (size_t rt = r0; rt < r1; rt += j->tile) {
+        const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
+        if (j->wt == RL_WT_Q8_0) {
+            const rl_block_q8_0 *w = j->w;
+            if (j->tile_fn) {
+                j->tile_fn(w, j->nb, j->rows, j->xq, j->xr, j->dx, j->n, rt, re, j->yd, j->yf);
+                continue;
+            }
+            for (size_t t = 0; t < j->n; t++) {
+                double *yd = j->yd ? j->yd + t * j->rows : NULL;
+                float *yf = j->yf ? j->yf + t * j->rows : NULL;
+                if (j->xr)
+                    j->kq2(w, j->nb, j->xq + t * j->nb, j->xr + t * j->cols, j->dx + t * j->nb,
+                           rt, re, yd, yf);
+                else
+                    j->kq(w, j->nb, j->xq + t * j->nb, j->dx + t * j->nb, rt, re, yd, yf);
+            }
+            continue;
+        }
+        /* Float weights: f32 rows are used in place; half-width rows are
+         * widened (exactly) once per tile, then shared by all tokens. */
+        const float *m;
+        size_t a, z, off;
+        if (j->wt == RL_WT_F32) {
+            m = j->w, a = rt, z = re, off = 0;
+        } else {
+            float *wide = j->wide + (size_t)ith * j->tile * j->cols;
+            const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
+            if (j->wt == RL_WT_F16)
+                rl_gguf_f16_to_f32_row(src, wide, (re - rt) * j->cols);
+            else
+                rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
+            m = wide, a = 0, z = re - rt, off = rt;
+        }
+        if (j->f32_tile) {
+            rl_mm_f32_tile_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
+            continue;
+        }
+        for (size_t t = 0; t < j->n; t++) {
+            double *yd = j->yd ? j->yd + t * j->rows + off : NULL;
+            float *yf = j->yf ? j->yf + t * j->rows + off : NULL;
+            j->kf(m, j->cols, j->xf + t * j->cols, a, z, yd, yf);
+        }
+    }
+}
+
+static void rl_mm_msg(char *msg, size_t msglen, const char *why) {
+    if (msg && msglen)
+        snprintf(msg, msglen, "matmul: %s", why);
+}
+
+/* The one driver: n rows of x (type xsrc) against W, into yd and/or yf. */
+static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                               rl_q8_src xsrc, const void *x, size_t n, double *yd,
+                               float *yf, rl_act act, rl_path path, int threads,
+                               int min_work, char *msg, size_t msglen,
+                               rl_mm_fault *fault) {
+    if (msg && msglen)
+        msg[0] = 0;
+    if ((unsigned)wt > RL_WT_Q8_0 || (unsigned)act > RL_ACT_Q8X2 ||
+        (xsrc != RL_SRC_F32 && xsrc != RL_SRC_F64) || (unsigned)path > RL_PATH_AVX512VNNI ||
+        threads < 1 || (!yd && !yf)) {
+        rl_mm_msg(msg, msglen, "bad argument");
+        return RL_Q8_BADARG;
+    }
+    if (wt == RL_WT_Q8_0 && cols % RL_QK8_0) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "matmul: %zu columns is not a multiple of %d", cols, RL_QK8_0);
+        return RL_Q8_BADLEN;
+    }
+    const size_t row_bytes = rl_mm_row_bytes(wt, cols);
+    if ((cols && !row_bytes) || (row_bytes && rows > SIZE_MAX / row_bytes) ||
+        (cols && n > SIZE_MAX / sizeof(double) / cols) || (rows && n > SIZE_MAX / sizeof(double) / rows) ||
+        (rows && cols && !w) || (n && cols && !x)) { /* sizes overflow, or NULL data */
+        rl_mm_msg(msg, msglen, "bad argument");
+        return RL_Q8_BADARG;
+    }
+    if (!rl_path_supported(path)) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "matmul: this CPU cannot run the %s path", rl_path_name(path));
+        return RL_Q8_UNSUPPORTED;
+    }
+    if (rows == 0 || n == 0)
+        return RL_Q8_OK;
+
+    rl_mm_job job = {.wt = wt, .w = w, .rows = rows, .cols = cols, .nb = cols / RL_QK8_0,
+                     .n = n, .yd = yd, .yf = yf};
+    size_t tile = row_bytes ? RL_MM_TILE_BYTES / row_bytes : 64;
+    tile = tile / RL_MM_GROUP * RL_MM_GROUP;
+    job.tile = tile < RL_MM_GROUP ? RL_MM_GROUP : tile > 64 ? 64 : tile;
+
+    if (threads > RL_MAX_THREADS)
+        threads = RL_MAX_THREADS;
+    size_t nth = (size_t)threads, groups = (rows + RL_MM_GROUP - 1) / RL_MM_GROUP;
+    if (nth > groups)
+        nth = groups;
+    const size_t units = (cols + RL_QK8_0 - 1) / RL_QK8_0;
+    if (min_work) {
+        /* rows * units * n, saturating */
+        size_t work = rows > SIZE_MAX / (units ? units : 1) ? SIZE_MAX : rows * units;
+        work = work > SIZE_MAX / n ? SIZE_MAX : work * n;
+        if (nth > work / RL_MM_MIN_WORK)
+            nth = work / RL_MM_MIN_WORK;
+    }
+    if (nth < 1)
+        nth = 1;
+
+    /* Everything the workers read, in one allocation made before they start:
+     * f32 copies of f64 activations, then per weight type the quantized
+     * activations (blocks, residuals, scales) or the tile scratch. */
+    const size_t nx = n * cols;
+    size_t xf_bytes = xsrc == RL_SRC_F64 ? nx * sizeof(float) : 0;
+    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0;
+    if (wt == RL_WT_Q8_0) {
+        xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
+        xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
+        dx_bytes = n * job.nb * sizeof(double);
+    } else if (wt != RL_WT_F32) {
+        if (job.tile * cols > SIZE_MAX / sizeof(float) / nth) {
+            rl_mm_msg(msg, msglen, "bad argument");
+            return RL_Q8_BADARG;
+        }
+        wide_bytes = nth * job.tile * cols * sizeof(float);
+    }
+    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
+    if (total < xf_bytes) { /* size_t overflow */
+        rl_mm_msg(msg, msglen, "bad argument");
+        return RL_Q8_BADARG;
+    }
+    char *scratch = malloc(total + 8);
+    if (!scratch) {
+        rl_mm_msg(msg, msglen, "out of memory for the activations");
+        return RL_Q8_NOMEM;
+    }
+    /* 8-aligned pieces first (scales), then 4-aligned, then bytes. */
+    double *dx = (double *)(void *)scratch;
+    float *xf = (float *)(void *)(scratch + dx_bytes);
+    float *wide = (float *)(void *)(scratch + dx_bytes + xf_bytes);
+    rl_block_q8_0 *xq = (rl_block_q8_0 *)(void *)(scratch + dx_bytes + xf_bytes + wide_bytes);
+    int8_t *xr = (int8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes);
+
+    const float *x32 = x;
+    if (xsrc == RL_SRC_F64) {
+        for (size_t i = 0; i < nx; i++)
+            xf[i] = (float)((const double *)x)[i];
+        x32 = xf;
+    }
+    if (wt == RL_WT_Q8_0) {
+        const rl_path qpath = path == RL_PATH_REF ? RL_PATH_REF : RL_PATH_AVX2;
+        for (size_t t = 0; t < n; t++) {
+            size_t where = 0;
+            rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
+                                                  xq + t * job.nb, &where, qpath);
+            if (st != RL_Q8_OK) {
+                if (msg && msglen) {
+                    char why[200];
+                    rl_q8_message(st, where, 0, why, sizeof why);
+                    snprintf(msg, msglen, "matmul: cannot quantize activation row %zu: %s", t,
+                             why);
+                }
+                if (fault)
+                    fault->row = t, fault->where = where;
+                free(scratch);
+                return st;
+            }
+        }
+        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h). */
+        for (size_t i = 0; i < n * job.nb; i++)
+            dx[i] = ldexp((double)rl_gguf_f16_to_f32(xq[i].d), act == RL_ACT_Q8X2 ? -7 : 0);
+        if (act == RL_ACT_Q8X2) {
+            rl_q8x2_residual(x32, nx, xq, xr);
+            job.xr = xr;
+        }
+        job.xq = xq, job.dx = dx;
+        job.kq = rl_matvec_q8_kernel_for(path);
+        job.kq2 = rl_matvec_q8x2_kernel_for(path);
+        job.tile_fn = path == RL_PATH_AVX512VNNI ? rl_mm_q8_tile_avx512vnni
+                      : path == RL_PATH_AVX512   ? rl_mm_q8_tile_avx512
+                                                 : NULL;
+    } else {
+        job.xf = x32, job.wide = wide;
+        job.kf = rl_matvec_f32_kernel_for(path);
+        job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
+    }
+    rl_pool_run((int)nth, rl_mm_job_run, &job);
+    free(scratch);
+    return RL_Q8_OK;
+}
+
+rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                          const float *x, size_t n, float *y, rl_act act,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen, rl_mm_fault *fault) {
+    if (!y && rows && n) {
+        rl_mm_msg(msg, msglen, "bad argument");
+        return RL_Q8_BADARG;
+    }
+    float dummy;
+    return rl_mm_core(wt, w, rows, cols, RL_SRC_F32, x, n, NULL, y ? y : &dummy, act, path,
+                      threads, min_work, msg, msglen, fault);
+}
+
+rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                       const float *x, size_t n, float *y, rl_act act,
+                       char *msg, size_t msglen, rl_mm_fault *fault) {
+    return rl_matmul_ex(wt, w, rows, cols, x, n, y, act, rl_path_best(), rl_threads(), 1,
+                        msg, msglen, fault);
+}
+
+rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                                 rl_act act, rl_path path, int threads, int min_work,
+                                 char *msg, size_t msglen, rl_mm_fault *fault) {
+    return rl_mm_core(RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path, threads,
+                      min_work, msg, msglen, fault);
+}

@@ -1,0 +1,92 @@
+/* matmul.h - a weight matrix times a sequence of activation rows (SPEC §4.2),
+ * the encoder's matrix products.  Plain C, no ECL.
+ *
+ * y (n x rows) = x (n x cols) times W^T, W rows x cols, one output row per
+ * token, so that a whole sequence goes through each weight matrix once:
+ *   - Q8_0 W: row t of y is bit for bit the matvec of x's row t (matvec.h)
+ *     with the same activations: RL_ACT_Q8 (SPEC §4) or RL_ACT_Q8X2 (SPEC
+ *     §4.1: per block, the Q8_0 quants of x plus residual quants r_j of
+ *     x_j - d * qx_j at 128 / d).
+ *   - F32, F16 and BF16 W (widened exactly to f32): each output is the
+ *     16-lane f32 dot product of matvec.h's f32 baseline (fmaf per lane in
+ *     increasing column order, then the fixed pairwise tree).
+ * Every path (rl_path) and thread count gives the same bits.
+ *
+ * Memory: all activation rows are quantized (or, for float weights, used as
+ * they are) first; then each thread takes a range of weight rows (split by
+ * rl_pool_chunk in multiples of 4) and walks it in tiles small enough for
+ * L1, running every token against a tile before moving on, so weights come
+ * from memory once per call instead of once per token.  Float16/bfloat16
+ * tiles are widened once per tile into per-thread scratch.
+ *
+ * Every entry validates and allocates before any worker starts and never
+ * longjmps; msg (may be NULL) gets one line on failure.
+ */
+#ifndef RL_PRIMS_MATMUL_H
+#define RL_PRIMS_MATMUL_H
+
+#include <stddef.h>
+
+#include "prims/cpu.h"
+#include "prims/q8.h"
+
+/* Weight element types (the GGUF tensor types the encoder uses). */
+typedef enum {
+    RL_WT_F32 = 0,
+    RL_WT_F16,
+    RL_WT_BF16,
+    RL_WT_Q8_0
+} rl_wtype;
+
+/* How activations meet Q8_0 weights (ignored for float weights). */
+typedef enum {
+    RL_ACT_Q8 = 0, /* SPEC §4: one Q8_0 pass */
+    RL_ACT_Q8X2    /* SPEC §4.1: Q8_0 plus a residual pass, ~15 bits */
+} rl_act;
+
+/* "f32", "f16", "bf16", "q8_0"; "q8", "q8x2". */
+const char *rl_wtype_name(rl_wtype t);
+const char *rl_act_name(rl_act a);
+
+/* Where quantizing the activations failed: the activation row, and within
+ * it the quantizer's where (q8.h: the column of the first non-finite
+ * value, or the block whose scale overflows). */
+typedef struct {
+    size_t row, where;
+} rl_mm_fault;
+
+/* y = x W^T with the paths and threads of the knobs (cpu.h).  Errors:
+ * RL_Q8_BADARG (NULL data, unknown type, sizes whose bytes overflow);
+ * RL_Q8_BADLEN (Q8_0 with cols % 32 != 0); RL_Q8_NONFINITE /
+ * RL_Q8_OVERFLOW (an activation row §2 refuses; msg names token and
+ * column or block); RL_Q8_NOMEM.  n == 0 or rows == 0 is a no-op. */
+rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                       const float *x, size_t n, float *y, rl_act act,
+                       char *msg, size_t msglen, rl_mm_fault *fault);
+
+/* The same on an explicit path and thread count (tests, benchmarks): path
+ * must be rl_path_supported (else RL_Q8_UNSUPPORTED), threads >= 1 (else
+ * RL_Q8_BADARG); with min_work != 0 small products use fewer threads.
+ * fault (may be NULL) is set on RL_Q8_NONFINITE and RL_Q8_OVERFLOW. */
+rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                          const float *x, size_t n, float *y, rl_act act,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen, rl_mm_fault *fault);
+
+/* A Q8_0 matrix times one vector with the given activations: x of type
+ * xsrc (RL_SRC_F32 or RL_SRC_F64, cast to f32 first), written to yd and/or
+ * yf (either may be NULL, not both): the one-token case of rl_matmul_ex,
+ * so with RL_ACT_Q8 the bits of rl_matvec_q8_ex.  Errors as rl_matmul_ex
+ * (fault->row is then 0). */
+rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                                 rl_act act, rl_path path, int threads, int min_work,
+                                 char *msg, size_t msglen, rl_mm_fault *fault);
+
+/* Residual quants of SPEC §4.1 for n values x (n % 32 == 0) already
+ * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /
+ * d)), -127, 127) per block, d = f16->f32 of the block's scale, all in f32
+ * without contraction; r_j = 0 where d = 0. */
+void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r);
+
+#endif

@@ -1,0 +1,84 @@
+/* nn.h - the encoder's non-matrix steps (SPEC §9): LayerNorm without bias,
+ * NEOX rotary embedding, attention, GeGLU.  Plain C, no ECL.
+ *
+ * What each computes follows llama.cpp's CPU ops (ggml-cpu/ops.cpp,
+ * vec.h) for a ModernBERT graph; the order of every sum is fixed here so
+ * that the scalar reference, the SIMD path and any thread count answer the
+ * same bits.  All arrays are row-major f32, one row per token; n tokens at
+ * positions 0..n-1.  Transcendentals (expf, erff, tanhf, cosf, sinf, powf)
+ * come from libm on every path.
+ *
+ * Every entry validates before any worker starts, never longjmps, and
+ * answers RL_Q8_OK, RL_Q8_BADARG (NULL data, zero or odd sizes where the
+ * function says, sizes that overflow, out aliasing an input it may not),
+ * RL_Q8_UNSUPPORTED (a path this CPU cannot run) or RL_Q8_NOMEM.
+ */
+#ifndef RL_PRIMS_NN_H
+#define RL_PRIMS_NN_H
+
+#include <stddef.h>
+
+#include "prims/cpu.h"
+#include "prims/q8.h"
+
+typedef enum {
+    RL_GELU_ERF = 0, /* exact: 0.5 x (1 + erf(x / sqrt 2)), the model's definition */
+    RL_GELU_TANH     /* llama.cpp's tanh approximation */
+} rl_gelu;
+
+/* LayerNorm without bias, per row of d values (d >= 1):
+ *   sum  = sum_j x_j in double, j increasing;    mean = (float)(sum / d)
+ *   y_j  = x_j - mean (f32);  var = (float)(sum_j (double)(y_j * y_j) / d),
+ *          the f32 square summed in double, j increasing
+ *   s    = 1.0f / sqrtf(var + eps);   out_j = (y_j * s) * w_j   (f32)
+ * out may be x. */
+rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
+                           float *out);
+rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
+                              float *out, rl_path path, int threads);
+
+/* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
+ * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
+ * -2.0f / head_dim), and for position p the angles theta_0 = (float)p,
+ * theta_{i+1} = theta_i * theta_scale (f32, as llama.cpp's rope cache),
+ * c_i = cosf(theta_i), s_i = sinf(theta_i):
+ *   out[i]        = x[i] * c_i - x[i + half] * s_i
+ *   out[i + half] = x[i] * s_i + x[i + half] * c_i      (f32, no fma)
+ * out may be x. */
+rl_q8_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                          float freq_base, float *out);
+rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                             float freq_base, float *out, rl_path path, int threads);
+
+/* Multi-head attention without a causal mask.  q, k, v and out are n x
+ * (n_heads * head_dim); head h of a row is its columns [h*head_dim,
+ * (h+1)*head_dim).  For query i and head h, keys j with |i - j| <= window / 2
+ * (every j when window == 0, the global layers):
+ *   a_j = dot(q_i, k_j) * (1.0f / sqrtf(head_dim)): the dot is matvec.h's
+ *         16-lane fma order, then one f32 product with the scale;
+ *   m   = max_j a_j;   e_j = expf(a_j - m);
+ *   sum = sum_j (double)e_j, j increasing;   inv = (float)(1.0 / sum);
+ *   p_j = e_j * inv;
+ *   out_i[c] = sum_j p_j * v_j[c]: from +0.0f, j increasing, each step
+ *         o = o + p_j * v_j[c] with two f32 roundings (no fma).
+ * out must not overlap q, k or v.  Scratch: a head-major copy of k. */
+rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out);
+rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             rl_path path, int threads);
+
+/* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
+ *   erf:  out = ((0.5f * a) * (1.0f + erff(a * SQRT_2_INV))) * g
+ *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *
+ *               (1.0f + (GELU_COEF_A * a) * a)))) * g
+ * (llama.cpp's constants; f32, left to right, no fma).  out must not
+ * overlap x. */
+rl_q8_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
+rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                         rl_path path, int threads);
+
+/* One GELU value, as rl_geglu applies it (tests, references). */
+float rl_gelu_f32(float a, rl_gelu kind);
+
+#endif

@@ -1,0 +1,306 @@
+/* test_matmul.c - a weight matrix times a sequence (SPEC §4.2) and the Q8x2
+ * activations (SPEC §4.1): every path and thread count against the scalar
+ * reference, bit for bit; Q8_0 rows against matvec of each token; Q8x2
+ * against a transcription of the spec; float weights against a double
+ * reference; error cases. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/numfmt.h"
+#include "prims/cpu.h"
+#include "prims/matmul.h"
+#include "prims/matvec.h"
+#include "prims/q8.h"
+#include "tests/c/check.h"
+#include "tests/c/testutil.h"
+
+static const size_t rows_set[] = {1, 3, 4, 7, 16, 33, 130};
+static const size_t cols_set[] = {32, 96, 256, 800};
+static const size_t n_set[] = {1, 2, 5, 17};
+
+/* Activations: mostly normal-ish at varied scales, some zero blocks, some
+ * blocks with one large value (residuals then matter most). */
+static void act_rows(float *x, size_t len) {
+    for (size_t b = 0; b < len / 32; b++) {
+        int kind = rnd_int(0, 5);
+        float s = ldexpf(1.0f, rnd_int(-8, 6));
+        for (int j = 0; j < 32; j++)
+            x[32 * b + j] = kind == 0 ? 0.0f : rnd_gauss() * s;
+        if (kind == 1)
+            x[32 * b + rnd_int(0, 31)] = 40.0f * s;
+    }
+    for (size_t i = len / 32 * 32; i < len; i++)
+        x[i] = rnd_gauss();
+}
+
+/* Q8_0 weights straight from random bytes and scales (any quant, -128 too). */
+static void q8_weights(rl_block_q8_0 *w, size_t nblocks) {
+    for (size_t i = 0; i < nblocks; i++) {
+        float d = ldexpf(1.0f + (float)rnd_unit(), rnd_int(-12, -2));
+        w[i].d = rl_gguf_f32_to_f16((rnd() & 1) ? d : -d);
+        for (int j = 0; j < 32; j++)
+            w[i].qs[j] = (int8_t)rnd();
+    }
+}
+
+/* Runs of every supported path with 1..4 threads whose n x rows result
+ * differs in any bit from ref; y is scratch of that size. */
+static long runs_differing(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                           const float *x, size_t n, const float *ref, float *y, rl_act act) {
+    long bad = 0;
+    for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+        if (!rl_path_supported((rl_path)p))
+            continue;
+        for (int th = 1; th <= 4; th++) {
+            memset(y, 0xff, n * rows * sizeof *y);
+            rl_matmul_ex(wt, w, rows, cols, x, n, y, act, (rl_path)p, th, 0, NULL, 0, NULL);
+            bad += memcmp(y, ref, n * rows * sizeof *y) != 0;
+        }
+    }
+    return bad;
+}
+
+/* ---- Q8_0: every path and thread count, and matvec per token ----------- */
+
+static void test_q8_matmul(void) {
+    long bad_path = 0, bad_mv = 0, combos = 0;
+    for (size_t ri = 0; ri < sizeof rows_set / sizeof *rows_set; ri++)
+        for (size_t ci = 0; ci < sizeof cols_set / sizeof *cols_set; ci++)
+            for (size_t ni = 0; ni < sizeof n_set / sizeof *n_set; ni++) {
+                size_t rows = rows_set[ri], cols = cols_set[ci], n = n_set[ni];
+                if (cols % 32)
+                    continue;
+                rl_block_q8_0 *w = malloc(rows * cols / 32 * sizeof *w);
+                float *x = malloc(n * cols * sizeof *x);
+                float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
+                float *mv = malloc(rows * sizeof *mv);
+                double *mvd = malloc(rows * sizeof *mvd);
+                q8_weights(w, rows * cols / 32);
+                act_rows(x, n * cols);
+                for (int a = RL_ACT_Q8; a <= RL_ACT_Q8X2; a++) {
+                    rl_act act = (rl_act)a;
+                    combos++;
+                    CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, act, RL_PATH_REF, 1,
+                                       0, NULL, 0, NULL) == RL_Q8_OK);
+                    bad_path += runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, act);
+                    for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+                        if (!rl_path_supported((rl_path)p))
+                            continue;
+                        /* row t == matvec of token t with the same activations,
+                         * in f32 and (widened) in double */
+                        for (size_t t = 0; t < n; t++) {
+                            rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x + t * cols, mvd, mv,
+                                                act, (rl_path)p, 2, 0, NULL, 0, NULL);
+                            int same = memcmp(mv, ref + t * rows, rows * sizeof *mv) == 0;
+                            for (size_t r = 0; r < rows; r++)
+                                same &= (float)mvd[r] == mv[r];
+                            bad_mv += !same;
+                        }
+                    }
+                }
+                free(w), free(x), free(ref), free(y), free(mv), free(mvd);
+            }
+    CHECK_MSG(!bad_path, "q8 matmul: %ld path/thread runs differ from ref (%ld shapes)",
+              bad_path, combos);
+    CHECK_MSG(!bad_mv, "q8 matmul: %ld rows differ from matvec of the token", bad_mv);
+    CHECK(combos > 100);
+}
+
+/* :q8 matmul rows equal the established matvec entry (not the new one). */
+static void test_q8_matches_matvec(void) {
+    size_t rows = 37, cols = 224, n = 9;
+    rl_block_q8_0 *w = malloc(rows * cols / 32 * sizeof *w);
+    float *x = malloc(n * cols * sizeof *x), *y = malloc(n * rows * sizeof *y), mv[37];
+    q8_weights(w, rows * cols / 32);
+    act_rows(x, n * cols);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, rows, cols, x, n, y, RL_ACT_Q8, NULL, 0, NULL) == RL_Q8_OK);
+    int same = 1;
+    for (size_t t = 0; t < n; t++) {
+        rl_matvec_q8(w, rows, cols, x + t * cols, mv, NULL, 0);
+        same &= memcmp(mv, y + t * rows, sizeof mv) == 0;
+    }
+    CHECK_MSG(same, "matmul :q8 rows equal rl_matvec_q8 of each token");
+    free(w), free(x), free(y);
+}
+
+/* ---- Q8x2 against the spec, written out here independently ------------ */
+
+static double q8x2_spec_row(const rl_block_q8_0 *wr, const float *x, size_t cols) {
+    double acc[4] = {0, 0, 0, 0};
+    for (size_t b = 0; b < cols / 32; b++) {
+        rl_block_q8_0 xb;
+        rl_q8_quantize_f32_ref(x + 32 * b, 32, &xb, NULL);
+        volatile float d = rl_gguf_f16_to_f32(xb.d); /* volatile: no contraction below */
+        int r[32];
+        for (int j = 0; j < 32; j++) {
+            volatile float prod = d * (float)xb.qs[j];
+            float e = x[32 * b + j] - prod;
+            float v = d == 0.0f ? 0.0f : roundf(e * (128.0f / d));
+            r[j] = v > 127 ? 127 : v < -127 ? -127 : (int)v;
+        }
+        double sc = (double)rl_gguf_f16_to_f32(wr[b].d) * (double)d;
+        for (int l = 0; l < 4; l++) {
+            int32_t s = 0;
+            for (int j = 8 * l; j < 8 * l + 8; j++)
+                s += 128 * wr[b].qs[j] * xb.qs[j] + wr[b].qs[j] * r[j];
+            acc[l] += ((double)s * sc) * 0x1p-7;
+        }
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static void test_q8x2_spec(void) {
+    long bad = 0, total = 0;
+    double err_q8 = 0, err_x2 = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        size_t rows = (size_t)rnd_int(1, 40), cols = 32 * (size_t)rnd_int(1, 20);
+        rl_block_q8_0 *w = malloc(rows * cols / 32 * sizeof *w);
+        float *x = malloc(cols * sizeof *x);
+        double *y2 = malloc(rows * sizeof *y2), *y1 = malloc(rows * sizeof *y1);
+        q8_weights(w, rows * cols / 32);
+        for (size_t j = 0; j < cols; j++)
+            x[j] = rnd_gauss();
+        rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x, y2, NULL, RL_ACT_Q8X2, RL_PATH_REF, 1,
+                            0, NULL, 0, NULL);
+        rl_matvec_q8_act_ex(w, rows, cols, RL_SRC_F32, x, y1, NULL, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+                            NULL, 0, NULL);
+        for (size_t r = 0; r < rows; r++) {
+            const rl_block_q8_0 *wr = w + r * cols / 32;
+            total++;
+            bad += q8x2_spec_row(wr, x, cols) != y2[r];
+            /* the exact product of the dequantized row and x */
+            double exact = 0;
+            for (size_t j = 0; j < cols; j++)
+                exact += rl_q8_get(wr, j) * (double)x[j];
+            err_q8 += fabs(y1[r] - exact);
+            err_x2 += fabs(y2[r] - exact);
+        }
+        free(w), free(x), free(y2), free(y1);
+    }
+    CHECK_MSG(!bad, "q8x2: %ld of %ld rows differ from the spec's formula", bad, total);
+    /* about 7 more bits: the residual pass must shrink the error a lot */
+    CHECK_MSG(err_x2 * 30 < err_q8, "q8x2 error %g vs q8 %g", err_x2, err_q8);
+}
+
+/* The residual quants themselves: zero scale, clamping range. */
+static void test_q8x2_residual(void) {
+    float x[64];
+    rl_block_q8_0 xq[2];
+    int8_t r[64];
+    for (int j = 0; j < 32; j++)
+        x[j] = 1e-30f * (float)(j + 1); /* f16 scale 0: every residual 0 */
+    for (int j = 32; j < 64; j++)
+        x[j] = rnd_gauss();
+    rl_q8_quantize_f32_ref(x, 64, xq, NULL);
+    rl_q8x2_residual(x, 64, xq, r);
+    int zero = 1, in_range = 1, some = 0;
+    for (int j = 0; j < 32; j++)
+        zero &= r[j] == 0;
+    for (int j = 32; j < 64; j++) {
+        in_range &= r[j] != -128;
+        some |= r[j] != 0;
+    }
+    CHECK(xq[0].d == 0);
+    CHECK_MSG(zero, "q8x2 residuals are 0 where the scale is 0");
+    CHECK(in_range && some);
+}
+
+/* ---- float weights ------------------------------------------------------ */
+
+static void test_float_matmul(void) {
+    long bad_path = 0, bad_mv = 0, bad_exact = 0, combos = 0;
+    for (int wt = RL_WT_F32; wt <= RL_WT_BF16; wt++)
+        for (int rep = 0; rep < 12; rep++) {
+            size_t rows = (size_t)rnd_int(1, 70), cols = (size_t)rnd_int(1, 300);
+            size_t n = (size_t)rnd_int(1, 12);
+            float *wf = malloc(rows * cols * sizeof *wf);
+            uint16_t *wh = malloc(rows * cols * sizeof *wh);
+            float *x = malloc(n * cols * sizeof *x);
+            float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
+            float *mv = malloc(rows * sizeof *mv);
+            for (size_t i = 0; i < rows * cols; i++) {
+                float v = rnd_gauss() * 0.1f;
+                wh[i] = wt == RL_WT_F16 ? rl_gguf_f32_to_f16(v) : rl_gguf_f32_to_bf16(v);
+                /* wf: the exact f32 value of the weight the kernel sees */
+                wf[i] = wt == RL_WT_F32 ? v
+                        : wt == RL_WT_F16 ? rl_gguf_f16_to_f32(wh[i])
+                                          : rl_gguf_bf16_to_f32(wh[i]);
+            }
+            act_rows(x, n * cols);
+            const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
+            combos++;
+            CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1,
+                               0, NULL, 0, NULL) == RL_Q8_OK);
+            /* activations do not matter for float weights */
+            bad_path += runs_differing((rl_wtype)wt, w, rows, cols, x, n, ref, y, RL_ACT_Q8X2);
+            for (size_t t = 0; t < n; t++) {
+                rl_matvec_f32_ex(wf, rows, cols, RL_SRC_F32, x + t * cols, NULL, mv, RL_PATH_REF,
+                                 1, 0);
+                bad_mv += memcmp(mv, ref + t * rows, rows * sizeof *mv) != 0;
+                for (size_t r = 0; r < rows; r++) {
+                    double e = 0, mag = 0;
+                    for (size_t j = 0; j < cols; j++) {
+                        e += (double)wf[r * cols + j] * x[t * cols + j];
+                        mag += fabs((double)wf[r * cols + j] * x[t * cols + j]);
+                    }
+                    /* f32 rounding of a sum of cols / 16 + 4 terms per lane */
+                    bad_exact += fabs(ref[t * rows + r] - e) >
+                                 (double)(cols / 16 + 6) * 0x1p-24 * mag + 1e-30;
+                }
+            }
+            free(wf), free(wh), free(x), free(ref), free(y), free(mv);
+        }
+    CHECK_MSG(!bad_path, "float matmul: %ld path/thread runs differ from ref (%ld)", bad_path,
+              combos);
+    CHECK_MSG(!bad_mv, "float matmul: %ld rows differ from the f32 baseline matvec", bad_mv);
+    CHECK_MSG(!bad_exact, "float matmul: %ld outputs beyond rounding of the double sum",
+              bad_exact);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void test_errors(void) {
+    rl_block_q8_0 w[4];
+    float x[64] = {0}, y[4];
+    char msg[200];
+    q8_weights(w, 4);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 48, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADLEN);
+    CHECK(strstr(msg, "48") != NULL);
+    x[33] = NAN;
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8X2, msg, sizeof msg, NULL) ==
+          RL_Q8_NONFINITE);
+    CHECK_MSG(strstr(msg, "row 1") != NULL, "message names the activation row: %s", msg);
+    rl_mm_fault fault = {0, 0};
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8, NULL, 0, &fault) ==
+          RL_Q8_NONFINITE);
+    CHECK(fault.row == 1 && fault.where == 1);
+    x[33] = 0;
+    CHECK(rl_matmul(RL_WT_Q8_0, NULL, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
+          RL_Q8_BADARG);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 1, NULL, RL_ACT_Q8, msg, sizeof msg, NULL) ==
+          RL_Q8_BADARG);
+    CHECK(rl_matmul((rl_wtype)9, w, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul(RL_WT_F32, x, 2, 32, x, 1, y, (rl_act)5, msg, sizeof msg, NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul_ex(RL_WT_F32, x, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_REF, 0, 0, msg,
+                       sizeof msg, NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul(RL_WT_F32, x, SIZE_MAX / 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
+          RL_Q8_BADARG);
+    if (!rl_path_supported(RL_PATH_AVX512VNNI))
+        CHECK(rl_matmul_ex(RL_WT_Q8_0, w, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_AVX512VNNI, 1, 0,
+                           msg, sizeof msg, NULL) == RL_Q8_UNSUPPORTED);
+    /* nothing to do is not an error */
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 0, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_OK);
+    CHECK(strcmp(rl_wtype_name(RL_WT_BF16), "bf16") == 0);
+    CHECK(strcmp(rl_act_name(RL_ACT_Q8X2), "q8x2") == 0);
+}
+
+int main(void) {
+    test_q8_matmul();
+    test_q8_matches_matvec();
+    test_q8x2_spec();
+    test_q8x2_residual();
+    test_float_matmul();
+    test_errors();
+    return check_report("matmul");
+}

@@ -1,0 +1,249 @@
+/* test_nn.c - the encoder's LayerNorm, NEOX RoPE, attention and GeGLU
+ * (prims/nn.h): every path and thread count against the scalar reference,
+ * bit for bit, over random sizes; each against a naive double-precision
+ * reference; the sliding-window mask; error cases. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/cpu.h"
+#include "prims/nn.h"
+#include "tests/c/check.h"
+#include "tests/c/testutil.h"
+
+static float *rnd_floats(size_t n, float scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = rnd_gauss() * scale;
+    return x;
+}
+
+/* Runs `call` on every supported path with 1..4 threads into y and counts
+ * runs whose bits differ from ref (n floats). */
+#define ALL_PATHS(ref, y, n, bad, call)                                        \
+    for (int p_ = RL_PATH_REF; p_ <= RL_PATH_AVX512VNNI; p_++) {              \
+        if (!rl_path_supported((rl_path)p_))                                  \
+            continue;                                                         \
+        for (int th = 1; th <= 4; th++) {                                     \
+            rl_path path = (rl_path)p_;                                       \
+            memset((y), 0xff, (n) * sizeof *(y));                             \
+            call;                                                             \
+            (bad) += memcmp((y), (ref), (n) * sizeof *(y)) != 0;              \
+        }                                                                     \
+    }
+
+/* ---- LayerNorm ------------------------------------------------------ */
+
+static void test_layer_norm(void) {
+    long bad_path = 0, bad_ref = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t n = (size_t)rnd_int(1, 300), d = (size_t)rnd_int(1, 400);
+        float eps = rep % 2 ? 1e-5f : 1e-12f;
+        float *x = rnd_floats(n * d, ldexpf(1.0f, rnd_int(-4, 6)));
+        for (size_t i = 0; i < n * d; i++)
+            x[i] += 3.0f; /* a mean to subtract */
+        float *w = rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        CHECK(rl_layer_norm_ex(x, n, d, w, eps, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * d, bad_path, rl_layer_norm_ex(x, n, d, w, eps, y, path, th));
+        for (size_t t = 0; t < n; t++) {
+            double mean = 0, var = 0;
+            for (size_t i = 0; i < d; i++)
+                mean += x[t * d + i];
+            mean /= (double)d;
+            for (size_t i = 0; i < d; i++)
+                var += (x[t * d + i] - mean) * (x[t * d + i] - mean);
+            var /= (double)d;
+            for (size_t i = 0; i < d; i++) {
+                double e = (x[t * d + i] - mean) / sqrt(var + eps) * w[i];
+                bad_ref += fabs(ref[t * d + i] - e) > 1e-5 * (fabs(w[i]) + 1e-3) + 1e-6 * fabs(e);
+            }
+        }
+        /* in place */
+        memcpy(y, x, n * d * sizeof *y);
+        rl_layer_norm_ex(y, n, d, w, eps, y, rl_path_best(), 3);
+        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        free(x), free(w), free(ref), free(y);
+    }
+    CHECK_MSG(!bad_path, "layer-norm: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "layer-norm: %ld values off the double reference", bad_ref);
+}
+
+/* ---- RoPE ----------------------------------------------------------- */
+
+static void test_rope(void) {
+    long bad_path = 0, bad_ref = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t n = (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
+        size_t hd = 2 * (size_t)rnd_int(1, 40), row = heads * hd;
+        float base = rep % 2 ? 10000.0f : 160000.0f;
+        float *x = rnd_floats(n * row, 1.0f);
+        float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+        CHECK(rl_rope_neox_ex(x, n, heads, hd, base, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * row, bad_path, rl_rope_neox_ex(x, n, heads, hd, base, y, path, th));
+        memcpy(y, x, n * row * sizeof *y);
+        rl_rope_neox(y, n, heads, hd, base, y);
+        bad_path += memcmp(y, ref, n * row * sizeof *y) != 0;
+        /* position 0 turns nothing: cos 0 = 1, sin 0 = 0 exactly */
+        bad_ref += memcmp(ref, x, row * sizeof *x) != 0;
+        const size_t half = hd / 2;
+        for (size_t t = 0; t < n; t++)
+            for (size_t h = 0; h < heads; h++)
+                for (size_t i = 0; i < half; i++) {
+                    double th = (double)t * pow(base, -2.0 * (double)i / (double)hd);
+                    const float *xs = x + t * row + h * hd;
+                    const float *ys = ref + t * row + h * hd;
+                    double e0 = xs[i] * cos(th) - xs[i + half] * sin(th);
+                    double e1 = xs[i] * sin(th) + xs[i + half] * cos(th);
+                    /* f32 angles drift by about i ulps of t */
+                    double tol = 1e-5 + 4e-7 * (double)t * (double)(i + 1) *
+                                            (fabs(xs[i]) + fabs(xs[i + half]));
+                    bad_ref += fabs(ys[i] - e0) > tol || fabs(ys[i + half] - e1) > tol;
+                }
+        free(x), free(ref), free(y);
+    }
+    CHECK_MSG(!bad_path, "rope: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "rope: %ld pairs off the double reference", bad_ref);
+}
+
+/* ---- attention ------------------------------------------------------ */
+
+/* Double reference for query i, head h, window w (0 = all). */
+static void attn_double(const float *q, const float *k, const float *v, size_t n, size_t heads,
+                        size_t hd, size_t window, size_t i, size_t h, double *o) {
+    const size_t row = heads * hd;
+    double *a = malloc(n * sizeof *a), m = -INFINITY, sum = 0;
+    for (size_t j = 0; j < n; j++) {
+        size_t dist = i > j ? i - j : j - i;
+        if (window && dist > window / 2) {
+            a[j] = -INFINITY;
+            continue;
+        }
+        double s = 0;
+        for (size_t c = 0; c < hd; c++)
+            s += (double)q[i * row + h * hd + c] * k[j * row + h * hd + c];
+        a[j] = s / sqrt((double)hd);
+        if (a[j] > m)
+            m = a[j];
+    }
+    for (size_t j = 0; j < n; j++)
+        sum += a[j] = exp(a[j] - m);
+    for (size_t c = 0; c < hd; c++) {
+        o[c] = 0;
+        for (size_t j = 0; j < n; j++)
+            o[c] += a[j] / sum * v[j * row + h * hd + c];
+    }
+    free(a);
+}
+
+static void test_attention(void) {
+    long bad_path = 0, bad_ref = 0, bad_mask = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        size_t n = (size_t)rnd_int(1, 90), heads = (size_t)rnd_int(1, 4);
+        size_t hd = (size_t)rnd_int(1, 70), row = heads * hd;
+        size_t window = rep % 3 == 0 ? 0 : (size_t)rnd_int(1, 40);
+        float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f);
+        float *v = rnd_floats(n * row, 1.0f);
+        float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+        CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * row, bad_path,
+                  rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
+        double *o = malloc(hd * sizeof *o);
+        for (size_t i = 0; i < n; i++)
+            for (size_t h = 0; h < heads; h++) {
+                attn_double(q, k, v, n, heads, hd, window, i, h, o);
+                for (size_t c = 0; c < hd; c++)
+                    bad_ref += fabs(ref[i * row + h * hd + c] - o[c]) > 2e-5 * (1 + fabs(o[c]));
+            }
+        /* The mask: keys and values outside |i - j| <= window / 2 change
+         * nothing for query i. */
+        if (window && n > window) {
+            size_t i = (size_t)rnd_int(0, (int)n - 1);
+            for (size_t j = 0; j < n; j++) {
+                size_t dist = i > j ? i - j : j - i;
+                if (dist > window / 2)
+                    for (size_t c = 0; c < row; c++)
+                        k[j * row + c] = 50.0f, v[j * row + c] = -7.0f;
+            }
+            rl_attention(q, k, v, n, heads, hd, window, y);
+            bad_mask += memcmp(y + i * row, ref + i * row, row * sizeof *y) != 0;
+        }
+        free(q), free(k), free(v), free(ref), free(y), free(o);
+    }
+    CHECK_MSG(!bad_path, "attention: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "attention: %ld values off the double reference", bad_ref);
+    CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
+}
+
+/* Window 1 and 0 tokens either side: each query sees only itself, so the
+ * output is its own value row exactly (softmax of one score is 1). */
+static void test_attention_self_window(void) {
+    size_t n = 9, heads = 2, hd = 8, row = heads * hd;
+    float *q = rnd_floats(n * row, 1), *k = rnd_floats(n * row, 1), *v = rnd_floats(n * row, 1);
+    float *y = malloc(n * row * sizeof *y);
+    CHECK(rl_attention(q, k, v, n, heads, hd, 1, y) == RL_Q8_OK);
+    CHECK(memcmp(y, v, n * row * sizeof *y) == 0);
+    free(q), free(k), free(v), free(y);
+}
+
+/* ---- GeGLU ---------------------------------------------------------- */
+
+static void test_geglu(void) {
+    long bad_path = 0, bad_ref = 0;
+    double max_tanh_gap = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t n = (size_t)rnd_int(1, 100), f = (size_t)rnd_int(1, 300);
+        rl_gelu kind = rep % 2 ? RL_GELU_TANH : RL_GELU_ERF;
+        float *x = rnd_floats(n * 2 * f, 3.0f);
+        float *ref = malloc(n * f * sizeof *ref), *y = malloc(n * f * sizeof *y);
+        CHECK(rl_geglu_ex(x, n, f, kind, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * f, bad_path, rl_geglu_ex(x, n, f, kind, y, path, th));
+        for (size_t t = 0; t < n; t++)
+            for (size_t c = 0; c < f; c++) {
+                double a = x[t * 2 * f + c], g = x[t * 2 * f + f + c];
+                double ge = 0.5 * a * (1 + erf(a / sqrt(2.0)));
+                double gt = 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+                double e = (kind == RL_GELU_TANH ? gt : ge) * g;
+                bad_ref += fabs(ref[t * f + c] - e) > 1e-6 * (1 + fabs(e));
+                if (fabs(ge - gt) > max_tanh_gap)
+                    max_tanh_gap = fabs(ge - gt);
+            }
+        free(x), free(ref), free(y);
+    }
+    CHECK_MSG(!bad_path, "geglu: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "geglu: %ld values off the double reference", bad_ref);
+    /* the two GELUs are different functions, close together */
+    CHECK(max_tanh_gap > 1e-5 && max_tanh_gap < 1e-2);
+    CHECK(rl_gelu_f32(0.0f, RL_GELU_ERF) == 0.0f && rl_gelu_f32(0.0f, RL_GELU_TANH) == 0.0f);
+}
+
+/* ---- errors --------------------------------------------------------- */
+
+static void test_errors(void) {
+    float x[64] = {0}, w[8] = {0}, y[64];
+    CHECK(rl_layer_norm(x, 2, 0, w, 1e-5f, y) == RL_Q8_BADARG);
+    CHECK(rl_layer_norm(NULL, 2, 8, w, 1e-5f, y) == RL_Q8_BADARG);
+    CHECK(rl_layer_norm(x, 2, 8, w, 1e-5f, x + 3) == RL_Q8_BADARG); /* partial overlap */
+    CHECK(rl_layer_norm(x, 0, 8, w, 1e-5f, y) == RL_Q8_OK);
+    CHECK(rl_rope_neox(x, 2, 2, 7, 1e4f, y) == RL_Q8_BADARG); /* odd head_dim */
+    CHECK(rl_rope_neox(x, 2, 0, 8, 1e4f, y) == RL_Q8_BADARG);
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, x) == RL_Q8_BADARG); /* out is q */
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, NULL) == RL_Q8_BADARG);
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, y) == RL_Q8_OK);
+    CHECK(rl_geglu(x, 2, 8, (rl_gelu)7, y) == RL_Q8_BADARG);
+    CHECK(rl_geglu(x, 2, 8, RL_GELU_ERF, x + 16) == RL_Q8_BADARG);
+    CHECK(rl_geglu_ex(x, 2, 8, RL_GELU_ERF, y, RL_PATH_REF, 0) == RL_Q8_BADARG);
+    if (!rl_path_supported(RL_PATH_AVX512VNNI))
+        CHECK(rl_geglu_ex(x, 2, 8, RL_GELU_ERF, y, RL_PATH_AVX512VNNI, 1) ==
+              RL_Q8_UNSUPPORTED);
+}
+
+int main(void) {
+    test_layer_norm();
+    test_rope();
+    test_attention();
+    test_attention_self_window();
+    test_geglu();
+    test_errors();
+    return check_report("nn");
+}

@@ -1,0 +1,230 @@
+;;;; test-repl.lisp - the REPL at a terminal (driven through a
+;;;; pseudo-terminal by tools/pty_run.c: the debugger, line editing,
+;;;; history, completion, Ctrl-C), the REPL on piped input, and the
+;;;; start-up conventions (rc file, --eval, --load, --norc, #! scripts).
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite repl :in all :description "The REPL and how rontolisp starts.")
+(in-suite repl)
+
+(defparameter *pty-run*
+  (or (ext:getenv "RONTOLISP_PTY_RUN")
+      (namestring (merge-pathnames "build/tools/pty_run" *root*)))
+  "The pseudo-terminal driver (make tools builds it).")
+
+(defun fresh-home ()
+  "A new empty directory to serve as HOME, as a string ending in /."
+  (let ((dir (format nil "~A/" (tmp-path "home"))))
+    (ensure-directories-exist dir)
+    dir))
+
+(defun remove-home (home)
+  (dolist (f (directory (merge-pathnames "*.*" home)))
+    (ignore-errors (delete-file f)))
+  (dolist (f (directory (merge-pathnames ".*" home)))
+    (ignore-errors (delete-file f)))
+  (ignore-errors (si:rmdir home)))
+
+(defun run-at-home (home args &key (input ""))
+  "Run the executable with ARGS, HOME set to HOME and INPUT piped in;
+answer (values exit-status stdout stderr)."
+  (let ((in (write-file-string (tmp-path "in") input)))
+    (unwind-protect
+         (apply #'sh "h=$1; i=$2; shift 2; HOME=\"$h\" exec \"$0\" \"$@\" <\"$i\"" home in args)
+      (ignore-errors (delete-file in)))))
+
+(defun pty-session (steps &key (args '()) (home nil) (seconds 30))
+  "Run the executable with ARGS on a pseudo-terminal, HOME set to HOME (a
+fresh directory when NIL), driven by STEPS (a list of strings, each
+\"expect TEXT\", \"send TEXT\" or \"sleep MS\" as tools/pty_run.c takes
+them), for SECONDS at most; answer (values exit-status output)."
+  (let ((file (write-file-string (tmp-path "steps") (format nil "~{~A~%~}" steps)))
+        (home* (or home (fresh-home))))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (apply #'sh "h=$1; p=$2; t=$3; f=$4; shift 4; HOME=\"$h\" exec \"$p\" \"$t\" \"$f\" -- \"$0\" \"$@\""
+                    home* *pty-run* (princ-to-string seconds) file args)
+           (values code (concatenate 'string out err)))
+      (ignore-errors (delete-file file))
+      (unless home (remove-home home*)))))
+
+;;; At a terminal: ECL's top level and debugger.
+
+(test repl-terminal-error-shows-restarts-and-backtrace
+  (multiple-value-bind (code out)
+      (pty-session '("expect RONTOLISP-USER> " "raw" "send (/ 1 0)\\r"
+                     "expect Available restarts" "expect RESTART-TOPLEVEL"
+                     "expect RONTOLISP-USER>> " "raw" "send :b\\r" "expect Backtrace"
+                     "expect RONTOLISP-USER>> " "raw" "send :q\\r"
+                     "expect RONTOLISP-USER> " "raw" "send (* 6 7)\\r" "expect 42"
+                     "expect RONTOLISP-USER> " "raw" "send \\x04"))
+    (is (eql 0 code) "exit ~A after: ~A" code out)
+    (is (contains out "DIVISION-BY-ZERO"))))
+
+(test repl-terminal-cerror-continue-resumes
+  (multiple-value-bind (code out)
+      (pty-session '("expect RONTOLISP-USER> "
+                     "send (progn (cerror \"Go on.\" \"bad ~A\" 5) (princ :resumed) (terpri))\\r"
+                     "expect (CONTINUE) Go on." "expect RONTOLISP-USER>> " "raw" "send :r1\\r"
+                     "expect RESUMED" "expect RONTOLISP-USER> " "raw" "send (rontolisp:exit 3)\\r"))
+    (is (eql 3 code) "exit ~A after: ~A" code out)
+    (is (contains out "bad 5"))))
+
+(test repl-terminal-arrows-edit-and-recall
+  (let ((home (fresh-home)))
+    (unwind-protect
+         (multiple-value-bind (code out)
+             ;; Left moves back into the line; Up recalls it, Left and
+             ;; Backspace edit the recalled copy.
+             (pty-session '("expect RONTOLISP-USER> " "raw" "send (+ 40 )\\e[D2\\r" "expect 42"
+                            "expect RONTOLISP-USER> " "raw" "send \\e[A\\e[D\\x7f3\\r" "expect 43"
+                            "expect RONTOLISP-USER> " "raw" "send \\x04")
+                          :home home)
+           (is (eql 0 code) "exit ~A after: ~A" code out)
+           (let ((history (read-file-string (merge-pathnames ".rontolisp_history" home))))
+             (is (search "40" history) "history: ~S" history)))
+      (remove-home home))))
+
+(test repl-terminal-multi-line-form
+  (multiple-value-bind (code out)
+      (pty-session '("expect RONTOLISP-USER> " "raw" "send (list 1\\r" "raw"
+                     "send 2 3)\\r" "expect (1 2 3)" "expect RONTOLISP-USER> " "raw" "send \\x04"))
+    (is (eql 0 code) "exit ~A after: ~A" code out)))
+
+(test repl-terminal-completes-symbols
+  (multiple-value-bind (code out)
+      (pty-session '("expect RONTOLISP-USER> " "raw" "send (rontolisp:quantiz\\t"
+                     "sleep 300" "send  (make-array 32 :element-type 'single-float :initial-element 1.0) :q8_0)\\r"
+                     "expect #<quantized-matrix" "expect RONTOLISP-USER> " "raw" "send \\x04"))
+    (is (eql 0 code) "exit ~A after: ~A" code out)))
+
+(test repl-terminal-ctrl-c-returns-to-the-prompt
+  ;; Ctrl-C while typing drops the line; Ctrl-C while a form runs enters
+  ;; the debugger, whose continue restart resumes it.
+  (multiple-value-bind (code out)
+      (pty-session '("expect RONTOLISP-USER> " "raw" "send (car" "sleep 200" "send \\x03"
+                     "expect RONTOLISP-USER> " "raw" "send (+ 2 3)\\r" "expect 5"
+                     "expect RONTOLISP-USER> " "raw" "send (progn (sleep 1) (princ :done) (terpri))\\r"
+                     "sleep 300" "send \\x03" "expect RONTOLISP-USER>> " "raw" "send :r1\\r"
+                     "expect DONE" "expect RONTOLISP-USER> " "raw" "send \\x04"))
+    (is (eql 0 code) "exit ~A after: ~A" code out)
+    (is (contains out "INTERACTIVE-INTERRUPT"))))
+
+(test repl-completion-candidates
+  (let ((*package* (find-package "RONTOLISP-USER")))
+    (is (member "rontolisp:quantize" (rontolisp::completion-candidates "rontolisp:quantiz")
+                :test #'string=))
+    ;; Internal symbols only after ::.
+    (is (null (rontolisp::completion-candidates "rontolisp:qm-byte-si")))
+    (is (equal '("rontolisp::qm-byte-size")
+               (rontolisp::completion-candidates "rontolisp::qm-byte-si")))
+    (is (member "MULTIPLE-VALUE-BIND" (rontolisp::completion-candidates "MULTIPLE-VALUE-B")
+                :test #'string=))
+    (is (member "gguf:" (rontolisp::completion-candidates "ggu") :test #'string=))
+    (is (null (rontolisp::completion-candidates "no-such-package:x")))))
+
+(test repl-describe-quantized-matrix-is-short
+  (let* ((m (rontolisp:quantize (make-array '(64 256) :element-type 'single-float
+                                                      :initial-element 0.5)
+                                :q8_0))
+         (text (with-output-to-string (s) (describe m s))))
+    (is (< (count #\Newline text) 6) "~A" text)
+    (is (contains text "64 x 256"))
+    (is (contains text (princ-to-string (* 64 8 34))))))
+
+;;; Piped input.
+
+(test repl-piped-failure-exits-1-at-the-end
+  (multiple-value-bind (code out err)
+      (run-exe '() :input (format nil "(car 1)~%(princ :after)~%"))
+    (is (= 1 code))
+    (is (contains out "AFTER"))
+    (is (contains err "CAR")))
+  (is (= 0 (run-exe '() :input (format nil "(+ 1 2)~%"))))
+  ;; ECL reports an arithmetic error as #<a DIVISION-BY-ZERO 0x...>; the
+  ;; line names the call instead.
+  (multiple-value-bind (code out err) (run-exe '() :input (format nil "(/ 1 0)~%"))
+    (declare (ignore out))
+    (is (= 1 code))
+    (is (contains err "division by zero in (/ 1 0)") "~A" err)
+    (is (not (contains err "#<")))))
+
+;;; Start-up conventions.
+
+(test startup-rc-file-loads-before-the-repl
+  (let ((home (fresh-home)))
+    (unwind-protect
+         (progn
+           (write-file-string (merge-pathnames ".rontolisprc" home)
+                              (format nil "(defvar *from-rc* 7)~%"))
+           (multiple-value-bind (code out) (run-at-home home '() :input (format nil "(princ *from-rc*)~%"))
+             (is (= 0 code))
+             (is (contains out "7")))
+           ;; --norc skips it; a command never loads it.
+           (is (= 1 (run-at-home home '("--norc") :input (format nil "(princ *from-rc*)~%"))))
+           (write-file-string (merge-pathnames ".rontolisprc" home) (format nil "(error \"rc broke\")~%"))
+           (multiple-value-bind (code out err) (run-at-home home '("--version"))
+             (declare (ignore out err))
+             (is (= 0 code)))
+           (multiple-value-bind (code out err) (run-at-home home '() :input (format nil "(princ :no)~%"))
+             (is (= 1 code))
+             (is (string= "" out))
+             (is (contains err "rc broke"))
+             (is (contains err "--norc"))
+             (is (= 1 (count #\Newline err)))))
+      (remove-home home))))
+
+(test startup-eval-and-load-run-in-order
+  (let ((f (write-file-string (tmp-path "two.lisp") (format nil "(push 2 *x*)~%")))
+        (script (write-file-string (tmp-path "show.lisp") (format nil "(prin1 *x*)~%"))))
+    (multiple-value-bind (code out err)
+        (run-exe (list "--eval" "(defvar *x* (list 1))" "--load" f "--eval=(push 3 *x*)"
+                       "script" script "--eval" "ignored"))
+      (is (= 0 code) "~A" err)
+      (is (string= "(3 2 1)" out)))
+    ;; Before the REPL too, in package RONTOLISP-USER.
+    (multiple-value-bind (code out)
+        (run-exe (list "--norc" "--eval" "(defvar *y* (package-name *package*))")
+                 :input (format nil "(princ *y*)~%"))
+      (is (= 0 code))
+      (is (contains out "RONTOLISP-USER")))
+    (delete-file f)
+    (delete-file script)))
+
+(test startup-eval-error-is-one-line-and-exit-1
+  (multiple-value-bind (code out err) (run-exe (list "--eval" "(car 1)" "--version"))
+    (declare (ignore out))
+    (is (= 0 code) "--version runs no start-up option: ~A" err))
+  (multiple-value-bind (code out err) (run-exe (list "--eval" "(car 1)" "inspect" "--help"))
+    (is (= 1 code))
+    (is (string= "" out))
+    (is (contains err "--eval \"(car 1)\""))
+    (is (= 1 (count #\Newline err))))
+  (multiple-value-bind (code out err) (run-exe (list "--load" "/nonexistent/x.lisp" "inspect" "--help"))
+    (declare (ignore out))
+    (is (= 1 code))
+    (is (contains err "/nonexistent/x.lisp")))
+  (multiple-value-bind (code out err) (run-exe (list "--eval"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "--eval expects a form"))))
+
+(test startup-shebang-scripts-run
+  (let ((f (write-file-string (tmp-path "exe.lisp")
+                              (format nil "#!/usr/bin/env -S rontolisp script~%(prin1 rontolisp:*args*)~%")))
+        (bad (write-file-string (tmp-path "bad.lisp") (format nil "(prin1 1)~%#!later~%"))))
+    (multiple-value-bind (code out err) (run-exe (list "script" f "a"))
+      (is (= 0 code) "~A" err)
+      (is (string= "(\"a\")" out)))
+    ;; Run as an executable, through env -S.
+    (multiple-value-bind (code out err)
+        (sh "d=$(dirname \"$0\"); chmod +x \"$1\"; PATH=\"$d:$PATH\" \"$1\" b" f)
+      (is (= 0 code) "~A" err)
+      (is (string= "(\"b\")" out)))
+    (multiple-value-bind (code out err) (run-exe (list "script" bad))
+      (is (= 1 code))
+      (is (string= "1" out))
+      (is (contains err "#!")))
+    (delete-file f)
+    (delete-file bad)))
