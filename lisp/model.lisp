@@ -169,11 +169,10 @@ tensor signals MODEL:MODEL-ERROR naming the file."
                :end2 (+ (* i (array-dimension xs 1)) start width)))))
 
 (defun add-into (xs ys)
-  "XS := XS + YS, element by element in single-float."
-  (let ((a (make-array (array-total-size xs) :element-type 'single-float :displaced-to xs))
-        (b (make-array (array-total-size ys) :element-type 'single-float :displaced-to ys)))
-    (dotimes (i (length a) xs)
-      (setf (aref a i) (+ (aref a i) (aref b i))))))
+  "XS := XS + YS, element by element in single-float (two n x d matrices)."
+  (declare (type (simple-array single-float (* *)) xs ys) (optimize speed (safety 0)))
+  (dotimes (i (array-total-size xs) xs)
+    (setf (row-major-aref xs i) (+ (row-major-aref xs i) (row-major-aref ys i)))))
 
 (defun check-token-ids (encoder ids)
   "IDS as a list of integers, or an error naming what is wrong."
@@ -373,10 +372,16 @@ libllama is not there."
          (namestring (truename dir)))))
 
 (defun llama-embed-program ()
-  "The llama_embed tool built beside the executable (build/tools/), or NIL."
-  (let ((exe (ignore-errors (truename "/proc/self/exe"))))
-    (and exe (probe-file (merge-pathnames "tools/llama_embed" exe))
-         (namestring (merge-pathnames "tools/llama_embed" exe)))))
+  "The llama_embed tool: RL_LLAMA_EMBED when set, else built beside the
+executable (build/tools/), else build/tools/ of the current directory (a
+stock ECL running the code); NIL when none exists."
+  (let* ((exe (ignore-errors (truename "/proc/self/exe")))
+         (env (ext:getenv "RL_LLAMA_EMBED"))
+         (found (find-if #'probe-file
+                         (remove nil (list (and env (plusp (length env)) env)
+                                           (and exe (merge-pathnames "tools/llama_embed" exe))
+                                           "build/tools/llama_embed")))))
+    (and found (namestring (truename found)))))
 
 (defun llama-encode (file sequences &key (threads 1) (repeat 1))
   "llama.cpp's final hidden states of the GGUF FILE for each token sequence
