@@ -242,22 +242,66 @@ pairs of printable ASCII characters."
                                                                   collect (cons tok id))))
                                 (cons "merges" (coerce merges 'vector))))))))
 
-(defun random-laya (preset-name &key (seed 1) (report (lambda (done name) (declare (ignore done name)))))
+(defun massive-channels (hidden k seed)
+  "K distinct residual channels out of HIDDEN, chosen from SEED: the K
+largest of HIDDEN normal draws from a generator of their own, so the
+weights themselves do not depend on K."
+  (let* ((draws (random-normal-array (make-rng (ldb (byte 64 0) (+ #x5851F42D4C957F2D seed)))
+                                     (list hidden) 1d0))
+         (order (stable-sort (loop for c below hidden collect c) #'>
+                             :key (lambda (c) (aref draws c)))))
+    (sort (subseq order 0 k) #'<)))
+
+(defun plant-massive-channels (tensors channels ratio)
+  "Make CHANNELS of the residual stream RATIO times larger, as trained
+encoders end up: those columns of the token embedding scaled by RATIO, and
+those entries of the embedding norm and of every layer's attention and MLP
+norm set to RATIO, so the LayerNorms keep the channels massive and every
+matrix that reads the residual stream sees them as massive input channels.
+The final norm is left alone: the channels belong to the residual stream,
+not to the encoder's output.  Answers TENSORS, changed in place."
+  (flet ((suffixp (suffix name)
+           (let ((n (length name)) (m (length suffix)))
+             (and (>= n m) (string= suffix name :start2 (- n m))))))
+    (loop for (name a) in tensors
+          do (cond ((suffixp "embeddings.tok_embeddings.weight" name)
+                    (dotimes (row (array-dimension a 0))
+                      (dolist (c channels)
+                        (setf (aref a row c) (* ratio (aref a row c))))))
+                   ((and (search "encoder." name)
+                         (some (lambda (s) (suffixp s name))
+                               '("embeddings.norm.weight" "attn_norm.weight" "mlp_norm.weight")))
+                    (dolist (c channels)
+                      (setf (aref a c) (float ratio 1f0))))))
+    tensors))
+
+(defun random-laya (preset-name &key (seed 1) (massive 0) (massive-ratio 20)
+                                     (report (lambda (done name) (declare (ignore done name)))))
   "The files of a Laya directory for a random model of PRESET-NAME, as
 Lisp data: (values tensors encoder-config rl-agent-config config tokenizer),
-TENSORS a list of (hf-name array).  REPORT, a function of (done name), is
-called after each tensor is made."
+TENSORS a list of (hf-name array).  MASSIVE residual channels (0 to the
+hidden size) are MASSIVE-RATIO times larger than the rest (see
+PLANT-MASSIVE-CHANNELS).  REPORT, a function of (done name), is called after
+each tensor is made."
   (let* ((p (preset preset-name))
          (r (make-rng (ldb (byte 64 0) (+ #x9E3779B97F4A7C15 (* seed 7919)))))
          (h (getf p :hidden))
          (done 0))
+    (unless (and (integerp massive) (<= 0 massive h))
+      (rontolisp-error 'convert-random "expected from 0 to ~D massive channels for ~A, found ~S"
+                       h preset-name massive))
+    (unless (and (realp massive-ratio) (plusp massive-ratio))
+      (rontolisp-error 'convert-random "expected a positive massive-channel ratio, found ~S"
+                       massive-ratio))
     (values
-     (loop for (name shape init) in (apply #'laya-tensor-shapes p)
-           collect (list name (ecase init
-                                (:normal (random-normal-array r shape 0.02d0))
-                                (:one (constant-array shape 1.0))
-                                (:zero (constant-array shape 0.0))))
-           do (funcall report (incf done) name))
+     (plant-massive-channels
+      (loop for (name shape init) in (apply #'laya-tensor-shapes p)
+            collect (list name (ecase init
+                                 (:normal (random-normal-array r shape 0.02d0))
+                                 (:one (constant-array shape 1.0))
+                                 (:zero (constant-array shape 0.0))))
+            do (funcall report (incf done) name))
+      (massive-channels h massive seed) massive-ratio)
      (list :object
            (cons "architectures" #("ModernBertModel")) (cons "model_type" "modernbert")
            (cons "hidden_size" h) (cons "intermediate_size" (getf p :intermediate))
@@ -292,15 +336,18 @@ called after each tensor is made."
   "DIR as a string that ends in a slash, for appending file names."
   (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
 
-(defun write-random-laya (dir preset-name &key (seed 1))
+(defun write-random-laya (dir preset-name &key (seed 1) (massive 0) (massive-ratio 20))
   "Write a Laya model directory DIR (created if needed) for a random model
 of PRESET-NAME: model.safetensors, config.json, encoder/config.json,
-rl_agent_config.json and tokenizer/tokenizer.json.  Answers DIR."
+rl_agent_config.json and tokenizer/tokenizer.json, MASSIVE residual
+channels MASSIVE-RATIO times larger than the rest (see RANDOM-LAYA).
+Answers DIR."
   (let ((root (directory-prefix dir)))
     (ensure-directories-exist (concatenate 'string root "encoder/"))
     (ensure-directories-exist (concatenate 'string root "tokenizer/"))
     (multiple-value-bind (tensors encoder rl config tokenizer)
-        (random-laya preset-name :seed seed :report (random-progress preset-name))
+        (random-laya preset-name :seed seed :massive massive :massive-ratio massive-ratio
+                                 :report (random-progress preset-name))
       (write-safetensors (concatenate 'string root "model.safetensors") tensors
                          :metadata '(("format" . "pt")))
       (write-json-file (concatenate 'string root "encoder/config.json") encoder)
@@ -1075,13 +1122,15 @@ CONVERT-HF and OPTIONS."
 Face ModernBERT directory (config.json), found neither")))))
 
 (defun random-model (preset-name &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                       (seed 1) encoder-only)
+                                       (seed 1) encoder-only (massive 0) (massive-ratio 20))
   "The GGUF file object (GGUF:MAKE-FILE's, in memory) of a model of
 PRESET-NAME (s1-pico, s1-nano, s1-micro) with random weights from SEED and
 a small test tokenizer, its tensors of TYPE and HEAD-TYPE as CONVERT-LAYA
-makes them (without the decision head when ENCODER-ONLY)."
+makes them (without the decision head when ENCODER-ONLY), MASSIVE residual
+channels MASSIVE-RATIO times larger than the rest (see RANDOM-LAYA)."
   (multiple-value-bind (tensors encoder rl config tokenizer)
-      (random-laya preset-name :seed seed :report (random-progress preset-name))
+      (random-laya preset-name :seed seed :massive massive :massive-ratio massive-ratio
+                               :report (random-progress preset-name))
     (laya-gguf-file tensors (json-like encoder) (json-like rl) (json-like config)
                     (json-like tokenizer)
                     :type type :head-type head-type :pre pre :name name
@@ -1093,16 +1142,18 @@ it (for --random, which builds the files in memory)."
   (parse-json (with-output-to-string (s) (write-json value s))))
 
 (defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                            (seed 1) encoder-only)
+                                            (seed 1) encoder-only (massive 0) (massive-ratio 20))
   "Write the GGUF file OUT for a model of PRESET-NAME (s1-pico, s1-nano,
-s1-micro) with random weights from SEED and a small test tokenizer (see
+s1-micro) with random weights from SEED and a small test tokenizer, MASSIVE
+residual channels MASSIVE-RATIO times larger than the rest (see
 RANDOM-MODEL).  Answers the number of tensors written."
   (write-gguf-file out (random-model preset-name :type type :head-type head-type :pre pre
-                                                 :name name :seed seed
+                                                 :name name :seed seed :massive massive
+                                                 :massive-ratio massive-ratio
                                                  :encoder-only encoder-only)))
 
 (define-command "convert" (&optional source out)
-    (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--write-laya DIR]"
+    (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--massive K [--massive-ratio R]] [--write-laya DIR]"
      :summary "convert a Laya or Hugging Face ModernBERT directory (or a random model) to GGUF"
      :details "model_dir: a Laya directory (encoder/config.json, rl_agent_config.json, ...)
 or a Hugging Face ModernBERT directory (config.json, model.safetensors or
@@ -1125,6 +1176,11 @@ file llama.cpp loads")
 Hugging Face directory's)")
                (seed "--seed N" :parse (integer-parser) :default 1
                      :help "the random weights' seed (default 1)")
+               (massive "--massive K" :parse (integer-parser :min 0) :default 0
+                        :help "with --random: K residual channels larger than the rest
+(token embedding and norm weights), as trained encoders have")
+               (massive-ratio "--massive-ratio R" :parse (integer-parser :min 1)
+                              :help "with --massive: how many times larger (default 20)")
                (laya-dir "--write-laya DIR"
                          :help "with --random: also write the model as a Laya directory
 DIR, and convert from it")))
@@ -1134,12 +1190,21 @@ DIR, and convert from it")))
     (usage-error "expected a model directory or --random NAME, and OUT.gguf"))
   (when (and laya-dir (not random))
     (usage-error "--write-laya goes with --random"))
+  (when (and (plusp massive) (not random))
+    (usage-error "--massive goes with --random"))
+  (when (and massive-ratio (zerop massive))
+    (usage-error "--massive-ratio goes with --massive"))
+  (when (and random (> massive (getf (preset random) :hidden)))
+    (usage-error "--massive expects at most ~D channels for ~A (its hidden size), found ~D"
+                 (getf (preset random) :hidden) random massive))
   (let* ((options (list :type type :head-type head-type :pre pre :name name
                         :encoder-only encoder-only))
          (n (cond (laya-dir
-                   (write-random-laya laya-dir random :seed seed)
+                   (write-random-laya laya-dir random :seed seed :massive massive
+                                                      :massive-ratio (or massive-ratio 20))
                    (apply #'convert-laya laya-dir out options))
-                  (random (apply #'convert-random random out :seed seed options))
+                  (random (apply #'convert-random random out :seed seed :massive massive
+                                                  :massive-ratio (or massive-ratio 20) options))
                   (t (apply #'convert-directory source out options)))))
     (if encoder-only
         (format t "~A: ~D tensors (encoder ~(~A~), no head)~%" out n type)

@@ -34,6 +34,8 @@ the command line, and the root of every error the project signals.")
    ;; the quantized matrix
    "QUANTIZE" "DEQUANTIZE" "QUANTIZED-MATRIX" "QUANTIZED-MATRIX-P" "Q8-0"
    "QUANTIZED-MATRIX-OCTETS"
+   ;; outlier-aware Q8_0 (outliers.lisp)
+   "OUTLIER-COLUMNS"
    ;; conversion tools (quantize-tool.lisp, safetensors.lisp, convert.lisp)
    "QUANTIZE-FILE" "TENSOR-DATA-ERROR" "TENSOR-DATA-ERROR-PATH" "TENSOR-DATA-ERROR-TENSOR"
    "READ-JSON-FILE" "PARSE-JSON" "JSON-ERROR" "JSON-ERROR-PATH" "JSON-ERROR-OFFSET"

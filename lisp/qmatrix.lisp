@@ -77,17 +77,23 @@ quantized matrix (the kinds of tensor data the file tools handle)."
   (and (or (symbolp format) (stringp format))
        (member (string format) '("Q8-0" "Q8_0" "q8-0" "q8_0") :test #'string=)))
 
-(defun quantize (array format)
+(defun quantize (array format &key outliers)
   "Quantize ARRAY into a quantized matrix in FORMAT.  The one format is
 Q8-0 (any symbol of that name, e.g. 'q8-0 or :q8-0), ggml's Q8_0: blocks of
 32 consecutive values of a row, each one binary16 scale d = absmax/127 and
 32 signed bytes q = round(x/d), bit for bit what llama-quantize writes.
 ARRAY is a (simple-array single-float) or (simple-array double-float) (each
 double first rounded to single), a FLOAT16-ARRAY or a BFLOAT16-ARRAY, of
-rank 1 or 2, its last dimension a multiple of 32.  Signals
+rank 1 or 2, its last dimension a multiple of 32.  OUTLIERS, a list or
+vector of column indices (see OUTLIER-COLUMNS), selects the outlier-aware
+scales of SPEC 10: each block holding an outlier column takes the scale
+among f16(|w|/k) for its outlier weights w and k = 1..127, or the standard
+one, with the least squared error when outlier columns weigh 10^4; other
+blocks are the standard bytes, and the result is ordinary Q8_0.  Signals
 UNKNOWN-FORMAT-ERROR, ELEMENT-TYPE-ERROR, SHAPE-ERROR, NON-FINITE-ERROR (a
 NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
-(a block whose scale overflows binary16, with its row and block)."
+(a block whose scale overflows binary16, with its row and block); a bad
+OUTLIERS signals ELEMENT-TYPE-ERROR or INDEX-ERROR."
   (unless (format-name-p format)
     (unknown-format-error 'quantize format "expected the format q8-0, found ~S" format))
   (multiple-value-bind (src kind) (packed-numbers array)
@@ -105,7 +111,10 @@ NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
         (unless (zerop (mod cols 32))
           (shape-error 'quantize "last dimension a multiple of 32" dims "expected the last ~
 dimension to be a multiple of 32 (Q8_0 blocks), found ~D (dimensions ~S)" cols dims))
-        (multiple-value-bind (bytes status where) (%q8-quantize src kind)
+        (multiple-value-bind (bytes status where)
+            (if outliers
+                (%q8-quantize-outliers src kind (outlier-mask 'quantize outliers cols))
+                (%q8-quantize src kind))
           (case status
             ((nil) (%make-quantized-matrix bytes 0 nil dims rows cols 'q8-0))
             (:non-finite

@@ -146,7 +146,7 @@ NAME-PLACE holds at the time, when it holds one."
                                                   (condition-line ,c))))))
        ,@body)))
 
-(defun quantize-file (in out &key (type :q8_0))
+(defun quantize-file (in out &key (type :q8_0) calibration)
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
 for TYPE (the one type is :q8_0, ftype 7): tensors of at least two
 dimensions whose name ends in `weight' (norms, token types, position
@@ -155,7 +155,9 @@ rows are not a multiple of 32; every other tensor is copied in its type;
 tensors are ordered by layer, then name; general.quantization_version = 2
 and general.file_type = 7 end the metadata.  IN's general.alignment is
 kept.  A NaN or infinity in IN, or a value that overflows binary16, signals
-TENSOR-DATA-ERROR and writes nothing.  Answers a list of (name type) of the
+TENSOR-DATA-ERROR and writes nothing.  CALIBRATION, a calibration file
+(see READ-CALIBRATION), gives the matrices it names SPEC 10's
+outlier-aware scales (still plain Q8_0).  Answers a list of (name type) of the
 written tensors, in file order, and the number of F16 fall backs."
   (unless (member (string type) '("Q8_0" "q8_0" "Q8-0" "q8-0" "7") :test #'string=)
     (unknown-format-error 'quantize-file type "expected the type q8_0, found ~S" type))
@@ -163,6 +165,9 @@ written tensors, in file order, and the number of F16 fall backs."
     (unwind-protect
          (let* ((path (gguf:path f))
                 (infos (gguf:tensor-infos f))
+                (outliers (if calibration
+                              (calibration-outliers calibration f)
+                              (make-hash-table :test 'equal)))
                 (names (llama-tensor-order (mapcar #'gguf:tensor-info-name infos)))
                 (report (progress-reporter (length names)))
                 (done 0)
@@ -197,7 +202,8 @@ written tensors, in file order, and the number of F16 fall backs."
                    (when (and (quantizable-tensor-p name ne) (not quantized))
                      (if (zerop (mod (first ne) 32))
                          (setf result
-                               (handler-case (quantize (data-as-matrix data ne) 'q8-0)
+                               (handler-case (quantize (data-as-matrix data ne) 'q8-0
+                                                         :outliers (gethash name outliers))
                                  (scale-overflow-error (c)
                                    (tensor-data-error
                                     path name "cannot be quantized: row ~D, block ~D: the Q8_0 ~
@@ -233,15 +239,20 @@ overflows binary16 (quantized data validation failed, as llama-quantize)" over))
       (gguf:close f))))
 
 (define-command "quantize" (in out type)
-    (:usage "IN.gguf OUT.gguf q8_0"
+    (:usage "IN.gguf OUT.gguf q8_0 [--calibration CAL.gguf]"
      :summary "quantize a GGUF file as llama-quantize does (same tensor types and bytes)"
      :details "Tensors of two or more dimensions whose name ends in `weight' (norms,
 token types and position embeddings excepted) become Q8_0, or F16 when their
 rows are not a multiple of 32; the others keep their type.  The type may also
-be written Q8_0 or 7 (llama-quantize's ftype).")
+be written Q8_0 or 7 (llama-quantize's ftype).  With --calibration, the
+matrices the calibration file names get outlier-aware scales (still Q8_0)."
+     :options ((calibration "--calibration CAL"
+                            :help "a calibration file: max |x| per input channel of each
+matrix, one F32 vector named after its tensor")))
   (unless (member type '("q8_0" "Q8_0" "7") :test #'string=)
     (usage-error "expected the type q8_0 (or Q8_0, 7), found ~S" type))
-  (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0)
+  (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0
+                                                               :calibration calibration)
     (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
             out (length written)
             (count (tensor-type-name (find-tensor-type :q8_0)) written

@@ -231,6 +231,10 @@ static void rl_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, floa
     }
 }
 
+void rl_q8_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
+    rl_widen_ref(src, x, i0, n, out);
+}
+
 /* n is a multiple of 32 here.  vcvtpd2ps rounds as the C cast does (to
  * nearest even, the MXCSR default both use); vcvtph2ps widens exactly. */
 __attribute__((target("avx2,fma,f16c"))) static void

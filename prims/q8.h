@@ -88,6 +88,10 @@ rl_q8_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, siz
 rl_q8_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
 rl_q8_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
 
+/* Values i0..i0+n-1 of a run of type src as the quantizers see them (f64
+ * by the C cast, halves widened exactly) into out.  src must be valid. */
+void rl_q8_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
+
 /* The two f32 kernels themselves (same contract as rl_q8_quantize_path).
  * _avx2 must only be called when rl_cpu_has_avx2(). */
 rl_q8_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "prims/ecl/qmatrix.h"
+#include "prims/q8_outlier.h"
 
 /* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order;
  * rl_qm_init checks it against the defstruct. */
@@ -176,39 +177,62 @@ static cl_object rl_prim_qm_row_major_aref(cl_object m, cl_object i) {
     ecl_return1(ecl_process_env(), ecl_make_double_float(d));
 }
 
-/* (%q8-quantize src kind) -> octets | (values nil status where).  SRC is a
- * simple array of single-floats (kind 0), double-floats (1), or the
- * (unsigned-byte 16) bits of binary16 (2) or bfloat16 (3) values; its total
- * size a multiple of 32 (the Lisp side checks rank and shape). */
-static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
+/* What %q8-quantize and %q8-quantize-outliers share: SRC is a simple
+ * array of single-floats (kind 0), double-floats (1), or the
+ * (unsigned-byte 16) bits of binary16 (2) or bfloat16 (3) values; MASK is
+ * NIL (the plain quantizer) or the outlier-column mask.  Answers the octets,
+ * or (values nil status where). */
+static cl_object rl_q8_quantize_prim(const char *fn, cl_object src, cl_object kind,
+                                     cl_object mask) {
     static const cl_elttype aet[] = {ecl_aet_sf, ecl_aet_df, ecl_aet_b16, ecl_aet_b16};
-    cl_index k = (cl_index)rl_arg_fixnum("%Q8-QUANTIZE", 2, kind, 0, 3);
-    cl_index n = 0;
+    static const rl_q8_src srcs[] = {RL_SRC_F32, RL_SRC_F64, RL_SRC_F16, RL_SRC_BF16};
+    cl_index k = (cl_index)rl_arg_fixnum(fn, 2, kind, 0, 3);
+    cl_index n = 0, cols = 0;
     const void *x = rl_simple_data(src, aet[k], &n);
+    const uint8_t *m = mask == ECL_NIL ? NULL : rl_octets(fn, 3, mask, &cols);
     const cl_env_ptr env = ecl_process_env();
     size_t where = 0;
     rl_q8_status st;
     cl_object out;
 
     if (!x)
-        rl_type_error("%Q8-QUANTIZE", 1, src, RL_T_ARRAY);
+        rl_type_error(fn, 1, src, RL_T_ARRAY);
     if (n % RL_QK8_0)
         rl_signal(RL_C_SHAPE, "quantize: expected a total size that is a multiple of 32, found %lu",
                   (unsigned long)n);
+    if (m && (cols == 0 || cols % RL_QK8_0 || n % cols))
+        rl_signal(RL_C_SHAPE,
+                  "quantize: expected a row length that is a multiple of 32 and divides the "
+                  "total size %lu, found %lu", (unsigned long)n, (unsigned long)cols);
     out = ecl_alloc_simple_vector(rl_q8_bytes(n), ecl_aet_b8);
     {
+        rl_block_q8_0 *y = (rl_block_q8_0 *)out->vector.self.b8;
         RL_FP_HOLD();
-        switch (k) {
-        case 0: st = rl_q8_quantize_f32((const float *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
-        case 1: st = rl_q8_quantize_f64((const double *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
-        case 2: st = rl_q8_quantize_f16((const uint16_t *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
-        default: st = rl_q8_quantize_bf16((const uint16_t *)x, n, (rl_block_q8_0 *)out->vector.self.b8, &where); break;
-        }
+        if (m)
+            st = rl_q8_quantize_outliers_ref(srcs[k], x, n / cols, cols, m, y, &where);
+        else
+            st = rl_q8_quantize_path(srcs[k], x, n, y, &where, rl_path_best());
         RL_FP_RELEASE();
     }
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
+}
+
+/* (%q8-quantize src kind) -> octets | (values nil status where), SRC's
+ * total size a multiple of 32 (the Lisp side checks rank and shape). */
+static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
+    return rl_q8_quantize_prim("%Q8-QUANTIZE", src, kind, ECL_NIL);
+}
+
+/* (%q8-quantize-outliers src kind mask) -> as %q8-quantize, with SPEC
+ * §10's outlier-aware scales: MASK a simple (unsigned-byte 8) vector, one
+ * byte per column (nonzero = outlier column), whose length, a multiple of
+ * 32, divides SRC's total size into rows. */
+static cl_object rl_prim_q8_quantize_outliers(cl_object src, cl_object kind, cl_object mask) {
+    if (mask == ECL_NIL)
+        rl_type_error("%Q8-QUANTIZE-OUTLIERS", 3, mask, RL_T_VECTOR);
+    return rl_q8_quantize_prim("%Q8-QUANTIZE-OUTLIERS", src, kind, mask);
 }
 
 /* (%q8-dequantize-into m dest): DEST a simple single-float array of the
@@ -274,6 +298,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QM-AREF-2", rl_prim_qm_aref_2, 3),
     RL_PRIM("%QM-ROW-MAJOR-AREF", rl_prim_qm_row_major_aref, 2),
     RL_PRIM("%Q8-QUANTIZE", rl_prim_q8_quantize, 2),
+    RL_PRIM("%Q8-QUANTIZE-OUTLIERS", rl_prim_q8_quantize_outliers, 3),
     RL_PRIM("%Q8-DEQUANTIZE-INTO", rl_prim_q8_dequantize_into, 2),
     RL_PRIM("%Q8-ROW-INTO", rl_prim_q8_row_into, 3),
     RL_PRIM("%Q8-COPY-BYTES", rl_prim_q8_copy_bytes, 4),

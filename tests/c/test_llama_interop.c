@@ -953,16 +953,36 @@ static void test_executable(void) {
         CHECK_SKIP("%s not built: its convert and quantize outputs not compared", exe);
         return;
     }
+    /* A calibration file by hand: massive channels 3, 500 and 777 of
+     * blk.0.gauss_64x1024.weight, so quantize --calibration changes blocks. */
+    char cal[400];
+    snprintf(cal, sizeof cal, "%s/q8_main.cal.gguf", tmpdir);
+    {
+        static float mags[1024];
+        for (int j = 0; j < 1024; j++)
+            mags[j] = j == 3 || j == 500 || j == 777 ? 40.0f : 1.0f + 0.001f * (float)j;
+        const char *name = "blk.0.gauss_64x1024.weight";
+        int64_t ne[1] = {1024};
+        rl_gguf_writer *w = rl_gguf_writer_new();
+        char msg[RL_GGUF_MSG_SIZE] = "";
+        CHECK(w && rl_gguf_w_tensor(w, name, strlen(name), 1, ne, RL_GGUF_GGML_F32, mags,
+                                    sizeof mags) == RL_GGUF_OK &&
+              rl_gguf_writer_write(w, cal, msg, sizeof msg, NULL) == RL_GGUF_OK);
+        rl_gguf_writer_free(w);
+    }
+    /* Each ARGS has one %s for the output; the calibration file's path
+     * follows as a second argument for the run that takes it. */
     static const struct { const char *out, *args; } runs[] = {
         {"pico-f16.gguf", "convert --random s1-pico %s --type f16"},
         {"pico-q8_0.gguf", "convert --random s1-pico %s --type q8_0"},
-        {"q8_main.q8_0.gguf", "quantize tests/golden/q8_main.f32.gguf %s q8_0"}};
+        {"q8_main.q8_0.gguf", "quantize tests/golden/q8_main.f32.gguf %s q8_0"},
+        {"q8_main.cal.q8_0.gguf", "quantize tests/golden/q8_main.f32.gguf %s q8_0 --calibration %s"}};
     long failed_before = check_failed_;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char out[400], log[400], args[600], cmd[1400];
         snprintf(out, sizeof out, "%s/%s", tmpdir, runs[i].out);
         snprintf(log, sizeof log, "%s/run.log", tmpdir);
-        snprintf(args, sizeof args, runs[i].args, out);
+        snprintf(args, sizeof args, runs[i].args, out, cal);
         snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", exe, args, log);
         int rc = system(cmd);
         CHECK_MSG(rc == 0, "rontolisp %s: status %d; its output:", args, rc);
@@ -976,7 +996,9 @@ static void test_executable(void) {
         unlink(out);
         unlink(log);
     }
-    fprintf(stderr, "%s: convert --random s1-pico (f16, q8_0) and quantize q8_main: %s\n", exe,
+    unlink(cal);
+    fprintf(stderr, "%s: convert --random s1-pico (f16, q8_0) and quantize q8_main (plain and "
+            "--calibration): %s\n", exe,
             check_failed_ == failed_before ? "read alike by llama.cpp" : "FAILED (above)");
 }
 

@@ -10,7 +10,8 @@
  * RL_LLAMA_LIB overrides it), loads its CPU backends with
  * ggml_backend_load_all_from_path, and for every --encoder-only file of
  * --random s1-pico|s1-nano|s1-micro x --type f32|f16|bf16|q8_0 requires
- * llama_model_load_from_file to accept it, llama_init_from_model to make a
+ * llama_model_load_from_file to accept it (and for two with --massive
+ * channels), llama_init_from_model to make a
  * context, and llama_encode of a few tokens to build and run the graph and
  * answer finite embeddings; the same for Hugging Face ModernBERT
  * directories (no head, the masked-LM head in bf16 shards, the classifier
@@ -166,6 +167,32 @@ static int try_file(const char *path, const char *dir, const char *logpath, char
     return WEXITSTATUS(status);
 }
 
+/* Runs `EXE convert ARGS OUT` into TMPDIR and requires llama.cpp (in DIR)
+ * to load and encode the result; answers 1 when it did. */
+static int convert_and_load(const char *exe, const char *args, const char *tmpdir,
+                            const char *dir) {
+    char out[400], log[400], cmd[1400], why[200] = "";
+    int ok = 0;
+    snprintf(out, sizeof out, "%s/converted.gguf", tmpdir);
+    snprintf(log, sizeof log, "%s/run.log", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s convert %s %s >%s 2>&1", exe, args, out, log);
+    int rc = system(cmd);
+    CHECK_MSG(rc == 0, "rontolisp convert %s: status %d", args, rc);
+    if (rc == 0) {
+        int v = try_file(out, dir, log, why, sizeof why);
+        CHECK_MSG(v == LOADED, "%s: %s", args, v < 0 ? why : verdict_name(v));
+        if (v != LOADED) {
+            char *text = slurp(log, NULL);
+            fprintf(stderr, "  llama.cpp said: %s\n", text && *text ? text : "(nothing)");
+            free(text);
+        }
+        ok = v == LOADED;
+    }
+    unlink(out);
+    unlink(log);
+    return ok;
+}
+
 int main(void) {
     const char *lib = getenv("RL_LLAMA_LIB"), *exe = getenv("RONTOLISP_EXE");
     char dir[512];
@@ -201,31 +228,18 @@ int main(void) {
     int loaded = 0;
     for (size_t p = 0; p < 3; p++) {
         for (size_t k = 0; k < 4; k++) {
-            char out[400], log[400], cmd[1400], why[200] = "";
-            snprintf(out, sizeof out, "%s/%s-%s.gguf", tmpdir, presets[p], types[k]);
-            snprintf(log, sizeof log, "%s/run.log", tmpdir);
-            snprintf(cmd, sizeof cmd, "%s convert --random %s %s --type %s --encoder-only >%s 2>&1",
-                     exe, presets[p], out, types[k], log);
-            int rc = system(cmd);
-            CHECK_MSG(rc == 0, "rontolisp convert --random %s --type %s --encoder-only: status %d",
-                      presets[p], types[k], rc);
-            if (rc == 0) {
-                int v = try_file(out, dir, log, why, sizeof why);
-                CHECK_MSG(v == LOADED, "%s --type %s --encoder-only: %s", presets[p], types[k],
-                          v < 0 ? why : verdict_name(v));
-                if (v != LOADED) {
-                    char *text = slurp(log, NULL);
-                    fprintf(stderr, "  llama.cpp said: %s\n", text && *text ? text : "(nothing)");
-                    free(text);
-                } else {
-                    loaded++;
-                }
-            }
-            unlink(out);
-            unlink(log);
+            char args[200];
+            snprintf(args, sizeof args, "--random %s --type %s --encoder-only", presets[p],
+                     types[k]);
+            loaded += convert_and_load(exe, args, tmpdir, dir);
         }
     }
     fprintf(stderr, "llama.cpp loaded and encoded %d of 12 --encoder-only files\n", loaded);
+    /* massive residual channels (20x in the embedding and norm weights)
+     * change values, not the file's shape: still a model llama.cpp runs */
+    convert_and_load(exe, "--random s1-nano --massive 4 --type f16 --encoder-only", tmpdir, dir);
+    convert_and_load(exe, "--random s1-pico --massive 2 --massive-ratio 50 --type q8_0 "
+                     "--encoder-only", tmpdir, dir);
 
     /* Hugging Face directories the executable writes (a script calling
      * write-random-hf): no head; the masked-LM head, three bf16 shards,

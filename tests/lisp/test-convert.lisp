@@ -491,3 +491,53 @@ tensor, not only the final write."
         (is (= 1 (count #\Newline err)))
         (is (contains err "model.safetensors: tensor \"model.layers.0.attn.Wqkv.weight\" cannot be Q8_0: row 0, block 1")))
       (is (null (probe-file out))))))
+
+(defun channels-equal-to (vector value)
+  "The indices of VECTOR whose element is = VALUE."
+  (loop for i below (length vector) when (= value (aref vector i)) collect i))
+
+(test convert-massive-channels
+  "--massive K: K residual channels RATIO times larger in the token embedding
+and the embedding, attention and MLP norms, the same channels everywhere,
+the final norm untouched; the other weights as without --massive; the same
+file again for the same seed."
+  (let ((plain (tmp-path "plain.gguf")) (again (tmp-path "again.gguf")))
+    (unwind-protect
+         (progn
+           (is (= 0 (run-exe (list "convert" "--random" "s1-pico" plain "--type" "f32"
+                                   "--encoder-only" "--seed" "3"))))
+           (is (= 0 (run-exe (list "convert" "--random" "s1-pico" again "--type" "f32"
+                                   "--encoder-only" "--seed" "3" "--massive" "3"))))
+           (with-converted (f "--type" "f32" "--encoder-only" "--seed" "3" "--massive" "3")
+             (let ((channels (channels-equal-to (gguf:tensor f "token_embd_norm.weight") 20)))
+               (is (= 3 (length channels)))
+               (dolist (norm '("blk.1.attn_norm.weight" "blk.0.ffn_norm.weight"
+                               "blk.1.ffn_norm.weight"))
+                 (let ((w (gguf:tensor f norm)))
+                   (is (equal channels (channels-equal-to w 20)) "~A" norm)
+                   (is (= (- (length w) 3) (length (channels-equal-to w 1))) "~A" norm)))
+               (is (= 64 (length (channels-equal-to (gguf:tensor f "output_norm.weight") 1))))
+               (gguf:with-file (p plain)
+                 (let ((e (gguf:tensor f "token_embd.weight"))
+                       (e0 (gguf:tensor p "token_embd.weight")))
+                   (dotimes (row (array-dimension e 0))
+                     (dotimes (c 64)
+                       (unless (= (aref e row c) (* (if (member c channels) 20 1) (aref e0 row c)))
+                         (is (= (aref e row c) (* (if (member c channels) 20 1) (aref e0 row c)))
+                             "token_embd[~D,~D]" row c)
+                         (return)))))
+                 (is (equalp (gguf:tensor p "blk.1.attn_qkv.weight")
+                             (gguf:tensor f "blk.1.attn_qkv.weight")))))
+             (is (equalp (file-octets again) (file-octets (gguf:path f))))))
+      (ignore-errors (delete-file plain))
+      (ignore-errors (delete-file again)))))
+
+(test convert-massive-checks-its-options
+  (let ((out (tmp-path "bad.gguf")))
+    (is (= 2 (run-exe (list "convert" "--random" "s1-pico" out "--massive" "65"))))
+    (is (= 2 (run-exe (list "convert" "--random" "s1-pico" out "--massive-ratio" "5"))))
+    (is (= 2 (run-exe (list "convert" "--random" "s1-pico" out "--massive" "-1"))))
+    (is (= 2 (run-exe (list "convert" "/nonexistent" out "--massive" "2"))))
+    (is (= 2 (run-exe (list "convert" "--random" "s1-pico" out "--massive" "2"
+                            "--massive-ratio" "0"))))
+    (is (not (probe-file out)))))

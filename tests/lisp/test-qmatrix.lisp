@@ -416,7 +416,10 @@ compiler, and COMPILE-FILE all see the matrix."
   (signals rontolisp:element-type-error (rontolisp:dequantize #(1.0 2.0))))
 
 (test quantize-memory-is-reclaimed
-  "A loop of quantizes (about 340 MB in all) must not keep its garbage."
+  "A loop of quantizes (about 1.1 GB in all) must not keep its garbage.
+The collector is conservative and its heap grows with what else the run
+holds (up to about 200 MB was seen in a full test run), so the limit sits
+well below the total rather than near what one quiet run needs."
   (let ((a (make-array '(1024 1024) :element-type 'single-float :initial-element 0.25)))
     (flet ((rss-mb ()
              (with-open-file (s "/proc/self/statm")
@@ -424,8 +427,8 @@ compiler, and COMPILE-FILE all see the matrix."
                (floor (* 4096 (read s)) (* 1024 1024)))))
       (rontolisp:quantize a 'q8-0)
       (let ((before (rss-mb)))
-        (dotimes (i 300) (rontolisp:quantize a 'q8-0))
-        (is (< (- (rss-mb) before) 150) "RSS grew from ~D MB to ~D MB" before (rss-mb))))))
+        (dotimes (i 1000) (rontolisp:quantize a 'q8-0))
+        (is (< (- (rss-mb) before) 400) "RSS grew from ~D MB to ~D MB" before (rss-mb))))))
 
 (test tampered-matrix-slots-signal-not-read-beyond
   "Slots changed behind the read-only accessors (SLOT-VALUE) cannot make
