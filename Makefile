@@ -88,7 +88,7 @@ tools: $(TOOLS)
 
 $(B)/tools/%: tools/%.c $(B)/librl.a
 	@mkdir -p $(B)/tools
-	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl
 
 # Rewrites tests/bad/ and its MANIFEST; commit the result.
 bad-corpus: $(B)/tools/make_bad_gguf
@@ -112,7 +112,8 @@ check-lisp: all
 	@sh tests/run-all.sh --lisp-only
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all tools
+	@sh tests/fetch-llama-lib.sh
 	@sh tests/demo.sh
 
 # The benchmark (not a test): `rontolisp bench' on the standard shapes, or

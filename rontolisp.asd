@@ -47,7 +47,8 @@ command-line tools built on them."
                (:file "quantize-tool")
                (:file "safetensors")
                (:file "convert")
-               (:file "bench")))
+               (:file "bench")
+               (:file "model")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

@@ -487,7 +487,7 @@ values), found ~S" option string))
       (when model (gguf:close model)))))
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE] [--model FILE.gguf] [--tokens N]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -515,7 +515,23 @@ also stops after 3 s once 3 calls are timed)")
                         :help "the \"all threads\" count (default: the --threads knob,
 every core)")
                (json "--json FILE"
-                     :help "also write the numbers as JSON (null where not measured)")))
+                     :help "also write the numbers as JSON (null where not measured)")
+               (model "--model FILE"
+                      :help "the encoder benchmark instead: MODEL:ENCODE on FILE's encoder
+stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
+2 threads, with llama.cpp's time on the same file as a ratio and each
+format's error against F32")
+               (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
+                       :help "the encoder benchmark with one token count N (with --model,
+or with --random NAME for a random model of that preset)")))
+  (when (or model tokens)
+    (when (or file shapes (and model random))
+      (usage-error "the encoder benchmark takes --model FILE or --random NAME, nothing else"))
+    (unless (or model (and random (not (string= random "shapes"))))
+      (usage-error "--tokens goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
+    (run-model-bench :file model :random random
+                     :token-counts (if tokens (list tokens) '(16 128 512)))
+    (return-from command-bench 0))
   (when (> (count-if #'identity (list file random shapes)) 1)
     (usage-error "give at most one of FILE.gguf, --random NAME and --shape RxC"))
   (run-bench :file file :random random :shapes shapes :iters iters

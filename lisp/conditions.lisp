@@ -325,3 +325,18 @@ the message says what was expected and what was found."))
 (defun file-io-error (path control &rest args)
   "Signal FILE-IO-ERROR about the file PATH."
   (error 'file-io-error :path path :message (error-message path control args)))
+
+;;; The encoder (model.lisp).
+
+(define-condition model::model-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader model::model-error-path))
+  (:documentation "A GGUF file that is not a modern-bert encoder MODEL:LOAD
+can run: a missing tensor or key, a key of the wrong type, a tensor of the
+wrong shape; PATH names the file."))
+
+(setf (documentation 'model::model-error-path 'function)
+      "The file a MODEL:MODEL-ERROR is about.")
+
+(defun model::model-error (path control &rest args)
+  "Signal MODEL:MODEL-ERROR about the GGUF file PATH."
+  (error 'model::model-error :path path :message (error-message path control args)))

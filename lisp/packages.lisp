@@ -87,6 +87,17 @@ row of a quantized matrix."))
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
 
+(defpackage "MODEL"
+  (:use "CL")
+  (:shadow "LOAD")
+  (:export
+   "LOAD" "ENCODE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
+   "MODEL-ERROR" "MODEL-ERROR-PATH")
+  (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
+MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
+forward pass (SPEC 9) on token ids, Lisp driving the graph and the VEC
+kernels doing the arithmetic."))
+
 (defpackage "RONTOLISP-USER"
   (:use "CL")
   (:documentation "The package the REPL and scripts start in."))

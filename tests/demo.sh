@@ -44,4 +44,10 @@ if $R --help | grep -q ' bench'; then
 else
   echo "(skipped: rontolisp bench does not exist yet)"
 fi
+step "the encoder: convert a random s1-nano encoder (--encoder-only) and embed a token sequence"
+$R convert --random s1-nano build/demo-nano-f32.gguf --type f32 --encoder-only
+$R embed build/demo-nano-f32.gguf --tokens 2,17,9,3 --pooling mean | cut -c1-100
+$R embed build/demo-nano-f32.gguf --tokens 2,17,9,3 | cut -c1-100
+step "format, error against F32 and latency, against llama.cpp where its libraries are (rontolisp bench --model FILE --tokens 16)"
+$R bench --model build/demo-nano-f32.gguf --tokens 16
 echo "demo done."

@@ -36,76 +36,15 @@
 
 #include "tests/c/check.h"
 #include "tests/c/testutil.h"
+#include "tools/llama_api.h"
 
 #define DEFAULT_DIR "build/cache/llama"
 
 /* ------------------------------------------------ llama.cpp's interface */
 
-struct ll_model;
-struct ll_context;
-
-/* struct llama_model_params, field for field. */
-struct ll_model_params {
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int split_mode, load_mode, lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    bool (*progress_callback)(float progress, void *user_data);
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
-
-/* struct llama_context_params, field for field. */
-struct ll_context_params {
-    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
-        n_outputs_max_per_seq;
-    int32_t n_threads, n_threads_batch;
-    int ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type;
-    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast,
-        yarn_beta_slow;
-    uint32_t yarn_orig_ctx;
-    float defrag_thold;
-    void *cb_eval, *cb_eval_user_data;
-    int type_k, type_v;
-    void *abort_callback, *abort_callback_data;
-    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
-    void *samplers;
-    size_t n_samplers;
-    struct ll_context *ctx_other;
-};
-
-/* struct llama_batch. */
-struct ll_batch {
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-};
-
 enum { LL_LOG_WARN = 3, LL_LOG_ERROR = 4 }; /* enum ggml_log_level */
 
-static struct {
-    void (*load_all_from_path)(const char *dir);
-    void (*backend_init)(void);
-    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
-    struct ll_model_params (*model_default_params)(void);
-    struct ll_context_params (*context_default_params)(void);
-    struct ll_model *(*model_load)(const char *path, struct ll_model_params params);
-    void (*model_free)(struct ll_model *);
-    int32_t (*n_embd)(const struct ll_model *);
-    struct ll_context *(*init_from_model)(struct ll_model *, struct ll_context_params params);
-    void (*free)(struct ll_context *);
-    struct ll_batch (*batch_get_one)(int32_t *tokens, int32_t n_tokens);
-    int32_t (*encode)(struct ll_context *, struct ll_batch batch);
-    float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
-    float *(*get_embeddings)(struct ll_context *);
-} ll;
+static struct ll_api ll;
 
 /* llama.cpp's warnings and errors since the child started, one line each,
  * printed only when the file is refused. */
@@ -137,27 +76,7 @@ static int ll_load(const char *dir) {
         CHECK_MSG(0, "libllama loaded but not libggml: %s", dlerror());
         return 0;
     }
-    const char *missing = NULL;
-#define SYM(lib, field, name)                                                \
-    do {                                                                     \
-        if (!(*(void **)&ll.field = dlsym(lib, name)) && !missing)           \
-            missing = name;                                                  \
-    } while (0)
-    SYM(g, load_all_from_path, "ggml_backend_load_all_from_path");
-    SYM(h, backend_init, "llama_backend_init");
-    SYM(h, log_set, "llama_log_set");
-    SYM(h, model_default_params, "llama_model_default_params");
-    SYM(h, context_default_params, "llama_context_default_params");
-    SYM(h, model_load, "llama_model_load_from_file");
-    SYM(h, model_free, "llama_model_free");
-    SYM(h, n_embd, "llama_model_n_embd");
-    SYM(h, init_from_model, "llama_init_from_model");
-    SYM(h, free, "llama_free");
-    SYM(h, batch_get_one, "llama_batch_get_one");
-    SYM(h, encode, "llama_encode");
-    SYM(h, get_embeddings_seq, "llama_get_embeddings_seq");
-    SYM(h, get_embeddings, "llama_get_embeddings");
-#undef SYM
+    const char *missing = ll_api_resolve(&ll, h, g);
     CHECK_MSG(!missing, "%s has no symbol %s: not llama.cpp v0.5.0's libllama", dir, missing);
     if (missing)
         return 0;
