@@ -21,7 +21,11 @@ cat > build/demo-repl.txt <<'LISP'
 LISP
 sed 's/^/> /' build/demo-repl.txt
 echo "--- output:"
-$R < build/demo-repl.txt 2>&1
+# Piped input ends with status 1 when a form failed, as (car 1) does here.
+status=0
+$R < build/demo-repl.txt 2>&1 || status=$?
+echo "--- exit status $status (1: a form failed)"
+[ "$status" -eq 1 ] || exit 1
 echo
 
 step "inspect a real llama.cpp vocab file and llama-quantize's Q8_0 output"
