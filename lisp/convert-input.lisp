@@ -1,0 +1,266 @@
+;;;; convert-input.lisp - the converter's checks of its input, made before
+;;;; anything is written: config values typed and bounded, tensors against
+;;;; the shapes the config implies, the tokenizer strict.  A failure is a
+;;;; CONVERT-ERROR naming the input file and its key or tensor.
+
+(in-package "RONTOLISP")
+
+;;; Checking the input before anything is written.  Every value read from
+;;; a config is checked for its JSON type and range; every tensor's name,
+;;; layer index and shape against what the config implies; a failure is a
+;;; CONVERT-ERROR naming the input file and its key or tensor.
+
+(defparameter *config-limits*
+  '(("hidden_size" 1 65536) ("num_hidden_layers" 1 4096) ("intermediate_size" 1 1048576)
+    ("num_attention_heads" 1 65536) ("vocab_size" 1 16777216)
+    ("max_position_embeddings" 1 16777216) ("local_attention" 0 16777216)
+    ("global_attn_every_n_layers" 1 4096) ("head_layers" 0 4096)
+    ("head_max_len" 1 16777216) ("max_len" 1 16777216) ("num_labels" 1 65536))
+  "The integer configuration keys with their least and greatest sane
+values: a config beyond them is refused before anything is allocated.")
+
+(defun json-brief (value)
+  "VALUE (parsed JSON) described in a few words, for a message."
+  (typecase value
+    (hash-table "an object")
+    (string (if (> (length value) 40) "a long string" (format nil "~S" value)))
+    (vector (if (and (<= (length value) 4) (every (lambda (x) (or (stringp x) (integerp x))) value))
+                (format nil "[~{~S~^, ~}]" (coerce value 'list))
+                (format nil "an array of ~D" (length value))))
+    ((eql t) "true")
+    (null "false")
+    ((eql :null) "null")
+    (double-float (let ((*read-default-float-format* 'double-float)) (format nil "~A" value)))
+    (t (format nil "~A" value))))
+
+(defun json-object (value path &optional key)
+  "VALUE when it is a JSON object; else a CONVERT-ERROR naming PATH (and
+KEY, the member it was read from)."
+  (if (hash-table-p value)
+      value
+      (convert-error path "~:[~;key ~:*~S: ~]expected a JSON object, found ~A" key (json-brief value))))
+
+(defun cfg (table key path &key (type 'integer) (default nil default-p))
+  "The value of KEY in the JSON object TABLE of the file PATH, of TYPE
+(integer, real, string, hash-table, vector or boolean); DEFAULT when the
+key is absent (an error without one).  A real is a finite number within
+single-float range; an integer named in *CONFIG-LIMITS* is within its
+limits."
+  (multiple-value-bind (v found) (gethash key table)
+    (flet ((bad (what) (convert-error path "key ~S: expected ~A, found ~A" key what (json-brief v))))
+      (cond ((not found)
+             (if default-p default (convert-error path "expected a key ~S, found none" key)))
+            ((eq type 'boolean) (if (member v '(t nil)) v (bad "true or false")))
+            ((eq type 'real)
+             (if (and (realp v) (< (abs v) most-positive-single-float)) v (bad "a finite number")))
+            ((eq type 'integer)
+             (let ((limits (rest (assoc key *config-limits* :test #'string=))))
+               (cond ((not (integerp v)) (bad "an integer"))
+                     ((and limits (not (<= (first limits) v (second limits))))
+                      (bad (format nil "an integer from ~D to ~D" (first limits) (second limits))))
+                     (t v))))
+            ((typep v type) v)
+            (t (bad (ecase type (string "a string") (hash-table "a JSON object")
+                      (vector "an array"))))))))
+
+(defun encoder-hparams (encoder path)
+  "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON
+object of the file PATH) as a plist, each checked.  A key the config leaves
+out takes the default of Hugging Face's ModernBertConfig, as upstream's
+converter sees it through AutoConfig."
+  (json-object encoder path)
+  (let ((hp (list :hidden (cfg encoder "hidden_size" path)
+                  :layers (cfg encoder "num_hidden_layers" path)
+                  :intermediate (cfg encoder "intermediate_size" path)
+                  :heads (cfg encoder "num_attention_heads" path)
+                  :vocab (cfg encoder "vocab_size" path :default 50368)
+                  :context (cfg encoder "max_position_embeddings" path :default 8192)
+                  :eps (cfg encoder "norm_eps" path :type 'real :default 1d-5)
+                  :global-theta (cfg encoder "global_rope_theta" path :type 'real :default 160000d0)
+                  :local-theta (cfg encoder "local_rope_theta" path :type 'real :default 10000d0)
+                  :window (cfg encoder "local_attention" path :default 128)
+                  :pattern (cfg encoder "global_attn_every_n_layers" path :default 3)
+                  :act (cfg encoder "hidden_activation" path :type 'string :default "gelu"))))
+    (destructuring-bind (&key hidden heads eps global-theta local-theta act &allow-other-keys) hp
+      (unless (and (zerop (mod hidden heads)) (evenp (floor hidden heads)))
+        (convert-error path "key \"num_attention_heads\": expected a divisor of hidden_size ~D ~
+leaving an even head size, found ~D" hidden heads))
+      (loop for (key value) in `(("norm_eps" ,eps) ("global_rope_theta" ,global-theta)
+                                 ("local_rope_theta" ,local-theta))
+            unless (plusp value)
+              do (convert-error path "key ~S: expected a positive number, found ~A" key value))
+      ;; The names llama.cpp's loader maps to a gated FFN (GeGLU, SwiGLU);
+      ;; any other it would silently run as GeGLU.
+      (unless (member act '("gelu" "geglu" "silu" "swish" "swiglu") :test #'string=)
+        (convert-error path "key \"hidden_activation\": expected gelu, geglu, silu, swish or ~
+swiglu, found ~S" act))
+      ;; llama.cpp's ModernBERT graph has no biases: a model with them
+      ;; would load without them and compute something else.
+      (dolist (key '("norm_bias" "attention_bias" "mlp_bias"))
+        (when (cfg encoder key path :type 'boolean :default nil)
+          (convert-error path "key ~S: expected false (llama.cpp's ModernBERT has no such ~
+biases), found true" key))))
+    hp))
+
+(defun shape-string (dims)
+  (format nil "[~{~D~^, ~}]" dims))
+
+(defun check-tensors (tensors expected path config-path layer-prefixes)
+  "Check the input TENSORS, a list of (name data) read from PATH, against
+EXPECTED, a list of (name shape) that the config CONFIG-PATH implies:
+every name known, every layer index in range, every shape right, nothing
+missing.  LAYER-PREFIXES lists (prefix count source) for the layered
+names, COUNT their layers and SOURCE the config file and key that say so."
+  (let ((shapes (make-hash-table :test 'equal)))
+    (loop for (name shape) in expected do (setf (gethash name shapes) shape))
+    (loop for (name data) in tensors
+          for shape = (gethash name shapes)
+          do (unless shape
+               (loop for (prefix count source) in layer-prefixes
+                     do (let ((n (layer-index name prefix)))
+                          (cond ((stringp n)
+                                 (convert-error path "tensor ~S: expected a layer index (digits), ~
+found ~S" name n))
+                                ((and n (>= n count))
+                                 (convert-error path "tensor ~S: expected a layer index below ~D ~
+(~A), found ~D" name count source n)))))
+               (convert-error path "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
+one" name))
+             (let ((dims (packed-dimensions data)))
+               (unless (equal dims shape)
+                 (convert-error path "tensor ~S: expected shape ~A (from ~A), found ~A" name
+                                (shape-string shape) config-path (shape-string dims)))))
+    (let ((given (make-hash-table :test 'equal)))
+      (loop for (name) in tensors do (setf (gethash name given) t))
+      (loop for (name) in expected
+            unless (gethash name given)
+              do (convert-error path "tensor ~S: expected it (from ~A), found none" name
+                                config-path)))))
+
+(defun temperature-key (bucket)
+  "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
+  (substitute #\_ #\- (substitute #\. #\: bucket)))
+
+(defun systemone-template (cls sep mask)
+  "The Jinja chat template llama.cpp's server renders for a decision:
+CLS {type} question: {instructions} SEP (MASK option)* SEP state SEP."
+  (format nil "~A{{ type }} question: {{ instructions }}~A~
+{% for o in options %}~A{{ o.text if o.text is defined else o }}{% endfor %}~
+~A{{ state }}~A" cls sep mask sep sep))
+
+(defun token-string (value path what)
+  "VALUE, a token string from the tokenizer file PATH (WHAT says where);
+refused when it is not a non-empty string.  (A NUL never gets here: the
+JSON reader refuses it.)"
+  (unless (and (stringp value) (plusp (length value)))
+    (convert-error path "~A: expected a non-empty string, found ~A" what (json-brief value)))
+  value)
+
+(defun merge-string (m i path)
+  "The I-th BPE merge M of the tokenizer file PATH as GGUF keeps it, \"a
+b\": M is that string or the pair [\"a\", \"b\"]."
+  (let ((what (format nil "model.merges[~D]" i)))
+    (cond ((stringp m)
+           (unless (= 1 (count #\Space m))
+             (convert-error path "~A: expected two tokens separated by one space, found ~S" what m))
+           (token-string m path what))
+          ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
+           (format nil "~A ~A" (token-string (aref m 0) path what) (token-string (aref m 1) path what)))
+          (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A" what
+                            (json-brief m))))))
+
+(defun special-token-name (tokenizer-config key default)
+  "The special token KEY (\"cls_token\") names in tokenizer_config.json's
+data TOKENIZER-CONFIG (a string, or an object with its content), or DEFAULT."
+  (let ((v (and tokenizer-config (gethash key tokenizer-config))))
+    (cond ((stringp v) v)
+          ((hash-table-p v) (or (gethash "content" v) default))
+          (t default))))
+
+(defun tokenizer-metadata (tok path pre vocab-size
+                           &key token-types tokenizer-config template (config-path "config.json")
+                                (tokenizer-config-path "tokenizer_config.json"))
+  "The tokenizer.ggml.* and skycmd.tokenizer.* keys of the tokenizer.json
+data TOK (the file PATH) for a model of VOCAB-SIZE token embeddings, ids
+without a token becoming [PADn] as upstream writes them.  TOKEN-TYPES, when
+given, is token_type_count (the decision head's type embeddings);
+TOKENIZER-CONFIG (the data of TOKENIZER-CONFIG-PATH) names the special
+tokens; TEMPLATE is the chat template (default: tokenizer_config's).
+CONFIG-PATH names the file that gives VOCAB-SIZE, for errors."
+  (json-object tok path)
+  (let* ((model (json-object (cfg tok "model" path :type 'hash-table) path "model"))
+         (vocab (cfg model "vocab" path :type 'hash-table))
+         (tokens (make-array vocab-size :initial-element nil))
+         (types (make-array vocab-size :element-type '(signed-byte 32) :initial-element 1))
+         (added (cfg tok "added_tokens" path :type 'vector :default #()))
+         (merges (let ((ms (cfg model "merges" path :type 'vector)))
+                   (map 'vector (let ((i -1)) (lambda (m) (merge-string m (incf i) path))) ms)))
+         (ids (make-hash-table :test 'equal))
+         (lstrip '()) (rstrip '()))
+    (unless (member (gethash "type" model "BPE") '("BPE") :test #'equal)
+      (convert-error path "key \"model.type\": expected \"BPE\", found ~A" (json-brief (gethash "type" model))))
+    (flet ((place (tok id what)
+             (token-string tok path what)
+             (unless (and (integerp id) (< -1 id vocab-size))
+               (convert-error path "~A: expected an id below ~D (~A vocab_size), found ~A" what
+                              vocab-size config-path (json-brief id)))
+             (let ((old (aref tokens id)))
+               (when (and old (string/= old tok))
+                 (convert-error path "~A: expected a free id, found ~D taken by ~S" what id old)))
+             (setf (aref tokens id) tok (gethash tok ids) id)))
+      (maphash (lambda (k id) (place k id (format nil "token ~S" k))) vocab)
+      (loop for a across added
+            for i from 0
+            for what = (format nil "added_tokens[~D]" i)
+            do (json-object a path what)
+               (let ((id (gethash "id" a)))
+                 (place (gethash "content" a) id what)
+                 (flet ((flag (key) (cfg a key path :type 'boolean :default nil)))
+                   (setf (aref types id) (if (flag "special") 3 4))
+                   (when (flag "lstrip") (push id lstrip))
+                   (when (flag "rstrip") (push id rstrip))
+                   (flag "single_word") (flag "normalized")))))
+    (dotimes (id vocab-size)
+      (unless (aref tokens id)
+        (setf (aref tokens id) (format nil "[PAD~D]" id) (aref types id) 5)))
+    (flet ((id-of (key default)
+             (let ((name (special-token-name tokenizer-config key default)))
+               (or (gethash name ids)
+                   (convert-error path "expected a token ~A (~A), found none" name key)))))
+      (let ((normalizer (gethash "normalizer" tok))
+            (template (or template
+                          (and tokenizer-config
+                               (cfg tokenizer-config "chat_template" tokenizer-config-path
+                                    :type 'string :default nil))))
+            (cls (id-of "cls_token" "[CLS]")) (sep (id-of "sep_token" "[SEP]")))
+        (remove nil
+                (list (list "tokenizer.ggml.model" :string "gpt2")
+                      (list "tokenizer.ggml.pre" :string pre)
+                      (list "tokenizer.ggml.tokens" '(:array :string) tokens)
+                      (list "tokenizer.ggml.token_type" '(:array :i32) types)
+                      (list "tokenizer.ggml.merges" '(:array :string) merges)
+                      ;; ModernBERT's config has bos = [CLS] and eos = [SEP].
+                      (list "tokenizer.ggml.bos_token_id" :u32 cls)
+                      (list "tokenizer.ggml.eos_token_id" :u32 sep)
+                      (list "tokenizer.ggml.seperator_token_id" :u32 sep)
+                      (list "tokenizer.ggml.cls_token_id" :u32 cls)
+                      (list "tokenizer.ggml.mask_token_id" :u32 (id-of "mask_token" "[MASK]"))
+                      (list "tokenizer.ggml.unknown_token_id" :u32 (id-of "unk_token" "[UNK]"))
+                      (list "tokenizer.ggml.padding_token_id" :u32 (id-of "pad_token" "[PAD]"))
+                      (list "tokenizer.ggml.add_bos_token" :bool t)
+                      (list "tokenizer.ggml.add_eos_token" :bool t)
+                      (list "tokenizer.ggml.add_sep_token" :bool t)
+                      (and token-types (list "tokenizer.ggml.token_type_count" :u32 token-types))
+                      ;; The default template: llama.cpp's server renders
+                      ;; only this one unless a named template is asked for.
+                      (and template (list "tokenizer.chat_template" :string template))
+                      (list "skycmd.tokenizer.normalizer" :string
+                            (if (hash-table-p normalizer)
+                                (cfg normalizer "type" path :type 'string :default "none")
+                                "none"))
+                      (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
+                            (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
+                      (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
+                            (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
+                      (list "skycmd.tokenizer.ignore_merges" :bool
+                            (cfg model "ignore_merges" path :type 'boolean :default nil))))))))
