@@ -242,6 +242,45 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     ecl_return1(ecl_process_env(), dest);
 }
 
+/* A view's pin outlives every primitive call: the vector reads the mapping
+ * directly, so the pin goes only when the vector is garbage, and a
+ * gguf:close before that leaves the bytes mapped instead of pulling them
+ * from under a live vector. */
+static cl_object rl_finalize_octet_view(cl_narg narg, ...) {
+    cl_env_ptr env = ecl_process_env();
+    cl_object token = ECL_CONS_CAR(env->function->cclosure.env);
+    (void)narg;
+    rl_unpin_token(token->foreign.data);
+    ecl_return0(env);
+}
+
+/* (%gguf-tensor-octets handle index) -> an (unsigned-byte 8) vector over
+ * the tensor's bytes in the mapping: no copy, whatever the ggml type. */
+static cl_object rl_prim_gguf_tensor_octets(cl_object h, cl_object index) {
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSOR-OCTETS", h);
+    uint64_t i, nbytes;
+    cl_object v, token;
+    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
+        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
+        rl_unpin(h);
+        rl_arg_fixnum("%GGUF-TENSOR-OCTETS", 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
+        rl_type_error("%GGUF-TENSOR-OCTETS", 2, index, RL_T_FIXNUM); /* an empty file */
+    }
+    i = (uint64_t)ecl_fixnum(index);
+    nbytes = rl_gguf_tensor_nbytes(f, i);
+    v = ecl_alloc_object(t_vector);
+    v->vector.elttype = ecl_aet_b8;
+    v->vector.displaced = ECL_NIL;
+    v->vector.dim = v->vector.fillp = (cl_index)nbytes;
+    v->vector.flags = 0;
+    /* the reader checked that the bytes lie inside the mapping */
+    v->vector.self.b8 = (uint8_t *)rl_gguf_tensor_data(f, i);
+    /* the call's pin becomes the view's, released by its finalizer */
+    token = ecl_make_foreign_data(ECL_NIL, 0, rl_pinned_token(h));
+    si_set_finalizer(v, ecl_make_cclosure_va(rl_finalize_octet_view, ecl_list1(token), ECL_NIL, 1));
+    ecl_return1(ecl_process_env(), v);
+}
+
 /* (%ggml-type id) -> (values name block-size block-bytes known-p) or NIL. */
 static cl_object rl_prim_ggml_type(cl_object id) {
     uint32_t t = (uint32_t)rl_arg_fixnum("%GGML-TYPE", 1, id, 0, 0xffffffffL);
@@ -291,5 +330,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-METADATA", rl_prim_gguf_metadata, 1),
     RL_PRIM("%GGUF-TENSORS", rl_prim_gguf_tensors, 1),
     RL_PRIM("%GGUF-COPY-TENSOR", rl_prim_gguf_copy_tensor, 3),
+    RL_PRIM("%GGUF-TENSOR-OCTETS", rl_prim_gguf_tensor_octets, 2),
 };
 RL_PRIM_TABLE(rl_gguf_read_prims, "GGUF", rl_defs);
