@@ -213,6 +213,18 @@ static cl_object rl_prim_gguf_tensors(cl_object h) {
     ecl_return1(ecl_process_env(), out);
 }
 
+/* INDEX, argument 2 of FN, as a tensor index of F; signals after letting
+ * go of the caller's pin on H when it is not one. */
+static uint64_t rl_tensor_index_arg(const char *fn, cl_object h, rl_gguf_file *f, cl_object index) {
+    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
+        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
+        rl_unpin(h);
+        rl_arg_fixnum(fn, 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
+        rl_type_error(fn, 2, index, RL_T_FIXNUM); /* an empty file */
+    }
+    return (uint64_t)ecl_fixnum(index);
+}
+
 /* (%gguf-copy-tensor handle index dest): the tensor's bytes into DEST, a
  * simple array (single-float for F32, (unsigned-byte 16) for F16/BF16) of
  * exactly that many bytes. */
@@ -222,13 +234,7 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     int f32_p;
     void *y;
     /* the checks that signal, each after letting the pin go */
-    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
-        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
-        rl_unpin(h);
-        rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-        rl_type_error("%GGUF-COPY-TENSOR", 2, index, RL_T_FIXNUM); /* an empty file */
-    }
-    i = (uint64_t)ecl_fixnum(index);
+    i = rl_tensor_index_arg("%GGUF-COPY-TENSOR", h, f, index);
     f32_p = rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32;
     nbytes = rl_gguf_tensor_nbytes(f, i);
     y = rl_tensor_array_dest(dest, f32_p, nbytes);
@@ -260,13 +266,7 @@ static cl_object rl_prim_gguf_tensor_octets(cl_object h, cl_object index) {
     rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSOR-OCTETS", h);
     uint64_t i, nbytes;
     cl_object v, token;
-    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
-        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
-        rl_unpin(h);
-        rl_arg_fixnum("%GGUF-TENSOR-OCTETS", 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-        rl_type_error("%GGUF-TENSOR-OCTETS", 2, index, RL_T_FIXNUM); /* an empty file */
-    }
-    i = (uint64_t)ecl_fixnum(index);
+    i = rl_tensor_index_arg("%GGUF-TENSOR-OCTETS", h, f, index);
     nbytes = rl_gguf_tensor_nbytes(f, i);
     v = ecl_alloc_object(t_vector);
     v->vector.elttype = ecl_aet_b8;
