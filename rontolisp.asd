@@ -43,6 +43,7 @@ command-line tools built on them."
                (:file "json")
                (:file "gguf")
                (:file "inspect")
+               (:file "edit")
                (:file "calibration")
                (:file "quantize-tool")
                (:file "safetensors")

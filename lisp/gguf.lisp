@@ -243,6 +243,46 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
 
 ;;; Making and writing files.
 
+(defun tensor-octets (f name)
+  "F's tensor NAME as an (unsigned-byte 8) vector of its bytes as stored,
+for any ggml type: a view of the file's mapping, not a copy.  The mapping
+stays alive while the vector is reachable, even after GGUF:CLOSE; a
+tensor of a file made by MAKE-FILE answers its raw data only when it was
+given as octets."
+  (let* ((info (tensor-info f name))
+         (data (ti-data info)))
+    (cond ((typep data '(simple-array (unsigned-byte 8) (*))) data)
+          (data (gguf-error nil :not-raw nil "gguf:tensor-octets: tensor ~S: expected raw ~
+octets, found ~S (use gguf:tensor)" name (type-of data)))
+          (t (%gguf-tensor-octets (live-handle f) (tensor-index f info))))))
+
+(defun raw-tensor-info (name octets options)
+  "The TENSOR-INFO of a raw tensor for MAKE-FILE: OCTETS of ggml type
+:TYPE (id or name) with ggml :DIMS, checked against the type's blocks."
+  (let* ((type (getf options :type))
+         (dims (getf options :dims))
+         (id (if (stringp type)
+                 (loop for i below 256 when (equalp (rontolisp::%ggml-type i) type) return i)
+                 type)))
+    (multiple-value-bind (tname block-size block-bytes known)
+        (and (typep id '(integer 0 255)) (rontolisp::%ggml-type id))
+      (flet ((bad (control &rest args)
+               (gguf-error nil :bad-tensor nil "gguf:make-file: tensor ~S: ~?" name control args)))
+        (unless tname
+          (bad "expected a ggml type id or name with :type, found ~S" type))
+        (unless known
+          (bad "expected a ggml type with a block layout, found ~A (removed from ggml)" tname))
+        (unless (and (consp dims) (<= 1 (length dims) 4) (every (lambda (d) (typep d '(integer 0))) dims))
+          (bad "expected :dims, 1 to 4 non-negative integers (ne[0] first), found ~S" dims))
+        (unless (zerop (mod (first dims) block-size))
+          (bad "expected ne[0] a multiple of ~A's block size ~D, found ~D" tname block-size (first dims)))
+        (let ((bytes (* (/ (reduce #'* dims) block-size) block-bytes)))
+          (unless (= bytes (length octets))
+            (bad "expected ~D bytes for ~A ~S, found ~D" bytes tname dims (length octets))))
+        (make-ti :name name :dims dims :shape (reverse dims) :type tname :type-id id
+                 :data octets)))))
+
+
 (defun data-type-id (data)
   (let ((tt (rontolisp::tensor-type-of data)))
     (and tt (rontolisp::tensor-type-id tt))))
@@ -300,7 +340,10 @@ type value): TYPE one of :u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64
 list of (name data) or (name data :dims ne): DATA a (simple-array
 single-float) (written F32), a float16-array (F16), a bfloat16-array (BF16)
 or a quantized matrix (Q8_0); the file's ggml dims are the reverse of the
-data's dimensions unless :DIMS gives them.  general.alignment is always
+data's dimensions unless :DIMS gives them.  Raw tensors of any ggml type
+are (name octets :type id-or-name :dims ne): OCTETS an (unsigned-byte 8)
+vector (e.g. from GGUF:TENSOR-OCTETS) of exactly the bytes the type's
+blocks take, written unchanged.  general.alignment is always
 written: ALIGNMENT unless METADATA has the key."
   (let ((given (assoc "general.alignment" metadata :test #'string=)))
     (dolist (entry metadata)
@@ -317,14 +360,18 @@ written: ALIGNMENT unless METADATA has the key."
      :metadata (copy-list metadata)
      :tensors
      (loop for (name data . options) in tensors
-           for type-id = (or (data-type-id data)
+           when (typep data '(simple-array (unsigned-byte 8) (*)))
+             collect (raw-tensor-info name data options)
+           else
+           collect
+           (let* ((type-id (or (data-type-id data)
                              (gguf-error nil :bad-tensor nil "gguf:make-file: tensor ~S: expected ~
 a (simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S"
-                                         name data))
-           for dims = (or (getf options :dims) (reverse (rontolisp::packed-dimensions data)))
-           collect (make-ti :name name :dims dims :shape (reverse dims)
-                                     :type (type-name type-id) :type-id type-id
-                                     :data data)))))
+                                         name data)))
+                  (dims (or (getf options :dims) (reverse (rontolisp::packed-dimensions data)))))
+             (make-ti :name name :dims dims :shape (reverse dims)
+                      :type (type-name type-id) :type-id type-id
+                      :data data))))))
 
 (defun octets (string)
   (rontolisp::%utf8-octets string))

@@ -159,6 +159,15 @@ number of positional arguments."
                                              (when sign
                                                (usage-error "~A takes no value, found ~S" name a))
                                              t)
+                                            ;; "OLD NEW": one value per word, as a list
+                                            ((find #\Space metavar)
+                                             (when sign
+                                               (usage-error "~A expects ~A as separate arguments, ~
+found ~S" name metavar a))
+                                             (loop repeat (1+ (count #\Space metavar))
+                                                   collect (or (pop args)
+                                                               (usage-error "~A expects ~A, found too few ~
+arguments" name metavar))))
                                             (sign (subseq a (1+ sign)))
                                             (args (pop args))
                                             (t (usage-error "~A expects ~A, found nothing"
@@ -188,7 +197,8 @@ number of positional arguments."
 arguments (required, &optional and &rest variables); OPTIONS binds one
 variable per option around BODY, each given as
   (var \"--name[ METAVAR]\" &key parse default repeat help)
-where an option with a METAVAR takes a value (PARSE, a function of the
+where an option with a METAVAR takes a value (a list of one per word for
+a METAVAR of several words, \"OLD NEW\"; PARSE, a function of the
 option's name and the string, turns it into the value; by default it stays
 a string), one without is a flag, DEFAULT (evaluated) is the value when the
 option is absent, and a REPEAT option collects its values in a list.

@@ -213,6 +213,18 @@ static cl_object rl_prim_gguf_tensors(cl_object h) {
     ecl_return1(ecl_process_env(), out);
 }
 
+/* INDEX, argument 2 of FN, as a tensor index of F; signals after letting
+ * go of the caller's pin on H when it is not one. */
+static uint64_t rl_tensor_index_arg(const char *fn, cl_object h, rl_gguf_file *f, cl_object index) {
+    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
+        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
+        rl_unpin(h);
+        rl_arg_fixnum(fn, 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
+        rl_type_error(fn, 2, index, RL_T_FIXNUM); /* an empty file */
+    }
+    return (uint64_t)ecl_fixnum(index);
+}
+
 /* (%gguf-copy-tensor handle index dest): the tensor's bytes into DEST, a
  * simple array (single-float for F32, (unsigned-byte 16) for F16/BF16) of
  * exactly that many bytes. */
@@ -222,13 +234,7 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     int f32_p;
     void *y;
     /* the checks that signal, each after letting the pin go */
-    if (!ECL_FIXNUMP(index) || ecl_fixnum(index) < 0 ||
-        (uint64_t)ecl_fixnum(index) >= rl_gguf_tensor_count(f)) {
-        rl_unpin(h);
-        rl_arg_fixnum("%GGUF-COPY-TENSOR", 2, index, 0, (cl_fixnum)rl_gguf_tensor_count(f) - 1);
-        rl_type_error("%GGUF-COPY-TENSOR", 2, index, RL_T_FIXNUM); /* an empty file */
-    }
-    i = (uint64_t)ecl_fixnum(index);
+    i = rl_tensor_index_arg("%GGUF-COPY-TENSOR", h, f, index);
     f32_p = rl_gguf_tensor_type(f, i) == RL_GGUF_GGML_F32;
     nbytes = rl_gguf_tensor_nbytes(f, i);
     y = rl_tensor_array_dest(dest, f32_p, nbytes);
@@ -240,6 +246,39 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
         memcpy(y, rl_gguf_tensor_data(f, i), (size_t)nbytes);
     rl_unpin(h);
     ecl_return1(ecl_process_env(), dest);
+}
+
+/* A view's pin outlives every primitive call: the vector reads the mapping
+ * directly, so the pin goes only when the vector is garbage, and a
+ * gguf:close before that leaves the bytes mapped instead of pulling them
+ * from under a live vector. */
+static cl_object rl_finalize_octet_view(cl_narg narg, ...) {
+    cl_env_ptr env = ecl_process_env();
+    cl_object token = ECL_CONS_CAR(env->function->cclosure.env);
+    (void)narg;
+    rl_unpin_token(token->foreign.data);
+    ecl_return0(env);
+}
+
+/* (%gguf-tensor-octets handle index) -> an (unsigned-byte 8) vector over
+ * the tensor's bytes in the mapping: no copy, whatever the ggml type. */
+static cl_object rl_prim_gguf_tensor_octets(cl_object h, cl_object index) {
+    rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSOR-OCTETS", h);
+    uint64_t i, nbytes;
+    cl_object v, token;
+    i = rl_tensor_index_arg("%GGUF-TENSOR-OCTETS", h, f, index);
+    nbytes = rl_gguf_tensor_nbytes(f, i);
+    v = ecl_alloc_object(t_vector);
+    v->vector.elttype = ecl_aet_b8;
+    v->vector.displaced = ECL_NIL;
+    v->vector.dim = v->vector.fillp = (cl_index)nbytes;
+    v->vector.flags = 0;
+    /* the reader checked that the bytes lie inside the mapping */
+    v->vector.self.b8 = (uint8_t *)rl_gguf_tensor_data(f, i);
+    /* the call's pin becomes the view's, released by its finalizer */
+    token = ecl_make_foreign_data(ECL_NIL, 0, rl_pinned_token(h));
+    si_set_finalizer(v, ecl_make_cclosure_va(rl_finalize_octet_view, ecl_list1(token), ECL_NIL, 1));
+    ecl_return1(ecl_process_env(), v);
 }
 
 /* (%ggml-type id) -> (values name block-size block-bytes known-p) or NIL. */
@@ -291,5 +330,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-METADATA", rl_prim_gguf_metadata, 1),
     RL_PRIM("%GGUF-TENSORS", rl_prim_gguf_tensors, 1),
     RL_PRIM("%GGUF-COPY-TENSOR", rl_prim_gguf_copy_tensor, 3),
+    RL_PRIM("%GGUF-TENSOR-OCTETS", rl_prim_gguf_tensor_octets, 2),
 };
 RL_PRIM_TABLE(rl_gguf_read_prims, "GGUF", rl_defs);

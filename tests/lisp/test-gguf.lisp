@@ -207,12 +207,78 @@ written as an infinity: refused, naming the key."
       (signals gguf:file-closed-error (gguf:tensor f "output.weight"))
       (gguf:close f))))
 
+;;; Raw tensors: a synthetic file with a tensor of every ggml type id that
+;;; has a block layout, two rows of two blocks each, bytes that differ per
+;;; type and per position.
+
+(defun every-type-tensors ()
+  "(name octets :type id :dims ne) for every ggml type with a block layout."
+  (loop for id below 256
+        for (name block-size block-bytes known) = (multiple-value-list (rontolisp::%ggml-type id))
+        when known
+          collect (let* ((n (* 2 2 block-bytes))
+                         (v (make-array n :element-type '(unsigned-byte 8))))
+                    (dotimes (i n) (setf (aref v i) (mod (+ (* 7 i) (* 13 id)) 256)))
+                    (list (format nil "t.~A" name) v :type id :dims (list (* 2 block-size) 2)))))
+
+(test gguf-every-type-copies-byte-identical
+  (let* ((tensors (every-type-tensors))
+         (a (tmp-path "every-a.gguf")) (b (tmp-path "every-b.gguf")) (c (tmp-path "every-c.gguf")))
+    (is (< 30 (length tensors)))
+    (gguf:write a (gguf:make-file :metadata '(("general.name" :string "every type"))
+                                  :tensors tensors))
+    (gguf:with-file (f a)
+      (is (equal (mapcar (lambda (tn) (getf (cddr tn) :type)) tensors)
+                 (mapcar #'gguf:tensor-info-type-id (gguf:tensor-infos f))))
+      (dolist (tn tensors)
+        (is (equalp (second tn) (gguf:tensor-octets f (first tn))) "~A's bytes differ" (first tn)))
+      (gguf:write b f)
+      (gguf:write c (gguf:make-file
+                     :metadata (gguf:metadata f)
+                     :tensors (loop for ti in (gguf:tensor-infos f)
+                                    collect (list (gguf:tensor-info-name ti)
+                                                  (gguf:tensor-octets f (gguf:tensor-info-name ti))
+                                                  :type (gguf:tensor-info-type ti)
+                                                  :dims (gguf:tensor-info-dims ti))))))
+    (is (equalp (file-octets a) (file-octets b)) "gguf:write of the read file differs")
+    (is (equalp (file-octets a) (file-octets c)) "the copy through tensor-octets differs")
+    (mapc #'delete-file (list a b c))))
+
+(test gguf-tensor-octets-is-a-view-that-outlives-close
+  (let ((path (tmp-path "view.gguf"))
+        (tensors (every-type-tensors)))
+    (gguf:write path (gguf:make-file :tensors tensors))
+    (let* ((f (gguf:read path))
+           (q4k (find "t.Q4_K" tensors :key #'first :test #'string=))
+           (view (gguf:tensor-octets f "t.Q4_K")))
+      (is (typep view '(simple-array (unsigned-byte 8) (*))))
+      (gguf:close f)
+      (is (equalp (second q4k) view))
+      (signals gguf:file-closed-error (gguf:tensor-octets f "t.Q4_K")))
+    (delete-file path)))
+
+(test gguf-make-file-checks-raw-tensor-blocks
+  (flet ((raw (n type dims)
+           (gguf:make-file :tensors `(("x" ,(make-array n :element-type '(unsigned-byte 8))
+                                           :type ,type :dims ,dims)))))
+    (is (gguf:gguf-file-p (raw 144 "Q4_K" '(256))))
+    (is (gguf:gguf-file-p (raw 288 12 '(256 2))))
+    (signals gguf:gguf-error (raw 144 "Q4_K" '(128)))     ; not a whole block
+    (signals gguf:gguf-error (raw 143 "Q4_K" '(256)))     ; one byte short
+    (signals gguf:gguf-error (raw 16 "Q4_0_4_4" '(32)))   ; removed from ggml
+    (signals gguf:gguf-error (raw 16 "NOPE" '(32)))
+    (signals gguf:gguf-error (raw 16 "Q8_0" nil))))
+
 (test gguf-unsupported-tensor-type-signals
-  ;; no golden file has one; a Q4_K tensor would be refused by gguf:tensor,
-  ;; which needs a file: write raw bytes with the C writer through make-file is
-  ;; not possible, so check the type table instead.
-  (is (string= "Q4_K" (gguf:type-name 12)))
-  (is (string= "Q8_0" (gguf:type-name 8)))
+  (let ((path (tmp-path "q4k.gguf")))
+    (gguf:write path (gguf:make-file
+                      :tensors `(("q" ,(make-array 144 :element-type '(unsigned-byte 8))
+                                      :type "Q4_K" :dims (256)))))
+    (gguf:with-file (f path)
+      (is (string= "Q4_K" (gguf:tensor-info-type (gguf:tensor-info f "q"))))
+      (signals gguf:gguf-error (gguf:tensor f "q"))
+      (is (= 144 (length (gguf:tensor-octets f "q")))))
+    (delete-file path))
   (is (string= "other 999" (gguf:type-name 999))))
 
 (test gguf-writer-leaves-no-file-on-failure

@@ -1,0 +1,165 @@
+;;;; edit.lisp - `rontolisp edit IN OUT': a GGUF file's metadata and tensor
+;;;; names changed, as gguf-py's gguf_new_metadata does it.
+;;;;
+;;;; The output is IN's file object with its metadata and names changed,
+;;;; written by GGUF:WRITE: tensor bytes go from IN's mapping to OUT
+;;;; unchanged (any ggml type, nothing decoded), the write is atomic, and an
+;;;; edit that changes nothing gives IN back byte for byte.  Kept keys stay
+;;;; in place, new ones go at the end, as gguf_new_metadata orders them.
+
+(in-package "RONTOLISP")
+
+(defparameter *edit-scalar-types*
+  '((:u8 0 255) (:i8 -128 127) (:u16 0 65535) (:i16 -32768 32767)
+    (:u32 0 4294967295) (:i32 -2147483648 2147483647)
+    (:u64 0 18446744073709551615) (:i64 -9223372036854775808 9223372036854775807)
+    (:f32) (:f64) (:bool) (:string))
+  "The GGUF value types `edit --set' writes, integers with their ranges.")
+
+(defun edit-type (name)
+  "The GGUF scalar type keyword named NAME (\"u32\", \"string\" ...), or NIL."
+  (car (find name *edit-scalar-types* :key (lambda (e) (symbol-name (car e)))
+                                      :test #'string-equal)))
+
+(defun split-set-argument (arg)
+  "KEY, VALUE and the TYPE keyword or NIL of a --set argument KEY=VALUE[:TYPE].
+Only a known type name after the last colon is a type, so a value such as
+a URL keeps its colons."
+  (let ((sign (position #\= arg)))
+    (unless (and sign (plusp sign))
+      (usage-error "--set expects KEY=VALUE[:TYPE], found ~S" arg))
+    (let* ((key (subseq arg 0 sign))
+           (rest (subseq arg (1+ sign)))
+           (colon (position #\: rest :from-end t))
+           (type (and colon (edit-type (subseq rest (1+ colon))))))
+      (values key (if type (subseq rest 0 colon) rest) type))))
+
+(defun literal-number (string)
+  "The integer or float STRING spells (as Python's int() or float() read
+it), or NIL."
+  (let ((s (string-trim " " string)))
+    (or (and (plusp (length s)) (ignore-errors (parse-integer s)))
+        (and (find-if #'digit-char-p s)
+             (every (lambda (c) (or (digit-char-p c) (find c "+-.eE"))) s)
+             (let ((x (ignore-errors
+                       (let ((*read-eval* nil) (*read-default-float-format* 'double-float))
+                         (read-from-string s)))))
+               (and (realp x) (float x 1d0)))))))
+
+(defun infer-edit-type (string)
+  "The type gguf-py's GGUFValueType.get_type gives the Python literal
+STRING: bool for true/false, i32 for an integer, f32 for a float, else
+string."
+  (let ((n (literal-number string)))
+    (cond ((member string '("true" "false") :test #'string-equal) :bool)
+          ((integerp n) :i32)
+          (n :f32)
+          (t :string))))
+
+(defun parse-edit-value (key string type)
+  "STRING as a Lisp value of the GGUF scalar TYPE for KEY; signals
+USAGE-ERROR when it does not spell one."
+  (flet ((bad (expected)
+           (usage-error "--set ~A: expected ~A for type ~(~A~), found ~S" key expected type string)))
+    (destructuring-bind (&optional low high) (rest (assoc type *edit-scalar-types*))
+      (case type
+        (:string string)
+        (:bool (cond ((member string '("true" "1") :test #'string-equal) t)
+                     ((member string '("false" "0") :test #'string-equal) nil)
+                     (t (bad "true, false, 1 or 0"))))
+        ((:f32 :f64)
+         (let ((x (literal-number string)))
+           (unless x (bad "a number"))
+           (when (and (eq type :f32) (> (abs x) most-positive-single-float))
+             (bad "a number within the f32 range"))
+           (if (eq type :f32) (float x 1.0) (float x 1d0))))
+        (t (let ((n (literal-number string)))
+             (unless (and (integerp n) (<= low n high))
+               (bad (format nil "an integer from ~D to ~D" low high)))
+             n))))))
+
+(defun edit-set-entry (f arg)
+  "The (key type value) a --set ARG gives for the file F: the type given,
+else the existing key's (as gguf_set_metadata keeps it), else the one
+gguf-py infers from the literal."
+  (multiple-value-bind (key string type) (split-set-argument arg)
+    (let ((old (gguf:value-type f key)))
+      (when (and (null type) (consp old))
+        (usage-error "--set ~A: the key holds an array; expected a scalar type given as ~
+KEY=VALUE:TYPE, found none" key))
+      (let ((type (or type old (infer-edit-type string))))
+        (list key type (parse-edit-value key string type))))))
+
+(defun read-template (path)
+  "The text of the chat template file PATH."
+  (%utf8-string (read-file-octets path :what "a chat template file")))
+
+(defun plan-edit (f sets removes renames template)
+  "The metadata and tensor names of F after the edit, and the changes as
+a list of lines to print.  Signals USAGE-ERROR for a key to remove or a
+tensor to rename that F does not have, or a new tensor name it has."
+  (let ((metadata (copy-list (gguf:metadata f)))
+        (names (gguf:tensor-names f))
+        (changes '()))
+    (flet ((note (control &rest args) (push (apply #'format nil control args) changes))
+           (text (type value) (value-text value type *default-text-max-array*)))
+      (when template
+        (setf sets (append (remove "tokenizer.chat_template" sets :key #'first :test #'string=)
+                           (list (list "tokenizer.chat_template" :string template))))
+        ;; gguf_new_metadata drops the named templates along with the default
+        (dolist (entry metadata)
+          (let ((key (first entry)))
+            (when (and (> (length key) 24) (string= "tokenizer.chat_template." key :end2 24))
+              (push key removes)))))
+      (dolist (key removes)
+        (unless (assoc key metadata :test #'string=)
+          (usage-error "--remove: expected a key of the input, found none named ~S" key))
+        (setf metadata (remove key metadata :key #'first :test #'string=))
+        (note "remove ~A" key))
+      (dolist (entry sets)
+        (destructuring-bind (key type value) entry
+          (let ((old (assoc key metadata :test #'string=)))
+            (cond (old
+                   (note "set ~A (~A): ~A -> ~A" key (type-label type)
+                         (text (second old) (third old)) (text type value))
+                   (setf metadata (substitute entry old metadata)))
+                  (t
+                   (note "add ~A (~A) = ~A" key (type-label type) (text type value))
+                   (setf metadata (append metadata (list entry))))))))
+      (dolist (pair renames)
+        (destructuring-bind (old new) pair
+          (unless (member old names :test #'string=)
+            (usage-error "--rename-tensor: expected a tensor of the input, found none named ~S" old))
+          (when (member new names :test #'string=)
+            (usage-error "--rename-tensor: expected a new name, found ~S already in the input" new))
+          (setf names (substitute new old names :test #'string=))
+          (note "rename tensor ~A -> ~A" old new))))
+    (values metadata names (nreverse changes))))
+
+(define-command "edit" (in out)
+    (:usage "IN.gguf OUT.gguf [--set KEY=VALUE[:TYPE]]... [--remove KEY]... [--rename-tensor OLD NEW]... [--set-chat-template FILE] [--dry-run]"
+     :summary "copy a GGUF file with metadata set or removed and tensors renamed (tensor bytes unchanged)"
+     :details "TYPE is one of u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool string.  Without
+it an existing key keeps its type; a new key gets bool for true/false, i32
+for an integer, f32 for a number, else string (as gguf-py infers).  Kept
+keys stay in place, new keys go at the end.  The output is written under a
+temporary name and renamed; IN and OUT may be the same file."
+     :options ((sets "--set KEY=VALUE[:TYPE]" :repeat t :help "set KEY, adding it when new")
+               (removes "--remove KEY" :repeat t :help "remove KEY")
+               (renames "--rename-tensor OLD NEW" :repeat t :help "rename the tensor OLD to NEW")
+               (template "--set-chat-template FILE"
+                         :help "set tokenizer.chat_template to FILE's text (and drop the named templates)")
+               (dry-run "--dry-run" :help "print the changes and write nothing")))
+  (gguf:with-file (f in)
+    (multiple-value-bind (metadata names changes)
+        (plan-edit f (mapcar (lambda (arg) (edit-set-entry f arg)) sets)
+                   removes renames (and template (read-template template)))
+      (format t "~:[~;no change~%~]~{~A~%~}" (null changes) changes)
+      (unless dry-run
+        (setf (gguf::gguf-file-metadata f) metadata)
+        (loop for info in (gguf:tensor-infos f)
+              for name in names
+              do (setf (gguf::ti-name info) name))
+        (setf (gguf::gguf-file-by-name f) nil) ; the names it was built from are gone
+        (gguf:write out f))))
+  0)
