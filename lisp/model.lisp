@@ -193,6 +193,37 @@ tensor signals MODEL:MODEL-ERROR naming the file."
 position ~D" (1- vocab) id pos))
       ids)))
 
+;;; Every matrix product of the forward pass goes through LAYER-PRODUCT, so
+;;; that calibration sees the activations of the very pass that encodes.
+
+(defvar *channel-maxima* nil
+  "While MODEL:CALIBRATE runs, a hash table from a weight matrix's tensor
+name to the max |x| per input channel its products have seen; NIL otherwise.")
+
+(defun layer-matrix-name (i key)
+  "The tensor name of the matrix KEY (:qkv, :out, :up, :down) of layer I."
+  (format nil "blk.~D.~A" i (ecase key
+                              (:qkv "attn_qkv.weight") (:out "attn_output.weight")
+                              (:up "ffn_up.weight") (:down "ffn_down.weight"))))
+
+(defun record-channel-maxima (name x)
+  "Raise the maxima recorded for NAME to the column-wise max |x| of the
+n x d single-float matrix X."
+  (let* ((d (array-dimension x 1))
+         (maxima (or (gethash name *channel-maxima*)
+                     (setf (gethash name *channel-maxima*)
+                           (make-array d :element-type 'single-float :initial-element 0.0)))))
+    (dotimes (i (array-dimension x 0))
+      (dotimes (j d)
+        (setf (aref maxima j) (max (aref maxima j) (abs (aref x i j))))))))
+
+(defun layer-product (layer key i x activations)
+  "The product of the matrix KEY of LAYER (layer I) with the rows of X,
+recording X's channel maxima when calibrating."
+  (when *channel-maxima*
+    (record-channel-maxima (layer-matrix-name i key) x))
+  (vec:matmul (getf layer key) x :activations activations))
+
 (defun encoder-layer (x layer i h activations gelu)
   "One encoder layer of SPEC 9 on the n x d hidden states X; answers the
 new hidden states."
@@ -202,16 +233,15 @@ new hidden states."
          (theta (if global (getf h :rope-theta) (getf h :rope-theta-swa)))
          (window (and (not global) (plusp (getf h :sliding-window)) (getf h :sliding-window)))
          (a (if (getf layer :attn-norm) (vec:layer-norm x (getf layer :attn-norm) eps) x))
-         (qkv (vec:matmul (getf layer :qkv) a :activations activations))
+         (qkv (layer-product layer :qkv i a activations))
          (q (vec:rope-neox (column-block qkv 0 d) heads hd theta))
          (k (vec:rope-neox (column-block qkv d d) heads hd theta))
          (v (column-block qkv (* 2 d) d))
          (att (vec:attention q k v heads hd :window window))
-         (ffn-in (add-into (vec:matmul (getf layer :out) att :activations activations) x))
-         (up (vec:matmul (getf layer :up) (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
-                         :activations activations))
-         (down (vec:matmul (getf layer :down) (vec:geglu up :gelu gelu)
-                           :activations activations)))
+         (ffn-in (add-into (layer-product layer :out i att activations) x))
+         (up (layer-product layer :up i (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
+                            activations))
+         (down (layer-product layer :down i (vec:geglu up :gelu gelu) activations)))
     (add-into down ffn-in)))
 
 (defun matrix-row (m i)
@@ -262,6 +292,65 @@ tokens or more than context_length."
     (loop for layer in (encoder-layers encoder) for i from 0
           do (setf x (encoder-layer x layer i h activations gelu)))
     (pool (vec:layer-norm x (encoder-output-norm encoder) (getf h :eps)) pooling)))
+
+;;; Calibration (SPEC 10): max |x| per input channel of every encoder
+;;; matrix, from the f32 model over built-in sequences.
+
+(defun calibration-sequences (h)
+  "The built-in calibration token sequences for hyper-parameters H: lengths
+1, 2, 3, around the sliding window and up to context_length, cycled until
+every token id of the vocabulary has appeared (ids in a fixed stride
+order coprime to the vocabulary size), deterministic."
+  (let* ((vocab (getf h :vocab-size))
+         (ctx (getf h :context-length))
+         (window (getf h :sliding-window))
+         (lengths (remove-duplicates
+                   (remove-if-not (lambda (n) (<= 1 n ctx))
+                                  (list 1 2 3 (1- window) window (1+ window)
+                                        (+ (* 2 window) 1) ctx))))
+         (stride (loop for s from 7919 when (= 1 (gcd s vocab)) return s))
+         (next 0))
+    (loop for k from 0
+          for n = (nth (mod k (length lengths)) lengths)
+          while (or (< next vocab) (< k (length lengths)))
+          collect (loop repeat n
+                        collect (mod (* stride next) vocab)
+                        do (incf next)))))
+
+(defun as-f32-layer (layer)
+  "LAYER with every weight matrix widened or dequantized to single-float."
+  (loop for (key value) on layer by #'cddr
+        append (list key (if (member key '(:qkv :out :up :down))
+                             (embedding-as-single value)
+                             value))))
+
+(defun model:calibrate (source)
+  "The calibration of the encoder of SOURCE (what MODEL:LOAD takes), its
+weights used as f32 whatever their type: a list of (tensor-name .
+magnitudes), one per encoder matrix in layer order, MAGNITUDES a
+single-float vector of max |x| per input channel over the products the
+forward pass made on the built-in calibration sequences (SPEC 10)."
+  (let* ((encoder (model:load source))
+         (f32 (copy-encoder encoder))
+         (*channel-maxima* (make-hash-table :test 'equal)))
+    (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder)))
+    (dolist (ids (calibration-sequences (encoder-hyperparameters encoder)))
+      (model:encode f32 ids))
+    (loop for i below (length (encoder-layers encoder))
+          append (loop for key in '(:qkv :out :up :down)
+                       for name = (layer-matrix-name i key)
+                       collect (cons name (gethash name *channel-maxima*))))))
+
+(define-command "calibrate" (file out)
+    (:usage "FILE.gguf OUT.gguf"
+     :summary "record max |x| per input channel of every encoder matrix (SPEC 10)"
+     :details "Runs the encoder of FILE, its weights as f32, over built-in token
+sequences covering the vocabulary and lengths up to context_length, and
+writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
+the matrix's tensor, as quantize --calibration reads it.")
+  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file)
+                                                 collect (list name v))))
+  0)
 
 ;;; `rontolisp embed'.
 

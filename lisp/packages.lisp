@@ -91,7 +91,7 @@ model container."))
   (:use "CL")
   (:shadow "LOAD")
   (:export
-   "LOAD" "ENCODE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
+   "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
    "MODEL-ERROR" "MODEL-ERROR-PATH")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
 MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the

@@ -258,3 +258,65 @@ TENSOR."
   (dolist (args '(("bench" "--tokens" "8") ("bench" "--random" "shapes" "--tokens" "8")
                   ("bench" "--model" "x.gguf" "--random" "s1-pico")))
     (is (= 2 (run-exe args)) "~S" args)))
+
+;;; Calibration: `rontolisp calibrate' and MODEL:CALIBRATE.
+
+(defun column-maxima (m)
+  "max |m[i,j]| over the rows i of the single-float matrix M, per column j."
+  (let ((out (make-array (array-dimension m 1) :element-type 'single-float
+                                               :initial-element 0.0)))
+    (dotimes (i (array-dimension m 0) out)
+      (dotimes (j (length out))
+        (setf (aref out j) (max (aref out j) (abs (aref m i j))))))))
+
+(test calibrate-writes-every-encoder-matrix
+  "The file reads back with one vector per encoder matrix, as many values as
+the matrix has columns; the first layer's attention input is the normed
+token embedding, so its maxima are those of every vocabulary row."
+  (let ((file (encoder-file "s1-pico" :f32)) (cal (tmp-path "pico.cal.gguf")))
+    (unwind-protect
+         (progn
+           (is (= 0 (run-exe (list "calibrate" file cal))))
+           (let ((c (rontolisp::read-calibration cal)))
+             (gguf:with-file (f file)
+               (is (equal (loop for i below 2
+                                append (loop for s in '("attn_qkv" "attn_output" "ffn_up"
+                                                        "ffn_down")
+                                             collect (format nil "blk.~D.~A.weight" i s)))
+                          (mapcar #'car c)))
+               (loop for (name . m) in c
+                     do (is (= (first (gguf:tensor-info-dims
+                                       (find name (gguf:tensor-infos f)
+                                             :key #'gguf:tensor-info-name :test #'string=)))
+                               (length m))
+                            "~A" name))
+               (let* ((enc (model:load f))
+                      (h (model:hyperparameters enc))
+                      (x (vec:layer-norm (gguf:tensor f "token_embd.weight")
+                                         (gguf:tensor f "token_embd_norm.weight")
+                                         (getf h :eps))))
+                 (when (member "blk.0.attn_norm.weight" (gguf:tensor-names f) :test #'string=)
+                   (setf x (vec:layer-norm x (gguf:tensor f "blk.0.attn_norm.weight")
+                                           (getf h :eps))))
+                 (is (equalp (column-maxima x) (cdr (first c))))))))
+      (ignore-errors (delete-file cal)))))
+
+(test calibrate-finds-massive-channels
+  "On s1-nano with 4 massive channels, OUTLIER-COLUMNS of the calibration
+of every attention and MLP input are exactly those channels."
+  (let ((file (tmp-path "nano-massive.gguf")))
+    (unwind-protect
+         (progn
+           (is (= 0 (run-exe (list "convert" "--random" "s1-nano" file "--type" "f32"
+                                   "--encoder-only" "--massive" "4"))))
+           (let ((massive (gguf:with-file (f file)
+                            (let ((g (gguf:tensor f "token_embd_norm.weight")))
+                              (loop for j below (length g) when (= 20 (aref g j)) collect j))))
+                 (c (model:calibrate file)))
+             (is (= 4 (length massive)))
+             (is (= 16 (length c)))
+             (loop for (name . m) in c
+                   when (or (search "attn_qkv" name) (search "ffn_up" name))
+                     do (is (equal massive (sort (rontolisp::outlier-columns m) #'<))
+                            "~A" name))))
+      (ignore-errors (delete-file file)))))
