@@ -256,6 +256,24 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
     }
 }
 
+/* F16 weights widened eight at a time by F16C, a quarter of the integer
+ * conversion's time on the F16 file's products.  The instruction is exact
+ * like numfmt's conversion except that it quiets a signalling NaN, so a
+ * group holding any NaN takes the integer conversion to keep its payload. */
+__attribute__((target("avx2,f16c"))) static void rl_mm_widen_f16c(const uint16_t *src,
+                                                                  float *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i mag = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+        if (_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00))))
+            rl_gguf_f16_to_f32_row(src + i, dst + i, 8);
+        else
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    rl_gguf_f16_to_f32_row(src + i, dst + i, n - i);
+}
+
 typedef struct {
     rl_wtype wt;
     const void *w;
@@ -270,6 +288,7 @@ typedef struct {
     /* float weights: the activations and tile scratch (tile*cols per thread) */
     rl_matvec_f32_kernel kf;
     int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
+    int f16c;     /* widen F16 tiles with the F16C instruction */
     const float *xf;
     float *wide;
     double *yd;
@@ -309,7 +328,9 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         } else {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
-            if (j->wt == RL_WT_F16)
+            if (j->wt == RL_WT_F16 && j->f16c)
+                rl_mm_widen_f16c(src, wide, (re - rt) * j->cols);
+            else if (j->wt == RL_WT_F16)
                 rl_gguf_f16_to_f32_row(src, wide, (re - rt) * j->cols);
             else
                 rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
@@ -464,6 +485,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);
         job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
+        job.f16c = path != RL_PATH_REF;
     }
     rl_pool_run((int)nth, rl_mm_job_run, &job);
     free(scratch);
