@@ -23,7 +23,7 @@
   (metadata '())        ; list of (key type value), in file order
   (tensors '())         ; list of TENSOR-INFO, in file order
   (handle nil)          ; foreign handle of the C reader, NIL when not read
-  (base nil)            ; foreign pointer to the whole mapping
+  (base nil)            ; the handle again, kept after close: what its matrices pin
   (implicit-alignment nil) ; read from a file without general.alignment
   (by-name nil))        ; (tensors . table): see TENSOR-TABLE
 
@@ -101,10 +101,10 @@ data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
     (unless (stringp name)
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
                                     path))
-    (multiple-value-bind (handle base message offset)
+    (multiple-value-bind (handle status message offset)
         (%gguf-open (octets (namestring (merge-pathnames name))))
       (unless handle
-        (gguf-error name base offset "~A" message))
+        (gguf-error name status offset "~A" message))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
           (%gguf-facts handle)
         (declare (ignore kv-count tensor-count header-end))
@@ -112,7 +112,7 @@ data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
           (%make-gguf-file
            :path name :version version :alignment alignment :size size
            :data-offset data-offset :metadata metadata
-           :handle handle :base base
+           :handle handle :base handle
            :implicit-alignment (not (assoc "general.alignment" metadata :test #'string=))
            :tensors (loop for (tname n-dims ne type-id offset bytes absolute)
                             in (%gguf-tensors handle)

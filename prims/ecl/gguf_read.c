@@ -23,10 +23,9 @@ static rl_gguf_file *rl_gguf_pin(const char *fn, cl_object h) {
 
 static void rl_gguf_free(void *f) { rl_gguf_close(f); }
 
-/* (%gguf-open path-octets) -> (values handle handle) or (values nil
- * status-keyword message offset).  The handle is also the base of the
- * file's quantized matrices (the second value, kept for the callers that
- * name it so): kernels pin it around every read of the mapping. */
+/* (%gguf-open path-octets) -> handle, or (values nil status-keyword
+ * message offset).  The handle is also the base of the file's quantized
+ * matrices: kernels pin it around every read of the mapping. */
 static cl_object rl_prim_gguf_open(cl_object path) {
     char msg[RL_GGUF_MSG_SIZE] = "", pbuf[4096];
     uint64_t off = 0;
@@ -38,7 +37,7 @@ static cl_object rl_prim_gguf_open(cl_object path) {
         return rl_status_values(rl_gguf_status_name(st), msg, off);
     h = rl_make_mapped_handle(RL_H_GGUF_FILE, f, rl_gguf_bytes(f), rl_gguf_file_size(f),
                               rl_gguf_free);
-    ecl_return2(ecl_process_env(), h, h);
+    ecl_return1(ecl_process_env(), h);
 }
 
 /* (%gguf-close handle base): close the file now.  Later use of the handle
