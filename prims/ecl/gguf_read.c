@@ -9,9 +9,14 @@
 #include "prims/ecl/arrays.h"
 #include "prims/ecl/glue.h"
 
+/* ECL_UNWIND_PROTECT's own frame variable draws this warning; nothing of
+ * ours lives across its setjmp. */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
 /* The rl_gguf_file behind a handle, pinned (see glue.h): every primitive
- * that takes one calls rl_unpin(h) before it returns, and does all its
- * signalling checks before this.  Signals when the file was closed. */
+ * that takes one calls rl_unpin(h) before it returns, and does its
+ * signalling checks before this or inside RL_WHILE_PINNED.  Signals when
+ * the file was closed. */
 static rl_gguf_file *rl_gguf_pin(const char *fn, cl_object h) {
     rl_gguf_file *f;
     rl_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file"); /* type and state */
@@ -54,13 +59,16 @@ static cl_object rl_prim_gguf_close(cl_object h, cl_object base) {
 /* (%gguf-facts handle) -> (version alignment file-size data-offset kv-count
  * tensor-count header-end). */
 static cl_object rl_prim_gguf_facts(cl_object h) {
+    const cl_env_ptr env = ecl_process_env();
     rl_gguf_file *f = rl_gguf_pin("%GGUF-FACTS", h);
-    cl_object out = cl_list(7, ecl_make_fixnum(rl_gguf_version(f)), ecl_make_fixnum(rl_gguf_alignment(f)),
-                        ecl_make_uint64_t(rl_gguf_file_size(f)), ecl_make_uint64_t(rl_gguf_data_offset(f)),
-                        ecl_make_uint64_t(rl_gguf_kv_count(f)), ecl_make_uint64_t(rl_gguf_tensor_count(f)),
-                        ecl_make_uint64_t(rl_gguf_header_end(f)));
-    rl_unpin(h);
-    ecl_return1(ecl_process_env(), out);
+    cl_object out = ECL_NIL;
+    RL_WHILE_PINNED(env) {
+        out = cl_list(7, ecl_make_fixnum(rl_gguf_version(f)), ecl_make_fixnum(rl_gguf_alignment(f)),
+                      ecl_make_uint64_t(rl_gguf_file_size(f)), ecl_make_uint64_t(rl_gguf_data_offset(f)),
+                      ecl_make_uint64_t(rl_gguf_kv_count(f)), ecl_make_uint64_t(rl_gguf_tensor_count(f)),
+                      ecl_make_uint64_t(rl_gguf_header_end(f)));
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, out);
 }
 
 static cl_object rl_gguf_value_to_lisp(const rl_gguf_file *f, const rl_gguf_val *v);
@@ -171,45 +179,49 @@ static cl_object rl_gguf_type_descr(const rl_gguf_file *f, const rl_gguf_val *v)
 
 /* (%gguf-metadata handle) -> a list of (key type value), in file order. */
 static cl_object rl_prim_gguf_metadata(cl_object h) {
+    const cl_env_ptr env = ecl_process_env();
     rl_gguf_file *f = rl_gguf_pin("%GGUF-METADATA", h);
-    uint64_t n = rl_gguf_kv_count(f), i;
+    uint64_t i;
     cl_object out = ECL_NIL;
-    for (i = n; i-- > 0;) {
-        uint64_t klen = 0;
-        const char *key = rl_gguf_kv_key(f, i, &klen);
-        rl_gguf_val v;
-        rl_gguf_kv_value(f, i, &v);
-        out = ecl_cons(cl_list(3, rl_string_from_utf8(key, klen), rl_gguf_type_descr(f, &v),
-                               rl_gguf_value_to_lisp(f, &v)),
-                       out);
-    }
-    rl_unpin(h);
-    ecl_return1(ecl_process_env(), out);
+    RL_WHILE_PINNED(env) {
+        for (i = rl_gguf_kv_count(f); i-- > 0;) {
+            uint64_t klen = 0;
+            const char *key = rl_gguf_kv_key(f, i, &klen);
+            rl_gguf_val v;
+            rl_gguf_kv_value(f, i, &v);
+            out = ecl_cons(cl_list(3, rl_string_from_utf8(key, klen), rl_gguf_type_descr(f, &v),
+                                   rl_gguf_value_to_lisp(f, &v)),
+                           out);
+        }
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, out);
 }
 
 /* (%gguf-tensors handle) -> a list of (name n-dims ne-list type-id offset
  * nbytes absolute-offset), in file order. */
 static cl_object rl_prim_gguf_tensors(cl_object h) {
+    const cl_env_ptr env = ecl_process_env();
     rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSORS", h);
-    uint64_t n = rl_gguf_tensor_count(f), i;
+    uint64_t i;
     cl_object out = ECL_NIL;
-    for (i = n; i-- > 0;) {
-        uint64_t len = 0;
-        const char *name = rl_gguf_tensor_name(f, i, &len);
-        uint32_t nd = rl_gguf_tensor_n_dims(f, i), d;
-        cl_object ne = ECL_NIL;
-        for (d = nd; d-- > 0;)
-            ne = ecl_cons(ecl_make_int64_t(rl_gguf_tensor_ne(f, i, d)), ne);
-        out = ecl_cons(cl_list(7, rl_string_from_utf8(name, len), ecl_make_fixnum(nd), ne,
-                               ecl_make_fixnum(rl_gguf_tensor_type(f, i)),
-                               ecl_make_uint64_t(rl_gguf_tensor_offset(f, i)),
-                               ecl_make_uint64_t(rl_gguf_tensor_nbytes(f, i)),
-                               ecl_make_uint64_t((uint64_t)((const uint8_t *)rl_gguf_tensor_data(f, i) -
-                                                            rl_gguf_bytes(f)))),
-                       out);
-    }
-    rl_unpin(h);
-    ecl_return1(ecl_process_env(), out);
+    RL_WHILE_PINNED(env) {
+        for (i = rl_gguf_tensor_count(f); i-- > 0;) {
+            uint64_t len = 0;
+            const char *name = rl_gguf_tensor_name(f, i, &len);
+            uint32_t nd = rl_gguf_tensor_n_dims(f, i), d;
+            cl_object ne = ECL_NIL;
+            for (d = nd; d-- > 0;)
+                ne = ecl_cons(ecl_make_int64_t(rl_gguf_tensor_ne(f, i, d)), ne);
+            out = ecl_cons(cl_list(7, rl_string_from_utf8(name, len), ecl_make_fixnum(nd), ne,
+                                   ecl_make_fixnum(rl_gguf_tensor_type(f, i)),
+                                   ecl_make_uint64_t(rl_gguf_tensor_offset(f, i)),
+                                   ecl_make_uint64_t(rl_gguf_tensor_nbytes(f, i)),
+                                   ecl_make_uint64_t((uint64_t)((const uint8_t *)rl_gguf_tensor_data(f, i) -
+                                                                rl_gguf_bytes(f)))),
+                           out);
+        }
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, out);
 }
 
 /* INDEX, argument 2 of FN, as a tensor index of F; signals after letting
@@ -262,22 +274,34 @@ static cl_object rl_finalize_octet_view(cl_narg narg, ...) {
 /* (%gguf-tensor-octets handle index) -> an (unsigned-byte 8) vector over
  * the tensor's bytes in the mapping: no copy, whatever the ggml type. */
 static cl_object rl_prim_gguf_tensor_octets(cl_object h, cl_object index) {
+    const cl_env_ptr env = ecl_process_env();
     rl_gguf_file *f = rl_gguf_pin("%GGUF-TENSOR-OCTETS", h);
     uint64_t i, nbytes;
-    cl_object v, token;
+    cl_object v = ECL_NIL, token, finalizer;
+    volatile int handed = 0;
     i = rl_tensor_index_arg("%GGUF-TENSOR-OCTETS", h, f, index);
     nbytes = rl_gguf_tensor_nbytes(f, i);
-    v = ecl_alloc_object(t_vector);
-    v->vector.elttype = ecl_aet_b8;
-    v->vector.displaced = ECL_NIL;
-    v->vector.dim = v->vector.fillp = (cl_index)nbytes;
-    v->vector.flags = 0;
-    /* the reader checked that the bytes lie inside the mapping */
-    v->vector.self.b8 = (uint8_t *)rl_gguf_tensor_data(f, i);
-    /* the call's pin becomes the view's, released by its finalizer */
-    token = ecl_make_foreign_data(ECL_NIL, 0, rl_pinned_token(h));
-    si_set_finalizer(v, ecl_make_cclosure_va(rl_finalize_octet_view, ecl_list1(token), ECL_NIL, 1));
-    ecl_return1(ecl_process_env(), v);
+    ECL_UNWIND_PROTECT_BEGIN(env) {
+        v = ecl_alloc_object(t_vector);
+        v->vector.elttype = ecl_aet_b8;
+        v->vector.displaced = ECL_NIL;
+        v->vector.dim = v->vector.fillp = (cl_index)nbytes;
+        v->vector.flags = 0;
+        /* the reader checked that the bytes lie inside the mapping */
+        v->vector.self.b8 = (uint8_t *)rl_gguf_tensor_data(f, i);
+        token = ecl_make_foreign_data(ECL_NIL, 0, NULL);
+        finalizer = ecl_make_cclosure_va(rl_finalize_octet_view, ecl_list1(token), ECL_NIL, 1);
+        /* everything allocated: the call's pin becomes the view's, released
+         * by its finalizer (a leak rather than a second release should
+         * registering it fail) */
+        token->foreign.data = rl_pinned_token(h);
+        handed = 1;
+        si_set_finalizer(v, finalizer);
+    } ECL_UNWIND_PROTECT_EXIT {
+        if (!handed)
+            rl_unpin(h);
+    } ECL_UNWIND_PROTECT_END;
+    ecl_return1(env, v);
 }
 
 /* (%ggml-type id) -> (values name block-size block-bytes known-p) or NIL. */

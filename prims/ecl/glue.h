@@ -157,7 +157,8 @@ void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_i
  * marks the mapping closed (later pins fail, the caller signals
  * gguf:file-closed-error) and the unmap happens when the last pin goes:
  * close never waits, and no kernel ever runs on freed memory.  Pins are
- * held only around C code, never across a call that may signal. */
+ * held only around C code, never across a call that may signal, unless
+ * RL_WHILE_PINNED (below) lets the pin go as the stack unwinds. */
 
 /* A handle of KIND for the mapped OWNER whose bytes are BYTES (SIZE of
  * them); FREE_OWNER(OWNER) runs when it is closed and no pin remains. */
@@ -172,6 +173,14 @@ int rl_mapped_p(cl_object h);
  * then).  Each successful pin needs one rl_unpin. */
 void *rl_pin(cl_object h, const uint8_t **bytes, uint64_t *size);
 void rl_unpin(cl_object h);
+
+/* A block that builds Lisp objects (which may signal: the heap may be
+ * exhausted) with H pinned, letting the pin go however it ends:
+ *     RL_WHILE_PINNED(env) { ... } RL_UNPIN_AFTER(h);
+ * (ECL's frame variable draws -Wclobbered, which a file using these
+ * silences: nothing of ours lives across its setjmp.) */
+#define RL_WHILE_PINNED(env) ECL_UNWIND_PROTECT_BEGIN(env)
+#define RL_UNPIN_AFTER(h) ECL_UNWIND_PROTECT_EXIT { rl_unpin(h); } ECL_UNWIND_PROTECT_END
 
 /* A pin held on H as a plain pointer, for a caller that keeps the pin
  * where the collector does not look (a writer that reads lent bytes when
