@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-#include "gguf/safetensors.h"
 #include "prims/utf8.h"
 
 /* ---- symbols made once --------------------------------------------- */
@@ -222,8 +221,14 @@ typedef struct rl_map {
     void (*free_owner)(void *);
 } rl_map;
 
+/* The handle kinds made by rl_make_mapped_handle: the files whose bytes
+ * Lisp threads read while another may close them. */
+static int rl_mapped_kind_p(cl_object tag) {
+    return tag == rl_handle_tags[RL_H_GGUF_FILE] || tag == rl_handle_tags[RL_H_SAFETENSORS];
+}
+
 static rl_map *rl_map_of(cl_object h) {
-    if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || h->foreign.tag != rl_handle_tags[RL_H_GGUF_FILE])
+    if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || !rl_mapped_kind_p(h->foreign.tag))
         return NULL;
     return (rl_map *)(void *)h->foreign.data;
 }
@@ -297,15 +302,13 @@ void rl_release(cl_object h) {
     void *p;
     if (ECL_IMMEDIATE(h) || h->d.t != t_foreign || !(p = h->foreign.data))
         return;
-    if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_FILE]) {
+    if (rl_mapped_kind_p(h->foreign.tag)) {
         rl_map_close(p); /* the struct stays: concurrent pins read it */
         return;
     }
     h->foreign.data = NULL;
     if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_WRITER])
         rl_gguf_writer_free(p);
-    else if (h->foreign.tag == rl_handle_tags[RL_H_SAFETENSORS])
-        rl_st_close(p);
 }
 
 static cl_object rl_finalize_handle(cl_object h) {
@@ -330,7 +333,7 @@ void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_i
                 const char *what) {
     if (!rl_handle_p(h, kind))
         rl_type_error(fn, 1, h, RL_T_FOREIGN_DATA);
-    if (!h->foreign.data || (kind == RL_H_GGUF_FILE && atomic_load(&((rl_map *)h->foreign.data)->closed)))
+    if (!h->foreign.data || (rl_map_of(h) && atomic_load(&rl_map_of(h)->closed)))
         rl_signal(cls, "%s: the %s was closed", fn, what);
     return h->foreign.data;
 }

@@ -152,7 +152,8 @@ void *rl_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_i
 /* ---- pinned mappings ----------------------------------------------------
  * A GGUF file's handle (kind RL_H_GGUF_FILE) is also the base of its
  * quantized matrices, and any Lisp thread may run a kernel on those bytes
- * while another calls gguf:close.  So nothing reads the mapping without a
+ * while another calls gguf:close; a safetensors file's handle
+ * (RL_H_SAFETENSORS) follows the same rules.  So nothing reads the mapping without a
  * pin: a use count that close cannot take from under a reader.  Close
  * marks the mapping closed (later pins fail, the caller signals
  * gguf:file-closed-error) and the unmap happens when the last pin goes:

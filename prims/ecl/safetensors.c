@@ -13,9 +13,23 @@
  * primitives answer (values nil status-keyword message offset) and
  * lisp/safetensors.lisp signals rontolisp's own conditions with the path. */
 
-static rl_st_file *rl_st_handle(const char *fn, cl_object h) {
-    return rl_handle(fn, h, RL_H_SAFETENSORS, RL_C_ERROR, "safetensors file");
+/* ECL_UNWIND_PROTECT's own frame variable draws this warning; nothing of
+ * ours lives across its setjmp. */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+/* The file behind a handle, pinned (glue.h: another thread may close it
+ * meanwhile); the caller lets the pin go with RL_UNPIN_AFTER.  Signals when
+ * the file was closed. */
+static rl_st_file *rl_st_pin(const char *fn, cl_object h) {
+    rl_st_file *f;
+    rl_handle(fn, h, RL_H_SAFETENSORS, RL_C_ERROR, "safetensors file"); /* type and state */
+    f = rl_pin(h, NULL, NULL);
+    if (!f) /* closed by another thread since */
+        rl_signal(RL_C_ERROR, "%s: the safetensors file was closed", fn);
+    return f;
 }
+
+static void rl_st_free(void *f) { rl_st_close(f); }
 
 /* (%st-open path-octets) -> handle, or (values nil status message offset). */
 static cl_object rl_prim_st_open(cl_object path) {
@@ -27,50 +41,59 @@ static cl_object rl_prim_st_open(cl_object path) {
     st = rl_st_open(rl_path_arg("%ST-OPEN", path, cpath, sizeof cpath), &f, msg, sizeof msg, &off);
     if (st != RL_ST_OK)
         return rl_status_values(rl_st_status_name(st), msg, off);
-    h = rl_make_handle(RL_H_SAFETENSORS, f);
+    h = rl_make_mapped_handle(RL_H_SAFETENSORS, f, NULL, rl_st_file_size(f), rl_st_free);
     ecl_return1(ecl_process_env(), h);
 }
 
 /* (%st-tensors handle) -> list of (name dtype-name shape-list nbytes offset). */
 static cl_object rl_prim_st_tensors(cl_object h) {
-    rl_st_file *f = rl_st_handle("%ST-TENSORS", h);
+    const cl_env_ptr env = ecl_process_env();
+    rl_st_file *f = rl_st_pin("%ST-TENSORS", h);
     cl_object out = ECL_NIL;
-    for (uint64_t i = rl_st_tensor_count(f); i-- > 0;) {
-        const rl_st_tensor *t = rl_st_tensor_at(f, i);
-        cl_object shape = ECL_NIL;
-        for (uint32_t d = t->n_dims; d-- > 0;)
-            shape = ecl_cons(ecl_make_int64_t(t->shape[d]), shape);
-        out = ecl_cons(cl_list(5, rl_string_from_utf8(t->name, strlen(t->name)),
-                               ecl_make_simple_base_string(rl_st_dtype_name(t->dtype), -1),
-                               shape, ecl_make_uint64_t(t->nbytes), ecl_make_uint64_t(t->begin)),
-                       out);
-    }
-    ecl_return1(ecl_process_env(), out);
+    RL_WHILE_PINNED(env) {
+        for (uint64_t i = rl_st_tensor_count(f); i-- > 0;) {
+            const rl_st_tensor *t = rl_st_tensor_at(f, i);
+            cl_object shape = ECL_NIL;
+            for (uint32_t d = t->n_dims; d-- > 0;)
+                shape = ecl_cons(ecl_make_int64_t(t->shape[d]), shape);
+            out = ecl_cons(cl_list(5, rl_string_from_utf8(t->name, strlen(t->name)),
+                                   ecl_make_simple_base_string(rl_st_dtype_name(t->dtype), -1),
+                                   shape, ecl_make_uint64_t(t->nbytes), ecl_make_uint64_t(t->begin)),
+                           out);
+        }
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, out);
 }
 
 /* (%st-metadata handle) -> list of (key . value) strings. */
 static cl_object rl_prim_st_metadata(cl_object h) {
-    rl_st_file *f = rl_st_handle("%ST-METADATA", h);
+    const cl_env_ptr env = ecl_process_env();
+    rl_st_file *f = rl_st_pin("%ST-METADATA", h);
     cl_object out = ECL_NIL;
-    for (uint64_t i = rl_st_metadata_count(f); i-- > 0;) {
-        const char *k = rl_st_metadata_key(f, i), *v = rl_st_metadata_value(f, i);
-        out = ecl_cons(ecl_cons(rl_string_from_utf8(k, strlen(k)), rl_string_from_utf8(v, strlen(v))),
-                       out);
-    }
-    ecl_return1(ecl_process_env(), out);
+    RL_WHILE_PINNED(env) {
+        for (uint64_t i = rl_st_metadata_count(f); i-- > 0;) {
+            const char *k = rl_st_metadata_key(f, i), *v = rl_st_metadata_value(f, i);
+            out = ecl_cons(ecl_cons(rl_string_from_utf8(k, strlen(k)), rl_string_from_utf8(v, strlen(v))),
+                           out);
+        }
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, out);
 }
 
 /* (%st-copy-tensor handle index dest): copy tensor INDEX's bytes into DEST,
  * a simple single-float (F32) or (unsigned-byte 16) (F16, BF16) array of
  * the tensor's byte size.  Answers DEST. */
 static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object dest) {
-    rl_st_file *f = rl_st_handle("%ST-COPY-TENSOR", h);
-    cl_index i = (cl_index)rl_arg_fixnum("%ST-COPY-TENSOR", 2, index, 0,
-                                         (cl_fixnum)rl_st_tensor_count(f) - 1);
-    const rl_st_tensor *t = rl_st_tensor_at(f, i);
-    rl_copy_to_tensor_array("%ST-COPY-TENSOR", dest, t->dtype == RL_ST_F32, rl_st_tensor_data(f, i),
-                            t->nbytes);
-    ecl_return1(ecl_process_env(), dest);
+    const cl_env_ptr env = ecl_process_env();
+    rl_st_file *f = rl_st_pin("%ST-COPY-TENSOR", h);
+    RL_WHILE_PINNED(env) { /* the argument checks signal with the pin held */
+        cl_index i = (cl_index)rl_arg_fixnum("%ST-COPY-TENSOR", 2, index, 0,
+                                             (cl_fixnum)rl_st_tensor_count(f) - 1);
+        const rl_st_tensor *t = rl_st_tensor_at(f, i);
+        rl_copy_to_tensor_array("%ST-COPY-TENSOR", dest, t->dtype == RL_ST_F32, rl_st_tensor_data(f, i),
+                                t->nbytes);
+    } RL_UNPIN_AFTER(h);
+    ecl_return1(env, dest);
 }
 
 /* JSON values as Lisp objects: object -> EQUAL hash table, array -> simple
