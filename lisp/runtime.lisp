@@ -382,6 +382,20 @@ the process with status 1 (temporary files of unfinished writes removed)."
       (load-source file))
     0))
 
+(defun buffer-standard-output ()
+  "Make *STANDARD-OUTPUT* a fully buffered UTF-8 stream on descriptor 1, as
+a command does when its output is not a terminal (the REPL never does: a
+program driving it through a pipe waits for each answer).
+ECL's own standard output makes a system call of every string written to
+it: six million of them for the JSON listing of a file of 100,000 tensors,
+where the buffer leaves the 1.4 million forced by printing objects (ECL
+flushes after each).  FLUSH-OUTPUT empties the buffer at the end; a write
+that fails meanwhile (a closed pipe, a full device) signals as before."
+  (setf *standard-output*
+        (ext:make-stream-from-fd 1 :output :buffering :full :element-type 'character
+                                   :external-format :utf-8))
+  (%keep-escaped-bytes))
+
 ;;; The entry point the C host calls.
 
 (defun dispatch (args)
@@ -395,6 +409,8 @@ the process with status 1 (temporary files of unfinished writes removed)."
             (t
              (let ((c (find-command cmd)))
                (cond (c
+                      (when (zerop (%isatty 1))
+                        (buffer-standard-output))
                       (or (let ((*package* (find-package "RONTOLISP-USER")))
                             (run-startup actions))
                           (with-batch-errors ((format nil "rontolisp ~A" cmd) c)
