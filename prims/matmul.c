@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/pool.h"
 
@@ -168,7 +169,6 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
     }
 
 #define RL_MM_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
-#define RL_MM_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
 
 typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
                                  const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
@@ -181,12 +181,6 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
     RL_MM_AVX512_TILE(RL_MM_DOT_BW)
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) static void
-rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
-                         const rl_block_q8_0 *xq, const int8_t *xr, const double *dx, size_t n,
-                         size_t r0, size_t r1, double *yd, float *yf) {
-    RL_MM_AVX512_TILE(RL_MM_DOT_VNNI)
-}
 
 /* ---- f32 AVX-512: four rows times four tokens ------------------------ */
 
@@ -284,6 +278,9 @@ typedef struct {
     rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
+    const int8_t *xa, *ra; /* VNNI: xq and xr split for rl_mm_q8_tile_vnni */
+    const int32_t *cx;     /* their lane corrections */
+    const double *dxs;     /* and scales */
     const double *dx;
     /* float weights: the activations and tile scratch (tile*cols per thread) */
     rl_matvec_f32_kernel kf;
@@ -304,6 +301,11 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
+            if (j->xa) {
+                rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re, j->yd,
+                                   j->yf);
+                continue;
+            }
             if (j->tile_fn) {
                 j->tile_fn(w, j->nb, j->rows, j->xq, j->xr, j->dx, j->n, rt, re, j->yd, j->yf);
                 continue;
@@ -414,11 +416,16 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
      * activations (blocks, residuals, scales) or the tile scratch. */
     const size_t nx = n * cols;
     size_t xf_bytes = xsrc == RL_SRC_F64 ? nx * sizeof(float) : 0;
-    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0;
+    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0, sa_bytes = 0;
     if (wt == RL_WT_Q8_0) {
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
         dx_bytes = n * job.nb * sizeof(double);
+        if (path == RL_PATH_AVX512VNNI) { /* the split blocks (and residuals), scales */
+            const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
+            sa_bytes = np * (32 + 16) * (act == RL_ACT_Q8X2 ? 2 : 1);
+            dx_bytes += np * sizeof(double);
+        }
     } else if (wt != RL_WT_F32) {
         if (job.tile * cols > SIZE_MAX / sizeof(float) / nth) {
             rl_mm_msg(msg, msglen, "bad argument");
@@ -426,7 +433,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         }
         wide_bytes = nth * job.tile * cols * sizeof(float);
     }
-    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
+    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes + sa_bytes;
     if (total < xf_bytes) { /* size_t overflow */
         rl_mm_msg(msg, msglen, "bad argument");
         return RL_Q8_BADARG;
@@ -442,6 +449,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     float *wide = (float *)(void *)(scratch + dx_bytes + xf_bytes);
     rl_block_q8_0 *xq = (rl_block_q8_0 *)(void *)(scratch + dx_bytes + xf_bytes + wide_bytes);
     int8_t *xr = (int8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes);
+    uint8_t *xa = (uint8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes + xr_bytes);
 
     const float *x32 = x;
     if (xsrc == RL_SRC_F64) {
@@ -478,9 +486,16 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         job.xq = xq, job.dx = dx;
         job.kq = rl_matvec_q8_kernel_for(path);
         job.kq2 = rl_matvec_q8x2_kernel_for(path);
-        job.tile_fn = path == RL_PATH_AVX512VNNI ? rl_mm_q8_tile_avx512vnni
-                      : path == RL_PATH_AVX512   ? rl_mm_q8_tile_avx512
-                                                 : NULL;
+        job.tile_fn = path == RL_PATH_AVX512 ? rl_mm_q8_tile_avx512 : NULL;
+        if (sa_bytes) {
+            /* int32 corrections first (4-aligned after the scales), then bytes */
+            const size_t np = rl_mm_q8_split_tokens(n) * job.nb, x2 = act == RL_ACT_Q8X2;
+            int32_t *cx = (int32_t *)(void *)xa;
+            int8_t *sa = (int8_t *)(cx + np * 4 * (1 + x2));
+            double *dxs = dx + n * job.nb;
+            rl_mm_q8_split(xq, job.xr, n, job.nb, (int)x2, sa, x2 ? sa + 32 * np : NULL, cx, dxs);
+            job.xa = sa, job.ra = x2 ? sa + 32 * np : NULL, job.cx = cx, job.dxs = dxs;
+        }
     } else {
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);

@@ -1,0 +1,177 @@
+/* matmul_q8.c - the token-tiled Q8_0 kernel of the AVX-512 VNNI path (see
+ * matmul_q8.h for the layout it wants).
+ *
+ * SPEC §4 fixes the integer part as exact int32 lane sums, so any exact way
+ * of forming them is allowed; this one makes vpdpbusd produce the lane sums
+ * directly, with no reduction step:
+ *   - a lane (8 bytes, one qword of a block) is split into its low and high
+ *     dword; wA holds the low dwords of four rows' blocks (four rows x four
+ *     lanes, one int32 slot each), wB the high dwords, and the activation
+ *     block is stored once per call in the same split (xA, xB, each 16
+ *     bytes broadcast to the four rows), so dpbusd(dpbusd(c, wA, xA), wB,
+ *     xB) adds all 8 products of each (row, lane) into its slot;
+ *   - vpdpbusd multiplies unsigned by signed bytes, so the weights go in
+ *     as w + 128 (w ^ 0x80, 0..255, done once per weight block and tile)
+ *     and each slot starts at -128 * (the sum of the activation lane's
+ *     quants), stored with the split block: every step is an exact
+ *     integer, whatever the weight bytes (-128 included).
+ * The 16 lane sums of four rows become 16 doubles and meet the scales
+ * dw[r] * dx[t] (exact) in one FMA each, blocks in increasing order: SPEC
+ * §4 step 3, so a row is bit for bit matvec's.  Q8x2 (SPEC §4.1) adds the
+ * residual quants the same way and forms 128 * s_q + s_r before the
+ * conversion; its 2^-7 is already folded into dx (matvec.h).
+ *
+ * Tiles: a few tokens (their split blocks sit in L1) against every 4-row
+ * group of the caller's row tile (which also sits in L1), so each loaded
+ * weight block serves RL_MMQ_T tokens and each activation block four rows.
+ */
+#include "prims/matmul_q8.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "gguf/numfmt.h"
+
+size_t rl_mm_q8_split_tokens(size_t n) {
+    return (n + RL_MM_Q8_TOKENS - 1) / RL_MM_Q8_TOKENS * RL_MM_Q8_TOKENS;
+}
+
+void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, int x2,
+                    int8_t *xa, int8_t *ra, int32_t *cx, double *dxs) {
+    const size_t np = rl_mm_q8_split_tokens(n);
+    for (size_t t = 0; t < np; t++)
+        for (size_t b = 0; b < nb; b++) {
+            /* tile of T tokens, then block, then the token within the tile */
+            const size_t at = (t / RL_MM_Q8_TOKENS * nb + b) * RL_MM_Q8_TOKENS + t % RL_MM_Q8_TOKENS;
+            int8_t *pa = xa + 32 * at, *pr = ra ? ra + 32 * at : NULL;
+            int32_t *pc = cx + (ra ? 8 : 4) * at;
+            if (t >= n) { /* padding: quants 0, scale 0 */
+                memset(pa, 0, 32);
+                if (pr)
+                    memset(pr, 0, 32);
+                memset(pc, 0, (ra ? 8 : 4) * sizeof *pc);
+                dxs[at] = 0.0;
+                continue;
+            }
+            const rl_block_q8_0 *q = xq + t * nb + b;
+            const int8_t *r = xr ? xr + 32 * (t * nb + b) : NULL;
+            dxs[at] = ldexp((double)rl_gguf_f16_to_f32(q->d), x2 ? -7 : 0);
+            for (int l = 0; l < 4; l++) {
+                int32_t sq = 0, sr = 0;
+                for (int i = 0; i < 4; i++) {
+                    pa[4 * l + i] = q->qs[8 * l + i];
+                    pa[16 + 4 * l + i] = q->qs[8 * l + 4 + i];
+                    if (pr) {
+                        pr[4 * l + i] = r[8 * l + i];
+                        pr[16 + 4 * l + i] = r[8 * l + 4 + i];
+                    }
+                }
+                for (int j = 8 * l; j < 8 * l + 8; j++) {
+                    sq += q->qs[j];
+                    sr += r ? r[j] : 0;
+                }
+                pc[l] = -128 * sq;
+                if (ra)
+                    pc[4 + l] = -128 * sr;
+            }
+        }
+}
+
+#define RL_MMQ_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+
+/* The lane sums of four rows (wA, wB split as above, each byte + 128)
+ * with one token's split block at p (16 + 16 bytes) and its four lanes'
+ * -128 * sum at c. */
+__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline __m512i
+rl_mmq_dot(__m512i wa, __m512i wb, const int8_t *p, const int32_t *c) {
+    const __m512i xa = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m512i xb =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
+    const __m512i c4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)c));
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c4, wa, xa), wb, xb);
+}
+
+/* One tile of RL_MM_Q8_TOKENS tokens (split blocks xa / ra and scales dxs
+ * at the tile's start) against rows [r0, r1); results for tokens t0 + k <
+ * t0 + nt. */
+__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline void
+rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
+            const int8_t *ra, const int32_t *cx, const double *dxs, size_t t0, size_t nt, size_t r0, size_t r1,
+            double *yd, float *yf, int x2) {
+    enum { T = RL_MM_Q8_TOKENS };
+    /* even dwords of (rows 0,1 | rows 2,3) are the lanes' low halves */
+    const __m512i ia = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                         28, 30);
+    const __m512i ib = _mm512_add_epi32(ia, _mm512_set1_epi32(1));
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const __m512i lo4 = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m512i hi4 = _mm512_setr_epi64(2, 2, 2, 2, 3, 3, 3, 3);
+    for (size_t r = r0; r < r1; r += 4) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;
+        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
+        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;
+        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;
+        __m512d acc[T][2];
+        for (size_t k = 0; k < T; k++)
+            acc[k][0] = acc[k][1] = _mm512_setzero_pd();
+        for (size_t b = 0; b < nb; b++) {
+            const __m512i w01 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)),
+                _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);
+            const __m512i w23 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)),
+                _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);
+            const __m512i wa = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ia, w23), c80);
+            const __m512i wb = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ib, w23), c80);
+            const __m128i dh = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,
+                                              (short)w3[b].d, 0, 0, 0, 0);
+            const __m512d d4 = _mm512_castpd256_pd512(_mm256_cvtps_pd(_mm_cvtph_ps(dh)));
+            const __m512d dlo = _mm512_permutexvar_pd(lo4, d4), dhi = _mm512_permutexvar_pd(hi4, d4);
+            const int8_t *pa = xa + 32 * T * b, *pr = x2 ? ra + 32 * T * b : NULL;
+            const int32_t *pc = cx + (x2 ? 8 : 4) * T * b;
+            const double *pd = dxs + T * b;
+            _Pragma("GCC unroll 16")
+            for (size_t k = 0; k < T; k++) {
+                __m512i s = rl_mmq_dot(wa, wb, pa + 32 * k, pc + (x2 ? 8 : 4) * k);
+                if (x2)
+                    s = _mm512_add_epi32(_mm512_slli_epi32(s, 7),
+                                         rl_mmq_dot(wa, wb, pr + 32 * k, pc + 8 * k + 4));
+                const __m512d dk = _mm512_set1_pd(pd[k]);
+                acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
+                                            _mm512_mul_pd(dlo, dk), acc[k][0]);
+                acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
+                                            _mm512_mul_pd(dhi, dk), acc[k][1]);
+            }
+        }
+        for (size_t k = 0; k < nt; k++) {
+            double a[16];
+            _mm512_storeu_pd(a, acc[k][0]);
+            _mm512_storeu_pd(a + 8, acc[k][1]);
+            for (size_t i = 0; i < nr; i++) {
+                const double v = (a[4 * i] + a[4 * i + 1]) + (a[4 * i + 2] + a[4 * i + 3]);
+                const size_t at = (t0 + k) * rows + r + i;
+                if (yd)
+                    yd[at] = v;
+                if (yf)
+                    yf[at] = (float)v;
+            }
+        }
+    }
+}
+
+__attribute__((target(RL_MMQ_TARGET))) void
+rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
+                   const int8_t *ra, const int32_t *cx, const double *dxs, size_t n, size_t r0, size_t r1,
+                   double *yd, float *yf) {
+    for (size_t t0 = 0; t0 < n; t0 += RL_MM_Q8_TOKENS) {
+        const size_t nt = n - t0 < RL_MM_Q8_TOKENS ? n - t0 : RL_MM_Q8_TOKENS;
+        const size_t at = t0 * nb; /* the tile's first split block */
+        if (ra)
+            rl_mmq_tile(w, nb, rows, xa + 32 * at, ra + 32 * at, cx + 8 * at, dxs + at, t0, nt,
+                        r0, r1, yd, yf, 1);
+        else
+            rl_mmq_tile(w, nb, rows, xa + 32 * at, NULL, cx + 4 * at, dxs + at, t0, nt, r0, r1,
+                        yd, yf, 0);
+    }
+}
