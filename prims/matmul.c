@@ -72,6 +72,42 @@ void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t 
     }
 }
 
+/* rl_q8x2_residual sixteen values at a time: the same two f32 roundings
+ * (d * q, then x - p; no fma), the same quotient, and roundf's rounding
+ * (half away from zero) from the truncation t and the exact remainder v -
+ * t: t + sign(v) where |v - t| >= 0.5. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+rl_q8x2_residual_avx512(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (size_t b = 0; b < n / RL_QK8_0; b++) {
+        const float d = rl_gguf_f16_to_f32(xq[b].d);
+        int8_t *rb = r + RL_QK8_0 * b;
+        if (d == 0.0f) {
+            memset(rb, 0, RL_QK8_0);
+            continue;
+        }
+        const __m512 dv = _mm512_set1_ps(d), inv = _mm512_set1_ps(128.0f / d);
+        for (int h = 0; h < 2; h++) {
+            const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(xq[b].qs + 16 * h))));
+            const __m512 e = _mm512_sub_ps(_mm512_loadu_ps(x + RL_QK8_0 * b + 16 * h),
+                                           _mm512_mul_ps(dv, q));
+            const __m512 v = _mm512_mul_ps(e, inv);
+            const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m512 f = _mm512_abs_ps(_mm512_sub_ps(v, t));
+            const __m512 sg = _mm512_castsi512_ps(
+                _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign),
+                                _mm512_castps_si512(one)));
+            __m512 w = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), t, sg);
+            w = _mm512_min_ps(_mm512_max_ps(w, nlim), lim);
+            _mm_storeu_si128((__m128i *)(void *)(rb + 16 * h),
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(w)));
+        }
+    }
+}
+
 static size_t rl_mm_elt_bytes(rl_wtype wt) {
     return wt == RL_WT_F32 ? 4 : 2;
 }
@@ -480,7 +516,10 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         for (size_t i = 0; i < n * job.nb; i++)
             dx[i] = ldexp((double)rl_gguf_f16_to_f32(xq[i].d), act == RL_ACT_Q8X2 ? -7 : 0);
         if (act == RL_ACT_Q8X2) {
-            rl_q8x2_residual(x32, nx, xq, xr);
+            if (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI)
+                rl_q8x2_residual_avx512(x32, nx, xq, xr);
+            else
+                rl_q8x2_residual(x32, nx, xq, xr);
             job.xr = xr;
         }
         job.xq = xq, job.dx = dx;

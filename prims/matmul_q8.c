@@ -56,7 +56,7 @@ void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t 
             }
             const rl_block_q8_0 *q = xq + t * nb + b;
             const int8_t *r = xr ? xr + 32 * (t * nb + b) : NULL;
-            dxs[at] = ldexp((double)rl_gguf_f16_to_f32(q->d), x2 ? -7 : 0);
+            dxs[at] = (double)rl_gguf_f16_to_f32(q->d) * (x2 ? 0x1p-7 : 1.0); /* exact */
             for (int l = 0; l < 4; l++) {
                 int32_t sq = 0, sr = 0;
                 for (int i = 0; i < 4; i++) {
@@ -107,6 +107,7 @@ rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
     const __m512i c80 = _mm512_set1_epi8((char)0x80);
     const __m512i lo4 = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
     const __m512i hi4 = _mm512_setr_epi64(2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i gather = _mm512_setr_epi64(0, 4, 8, 12, 0, 0, 0, 0);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
         const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
@@ -144,18 +145,20 @@ rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
                                             _mm512_mul_pd(dhi, dk), acc[k][1]);
             }
         }
+        /* y = (l0 + l1) + (l2 + l3) per row (additions commute bit for bit):
+         * pairs, then the pairs' pairs, then rows 0..3 gathered */
+        const __mmask8 rm = (__mmask8)((1u << nr) - 1u);
         for (size_t k = 0; k < nt; k++) {
-            double a[16];
-            _mm512_storeu_pd(a, acc[k][0]);
-            _mm512_storeu_pd(a + 8, acc[k][1]);
-            for (size_t i = 0; i < nr; i++) {
-                const double v = (a[4 * i] + a[4 * i + 1]) + (a[4 * i + 2] + a[4 * i + 3]);
-                const size_t at = (t0 + k) * rows + r + i;
-                if (yd)
-                    yd[at] = v;
-                if (yf)
-                    yf[at] = (float)v;
-            }
+            __m512d lo = _mm512_add_pd(acc[k][0], _mm512_permute_pd(acc[k][0], 0x55));
+            __m512d hi = _mm512_add_pd(acc[k][1], _mm512_permute_pd(acc[k][1], 0x55));
+            lo = _mm512_add_pd(lo, _mm512_permutex_pd(lo, _MM_SHUFFLE(1, 0, 3, 2)));
+            hi = _mm512_add_pd(hi, _mm512_permutex_pd(hi, _MM_SHUFFLE(1, 0, 3, 2)));
+            const __m512d v = _mm512_permutex2var_pd(lo, gather, hi);
+            const size_t at = (t0 + k) * rows + r;
+            if (yd)
+                _mm512_mask_storeu_pd(yd + at, rm, v);
+            if (yf)
+                _mm256_mask_storeu_ps(yf + at, rm, _mm512_cvtpd_ps(v));
         }
     }
 }
