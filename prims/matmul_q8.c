@@ -28,7 +28,6 @@
 #include "prims/matmul_q8.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "gguf/numfmt.h"
@@ -37,9 +36,28 @@ size_t rl_mm_q8_split_tokens(size_t n) {
     return (n + RL_MM_Q8_TOKENS - 1) / RL_MM_Q8_TOKENS * RL_MM_Q8_TOKENS;
 }
 
-void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, int x2,
-                    int8_t *xa, int8_t *ra, int32_t *cx, double *dxs) {
+/* One block: the lane halves by a dword permutation, the lane sums of the
+ * quants by two widening multiply-adds with ones and a pairwise add. */
+__attribute__((target("avx2"))) static inline void rl_mmq_split_block(const int8_t *qs,
+                                                                    int8_t *pa, int32_t *pc) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)qs);
+    _mm256_storeu_si256((__m256i *)(void *)pa,
+                        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)));
+    const __m256i q4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+                                         _mm256_set1_epi16(1));
+    /* [l0 l1 l0 l1 | l2 l3 l2 l3], then l0..l3 in the low quarter */
+    const __m256i l = _mm256_hadd_epi32(q4, q4);
+    const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(l, 7));
+    _mm_storeu_si128((__m128i *)(void *)pc,
+                     _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+                         c, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5))));
+}
+
+__attribute__((target("avx2"))) void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr,
+                                                    size_t n, size_t nb, int x2, int8_t *xa,
+                                                    int8_t *ra, int32_t *cx, double *dxs) {
     const size_t np = rl_mm_q8_split_tokens(n);
+    const double f = x2 ? 0x1p-7 : 1.0; /* folds exactly */
     for (size_t t = 0; t < np; t++)
         for (size_t b = 0; b < nb; b++) {
             /* tile of T tokens, then block, then the token within the tile */
@@ -54,27 +72,10 @@ void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t 
                 dxs[at] = 0.0;
                 continue;
             }
-            const rl_block_q8_0 *q = xq + t * nb + b;
-            const int8_t *r = xr ? xr + 32 * (t * nb + b) : NULL;
-            dxs[at] = (double)rl_gguf_f16_to_f32(q->d) * (x2 ? 0x1p-7 : 1.0); /* exact */
-            for (int l = 0; l < 4; l++) {
-                int32_t sq = 0, sr = 0;
-                for (int i = 0; i < 4; i++) {
-                    pa[4 * l + i] = q->qs[8 * l + i];
-                    pa[16 + 4 * l + i] = q->qs[8 * l + 4 + i];
-                    if (pr) {
-                        pr[4 * l + i] = r[8 * l + i];
-                        pr[16 + 4 * l + i] = r[8 * l + 4 + i];
-                    }
-                }
-                for (int j = 8 * l; j < 8 * l + 8; j++) {
-                    sq += q->qs[j];
-                    sr += r ? r[j] : 0;
-                }
-                pc[l] = -128 * sq;
-                if (ra)
-                    pc[4 + l] = -128 * sr;
-            }
+            dxs[at] = (double)rl_gguf_f16_to_f32(xq[t * nb + b].d) * f;
+            rl_mmq_split_block(xq[t * nb + b].qs, pa, pc);
+            if (pr)
+                rl_mmq_split_block(xr + 32 * (t * nb + b), pr, pc + 4);
         }
 }
 
