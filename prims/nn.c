@@ -392,35 +392,46 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* ---- attention, AVX-512 ---------------------------------------------- */
 
-/* Scores of query qi against keys [t0, t0 + 16): kt is the head's keys
- * transposed (column c of key t at kt[c * np + t]), so lane l of the
- * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
- * fmaf chain of each lane in increasing c, then the same tree. */
+/* Scores of query qi against keys [t0, t1) (t0 a multiple of 16; up to
+ * the next multiple of 16 is written): kt is the head's keys transposed
+ * (column c of key t at kt[c * np + t]), so lane l of the matvec.h order
+ * (columns c = l mod 16) is one register over 16 keys: the fmaf chain of
+ * each lane in increasing c, then the same tree.  Sixteen named
+ * accumulators (an array of them ends up in memory). */
+#define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 __attribute__((target("avx512f"))) static void
-rl_attn_scores16(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, float *a) {
-    __m512 acc[16];
-    for (int l = 0; l < 16; l++)
-        acc[l] = _mm512_setzero_ps();
+rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, size_t t1,
+               float *a) {
     const size_t full = hd / 16 * 16;
-    for (size_t c = 0; c < full; c += 16) {
-        _Pragma("GCC unroll 16")
-        for (int l = 0; l < 16; l++)
-            acc[l] = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]),
-                                     _mm512_loadu_ps(kt + (c + l) * np + t0), acc[l]);
+    for (size_t t = t0; t < t1; t += 16) {
+#define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
+        RL_ATTN_L16(RL_ATTN_DECL)
+#undef RL_ATTN_DECL
+        const float *k = kt + t;
+        for (size_t c = 0; c < full; c += 16) {
+#define RL_ATTN_FMA(l)                                                                     \
+    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * np), acc##l);
+            RL_ATTN_L16(RL_ATTN_FMA)
+#undef RL_ATTN_FMA
+        }
+        if (full < hd) {
+#define RL_ATTN_TAIL(l)                                                                    \
+    if (full + l < hd)                                                                     \
+        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * np), acc##l);
+            RL_ATTN_L16(RL_ATTN_TAIL)
+#undef RL_ATTN_TAIL
+        }
+        acc0 = _mm512_add_ps(acc0, acc8), acc1 = _mm512_add_ps(acc1, acc9);
+        acc2 = _mm512_add_ps(acc2, acc10), acc3 = _mm512_add_ps(acc3, acc11);
+        acc4 = _mm512_add_ps(acc4, acc12), acc5 = _mm512_add_ps(acc5, acc13);
+        acc6 = _mm512_add_ps(acc6, acc14), acc7 = _mm512_add_ps(acc7, acc15);
+        acc0 = _mm512_add_ps(acc0, acc4), acc1 = _mm512_add_ps(acc1, acc5);
+        acc2 = _mm512_add_ps(acc2, acc6), acc3 = _mm512_add_ps(acc3, acc7);
+        acc0 = _mm512_add_ps(acc0, acc2), acc1 = _mm512_add_ps(acc1, acc3);
+        _mm512_storeu_ps(a + t, _mm512_add_ps(acc0, acc1));
     }
-    _Pragma("GCC unroll 16")
-    for (int l = 0; l < 16; l++)
-        if (full + l < hd)
-            acc[l] = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]),
-                                     _mm512_loadu_ps(kt + (full + l) * np + t0), acc[l]);
-    for (int l = 0; l < 8; l++)
-        acc[l] = _mm512_add_ps(acc[l], acc[l + 8]);
-    for (int l = 0; l < 4; l++)
-        acc[l] = _mm512_add_ps(acc[l], acc[l + 4]);
-    for (int l = 0; l < 2; l++)
-        acc[l] = _mm512_add_ps(acc[l], acc[l + 2]);
-    _mm512_storeu_ps(a + t0, _mm512_add_ps(acc[0], acc[1]));
 }
+#undef RL_ATTN_L16
 
 /* o_k[c] = sum_t p_k[t] * v[t * stride + c] (rl_wsum_ref's rounding) for
  * the nq <= RL_ATTN_QT queries k of a tile, query k over keys [j0[k],
@@ -451,13 +462,17 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
     } while (0)
         for (size_t t = lo; t < in0; t++)
             RL_ATTN_EDGE(t);
-        if (nq == RL_ATTN_QT) {
+        if (nq == RL_ATTN_QT) { /* the accumulators in registers, not acc[] */
+            __m512 a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+            const float *p0 = p, *p1 = p + np, *p2 = p + 2 * np, *p3 = p + 3 * np;
             for (size_t t = in0; t < in1; t++) {
                 const __m512 vt = _mm512_maskz_loadu_ps(cm, v + t * stride + c);
-                _Pragma("GCC unroll 4")
-                for (size_t k = 0; k < RL_ATTN_QT; k++)
-                    acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + t]), vt));
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(p0[t]), vt));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(p1[t]), vt));
+                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(p2[t]), vt));
+                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(p3[t]), vt));
             }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
         } else {
             for (size_t t = in0; t < in1; t++)
                 RL_ATTN_EDGE(t);
@@ -485,8 +500,8 @@ __attribute__((target("avx512f"))) static void rl_attn_run_avx512(void *ctx, int
         for (size_t k = 0; k < nq; k++) {
             float *ak = a + k * j->np;
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            for (size_t t = j0[k] / 16 * 16; t < j1[k]; t += 16)
-                rl_attn_scores16(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd, t, ak);
+            rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k] / 16 * 16,
+                           j1[k], ak);
             rl_softmax_avx512(ak, j0[k], j1[k], j->scale);
         }
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
