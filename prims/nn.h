@@ -5,9 +5,10 @@
  * vec.h) for a ModernBERT graph; the order of every sum is fixed here so
  * that the scalar reference, the SIMD path and any thread count answer the
  * same bits.  All arrays are row-major f32, one row per token; n tokens at
- * positions 0..n-1.  The softmax's exponential is vmath.h's rl_expf (the
- * same bits in scalar and SIMD form); the other transcendentals (erff,
- * tanhf, cosf, sinf, powf) come from libm on every path.
+ * positions 0..n-1.  The softmax's exponential and GELU's erf are
+ * vmath.h's rl_expf and rl_erff (the same bits in scalar and SIMD form);
+ * the other transcendentals (tanhf, cosf, sinf, powf) come from libm on
+ * every path.
  *
  * Every entry validates before any worker starts, never longjmps, and
  * answers RL_Q8_OK, RL_Q8_BADARG (NULL data, zero or odd sizes where the
@@ -72,7 +73,7 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
                              rl_path path, int threads);
 
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
- *   erf:  out = ((0.5f * a) * (1.0f + erff(a * SQRT_2_INV))) * g
+ *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
  *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *
  *               (1.0f + (GELU_COEF_A * a) * a)))) * g
  * (llama.cpp's constants; f32, left to right, no fma).  out must not

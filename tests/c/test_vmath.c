@@ -1,8 +1,8 @@
-/* test_vmath.c - rl_expf (prims/vmath.h): against a double-precision
- * exp over a sweep of f32 inputs (within one ulp, and within half an ulp
- * but for a handful), against libm's expf (at most one ulp apart), the
- * special values, and the AVX2 and AVX-512 forms bit for bit against the
- * scalar one. */
+/* test_vmath.c - rl_expf and rl_erff (prims/vmath.h): against double
+ * precision exp and erf over a sweep of f32 inputs (within one ulp, and
+ * within half an ulp but for a handful), against libm's expf and erff (at
+ * most one ulp apart), the special values, and the SIMD forms bit for bit
+ * against the scalar ones. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,7 +57,62 @@ static float *inputs(size_t *n) {
     return x;
 }
 
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+erf_avx512(const float *x, float *y, size_t n) {
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, rl_erff8_avx512(_mm256_loadu_ps(x + i)));
+}
+
+static void test_erff(void) {
+    size_t cap = 2200000, n = 0;
+    float *x = malloc(cap * sizeof *x);
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 4.0f, -4.0f,
+                          nextafterf(4.0f, 0.0f), 0.5f, 1.0f, 3.5f, 1e-30f, -1e-40f, 0x1p-149f};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+        x[n++] = edge[i];
+    for (uint32_t u = 0; u < 0x40a00000u && n + 2 <= cap; u += 977) { /* |x| < 5 */
+        float f;
+        memcpy(&f, &u, sizeof f);
+        x[n++] = f;
+        x[n++] = -f;
+    }
+    n = n / 8 * 8;
+    float *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    long off_half = 0, off_one = 0, off_libm = 0, bad_special = 0;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = rl_erff(x[i]);
+        if (isnan(x[i])) {
+            bad_special += !isnan(y[i]);
+            continue;
+        }
+        const float r = (float)erf((double)x[i]);
+        bad_special += signbit(y[i]) != signbit(x[i]);
+        off_one += ulps(fabsf(y[i]), fabsf(r)) > 1;
+        off_half += y[i] != r;
+        off_libm += ulps(fabsf(y[i]), fabsf(erff(x[i]))) > 1;
+    }
+    CHECK_MSG(!off_one, "rl_erff: %ld values more than an ulp from erf", off_one);
+    CHECK_MSG(off_half < 20, "rl_erff: %ld of %zu values not correctly rounded", off_half, n);
+    CHECK_MSG(!off_libm, "rl_erff: %ld values more than an ulp from libm erff", off_libm);
+    CHECK_MSG(!bad_special, "rl_erff: %ld special values wrong", bad_special);
+    CHECK(rl_erff(INFINITY) == 1.0f && rl_erff(-INFINITY) == -1.0f && rl_erff(4.5f) == 1.0f);
+    CHECK(signbit(rl_erff(-0.0f)) && rl_erff(-0.0f) == 0.0f);
+    CHECK(rl_erff(0x1p-149f) > 0.0f); /* the smallest subnormal's erf does not vanish */
+    if (!rl_path_supported(RL_PATH_AVX512)) {
+        CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(RL_PATH_AVX512));
+    } else {
+        erf_avx512(x, z, n);
+        long diff = 0;
+        for (size_t i = 0; i < n; i++)
+            diff += isnan(y[i]) ? !isnan(z[i]) : bits_of(y[i]) != bits_of(z[i]);
+        CHECK_MSG(!diff, "vmath erf avx512: %ld of %zu values differ from the scalar form", diff,
+                  n);
+    }
+    free(x), free(y), free(z);
+}
+
 int main(void) {
+    test_erff();
     size_t n;
     float *x = inputs(&n), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
     long off_half = 0, off_one = 0, off_libm = 0, bad_special = 0;
