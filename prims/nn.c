@@ -563,7 +563,9 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
     if (n == 0)
         return RL_Q8_OK;
     const int wide = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
-    const size_t np = (n + 15) / 16 * 16;
+    /* padded past a multiple of 16 so that the transposed rows (np floats
+     * apart) do not all fall into the same few cache sets */
+    const size_t np = (n + 15) / 16 * 16 + 16;
     /* The reference dot product is scalar fmaf, so (head, query) pairs are
      * worth a thread each well before the row-wise steps are. */
     int nth = rl_nn_threads(threads, n_heads * n, n * head_dim);
