@@ -318,7 +318,7 @@ typedef struct {
     const int32_t *cx;     /* their lane corrections */
     const double *dxs;     /* and scales */
     const double *dx;
-    /* float weights: the activations and tile scratch (tile*cols per thread) */
+    /* float weights: the activations and tile scratch (tile*cols per chunk) */
     rl_matvec_f32_kernel kf;
     int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
     int f16c;     /* widen F16 tiles with the F16C instruction */
@@ -328,7 +328,7 @@ typedef struct {
     float *yf;
 } rl_mm_job;
 
-/* Thread ith's weight rows, tile by tile; within a tile, every token. */
+/* Chunk ith's weight rows, tile by tile; within a tile, every token. */
 static void rl_mm_job_run(void *ctx, int ith, int nth) {
     const rl_mm_job *j = ctx;
     size_t r0, r1;
@@ -446,6 +446,8 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     }
     if (nth < 1)
         nth = 1;
+    /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
+    const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
 
     /* Everything the workers read, in one allocation made before they start:
      * f32 copies of f64 activations, then per weight type the quantized
@@ -463,11 +465,11 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
             dx_bytes += np * sizeof(double);
         }
     } else if (wt != RL_WT_F32) {
-        if (job.tile * cols > SIZE_MAX / sizeof(float) / nth) {
+        if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
             rl_mm_msg(msg, msglen, "bad argument");
             return RL_Q8_BADARG;
         }
-        wide_bytes = nth * job.tile * cols * sizeof(float);
+        wide_bytes = chunks * job.tile * cols * sizeof(float);
     }
     const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes + sa_bytes;
     if (total < xf_bytes) { /* size_t overflow */
@@ -541,7 +543,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
         job.f16c = path != RL_PATH_REF;
     }
-    rl_pool_run((int)nth, rl_mm_job_run, &job);
+    rl_pool_run_split((int)chunks, (int)nth, rl_mm_job_run, &job);
     free(scratch);
     return RL_Q8_OK;
 }

@@ -75,6 +75,11 @@ typedef struct {
     void (*row)(const void *job, size_t t);
 } rl_rows_job;
 
+/* The row-wise steps' runs: n rows in chunks over nth threads. */
+static void rl_nn_run(int nth, size_t n, rl_pool_fn fn, void *job) {
+    rl_pool_run_split(rl_pool_split_chunks(nth, n), nth, fn, job);
+}
+
 static void rl_rows_run(void *ctx, int ith, int nth) {
     const rl_rows_job *j = ctx;
     size_t t0, t1;
@@ -156,7 +161,7 @@ rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w
         return RL_Q8_BADARG;
     rl_rows_job job = {.x = x, .w = w, .out = out, .n = n, .d = d, .eps = eps, .row = rl_ln_row};
     if (n)
-        rl_pool_run(rl_nn_threads(threads, n, d), rl_ln_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, d), n, rl_ln_run, &job);
     return RL_Q8_OK;
 }
 
@@ -172,7 +177,7 @@ typedef struct {
     float *out;
     size_t n, heads, hd;
     float theta_scale;
-    float *cache; /* per thread: hd floats (cos, sin per pair) */
+    float *cache; /* per chunk: hd floats (cos, sin per pair) */
 } rl_rope_job;
 
 static void rl_rope_run(void *ctx, int ith, int nth) {
@@ -213,14 +218,14 @@ rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t he
         return RL_Q8_BADARG;
     if (n == 0)
         return RL_Q8_OK;
-    int nth = rl_nn_threads(threads, n, row);
-    float *cache = malloc((size_t)nth * head_dim * sizeof(float));
+    int nth = rl_nn_threads(threads, n, row), chunks = rl_pool_split_chunks(nth, n);
+    float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
         return RL_Q8_NOMEM;
     rl_rope_job job = {.x = x, .out = out, .n = n, .heads = n_heads, .hd = head_dim,
                        .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
                        .cache = cache};
-    rl_pool_run(nth, rl_rope_run, &job);
+    rl_pool_run_split(chunks, nth, rl_rope_run, &job);
     free(cache);
     return RL_Q8_OK;
 }
@@ -407,7 +412,7 @@ typedef struct {
     rl_matvec_f32_kernel dot;
     rl_wsum_fn wsum;
     rl_softmax_fn softmax;
-    float *scores; /* per thread: n floats (AVX-512: RL_ATTN_QT * np) */
+    float *scores; /* per chunk: n floats (AVX-512: RL_ATTN_QT * np) */
 } rl_attn_job;
 
 static void rl_attn_run(void *ctx, int ith, int nth) {
@@ -569,9 +574,13 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
     /* The reference dot product is scalar fmaf, so (head, query) pairs are
      * worth a thread each well before the row-wise steps are. */
     int nth = rl_nn_threads(threads, n_heads * n, n * head_dim);
-    /* keys (AVX-512: transposed and padded to np), then per-thread scores */
+    /* chunks of (head, query) items or (head, query tile) items; scores per chunk */
+    const int chunks = rl_pool_split_chunks(
+        nth, n_heads * (wide ? (n + RL_ATTN_QT - 1) / RL_ATTN_QT : n));
+    /* keys (AVX-512: transposed and padded to np), then per-chunk scores */
     const size_t kn = wide ? rl_nn_elems(np, row) : nd;
-    const size_t sn = wide ? rl_nn_elems((size_t)nth * RL_ATTN_QT, np) : rl_nn_elems((size_t)nth, n);
+    const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
+                           : rl_nn_elems((size_t)chunks, n);
     if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - sn)
         return RL_Q8_BADARG;
     float *scratch = malloc((kn + sn) * sizeof(float));
@@ -601,7 +610,7 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
                        .wsum = path == RL_PATH_REF ? rl_wsum_ref : rl_wsum_avx2,
                        .softmax = path == RL_PATH_REF ? rl_softmax_ref : rl_softmax_avx2,
                        .scores = scratch + kn};
-    rl_pool_run(nth, wide ? rl_attn_run_avx512 : rl_attn_run, &job);
+    rl_pool_run_split(chunks, nth, wide ? rl_attn_run_avx512 : rl_attn_run, &job);
     free(scratch);
     return RL_Q8_OK;
 }
@@ -664,7 +673,7 @@ rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float
     rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind,
                        .row = wide ? rl_geglu_row_avx512 : rl_geglu_row};
     if (n)
-        rl_pool_run(rl_nn_threads(threads, n, f2), rl_rows_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, f2), n, rl_rows_run, &job);
     return RL_Q8_OK;
 }
 
