@@ -226,6 +226,19 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
  * short last chunk masked so the lanes past the end keep their sums), then
  * the same tree: p_k + p_{k+8}, + 4, + 2, + 1.  Sixteen accumulators: each
  * loaded weight chunk serves four tokens, each token chunk four rows. */
+/* The sixteen accumulators a<row><token>, named: as an array they end up
+ * in memory. */
+#define RL_MM_ACC16(X) X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) \
+    X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
+
+/* Pairs the trees' steps of two registers: r = (a's half h | b's half h)
+ * added to the other halves, for the 256-bit (+8), 128-bit (+4) and
+ * in-lane (+2, +1) steps of matvec.h's order. */
+#define RL_MM_T8(a, b) _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee))
+#define RL_MM_T4(a, b) _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd))
+#define RL_MM_T2(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xee))
+#define RL_MM_T1(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd))
+
 __attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
@@ -233,58 +246,60 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const float *w[4];
-        for (size_t i = 0; i < 4; i++)
-            w[i] = m + (r + (i < nr ? i : nr - 1)) * cols;
+        const float *w0 = m + r * cols, *w1 = m + (r + (nr > 1)) * cols;
+        const float *w2 = m + (r + (nr > 2 ? 2 : nr - 1)) * cols, *w3 = m + (r + nr - 1) * cols;
         for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
             const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
-            const float *xt[RL_MM_T];
-            __m512 acc[4][RL_MM_T];
-            for (size_t k = 0; k < RL_MM_T; k++) {
-                xt[k] = x + (t0 + (k < nt ? k : nt - 1)) * cols;
-                for (size_t i = 0; i < 4; i++)
-                    acc[i][k] = _mm512_setzero_ps();
-            }
-            for (size_t j = 0; j < full; j += 16) {
-                const __m512 w0 = _mm512_loadu_ps(w[0] + j), w1 = _mm512_loadu_ps(w[1] + j);
-                const __m512 w2 = _mm512_loadu_ps(w[2] + j), w3 = _mm512_loadu_ps(w[3] + j);
-                _Pragma("GCC unroll 4")
-                for (size_t k = 0; k < RL_MM_T; k++) {
-                    const __m512 xv = _mm512_loadu_ps(xt[k] + j);
-                    acc[0][k] = _mm512_fmadd_ps(w0, xv, acc[0][k]);
-                    acc[1][k] = _mm512_fmadd_ps(w1, xv, acc[1][k]);
-                    acc[2][k] = _mm512_fmadd_ps(w2, xv, acc[2][k]);
-                    acc[3][k] = _mm512_fmadd_ps(w3, xv, acc[3][k]);
-                }
-            }
+            const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
+            const float *x2 = x + (t0 + (nt > 2 ? 2 : nt - 1)) * cols;
+            const float *x3 = x + (t0 + nt - 1) * cols;
+#define RL_MM_DECL(i, k) __m512 a##i##k = _mm512_setzero_ps();
+            RL_MM_ACC16(RL_MM_DECL)
+#undef RL_MM_DECL
+#define RL_MM_STEP(LOAD, FMA)                                                               \
+    {                                                                                       \
+        const __m512 v0 = LOAD(w0), v1 = LOAD(w1), v2 = LOAD(w2), v3 = LOAD(w3);             \
+        const __m512 u0 = LOAD(x0), u1 = LOAD(x1), u2 = LOAD(x2), u3 = LOAD(x3);             \
+        RL_MM_ACC16(FMA)                                                                    \
+    }
+#define RL_MM_LOAD(p) _mm512_loadu_ps((p) + j)
+#define RL_MM_FMA(i, k) a##i##k = _mm512_fmadd_ps(v##i, u##k, a##i##k);
+            for (size_t j = 0; j < full; j += 16)
+                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+#undef RL_MM_LOAD
+#undef RL_MM_FMA
             if (tail) {
-                __m512 wv[4];
-                for (size_t i = 0; i < 4; i++)
-                    wv[i] = _mm512_maskz_loadu_ps(tail, w[i] + full);
-                for (size_t k = 0; k < RL_MM_T; k++) {
-                    const __m512 xv = _mm512_maskz_loadu_ps(tail, xt[k] + full);
-                    for (size_t i = 0; i < 4; i++)
-                        acc[i][k] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][k], tail);
-                }
+                /* masked: the lanes past the end keep their sums */
+#define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
+#define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
+                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+#undef RL_MM_LOAD
+#undef RL_MM_FMA
             }
+#undef RL_MM_STEP
+            /* the sixteen trees at once: quarter k of the result holds token
+             * k's four rows */
+            const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
+            const __m512 b2 = RL_MM_T8(a10, a11), b3 = RL_MM_T8(a12, a13);
+            const __m512 b4 = RL_MM_T8(a20, a21), b5 = RL_MM_T8(a22, a23);
+            const __m512 b6 = RL_MM_T8(a30, a31), b7 = RL_MM_T8(a32, a33);
+            const __m512 c0 = RL_MM_T4(b0, b1), c1 = RL_MM_T4(b2, b3);
+            const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
+            const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
+            float out[16];
+            _mm512_storeu_ps(out, RL_MM_T1(e0, e1));
             for (size_t k = 0; k < nt; k++)
                 for (size_t i = 0; i < nr; i++) {
-                    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i][k]),
-                                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                                       _mm512_castps_pd(acc[i][k]), 1)));
-                    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
-                                                _mm256_extractf128_ps(a, 1));
-                    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-                    const float v = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
                     const size_t at = (t0 + k) * ystride + yoff + r + i;
                     if (yd)
-                        yd[at] = v;
+                        yd[at] = out[4 * k + i];
                     if (yf)
-                        yf[at] = v;
+                        yf[at] = out[4 * k + i];
                 }
         }
     }
 }
+#undef RL_MM_ACC16
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
