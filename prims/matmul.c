@@ -332,6 +332,8 @@ typedef struct {
     const int8_t *xa, *ra; /* VNNI: xq and xr split for rl_mm_q8_tile_vnni */
     const int32_t *cx;     /* their lane corrections */
     const double *dxs;     /* and scales */
+    char *wk;              /* per chunk: wk_bytes for the kernel's arranged rows */
+    size_t wk_bytes;
     const double *dx;
     /* float weights: the activations and tile scratch (tile*cols per chunk) */
     rl_matvec_f32_kernel kf;
@@ -353,8 +355,8 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
             if (j->xa) {
-                rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re, j->yd,
-                                   j->yf);
+                rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re,
+                                   j->yd, j->yf, j->wk + (size_t)ith * j->wk_bytes);
                 continue;
             }
             if (j->tile_fn) {
@@ -478,6 +480,12 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
             const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
             sa_bytes = np * (32 + 16) * (act == RL_ACT_Q8X2 ? 2 : 1);
             dx_bytes += np * sizeof(double);
+            job.wk_bytes = rl_mm_q8_arranged_bytes(job.tile, job.nb);
+            if (job.wk_bytes > SIZE_MAX / chunks) {
+                rl_mm_msg(msg, msglen, "bad argument");
+                return RL_Q8_BADARG;
+            }
+            wide_bytes = chunks * job.wk_bytes; /* 4-aligned, like the widened tiles */
         }
     } else if (wt != RL_WT_F32) {
         if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
@@ -551,6 +559,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
             double *dxs = dx + n * job.nb;
             rl_mm_q8_split(xq, job.xr, n, job.nb, (int)x2, sa, x2 ? sa + 32 * np : NULL, cx, dxs);
             job.xa = sa, job.ra = x2 ? sa + 32 * np : NULL, job.cx = cx, job.dxs = dxs;
+            job.wk = (char *)wide;
         }
     } else {
         job.xf = x32, job.wide = wide;

@@ -93,14 +93,18 @@ rl_mmq_dot(__m512i wa, __m512i wb, const int8_t *p, const int32_t *c) {
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c4, wa, xa), wb, xb);
 }
 
-/* One tile of RL_MM_Q8_TOKENS tokens (split blocks xa / ra and scales dxs
- * at the tile's start) against rows [r0, r1); results for tokens t0 + k <
- * t0 + nt. */
-__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline void
-rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
-            const int8_t *ra, const int32_t *cx, const double *dxs, size_t t0, size_t nt, size_t r0, size_t r1,
-            double *yd, float *yf, int x2) {
-    enum { T = RL_MM_Q8_TOKENS };
+/* One weight block of a 4-row group, arranged once per call (rl_mmq_arrange):
+ * the lane halves (+128) and the four rows' scales, as the inner loop
+ * wants them. */
+typedef struct {
+    __m512i wa, wb;
+    __m512d dlo, dhi;
+} rl_mmq_wblk;
+
+/* Rows [r0, r1) of W into arranged blocks: group g (rows r0 + 4g..) block b
+ * at out[g * nb + b]; a short last group repeats its last row. */
+__attribute__((target(RL_MMQ_TARGET))) static void
+rl_mmq_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq_wblk *out) {
     /* even dwords of (rows 0,1 | rows 2,3) are the lanes' low halves */
     const __m512i ia = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                          28, 30);
@@ -108,15 +112,12 @@ rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
     const __m512i c80 = _mm512_set1_epi8((char)0x80);
     const __m512i lo4 = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
     const __m512i hi4 = _mm512_setr_epi64(2, 2, 2, 2, 3, 3, 3, 3);
-    const __m512i gather = _mm512_setr_epi64(0, 4, 8, 12, 0, 0, 0, 0);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
         const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
         const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;
         const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;
-        __m512d acc[T][2];
-        for (size_t k = 0; k < T; k++)
-            acc[k][0] = acc[k][1] = _mm512_setzero_pd();
+        rl_mmq_wblk *o = out + (r - r0) / 4 * nb;
         for (size_t b = 0; b < nb; b++) {
             const __m512i w01 = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)),
@@ -124,12 +125,35 @@ rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
             const __m512i w23 = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)),
                 _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);
-            const __m512i wa = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ia, w23), c80);
-            const __m512i wb = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ib, w23), c80);
+            o[b].wa = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ia, w23), c80);
+            o[b].wb = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ib, w23), c80);
             const __m128i dh = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,
                                               (short)w3[b].d, 0, 0, 0, 0);
             const __m512d d4 = _mm512_castpd256_pd512(_mm256_cvtps_pd(_mm_cvtph_ps(dh)));
-            const __m512d dlo = _mm512_permutexvar_pd(lo4, d4), dhi = _mm512_permutexvar_pd(hi4, d4);
+            o[b].dlo = _mm512_permutexvar_pd(lo4, d4);
+            o[b].dhi = _mm512_permutexvar_pd(hi4, d4);
+        }
+    }
+}
+
+/* One tile of RL_MM_Q8_TOKENS tokens (split blocks xa / ra, corrections cx
+ * and scales dxs at the tile's start) against the arranged rows [r0, r1);
+ * results for tokens t0 + k < t0 + nt. */
+__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline void
+rl_mmq_tile(const rl_mmq_wblk *wk, size_t nb, size_t rows, const int8_t *xa, const int8_t *ra,
+            const int32_t *cx, const double *dxs, size_t t0, size_t nt, size_t r0, size_t r1,
+            double *yd, float *yf, int x2) {
+    enum { T = RL_MM_Q8_TOKENS };
+    const __m512i gather = _mm512_setr_epi64(0, 4, 8, 12, 0, 0, 0, 0);
+    for (size_t r = r0; r < r1; r += 4) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;
+        const rl_mmq_wblk *g = wk + (r - r0) / 4 * nb;
+        __m512d acc[T][2];
+        for (size_t k = 0; k < T; k++)
+            acc[k][0] = acc[k][1] = _mm512_setzero_pd();
+        for (size_t b = 0; b < nb; b++) {
+            const __m512i wa = g[b].wa, wb = g[b].wb;
+            const __m512d dlo = g[b].dlo, dhi = g[b].dhi;
             const int8_t *pa = xa + 32 * T * b, *pr = x2 ? ra + 32 * T * b : NULL;
             const int32_t *pc = cx + (x2 ? 8 : 4) * T * b;
             const double *pd = dxs + T * b;
@@ -164,18 +188,24 @@ rl_mmq_tile(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
     }
 }
 
+size_t rl_mm_q8_arranged_bytes(size_t rows, size_t nb) {
+    return ((rows + 3) / 4 * nb) * sizeof(rl_mmq_wblk) + 64;
+}
+
 __attribute__((target(RL_MMQ_TARGET))) void
 rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
-                   const int8_t *ra, const int32_t *cx, const double *dxs, size_t n, size_t r0, size_t r1,
-                   double *yd, float *yf) {
+                   const int8_t *ra, const int32_t *cx, const double *dxs, size_t n, size_t r0,
+                   size_t r1, double *yd, float *yf, void *scratch) {
+    rl_mmq_wblk *wk = (rl_mmq_wblk *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    rl_mmq_arrange(w, nb, r0, r1, wk);
     for (size_t t0 = 0; t0 < n; t0 += RL_MM_Q8_TOKENS) {
         const size_t nt = n - t0 < RL_MM_Q8_TOKENS ? n - t0 : RL_MM_Q8_TOKENS;
         const size_t at = t0 * nb; /* the tile's first split block */
         if (ra)
-            rl_mmq_tile(w, nb, rows, xa + 32 * at, ra + 32 * at, cx + 8 * at, dxs + at, t0, nt,
+            rl_mmq_tile(wk, nb, rows, xa + 32 * at, ra + 32 * at, cx + 8 * at, dxs + at, t0, nt,
                         r0, r1, yd, yf, 1);
         else
-            rl_mmq_tile(w, nb, rows, xa + 32 * at, NULL, cx + 4 * at, dxs + at, t0, nt, r0, r1,
+            rl_mmq_tile(wk, nb, rows, xa + 32 * at, NULL, cx + 4 * at, dxs + at, t0, nt, r0, r1,
                         yd, yf, 0);
     }
 }

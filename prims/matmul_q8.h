@@ -33,12 +33,17 @@ size_t rl_mm_q8_split_tokens(size_t n);
 void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, int x2,
                     int8_t *xa, int8_t *ra, int32_t *cx, double *dxs);
 
+/* Scratch bytes rl_mm_q8_tile_vnni needs for a tile of rows weight rows
+ * of nb blocks (the rows arranged for the kernel, once per call). */
+size_t rl_mm_q8_arranged_bytes(size_t rows, size_t nb);
+
 /* Rows [r0, r1) of W (nb blocks a row, rows in all) times n tokens split
  * as above (ra NULL for :q8); yd / yf (n x rows, either may be NULL) get
- * the results.  Only where the CPU has AVX-512 VNNI
+ * the results; scratch holds rl_mm_q8_arranged_bytes(r1 - r0, nb) bytes.
+ * Only where the CPU has AVX-512 VNNI
  * (rl_path_supported(RL_PATH_AVX512VNNI)). */
 void rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
-                        const int8_t *ra, const int32_t *cx, const double *dxs, size_t n, size_t r0, size_t r1,
-                        double *yd, float *yf);
+                        const int8_t *ra, const int32_t *cx, const double *dxs, size_t n,
+                        size_t r0, size_t r1, double *yd, float *yf, void *scratch);
 
 #endif
