@@ -537,9 +537,11 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                 return st;
             }
         }
-        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h). */
-        for (size_t i = 0; i < n * job.nb; i++)
-            dx[i] = ldexp((double)rl_gguf_f16_to_f32(xq[i].d), act == RL_ACT_Q8X2 ? -7 : 0);
+        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h); the VNNI
+         * kernel takes its scales from the split instead. */
+        const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
+        for (size_t i = 0; !sa_bytes && i < n * job.nb; i++)
+            dx[i] = (double)rl_gguf_f16_to_f32(xq[i].d) * fold;
         if (act == RL_ACT_Q8X2) {
             if (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI)
                 rl_q8x2_residual_avx512(x32, nx, xq, xr);
