@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/pool.h"
 
@@ -67,6 +68,42 @@ void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t 
             float v = roundf(e * inv);
             v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
             rb[j] = (int8_t)v;
+        }
+    }
+}
+
+/* rl_q8x2_residual sixteen values at a time: the same two f32 roundings
+ * (d * q, then x - p; no fma), the same quotient, and roundf's rounding
+ * (half away from zero) from the truncation t and the exact remainder v -
+ * t: t + sign(v) where |v - t| >= 0.5. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+rl_q8x2_residual_avx512(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (size_t b = 0; b < n / RL_QK8_0; b++) {
+        const float d = rl_gguf_f16_to_f32(xq[b].d);
+        int8_t *rb = r + RL_QK8_0 * b;
+        if (d == 0.0f) {
+            memset(rb, 0, RL_QK8_0);
+            continue;
+        }
+        const __m512 dv = _mm512_set1_ps(d), inv = _mm512_set1_ps(128.0f / d);
+        for (int h = 0; h < 2; h++) {
+            const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(xq[b].qs + 16 * h))));
+            const __m512 e = _mm512_sub_ps(_mm512_loadu_ps(x + RL_QK8_0 * b + 16 * h),
+                                           _mm512_mul_ps(dv, q));
+            const __m512 v = _mm512_mul_ps(e, inv);
+            const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m512 f = _mm512_abs_ps(_mm512_sub_ps(v, t));
+            const __m512 sg = _mm512_castsi512_ps(
+                _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign),
+                                _mm512_castps_si512(one)));
+            __m512 w = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), t, sg);
+            w = _mm512_min_ps(_mm512_max_ps(w, nlim), lim);
+            _mm_storeu_si128((__m128i *)(void *)(rb + 16 * h),
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(w)));
         }
     }
 }
@@ -168,7 +205,6 @@ static size_t rl_mm_row_bytes(rl_wtype wt, size_t cols) {
     }
 
 #define RL_MM_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
-#define RL_MM_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
 
 typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
                                  const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
@@ -181,12 +217,6 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
     RL_MM_AVX512_TILE(RL_MM_DOT_BW)
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) static void
-rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
-                         const rl_block_q8_0 *xq, const int8_t *xr, const double *dx, size_t n,
-                         size_t r0, size_t r1, double *yd, float *yf) {
-    RL_MM_AVX512_TILE(RL_MM_DOT_VNNI)
-}
 
 /* ---- f32 AVX-512: four rows times four tokens ------------------------ */
 
@@ -196,6 +226,19 @@ rl_mm_q8_tile_avx512vnni(const rl_block_q8_0 *w, size_t nb, size_t rows,
  * short last chunk masked so the lanes past the end keep their sums), then
  * the same tree: p_k + p_{k+8}, + 4, + 2, + 1.  Sixteen accumulators: each
  * loaded weight chunk serves four tokens, each token chunk four rows. */
+/* The sixteen accumulators a<row><token>, named: as an array they end up
+ * in memory. */
+#define RL_MM_ACC16(X) X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) \
+    X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
+
+/* Pairs the trees' steps of two registers: r = (a's half h | b's half h)
+ * added to the other halves, for the 256-bit (+8), 128-bit (+4) and
+ * in-lane (+2, +1) steps of matvec.h's order. */
+#define RL_MM_T8(a, b) _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee))
+#define RL_MM_T4(a, b) _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd))
+#define RL_MM_T2(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xee))
+#define RL_MM_T1(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd))
+
 __attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
@@ -203,58 +246,60 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const float *w[4];
-        for (size_t i = 0; i < 4; i++)
-            w[i] = m + (r + (i < nr ? i : nr - 1)) * cols;
+        const float *w0 = m + r * cols, *w1 = m + (r + (nr > 1)) * cols;
+        const float *w2 = m + (r + (nr > 2 ? 2 : nr - 1)) * cols, *w3 = m + (r + nr - 1) * cols;
         for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
             const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
-            const float *xt[RL_MM_T];
-            __m512 acc[4][RL_MM_T];
-            for (size_t k = 0; k < RL_MM_T; k++) {
-                xt[k] = x + (t0 + (k < nt ? k : nt - 1)) * cols;
-                for (size_t i = 0; i < 4; i++)
-                    acc[i][k] = _mm512_setzero_ps();
-            }
-            for (size_t j = 0; j < full; j += 16) {
-                const __m512 w0 = _mm512_loadu_ps(w[0] + j), w1 = _mm512_loadu_ps(w[1] + j);
-                const __m512 w2 = _mm512_loadu_ps(w[2] + j), w3 = _mm512_loadu_ps(w[3] + j);
-                _Pragma("GCC unroll 4")
-                for (size_t k = 0; k < RL_MM_T; k++) {
-                    const __m512 xv = _mm512_loadu_ps(xt[k] + j);
-                    acc[0][k] = _mm512_fmadd_ps(w0, xv, acc[0][k]);
-                    acc[1][k] = _mm512_fmadd_ps(w1, xv, acc[1][k]);
-                    acc[2][k] = _mm512_fmadd_ps(w2, xv, acc[2][k]);
-                    acc[3][k] = _mm512_fmadd_ps(w3, xv, acc[3][k]);
-                }
-            }
+            const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
+            const float *x2 = x + (t0 + (nt > 2 ? 2 : nt - 1)) * cols;
+            const float *x3 = x + (t0 + nt - 1) * cols;
+#define RL_MM_DECL(i, k) __m512 a##i##k = _mm512_setzero_ps();
+            RL_MM_ACC16(RL_MM_DECL)
+#undef RL_MM_DECL
+#define RL_MM_STEP(LOAD, FMA)                                                               \
+    {                                                                                       \
+        const __m512 v0 = LOAD(w0), v1 = LOAD(w1), v2 = LOAD(w2), v3 = LOAD(w3);             \
+        const __m512 u0 = LOAD(x0), u1 = LOAD(x1), u2 = LOAD(x2), u3 = LOAD(x3);             \
+        RL_MM_ACC16(FMA)                                                                    \
+    }
+#define RL_MM_LOAD(p) _mm512_loadu_ps((p) + j)
+#define RL_MM_FMA(i, k) a##i##k = _mm512_fmadd_ps(v##i, u##k, a##i##k);
+            for (size_t j = 0; j < full; j += 16)
+                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+#undef RL_MM_LOAD
+#undef RL_MM_FMA
             if (tail) {
-                __m512 wv[4];
-                for (size_t i = 0; i < 4; i++)
-                    wv[i] = _mm512_maskz_loadu_ps(tail, w[i] + full);
-                for (size_t k = 0; k < RL_MM_T; k++) {
-                    const __m512 xv = _mm512_maskz_loadu_ps(tail, xt[k] + full);
-                    for (size_t i = 0; i < 4; i++)
-                        acc[i][k] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][k], tail);
-                }
+                /* masked: the lanes past the end keep their sums */
+#define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
+#define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
+                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+#undef RL_MM_LOAD
+#undef RL_MM_FMA
             }
+#undef RL_MM_STEP
+            /* the sixteen trees at once: quarter k of the result holds token
+             * k's four rows */
+            const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
+            const __m512 b2 = RL_MM_T8(a10, a11), b3 = RL_MM_T8(a12, a13);
+            const __m512 b4 = RL_MM_T8(a20, a21), b5 = RL_MM_T8(a22, a23);
+            const __m512 b6 = RL_MM_T8(a30, a31), b7 = RL_MM_T8(a32, a33);
+            const __m512 c0 = RL_MM_T4(b0, b1), c1 = RL_MM_T4(b2, b3);
+            const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
+            const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
+            float out[16];
+            _mm512_storeu_ps(out, RL_MM_T1(e0, e1));
             for (size_t k = 0; k < nt; k++)
                 for (size_t i = 0; i < nr; i++) {
-                    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i][k]),
-                                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                                       _mm512_castps_pd(acc[i][k]), 1)));
-                    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
-                                                _mm256_extractf128_ps(a, 1));
-                    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-                    const float v = _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
                     const size_t at = (t0 + k) * ystride + yoff + r + i;
                     if (yd)
-                        yd[at] = v;
+                        yd[at] = out[4 * k + i];
                     if (yf)
-                        yf[at] = v;
+                        yf[at] = out[4 * k + i];
                 }
         }
     }
 }
+#undef RL_MM_ACC16
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
@@ -284,8 +329,13 @@ typedef struct {
     rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
+    const int8_t *xa, *ra; /* VNNI: xq and xr split for rl_mm_q8_tile_vnni */
+    const int32_t *cx;     /* their lane corrections */
+    const double *dxs;     /* and scales */
+    char *wk;              /* per chunk: wk_bytes for the kernel's arranged rows */
+    size_t wk_bytes;
     const double *dx;
-    /* float weights: the activations and tile scratch (tile*cols per thread) */
+    /* float weights: the activations and tile scratch (tile*cols per chunk) */
     rl_matvec_f32_kernel kf;
     int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
     int f16c;     /* widen F16 tiles with the F16C instruction */
@@ -295,7 +345,7 @@ typedef struct {
     float *yf;
 } rl_mm_job;
 
-/* Thread ith's weight rows, tile by tile; within a tile, every token. */
+/* Chunk ith's weight rows, tile by tile; within a tile, every token. */
 static void rl_mm_job_run(void *ctx, int ith, int nth) {
     const rl_mm_job *j = ctx;
     size_t r0, r1;
@@ -304,6 +354,11 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
+            if (j->xa) {
+                rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re,
+                                   j->yd, j->yf, j->wk + (size_t)ith * j->wk_bytes);
+                continue;
+            }
             if (j->tile_fn) {
                 j->tile_fn(w, j->nb, j->rows, j->xq, j->xr, j->dx, j->n, rt, re, j->yd, j->yf);
                 continue;
@@ -408,25 +463,38 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     }
     if (nth < 1)
         nth = 1;
+    /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
+    const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
 
     /* Everything the workers read, in one allocation made before they start:
      * f32 copies of f64 activations, then per weight type the quantized
      * activations (blocks, residuals, scales) or the tile scratch. */
     const size_t nx = n * cols;
     size_t xf_bytes = xsrc == RL_SRC_F64 ? nx * sizeof(float) : 0;
-    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0;
+    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0, sa_bytes = 0;
     if (wt == RL_WT_Q8_0) {
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
         dx_bytes = n * job.nb * sizeof(double);
+        if (path == RL_PATH_AVX512VNNI) { /* the split blocks (and residuals), scales */
+            const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
+            sa_bytes = np * (32 + 16) * (act == RL_ACT_Q8X2 ? 2 : 1);
+            dx_bytes += np * sizeof(double);
+            job.wk_bytes = rl_mm_q8_arranged_bytes(job.tile, job.nb);
+            if (job.wk_bytes > SIZE_MAX / chunks) {
+                rl_mm_msg(msg, msglen, "bad argument");
+                return RL_Q8_BADARG;
+            }
+            wide_bytes = chunks * job.wk_bytes; /* 4-aligned, like the widened tiles */
+        }
     } else if (wt != RL_WT_F32) {
-        if (job.tile * cols > SIZE_MAX / sizeof(float) / nth) {
+        if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
             rl_mm_msg(msg, msglen, "bad argument");
             return RL_Q8_BADARG;
         }
-        wide_bytes = nth * job.tile * cols * sizeof(float);
+        wide_bytes = chunks * job.tile * cols * sizeof(float);
     }
-    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
+    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes + sa_bytes;
     if (total < xf_bytes) { /* size_t overflow */
         rl_mm_msg(msg, msglen, "bad argument");
         return RL_Q8_BADARG;
@@ -442,6 +510,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     float *wide = (float *)(void *)(scratch + dx_bytes + xf_bytes);
     rl_block_q8_0 *xq = (rl_block_q8_0 *)(void *)(scratch + dx_bytes + xf_bytes + wide_bytes);
     int8_t *xr = (int8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes);
+    uint8_t *xa = (uint8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes + xr_bytes);
 
     const float *x32 = x;
     if (xsrc == RL_SRC_F64) {
@@ -468,26 +537,39 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                 return st;
             }
         }
-        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h). */
-        for (size_t i = 0; i < n * job.nb; i++)
-            dx[i] = ldexp((double)rl_gguf_f16_to_f32(xq[i].d), act == RL_ACT_Q8X2 ? -7 : 0);
+        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h); the VNNI
+         * kernel takes its scales from the split instead. */
+        const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
+        for (size_t i = 0; !sa_bytes && i < n * job.nb; i++)
+            dx[i] = (double)rl_gguf_f16_to_f32(xq[i].d) * fold;
         if (act == RL_ACT_Q8X2) {
-            rl_q8x2_residual(x32, nx, xq, xr);
+            if (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI)
+                rl_q8x2_residual_avx512(x32, nx, xq, xr);
+            else
+                rl_q8x2_residual(x32, nx, xq, xr);
             job.xr = xr;
         }
         job.xq = xq, job.dx = dx;
         job.kq = rl_matvec_q8_kernel_for(path);
         job.kq2 = rl_matvec_q8x2_kernel_for(path);
-        job.tile_fn = path == RL_PATH_AVX512VNNI ? rl_mm_q8_tile_avx512vnni
-                      : path == RL_PATH_AVX512   ? rl_mm_q8_tile_avx512
-                                                 : NULL;
+        job.tile_fn = path == RL_PATH_AVX512 ? rl_mm_q8_tile_avx512 : NULL;
+        if (sa_bytes) {
+            /* int32 corrections first (4-aligned after the scales), then bytes */
+            const size_t np = rl_mm_q8_split_tokens(n) * job.nb, x2 = act == RL_ACT_Q8X2;
+            int32_t *cx = (int32_t *)(void *)xa;
+            int8_t *sa = (int8_t *)(cx + np * 4 * (1 + x2));
+            double *dxs = dx + n * job.nb;
+            rl_mm_q8_split(xq, job.xr, n, job.nb, (int)x2, sa, x2 ? sa + 32 * np : NULL, cx, dxs);
+            job.xa = sa, job.ra = x2 ? sa + 32 * np : NULL, job.cx = cx, job.dxs = dxs;
+            job.wk = (char *)wide;
+        }
     } else {
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);
         job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
         job.f16c = path != RL_PATH_REF;
     }
-    rl_pool_run((int)nth, rl_mm_job_run, &job);
+    rl_pool_run_split((int)chunks, (int)nth, rl_mm_job_run, &job);
     free(scratch);
     return RL_Q8_OK;
 }

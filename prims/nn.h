@@ -5,8 +5,10 @@
  * vec.h) for a ModernBERT graph; the order of every sum is fixed here so
  * that the scalar reference, the SIMD path and any thread count answer the
  * same bits.  All arrays are row-major f32, one row per token; n tokens at
- * positions 0..n-1.  Transcendentals (expf, erff, tanhf, cosf, sinf, powf)
- * come from libm on every path.
+ * positions 0..n-1.  The softmax's exponential and GELU's erf are
+ * vmath.h's rl_expf and rl_erff (the same bits in scalar and SIMD form);
+ * the other transcendentals (tanhf, cosf, sinf, powf) come from libm on
+ * every path.
  *
  * Every entry validates before any worker starts, never longjmps, and
  * answers RL_Q8_OK, RL_Q8_BADARG (NULL data, zero or odd sizes where the
@@ -56,8 +58,10 @@ rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t he
  * (every j when window == 0, the global layers):
  *   a_j = dot(q_i, k_j) * (1.0f / sqrtf(head_dim)): the dot is matvec.h's
  *         16-lane fma order, then one f32 product with the scale;
- *   m   = max_j a_j;   e_j = expf(a_j - m);
- *   sum = sum_j (double)e_j, j increasing;   inv = (float)(1.0 / sum);
+ *   m   = max_j a_j;   e_j = rl_expf(a_j - m)  (vmath.h);
+ *   sum: eight double lanes, lane l = sum of (double)e_j over the keys j
+ *        with j - j_first = l mod 8, j increasing, from +0; then s_l +
+ *        s_(l+4) for l < 4, + 2, + 1;   inv = (float)(1.0 / sum);
  *   p_j = e_j * inv;
  *   out_i[c] = sum_j p_j * v_j[c]: from +0.0f, j increasing, each step
  *         o = o + p_j * v_j[c] with two f32 roundings (no fma).
@@ -69,7 +73,7 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
                              rl_path path, int threads);
 
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
- *   erf:  out = ((0.5f * a) * (1.0f + erff(a * SQRT_2_INV))) * g
+ *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
  *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *
  *               (1.0f + (GELU_COEF_A * a) * a)))) * g
  * (llama.cpp's constants; f32, left to right, no fma).  out must not

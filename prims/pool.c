@@ -152,18 +152,34 @@ static int rl_pool_grow(int want) {
 void rl_pool_run(int nth, rl_pool_fn fn, void *ctx) {
     if (nth > RL_MAX_THREADS)
         nth = RL_MAX_THREADS;
-    if (nth <= 1) {
+    rl_pool_run_split(nth, nth, fn, ctx);
+}
+
+int rl_pool_split_chunks(int nthreads, size_t units) {
+    if (nthreads <= 1 || units <= 1)
+        return 1;
+    size_t c = (size_t)(nthreads > RL_MAX_THREADS ? RL_MAX_THREADS : nthreads) * 4;
+    return (int)(c < units ? c : units);
+}
+
+void rl_pool_run_split(int nchunks, int nthreads, rl_pool_fn fn, void *ctx) {
+    int nth = nchunks < 1 ? 1 : nchunks > RL_POOL_MAX_CHUNKS ? RL_POOL_MAX_CHUNKS : nchunks;
+    if (nthreads > RL_MAX_THREADS)
+        nthreads = RL_MAX_THREADS;
+    if (nthreads <= 1 || nth <= 1) {
         fn(ctx, 0, 1);
         return;
     }
+    if (nthreads > nth)
+        nthreads = nth;
     pthread_once(&rl_pool_once_, rl_pool_init);
     if (pthread_mutex_trylock(&rl_pool_run_lock_) != 0) {
         for (int i = 0; i < nth; i++) /* busy or re-entered: run it here */
             fn(ctx, i, nth);
         return;
     }
-    int have = rl_pool_grow(nth - 1);
-    int wake = have < nth - 1 ? have : nth - 1;
+    int have = rl_pool_grow(nthreads - 1);
+    int wake = have < nthreads - 1 ? have : nthreads - 1;
 
     uint32_t job = ++rl_pool_job_id_;
     rl_pool_fn_ = fn;

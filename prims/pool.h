@@ -22,8 +22,22 @@
 typedef void (*rl_pool_fn)(void *ctx, int ith, int nth);
 
 /* Run fn over nth chunks (nth < 1 is taken as 1, above RL_MAX_THREADS as
- * RL_MAX_THREADS). */
+ * RL_MAX_THREADS), on nth threads. */
 void rl_pool_run(int nth, rl_pool_fn fn, void *ctx);
+
+/* Run fn over nchunks chunks (fn(ctx, i, nchunks), i in 0..nchunks-1;
+ * nchunks < 1 is taken as 1, above RL_POOL_MAX_CHUNKS as that) on at most
+ * nthreads threads (clamped to 1..RL_MAX_THREADS), which claim chunks one
+ * at a time.  More chunks than threads bound what a preempted worker holds
+ * up: the others finish every chunk it has not claimed.  With nthreads <=
+ * 1 fn runs once, as chunk 0 of 1. */
+#define RL_POOL_MAX_CHUNKS 4096
+void rl_pool_run_split(int nchunks, int nthreads, rl_pool_fn fn, void *ctx);
+
+/* The chunks for a job on nthreads threads that can be cut into at most
+ * units independent pieces: 4 per thread, at most units, at least 1; 1
+ * when nthreads <= 1. */
+int rl_pool_split_chunks(int nthreads, size_t units);
 
 /* The range [*i0, *i1) of n items that chunk ith of nth gets:
  * dr = ceil(n / nth) rounded up to a multiple of mult (mult >= 1),

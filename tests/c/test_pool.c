@@ -1,6 +1,7 @@
 /* test_pool.c - the thread pool (prims/pool.c): the splitting rule covers
  * every index once on any thread count, every worker runs its share, a task
- * started from inside a task runs inline, and the pool restarts after a
+ * started from inside a task runs inline, more chunks than threads each run
+ * once on no more workers than asked, and the pool restarts after a
  * shutdown. */
 #include <string.h>
 
@@ -57,8 +58,29 @@ static void test_pool(void) {
     CHECK(pool_hits[3] == 4 && rl_pool_workers() == 3);
 }
 
+static void test_split(void) {
+    rl_pool_shutdown();
+    memset(pool_hits, 0, sizeof pool_hits);
+    int want[64] = {0};
+    for (int rep = 0; rep < 300; rep++) {
+        int chunks = 1 + rep % 40, threads = 1 + rep % 3;
+        rl_pool_run_split(chunks, threads, pool_count, NULL);
+        if (threads == 1 || chunks == 1)
+            want[0] += 1; /* one chunk of one */
+        else
+            for (int i = 0; i < chunks; i++)
+                want[i] += chunks;
+    }
+    CHECK(same(pool_hits, want, sizeof want));
+    CHECK_MSG(rl_pool_workers() <= 2, "split: %d workers for at most 3 threads",
+              rl_pool_workers());
+    CHECK(rl_pool_split_chunks(1, 100) == 1 && rl_pool_split_chunks(2, 100) == 8);
+    CHECK(rl_pool_split_chunks(2, 5) == 5 && rl_pool_split_chunks(4, 0) == 1);
+}
+
 int main(void) {
     test_pool();
+    test_split();
     rl_pool_shutdown();
     return check_report("pool");
 }

@@ -1,0 +1,49 @@
+/* matmul_q8.h - the token-tiled Q8_0 kernel of the AVX-512 VNNI path, for
+ * matmul.c (SPEC §4.2: row t of the product is bit for bit the matvec of
+ * token t, SPEC §4 and §4.1 arithmetic).  Plain C, no ECL.
+ *
+ * The activations are quantized once per call (q8.h) and then split here
+ * into the layout the kernel wants: per block 32 bytes, the low dword of
+ * each 8-byte lane (bytes 8l..8l+3, l = 0..3) then the high dwords, and
+ * per block and lane -128 times the lane's sum of quants (int32).
+ */
+#ifndef RL_PRIMS_MATMUL_Q8_H
+#define RL_PRIMS_MATMUL_Q8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prims/q8.h"
+
+/* Tokens per tile: the split arrays hold a multiple of this many tokens. */
+#define RL_MM_Q8_TOKENS 8
+
+/* n rounded up to a multiple of RL_MM_Q8_TOKENS: the tokens the split
+ * arrays hold (xa and ra 32 bytes, dxs one double per token and block). */
+size_t rl_mm_q8_split_tokens(size_t n);
+
+/* Split the quantized activations of n tokens (xq, nb blocks a token; xr
+ * their Q8x2 residual quants, else NULL) into xa (and ra when xr), tiles
+ * of RL_MM_Q8_TOKENS tokens, within a tile block-major: block b of token
+ * t0 + k has index i = t0 * nb + b * RL_MM_Q8_TOKENS + k, its bytes at xa
+ * + 32 i, its lane corrections at cx + 4 i (with xr: cx + 8 i, the
+ * residuals' four after the quants' four), its scale at dxs[i] as a
+ * double, times 2^-7 when x2 (matvec.h's folding).  Padding tokens get
+ * quants 0 and scale 0. */
+void rl_mm_q8_split(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, int x2,
+                    int8_t *xa, int8_t *ra, int32_t *cx, double *dxs);
+
+/* Scratch bytes rl_mm_q8_tile_vnni needs for a tile of rows weight rows
+ * of nb blocks (the rows arranged for the kernel, once per call). */
+size_t rl_mm_q8_arranged_bytes(size_t rows, size_t nb);
+
+/* Rows [r0, r1) of W (nb blocks a row, rows in all) times n tokens split
+ * as above (ra NULL for :q8); yd / yf (n x rows, either may be NULL) get
+ * the results; scratch holds rl_mm_q8_arranged_bytes(r1 - r0, nb) bytes.
+ * Only where the CPU has AVX-512 VNNI
+ * (rl_path_supported(RL_PATH_AVX512VNNI)). */
+void rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
+                        const int8_t *ra, const int32_t *cx, const double *dxs, size_t n,
+                        size_t r0, size_t r1, double *yd, float *yf, void *scratch);
+
+#endif

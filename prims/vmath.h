@@ -1,0 +1,178 @@
+/* vmath.h - expf and erff the same bits on every path: a scalar form and
+ * SIMD forms of one double-precision computation each.  Plain C, no ECL.
+ *
+ * libm's expf and a SIMD exponential round differently now and then, so a
+ * kernel whose scalar reference and SIMD path must agree bit for bit (the
+ * attention's softmax, GELU; nn.h) uses these instead.  rl_expf, for f32 x:
+ *   x NaN -> x; x > 89 -> +inf; x < -104 -> +0 (expf's own overflow and
+ *   underflow thresholds lie inside these bounds);
+ *   otherwise, in double: k = nearbyint(x * (1/ln 2)), r = fma(-k, ln 2, x)
+ *   (|r| <= 0.35), p = the degree-12 Taylor polynomial of e^r by Horner
+ *   with fma from the top coefficient 1/12! down to 1, and the result is
+ *   (float)(p * 2^k): one f32 rounding of a value within about 1e-15
+ *   relative of e^x, so it is expf correctly rounded but for the rare
+ *   value within that distance of a rounding boundary (then one ulp off).
+ * rl_erff, for f32 x: NaN -> x; |x| >= 4 -> +-1 (erf's distance from 1
+ *   there is below a quarter of an f32 ulp); otherwise, in double, with a
+ *   = |x| and i = floor(2a) (0..7): for i = 0, a * P0(a * a), P0 the
+ *   Taylor series of erf(a)/a in a^2 to the 11th power; for i >= 1,
+ *   Pi(a - (0.25 + 0.5 i)), a degree-11 Chebyshev fit of erf on [i/2,
+ *   (i+1)/2] (fit error below 4e-15); both by Horner with fma from the top
+ *   coefficient (rl_vm_erf_c); then the sign of x, one f32 rounding.
+ * Every operation is a correctly rounded IEEE double operation, so the
+ * forms of each function answer identical bits.  Include it in files built with
+ * -ffp-contract=off (the scalar form must not fuse what it does not say).
+ */
+#ifndef RL_PRIMS_VMATH_H
+#define RL_PRIMS_VMATH_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RL_VM_INV_LN2 1.4426950408889634074
+#define RL_VM_LN2 0.69314718055994530942
+#define RL_VM_EXP_HI 89.0f
+#define RL_VM_EXP_LO -104.0f
+
+/* 1/12!, where Horner starts, then 1/i! for i = 11 down to 2, then 1, 1. */
+#define RL_VM_EXP_TOP 2.0876756987868098979e-09
+#define RL_VM_EXP_POLY(STEP)                                                  \
+    STEP(2.5052108385441718775e-08) STEP(2.7557319223985890653e-07)            \
+    STEP(2.7557319223985890653e-06) STEP(2.4801587301587301587e-05)            \
+    STEP(1.9841269841269841270e-04) STEP(1.3888888888888888889e-03)            \
+    STEP(8.3333333333333333333e-03) STEP(4.1666666666666666667e-02)            \
+    STEP(1.6666666666666666667e-01) STEP(5.0000000000000000000e-01)            \
+    STEP(1.0) STEP(1.0)
+
+static inline float rl_expf(float x) {
+    if (x != x)
+        return x;
+    if (x > RL_VM_EXP_HI)
+        return INFINITY;
+    if (x < RL_VM_EXP_LO)
+        return 0.0f;
+    const double xd = (double)x;
+    const double k = nearbyint(xd * RL_VM_INV_LN2);
+    const double r = fma(-k, RL_VM_LN2, xd);
+    double p = RL_VM_EXP_TOP;
+#define RL_VM_STEP(c) p = fma(p, r, (c));
+    RL_VM_EXP_POLY(RL_VM_STEP)
+#undef RL_VM_STEP
+    const uint64_t bits = (uint64_t)((int64_t)k + 1023) << 52;
+    double s;
+    memcpy(&s, &bits, sizeof s);
+    return (float)(p * s);
+}
+
+/* Eight lanes of rl_expf. */
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static inline __m256
+rl_expf8_avx512(__m256 x) {
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xd, _mm512_set1_pd(RL_VM_INV_LN2)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(RL_VM_LN2), xd);
+    __m512d p = _mm512_set1_pd(RL_VM_EXP_TOP);
+#define RL_VM_STEP(c) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
+    RL_VM_EXP_POLY(RL_VM_STEP)
+#undef RL_VM_STEP
+    /* k is an integer in [-151, 129] where it is used: its double's low
+     * bits after adding 2^52 + 2^51 are k, shifted into the exponent */
+    const __m512i ki = _mm512_sub_epi64(
+        _mm512_castpd_si512(_mm512_add_pd(k, _mm512_set1_pd(6755399441055744.0))),
+        _mm512_castpd_si512(_mm512_set1_pd(6755399441055744.0)));
+    const __m512d s = _mm512_castsi512_pd(
+        _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52));
+    __m256 y = _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
+    const __mmask8 hi = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
+    const __mmask8 lo = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);
+    const __mmask8 nan = _mm256_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    y = _mm256_mask_mov_ps(y, hi, _mm256_set1_ps(INFINITY));
+    y = _mm256_mask_mov_ps(y, lo, _mm256_setzero_ps());
+    return _mm256_mask_mov_ps(y, nan, x);
+}
+
+/* Four lanes of rl_expf. */
+__attribute__((target("avx2,fma"))) static inline __m128 rl_expf4_avx2(__m128 x) {
+    const __m256d xd = _mm256_cvtps_pd(x);
+    const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, _mm256_set1_pd(RL_VM_INV_LN2)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(RL_VM_LN2), xd);
+    __m256d p = _mm256_set1_pd(RL_VM_EXP_TOP);
+#define RL_VM_STEP(c) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c));
+    RL_VM_EXP_POLY(RL_VM_STEP)
+#undef RL_VM_STEP
+    const __m256i ki = _mm256_sub_epi64(
+        _mm256_castpd_si256(_mm256_add_pd(k, _mm256_set1_pd(6755399441055744.0))),
+        _mm256_castpd_si256(_mm256_set1_pd(6755399441055744.0)));
+    const __m256d s = _mm256_castsi256_pd(
+        _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52));
+    __m128 y = _mm256_cvtpd_ps(_mm256_mul_pd(p, s));
+    const __m128 hi = _mm_cmp_ps(x, _mm_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
+    const __m128 lo = _mm_cmp_ps(x, _mm_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);
+    const __m128 nan = _mm_cmp_ps(x, x, _CMP_UNORD_Q);
+    y = _mm_blendv_ps(y, _mm_set1_ps(INFINITY), hi);
+    y = _mm_blendv_ps(y, _mm_setzero_ps(), lo);
+    return _mm_blendv_ps(y, x, nan);
+}
+
+/* erf's coefficients by interval i (columns), highest power first (rows):
+ * column 0 in a^2 (times a afterwards), the others in a - (0.25 + 0.5 i). */
+static const double rl_vm_erf_c[12][8] = {
+    {-1.2290555301717928e-09, 0.00060993779027813293, -0.00031362872546460645, -8.6968469626310897e-06, 6.4866540600151882e-05, -1.5339902089340584e-05, -2.9656286800547038e-06, 7.6428803055617562e-07},
+    {1.4807192815879218e-08, 0.00016660193996439915, 0.00078355964625568012, -0.00042997654554744911, -1.5645810128255831e-05, 5.4776278623830163e-05, -1.9717813120931633e-06, -2.6192729501426734e-06},
+    {-1.6365844691234924e-07, -0.0039672763912415648, 0.00087691315619116352, 0.00089440874322049737, -0.00036936112481274159, -7.1258544286914666e-05, 2.5920938322589291e-05, 6.1096653842528613e-06},
+    {1.6462114365889248e-06, 0.0023031436700607501, -0.0056969769044849126, 0.00072915540175426418, 0.00099978586652015662, -8.8995602629698338e-05, -8.1672737868854396e-05, -1.1127126373843726e-05},
+    {-1.492565035840625e-05, 0.01843520334097901, 0.0036260059926181156, -0.0060587588023725486, -0.00067045660154811649, 0.00064604210482970361, 0.00016999118520779564, 1.6275277203802863e-05},
+    {0.00012055332981789664, -0.026872553292873545, 0.021301250219697629, 0.008963074095448189, -0.0029043665132631922, -0.0016573279279731899, -0.00026352769055946329, -1.9272756804312935e-05},
+    {-0.00085483270234508533, -0.053242728701778298, -0.047181036747009741, 0.0066243615755308518, 0.010657679174968014, 0.0027558083972551804, 0.00031379722884593725, 1.8370975373089447e-05},
+    {0.0052239776254421879, 0.15068696998239123, -0.0061594038970761772, -0.048102210256654246, -0.019083383498838029, -0.0032581136518982476, -0.00028656934966896628, -1.3841239362501154e-05},
+    {-0.026866170645131252, 0.026788794547305209, 0.16753579506866303, 0.090157284713433011, 0.021724553691921413, 0.0027603887051567042, 0.00019580971193023053, 7.9696160603770518e-06},
+    {0.11283791670955126, -0.4821983018998296, -0.29565140306089954, -0.092356242875489825, -0.016070217800279861, -0.0016122624295494868, -9.486433243279061e-05, -3.3053707198740702e-06},
+    {-0.37612638903183754, 0.64293106919520948, 0.23652112244728921, 0.052774995930150871, 0.0071423190220180266, 0.00058627724709371415, 2.9189025383597291e-05, 8.8143219123354957e-07},
+    {1.1283791670955126, 0.71115563365351808, 0.92290012825645973, 0.98667167121918042, 0.99853728341331949, 0.99989937807788043, 0.99999569722053627, 0.99999988627274339},
+};
+
+static inline float rl_erff(float x) {
+    if (x != x)
+        return x;
+    const double a = fabs((double)x);
+    if (a >= 4.0)
+        return signbit(x) ? -1.0f : 1.0f;
+    const int i = (int)(a * 2.0);
+    const double v = i == 0 ? a * a : a - (0.25 + 0.5 * i);
+    double p = rl_vm_erf_c[0][i];
+    for (int j = 1; j < 12; j++)
+        p = fma(p, v, rl_vm_erf_c[j][i]);
+    if (i == 0)
+        p = a * p;
+    return (float)(signbit(x) ? -p : p);
+}
+
+/* Eight lanes of rl_erff: the interval's coefficients by a permutation of
+ * each row of the table. */
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static inline __m256
+rl_erff8_avx512(__m256 x) {
+    const __m512d a = _mm512_abs_pd(_mm512_cvtps_pd(x));
+    const __m512d lim = _mm512_set1_pd(4.0);
+    const __mmask8 big = _mm512_cmp_pd_mask(a, lim, _CMP_GE_OQ);
+    /* i = floor(2a), at most 7 (lanes past 4 are answered below) */
+    const __m512i i = _mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(
+        _mm512_min_pd(_mm512_mul_pd(a, _mm512_set1_pd(2.0)), _mm512_set1_pd(7.0))));
+    const __mmask8 z = _mm512_cmpeq_epi64_mask(i, _mm512_setzero_si512());
+    const __m512d c = _mm512_fmadd_pd(_mm512_cvtepi64_pd(i), _mm512_set1_pd(0.5),
+                                      _mm512_set1_pd(0.25)); /* exact */
+    const __m512d v = _mm512_mask_mul_pd(_mm512_sub_pd(a, c), z, a, a);
+    __m512d p = _mm512_permutexvar_pd(i, _mm512_loadu_pd(rl_vm_erf_c[0]));
+    for (int j = 1; j < 12; j++)
+        p = _mm512_fmadd_pd(p, v, _mm512_permutexvar_pd(i, _mm512_loadu_pd(rl_vm_erf_c[j])));
+    p = _mm512_mask_mul_pd(p, z, a, p);
+    p = _mm512_mask_mov_pd(p, big, _mm512_set1_pd(1.0));
+    __m256 y = _mm512_cvtpd_ps(p);
+    /* the sign of x (a NaN x answered as itself) */
+    y = _mm256_or_ps(y, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_mask_mov_ps(y, _mm256_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+#endif

@@ -1,0 +1,165 @@
+/* test_vmath.c - rl_expf and rl_erff (prims/vmath.h): against double
+ * precision exp and erf over a sweep of f32 inputs (within one ulp, and
+ * within half an ulp but for a handful), against libm's expf and erff (at
+ * most one ulp apart), the special values, and the SIMD forms bit for bit
+ * against the scalar ones. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/cpu.h"
+#include "prims/vmath.h"
+#include "tests/c/check.h"
+#include "tests/c/testutil.h"
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* Distance in ulps between two finite non-negative floats. */
+static long ulps(float a, float b) {
+    long d = (long)bits_of(a) - (long)bits_of(b);
+    return d < 0 ? -d : d;
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+exp_avx512(const float *x, float *y, size_t n) {
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, rl_expf8_avx512(_mm256_loadu_ps(x + i)));
+}
+
+__attribute__((target("avx2,fma"))) static void exp_avx2(const float *x, float *y, size_t n) {
+    for (size_t i = 0; i + 4 <= n; i += 4)
+        _mm_storeu_ps(y + i, rl_expf4_avx2(_mm_loadu_ps(x + i)));
+}
+
+/* The inputs: every 61st f32 bit pattern of [-110, 95] (both signs), plus
+ * the edges; n rounded down to a multiple of 8. */
+static float *inputs(size_t *n) {
+    size_t cap = 2400000, k = 0;
+    float *x = malloc(cap * sizeof *x);
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 89.0f, nextafterf(89.0f, 100.0f),
+                          -104.0f, nextafterf(-104.0f, -200.0f), 88.72283f, 88.72284f,
+                          -87.33654f, -103.27893f, -103.972084f, 1e-8f, -1e-8f, 0.5f * logf(2.0f)};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+        x[k++] = edge[i];
+    for (uint32_t u = 0; u < 0x42be0000u && k + 2 <= cap; u += 61) { /* |x| < 95 */
+        float f;
+        memcpy(&f, &u, sizeof f);
+        x[k++] = f;
+        if (f < 110.0f)
+            x[k++] = -f;
+    }
+    *n = k / 8 * 8;
+    return x;
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+erf_avx512(const float *x, float *y, size_t n) {
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, rl_erff8_avx512(_mm256_loadu_ps(x + i)));
+}
+
+static void test_erff(void) {
+    size_t cap = 2200000, n = 0;
+    float *x = malloc(cap * sizeof *x);
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 4.0f, -4.0f,
+                          nextafterf(4.0f, 0.0f), 0.5f, 1.0f, 3.5f, 1e-30f, -1e-40f, 0x1p-149f};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+        x[n++] = edge[i];
+    for (uint32_t u = 0; u < 0x40a00000u && n + 2 <= cap; u += 977) { /* |x| < 5 */
+        float f;
+        memcpy(&f, &u, sizeof f);
+        x[n++] = f;
+        x[n++] = -f;
+    }
+    n = n / 8 * 8;
+    float *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    long off_half = 0, off_one = 0, off_libm = 0, bad_special = 0;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = rl_erff(x[i]);
+        if (isnan(x[i])) {
+            bad_special += !isnan(y[i]);
+            continue;
+        }
+        const float r = (float)erf((double)x[i]);
+        bad_special += signbit(y[i]) != signbit(x[i]);
+        off_one += ulps(fabsf(y[i]), fabsf(r)) > 1;
+        off_half += y[i] != r;
+        off_libm += ulps(fabsf(y[i]), fabsf(erff(x[i]))) > 1;
+    }
+    CHECK_MSG(!off_one, "rl_erff: %ld values more than an ulp from erf", off_one);
+    CHECK_MSG(off_half < 20, "rl_erff: %ld of %zu values not correctly rounded", off_half, n);
+    CHECK_MSG(!off_libm, "rl_erff: %ld values more than an ulp from libm erff", off_libm);
+    CHECK_MSG(!bad_special, "rl_erff: %ld special values wrong", bad_special);
+    CHECK(rl_erff(INFINITY) == 1.0f && rl_erff(-INFINITY) == -1.0f && rl_erff(4.5f) == 1.0f);
+    CHECK(signbit(rl_erff(-0.0f)) && rl_erff(-0.0f) == 0.0f);
+    CHECK(rl_erff(0x1p-149f) > 0.0f); /* the smallest subnormal's erf does not vanish */
+    if (!rl_path_supported(RL_PATH_AVX512)) {
+        CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(RL_PATH_AVX512));
+    } else {
+        erf_avx512(x, z, n);
+        long diff = 0;
+        for (size_t i = 0; i < n; i++)
+            diff += isnan(y[i]) ? !isnan(z[i]) : bits_of(y[i]) != bits_of(z[i]);
+        CHECK_MSG(!diff, "vmath erf avx512: %ld of %zu values differ from the scalar form", diff,
+                  n);
+    }
+    free(x), free(y), free(z);
+}
+
+int main(void) {
+    test_erff();
+    size_t n;
+    float *x = inputs(&n), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+    long off_half = 0, off_one = 0, off_libm = 0, bad_special = 0;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = rl_expf(x[i]);
+        if (isnan(x[i])) {
+            bad_special += !isnan(y[i]);
+            continue;
+        }
+        const double e = exp((double)x[i]);
+        const float r = (float)e; /* the correctly rounded value, but for ties */
+        if (isinf(r) || r == 0.0f || fabs(e) < 0x1p-126) {
+            bad_special += y[i] != r && ulps(y[i], r) > 1;
+            continue;
+        }
+        off_one += ulps(y[i], r) > 1;
+        off_half += y[i] != r;
+        off_libm += ulps(y[i], expf(x[i])) > 1;
+    }
+    CHECK_MSG(!off_one, "rl_expf: %ld values more than an ulp from exp", off_one);
+    CHECK_MSG(off_half < 20, "rl_expf: %ld of %zu values not correctly rounded", off_half, n);
+    CHECK_MSG(!off_libm, "rl_expf: %ld values more than an ulp from libm expf", off_libm);
+    CHECK_MSG(!bad_special, "rl_expf: %ld special values wrong", bad_special);
+    CHECK(rl_expf(0.0f) == 1.0f && rl_expf(-0.0f) == 1.0f);
+    CHECK(rl_expf(INFINITY) == INFINITY && rl_expf(-INFINITY) == 0.0f);
+    CHECK(rl_expf(100.0f) == INFINITY && rl_expf(-200.0f) == 0.0f);
+    CHECK(rl_expf(-103.0f) > 0.0f && rl_expf(-103.0f) < 0x1p-126f); /* a subnormal */
+    CHECK(n > 1000000);
+
+    /* the SIMD forms: identical bits (NaN: still NaN) */
+    const rl_path forms[] = {RL_PATH_AVX2, RL_PATH_AVX512};
+    for (int f = 0; f < 2; f++) {
+        if (!rl_path_supported(forms[f])) {
+            CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(forms[f]));
+            continue;
+        }
+        memset(z, 0, n * sizeof *z);
+        if (forms[f] == RL_PATH_AVX2)
+            exp_avx2(x, z, n);
+        else
+            exp_avx512(x, z, n);
+        long diff = 0;
+        for (size_t i = 0; i < n; i++)
+            diff += isnan(y[i]) ? !isnan(z[i]) : bits_of(y[i]) != bits_of(z[i]);
+        CHECK_MSG(!diff, "vmath %s: %ld of %zu values differ from the scalar form",
+                  rl_path_name(forms[f]), diff, n);
+    }
+    free(x), free(y), free(z);
+    return check_report("vmath");
+}
