@@ -52,6 +52,7 @@ command-line tools built on them."
                (:file "convert-random")
                (:file "convert")
                (:file "bench")
+               (:file "model-scratch")
                (:file "model")
                (:file "model-bench")))
 

@@ -29,19 +29,22 @@ found ~A" what (describe-object-type x)))))
 
 (defun check-dims (fn what x rows cols)
   "Signal SHAPE-ERROR unless the matrix X (WHAT of FN) is ROWS x COLS."
-  (unless (equal (array-dimensions x) (list rows cols))
+  ;; No list of dimensions consed unless signalling: the encoder checks
+  ;; every product's operands this way.
+  (unless (and (= (array-rank x) 2) (= (array-dimension x 0) rows)
+               (= (array-dimension x 1) cols))
     (shape-error fn (list rows cols) (array-dimensions x)
                  "expected ~A of dimensions ~S, found ~S" what (list rows cols)
                  (array-dimensions x))))
 
-(defun check-out-matrix (fn out rows cols &rest inputs)
-  "OUT checked as the result of FN (ROWS x COLS single-float, none of
-INPUTS), or a fresh matrix when OUT is NIL."
+(defun check-out-matrix (fn out rows cols &optional in1 in2 in3)
+  "OUT checked as the result of FN (ROWS x COLS single-float, none of the
+inputs IN1, IN2, IN3), or a fresh matrix when OUT is NIL."
   (if (null out)
       (make-array (list rows cols) :element-type 'single-float)
       (progn (check-f32-matrix fn "out" out)
              (check-dims fn "out" out rows cols)
-             (when (and (member out inputs) (plusp (* rows cols)))
+             (when (and (or (eq out in1) (eq out in2) (eq out in3)) (plusp (* rows cols)))
                (rontolisp-error fn "expected out to be an array other than its inputs, ~
 found one of them"))
              out)))

@@ -4,8 +4,11 @@
 ;;;; and `rontolisp embed' prints the result.
 ;;;;
 ;;;; Lisp drives the graph; every product, normalization, rotation and
-;;;; attention is a VEC kernel, so the encoder gives the same bits on every
-;;;; path and thread count because the kernels do.  Weights stay as the file
+;;;; attention is a C kernel, so the encoder gives the same bits on every
+;;;; path and thread count because the kernels do.  The operands are checked
+;;;; once per encode (at load and on entry), then each layer is a handful of
+;;;; primitive calls writing into the encode's scratch (model-scratch.lisp);
+;;;; every weight product goes through VEC:MATMUL-INTO.  Weights stay as the file
 ;;;; holds them (Q8_0 over the mapped bytes, F16/BF16 packed), except the
 ;;;; token embedding, which is read row by row and so is widened once.
 
@@ -14,8 +17,10 @@
 (defstruct (model:encoder (:constructor make-encoder) (:predicate model:encoder-p))
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
-plist of weights per layer."
-  path file hyperparameters token-embedding token-norm output-norm layers)
+plist of weights per layer, and the cache of scratch buffers its encodes
+work in (lisp/model-scratch.lisp)."
+  path file hyperparameters token-embedding token-norm output-norm layers
+  (scratch (make-scratch-cache)))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
@@ -97,13 +102,14 @@ length for the ~D encoder layers, found ~S" layers v))
 head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
     (list :layers layers :embedding-length d :heads heads :head-dim (floor d heads)
           :feed-forward-length (feed-forward-length f path layers)
-          :eps (coerce (model-key f path "attention.layer_norm_epsilon" :type 'real) 'single-float)
-          :rope-theta (coerce theta 'single-float)
+          :eps (single-key path "attention.layer_norm_epsilon"
+                           (model-key f path "attention.layer_norm_epsilon" :type 'real) nil)
+          :rope-theta (single-key path "rope.freq_base" theta t)
           ;; llama.cpp's loader reads the local theta only with a window.
-          :rope-theta-swa (coerce (if (plusp window)
-                                      (model-key f path "rope.freq_base_swa" :type 'real)
-                                      theta)
-                                  'single-float)
+          :rope-theta-swa (if (plusp window)
+                              (single-key path "rope.freq_base_swa"
+                                          (model-key f path "rope.freq_base_swa" :type 'real) t)
+                              (single-key path "rope.freq_base" theta t))
           :sliding-window window
           :sliding-window-pattern (if (plusp window)
                                       (model-key f path "attention.sliding_window_pattern"
@@ -114,14 +120,38 @@ head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
                               (progn (model-tensor-present f path "token_embd.weight")
                                      (gguf:tensor-info f "token_embd.weight")))))))
 
+(defun single-key (path key value positive)
+  "VALUE of the modern-bert.KEY as a single-float; MODEL-ERROR unless it is
+a finite real, non-negative (POSITIVE: above zero) and below the largest
+single-float."
+  (unless (and (realp value)
+               (not (and (floatp value)
+                         (or (ext:float-nan-p value) (ext:float-infinity-p value))))
+               (if positive (plusp value) (not (minusp value)))
+               (< value most-positive-single-float))
+    (model::model-error path "key \"modern-bert.~A\": expected a finite ~:[non-negative~;positive~] ~
+real, found ~S" key positive value))
+  (coerce value 'single-float))
+
 (defun model-tensor-present (f path name)
   (unless (member name (gguf:tensor-names f) :test #'string=)
     (model::model-error path "expected the tensor ~S, found none" name)))
 
 (defun embedding-as-single (data)
+  "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
   (cond ((or (float16-array-p data) (bfloat16-array-p data)) (half-array-to-single data))
         ((quantized-matrix-p data) (dequantize data))
         (t data)))
+
+(defun simple-single (data)
+  "DATA (a tensor of the file) as a simple single-float array of its
+dimensions, the form the kernels read norms and the embedding table in."
+  (let ((a (embedding-as-single data)))
+    (if (typep a '(simple-array single-float))
+        a
+        (let ((copy (make-array (array-dimensions a) :element-type 'single-float)))
+          (dotimes (i (array-total-size a) copy)
+            (setf (row-major-aref copy i) (coerce (row-major-aref a i) 'single-float)))))))
 
 (defun model:load (source)
   "The modern-bert encoder of SOURCE, a GGUF file's path or a file object
@@ -141,58 +171,31 @@ tensor signals MODEL:MODEL-ERROR naming the file."
            (blk (i s) (format nil "blk.~D.~A" i s)))
       (make-encoder
        :path path :file f :hyperparameters h
-       :token-embedding (embedding-as-single (tensor "token_embd.weight"
-                                                     (list (getf h :vocab-size) d)))
-       :token-norm (tensor "token_embd_norm.weight" (list d))
-       :output-norm (tensor "output_norm.weight" (list d))
+       :token-embedding (simple-single (tensor "token_embd.weight"
+                                               (list (getf h :vocab-size) d)))
+       :token-norm (simple-single (tensor "token_embd_norm.weight" (list d)))
+       :output-norm (simple-single (tensor "output_norm.weight" (list d)))
        :layers (loop for i below (getf h :layers)
                      collect (list :attn-norm (and (or (plusp i)
                                                        (member (blk i "attn_norm.weight")
                                                                (gguf:tensor-names f) :test #'string=))
-                                                   (tensor (blk i "attn_norm.weight") (list d)))
+                                                   (simple-single
+                                                    (tensor (blk i "attn_norm.weight") (list d))))
                                    :qkv (tensor (blk i "attn_qkv.weight") (list (* 3 d) d))
                                    :out (tensor (blk i "attn_output.weight") (list d d))
-                                   :ffn-norm (tensor (blk i "ffn_norm.weight") (list d))
+                                   :ffn-norm (simple-single
+                                              (tensor (blk i "ffn_norm.weight") (list d)))
                                    :up (tensor (blk i "ffn_up.weight") (list (* 2 ff) d))
                                    :down (tensor (blk i "ffn_down.weight") (list d ff))))))))
 
 ;;; The forward pass.
 
-(defun column-block (xs start width)
-  "Columns START .. START+WIDTH-1 of the n x m single-float array XS."
-  ;; Typed, with no displaced arrays consed per row: it runs three times
-  ;; a layer, on every token.
-  (declare (type (simple-array single-float (* *)) xs) (type fixnum start width)
-           (optimize speed (safety 0)))
-  (let* ((n (array-dimension xs 0)) (m (array-dimension xs 1))
-         (out (make-array (list n width) :element-type 'single-float)))
-    (declare (type fixnum n m))
-    (dotimes (i n out)
-      (let ((from (+ (* i m) start)) (to (* i width)))
-        (declare (type fixnum from to))
-        (dotimes (j width)
-          (setf (row-major-aref out (+ to j)) (row-major-aref xs (+ from j))))))))
-
-(defun token-embedding-rows (emb ids d)
-  "The rows IDS of the embedding table EMB as an n x D single-float matrix."
-  (let ((x (make-array (list (length ids) d) :element-type 'single-float)))
-    (declare (type (simple-array single-float (* *)) x))
-    (if (typep emb '(simple-array single-float (* *)))
-        (let ((emb emb) (d d))
-          (declare (type (simple-array single-float (* *)) emb) (type fixnum d)
-                   (optimize speed))
-          (loop for id of-type fixnum in ids for i of-type fixnum from 0
-                do (dotimes (j d)
-                     (setf (row-major-aref x (+ (* i d) j)) (row-major-aref emb (+ (* id d) j))))))
-        (loop for id in ids for i from 0
-              do (dotimes (j d) (setf (aref x i j) (aref emb id j)))))
-    x))
-
-(defun add-into (xs ys)
-  "XS := XS + YS, element by element in single-float (two n x d matrices)."
-  (declare (type (simple-array single-float (* *)) xs ys) (optimize speed (safety 0)))
-  (dotimes (i (array-total-size xs) xs)
-    (setf (row-major-aref xs i) (+ (row-major-aref xs i) (row-major-aref ys i)))))
+(defmacro kernel-call (fn form)
+  "FORM, a call of a kernel primitive answering its output or (values nil
+status message); signal for the status in the latter case."
+  (let ((r (gensym)) (st (gensym)) (msg (gensym)))
+    `(multiple-value-bind (,r ,st ,msg) ,form
+       (or ,r (kernel-failure ,fn ,st ,msg)))))
 
 (defun check-token-ids (encoder ids)
   "IDS as a list of integers, or an error naming what is wrong."
@@ -201,14 +204,17 @@ tensor signals MODEL:MODEL-ERROR naming the file."
          (ctx (getf h :context-length)))
     (unless (and (typep ids 'sequence) (not (stringp ids)))
       (element-type-error 'model:encode ids "expected a sequence of token ids, found ~S" ids))
-    (let ((ids (coerce ids 'list)))
+    (let ((ids (if (listp ids) ids (coerce ids 'list))))
       (when (null ids)
         (shape-error 'model:encode '(1) '(0) "expected at least one token id, found none"))
+      (unless (typep (list-length ids) 'fixnum)
+        (element-type-error 'model:encode ids "expected a proper list of token ids, found ~S"
+                            ids))
       (when (> (length ids) ctx)
         (shape-error 'model:encode (list ctx) (list (length ids))
                      "expected at most context_length = ~D tokens, found ~D" ctx (length ids)))
-      (loop for id in ids for pos from 0
-            unless (and (integerp id) (< -1 id vocab))
+      (loop for id in ids for pos fixnum from 0
+            unless (and (typep id 'fixnum) (< -1 id vocab))
               do (index-error 'model:encode "expected token ids from 0 to ~D, found ~S at ~
 position ~D" (1- vocab) id pos))
       ids)))
@@ -237,32 +243,38 @@ n x d single-float matrix X."
       (dotimes (j d)
         (setf (aref maxima j) (max (aref maxima j) (abs (aref x i j))))))))
 
-(defun layer-product (layer key i x activations)
+(defun layer-product (layer key i x out activations)
   "The product of the matrix KEY of LAYER (layer I) with the rows of X,
-recording X's channel maxima when calibrating."
+stored in OUT, recording X's channel maxima when calibrating."
   (when *channel-maxima*
     (record-channel-maxima (layer-matrix-name i key) x))
-  (vec:matmul (getf layer key) x :activations activations))
+  (vec:matmul-into (getf layer key) x out :activations activations))
 
-(defun encoder-layer (x layer i h activations gelu)
-  "One encoder layer of SPEC 9 on the n x d hidden states X; answers the
-new hidden states."
-  (let* ((d (getf h :embedding-length)) (heads (getf h :heads)) (hd (getf h :head-dim))
-         (eps (getf h :eps))
+(defun encoder-layer (s layer i h activations gelu)
+  "One encoder layer of SPEC 9 on the hidden states in the X of the scratch
+S, left there; the other matrices of S hold the layer's intermediates."
+  (let* ((heads (getf h :heads)) (hd (getf h :head-dim)) (eps (getf h :eps))
          (global (zerop (mod i (getf h :sliding-window-pattern))))
          (theta (if global (getf h :rope-theta) (getf h :rope-theta-swa)))
-         (window (and (not global) (plusp (getf h :sliding-window)) (getf h :sliding-window)))
-         (a (if (getf layer :attn-norm) (vec:layer-norm x (getf layer :attn-norm) eps) x))
-         (qkv (layer-product layer :qkv i a activations))
-         (q (vec:rope-neox (column-block qkv 0 d) heads hd theta))
-         (k (vec:rope-neox (column-block qkv d d) heads hd theta))
-         (v (column-block qkv (* 2 d) d))
-         (att (vec:attention q k v heads hd :window window))
-         (ffn-in (add-into (layer-product layer :out i att activations) x))
-         (up (layer-product layer :up i (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
-                            activations))
-         (down (layer-product layer :down i (vec:geglu up :gelu gelu) activations)))
-    (add-into down ffn-in)))
+         (window (if (and (not global) (plusp (getf h :sliding-window)))
+                     (getf h :sliding-window)
+                     0))
+         (x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
+         (q (encode-scratch-q s)) (k (encode-scratch-k s)) (v (encode-scratch-v s))
+         (att (encode-scratch-att s)) (ffn-in (encode-scratch-ffn-in s))
+         (up (encode-scratch-up s)) (gate (encode-scratch-gate s))
+         (down (encode-scratch-down s))
+         (norm (getf layer :attn-norm)))
+    (layer-product layer :qkv i
+                   (if norm (kernel-call 'model:encode (%layer-norm x norm eps a)) x)
+                   qkv activations)
+    (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
+    (kernel-call 'model:encode (%attention q k v heads hd window att))
+    (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
+    (kernel-call 'model:encode (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
+    (layer-product layer :up i a up activations)
+    (kernel-call 'model:encode (%geglu up (eq gelu :tanh) gate))
+    (%add-into x (layer-product layer :down i gate down activations) ffn-in)))
 
 (defun matrix-row (m i)
   "Row I of the n x d single-float matrix M as a fresh d-vector."
@@ -302,13 +314,22 @@ tokens or more than context_length."
   (unless (member gelu '(:erf :tanh))
     (rontolisp-error 'model:encode "expected gelu :erf or :tanh, found ~S" gelu))
   (let* ((ids (check-token-ids encoder token-ids))
+         (n (length ids))
          (h (encoder-hyperparameters encoder))
          (d (getf h :embedding-length))
-         (x (token-embedding-rows (encoder-token-embedding encoder) ids d)))
-    (setf x (vec:layer-norm x (encoder-token-norm encoder) (getf h :eps)))
-    (loop for layer in (encoder-layers encoder) for i from 0
-          do (setf x (encoder-layer x layer i h activations gelu)))
-    (pool (vec:layer-norm x (encoder-output-norm encoder) (getf h :eps)) pooling)))
+         (eps (getf h :eps)))
+    (with-encode-scratch (s (encoder-scratch encoder) n d (getf h :feed-forward-length))
+      (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
+        (%gather-rows (encoder-token-embedding encoder) ids a)
+        (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
+        (loop for layer in (encoder-layers encoder) for i fixnum from 0
+              do (encoder-layer s layer i h activations gelu))
+        ;; Only the result is fresh: it must outlive the scratch.
+        (let ((out (if (eq pooling :none)
+                       (make-array (list n d) :element-type 'single-float)
+                       a)))
+          (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
+          (pool out pooling))))))
 
 ;;; Calibration (SPEC 10): max |x| per input channel of every encoder
 ;;; matrix, from the f32 model over built-in sequences.
@@ -350,7 +371,8 @@ forward pass made on the built-in calibration sequences (SPEC 10)."
   (let* ((encoder (model:load source))
          (f32 (copy-encoder encoder))
          (*channel-maxima* (make-hash-table :test 'equal)))
-    (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder)))
+    (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder))
+          (encoder-scratch f32) (make-scratch-cache))
     (dolist (ids (calibration-sequences (encoder-hyperparameters encoder)))
       (model:encode f32 ids))
     (loop for i below (length (encoder-layers encoder))
