@@ -11,20 +11,19 @@
 
 (in-package "RONTOLISP")
 
-(deftype f32-matrix ()
-  "A sequence as the encoder's kernels take it: one row per token."
-  '(simple-array single-float (* *)))
-
 (defun check-f32-matrix (fn what x)
   "Signal unless X (the argument called WHAT of FN) is a simple rank-2
 single-float array; answer its (values rows cols)."
-  (refuse-quantized fn x)
+  ;; The type spelled out, never a DEFTYPE of this file: ECL's compiler
+  ;; does not expand those, and a TYPEP left to run time looks the type up
+  ;; on every call (a tenth of a one-token encode).
   (typecase x
-    (f32-matrix (values (array-dimension x 0) (array-dimension x 1)))
+    ((simple-array single-float (* *)) (values (array-dimension x 0) (array-dimension x 1)))
     ((simple-array single-float)
      (shape-error fn "rank 2" (array-dimensions x) "expected ~A to be a matrix (rank 2), ~
 found a single-float array of dimensions ~S" what (array-dimensions x)))
-    (t (element-type-error fn x "expected ~A to be a (simple-array single-float (* *)), ~
+    (t (refuse-quantized fn x)
+       (element-type-error fn x "expected ~A to be a (simple-array single-float (* *)), ~
 found ~A" what (describe-object-type x)))))
 
 (defun check-dims (fn what x rows cols)

@@ -250,16 +250,12 @@ stored in OUT, recording X's channel maxima when calibrating."
     (record-channel-maxima (layer-matrix-name i key) x))
   (vec:matmul-into (getf layer key) x out :activations activations))
 
-(defun encoder-layer (s layer i h activations gelu)
-  "One encoder layer of SPEC 9 on the hidden states in the X of the scratch
-S, left there; the other matrices of S hold the layer's intermediates."
-  (let* ((heads (getf h :heads)) (hd (getf h :head-dim)) (eps (getf h :eps))
-         (global (zerop (mod i (getf h :sliding-window-pattern))))
-         (theta (if global (getf h :rope-theta) (getf h :rope-theta-swa)))
-         (window (if (and (not global) (plusp (getf h :sliding-window)))
-                     (getf h :sliding-window)
-                     0))
-         (x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
+(defun encoder-layer (s layer i heads hd eps theta window activations gelu)
+  "One encoder layer of SPEC 9 (layer I, its weights the plist LAYER, its
+rotary base THETA and attention WINDOW, 0 for global) on the hidden states
+in the X of the scratch S, left there; the other matrices of S hold the
+layer's intermediates."
+  (let* ((x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
          (q (encode-scratch-q s)) (k (encode-scratch-k s)) (v (encode-scratch-v s))
          (att (encode-scratch-att s)) (ffn-in (encode-scratch-ffn-in s))
          (up (encode-scratch-up s)) (gate (encode-scratch-gate s))
@@ -322,8 +318,15 @@ tokens or more than context_length."
       (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
         (%gather-rows (encoder-token-embedding encoder) ids a)
         (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
-        (loop for layer in (encoder-layers encoder) for i fixnum from 0
-              do (encoder-layer s layer i h activations gelu))
+        ;; The hyper-parameters read once: GETF checks the whole plist.
+        (let ((heads (getf h :heads)) (hd (getf h :head-dim))
+              (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
+              (theta (getf h :rope-theta)) (theta-swa (getf h :rope-theta-swa)))
+          (loop for layer in (encoder-layers encoder) for i fixnum from 0
+                for global = (zerop (mod i pattern))
+                do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
+                                  (if (or global (not (plusp window))) 0 window)
+                                  activations gelu)))
         ;; Only the result is fresh: it must outlive the scratch.
         (let ((out (if (eq pooling :none)
                        (make-array (list n d) :element-type 'single-float)
