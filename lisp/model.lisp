@@ -299,7 +299,12 @@ first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, SPEC 4.1) is how
 Q8_0 weights see the activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 SPEC 9.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
-tokens or more than context_length."
+tokens or more than context_length.
+
+The intermediates live in scratch matrices ENCODER keeps per token count
+(model-scratch.lisp); the result is always fresh.  Several threads may
+encode with one encoder at once: each encode takes a scratch no other is
+using."
   (unless (model:encoder-p encoder)
     (element-type-error 'model:encode encoder "expected an encoder from model:load, found ~S"
                         encoder))
