@@ -285,10 +285,19 @@ layer's intermediates."
       (:none hidden)
       (:cls (matrix-row hidden 0))
       (:mean (let ((out (make-array d :element-type 'single-float)))
+               ;; Typed, so that the sums are not boxed doubles, one per value.
                (dotimes (j d out)
                  (setf (aref out j)
-                       (%double-to-single (/ (loop for i below n sum (float (aref hidden i j) 1d0))
-                                             n)))))))))
+                       (%double-to-single (/ (mean-column-sum hidden n j) n)))))))))
+
+(defun mean-column-sum (hidden n j)
+  "The sum in double-float of column J of the N rows of HIDDEN, row 0 first."
+  (declare (type (simple-array single-float (* *)) hidden) (type fixnum n j)
+           (optimize speed))
+  (let ((sum 0d0))
+    (declare (type double-float sum))
+    (dotimes (i n sum)
+      (incf sum (float (aref hidden i j) 1d0)))))
 
 (defun model:encode (encoder token-ids &key (pooling :none) (activations :q8) (gelu :erf))
   "The final hidden states of ENCODER (from MODEL:LOAD) for the sequence

@@ -157,3 +157,22 @@ bits (signs of zeros included)."
            q (vec:rope-neox (let ((b (m 4 16)))
                               (dotimes (j 16 b) (setf (aref b 2 j) (float j))))
                             2 8 10000.0))))))
+
+(test scratch-mean-pooling-has-the-bits-of-the-generic-sum
+  ;; MODEL:ENCODE :POOLING :MEAN sums each column in typed double-float; the
+  ;; generic sum of the same values in the same order has the same bits.
+  (let ((e (model:load (encoder-file "s1-pico" :q8_0))))
+    (dolist (n '(1 7 64))
+      (let* ((ids (token-sequence n :seed 4))
+             (all (model:encode e ids))
+             (mean (model:encode e ids :pooling :mean))
+             (want (make-array (array-dimension all 1) :element-type 'single-float)))
+        (dotimes (j (length want))
+          (setf (aref want j)
+                (rontolisp::%double-to-single
+                 (/ (loop for i below n sum (float (aref all i j) 1d0)) n))))
+        (is (matrix-same-bits-p (make-array (list 1 (length want)) :element-type 'single-float
+                                                                 :displaced-to mean)
+                                (make-array (list 1 (length want)) :element-type 'single-float
+                                                                 :displaced-to want))
+            "~D tokens" n)))))
