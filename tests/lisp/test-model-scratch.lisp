@@ -11,16 +11,18 @@
 (def-suite model-scratch :in all :description "The encoder's scratch buffers.")
 (in-suite model-scratch)
 
-(defun fresh-arrays-layer (x layer i h activations gelu)
+(defun fresh-arrays-layer (x layer i h activations gelu &optional note)
   "One encoder layer of SPEC 9 on X through the VEC kernels, each step a
-fresh array: the forward pass as it was before the scratch."
+fresh array: the forward pass as it was before the scratch.  NOTE, when
+given, is called with the key (:qkv :out :up :down) and input of each
+product."
   (let* ((d (getf h :embedding-length)) (heads (getf h :heads)) (hd (getf h :head-dim))
          (eps (getf h :eps)) (n (array-dimension x 0))
          (global (zerop (mod i (getf h :sliding-window-pattern))))
          (theta (if global (getf h :rope-theta) (getf h :rope-theta-swa)))
          (window (and (not global) (plusp (getf h :sliding-window)) (getf h :sliding-window)))
          (a (if (getf layer :attn-norm) (vec:layer-norm x (getf layer :attn-norm) eps) x))
-         (qkv (vec:matmul (getf layer :qkv) a :activations activations)))
+         (qkv (fresh-product layer :qkv a activations note)))
     (flet ((block-of (start)
              (let ((out (make-array (list n d) :element-type 'single-float)))
                (dotimes (r n out)
@@ -34,16 +36,21 @@ fresh array: the forward pass as it was before the scratch."
              (k (vec:rope-neox (block-of d) heads hd theta))
              (v (block-of (* 2 d)))
              (att (vec:attention q k v heads hd :window window))
-             (ffn-in (plus (vec:matmul (getf layer :out) att :activations activations) x))
-             (up (vec:matmul (getf layer :up) (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
-                             :activations activations))
-             (down (vec:matmul (getf layer :down) (vec:geglu up :gelu gelu)
-                               :activations activations)))
+             (ffn-in (plus (fresh-product layer :out att activations note) x))
+             (up (fresh-product layer :up (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
+                          activations note))
+             (down (fresh-product layer :down (vec:geglu up :gelu gelu) activations note)))
         (plus down ffn-in)))))
 
-(defun fresh-arrays-encode (e ids &key (activations :q8) (gelu :erf))
+(defun fresh-product (layer key x activations note)
+  "The product of the matrix KEY of LAYER with X, fresh; NOTE sees KEY and X first."
+  (when note (funcall note key x))
+  (vec:matmul (getf layer key) x :activations activations))
+
+(defun fresh-arrays-encode (e ids &key (activations :q8) (gelu :erf) note)
   "The hidden states of the encoder E for IDS (pooling none) through
-FRESH-ARRAYS-LAYER."
+FRESH-ARRAYS-LAYER; NOTE is called with the layer, key and input of each
+product."
   (let* ((h (model:hyperparameters e))
          (d (getf h :embedding-length))
          (emb (rontolisp::encoder-token-embedding e))
@@ -52,7 +59,9 @@ FRESH-ARRAYS-LAYER."
           do (dotimes (c d) (setf (aref x r c) (aref emb id c))))
     (setf x (vec:layer-norm x (rontolisp::encoder-token-norm e) (getf h :eps)))
     (loop for layer in (rontolisp::encoder-layers e) for i from 0
-          do (setf x (fresh-arrays-layer x layer i h activations gelu)))
+          do (setf x (fresh-arrays-layer x layer i h activations gelu
+                                         (and note (let ((i i))
+                                                     (lambda (key x) (funcall note i key x)))))))
     (vec:layer-norm x (rontolisp::encoder-output-norm e) (getf h :eps))))
 
 (defun matrix-same-bits-p (a b)
@@ -176,3 +185,27 @@ bits (signs of zeros included)."
                                 (make-array (list 1 (length want)) :element-type 'single-float
                                                                  :displaced-to want))
             "~D tokens" n)))))
+
+(test scratch-calibration-records-each-product-input
+  ;; The maxima are taken from the scratch matrix a product reads, at the
+  ;; moment it reads it: they must be those of the fresh-array pass.
+  (let* ((e (model:load (encoder-file "s1-pico" :f32)))
+         (ids (token-sequence 30 :seed 6))
+         (want (make-hash-table :test 'equal))
+         (got (let ((rontolisp::*channel-maxima* (make-hash-table :test 'equal)))
+                (model:encode e (token-sequence 9 :seed 2)) ; another count first
+                (clrhash rontolisp::*channel-maxima*)
+                (model:encode e ids)
+                rontolisp::*channel-maxima*)))
+    (fresh-arrays-encode
+     e ids :note (lambda (i key x)
+                   (let ((m (make-array (array-dimension x 1) :element-type 'single-float
+                                                              :initial-element 0.0)))
+                     (dotimes (r (array-dimension x 0))
+                       (dotimes (c (length m))
+                         (setf (aref m c) (max (aref m c) (abs (aref x r c))))))
+                     (setf (gethash (rontolisp::layer-matrix-name i key) want) m))))
+    (is (= (hash-table-count want) (hash-table-count got)))
+    (maphash (lambda (name m)
+               (is (equalp m (gethash name got)) "~A: other maxima recorded" name))
+             want)))
