@@ -3,7 +3,8 @@
 ;;;; the products: the same bits as the forward pass composed of the VEC
 ;;;; kernels with fresh arrays (written here from SPEC 9), for several token
 ;;;; counts in any order; results that never alias the scratch; encodes of
-;;;; one encoder in two threads at once; the cache's limits; and the
+;;;; one encoder in two threads at once; the cache's limits; calibration's
+;;;; maxima taken from the inputs the fresh-array pass multiplies; and the
 ;;;; conditions the new primitives signal.
 
 (in-package "RONTOLISP-TESTS")
