@@ -52,7 +52,9 @@ command-line tools built on them."
                (:file "convert-random")
                (:file "convert")
                (:file "bench")
-               (:file "model")))
+               (:file "model-scratch")
+               (:file "model")
+               (:file "model-bench")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

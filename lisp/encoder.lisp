@@ -11,37 +11,39 @@
 
 (in-package "RONTOLISP")
 
-(deftype f32-matrix ()
-  "A sequence as the encoder's kernels take it: one row per token."
-  '(simple-array single-float (* *)))
-
 (defun check-f32-matrix (fn what x)
   "Signal unless X (the argument called WHAT of FN) is a simple rank-2
 single-float array; answer its (values rows cols)."
-  (refuse-quantized fn x)
+  ;; The type spelled out, never a DEFTYPE of this file: ECL's compiler
+  ;; does not expand those, and a TYPEP left to run time looks the type up
+  ;; on every call (a tenth of a one-token encode).
   (typecase x
-    (f32-matrix (values (array-dimension x 0) (array-dimension x 1)))
+    ((simple-array single-float (* *)) (values (array-dimension x 0) (array-dimension x 1)))
     ((simple-array single-float)
      (shape-error fn "rank 2" (array-dimensions x) "expected ~A to be a matrix (rank 2), ~
 found a single-float array of dimensions ~S" what (array-dimensions x)))
-    (t (element-type-error fn x "expected ~A to be a (simple-array single-float (* *)), ~
+    (t (refuse-quantized fn x)
+       (element-type-error fn x "expected ~A to be a (simple-array single-float (* *)), ~
 found ~A" what (describe-object-type x)))))
 
 (defun check-dims (fn what x rows cols)
   "Signal SHAPE-ERROR unless the matrix X (WHAT of FN) is ROWS x COLS."
-  (unless (equal (array-dimensions x) (list rows cols))
+  ;; No list of dimensions consed unless signalling: the encoder checks
+  ;; every product's operands this way.
+  (unless (and (= (array-rank x) 2) (= (array-dimension x 0) rows)
+               (= (array-dimension x 1) cols))
     (shape-error fn (list rows cols) (array-dimensions x)
                  "expected ~A of dimensions ~S, found ~S" what (list rows cols)
                  (array-dimensions x))))
 
-(defun check-out-matrix (fn out rows cols &rest inputs)
-  "OUT checked as the result of FN (ROWS x COLS single-float, none of
-INPUTS), or a fresh matrix when OUT is NIL."
+(defun check-out-matrix (fn out rows cols &optional in1 in2 in3)
+  "OUT checked as the result of FN (ROWS x COLS single-float, none of the
+inputs IN1, IN2, IN3), or a fresh matrix when OUT is NIL."
   (if (null out)
       (make-array (list rows cols) :element-type 'single-float)
       (progn (check-f32-matrix fn "out" out)
              (check-dims fn "out" out rows cols)
-             (when (and (member out inputs) (plusp (* rows cols)))
+             (when (and (or (eq out in1) (eq out in2) (eq out in3)) (plusp (* rows cols)))
                (rontolisp-error fn "expected out to be an array other than its inputs, ~
 found one of them"))
              out)))

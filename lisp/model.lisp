@@ -4,8 +4,11 @@
 ;;;; and `rontolisp embed' prints the result.
 ;;;;
 ;;;; Lisp drives the graph; every product, normalization, rotation and
-;;;; attention is a VEC kernel, so the encoder gives the same bits on every
-;;;; path and thread count because the kernels do.  Weights stay as the file
+;;;; attention is a C kernel, so the encoder gives the same bits on every
+;;;; path and thread count because the kernels do.  The operands are checked
+;;;; once per encode (at load and on entry), then each layer is a handful of
+;;;; primitive calls writing into the encode's scratch (model-scratch.lisp);
+;;;; every weight product goes through VEC:MATMUL-INTO.  Weights stay as the file
 ;;;; holds them (Q8_0 over the mapped bytes, F16/BF16 packed), except the
 ;;;; token embedding, which is read row by row and so is widened once.
 
@@ -14,8 +17,10 @@
 (defstruct (model:encoder (:constructor make-encoder) (:predicate model:encoder-p))
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
-plist of weights per layer."
-  path file hyperparameters token-embedding token-norm output-norm layers)
+plist of weights per layer, and the cache of scratch buffers its encodes
+work in (lisp/model-scratch.lisp)."
+  path file hyperparameters token-embedding token-norm output-norm layers
+  (scratch (make-scratch-cache)))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
@@ -97,13 +102,14 @@ length for the ~D encoder layers, found ~S" layers v))
 head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
     (list :layers layers :embedding-length d :heads heads :head-dim (floor d heads)
           :feed-forward-length (feed-forward-length f path layers)
-          :eps (coerce (model-key f path "attention.layer_norm_epsilon" :type 'real) 'single-float)
-          :rope-theta (coerce theta 'single-float)
+          :eps (single-key path "attention.layer_norm_epsilon"
+                           (model-key f path "attention.layer_norm_epsilon" :type 'real) nil)
+          :rope-theta (single-key path "rope.freq_base" theta t)
           ;; llama.cpp's loader reads the local theta only with a window.
-          :rope-theta-swa (coerce (if (plusp window)
-                                      (model-key f path "rope.freq_base_swa" :type 'real)
-                                      theta)
-                                  'single-float)
+          :rope-theta-swa (if (plusp window)
+                              (single-key path "rope.freq_base_swa"
+                                          (model-key f path "rope.freq_base_swa" :type 'real) t)
+                              (single-key path "rope.freq_base" theta t))
           :sliding-window window
           :sliding-window-pattern (if (plusp window)
                                       (model-key f path "attention.sliding_window_pattern"
@@ -114,14 +120,38 @@ head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
                               (progn (model-tensor-present f path "token_embd.weight")
                                      (gguf:tensor-info f "token_embd.weight")))))))
 
+(defun single-key (path key value positive)
+  "VALUE of the modern-bert.KEY as a single-float; MODEL-ERROR unless it is
+a finite real, non-negative (POSITIVE: above zero) and below the largest
+single-float."
+  (unless (and (realp value)
+               (not (and (floatp value)
+                         (or (ext:float-nan-p value) (ext:float-infinity-p value))))
+               (if positive (plusp value) (not (minusp value)))
+               (< value most-positive-single-float))
+    (model::model-error path "key \"modern-bert.~A\": expected a finite ~:[non-negative~;positive~] ~
+real, found ~S" key positive value))
+  (coerce value 'single-float))
+
 (defun model-tensor-present (f path name)
   (unless (member name (gguf:tensor-names f) :test #'string=)
     (model::model-error path "expected the tensor ~S, found none" name)))
 
 (defun embedding-as-single (data)
+  "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
   (cond ((or (float16-array-p data) (bfloat16-array-p data)) (half-array-to-single data))
         ((quantized-matrix-p data) (dequantize data))
         (t data)))
+
+(defun simple-single (data)
+  "DATA (a tensor of the file) as a simple single-float array of its
+dimensions, the form the kernels read norms and the embedding table in."
+  (let ((a (embedding-as-single data)))
+    (if (typep a '(simple-array single-float))
+        a
+        (let ((copy (make-array (array-dimensions a) :element-type 'single-float)))
+          (dotimes (i (array-total-size a) copy)
+            (setf (row-major-aref copy i) (coerce (row-major-aref a i) 'single-float)))))))
 
 (defun model:load (source)
   "The modern-bert encoder of SOURCE, a GGUF file's path or a file object
@@ -141,58 +171,31 @@ tensor signals MODEL:MODEL-ERROR naming the file."
            (blk (i s) (format nil "blk.~D.~A" i s)))
       (make-encoder
        :path path :file f :hyperparameters h
-       :token-embedding (embedding-as-single (tensor "token_embd.weight"
-                                                     (list (getf h :vocab-size) d)))
-       :token-norm (tensor "token_embd_norm.weight" (list d))
-       :output-norm (tensor "output_norm.weight" (list d))
+       :token-embedding (simple-single (tensor "token_embd.weight"
+                                               (list (getf h :vocab-size) d)))
+       :token-norm (simple-single (tensor "token_embd_norm.weight" (list d)))
+       :output-norm (simple-single (tensor "output_norm.weight" (list d)))
        :layers (loop for i below (getf h :layers)
                      collect (list :attn-norm (and (or (plusp i)
                                                        (member (blk i "attn_norm.weight")
                                                                (gguf:tensor-names f) :test #'string=))
-                                                   (tensor (blk i "attn_norm.weight") (list d)))
+                                                   (simple-single
+                                                    (tensor (blk i "attn_norm.weight") (list d))))
                                    :qkv (tensor (blk i "attn_qkv.weight") (list (* 3 d) d))
                                    :out (tensor (blk i "attn_output.weight") (list d d))
-                                   :ffn-norm (tensor (blk i "ffn_norm.weight") (list d))
+                                   :ffn-norm (simple-single
+                                              (tensor (blk i "ffn_norm.weight") (list d)))
                                    :up (tensor (blk i "ffn_up.weight") (list (* 2 ff) d))
                                    :down (tensor (blk i "ffn_down.weight") (list d ff))))))))
 
 ;;; The forward pass.
 
-(defun column-block (xs start width)
-  "Columns START .. START+WIDTH-1 of the n x m single-float array XS."
-  ;; Typed, with no displaced arrays consed per row: it runs three times
-  ;; a layer, on every token.
-  (declare (type (simple-array single-float (* *)) xs) (type fixnum start width)
-           (optimize speed (safety 0)))
-  (let* ((n (array-dimension xs 0)) (m (array-dimension xs 1))
-         (out (make-array (list n width) :element-type 'single-float)))
-    (declare (type fixnum n m))
-    (dotimes (i n out)
-      (let ((from (+ (* i m) start)) (to (* i width)))
-        (declare (type fixnum from to))
-        (dotimes (j width)
-          (setf (row-major-aref out (+ to j)) (row-major-aref xs (+ from j))))))))
-
-(defun token-embedding-rows (emb ids d)
-  "The rows IDS of the embedding table EMB as an n x D single-float matrix."
-  (let ((x (make-array (list (length ids) d) :element-type 'single-float)))
-    (declare (type (simple-array single-float (* *)) x))
-    (if (typep emb '(simple-array single-float (* *)))
-        (let ((emb emb) (d d))
-          (declare (type (simple-array single-float (* *)) emb) (type fixnum d)
-                   (optimize speed))
-          (loop for id of-type fixnum in ids for i of-type fixnum from 0
-                do (dotimes (j d)
-                     (setf (row-major-aref x (+ (* i d) j)) (row-major-aref emb (+ (* id d) j))))))
-        (loop for id in ids for i from 0
-              do (dotimes (j d) (setf (aref x i j) (aref emb id j)))))
-    x))
-
-(defun add-into (xs ys)
-  "XS := XS + YS, element by element in single-float (two n x d matrices)."
-  (declare (type (simple-array single-float (* *)) xs ys) (optimize speed (safety 0)))
-  (dotimes (i (array-total-size xs) xs)
-    (setf (row-major-aref xs i) (+ (row-major-aref xs i) (row-major-aref ys i)))))
+(defmacro kernel-call (fn form)
+  "FORM, a call of a kernel primitive answering its output or (values nil
+status message); signal for the status in the latter case."
+  (let ((r (gensym)) (st (gensym)) (msg (gensym)))
+    `(multiple-value-bind (,r ,st ,msg) ,form
+       (or ,r (kernel-failure ,fn ,st ,msg)))))
 
 (defun check-token-ids (encoder ids)
   "IDS as a list of integers, or an error naming what is wrong."
@@ -201,14 +204,17 @@ tensor signals MODEL:MODEL-ERROR naming the file."
          (ctx (getf h :context-length)))
     (unless (and (typep ids 'sequence) (not (stringp ids)))
       (element-type-error 'model:encode ids "expected a sequence of token ids, found ~S" ids))
-    (let ((ids (coerce ids 'list)))
+    (let ((ids (if (listp ids) ids (coerce ids 'list))))
       (when (null ids)
         (shape-error 'model:encode '(1) '(0) "expected at least one token id, found none"))
+      (unless (typep (list-length ids) 'fixnum)
+        (element-type-error 'model:encode ids "expected a proper list of token ids, found ~S"
+                            ids))
       (when (> (length ids) ctx)
         (shape-error 'model:encode (list ctx) (list (length ids))
                      "expected at most context_length = ~D tokens, found ~D" ctx (length ids)))
-      (loop for id in ids for pos from 0
-            unless (and (integerp id) (< -1 id vocab))
+      (loop for id in ids for pos fixnum from 0
+            unless (and (typep id 'fixnum) (< -1 id vocab))
               do (index-error 'model:encode "expected token ids from 0 to ~D, found ~S at ~
 position ~D" (1- vocab) id pos))
       ids)))
@@ -237,32 +243,34 @@ n x d single-float matrix X."
       (dotimes (j d)
         (setf (aref maxima j) (max (aref maxima j) (abs (aref x i j))))))))
 
-(defun layer-product (layer key i x activations)
+(defun layer-product (layer key i x out activations)
   "The product of the matrix KEY of LAYER (layer I) with the rows of X,
-recording X's channel maxima when calibrating."
+stored in OUT, recording X's channel maxima when calibrating."
   (when *channel-maxima*
     (record-channel-maxima (layer-matrix-name i key) x))
-  (vec:matmul (getf layer key) x :activations activations))
+  (vec:matmul-into (getf layer key) x out :activations activations))
 
-(defun encoder-layer (x layer i h activations gelu)
-  "One encoder layer of SPEC 9 on the n x d hidden states X; answers the
-new hidden states."
-  (let* ((d (getf h :embedding-length)) (heads (getf h :heads)) (hd (getf h :head-dim))
-         (eps (getf h :eps))
-         (global (zerop (mod i (getf h :sliding-window-pattern))))
-         (theta (if global (getf h :rope-theta) (getf h :rope-theta-swa)))
-         (window (and (not global) (plusp (getf h :sliding-window)) (getf h :sliding-window)))
-         (a (if (getf layer :attn-norm) (vec:layer-norm x (getf layer :attn-norm) eps) x))
-         (qkv (layer-product layer :qkv i a activations))
-         (q (vec:rope-neox (column-block qkv 0 d) heads hd theta))
-         (k (vec:rope-neox (column-block qkv d d) heads hd theta))
-         (v (column-block qkv (* 2 d) d))
-         (att (vec:attention q k v heads hd :window window))
-         (ffn-in (add-into (layer-product layer :out i att activations) x))
-         (up (layer-product layer :up i (vec:layer-norm ffn-in (getf layer :ffn-norm) eps)
-                            activations))
-         (down (layer-product layer :down i (vec:geglu up :gelu gelu) activations)))
-    (add-into down ffn-in)))
+(defun encoder-layer (s layer i heads hd eps theta window activations gelu)
+  "One encoder layer of SPEC 9 (layer I, its weights the plist LAYER, its
+rotary base THETA and attention WINDOW, 0 for global) on the hidden states
+in the X of the scratch S, left there; the other matrices of S hold the
+layer's intermediates."
+  (let* ((x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
+         (q (encode-scratch-q s)) (k (encode-scratch-k s)) (v (encode-scratch-v s))
+         (att (encode-scratch-att s)) (ffn-in (encode-scratch-ffn-in s))
+         (up (encode-scratch-up s)) (gate (encode-scratch-gate s))
+         (down (encode-scratch-down s))
+         (norm (getf layer :attn-norm)))
+    (layer-product layer :qkv i
+                   (if norm (kernel-call 'model:encode (%layer-norm x norm eps a)) x)
+                   qkv activations)
+    (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
+    (kernel-call 'model:encode (%attention q k v heads hd window att))
+    (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
+    (kernel-call 'model:encode (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
+    (layer-product layer :up i a up activations)
+    (kernel-call 'model:encode (%geglu up (eq gelu :tanh) gate))
+    (%add-into x (layer-product layer :down i gate down activations) ffn-in)))
 
 (defun matrix-row (m i)
   "Row I of the n x d single-float matrix M as a fresh d-vector."
@@ -277,10 +285,19 @@ new hidden states."
       (:none hidden)
       (:cls (matrix-row hidden 0))
       (:mean (let ((out (make-array d :element-type 'single-float)))
+               ;; Typed, so that the sums are not boxed doubles, one per value.
                (dotimes (j d out)
                  (setf (aref out j)
-                       (%double-to-single (/ (loop for i below n sum (float (aref hidden i j) 1d0))
-                                             n)))))))))
+                       (%double-to-single (/ (mean-column-sum hidden n j) n)))))))))
+
+(defun mean-column-sum (hidden n j)
+  "The sum in double-float of column J of the N rows of HIDDEN, row 0 first."
+  (declare (type (simple-array single-float (* *)) hidden) (type fixnum n j)
+           (optimize speed))
+  (let ((sum 0d0))
+    (declare (type double-float sum))
+    (dotimes (i n sum)
+      (incf sum (float (aref hidden i j) 1d0)))))
 
 (defun model:encode (encoder token-ids &key (pooling :none) (activations :q8) (gelu :erf))
   "The final hidden states of ENCODER (from MODEL:LOAD) for the sequence
@@ -291,7 +308,12 @@ first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, SPEC 4.1) is how
 Q8_0 weights see the activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 SPEC 9.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
-tokens or more than context_length."
+tokens or more than context_length.
+
+The intermediates live in scratch matrices ENCODER keeps per token count
+(model-scratch.lisp); the result is always fresh.  Several threads may
+encode with one encoder at once: each encode takes a scratch no other is
+using."
   (unless (model:encoder-p encoder)
     (element-type-error 'model:encode encoder "expected an encoder from model:load, found ~S"
                         encoder))
@@ -302,13 +324,29 @@ tokens or more than context_length."
   (unless (member gelu '(:erf :tanh))
     (rontolisp-error 'model:encode "expected gelu :erf or :tanh, found ~S" gelu))
   (let* ((ids (check-token-ids encoder token-ids))
+         (n (length ids))
          (h (encoder-hyperparameters encoder))
          (d (getf h :embedding-length))
-         (x (token-embedding-rows (encoder-token-embedding encoder) ids d)))
-    (setf x (vec:layer-norm x (encoder-token-norm encoder) (getf h :eps)))
-    (loop for layer in (encoder-layers encoder) for i from 0
-          do (setf x (encoder-layer x layer i h activations gelu)))
-    (pool (vec:layer-norm x (encoder-output-norm encoder) (getf h :eps)) pooling)))
+         (eps (getf h :eps)))
+    (with-encode-scratch (s (encoder-scratch encoder) n d (getf h :feed-forward-length))
+      (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
+        (%gather-rows (encoder-token-embedding encoder) ids a)
+        (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
+        ;; The hyper-parameters read once: GETF checks the whole plist.
+        (let ((heads (getf h :heads)) (hd (getf h :head-dim))
+              (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
+              (theta (getf h :rope-theta)) (theta-swa (getf h :rope-theta-swa)))
+          (loop for layer in (encoder-layers encoder) for i fixnum from 0
+                for global = (zerop (mod i pattern))
+                do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
+                                  (if (or global (not (plusp window))) 0 window)
+                                  activations gelu)))
+        ;; Only the result is fresh: it must outlive the scratch.
+        (let ((out (if (eq pooling :none)
+                       (make-array (list n d) :element-type 'single-float)
+                       a)))
+          (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
+          (pool out pooling))))))
 
 ;;; Calibration (SPEC 10): max |x| per input channel of every encoder
 ;;; matrix, from the f32 model over built-in sequences.
@@ -350,7 +388,8 @@ forward pass made on the built-in calibration sequences (SPEC 10)."
   (let* ((encoder (model:load source))
          (f32 (copy-encoder encoder))
          (*channel-maxima* (make-hash-table :test 'equal)))
-    (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder)))
+    (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder))
+          (encoder-scratch f32) (make-scratch-cache))
     (dolist (ids (calibration-sequences (encoder-hyperparameters encoder)))
       (model:encode f32 ids))
     (loop for i below (length (encoder-layers encoder))
@@ -461,215 +500,3 @@ q8 (default) or q8x2 (SPEC 4.1)")
             (loop for row across rows
                   do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
   0)
-
-;;; llama.cpp as the reference: tools/llama_embed runs llama.cpp's own
-;;; encoder (its libraries, dlopened) in a child process, so that a crash in
-;;; it cannot take rontolisp down.
-
-(defun llama-library-directory ()
-  "The directory of llama.cpp's libraries (RL_LLAMA_LIB's directory when
-that names libggml-base.so, else build/cache/llama), or NIL when
-libllama is not there."
-  (let* ((lib (ext:getenv "RL_LLAMA_LIB"))
-         (dir (if (and lib (plusp (length lib)))
-                  (directory-namestring (merge-pathnames lib))
-                  "build/cache/llama/")))
-    (and (probe-file (merge-pathnames "libllama.v0.5.0.so" dir))
-         (namestring (truename dir)))))
-
-(defun llama-embed-program ()
-  "The llama_embed tool: RL_LLAMA_EMBED when set, else built beside the
-executable (build/tools/), else build/tools/ of the current directory (a
-stock ECL running the code); NIL when none exists."
-  (let* ((exe (ignore-errors (truename "/proc/self/exe")))
-         (env (ext:getenv "RL_LLAMA_EMBED"))
-         (found (find-if #'probe-file
-                         (remove nil (list (and env (plusp (length env)) env)
-                                           (and exe (merge-pathnames "tools/llama_embed" exe))
-                                           "build/tools/llama_embed")))))
-    (and found (namestring (truename found)))))
-
-(defun llama-encode (file sequences &key (threads 1) (repeat 1))
-  "llama.cpp's final hidden states of the GGUF FILE for each token sequence
-of SEQUENCES (pooling none): a list of (microseconds . n x d matrix), the
-microseconds the median of REPEAT calls of llama_encode with THREADS
-threads.  NIL when llama.cpp's libraries or the tool are missing; a refusal
-by llama.cpp signals RONTOLISP-ERROR with its message."
-  (let ((dir (llama-library-directory)) (program (llama-embed-program)))
-    (when (and dir program)
-      (let* ((base (format nil "~A/rl-llama-~D-~D" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                           (ext:getpid) (random 1000000000)))
-             (in (concatenate 'string base ".in")) (out (concatenate 'string base ".out"))
-             (err (concatenate 'string base ".err")))
-        (unwind-protect
-             (progn
-               (with-open-file (s in :direction :output :if-exists :supersede)
-                 (dolist (ids sequences) (format s "~{~D~^,~}~%" ids)))
-               (let ((code (nth-value 1 (ext:run-program
-                                         program (list dir (namestring (merge-pathnames file))
-                                                       (princ-to-string threads)
-                                                       (princ-to-string repeat))
-                                         :input in :output out :error err :wait t
-                                         :if-output-exists :supersede
-                                         :if-error-exists :supersede))))
-                 (unless (eql code 0)
-                   (rontolisp-error 'llama-encode "~A: llama.cpp failed (exit ~A): ~A" file code
-                                    (string-trim '(#\Newline)
-                                                 (map 'string #'code-char (read-file-octets err)))))
-                 (loop for line in (split-lines (map 'string #'code-char (read-file-octets out)))
-                       when (plusp (length line))
-                         collect (let* ((obj (parse-json line))
-                                        (rows (gethash "embeddings" obj)))
-                                   (cons (gethash "us" obj)
-                                         (make-array (list (length rows) (gethash "n_embd" obj))
-                                                     :element-type 'single-float
-                                                     :initial-contents
-                                                     (map 'list (lambda (r)
-                                                                  (map 'list (lambda (x) (coerce x 'single-float)) r))
-                                                          rows)))))))
-          (dolist (f (list in out err)) (ignore-errors (delete-file f))))))))
-
-(defun hidden-state-error (a b)
-  "How far the n x d hidden states A are from the reference B: (values
-max-abs-difference max-abs-of-B cosine), the cosine of the flattened
-arrays, all in double-float."
-  (let ((fa (make-array (array-total-size a) :element-type 'single-float :displaced-to a))
-        (fb (make-array (array-total-size b) :element-type 'single-float :displaced-to b))
-        (diff 0d0) (big 0d0) (ab 0d0) (aa 0d0) (bb 0d0))
-    (dotimes (i (length fa))
-      (let ((x (float (aref fa i) 1d0)) (y (float (aref fb i) 1d0)))
-        (setf diff (max diff (abs (- x y))) big (max big (abs y)))
-        (incf ab (* x y)) (incf aa (* x x)) (incf bb (* y y))))
-    (values diff big (if (or (zerop aa) (zerop bb)) 0d0 (/ ab (sqrt (* aa bb)))))))
-
-;;; `rontolisp bench --model FILE | --random NAME --tokens N': the encoder's
-;;; latency per sequence by weight format, activations and threads, against
-;;; llama.cpp on the same file and threads, and each format's error against
-;;; the F32 weights -- the seed chapter's table, measured.
-
-(defun widen-weight (data)
-  "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
-  (cond ((or (float16-array-p data) (bfloat16-array-p data)) (half-array-to-single data))
-        ((quantized-matrix-p data) (dequantize data))
-        (t data)))
-
-(defun formatted-weight (name data format)
-  "The tensor NAME (its values DATA) as the converter's type policy stores it
-in a file of FORMAT (:f32 :f16 :q8_0): 1-D tensors F32, with Q8_0 the token
-embedding F16 and rows that are not multiples of 32 F16."
-  (let ((f32 (widen-weight data)))
-    (cond ((or (= 1 (array-rank f32)) (eq format :f32)) f32)
-          ((or (eq format :f16) (string= name "token_embd.weight")
-               (plusp (mod (array-dimension f32 1) 32)))
-           (make-float16-array f32))
-          (t (quantize f32 'q8-0)))))
-
-(defun file-in-format (enc format)
-  "An in-memory copy of the GGUF file object ENC with its matrices in
-FORMAT."
-  (gguf:make-file
-     :metadata (mapcar (lambda (e)
-                         (if (string= (first e) "general.file_type")
-                             (list (first e) :u32 (file-type-id format))
-                             e))
-                       (remove "general.alignment" (gguf:metadata enc) :key #'first
-                                                                       :test #'string=))
-     :tensors (loop for info in (gguf:tensor-infos enc)
-                    for name = (gguf:tensor-info-name info)
-                    collect (list name (formatted-weight name (gguf:tensor enc name) format)
-                                  :dims (gguf:tensor-info-dims info)))))
-
-(defparameter *model-bench-rows*
-  '(("F16 (f32 compute)" :f16 :q8) ("Q8_0 :q8" :q8_0 :q8) ("Q8_0 :q8x2" :q8_0 :q8x2)
-    ("F32" :f32 :q8))
-  "The rows of the encoder benchmark: label, file format, activations.")
-
-(defun median-microseconds (thunk reps)
-  "The median over REPS rounds of THUNK's wall time per call, in
-microseconds.  ECL's real-time clock counts milliseconds, so a round calls
-THUNK until 100 ms have passed and divides."
-  (flet ((now () (get-internal-real-time)))
-    ;; A call of half a second or more is timed once: rounds would only
-    ;; make a slow row slower to report.
-    (let ((times (sort (loop repeat reps
-                             for first = t then nil
-                             for time = (let ((t0 (now)) (calls 0))
-                                       (loop do (funcall thunk) (incf calls)
-                                             until (>= (- (now) t0)
-                                                       (/ internal-time-units-per-second 10)))
-                                       (/ (* 1d6 (- (now) t0))
-                                          (* calls internal-time-units-per-second)))
-                             collect time
-                             until (and first (>= time 5d5)))
-                       #'<)))
-      (nth (floor (length times) 2) times))))
-
-(defun bench-token-ids (n vocab)
-  "A fixed token sequence of length N below VOCAB."
-  (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
-
-(defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
-                          (stream *standard-output*))
-  "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
-preset RANDOM) stored as F16, Q8_0 and F32 for each token count of
-TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
-file and threads where its libraries are present; print the table and the
-error of each format against F32 (max abs, cosine, for the first token
-count) on STREAM.  Answers the rows as a list of plists."
-  (let* ((source (if file (gguf:read file) (random-model random :type :f32 :encoder-only t)))
-         (label (or file (format nil "random ~A" random)))
-         (files (loop for format in '(:f32 :f16 :q8_0)
-                      collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
-                                                  (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                                                  (ext:getpid) format)))
-                                (gguf:write path (file-in-format source format))
-                                (cons format path))))
-         (old-threads (threads))
-         (rows '()))
-    (unwind-protect
-         (let* ((encoders (loop for (format . path) in files
-                                collect (cons format (model:load path))))
-                (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
-                ;; llama.cpp refuses the decision head's tensors.
-                (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
-                (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
-                (ids0 (bench-token-ids (first token-counts) vocab))
-                (reference (model:encode (cdr (assoc :f32 encoders)) ids0)))
-           (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
-llama.cpp ~A~]~%" label reps
-                   (cond (llama-p "on the same file and threads")
-                         (head-p "not run (the file has a decision head, which it refuses)")
-                         (t "not run (its libraries or tools/llama_embed are missing)")))
-           (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
-                   "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
-           (dolist (row *model-bench-rows*)
-             (destructuring-bind (name format activations) row
-               (let* ((e (cdr (assoc format encoders)))
-                      (path (cdr (assoc format files))))
-                 (multiple-value-bind (err big cos)
-                     (hidden-state-error (model:encode e ids0 :activations activations) reference)
-                   (declare (ignore big))
-                   (dolist (n token-counts)
-                     (let ((ids (bench-token-ids n vocab)))
-                       (dolist (th thread-counts)
-                         (setf (threads) th)
-                         (let* ((us (median-microseconds
-                                     (lambda () (model:encode e ids :activations activations))
-                                     reps))
-                                (llama (and llama-p
-                                            (car (first (llama-encode path (list ids) :threads th
-                                                                                      :repeat reps)))))
-                                (ratio (and llama (/ us llama))))
-                           (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
-                                   name n th us (if llama (format nil "~,1F" llama) "-")
-                                   (if ratio (format nil "~,2Fx" ratio) "-") err cos)
-                           (finish-output stream)
-                           (push (list :format name :tokens n :threads th :us us :llama-us llama
-                                       :ratio ratio :max-abs-error err :cosine cos)
-                                 rows)))))))))
-           (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's, ~D tokens~%" (first token-counts)))
-      (setf (threads) old-threads)
-      (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
-      (when file (gguf:close source)))
-    (nreverse rows)))

@@ -5,6 +5,8 @@
  * checks operands and explains what is wrong; this file checks again so a
  * direct call of a primitive cannot crash, then runs the kernel with the
  * float traps held and interrupts off while the pool's workers run. */
+#include <string.h>
+
 #include "prims/bench.h"
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
@@ -228,6 +230,92 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
                  "geglu: the kernel refused its operands");
 }
 
+/* (%qkv-rope qkv q k v n-heads head-dim theta) -> Q or (values nil status
+ * message): the three column blocks of QKV (n x 3d, the attention's fused
+ * product) copied into Q, K and V (n x d each, four distinct arrays), then
+ * NEOX RoPE of Q and of K in place, as %ROPE-NEOX of the copies answers.
+ * One call for what every layer does between its QKV product and its
+ * attention. */
+static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_object v,
+                                  cl_object heads, cl_object head_dim, cl_object theta) {
+    static const char fn[] = "%QKV-ROPE";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d3, r, c;
+    const float *src = rl_sf_matrix(fn, 1, qkv, &n, &d3);
+    const size_t d = d3 / 3;
+    if (d3 % 3)
+        rl_signal(RL_C_SHAPE, "%s: expected qkv with a multiple of 3 columns, found %zu", fn, d3);
+    float *qp = rl_sf_matrix(fn, 2, q, &r, &c);
+    rl_same_dims(fn, "q", r, c, n, d);
+    float *kp = rl_sf_matrix(fn, 3, k, &r, &c);
+    rl_same_dims(fn, "k", r, c, n, d);
+    float *vp = rl_sf_matrix(fn, 4, v, &r, &c);
+    rl_same_dims(fn, "v", r, c, n, d);
+    const size_t h = (size_t)rl_arg_fixnum(fn, 5, heads, 1, MOST_POSITIVE_FIXNUM);
+    const size_t hd = (size_t)rl_arg_fixnum(fn, 6, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    const float base = rl_arg_sf(fn, 7, theta);
+    if (d / h != hd || d % h)
+        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
+    if (n && d && (q == qkv || k == qkv || v == qkv || q == k || q == v || k == v))
+        rl_signal(RL_C_ERROR, "%s: expected qkv, q, k and v to be four arrays, found one twice",
+                  fn);
+    if (!n || !d)
+        ecl_return1(env, q);
+    for (size_t t = 0; t < n; t++) {
+        memcpy(qp + t * d, src + t * d3, d * sizeof *qp);
+        memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
+        memcpy(vp + t * d, src + t * d3 + 2 * d, d * sizeof *vp);
+    }
+    rl_q8_status st;
+    RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
+                  if (st == RL_Q8_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
+    if (st == RL_Q8_OK)
+        ecl_return1(env, q);
+    return rl_status2(env, st, "rope-neox: the kernel refused its operands");
+}
+
+/* (%add-into out a b) -> OUT: OUT := A + B element by element in
+ * single-float, the three of the same dimensions (OUT may be A or B). */
+static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
+    static const char fn[] = "%ADD-INTO";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, r, c;
+    float *y = rl_sf_matrix(fn, 1, out, &n, &d);
+    const float *ap = rl_sf_matrix(fn, 2, a, &r, &c);
+    rl_same_dims(fn, "a", r, c, n, d);
+    const float *bp = rl_sf_matrix(fn, 3, b, &r, &c);
+    rl_same_dims(fn, "b", r, c, n, d);
+    for (size_t i = 0; i < n * d; i++)
+        y[i] = ap[i] + bp[i];
+    ecl_return1(env, out);
+}
+
+/* (%gather-rows table ids out) -> OUT: row i of OUT (n x d) := row
+ * (nth i IDS) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
+ * below vocab (the token embedding's lookup). */
+static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object out) {
+    static const char fn[] = "%GATHER-ROWS";
+    const cl_env_ptr env = ecl_process_env();
+    size_t vocab, d, n, c;
+    const float *tp = rl_sf_matrix(fn, 1, table, &vocab, &d);
+    float *y = rl_sf_matrix(fn, 3, out, &n, &c);
+    rl_same_dims(fn, "out", n, c, n, d);
+    size_t i = 0;
+    cl_object l = ids;
+    for (; ECL_CONSP(l) && i < n; l = ECL_CONS_CDR(l), i++) {
+        const cl_object id = ECL_CONS_CAR(l);
+        if (!ECL_FIXNUMP(id) || ecl_fixnum(id) < 0 || (size_t)ecl_fixnum(id) >= vocab)
+            rl_signal(RL_C_INDEX, "%s: expected token ids from 0 below %zu, found one out of "
+                      "range at position %zu", fn, vocab, i);
+        if (d)
+            memcpy(y + i * d, tp + (size_t)ecl_fixnum(id) * d, d * sizeof *y);
+    }
+    if (i != n || l != ECL_NIL)
+        rl_signal(RL_C_SHAPE, "%s: expected a proper list of %zu token ids (the rows of out), "
+                  "found another list", fn, n);
+    ecl_return1(env, out);
+}
+
 /* (%bench-matmul m xs out threads iters mode) -> times | (values nil
  * status message): ITERS timed calls (after one untimed) of the Q8_0
  * matrix M times the rows of XS into OUT on the knobs' path with THREADS
@@ -287,6 +375,9 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
     RL_PRIM("%ATTENTION", rl_prim_attention, 7),
     RL_PRIM("%GEGLU", rl_prim_geglu, 3),
+    RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
+    RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
+    RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
     RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
 };
 RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);

@@ -1,0 +1,213 @@
+;;;; model-bench.lisp - the encoder measured: llama.cpp's own encoder run on
+;;;; the same file as the reference (llama-encode), how far two hidden states
+;;;; are apart, and `rontolisp bench --model | --random' for the encoder
+;;;; (run-model-bench): latency by weight format, activations and threads
+;;;; against llama.cpp, and each format's error against the F32 weights.
+
+(in-package "RONTOLISP")
+
+;;; llama.cpp as the reference: tools/llama_embed runs llama.cpp's own
+;;; encoder (its libraries, dlopened) in a child process, so that a crash in
+;;; it cannot take rontolisp down.
+
+(defun llama-library-directory ()
+  "The directory of llama.cpp's libraries (RL_LLAMA_LIB's directory when
+that names libggml-base.so, else build/cache/llama), or NIL when
+libllama is not there."
+  (let* ((lib (ext:getenv "RL_LLAMA_LIB"))
+         (dir (if (and lib (plusp (length lib)))
+                  (directory-namestring (merge-pathnames lib))
+                  "build/cache/llama/")))
+    (and (probe-file (merge-pathnames "libllama.v0.5.0.so" dir))
+         (namestring (truename dir)))))
+
+(defun llama-embed-program ()
+  "The llama_embed tool: RL_LLAMA_EMBED when set, else built beside the
+executable (build/tools/), else build/tools/ of the current directory (a
+stock ECL running the code); NIL when none exists."
+  (let* ((exe (ignore-errors (truename "/proc/self/exe")))
+         (env (ext:getenv "RL_LLAMA_EMBED"))
+         (found (find-if #'probe-file
+                         (remove nil (list (and env (plusp (length env)) env)
+                                           (and exe (merge-pathnames "tools/llama_embed" exe))
+                                           "build/tools/llama_embed")))))
+    (and found (namestring (truename found)))))
+
+(defun llama-encode (file sequences &key (threads 1) (repeat 1))
+  "llama.cpp's final hidden states of the GGUF FILE for each token sequence
+of SEQUENCES (pooling none): a list of (microseconds . n x d matrix), the
+microseconds the median of REPEAT calls of llama_encode with THREADS
+threads.  NIL when llama.cpp's libraries or the tool are missing; a refusal
+by llama.cpp signals RONTOLISP-ERROR with its message."
+  (let ((dir (llama-library-directory)) (program (llama-embed-program)))
+    (when (and dir program)
+      (let* ((base (format nil "~A/rl-llama-~D-~D" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+                           (ext:getpid) (random 1000000000)))
+             (in (concatenate 'string base ".in")) (out (concatenate 'string base ".out"))
+             (err (concatenate 'string base ".err")))
+        (unwind-protect
+             (progn
+               (with-open-file (s in :direction :output :if-exists :supersede)
+                 (dolist (ids sequences) (format s "~{~D~^,~}~%" ids)))
+               (let ((code (nth-value 1 (ext:run-program
+                                         program (list dir (namestring (merge-pathnames file))
+                                                       (princ-to-string threads)
+                                                       (princ-to-string repeat))
+                                         :input in :output out :error err :wait t
+                                         :if-output-exists :supersede
+                                         :if-error-exists :supersede))))
+                 (unless (eql code 0)
+                   (rontolisp-error 'llama-encode "~A: llama.cpp failed (exit ~A): ~A" file code
+                                    (string-trim '(#\Newline)
+                                                 (map 'string #'code-char (read-file-octets err)))))
+                 (loop for line in (split-lines (map 'string #'code-char (read-file-octets out)))
+                       when (plusp (length line))
+                         collect (let* ((obj (parse-json line))
+                                        (rows (gethash "embeddings" obj)))
+                                   (cons (gethash "us" obj)
+                                         (make-array (list (length rows) (gethash "n_embd" obj))
+                                                     :element-type 'single-float
+                                                     :initial-contents
+                                                     (map 'list (lambda (r)
+                                                                  (map 'list (lambda (x) (coerce x 'single-float)) r))
+                                                          rows)))))))
+          (dolist (f (list in out err)) (ignore-errors (delete-file f))))))))
+
+(defun hidden-state-error (a b)
+  "How far the n x d hidden states A are from the reference B: (values
+max-abs-difference max-abs-of-B cosine), the cosine of the flattened
+arrays, all in double-float."
+  (let ((fa (make-array (array-total-size a) :element-type 'single-float :displaced-to a))
+        (fb (make-array (array-total-size b) :element-type 'single-float :displaced-to b))
+        (diff 0d0) (big 0d0) (ab 0d0) (aa 0d0) (bb 0d0))
+    (dotimes (i (length fa))
+      (let ((x (float (aref fa i) 1d0)) (y (float (aref fb i) 1d0)))
+        (setf diff (max diff (abs (- x y))) big (max big (abs y)))
+        (incf ab (* x y)) (incf aa (* x x)) (incf bb (* y y))))
+    (values diff big (if (or (zerop aa) (zerop bb)) 0d0 (/ ab (sqrt (* aa bb)))))))
+
+;;; `rontolisp bench --model FILE | --random NAME --tokens N': the encoder's
+;;; latency per sequence by weight format, activations and threads, against
+;;; llama.cpp on the same file and threads, and each format's error against
+;;; the F32 weights -- the seed chapter's table, measured.
+
+(defun formatted-weight (name data format)
+  "The tensor NAME (its values DATA) as the converter's type policy stores it
+in a file of FORMAT (:f32 :f16 :q8_0): 1-D tensors F32, with Q8_0 the token
+embedding F16 and rows that are not multiples of 32 F16."
+  (let ((f32 (embedding-as-single data)))
+    (cond ((or (= 1 (array-rank f32)) (eq format :f32)) f32)
+          ((or (eq format :f16) (string= name "token_embd.weight")
+               (plusp (mod (array-dimension f32 1) 32)))
+           (make-float16-array f32))
+          (t (quantize f32 'q8-0)))))
+
+(defun file-in-format (enc format)
+  "An in-memory copy of the GGUF file object ENC with its matrices in
+FORMAT."
+  (gguf:make-file
+     :metadata (mapcar (lambda (e)
+                         (if (string= (first e) "general.file_type")
+                             (list (first e) :u32 (file-type-id format))
+                             e))
+                       (remove "general.alignment" (gguf:metadata enc) :key #'first
+                                                                       :test #'string=))
+     :tensors (loop for info in (gguf:tensor-infos enc)
+                    for name = (gguf:tensor-info-name info)
+                    collect (list name (formatted-weight name (gguf:tensor enc name) format)
+                                  :dims (gguf:tensor-info-dims info)))))
+
+(defparameter *model-bench-rows*
+  '(("F16 (f32 compute)" :f16 :q8) ("Q8_0 :q8" :q8_0 :q8) ("Q8_0 :q8x2" :q8_0 :q8x2)
+    ("F32" :f32 :q8))
+  "The rows of the encoder benchmark: label, file format, activations.")
+
+(defun median-microseconds (thunk reps)
+  "The median over REPS rounds of THUNK's wall time per call, in
+microseconds.  ECL's real-time clock counts milliseconds, so a round calls
+THUNK until 100 ms have passed and divides."
+  (flet ((now () (get-internal-real-time)))
+    ;; A call of half a second or more is timed once: rounds would only
+    ;; make a slow row slower to report.
+    (let ((times (sort (loop repeat reps
+                             for first = t then nil
+                             for time = (let ((t0 (now)) (calls 0))
+                                       (loop do (funcall thunk) (incf calls)
+                                             until (>= (- (now) t0)
+                                                       (/ internal-time-units-per-second 10)))
+                                       (/ (* 1d6 (- (now) t0))
+                                          (* calls internal-time-units-per-second)))
+                             collect time
+                             until (and first (>= time 5d5)))
+                       #'<)))
+      (nth (floor (length times) 2) times))))
+
+(defun bench-token-ids (n vocab)
+  "A fixed token sequence of length N below VOCAB."
+  (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
+
+(defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
+                          (stream *standard-output*))
+  "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
+preset RANDOM) stored as F16, Q8_0 and F32 for each token count of
+TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
+file and threads where its libraries are present; print the table and the
+error of each format against F32 (max abs, cosine, for the first token
+count) on STREAM.  Answers the rows as a list of plists."
+  (let* ((source (if file (gguf:read file) (random-model random :type :f32 :encoder-only t)))
+         (label (or file (format nil "random ~A" random)))
+         (files (loop for format in '(:f32 :f16 :q8_0)
+                      collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
+                                                  (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+                                                  (ext:getpid) format)))
+                                (gguf:write path (file-in-format source format))
+                                (cons format path))))
+         (old-threads (threads))
+         (rows '()))
+    (unwind-protect
+         (let* ((encoders (loop for (format . path) in files
+                                collect (cons format (model:load path))))
+                (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
+                ;; llama.cpp refuses the decision head's tensors.
+                (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
+                (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
+                (ids0 (bench-token-ids (first token-counts) vocab))
+                (reference (model:encode (cdr (assoc :f32 encoders)) ids0)))
+           (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
+llama.cpp ~A~]~%" label reps
+                   (cond (llama-p "on the same file and threads")
+                         (head-p "not run (the file has a decision head, which it refuses)")
+                         (t "not run (its libraries or tools/llama_embed are missing)")))
+           (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
+                   "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
+           (dolist (row *model-bench-rows*)
+             (destructuring-bind (name format activations) row
+               (let* ((e (cdr (assoc format encoders)))
+                      (path (cdr (assoc format files))))
+                 (multiple-value-bind (err big cos)
+                     (hidden-state-error (model:encode e ids0 :activations activations) reference)
+                   (declare (ignore big))
+                   (dolist (n token-counts)
+                     (let ((ids (bench-token-ids n vocab)))
+                       (dolist (th thread-counts)
+                         (setf (threads) th)
+                         (let* ((us (median-microseconds
+                                     (lambda () (model:encode e ids :activations activations))
+                                     reps))
+                                (llama (and llama-p
+                                            (car (first (llama-encode path (list ids) :threads th
+                                                                                      :repeat reps)))))
+                                (ratio (and llama (/ us llama))))
+                           (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
+                                   name n th us (if llama (format nil "~,1F" llama) "-")
+                                   (if ratio (format nil "~,2Fx" ratio) "-") err cos)
+                           (finish-output stream)
+                           (push (list :format name :tokens n :threads th :us us :llama-us llama
+                                       :ratio ratio :max-abs-error err :cosine cos)
+                                 rows)))))))))
+           (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
+states against the F32 file's, ~D tokens~%" (first token-counts)))
+      (setf (threads) old-threads)
+      (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
+      (when file (gguf:close source)))
+    (nreverse rows)))
