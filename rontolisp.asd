@@ -52,7 +52,8 @@ command-line tools built on them."
                (:file "convert-random")
                (:file "convert")
                (:file "bench")
-               (:file "model")))
+               (:file "model")
+               (:file "model-quantize")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module
