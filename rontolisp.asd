@@ -53,7 +53,8 @@ command-line tools built on them."
                (:file "convert")
                (:file "bench")
                (:file "model")
-               (:file "model-quantize")))
+               (:file "model-quantize")
+               (:file "eval")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

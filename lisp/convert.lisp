@@ -523,6 +523,17 @@ tensors written."
                                                  :encoder-only encoder-only
                                                  :outlier-aware outlier-aware)))
 
+(defun check-massive-options (random massive massive-ratio)
+  "The usage checks of --massive K and --massive-ratio R beside --random
+RANDOM (a preset name or NIL)."
+  (when (and (plusp massive) (not random))
+    (usage-error "--massive goes with --random"))
+  (when (and massive-ratio (zerop massive))
+    (usage-error "--massive-ratio goes with --massive"))
+  (when (and random (> massive (getf (preset random) :hidden)))
+    (usage-error "--massive expects at most ~D channels for ~A (its hidden size), found ~D"
+                 (getf (preset random) :hidden) random massive)))
+
 (define-command "convert" (&optional source out)
     (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--massive K [--massive-ratio R]] [--outlier-aware] [--write-laya DIR]"
      :summary "convert a Laya or Hugging Face ModernBERT directory (or a random model) to GGUF"
@@ -568,13 +579,7 @@ DIR, and convert from it")))
     (usage-error "expected a model directory or --random NAME, and OUT.gguf"))
   (when (and laya-dir (not random))
     (usage-error "--write-laya goes with --random"))
-  (when (and (plusp massive) (not random))
-    (usage-error "--massive goes with --random"))
-  (when (and massive-ratio (zerop massive))
-    (usage-error "--massive-ratio goes with --massive"))
-  (when (and random (> massive (getf (preset random) :hidden)))
-    (usage-error "--massive expects at most ~D channels for ~A (its hidden size), found ~D"
-                 (getf (preset random) :hidden) random massive))
+  (check-massive-options random massive massive-ratio)
   (when (and outlier-aware (not (eq type :q8_0)))
     (usage-error "--outlier-aware goes with --type q8_0, found --type ~(~A~)" type))
   (let* ((options (list :type type :head-type head-type :pre pre :name name
