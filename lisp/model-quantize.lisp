@@ -46,53 +46,42 @@ MODEL-ERROR for a matrix that is already quantized."
 at load, found ~A (load the file without :quantize, or quantize its F32/F16 original)"
                                name (if (quantized-matrix-p data) "Q8_0" (describe-object-type data))))))
 
+(defun split-columns (m columns &optional fn)
+  "(values inliers outliers) of the rows x cols single-float matrix M and the
+increasing column indices COLUMNS: a copy of M with those columns zeroed,
+and the rows x k matrix of those columns.  With FN (the operation, for the
+error), a NaN or infinity in those columns signals NON-FINITE-ERROR, as the
+int8 product does for the others."
+  (declare (type f32-matrix m) (type (simple-array fixnum (*)) columns)
+           (optimize speed))
+  (let* ((rows (array-dimension m 0)) (cols (array-dimension m 1)) (k (length columns))
+         (inliers (make-array (list rows cols) :element-type 'single-float))
+         (outliers (make-array (list rows k) :element-type 'single-float)))
+    (declare (type fixnum rows cols k))
+    (dotimes (i (* rows cols))
+      (setf (row-major-aref inliers i) (row-major-aref m i)))
+    (dotimes (row rows)
+      (dotimes (c k)
+        (let* ((j (aref columns c)) (x (aref m row j)))
+          (declare (type single-float x))
+          (when (and fn (or (ext:float-nan-p x) (ext:float-infinity-p x)))
+            (matmul-failure fn m :non-finite nil row j))
+          (setf (aref outliers row c) x
+                (aref inliers row j) 0.0))))
+    (values inliers outliers)))
+
 (defun split-weight (w columns)
   "The weight W (rows x cols single-float) quantized at load with the
 outlier COLUMNS (a list of column indices) kept in f32: an OUTLIER-MATRIX, or
 a plain quantized matrix when COLUMNS is empty."
-  (declare (type (simple-array single-float (* *)) w))
   (if (null columns)
       (quantize w 'q8-0)
-      (let* ((rows (array-dimension w 0)) (cols (array-dimension w 1))
-             (cs (make-array (length columns) :element-type 'fixnum
-                                              :initial-contents (sort (copy-list columns) #'<)))
-             (k (length cs))
-             (inliers (make-array (list rows cols) :element-type 'single-float))
-             (outliers (make-array (list rows k) :element-type 'single-float)))
-        (declare (type fixnum rows cols k))
-        (dotimes (i (* rows cols))
-          (setf (row-major-aref inliers i) (row-major-aref w i)))
-        (dotimes (r rows)
-          (dotimes (c k)
-            (let ((j (aref cs c)))
-              (setf (aref outliers r c) (aref w r j)
-                    (aref inliers r j) 0.0))))
-        (%make-outlier-matrix (quantize inliers 'q8-0) cs outliers))))
+      (let ((cs (make-array (length columns) :element-type 'fixnum
+                                             :initial-contents (sort (copy-list columns) #'<))))
+        (multiple-value-bind (inliers outliers) (split-columns w cs)
+          (%make-outlier-matrix (quantize inliers 'q8-0) cs outliers)))))
 
 ;;; The product.
-
-(defun split-activations (fn xs columns)
-  "(values inliers outliers) of the n x cols single-float XS: a copy with
-COLUMNS zeroed, and the n x k matrix of those columns.  A non-finite value
-in an outlier column signals NON-FINITE-ERROR, as the int8 product does for
-the others."
-  (declare (type f32-matrix xs) (type (simple-array fixnum (*)) columns)
-           (optimize speed))
-  (let* ((n (array-dimension xs 0)) (cols (array-dimension xs 1)) (k (length columns))
-         (inliers (make-array (list n cols) :element-type 'single-float))
-         (outliers (make-array (list n k) :element-type 'single-float)))
-    (declare (type fixnum n cols k))
-    (dotimes (i (* n cols))
-      (setf (row-major-aref inliers i) (row-major-aref xs i)))
-    (dotimes (row n)
-      (dotimes (c k)
-        (let* ((j (aref columns c)) (x (aref xs row j)))
-          (declare (type single-float x))
-          (when (or (ext:float-nan-p x) (ext:float-infinity-p x))
-            (matmul-failure fn xs :non-finite nil row j))
-          (setf (aref outliers row c) x
-                (aref inliers row j) 0.0))))
-    (values inliers outliers)))
 
 (defun outlier-matmul (fn m xs out activations)
   "VEC:MATMUL-INTO's work for the OUTLIER-MATRIX M (FN names the operation;
@@ -108,7 +97,7 @@ added in single-float."
 (the matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
         (let ((out (check-out-matrix fn out n rows xs)))
           (multiple-value-bind (inliers outliers)
-              (split-activations fn xs (outlier-matrix-columns m))
+              (split-columns xs (outlier-matrix-columns m) fn)
             (checked-matmul fn q inliers out activations)
             (add-into out (checked-matmul fn (outlier-matrix-weights m) outliers nil
                                           activations))))))))
@@ -122,9 +111,10 @@ added in single-float."
   "CALIBRATION as a list of (tensor-name . magnitudes) checked against
 ENCODER: a calibration file's path (READ-CALIBRATION), or such a list as
 MODEL:CALIBRATE answers; NIL calibrates ENCODER's file in memory.  Each
-encoder matrix needs one vector of as many finite non-negative magnitudes as
-it has columns, and nothing else may be named; TENSOR-DATA-ERROR
-otherwise."
+encoder matrix needs one vector of as many magnitudes as it has columns, and
+nothing else may be named (TENSOR-DATA-ERROR otherwise); the magnitudes must
+be finite and non-negative (READ-CALIBRATION's TENSOR-DATA-ERROR for a file,
+OUTLIER-COLUMNS' ELEMENT-TYPE-ERROR for a list)."
   (let* ((where (if (or (stringp calibration) (pathnamep calibration))
                     (namestring calibration)
                     "(calibration list)"))

@@ -193,23 +193,8 @@ outlier-aware Q8_0 ~,3e, quantize-at-load ~,3e~%" act plain aware load)
       (is (< load plain) "~A: quantize-at-load ~,3e, plain ~,3e" act load plain))))
 
 (test quantize-at-load-same-bits-on-every-path-and-thread-count
-  (let* ((e (massive-encoder :load))
-         (ids (token-sequence 70 :vocab 2048))
-         (old-threads (rontolisp:threads)) (old-simd (rontolisp:simd))
-         (results '()))
-    (unwind-protect
-         (dolist (simd '(nil t))
-           (dolist (threads '(1 2 3))
-             (setf (rontolisp:simd) simd (rontolisp:threads) threads)
-             (dolist (act '(:q8 :q8x2))
-               (push (list simd threads act (model:encode e ids :activations act)) results))))
-      (setf (rontolisp:threads) old-threads (rontolisp:simd) old-simd))
-    (dolist (act '(:q8 :q8x2))
-      (let ((runs (remove act results :key #'third :test-not #'eq)))
-        (dolist (r (rest runs))
-          (is (equalp (fourth (first runs)) (fourth r))
-              "~A: simd ~A threads ~D differs from simd ~A threads ~D" act (first r) (second r)
-              (first (first runs)) (second (first runs))))))))
+  (check-same-bits-on-every-path (massive-encoder :load) (token-sequence 70 :vocab 2048)
+                                 :thread-counts '(1 2 3)))
 
 (test quantize-at-load-calibration-file-or-memory
   "A calibration file of `rontolisp calibrate', MODEL:CALIBRATE's list and
