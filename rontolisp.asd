@@ -54,7 +54,9 @@ command-line tools built on them."
                (:file "bench")
                (:file "model-scratch")
                (:file "model")
-               (:file "model-bench")))
+               (:file "model-bench")
+               (:file "model-quantize")
+               (:file "eval")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

@@ -57,3 +57,12 @@ makes Q8_0 (~A ~S): expected an F32, F16 or BF16 weight matrix with rows of a mu
 the columns of the tensor in ~A" (length magnitudes) (first ne) (gguf:path f)))
                  (setf (gethash name table) (outlier-columns magnitudes)))))
     table))
+
+(defun calibration-outlier-table (calibration)
+  "A hash table from each tensor name of CALIBRATION, a list of (name .
+magnitudes) as MODEL:CALIBRATE and READ-CALIBRATION answer it, to its
+outlier columns (OUTLIER-COLUMNS of its magnitudes)."
+  (let ((table (make-hash-table :test 'equal)))
+    (loop for (name . magnitudes) in calibration
+          do (setf (gethash name table) (outlier-columns magnitudes)))
+    table))

@@ -117,10 +117,12 @@ upstream's ftype) and quantization version."
         (list "general.file_type" :u32 (file-type-id type))
         (list "general.quantization_version" :u32 2)))
 
-(defun convert-tensors (tensors path name-of type head-type)
+(defun convert-tensors (tensors path name-of type head-type &key outliers)
   "The output tensors, (gguf-name data :dims ne), of the input TENSORS
 (name data) of the file PATH: NAME-OF maps an input name to its GGUF name
-and whether it is a head tensor (NIL: left out).  Values that are not
+and whether it is a head tensor (NIL: left out).  OUTLIERS, a hash table
+from GGUF names to outlier columns (or NIL), gives the Q8_0 matrices it
+names SPEC 10's outlier-aware scales.  Values that are not
 finite, or that the output type cannot hold (beyond binary16's range for
 F16, a Q8_0 scale that overflows), are refused naming the input tensor."
   (let ((report (progress-reporter (length tensors)))
@@ -140,7 +142,9 @@ a NaN or infinity at element ~D" bad))
                                 (convert-tensor-data (if (and (eq ty :q8_0) (> (length dims) 2))
                                                          (data-as-matrix data (reverse dims))
                                                          data)
-                                                     ty)
+                                                     ty
+                                                     :outliers (and outliers
+                                                                    (gethash g outliers)))
                               (scale-overflow-error (c)
                                 (tensor-data-error path hf "cannot be Q8_0: row ~D, block ~D: ~
 expected a block absmax below 8321040, found a scale that overflows binary16"
@@ -156,12 +160,13 @@ expected magnitudes below ~A)" ty over (if (eq ty :f16) 65520 "3.39e38")))
 
 (defun laya-gguf-file (tensors encoder rl config tokenizer
                        &key (type :f16) (head-type :f32) (pre "modern-bert") name paths
-                            encoder-only)
+                            encoder-only outliers)
   "The GGUF file object (GGUF:MAKE-FILE's, ready for GGUF:WRITE) of a Laya
 model's parts, as READ-SAFETENSORS and PARSE-JSON answer them, every part
 checked first.  PATHS: a plist naming the files, for errors.  ENCODER-ONLY
 drops the decision head (its tensors, keys and token types): what is left
-is a plain ModernBERT encoder, which llama.cpp loads."
+is a plain ModernBERT encoder, which llama.cpp loads.  OUTLIERS: see
+CONVERT-TENSORS."
   (let* ((model-path (getf paths :model "model.safetensors"))
          (enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
@@ -180,7 +185,7 @@ is a plain ModernBERT encoder, which llama.cpp loads."
                                  (lambda (hf)
                                    (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
                                      (and (not (and head-p encoder-only)) (values g head-p))))
-                                 type head-type))
+                                 type head-type :outliers outliers))
            (metadata
              (append
               (general-metadata (or name (cfg config "name" (getf paths :config "config.json")
@@ -200,6 +205,22 @@ is a plain ModernBERT encoder, which llama.cpp loads."
                                   :template (systemone-template "[CLS]" "[SEP]" "[MASK]")))))
       (gguf:make-file :metadata metadata :tensors out))))
 
+(defun converted-file (build type outlier-aware)
+  "The GGUF file object BUILD answers for TYPE: BUILD is a function of the
+keys :type and :outliers (LAYA-GGUF-FILE or HF-GGUF-FILE on the parts
+read).  With OUTLIER-AWARE (TYPE :q8_0 only) the model is first built with
+F32 matrices and calibrated (MODEL:CALIBRATE), and each encoder matrix gets
+SPEC 10's outlier-aware scales for the outlier columns of its calibration:
+still plain Q8_0 bytes."
+  (cond ((not outlier-aware) (funcall build :type type))
+        ((eq type :q8_0)
+         (let ((f32 (let ((*error-output* (make-broadcast-stream))) ; said once, below
+                      (funcall build :type :f32))))
+           (funcall build :type type
+                         :outliers (calibration-outlier-table (model:calibrate f32)))))
+        (t (rontolisp-error 'convert "expected the type q8_0 with outlier-aware scales, ~
+found ~(~A~)" type))))
+
 (defun write-gguf-file (out f)
   "Write the file object F to the GGUF file OUT; answer its tensor count."
   (gguf:write out f)
@@ -213,11 +234,12 @@ given and PATH does not exist."
       (json-object (read-json-file path) path)))
 
 (defun convert-laya (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                  encoder-only)
+                                  encoder-only outlier-aware)
   "Convert the Laya model directory DIR (model.safetensors, config.json,
 encoder/config.json, rl_agent_config.json, tokenizer/tokenizer.json) to the
 GGUF file OUT with encoder matrices of TYPE and decision head of HEAD-TYPE
-(:f32 :f16 :bf16 :q8_0); ENCODER-ONLY leaves the head out.  Every input is
+(:f32 :f16 :bf16 :q8_0); ENCODER-ONLY leaves the head out; OUTLIER-AWARE
+(with TYPE :q8_0) calibrates the model first (see CONVERTED-FILE).  Every input is
 checked before anything is written (CONVERT-ERROR, TENSOR-DATA-ERROR).
 Answers the number of tensors written."
   (let* ((root (directory-prefix dir))
@@ -233,10 +255,13 @@ Answers the number of tensors written."
            (tokenizer (read-input-json (getf paths :tokenizer))))
       (encoder-hparams encoder (getf paths :encoder))
       (cfg rl "head_layers" (getf paths :rl))
-      (write-gguf-file
-       out (laya-gguf-file (read-safetensors (getf paths :model)) encoder rl config tokenizer
-                           :type type :head-type head-type :pre pre :name name :paths paths
-                           :encoder-only encoder-only)))))
+      (let ((tensors (read-safetensors (getf paths :model))))
+        (write-gguf-file
+         out (converted-file (lambda (&rest keys)
+                               (apply #'laya-gguf-file tensors encoder rl config tokenizer
+                                      :head-type head-type :pre pre :name name :paths paths
+                                      :encoder-only encoder-only keys))
+                             type outlier-aware))))))
 
 ;;; Hugging Face ModernBERT directories, as upstream's convert_hf_to_gguf.py
 ;;; takes them: config.json (model_type modernbert), the weights in
@@ -346,13 +371,13 @@ the hyper-parameters HP with HEAD (:none, :masked-lm, :classifier) holds."
 
 (defun hf-gguf-file (tensors config tokenizer tokenizer-config
                      &key (type :f16) (head-type :f32) (pre "modern-bert") name paths pooling
-                          encoder-only)
+                          encoder-only outliers)
   "The GGUF file object of a Hugging Face ModernBERT's parts (see
 LAYA-GGUF-FILE; PATHS names :model, :config and :tokenizer for errors;
 POOLING is HF-POOLING's answer).  The head's dense layer, norm and
 classifier map as upstream maps them; tensors llama.cpp has no place for
 are left out with a message on *ERROR-OUTPUT*, and every head tensor with
-ENCODER-ONLY."
+ENCODER-ONLY.  OUTLIERS: see CONVERT-TENSORS."
   (let* ((model-path (getf paths :model "model.safetensors"))
          (config-path (getf paths :config "config.json"))
          (hp (encoder-hparams config config-path))
@@ -403,7 +428,7 @@ modern-bert has no place for~%" model-path name
                                    (multiple-value-bind (g head-p)
                                        (gguf-tensor-name hf layers :prefix prefix :head :hf)
                                      (and (not (and head-p encoder-only)) (values g head-p))))
-                                 type head-type))
+                                 type head-type :outliers outliers))
            (metadata
             (append
              (general-metadata (or name (car (last (pathname-directory
@@ -417,12 +442,14 @@ modern-bert has no place for~%" model-path name
                                                                      "tokenizer_config.json")))))
       (gguf:make-file :metadata metadata :tensors out))))
 
-(defun convert-hf (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name encoder-only)
+(defun convert-hf (dir out &key (type :f16) (head-type :f32) (pre "modern-bert") name encoder-only
+                                outlier-aware)
   "Convert the Hugging Face ModernBERT directory DIR (config.json,
 model.safetensors or shards with model.safetensors.index.json,
 tokenizer.json, tokenizer_config.json, modules.json) to the GGUF file OUT,
 as upstream's converter names and keys it, with matrices of TYPE and the
-head's of HEAD-TYPE; ENCODER-ONLY leaves the head out.  Every input is
+head's of HEAD-TYPE; ENCODER-ONLY leaves the head out; OUTLIER-AWARE (with
+TYPE :q8_0) calibrates the model first (see CONVERTED-FILE).  Every input is
 checked before anything is written.  Answers the number of tensors
 written."
   (let* ((root (directory-prefix dir))
@@ -437,10 +464,13 @@ written."
           (tokenizer-config (read-input-json (concatenate 'string root "tokenizer_config.json") nil))
           (pooling (hf-pooling root)))
       (encoder-hparams config (getf paths :config))
-      (write-gguf-file
-       out (hf-gguf-file (read-hf-tensors root) config tokenizer tokenizer-config
-                         :type type :head-type head-type :pre pre :name name :paths paths
-                         :pooling pooling :encoder-only encoder-only)))))
+      (let ((tensors (read-hf-tensors root)))
+        (write-gguf-file
+         out (converted-file (lambda (&rest keys)
+                               (apply #'hf-gguf-file tensors config tokenizer tokenizer-config
+                                      :head-type head-type :pre pre :name name :paths paths
+                                      :pooling pooling :encoder-only encoder-only keys))
+                             type outlier-aware))))))
 
 (defun convert-directory (dir out &rest options &key &allow-other-keys)
   "Convert DIR, a Laya directory (it has encoder/config.json) or a Hugging
@@ -455,19 +485,24 @@ CONVERT-HF and OPTIONS."
 Face ModernBERT directory (config.json), found neither")))))
 
 (defun random-model (preset-name &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                       (seed 1) encoder-only (massive 0) (massive-ratio 20))
+                                       (seed 1) encoder-only (massive 0) (massive-ratio 20)
+                                       outlier-aware)
   "The GGUF file object (GGUF:MAKE-FILE's, in memory) of a model of
 PRESET-NAME (s1-pico, s1-nano, s1-micro) with random weights from SEED and
 a small test tokenizer, its tensors of TYPE and HEAD-TYPE as CONVERT-LAYA
-makes them (without the decision head when ENCODER-ONLY), MASSIVE residual
-channels MASSIVE-RATIO times larger than the rest (see RANDOM-LAYA)."
+makes them (without the decision head when ENCODER-ONLY; OUTLIER-AWARE as
+CONVERTED-FILE), MASSIVE residual channels MASSIVE-RATIO times larger than
+the rest (see RANDOM-LAYA)."
   (multiple-value-bind (tensors encoder rl config tokenizer)
       (random-laya preset-name :seed seed :massive massive :massive-ratio massive-ratio
                                :report (random-progress preset-name))
-    (laya-gguf-file tensors (json-like encoder) (json-like rl) (json-like config)
-                    (json-like tokenizer)
-                    :type type :head-type head-type :pre pre :name name
-                    :encoder-only encoder-only)))
+    (let ((encoder (json-like encoder)) (rl (json-like rl)) (config (json-like config))
+          (tokenizer (json-like tokenizer)))
+      (converted-file (lambda (&rest keys)
+                        (apply #'laya-gguf-file tensors encoder rl config tokenizer
+                               :head-type head-type :pre pre :name name
+                               :encoder-only encoder-only keys))
+                      type outlier-aware))))
 
 (defun json-like (value)
   "VALUE written by WRITE-JSON's mapping read back as PARSE-JSON answers
@@ -475,24 +510,42 @@ it (for --random, which builds the files in memory)."
   (parse-json (with-output-to-string (s) (write-json value s))))
 
 (defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name
-                                            (seed 1) encoder-only (massive 0) (massive-ratio 20))
+                                            (seed 1) encoder-only (massive 0) (massive-ratio 20)
+                                            outlier-aware)
   "Write the GGUF file OUT for a model of PRESET-NAME (s1-pico, s1-nano,
 s1-micro) with random weights from SEED and a small test tokenizer, MASSIVE
 residual channels MASSIVE-RATIO times larger than the rest (see
-RANDOM-MODEL).  Answers the number of tensors written."
+RANDOM-MODEL, and CONVERTED-FILE for OUTLIER-AWARE).  Answers the number of
+tensors written."
   (write-gguf-file out (random-model preset-name :type type :head-type head-type :pre pre
                                                  :name name :seed seed :massive massive
                                                  :massive-ratio massive-ratio
-                                                 :encoder-only encoder-only)))
+                                                 :encoder-only encoder-only
+                                                 :outlier-aware outlier-aware)))
+
+(defun check-massive-options (random massive massive-ratio)
+  "The usage checks of --massive K and --massive-ratio R beside --random
+RANDOM (a preset name or NIL)."
+  (when (and (plusp massive) (not random))
+    (usage-error "--massive goes with --random"))
+  (when (and massive-ratio (zerop massive))
+    (usage-error "--massive-ratio goes with --massive"))
+  (when (and random (> massive (getf (preset random) :hidden)))
+    (usage-error "--massive expects at most ~D channels for ~A (its hidden size), found ~D"
+                 (getf (preset random) :hidden) random massive)))
 
 (define-command "convert" (&optional source out)
-    (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--massive K [--massive-ratio R]] [--write-laya DIR]"
+    (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--massive K [--massive-ratio R]] [--outlier-aware] [--write-laya DIR]"
      :summary "convert a Laya or Hugging Face ModernBERT directory (or a random model) to GGUF"
      :details "model_dir: a Laya directory (encoder/config.json, rl_agent_config.json, ...)
 or a Hugging Face ModernBERT directory (config.json, model.safetensors or
 shards, tokenizer.json).  Type policy: 1-D tensors F32; the head --head-type;
 encoder matrices --type, except that with q8_0 the token embeddings stay
-F16; a row that is not a multiple of 32 falls back to F16."
+F16; a row that is not a multiple of 32 falls back to F16.  With --type q8_0
+--outlier-aware, the model is calibrated first (its F32 encoder run over
+built-in token sequences, as `rontolisp calibrate' does) and each encoder
+matrix's blocks holding an outlier input channel get the scale that keeps
+those weights best (SPEC 10): still plain Q8_0, which llama.cpp reads."
      :options ((random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
                        :help "a model of that preset shape with random weights and a
 small test tokenizer, instead of a model directory")
@@ -514,6 +567,9 @@ Hugging Face directory's)")
 (token embedding and norm weights), as trained encoders have")
                (massive-ratio "--massive-ratio R" :parse (integer-parser :min 1)
                               :help "with --massive: how many times larger (default 20)")
+               (outlier-aware "--outlier-aware"
+                              :help "with --type q8_0: calibrate the model and choose
+outlier-aware Q8_0 scales for the encoder matrices")
                (laya-dir "--write-laya DIR"
                          :help "with --random: also write the model as a Laya directory
 DIR, and convert from it")))
@@ -523,15 +579,11 @@ DIR, and convert from it")))
     (usage-error "expected a model directory or --random NAME, and OUT.gguf"))
   (when (and laya-dir (not random))
     (usage-error "--write-laya goes with --random"))
-  (when (and (plusp massive) (not random))
-    (usage-error "--massive goes with --random"))
-  (when (and massive-ratio (zerop massive))
-    (usage-error "--massive-ratio goes with --massive"))
-  (when (and random (> massive (getf (preset random) :hidden)))
-    (usage-error "--massive expects at most ~D channels for ~A (its hidden size), found ~D"
-                 (getf (preset random) :hidden) random massive))
+  (check-massive-options random massive massive-ratio)
+  (when (and outlier-aware (not (eq type :q8_0)))
+    (usage-error "--outlier-aware goes with --type q8_0, found --type ~(~A~)" type))
   (let* ((options (list :type type :head-type head-type :pre pre :name name
-                        :encoder-only encoder-only))
+                        :encoder-only encoder-only :outlier-aware outlier-aware))
          (n (cond (laya-dir
                    (write-random-laya laya-dir random :seed seed :massive massive
                                                       :massive-ratio (or massive-ratio 20))
@@ -540,6 +592,8 @@ DIR, and convert from it")))
                                                   :massive-ratio (or massive-ratio 20) options))
                   (t (apply #'convert-directory source out options)))))
     (if encoder-only
-        (format t "~A: ~D tensors (encoder ~(~A~), no head)~%" out n type)
-        (format t "~A: ~D tensors (encoder ~(~A~), head ~(~A~))~%" out n type head-type))
+        (format t "~A: ~D tensors (encoder ~(~A~)~:[~;, outlier-aware~], no head)~%" out n type
+                outlier-aware)
+        (format t "~A: ~D tensors (encoder ~(~A~)~:[~;, outlier-aware~], head ~(~A~))~%" out n
+                type outlier-aware head-type))
     0))

@@ -130,15 +130,21 @@ For float weights each output is the 16-lane single-float dot product of
 SPEC 4.2 and ACTIVATIONS is ignored.  Every path and thread count answers
 the same bits; the weights are read from memory once per call, not once
 per token.  Wrong shapes signal SHAPE-ERROR, wrong types
-ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR."
+ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR.
+M may also be a weight MODEL:LOAD :quantize made (an OUTLIER-MATRIX, see
+model-quantize.lisp)."
   (check-f32-matrix "vec:matmul-into" "out" out)
-  (checked-matmul "vec:matmul-into" m xs out activations))
+  (if (outlier-matrix-p m)              ; model-quantize.lisp
+      (outlier-matmul "vec:matmul-into" m xs out activations)
+      (checked-matmul "vec:matmul-into" m xs out activations)))
 
 (defun vec:matmul (m xs &key (activations :q8))
   "The product of the weight matrix M with each row of XS as a fresh n x
 rows single-float matrix; see VEC:MATMUL-INTO for M, XS, ACTIVATIONS, the
 arithmetic and the conditions."
-  (checked-matmul "vec:matmul" m xs nil activations))
+  (if (outlier-matrix-p m)              ; model-quantize.lisp
+      (outlier-matmul "vec:matmul" m xs nil activations)
+      (checked-matmul "vec:matmul" m xs nil activations)))
 
 ;;; The steps between the products.
 

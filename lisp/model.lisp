@@ -153,7 +153,7 @@ dimensions, the form the kernels read norms and the embedding table in."
           (dotimes (i (array-total-size a) copy)
             (setf (row-major-aref copy i) (coerce (row-major-aref a i) 'single-float)))))))
 
-(defun model:load (source)
+(defun model:load (source &key quantize calibration)
   "The modern-bert encoder of SOURCE, a GGUF file's path or a file object
 of GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
 (block_count less decision.block_count, embedding_length, head_count,
@@ -161,7 +161,17 @@ layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
 BF16 or Q8_0); a decision head is ignored.  A missing or malformed key or
-tensor signals MODEL:MODEL-ERROR naming the file."
+tensor signals MODEL:MODEL-ERROR naming the file.
+
+QUANTIZE :q8_0 quantizes the encoder matrices (F32, F16 or BF16 in the file)
+in memory, keeping each matrix's outlier input columns (SPEC 10) out of the
+int8 product: y = Q8_0(W without them) x + W[:, outliers] x[outliers] in
+f32, the same bits on every path and thread count (model-quantize.lisp).
+CALIBRATION names the outliers: a calibration file's path (`rontolisp
+calibrate') or MODEL:CALIBRATE's list, one vector per encoder matrix; without
+it the file is calibrated in memory first (MODEL:CALIBRATE, a few seconds
+for small models).  An unknown QUANTIZE signals UNKNOWN-FORMAT-ERROR, a
+calibration that does not fit TENSOR-DATA-ERROR."
   (let* ((f (if (gguf:gguf-file-p source) source (gguf:read source)))
          (path (or (gguf:path f) "(in-memory GGUF file)"))
          (h (read-hyperparameters f path))
@@ -169,7 +179,8 @@ tensor signals MODEL:MODEL-ERROR naming the file."
          (ff (getf h :feed-forward-length)))
     (flet ((tensor (name dims) (model-tensor f path name dims))
            (blk (i s) (format nil "blk.~D.~A" i s)))
-      (make-encoder
+      (quantize-encoder
+       (make-encoder
        :path path :file f :hyperparameters h
        :token-embedding (simple-single (tensor "token_embd.weight"
                                                (list (getf h :vocab-size) d)))
@@ -186,7 +197,8 @@ tensor signals MODEL:MODEL-ERROR naming the file."
                                    :ffn-norm (simple-single
                                               (tensor (blk i "ffn_norm.weight") (list d)))
                                    :up (tensor (blk i "ffn_up.weight") (list (* 2 ff) d))
-                                   :down (tensor (blk i "ffn_down.weight") (list d ff))))))))
+                                   :down (tensor (blk i "ffn_down.weight") (list d ff)))))
+       quantize calibration))))
 
 ;;; The forward pass.
 

@@ -109,16 +109,17 @@ takes for a tensor of any rank."
         data
         (reshape-2d data rows cols))))
 
-(defun convert-tensor-data (data type)
+(defun convert-tensor-data (data type &key outliers)
   "DATA (an F32, F16 or BF16 array) as TYPE (:f32 :f16 :bf16 :q8_0), itself
 when it is already of that type; other conversions go through f32, rounding
-to nearest even (the conversions llama.cpp's tools make)."
+to nearest even (the conversions llama.cpp's tools make).  OUTLIERS, input
+columns of a matrix made :q8_0, get SPEC 10's outlier-aware scales."
   (flet ((single () (if (arrayp data) data (half-array-to-single data))))
     (ecase type
       (:f32 (single))
       (:f16 (if (float16-array-p data) data (make-float16-array (single))))
       (:bf16 (if (bfloat16-array-p data) data (make-bfloat16-array (single))))
-      (:q8_0 (quantize data 'q8-0)))))
+      (:q8_0 (quantize data 'q8-0 :outliers outliers)))))
 
 ;;; The conversion.
 

@@ -106,14 +106,14 @@ cosine ~,10F~%" type rel cos)
     (is (< q8x2 (/ q8 4)) "q8x2 ~,3e, q8 ~,3e" q8x2 q8)
     (is (< 0 q8) "q8 should not be exact")))
 
-(test model-same-bits-on-every-path-and-thread-count
-  (let* ((e (model:load (encoder-file "s1-pico" :q8_0)))
-         (ids (token-sequence 70))
-         (old-threads (rontolisp:threads)) (old-simd (rontolisp:simd))
-         (results '()))
+(defun check-same-bits-on-every-path (e ids &key (thread-counts '(1 2)))
+  "Check that the encoder E answers the same bits for IDS with SIMD off and
+on and each of THREAD-COUNTS, for :q8 and for :q8x2 activations."
+  (let ((old-threads (rontolisp:threads)) (old-simd (rontolisp:simd))
+        (results '()))
     (unwind-protect
          (dolist (simd '(nil t))
-           (dolist (threads '(1 2))
+           (dolist (threads thread-counts)
              (setf (rontolisp:simd) simd (rontolisp:threads) threads)
              (dolist (act '(:q8 :q8x2))
                (push (list simd threads act (model:encode e ids :activations act)) results))))
@@ -124,6 +124,9 @@ cosine ~,10F~%" type rel cos)
           (is (equalp (fourth (first runs)) (fourth r))
               "~A: simd ~A threads ~D differs from simd ~A threads ~D" act (first r) (second r)
               (first (first runs)) (second (first runs))))))))
+
+(test model-same-bits-on-every-path-and-thread-count
+  (check-same-bits-on-every-path (model:load (encoder-file "s1-pico" :q8_0)) (token-sequence 70)))
 
 (test model-pooling
   (let* ((e (model:load (encoder-file "s1-pico" :f32)))

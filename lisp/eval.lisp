@@ -1,0 +1,183 @@
+;;;; eval.lisp - `rontolisp eval': how far each way of running an encoder in
+;;;; less than f32 lands from the F32 model (SPEC 10), the seed's accuracy
+;;;; table measured on our own models.
+;;;;
+;;;; The ways: the F32 file itself, an F16 file, a Q8_0 file, an
+;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales) and the F32
+;;;; file quantized at load (MODEL:LOAD :quantize :q8_0), the Q8_0 ones with
+;;;; :q8 and :q8x2 activations.  The files are made in memory from the F32
+;;;; weights as the converter's type policy stores them (FILE-IN-FORMAT), one
+;;;; calibration (MODEL:CALIBRATE) serving the outlier-aware file and the
+;;;; quantize-at-load; the errors are taken over the built-in calibration
+;;;; sequences, against the F32 model's hidden states.
+
+(in-package "RONTOLISP")
+
+(defparameter *eval-ways*
+  '(("F32" :f32 nil) ("F16 file" :f16 nil)
+    ("Q8_0 file" :q8_0 :q8) ("Q8_0 file" :q8_0 :q8x2)
+    ("outlier-aware Q8_0 file" :outlier-aware :q8) ("outlier-aware Q8_0 file" :outlier-aware :q8x2)
+    ("quantize at load" :load :q8) ("quantize at load" :load :q8x2))
+  "The rows of `rontolisp eval': label, encoder, activations (NIL: the
+weights are floats, and activations do not apply).")
+
+(defun outlier-aware-file (f32 q8 outliers)
+  "The in-memory GGUF file Q8 (FILE-IN-FORMAT's :q8_0 copy of the F32 file
+object F32) with each matrix OUTLIERS (a hash table from tensor names to
+outlier columns) names quantized with SPEC 10's outlier-aware scales from
+its F32 values, as `convert --type q8_0 --outlier-aware' writes it."
+  (gguf:make-file
+   :metadata (gguf:metadata q8)
+   :tensors (loop for info in (gguf:tensor-infos q8)
+                  for name = (gguf:tensor-info-name info)
+                  for data = (gguf:tensor q8 name)
+                  collect (list name
+                                (if (and (gethash name outliers) (quantized-matrix-p data))
+                                    (quantize (gguf:tensor f32 name) 'q8-0
+                                              :outliers (gethash name outliers))
+                                    data)
+                                :dims (gguf:tensor-info-dims info)))))
+
+(defun eval-encoders (source)
+  "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
+from :f32, :f16, :q8_0, :outlier-aware and :load to encoders, and the
+calibration sequences."
+  (let* ((f32 (file-in-format source :f32))
+         (q8 (file-in-format source :q8_0))
+         (calibration (model:calibrate f32))
+         (reference (model:load f32)))
+    (values
+     (list (cons :f32 reference)
+           (cons :f16 (model:load (file-in-format source :f16)))
+           (cons :q8_0 (model:load q8))
+           (cons :outlier-aware (model:load (outlier-aware-file
+                                             f32 q8 (calibration-outlier-table calibration))))
+           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration)))
+     (calibration-sequences (model:hyperparameters reference)))))
+
+(defun eval-row (encoder activations sequences references reps)
+  "The figures of ENCODER with ACTIVATIONS (NIL: :q8, which float weights
+ignore) over SEQUENCES, against REFERENCES (the F32 model's hidden states of
+each): a plist of the worst max |error| and the least cosine of the mean
+pooled and of the per-token hidden states, and the microseconds per
+sequence (the median of REPS timings of the whole set, over its length)."
+  (let ((act (or activations :q8))
+        (pooled-error 0d0) (pooled-cosine 1d0) (token-error 0d0) (token-cosine 1d0))
+    (loop for ids in sequences for ref in references
+          do (let ((hidden (model:encode encoder ids :activations act)))
+               (multiple-value-bind (err big cos) (hidden-state-error hidden ref)
+                 (declare (ignore big))
+                 (setf token-error (max token-error err) token-cosine (min token-cosine cos)))
+               (multiple-value-bind (err big cos)
+                   (hidden-state-error (pool hidden :mean) (pool ref :mean))
+                 (declare (ignore big))
+                 (setf pooled-error (max pooled-error err) pooled-cosine (min pooled-cosine cos)))))
+    (list :pooled-max-abs-error pooled-error :pooled-cosine pooled-cosine
+          :token-max-abs-error token-error :token-cosine token-cosine
+          :us-per-sequence (/ (median-microseconds
+                               (lambda () (dolist (ids sequences)
+                                            (model:encode encoder ids :activations act)))
+                               reps)
+                              (length sequences)))))
+
+(defun run-eval (&key file random (massive 0) (massive-ratio 20) (seed 1) sequences (reps 3)
+                   (stream *standard-output*) json)
+  "Measure every way of *EVAL-WAYS* of running the encoder of FILE (a GGUF
+path; its matrices are first widened to F32, the reference) or of a random
+model of the preset RANDOM (encoder only, F32, MASSIVE channels
+MASSIVE-RATIO times larger, weights from SEED) against the F32 model over
+the built-in calibration sequences (only the first SEQUENCES of them when
+given), timing each REPS times.  Prints the table on STREAM, or one JSON
+object with JSON.  Answers the rows as a list of plists."
+  (let* ((source (if file
+                     (gguf:read file)
+                     (random-model random :type :f32 :encoder-only t :massive massive
+                                          :massive-ratio massive-ratio :seed seed)))
+         (label (if file
+                    file
+                    (format nil "random ~A~[~:;~:* --massive ~D~] --seed ~D" random massive seed))))
+    (unwind-protect
+         (multiple-value-bind (encoders all) (eval-encoders source)
+           (let* ((sequences (if sequences (subseq all 0 (min sequences (length all))) all))
+                  (f32 (cdr (assoc :f32 encoders)))
+                  (references (mapcar (lambda (ids) (model:encode f32 ids)) sequences))
+                  (report (progress-reporter (length *eval-ways*)))
+                  (rows (loop for (name key activations) in *eval-ways*
+                              for i from 1
+                              collect (list* :way name :activations activations
+                                             (eval-row (cdr (assoc key encoders)) activations
+                                                       sequences references reps))
+                              do (funcall report i name)))
+                  (lengths (mapcar #'length sequences)))
+             (if json
+                 (progn
+                   (write-json (list :object (cons "source" label)
+                                     (cons "sequences" (length sequences))
+                                     (cons "tokens" (reduce #'+ lengths))
+                                     (cons "threads" (threads))
+                                     (cons "rows" (map 'vector #'eval-row-json rows)))
+                               stream :indent 2)
+                   (terpri stream))
+                 (print-eval-table stream label lengths rows))
+             rows))
+      (when file (gguf:close source)))))
+
+(defun eval-row-json (row)
+  (list :object (cons "way" (getf row :way))
+        (cons "activations" (if (getf row :activations)
+                                (string-downcase (symbol-name (getf row :activations)))
+                                :null))
+        (cons "pooled_max_abs_error" (getf row :pooled-max-abs-error))
+        (cons "pooled_cosine" (getf row :pooled-cosine))
+        (cons "token_max_abs_error" (getf row :token-max-abs-error))
+        (cons "token_cosine" (getf row :token-cosine))
+        (cons "us_per_sequence" (getf row :us-per-sequence))))
+
+(defun print-eval-table (stream label lengths rows)
+  (format stream "~&eval: ~A, ~D calibration sequence~:P (~D to ~D tokens), ~D thread~:P~%~
+error against the F32 model: worst max |error|, least cosine; mean pooling and per token~%"
+          label (length lengths) (reduce #'min lengths) (reduce #'max lengths) (threads))
+  (format stream "~24A ~5A ~11@A ~12@A ~11@A ~12@A ~10@A~%"
+          "way" "act" "pooled err" "pooled cos" "token err" "token cos" "µs/seq")
+  (dolist (row rows)
+    (format stream "~24A ~5A ~11,3,2,,,,'eE ~12,8F ~11,3,2,,,,'eE ~12,8F ~10,1F~%"
+            (getf row :way) (if (getf row :activations)
+                                (string-downcase (symbol-name (getf row :activations)))
+                                "-")
+            (getf row :pooled-max-abs-error) (getf row :pooled-cosine)
+            (getf row :token-max-abs-error) (getf row :token-cosine)
+            (getf row :us-per-sequence))))
+
+(define-command "eval" (&optional file)
+    (:usage "FILE.gguf | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--sequences N] [--reps N] [--json]"
+     :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
+     :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
+or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
+outlier-aware Q8_0 file (convert --outlier-aware) and the F32 file quantized
+at load (model:load :quantize :q8_0), the Q8_0 ones with q8 and q8x2
+activations, over the built-in calibration sequences.  Per way: the largest
+max |error| and the least cosine against the F32 model's hidden states, mean
+pooled and per token, and the microseconds per sequence (median of --reps
+timings of the set, with the --threads knob).  The files are made in memory;
+one calibration serves the outlier-aware file and quantize-at-load."
+     :options ((random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
+                       :help "a random encoder of that preset instead of FILE.gguf")
+               (massive "--massive K" :parse (integer-parser :min 0) :default 0
+                        :help "with --random: K massive residual channels (as convert)")
+               (massive-ratio "--massive-ratio R" :parse (integer-parser :min 1)
+                              :help "with --massive: how many times larger (default 20)")
+               (seed "--seed S" :parse (integer-parser)
+                     :help "with --random: the weights' seed (default 1)")
+               (sequences "--sequences N" :parse (integer-parser :min 1)
+                          :help "only the first N calibration sequences (default: all)")
+               (reps "--reps N" :parse (integer-parser :min 1 :max 1000) :default 3
+                     :help "timings per way; the median is reported (default 3)")
+               (json "--json" :help "one JSON object instead of the table")))
+  (unless (and (or file random) (not (and file random)))
+    (usage-error "expected FILE.gguf or --random NAME (one of them)"))
+  (when (and seed (not random))
+    (usage-error "--seed goes with --random"))
+  (check-massive-options random massive massive-ratio)
+  (run-eval :file file :random random :massive massive :massive-ratio (or massive-ratio 20)
+            :seed (or seed 1) :sequences sequences :reps reps :json json)
+  0)
