@@ -53,7 +53,7 @@ and the rows x k matrix of those columns.  With FN (the operation, for the
 error), a NaN or infinity in those columns signals NON-FINITE-ERROR, as the
 int8 product does for the others."
   ;; Typed, bounds known: it runs on every product of the forward pass.
-  (declare (type f32-matrix m) (type (simple-array fixnum (*)) columns)
+  (declare (type (simple-array single-float (* *)) m) (type (simple-array fixnum (*)) columns)
            (optimize speed (safety 0)))
   (let* ((rows (array-dimension m 0)) (cols (array-dimension m 1)) (k (length columns))
          (inliers (make-array (list rows cols) :element-type 'single-float))
@@ -100,8 +100,8 @@ added in single-float."
           (multiple-value-bind (inliers outliers)
               (split-columns xs (outlier-matrix-columns m) fn)
             (checked-matmul fn q inliers out activations)
-            (add-into out (checked-matmul fn (outlier-matrix-weights m) outliers nil
-                                          activations))))))))
+            (%add-into out out (checked-matmul fn (outlier-matrix-weights m) outliers nil
+                                               activations))))))))
 
 ;;; The encoder.
 
