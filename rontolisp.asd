@@ -43,6 +43,8 @@ command-line tools built on them."
                (:file "json")
                (:file "gguf")
                (:file "inspect")
+               (:file "shards")
+               (:file "split")
                (:file "edit")
                (:file "calibration")
                (:file "quantize-tool")
