@@ -135,6 +135,20 @@ as many as split.tensors.count says."))
         (gguf::gguf-error-reason "A keyword naming the problem of a GGUF-ERROR."))
       do (setf (documentation reader 'function) doc))
 
+;;; Regular expressions (regex.lisp).
+
+(define-condition regex-error (rontolisp-error)
+  ((pattern :initarg :pattern :reader regex-error-pattern)
+   (position :initarg :position :reader regex-error-position))
+  (:documentation "A malformed regular expression: PATTERN, and the
+POSITION (from 0) of the character at fault."))
+
+(defun regex-error (pattern position control &rest args)
+  "Signal REGEX-ERROR about PATTERN at POSITION."
+  (error 'regex-error :pattern pattern :position position
+                      :message (format nil "regular expression ~S at character ~D: ~?"
+                                       pattern (1+ position) control args)))
+
 ;;; Conversion tools: quantize-tool.lisp, safetensors.lisp, convert.lisp.
 
 (define-condition tensor-data-error (rontolisp-error)
