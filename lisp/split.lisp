@@ -30,7 +30,8 @@ and bytes.  Without an option a shard holds at most 128 tensors.  With
 --max-size a shard's tensor data (each tensor padded to the alignment)
 stays within the size; a larger tensor gets a shard of its own.  The
 shards are written under temporary names and renamed when all are
-written, so a failure leaves none behind."
+written, so a failure leaves none behind.  IN may itself be the first shard
+of a set: the whole set is split anew."
      :options ((max-tensors "--max-tensors N" :parse (integer-parser :min 1)
                             :help "at most N tensors per shard (default 128)")
                (max-size "--max-size N(M|G)" :parse #'split-size-parser
@@ -38,18 +39,20 @@ written, so a failure leaves none behind."
                (dry-run "--dry-run" :help "print the shards and write nothing")))
   (when (and max-tensors max-size)
     (usage-error "expected --max-tensors or --max-size, found both"))
-  (gguf:with-file (f in)
-    (let ((groups (gguf:split-plan f :max-tensors (or max-tensors (and (null max-size) 128))
-                                     :max-bytes max-size)))
-      (loop for group in groups
-            for i from 0
-            do (format t "~A: ~D tensor~:P, ~D bytes of tensor data~%"
-                       (gguf:shard-path prefix i (length groups)) (length group)
-                       (shard-total-bytes group (gguf:alignment f))))
-      (unless dry-run
-        (gguf:write-shards prefix f :max-tensors max-tensors :max-bytes max-size)
-        (format t "~D shard~:P written, ~D tensor~:P~%" (length groups)
-                (length (gguf:tensor-infos f))))))
+  (let ((f (gguf:read in :shards t)))
+    (unwind-protect
+         (let ((groups (gguf:split-plan f :max-tensors (or max-tensors (and (null max-size) 128))
+                                          :max-bytes max-size)))
+           (loop for group in groups
+                 for i from 0
+                 do (format t "~A: ~D tensor~:P, ~D bytes of tensor data~%"
+                            (gguf:shard-path prefix i (length groups)) (length group)
+                            (shard-total-bytes group (gguf:alignment f))))
+           (unless dry-run
+             (gguf:write-shards prefix f :max-tensors max-tensors :max-bytes max-size)
+             (format t "~D shard~:P written, ~D tensor~:P~%" (length groups)
+                     (length (gguf:tensor-infos f)))))
+      (gguf:close f)))
   0)
 
 (define-command "merge" (first out)

@@ -100,6 +100,17 @@
           (gguf:close set))
         (delete-files (list* in out names))))))
 
+(test a-set-splits-anew-from-its-first-shard
+  (let* ((in (every-type-file))
+         (n (gguf:with-file (f in) (length (gguf:tensor-infos f))))
+         (a (tmp-path "resplit-a")) (b (tmp-path "resplit-b"))
+         (out (tmp-path "resplit.gguf"))
+         (first-a (first (gguf:with-file (f in) (gguf:write-shards a f :max-tensors 7)))))
+    (is (= 0 (run-exe (list "split" first-a b "--max-tensors" "10"))))
+    (is (= 0 (run-exe (list "merge" (gguf:shard-path b 0 (ceiling n 10)) out))))
+    (is (equalp (file-octets in) (file-octets out)) "split, split again and merged differs")
+    (delete-files (list* in out (append (shard-names a (ceiling n 7)) (shard-names b (ceiling n 10)))))))
+
 (test split-options-are-checked
   (is (= 2 (run-exe (list "split" "x.gguf" "p" "--max-size" "2K"))))
   (is (= 2 (run-exe (list "split" "x.gguf" "p" "--max-size" "0M"))))
