@@ -25,6 +25,7 @@
   (handle nil)          ; foreign handle of the C reader, NIL when not read
   (base nil)            ; the handle again, kept after close: what its matrices pin
   (implicit-alignment nil) ; read from a file without general.alignment
+  (shards '())          ; the other shards of a set opened with :SHARDS T
   (by-name nil))        ; (tensors . table): see TENSOR-TABLE
 
 (defun gguf-file-p (x)
@@ -38,6 +39,7 @@ written), TYPE (the ggml type name, e.g. \"Q8_0\"), TYPE-ID, OFFSET (from
 the data section) and BYTES."
   name shape dims type type-id offset bytes
   (absolute nil)   ; byte offset in the file
+  (file nil)       ; the shard holding the bytes, when not the file itself
   (data nil))      ; for files made by MAKE-FILE: the tensor itself
 
 (defmethod print-object ((f gguf-file) stream)
@@ -92,11 +94,22 @@ differ (each inner array states its own element type in the file)."
 or \"other N\" for an id ggml never used."
   (or (rontolisp::%ggml-type id) (format nil "other ~D" id)))
 
-(defun read (path)
+(declaim (ftype function open-shard-set))
+
+(defun read (path &key shards)
   "Read the GGUF file at PATH (version 2 or 3) and answer a file object.
 The file is mapped, not copied, and checked before anything is built from
 it: a bad file signals GGUF-ERROR naming the byte offset at fault.  Tensor
-data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
+data stay in the mapping until GGUF:CLOSE or until nothing refers to them.
+With SHARDS true and PATH the first shard of a set split as llama.cpp
+does (split.count above 1), the answer holds the tensors of every shard
+(their offsets each in its own shard) and the first shard's metadata; a
+shard missing, of another set or with counts that disagree signals
+GGUF:SHARD-ERROR (see lisp/shards.lisp)."
+  (let ((f (read-one path)))
+    (if shards (open-shard-set f) f)))
+
+(defun read-one (path)
   (let ((name (if (pathnamep path) (namestring path) path)))
     (unless (stringp name)
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
@@ -134,6 +147,7 @@ unreachable.  Tensors taken from F before (quantized matrices over its
 bytes) signal GGUF:FILE-CLOSED-ERROR when used after this; copied arrays
 stay valid.  Closing twice is harmless."
   (check-file 'close f)
+  (mapc #'close (gguf-file-shards f))
   (when (gguf-file-handle f)
     (%gguf-close (gguf-file-handle f) (gguf-file-base f))
     (setf (gguf-file-handle f) nil))
@@ -221,6 +235,8 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
          (data (ti-data info)))
     (when data
       (return-from tensor data))
+    (when (ti-file info)
+      (return-from tensor (tensor (ti-file info) name)))
     (let ((handle (live-handle f))
           (shape (tensor-info-shape info)))
       (case (tensor-keyword info)
@@ -252,6 +268,7 @@ given as octets."
   (let* ((info (tensor-info f name))
          (data (ti-data info)))
     (cond ((typep data '(simple-array (unsigned-byte 8) (*))) data)
+          ((ti-file info) (tensor-octets (ti-file info) name))
           (data (gguf-error nil :not-raw nil "gguf:tensor-octets: tensor ~S: expected raw ~
 octets, found ~S (use gguf:tensor)" name (type-of data)))
           (t (%gguf-tensor-octets (live-handle f) (tensor-index f info))))))
@@ -428,12 +445,12 @@ signals GGUF-ERROR.  Answers PATH."
                                                                 rontolisp:bfloat16-array))
                                                   (rontolisp:half-array-bits data)
                                                   data))
-                   (progn
-                     (live-handle f)
+                   (let ((source (or (ti-file info) f)))
+                     (live-handle source)
                      (%gguf-w-tensor-raw w (octets (tensor-info-name info))
                                                     (tensor-info-dims info)
                                                     (tensor-info-type-id info)
-                                                    (gguf-file-base f)
+                                                    (gguf-file-base source)
                                                     (ti-absolute info)
                                                     (tensor-info-bytes info))))))
            (multiple-value-bind (ok reason message offset)

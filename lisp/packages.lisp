@@ -83,7 +83,10 @@ row of a quantized matrix."))
    "MAKE-FILE" "WRITE"
    ;; conditions
    "GGUF-ERROR" "GGUF-ERROR-PATH" "GGUF-ERROR-OFFSET" "GGUF-ERROR-REASON"
-   "FILE-CLOSED-ERROR")
+   "FILE-CLOSED-ERROR"
+   ;; shard sets
+   "SHARD-PATH" "SPLIT-PLAN" "WRITE-SHARDS" "MERGE-SHARDS"
+   "SHARD-ERROR" "MISSING-SHARD-ERROR" "FOREIGN-SHARD-ERROR" "SHARD-COUNT-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
 
