@@ -289,11 +289,12 @@ fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
 when it is a terminal (name, types, sizes), and does nothing otherwise."
   (if (and (plusp total) (/= 0 (%isatty 2)))
       (lambda (done p)
-        (format *error-output* "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~%"
+        (format *error-output* "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
                 done total (planned-name p) (gguf:type-name (planned-source p))
                 (gguf:type-name (planned-target p))
                 (mib (gguf:tensor-info-bytes (planned-info p)))
-                (mib (planned-bytes p (planned-target p))))
+                (mib (planned-bytes p (planned-target p)))
+                (planned-fallback p))
         (finish-output *error-output*))
       (lambda (done p) (declare (ignore done p)))))
 

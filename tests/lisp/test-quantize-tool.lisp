@@ -504,3 +504,25 @@ line) and no output."
         (is (not (probe-file out)))
         (incf seen)))
     (is (< 40 seen))))
+
+(test quantize-tool-progress-on-a-terminal
+  "One line per tensor on a terminal's stderr, then the summary; nothing
+on stderr when it is not a terminal."
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((out (tmp-path "tty.gguf")))
+      (unwind-protect
+           (progn
+             (multiple-value-bind (code output)
+                 (pty-session '("expect bits per weight")
+                              :args (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+               (is (= 0 code) "~A" output)
+               (is (contains output "[   1/17] output.weight") "~A" output)
+               (is (contains output "blk.1.odd_8x48.weight") "~A" output)
+               (is (contains output "(fall back)") "~A" output)
+               (is (contains output "[  17/17]") "~A" output))
+             (multiple-value-bind (code stdout stderr)
+                 (run-exe (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+               (is (= 0 code))
+               (is (string= "" stderr))
+               (is (contains stdout "MiB ->") "~A" stdout)))
+        (ignore-errors (delete-file out))))))
