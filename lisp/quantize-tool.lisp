@@ -432,9 +432,9 @@ matrix, one F32 vector named after its tensor")
                (token-embedding-type "--token-embedding-type T"
                                      :help "the type of the token embeddings")
                (tensor-types "--tensor-type PATTERN=T" :repeat t
-                             :help "tensors whose name contains a match of the regular
-expression PATTERN (lower-cased) become T, when TYPE is q8_0; the first
-matching rule wins; may be repeated")
+                             :help "tensors whose name contains a match of the
+regular expression PATTERN (lower-cased) become T when TYPE is q8_0; the
+first matching rule wins; may be repeated")
                (pure "--pure" :help "accepted as llama-quantize takes it (no k-quant
 mixtures); changes nothing for these types")
                (keep-split "--keep-split" :help "not supported yet: refused")
