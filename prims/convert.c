@@ -6,11 +6,32 @@
 #include "prims/convert.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
 #include "prims/pool.h"
 #include "prims/q8_outlier.h"
+
+/* MADV_POPULATE_READ (Linux 5.14), for headers that predate it. */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+void rl_pages_advise(const void *p, size_t n, int advice) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    if (advice == MADV_DONTNEED) { /* only pages wholly inside */
+        a = (a + page - 1) & ~(page - 1);
+        b &= ~(page - 1);
+    } else { /* every page the range touches */
+        a &= ~(page - 1);
+        b = (b + page - 1) & ~(page - 1);
+    }
+    if (b > a)
+        madvise((void *)a, b - a, advice);
+}
 
 /* Values converted at a time through the f32 scratch on the stack. */
 #define RL_CONVERT_PIECE 1024
@@ -99,6 +120,10 @@ static void convert_slice(void *ctx, int ith, int nth) {
     rl_pool_chunk(c->n / j->unit, ith, nth, 1, &u0, &u1);
     size_t i0 = u0 * j->unit, i1 = u1 * j->unit;
     rl_q8_status st = RL_Q8_OK;
+    const uint8_t *xs = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
+    size_t xn = rl_convert_bytes(c->src, i1) - rl_convert_bytes(c->src, i0);
+    if (i0 < i1 && c->populate)
+        rl_pages_advise(xs, xn, MADV_POPULATE_READ);
     if (i0 < i1) {
         if (c->dst == RL_GGUF_GGML_Q8_0) {
             const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
@@ -116,6 +141,8 @@ static void convert_slice(void *ctx, int ith, int nth) {
                 st = convert_plain(c, i0, i1, &w);
         }
     }
+    if (i0 < i1 && c->release)
+        rl_pages_advise(xs, xn, MADV_DONTNEED);
     j->st[ith] = st;
     j->where[ith] = w;
 }

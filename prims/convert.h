@@ -13,7 +13,9 @@
  * (RL_Q8_NONFINITE, *where = the flat index of the first); then a value
  * that overflows its destination (RL_Q8_OVERFLOW: *where = the flat index
  * of the first overflowing value for F16 and BF16, of the first block whose
- * scale overflows binary16 for Q8_0).  Plain C, no ECL.
+ * scale overflows binary16 for Q8_0).  With POPULATE and RELEASE the
+ * threads also map and drop their own slice's pages of a file mapping, so
+ * that work is spread too.  Plain C, no ECL.
  */
 #ifndef RL_PRIMS_CONVERT_H
 #define RL_PRIMS_CONVERT_H
@@ -30,7 +32,17 @@ typedef struct rl_convert {
     size_t n;                /* values, a multiple of ROW_LEN */
     size_t row_len;          /* values per row (>= 1; a multiple of 32 for Q8_0) */
     const uint8_t *outliers; /* Q8_0: ROW_LEN bytes, nonzero = outlier column; or NULL */
+    int populate;            /* X is mapped from a file: each thread maps the pages of
+                              * its slice in one call (MADV_POPULATE_READ) first */
+    int release;             /* ... and drops them when done (MADV_DONTNEED: X must be
+                              * a read-only mapping, whose pages are read again if
+                              * anything needs them later) */
 } rl_convert;
+
+/* madvise ADVICE on the pages of [P, P + N): for MADV_DONTNEED only the
+ * pages wholly inside it, for the others every page it touches.  Errors are
+ * ignored (advice only; an old kernel refuses MADV_POPULATE_READ). */
+void rl_pages_advise(const void *p, size_t n, int advice);
 
 /* Bytes of N values of TYPE (F32, F16, BF16, Q8_0 with N % 32 == 0); 0 for
  * other types. */

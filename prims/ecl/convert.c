@@ -1,12 +1,11 @@
 /* convert.c - streaming a tensor of a mapped GGUF file, converted, into a
  * GGUF writer's open stream (what `rontolisp quantize' does per tensor).
  * The tensor is taken in pieces of whole rows: the next piece is read ahead
- * (madvise WILLNEED), the piece's pages are mapped in one call
- * (MADV_POPULATE_READ, cheaper than a fault per page), it is converted on
- * the thread pool
- * (prims/convert.h) and appended to the output, and the input pages it
- * used are released (MADV_DONTNEED: the mapping is read-only, so they are
- * simply read again if anything looks at them later).  Peak memory is one
+ * (madvise WILLNEED), the piece is converted on the thread pool
+ * (prims/convert.h: each thread maps its slice's pages in one call, which
+ * is cheaper than a fault per page, and releases them when done:
+ * MADV_DONTNEED, the mapping is read-only, so they are simply read again if
+ * anything looks at them later), and appended to the output.  Peak memory is one
  * piece of output, not the tensor, and the input's mapping does not pile up
  * in the resident set. */
 #include <stdlib.h>
@@ -18,37 +17,14 @@
 #include "prims/cpu.h"
 #include "prims/ecl/glue.h"
 
-/* MADV_POPULATE_READ (Linux 5.14); older kernels refuse it, harmlessly. */
-#ifdef MADV_POPULATE_READ
-#define RL_MADV_POPULATE_READ MADV_POPULATE_READ
-#else
-#define RL_MADV_POPULATE_READ 22
-#endif
-
 /* Source bytes per piece: a few MiB, so both threads have work and the
  * output buffer stays small. */
 #define RL_STREAM_PIECE (4u << 20)
 
-/* Advise ADVICE on the pages of [P, P + N): for DONTNEED only those wholly
- * inside it (a page shared with the next piece is still to be read). */
-static void advise(const uint8_t *p, size_t n, int advice) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)p, b = a + n;
-    if (advice == MADV_DONTNEED) { /* only pages wholly inside */
-        a = (a + page - 1) & ~(page - 1);
-        b &= ~(page - 1);
-    } else { /* every page the range touches */
-        a &= ~(page - 1);
-        b = (b + page - 1) & ~(page - 1);
-    }
-    if (b > a)
-        madvise((void *)a, b - a, advice);
-}
-
 /* Convert and write values [0, n) of the tensor at X; the first failure
  * in *WHERE.  Runs with interrupts off and the pin held: signals nothing. */
 static rl_q8_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *buf,
-                                  size_t rows_per_piece, int release, size_t *where,
+                                  size_t rows_per_piece, size_t *where,
                                   rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
     const uint8_t *x = c.x;
     size_t sb = rl_convert_bytes(c.src, c.row_len), n = c.n;
@@ -59,9 +35,7 @@ static rl_q8_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *buf
         size_t k = n - i0 < rows_per_piece * c.row_len ? n - i0 : rows_per_piece * c.row_len;
         const uint8_t *piece = x + r * sb;
         if (i0 + k < n)
-            advise(piece + k / c.row_len * sb, sb * rows_per_piece, MADV_WILLNEED);
-        /* Map the piece's pages in one call rather than one fault each. */
-        advise(piece, sb * (k / c.row_len), RL_MADV_POPULATE_READ);
+            rl_pages_advise(piece + k / c.row_len * sb, sb * rows_per_piece, MADV_WILLNEED);
         c.x = piece;
         c.n = k;
         c.y = buf;
@@ -88,8 +62,6 @@ static rl_q8_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *buf
                     return RL_Q8_OK;
             }
         }
-        if (release)
-            advise(piece, sb * (k / c.row_len), MADV_DONTNEED);
     }
     return st;
 }
@@ -151,6 +123,8 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
                   (unsigned long long)size);
     }
     c.x = bytes + off;
+    c.populate = 1;
+    c.release = release != ECL_NIL;
     char msg[RL_GGUF_MSG_SIZE] = "";
     uint64_t woff = 0;
     size_t where = 0;
@@ -159,7 +133,7 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     {
         RL_FP_HOLD();
         ecl_disable_interrupts_env(env);
-        st = stream_pieces(wr, c, buf, rows_per_piece, release != ECL_NIL, &where, &wst, msg,
+        st = stream_pieces(wr, c, buf, rows_per_piece, &where, &wst, msg,
                            sizeof msg, &woff);
         ecl_enable_interrupts_env(env);
         RL_FP_RELEASE();
