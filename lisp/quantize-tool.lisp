@@ -234,9 +234,9 @@ k-quants.  Answers the type id and whether it is a fall back."
 
 ;;; The plan: every tensor's type and size, before any data is read.
 
-(defstruct (planned (:constructor make-planned (name info ne source target fallback))
+(defstruct (planned (:constructor make-planned (name info ne source target fallback file))
                     (:copier nil) (:predicate nil))
-  name info ne source target fallback)
+  name info ne source target fallback file)
 
 (defun planned-bytes (p type)
   (multiple-value-bind (name block-size block-bytes) (%ggml-type type)
@@ -257,7 +257,7 @@ default) signals TENSOR-DATA-ERROR naming PATH."
                       (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
 done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
                                          (gguf:tensor-info-type info) (target-type-name target)))
-                    (make-planned name info ne source target fallback)))))
+                    (make-planned name info ne source target fallback f)))))
 
 ;;; The conversion.
 
@@ -320,8 +320,84 @@ overflows binary16 (quantized data validation failed, as llama-quantize)"
 overflows it (quantized data validation failed, as llama-quantize)"
                                (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
 
+(defun shard-paths (f path)
+  "The paths of the shards of the split set (llama-gguf-split's
+PREFIX-00001-of-0000N.gguf, key split.count) whose first shard F was read
+from PATH, in order; (PATH) for a file that is not split."
+  (let ((count (gguf:value f "split.count")))
+    (if (and (integerp count) (> count 1))
+        (let ((suffix (format nil "-00001-of-~5,'0D.gguf" count)))
+          (unless (and (eql 0 (gguf:value f "split.no")) (ends-with path suffix))
+            (gguf:gguf-error path :split nil "a shard ~D of ~D: expected the first shard of the ~
+set, named PREFIX~A" (gguf:value f "split.no") count suffix))
+          (let ((prefix (subseq path 0 (- (length path) (length suffix)))))
+            (loop for i from 1 to count
+                  collect (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix i count))))
+        (list path))))
+
+(defparameter *split-keys* '("split.no" "split.count" "split.tensors.count")
+  "llama-gguf-split's keys, which quantize drops (one file out) or sets
+anew (--keep-split).")
+
+(defun quantize-metadata (f ftype &optional split)
+  "F's metadata without the quantization and split keys, then
+general.quantization_version and general.file_type = FTYPE.  For shard
+SPLIT = (no count tensors) of a --keep-split output, llama-gguf-split's
+keys follow, and the shards after the first have only those (as
+llama-quantize writes them)."
+  (let ((split-keys (when split
+                      (destructuring-bind (no count tensors) split
+                        (list (list "split.no" :u16 no) (list "split.count" :u16 count)
+                              (list "split.tensors.count" :i32 tensors))))))
+    (if (and split (plusp (first split)))
+        split-keys
+        (append (remove-if (lambda (e)
+                             (member (first e) (list* "general.quantization_version"
+                                                      "general.file_type" *split-keys*)
+                                     :test #'string=))
+                           (gguf:metadata f))
+                (list (list "general.quantization_version" :u32 2)
+                      (list "general.file_type" :u32 ftype))
+                split-keys))))
+
+(defun write-quantized (out plan metadata alignment outliers path report done)
+  "Write the PLANNED tensors PLAN, in that order, with METADATA to OUT,
+streaming each converted tensor; answers the count of tensors done, DONE
+plus PLAN's length (REPORT is called after each)."
+  (gguf:write
+   out (gguf:make-file
+        :metadata metadata :alignment alignment
+        :tensors (mapcar (lambda (p)
+                           (list (planned-name p)
+                                 (if (and (= (planned-source p) (planned-target p))
+                                          (not (member (planned-source p) '(0 1 30))))
+                                     (gguf:tensor-octets (planned-file p) (planned-name p))
+                                     :stream)
+                                 :type (planned-target p) :dims (trim-dims (planned-ne p))))
+                         plan))
+   :stream
+   (lambda (w)
+     (dolist (p plan)
+       (let ((name (planned-name p)))
+         (when (or (/= (planned-source p) (planned-target p))
+                   (member (planned-source p) '(0 1 30)))
+           (let ((columns (gethash name outliers)))
+             (when (and columns (/= (planned-target p) 8))
+               (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
+Q8_0" (gguf:type-name (planned-target p))))
+             (multiple-value-bind (ok status where)
+                 (gguf:stream-put-tensor w (planned-file p) name
+                                         :type (planned-target p)
+                                         :mask (and columns
+                                                    (outlier-mask 'quantize columns
+                                                                  (first (planned-ne p)))))
+               (unless ok
+                 (stream-failure (planned-file p) path p status where))))))
+       (funcall report (incf done) p))))
+  done)
+
 (defun quantize-file (in out &key (type :q8_0) calibration pure output-tensor-type
-                                  token-embedding-type tensor-types dry-run)
+                                  token-embedding-type tensor-types dry-run keep-split)
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
 for the main TYPE (:q8_0, :f16, :bf16 or :f32, or the ggml name; ftype 7,
 1, 32 or 0): tensors of at least two dimensions whose name ends in
@@ -335,12 +411,19 @@ output.weight and the token embeddings, TENSOR-TYPES a list of
 \"PATTERN=TYPE\" rules (the first whose regular expression occurs in a
 tensor's name gives its type, when TYPE is Q8_0), PURE (accepted; no
 effect for these types).  DRY-RUN decides and reports, writes nothing.
-The output is streamed (one piece of one tensor in memory at a time).  A
-NaN or infinity in IN, or a value that overflows its new type, signals
-TENSOR-DATA-ERROR and writes nothing.  CALIBRATION, a calibration file (see
-READ-CALIBRATION), gives the matrices it names SPEC 10's outlier-aware
-scales (still plain Q8_0).  Answers a list of (name type) of the tensors,
-in file order, the number of F16 fall backs, and the plan's summary line."
+IN may be the first shard of a llama-gguf-split set: every shard is read,
+and the output is one file, or with KEEP-SPLIT one shard per input shard
+(OUT without its .gguf, then -0000I-of-0000N.gguf, each tensor in its
+shard's order, split.* keys set as llama-quantize sets them, the other
+keys in the first shard only; a single file
+IN gives OUT-00001-of-00001.gguf without them, as llama-quantize).  The output
+is streamed (one piece of one tensor in memory at a time).  A NaN or
+infinity in IN, or a value that overflows its new type, signals
+TENSOR-DATA-ERROR and writes nothing (shards already written are removed).
+CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
+it names SPEC 10's outlier-aware scales (still plain Q8_0).  Answers a list
+of (name type) of the tensors, in file order, the number of F16 fall
+backs, and the plan's summary line."
   (let* ((start (get-internal-real-time))
          (main (if (keywordp type)
                    (let ((tt (find-tensor-type type)))
@@ -355,62 +438,73 @@ in file order, the number of F16 fall backs, and the plan's summary line."
                         :token-embedding-type (and token-embedding-type
                                                    (target-type-id token-embedding-type))
                         :rules (mapcar #'parse-tensor-type-rule tensor-types)))
-         (f (gguf:read in)))
+         (files (list (gguf:read in)))
+         (written '()))
     (unwind-protect
-         (let* ((path (gguf:path f))
+         (let* ((f (first files))
+                (path (gguf:path f))
+                (shards (shard-paths f path))
+                (files (progn (dolist (shard (rest shards))
+                                (setf files (append files (list (gguf:read shard)))))
+                              files))
                 (outliers (if calibration
                               (calibration-outliers calibration f)
                               (make-hash-table :test 'equal)))
-                (names (llama-tensor-order (mapcar #'gguf:tensor-info-name (gguf:tensor-infos f))))
-                (plan (quantize-plan f names main options path))
+                (plans (loop for file in files
+                             for i from 0
+                             do (unless (or (null (rest files))
+                                            (eql i (gguf:value file "split.no")))
+                                  (gguf:gguf-error (gguf:path file) :split nil "expected shard ~D ~
+of the set, found split.no ~S" i (gguf:value file "split.no")))
+                             collect (quantize-plan file (mapcar #'gguf:tensor-info-name
+                                                                 (gguf:tensor-infos file))
+                                                    main options (gguf:path file))))
+                (plan (let ((all (apply #'append plans))
+                            (table (make-hash-table :test 'equal)))
+                        (dolist (p all)
+                          (when (gethash (planned-name p) table)
+                            (gguf:gguf-error (gguf:path (planned-file p)) :split nil "tensor ~S ~
+is in two shards: expected each once" (planned-name p)))
+                          (setf (gethash (planned-name p) table) p))
+                        (mapcar (lambda (n) (gethash n table))
+                                (llama-tensor-order (mapcar #'planned-name all)))))
                 (report (tensor-progress (length plan)))
                 (ftype (third (find main *quantize-targets* :key #'second)))
                 (done 0))
-           (unless dry-run
-             (let* ((metadata (append (remove-if (lambda (e)
-                                                   (member (first e) '("general.quantization_version"
-                                                                       "general.file_type")
-                                                           :test #'string=))
-                                                 (gguf:metadata f))
-                                      (list (list "general.quantization_version" :u32 2)
-                                            (list "general.file_type" :u32 ftype))))
-                    (tensors (mapcar (lambda (p)
-                                       (let ((copy-raw (and (= (planned-source p) (planned-target p))
-                                                            (not (member (planned-source p) '(0 1 30))))))
-                                         (list (planned-name p)
-                                               (if copy-raw (gguf:tensor-octets f (planned-name p)) :stream)
-                                               :type (planned-target p) :dims (trim-dims (planned-ne p)))))
-                                     plan)))
-               (gguf:write
-                out (gguf:make-file :metadata metadata :tensors tensors :alignment (gguf:alignment f))
-                :stream
-                (lambda (w)
-                  (dolist (p plan)
-                    (let ((name (planned-name p)))
-                      (when (or (/= (planned-source p) (planned-target p))
-                                (member (planned-source p) '(0 1 30)))
-                        (let ((columns (gethash name outliers)))
-                          (when (and columns (/= (planned-target p) 8))
-                            (tensor-data-error path name "is calibrated, but quantize makes it ~A: ~
-expected Q8_0" (gguf:type-name (planned-target p))))
-                          (multiple-value-bind (ok status where)
-                              (gguf:stream-put-tensor w f name :type (planned-target p)
-                                                               :mask (and columns
-                                                                          (outlier-mask 'quantize columns
-                                                                                        (first (planned-ne p)))))
-                            (unless ok
-                              (stream-failure f path p status where))))))
-                    (funcall report (incf done) p))))))
-           (when dry-run
-             (dolist (p plan) (funcall report (incf done) p)))
-           (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p)))) plan)
+           (cond (dry-run
+                  (dolist (p plan) (funcall report (incf done) p)))
+                 ((not keep-split)
+                  (push out written)
+                  (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
+                                   outliers path report 0))
+                 (t
+                  (let ((prefix (if (ends-with out ".gguf") (subseq out 0 (- (length out) 5)) out))
+                        (count (length files)))
+                    (loop for shard-plan in plans
+                          for i from 0
+                          for shard-out = (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ i) count)
+                          do (push shard-out written)
+                             (setf done (write-quantized shard-out shard-plan
+                                                         (quantize-metadata f ftype
+                                                                            (and (> count 1)
+                                                                                 (list i count (length plan))))
+                                                         (gguf:alignment f) outliers
+                                                         (gguf:path (nth i files)) report done))))))
+           (setf written '())
+           (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p))))
+                           (if keep-split (apply #'append plans) plan))
                    (count-if #'planned-fallback plan)
                    (with-output-to-string (s)
-                     (quantize-summary s out plan
+                     (quantize-summary s (if keep-split
+                                             (format nil "~A (~D shards)" out (length files))
+                                             out)
+                                       plan
                                        (/ (- (get-internal-real-time) start)
                                           (float internal-time-units-per-second 1d0))
                                        :dry-run dry-run))))
-      (gguf:close f))))
+      ;; a failure after some shards were written removes them
+      (dolist (w (rest written)) (ignore-errors (delete-file w)))
+      (mapc #'gguf:close files))))
 
 (define-command "quantize" (in out type)
     (:usage "IN.gguf OUT.gguf TYPE [options]"
@@ -437,12 +531,11 @@ regular expression PATTERN (lower-cased) become T when TYPE is q8_0; the
 first matching rule wins; may be repeated")
                (pure "--pure" :help "accepted as llama-quantize takes it (no k-quant
 mixtures); changes nothing for these types")
-               (keep-split "--keep-split" :help "not supported yet: refused")
+               (keep-split "--keep-split" :help "with the first shard of a llama-gguf-split set
+as IN: one output shard per input shard, OUT minus .gguf then
+-0000I-of-0000N.gguf (without it the shards make one file)")
                (dry-run "--dry-run" :help "decide and report every tensor's type and the
 sizes, write nothing")))
-  (when keep-split
-    (usage-error "--keep-split: expected a single input file; rontolisp quantize does not write ~
-shards yet"))
   (target-type-id type :ftype t)
   (when output-tensor-type (target-type-id output-tensor-type))
   (when token-embedding-type (target-type-id token-embedding-type))
@@ -451,7 +544,8 @@ shards yet"))
       (quantize-file in out :type type :calibration calibration :pure pure
                             :output-tensor-type output-tensor-type
                             :token-embedding-type token-embedding-type
-                            :tensor-types tensor-types :dry-run dry-run)
+                            :tensor-types tensor-types :dry-run dry-run
+                            :keep-split keep-split)
     (declare (ignore written fallbacks))
     (write-string summary)
     0))

@@ -483,8 +483,7 @@ main type."
               in `((("--output-tensor-type" "q4_K") . "Q4_K")
                    (("--token-embedding-type" "iq2_xs") . "IQ2_XS")
                    (("--tensor-type" "attn=q6_k") . "Q6_K")
-                   (("--tensor-type" "attn") . "PATTERN=TYPE")
-                   (("--keep-split") . "--keep-split"))
+                   (("--tensor-type" "attn") . "PATTERN=TYPE"))
             do (multiple-value-bind (code stdout stderr)
                    (run-exe (append (list "quantize") args (list in out "q8_0")))
                  (declare (ignore stdout))
@@ -526,3 +525,91 @@ on stderr when it is not a terminal."
                (is (string= "" stderr))
                (is (contains stdout "MiB ->") "~A" stdout)))
         (ignore-errors (delete-file out))))))
+
+;;; Split sets (llama-gguf-split's shards).
+
+(defun write-split-set (dir &key nan)
+  "DIR/whole.gguf and the same tensors as the set DIR/s-0000I-of-00002.gguf
+(two tensors in each); NAN puts a NaN in the second shard.  Answers the
+paths of the whole file and of the first shard."
+  (let* ((state (make-random-state t))
+         (m (lambda (r c) (random-matrix r c :state state)))
+         (a (funcall m 64 128)) (b (funcall m 64 128)) (c (funcall m 32 64))
+         (n (make-array 64 :element-type 'single-float :initial-element 1.0))
+         (meta '(("general.architecture" :string "llama") ("llama.block_count" :u32 2)))
+         (whole (format nil "~A/whole.gguf" dir))
+         (first-shard (format nil "~A/s-00001-of-00002.gguf" dir))
+         (second-shard (format nil "~A/s-00002-of-00002.gguf" dir)))
+    (flet ((split (no) (list (list "split.no" :u16 no) (list "split.count" :u16 2)
+                             (list "split.tensors.count" :i32 4))))
+      (gguf:write whole (gguf:make-file :metadata meta
+                                        :tensors (list (list "blk.0.attn_q.weight" a)
+                                                       (list "blk.0.attn_norm.weight" n)
+                                                       (list "blk.1.attn_q.weight" b)
+                                                       (list "output.weight" c))))
+      (gguf:write first-shard (gguf:make-file :metadata (append meta (split 0))
+                                              :tensors (list (list "blk.0.attn_q.weight" a)
+                                                             (list "blk.0.attn_norm.weight" n))))
+      (gguf:write second-shard (gguf:make-file :metadata (split 1)
+                                               :tensors (list (list "blk.1.attn_q.weight" b)
+                                                              (list "output.weight" c))))
+      (when nan
+        (poke-f32-bits second-shard "output.weight" 5 #x7fc00000))
+      (values whole first-shard))))
+
+(defmacro with-tmp-dir ((var) &body body)
+  `(let ((,var (string-right-trim "/" (tmp-path "dir"))))
+     (ensure-directories-exist (format nil "~A/" ,var))
+     (unwind-protect (progn ,@body)
+       (dolist (f (directory (format nil "~A/*.*" ,var))) (ignore-errors (delete-file f)))
+       (ignore-errors (si:rmdir ,var)))))
+
+(test quantize-tool-split-sets
+  "The first shard of a set stands for the set: without --keep-split the
+output is the file quantizing the unsplit model gives, byte for byte;
+with it, one output shard per input shard named as llama-gguf-split names
+them, the first with every key and the split keys, the others with the
+split keys only (as llama-quantize writes them), each tensor's bytes those
+of the one-file output."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir)
+      (let ((one (format nil "~A/one.gguf" dir)) (merged (format nil "~A/merged.gguf" dir)))
+        (is (= 0 (run-exe (list "quantize" whole one "q8_0"))))
+        (is (= 0 (run-exe (list "quantize" first-shard merged "q8_0"))))
+        (is (equalp (file-octets one) (file-octets merged)))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" "--keep-split" first-shard (format nil "~A/ks.gguf" dir) "q8_0"))
+          (is (= 0 code) "~A" stderr)
+          (is (contains stdout "2 shards") "~A" stdout))
+        (gguf:with-file (o one)
+          (loop for i from 0 below 2
+                for names in '(("blk.0.attn_q.weight" "blk.0.attn_norm.weight")
+                               ("blk.1.attn_q.weight" "output.weight"))
+                do (gguf:with-file (s (format nil "~A/ks-~5,'0D-of-00002.gguf" dir (1+ i)))
+                     (is (equal names (gguf:tensor-names s)))
+                     (is (eql i (gguf:value s "split.no")))
+                     (is (eql 2 (gguf:value s "split.count")))
+                     (is (eql 4 (gguf:value s "split.tensors.count")))
+                     (is (eq (zerop i) (and (gguf:value s "general.architecture") t)))
+                     (when (zerop i)
+                       (is (eql 7 (gguf:value s "general.file_type"))))
+                     (dolist (name names)
+                       (is (equalp (gguf:tensor-octets o name) (gguf:tensor-octets s name)))))))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" (format nil "~A/s-00002-of-00002.gguf" dir) merged "q8_0"))
+          (declare (ignore stdout))
+          (is (= 1 code))
+          (is (contains stderr "expected the first shard") "~A" stderr))))))
+
+(test quantize-tool-split-failure-removes-every-shard
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
+      (declare (ignore whole))
+      (let ((out (format nil "~A/ks.gguf" dir)))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" "--keep-split" first-shard out "q8_0"))
+          (declare (ignore stdout))
+          (is (= 1 code))
+          (is (contains stderr "output.weight") "~A" stderr))
+        (is (null (directory (format nil "~A/ks*" dir))))
+        (is (null (directory (format nil "~A/*rontolisp-tmp*" dir))))))))
