@@ -477,9 +477,11 @@ need the :stream function that gives their bytes"))
   "Inside GGUF:WRITE's :STREAM function: append the tensor NAME of the
 open GGUF file F to the writer W's stream, converted to the ggml TYPE id
 (F32, F16, BF16 or Q8_0; the tensor's own type copies it, checked) in
-pieces of a few MiB, on the thread pool.  MASK, an (unsigned-byte 8)
+pieces of a few MiB, on the thread pool, the values read from F's file
+(pread: much faster than the first touches of its mapping) while it is
+the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
 vector of one flag per column, gives Q8_0 its outlier-aware scales.
-RELEASE drops F's pages once read.  Answers T, or (values NIL status
+RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
 where) when a value is NaN or infinite (:non-finite, WHERE its element
 index) or overflows TYPE (:scale-overflow, WHERE the element, or the Q8_0
 block); a failure of the output signals GGUF-ERROR."
@@ -489,7 +491,10 @@ block); a failure of the output signals GGUF-ERROR."
     (multiple-value-bind (ok status where offset)
         (rontolisp::%stream-tensor w (gguf-file-base f) (ti-absolute info)
                                    (tensor-info-type-id info) (reduce #'* dims) (first dims)
-                                   type mask release)
+                                   type mask release
+                                   (and (gguf-file-path f)
+                                        (octets (namestring (merge-pathnames (gguf-file-path f))))))
       (cond (ok t)
+            ((eq status :read-error) (gguf-error (gguf-file-path f) status offset "~A" where))
             (offset (gguf-error *writing* status offset "~A" where))
             (t (values nil status where))))))

@@ -5,6 +5,7 @@
  * the failures are then ranked as one thread would have found them. */
 #include "prims/convert.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -109,6 +110,7 @@ static rl_q8_src q8_src(uint32_t t) {
 typedef struct job {
     const rl_convert *c;
     size_t unit; /* values per unit of work */
+    int io_error[RL_MAX_THREADS];
     rl_q8_status st[RL_MAX_THREADS];
     size_t where[RL_MAX_THREADS];
 } job;
@@ -124,6 +126,21 @@ static void convert_slice(void *ctx, int ith, int nth) {
     size_t xn = rl_convert_bytes(c->src, i1) - rl_convert_bytes(c->src, i0);
     if (i0 < i1 && c->populate)
         rl_pages_advise(xs, xn, MADV_POPULATE_READ);
+    if (i0 < i1 && c->from_fd) {
+        uint8_t *dst = (uint8_t *)(uintptr_t)xs;
+        uint64_t at = c->fd_offset + (uint64_t)(xs - (const uint8_t *)c->x);
+        for (size_t got = 0; got < xn;) {
+            ssize_t k = pread(c->fd, dst + got, xn - got, (off_t)(at + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                j->io_error[ith] = k < 0 ? errno : EIO;
+                j->st[ith] = RL_Q8_BADARG;
+                return;
+            }
+            got += (size_t)k;
+        }
+    }
     if (i0 < i1) {
         if (c->dst == RL_GGUF_GGML_Q8_0) {
             const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
@@ -182,7 +199,10 @@ rl_q8_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
                 best = j.st[i];
                 *where = j.where[i];
             }
-    for (int i = 0; i < nth && best == RL_Q8_OK; i++)
+    for (int i = 0; i < nth && best == RL_Q8_OK; i++) {
         best = j.st[i];
+        if (j.io_error[i] && c->io_error)
+            *c->io_error = j.io_error[i];
+    }
     return best;
 }

@@ -15,7 +15,10 @@
  * of the first overflowing value for F16 and BF16, of the first block whose
  * scale overflows binary16 for Q8_0).  With POPULATE and RELEASE the
  * threads also map and drop their own slice's pages of a file mapping, so
- * that work is spread too.  Plain C, no ECL.
+ * that work is spread too.  With FD they read their slices with pread
+ * instead: the first touch of freshly mapped pages costs far more than the
+ * kernel's copy (about 3 times, measured on a 512 MiB file), and the copy is
+ * spread over the threads too.  Plain C, no ECL.
  */
 #ifndef RL_PRIMS_CONVERT_H
 #define RL_PRIMS_CONVERT_H
@@ -37,6 +40,13 @@ typedef struct rl_convert {
     int release;             /* ... and drops them when done (MADV_DONTNEED: X must be
                               * a read-only mapping, whose pages are read again if
                               * anything needs them later) */
+    int from_fd;             /* X is a writable buffer that each thread first fills
+                              * with its slice, read (pread) from FD at FD_OFFSET +
+                              * the slice's byte offset */
+    int fd;
+    uint64_t fd_offset;
+    int *io_error;           /* with FD: set to the errno of a failed read (EIO
+                              * for a short one), the run answering RL_Q8_BADARG */
 } rl_convert;
 
 /* madvise ADVICE on the pages of [P, P + N): for MADV_DONTNEED only the
