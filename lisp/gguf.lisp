@@ -275,7 +275,8 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
 
 (defun raw-tensor-info (name octets options)
   "The TENSOR-INFO of a raw tensor for MAKE-FILE: OCTETS of ggml type
-:TYPE (id or name) with ggml :DIMS, checked against the type's blocks."
+:TYPE (id or name) with ggml :DIMS, checked against the type's blocks, or
+:STREAM for a tensor whose bytes GGUF:WRITE's :STREAM function gives."
   (let* ((type (getf options :type))
          (dims (getf options :dims))
          (id (if (stringp type)
@@ -294,7 +295,7 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
         (unless (zerop (mod (first dims) block-size))
           (bad "expected ne[0] a multiple of ~A's block size ~D, found ~D" tname block-size (first dims)))
         (let ((bytes (* (/ (reduce #'* dims) block-size) block-bytes)))
-          (unless (= bytes (length octets))
+          (unless (or (eq octets :stream) (= bytes (length octets)))
             (bad "expected ~D bytes for ~A ~S, found ~D" bytes tname dims (length octets))))
         (make-ti :name name :dims dims :shape (reverse dims) :type tname :type-id id
                  :data octets)))))
@@ -360,7 +361,8 @@ or a quantized matrix (Q8_0); the file's ggml dims are the reverse of the
 data's dimensions unless :DIMS gives them.  Raw tensors of any ggml type
 are (name octets :type id-or-name :dims ne): OCTETS an (unsigned-byte 8)
 vector (e.g. from GGUF:TENSOR-OCTETS) of exactly the bytes the type's
-blocks take, written unchanged.  general.alignment is always
+blocks take, written unchanged; OCTETS :STREAM instead declares a tensor
+whose bytes GGUF:WRITE's :STREAM function gives while the file is written.  general.alignment is always
 written: ALIGNMENT unless METADATA has the key."
   (let ((given (assoc "general.alignment" metadata :test #'string=)))
     (dolist (entry metadata)
@@ -377,7 +379,7 @@ written: ALIGNMENT unless METADATA has the key."
      :metadata (copy-list metadata)
      :tensors
      (loop for (name data . options) in tensors
-           when (typep data '(simple-array (unsigned-byte 8) (*)))
+           when (or (eq data :stream) (typep data '(simple-array (unsigned-byte 8) (*))))
              collect (raw-tensor-info name data options)
            else
            collect
@@ -418,44 +420,101 @@ a (simple-array single-float), float16-array, bfloat16-array or quantized matrix
     (:u64 '(unsigned-byte 64)) (:i64 '(signed-byte 64))
     (:f32 'single-float) (:f64 'double-float)))
 
-(defun write (path f)
+(defvar *writing* nil
+  "The path GGUF:WRITE is writing, while its :STREAM function runs.")
+
+(defun write (path f &key stream)
   "Write the file object F to PATH as GGUF version 3: its metadata in
 order (general.alignment always present, except that a file read from a
 file without the key is written back without it, byte for byte), then its
 tensors, each padded to the alignment.  The file is written under a
 temporary name and renamed, so a failure leaves no partial file; it
-signals GGUF-ERROR.  Answers PATH."
+signals GGUF-ERROR.  Answers PATH.
+
+STREAM, a function of one argument, is how tensors declared :STREAM (see
+MAKE-FILE) get their bytes: the header and tensor table are written first,
+then STREAM is called once with the writer, and must give every such
+tensor's bytes in file order (with RONTOLISP::%STREAM-TENSOR or
+%GGUF-W-STREAM-PUT); the other tensors are written as the stream reaches
+them.  Only one tensor's bytes need be in memory at a time.  A non-local
+exit from STREAM removes the temporary file."
   (check-file 'write f)
   (let* ((name (namestring (merge-pathnames path)))
          (w (%gguf-writer-new (gguf-file-alignment f)
-                                         (gguf-file-implicit-alignment f))))
-    (unwind-protect
-         (progn
-           (dolist (entry (gguf-file-metadata f))
-             (destructuring-bind (key type value) entry
-               (%gguf-w-key w (octets key))
-               (write-value w type value)))
-           (dolist (info (gguf-file-tensors f))
-             (let ((data (ti-data info)))
-               (if data
-                   (%gguf-w-tensor w (octets (tensor-info-name info))
-                                              (tensor-info-dims info)
-                                              (tensor-info-type-id info)
-                                              (if (typep data '(or rontolisp:float16-array
-                                                                rontolisp:bfloat16-array))
-                                                  (rontolisp:half-array-bits data)
-                                                  data))
-                   (let ((source (or (ti-file info) f)))
-                     (live-handle source)
-                     (%gguf-w-tensor-raw w (octets (tensor-info-name info))
-                                                    (tensor-info-dims info)
-                                                    (tensor-info-type-id info)
-                                                    (gguf-file-base source)
-                                                    (ti-absolute info)
-                                                    (tensor-info-bytes info))))))
-           (multiple-value-bind (ok reason message offset)
-               (%gguf-w-write w (octets name))
+                                         (gguf-file-implicit-alignment f)))
+         (streamed nil))
+    (flet ((check (ok &optional reason message offset)
              (unless ok
                (gguf-error name reason offset "~A" message))))
-      (rontolisp::%release w))
+      (unwind-protect
+           (progn
+             (dolist (entry (gguf-file-metadata f))
+               (destructuring-bind (key type value) entry
+                 (%gguf-w-key w (octets key))
+                 (write-value w type value)))
+             (dolist (info (gguf-file-tensors f))
+               (let ((data (ti-data info)))
+                 (cond ((eq data :stream)
+                        (setf streamed t)
+                        (%gguf-w-tensor-deferred w (octets (tensor-info-name info))
+                                                 (tensor-info-dims info)
+                                                 (tensor-info-type-id info)))
+                       (data
+                        (%gguf-w-tensor w (octets (tensor-info-name info))
+                                        (tensor-info-dims info)
+                                        (tensor-info-type-id info)
+                                        (if (typep data '(or rontolisp:float16-array
+                                                          rontolisp:bfloat16-array))
+                                            (rontolisp:half-array-bits data)
+                                            data)))
+                       (t
+                        (let ((source (or (ti-file info) f)))
+                          (live-handle source)
+                          (%gguf-w-tensor-raw w (octets (tensor-info-name info))
+                                              (tensor-info-dims info)
+                                              (tensor-info-type-id info)
+                                              (gguf-file-base source)
+                                              (ti-absolute info)
+                                              (tensor-info-bytes info)))))))
+             (cond (streamed
+                    (unless stream
+                      (gguf-error name :no-stream nil "gguf:write: tensors declared :stream ~
+need the :stream function that gives their bytes"))
+                    (multiple-value-call #'check (%gguf-w-stream-begin w (octets name)))
+                    (let ((*writing* name))
+                      (funcall stream w))
+                    (multiple-value-call #'check (%gguf-w-stream-end w)))
+                   (t
+                    (multiple-value-call #'check (%gguf-w-write w (octets name))))))
+        ;; Freeing the writer removes the temporary file of a stream left open.
+        (rontolisp::%release w)))
     path))
+
+(defun stream-put-tensor (w f name &key (type (tensor-info-type-id (tensor-info f name)))
+                                        mask (release t))
+  "Inside GGUF:WRITE's :STREAM function: append the tensor NAME of the
+open GGUF file F to the writer W's stream, converted to the ggml TYPE id
+(F32, F16, BF16 or Q8_0; the tensor's own type copies it, checked) in
+pieces of a few MiB, on the thread pool, the values read from F's file
+(for a set of shards, the tensor's own shard's)
+(pread: much faster than the first touches of its mapping) while it is
+the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
+vector of one flag per column, gives Q8_0 its outlier-aware scales.
+RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
+where) when a value is NaN or infinite (:non-finite, WHERE its element
+index) or overflows TYPE (:scale-overflow, WHERE the element, or the Q8_0
+block); a failure of the output signals GGUF-ERROR."
+  (let* ((info (tensor-info f name))
+         (dims (tensor-info-dims info))
+         (source (or (ti-file info) f)))  ; the tensor's own shard of a set
+    (live-handle source)
+    (multiple-value-bind (ok status where offset)
+        (rontolisp::%stream-tensor w (gguf-file-base source) (ti-absolute info)
+                                   (tensor-info-type-id info) (reduce #'* dims) (first dims)
+                                   type mask release
+                                   (and (gguf-file-path source)
+                                        (octets (namestring (merge-pathnames (gguf-file-path source))))))
+      (cond (ok t)
+            ((eq status :read-error) (gguf-error (gguf-file-path source) status offset "~A" where))
+            (offset (gguf-error *writing* status offset "~A" where))
+            (t (values nil status where))))))
