@@ -191,19 +191,19 @@ pattern before the first `=', lower-cased, and the type after it.  Answers
           ((= sep (1- (length string)))
            (usage-error "missing quantization type in ~S: expected PATTERN=TYPE" string)))
     (let ((pattern (string-downcase (subseq string 0 sep))))
-      (multiple-value-bind (found message) (%regex-search (%utf8-octets pattern) (%utf8-octets ""))
-        (when (eq found :bad-pattern)
-          (usage-error "--tensor-type ~S: expected a regular expression, found ~A" pattern message)))
+      (handler-case (compile-regex pattern)
+        (regex-error (e)
+          (usage-error "--tensor-type ~S: expected a regular expression, ~A" pattern
+                       (rontolisp-error-message e))))
       (cons pattern (target-type-id (subseq string (1+ sep)))))))
 
 (defun tensor-type-rule-for (name rules)
   "The type id of the first of RULES ((pattern . type-id) ...) whose
-pattern occurs in the tensor NAME (std::regex_search, as llama-quantize),
+pattern occurs in the tensor NAME (searched as llama-quantize's std::regex_search does, with our REGEX-SEARCH),
 or NIL."
-  (let ((text (%utf8-octets name)))
-    (loop for (pattern . id) in rules
-          when (eq t (%regex-search (%utf8-octets pattern) text))
-            return id)))
+  (loop for (pattern . id) in rules
+        when (regex-search pattern name)
+          return id))
 
 (defun quantize-target (name ne source main &key pure output-type token-embedding-type rules)
   "The ggml type id quantize writes the tensor NAME of dims NE and type id
