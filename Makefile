@@ -119,10 +119,17 @@ demo: deps
 # The benchmark (not a test): `rontolisp bench' on the standard shapes, or
 # on what BENCH_ARGS names (make bench BENCH_ARGS="model.gguf --iters 50");
 # the table in build/bench.txt, the numbers in build/bench.json and the plot
-# build/bench.png (gnuplot, installed only here when missing).
+# build/bench.png (gnuplot, installed only here when missing).  Then
+# `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file
+# (tools/bench_quantize.c; build/bench-quantize.txt), when the llama.cpp
+# library could be fetched.
 BENCH_ARGS ?=
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(B)/tools/bench_quantize
+	@sh tests/fetch-llama-lib.sh
+	@if [ -f $(B)/cache/llama/libllama.v0.5.0.so ]; then \
+	  $(B)/tools/bench_quantize $(B)/cache/llama $(B)/rontolisp $(B) | tee $(B)/bench-quantize.txt; \
+	else echo "bench_quantize: skipped, no llama.cpp library in $(B)/cache/llama"; fi
 	@sh tests/ensure-deps.sh --bench
 	$(B)/rontolisp bench $(BENCH_ARGS) --json $(B)/bench.json > $(B)/bench.txt
 	@cat $(B)/bench.txt

@@ -3,6 +3,7 @@
  * few bytes of JSON to gigabytes of tensors streamed through
  * rl_gguf_atomic_write.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "gguf/fileio.h"
 
 #include <errno.h>
@@ -253,6 +254,9 @@ int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t 
     return 0;
 }
 
+/* Bytes between two writeback requests. */
+#define RL_GGUF_WRITEBACK_STEP (8u << 20)
+
 int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *data, uint64_t n) {
     const uint8_t *p = data;
     if (a->fd < 0 && !a->err)
@@ -269,6 +273,12 @@ int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *data, uint64_t n) {
         p += k;
         n -= (uint64_t)k;
         a->pos += (uint64_t)k;
+    }
+    if (!a->err && a->pos - a->queued >= RL_GGUF_WRITEBACK_STEP) {
+        /* Advice only: a failure here shows again at the fsync of commit. */
+        sync_file_range(a->fd, (off_t)a->queued, (off_t)(a->pos - a->queued),
+                        SYNC_FILE_RANGE_WRITE);
+        a->queued = a->pos;
     }
     return a->err;
 }

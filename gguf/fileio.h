@@ -46,6 +46,7 @@ typedef struct rl_gguf_atomic {
     char *target;   /* the file to replace (symbolic links resolved) */
     char *tmp;      /* the temporary file's name */
     uint64_t pos;   /* bytes written so far */
+    uint64_t queued; /* bytes handed to the kernel's writeback so far */
     int err;        /* errno of the first failed write, 0 if none */
 } rl_gguf_atomic;
 
@@ -54,7 +55,9 @@ typedef struct rl_gguf_atomic {
 int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t msgsz);
 
 /* Appends N bytes; answers 0 or the errno of this or an earlier failure
- * (later writes are skipped once one failed; commit reports it). */
+ * (later writes are skipped once one failed; commit reports it).  Every
+ * few MiB the bytes written are queued for writeback (sync_file_range, not
+ * waiting), so that the flush at commit has little left to do. */
 int rl_gguf_atomic_write(rl_gguf_atomic *a, const void *p, uint64_t n);
 
 /* Flushes the temporary file to disk and renames it over the target.

@@ -448,6 +448,30 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
                                 uint32_t n_dims, const int64_t *ne, uint32_t type,
                                 const void *data, uint64_t nbytes);
 
+/* A tensor whose bytes are given later, through the stream below (its size
+ * follows from type and shape; checks as rl_gguf_w_tensor). */
+rl_gguf_status rl_gguf_w_tensor_deferred(rl_gguf_writer *w, const char *name, uint64_t name_len,
+                                         uint32_t n_dims, const int64_t *ne, uint32_t type);
+
+/* Streaming, for files whose tensor data do not all fit in memory at once:
+ * the header, metadata and tensor infos are written at stream_begin (types
+ * and sizes are known), then each deferred tensor's bytes are appended in
+ * file order by stream_put, in as many pieces as the caller likes (the
+ * padding after a tensor, and the tensors added with their bytes, are
+ * written as the stream reaches them).  stream_end checks that every byte
+ * came and commits the file (temporary file flushed and renamed, as
+ * rl_gguf_writer_write); stream_abort, or any failure of stream_end,
+ * removes the temporary file and leaves PATH untouched.  After a failed
+ * stream_put the caller aborts.  rl_gguf_writer_free aborts an open stream.
+ * No tensor can be added while a stream is open. */
+rl_gguf_status rl_gguf_writer_stream_begin(rl_gguf_writer *w, const char *path, char *msg,
+                                           size_t msgsz, uint64_t *err_off);
+rl_gguf_status rl_gguf_writer_stream_put(rl_gguf_writer *w, const void *p, uint64_t n,
+                                         char *msg, size_t msgsz, uint64_t *err_off);
+rl_gguf_status rl_gguf_writer_stream_end(rl_gguf_writer *w, char *msg, size_t msgsz,
+                                         uint64_t *err_off);
+void rl_gguf_writer_stream_abort(rl_gguf_writer *w);
+
 /* Write the file to PATH: into a new temporary file in the same directory,
  * flushed to disk, then renamed over PATH.  On any failure the temporary
  * file is removed and PATH is untouched.  The writer stays usable (it can be

@@ -29,6 +29,7 @@ typedef struct wtensor {
     int64_t ne[RL_GGUF_MAX_DIMS];
     const void *data;
     uint64_t nbytes;
+    int deferred; /* bytes given later, through the stream */
 } wtensor;
 
 typedef struct frame {
@@ -67,6 +68,11 @@ struct rl_gguf_writer {
     wset key_set, name_set; /* the keys and the tensor names given so far */
     struct whook { void (*fn)(void *); void *arg; } *hooks; /* rl_gguf_writer_on_free */
     uint64_t n_hooks, hooks_cap;
+    uint64_t n_deferred;
+    struct sink *stream; /* the open stream, NULL when none */
+    rl_gguf_atomic *stream_file;
+    uint64_t stream_t;    /* the tensor the stream is at */
+    uint64_t stream_done; /* bytes of it given so far */
 };
 
 /* ---- duplicate detection ---------------------------------------------- */
@@ -135,6 +141,10 @@ static int wset_add(const rl_gguf_writer *w, wset *s, wset_get get, uint64_t i, 
     wset_put(w, s->slot, s->cap, get, i);
     return 1;
 }
+
+struct sink;
+static rl_gguf_status stream_status(rl_gguf_writer *w, char *msg, size_t msgsz,
+                                    uint64_t *err_off);
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -248,6 +258,7 @@ rl_gguf_status rl_gguf_writer_on_free(rl_gguf_writer *w, void (*fn)(void *), voi
 void rl_gguf_writer_free(rl_gguf_writer *w) {
     if (!w)
         return;
+    rl_gguf_writer_stream_abort(w);
     for (uint64_t i = 0; i < w->n_hooks; i++)
         w->hooks[i].fn(w->hooks[i].arg);
     free(w->hooks);
@@ -560,13 +571,16 @@ rl_gguf_status rl_gguf_w_copy_kv(rl_gguf_writer *w, const rl_gguf_file *f, uint6
     return rl_gguf_w_copy(w, f, &v);
 }
 
-rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t name_len,
+static rl_gguf_status add_tensor(rl_gguf_writer *w, const char *name, uint64_t name_len,
                                 uint32_t n_dims, const int64_t *ne, uint32_t type,
-                                const void *data, uint64_t nbytes) {
+                                const void *data, uint64_t nbytes, int deferred) {
     char q[128], why[RL_GGUF_MSG_SIZE];
     if (!w)
         return RL_GGUF_E_ARG;
     WTRY(w->err);
+    if (w->stream)
+        return wfail(w, RL_GGUF_E_STATE, "tensor %s added while the file is being streamed",
+                     wquote(q, sizeof q, name, name && name_len < 64 ? name_len : 0));
     if (!name && name_len)
         return wfail(w, RL_GGUF_E_ARG, "NULL tensor name");
     if (name_len == 0)
@@ -589,11 +603,13 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
     rl_gguf_status st = rl_gguf_tensor_bytes(type, n_dims, ne, &want, why, sizeof why);
     if (st != RL_GGUF_OK)
         return wfail(w, st, "tensor %s: %s", wquote(q, sizeof q, name, name_len), why);
+    if (deferred)
+        nbytes = want;
     if (nbytes != want)
         return wfail(w, RL_GGUF_E_ARG, "tensor %s has %" PRIu64 " bytes of data: expected %"
                      PRIu64 " for its type and shape", wquote(q, sizeof q, name, name_len),
                      nbytes, want);
-    if (!data && nbytes)
+    if (!data && nbytes && !deferred)
         return wfail(w, RL_GGUF_E_ARG, "tensor %s: NULL data", wquote(q, sizeof q, name, name_len));
     if (w->n_t == w->t_cap) {
         uint64_t cap = w->t_cap ? 2 * w->t_cap : 16;
@@ -611,12 +627,25 @@ rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t na
     t->type = type;
     for (uint32_t d = 0; d < RL_GGUF_MAX_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
-    t->data = data;
+    t->data = deferred ? NULL : data;
     t->nbytes = nbytes;
+    t->deferred = deferred;
+    w->n_deferred += deferred != 0;
     w->infos_len += 8 + name_len + 4 + 8ull * n_dims + 4 + 8;
     if (!wset_add(w, &w->name_set, name_at, w->n_t - 1, w->n_t))
         return wfail(w, RL_GGUF_E_NOMEM, "out of memory for tensors");
     return RL_GGUF_OK;
+}
+
+rl_gguf_status rl_gguf_w_tensor(rl_gguf_writer *w, const char *name, uint64_t name_len,
+                                uint32_t n_dims, const int64_t *ne, uint32_t type,
+                                const void *data, uint64_t nbytes) {
+    return add_tensor(w, name, name_len, n_dims, ne, type, data, nbytes, 0);
+}
+
+rl_gguf_status rl_gguf_w_tensor_deferred(rl_gguf_writer *w, const char *name, uint64_t name_len,
+                                         uint32_t n_dims, const int64_t *ne, uint32_t type) {
+    return add_tensor(w, name, name_len, n_dims, ne, type, NULL, 0, 1);
 }
 
 rl_gguf_status rl_gguf_writer_error(const rl_gguf_writer *w, char *msg, size_t msgsz,
@@ -634,7 +663,7 @@ rl_gguf_status rl_gguf_writer_error(const rl_gguf_writer *w, char *msg, size_t m
 
 /* ---------------------------------------------------------------- output */
 
-typedef struct sink {
+struct sink {
     rl_gguf_atomic *file; /* NULL: memory */
     uint8_t *mem;
     uint64_t mem_cap;
@@ -642,7 +671,8 @@ typedef struct sink {
     int err;      /* errno of the first failure */
     size_t buf_len;
     uint8_t buf[1 << 16];
-} sink;
+};
+typedef struct sink sink;
 
 static void sink_flush(sink *s) {
     if (s->file && s->buf_len && !s->err)
@@ -704,10 +734,17 @@ static void sink_u64(sink *s, uint64_t v) {
 
 static uint64_t pad_to(uint64_t x, uint64_t a) { return (a - x % a) % a; }
 
-/* Everything that can be refused before a byte is written. */
-static rl_gguf_status ready(rl_gguf_writer *w, char *msg, size_t msgsz, uint64_t *err_off) {
+/* Everything that can be refused before a byte is written.  STREAMING: the
+ * deferred tensors' bytes will come through the stream. */
+static rl_gguf_status ready(rl_gguf_writer *w, int streaming, char *msg, size_t msgsz,
+                            uint64_t *err_off) {
     if (w->err == RL_GGUF_OK && (w->depth || w->expecting_value))
         wfail(w, RL_GGUF_E_STATE, "the last metadata value is unfinished");
+    if (w->err == RL_GGUF_OK && w->stream)
+        wfail(w, RL_GGUF_E_STATE, "the file is already being streamed");
+    if (w->err == RL_GGUF_OK && w->n_deferred && !streaming)
+        wfail(w, RL_GGUF_E_STATE, "%" PRIu64 " tensor(s) without data: expected them to be "
+              "streamed (rl_gguf_writer_stream_begin)", w->n_deferred);
     if (w->err == RL_GGUF_OK) {
         /* Offsets must stay representable: sum of padded sizes. */
         uint64_t off = 0;
@@ -723,7 +760,9 @@ static rl_gguf_status ready(rl_gguf_writer *w, char *msg, size_t msgsz, uint64_t
     return rl_gguf_writer_error(w, msg, msgsz, err_off);
 }
 
-static void emit(rl_gguf_writer *w, sink *s) {
+/* Header, metadata, tensor infos and, when there are tensors, the padding
+ * that starts the data section. */
+static void emit_head(rl_gguf_writer *w, sink *s) {
     int add_align = !w->alignment_key && !w->implicit;
     uint64_t a = w->alignment;
     sink_put(s, RL_GGUF_MAGIC, 4);
@@ -749,14 +788,15 @@ static void emit(rl_gguf_writer *w, sink *s) {
         sink_u64(s, off);
         off += t->nbytes + pad_to(t->nbytes, a);
     }
-    if (w->n_t == 0) {
-        sink_flush(s); /* no data section, no padding: as llama.cpp's vocab files */
-        return;
-    }
-    sink_zeros(s, pad_to(s->pos, a));
+    if (w->n_t) /* else no data section, no padding: as llama.cpp's vocab files */
+        sink_zeros(s, pad_to(s->pos, a));
+}
+
+static void emit(rl_gguf_writer *w, sink *s) {
+    emit_head(w, s);
     for (uint64_t i = 0; i < w->n_t; i++) {
         sink_put(s, w->t[i].data, w->t[i].nbytes);
-        sink_zeros(s, pad_to(w->t[i].nbytes, a));
+        sink_zeros(s, pad_to(w->t[i].nbytes, w->alignment));
     }
     sink_flush(s);
 }
@@ -776,7 +816,7 @@ rl_gguf_status rl_gguf_writer_to_memory(rl_gguf_writer *w, uint8_t **out, uint64
         return RL_GGUF_E_ARG;
     *out = NULL;
     *size = 0;
-    WTRY(ready(w, msg, msgsz, err_off));
+    WTRY(ready(w, 0, msg, msgsz, err_off));
     sink *s = calloc(1, sizeof *s);
     if (!s)
         return io_fail(msg, msgsz, err_off, 0, "out of memory", ENOMEM);
@@ -797,7 +837,7 @@ rl_gguf_status rl_gguf_writer_write(rl_gguf_writer *w, const char *path, char *m
                                     size_t msgsz, uint64_t *err_off) {
     if (!w || !path || !*path)
         return RL_GGUF_E_ARG;
-    WTRY(ready(w, msg, msgsz, err_off));
+    WTRY(ready(w, 0, msg, msgsz, err_off));
 
     rl_gguf_atomic file;
     char why[RL_GGUF_MSG_SIZE];
@@ -822,4 +862,141 @@ rl_gguf_status rl_gguf_writer_write(rl_gguf_writer *w, const char *path, char *m
     if (e && err_off)
         *err_off = pos;
     return e ? (e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO) : RL_GGUF_OK;
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+/* Writes the tensors from the stream's position on that have their bytes
+ * already (not deferred), each followed by its padding. */
+static void stream_skip_given(rl_gguf_writer *w) {
+    while (w->stream_t < w->n_t && (!w->t[w->stream_t].deferred || !w->t[w->stream_t].nbytes)) {
+        const wtensor *t = &w->t[w->stream_t++];
+        sink_put(w->stream, t->data, t->nbytes);
+        sink_zeros(w->stream, pad_to(t->nbytes, w->alignment));
+    }
+}
+
+rl_gguf_status rl_gguf_writer_stream_begin(rl_gguf_writer *w, const char *path, char *msg,
+                                           size_t msgsz, uint64_t *err_off) {
+    if (!w || !path || !*path)
+        return RL_GGUF_E_ARG;
+    WTRY(ready(w, 1, msg, msgsz, err_off));
+    rl_gguf_atomic *file = calloc(1, sizeof *file);
+    sink *s = calloc(1, sizeof *s);
+    if (!file || !s) {
+        free(file);
+        free(s);
+        return io_fail(msg, msgsz, err_off, 0, "out of memory", ENOMEM);
+    }
+    char why[RL_GGUF_MSG_SIZE];
+    int e = rl_gguf_atomic_begin(file, path, why, sizeof why);
+    if (e) {
+        free(file);
+        free(s);
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "at byte 0: %s", why);
+        if (err_off)
+            *err_off = 0;
+        return e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO;
+    }
+    s->file = file;
+    w->stream = s;
+    w->stream_file = file;
+    w->stream_t = 0;
+    w->stream_done = 0;
+    emit_head(w, s);
+    stream_skip_given(w);
+    return stream_status(w, msg, msgsz, err_off);
+}
+
+/* The stream's sticky I/O failure, if any, as a status with MSG. */
+static rl_gguf_status stream_status(rl_gguf_writer *w, char *msg, size_t msgsz,
+                                    uint64_t *err_off) {
+    if (w->stream && w->stream->err)
+        return io_fail(msg, msgsz, err_off, w->stream->pos, "cannot write", w->stream->err);
+    return RL_GGUF_OK;
+}
+
+rl_gguf_status rl_gguf_writer_stream_put(rl_gguf_writer *w, const void *p, uint64_t n,
+                                         char *msg, size_t msgsz, uint64_t *err_off) {
+    char q[128];
+    if (!w || (!p && n))
+        return RL_GGUF_E_ARG;
+    if (!w->stream) {
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "no stream is open: expected rl_gguf_writer_stream_begin first");
+        return RL_GGUF_E_STATE;
+    }
+    if (w->stream_t >= w->n_t) {
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "at byte %" PRIu64 ": %" PRIu64 " bytes given after the last "
+                     "tensor: expected none", w->stream->pos, n);
+        return RL_GGUF_E_ARG;
+    }
+    wtensor *t = &w->t[w->stream_t];
+    if (n > t->nbytes - w->stream_done) {
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "at byte %" PRIu64 ": tensor %s: %" PRIu64 " bytes given with %"
+                     PRIu64 " of its %" PRIu64 " left: expected at most that", w->stream->pos,
+                     wquote(q, sizeof q, t->name, t->name_len), n, t->nbytes - w->stream_done,
+                     t->nbytes);
+        return RL_GGUF_E_ARG;
+    }
+    sink_put(w->stream, p, n);
+    w->stream_done += n;
+    if (w->stream_done == t->nbytes) {
+        sink_zeros(w->stream, pad_to(t->nbytes, w->alignment));
+        w->stream_t++;
+        w->stream_done = 0;
+        stream_skip_given(w);
+    }
+    return stream_status(w, msg, msgsz, err_off);
+}
+
+rl_gguf_status rl_gguf_writer_stream_end(rl_gguf_writer *w, char *msg, size_t msgsz,
+                                         uint64_t *err_off) {
+    char q[128];
+    if (!w)
+        return RL_GGUF_E_ARG;
+    if (!w->stream) {
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "no stream is open: expected rl_gguf_writer_stream_begin first");
+        return RL_GGUF_E_STATE;
+    }
+    if (w->stream_t < w->n_t) {
+        const wtensor *t = &w->t[w->stream_t];
+        if (msg && msgsz)
+            snprintf(msg, msgsz, "at byte %" PRIu64 ": tensor %s has %" PRIu64 " of its %" PRIu64
+                     " bytes: expected all of them before the end", w->stream->pos,
+                     wquote(q, sizeof q, t->name, t->name_len), w->stream_done, t->nbytes);
+        if (err_off)
+            *err_off = w->stream->pos;
+        rl_gguf_writer_stream_abort(w);
+        return RL_GGUF_E_STATE;
+    }
+    sink_flush(w->stream);
+    rl_gguf_status st = stream_status(w, msg, msgsz, err_off);
+    if (st != RL_GGUF_OK) {
+        rl_gguf_writer_stream_abort(w);
+        return st;
+    }
+    uint64_t pos = w->stream->pos;
+    int e = rl_gguf_atomic_commit(w->stream_file, msg, msgsz);
+    if (e && err_off)
+        *err_off = pos;
+    free(w->stream_file);
+    free(w->stream);
+    w->stream_file = NULL;
+    w->stream = NULL;
+    return e ? (e == ENOMEM ? RL_GGUF_E_NOMEM : RL_GGUF_E_IO) : RL_GGUF_OK;
+}
+
+void rl_gguf_writer_stream_abort(rl_gguf_writer *w) {
+    if (!w || !w->stream)
+        return;
+    rl_gguf_atomic_abort(w->stream_file);
+    free(w->stream_file);
+    free(w->stream);
+    w->stream_file = NULL;
+    w->stream = NULL;
 }

@@ -109,11 +109,45 @@ the file, OFFSET the byte at fault (or NIL), REASON a keyword naming the
 problem (:truncated, :misaligned-tensor, ...); the message says what was
 expected and what was found."))
 
+;;; Shard sets (lisp/shards.lisp): REASON is :missing-shard, :foreign-shard
+;;; or :shard-count.
+(define-condition gguf::shard-error (gguf::gguf-error) ()
+  (:documentation "A set of GGUF shards (PREFIX-00001-of-0000N.gguf, as
+llama.cpp's gguf-split writes them) that does not hold together; PATH names
+the shard at fault."))
+
+(define-condition gguf::missing-shard-error (gguf::shard-error) ()
+  (:documentation "A shard of a set is missing: PATH names the file that
+should be there."))
+
+(define-condition gguf::foreign-shard-error (gguf::shard-error) ()
+  (:documentation "A file in a shard's place that is not that shard of this
+set: its split.no is not its place, or it is not a shard at all."))
+
+(define-condition gguf::shard-count-error (gguf::shard-error) ()
+  (:documentation "The counts of a shard set disagree: split.count or
+split.tensors.count differ between shards, or the tensors found are not
+as many as split.tensors.count says."))
+
 (loop for (reader doc) in
       '((gguf::gguf-error-path "The file a GGUF-ERROR is about.")
         (gguf::gguf-error-offset "The byte offset of the field at fault, or NIL.")
         (gguf::gguf-error-reason "A keyword naming the problem of a GGUF-ERROR."))
       do (setf (documentation reader 'function) doc))
+
+;;; Regular expressions (regex.lisp).
+
+(define-condition regex-error (rontolisp-error)
+  ((pattern :initarg :pattern :reader regex-error-pattern)
+   (position :initarg :position :reader regex-error-position))
+  (:documentation "A malformed regular expression: PATTERN, and the
+POSITION (from 0) of the character at fault."))
+
+(defun regex-error (pattern position control &rest args)
+  "Signal REGEX-ERROR about PATTERN at POSITION."
+  (error 'regex-error :pattern pattern :position position
+                      :message (format nil "regular expression ~S at character ~D: ~?"
+                                       pattern (1+ position) control args)))
 
 ;;; Conversion tools: quantize-tool.lisp, safetensors.lisp, convert.lisp.
 
@@ -291,6 +325,16 @@ array is wanted."
 not yet written): REASON a keyword, OFFSET the byte at fault or NIL."
   (error 'gguf::gguf-error :path path :reason reason :offset offset
                            :message (error-message path control args)))
+
+(defun gguf::shard-error (class path offset control &rest args)
+  "Signal the SHARD-ERROR subclass CLASS about the shard PATH."
+  (error class :path path
+               :reason (ecase class
+                         (gguf::missing-shard-error :missing-shard)
+                         (gguf::foreign-shard-error :foreign-shard)
+                         (gguf::shard-count-error :shard-count))
+               :offset offset
+               :message (error-message path control args)))
 
 (defun tensor-data-error (path tensor control &rest args)
   "Signal TENSOR-DATA-ERROR about the tensor named TENSOR of the file PATH;

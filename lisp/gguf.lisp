@@ -25,6 +25,7 @@
   (handle nil)          ; foreign handle of the C reader, NIL when not read
   (base nil)            ; the handle again, kept after close: what its matrices pin
   (implicit-alignment nil) ; read from a file without general.alignment
+  (shards '())          ; the other shards of a set opened with :SHARDS T
   (by-name nil))        ; (tensors . table): see TENSOR-TABLE
 
 (defun gguf-file-p (x)
@@ -38,6 +39,7 @@ written), TYPE (the ggml type name, e.g. \"Q8_0\"), TYPE-ID, OFFSET (from
 the data section) and BYTES."
   name shape dims type type-id offset bytes
   (absolute nil)   ; byte offset in the file
+  (file nil)       ; the shard holding the bytes, when not the file itself
   (data nil))      ; for files made by MAKE-FILE: the tensor itself
 
 (defmethod print-object ((f gguf-file) stream)
@@ -92,11 +94,22 @@ differ (each inner array states its own element type in the file)."
 or \"other N\" for an id ggml never used."
   (or (rontolisp::%ggml-type id) (format nil "other ~D" id)))
 
-(defun read (path)
+(declaim (ftype function open-shard-set))
+
+(defun read (path &key shards)
   "Read the GGUF file at PATH (version 2 or 3) and answer a file object.
 The file is mapped, not copied, and checked before anything is built from
 it: a bad file signals GGUF-ERROR naming the byte offset at fault.  Tensor
-data stay in the mapping until GGUF:CLOSE or until nothing refers to them."
+data stay in the mapping until GGUF:CLOSE or until nothing refers to them.
+With SHARDS true and PATH the first shard of a set split as llama.cpp
+does (split.count above 1), the answer holds the tensors of every shard
+(their offsets each in its own shard) and the first shard's metadata; a
+shard missing, of another set or with counts that disagree signals
+GGUF:SHARD-ERROR (see lisp/shards.lisp)."
+  (let ((f (read-one path)))
+    (if shards (open-shard-set f) f)))
+
+(defun read-one (path)
   (let ((name (if (pathnamep path) (namestring path) path)))
     (unless (stringp name)
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
@@ -134,6 +147,7 @@ unreachable.  Tensors taken from F before (quantized matrices over its
 bytes) signal GGUF:FILE-CLOSED-ERROR when used after this; copied arrays
 stay valid.  Closing twice is harmless."
   (check-file 'close f)
+  (mapc #'close (gguf-file-shards f))
   (when (gguf-file-handle f)
     (%gguf-close (gguf-file-handle f) (gguf-file-base f))
     (setf (gguf-file-handle f) nil))
@@ -221,6 +235,8 @@ mapped while the matrix is reachable).  Other ggml types signal GGUF-ERROR."
          (data (ti-data info)))
     (when data
       (return-from tensor data))
+    (when (ti-file info)
+      (return-from tensor (tensor (ti-file info) name)))
     (let ((handle (live-handle f))
           (shape (tensor-info-shape info)))
       (case (tensor-keyword info)
@@ -252,13 +268,15 @@ given as octets."
   (let* ((info (tensor-info f name))
          (data (ti-data info)))
     (cond ((typep data '(simple-array (unsigned-byte 8) (*))) data)
+          ((ti-file info) (tensor-octets (ti-file info) name))
           (data (gguf-error nil :not-raw nil "gguf:tensor-octets: tensor ~S: expected raw ~
 octets, found ~S (use gguf:tensor)" name (type-of data)))
           (t (%gguf-tensor-octets (live-handle f) (tensor-index f info))))))
 
 (defun raw-tensor-info (name octets options)
   "The TENSOR-INFO of a raw tensor for MAKE-FILE: OCTETS of ggml type
-:TYPE (id or name) with ggml :DIMS, checked against the type's blocks."
+:TYPE (id or name) with ggml :DIMS, checked against the type's blocks, or
+:STREAM for a tensor whose bytes GGUF:WRITE's :STREAM function gives."
   (let* ((type (getf options :type))
          (dims (getf options :dims))
          (id (if (stringp type)
@@ -277,7 +295,7 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
         (unless (zerop (mod (first dims) block-size))
           (bad "expected ne[0] a multiple of ~A's block size ~D, found ~D" tname block-size (first dims)))
         (let ((bytes (* (/ (reduce #'* dims) block-size) block-bytes)))
-          (unless (= bytes (length octets))
+          (unless (or (eq octets :stream) (= bytes (length octets)))
             (bad "expected ~D bytes for ~A ~S, found ~D" bytes tname dims (length octets))))
         (make-ti :name name :dims dims :shape (reverse dims) :type tname :type-id id
                  :data octets)))))
@@ -343,7 +361,8 @@ or a quantized matrix (Q8_0); the file's ggml dims are the reverse of the
 data's dimensions unless :DIMS gives them.  Raw tensors of any ggml type
 are (name octets :type id-or-name :dims ne): OCTETS an (unsigned-byte 8)
 vector (e.g. from GGUF:TENSOR-OCTETS) of exactly the bytes the type's
-blocks take, written unchanged.  general.alignment is always
+blocks take, written unchanged; OCTETS :STREAM instead declares a tensor
+whose bytes GGUF:WRITE's :STREAM function gives while the file is written.  general.alignment is always
 written: ALIGNMENT unless METADATA has the key."
   (let ((given (assoc "general.alignment" metadata :test #'string=)))
     (dolist (entry metadata)
@@ -360,7 +379,7 @@ written: ALIGNMENT unless METADATA has the key."
      :metadata (copy-list metadata)
      :tensors
      (loop for (name data . options) in tensors
-           when (typep data '(simple-array (unsigned-byte 8) (*)))
+           when (or (eq data :stream) (typep data '(simple-array (unsigned-byte 8) (*))))
              collect (raw-tensor-info name data options)
            else
            collect
@@ -401,44 +420,101 @@ a (simple-array single-float), float16-array, bfloat16-array or quantized matrix
     (:u64 '(unsigned-byte 64)) (:i64 '(signed-byte 64))
     (:f32 'single-float) (:f64 'double-float)))
 
-(defun write (path f)
+(defvar *writing* nil
+  "The path GGUF:WRITE is writing, while its :STREAM function runs.")
+
+(defun write (path f &key stream)
   "Write the file object F to PATH as GGUF version 3: its metadata in
 order (general.alignment always present, except that a file read from a
 file without the key is written back without it, byte for byte), then its
 tensors, each padded to the alignment.  The file is written under a
 temporary name and renamed, so a failure leaves no partial file; it
-signals GGUF-ERROR.  Answers PATH."
+signals GGUF-ERROR.  Answers PATH.
+
+STREAM, a function of one argument, is how tensors declared :STREAM (see
+MAKE-FILE) get their bytes: the header and tensor table are written first,
+then STREAM is called once with the writer, and must give every such
+tensor's bytes in file order (with RONTOLISP::%STREAM-TENSOR or
+%GGUF-W-STREAM-PUT); the other tensors are written as the stream reaches
+them.  Only one tensor's bytes need be in memory at a time.  A non-local
+exit from STREAM removes the temporary file."
   (check-file 'write f)
   (let* ((name (namestring (merge-pathnames path)))
          (w (%gguf-writer-new (gguf-file-alignment f)
-                                         (gguf-file-implicit-alignment f))))
-    (unwind-protect
-         (progn
-           (dolist (entry (gguf-file-metadata f))
-             (destructuring-bind (key type value) entry
-               (%gguf-w-key w (octets key))
-               (write-value w type value)))
-           (dolist (info (gguf-file-tensors f))
-             (let ((data (ti-data info)))
-               (if data
-                   (%gguf-w-tensor w (octets (tensor-info-name info))
-                                              (tensor-info-dims info)
-                                              (tensor-info-type-id info)
-                                              (if (typep data '(or rontolisp:float16-array
-                                                                rontolisp:bfloat16-array))
-                                                  (rontolisp:half-array-bits data)
-                                                  data))
-                   (progn
-                     (live-handle f)
-                     (%gguf-w-tensor-raw w (octets (tensor-info-name info))
-                                                    (tensor-info-dims info)
-                                                    (tensor-info-type-id info)
-                                                    (gguf-file-base f)
-                                                    (ti-absolute info)
-                                                    (tensor-info-bytes info))))))
-           (multiple-value-bind (ok reason message offset)
-               (%gguf-w-write w (octets name))
+                                         (gguf-file-implicit-alignment f)))
+         (streamed nil))
+    (flet ((check (ok &optional reason message offset)
              (unless ok
                (gguf-error name reason offset "~A" message))))
-      (rontolisp::%release w))
+      (unwind-protect
+           (progn
+             (dolist (entry (gguf-file-metadata f))
+               (destructuring-bind (key type value) entry
+                 (%gguf-w-key w (octets key))
+                 (write-value w type value)))
+             (dolist (info (gguf-file-tensors f))
+               (let ((data (ti-data info)))
+                 (cond ((eq data :stream)
+                        (setf streamed t)
+                        (%gguf-w-tensor-deferred w (octets (tensor-info-name info))
+                                                 (tensor-info-dims info)
+                                                 (tensor-info-type-id info)))
+                       (data
+                        (%gguf-w-tensor w (octets (tensor-info-name info))
+                                        (tensor-info-dims info)
+                                        (tensor-info-type-id info)
+                                        (if (typep data '(or rontolisp:float16-array
+                                                          rontolisp:bfloat16-array))
+                                            (rontolisp:half-array-bits data)
+                                            data)))
+                       (t
+                        (let ((source (or (ti-file info) f)))
+                          (live-handle source)
+                          (%gguf-w-tensor-raw w (octets (tensor-info-name info))
+                                              (tensor-info-dims info)
+                                              (tensor-info-type-id info)
+                                              (gguf-file-base source)
+                                              (ti-absolute info)
+                                              (tensor-info-bytes info)))))))
+             (cond (streamed
+                    (unless stream
+                      (gguf-error name :no-stream nil "gguf:write: tensors declared :stream ~
+need the :stream function that gives their bytes"))
+                    (multiple-value-call #'check (%gguf-w-stream-begin w (octets name)))
+                    (let ((*writing* name))
+                      (funcall stream w))
+                    (multiple-value-call #'check (%gguf-w-stream-end w)))
+                   (t
+                    (multiple-value-call #'check (%gguf-w-write w (octets name))))))
+        ;; Freeing the writer removes the temporary file of a stream left open.
+        (rontolisp::%release w)))
     path))
+
+(defun stream-put-tensor (w f name &key (type (tensor-info-type-id (tensor-info f name)))
+                                        mask (release t))
+  "Inside GGUF:WRITE's :STREAM function: append the tensor NAME of the
+open GGUF file F to the writer W's stream, converted to the ggml TYPE id
+(F32, F16, BF16 or Q8_0; the tensor's own type copies it, checked) in
+pieces of a few MiB, on the thread pool, the values read from F's file
+(for a set of shards, the tensor's own shard's)
+(pread: much faster than the first touches of its mapping) while it is
+the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
+vector of one flag per column, gives Q8_0 its outlier-aware scales.
+RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
+where) when a value is NaN or infinite (:non-finite, WHERE its element
+index) or overflows TYPE (:scale-overflow, WHERE the element, or the Q8_0
+block); a failure of the output signals GGUF-ERROR."
+  (let* ((info (tensor-info f name))
+         (dims (tensor-info-dims info))
+         (source (or (ti-file info) f)))  ; the tensor's own shard of a set
+    (live-handle source)
+    (multiple-value-bind (ok status where offset)
+        (rontolisp::%stream-tensor w (gguf-file-base source) (ti-absolute info)
+                                   (tensor-info-type-id info) (reduce #'* dims) (first dims)
+                                   type mask release
+                                   (and (gguf-file-path source)
+                                        (octets (namestring (merge-pathnames (gguf-file-path source))))))
+      (cond (ok t)
+            ((eq status :read-error) (gguf-error (gguf-file-path source) status offset "~A" where))
+            (offset (gguf-error *writing* status offset "~A" where))
+            (t (values nil status where))))))

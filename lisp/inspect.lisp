@@ -1,14 +1,49 @@
-;;;; inspect.lisp - `rontolisp inspect FILE [--max-array N] [--json]'.
+;;;; inspect.lisp - `rontolisp inspect FILE [--max-array N] [--json] ...'.
 ;;;;
 ;;;; The text form lists the header, every metadata key with its type and
-;;;; value, every tensor with its ggml dims, type and size, and a total; the
-;;;; JSON form (SPEC 6) carries the same facts for programs.  Control
-;;;; characters in keys and strings are escaped in both.
+;;;; value, every tensor with its ggml dims, type and size, a total and a
+;;;; summary per tensor type with its bits per weight; the JSON form (SPEC
+;;;; 6) carries the same facts for programs; --markdown is gguf-py's
+;;;; gguf_dump --markdown (inspect-markdown.lisp).  --no-tensors,
+;;;; --tensors-only and --filter REGEX choose what is shown, as people use
+;;;; gguf_dump.  Control characters in keys and strings are escaped in
+;;;; every form.
 
 (in-package "RONTOLISP")
 
 (defparameter *default-text-max-array* 16
   "How many elements of an array value the text form shows by default.")
+
+(defparameter *default-text-max-string* 60
+  "How many characters of a string the text form shows by default, as
+gguf_dump does.")
+
+(defparameter *file-type-names*
+  #("ALL_F32" "MOSTLY_F16" "MOSTLY_Q4_0" "MOSTLY_Q4_1" nil nil nil "MOSTLY_Q8_0"
+    "MOSTLY_Q5_0" "MOSTLY_Q5_1" "MOSTLY_Q2_K" "MOSTLY_Q3_K_S" "MOSTLY_Q3_K_M"
+    "MOSTLY_Q3_K_L" "MOSTLY_Q4_K_S" "MOSTLY_Q4_K_M" "MOSTLY_Q5_K_S" "MOSTLY_Q5_K_M"
+    "MOSTLY_Q6_K" "MOSTLY_IQ2_XXS" "MOSTLY_IQ2_XS" "MOSTLY_Q2_K_S" "MOSTLY_IQ3_XS"
+    "MOSTLY_IQ3_XXS" "MOSTLY_IQ1_S" "MOSTLY_IQ4_NL" "MOSTLY_IQ3_S" "MOSTLY_IQ3_M"
+    "MOSTLY_IQ2_S" "MOSTLY_IQ2_M" "MOSTLY_IQ4_XS" "MOSTLY_IQ1_M" "MOSTLY_BF16" nil nil nil
+    "MOSTLY_TQ1_0" "MOSTLY_TQ2_0" "MOSTLY_MXFP4_MOE" "MOSTLY_NVFP4" "MOSTLY_Q1_0" "MOSTLY_Q2_0")
+  "llama.cpp's names of general.file_type values (gguf-py's LlamaFileType),
+by value; NIL for values it removed.")
+
+(defun file-type-name (n)
+  "The LlamaFileType name of the general.file_type value N (with
+\", GUESSED\" when its bit 1024 is set), or NIL when it has none."
+  (let* ((guessed (and (integerp n) (logbitp 10 n)))
+         (base (if guessed (- n 1024) n))
+         (name (and (integerp base) (< -1 base (length *file-type-names*))
+                    (aref *file-type-names* base))))
+    (and name (if guessed (concatenate 'string name ", GUESSED") name))))
+
+(defun cut-string (string max)
+  "STRING cut as gguf_dump cuts it: when longer than MAX characters, its
+first MAX - 3 and \"...\"; whole when MAX is NIL or 0."
+  (if (and max (plusp max) (> (length string) max))
+      (concatenate 'string (subseq string 0 (max 0 (- max 3))) "...")
+      string))
 
 (defun escape-control (string)
   "STRING with double quote, backslash and control characters escaped as in
@@ -29,17 +64,19 @@ whose inner arrays differ their types: array<array<u32>|array<string>>."
         ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
         (t (json-float-string x))))
 
-(defun value-text (value type max-array)
+(defun value-text (value type max-array &optional max-string)
+  "The text form of VALUE of the GGUF TYPE, arrays cut to MAX-ARRAY
+elements and strings to MAX-STRING characters (NIL: whole)."
   (let ((base (if (consp type) (first type) type)))
     (case base
-      (:string (format nil "\"~A\"" (escape-control value)))
+      (:string (format nil "\"~A\"" (escape-control (cut-string value max-string))))
       (:bool (if value "true" "false"))
       ((:f32 :f64) (float-text value))
       (:array
        (let* ((n (length value))
               (shown (if max-array (min n max-array) n)))
          (format nil "[~{~A~^, ~}~:[~;, ... (~D more)~]]"
-                 (gguf::map-elements (lambda (v et) (value-text v et max-array))
+                 (gguf::map-elements (lambda (v et) (value-text v et max-array max-string))
                                      value type shown)
                  (< shown n) (- n shown))))
       (t (format nil "~D" value)))))
@@ -63,18 +100,77 @@ a space."
   (loop repeat (- width (length string)) do (write-char #\Space stream))
   (write-char #\Space stream))
 
-(defun print-inspection (f stream max-array)
+(defstruct (view (:constructor make-view (metadata tensors filter no-tensors tensors-only)))
+  "What `inspect' shows of a file: the metadata entries and tensor infos
+chosen by its options, the --filter pattern (or NIL), and whether the
+tensors or the metadata are left out."
+  metadata tensors filter no-tensors tensors-only)
+
+(defun file-view (f &key filter no-tensors tensors-only)
+  "The VIEW of F: its keys unless TENSORS-ONLY, its tensors unless
+NO-TENSORS, of either only those whose name the regex FILTER matches."
+  (flet ((chosen (items name)
+           (if filter
+               (remove-if-not (lambda (item) (regex-search filter (funcall name item))) items)
+               items)))
+    (make-view (if tensors-only '() (chosen (gguf:metadata f) #'first))
+               (if no-tensors '() (chosen (gguf:tensor-infos f) #'gguf:tensor-info-name))
+               filter no-tensors tensors-only)))
+
+(defun metadata-value-text (key type value max-array max-string)
+  "The text of a metadata VALUE, general.file_type followed by its name."
+  (let ((text (value-text value type max-array max-string))
+        (name (and (string= key "general.file_type") (integerp value) (file-type-name value))))
+    (if name (format nil "~A (~A)" text name) text)))
+
+(defun type-summary (tensors)
+  "(type tensors parameters bytes) for each tensor type of TENSORS, in the
+order of first appearance."
+  (let ((rows '()))
+    (dolist (info tensors)
+      (let ((row (or (assoc (gguf:tensor-info-type info) rows :test #'string=)
+                     (car (push (list (gguf:tensor-info-type info) 0 0 0) rows)))))
+        (incf (second row))
+        (incf (third row) (tensor-elements info))
+        (incf (fourth row) (gguf:tensor-info-bytes info))))
+    (nreverse rows)))
+
+(defun bits-per-weight (bytes parameters)
+  "8 x BYTES / PARAMETERS as a double, or NIL when PARAMETERS is 0."
+  (and (plusp parameters) (/ (* 8d0 bytes) parameters)))
+
+(defun print-type-summary (tensors stream)
+  (format stream "by type:~%")
+  (loop for (type count params bytes) in (type-summary tensors)
+        do (format stream "  ~10A ~6D tensor~:P ~14D parameters ~14D bytes ~:[       -~;~:*~8,4F~] bits/weight~%"
+                   type count params bytes (bits-per-weight bytes params))))
+
+(defun print-inspection (f stream max-array &optional (view (file-view f)) max-string)
   (format stream "~A: GGUF v~D, ~D bytes, alignment ~D~%~%"
           (gguf:path f) (gguf:version f) (gguf:file-size f) (gguf:alignment f))
-  (format stream "~D metadata key~:P:~%" (length (gguf:metadata f)))
-  (loop for (key type value) in (gguf:metadata f)
-        do (format stream "  ~A (~A~@[[~D]~]) = ~A~%"
-                   (escape-control key) (type-label type)
-                   (and (consp type) (length value))
-                   (value-text value type max-array)))
-  (format stream "~D tensor~:P (ggml dims, ne[0] = innermost):~%" (length (gguf:tensor-infos f)))
+  (unless (view-tensors-only view)
+    (print-count-line (length (view-metadata view)) (length (gguf:metadata f)) "metadata key"
+                      (view-filter view) "" stream)
+    (loop for (key type value) in (view-metadata view)
+          do (format stream "  ~A (~A~@[[~D]~]) = ~A~%"
+                     (escape-control key) (type-label type)
+                     (and (consp type) (length value))
+                     (metadata-value-text key type value max-array max-string))))
+  (unless (view-no-tensors view)
+    (print-tensor-listing f view stream)))
+
+(defun print-count-line (shown total noun filter tail stream)
+  "\"3 tensors (...):\", or \"2 of 14 tensors matching \"re\" (...):\" with a FILTER."
+  (format stream "~D ~@[of ~D ~]~A~P~@[ matching \"~A\"~]~A:~%" shown (and filter total) noun
+          (if filter total shown)
+          (and filter (with-output-to-string (s) (write-escaped (regex-source filter) s :quotes nil)))
+          tail))
+
+(defun print-tensor-listing (f view stream)
+  (print-count-line (length (view-tensors view)) (length (gguf:tensor-infos f)) "tensor"
+                    (view-filter view) " (ggml dims, ne[0] = innermost)" stream)
   (let ((params 0) (bytes 0))
-    (dolist (info (gguf:tensor-infos f))
+    (dolist (info (view-tensors view))
       (incf params (tensor-elements info))
       (incf bytes (gguf:tensor-info-bytes info))
       ;; Columns written by hand: ECL's FORMAT parses its control string on
@@ -87,7 +183,10 @@ a space."
         (loop repeat (- 6 (length n)) do (write-char #\Space stream))
         (write-string n stream))
       (write-line " bytes" stream))
-    (format stream "total: ~D parameters, ~D bytes of tensor data~%" params bytes)))
+    (format stream "total: ~D parameters, ~D bytes of tensor data~@[, ~,4F bits/weight~]~%"
+            params bytes (bits-per-weight bytes params))
+    (when (view-tensors view)
+      (print-type-summary (view-tensors view) stream))))
 
 (defun json-value (value type max-array)
   (let ((base (if (consp type) (first type) type)))
@@ -103,7 +202,7 @@ a space."
   (let ((elem (second type)))
     (if (consp elem) "array" (string-downcase (symbol-name elem)))))
 
-(defun inspection-json (f max-array)
+(defun inspection-json (f max-array &optional (view (file-view f)))
   (list :object
         (cons "file" (gguf:path f))
         (cons "size" (gguf:file-size f))
@@ -122,7 +221,7 @@ a space."
                            (list :object (cons "key" key)
                                  (cons "type" (string-downcase (symbol-name type)))
                                  (cons "value" (json-value value type max-array))))))
-                   (gguf:metadata f)))
+                   (view-metadata view)))
         (cons "tensors"
               (map 'vector
                    (lambda (info)
@@ -134,18 +233,55 @@ a space."
                            (cons "type_id" (gguf:tensor-info-type-id info))
                            (cons "offset" (gguf:tensor-info-offset info))
                            (cons "bytes" (gguf:tensor-info-bytes info))))
-                   (gguf:tensor-infos f)))))
+                   (view-tensors view)))
+        (cons "types"
+              (map 'vector
+                   (lambda (row)
+                     (destructuring-bind (type count params bytes) row
+                       (list :object (cons "type" type) (cons "tensors" count)
+                             (cons "parameters" params) (cons "bytes" bytes)
+                             (cons "bits_per_weight" (or (bits-per-weight bytes params) :null)))))
+                   (type-summary (view-tensors view))))))
+
+(defun regex-parser (option string)
+  "The parser of a --filter pattern: a compiled REGEX; a malformed one is
+bad usage."
+  (handler-case (compile-regex string)
+    (regex-error (c) (usage-error "~A: ~A" option (rontolisp-error-message c)))))
 
 (define-command "inspect" (file)
-    (:usage "FILE.gguf [--max-array N] [--json]"
+    (:usage "FILE.gguf [--max-array N] [--max-string N] [--json | --markdown] [--no-tensors | --tensors-only] [--filter REGEX]"
      :summary "print a GGUF file's header, metadata and tensors (--json: as one JSON object)"
+     :details "The text form ends with a total and a line per tensor type with its bits
+per weight; general.file_type is followed by its llama.cpp name, e.g.
+7 (MOSTLY_Q8_0).  --markdown writes what gguf-py's gguf_dump --markdown
+writes.  REGEX is searched anywhere in each key and tensor name (as
+Python's re.search): . * + ? {m,n} [] [^] ^ $ | ( ) (?: ) and \\d \\w \\s
+\\D \\W \\S \\n \\t, a backslash before punctuation for itself."
      :options ((max-array "--max-array N" :parse (integer-parser :min 0)
                           :help "show at most N elements of each array value (the text
 form shows 16 unless told; --json shows all)")
-               (json "--json" :help "write one JSON object (SPEC 6) instead of the text")))
+               (max-string "--max-string N" :parse (integer-parser :min 0)
+                           :help "cut strings longer than N characters in the text form
+to their first N-3 and ... (default 60, as gguf_dump; 0: whole; --json shows all)")
+               (json "--json" :help "write one JSON object (SPEC 6) instead of the text")
+               (markdown "--markdown" :help "write gguf_dump --markdown's Markdown instead of the text")
+               (no-tensors "--no-tensors" :help "show the metadata only")
+               (tensors-only "--tensors-only" :help "show the tensors only")
+               (filter "--filter REGEX" :parse #'regex-parser
+                       :help "show only the keys and tensors whose name REGEX matches")))
+  (when (and json markdown)
+    (usage-error "expected --json or --markdown, found both"))
+  (when (and no-tensors tensors-only)
+    (usage-error "expected --no-tensors or --tensors-only, found both"))
   (gguf:with-file (f file)
-    (if json
-        (progn (write-json (inspection-json f max-array) *standard-output* :indent 1)
-               (terpri))
-        (print-inspection f *standard-output* (or max-array *default-text-max-array*))))
+    (let ((view (file-view f :filter filter :no-tensors no-tensors :tensors-only tensors-only)))
+      (cond (json
+             (write-json (inspection-json f max-array view) *standard-output* :indent 1)
+             (terpri))
+            (markdown
+             (print-markdown f file view *standard-output*))
+            (t
+             (print-inspection f *standard-output* (or max-array *default-text-max-array*) view
+                               (or max-string *default-text-max-string*))))))
   0)

@@ -43,15 +43,16 @@ holds."
       (= code #x061c) (<= #x200e code #x200f) (<= #x202a code #x202e) (<= #x2066 code #x2069)
       (<= #xd800 code #xdfff)))
 
-(defun write-escaped (string stream)
+(defun write-escaped (string stream &key (quotes t))
   "Write STRING to STREAM with double quote, backslash and the characters
 ESCAPED-CHAR-P names escaped (\\n, \\t, \\u001b, \\u202e ...), and each
 byte that was not UTF-8 (read as U+DC80..U+DCFF, see prims/utf8.h) as
-\\xHH, as SPEC 6 asks of both forms of `inspect'."
+\\xHH, as SPEC 6 asks of both forms of `inspect'.  With QUOTES false the
+double quote and backslash are written as they are."
   (loop for c across string
         for code = (char-code c)
-        do (cond ((char= c #\") (write-string "\\\"" stream))
-                 ((char= c #\\) (write-string "\\\\" stream))
+        do (cond ((and quotes (char= c #\")) (write-string "\\\"" stream))
+                 ((and quotes (char= c #\\)) (write-string "\\\\" stream))
                  ((= code 10) (write-string "\\n" stream))
                  ((= code 13) (write-string "\\r" stream))
                  ((= code 9) (write-string "\\t" stream))

@@ -80,10 +80,13 @@ row of a quantized matrix."))
    "TENSOR-INFO-TYPE-ID" "TENSOR-INFO-OFFSET" "TENSOR-INFO-BYTES"
    "TENSOR-INFOS" "TYPE-NAME"
    ;; writing
-   "MAKE-FILE" "WRITE"
+   "MAKE-FILE" "WRITE" "STREAM-PUT-TENSOR"
    ;; conditions
    "GGUF-ERROR" "GGUF-ERROR-PATH" "GGUF-ERROR-OFFSET" "GGUF-ERROR-REASON"
-   "FILE-CLOSED-ERROR")
+   "FILE-CLOSED-ERROR"
+   ;; shard sets
+   "SHARD-PATH" "SPLIT-PLAN" "WRITE-SHARDS" "MERGE-SHARDS"
+   "SHARD-ERROR" "MISSING-SHARD-ERROR" "FOREIGN-SHARD-ERROR" "SHARD-COUNT-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))
 

@@ -14,21 +14,30 @@
 ;;;; Input values are checked as llama.cpp's loader checks them: a NaN or
 ;;;; infinity anywhere refuses the file, as does a Q8_0 scale or an F16
 ;;;; fall-back value that overflows binary16.  Nothing is written then.
+;;;;
+;;;; The output is streamed: every tensor's type and size are decided first
+;;;; (the plan), the header goes out, then each tensor is read, converted on
+;;;; the thread pool and written a few MiB at a time, the input's pages
+;;;; released as they are used (gguf:stream-put-tensor), so memory holds one
+;;;; piece, not the model.  The options are llama-quantize's everyday ones
+;;;; for the types rontolisp writes (F32, F16, BF16, Q8_0).
 
 (in-package "RONTOLISP")
 
 (defparameter *quantize-name-exclusions*
-  '("_norm.weight" "ffn_gate_inp.weight" "altup" "laurel" "per_layer_model_proj"
-    "ssm_conv1d.weight" "shortconv.conv.weight"
+  '("_norm.weight" "ffn_gate_inp.weight" "ffn_gate_tid2eid.weight" "altup" "laurel"
+    "per_layer_model_proj" "ssm_conv1d" "shortconv.conv.weight"
+    "indexer.k_proj.weight" "indexer.q_proj.weight"
     "time_mix_first.weight" "time_mix_w0.weight" "time_mix_w1.weight" "time_mix_w2.weight"
     "time_mix_v0.weight" "time_mix_v1.weight" "time_mix_v2.weight"
     "time_mix_a0.weight" "time_mix_a1.weight" "time_mix_a2.weight"
     "time_mix_g1.weight" "time_mix_g2.weight"
     "time_mix_decay_w1.weight" "time_mix_decay_w2.weight" "time_mix_lerp_fused.weight"
-    "attn_rel_b.weight" ".position_embd.")
+    "attn_rel_b.weight" ".position_embd" "sam.pos_embd" "sam.neck." "sam.net_" ".rel_pos"
+    ".patch_embd" ".patch_merger" "a.rvq.codebook" "mm.a.code_embd")
   "Substrings that keep a tensor out of quantization, as in llama.cpp's
 src/llama-quant.cpp (norms, MoE gates, small recurrent and relative-position
-weights).")
+weights, multimodal position and patch embeddings, audio codebooks).")
 
 (defparameter *quantize-exact-exclusions* '("position_embd.weight" "token_types.weight")
   "Whole names llama-quantize never quantizes: BERT's position embeddings
@@ -147,116 +156,397 @@ NAME-PLACE holds at the time, when it holds one."
                                                   (condition-line ,c))))))
        ,@body)))
 
-(defun quantize-file (in out &key (type :q8_0) calibration)
+;;; The target types.
+
+(defparameter *quantize-targets*
+  '(("F32" 0 0) ("F16" 1 1) ("BF16" 30 32) ("Q8_0" 8 7))
+  "The types quantize writes: ggml name, ggml type id and llama.cpp's ftype
+(general.file_type) when it is the file's main type.")
+
+(defun target-type-id (string &key ftype)
+  "The ggml type id of the target type STRING (a ggml type name, any
+case; with FTYPE also llama.cpp's ftype number: 0, 1, 7 or 32).  Any
+other type, or a ggml type quantize does not write, is a USAGE-ERROR that
+names it."
+  (let ((entry (or (find string *quantize-targets* :key #'first :test #'string-equal)
+                   (and ftype (find string *quantize-targets*
+                                    :key (lambda (e) (princ-to-string (third e)))
+                                    :test #'string=)))))
+    (cond (entry (second entry))
+          ((loop for id below 64 thereis (equalp (%ggml-type id) string))
+           (usage-error "~A: expected one of F32, F16, BF16 or Q8_0, found a type rontolisp ~
+quantize does not write" (string-upcase string)))
+          (t (usage-error "expected a type F32, F16, BF16 or Q8_0~:[~; (or ftype 0, 1, 32, 7)~], ~
+found ~S" ftype string)))))
+
+(defun target-type-name (id)
+  (first (find id *quantize-targets* :key #'second)))
+
+(defun parse-tensor-type-rule (string)
+  "A --tensor-type PATTERN=TYPE argument as llama-quantize reads it: the
+pattern before the first `=', lower-cased, and the type after it.  Answers
+(pattern . type-id); a malformed rule is a USAGE-ERROR."
+  (let ((sep (position #\= string)))
+    (cond ((null sep) (usage-error "malformed tensor type ~S: expected PATTERN=TYPE" string))
+          ((zerop sep) (usage-error "missing tensor name in ~S: expected PATTERN=TYPE" string))
+          ((= sep (1- (length string)))
+           (usage-error "missing quantization type in ~S: expected PATTERN=TYPE" string)))
+    (let ((pattern (string-downcase (subseq string 0 sep))))
+      (handler-case (compile-regex pattern)
+        (regex-error (e)
+          (usage-error "--tensor-type ~S: expected a regular expression, ~A" pattern
+                       (rontolisp-error-message e))))
+      (cons pattern (target-type-id (subseq string (1+ sep)))))))
+
+(defun tensor-type-rule-for (name rules)
+  "The type id of the first of RULES ((pattern . type-id) ...) whose
+pattern occurs in the tensor NAME (searched as llama-quantize's std::regex_search does, with our REGEX-SEARCH),
+or NIL."
+  (loop for (pattern . id) in rules
+        when (regex-search pattern name)
+          return id))
+
+(defun quantize-target (name ne source main &key pure output-type token-embedding-type rules)
+  "The ggml type id quantize writes the tensor NAME of dims NE and type id
+SOURCE in, for the main type id MAIN, as llama-quantize's
+llama_tensor_get_type chooses it: a tensor quantize leaves alone keeps
+SOURCE; the token embeddings take TOKEN-EMBEDDING-TYPE and output.weight
+OUTPUT-TYPE when given; otherwise MAIN, or, when MAIN is Q8_0, the type of
+the first of RULES whose pattern occurs in the name.  Q8_0 falls back to
+F16 for rows that are not a multiple of 32.  PURE (no per-tensor mixture)
+changes nothing for these types: llama.cpp's mixtures only differ for
+k-quants.  Answers the type id and whether it is a fall back."
+  (declare (ignore pure))
+  (let ((q8 (tensor-type-id (find-tensor-type :q8_0)))
+        (f16 (tensor-type-id (find-tensor-type :f16))))
+    (flet ((fit (type)
+             (if (and (= type q8) (/= source q8) (plusp (mod (first ne) 32)))
+                 (values f16 t)
+                 (values type nil))))
+      (cond ((not (quantizable-tensor-p name ne)) (values source nil))
+            ((and token-embedding-type
+                  (member name '("token_embd.weight" "per_layer_token_embd.weight") :test #'string=)
+                  (not (and (string= name "per_layer_token_embd.weight")
+                            (tensor-type-rule-for name rules))))
+             (fit token-embedding-type))
+            ((and output-type (string= name "output.weight")) (fit output-type))
+            ((/= main q8) (values main nil))
+            (t (fit (or (tensor-type-rule-for name rules) main)))))))
+
+;;; The plan: every tensor's type and size, before any data is read.
+
+(defstruct (planned (:constructor make-planned (name info ne source target fallback file))
+                    (:copier nil) (:predicate nil))
+  name info ne source target fallback file)
+
+(defun planned-bytes (p type)
+  (multiple-value-bind (name block-size block-bytes) (%ggml-type type)
+    (declare (ignore name))
+    (* (/ (reduce #'* (planned-ne p)) block-size) block-bytes)))
+
+(defun quantize-plan (f names main options path)
+  "The PLANNED of each tensor of F in the order NAMES; a tensor whose type
+quantize cannot convert (requantizing, as llama-quantize refuses it by
+default) signals TENSOR-DATA-ERROR naming PATH."
+  (loop for name in names
+        collect (let* ((info (gguf:tensor-info f name))
+                       (ne (gguf:tensor-info-dims info))
+                       (source (gguf:tensor-info-type-id info)))
+                  (multiple-value-bind (target fallback)
+                      (apply #'quantize-target name ne source main options)
+                    (unless (or (= target source) (member source '(0 1 30)))
+                      (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
+done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
+                                         (gguf:tensor-info-type info) (target-type-name target)))
+                    (make-planned name info ne source target fallback f)))))
+
+;;; The conversion.
+
+(defun mib (bytes) (/ bytes 1048576.0d0))
+
+(defun quantize-summary (stream out plan seconds &key dry-run)
+  "One line: tensors, the types written, the sizes before and after, bits
+per weight and the time."
+  (let* ((weights (reduce #'+ plan :key (lambda (p) (reduce #'* (planned-ne p)))))
+         (before (reduce #'+ plan :key (lambda (p) (gguf:tensor-info-bytes (planned-info p)))))
+         (after (reduce #'+ plan :key (lambda (p) (planned-bytes p (planned-target p)))))
+         (types (remove-duplicates (mapcar (lambda (p) (gguf:type-name (planned-target p))) plan)
+                                   :test #'string= :from-end t)))
+    (format stream "~A~:[~; (dry run, nothing written)~]: ~D tensor~:P (~{~A~^, ~}~[~:;, ~:*~D F16 ~
+fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
+            out dry-run (length plan)
+            (mapcar (lambda (ty) (format nil "~D ~A" (count ty plan :key (lambda (p) (gguf:type-name (planned-target p)))
+                                                                     :test #'string=)
+                                         ty))
+                    types)
+            (count-if #'planned-fallback plan)
+            (mib before) (mib after)
+            (if (plusp weights) (/ (* 8.0d0 before) weights) 0)
+            (if (plusp weights) (/ (* 8.0d0 after) weights) 0)
+            seconds)))
+
+(defun tensor-progress (total)
+  "A function of (done planned) that prints one line per tensor on stderr
+when it is a terminal (name, types, sizes), and does nothing otherwise."
+  (if (and (plusp total) (/= 0 (%isatty 2)))
+      (lambda (done p)
+        (format *error-output* "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
+                done total (planned-name p) (gguf:type-name (planned-source p))
+                (gguf:type-name (planned-target p))
+                (mib (gguf:tensor-info-bytes (planned-info p)))
+                (mib (planned-bytes p (planned-target p)))
+                (planned-fallback p))
+        (finish-output *error-output*))
+      (lambda (done p) (declare (ignore done p)))))
+
+(defun stream-failure (f path p status where)
+  "Signal TENSOR-DATA-ERROR for the failed check STATUS at WHERE (see
+GGUF:STREAM-PUT-TENSOR) of the planned tensor P of F."
+  (let* ((name (planned-name p))
+         (info (planned-info p))
+         (cols (first (planned-ne p))))
+    (if (eq status :non-finite)
+        (let* ((size (if (= (planned-source p) 0) 4 2))
+               (octets (gguf:tensor-octets f name))
+               (bits (loop for i below size sum (ash (aref octets (+ (* where size) i)) (* 8 i))))
+               (mantissa (ldb (byte (ecase (planned-source p) (0 23) (1 10) (30 7)) 0) bits)))
+          (tensor-data-error path name "has invalid data: expected finite values, found ~A at ~
+element ~D (byte ~D)" (if (zerop mantissa) "an infinity" "NaN") where
+                             (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size))))
+        (if (= (planned-target p) 8)
+            (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the Q8_0 scale ~
+overflows binary16 (quantized data validation failed, as llama-quantize)"
+                               (floor where (/ cols 32)) (mod where (/ cols 32)))
+            (tensor-data-error path name "cannot ~:[be converted to ~A~;fall back to ~A~]: element ~D ~
+overflows it (quantized data validation failed, as llama-quantize)"
+                               (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
+
+(defun shard-paths (f path)
+  "The paths of the shards of the split set (llama-gguf-split's
+PREFIX-00001-of-0000N.gguf, key split.count) whose first shard F was read
+from PATH, in order; (PATH) for a file that is not split."
+  (let ((count (gguf:value f "split.count")))
+    (if (and (integerp count) (> count 1))
+        (let ((suffix (format nil "-00001-of-~5,'0D.gguf" count)))
+          (unless (and (eql 0 (gguf:value f "split.no")) (ends-with path suffix))
+            (gguf:gguf-error path :split nil "a shard ~D of ~D: expected the first shard of the ~
+set, named PREFIX~A" (gguf:value f "split.no") count suffix))
+          (let ((prefix (subseq path 0 (- (length path) (length suffix)))))
+            (loop for i from 1 to count
+                  collect (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix i count))))
+        (list path))))
+
+(defparameter *split-keys* '("split.no" "split.count" "split.tensors.count")
+  "llama-gguf-split's keys, which quantize drops (one file out) or sets
+anew (--keep-split).")
+
+(defun quantize-metadata (f ftype &optional split)
+  "F's metadata without the quantization and split keys, then
+general.quantization_version and general.file_type = FTYPE.  For shard
+SPLIT = (no count tensors) of a --keep-split output, llama-gguf-split's
+keys follow, and the shards after the first have only those (as
+llama-quantize writes them)."
+  (let ((split-keys (when split
+                      (destructuring-bind (no count tensors) split
+                        (list (list "split.no" :u16 no) (list "split.count" :u16 count)
+                              (list "split.tensors.count" :i32 tensors))))))
+    (if (and split (plusp (first split)))
+        split-keys
+        (append (remove-if (lambda (e)
+                             (member (first e) (list* "general.quantization_version"
+                                                      "general.file_type" *split-keys*)
+                                     :test #'string=))
+                           (gguf:metadata f))
+                (list (list "general.quantization_version" :u32 2)
+                      (list "general.file_type" :u32 ftype))
+                split-keys))))
+
+(defun write-quantized (out plan metadata alignment outliers path report done)
+  "Write the PLANNED tensors PLAN, in that order, with METADATA to OUT,
+streaming each converted tensor; answers the count of tensors done, DONE
+plus PLAN's length (REPORT is called after each)."
+  (gguf:write
+   out (gguf:make-file
+        :metadata metadata :alignment alignment
+        :tensors (mapcar (lambda (p)
+                           (list (planned-name p)
+                                 (if (and (= (planned-source p) (planned-target p))
+                                          (not (member (planned-source p) '(0 1 30))))
+                                     (gguf:tensor-octets (planned-file p) (planned-name p))
+                                     :stream)
+                                 :type (planned-target p) :dims (trim-dims (planned-ne p))))
+                         plan))
+   :stream
+   (lambda (w)
+     (dolist (p plan)
+       (let ((name (planned-name p)))
+         (when (or (/= (planned-source p) (planned-target p))
+                   (member (planned-source p) '(0 1 30)))
+           (let ((columns (gethash name outliers)))
+             (when (and columns (/= (planned-target p) 8))
+               (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
+Q8_0" (gguf:type-name (planned-target p))))
+             (multiple-value-bind (ok status where)
+                 (gguf:stream-put-tensor w (planned-file p) name
+                                         :type (planned-target p)
+                                         :mask (and columns
+                                                    (outlier-mask 'quantize columns
+                                                                  (first (planned-ne p)))))
+               (unless ok
+                 (stream-failure (planned-file p) path p status where))))))
+       (funcall report (incf done) p))))
+  done)
+
+(defun quantize-file (in out &key (type :q8_0) calibration pure output-tensor-type
+                                  token-embedding-type tensor-types dry-run keep-split)
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
-for TYPE (the one type is :q8_0, ftype 7): tensors of at least two
-dimensions whose name ends in `weight' (norms, token types, position
-embeddings and a few small weights excepted) become Q8_0, or F16 when their
-rows are not a multiple of 32; every other tensor is copied in its type;
-tensors are ordered by layer, then name; general.quantization_version = 2
-and general.file_type = 7 end the metadata.  IN's general.alignment is
-kept.  A NaN or infinity in IN, or a value that overflows binary16, signals
-TENSOR-DATA-ERROR and writes nothing.  CALIBRATION, a calibration file
-(see READ-CALIBRATION), gives the matrices it names SPEC 10's
-outlier-aware scales (still plain Q8_0).  Answers a list of (name type) of the
-written tensors, in file order, and the number of F16 fall backs."
-  (unless (member (string type) '("Q8_0" "q8_0" "Q8-0" "q8-0" "7") :test #'string=)
-    (unknown-format-error 'quantize-file type "expected the type q8_0, found ~S" type))
-  (let ((f (gguf:read in)))
+for the main TYPE (:q8_0, :f16, :bf16 or :f32, or the ggml name; ftype 7,
+1, 32 or 0): tensors of at least two dimensions whose name ends in
+`weight' (norms, token types, position embeddings and a few small weights
+excepted) become TYPE -- for Q8_0, F16 when their rows are not a multiple
+of 32; every other tensor is copied in its type; tensors are ordered by
+layer, then name; general.quantization_version = 2 and general.file_type
+end the metadata.  IN's general.alignment is kept.  llama-quantize's
+options: OUTPUT-TENSOR-TYPE and TOKEN-EMBEDDING-TYPE (type names) for
+output.weight and the token embeddings, TENSOR-TYPES a list of
+\"PATTERN=TYPE\" rules (the first whose regular expression occurs in a
+tensor's name gives its type, when TYPE is Q8_0), PURE (accepted; no
+effect for these types).  DRY-RUN decides and reports, writes nothing.
+IN may be the first shard of a llama-gguf-split set: every shard is read,
+and the output is one file, or with KEEP-SPLIT one shard per input shard
+(OUT without its .gguf, then -0000I-of-0000N.gguf, each tensor in its
+shard's order, split.* keys set as llama-quantize sets them, the other
+keys in the first shard only; a single file
+IN gives OUT-00001-of-00001.gguf without them, as llama-quantize).  The output
+is streamed (one piece of one tensor in memory at a time).  A NaN or
+infinity in IN, or a value that overflows its new type, signals
+TENSOR-DATA-ERROR and writes nothing (shards already written are removed).
+CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
+it names SPEC 10's outlier-aware scales (still plain Q8_0).  Answers a list
+of (name type) of the tensors, in file order, the number of F16 fall
+backs, and the plan's summary line."
+  (let* ((start (get-internal-real-time))
+         (main (if (keywordp type)
+                   (let ((tt (find-tensor-type type)))
+                     (or (and tt (tensor-type-id tt))
+                         (unknown-format-error 'quantize-file type "expected the type :q8_0, :f16, ~
+:bf16 or :f32, found ~S" type)))
+                   (handler-case (target-type-id (string type) :ftype t)
+                     (usage-error (c)
+                       (unknown-format-error 'quantize-file type "~A" (condition-line c))))))
+         (options (list :pure pure
+                        :output-type (and output-tensor-type (target-type-id output-tensor-type))
+                        :token-embedding-type (and token-embedding-type
+                                                   (target-type-id token-embedding-type))
+                        :rules (mapcar #'parse-tensor-type-rule tensor-types)))
+         (files (list (gguf:read in)))
+         (written '()))
     (unwind-protect
-         (let* ((path (gguf:path f))
-                (infos (gguf:tensor-infos f))
+         (let* ((f (first files))
+                (path (gguf:path f))
+                (shards (shard-paths f path))
+                (files (progn (dolist (shard (rest shards))
+                                (setf files (append files (list (gguf:read shard)))))
+                              files))
                 (outliers (if calibration
                               (calibration-outliers calibration f)
                               (make-hash-table :test 'equal)))
-                (names (llama-tensor-order (mapcar #'gguf:tensor-info-name infos)))
-                (report (progress-reporter (length names)))
-                (done 0)
-                (fallbacks 0)
-                (tensors '())
-                (current nil))
-           (with-tensor-named (path current)
-            (dolist (name names)
-             (setf current name)
-             (let* ((info (gguf:tensor-info f name))
-                    (ne (gguf:tensor-info-dims info))
-                    (src-type (gguf:tensor-info-type info))
-                    (tt (find-tensor-type (gguf:tensor-info-type-id info)))
-                    (quantized (and tt (eq :q8_0 (tensor-type-keyword tt)))))
-               (unless tt
-                 (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or Q8_0 ~
-(rontolisp quantize does not requantize other types)" src-type))
-               (let* ((data (gguf:tensor f name))
-                      (bad (and (not quantized) (first-non-finite data))))
-                 (when bad
-                   (tensor-data-error path name "has invalid data: expected finite values, found ~
-~A at element ~D (byte ~D)"
-                                     (let ((x (row-major-aref
-                                               (if (arrayp data) data (half-array-to-single data))
-                                               bad)))
-                                       (if (ext:float-nan-p x) "NaN" "an infinity"))
-                                     bad
-                                     (+ (gguf:data-offset f) (gguf:tensor-info-offset info)
-                                        (* bad (tensor-type-block-bytes tt)))))
-                 (let ((dims (trim-dims ne))
-                       (result data))
-                   (when (and (quantizable-tensor-p name ne) (not quantized))
-                     (if (zerop (mod (first ne) 32))
-                         (setf result
-                               (handler-case (quantize (data-as-matrix data ne) 'q8-0
-                                                         :outliers (gethash name outliers))
-                                 (scale-overflow-error (c)
-                                   (tensor-data-error
-                                    path name "cannot be quantized: row ~D, block ~D: the Q8_0 ~
-scale overflows binary16 (quantized data validation failed, as llama-quantize)"
-                                    (scale-overflow-error-row c) (scale-overflow-error-block c)))))
-                         (let* ((h (convert-tensor-data data :f16))
-                                (over (first-non-finite h)))
-                           (when over
-                             (tensor-data-error path name "cannot fall back to F16: element ~D ~
-overflows binary16 (quantized data validation failed, as llama-quantize)" over))
-                           (setf result h)
-                           (incf fallbacks))))
-                   (push (list name result :dims dims) tensors))))
-             (funcall report (incf done) name))
-            (setf current nil))
-           (let* ((metadata (append (remove-if (lambda (e)
-                                                 (member (first e) '("general.quantization_version"
-                                                                     "general.file_type")
-                                                         :test #'string=))
-                                               (gguf:metadata f))
-                                    (list (list "general.quantization_version" :u32 2)
-                                          (list "general.file_type" :u32 7))))
-                  (out-file (gguf:make-file :metadata metadata
-                                            :tensors (reverse tensors)
-                                            :alignment (gguf:alignment f))))
-             (gguf:write out out-file)
-             (values
-              (mapcar (lambda (e)
-                       (let ((d (second e)))
-                         (list (first e) (tensor-type-name (tensor-type-of d)))))
-                      (reverse tensors))
-              fallbacks)))
-      (gguf:close f))))
+                (plans (loop for file in files
+                             for i from 0
+                             do (unless (or (null (rest files))
+                                            (eql i (gguf:value file "split.no")))
+                                  (gguf:gguf-error (gguf:path file) :split nil "expected shard ~D ~
+of the set, found split.no ~S" i (gguf:value file "split.no")))
+                             collect (quantize-plan file (mapcar #'gguf:tensor-info-name
+                                                                 (gguf:tensor-infos file))
+                                                    main options (gguf:path file))))
+                (plan (let ((all (apply #'append plans))
+                            (table (make-hash-table :test 'equal)))
+                        (dolist (p all)
+                          (when (gethash (planned-name p) table)
+                            (gguf:gguf-error (gguf:path (planned-file p)) :split nil "tensor ~S ~
+is in two shards: expected each once" (planned-name p)))
+                          (setf (gethash (planned-name p) table) p))
+                        (mapcar (lambda (n) (gethash n table))
+                                (llama-tensor-order (mapcar #'planned-name all)))))
+                (report (tensor-progress (length plan)))
+                (ftype (third (find main *quantize-targets* :key #'second)))
+                (done 0))
+           (cond (dry-run
+                  (dolist (p plan) (funcall report (incf done) p)))
+                 ((not keep-split)
+                  (push out written)
+                  (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
+                                   outliers path report 0))
+                 (t
+                  (let ((prefix (if (ends-with out ".gguf") (subseq out 0 (- (length out) 5)) out))
+                        (count (length files)))
+                    (loop for shard-plan in plans
+                          for i from 0
+                          for shard-out = (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ i) count)
+                          do (push shard-out written)
+                             (setf done (write-quantized shard-out shard-plan
+                                                         (quantize-metadata f ftype
+                                                                            (and (> count 1)
+                                                                                 (list i count (length plan))))
+                                                         (gguf:alignment f) outliers
+                                                         (gguf:path (nth i files)) report done))))))
+           (setf written '())
+           (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p))))
+                           (if keep-split (apply #'append plans) plan))
+                   (count-if #'planned-fallback plan)
+                   (with-output-to-string (s)
+                     (quantize-summary s (if keep-split
+                                             (format nil "~A (~D shards)" out (length files))
+                                             out)
+                                       plan
+                                       (/ (- (get-internal-real-time) start)
+                                          (float internal-time-units-per-second 1d0))
+                                       :dry-run dry-run))))
+      ;; a failure after some shards were written removes them
+      (dolist (w (rest written)) (ignore-errors (delete-file w)))
+      (mapc #'gguf:close files))))
 
 (define-command "quantize" (in out type)
-    (:usage "IN.gguf OUT.gguf q8_0 [--calibration CAL.gguf]"
+    (:usage "IN.gguf OUT.gguf TYPE [options]"
      :summary "quantize a GGUF file as llama-quantize does (same tensor types and bytes)"
-     :details "Tensors of two or more dimensions whose name ends in `weight' (norms,
-token types and position embeddings excepted) become Q8_0, or F16 when their
-rows are not a multiple of 32; the others keep their type.  The type may also
-be written Q8_0 or 7 (llama-quantize's ftype).  With --calibration, the
+     :details "TYPE is q8_0, f16, bf16 or f32 (any case), or llama-quantize's ftype 7, 1,
+32 or 0; other types are refused by name.  Tensors of two or more dimensions
+whose name ends in `weight' (norms, token types and position embeddings
+excepted) become TYPE -- for Q8_0, F16 when their rows are not a multiple
+of 32; the others keep their type.  Tensors are read, converted on the
+thread pool and written one piece at a time: memory holds a few MiB, not
+the model.  On a terminal each tensor is reported as it is done; the last
+line sums up sizes, bits per weight and time.  With --calibration, the
 matrices the calibration file names get outlier-aware scales (still Q8_0)."
      :options ((calibration "--calibration CAL"
                             :help "a calibration file: max |x| per input channel of each
-matrix, one F32 vector named after its tensor")))
-  (unless (member type '("q8_0" "Q8_0" "7") :test #'string=)
-    (usage-error "expected the type q8_0 (or Q8_0, 7), found ~S" type))
-  (multiple-value-bind (written fallbacks) (quantize-file in out :type :q8_0
-                                                               :calibration calibration)
-    (format t "~A: ~D tensor~:P, ~D Q8_0, ~D F16 fall back~:P~%"
-            out (length written)
-            (count (tensor-type-name (find-tensor-type :q8_0)) written
-                   :key #'second :test #'string=)
-            fallbacks)
+matrix, one F32 vector named after its tensor")
+               (output-tensor-type "--output-tensor-type T"
+                                   :help "the type of output.weight (f32, f16, bf16, q8_0)")
+               (token-embedding-type "--token-embedding-type T"
+                                     :help "the type of the token embeddings")
+               (tensor-types "--tensor-type PATTERN=T" :repeat t
+                             :help "tensors whose name contains a match of the
+regular expression PATTERN (lower-cased) become T when TYPE is q8_0; the
+first matching rule wins; may be repeated")
+               (pure "--pure" :help "accepted as llama-quantize takes it (no k-quant
+mixtures); changes nothing for these types")
+               (keep-split "--keep-split" :help "with the first shard of a llama-gguf-split set
+as IN: one output shard per input shard, OUT minus .gguf then
+-0000I-of-0000N.gguf (without it the shards make one file)")
+               (dry-run "--dry-run" :help "decide and report every tensor's type and the
+sizes, write nothing")))
+  (target-type-id type :ftype t)
+  (when output-tensor-type (target-type-id output-tensor-type))
+  (when token-embedding-type (target-type-id token-embedding-type))
+  (mapc #'parse-tensor-type-rule tensor-types)
+  (multiple-value-bind (written fallbacks summary)
+      (quantize-file in out :type type :calibration calibration :pure pure
+                            :output-tensor-type output-tensor-type
+                            :token-embedding-type token-embedding-type
+                            :tensor-types tensor-types :dry-run dry-run
+                            :keep-split keep-split)
+    (declare (ignore written fallbacks))
+    (write-string summary)
     0))

@@ -1,6 +1,6 @@
 /* llama_api.h - the few structures of llama.cpp's C interface that our
  * programs pass by value when they dlopen libllama (tools/llama_embed.c,
- * tests/c/test_llama_model.c), written from include/llama.h of llama.cpp
+ * tools/bench_quantize.c, tests/c/test_llama_model.c), written from include/llama.h of llama.cpp
  * v0.5.0 (the npm package @node-llama-cpp/linux-x64@3.22.1, the release
  * that made tests/golden/).  They must match that release field for field:
  * a struct passed or returned by value with another layout corrupts the
@@ -63,6 +63,21 @@ struct ll_batch {
     int8_t *logits;
 };
 
+/* struct llama_model_quantize_params, field for field. */
+struct ll_quantize_params {
+    int32_t nthread;
+    int ftype;                /* enum llama_ftype */
+    int output_tensor_type;   /* enum ggml_type; LL_GGML_TYPE_COUNT = unset */
+    int token_embedding_type;
+    bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
+    const void *imatrix, *kv_overrides, *tt_overrides;
+    const int32_t *prune_layers;
+    size_t max_buf_size;
+};
+
+#define LL_FTYPE_MOSTLY_Q8_0 7 /* enum llama_ftype */
+#define LL_GGML_TYPE_COUNT 43  /* enum ggml_type */
+
 #define LL_POOLING_NONE 0        /* enum llama_pooling_type */
 #define LL_FLASH_ATTN_DISABLED 0 /* enum llama_flash_attn_type */
 
@@ -86,6 +101,9 @@ struct ll_api {
     float *(*get_embeddings_ith)(struct ll_context *, int32_t i);
     float *(*get_embeddings_seq)(struct ll_context *, int32_t seq_id);
     float *(*get_embeddings)(struct ll_context *);
+    struct ll_quantize_params (*model_quantize_default_params)(void);
+    uint32_t (*model_quantize)(const char *in, const char *out,
+                               const struct ll_quantize_params *params);
 };
 
 /* Fill API from the dlopen handles of libllama and libggml (whose
@@ -115,6 +133,8 @@ static inline const char *ll_api_resolve(struct ll_api *api, void *llama, void *
     LL_SYM(llama, get_embeddings_ith, "llama_get_embeddings_ith");
     LL_SYM(llama, get_embeddings_seq, "llama_get_embeddings_seq");
     LL_SYM(llama, get_embeddings, "llama_get_embeddings");
+    LL_SYM(llama, model_quantize_default_params, "llama_model_quantize_default_params");
+    LL_SYM(llama, model_quantize, "llama_model_quantize");
 #undef LL_SYM
     return missing;
 }

@@ -209,6 +209,50 @@ static cl_object rl_prim_gguf_w_write(cl_object w, cl_object path) {
     ecl_return1(ecl_process_env(), ECL_T);
 }
 
+/* (%gguf-w-tensor-deferred w name-octets ne-list type-id): a tensor whose
+ * bytes come later through the stream (%gguf-w-stream-begin). */
+static cl_object rl_prim_gguf_w_tensor_deferred(cl_object w, cl_object name, cl_object ne,
+                                                cl_object type) {
+    rl_gguf_writer *wr = rl_writer("%GGUF-W-TENSOR-DEFERRED", w);
+    cl_index nlen = 0;
+    const uint8_t *np = rl_octets("%GGUF-W-TENSOR-DEFERRED", 2, name, &nlen);
+    int64_t dims[RL_GGUF_MAX_DIMS];
+    uint32_t nd = rl_tensor_dims("%GGUF-W-TENSOR-DEFERRED", ne, dims);
+    uint32_t tid = (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR-DEFERRED", 4, type, 0, 0xffff);
+    rl_gguf_w_tensor_deferred(wr, (const char *)np, nlen, nd, dims, tid);
+    ecl_return1(ecl_process_env(), w);
+}
+
+/* (%gguf-w-stream-begin w path) -> T or (values nil status message offset). */
+static cl_object rl_prim_gguf_w_stream_begin(cl_object w, cl_object path) {
+    char msg[RL_GGUF_MSG_SIZE] = "", pbuf[4096];
+    uint64_t off = 0;
+    rl_gguf_writer *wr = rl_writer("%GGUF-W-STREAM-BEGIN", w);
+    rl_gguf_status st = rl_gguf_writer_stream_begin(
+        wr, rl_path_arg("%GGUF-W-STREAM-BEGIN", path, pbuf, sizeof pbuf), msg, sizeof msg, &off);
+    if (st != RL_GGUF_OK)
+        return rl_status_values(rl_gguf_status_name(st), msg, off);
+    ecl_return1(ecl_process_env(), ECL_T);
+}
+
+/* (%gguf-w-stream-end w) -> T or (values nil status message offset). */
+static cl_object rl_prim_gguf_w_stream_end(cl_object w) {
+    char msg[RL_GGUF_MSG_SIZE] = "";
+    uint64_t off = 0;
+    rl_gguf_writer *wr = rl_writer("%GGUF-W-STREAM-END", w);
+    rl_gguf_status st = rl_gguf_writer_stream_end(wr, msg, sizeof msg, &off);
+    if (st != RL_GGUF_OK)
+        return rl_status_values(rl_gguf_status_name(st), msg, off);
+    ecl_return1(ecl_process_env(), ECL_T);
+}
+
+/* (%gguf-w-stream-abort w): removes the temporary file of an open stream. */
+static cl_object rl_prim_gguf_w_stream_abort(cl_object w) {
+    rl_gguf_writer_stream_abort(
+        rl_writer("%GGUF-W-STREAM-ABORT", w));
+    ecl_return1(ecl_process_env(), ECL_NIL);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-WRITER-NEW", rl_prim_gguf_writer_new, 2),
     RL_PRIM("%GGUF-W-KEY", rl_prim_gguf_w_key, 2),
@@ -220,5 +264,9 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-W-TENSOR", rl_prim_gguf_w_tensor, 5),
     RL_PRIM("%GGUF-W-TENSOR-RAW", rl_prim_gguf_w_tensor_raw, 7),
     RL_PRIM("%GGUF-W-WRITE", rl_prim_gguf_w_write, 2),
+    RL_PRIM("%GGUF-W-TENSOR-DEFERRED", rl_prim_gguf_w_tensor_deferred, 4),
+    RL_PRIM("%GGUF-W-STREAM-BEGIN", rl_prim_gguf_w_stream_begin, 2),
+    RL_PRIM("%GGUF-W-STREAM-END", rl_prim_gguf_w_stream_end, 1),
+    RL_PRIM("%GGUF-W-STREAM-ABORT", rl_prim_gguf_w_stream_abort, 1),
 };
 RL_PRIM_TABLE(rl_gguf_write_prims, "GGUF", rl_defs);

@@ -7,6 +7,9 @@
  *   reads back equal; the layout rules hold.
  * - The writer refuses nonsense with its own status; a refused or failing
  *   write leaves neither the target nor a temporary file.
+ * - A streamed file (tensors deferred, their bytes given in odd pieces) is
+ *   the file written in one go; a stream given too many or too few bytes,
+ *   or freed open, fails and leaves nothing.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gguf/fileio.h"
 #include "gguf/gguf.h"
 #include "tests/c/check.h"
 #include "tests/c/testutil.h"
@@ -571,6 +575,105 @@ static void test_many_names_linear(void) {
     }
 }
 
+/* F's keys, and its tensors: the odd ones deferred when DEFER. */
+static rl_gguf_writer *stream_writer(const rl_gguf_file *f, int defer) {
+    rl_gguf_writer *w = rl_gguf_writer_new();
+    for (uint64_t i = 0; i < rl_gguf_kv_count(f); i++)
+        rl_gguf_w_copy_kv(w, f, i);
+    for (uint64_t i = 0; i < rl_gguf_tensor_count(f); i++) {
+        uint64_t nlen;
+        const char *n = rl_gguf_tensor_name(f, i, &nlen);
+        int64_t ne[4];
+        for (uint32_t d = 0; d < 4; d++)
+            ne[d] = rl_gguf_tensor_ne(f, i, d);
+        if (defer && i % 2)
+            rl_gguf_w_tensor_deferred(w, n, nlen, rl_gguf_tensor_n_dims(f, i), ne,
+                                      rl_gguf_tensor_type(f, i));
+        else
+            rl_gguf_w_tensor(w, n, nlen, rl_gguf_tensor_n_dims(f, i), ne,
+                             rl_gguf_tensor_type(f, i), rl_gguf_tensor_data(f, i),
+                             rl_gguf_tensor_nbytes(f, i));
+    }
+    return w;
+}
+
+/* The deferred tensors' bytes in pieces of PIECE bytes; the status of the
+ * last put. */
+static rl_gguf_status stream_tensors(const rl_gguf_file *f, rl_gguf_writer *w, uint64_t piece) {
+    char msg[RL_GGUF_MSG_SIZE];
+    rl_gguf_status st = RL_GGUF_OK;
+    for (uint64_t i = 1; st == RL_GGUF_OK && i < rl_gguf_tensor_count(f); i += 2) {
+        const uint8_t *p = rl_gguf_tensor_data(f, i);
+        uint64_t n = rl_gguf_tensor_nbytes(f, i);
+        for (uint64_t k = 0; st == RL_GGUF_OK && k < n; k += piece)
+            st = rl_gguf_writer_stream_put(w, p + k, n - k < piece ? n - k : piece, msg,
+                                           sizeof msg, NULL);
+    }
+    return st;
+}
+
+static void test_streaming(void) {
+    char msg[RL_GGUF_MSG_SIZE], out[512];
+    uint64_t off;
+    rl_gguf_file *f = NULL;
+    snprintf(out, sizeof out, "%s/stream.gguf", tmpdir);
+    if (rl_gguf_open(GOLDEN "q8_main.q8_0.gguf", &f, msg, sizeof msg, &off) != RL_GGUF_OK) {
+        CHECK_MSG(0, "%s", msg);
+        return;
+    }
+    /* The reference: every tensor given, written to memory. */
+    rl_gguf_writer *w = stream_writer(f, 0);
+    uint8_t *ref = NULL;
+    uint64_t ref_size = 0;
+    CHECK(rl_gguf_writer_to_memory(w, &ref, &ref_size, msg, sizeof msg, &off) == RL_GGUF_OK);
+    rl_gguf_writer_free(w);
+    static const uint64_t pieces[] = {1, 7, 34, 1 << 20};
+    for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+        w = stream_writer(f, 1);
+        CHECK(rl_gguf_writer_write(w, out, msg, sizeof msg, &off) == RL_GGUF_E_STATE);
+        rl_gguf_writer_free(w);
+        w = stream_writer(f, 1);
+        CHECK(rl_gguf_writer_stream_begin(w, out, msg, sizeof msg, &off) == RL_GGUF_OK);
+        CHECK(rl_gguf_w_tensor_deferred(w, "late", 4, 1, (int64_t[]){32}, RL_GGUF_GGML_F32) ==
+              RL_GGUF_E_STATE);
+        CHECK(stream_tensors(f, w, pieces[k]) == RL_GGUF_OK);
+        CHECK(rl_gguf_writer_stream_end(w, msg, sizeof msg, &off) == RL_GGUF_OK);
+        rl_gguf_writer_free(w);
+        uint8_t *got = NULL;
+        uint64_t got_size = 0;
+        CHECK(rl_gguf_read_file(out, "GGUF file", &got, &got_size, msg, sizeof msg) == 0);
+        CHECK_MSG(got && got_size == ref_size && memcmp(got, ref, ref_size) == 0,
+                  "streamed in pieces of %" PRIu64 ": not the file written in one go", pieces[k]);
+        free(got);
+        unlink(out);
+    }
+    /* Too many bytes, too few, and a stream freed open: nothing left. */
+    w = stream_writer(f, 1);
+    rl_gguf_writer_stream_begin(w, out, msg, sizeof msg, &off);
+    CHECK(stream_tensors(f, w, 1 << 20) == RL_GGUF_OK);
+    CHECK(rl_gguf_writer_stream_put(w, "x", 1, msg, sizeof msg, &off) == RL_GGUF_E_ARG);
+    rl_gguf_writer_stream_abort(w);
+    CHECK(access(out, F_OK) != 0 && dir_entries(tmpdir) == 0);
+    rl_gguf_writer_free(w);
+    w = stream_writer(f, 1);
+    rl_gguf_writer_stream_begin(w, out, msg, sizeof msg, &off);
+    CHECK(rl_gguf_writer_stream_put(w, rl_gguf_tensor_data(f, 1), rl_gguf_tensor_nbytes(f, 1) + 1,
+                                    msg, sizeof msg, &off) == RL_GGUF_E_ARG);
+    CHECK(rl_gguf_writer_stream_put(w, rl_gguf_tensor_data(f, 1), 3, msg, sizeof msg, &off) ==
+          RL_GGUF_OK);
+    CHECK(rl_gguf_writer_stream_end(w, msg, sizeof msg, &off) == RL_GGUF_E_STATE);
+    CHECK(strstr(msg, "has 3 of its") != NULL);
+    CHECK(access(out, F_OK) != 0 && dir_entries(tmpdir) == 0);
+    rl_gguf_writer_free(w);
+    w = stream_writer(f, 1);
+    rl_gguf_writer_stream_begin(w, out, msg, sizeof msg, &off);
+    CHECK(dir_entries(tmpdir) == 1);
+    rl_gguf_writer_free(w);
+    CHECK(access(out, F_OK) != 0 && dir_entries(tmpdir) == 0);
+    free(ref);
+    rl_gguf_close(f);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/rl-test-write.XXXXXX", t && *t ? t : "/tmp");
@@ -583,6 +686,7 @@ int main(void) {
     test_all_types();
     test_writer_failures();
     test_many_names_linear();
+    test_streaming();
     rmdir(tmpdir);
     return check_report("write");
 }

@@ -178,3 +178,122 @@ rm -r \"$d\"" src)
         ;; "/x" 0xFF ".none"
         (is (contains (third lines) "2f78ff2e6e6f6e65") "~A" (third lines))))
     (delete-file src)))
+
+;;; gguf_dump's options: --markdown against gguf-py's own output on a
+;;; fixture, --no-tensors, --tensors-only, --filter, --max-string,
+;;; general.file_type's name and the summary per type.
+
+(defun i32-vector (&rest xs)
+  (make-array (length xs) :element-type '(signed-byte 32) :initial-contents xs))
+
+(defun markdown-fixture ()
+  "A file for the --markdown golden test: values of every GGUF type that
+gguf_dump prints in its own ways (long and backticked strings, numpy's
+floats, arrays cut at 5 and 7, nested and empty arrays) and a tensor of
+every ggml type in several groups (blk.N, enc.blk.N, dec, base)."
+  (gguf:make-file
+   :metadata
+   `(("general.architecture" :string "llama")
+     ("general.name" :string "a `tiny` model")
+     ("general.description" :string
+      "Ünïcödé text that goes on well past the sixty characters gguf_dump shows of it")
+     ("general.file_type" :u32 15)
+     ("test.u8" :u8 255) ("test.i8" :i8 -5) ("test.u16" :u16 65535) ("test.i16" :i16 -300)
+     ("test.i32" :i32 -7) ("test.u64" :u64 ,(expt 2 40)) ("test.i64" :i64 ,(- (expt 2 40)))
+     ("test.f32.small" :f32 1e-4) ("test.f32.big" :f32 123456789.0) ("test.f32.tenth" :f32 0.1)
+     ("test.f32.third" :f32 ,(/ 1.0 3)) ("test.f32.negzero" :f32 -0.0)
+     ("test.f32.inf" :f32 ,ext:single-float-positive-infinity)
+     ("test.f64.big" :f64 1d16) ("test.f64.small" :f64 1d-5) ("test.f64.tenth" :f64 0.1d0)
+     ("test.bool" :bool t)
+     ("test.backtick_end" :string "ends in a backtick `")
+     ("test.arr_i32" (:array :i32) ,(i32-vector 1 -2 3 4 5 6 7 8 9 10))
+     ("test.arr_f32" (:array :f32) ,(make-array 3 :element-type 'single-float
+                                                  :initial-contents '(0.5 1e-7 2.5e10)))
+     ("test.arr_bool" (:array :bool) #(t nil))
+     ("test.arr_str" (:array :string)
+      #("a" "b``c" "a string of more than thirty characters in all" "d" "e" "f" "g"))
+     ("test.arr_empty" (:array :i32) ,(i32-vector))
+     ("test.nested" (:array (:array :i32)) ,(vector (i32-vector 1 2) (i32-vector 3))))
+   :tensors
+   (loop for (nil octets . options) in (every-type-tensors)
+         for i from 0
+         for type = (gguf:type-name (getf options :type))
+         collect (list* (case (mod i 5)
+                          (0 (format nil "blk.~D.attn_q.~A.weight" (mod i 3) type))
+                          (1 (format nil "blk.~D.ffn_up.~A.bias" (mod i 3) type))
+                          (2 (format nil "enc.blk.0.attn_k.~A.weight" type))
+                          (3 (format nil "dec.output.~A.weight" type))
+                          (t (format nil "token_embd.~A" type)))
+                        octets options))))
+
+(defun write-markdown-fixture (path)
+  "Write the --markdown fixture to PATH (tools/make-markdown-golden.sh)."
+  (gguf:write path (markdown-fixture)))
+
+(defun markdown-golden (name)
+  (golden (concatenate 'string "markdown/" name)))
+
+(test inspect-markdown-is-gguf-dump-markdown
+  ;; The fixture is ours, so it must still be what our builder writes.
+  (let ((fresh (tmp-path "markdown.gguf")))
+    (write-markdown-fixture fresh)
+    (is (equalp (file-octets (markdown-golden "fixture.gguf")) (file-octets fresh))
+        "tests/golden/markdown/fixture.gguf is no longer what markdown-fixture writes: ~
+regenerate it with tools/make-markdown-golden.sh")
+    (delete-file fresh))
+  (loop for (args expected) in '((() "fixture.md") (("--no-tensors") "fixture.no-tensors.md"))
+        do (multiple-value-bind (code out err)
+               (sh "cd \"$1\" && \"$0\" inspect tests/golden/markdown/fixture.gguf --markdown $2"
+                   (namestring *root*) (format nil "~{~A~^ ~}" args))
+             (is (= 0 code) "~A" err)
+             (is (string= (read-file-string (markdown-golden expected)) out)
+                 "inspect --markdown ~{~A~^ ~} differs from gguf_dump's ~A" args expected))))
+
+(test inspect-no-tensors-tensors-only-and-filter
+  (let ((path (tmp-path "opts.gguf")))
+    (gguf:write path (markdown-fixture))
+    (multiple-value-bind (code out) (run-exe (list "inspect" path "--no-tensors"))
+      (is (= 0 code))
+      (is (search "general.file_type (u32) = 15 (MOSTLY_Q4_K_M)" out))
+      (is (not (search "tensor" out))))
+    (multiple-value-bind (code out) (run-exe (list "inspect" path "--tensors-only"))
+      (is (= 0 code))
+      (is (not (search "metadata key" out)))
+      (is (search "blk.0.attn_q.F32.weight" out))
+      (is (search "by type:" out))
+      (is (search (format nil "  Q8_0            1 tensor            128 parameters            136 bytes   8.5000 bits/weight~%") out)))
+    (multiple-value-bind (code out) (run-exe (list "inspect" path "--filter" "^test\\.f(32|64)\\.t|Q[4-6]_K\\."))
+      (is (= 0 code))
+      (is (search "3 of 29 metadata keys matching \"^test\\.f(32|64)\\.t|Q[4-6]_K\\.\":" out))
+      (is (search "3 of 35 tensors matching" out))
+      (is (search "test.f32.tenth" out))
+      (is (search "test.f64.tenth" out))
+      (is (not (search "test.f32.big" out)))
+      (is (equal '("Q4_K" "Q5_K" "Q6_K")
+                 (loop for line in (split-lines out)
+                       for at = (search "_K." line)
+                       when (and at (> at 2) (char= #\Space (char line 0)) (search " bytes" line))
+                         collect (subseq line (- at 2) (+ at 2))))))
+    (multiple-value-bind (code out) (run-exe (list "inspect" path "--json" "--filter" "arr_(i32|empty)"
+                                                   "--no-tensors"))
+      (is (= 0 code))
+      (let ((json (parse-json-string out)))
+        (is (equal '("test.arr_i32" "test.arr_empty")
+                   (map 'list (lambda (m) (gethash "key" m)) (gethash "metadata" json))))
+        (is (null (gethash "tensors" json)))))
+    (is (= 2 (run-exe (list "inspect" path "--filter" "(unclosed"))))
+    (is (= 2 (run-exe (list "inspect" path "--no-tensors" "--tensors-only"))))
+    (is (= 2 (run-exe (list "inspect" path "--json" "--markdown"))))
+    (delete-file path)))
+
+(test inspect-max-string-cuts-text-not-json
+  (let ((path (tmp-path "long.gguf"))
+        (long (make-string 100 :initial-element #\x)))
+    (gguf:write path (gguf:make-file :metadata `(("k" :string ,long))))
+    (is (search (format nil "k (string) = \"~A...\"" (make-string 57 :initial-element #\x))
+                (nth-value 1 (run-exe (list "inspect" path)))))
+    (is (search (format nil "k (string) = \"~A...\"" (make-string 7 :initial-element #\x))
+                (nth-value 1 (run-exe (list "inspect" path "--max-string" "10")))))
+    (is (search (format nil "\"~A\"" long) (nth-value 1 (run-exe (list "inspect" path "--max-string" "0")))))
+    (is (search (format nil "\"~A\"" long) (nth-value 1 (run-exe (list "inspect" path "--json")))))
+    (delete-file path)))

@@ -206,3 +206,410 @@ limit is generous so that only a return to the square fails."
                (is (string= "F32" (gguf:tensor-info-type (gguf:tensor-info f "blk.99999.weight"))))))
         (ignore-errors (delete-file in))
         (ignore-errors (delete-file out))))))
+
+;;; Streaming: the same bytes as the whole-tensor path, whatever the threads.
+
+(defun in-memory-quantize (in out &rest options &key (type :q8_0) &allow-other-keys)
+  "OUT written the way quantize worked before it streamed: each tensor read
+whole (GGUF:TENSOR), converted by the Lisp functions (QUANTIZE,
+CONVERT-TENSOR-DATA) and held until GGUF:WRITE writes them all; the types
+from the same plan."
+  (gguf:with-file (f in)
+    (let* ((main (rontolisp::tensor-type-id (rontolisp::find-tensor-type type)))
+           (plan (rontolisp::quantize-plan
+                  f (rontolisp::llama-tensor-order (gguf:tensor-names f)) main
+                  (list :rules (mapcar #'rontolisp::parse-tensor-type-rule
+                                       (getf options :tensor-types)))
+                  in))
+           (tensors
+             (loop for p in plan
+                   for name = (rontolisp::planned-name p)
+                   for ne = (rontolisp::planned-ne p)
+                   for target = (rontolisp::planned-target p)
+                   collect (if (= target (rontolisp::planned-source p))
+                               (list name (gguf:tensor-octets f name)
+                                     :type target :dims (rontolisp::trim-dims ne))
+                               (let ((data (gguf:tensor f name)))
+                                 (list name
+                                       (if (= target 8)
+                                           (rontolisp:quantize (rontolisp::data-as-matrix data ne)
+                                                               :q8_0)
+                                           (rontolisp::convert-tensor-data
+                                            data (ecase target (0 :f32) (1 :f16) (30 :bf16))))
+                                       :dims (rontolisp::trim-dims ne)))))))
+      (gguf:write out (gguf:make-file
+                       :metadata (append (remove-if (lambda (e)
+                                                      (member (first e)
+                                                              '("general.quantization_version"
+                                                                "general.file_type")
+                                                              :test #'string=))
+                                                    (gguf:metadata f))
+                                         (list (list "general.quantization_version" :u32 2)
+                                               (list "general.file_type" :u32
+                                                     (ecase main (8 7) (1 1) (30 32) (0 0)))))
+                       :tensors tensors
+                       :alignment (gguf:alignment f))))))
+
+(defun quantize-octets (in &rest options)
+  "The bytes quantize-file writes for IN with OPTIONS (a temporary file)."
+  (let ((out (tmp-path "s.gguf")))
+    (unwind-protect
+         (progn (apply #'rontolisp:quantize-file in out options)
+                (file-octets out))
+      (ignore-errors (delete-file out)))))
+
+(test quantize-tool-streams-the-in-memory-bytes
+  "The streamed file is byte for byte the file the whole-tensor path
+writes (Lisp's QUANTIZE and conversions, every tensor in memory), for
+every golden input and for F16 and BF16 targets, on one thread and on
+four."
+  (let ((compared 0))
+    (loop for (in . cases)
+            in '(("q8_main.f32.gguf" (:type :q8_0) (:type :bf16)
+                  (:type :q8_0 :tensor-types ("gauss=bf16" "experts=f32" "narrow=f16")))
+                 ("q8_f16src.f16.gguf" (:type :q8_0) (:type :f16) (:type :bf16) (:type :f32))
+                 ("q8_bf16src.bf16.gguf" (:type :q8_0) (:type :bf16) (:type :f32))
+                 ("q8_align64.f32.gguf" (:type :q8_0) (:type :f16)))
+          do (skip-unless-file ((golden in))
+               (loop for options in cases
+                     do (let ((ref (tmp-path "ref.gguf")))
+                          (unwind-protect
+                               (progn
+                                 (apply #'in-memory-quantize (golden in) ref options)
+                                 (let ((expected (file-octets ref))
+                                       (saved (rontolisp::threads)))
+                                   (unwind-protect
+                                        (dolist (n '(1 4))
+                                          (setf (rontolisp::threads) n)
+                                          (is (equalp expected
+                                                      (apply #'quantize-octets (golden in) options))
+                                              "~A ~S, ~D thread~:P: streamed bytes differ" in options n)
+                                          (incf compared))
+                                     (setf (rontolisp::threads) saved))))
+                            (ignore-errors (delete-file ref)))))))
+    (is (= 24 compared))))
+
+(defun poke-f32-bits (path tensor index bits)
+  "Overwrite element INDEX (row-major) of the F32 TENSOR of the GGUF file
+PATH with the 32-bit pattern BITS (a NaN, say, which Lisp will not make)."
+  (let ((pos (gguf:with-file (f path)
+               (+ (gguf:data-offset f) (gguf:tensor-info-offset (gguf:tensor-info f tensor))
+                  (* 4 index)))))
+    (with-open-file (s path :direction :io :element-type '(unsigned-byte 8) :if-exists :overwrite)
+      (file-position s pos)
+      (write-sequence (coerce (loop for b below 4 collect (ldb (byte 8 (* 8 b)) bits))
+                              '(vector (unsigned-byte 8)))
+                      s))))
+
+(defun big-f32-file (path &key nan overflow)
+  "A file of tensors spanning several of quantize's pieces (4 MiB): a
+1024 x 1536 matrix, a 2100 x 1000 one (rows not a multiple of 32: F16),
+blk.1.late.weight (1024 x 1536), an output.weight and the token
+embeddings.  NAN puts a NaN in the last row of blk.1.late.weight, OVERFLOW
+a value past binary16 in its first row."
+  (let ((state (make-random-state t)))
+    (flet ((m (rows cols) (random-matrix rows cols :scale 3.0 :state state)))
+      (let ((late (m 1024 1536)))
+        (when overflow (setf (aref late 0 7) 1e9))
+        (gguf:write path (gguf:make-file
+                          :metadata '(("general.architecture" :string "llama"))
+                          :tensors (list (list "blk.0.early.weight" (m 1024 1536))
+                                         (list "blk.0.odd_rows.weight" (m 2100 1000))
+                                         (list "blk.1.late.weight" late)
+                                         (list "output.weight" (m 64 256))
+                                         (list "token_embd.weight" (m 64 256)))))
+        (when nan
+          (poke-f32-bits path "blk.1.late.weight" (+ (* 1023 1536) 1500) #x7fc00000))
+        path))))
+
+(defun leftovers (path)
+  "Temporary files of the writer left beside PATH."
+  (directory (concatenate 'string path ".rontolisp-tmp.*")))
+
+(test quantize-tool-streams-big-tensors
+  "Tensors of several pieces (and rows that fall back to F16) stream to the
+whole-tensor path's bytes, with options."
+  (let ((in (big-f32-file (tmp-path "big.gguf"))) (ref (tmp-path "big-ref.gguf")))
+    (unwind-protect
+         (dolist (options '((:type :q8_0)
+                            (:type :q8_0 :tensor-types ("early=bf16" "^blk\\.1\\.=f16"))
+                            (:type :f16)))
+           (apply #'in-memory-quantize in ref options)
+           (is (equalp (file-octets ref) (apply #'quantize-octets in options))
+               "~S: streamed bytes differ" options))
+      (ignore-errors (delete-file in))
+      (ignore-errors (delete-file ref)))))
+
+(test quantize-tool-failure-mid-way-leaves-nothing
+  "A NaN in the last piece of a tensor written after others: the error
+names it, and neither the output nor a temporary file is left; a NaN
+after an overflowing block is the one reported, as a whole-tensor check
+finds it first."
+  (let ((in (tmp-path "nan.gguf")) (out (tmp-path "nan.q8.gguf")))
+    (unwind-protect
+         (dolist (overflow '(nil t))
+           (big-f32-file in :nan t :overflow overflow)
+           (let ((e (handler-case (progn (rontolisp:quantize-file in out) nil)
+                      (rontolisp:tensor-data-error (e) e))))
+             (is (typep e 'rontolisp:tensor-data-error))
+             (when e
+               (is (string= "blk.1.late.weight" (rontolisp:tensor-data-error-tensor e)))
+               (is (contains (princ-to-string e) "found NaN at element 1572828") "~A" e)))
+           (is (not (probe-file out)))
+           (is (null (leftovers out))))
+      (ignore-errors (delete-file in)))))
+
+(test quantize-tool-overflow-in-a-late-piece
+  (let ((in (tmp-path "ovf.gguf")) (out (tmp-path "ovf.q8.gguf")))
+    (unwind-protect
+         (progn
+           (big-f32-file in :overflow t)
+           (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "q8_0"))
+             (declare (ignore stdout))
+             (is (= 1 code))
+             (is (contains stderr "blk.1.late.weight\" cannot be quantized: row 0, block 0") "~A" stderr))
+           (is (not (probe-file out)))
+           (is (null (leftovers out))))
+      (ignore-errors (delete-file in)))))
+
+;;; llama-quantize's options.
+
+(test quantize-tool-target-types
+  "F32, F16, BF16 and Q8_0 by name in any case (and llama-quantize's ftype
+numbers for the main type); other ggml types refused by name."
+  (is (= 8 (rontolisp::target-type-id "q8_0")))
+  (is (= 30 (rontolisp::target-type-id "BF16")))
+  (is (= 8 (rontolisp::target-type-id "7" :ftype t)))
+  (is (= 30 (rontolisp::target-type-id "32" :ftype t)))
+  (is (= 0 (rontolisp::target-type-id "0" :ftype t)))
+  (signals rontolisp:usage-error (rontolisp::target-type-id "7"))
+  (dolist (bad '("q4_k" "IQ2_XXS" "Q5_0"))
+    (let ((e (handler-case (rontolisp::target-type-id bad) (rontolisp:usage-error (e) e))))
+      (is (typep e 'rontolisp:usage-error))
+      (is (contains (princ-to-string e) (string-upcase bad)) "~A" e)
+      (is (contains (princ-to-string e) "does not write") "~A" e)))
+  (signals rontolisp:usage-error (rontolisp::target-type-id "q9_9")))
+
+(test quantize-tool-tensor-type-rules
+  "--tensor-type as llama-quantize parses it: PATTERN=TYPE split at the
+first `=', the pattern lower-cased, searched in the name as a regular
+expression; the first matching rule wins."
+  (is (equal '("attn_q" . 1) (rontolisp::parse-tensor-type-rule "ATTN_Q=f16")))
+  (is (equal '("blk\\.[0-9]+\\.ffn_(up|down)" . 30)
+             (rontolisp::parse-tensor-type-rule "blk\\.[0-9]+\\.ffn_(up|down)=bf16")))
+  (dolist (bad '("attn_q" "=f16" "attn_q=" "attn_q=q4_k" "attn_(q=f16"))
+    (signals rontolisp:usage-error (rontolisp::parse-tensor-type-rule bad)))
+  (let ((rules (mapcar #'rontolisp::parse-tensor-type-rule
+                       '("blk\\.1\\.=f32" "attn=f16" "^blk\\.\\d+\\.ffn=bf16"))))
+    (is (= 0 (rontolisp::tensor-type-rule-for "blk.1.attn_q.weight" rules)))
+    (is (= 1 (rontolisp::tensor-type-rule-for "blk.2.attn_q.weight" rules)))
+    (is (= 30 (rontolisp::tensor-type-rule-for "blk.12.ffn_up.weight" rules)))
+    (is (null (rontolisp::tensor-type-rule-for "xblk.12.ffn_up.weight" (last rules))))
+    (is (null (rontolisp::tensor-type-rule-for "token_embd.weight" rules)))))
+
+(test quantize-tool-target-choice
+  "llama_tensor_get_type for these types: untouched tensors keep theirs,
+the token embeddings and output.weight take their options, rules apply
+only under a Q8_0 main type, and Q8_0 falls back to F16 on odd rows."
+  (flet ((target (name ne source main &rest options)
+           (apply #'rontolisp::quantize-target name ne source main options)))
+    (let ((rules (list (rontolisp::parse-tensor-type-rule "attn_q=bf16"))))
+      (is (= 0 (target "blk.0.attn_norm.weight" '(64 64) 0 8 :rules rules)))
+      (is (= 30 (target "blk.0.attn_q.weight" '(64 64) 0 8 :rules rules)))
+      (is (= 8 (target "blk.0.attn_k.weight" '(64 64) 0 8 :rules rules)))
+      (is (= 1 (target "blk.0.attn_q.weight" '(64 64) 0 1 :rules rules)))
+      (is (= 1 (target "blk.0.attn_k.weight" '(48 64) 0 8)))
+      (is (= 0 (target "output.weight" '(64 64) 0 8 :output-type 0)))
+      (is (= 30 (target "token_embd.weight" '(64 64) 0 8 :token-embedding-type 30)))
+      (is (= 8 (target "token_embd.weight" '(64 64) 0 8 :output-type 0)))
+      (is (= 8 (target "blk.0.attn_k.weight" '(64 64) 0 8 :pure t))))))
+
+(defun tensor-types-of (path)
+  (gguf:with-file (f path)
+    (mapcar (lambda (i) (cons (gguf:tensor-info-name i) (gguf:tensor-info-type i)))
+            (gguf:tensor-infos f))))
+
+(test quantize-tool-options-on-the-command-line
+  "--tensor-type, --output-tensor-type and --token-embedding-type change
+the types written; --pure changes nothing; general.file_type follows the
+main type."
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((in (golden "q8_main.f32.gguf")) (out (tmp-path "opt.gguf")) (plain (tmp-path "plain.gguf")))
+      (unwind-protect
+           (progn
+             (is (= 0 (run-exe (list "quantize" in plain "q8_0"))))
+             (is (= 0 (run-exe (list "quantize" "--tensor-type" "GAUSS_=bf16" "--tensor-type" "gauss=f32"
+                                     "--output-tensor-type" "f16" "--token-embedding-type" "BF16"
+                                     in out "q8_0"))))
+             (let ((types (tensor-types-of out)) (before (tensor-types-of plain)))
+               (is (string= "F16" (cdr (assoc "output.weight" types :test #'string=))))
+               (is (string= "BF16" (cdr (assoc "token_embd.weight" types :test #'string=))))
+               (is (string= "BF16" (cdr (assoc "blk.0.gauss_8x64.weight" types :test #'string=))))
+               (is (string= "Q8_0" (cdr (assoc "blk.0.gauss_8x64.weight" before :test #'string=))))
+               (is (string= "F32" (cdr (assoc "blk.0.attn_norm.weight" types :test #'string=))))
+               (is (equal (mapcar #'car before) (mapcar #'car types))))
+             (is (= 0 (run-exe (list "quantize" "--pure" in out "Q8_0"))))
+             (is (equalp (file-octets plain) (file-octets out)) "--pure changed the bytes")
+             (is (= 0 (run-exe (list "quantize" in out "32"))))
+             (gguf:with-file (f out)
+               (is (eql 32 (gguf:value f "general.file_type")))
+               (is (string= "BF16" (gguf:tensor-info-type (gguf:tensor-info f "blk.0.gauss_8x64.weight")))))
+             ;; F16 cannot hold blk.1.edge_blocks.weight's values: refused, nothing written
+             (ignore-errors (delete-file out))
+             (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "f16"))
+               (declare (ignore stdout))
+               (is (= 1 code))
+               (is (contains stderr "edge_blocks.weight\" cannot be converted to F16") "~A" stderr))
+             (is (not (probe-file out))))
+        (ignore-errors (delete-file out))
+        (ignore-errors (delete-file plain))))))
+
+(test quantize-tool-dry-run-writes-nothing
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((out (tmp-path "dry.gguf")))
+      (multiple-value-bind (code stdout stderr)
+          (run-exe (list "quantize" "--dry-run" (golden "q8_main.f32.gguf") out "q8_0"))
+        (is (= 0 code) "~A" stderr)
+        (is (contains stdout "dry run") "~A" stdout)
+        (is (contains stdout "17 tensors (10 Q8_0, 5 F32, 2 F16, 2 F16 fall backs)") "~A" stdout)
+        (is (contains stdout "bits per weight") "~A" stdout))
+      (is (not (probe-file out)))
+      (is (null (leftovers out))))))
+
+(test quantize-tool-refuses-options-by-name
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((in (golden "q8_main.f32.gguf")) (out (tmp-path "r.gguf")))
+      (loop for (args . needle)
+              in `((("--output-tensor-type" "q4_K") . "Q4_K")
+                   (("--token-embedding-type" "iq2_xs") . "IQ2_XS")
+                   (("--tensor-type" "attn=q6_k") . "Q6_K")
+                   (("--tensor-type" "attn") . "PATTERN=TYPE"))
+            do (multiple-value-bind (code stdout stderr)
+                   (run-exe (append (list "quantize") args (list in out "q8_0")))
+                 (declare (ignore stdout))
+                 (is (= 2 code) "~S exited ~D" args code)
+                 (is (contains stderr needle) "~S: ~A" args stderr)
+                 (is (not (probe-file out))))))))
+
+(test quantize-tool-hostile-inputs
+  "Every file of the bad-file corpus gives our own condition (exit 1, one
+line) and no output."
+  (let ((out (tmp-path "bad-out.gguf")) (seen 0))
+    (dolist (bad (bad-corpus))
+      (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" (namestring bad) out "q8_0"))
+        (declare (ignore stdout))
+        (is (= 1 code) "~A exited ~D: ~A" bad code stderr)
+        (is (= 1 (count #\Newline stderr)) "~A: ~S" bad stderr)
+        (is (not (probe-file out)))
+        (incf seen)))
+    (is (< 40 seen))))
+
+(test quantize-tool-progress-on-a-terminal
+  "One line per tensor on a terminal's stderr, then the summary; nothing
+on stderr when it is not a terminal."
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((out (tmp-path "tty.gguf")))
+      (unwind-protect
+           (progn
+             (multiple-value-bind (code output)
+                 (pty-session '("expect bits per weight")
+                              :args (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+               (is (= 0 code) "~A" output)
+               (is (contains output "[   1/17] output.weight") "~A" output)
+               (is (contains output "blk.1.odd_8x48.weight") "~A" output)
+               (is (contains output "(fall back)") "~A" output)
+               (is (contains output "[  17/17]") "~A" output))
+             (multiple-value-bind (code stdout stderr)
+                 (run-exe (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+               (is (= 0 code))
+               (is (string= "" stderr))
+               (is (contains stdout "MiB ->") "~A" stdout)))
+        (ignore-errors (delete-file out))))))
+
+;;; Split sets (llama-gguf-split's shards).
+
+(defun write-split-set (dir &key nan)
+  "DIR/whole.gguf and the same tensors as the set DIR/s-0000I-of-00002.gguf
+(two tensors in each); NAN puts a NaN in the second shard.  Answers the
+paths of the whole file and of the first shard."
+  (let* ((state (make-random-state t))
+         (m (lambda (r c) (random-matrix r c :state state)))
+         (a (funcall m 64 128)) (b (funcall m 64 128)) (c (funcall m 32 64))
+         (n (make-array 64 :element-type 'single-float :initial-element 1.0))
+         (meta '(("general.architecture" :string "llama") ("llama.block_count" :u32 2)))
+         (whole (format nil "~A/whole.gguf" dir))
+         (first-shard (format nil "~A/s-00001-of-00002.gguf" dir))
+         (second-shard (format nil "~A/s-00002-of-00002.gguf" dir)))
+    (flet ((split (no) (list (list "split.no" :u16 no) (list "split.count" :u16 2)
+                             (list "split.tensors.count" :i32 4))))
+      (gguf:write whole (gguf:make-file :metadata meta
+                                        :tensors (list (list "blk.0.attn_q.weight" a)
+                                                       (list "blk.0.attn_norm.weight" n)
+                                                       (list "blk.1.attn_q.weight" b)
+                                                       (list "output.weight" c))))
+      (gguf:write first-shard (gguf:make-file :metadata (append meta (split 0))
+                                              :tensors (list (list "blk.0.attn_q.weight" a)
+                                                             (list "blk.0.attn_norm.weight" n))))
+      (gguf:write second-shard (gguf:make-file :metadata (split 1)
+                                               :tensors (list (list "blk.1.attn_q.weight" b)
+                                                              (list "output.weight" c))))
+      (when nan
+        (poke-f32-bits second-shard "output.weight" 5 #x7fc00000))
+      (values whole first-shard))))
+
+(defmacro with-tmp-dir ((var) &body body)
+  `(let ((,var (string-right-trim "/" (tmp-path "dir"))))
+     (ensure-directories-exist (format nil "~A/" ,var))
+     (unwind-protect (progn ,@body)
+       (dolist (f (directory (format nil "~A/*.*" ,var))) (ignore-errors (delete-file f)))
+       (ignore-errors (si:rmdir ,var)))))
+
+(test quantize-tool-split-sets
+  "The first shard of a set stands for the set: without --keep-split the
+output is the file quantizing the unsplit model gives, byte for byte;
+with it, one output shard per input shard named as llama-gguf-split names
+them, the first with every key and the split keys, the others with the
+split keys only (as llama-quantize writes them), each tensor's bytes those
+of the one-file output."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir)
+      (let ((one (format nil "~A/one.gguf" dir)) (merged (format nil "~A/merged.gguf" dir)))
+        (is (= 0 (run-exe (list "quantize" whole one "q8_0"))))
+        (is (= 0 (run-exe (list "quantize" first-shard merged "q8_0"))))
+        (is (equalp (file-octets one) (file-octets merged)))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" "--keep-split" first-shard (format nil "~A/ks.gguf" dir) "q8_0"))
+          (is (= 0 code) "~A" stderr)
+          (is (contains stdout "2 shards") "~A" stdout))
+        (gguf:with-file (o one)
+          (loop for i from 0 below 2
+                for names in '(("blk.0.attn_q.weight" "blk.0.attn_norm.weight")
+                               ("blk.1.attn_q.weight" "output.weight"))
+                do (gguf:with-file (s (format nil "~A/ks-~5,'0D-of-00002.gguf" dir (1+ i)))
+                     (is (equal names (gguf:tensor-names s)))
+                     (is (eql i (gguf:value s "split.no")))
+                     (is (eql 2 (gguf:value s "split.count")))
+                     (is (eql 4 (gguf:value s "split.tensors.count")))
+                     (is (eq (zerop i) (and (gguf:value s "general.architecture") t)))
+                     (when (zerop i)
+                       (is (eql 7 (gguf:value s "general.file_type"))))
+                     (dolist (name names)
+                       (is (equalp (gguf:tensor-octets o name) (gguf:tensor-octets s name)))))))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" (format nil "~A/s-00002-of-00002.gguf" dir) merged "q8_0"))
+          (declare (ignore stdout))
+          (is (= 1 code))
+          (is (contains stderr "expected the first shard") "~A" stderr))))))
+
+(test quantize-tool-split-failure-removes-every-shard
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
+      (declare (ignore whole))
+      (let ((out (format nil "~A/ks.gguf" dir)))
+        (multiple-value-bind (code stdout stderr)
+            (run-exe (list "quantize" "--keep-split" first-shard out "q8_0"))
+          (declare (ignore stdout))
+          (is (= 1 code))
+          (is (contains stderr "output.weight") "~A" stderr))
+        (is (null (directory (format nil "~A/ks*" dir))))
+        (is (null (directory (format nil "~A/*rontolisp-tmp*" dir))))))))

@@ -1,0 +1,229 @@
+;;;; shards.lisp - GGUF files split into shards as llama.cpp's gguf-split
+;;;; writes them, and read back as one.
+;;;;
+;;;; A set of N shards is PREFIX-00001-of-0000N.gguf ... (five digits each,
+;;;; llama.cpp's llama_split_path).  The first shard carries the whole
+;;;; metadata of the model; every shard carries split.no (u16, its place
+;;;; from 0), split.count (u16, N) and split.tensors.count (i32, the tensors
+;;;; of the whole set), in that order, after its other keys, as gguf-split
+;;;; leaves them.  The tensors keep their order: the first shard holds the
+;;;; first ones.  Every shard lays its tensors out at the model's alignment;
+;;;; the shards after the first carry general.alignment only when it is not
+;;;; GGUF's default 32 (gguf-split never writes it there, and lays out at 32
+;;;; whatever the key says: a file its own loader then misreads).
+;;;;
+;;;; GGUF:WRITE-SHARDS writes every shard under a temporary name first and
+;;;; renames them all only when all are written, so a failure leaves no
+;;;; partial set (and no shard of an older set replaced).  GGUF:READ with
+;;;; :SHARDS T opens a whole set through its first shard; MERGE-SHARDS
+;;;; writes the set back as one file, without the split keys, so a file
+;;;; split and merged again is the same bytes.
+
+(in-package "GGUF")
+
+(defparameter *split-keys* '("split.no" "split.count" "split.tensors.count")
+  "The keys llama.cpp's gguf-split adds to every shard.")
+
+(defun shard-path (prefix index count)
+  "The name of shard INDEX (from 0) of COUNT for PREFIX, as llama.cpp's
+llama_split_path makes it: PREFIX-00001-of-00003.gguf for index 0 of 3."
+  (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ index) count))
+
+(defun shard-prefix (path index count)
+  "The prefix PATH was named with as shard INDEX of COUNT, or NIL when its
+name does not end as that shard's (llama.cpp's llama_split_prefix)."
+  (let ((tail (shard-path "" index count)))
+    (and (> (length path) (length tail))
+         (string= tail path :start2 (- (length path) (length tail)))
+         (subseq path 0 (- (length path) (length tail))))))
+
+(defun split-value (f key type)
+  "The value of F's split key KEY, checked to be of TYPE; NIL when absent."
+  (multiple-value-bind (value found-type present) (value f key)
+    (when (and present (not (eq found-type type)))
+      (shard-error 'foreign-shard-error (path f) nil "~A: expected type ~(~A~) (as llama.cpp ~
+writes it), found ~(~A~)" key type found-type))
+    value))
+
+(defun open-shard-set (first)
+  "FIRST (a file object just read) with the tensors of the rest of its set
+when it is the first shard of several; FIRST itself when it has no
+split.count or a count of 0 or 1.  Closes what it opened on failure."
+  (let ((count (split-value first "split.count" :u16))
+        (no (split-value first "split.no" :u16))
+        (expected (split-value first "split.tensors.count" :i32))
+        (name (path first))
+        (shards '())
+        (ok nil))
+    (when (or (null count) (<= count 1))
+      (return-from open-shard-set first))
+    (unwind-protect
+         (progn
+           (unless (eql no 0)
+             (shard-error 'foreign-shard-error name nil "expected the first shard of the set ~
+(split.no 0), found split.no ~A" no))
+           (unless expected
+             (shard-error 'shard-count-error name nil "expected split.tensors.count in the ~
+first shard, found none"))
+           (let ((prefix (shard-prefix name 0 count)))
+             (unless prefix
+               (shard-error 'foreign-shard-error name nil "expected a name ending in ~A for ~
+the first of ~D shards, found ~A" (shard-path "" 0 count) count (file-namestring name)))
+             (loop for i from 1 below count
+                   for shard-name = (shard-path prefix i count)
+                   do (unless (probe-file shard-name)
+                        (shard-error 'missing-shard-error shard-name nil "expected shard ~D of ~D ~
+of the set of ~A, found no such file" (1+ i) count name))
+                      (let ((shard (read-one shard-name)))
+                        (push shard shards)
+                        (check-shard shard i count expected))))
+           (setf shards (nreverse shards))
+           (let ((infos (loop for shard in (cons first shards)
+                              append (loop for info in (gguf-file-tensors shard)
+                                           collect (if (eq shard first)
+                                                       info
+                                                       (let ((copy (copy-structure info)))
+                                                         (setf (ti-file copy) shard)
+                                                         copy))))))
+             (unless (= expected (length infos))
+               (shard-error 'shard-count-error name nil "expected ~D tensors in the ~D shards ~
+(split.tensors.count), found ~D" expected count (length infos)))
+             (let ((seen (make-hash-table :test 'equal)))
+               (dolist (info infos)
+                 (when (gethash (ti-name info) seen)
+                   (shard-error 'foreign-shard-error (path (or (ti-file info) first)) nil
+                                "expected tensor names unique across the set, found ~S twice"
+                                (ti-name info)))
+                 (setf (gethash (ti-name info) seen) t)))
+             (setf (gguf-file-tensors first) infos
+                   (gguf-file-shards first) shards
+                   (gguf-file-by-name first) nil
+                   ok t)
+             first))
+      (unless ok
+        (mapc #'close shards)))))
+
+(defun check-shard (shard index count expected)
+  (let ((name (path shard))
+        (no (split-value shard "split.no" :u16))
+        (n (split-value shard "split.count" :u16))
+        (total (split-value shard "split.tensors.count" :i32)))
+    (unless (eql no index)
+      (shard-error 'foreign-shard-error name nil "expected shard ~D of ~D (split.no ~D), found ~
+~:[no split.no~;split.no ~:*~D~]" (1+ index) count index no))
+    (unless (eql n count)
+      (shard-error 'shard-count-error name nil "expected split.count ~D as in the first shard, ~
+found ~:[none~;~:*~D~]" count n))
+    (unless (eql total expected)
+      (shard-error 'shard-count-error name nil "expected split.tensors.count ~D as in the first ~
+shard, found ~:[none~;~:*~D~]" expected total))))
+
+(defun padded (n alignment)
+  (* alignment (ceiling n alignment)))
+
+(defun split-plan (f &key max-tensors max-bytes)
+  "F's tensors in groups, one per shard, as llama.cpp's gguf-split groups
+them: at most MAX-TENSORS tensors per shard, or shards whose tensor data
+(each tensor padded to the alignment) stay within MAX-BYTES, a tensor
+larger than that alone in its shard.  A file without tensors makes one
+group."
+  (check-file 'split-plan f)
+  (let ((groups '()) (group '()) (size 0))
+    (loop for info in (gguf-file-tensors f)
+          for i from 0
+          for bytes = (padded (ti-bytes info) (alignment f))
+          do (when (and group
+                        (if max-tensors
+                            (zerop (mod i max-tensors))
+                            (> (+ size bytes) max-bytes)))
+               (push (nreverse group) groups)
+               (setf group '() size 0))
+             (push info group)
+             (incf size bytes))
+    (push (nreverse group) groups)
+    (nreverse groups)))
+
+(defun shard-file (f index groups)
+  "The file object of shard INDEX of F split into GROUPS."
+  (let* ((count (length groups))
+         (tensors (mapcar (lambda (info)
+                            (let ((copy (copy-structure info)))
+                              (unless (ti-data info)
+                                (setf (ti-file copy) (or (ti-file info) f)))
+                              copy))
+                          (nth index groups)))
+         (split `(("split.no" :u16 ,index)
+                  ("split.tensors.count" :i32 ,(length (gguf-file-tensors f)))
+                  ("split.count" :u16 ,count))))
+    (when (> (length (gguf-file-tensors f)) (1- (expt 2 31)))
+      (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split, found ~D"
+                  (length (gguf-file-tensors f))))
+    (if (zerop index)
+        (%make-gguf-file :alignment (alignment f)
+                         :metadata (append (remove-if (lambda (key) (member key *split-keys* :test #'string=))
+                                                      (gguf-file-metadata f) :key #'first)
+                                           split)
+                         :implicit-alignment (gguf-file-implicit-alignment f)
+                         :tensors tensors)
+        (%make-gguf-file :alignment (alignment f)
+                         :metadata (if (= 32 (alignment f))
+                                       split
+                                       (cons (list "general.alignment" :u32 (alignment f)) split))
+                         :implicit-alignment (= 32 (alignment f))
+                         :tensors tensors))))
+
+(defun check-target (name)
+  (let ((kind (and (probe-file name)
+                   (ext:file-kind name t))))
+    (when (and kind (not (eq kind :file)))
+      (gguf-error name :not-regular nil "expected a regular file or no file as a shard's target, ~
+found a ~(~A~)" kind))))
+
+(defun write-shards (prefix f &key max-tensors max-bytes)
+  "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
+llama.cpp's gguf-split does (see SPLIT-PLAN for MAX-TENSORS and MAX-BYTES;
+MAX-TENSORS 128 when neither is given).  Every shard is written under a
+temporary name and all are renamed only once all are written: a failure
+removes them and signals GGUF-ERROR.  Answers the list of shard paths."
+  (check-file 'write-shards f)
+  (let* ((groups (split-plan f :max-tensors (or max-tensors (and (null max-bytes) 128))
+                               :max-bytes max-bytes))
+         (count (length groups))
+         (names (loop for i below count collect (shard-path prefix i count)))
+         (temps (loop for name in names
+                      collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid))))
+         (written '()) (done nil))
+    (when (> count 65535)
+      (gguf-error prefix :shard-count nil "expected at most 65535 shards (split.count is u16), ~
+found ~D" count))
+    (mapc #'check-target names)
+    (unwind-protect
+         (progn
+           (loop for temp in temps
+                 for i from 0
+                 do (write temp (shard-file f i groups))
+                    (push temp written))
+           (loop for temp in temps
+                 for name in names
+                 do (rename-file temp (or (probe-file name) name) :if-exists :supersede)
+                    (pop written))
+           (setf done t)
+           names)
+      (unless done
+        (dolist (temp written)
+          (ignore-errors (delete-file temp)))))))
+
+(defun merge-shards (first out)
+  "Write the shard set whose first shard is FIRST as the one GGUF file
+OUT: the first shard's metadata without the split keys, then every
+shard's tensors in order, bytes unchanged, at the first shard's
+alignment.  Atomic as GGUF:WRITE.  Answers OUT."
+  (with-file (f first)
+    (let ((set (open-shard-set f)))
+      (unless (split-value set "split.count" :u16)
+        (shard-error 'foreign-shard-error (path set) nil "expected a shard (split.count), found ~
+a file without the split keys"))
+      (setf (gguf-file-metadata set)
+            (remove-if (lambda (key) (member key *split-keys* :test #'string=))
+                       (gguf-file-metadata set) :key #'first))
+      (write out set))))

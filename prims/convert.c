@@ -1,0 +1,208 @@
+/* convert.c - tensor values from one element type to another on the thread
+ * pool (see convert.h).  Each thread takes a contiguous slice of whole units
+ * (Q8_0 blocks, rows when an outlier mask needs them, else single values),
+ * checks its source values, converts them and reports its first failure;
+ * the failures are then ranked as one thread would have found them. */
+#include "prims/convert.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "gguf/numfmt.h"
+#include "prims/cpu.h"
+#include "prims/pool.h"
+#include "prims/q8_outlier.h"
+
+/* MADV_POPULATE_READ (Linux 5.14), for headers that predate it. */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+void rl_pages_advise(const void *p, size_t n, int advice) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    if (advice == MADV_DONTNEED) { /* only pages wholly inside */
+        a = (a + page - 1) & ~(page - 1);
+        b &= ~(page - 1);
+    } else { /* every page the range touches */
+        a &= ~(page - 1);
+        b = (b + page - 1) & ~(page - 1);
+    }
+    if (b > a)
+        madvise((void *)a, b - a, advice);
+}
+
+/* Values converted at a time through the f32 scratch on the stack. */
+#define RL_CONVERT_PIECE 1024
+
+size_t rl_convert_bytes(uint32_t type, size_t n) {
+    switch (type) {
+    case RL_GGUF_GGML_F32: return n * 4;
+    case RL_GGUF_GGML_F16:
+    case RL_GGUF_GGML_BF16: return n * 2;
+    case RL_GGUF_GGML_Q8_0: return rl_q8_bytes(n);
+    default: return 0;
+    }
+}
+
+static int half_type(uint32_t t) { return t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16; }
+
+/* True when value I of X (type T) is a NaN or an infinity: all exponent
+ * bits set. */
+static inline unsigned nonfinite_at(uint32_t t, const uint8_t *x, size_t i) {
+    if (t == RL_GGUF_GGML_F32) {
+        uint32_t v;
+        memcpy(&v, x + 4 * i, 4);
+        return (v & 0x7f800000u) == 0x7f800000u;
+    }
+    uint16_t v, mask = t == RL_GGUF_GGML_F16 ? 0x7c00 : 0x7f80;
+    memcpy(&v, x + 2 * i, 2);
+    return (v & mask) == mask;
+}
+
+/* The index of the first NaN or infinity among values I0..I1-1 of X (type
+ * T), or I1.  The loop over a piece has no exit, so it vectorizes. */
+static size_t first_nonfinite(uint32_t t, const void *x, size_t i0, size_t i1) {
+    for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
+        size_t b = i1 - a < RL_CONVERT_PIECE ? i1 : a + RL_CONVERT_PIECE;
+        unsigned bad = 0;
+        for (size_t i = a; i < b; i++)
+            bad |= nonfinite_at(t, x, i);
+        if (bad)
+            for (size_t i = a; i < b; i++)
+                if (nonfinite_at(t, x, i))
+                    return i;
+    }
+    return i1;
+}
+
+/* Values I0..I1-1 of a non-Q8_0 conversion; answers OVERFLOW with *where
+ * when a half destination becomes infinite. */
+static rl_q8_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
+    size_t sb = rl_convert_bytes(c->src, 1), db = rl_convert_bytes(c->dst, 1);
+    float buf[RL_CONVERT_PIECE];
+    for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
+        size_t k = i1 - a < RL_CONVERT_PIECE ? i1 - a : RL_CONVERT_PIECE;
+        uint8_t *out = (uint8_t *)c->y + db * a;
+        rl_gguf_row_to_f32(c->src, (const uint8_t *)c->x + sb * a, buf, k);
+        rl_gguf_row_from_f32(c->dst, buf, out, k);
+        if (half_type(c->dst)) {
+            uint16_t mask = c->dst == RL_GGUF_GGML_F16 ? 0x7c00 : 0x7f80;
+            for (size_t i = 0; i < k; i++) {
+                uint16_t v;
+                memcpy(&v, out + 2 * i, 2);
+                if ((v & mask) == mask) {
+                    *where = a + i;
+                    return RL_Q8_OVERFLOW;
+                }
+            }
+        }
+    }
+    return RL_Q8_OK;
+}
+
+static rl_q8_src q8_src(uint32_t t) {
+    return t == RL_GGUF_GGML_F16 ? RL_SRC_F16 : t == RL_GGUF_GGML_BF16 ? RL_SRC_BF16 : RL_SRC_F32;
+}
+
+typedef struct job {
+    const rl_convert *c;
+    size_t unit; /* values per unit of work */
+    int io_error[RL_MAX_THREADS];
+    rl_q8_status st[RL_MAX_THREADS];
+    size_t where[RL_MAX_THREADS];
+} job;
+
+static void convert_slice(void *ctx, int ith, int nth) {
+    job *j = ctx;
+    const rl_convert *c = j->c;
+    size_t u0, u1, w = 0;
+    rl_pool_chunk(c->n / j->unit, ith, nth, 1, &u0, &u1);
+    size_t i0 = u0 * j->unit, i1 = u1 * j->unit;
+    rl_q8_status st = RL_Q8_OK;
+    const uint8_t *xs = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
+    size_t xn = rl_convert_bytes(c->src, i1) - rl_convert_bytes(c->src, i0);
+    if (i0 < i1 && c->populate)
+        rl_pages_advise(xs, xn, MADV_POPULATE_READ);
+    if (i0 < i1 && c->from_fd) {
+        uint8_t *dst = (uint8_t *)(uintptr_t)xs;
+        uint64_t at = c->fd_offset + (uint64_t)(xs - (const uint8_t *)c->x);
+        for (size_t got = 0; got < xn;) {
+            ssize_t k = pread(c->fd, dst + got, xn - got, (off_t)(at + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                j->io_error[ith] = k < 0 ? errno : EIO;
+                j->st[ith] = RL_Q8_BADARG;
+                return;
+            }
+            got += (size_t)k;
+        }
+    }
+    if (i0 < i1) {
+        if (c->dst == RL_GGUF_GGML_Q8_0) {
+            const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
+            rl_block_q8_0 *y = (rl_block_q8_0 *)((uint8_t *)c->y + rl_q8_bytes(i0));
+            st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x, (i1 - i0) / c->row_len,
+                                                           c->row_len, c->outliers, y, &w)
+                             : rl_q8_quantize_path(q8_src(c->src), x, i1 - i0, y, &w,
+                                                   rl_path_best());
+            w += st == RL_Q8_NONFINITE ? i0 : i0 / RL_QK8_0;
+        } else {
+            w = first_nonfinite(c->src, c->x, i0, i1);
+            if (w < i1)
+                st = RL_Q8_NONFINITE;
+            else if (c->src != c->dst)
+                st = convert_plain(c, i0, i1, &w);
+        }
+    }
+    if (i0 < i1 && c->release)
+        rl_pages_advise(xs, xn, MADV_DONTNEED);
+    j->st[ith] = st;
+    j->where[ith] = w;
+}
+
+rl_q8_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
+    job j;
+    static const uint32_t srcs[] = {RL_GGUF_GGML_F32, RL_GGUF_GGML_F16, RL_GGUF_GGML_BF16};
+    int src_ok = 0;
+    size_t w = 0;
+    if (!where)
+        where = &w;
+    if (!c || (!c->x && c->n) || c->row_len == 0)
+        return RL_Q8_BADARG;
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++)
+        src_ok |= c->src == srcs[i];
+    if (!src_ok || (c->src != c->dst && !c->y && c->n))
+        return RL_Q8_BADARG;
+    if (c->n % c->row_len || (c->dst == RL_GGUF_GGML_Q8_0 && c->row_len % RL_QK8_0))
+        return RL_Q8_BADLEN;
+    if (c->dst != RL_GGUF_GGML_F32 && c->dst != RL_GGUF_GGML_Q8_0 && !half_type(c->dst))
+        return RL_Q8_BADARG;
+    if (nth < 1)
+        nth = 1;
+    if (nth > RL_MAX_THREADS)
+        nth = RL_MAX_THREADS;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.unit = c->dst != RL_GGUF_GGML_Q8_0 ? 1 : c->outliers ? c->row_len : RL_QK8_0;
+    rl_pool_run(nth, convert_slice, &j);
+    /* The first failure one thread would have met: a non-finite value
+     * anywhere first, then the lowest overflow. */
+    rl_q8_status best = RL_Q8_OK;
+    for (int pass = 0; pass < 2 && best == RL_Q8_OK; pass++)
+        for (int i = 0; i < nth; i++)
+            if (j.st[i] == (pass ? RL_Q8_OVERFLOW : RL_Q8_NONFINITE) &&
+                (best == RL_Q8_OK || j.where[i] < *where)) {
+                best = j.st[i];
+                *where = j.where[i];
+            }
+    for (int i = 0; i < nth && best == RL_Q8_OK; i++) {
+        best = j.st[i];
+        if (j.io_error[i] && c->io_error)
+            *c->io_error = j.io_error[i];
+    }
+    return best;
+}

@@ -1,0 +1,94 @@
+;;;; test-regex.lisp - the regular expressions of `inspect --filter'
+;;;; (lisp/regex.lisp): what matches where agrees with Python's re.search,
+;;;; malformed patterns give REGEX-ERROR, and no pattern takes exponential
+;;;; time.
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite regex :in all :description "Regular expressions for --filter.")
+(in-suite regex)
+
+(defparameter *regex-cases*
+  ;; (pattern string matches) - the third column is what Python 3.11's
+  ;; re.search(pattern, string) answered for each pair.
+  `(
+    ("abc" "xxabcxx" t)
+    ("abc" "ab" nil)
+    ("^abc" "abcd" t)
+    ("^abc" "xabc" nil)
+    ("abc$" "xabc" t)
+    ("abc$" ,(format nil "abc~%") t)
+    ("abc$" "abcx" nil)
+    ("a.c" "abc" t)
+    ("a.c" ,(format nil "a~%c") nil)
+    ("a*" "bbb" t)
+    ("ba*c" "bc" t)
+    ("ba+c" "bc" nil)
+    ("ba+c" "baac" t)
+    ("ba?c" "bac" t)
+    ("ba?c" "baac" nil)
+    ("[abc]+x" "ccax" t)
+    ("[^abc]x" "ax" nil)
+    ("[^abc]x" "dx" t)
+    ("[a-z]+\\d" "Ab9" t)
+    ("[a-z]+\\d" "AB9" nil)
+    ("\\w+\\.weight$" "blk.0.attn_q.weight" t)
+    ("\\s" "a b" t)
+    ("\\S" "   " nil)
+    ("\\D" "123" nil)
+    ("\\W" "abc_" nil)
+    ("(ab|cd)+e" "xcdabe" t)
+    ("(ab|cd)+e" "xce" nil)
+    ("a{3}" "aa" nil)
+    ("a{3}" "aaa" t)
+    ("a{2,}b" "aab" t)
+    ("a{2,3}b" "ab" nil)
+    ("x{,2}" "x{,2}" t)
+    ("(?:ab)*c" "ababc" t)
+    ("^(a|b)*$" "abba" t)
+    ("^(a|b)*$" "abca" nil)
+    ("[]a]" "]" t)
+    ("[a-]" "-" t)
+    ("[\\d.]+" "v1.5" t)
+    ("\\." "a.b" t)
+    ("\\." "ab" nil)
+    ("blk\\.(1|2)\\." "blk.12.x" nil)
+    ("blk\\.(1|2)\\." "blk.2.x" t)
+    ("(a*)*b" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaac" nil)
+    ("^$" "" t)
+    ("^$" "a" nil)
+    ("a|" "zzz" t)
+    ("ü+" "grüün" t)
+    ("a+?b" "aab" t)
+    ("token_embd|output" "output_norm.weight" t)
+    ("[A-Z]_K" "q4_k" nil)
+    ("Q[4-6]_K\\." "x.Q6_K.weight" t)
+    ("\\t" ,(format nil "a~Cb" #\Tab) t)
+    ("\\n" ,(format nil "a~%b") t)
+    ("a\\-b" "a-b" t)
+    ("\\(x\\)" "f(x)" t)
+    )
+  "Patterns, strings and whether Python's re.search finds a match.")
+
+(test regex-agrees-with-python-re-search
+  (loop for (pattern string expected) in *regex-cases*
+        do (is (eq expected (and (rontolisp::regex-search pattern string) t))
+               "~S on ~S: expected ~:[no match~;a match~]" pattern string expected)))
+
+(test regex-refuses-malformed-patterns
+  ;; Python's re refuses each of these too, except the lookahead, which
+  ;; --filter does not support.
+  (dolist (bad '("(ab" "ab)" "[ab" "*a" "a\\" "\\q" "a{3,1}" "(?=a)" "[z-a]" "a**" "a{1001}"))
+    (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+               (rontolisp::regex-error (c) c))))
+      (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
+      (when c (is (search (prin1-to-string bad) (princ-to-string c)))))))
+
+(test regex-time-is-linear
+  ;; (a*)*b on a's and no b backtracks exponentially in a backtracking
+  ;; matcher; the Pike VM takes one step per character.
+  (let ((s (make-string 20000 :initial-element #\a))
+        (start (get-internal-real-time)))
+    (is (not (rontolisp::regex-search "(a*)*b" s)))
+    (is (not (rontolisp::regex-search "(a|aa)*c" s)))
+    (is (< (- (get-internal-real-time) start) (* 20 internal-time-units-per-second)))))
