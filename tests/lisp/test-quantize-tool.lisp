@@ -613,3 +613,37 @@ of the one-file output."
           (is (contains stderr "output.weight") "~A" stderr))
         (is (null (directory (format nil "~A/ks*" dir))))
         (is (null (directory (format nil "~A/*rontolisp-tmp*" dir))))))))
+
+(test quantize-tool-reads-the-mapping-when-the-file-changed
+  "Values are read from the file while it is the one mapped; once the
+path names another file (replaced after reading), the mapping is read: the
+bytes written are those of the file as read, either way."
+  (skip-unless-file ((golden "q8_main.f32.gguf"))
+    (let ((in (tmp-path "m.gguf")) (other (tmp-path "other.gguf"))
+          (out (tmp-path "m.q8.gguf")) (ref (tmp-path "m.ref.gguf")))
+      (unwind-protect
+           (progn
+             (write-octets-file in (file-octets (golden "q8_main.f32.gguf")))
+             (rontolisp:quantize-file in ref)
+             (dolist (replace '(nil t))
+               (gguf:with-file (f in)
+                 (when replace
+                   (write-octets-file other (file-octets (golden "q8_align64.f32.gguf")))
+                   (delete-file in) ; the mapping keeps the file read alive
+                   (rename-file other in))
+                 (let ((names (rontolisp::llama-tensor-order (gguf:tensor-names f))))
+                   (gguf:with-file (r ref)
+                     (gguf:write out (gguf:make-file
+                                      :metadata (gguf:metadata r) :alignment (gguf:alignment r)
+                                      :tensors (loop for name in names
+                                                     for info = (gguf:tensor-info r name)
+                                                     collect (list name :stream
+                                                                   :type (gguf:tensor-info-type-id info)
+                                                                   :dims (gguf:tensor-info-dims info))))
+                                 :stream (lambda (w)
+                                           (dolist (name names)
+                                             (gguf:stream-put-tensor
+                                              w f name
+                                              :type (gguf:tensor-info-type-id (gguf:tensor-info r name)))))))))
+               (is (equalp (file-octets ref) (file-octets out)) "replaced ~A: bytes differ" replace)))
+        (dolist (p (list in other out ref)) (ignore-errors (delete-file p)))))))
