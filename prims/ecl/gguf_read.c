@@ -18,12 +18,7 @@
  * signalling checks before this or inside RL_WHILE_PINNED.  Signals when
  * the file was closed. */
 static rl_gguf_file *rl_gguf_pin(const char *fn, cl_object h) {
-    rl_gguf_file *f;
-    rl_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file"); /* type and state */
-    f = rl_pin(h, NULL, NULL);
-    if (!f) /* closed by another thread since */
-        rl_signal(RL_C_FILE_CLOSED, "%s: the GGUF file was closed", fn);
-    return f;
+    return rl_pin_handle(fn, h, RL_H_GGUF_FILE, RL_C_FILE_CLOSED, "GGUF file");
 }
 
 static void rl_gguf_free(void *f) { rl_gguf_close(f); }

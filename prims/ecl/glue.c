@@ -273,6 +273,16 @@ void *rl_pin(cl_object h, const uint8_t **bytes, uint64_t *size) {
 
 void rl_unpin(cl_object h) { rl_unpin_token(rl_map_of(h)); }
 
+void *rl_pin_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
+                    const char *what) {
+    void *owner;
+    rl_handle(fn, h, kind, cls, what); /* type and state */
+    owner = rl_pin(h, NULL, NULL);
+    if (!owner) /* closed by another thread since */
+        rl_signal(cls, "%s: the %s was closed", fn, what);
+    return owner;
+}
+
 /* Mark closed and drop the open state's count; idempotent. */
 static void rl_map_close(rl_map *m) {
     int was = 0;

@@ -175,6 +175,12 @@ int rl_mapped_p(cl_object h);
 void *rl_pin(cl_object h, const uint8_t **bytes, uint64_t *size);
 void rl_unpin(cl_object h);
 
+/* The owner behind H, argument 1 of FN, pinned: H must be an open mapped
+ * handle of KIND (rl_handle's checks), and one that another thread closed
+ * meanwhile signals CLS saying the WHAT was closed. */
+void *rl_pin_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
+                    const char *what);
+
 /* A block that builds Lisp objects (which may signal: the heap may be
  * exhausted) with H pinned, letting the pin go however it ends:
  *     RL_WHILE_PINNED(env) { ... } RL_UNPIN_AFTER(h);

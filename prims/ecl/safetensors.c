@@ -18,15 +18,9 @@
 #pragma GCC diagnostic ignored "-Wclobbered"
 
 /* The file behind a handle, pinned (glue.h: another thread may close it
- * meanwhile); the caller lets the pin go with RL_UNPIN_AFTER.  Signals when
- * the file was closed. */
+ * meanwhile); the caller lets the pin go with RL_UNPIN_AFTER. */
 static rl_st_file *rl_st_pin(const char *fn, cl_object h) {
-    rl_st_file *f;
-    rl_handle(fn, h, RL_H_SAFETENSORS, RL_C_ERROR, "safetensors file"); /* type and state */
-    f = rl_pin(h, NULL, NULL);
-    if (!f) /* closed by another thread since */
-        rl_signal(RL_C_ERROR, "%s: the safetensors file was closed", fn);
-    return f;
+    return rl_pin_handle(fn, h, RL_H_SAFETENSORS, RL_C_ERROR, "safetensors file");
 }
 
 static void rl_st_free(void *f) { rl_st_close(f); }
