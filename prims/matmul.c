@@ -28,9 +28,17 @@
 #define RL_MM_TILE_BYTES 16384
 /* Rows per SIMD group (matvec.c's); tiles and thread chunks are multiples. */
 #define RL_MM_GROUP 4
-/* With min_work, at least this many row-block-tokens per thread (matvec's
- * RL_MV_MIN_BLOCKS, the point where waking a worker pays). */
+/* With min_work, at least this many row-block-tokens per thread: for one
+ * token matvec's RL_MV_MIN_BLOCKS, the point where waking a worker pays
+ * for a product that streams its weights from memory; for a sequence, whose
+ * products run from cache at several times the speed, about 2M
+ * multiply-adds (some 25 us on one AVX-512 core), below which a split's
+ * wake-up and the wait for a preempted worker's chunk cost more than the
+ * second thread saves (s1-nano's products at 16 tokens, 11 us and less,
+ * were twice as slow on two threads of a loaded machine).  Results do not
+ * depend on the thread count, so this changes only the speed. */
 #define RL_MM_MIN_WORK 4096
+#define RL_MM_MIN_WORK_SEQ 65536
 
 const char *rl_wtype_name(rl_wtype t) {
     switch (t) {
@@ -458,8 +466,9 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         /* rows * units * n, saturating */
         size_t work = rows > SIZE_MAX / (units ? units : 1) ? SIZE_MAX : rows * units;
         work = work > SIZE_MAX / n ? SIZE_MAX : work * n;
-        if (nth > work / RL_MM_MIN_WORK)
-            nth = work / RL_MM_MIN_WORK;
+        const size_t floor = n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK;
+        if (nth > work / floor)
+            nth = work / floor;
     }
     if (nth < 1)
         nth = 1;
