@@ -247,15 +247,37 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
 #define RL_MM_T2(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xee))
 #define RL_MM_T1(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd))
 
-__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
-rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
-                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+/* Weights as f32 (f16 = 0) or F16 read in place (f16 = 1), each chunk
+ * widened in registers by F16C (exact), so the products and their order
+ * are the f32 tile's, with no widening pass through memory (at one token
+ * that pass was half the product's time).  F16C quiets a signalling NaN;
+ * the fused multiply-add would quiet it the same way, but tiles holding a
+ * NaN still take the integer widening (rl_mm_f16_has_nan, a fraction of a
+ * microsecond per call), so no result leans on that. */
+#define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+rl_mm_wload(const void *p, size_t j, int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j)))
+               : _mm512_loadu_ps((const float *)p + j);
+}
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)p + j))
+               : _mm512_maskz_loadu_ps(k, (const float *)p + j);
+}
+
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline void
+rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
+                  size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    const size_t es = f16 ? 2 : 4; /* weight bytes */
     const size_t full = cols / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const float *w0 = m + r * cols, *w1 = m + (r + (nr > 1)) * cols;
-        const float *w2 = m + (r + (nr > 2 ? 2 : nr - 1)) * cols, *w3 = m + (r + nr - 1) * cols;
+        const char *w0 = (const char *)m + r * cols * es;
+        const char *w1 = (const char *)m + (r + (nr > 1)) * cols * es;
+        const char *w2 = (const char *)m + (r + (nr > 2 ? 2 : nr - 1)) * cols * es;
+        const char *w3 = (const char *)m + (r + nr - 1) * cols * es;
         for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
             const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
             const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
@@ -264,24 +286,28 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
 #define RL_MM_DECL(i, k) __m512 a##i##k = _mm512_setzero_ps();
             RL_MM_ACC16(RL_MM_DECL)
 #undef RL_MM_DECL
-#define RL_MM_STEP(LOAD, FMA)                                                               \
+#define RL_MM_STEP(WLOAD, LOAD, FMA)                                                        \
     {                                                                                       \
-        const __m512 v0 = LOAD(w0), v1 = LOAD(w1), v2 = LOAD(w2), v3 = LOAD(w3);             \
+        const __m512 v0 = WLOAD(w0), v1 = WLOAD(w1), v2 = WLOAD(w2), v3 = WLOAD(w3);         \
         const __m512 u0 = LOAD(x0), u1 = LOAD(x1), u2 = LOAD(x2), u3 = LOAD(x3);             \
         RL_MM_ACC16(FMA)                                                                    \
     }
 #define RL_MM_LOAD(p) _mm512_loadu_ps((p) + j)
+#define RL_MM_WLOAD(p) rl_mm_wload((p), j, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_fmadd_ps(v##i, u##k, a##i##k);
             for (size_t j = 0; j < full; j += 16)
-                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+                RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
 #undef RL_MM_LOAD
+#undef RL_MM_WLOAD
 #undef RL_MM_FMA
             if (tail) {
                 /* masked: the lanes past the end keep their sums */
 #define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
+#define RL_MM_WLOAD(p) rl_mm_wload_tail((p), full, tail, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
-                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+                RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
 #undef RL_MM_LOAD
+#undef RL_MM_WLOAD
 #undef RL_MM_FMA
             }
 #undef RL_MM_STEP
@@ -308,6 +334,34 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
     }
 }
 #undef RL_MM_ACC16
+
+__attribute__((target(RL_MM_TILE_TARGET))) static void
+rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+}
+
+__attribute__((target(RL_MM_TILE_TARGET))) static void
+rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+}
+
+/* 1 if any of the n F16 values is a NaN (exponent all ones, mantissa not 0). */
+__attribute__((target("avx512f,avx512bw"))) static int rl_mm_f16_has_nan(const uint16_t *src,
+                                                                       size_t n) {
+    const __m512i mag = _mm512_set1_epi16(0x7fff), inf = _mm512_set1_epi16(0x7c00);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512i h = _mm512_and_si512(_mm512_loadu_si512((const void *)(src + i)), mag);
+        if (_mm512_cmpgt_epu16_mask(h, inf))
+            return 1;
+    }
+    for (; i < n; i++)
+        if ((src[i] & 0x7fff) > 0x7c00)
+            return 1;
+    return 0;
+}
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
@@ -391,6 +445,12 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         } else {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
+            if (j->wt == RL_WT_F16 && j->f32_tile &&
+                !rl_mm_f16_has_nan(src, (re - rt) * j->cols)) {
+                rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
+                                      j->rows, 0);
+                continue;
+            }
             if (j->wt == RL_WT_F16 && j->f16c)
                 rl_mm_widen_f16c(src, wide, (re - rt) * j->cols);
             else if (j->wt == RL_WT_F16)
