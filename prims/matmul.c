@@ -251,9 +251,11 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
  * widened in registers by F16C (exact), so the products and their order
  * are the f32 tile's, with no widening pass through memory (at one token
  * that pass was half the product's time).  F16C quiets a signalling NaN;
- * the fused multiply-add would quiet it the same way, but tiles holding a
- * NaN still take the integer widening (rl_mm_f16_has_nan, a fraction of a
- * microsecond per call), so no result leans on that. */
+ * the fused multiply-add would quiet it the same way, but no result leans
+ * on that: a NaN weight makes every output of its row NaN, so a tile with
+ * a NaN output is computed again from the integer widening (rl_mm_any_nan:
+ * the outputs, not the weights, are scanned; far fewer and already in
+ * cache). */
 #define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
 __attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
 rl_mm_wload(const void *p, size_t j, int f16) {
@@ -347,21 +349,6 @@ rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, 
     rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
-/* 1 if any of the n F16 values is a NaN (exponent all ones, mantissa not 0). */
-__attribute__((target("avx512f,avx512bw"))) static int rl_mm_f16_has_nan(const uint16_t *src,
-                                                                       size_t n) {
-    const __m512i mag = _mm512_set1_epi16(0x7fff), inf = _mm512_set1_epi16(0x7c00);
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512i h = _mm512_and_si512(_mm512_loadu_si512((const void *)(src + i)), mag);
-        if (_mm512_cmpgt_epu16_mask(h, inf))
-            return 1;
-    }
-    for (; i < n; i++)
-        if ((src[i] & 0x7fff) > 0x7c00)
-            return 1;
-    return 0;
-}
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
@@ -407,6 +394,15 @@ typedef struct {
     float *yf;
 } rl_mm_job;
 
+/* 1 if any output of rows [r0, r1), all tokens, is a NaN. */
+static int rl_mm_any_nan(const rl_mm_job *j, size_t r0, size_t r1) {
+    for (size_t t = 0; t < j->n; t++)
+        for (size_t r = r0; r < r1; r++)
+            if (j->yf ? isnan(j->yf[t * j->rows + r]) : isnan(j->yd[t * j->rows + r]))
+                return 1;
+    return 0;
+}
+
 /* Chunk ith's weight rows, tile by tile; within a tile, every token. */
 static void rl_mm_job_run(void *ctx, int ith, int nth) {
     const rl_mm_job *j = ctx;
@@ -445,11 +441,12 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         } else {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
-            if (j->wt == RL_WT_F16 && j->f32_tile &&
-                !rl_mm_f16_has_nan(src, (re - rt) * j->cols)) {
+            if (j->wt == RL_WT_F16 && j->f32_tile) {
                 rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
                                       j->rows, 0);
-                continue;
+                if (!rl_mm_any_nan(j, rt, re))
+                    continue;
+                /* a NaN weight makes its row's outputs NaN: widen apart */
             }
             if (j->wt == RL_WT_F16 && j->f16c)
                 rl_mm_widen_f16c(src, wide, (re - rt) * j->cols);
