@@ -253,9 +253,8 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
  * that pass was half the product's time).  F16C quiets a signalling NaN;
  * the fused multiply-add would quiet it the same way, but no result leans
  * on that: a NaN weight makes every output of its row NaN, so a tile with
- * a NaN output is computed again from the integer widening (rl_mm_any_nan:
- * the outputs, not the weights, are scanned; far fewer and already in
- * cache). */
+ * a NaN output is computed again from the integer widening (the tile
+ * reports its NaN outputs; one compare per sixteen of them). */
 #define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
 __attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
 rl_mm_wload(const void *p, size_t j, int f16) {
@@ -268,10 +267,12 @@ rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
                : _mm512_maskz_loadu_ps(k, (const float *)p + j);
 }
 
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline void
+/* Answers 1 if any output is a NaN. */
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline int
 rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
                   size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     const size_t es = f16 ? 2 : 4; /* weight bytes */
+    __mmask16 nan = 0;
     const size_t full = cols / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     for (size_t r = r0; r < r1; r += 4) {
@@ -323,7 +324,9 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
             const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
             const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
             float out[16];
-            _mm512_storeu_ps(out, RL_MM_T1(e0, e1));
+            const __m512 res = RL_MM_T1(e0, e1);
+            nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
+            _mm512_storeu_ps(out, res);
             for (size_t k = 0; k < nt; k++)
                 for (size_t i = 0; i < nr; i++) {
                     const size_t at = (t0 + k) * ystride + yoff + r + i;
@@ -334,19 +337,21 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
                 }
         }
     }
+    return nan != 0;
 }
 #undef RL_MM_ACC16
 
 __attribute__((target(RL_MM_TILE_TARGET))) static void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
-    rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
-__attribute__((target(RL_MM_TILE_TARGET))) static void
+/* Answers 1 if any output is a NaN. */
+__attribute__((target(RL_MM_TILE_TARGET))) static int
 rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
-    rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
 
@@ -394,15 +399,6 @@ typedef struct {
     float *yf;
 } rl_mm_job;
 
-/* 1 if any output of rows [r0, r1), all tokens, is a NaN. */
-static int rl_mm_any_nan(const rl_mm_job *j, size_t r0, size_t r1) {
-    for (size_t t = 0; t < j->n; t++)
-        for (size_t r = r0; r < r1; r++)
-            if (j->yf ? isnan(j->yf[t * j->rows + r]) : isnan(j->yd[t * j->rows + r]))
-                return 1;
-    return 0;
-}
-
 /* Chunk ith's weight rows, tile by tile; within a tile, every token. */
 static void rl_mm_job_run(void *ctx, int ith, int nth) {
     const rl_mm_job *j = ctx;
@@ -442,9 +438,8 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
             if (j->wt == RL_WT_F16 && j->f32_tile) {
-                rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
-                                      j->rows, 0);
-                if (!rl_mm_any_nan(j, rt, re))
+                if (!rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
+                                           j->rows, 0))
                     continue;
                 /* a NaN weight makes its row's outputs NaN: widen apart */
             }
