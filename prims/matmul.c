@@ -39,6 +39,12 @@
  * depend on the thread count, so this changes only the speed. */
 #define RL_MM_MIN_WORK 4096
 #define RL_MM_MIN_WORK_SEQ 65536
+/* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
+ * the weight rows once per call, which fewer tokens do not repay; below,
+ * each token takes the VNNI matvec kernel (the same bits, SPEC §4.2). */
+#ifndef RL_MM_VNNI_MIN_TOKENS
+#define RL_MM_VNNI_MIN_TOKENS 4
+#endif
 
 const char *rl_wtype_name(rl_wtype t) {
     switch (t) {
@@ -537,7 +543,8 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
         dx_bytes = n * job.nb * sizeof(double);
-        if (path == RL_PATH_AVX512VNNI) { /* the split blocks (and residuals), scales */
+        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS) {
+            /* the split blocks (and residuals), scales */
             const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
             sa_bytes = np * (32 + 16) * (act == RL_ACT_Q8X2 ? 2 : 1);
             dx_bytes += np * sizeof(double);

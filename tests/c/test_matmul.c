@@ -17,7 +17,7 @@
 
 static const size_t rows_set[] = {1, 3, 4, 7, 16, 33, 130};
 static const size_t cols_set[] = {32, 96, 256, 800};
-static const size_t n_set[] = {1, 2, 5, 17};
+static const size_t n_set[] = {1, 2, 3, 4, 5, 17};
 
 /* Activations: mostly normal-ish at varied scales, some zero blocks, some
  * blocks with one large value (residuals then matter most). */
