@@ -304,8 +304,21 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
 #define RL_MM_LOAD(p) _mm512_loadu_ps((p) + j)
 #define RL_MM_WLOAD(p) rl_mm_wload((p), j, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_fmadd_ps(v##i, u##k, a##i##k);
-            for (size_t j = 0; j < full; j += 16)
-                RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+/* one token (a sequence's last, or a single one): its four chains only,
+ * the other accumulators stay zero and their results are not stored */
+#define RL_MM_STEP1(WLOAD, LOAD, FMA)                                                       \
+    {                                                                                       \
+        const __m512 v0 = WLOAD(w0), v1 = WLOAD(w1), v2 = WLOAD(w2), v3 = WLOAD(w3);         \
+        const __m512 u0 = LOAD(x0);                                                         \
+        FMA(0, 0) FMA(1, 0) FMA(2, 0) FMA(3, 0)                                             \
+    }
+            if (nt == 1) {
+                for (size_t j = 0; j < full; j += 16)
+                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+            } else {
+                for (size_t j = 0; j < full; j += 16)
+                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+            }
 #undef RL_MM_LOAD
 #undef RL_MM_WLOAD
 #undef RL_MM_FMA
@@ -314,12 +327,16 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
 #define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
 #define RL_MM_WLOAD(p) rl_mm_wload_tail((p), full, tail, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
-                RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                if (nt == 1)
+                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                else
+                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
 #undef RL_MM_LOAD
 #undef RL_MM_WLOAD
 #undef RL_MM_FMA
             }
 #undef RL_MM_STEP
+#undef RL_MM_STEP1
             /* the sixteen trees at once: quarter k of the result holds token
              * k's four rows */
             const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
