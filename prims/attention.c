@@ -185,6 +185,9 @@ static void rl_attn_range(size_t n, size_t window, size_t i, size_t *j0, size_t 
     }
 }
 
+/* Values per thread below which attention stays on one thread. */
+#define RL_ATTN_MIN_VALUES 524288
+
 /* Queries per AVX-512 tile: their weighted sums share each value row. */
 #define RL_ATTN_QT 4
 
@@ -356,9 +359,11 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
     /* padded past a multiple of 16 so that the transposed rows (np floats
      * apart) do not all fall into the same few cache sets */
     const size_t np = (n + 15) / 16 * 16 + 16;
-    /* The reference dot product is scalar fmaf, so (head, query) pairs are
-     * worth a thread each well before the row-wise steps are. */
-    int nth = rl_nn_threads(threads, n_heads * n, n * head_dim);
+    /* Values are (query, key, column) triples, a score's and a weighted
+     * sum's multiply-add each; a thread wants some 25 us of them.  With a
+     * smaller share (s1-nano's 8 heads of 16 at 32 tokens took 2 threads)
+     * the split's wake-up and waits cost more than it saves. */
+    int nth = rl_nn_threads(threads, n_heads * n, n * head_dim, RL_ATTN_MIN_VALUES);
     /* chunks of (head, query) items or (head, query tile) items; scores per chunk */
     const int chunks = rl_pool_split_chunks(
         nth, n_heads * (wide ? (n + RL_ATTN_QT - 1) / RL_ATTN_QT : n));

@@ -119,7 +119,7 @@ rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w
         return RL_Q8_BADARG;
     rl_rows_job job = {.x = x, .w = w, .out = out, .n = n, .d = d, .eps = eps, .row = rl_ln_row};
     if (n)
-        rl_nn_run(rl_nn_threads(threads, n, d), n, rl_ln_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_run, &job);
     return RL_Q8_OK;
 }
 
@@ -176,7 +176,7 @@ rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t he
         return RL_Q8_BADARG;
     if (n == 0)
         return RL_Q8_OK;
-    int nth = rl_nn_threads(threads, n, row), chunks = rl_pool_split_chunks(nth, n);
+    int nth = rl_nn_threads(threads, n, row, RL_NN_MIN_VALUES), chunks = rl_pool_split_chunks(nth, n);
     float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
         return RL_Q8_NOMEM;
@@ -246,7 +246,7 @@ rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float
     rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind,
                        .row = wide ? rl_geglu_row_avx512 : rl_geglu_row};
     if (n)
-        rl_nn_run(rl_nn_threads(threads, n, f2), n, rl_rows_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, f2, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_Q8_OK;
 }
 

@@ -11,17 +11,20 @@
 #include "prims/cpu.h"
 #include "prims/q8.h"
 
-/* Values per thread below which the row-wise steps stay on one thread. */
+/* Values per thread below which the row-wise steps stay on one thread
+ * (LayerNorm: about 30 us of work). */
 #define RL_NN_MIN_VALUES 32768
 
-/* Threads for `items` independent items of `cost` values each. */
-static inline int rl_nn_threads(int threads, size_t items, size_t cost) {
+/* Threads for `items` independent items of `cost` values each, with at
+ * least min_values values a thread.  Results never depend on the thread
+ * count, so this changes only the speed. */
+static inline int rl_nn_threads(int threads, size_t items, size_t cost, size_t min_values) {
     size_t nth = threads > RL_MAX_THREADS ? RL_MAX_THREADS : (size_t)threads;
     if (nth > items)
         nth = items;
     size_t total = cost && items > SIZE_MAX / cost ? SIZE_MAX : items * cost;
-    if (nth > total / RL_NN_MIN_VALUES)
-        nth = total / RL_NN_MIN_VALUES;
+    if (nth > total / min_values)
+        nth = total / min_values;
     return nth < 1 ? 1 : (int)nth;
 }
 
