@@ -159,7 +159,18 @@ rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
         m = mm[l] > m ? mm[l] : m;
     const __m256 m8 = _mm256_set1_ps(m);
     __m512d sv = _mm512_setzero_pd();
-    for (size_t t = 0; t < n; t += 8) {
+    size_t t0 = 0;
+    /* sixteen at a time: two independent exponentials in flight (each is a
+     * long chain of dependent fmas), the sum still taking them in order */
+    for (; t0 + 16 <= n; t0 += 16) {
+        const __m256 e0 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0), m8));
+        const __m256 e1 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0 + 8), m8));
+        _mm256_storeu_ps(x + t0, e0);
+        _mm256_storeu_ps(x + t0 + 8, e1);
+        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e0));
+        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e1));
+    }
+    for (size_t t = t0; t < n; t += 8) {
         const __mmask8 mk = n - t >= 8 ? 0xff : (__mmask8)((1u << (n - t)) - 1u);
         const __m256 e = _mm256_maskz_mov_ps(
             mk, rl_expf8_avx512(_mm256_sub_ps(_mm256_maskz_loadu_ps(mk, x + t), m8)));
