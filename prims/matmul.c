@@ -28,9 +28,23 @@
 #define RL_MM_TILE_BYTES 16384
 /* Rows per SIMD group (matvec.c's); tiles and thread chunks are multiples. */
 #define RL_MM_GROUP 4
-/* With min_work, at least this many row-block-tokens per thread (matvec's
- * RL_MV_MIN_BLOCKS, the point where waking a worker pays). */
+/* With min_work, at least this many row-block-tokens per thread: for one
+ * token matvec's RL_MV_MIN_BLOCKS, the point where waking a worker pays
+ * for a product that streams its weights from memory; for a sequence, whose
+ * products run from cache at several times the speed, about 2M
+ * multiply-adds (some 25 us on one AVX-512 core), below which a split's
+ * wake-up and the wait for a preempted worker's chunk cost more than the
+ * second thread saves (s1-nano's products at 16 tokens, 11 us and less,
+ * were twice as slow on two threads of a loaded machine).  Results do not
+ * depend on the thread count, so this changes only the speed. */
 #define RL_MM_MIN_WORK 4096
+#define RL_MM_MIN_WORK_SEQ 65536
+/* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
+ * the weight rows once per call, which fewer tokens do not repay; below,
+ * each token takes the VNNI matvec kernel (the same bits, SPEC §4.2). */
+#ifndef RL_MM_VNNI_MIN_TOKENS
+#define RL_MM_VNNI_MIN_TOKENS 4
+#endif
 
 const char *rl_wtype_name(rl_wtype t) {
     switch (t) {
@@ -239,15 +253,40 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
 #define RL_MM_T2(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xee))
 #define RL_MM_T1(a, b) _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd))
 
-__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
-rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
-                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+/* Weights as f32 (f16 = 0) or F16 read in place (f16 = 1), each chunk
+ * widened in registers by F16C (exact), so the products and their order
+ * are the f32 tile's, with no widening pass through memory (at one token
+ * that pass was half the product's time).  F16C quiets a signalling NaN;
+ * the fused multiply-add would quiet it the same way, but no result leans
+ * on that: a NaN weight makes every output of its row NaN, so a tile with
+ * a NaN output is computed again from the integer widening (the tile
+ * reports its NaN outputs; one compare per sixteen of them). */
+#define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+rl_mm_wload(const void *p, size_t j, int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j)))
+               : _mm512_loadu_ps((const float *)p + j);
+}
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)p + j))
+               : _mm512_maskz_loadu_ps(k, (const float *)p + j);
+}
+
+/* Answers 1 if any output is a NaN. */
+__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline int
+rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
+                  size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    const size_t es = f16 ? 2 : 4; /* weight bytes */
+    __mmask16 nan = 0;
     const size_t full = cols / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const float *w0 = m + r * cols, *w1 = m + (r + (nr > 1)) * cols;
-        const float *w2 = m + (r + (nr > 2 ? 2 : nr - 1)) * cols, *w3 = m + (r + nr - 1) * cols;
+        const char *w0 = (const char *)m + r * cols * es;
+        const char *w1 = (const char *)m + (r + (nr > 1)) * cols * es;
+        const char *w2 = (const char *)m + (r + (nr > 2 ? 2 : nr - 1)) * cols * es;
+        const char *w3 = (const char *)m + (r + nr - 1) * cols * es;
         for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
             const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
             const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
@@ -256,27 +295,48 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
 #define RL_MM_DECL(i, k) __m512 a##i##k = _mm512_setzero_ps();
             RL_MM_ACC16(RL_MM_DECL)
 #undef RL_MM_DECL
-#define RL_MM_STEP(LOAD, FMA)                                                               \
+#define RL_MM_STEP(WLOAD, LOAD, FMA)                                                        \
     {                                                                                       \
-        const __m512 v0 = LOAD(w0), v1 = LOAD(w1), v2 = LOAD(w2), v3 = LOAD(w3);             \
+        const __m512 v0 = WLOAD(w0), v1 = WLOAD(w1), v2 = WLOAD(w2), v3 = WLOAD(w3);         \
         const __m512 u0 = LOAD(x0), u1 = LOAD(x1), u2 = LOAD(x2), u3 = LOAD(x3);             \
         RL_MM_ACC16(FMA)                                                                    \
     }
 #define RL_MM_LOAD(p) _mm512_loadu_ps((p) + j)
+#define RL_MM_WLOAD(p) rl_mm_wload((p), j, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_fmadd_ps(v##i, u##k, a##i##k);
-            for (size_t j = 0; j < full; j += 16)
-                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+/* one token (a sequence's last, or a single one): its four chains only,
+ * the other accumulators stay zero and their results are not stored */
+#define RL_MM_STEP1(WLOAD, LOAD, FMA)                                                       \
+    {                                                                                       \
+        const __m512 v0 = WLOAD(w0), v1 = WLOAD(w1), v2 = WLOAD(w2), v3 = WLOAD(w3);         \
+        const __m512 u0 = LOAD(x0);                                                         \
+        FMA(0, 0) FMA(1, 0) FMA(2, 0) FMA(3, 0)                                             \
+    }
+            if (nt == 1) {
+                for (size_t j = 0; j < full; j += 16)
+                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+            } else {
+                for (size_t j = 0; j < full; j += 16)
+                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+            }
 #undef RL_MM_LOAD
+#undef RL_MM_WLOAD
 #undef RL_MM_FMA
             if (tail) {
                 /* masked: the lanes past the end keep their sums */
 #define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
+#define RL_MM_WLOAD(p) rl_mm_wload_tail((p), full, tail, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
-                RL_MM_STEP(RL_MM_LOAD, RL_MM_FMA)
+                if (nt == 1)
+                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                else
+                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
 #undef RL_MM_LOAD
+#undef RL_MM_WLOAD
 #undef RL_MM_FMA
             }
 #undef RL_MM_STEP
+#undef RL_MM_STEP1
             /* the sixteen trees at once: quarter k of the result holds token
              * k's four rows */
             const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
@@ -287,7 +347,9 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
             const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
             const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
             float out[16];
-            _mm512_storeu_ps(out, RL_MM_T1(e0, e1));
+            const __m512 res = RL_MM_T1(e0, e1);
+            nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
+            _mm512_storeu_ps(out, res);
             for (size_t k = 0; k < nt; k++)
                 for (size_t i = 0; i < nr; i++) {
                     const size_t at = (t0 + k) * ystride + yoff + r + i;
@@ -298,8 +360,23 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
                 }
         }
     }
+    return nan != 0;
 }
 #undef RL_MM_ACC16
+
+__attribute__((target(RL_MM_TILE_TARGET))) static void
+rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+}
+
+/* Answers 1 if any output is a NaN. */
+__attribute__((target(RL_MM_TILE_TARGET))) static int
+rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
+                      size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
+    return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+}
+
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
@@ -383,6 +460,12 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         } else {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
+            if (j->wt == RL_WT_F16 && j->f32_tile) {
+                if (!rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
+                                           j->rows, 0))
+                    continue;
+                /* a NaN weight makes its row's outputs NaN: widen apart */
+            }
             if (j->wt == RL_WT_F16 && j->f16c)
                 rl_mm_widen_f16c(src, wide, (re - rt) * j->cols);
             else if (j->wt == RL_WT_F16)
@@ -458,8 +541,9 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         /* rows * units * n, saturating */
         size_t work = rows > SIZE_MAX / (units ? units : 1) ? SIZE_MAX : rows * units;
         work = work > SIZE_MAX / n ? SIZE_MAX : work * n;
-        if (nth > work / RL_MM_MIN_WORK)
-            nth = work / RL_MM_MIN_WORK;
+        const size_t floor = n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK;
+        if (nth > work / floor)
+            nth = work / floor;
     }
     if (nth < 1)
         nth = 1;
@@ -476,7 +560,8 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
         dx_bytes = n * job.nb * sizeof(double);
-        if (path == RL_PATH_AVX512VNNI) { /* the split blocks (and residuals), scales */
+        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS) {
+            /* the split blocks (and residuals), scales */
             const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
             sa_bytes = np * (32 + 16) * (act == RL_ACT_Q8X2 ? 2 : 1);
             dx_bytes += np * sizeof(double);

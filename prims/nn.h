@@ -23,6 +23,9 @@
 #include "prims/cpu.h"
 #include "prims/q8.h"
 
+/* rl_attention and rl_attention_ex (one of the steps; declared there) */
+#include "prims/attention.h"
+
 typedef enum {
     RL_GELU_ERF = 0, /* exact: 0.5 x (1 + erf(x / sqrt 2)), the model's definition */
     RL_GELU_TANH     /* llama.cpp's tanh approximation */
@@ -51,26 +54,6 @@ rl_q8_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_
                           float freq_base, float *out);
 rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
                              float freq_base, float *out, rl_path path, int threads);
-
-/* Multi-head attention without a causal mask.  q, k, v and out are n x
- * (n_heads * head_dim); head h of a row is its columns [h*head_dim,
- * (h+1)*head_dim).  For query i and head h, keys j with |i - j| <= window / 2
- * (every j when window == 0, the global layers):
- *   a_j = dot(q_i, k_j) * (1.0f / sqrtf(head_dim)): the dot is matvec.h's
- *         16-lane fma order, then one f32 product with the scale;
- *   m   = max_j a_j;   e_j = rl_expf(a_j - m)  (vmath.h);
- *   sum: eight double lanes, lane l = sum of (double)e_j over the keys j
- *        with j - j_first = l mod 8, j increasing, from +0; then s_l +
- *        s_(l+4) for l < 4, + 2, + 1;   inv = (float)(1.0 / sum);
- *   p_j = e_j * inv;
- *   out_i[c] = sum_j p_j * v_j[c]: from +0.0f, j increasing, each step
- *         o = o + p_j * v_j[c] with two f32 roundings (no fma).
- * out must not overlap q, k or v.  Scratch: a head-major copy of k. */
-rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                          size_t n_heads, size_t head_dim, size_t window, float *out);
-rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
-                             size_t n_heads, size_t head_dim, size_t window, float *out,
-                             rl_path path, int threads);
 
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g

@@ -6,6 +6,9 @@
  * direct call of a primitive cannot crash, then runs the kernel with the
  * float traps held and interrupts off while the pool's workers run. */
 #include <string.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "prims/bench.h"
 #include "prims/ecl/qmatrix.h"
@@ -285,7 +288,14 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     rl_same_dims(fn, "a", r, c, n, d);
     const float *bp = rl_sf_matrix(fn, 3, b, &r, &c);
     rl_same_dims(fn, "b", r, c, n, d);
-    for (size_t i = 0; i < n * d; i++)
+    /* out is a, b or neither (simple arrays share no storage otherwise),
+     * so four at a time reads each value before it is overwritten */
+    size_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= n * d; i += 4)
+        _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(ap + i), _mm_loadu_ps(bp + i)));
+#endif
+    for (; i < n * d; i++)
         y[i] = ap[i] + bp[i];
     ecl_return1(env, out);
 }

@@ -17,7 +17,7 @@
 
 static const size_t rows_set[] = {1, 3, 4, 7, 16, 33, 130};
 static const size_t cols_set[] = {32, 96, 256, 800};
-static const size_t n_set[] = {1, 2, 5, 17};
+static const size_t n_set[] = {1, 2, 3, 4, 5, 17};
 
 /* Activations: mostly normal-ish at varied scales, some zero blocks, some
  * blocks with one large value (residuals then matter most). */
@@ -258,6 +258,34 @@ static void test_float_matmul(void) {
               bad_exact);
 }
 
+/* ---- F16 weights holding NaNs ----------------------------------------- */
+
+/* The AVX-512 tile reads F16 rows in place, widening in registers with
+ * F16C (which quiets a signalling NaN), except tiles holding a NaN.  Every
+ * path and thread count must answer the reference's bits, NaN payloads
+ * included, with clean and NaN tiles side by side and a NaN in the masked
+ * tail of a row. */
+static void test_f16_nan_weights(void) {
+    const size_t rows = 200, cols = 83, n = 9;
+    uint16_t *w = malloc(rows * cols * sizeof *w);
+    float *x = malloc(n * cols * sizeof *x), *ref = malloc(n * rows * sizeof *ref);
+    float *y = malloc(n * rows * sizeof *y);
+    for (size_t i = 0; i < rows * cols; i++)
+        w[i] = rl_gguf_f32_to_f16((float)rnd_gauss());
+    for (size_t i = 0; i < n * cols; i++)
+        x[i] = (float)rnd_gauss();
+    w[3 * cols + 5] = 0x7c01;    /* signalling NaN, low payload */
+    w[7 * cols + 80] = 0xfd55;   /* negative signalling NaN, in the masked tail */
+    w[150 * cols + 17] = 0x7e03; /* quiet NaN with a payload */
+    w[151 * cols + 2] = 0x7c00;  /* infinity: not a NaN, stays on the in-place path */
+    CHECK(rl_matmul_ex(RL_WT_F16, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0, NULL, 0,
+                       NULL) == RL_Q8_OK);
+    CHECK(isnan(ref[3]) && isnan(ref[7]) && isnan(ref[150]) && !isnan(ref[0]));
+    long bad = runs_differing(RL_WT_F16, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+    CHECK_MSG(!bad, "f16 weights with NaNs: %ld path/thread runs differ from the reference", bad);
+    free(w), free(x), free(ref), free(y);
+}
+
 /* ---- errors --------------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -301,6 +329,7 @@ int main(void) {
     test_q8x2_spec();
     test_q8x2_residual();
     test_float_matmul();
+    test_f16_nan_weights();
     test_errors();
     return check_report("matmul");
 }

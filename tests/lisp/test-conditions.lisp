@@ -122,3 +122,18 @@ array names it by its type, an arithmetic error says what it is."
     (is (string= "START" line :end2 5))
     (is (string= "END" line :start2 (- (length line) 3)))
     (is (contains line " ... "))))
+
+(defvar *big-single* 3.0e38
+  "A single-float whose square overflows (a variable, so nothing folds it).")
+
+(test kernels-hold-float-traps-and-give-them-back
+  "A primitive whose arithmetic overflows answers IEEE infinity instead of
+signalling, and Lisp arithmetic after it signals overflow again: the glue
+masks the traps around a kernel and restores the caller's state."
+  (let* ((w (make-array '(1 16) :element-type 'single-float :initial-element *big-single*))
+         (xs (make-array '(2 16) :element-type 'single-float :initial-element *big-single*))
+         (y (vec:matmul w xs)))
+    (is (every (lambda (v) (> v most-positive-single-float))
+               (make-array 2 :element-type 'single-float :displaced-to y)))
+    (is (typep (caught (lambda () (* *big-single* *big-single*))) 'floating-point-overflow))
+    (is (typep (caught (lambda () (/ 1.0 (- *big-single* *big-single*)))) 'division-by-zero))))

@@ -1,0 +1,423 @@
+/* attention.c - multi-head attention for the encoder (see attention.h for
+ * the arithmetic every path reproduces).
+ *
+ * Quadratic in n: on the reference and AVX2 paths the dot products run on
+ * matvec.c's f32 kernels and the weighted sum on an AVX2 loop that rounds
+ * as the scalar one does, threads splitting the (head, query) pairs; the
+ * AVX-512 paths score 16 keys at a time against transposed keys and sum
+ * values for tiles of four queries, threads splitting the (head, tile)
+ * pairs.  The softmax has a form per path around vmath.h's exponential.
+ * Built with -ffp-contract=off so that no product and sum fuse behind the
+ * spec's back.
+ */
+#include "prims/attention.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/matvec.h"
+#include "prims/nn_common.h"
+#include "prims/pool.h"
+#include "prims/vmath.h"
+
+/* o[c] = sum_t p[t] * v[t * stride + c] for c < m, t from j0 to j1 - 1 in
+ * order, each step o = o + p * v with two roundings, o from +0. */
+typedef void (*rl_wsum_fn)(float *o, const float *p, const float *v, size_t stride,
+                           size_t j0, size_t j1, size_t m);
+
+static void rl_wsum_ref(float *o, const float *p, const float *v, size_t stride, size_t j0,
+                        size_t j1, size_t m) {
+    memset(o, 0, m * sizeof *o);
+    for (size_t t = j0; t < j1; t++)
+        for (size_t c = 0; c < m; c++)
+            o[c] = o[c] + p[t] * v[t * stride + c];
+}
+
+/* Element-wise, so any lane rounds as the scalar loop does.  Each output
+ * is one dependent chain of adds (the order over keys is fixed), so 64
+ * outputs -- a whole head of the usual size -- run as eight chains side by
+ * side, and each key costs one pass over its values. */
+__attribute__((target("avx2"))) static void rl_wsum_avx2(float *o, const float *p,
+                                                        const float *v, size_t stride,
+                                                        size_t j0, size_t j1, size_t m) {
+    size_t c = 0;
+    for (; c + 64 <= m; c += 64) {
+        __m256 a[8];
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_setzero_ps();
+        for (size_t t = j0; t < j1; t++) {
+            const __m256 pv = _mm256_set1_ps(p[t]);
+            const float *vt = v + t * stride + c;
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(pv, _mm256_loadu_ps(vt + 8 * k)));
+        }
+        for (int k = 0; k < 8; k++)
+            _mm256_storeu_ps(o + c + 8 * k, a[k]);
+    }
+    for (; c + 8 <= m; c += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (size_t t = j0; t < j1; t++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[t]),
+                                               _mm256_loadu_ps(v + t * stride + c)));
+        _mm256_storeu_ps(o + c, a);
+    }
+    if (c < m)
+        rl_wsum_ref(o + c, p, v + c, stride, j0, j1, m - c);
+}
+
+/* Softmax of the scores a[j0..j1) in place (nn.h): scaled, the max, e =
+ * rl_expf (vmath.h), the double sum over eight lanes (lane l takes t - j0
+ * = l mod 8, in increasing t) and the fixed tree (l + 4, + 2, + 1), one
+ * f32 reciprocal, p = e * inv.  A path's form answers the same bits. */
+typedef void (*rl_softmax_fn)(float *a, size_t j0, size_t j1, float scale);
+
+static double rl_softmax_tree(const double s[8]) {
+    double b[4], c[2];
+    for (int l = 0; l < 4; l++)
+        b[l] = s[l] + s[l + 4];
+    for (int l = 0; l < 2; l++)
+        c[l] = b[l] + b[l + 2];
+    return c[0] + c[1];
+}
+
+static void rl_softmax_ref(float *a, size_t j0, size_t j1, float scale) {
+    float m = -INFINITY;
+    for (size_t t = j0; t < j1; t++) {
+        a[t] = a[t] * scale;
+        if (a[t] > m)
+            m = a[t];
+    }
+    double s[8] = {0};
+    for (size_t t = j0; t < j1; t++) {
+        a[t] = rl_expf(a[t] - m);
+        s[(t - j0) % 8] += (double)a[t];
+    }
+    const float inv = (float)(1.0 / rl_softmax_tree(s));
+    for (size_t t = j0; t < j1; t++)
+        a[t] = a[t] * inv;
+}
+
+__attribute__((target("avx2,fma"))) static void rl_softmax_avx2(float *a, size_t j0, size_t j1,
+                                                               float scale) {
+    const size_t n = j1 - j0;
+    float *x = a + j0;
+    const __m256 sc = _mm256_set1_ps(scale);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (size_t t = 0; t < n; t += 8) {
+        const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - t < 8 ? n - t : 8)), iota);
+        const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(x + t, mk), sc);
+        _mm256_maskstore_ps(x + t, mk, v);
+        /* max(v, m) keeps m for a NaN v, as the scalar comparison does */
+        mv = _mm256_blendv_ps(mv, _mm256_max_ps(v, mv), _mm256_castsi256_ps(mk));
+    }
+    float mm[8], m = -INFINITY;
+    _mm256_storeu_ps(mm, mv);
+    for (int l = 0; l < 8; l++)
+        m = mm[l] > m ? mm[l] : m;
+    const __m256 m8 = _mm256_set1_ps(m);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (size_t t = 0; t < n; t += 8) {
+        const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - t < 8 ? n - t : 8)), iota);
+        const __m256 v = _mm256_sub_ps(_mm256_maskload_ps(x + t, mk), m8);
+        const __m128 e0 = rl_expf4_avx2(_mm256_castps256_ps128(v));
+        const __m128 e1 = rl_expf4_avx2(_mm256_extractf128_ps(v, 1));
+        const __m256 e = _mm256_and_ps(_mm256_set_m128(e1, e0), _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(x + t, mk, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double s[8];
+    _mm256_storeu_pd(s, s0);
+    _mm256_storeu_pd(s + 4, s1);
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / rl_softmax_tree(s)));
+    for (size_t t = 0; t < n; t += 8) {
+        const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - t < 8 ? n - t : 8)), iota);
+        _mm256_maskstore_ps(x + t, mk, _mm256_mul_ps(_mm256_maskload_ps(x + t, mk), inv));
+    }
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
+    const size_t n = j1 - j0;
+    float *x = a + j0;
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (size_t t = 0; t < n; t += 16) {
+        const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), sc);
+        _mm512_mask_storeu_ps(x + t, mk, v);
+        mv = _mm512_mask_max_ps(mv, mk, v, mv);
+    }
+    float mm[16], m = -INFINITY;
+    _mm512_storeu_ps(mm, mv);
+    for (int l = 0; l < 16; l++)
+        m = mm[l] > m ? mm[l] : m;
+    const __m256 m8 = _mm256_set1_ps(m);
+    __m512d sv = _mm512_setzero_pd();
+    size_t t0 = 0;
+    /* sixteen at a time: two independent exponentials in flight (each is a
+     * long chain of dependent fmas), the sum still taking them in order */
+    for (; t0 + 16 <= n; t0 += 16) {
+        const __m256 e0 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0), m8));
+        const __m256 e1 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0 + 8), m8));
+        _mm256_storeu_ps(x + t0, e0);
+        _mm256_storeu_ps(x + t0 + 8, e1);
+        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e0));
+        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e1));
+    }
+    for (size_t t = t0; t < n; t += 8) {
+        const __mmask8 mk = n - t >= 8 ? 0xff : (__mmask8)((1u << (n - t)) - 1u);
+        const __m256 e = _mm256_maskz_mov_ps(
+            mk, rl_expf8_avx512(_mm256_sub_ps(_mm256_maskz_loadu_ps(mk, x + t), m8)));
+        _mm256_mask_storeu_ps(x + t, mk, e);
+        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e));
+    }
+    double s[8];
+    _mm512_storeu_pd(s, sv);
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / rl_softmax_tree(s)));
+    for (size_t t = 0; t < n; t += 16) {
+        const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
+        _mm512_mask_storeu_ps(x + t, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), inv));
+    }
+}
+
+/* Query i's keys: [j0, j1). */
+static void rl_attn_range(size_t n, size_t window, size_t i, size_t *j0, size_t *j1) {
+    *j0 = 0, *j1 = n;
+    if (window) {
+        const size_t half = window / 2;
+        *j0 = i > half ? i - half : 0;
+        *j1 = n - i > half ? i + half + 1 : n;
+    }
+}
+
+/* Values per thread below which attention stays on one thread. */
+#define RL_ATTN_MIN_VALUES 524288
+
+/* Queries per AVX-512 tile: their weighted sums share each value row. */
+#define RL_ATTN_QT 4
+
+typedef struct {
+    const float *q, *kh, *v;
+    float *out;
+    size_t n, heads, hd, window;
+    size_t np; /* AVX-512: n rounded up to 16, the stride of the transposed keys */
+    float scale;
+    rl_matvec_f32_kernel dot;
+    rl_wsum_fn wsum;
+    rl_softmax_fn softmax;
+    float *scores; /* per chunk: n floats (AVX-512: RL_ATTN_QT * np) */
+} rl_attn_job;
+
+static void rl_attn_run(void *ctx, int ith, int nth) {
+    const rl_attn_job *j = ctx;
+    const size_t row = j->heads * j->hd;
+    float *a = j->scores + (size_t)ith * j->n;
+    size_t p0, p1;
+    /* Items are (head, query) pairs, query fastest: one head's keys stay
+     * hot in cache across consecutive queries. */
+    rl_pool_chunk(j->heads * j->n, ith, nth, 1, &p0, &p1);
+    for (size_t it = p0; it < p1; it++) {
+        const size_t h = it / j->n, i = it % j->n;
+        size_t j0, j1;
+        rl_attn_range(j->n, j->window, i, &j0, &j1);
+        const float *qi = j->q + i * row + h * j->hd;
+        const float *kh = j->kh + h * j->n * j->hd;
+        j->dot(kh, j->hd, qi, j0, j1, NULL, a);
+        j->softmax(a, j0, j1, j->scale);
+        j->wsum(j->out + i * row + h * j->hd, a, j->v + h * j->hd, row, j0, j1, j->hd);
+    }
+}
+
+/* ---- attention, AVX-512 ---------------------------------------------- */
+
+/* Scores of query qi against keys [t0, t1) (t0 a multiple of 16; up to
+ * the next multiple of 16 is written): kt is the head's keys transposed
+ * (column c of key t at kt[c * np + t]), so lane l of the matvec.h order
+ * (columns c = l mod 16) is one register over 16 keys: the fmaf chain of
+ * each lane in increasing c, then the same tree.  Sixteen named
+ * accumulators (an array of them ends up in memory). */
+#define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+__attribute__((target("avx512f"))) static void
+rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, size_t t1,
+               float *a) {
+    const size_t full = hd / 16 * 16;
+    for (size_t t = t0; t < t1; t += 16) {
+#define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
+        RL_ATTN_L16(RL_ATTN_DECL)
+#undef RL_ATTN_DECL
+        const float *k = kt + t;
+        for (size_t c = 0; c < full; c += 16) {
+#define RL_ATTN_FMA(l)                                                                     \
+    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * np), acc##l);
+            RL_ATTN_L16(RL_ATTN_FMA)
+#undef RL_ATTN_FMA
+        }
+        if (full < hd) {
+#define RL_ATTN_TAIL(l)                                                                    \
+    if (full + l < hd)                                                                     \
+        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * np), acc##l);
+            RL_ATTN_L16(RL_ATTN_TAIL)
+#undef RL_ATTN_TAIL
+        }
+        acc0 = _mm512_add_ps(acc0, acc8), acc1 = _mm512_add_ps(acc1, acc9);
+        acc2 = _mm512_add_ps(acc2, acc10), acc3 = _mm512_add_ps(acc3, acc11);
+        acc4 = _mm512_add_ps(acc4, acc12), acc5 = _mm512_add_ps(acc5, acc13);
+        acc6 = _mm512_add_ps(acc6, acc14), acc7 = _mm512_add_ps(acc7, acc15);
+        acc0 = _mm512_add_ps(acc0, acc4), acc1 = _mm512_add_ps(acc1, acc5);
+        acc2 = _mm512_add_ps(acc2, acc6), acc3 = _mm512_add_ps(acc3, acc7);
+        acc0 = _mm512_add_ps(acc0, acc2), acc1 = _mm512_add_ps(acc1, acc3);
+        _mm512_storeu_ps(a + t, _mm512_add_ps(acc0, acc1));
+    }
+}
+#undef RL_ATTN_L16
+
+/* o_k[c] = sum_t p_k[t] * v[t * stride + c] (rl_wsum_ref's rounding) for
+ * the nq <= RL_ATTN_QT queries k of a tile, query k over keys [j0[k],
+ * j1[k]); p_k at p + k * np.  Keys all of the tile's queries take share
+ * one pass; at the edges of a window each query adds only its own keys. */
+__attribute__((target("avx512f"))) static void
+rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
+                  size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
+    size_t lo = j0[0], hi = j1[0], in0 = j0[0], in1 = j1[0];
+    for (size_t k = 1; k < nq; k++) {
+        lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
+        in0 = j0[k] > in0 ? j0[k] : in0, in1 = j1[k] < in1 ? j1[k] : in1;
+    }
+    if (in0 > in1)
+        in0 = in1 = hi; /* no key common to all: every key takes the edge loop */
+    for (size_t c = 0; c < m; c += 16) {
+        const __mmask16 cm = m - c >= 16 ? 0xffff : (__mmask16)((1u << (m - c)) - 1u);
+        __m512 acc[RL_ATTN_QT];
+        for (size_t k = 0; k < RL_ATTN_QT; k++)
+            acc[k] = _mm512_setzero_ps();
+        /* edges: per query, only keys in its range */
+#define RL_ATTN_EDGE(t)                                                                    \
+    do {                                                                                   \
+        const __m512 vt = _mm512_maskz_loadu_ps(cm, v + (t) * stride + c);                 \
+        for (size_t k = 0; k < nq; k++)                                                    \
+            if ((t) >= j0[k] && (t) < j1[k])                                               \
+                acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + (t)]), vt)); \
+    } while (0)
+        for (size_t t = lo; t < in0; t++)
+            RL_ATTN_EDGE(t);
+        if (nq == RL_ATTN_QT) { /* the accumulators in registers, not acc[] */
+            __m512 a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+            const float *p0 = p, *p1 = p + np, *p2 = p + 2 * np, *p3 = p + 3 * np;
+            for (size_t t = in0; t < in1; t++) {
+                const __m512 vt = _mm512_maskz_loadu_ps(cm, v + t * stride + c);
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(p0[t]), vt));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(p1[t]), vt));
+                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(p2[t]), vt));
+                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(p3[t]), vt));
+            }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+        } else {
+            for (size_t t = in0; t < in1; t++)
+                RL_ATTN_EDGE(t);
+        }
+        for (size_t t = in1 > lo ? in1 : lo; t < hi; t++)
+            RL_ATTN_EDGE(t);
+#undef RL_ATTN_EDGE
+        for (size_t k = 0; k < nq; k++)
+            _mm512_mask_storeu_ps(o + k * ostride + c, cm, acc[k]);
+    }
+}
+
+/* Items are (head, tile of RL_ATTN_QT queries), tile fastest. */
+__attribute__((target("avx512f"))) static void rl_attn_run_avx512(void *ctx, int ith, int nth) {
+    const rl_attn_job *j = ctx;
+    const size_t row = j->heads * j->hd, tiles = (j->n + RL_ATTN_QT - 1) / RL_ATTN_QT;
+    float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;
+    size_t p0, p1;
+    rl_pool_chunk(j->heads * tiles, ith, nth, 1, &p0, &p1);
+    for (size_t it = p0; it < p1; it++) {
+        const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
+        const size_t nq = j->n - i0 < RL_ATTN_QT ? j->n - i0 : RL_ATTN_QT;
+        const float *kt = j->kh + h * j->hd * j->np;
+        size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
+        for (size_t k = 0; k < nq; k++) {
+            float *ak = a + k * j->np;
+            rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
+            rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k] / 16 * 16,
+                           j1[k], ak);
+            rl_softmax_avx512(ak, j0[k], j1[k], j->scale);
+        }
+        rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
+                          j0, j1, nq, j->hd);
+    }
+}
+
+rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             rl_path path, int threads) {
+    rl_q8_status st = rl_nn_check_run(path, threads);
+    if (st != RL_Q8_OK)
+        return st;
+    size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
+    if (!row || (n && !nd) || (n && (!q || !k || !v || !out)) ||
+        rl_nn_overlap(out, nd, q, nd) || rl_nn_overlap(out, nd, k, nd) ||
+        rl_nn_overlap(out, nd, v, nd))
+        return RL_Q8_BADARG;
+    if (n == 0)
+        return RL_Q8_OK;
+    const int wide = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
+    /* padded past a multiple of 16 so that the transposed rows (np floats
+     * apart) do not all fall into the same few cache sets */
+    const size_t np = (n + 15) / 16 * 16 + 16;
+    /* Values are (query, key, column) triples, a score's and a weighted
+     * sum's multiply-add each; a thread wants some 25 us of them.  With a
+     * smaller share (s1-nano's 8 heads of 16 at 32 tokens took 2 threads)
+     * the split's wake-up and waits cost more than it saves. */
+    int nth = rl_nn_threads(threads, n_heads * n, n * head_dim, RL_ATTN_MIN_VALUES);
+    /* chunks of (head, query) items or (head, query tile) items; scores per chunk */
+    const int chunks = rl_pool_split_chunks(
+        nth, n_heads * (wide ? (n + RL_ATTN_QT - 1) / RL_ATTN_QT : n));
+    /* keys (AVX-512: transposed and padded to np), then per-chunk scores */
+    const size_t kn = wide ? rl_nn_elems(np, row) : nd;
+    const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
+                           : rl_nn_elems((size_t)chunks, n);
+    if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - sn)
+        return RL_Q8_BADARG;
+    float *scratch = malloc((kn + sn) * sizeof(float));
+    if (!scratch)
+        return RL_Q8_NOMEM;
+    float *kh = scratch;
+    if (wide) {
+        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero past n */
+        for (size_t h = 0; h < n_heads; h++)
+            for (size_t c = 0; c < head_dim; c++) {
+                float *dst = kh + (h * head_dim + c) * np;
+                for (size_t t = 0; t < n; t++)
+                    dst[t] = k[t * row + h * head_dim + c];
+                memset(dst + n, 0, (np - n) * sizeof *dst);
+            }
+    } else {
+        /* Head-major keys: the dot kernels want rows of head_dim contiguous. */
+        for (size_t t = 0; t < n; t++)
+            for (size_t h = 0; h < n_heads; h++)
+                memcpy(kh + (h * n + t) * head_dim, k + t * row + h * head_dim,
+                       head_dim * sizeof(float));
+    }
+    rl_attn_job job = {.q = q, .kh = kh, .v = v, .out = out, .n = n, .heads = n_heads,
+                       .hd = head_dim, .window = window, .np = np,
+                       .scale = 1.0f / sqrtf((float)head_dim),
+                       .dot = rl_matvec_f32_kernel_for(path),
+                       .wsum = path == RL_PATH_REF ? rl_wsum_ref : rl_wsum_avx2,
+                       .softmax = path == RL_PATH_REF ? rl_softmax_ref : rl_softmax_avx2,
+                       .scores = scratch + kn};
+    rl_pool_run_split(chunks, nth, wide ? rl_attn_run_avx512 : rl_attn_run, &job);
+    free(scratch);
+    return RL_Q8_OK;
+}
+
+rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out) {
+    return rl_attention_ex(q, k, v, n, n_heads, head_dim, window, out, rl_path_best(),
+                           rl_threads());
+}

@@ -1,0 +1,34 @@
+/* attention.h - the encoder's multi-head attention (SPEC §9), one of the
+ * non-matrix steps nn.h lists: scores, softmax, weighted sum, with the
+ * full mask of the global layers and the symmetric sliding window of the
+ * others.  Plain C, no ECL; validation and status codes as in nn.h.
+ */
+#ifndef RL_PRIMS_ATTENTION_H
+#define RL_PRIMS_ATTENTION_H
+
+#include <stddef.h>
+
+#include "prims/cpu.h"
+#include "prims/q8.h"
+
+/* Multi-head attention without a causal mask.  q, k, v and out are n x
+ * (n_heads * head_dim); head h of a row is its columns [h*head_dim,
+ * (h+1)*head_dim).  For query i and head h, keys j with |i - j| <= window / 2
+ * (every j when window == 0, the global layers):
+ *   a_j = dot(q_i, k_j) * (1.0f / sqrtf(head_dim)): the dot is matvec.h's
+ *         16-lane fma order, then one f32 product with the scale;
+ *   m   = max_j a_j;   e_j = rl_expf(a_j - m)  (vmath.h);
+ *   sum: eight double lanes, lane l = sum of (double)e_j over the keys j
+ *        with j - j_first = l mod 8, j increasing, from +0; then s_l +
+ *        s_(l+4) for l < 4, + 2, + 1;   inv = (float)(1.0 / sum);
+ *   p_j = e_j * inv;
+ *   out_i[c] = sum_j p_j * v_j[c]: from +0.0f, j increasing, each step
+ *         o = o + p_j * v_j[c] with two f32 roundings (no fma).
+ * out must not overlap q, k or v.  Scratch: a head-major copy of k. */
+rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out);
+rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             rl_path path, int threads);
+
+#endif

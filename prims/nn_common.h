@@ -1,0 +1,52 @@
+/* nn_common.h - what the encoder's non-matrix kernels (nn.c, attention.c)
+ * share: the thread count for an amount of work, the checks every entry
+ * makes, overlap and size arithmetic.  Internal to prims/; plain C.
+ */
+#ifndef RL_PRIMS_NN_COMMON_H
+#define RL_PRIMS_NN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prims/cpu.h"
+#include "prims/q8.h"
+
+/* Values per thread below which the row-wise steps stay on one thread
+ * (LayerNorm: about 30 us of work). */
+#define RL_NN_MIN_VALUES 32768
+
+/* Threads for `items` independent items of `cost` values each, with at
+ * least min_values values a thread.  Results never depend on the thread
+ * count, so this changes only the speed. */
+static inline int rl_nn_threads(int threads, size_t items, size_t cost, size_t min_values) {
+    size_t nth = threads > RL_MAX_THREADS ? RL_MAX_THREADS : (size_t)threads;
+    if (nth > items)
+        nth = items;
+    size_t total = cost && items > SIZE_MAX / cost ? SIZE_MAX : items * cost;
+    if (nth > total / min_values)
+        nth = total / min_values;
+    return nth < 1 ? 1 : (int)nth;
+}
+
+/* The checks every entry shares: a path this CPU runs, a thread count. */
+static inline rl_q8_status rl_nn_check_run(rl_path path, int threads) {
+    if ((unsigned)path > RL_PATH_AVX512VNNI || threads < 1)
+        return RL_Q8_BADARG;
+    return rl_path_supported(path) ? RL_Q8_OK : RL_Q8_UNSUPPORTED;
+}
+
+/* 1 if [a, a+na) and [b, b+nb) (in floats) share memory. */
+static inline int rl_nn_overlap(const float *a, size_t na, const float *b, size_t nb) {
+    uintptr_t a0 = (uintptr_t)a, a1 = a0 + na * sizeof(float);
+    uintptr_t b0 = (uintptr_t)b, b1 = b0 + nb * sizeof(float);
+    return a0 < b1 && b0 < a1;
+}
+
+/* n * m elements, 0 when the byte count of floats overflows. */
+static inline size_t rl_nn_elems(size_t n, size_t m) {
+    if (m && n > SIZE_MAX / sizeof(float) / m)
+        return 0;
+    return n * m;
+}
+
+#endif
