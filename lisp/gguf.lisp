@@ -105,9 +105,13 @@ With SHARDS true and PATH the first shard of a set split as llama.cpp
 does (split.count above 1), the answer holds the tensors of every shard
 (their offsets each in its own shard) and the first shard's metadata; a
 shard missing, of another set or with counts that disagree signals
-GGUF:SHARD-ERROR (see lisp/shards.lisp)."
-  (let ((f (read-one path)))
-    (if shards (open-shard-set f) f)))
+GGUF:SHARD-ERROR (see lisp/shards.lisp), and closes what it opened."
+  (let ((f (read-one path))
+        (ok nil))
+    (if shards
+        (unwind-protect (prog1 (open-shard-set f) (setf ok t))
+          (unless ok (close f)))
+        f)))
 
 (defun read-one (path)
   (let ((name (if (pathnamep path) (namestring path) path)))

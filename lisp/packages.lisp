@@ -86,6 +86,7 @@ row of a quantized matrix."))
    "FILE-CLOSED-ERROR"
    ;; shard sets
    "SHARD-PATH" "SPLIT-PLAN" "WRITE-SHARDS" "MERGE-SHARDS"
+   "SHARD-TENSORS" "SPLIT-METADATA" "WITHOUT-SPLIT-KEYS"
    "SHARD-ERROR" "MISSING-SHARD-ERROR" "FOREIGN-SHARD-ERROR" "SHARD-COUNT-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
 model container."))

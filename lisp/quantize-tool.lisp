@@ -321,25 +321,6 @@ overflows binary16 (quantized data validation failed, as llama-quantize)"
 overflows it (quantized data validation failed, as llama-quantize)"
                                (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
 
-(defun shard-paths (f path)
-  "The paths of the shards of the split set (llama-gguf-split's
-PREFIX-00001-of-0000N.gguf, key split.count) whose first shard F was read
-from PATH, in order; (PATH) for a file that is not split."
-  (let ((count (gguf:value f "split.count")))
-    (if (and (integerp count) (> count 1))
-        (let ((suffix (format nil "-00001-of-~5,'0D.gguf" count)))
-          (unless (and (eql 0 (gguf:value f "split.no")) (ends-with path suffix))
-            (gguf:gguf-error path :split nil "a shard ~D of ~D: expected the first shard of the ~
-set, named PREFIX~A" (gguf:value f "split.no") count suffix))
-          (let ((prefix (subseq path 0 (- (length path) (length suffix)))))
-            (loop for i from 1 to count
-                  collect (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix i count))))
-        (list path))))
-
-(defparameter *split-keys* '("split.no" "split.count" "split.tensors.count")
-  "llama-gguf-split's keys, which quantize drops (one file out) or sets
-anew (--keep-split).")
-
 (defun quantize-metadata (f ftype &optional split)
   "F's metadata without the quantization and split keys, then
 general.quantization_version and general.file_type = FTYPE.  For shard
@@ -348,15 +329,13 @@ keys follow, and the shards after the first have only those (as
 llama-quantize writes them)."
   (let ((split-keys (when split
                       (destructuring-bind (no count tensors) split
-                        (list (list "split.no" :u16 no) (list "split.count" :u16 count)
-                              (list "split.tensors.count" :i32 tensors))))))
+                        (gguf:split-metadata no count tensors :as :llama-quantize)))))
     (if (and split (plusp (first split)))
         split-keys
-        (append (remove-if (lambda (e)
-                             (member (first e) (list* "general.quantization_version"
-                                                      "general.file_type" *split-keys*)
+        (append (remove-if (lambda (key)
+                             (member key '("general.quantization_version" "general.file_type")
                                      :test #'string=))
-                           (gguf:metadata f))
+                           (gguf:without-split-keys (gguf:metadata f)) :key #'first)
                 (list (list "general.quantization_version" :u32 2)
                       (list "general.file_type" :u32 ftype))
                 split-keys))))
@@ -439,33 +418,21 @@ backs, and the plan's summary line."
                         :token-embedding-type (and token-embedding-type
                                                    (target-type-id token-embedding-type))
                         :rules (mapcar #'parse-tensor-type-rule tensor-types)))
-         (files (list (gguf:read in)))
+         (f (gguf:read in :shards t))
          (written '()))
     (unwind-protect
-         (let* ((f (first files))
-                (path (gguf:path f))
-                (shards (shard-paths f path))
-                (files (progn (dolist (shard (rest shards))
-                                (setf files (append files (list (gguf:read shard)))))
-                              files))
+         (let* ((path (gguf:path f))
+                (shards (gguf:shard-tensors f))
+                (files (mapcar #'first shards))
                 (outliers (if calibration
                               (calibration-outliers calibration f)
                               (make-hash-table :test 'equal)))
-                (plans (loop for file in files
-                             for i from 0
-                             do (unless (or (null (rest files))
-                                            (eql i (gguf:value file "split.no")))
-                                  (gguf:gguf-error (gguf:path file) :split nil "expected shard ~D ~
-of the set, found split.no ~S" i (gguf:value file "split.no")))
-                             collect (quantize-plan file (mapcar #'gguf:tensor-info-name
-                                                                 (gguf:tensor-infos file))
+                (plans (loop for (file . infos) in shards
+                             collect (quantize-plan file (mapcar #'gguf:tensor-info-name infos)
                                                     main options (gguf:path file))))
                 (plan (let ((all (apply #'append plans))
                             (table (make-hash-table :test 'equal)))
                         (dolist (p all)
-                          (when (gethash (planned-name p) table)
-                            (gguf:gguf-error (gguf:path (planned-file p)) :split nil "tensor ~S ~
-is in two shards: expected each once" (planned-name p)))
                           (setf (gethash (planned-name p) table) p))
                         (mapcar (lambda (n) (gethash n table))
                                 (llama-tensor-order (mapcar #'planned-name all)))))
@@ -483,7 +450,7 @@ is in two shards: expected each once" (planned-name p)))
                         (count (length files)))
                     (loop for shard-plan in plans
                           for i from 0
-                          for shard-out = (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ i) count)
+                          for shard-out = (gguf:shard-path prefix i count)
                           do (push shard-out written)
                              (setf done (write-quantized shard-out shard-plan
                                                          (quantize-metadata f ftype
@@ -505,7 +472,7 @@ is in two shards: expected each once" (planned-name p)))
                                        :dry-run dry-run))))
       ;; a failure after some shards were written removes them
       (dolist (w (rest written)) (ignore-errors (delete-file w)))
-      (mapc #'gguf:close files))))
+      (gguf:close f))))
 
 (define-command "quantize" (in out type)
     (:usage "IN.gguf OUT.gguf TYPE [options]"

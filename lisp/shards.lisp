@@ -24,6 +24,34 @@
 (defparameter *split-keys* '("split.no" "split.count" "split.tensors.count")
   "The keys llama.cpp's gguf-split adds to every shard.")
 
+(defun without-split-keys (metadata)
+  "METADATA, a list of (key type value), without the split keys (see
+*SPLIT-KEYS*), in its order."
+  (remove-if (lambda (key) (member key *split-keys* :test #'string=)) metadata :key #'first))
+
+(defun split-metadata (index count tensors &key (as :gguf-split))
+  "The split keys of shard INDEX (from 0) of COUNT in a set of TENSORS
+tensors, as (key type value) entries in the order the tool AS leaves them:
+:GGUF-SPLIT (llama-gguf-split: split.no, split.tensors.count, split.count,
+the count set last) or :LLAMA-QUANTIZE (llama-quantize --keep-split:
+split.no, split.count, split.tensors.count)."
+  (let ((no `("split.no" :u16 ,index))
+        (n `("split.count" :u16 ,count))
+        (total `("split.tensors.count" :i32 ,tensors)))
+    (ecase as
+      (:gguf-split (list no total n))
+      (:llama-quantize (list no n total)))))
+
+(defun shard-tensors (f)
+  "F's tensors by the shard that holds them: a list of (FILE . TENSOR-INFOS),
+one per shard of the set F (opened with GGUF:READ :SHARDS T) in order, FILE
+the object to read those tensors from by name (F itself for the first
+shard); ((F . all its tensor infos)) for a file that is not a set."
+  (check-file 'shard-tensors f)
+  (cons (cons f (remove-if #'ti-file (gguf-file-tensors f)))
+        (mapcar (lambda (shard) (cons shard (gguf-file-tensors shard)))
+                (gguf-file-shards f))))
+
 (defun shard-path (prefix index count)
   "The name of shard INDEX (from 0) of COUNT for PREFIX, as llama.cpp's
 llama_split_path makes it: PREFIX-00001-of-00003.gguf for index 0 of 3."
@@ -152,17 +180,13 @@ group."
                                 (setf (ti-file copy) (or (ti-file info) f)))
                               copy))
                           (nth index groups)))
-         (split `(("split.no" :u16 ,index)
-                  ("split.tensors.count" :i32 ,(length (gguf-file-tensors f)))
-                  ("split.count" :u16 ,count))))
+         (split (split-metadata index count (length (gguf-file-tensors f)))))
     (when (> (length (gguf-file-tensors f)) (1- (expt 2 31)))
       (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split, found ~D"
                   (length (gguf-file-tensors f))))
     (if (zerop index)
         (%make-gguf-file :alignment (alignment f)
-                         :metadata (append (remove-if (lambda (key) (member key *split-keys* :test #'string=))
-                                                      (gguf-file-metadata f) :key #'first)
-                                           split)
+                         :metadata (append (without-split-keys (gguf-file-metadata f)) split)
                          :implicit-alignment (gguf-file-implicit-alignment f)
                          :tensors tensors)
         (%make-gguf-file :alignment (alignment f)
@@ -223,7 +247,5 @@ alignment.  Atomic as GGUF:WRITE.  Answers OUT."
       (unless (split-value set "split.count" :u16)
         (shard-error 'foreign-shard-error (path set) nil "expected a shard (split.count), found ~
 a file without the split keys"))
-      (setf (gguf-file-metadata set)
-            (remove-if (lambda (key) (member key *split-keys* :test #'string=))
-                       (gguf-file-metadata set) :key #'first))
+      (setf (gguf-file-metadata set) (without-split-keys (gguf-file-metadata set)))
       (write out set))))

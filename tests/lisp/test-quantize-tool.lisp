@@ -601,6 +601,38 @@ of the one-file output."
           (is (= 1 code))
           (is (contains stderr "expected the first shard") "~A" stderr))))))
 
+(test quantize-tool-hostile-split-sets
+  "A set missing a shard, or with a shard of another place in it, is refused
+with the GGUF:SHARD-ERROR every reader of shard sets signals, naming the
+shard at fault, and nothing is written; --keep-split's split keys come in
+llama-quantize's order (split.no, split.count, split.tensors.count)."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir)
+      (declare (ignore whole))
+      (let ((second-shard (format nil "~A/s-00002-of-00002.gguf" dir))
+            (out (format nil "~A/q.gguf" dir)))
+        (rontolisp:quantize-file first-shard out :keep-split t)
+        (gguf:with-file (s (format nil "~A/q-00002-of-00002.gguf" dir))
+          (is (equal '(("split.no" :u16 1) ("split.count" :u16 2) ("split.tensors.count" :i32 4))
+                     (subseq (gguf:metadata s) 0 3))))
+        (dolist (f (directory (format nil "~A/q*" dir))) (delete-file f))
+        (gguf:with-file (s second-shard)
+          (gguf:write out (gguf:make-file :metadata (gguf:split-metadata 0 2 4)
+                                          :tensors (mapcar (lambda (n) (list n (gguf:tensor s n)))
+                                                           (gguf:tensor-names s)))))
+        (rename-file out second-shard :if-exists :supersede)
+        (flet ((refusal (&rest keys)
+                 (handler-case (progn (apply #'rontolisp:quantize-file first-shard out keys) nil)
+                   (gguf:shard-error (c) c))))
+          (let ((c (refusal)))
+            (is (typep c 'gguf:foreign-shard-error))
+            (is (search "s-00002-of-00002.gguf" (princ-to-string c)) "~A" c))
+          (delete-file second-shard)
+          (let ((c (refusal :keep-split t)))
+            (is (typep c 'gguf:missing-shard-error))
+            (is (search "s-00002-of-00002.gguf" (princ-to-string c)) "~A" c)))
+        (is (null (directory (format nil "~A/q*" dir))))))))
+
 (test quantize-tool-split-failure-removes-every-shard
   (with-tmp-dir (dir)
     (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
