@@ -38,8 +38,8 @@ after checking that the GGUF file F has every such tensor, that QUANTIZE-FILE
 makes it Q8_0 from F32, F16 or BF16, and that it has as many columns as
 there are magnitudes.  Signals TENSOR-DATA-ERROR naming CALIBRATION and the
 tensor otherwise."
-  (let ((table (make-hash-table :test 'equal)))
-    (loop for (name . magnitudes) in (read-calibration calibration)
+  (let ((entries (read-calibration calibration)))
+    (loop for (name . magnitudes) in entries
           do (let ((info (find name (gguf:tensor-infos f) :key #'gguf:tensor-info-name
                                                            :test #'string=)))
                (unless info
@@ -54,9 +54,8 @@ makes Q8_0 (~A ~S): expected an F32, F16 or BF16 weight matrix with rows of a mu
                                       (gguf:path f) (gguf:tensor-info-type info) ne))
                  (unless (= (length magnitudes) (first ne))
                    (tensor-data-error calibration name "has ~D channel magnitudes: expected ~D, ~
-the columns of the tensor in ~A" (length magnitudes) (first ne) (gguf:path f)))
-                 (setf (gethash name table) (outlier-columns magnitudes)))))
-    table))
+the columns of the tensor in ~A" (length magnitudes) (first ne) (gguf:path f))))))
+    (calibration-outlier-table entries)))
 
 (defun calibration-outlier-table (calibration)
   "A hash table from each tensor name of CALIBRATION, a list of (name .

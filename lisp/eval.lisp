@@ -21,23 +21,6 @@
   "The rows of `rontolisp eval': label, encoder, activations (NIL: the
 weights are floats, and activations do not apply).")
 
-(defun outlier-aware-file (f32 q8 outliers)
-  "The in-memory GGUF file Q8 (FILE-IN-FORMAT's :q8_0 copy of the F32 file
-object F32) with each matrix OUTLIERS (a hash table from tensor names to
-outlier columns) names quantized with SPEC 10's outlier-aware scales from
-its F32 values, as `convert --type q8_0 --outlier-aware' writes it."
-  (gguf:make-file
-   :metadata (gguf:metadata q8)
-   :tensors (loop for info in (gguf:tensor-infos q8)
-                  for name = (gguf:tensor-info-name info)
-                  for data = (gguf:tensor q8 name)
-                  collect (list name
-                                (if (and (gethash name outliers) (quantized-matrix-p data))
-                                    (quantize (gguf:tensor f32 name) 'q8-0
-                                              :outliers (gethash name outliers))
-                                    data)
-                                :dims (gguf:tensor-info-dims info)))))
-
 (defun eval-encoders (source)
   "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
 from :f32, :f16, :q8_0, :outlier-aware and :load to encoders, and the
@@ -50,8 +33,9 @@ calibration sequences."
      (list (cons :f32 reference)
            (cons :f16 (model:load (file-in-format source :f16)))
            (cons :q8_0 (model:load q8))
-           (cons :outlier-aware (model:load (outlier-aware-file
-                                             f32 q8 (calibration-outlier-table calibration))))
+           (cons :outlier-aware (model:load (file-in-format
+                                             source :q8_0
+                                             (calibration-outlier-table calibration))))
            (cons :load (model:load f32 :quantize :q8_0 :calibration calibration)))
      (calibration-sequences (model:hyperparameters reference)))))
 

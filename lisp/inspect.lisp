@@ -243,12 +243,6 @@ order of first appearance."
                              (cons "bits_per_weight" (or (bits-per-weight bytes params) :null)))))
                    (type-summary (view-tensors view))))))
 
-(defun regex-parser (option string)
-  "The parser of a --filter pattern: a compiled REGEX; a malformed one is
-bad usage."
-  (handler-case (compile-regex string)
-    (regex-error (c) (usage-error "~A: ~A" option (rontolisp-error-message c)))))
-
 (define-command "inspect" (file)
     (:usage "FILE.gguf [--max-array N] [--max-string N] [--json | --markdown] [--no-tensors | --tensors-only] [--filter REGEX]"
      :summary "print a GGUF file's header, metadata and tensors (--json: as one JSON object)"

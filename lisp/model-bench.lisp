@@ -91,20 +91,23 @@ arrays, all in double-float."
 ;;; llama.cpp on the same file and threads, and each format's error against
 ;;; the F32 weights -- the seed chapter's table, measured.
 
-(defun formatted-weight (name data format)
+(defun formatted-weight (name data format &optional outliers)
   "The tensor NAME (its values DATA) as the converter's type policy stores it
 in a file of FORMAT (:f32 :f16 :q8_0): 1-D tensors F32, with Q8_0 the token
-embedding F16 and rows that are not multiples of 32 F16."
+embedding F16 and rows that are not multiples of 32 F16.  OUTLIERS, a hash
+table from tensor names to outlier columns, gives a Q8_0 matrix it names
+SPEC 10's outlier-aware scales."
   (let ((f32 (embedding-as-single data)))
     (cond ((or (= 1 (array-rank f32)) (eq format :f32)) f32)
           ((or (eq format :f16) (string= name "token_embd.weight")
                (plusp (mod (array-dimension f32 1) 32)))
            (make-float16-array f32))
-          (t (quantize f32 'q8-0)))))
+          (t (quantize f32 'q8-0 :outliers (and outliers (gethash name outliers)))))))
 
-(defun file-in-format (enc format)
+(defun file-in-format (enc format &optional outliers)
   "An in-memory copy of the GGUF file object ENC with its matrices in
-FORMAT."
+FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
+--outlier-aware' writes them)."
   (gguf:make-file
      :metadata (mapcar (lambda (e)
                          (if (string= (first e) "general.file_type")
@@ -114,7 +117,8 @@ FORMAT."
                                                                        :test #'string=))
      :tensors (loop for info in (gguf:tensor-infos enc)
                     for name = (gguf:tensor-info-name info)
-                    collect (list name (formatted-weight name (gguf:tensor enc name) format)
+                    collect (list name (formatted-weight name (gguf:tensor enc name) format
+                                                         outliers)
                                   :dims (gguf:tensor-info-dims info)))))
 
 (defparameter *model-bench-rows*

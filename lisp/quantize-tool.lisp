@@ -192,16 +192,13 @@ pattern before the first `=', lower-cased, and the type after it.  Answers
           ((= sep (1- (length string)))
            (usage-error "missing quantization type in ~S: expected PATTERN=TYPE" string)))
     (let ((pattern (string-downcase (subseq string 0 sep))))
-      (handler-case (compile-regex pattern)
-        (regex-error (e)
-          (usage-error "--tensor-type ~S: expected a regular expression, ~A" pattern
-                       (rontolisp-error-message e))))
+      (regex-parser "--tensor-type" pattern)
       (cons pattern (target-type-id (subseq string (1+ sep)))))))
 
 (defun tensor-type-rule-for (name rules)
   "The type id of the first of RULES ((pattern . type-id) ...) whose
-pattern occurs in the tensor NAME (searched as llama-quantize's std::regex_search does, with our REGEX-SEARCH),
-or NIL."
+pattern (a string or a compiled REGEX) occurs in the tensor NAME, searched
+as llama-quantize's std::regex_search does, or NIL."
   (loop for (pattern . id) in rules
         when (regex-search pattern name)
           return id))
@@ -254,7 +251,7 @@ default) signals TENSOR-DATA-ERROR naming PATH."
                        (source (gguf:tensor-info-type-id info)))
                   (multiple-value-bind (target fallback)
                       (apply #'quantize-target name ne source main options)
-                    (unless (or (= target source) (member source '(0 1 30)))
+                    (unless (or (= target source) (float-type-id-p source))
                       (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
 done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
                                          (gguf:tensor-info-type info) (target-type-name target)))
@@ -340,6 +337,17 @@ llama-quantize writes them)."
                       (list "general.file_type" :u32 ftype))
                 split-keys))))
 
+(defun float-type-id-p (id)
+  "True for the ggml type ids quantize converts from and checks: F32, F16
+and BF16 (0, 1, 30)."
+  (member id '(0 1 30)))
+
+(defun planned-copied-p (p)
+  "True when the tensor of the plan P is copied as its bytes: it keeps its
+type, and that type is not one quantize converts (and checks) on the way."
+  (and (= (planned-source p) (planned-target p))
+       (not (float-type-id-p (planned-source p)))))
+
 (defun write-quantized (out plan metadata alignment outliers path report done)
   "Write the PLANNED tensors PLAN, in that order, with METADATA to OUT,
 streaming each converted tensor; answers the count of tensors done, DONE
@@ -349,31 +357,31 @@ plus PLAN's length (REPORT is called after each)."
         :metadata metadata :alignment alignment
         :tensors (mapcar (lambda (p)
                            (list (planned-name p)
-                                 (if (and (= (planned-source p) (planned-target p))
-                                          (not (member (planned-source p) '(0 1 30))))
+                                 (if (planned-copied-p p)
                                      (gguf:tensor-octets (planned-file p) (planned-name p))
                                      :stream)
                                  :type (planned-target p) :dims (trim-dims (planned-ne p))))
                          plan))
    :stream
    (lambda (w)
-     (dolist (p plan)
-       (let ((name (planned-name p)))
-         (when (or (/= (planned-source p) (planned-target p))
-                   (member (planned-source p) '(0 1 30)))
-           (let ((columns (gethash name outliers)))
-             (when (and columns (/= (planned-target p) 8))
-               (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
+     (let ((name nil))               ; the tensor an unexpected error names
+       (with-tensor-named (path name)
+         (dolist (p plan)
+           (setf name (planned-name p))
+           (unless (planned-copied-p p)
+             (let ((columns (gethash name outliers)))
+               (when (and columns (/= (planned-target p) 8))
+                 (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
 Q8_0" (gguf:type-name (planned-target p))))
-             (multiple-value-bind (ok status where)
-                 (gguf:stream-put-tensor w (planned-file p) name
-                                         :type (planned-target p)
-                                         :mask (and columns
-                                                    (outlier-mask 'quantize columns
-                                                                  (first (planned-ne p)))))
-               (unless ok
-                 (stream-failure (planned-file p) path p status where))))))
-       (funcall report (incf done) p))))
+               (multiple-value-bind (ok status where)
+                   (gguf:stream-put-tensor w (planned-file p) name
+                                           :type (planned-target p)
+                                           :mask (and columns
+                                                      (outlier-mask 'quantize columns
+                                                                    (first (planned-ne p)))))
+                 (unless ok
+                   (stream-failure (planned-file p) path p status where)))))
+           (funcall report (incf done) p))))))
   done)
 
 (defun quantize-file (in out &key (type :q8_0) calibration pure output-tensor-type
@@ -399,7 +407,8 @@ keys in the first shard only; a single file
 IN gives OUT-00001-of-00001.gguf without them, as llama-quantize).  The output
 is streamed (one piece of one tensor in memory at a time).  A NaN or
 infinity in IN, or a value that overflows its new type, signals
-TENSOR-DATA-ERROR and writes nothing (shards already written are removed).
+TENSOR-DATA-ERROR and writes nothing (shards are written all at once with
+GGUF:WRITE-STAGED, so an older set under those names stays whole).
 CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
 it names SPEC 10's outlier-aware scales (still plain Q8_0).  Answers a list
 of (name type) of the tensors, in file order, the number of F16 fall
@@ -417,9 +426,11 @@ backs, and the plan's summary line."
                         :output-type (and output-tensor-type (target-type-id output-tensor-type))
                         :token-embedding-type (and token-embedding-type
                                                    (target-type-id token-embedding-type))
-                        :rules (mapcar #'parse-tensor-type-rule tensor-types)))
-         (f (gguf:read in :shards t))
-         (written '()))
+                        ;; compiled once, not once per tensor
+                        :rules (loop for (pattern . id) in (mapcar #'parse-tensor-type-rule
+                                                                   tensor-types)
+                                     collect (cons (compile-regex pattern) id))))
+         (f (gguf:read in :shards t)))
     (unwind-protect
          (let* ((path (gguf:path f))
                 (shards (gguf:shard-tensors f))
@@ -442,23 +453,20 @@ backs, and the plan's summary line."
            (cond (dry-run
                   (dolist (p plan) (funcall report (incf done) p)))
                  ((not keep-split)
-                  (push out written)
                   (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
                                    outliers path report 0))
                  (t
                   (let ((prefix (if (ends-with out ".gguf") (subseq out 0 (- (length out) 5)) out))
                         (count (length files)))
-                    (loop for shard-plan in plans
-                          for i from 0
-                          for shard-out = (gguf:shard-path prefix i count)
-                          do (push shard-out written)
-                             (setf done (write-quantized shard-out shard-plan
-                                                         (quantize-metadata f ftype
-                                                                            (and (> count 1)
-                                                                                 (list i count (length plan))))
-                                                         (gguf:alignment f) outliers
-                                                         (gguf:path (nth i files)) report done))))))
-           (setf written '())
+                    (gguf:write-staged
+                     (loop for i below count collect (gguf:shard-path prefix i count))
+                     (lambda (temp i)
+                       (setf done (write-quantized temp (nth i plans)
+                                                   (quantize-metadata f ftype
+                                                                      (and (> count 1)
+                                                                           (list i count (length plan))))
+                                                   (gguf:alignment f) outliers
+                                                   (gguf:path (nth i files)) report done)))))))
            (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p))))
                            (if keep-split (apply #'append plans) plan))
                    (count-if #'planned-fallback plan)
@@ -470,8 +478,6 @@ backs, and the plan's summary line."
                                        (/ (- (get-internal-real-time) start)
                                           (float internal-time-units-per-second 1d0))
                                        :dry-run dry-run))))
-      ;; a failure after some shards were written removes them
-      (dolist (w (rest written)) (ignore-errors (delete-file w)))
       (gguf:close f))))
 
 (define-command "quantize" (in out type)
@@ -507,7 +513,6 @@ sizes, write nothing")))
   (target-type-id type :ftype t)
   (when output-tensor-type (target-type-id output-tensor-type))
   (when token-embedding-type (target-type-id token-embedding-type))
-  (mapc #'parse-tensor-type-rule tensor-types)
   (multiple-value-bind (written fallbacks summary)
       (quantize-file in out :type type :calibration calibration :pure pure
                             :output-tensor-type output-tensor-type

@@ -228,3 +228,10 @@ STRING, as Python's re.search."
                (rotatef current next)
                (setf (fill-pointer next) 0))
       nil)))
+
+(defun regex-parser (option string)
+  "The compiled REGEX of the pattern STRING given to the command-line
+OPTION (`inspect --filter', `quantize --tensor-type'); a malformed pattern
+is bad usage."
+  (handler-case (compile-regex string)
+    (regex-error (c) (usage-error "~A: ~A" option (rontolisp-error-message c)))))

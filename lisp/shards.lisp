@@ -203,29 +203,21 @@ group."
       (gguf-error name :not-regular nil "expected a regular file or no file as a shard's target, ~
 found a ~(~A~)" kind))))
 
-(defun write-shards (prefix f &key max-tensors max-bytes)
-  "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
-llama.cpp's gguf-split does (see SPLIT-PLAN for MAX-TENSORS and MAX-BYTES;
-MAX-TENSORS 128 when neither is given).  Every shard is written under a
-temporary name and all are renamed only once all are written: a failure
-removes them and signals GGUF-ERROR.  Answers the list of shard paths."
-  (check-file 'write-shards f)
-  (let* ((groups (split-plan f :max-tensors (or max-tensors (and (null max-bytes) 128))
-                               :max-bytes max-bytes))
-         (count (length groups))
-         (names (loop for i below count collect (shard-path prefix i count)))
-         (temps (loop for name in names
-                      collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid))))
-         (written '()) (done nil))
-    (when (> count 65535)
-      (gguf-error prefix :shard-count nil "expected at most 65535 shards (split.count is u16), ~
-found ~D" count))
-    (mapc #'check-target names)
+(defun write-staged (names writer)
+  "Write a set of files at once: call WRITER with a temporary path beside
+each of NAMES and its index in turn, then rename every temporary file to its
+name.  A failure removes the temporary files written and renames nothing,
+so an older set under NAMES stays whole.  Targets that are not regular
+files are refused first.  Answers NAMES."
+  (mapc #'check-target names)
+  (let ((temps (loop for name in names
+                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid))))
+        (written '()) (done nil))
     (unwind-protect
          (progn
            (loop for temp in temps
                  for i from 0
-                 do (write temp (shard-file f i groups))
+                 do (funcall writer temp i)
                     (push temp written))
            (loop for temp in temps
                  for name in names
@@ -236,6 +228,22 @@ found ~D" count))
       (unless done
         (dolist (temp written)
           (ignore-errors (delete-file temp)))))))
+
+(defun write-shards (prefix f &key max-tensors max-bytes)
+  "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
+llama.cpp's gguf-split does (see SPLIT-PLAN for MAX-TENSORS and MAX-BYTES;
+MAX-TENSORS 128 when neither is given), all at once (WRITE-STAGED): a
+failure leaves none and signals GGUF-ERROR.  Answers the list of shard
+paths."
+  (check-file 'write-shards f)
+  (let* ((groups (split-plan f :max-tensors (or max-tensors (and (null max-bytes) 128))
+                               :max-bytes max-bytes))
+         (count (length groups)))
+    (when (> count 65535)
+      (gguf-error prefix :shard-count nil "expected at most 65535 shards (split.count is u16), ~
+found ~D" count))
+    (write-staged (loop for i below count collect (shard-path prefix i count))
+                  (lambda (temp i) (write temp (shard-file f i groups))))))
 
 (defun merge-shards (first out)
   "Write the shard set whose first shard is FIRST as the one GGUF file

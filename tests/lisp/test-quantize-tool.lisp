@@ -646,6 +646,28 @@ llama-quantize's order (split.no, split.count, split.tensors.count)."
         (is (null (directory (format nil "~A/ks*" dir))))
         (is (null (directory (format nil "~A/*rontolisp-tmp*" dir))))))))
 
+(test quantize-tool-split-failure-keeps-an-older-set-whole
+  "A --keep-split run that fails in its second shard replaces none of an
+older set of shards under the same names: they are written under
+temporary names and renamed together."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
+      (declare (ignore whole))
+      (let ((old (loop for i from 1 to 2
+                       collect (format nil "~A/ks-~5,'0D-of-00002.gguf" dir i))))
+        (loop for path in old for i from 0
+              do (with-open-file (s path :direction :output :element-type '(unsigned-byte 8))
+                   (write-sequence (make-array 8 :element-type '(unsigned-byte 8)
+                                                 :initial-element i)
+                                   s)))
+        (is (= 1 (run-exe (list "quantize" "--keep-split" first-shard
+                                (format nil "~A/ks.gguf" dir) "q8_0"))))
+        (loop for path in old for i from 0
+              do (is (equalp (make-array 8 :element-type '(unsigned-byte 8) :initial-element i)
+                             (file-octets path))
+                     "~A was replaced" path))
+        (is (null (directory (format nil "~A/*rontolisp-tmp*" dir))))))))
+
 (test quantize-tool-reads-the-mapping-when-the-file-changed
   "Values are read from the file while it is the one mapped; once the
 path names another file (replaced after reading), the mapping is read: the
