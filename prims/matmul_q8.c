@@ -1,5 +1,6 @@
-/* matmul_q8.c - the token-tiled Q8_0 kernel of the AVX-512 VNNI path (see
- * matmul_q8.h for the layout it wants).
+/* matmul_q8.c - the token-tiled Q8_0 kernel of the AVX-512 VNNI path for
+ * Q8x2 activations (see matmul_q8.h for the layout it wants; :q8 has its
+ * own kernel, matmul_q8pair.c).
  *
  * SPEC §4 fixes the integer part as exact int32 lane sums, so any exact way
  * of forming them is allowed; this one makes vpdpbusd produce the lane sums
@@ -79,12 +80,10 @@ __attribute__((target("avx2"))) void rl_mm_q8_split(const rl_block_q8_0 *xq, con
         }
 }
 
-#define RL_MMQ_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
-
 /* The lane sums of four rows (wA, wB split as above, each byte + 128)
  * with one token's split block at p (16 + 16 bytes) and its four lanes'
  * -128 * sum at c. */
-__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline __m512i
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline __m512i
 rl_mmq_dot(__m512i wa, __m512i wb, const int8_t *p, const int32_t *c) {
     const __m512i xa = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)p));
     const __m512i xb =
@@ -103,7 +102,7 @@ typedef struct {
 
 /* Rows [r0, r1) of W into arranged blocks: group g (rows r0 + 4g..) block b
  * at out[g * nb + b]; a short last group repeats its last row. */
-__attribute__((target(RL_MMQ_TARGET))) static void
+__attribute__((target(RL_MM_Q8_TARGET))) static void
 rl_mmq_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq_wblk *out) {
     /* even dwords of (rows 0,1 | rows 2,3) are the lanes' low halves */
     const __m512i ia = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
@@ -139,7 +138,7 @@ rl_mmq_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq_w
 /* One tile of RL_MM_Q8_TOKENS tokens (split blocks xa / ra, corrections cx
  * and scales dxs at the tile's start) against the arranged rows [r0, r1);
  * results for tokens t0 + k < t0 + nt. */
-__attribute__((target(RL_MMQ_TARGET), always_inline)) static inline void
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
 rl_mmq_tile(const rl_mmq_wblk *wk, size_t nb, size_t rows, const int8_t *xa, const int8_t *ra,
             const int32_t *cx, const double *dxs, size_t t0, size_t nt, size_t r0, size_t r1,
             double *yd, float *yf, int x2) {
@@ -192,7 +191,7 @@ size_t rl_mm_q8_arranged_bytes(size_t rows, size_t nb) {
     return ((rows + 3) / 4 * nb) * sizeof(rl_mmq_wblk) + 64;
 }
 
-__attribute__((target(RL_MMQ_TARGET))) void
+__attribute__((target(RL_MM_Q8_TARGET))) void
 rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
                    const int8_t *ra, const int32_t *cx, const double *dxs, size_t n, size_t r0,
                    size_t r1, double *yd, float *yf, void *scratch) {

@@ -1,11 +1,13 @@
-/* matmul_q8.h - the token-tiled Q8_0 kernel of the AVX-512 VNNI path, for
+/* matmul_q8.h - the token-tiled Q8_0 kernels of the AVX-512 VNNI path, for
  * matmul.c (SPEC §4.2: row t of the product is bit for bit the matvec of
- * token t, SPEC §4 and §4.1 arithmetic).  Plain C, no ECL.
+ * token t, SPEC §4 and §4.1 arithmetic): Q8x2's (matmul_q8.c) and :q8's
+ * (matmul_q8pair.c).  Plain C, no ECL.
  *
- * The activations are quantized once per call (q8.h) and then split here
- * into the layout the kernel wants: per block 32 bytes, the low dword of
+ * The activations are quantized once per call (q8.h) and then split into
+ * the layout a kernel wants.  Q8x2's: per block 32 bytes, the low dword of
  * each 8-byte lane (bytes 8l..8l+3, l = 0..3) then the high dwords, and
- * per block and lane -128 times the lane's sum of quants (int32).
+ * per block and lane -128 times the lane's sum of quants (int32).  :q8's:
+ * per 4-token quad and block (matmul_q8pair.c says how).
  */
 #ifndef RL_PRIMS_MATMUL_Q8_H
 #define RL_PRIMS_MATMUL_Q8_H
@@ -17,6 +19,9 @@
 
 /* Tokens per tile: the split arrays hold a multiple of this many tokens. */
 #define RL_MM_Q8_TOKENS 8
+
+/* The instruction sets both kernels are compiled for. */
+#define RL_MM_Q8_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 
 /* n rounded up to a multiple of RL_MM_Q8_TOKENS: the tokens the split
  * arrays hold (xa and ra 32 bytes, dxs one double per token and block). */
@@ -45,5 +50,20 @@ size_t rl_mm_q8_arranged_bytes(size_t rows, size_t nb);
 void rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const int8_t *xa,
                         const int8_t *ra, const int32_t *cx, const double *dxs, size_t n,
                         size_t r0, size_t r1, double *yd, float *yf, void *scratch);
+
+/* The :q8 kernel with the lanes apart (matmul_q8.c): the activations of n
+ * tokens split per 4-token quad into rl_mm_q8_split4_bytes(n, nb) bytes at
+ * out, and the product of rows [r0, r1) with them, scratch holding
+ * rl_mm_q8_arranged4_bytes(r1 - r0, nb) bytes.  Only with AVX-512 VNNI. */
+size_t rl_mm_q8_split4_bytes(size_t n, size_t nb);
+size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb);
+void rl_mm_q8_split4(const rl_block_q8_0 *xq, size_t n, size_t nb, void *out);
+void rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit,
+                         size_t n, size_t r0, size_t r1, double *yd, float *yf, void *scratch);
+
+/* How many 16-row x 4-token tiles rl_mm_q8_tile4_vnni has computed with
+ * whole-block sums and how many lane by lane, since the program started
+ * (for tests and the benchmark: both ways give the same bits). */
+void rl_mm_q8_tiles4(size_t *whole, size_t *lanes);
 
 #endif

@@ -10,6 +10,7 @@
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
 #include "prims/matmul.h"
+#include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/q8.h"
 #include "tests/c/check.h"
@@ -122,6 +123,127 @@ static void test_q8_matches_matvec(void) {
     }
     CHECK_MSG(same, "matmul :q8 rows equal rl_matvec_q8 of each token");
     free(w), free(x), free(y);
+}
+
+/* ---- :q8 with whole-block sums (matmul_q8.c) ---------------------------
+ *
+ * The VNNI kernel sums whole blocks into one double when its exponent test
+ * says every sum is exact, and lane by lane (SPEC §4 as written) when not.
+ * Weights at the limits (quants -128 and random, scales with all mantissa
+ * bits set) with block exponents spread just inside and just outside the
+ * test's bound, activation scales of one exponent.  The kernel's doubles
+ * (called directly: the public product rounds to f32, where the two ways
+ * would almost never show) equal SPEC §4 written out here, bit for bit;
+ * the kernel took the way expected; a whole-block sum written out here
+ * equals SPEC §4 where the test allows it and, far outside the bound,
+ * differs from it somewhere, so the data can tell the two ways apart (just
+ * outside, the bound is not tight and the sums are still exact).  The
+ * public product agrees on every path and thread count. */
+
+/* Row wr (nb blocks) times the quantized token xq, SPEC §4 (lanes) or by
+ * whole blocks. */
+static double q8_row_spec(const rl_block_q8_0 *wr, const rl_block_q8_0 *xq, size_t nb,
+                          int whole) {
+    double acc[4] = {0, 0, 0, 0};
+    for (size_t b = 0; b < nb; b++) {
+        double sc = (double)rl_gguf_f16_to_f32(wr[b].d) * (double)rl_gguf_f16_to_f32(xq[b].d);
+        int32_t s[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 32; j++)
+            s[whole ? 0 : j / 8] += wr[b].qs[j] * xq[b].qs[j];
+        for (int l = 0; l < (whole ? 1 : 4); l++)
+            acc[l] = fma((double)s[l], sc, acc[l]);
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* spreads: the f16 exponent field of block b's weight scales above 1;
+ * inf_block: a block whose scales are infinite in row 2 (the first set of
+ * 16 rows), or -1; want: 1 whole-block tiles only, 0 lane tiles only, 2
+ * both */
+static void whole_case(const char *name, const int *spread, int inf_block, int want) {
+    enum { ROWS = 20, NB = 16, COLS = 32 * NB, N = 7 };
+    rl_block_q8_0 *w = malloc(ROWS * NB * sizeof *w), *xq = malloc(N * NB * sizeof *xq);
+    float *x = malloc(N * COLS * sizeof *x), *ref = malloc(N * ROWS * sizeof *ref);
+    float *y = malloc(N * ROWS * sizeof *y);
+    double *yd = malloc(N * ROWS * sizeof *yd);
+    void *xs = malloc(rl_mm_q8_split4_bytes(N, NB));
+    void *wk = malloc(rl_mm_q8_arranged4_bytes(ROWS, NB));
+    for (size_t r = 0; r < ROWS; r++)
+        for (size_t b = 0; b < NB; b++) {
+            rl_block_q8_0 *blk = &w[r * NB + b];
+            uint16_t h = (uint16_t)((1 + spread[b]) << 10 | (r % 3 ? 0x3ff : rnd_int(0, 0x3ff)));
+            if (rnd() & 1)
+                h |= 0x8000;
+            if ((int)b == inf_block && r == 2)
+                h = 0x7c00;
+            memcpy(&blk->d, &h, sizeof h);
+            for (int j = 0; j < 32; j++)
+                blk->qs[j] = (int8_t)(r % 2 ? -128 : (int)(rnd() & 0xff) - 128);
+            /* far outside: block 0's lanes 0 and 1 cancel, so lane sums
+             * lose the other blocks' low bits where a block sum keeps them */
+            for (int j = 0; j < 32 && b == 0 && spread[0] > 12; j++)
+                blk->qs[j] = (int8_t)(j < 8 ? 127 : j < 16 ? -127 : 0);
+        }
+    /* every activation block's largest value 12.7: one scale, about 0.1 */
+    for (size_t i = 0; i < N * COLS; i += 32) {
+        for (int j = 0; j < 32; j++)
+            x[i + j] = (float)rnd_int(-127, 127) * 0.1f;
+        x[i + rnd_int(0, 31)] = (rnd() & 1) ? 127 * 0.1f : -127 * 0.1f;
+        for (int j = 0; j < 32 && i % COLS == 0 && spread[0] > 12; j++)
+            x[i + j] = 127 * 0.1f;
+    }
+    for (size_t b = 0; b < N * NB; b++)
+        rl_q8_quantize_f32_ref(x + 32 * b, 32, &xq[b], NULL);
+
+    size_t w0, l0, w1, l1;
+    rl_mm_q8_tiles4(&w0, &l0);
+    rl_mm_q8_split4(xq, N, NB, xs);
+    rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, N, 0, ROWS, yd, NULL, wk);
+    rl_mm_q8_tiles4(&w1, &l1);
+    CHECK_MSG((w1 > w0) == (want != 0) && (l1 > l0) == (want != 1),
+              "whole sums, %s: %zu whole and %zu lane tiles, expected %s", name, w1 - w0,
+              l1 - l0, want == 1 ? "whole only" : want ? "both" : "lane only");
+    long bad = 0, differ = 0;
+    for (size_t t = 0; t < N; t++)
+        for (size_t r = 0; r < ROWS; r++) {
+            double spec = q8_row_spec(w + r * NB, xq + t * NB, NB, 0);
+            double whole = q8_row_spec(w + r * NB, xq + t * NB, NB, 1);
+            bad += memcmp(&spec, &yd[t * ROWS + r], sizeof spec) != 0;
+            differ += memcmp(&spec, &whole, sizeof spec) != 0;
+        }
+    CHECK_MSG(!bad, "whole sums, %s: %ld kernel doubles differ from SPEC 4", name, bad);
+    if (want == 1)
+        CHECK_MSG(!differ, "whole sums, %s: %ld whole-block sums differ", name, differ);
+    else if (want == 0 && spread[0] > 12)
+        CHECK_MSG(differ > 0, "whole sums, %s: the data tells the two ways apart", name);
+
+    CHECK(rl_matmul_ex(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+                       NULL, 0, NULL) == RL_Q8_OK);
+    bad = runs_differing(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, y, RL_ACT_Q8);
+    CHECK_MSG(!bad, "whole sums, %s: %ld path/thread runs differ from ref", name, bad);
+    free(w), free(xq), free(x), free(ref), free(y), free(yd), free(xs), free(wk);
+}
+
+static void test_q8_whole_sums(void) {
+    if (!rl_path_supported(RL_PATH_AVX512VNNI)) {
+        CHECK_SKIP("whole-block sums: this CPU has no AVX-512 VNNI");
+        return;
+    }
+    /* exponents 0 or 4 apart: 16 * 2^4 <= 2^12 at once */
+    const int fast[16] = {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4};
+    /* one block 11 above the rest: 2^11 + 15 <= 2^12, block by block */
+    const int one[16] = {11};
+    /* one block 12 above the lowest, the rest 1: 2^12 + 1 + 14 * 2 > 2^12 */
+    const int over[16] = {12, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    /* one block 29 above, its lanes cancelling: lane sums are rounded */
+    const int far[16] = {29, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0};
+    for (int rep = 0; rep < 4; rep++) {
+        whole_case("spread 4", fast, -1, 1);
+        whole_case("one block 2^11 up", one, -1, 1);
+        whole_case("one block 2^12 up", over, -1, 0);
+        whole_case("one block 2^29 up", far, -1, 0);
+        whole_case("an infinite scale", fast, 5, 2);
+    }
 }
 
 /* ---- Q8x2 against the spec, written out here independently ------------ */
@@ -326,6 +448,7 @@ static void test_errors(void) {
 int main(void) {
     test_q8_matmul();
     test_q8_matches_matvec();
+    test_q8_whole_sums();
     test_q8x2_spec();
     test_q8x2_residual();
     test_float_matmul();

@@ -1,0 +1,433 @@
+/* matmul_q8pair.c - the token-tiled Q8_0 kernel of the AVX-512 VNNI path for
+ * :q8 activations (see matmul_q8.h): a vector slot per (row, token) pair.
+ */
+#include "prims/matmul_q8.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "gguf/numfmt.h"
+
+/* The Q8x2 kernel (matmul_q8.c) puts a row's four lanes side by side, so
+ * each of its double FMAs needs its own scale product dw * dx and each lane
+ * sum its own conversion to double.  Here a vector slot is a (row, token)
+ * pair instead, slot 4k + i for row i and token k of a 4 x 4 tile, and
+ * there is a vector per lane:
+ *   - weights (rl_mmq4_wblk, arranged per call, per 4-row group and block):
+ *     dword h (half h of lane h / 2) of rows 0..3, + 128 as in matmul_q8.c,
+ *     broadcast to the four tokens when loaded; and the rows' scales;
+ *   - activations (rl_mmq4_xblk, split once per call, per 4-token quad and
+ *     block): the quants as they are, dwords 0..3 and 4..7 of token k in
+ *     16-byte lane k of two vectors, so one in-lane shuffle puts dword h of
+ *     token k in slots 4k..4k+3; -128 * the block's sum of quants (and, in
+ *     rl_mmq4_cblk, each lane's) in those slots; and the scales of tokens
+ *     0, 1 (dx[0]) and 2, 3 (dx[1]) four times each.
+ * A double half of a slot vector is then tokens 0, 1 (or 2, 3) of the four
+ * rows, and the 16 pairs' scales are formed once per block.
+ *
+ * Two ways, the same bits:
+ *   - lanes (rl_mmq4_lanes): SPEC §4 as written, a double accumulator per
+ *     lane, the scales of 16 pairs formed once per block for all four lanes;
+ *   - whole blocks (rl_mmq4_whole), when every sum is exact: a term
+ *     s * dw * dx is an integer below 2^19 (|s| <= 32 * 128 * 127 for the
+ *     four lanes together) times the product of two 11-bit f16 mantissas,
+ *     at the block's exponent E (of the mantissas' last bit).  If the
+ *     blocks' E lie within a spread S and nb * 2^S <= 2^12, every partial
+ *     sum of such terms, lanes apart or together, in any order, is a
+ *     multiple of 2^Emin below 2^53 * 2^Emin, so exact: acc_l is the exact
+ *     lane sum, (acc_0 + acc_1) + (acc_2 + acc_3) the exact total, and one
+ *     accumulator over whole-block sums gives that same double.  The test
+ *     is made per tile and a little wider: with Ew_b the largest weight
+ *     exponent of block b in the tile's rows, Ex_b the largest activation
+ *     exponent of its tokens, and lo the smallest of each over all blocks,
+ *     sum_b 2^(Ew_b - lo_w + Ex_b - lo_x) <= 2^12 bounds every pair's sum
+ *     of |terms| by 2^53 at the unit 2^(lo_w + lo_x).  A zero scale adds
+ *     exact zeros (never -0 to +0) and does not count; an infinite or NaN
+ *     weight scale rules this way out.  The exponents are gathered once per
+ *     call, with the arrangements. */
+typedef struct {
+    /* the tokens' quants: dwords 0..3 of token k in q[0][4k..4k+3], dwords
+     * 4..7 in q[1][4k..]; rl_mmq4_x spreads them */
+    int32_t q[2][16];
+    int32_t call[16];
+    double dx[2][8];
+} rl_mmq4_xblk;
+
+/* the lanes' corrections, apart: only the lane-by-lane kernel reads them */
+typedef struct {
+    int32_t c[4][16];
+} rl_mmq4_cblk;
+
+typedef struct {
+    int32_t w[8][4];
+    double dw[4];
+} rl_mmq4_wblk;
+
+/* exponent tables: no nonzero scale at a block; a group's lowest exponent
+ * when it has no nonzero scale, and when one is not finite */
+enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000 };
+
+/* groups (of four rows) arranged at once: the whole-block kernel's */
+#define RL_MMQ4_GROUPS 4
+
+/* tiles computed each way since the start (rl_mm_q8_tiles4) */
+static size_t rl_mmq4_count_[2];
+
+void rl_mm_q8_tiles4(size_t *whole, size_t *lanes) {
+    *whole = __atomic_load_n(&rl_mmq4_count_[0], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq4_count_[1], __ATOMIC_RELAXED);
+}
+
+size_t rl_mm_q8_split4_bytes(size_t n, size_t nb) {
+    const size_t nq = (n + 3) / 4;
+    return nq * nb * (sizeof(rl_mmq4_xblk) + sizeof(rl_mmq4_cblk)) + 2 * nq * sizeof(int32_t) +
+           nq * nb + 64;
+}
+
+size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb) {
+    const size_t ng = (rows + 4 * RL_MMQ4_GROUPS - 1) / (4 * RL_MMQ4_GROUPS) * RL_MMQ4_GROUPS;
+    return ng * nb * sizeof(rl_mmq4_wblk) + ng * sizeof(int32_t) + ng * nb + 64;
+}
+
+static void *rl_mmq4_align(const void *p) {
+    return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+/* The exponent of an f16 scale's last mantissa bit folded into a block's
+ * largest (*hi) and a quad's or set's smallest and largest (lo[0],
+ * lo[1]): zero scales are skipped, others than finite mark lo[0]. */
+static inline void rl_mmq4_fold(uint16_t h, int8_t *hi, int32_t *lo) { /* lo[1]: the largest */
+    const int e = (h >> 10) & 31;
+    if (!(h & 0x7fff))
+        return;
+    if (e == 31) {
+        *lo = RL_MMQ4_NONFINITE;
+        return;
+    }
+    const int x = (e ? e : 1) - 25; /* -24 .. 5 */
+    *hi = (int8_t)(x > *hi ? x : *hi);
+    if (*lo != RL_MMQ4_NONFINITE && x < *lo)
+        *lo = x;
+    if (x > lo[1])
+        lo[1] = x;
+}
+
+/* Where block 0 of arranged group g is: block b is RL_MMQ4_GROUPS further
+ * on per block, so a set's groups are read as one stream. */
+static inline size_t set_base(size_t g, size_t nb) {
+    return g / RL_MMQ4_GROUPS * nb * RL_MMQ4_GROUPS + g % RL_MMQ4_GROUPS;
+}
+
+__attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, size_t n,
+                                                     size_t nb, void *out) {
+    rl_mmq4_xblk *xs = rl_mmq4_align(out);
+    const size_t nq = (n + 3) / 4;
+    rl_mmq4_cblk *cs = (rl_mmq4_cblk *)(void *)(xs + nq * nb);
+    int32_t *xlo = (int32_t *)(void *)(cs + nq * nb); /* per quad: lowest, highest */
+    int8_t *xhi = (int8_t *)(xlo + 2 * nq);
+    if (n % 4) { /* padding tokens: quants 0, scale 0 */
+        memset(xs + (nq - 1) * nb, 0, nb * sizeof *xs);
+        memset(cs + (nq - 1) * nb, 0, nb * sizeof *cs);
+    }
+    memset(xhi, RL_MMQ4_NONE, nq * nb);
+    for (size_t q = 0; q < nq; q++) {
+        xlo[2 * q] = RL_MMQ4_EMPTY, xlo[2 * q + 1] = RL_MMQ4_NONE;
+        for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
+            const size_t t = 4 * q + k;
+            for (size_t b = 0; b < nb; b++) {
+                rl_mmq4_xblk *o = xs + q * nb + b;
+                const rl_block_q8_0 *blk = xq + t * nb + b;
+                int32_t c[4];
+                memcpy(&o->q[0][4 * k], blk->qs, 16);
+                memcpy(&o->q[1][4 * k], blk->qs + 16, 16);
+                /* -128 * the lane sums: pairs, quads, then the lanes' halves */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)blk->qs);
+                const __m256i q4 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(-128));
+                const __m256i l8 = _mm256_hadd_epi32(q4, q4); /* l0 l1 l0 l1 | l2 l3 l2 l3 */
+                _mm_storeu_si128((__m128i *)(void *)c,
+                                 _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+                                     l8, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5))));
+                for (int l = 0; l < 4; l++)
+                    _mm_storeu_si128((__m128i *)(void *)&cs[q * nb + b].c[l][4 * k],
+                                     _mm_set1_epi32(c[l]));
+                _mm_storeu_si128((__m128i *)(void *)&o->call[4 * k],
+                                 _mm_set1_epi32(c[0] + c[1] + c[2] + c[3]));
+                _mm256_storeu_pd(&o->dx[k / 2][4 * (k % 2)],
+                                 _mm256_set1_pd((double)rl_gguf_f16_to_f32(blk->d)));
+                rl_mmq4_fold(blk->d, &xhi[q * nb + b], &xlo[2 * q]);
+            }
+        }
+    }
+}
+
+/* Rows [r0, r1) into groups of four (a short last group repeats its last
+ * row), padded to a multiple of RL_MMQ4_GROUPS groups by repeating the
+ * last; each group's spread after the groups.  Returns the group count. */
+__attribute__((target(RL_MM_Q8_TARGET))) static size_t
+rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4_wblk *out) {
+    /* dword h of row i to slot 4h + i: rows 0, 1 in w01, rows 2, 3 in w23 */
+    const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const size_t ng = (r1 - r0 + 4 * RL_MMQ4_GROUPS - 1) / (4 * RL_MMQ4_GROUPS) * RL_MMQ4_GROUPS;
+    /* exponent tables per set of RL_MMQ4_GROUPS groups */
+    int32_t *wlo = (int32_t *)(void *)(out + ng * nb);
+    int8_t *whi = (int8_t *)(wlo + ng);
+    memset(whi, RL_MMQ4_NONE, ng / RL_MMQ4_GROUPS * nb);
+    for (size_t k = 0; k < ng / RL_MMQ4_GROUPS; k++) /* lowest, highest */
+        wlo[2 * k] = RL_MMQ4_EMPTY, wlo[2 * k + 1] = RL_MMQ4_NONE;
+    size_t g = 0;
+    for (size_t r = r0; r < r1; r += 4, g++) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4;
+        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
+        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;
+        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;
+        /* block b of group g: the set's blocks in order, the set's groups
+         * side by side within a block */
+        rl_mmq4_wblk *o = out + set_base(g, nb);
+        const size_t set = g / RL_MMQ4_GROUPS;
+        /* exponents as rl_mmq4_fold finds them, four rows at once, from the
+         * scales widened to f32 (exact): a normal f16 of exponent e is an
+         * f32 of exponent e + 112, a subnormal one at least 2^-24 */
+        __m128i elo = _mm_set1_epi32(RL_MMQ4_EMPTY), etop = _mm_set1_epi32(RL_MMQ4_NONE);
+        __mmask8 bad = 0;
+        for (size_t b = 0; b < nb; b++) {
+            const __m512i w01 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)),
+                _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);
+            const __m512i w23 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)),
+                _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);
+            rl_mmq4_wblk *ob = o + b * RL_MMQ4_GROUPS;
+            _mm512_storeu_si512(&ob->w[0][0],
+                                _mm512_xor_si512(_mm512_permutex2var_epi32(w01, lo, w23), c80));
+            _mm512_storeu_si512(&ob->w[4][0],
+                                _mm512_xor_si512(_mm512_permutex2var_epi32(w01, hi, w23), c80));
+            const __m128i dh = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,
+                                              (short)w3[b].d, 0, 0, 0, 0);
+            const __m128 d4 = _mm_cvtph_ps(dh);
+            _mm256_storeu_pd(ob->dw, _mm256_cvtps_pd(d4));
+            const __m128i fe = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(d4), 23),
+                                             _mm_set1_epi32(0xff));
+            const __mmask8 nz = _mm_cmpneq_epi32_mask(fe, _mm_setzero_si128()) & 0xf;
+            bad |= _mm_cmpeq_epi32_mask(fe, _mm_set1_epi32(0xff)) & 0xf;
+            const __m128i e = _mm_max_epi32(_mm_sub_epi32(fe, _mm_set1_epi32(137)),
+                                            _mm_set1_epi32(-24));
+            elo = _mm_mask_min_epi32(elo, nz, elo, e);
+            __m128i eh = _mm_mask_mov_epi32(_mm_set1_epi32(RL_MMQ4_NONE), nz, e);
+            etop = _mm_max_epi32(etop, eh);
+            eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0x4e));
+            eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0xb1));
+            const int top = _mm_cvtsi128_si32(eh);
+            int8_t *hi = &whi[set * nb + b];
+            *hi = (int8_t)(top > *hi ? top : *hi);
+        }
+        elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0x4e));
+        elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0xb1));
+        etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0x4e));
+        etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0xb1));
+        int32_t *lo = &wlo[2 * set];
+        const int32_t l = _mm_cvtsi128_si32(elo), t = _mm_cvtsi128_si32(etop);
+        if (bad || lo[0] == RL_MMQ4_NONFINITE)
+            lo[0] = RL_MMQ4_NONFINITE;
+        else if (l < lo[0])
+            lo[0] = l;
+        if (t > lo[1])
+            lo[1] = t;
+    }
+    for (; g < ng; g++) /* padding groups repeat the last */
+        for (size_t b = 0; b < nb; b++)
+            out[set_base(g, nb) + b * RL_MMQ4_GROUPS] =
+                out[set_base(g - 1, nb) + b * RL_MMQ4_GROUPS];
+    return ng;
+}
+
+/* Dword h of the quad's four tokens (z0: their dwords 0..3, z1: 4..7, a
+ * 16-byte lane each), token k in slots 4k..4k+3: one in-lane shuffle. */
+#define rl_mmq4_x(z0, z1, h)                                                                   \
+    _mm512_shuffle_epi32((h) < 4 ? (z0) : (z1), (_MM_PERM_ENUM)((h) % 4 * 0x55))
+
+/* Store a 4 x 4 tile's doubles (half h: tokens 2h, 2h + 1 of rows rg..)
+ * for the ng rows and nt tokens that exist. */
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+rl_mmq4_store(__m512d v, int h, size_t rows, size_t rg, size_t ng, size_t t0, size_t nt,
+              double *yd, float *yf) {
+    const __mmask8 rm = (__mmask8)((1u << ng) - 1u);
+    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
+        const size_t k = 2 * (size_t)h + (size_t)q;
+        if (k >= nt)
+            break;
+        const __m256d v4 = q ? _mm512_extractf64x4_pd(v, 1) : _mm512_castpd512_pd256(v);
+        const size_t at = (t0 + k) * rows + rg;
+        if (yd)
+            _mm256_mask_storeu_pd(yd + at, rm, v4);
+        if (yf)
+            _mm_mask_storeu_ps(yf + at, rm, _mm256_cvtpd_ps(v4));
+    }
+}
+
+/* Lanes apart: groups ga, gb (arranged) against one quad (xs, nb blocks);
+ * rows r (group ga) and r + 4 (group gb), nr of them existing. */
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk *xs,
+              const rl_mmq4_cblk *cs, size_t nb, size_t rows, size_t r, size_t nr, size_t t0,
+              size_t nt, double *yd, float *yf) {
+    __m512d acc[2][4][2];
+    _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++)
+        _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
+            acc[g][l][0] = acc[g][l][1] = _mm512_setzero_pd();
+    for (size_t b = 0; b < nb; b++) {
+        const rl_mmq4_xblk *xb = xs + b;
+        const rl_mmq4_wblk *wg[2] = {ga + b * RL_MMQ4_GROUPS, gb + b * RL_MMQ4_GROUPS};
+        const __m512d dx0 = _mm512_load_pd(xb->dx[0]), dx1 = _mm512_load_pd(xb->dx[1]);
+        __m512d sc[2][2];
+        _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
+            const __m512d dw = _mm512_broadcast_f64x4(_mm256_loadu_pd(wg[g]->dw));
+            sc[g][0] = _mm512_mul_pd(dw, dx0);
+            sc[g][1] = _mm512_mul_pd(dw, dx1);
+        }
+        const __m512i z0 = _mm512_load_si512(xb->q[0]), z1 = _mm512_load_si512(xb->q[1]);
+        _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++) {
+            const __m512i xa = rl_mmq4_x(z0, z1, 2 * l);
+            const __m512i xh = rl_mmq4_x(z0, z1, 2 * l + 1);
+            const __m512i c = _mm512_load_si512(cs[b].c[l]);
+            _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
+                const __m512i wa = _mm512_broadcast_i32x4(
+                    _mm_loadu_si128((const __m128i *)(const void *)wg[g]->w[2 * l]));
+                const __m512i wh = _mm512_broadcast_i32x4(
+                    _mm_loadu_si128((const __m128i *)(const void *)wg[g]->w[2 * l + 1]));
+                const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wa, xa), wh, xh);
+                acc[g][l][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
+                                               sc[g][0], acc[g][l][0]);
+                acc[g][l][1] = _mm512_fmadd_pd(
+                    _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)), sc[g][1], acc[g][l][1]);
+            }
+        }
+    }
+    /* y = (l0 + l1) + (l2 + l3) */
+    _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
+        const size_t rg = r + 4 * (size_t)g;
+        if (rg >= r + nr)
+            break;
+        const size_t ng = r + nr - rg < 4 ? r + nr - rg : 4;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            rl_mmq4_store(_mm512_add_pd(_mm512_add_pd(acc[g][0][h], acc[g][1][h]),
+                                        _mm512_add_pd(acc[g][2][h], acc[g][3][h])),
+                          h, rows, rg, ng, t0, nt, yd, yf);
+    }
+}
+
+/* Whole blocks (the sums exact, see above): RL_MMQ4_GROUPS groups from g0
+ * (arranged, nb blocks apart) against one quad; rows r.., nr existing. */
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t rows,
+              size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
+    enum { G = RL_MMQ4_GROUPS };
+    __m512d acc[G][2];
+    _Pragma("GCC unroll 4") for (int g = 0; g < G; g++)
+        acc[g][0] = acc[g][1] = _mm512_setzero_pd();
+    for (size_t b = 0; b < nb; b++) {
+        const rl_mmq4_xblk *xb = xs + b;
+        const rl_mmq4_wblk *wb = g0 + b * RL_MMQ4_GROUPS; /* the set's groups, side by side */
+        __m512i sa[G][2];
+        const __m512i call = _mm512_load_si512(xb->call);
+        _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
+            sa[g][0] = call;
+            sa[g][1] = _mm512_setzero_si512();
+        }
+        /* two chains per group (even and odd dwords), each half as long */
+        const __m512i z0 = _mm512_load_si512(xb->q[0]), z1 = _mm512_load_si512(xb->q[1]);
+        _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++) {
+            const __m512i x = rl_mmq4_x(z0, z1, h);
+            _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
+                const __m512i w = _mm512_broadcast_i32x4(
+                    _mm_loadu_si128((const __m128i *)(const void *)wb[g].w[h]));
+                sa[g][h % 2] = _mm512_dpbusd_epi32(sa[g][h % 2], w, x);
+            }
+        }
+        const __m512d dx0 = _mm512_load_pd(xb->dx[0]), dx1 = _mm512_load_pd(xb->dx[1]);
+        _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
+            const __m512i s = _mm512_add_epi32(sa[g][0], sa[g][1]);
+            const __m512d dw = _mm512_broadcast_f64x4(_mm256_loadu_pd(wb[g].dw));
+            acc[g][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
+                                        _mm512_mul_pd(dw, dx0), acc[g][0]);
+            acc[g][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
+                                        _mm512_mul_pd(dw, dx1), acc[g][1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
+        const size_t rg = r + 4 * (size_t)g;
+        if (rg >= r + nr)
+            break;
+        const size_t ng = r + nr - rg < 4 ? r + nr - rg : 4;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            rl_mmq4_store(acc[g][h], h, rows, rg, ng, t0, nt, yd, yf);
+    }
+}
+
+/* Whether the sums of a set of RL_MMQ4_GROUPS groups (whi, wlo: its
+ * exponent tables) with a quad (xhi, xlo) are exact, as above: at once
+ * when the spreads alone allow it, else block by block. */
+static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const int8_t *xhi,
+                         const int32_t *xlo, size_t nb) {
+    if (wlo[0] == RL_MMQ4_NONFINITE)
+        return 0;
+    if (wlo[1] == RL_MMQ4_NONE || xlo[1] == RL_MMQ4_NONE)
+        return 1; /* every term is zero */
+    const int32_t spread = wlo[1] - wlo[0] + xlo[1] - xlo[0];
+    if (spread <= 12 && (nb << spread) <= 4096)
+        return 1;
+    uint32_t sum = 0;
+    for (size_t b = 0; b < nb; b++) {
+        if (whi[b] == RL_MMQ4_NONE || xhi[b] == RL_MMQ4_NONE)
+            continue; /* no term of the block is nonzero */
+        const int e = whi[b] - wlo[0] + xhi[b] - xlo[0];
+        if (e > 12 || (sum += 1u << e) > 4096)
+            return 0;
+    }
+    return 1;
+}
+
+__attribute__((target(RL_MM_Q8_TARGET))) void
+rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit,
+                    size_t n, size_t r0, size_t r1, double *yd, float *yf, void *scratch) {
+    rl_mmq4_wblk *wk = rl_mmq4_align(scratch);
+    const rl_mmq4_xblk *xs = rl_mmq4_align(xsplit);
+    const size_t nq = (n + 3) / 4;
+    const rl_mmq4_cblk *cs = (const rl_mmq4_cblk *)(const void *)(xs + nq * nb);
+    const int32_t *xlo = (const int32_t *)(const void *)(cs + nq * nb);
+    const int8_t *xhi = (const int8_t *)(xlo + 2 * nq);
+    const size_t ng = rl_mmq4_arrange(w, nb, r0, r1, wk);
+    const int32_t *wlo = (const int32_t *)(const void *)(wk + ng * nb);
+    const int8_t *whi = (const int8_t *)(wlo + ng);
+    size_t counts[2] = {0, 0};
+    for (size_t t0 = 0; t0 < n; t0 += 4) {
+        const size_t nt = n - t0 < 4 ? n - t0 : 4;
+        const rl_mmq4_xblk *xq = xs + t0 / 4 * nb;
+        for (size_t g = 0; g < ng; g += RL_MMQ4_GROUPS) {
+            const size_t r = r0 + 4 * g;
+            if (r >= r1)
+                break;
+            const size_t nr = r1 - r < 4 * RL_MMQ4_GROUPS ? r1 - r : 4 * RL_MMQ4_GROUPS;
+            const size_t set = g / RL_MMQ4_GROUPS;
+            if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xhi + t0 / 4 * nb, xlo + t0 / 4 * 2,
+                              nb)) {
+                rl_mmq4_whole(wk + set_base(g, nb), xq, nb, rows, r, nr, t0, nt, yd, yf);
+                counts[0]++;
+                continue;
+            }
+            counts[1]++;
+            for (size_t k = 0; k < RL_MMQ4_GROUPS; k += 2) {
+                const size_t rk = r + 4 * k;
+                if (rk >= r1)
+                    break;
+                rl_mmq4_lanes(wk + set_base(g + k, nb), wk + set_base(g + k + 1, nb), xq,
+                              cs + t0 / 4 * nb, nb, rows, rk, r1 - rk < 8 ? r1 - rk : 8, t0, nt,
+                              yd, yf);
+            }
+        }
+    }
+    __atomic_fetch_add(&rl_mmq4_count_[0], counts[0], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rl_mmq4_count_[1], counts[1], __ATOMIC_RELAXED);
+}
