@@ -42,9 +42,6 @@
 /* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
  * the weight rows once per call, which fewer tokens do not repay; below,
  * each token takes the VNNI matvec kernel (the same bits, SPEC §4.2). */
-#ifndef RL_MM_Q8_TILE4
-#define RL_MM_Q8_TILE4 64
-#endif
 #ifndef RL_MM_VNNI_MIN_TOKENS
 #define RL_MM_VNNI_MIN_TOKENS 4
 #endif
@@ -409,7 +406,6 @@ typedef struct {
     rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
-    const void *x4;        /* VNNI :q8: xq split for rl_mm_q8_tile4_vnni */
     const int8_t *xa, *ra; /* VNNI :q8x2: xq and xr split for rl_mm_q8_tile_vnni */
     const int32_t *cx;     /* their lane corrections */
     const double *dxs;     /* and scales */
@@ -435,11 +431,6 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
-            if (j->x4) {
-                rl_mm_q8_tile4_vnni(w, j->nb, j->rows, j->x4, j->n, rt, re, j->yd, j->yf,
-                                    j->wk + (size_t)ith * j->wk_bytes);
-                continue;
-            }
             if (j->xa) {
                 rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re,
                                    j->yd, j->yf, j->wk + (size_t)ith * j->wk_bytes);
@@ -568,19 +559,15 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     if (wt == RL_WT_Q8_0) {
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
-        dx_bytes = n * job.nb * sizeof(double);
-        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS) {
-            /* the split blocks (and residuals), scales */
+        const int pairs = path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS &&
+                          act == RL_ACT_Q8; /* rl_mm_q8_pairs: no scales here */
+        dx_bytes = pairs ? 0 : n * job.nb * sizeof(double);
+        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS && act == RL_ACT_Q8X2) {
+            /* the split blocks and residuals, scales (:q8 splits its own) */
             const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
-            if (act == RL_ACT_Q8) {
-                job.tile = RL_MM_Q8_TILE4;
-                sa_bytes = rl_mm_q8_split4_bytes(n, job.nb);
-                job.wk_bytes = rl_mm_q8_arranged4_bytes(job.tile, job.nb);
-            } else {
-                sa_bytes = np * (32 + 16) * 2;
-                dx_bytes += np * sizeof(double);
-                job.wk_bytes = rl_mm_q8_arranged_bytes(job.tile, job.nb);
-            }
+            sa_bytes = np * (32 + 16) * 2;
+            dx_bytes += np * sizeof(double);
+            job.wk_bytes = rl_mm_q8_arranged_bytes(job.tile, job.nb);
             if (job.wk_bytes > SIZE_MAX / chunks) {
                 rl_mm_msg(msg, msglen, "bad argument");
                 return RL_Q8_BADARG;
@@ -637,6 +624,14 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                 return st;
             }
         }
+        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS && act == RL_ACT_Q8) {
+            /* matmul_q8pair.c's kernel, with its own split and threads */
+            const int ok = rl_mm_q8_pairs(w, rows, job.nb, xq, n, yd, yf, (int)nth);
+            free(scratch);
+            if (!ok)
+                rl_mm_msg(msg, msglen, "out of memory for the activations");
+            return ok ? RL_Q8_OK : RL_Q8_NOMEM;
+        }
         /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h); the VNNI
          * kernel takes its scales from the split instead. */
         const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
@@ -653,11 +648,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         job.kq = rl_matvec_q8_kernel_for(path);
         job.kq2 = rl_matvec_q8x2_kernel_for(path);
         job.tile_fn = path == RL_PATH_AVX512 ? rl_mm_q8_tile_avx512 : NULL;
-        if (sa_bytes && act == RL_ACT_Q8) {
-            rl_mm_q8_split4(xq, n, job.nb, xa);
-            job.x4 = xa;
-            job.wk = (char *)wide;
-        } else if (sa_bytes) {
+        if (sa_bytes) {
             /* int32 corrections first (4-aligned after the scales), then bytes */
             const size_t np = rl_mm_q8_split_tokens(n) * job.nb, x2 = act == RL_ACT_Q8X2;
             int32_t *cx = (int32_t *)(void *)xa;

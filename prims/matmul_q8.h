@@ -61,6 +61,15 @@ void rl_mm_q8_split4(const rl_block_q8_0 *xq, size_t n, size_t nb, void *out);
 void rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit,
                          size_t n, size_t r0, size_t r1, double *yd, float *yf, void *scratch);
 
+/* The :q8 product of all rows of W (nb blocks a row) with n tokens
+ * quantized (xq), into yd / yf (n x rows, either may be NULL), on nth
+ * threads of the pool (pool.h): chunks of rows, or with enough tokens a
+ * run of tokens per thread; splits and arranges as it goes.  Returns 0
+ * when out of memory (nothing written), else 1.  Only with AVX-512 VNNI and
+ * n >= 1. */
+int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_block_q8_0 *xq,
+                   size_t n, double *yd, float *yf, int nth);
+
 /* How many 16-row x 4-token tiles rl_mm_q8_tile4_vnni has computed with
  * whole-block sums and how many lane by lane, since the program started
  * (for tests and the benchmark: both ways give the same bits). */

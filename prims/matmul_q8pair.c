@@ -4,9 +4,12 @@
 #include "prims/matmul_q8.h"
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/pool.h"
 
 /* The Q8x2 kernel (matmul_q8.c) puts a row's four lanes side by side, so
  * each of its double FMAs needs its own scale product dw * dx and each lane
@@ -430,4 +433,79 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *
     }
     __atomic_fetch_add(&rl_mmq4_count_[0], counts[0], __ATOMIC_RELAXED);
     __atomic_fetch_add(&rl_mmq4_count_[1], counts[1], __ATOMIC_RELAXED);
+}
+
+/* ---- the product: chunks of rows or of tokens over the pool ------------- */
+
+/* Rows per arranged tile: four sets of RL_MMQ4_GROUPS groups (about 60 KB
+ * for 768 columns), each set's blocks read from L2 while a quad's split
+ * activations stay in L1. */
+#define RL_MMQ4_TILE 64
+
+/* From this many tokens per thread each thread takes a run of tokens, not
+ * of rows: it splits its own tokens and reads them from its own cache,
+ * where a split shared by all would be fetched from the core that wrote it
+ * (the whole split is some 2 KB a token), at the price of arranging every
+ * weight row in each thread (some 0.1 us a row of 768 columns). */
+#define RL_MMQ4_TOKENS_PER_THREAD 32
+
+typedef struct {
+    const rl_block_q8_0 *w, *xq;
+    size_t rows, nb, n;
+    double *yd;
+    float *yf;
+    int by_tokens;      /* chunks of tokens, else of rows */
+    char *split;        /* by rows: the one split; by tokens: one per chunk */
+    size_t split_bytes; /* per chunk */
+    char *arranged;     /* one per chunk */
+    size_t arranged_bytes;
+} rl_mmq4_job;
+
+static void rl_mmq4_run(void *ctx, int ith, int nth) {
+    const rl_mmq4_job *j = ctx;
+    char *wk = j->arranged + (size_t)ith * j->arranged_bytes;
+    if (!j->by_tokens) {
+        size_t r0, r1;
+        rl_pool_chunk(j->rows, ith, nth, 4, &r0, &r1);
+        for (size_t r = r0; r < r1; r += RL_MMQ4_TILE)
+            rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, j->split, j->n, r,
+                                r1 - r < RL_MMQ4_TILE ? r1 : r + RL_MMQ4_TILE, j->yd, j->yf, wk);
+        return;
+    }
+    size_t t0, t1;
+    rl_pool_chunk(j->n, ith, nth, 4, &t0, &t1);
+    if (t0 >= t1)
+        return;
+    char *xs = j->split + (size_t)ith * j->split_bytes;
+    rl_mm_q8_split4(j->xq + t0 * j->nb, t1 - t0, j->nb, xs);
+    double *yd = j->yd ? j->yd + t0 * j->rows : NULL;
+    float *yf = j->yf ? j->yf + t0 * j->rows : NULL;
+    for (size_t r = 0; r < j->rows; r += RL_MMQ4_TILE)
+        rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, xs, t1 - t0, r,
+                            j->rows - r < RL_MMQ4_TILE ? j->rows : r + RL_MMQ4_TILE, yd, yf, wk);
+}
+
+int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_block_q8_0 *xq,
+                   size_t n, double *yd, float *yf, int nth) {
+    rl_mmq4_job j = {.w = w, .xq = xq, .rows = rows, .nb = nb, .n = n, .yd = yd, .yf = yf};
+    nth = nth < 1 ? 1 : nth;
+    j.by_tokens = nth > 1 && n >= (size_t)nth * RL_MMQ4_TOKENS_PER_THREAD;
+    const size_t chunks = j.by_tokens ? (size_t)nth
+                                      : (size_t)rl_pool_split_chunks(nth, (rows + 3) / 4);
+    /* a chunk of tokens holds at most this many (rl_pool_chunk's share) */
+    const size_t most = j.by_tokens ? ((n + chunks - 1) / chunks + 3) / 4 * 4 : n;
+    j.split_bytes = (rl_mm_q8_split4_bytes(most, nb) + 63) / 64 * 64;
+    j.arranged_bytes = (rl_mm_q8_arranged4_bytes(RL_MMQ4_TILE, nb) + 63) / 64 * 64;
+    const size_t splits = j.by_tokens ? chunks : 1;
+    if (j.split_bytes > SIZE_MAX / 2 / splits || j.arranged_bytes > SIZE_MAX / 2 / chunks)
+        return 0;
+    char *mem = malloc(splits * j.split_bytes + chunks * j.arranged_bytes);
+    if (!mem)
+        return 0;
+    j.split = mem, j.arranged = mem + splits * j.split_bytes;
+    if (!j.by_tokens)
+        rl_mm_q8_split4(xq, n, nb, j.split);
+    rl_pool_run_split((int)chunks, nth, rl_mmq4_run, &j);
+    free(mem);
+    return 1;
 }

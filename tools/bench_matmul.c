@@ -14,6 +14,7 @@
 #include "prims/bench.h"
 #include "prims/cpu.h"
 #include "prims/matmul.h"
+#include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/nn.h"
 #include "prims/rng.h"
@@ -89,6 +90,12 @@ int main(int argc, char **argv) {
             }
         }
         free(wf), free(wh), free(wq), free(x), free(y);
+    }
+    if (path == RL_PATH_AVX512VNNI) {
+        /* the :q8 kernel's two ways (matmul_q8pair.c), same bits */
+        size_t whole, lanes;
+        rl_mm_q8_tiles4(&whole, &lanes);
+        printf("\nq8 tiles summed by whole blocks (exact): %zu of %zu\n", whole, whole + lanes);
     }
 
     /* attention and the row-wise steps at d = 768, 12 heads */
