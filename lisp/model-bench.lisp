@@ -176,7 +176,8 @@ count) on STREAM.  Answers the rows as a list of plists."
                 (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
                 (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
                 (ids0 (bench-token-ids (first token-counts) vocab))
-                (reference (model:encode (cdr (assoc :f32 encoders)) ids0)))
+                (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
+                (tiles0 (multiple-value-list (%matmul-q8-tiles))))
            (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
 llama.cpp ~A~]~%" label reps
                    (cond (llama-p "on the same file and threads")
@@ -210,7 +211,12 @@ llama.cpp ~A~]~%" label reps
                                        :ratio ratio :max-abs-error err :cosine cos)
                                  rows)))))))))
            (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's, ~D tokens~%" (first token-counts)))
+states against the F32 file's, ~D tokens~%" (first token-counts))
+           (destructuring-bind (whole lanes)
+               (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
+             (when (plusp (+ whole lanes))
+               (format stream "Q8_0 :q8 products: ~D of ~D tiles summed by whole blocks, ~
+the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
       (setf (threads) old-threads)
       (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
       (when file (gguf:close source)))

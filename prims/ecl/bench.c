@@ -5,6 +5,7 @@
 #include "prims/bench.h"
 #include "prims/cpu.h"
 #include "prims/ecl/vec.h"
+#include "prims/matmul_q8.h"
 #include "prims/q8.h"
 #include "prims/rng.h"
 
@@ -144,6 +145,16 @@ static cl_object rl_prim_bench_now_ns(void) {
     ecl_return1(ecl_process_env(), ecl_make_unsigned_integer(rl_bench_ns()));
 }
 
+/* (%matmul-q8-tiles) -> (values whole lanes): the tiles the :q8 matmul
+ * kernel has summed by whole blocks and lane by lane since the start
+ * (prims/matmul_q8pair.c; the same bits either way). */
+static cl_object rl_prim_matmul_q8_tiles(void) {
+    size_t whole, lanes;
+    rl_mm_q8_tiles4(&whole, &lanes);
+    ecl_return2(ecl_process_env(), ecl_make_unsigned_integer(whole),
+                ecl_make_unsigned_integer(lanes));
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BENCH-MATVEC", rl_prim_bench_matvec, 7),
     RL_PRIM("%BENCH-QUANTIZE", rl_prim_bench_quantize, 3),
@@ -151,5 +162,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BENCH-FILL-RANDOM", rl_prim_bench_fill_random, 2),
     RL_PRIM("%CPU-INFO", rl_prim_cpu_info, 0),
     RL_PRIM("%BENCH-NOW-NS", rl_prim_bench_now_ns, 0),
+    RL_PRIM("%MATMUL-Q8-TILES", rl_prim_matmul_q8_tiles, 0),
 };
 RL_PRIM_TABLE(rl_bench_prims, "RONTOLISP", rl_defs);

@@ -52,6 +52,26 @@
                                         :displaced-to (vec:matmul m xs :activations act)))
                "~A simd ~A threads ~D" act on n)))))))
 
+;; The :q8 kernel of the VNNI path counts its tiles by the way it summed
+;; them (whole blocks where provably exact, else lane by lane: the same
+;; bits, which the test above checks); the benchmark reports the split.
+(test matmul-q8-counts-its-tiles
+  (if (string= "avx512vnni" (getf (rontolisp::%cpu-info) :best))
+      (let* ((state (make-random-state t))
+             (m (rontolisp:quantize (random-matrix 40 256 :state state) 'rontolisp:q8-0))
+             (xs (random-matrix 9 256 :state state))
+             (threads (rontolisp:threads))
+             (before (multiple-value-list (rontolisp::%matmul-q8-tiles))))
+        (setf (rontolisp:threads) 1)
+        (unwind-protect (vec:matmul m xs)
+          (setf (rontolisp:threads) threads))
+        (let ((after (multiple-value-list (rontolisp::%matmul-q8-tiles))))
+          (is (every #'<= before after))
+          ;; 40 rows x 9 tokens on one thread: 3 sets of 16 rows, 3 quads
+          ;; of 4 tokens
+          (is (= 9 (- (reduce #'+ after) (reduce #'+ before))))))
+      (skip "this CPU has no AVX-512 VNNI: the :q8 matmul kernel does not run")))
+
 (test matmul-float-weights-agree-with-the-f32-baseline
   "F32 rows are the f32 baseline matvec's; F16 and BF16 weights give the
 bits of their exactly widened single-float matrix."
