@@ -112,23 +112,15 @@ rl_mmq_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq_w
     const __m512i lo4 = _mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1);
     const __m512i hi4 = _mm512_setr_epi64(2, 2, 2, 2, 3, 3, 3, 3);
     for (size_t r = r0; r < r1; r += 4) {
-        const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
-        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;
-        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;
+        const rl_block_q8_0 *wr[4];
+        rl_mm_q8_group(w, nb, r, r1, wr);
         rl_mmq_wblk *o = out + (r - r0) / 4 * nb;
         for (size_t b = 0; b < nb; b++) {
-            const __m512i w01 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)),
-                _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);
-            const __m512i w23 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)),
-                _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);
+            __m512i w01, w23;
+            const __m128 d = rl_mm_q8_block4(wr, b, &w01, &w23);
             o[b].wa = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ia, w23), c80);
             o[b].wb = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, ib, w23), c80);
-            const __m128i dh = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,
-                                              (short)w3[b].d, 0, 0, 0, 0);
-            const __m512d d4 = _mm512_castpd256_pd512(_mm256_cvtps_pd(_mm_cvtph_ps(dh)));
+            const __m512d d4 = _mm512_castpd256_pd512(_mm256_cvtps_pd(d));
             o[b].dlo = _mm512_permutexvar_pd(lo4, d4);
             o[b].dhi = _mm512_permutexvar_pd(hi4, d4);
         }

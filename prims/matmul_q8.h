@@ -12,6 +12,7 @@
 #ifndef RL_PRIMS_MATMUL_Q8_H
 #define RL_PRIMS_MATMUL_Q8_H
 
+#include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,29 @@
 
 /* The instruction sets both kernels are compiled for. */
 #define RL_MM_Q8_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+
+/* The rows of a group of four from row r of W (nb blocks a row, rows up to
+ * r1): a short group repeats its last row. */
+static inline void rl_mm_q8_group(const rl_block_q8_0 *w, size_t nb, size_t r, size_t r1,
+                                  const rl_block_q8_0 *wr[4]) {
+    const size_t nr = r1 - r < 4 ? r1 - r : 4;
+    for (size_t i = 0; i < 4; i++)
+        wr[i] = w + (r + (i < nr ? i : nr - 1)) * nb;
+}
+
+/* Block b of a group's rows: the quants of rows 0, 1 in *w01, of 2, 3 in
+ * *w23; the four scales as f32 (exact). */
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline __m128
+rl_mm_q8_block4(const rl_block_q8_0 *const wr[4], size_t b, __m512i *w01, __m512i *w23) {
+    *w01 = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)wr[0][b].qs)),
+        _mm256_loadu_si256((const __m256i *)(const void *)wr[1][b].qs), 1);
+    *w23 = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)wr[2][b].qs)),
+        _mm256_loadu_si256((const __m256i *)(const void *)wr[3][b].qs), 1);
+    return _mm_cvtph_ps(_mm_setr_epi16((short)wr[0][b].d, (short)wr[1][b].d, (short)wr[2][b].d,
+                                       (short)wr[3][b].d, 0, 0, 0, 0));
+}
 
 /* n rounded up to a multiple of RL_MM_Q8_TOKENS: the tokens the split
  * arrays hold (xa and ra 32 bytes, dxs one double per token and block). */

@@ -182,10 +182,8 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
         wlo[2 * k] = RL_MMQ4_EMPTY, wlo[2 * k + 1] = RL_MMQ4_NONE;
     size_t g = 0;
     for (size_t r = r0; r < r1; r += 4, g++) {
-        const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const rl_block_q8_0 *w0 = w + r * nb, *w1 = w + (r + (nr > 1)) * nb;
-        const rl_block_q8_0 *w2 = w + (r + (nr > 2 ? 2 : nr - 1)) * nb;
-        const rl_block_q8_0 *w3 = w + (r + nr - 1) * nb;
+        const rl_block_q8_0 *wr[4];
+        rl_mm_q8_group(w, nb, r, r1, wr);
         /* block b of group g: the set's blocks in order, the set's groups
          * side by side within a block */
         rl_mmq4_wblk *o = out + set_base(g, nb);
@@ -196,20 +194,13 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
         __m128i elo = _mm_set1_epi32(RL_MMQ4_EMPTY), etop = _mm_set1_epi32(RL_MMQ4_NONE);
         __mmask8 bad = 0;
         for (size_t b = 0; b < nb; b++) {
-            const __m512i w01 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w0[b].qs)),
-                _mm256_loadu_si256((const __m256i *)(const void *)w1[b].qs), 1);
-            const __m512i w23 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)w2[b].qs)),
-                _mm256_loadu_si256((const __m256i *)(const void *)w3[b].qs), 1);
+            __m512i w01, w23;
+            const __m128 d4 = rl_mm_q8_block4(wr, b, &w01, &w23);
             rl_mmq4_wblk *ob = o + b * RL_MMQ4_GROUPS;
             _mm512_storeu_si512(&ob->w[0][0],
                                 _mm512_xor_si512(_mm512_permutex2var_epi32(w01, lo, w23), c80));
             _mm512_storeu_si512(&ob->w[4][0],
                                 _mm512_xor_si512(_mm512_permutex2var_epi32(w01, hi, w23), c80));
-            const __m128i dh = _mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,
-                                              (short)w3[b].d, 0, 0, 0, 0);
-            const __m128 d4 = _mm_cvtph_ps(dh);
             _mm256_storeu_pd(ob->dw, _mm256_cvtps_pd(d4));
             const __m128i fe = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(d4), 23),
                                              _mm_set1_epi32(0xff));
