@@ -238,9 +238,18 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
 }
 
 /* Dword h of the quad's four tokens (z0: their dwords 0..3, z1: 4..7, a
- * 16-byte lane each), token k in slots 4k..4k+3: one in-lane shuffle. */
-#define rl_mmq4_x(z0, z1, h)                                                                   \
-    _mm512_shuffle_epi32((h) < 4 ? (z0) : (z1), (_MM_PERM_ENUM)((h) % 4 * 0x55))
+ * 16-byte lane each), token k in slots 4k..4k+3: one in-lane shuffle (the
+ * switch folds away where h is known, as in the unrolled kernels). */
+__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline __m512i
+rl_mmq4_x(__m512i z0, __m512i z1, int h) {
+    const __m512i z = h < 4 ? z0 : z1;
+    switch (h % 4) {
+    case 0: return _mm512_shuffle_epi32(z, _MM_PERM_AAAA);
+    case 1: return _mm512_shuffle_epi32(z, _MM_PERM_BBBB);
+    case 2: return _mm512_shuffle_epi32(z, _MM_PERM_CCCC);
+    default: return _mm512_shuffle_epi32(z, _MM_PERM_DDDD);
+    }
+}
 
 /* Store a 4 x 4 tile's doubles (half h: tokens 2h, 2h + 1 of rows rg..)
  * for the ng rows and nt tokens that exist. */
