@@ -31,23 +31,26 @@
  * Two ways, the same bits:
  *   - lanes (rl_mmq4_lanes): SPEC §4 as written, a double accumulator per
  *     lane, the scales of 16 pairs formed once per block for all four lanes;
- *   - whole blocks (rl_mmq4_whole), when every sum is exact: a term
- *     s * dw * dx is an integer below 2^19 (|s| <= 32 * 128 * 127 for the
- *     four lanes together) times the product of two 11-bit f16 mantissas,
- *     at the block's exponent E (of the mantissas' last bit).  If the
- *     blocks' E lie within a spread S and nb * 2^S <= 2^12, every partial
- *     sum of such terms, lanes apart or together, in any order, is a
- *     multiple of 2^Emin below 2^53 * 2^Emin, so exact: acc_l is the exact
- *     lane sum, (acc_0 + acc_1) + (acc_2 + acc_3) the exact total, and one
- *     accumulator over whole-block sums gives that same double.  The test
- *     is made per tile and a little wider: with Ew_b the largest weight
- *     exponent of block b in the tile's rows, Ex_b the largest activation
- *     exponent of its tokens, and lo the smallest of each over all blocks,
- *     sum_b 2^(Ew_b - lo_w + Ex_b - lo_x) <= 2^12 bounds every pair's sum
- *     of |terms| by 2^53 at the unit 2^(lo_w + lo_x).  A zero scale adds
- *     exact zeros (never -0 to +0) and does not count; an infinite or NaN
- *     weight scale rules this way out.  The exponents are gathered once per
- *     call, with the arrangements. */
+ *   - whole blocks (rl_mmq4_whole), when every sum is exact.  A term of
+ *     row r, token t, block b is s * dw * dx with |s| <= 128 * A (A: the
+ *     sum of the token block's |quants|, at most 32 * 127; the four lane
+ *     sums together are bounded the same way) and dw * dx the product of
+ *     two 11-bit f16 mantissas at the exponent Ew + Ex of their last bits,
+ *     so below 2^29 * A * 2^(Ew + Ex).  With lo_w, lo_x the lowest
+ *     exponents of the tile's nonzero weight and activation scales, every
+ *     term is a multiple of 2^(lo_w + lo_x); if
+ *         sum_b 2^(Ew_b - lo_w) * X_b <= 2^24,
+ *     Ew_b the largest weight exponent of block b in the tile's rows and
+ *     X_b the largest A * 2^(Ex - lo_x) of its tokens, the terms' absolute
+ *     sum is below 2^53 units, so every partial sum, lanes apart or
+ *     together, in any order, is exact: acc_l is the exact lane sum,
+ *     (acc_0 + acc_1) + (acc_2 + acc_3) the exact total, and one
+ *     accumulator over whole-block sums gives that very double.  A zero
+ *     scale adds exact zeros (never -0 to +0) and does not count; an
+ *     infinite or NaN weight scale rules this way out (activation scales
+ *     are finite).  The bounds are gathered once per call, with the split
+ *     and the arrangement, and the test costs a comparison per tile where
+ *     the largest X_b and Ew_b alone satisfy it. */
 typedef struct {
     /* the tokens' quants: dwords 0..3 of token k in q[0][4k..4k+3], dwords
      * 4..7 in q[1][4k..]; rl_mmq4_x spreads them */
@@ -68,7 +71,7 @@ typedef struct {
 
 /* exponent tables: no nonzero scale at a block; a group's lowest exponent
  * when it has no nonzero scale, and when one is not finite */
-enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000 };
+enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000, RL_MMQ4_ZERO = 999 };
 
 /* groups (of four rows) arranged at once: the whole-block kernel's */
 #define RL_MMQ4_GROUPS 4
@@ -83,8 +86,8 @@ void rl_mm_q8_tiles4(size_t *whole, size_t *lanes) {
 
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb) {
     const size_t nq = (n + 3) / 4;
-    return nq * nb * (sizeof(rl_mmq4_xblk) + sizeof(rl_mmq4_cblk)) + 2 * nq * sizeof(int32_t) +
-           nq * nb + 64;
+    return nq * nb * (sizeof(rl_mmq4_xblk) + sizeof(rl_mmq4_cblk) + sizeof(uint64_t)) +
+           nq * (sizeof(uint64_t) + sizeof(int32_t)) + 64;
 }
 
 size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb) {
@@ -96,23 +99,13 @@ static void *rl_mmq4_align(const void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
-/* The exponent of an f16 scale's last mantissa bit folded into a block's
- * largest (*hi) and a quad's or set's smallest and largest (lo[0],
- * lo[1]): zero scales are skipped, others than finite mark lo[0]. */
-static inline void rl_mmq4_fold(uint16_t h, int8_t *hi, int32_t *lo) { /* lo[1]: the largest */
+/* The exponent of an f16 scale's last mantissa bit (-24 .. 5), or
+ * RL_MMQ4_ZERO for a zero scale, RL_MMQ4_NONFINITE for infinity and NaN. */
+static inline int rl_mmq4_exp(uint16_t h) {
     const int e = (h >> 10) & 31;
     if (!(h & 0x7fff))
-        return;
-    if (e == 31) {
-        *lo = RL_MMQ4_NONFINITE;
-        return;
-    }
-    const int x = (e ? e : 1) - 25; /* -24 .. 5 */
-    *hi = (int8_t)(x > *hi ? x : *hi);
-    if (*lo != RL_MMQ4_NONFINITE && x < *lo)
-        *lo = x;
-    if (x > lo[1])
-        lo[1] = x;
+        return RL_MMQ4_ZERO;
+    return e == 31 ? RL_MMQ4_NONFINITE : (e ? e : 1) - 25;
 }
 
 /* Where block 0 of arranged group g is: block b is RL_MMQ4_GROUPS further
@@ -126,15 +119,16 @@ __attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, si
     rl_mmq4_xblk *xs = rl_mmq4_align(out);
     const size_t nq = (n + 3) / 4;
     rl_mmq4_cblk *cs = (rl_mmq4_cblk *)(void *)(xs + nq * nb);
-    int32_t *xlo = (int32_t *)(void *)(cs + nq * nb); /* per quad: lowest, highest */
-    int8_t *xhi = (int8_t *)(xlo + 2 * nq);
+    /* per quad and block the magnitude bound, per quad its largest and the
+     * lowest exponent (rl_mmq4_exact) */
+    uint64_t *xmag = (uint64_t *)(void *)(cs + nq * nb), *xmax = xmag + nq * nb;
+    int32_t *xlo = (int32_t *)(void *)(xmax + nq);
     if (n % 4) { /* padding tokens: quants 0, scale 0 */
         memset(xs + (nq - 1) * nb, 0, nb * sizeof *xs);
         memset(cs + (nq - 1) * nb, 0, nb * sizeof *cs);
     }
-    memset(xhi, RL_MMQ4_NONE, nq * nb);
     for (size_t q = 0; q < nq; q++) {
-        xlo[2 * q] = RL_MMQ4_EMPTY, xlo[2 * q + 1] = RL_MMQ4_NONE;
+        xlo[q] = RL_MMQ4_EMPTY;
         for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
             const size_t t = 4 * q + k;
             for (size_t b = 0; b < nb; b++) {
@@ -158,8 +152,33 @@ __attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, si
                                  _mm_set1_epi32(c[0] + c[1] + c[2] + c[3]));
                 _mm256_storeu_pd(&o->dx[k / 2][4 * (k % 2)],
                                  _mm256_set1_pd((double)rl_gguf_f16_to_f32(blk->d)));
-                rl_mmq4_fold(blk->d, &xhi[q * nb + b], &xlo[2 * q]);
+                const int e = rl_mmq4_exp(blk->d);
+                if (e < xlo[q])
+                    xlo[q] = e; /* activation scales are finite */
             }
+        }
+        /* the bound: the largest sum of |quants| times 2^(exponent - lowest) */
+        xmax[q] = 0;
+        for (size_t b = 0; b < nb; b++) {
+            uint64_t m = 0;
+            for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
+                const rl_block_q8_0 *blk = xq + (4 * q + k) * nb + b;
+                const int e = rl_mmq4_exp(blk->d);
+                if (e == RL_MMQ4_ZERO)
+                    continue;
+                const __m256i a = _mm256_sad_epu8(
+                    _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)blk->qs)),
+                    _mm256_setzero_si256());
+                const uint64_t sum = (uint64_t)(_mm256_extract_epi64(a, 0) +
+                                                _mm256_extract_epi64(a, 1) +
+                                                _mm256_extract_epi64(a, 2) +
+                                                _mm256_extract_epi64(a, 3));
+                if ((sum << (e - xlo[q])) > m)
+                    m = sum << (e - xlo[q]);
+            }
+            xmag[q * nb + b] = m;
+            if (m > xmax[q])
+                xmax[q] = m;
         }
     }
 }
@@ -188,7 +207,7 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
          * side by side within a block */
         rl_mmq4_wblk *o = out + set_base(g, nb);
         const size_t set = g / RL_MMQ4_GROUPS;
-        /* exponents as rl_mmq4_fold finds them, four rows at once, from the
+        /* exponents as rl_mmq4_exp finds them, four rows at once, from the
          * scales widened to f32 (exact): a normal f16 of exponent e is an
          * f32 of exponent e + 112, a subnormal one at least 2^-24 */
         __m128i elo = _mm_set1_epi32(RL_MMQ4_EMPTY), etop = _mm_set1_epi32(RL_MMQ4_NONE);
@@ -370,23 +389,24 @@ rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t 
 }
 
 /* Whether the sums of a set of RL_MMQ4_GROUPS groups (whi, wlo: its
- * exponent tables) with a quad (xhi, xlo) are exact, as above: at once
- * when the spreads alone allow it, else block by block. */
-static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const int8_t *xhi,
-                         const int32_t *xlo, size_t nb) {
+ * exponent tables) with a quad (xmag, xmax: its bounds) are exact, as
+ * above: at once when the largest of each allows it, else block by block. */
+static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
+                         uint64_t xmax, size_t nb) {
+    const uint64_t limit = (uint64_t)1 << 24;
     if (wlo[0] == RL_MMQ4_NONFINITE)
         return 0;
-    if (wlo[1] == RL_MMQ4_NONE || xlo[1] == RL_MMQ4_NONE)
+    if (wlo[1] == RL_MMQ4_NONE || xmax == 0)
         return 1; /* every term is zero */
-    const int32_t spread = wlo[1] - wlo[0] + xlo[1] - xlo[0];
-    if (spread <= 12 && (nb << spread) <= 4096)
+    const int32_t spread = wlo[1] - wlo[0]; /* 0 .. 29 */
+    if (spread <= 24 && xmax <= (limit >> spread) / nb)
         return 1;
-    uint32_t sum = 0;
+    uint64_t sum = 0;
     for (size_t b = 0; b < nb; b++) {
-        if (whi[b] == RL_MMQ4_NONE || xhi[b] == RL_MMQ4_NONE)
+        if (whi[b] == RL_MMQ4_NONE || !xmag[b])
             continue; /* no term of the block is nonzero */
-        const int e = whi[b] - wlo[0] + xhi[b] - xlo[0];
-        if (e > 12 || (sum += 1u << e) > 4096)
+        const int e = whi[b] - wlo[0];
+        if (e > 24 || xmag[b] > limit >> e || (sum += xmag[b] << e) > limit)
             return 0;
     }
     return 1;
@@ -399,8 +419,8 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *
     const rl_mmq4_xblk *xs = rl_mmq4_align(xsplit);
     const size_t nq = (n + 3) / 4;
     const rl_mmq4_cblk *cs = (const rl_mmq4_cblk *)(const void *)(xs + nq * nb);
-    const int32_t *xlo = (const int32_t *)(const void *)(cs + nq * nb);
-    const int8_t *xhi = (const int8_t *)(xlo + 2 * nq);
+    const uint64_t *xmag = (const uint64_t *)(const void *)(cs + nq * nb);
+    const uint64_t *xmax = xmag + nq * nb;
     const size_t ng = rl_mmq4_arrange(w, nb, r0, r1, wk);
     const int32_t *wlo = (const int32_t *)(const void *)(wk + ng * nb);
     const int8_t *whi = (const int8_t *)(wlo + ng);
@@ -414,7 +434,7 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *
                 break;
             const size_t nr = r1 - r < 4 * RL_MMQ4_GROUPS ? r1 - r : 4 * RL_MMQ4_GROUPS;
             const size_t set = g / RL_MMQ4_GROUPS;
-            if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xhi + t0 / 4 * nb, xlo + t0 / 4 * 2,
+            if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
                               nb)) {
                 rl_mmq4_whole(wk + set_base(g, nb), xq, nb, rows, r, nr, t0, nt, yd, yf);
                 counts[0]++;

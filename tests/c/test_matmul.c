@@ -129,9 +129,10 @@ static void test_q8_matches_matvec(void) {
  *
  * The VNNI kernel sums whole blocks into one double when its exponent test
  * says every sum is exact, and lane by lane (SPEC §4 as written) when not.
- * Weights at the limits (quants -128 and random, scales with all mantissa
- * bits set) with block exponents spread just inside and just outside the
- * test's bound, activation scales of one exponent.  The kernel's doubles
+ * Weights and activations at the limits (weight quants -128 or random,
+ * activation quants all +-127, scales with all mantissa bits set), the
+ * weights' block exponents spread just inside and just outside the test's
+ * bound, the activations' of one exponent.  The kernel's doubles
  * (called directly: the public product rounds to f32, where the two ways
  * would almost never show) equal SPEC §4 written out here, bit for bit;
  * the kernel took the way expected; a whole-block sum written out here
@@ -184,13 +185,12 @@ static void whole_case(const char *name, const int *spread, int inf_block, int w
             for (int j = 0; j < 32 && b == 0 && spread[0] > 12; j++)
                 blk->qs[j] = (int8_t)(j < 8 ? 127 : j < 16 ? -127 : 0);
         }
-    /* every activation block's largest value 12.7: one scale, about 0.1 */
+    /* every activation block +-127 times one scale, 0x1.ffcp-4 (all
+     * mantissa bits set): quants +-127, one sign a block (the largest sums) */
     for (size_t i = 0; i < N * COLS; i += 32) {
+        const float v = (rnd() & 1) || (i % COLS == 0 && spread[0] > 12) ? 127 : -127;
         for (int j = 0; j < 32; j++)
-            x[i + j] = (float)rnd_int(-127, 127) * 0.1f;
-        x[i + rnd_int(0, 31)] = (rnd() & 1) ? 127 * 0.1f : -127 * 0.1f;
-        for (int j = 0; j < 32 && i % COLS == 0 && spread[0] > 12; j++)
-            x[i + j] = 127 * 0.1f;
+            x[i + j] = v * 0x1.ffcp-4f;
     }
     for (size_t b = 0; b < N * NB; b++)
         rl_q8_quantize_f32_ref(x + 32 * b, 32, &xq[b], NULL);
@@ -229,18 +229,20 @@ static void test_q8_whole_sums(void) {
         CHECK_SKIP("whole-block sums: this CPU has no AVX-512 VNNI");
         return;
     }
-    /* exponents 0 or 4 apart: 16 * 2^4 <= 2^12 at once */
+    /* the bound is sum_b 4064 * 2^e_b <= 2^24 (4064 = 32 * 127) */
+    /* exponents 0 or 4 apart: 16 * 4064 * 2^4 <= 2^24 at once */
     const int fast[16] = {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4};
-    /* one block 11 above the rest: 2^11 + 15 <= 2^12, block by block */
-    const int one[16] = {11};
-    /* one block 12 above the lowest, the rest 1: 2^12 + 1 + 14 * 2 > 2^12 */
-    const int over[16] = {12, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    /* one block 12 above the rest: 4064 * (2^12 + 15) <= 2^24, block by
+     * block, every sum exact with less than 1% to spare */
+    const int one[16] = {12};
+    /* two blocks 12 above: 4064 * (2^13 + 14) > 2^24 */
+    const int over[16] = {12, 12};
     /* one block 29 above, its lanes cancelling: lane sums are rounded */
     const int far[16] = {29, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0};
     for (int rep = 0; rep < 4; rep++) {
         whole_case("spread 4", fast, -1, 1);
-        whole_case("one block 2^11 up", one, -1, 1);
-        whole_case("one block 2^12 up", over, -1, 0);
+        whole_case("one block 2^12 up", one, -1, 1);
+        whole_case("two blocks 2^12 up", over, -1, 0);
         whole_case("one block 2^29 up", far, -1, 0);
         whole_case("an infinite scale", fast, 5, 2);
     }
