@@ -531,22 +531,11 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     tile = tile / RL_MM_GROUP * RL_MM_GROUP;
     job.tile = tile < RL_MM_GROUP ? RL_MM_GROUP : tile > 64 ? 64 : tile;
 
-    if (threads > RL_MAX_THREADS)
-        threads = RL_MAX_THREADS;
-    size_t nth = (size_t)threads, groups = (rows + RL_MM_GROUP - 1) / RL_MM_GROUP;
-    if (nth > groups)
-        nth = groups;
-    const size_t units = (cols + RL_QK8_0 - 1) / RL_QK8_0;
-    if (min_work) {
-        /* rows * units * n, saturating */
-        size_t work = rows > SIZE_MAX / (units ? units : 1) ? SIZE_MAX : rows * units;
-        work = work > SIZE_MAX / n ? SIZE_MAX : work * n;
-        const size_t floor = n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK;
-        if (nth > work / floor)
-            nth = work / floor;
-    }
-    if (nth < 1)
-        nth = 1;
+    /* work: rows * blocks * tokens */
+    const size_t groups = (rows + RL_MM_GROUP - 1) / RL_MM_GROUP;
+    const size_t work = rl_pool_mul_sat(rl_pool_mul_sat(rows, (cols + RL_QK8_0 - 1) / RL_QK8_0), n);
+    const size_t nth = (size_t)rl_pool_threads(
+        threads, groups, work, min_work ? (n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK) : 0);
     /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
     const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
 

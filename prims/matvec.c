@@ -411,13 +411,8 @@ static void rl_mv_job_run(void *ctx, int ith, int nth) {
 /* Threads for a product of `work` units (row-blocks): at most one per group
  * of rows, and with min_work at most one per RL_MV_MIN_BLOCKS units. */
 static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
-    size_t nth = (size_t)threads;
-    size_t groups = (rows + RL_MV_ROWS - 1) / RL_MV_ROWS;
-    if (nth > groups)
-        nth = groups;
-    if (min_work && nth > work / RL_MV_MIN_BLOCKS)
-        nth = work / RL_MV_MIN_BLOCKS;
-    return nth < 1 ? 1 : (int)nth;
+    return rl_pool_threads(threads, (rows + RL_MV_ROWS - 1) / RL_MV_ROWS, work,
+                           min_work ? RL_MV_MIN_BLOCKS : 0);
 }
 
 rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path) {

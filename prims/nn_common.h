@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "prims/cpu.h"
+#include "prims/pool.h"
 #include "prims/q8.h"
 
 /* Values per thread below which the row-wise steps stay on one thread
@@ -19,13 +20,7 @@
  * least min_values values a thread.  Results never depend on the thread
  * count, so this changes only the speed. */
 static inline int rl_nn_threads(int threads, size_t items, size_t cost, size_t min_values) {
-    size_t nth = threads > RL_MAX_THREADS ? RL_MAX_THREADS : (size_t)threads;
-    if (nth > items)
-        nth = items;
-    size_t total = cost && items > SIZE_MAX / cost ? SIZE_MAX : items * cost;
-    if (nth > total / min_values)
-        nth = total / min_values;
-    return nth < 1 ? 1 : (int)nth;
+    return rl_pool_threads(threads, items, rl_pool_mul_sat(items, cost), min_values);
 }
 
 /* The checks every entry shares: a path this CPU runs, a thread count. */

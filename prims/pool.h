@@ -18,6 +18,9 @@
 #define RL_PRIMS_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "prims/cpu.h"
 
 typedef void (*rl_pool_fn)(void *ctx, int ith, int nth);
 
@@ -33,6 +36,24 @@ void rl_pool_run(int nth, rl_pool_fn fn, void *ctx);
  * 1 fn runs once, as chunk 0 of 1. */
 #define RL_POOL_MAX_CHUNKS 4096
 void rl_pool_run_split(int nchunks, int nthreads, rl_pool_fn fn, void *ctx);
+
+/* The threads a job wants: at most threads (and RL_MAX_THREADS), at most
+ * units (the pieces it can be cut into), and with min_work > 0 at most
+ * work / min_work, so each thread gets that much; at least 1.  Results
+ * never depend on the thread count, so this changes only the speed. */
+static inline int rl_pool_threads(int threads, size_t units, size_t work, size_t min_work) {
+    size_t nth = threads < 1 ? 1 : threads > RL_MAX_THREADS ? RL_MAX_THREADS : (size_t)threads;
+    if (nth > units)
+        nth = units;
+    if (min_work && nth > work / min_work)
+        nth = work / min_work;
+    return nth < 1 ? 1 : (int)nth;
+}
+
+/* a * b, or SIZE_MAX where it overflows (work sizes for rl_pool_threads) */
+static inline size_t rl_pool_mul_sat(size_t a, size_t b) {
+    return a && b > SIZE_MAX / a ? SIZE_MAX : a * b;
+}
 
 /* The chunks for a job on nthreads threads that can be cut into at most
  * units independent pieces: 4 per thread, at most units, at least 1; 1
