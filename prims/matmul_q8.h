@@ -75,9 +75,11 @@ void rl_mm_q8_tile_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const in
                         const int8_t *ra, const int32_t *cx, const double *dxs, size_t n,
                         size_t r0, size_t r1, double *yd, float *yf, void *scratch);
 
-/* The :q8 kernel with the lanes apart (matmul_q8.c): the activations of n
- * tokens split per 4-token quad into rl_mm_q8_split4_bytes(n, nb) bytes at
- * out, and the product of rows [r0, r1) with them, scratch holding
+/* The :q8 kernel (matmul_q8pair.c: a slot per (row, token) pair, whole
+ * blocks summed where exact): the activations of n tokens (any scales,
+ * though the product's callers never pass non-finite ones) split per
+ * 4-token quad into rl_mm_q8_split4_bytes(n, nb) bytes at out, and the
+ * product of rows [r0, r1) with them, scratch holding
  * rl_mm_q8_arranged4_bytes(r1 - r0, nb) bytes.  Only with AVX-512 VNNI. */
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb);
 size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb);

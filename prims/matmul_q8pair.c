@@ -47,8 +47,8 @@
  *     (acc_0 + acc_1) + (acc_2 + acc_3) the exact total, and one
  *     accumulator over whole-block sums gives that very double.  A zero
  *     scale adds exact zeros (never -0 to +0) and does not count; an
- *     infinite or NaN weight scale rules this way out (activation scales
- *     are finite).  The bounds are gathered once per call, with the split
+ *     infinite or NaN scale rules this way out (an activation's never
+ *     is: the product quantizes finite values only).  The bounds are gathered once per call, with the split
  *     and the arrangement, and the test costs a comparison per tile where
  *     the largest X_b and Ew_b alone satisfy it. */
 typedef struct {
@@ -153,12 +153,19 @@ __attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, si
                 _mm256_storeu_pd(&o->dx[k / 2][4 * (k % 2)],
                                  _mm256_set1_pd((double)rl_gguf_f16_to_f32(blk->d)));
                 const int e = rl_mmq4_exp(blk->d);
-                if (e < xlo[q])
-                    xlo[q] = e; /* activation scales are finite */
+                if (e != RL_MMQ4_ZERO && e < xlo[q])
+                    xlo[q] = e; /* RL_MMQ4_NONFINITE (below any) for infinity, NaN */
             }
         }
-        /* the bound: the largest sum of |quants| times 2^(exponent - lowest) */
+        /* the bound: the largest sum of |quants| times 2^(exponent - lowest);
+         * a quad with a scale not finite never takes whole blocks (the
+         * product's callers quantize only finite activations) */
         xmax[q] = 0;
+        if (xlo[q] == RL_MMQ4_NONFINITE) {
+            memset(xmag + q * nb, 0, nb * sizeof *xmag);
+            xmax[q] = UINT64_MAX;
+            continue;
+        }
         for (size_t b = 0; b < nb; b++) {
             uint64_t m = 0;
             for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
@@ -233,21 +240,21 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
             eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0x4e));
             eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0xb1));
             const int top = _mm_cvtsi128_si32(eh);
-            int8_t *hi = &whi[set * nb + b];
-            *hi = (int8_t)(top > *hi ? top : *hi);
+            int8_t *bhi = &whi[set * nb + b];
+            *bhi = (int8_t)(top > *bhi ? top : *bhi);
         }
         elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0x4e));
         elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0xb1));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0x4e));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0xb1));
-        int32_t *lo = &wlo[2 * set];
+        int32_t *slo = &wlo[2 * set];
         const int32_t l = _mm_cvtsi128_si32(elo), t = _mm_cvtsi128_si32(etop);
-        if (bad || lo[0] == RL_MMQ4_NONFINITE)
-            lo[0] = RL_MMQ4_NONFINITE;
-        else if (l < lo[0])
-            lo[0] = l;
-        if (t > lo[1])
-            lo[1] = t;
+        if (bad || slo[0] == RL_MMQ4_NONFINITE)
+            slo[0] = RL_MMQ4_NONFINITE;
+        else if (l < slo[0])
+            slo[0] = l;
+        if (t > slo[1])
+            slo[1] = t;
     }
     for (; g < ng; g++) /* padding groups repeat the last */
         for (size_t b = 0; b < nb; b++)
@@ -394,7 +401,7 @@ rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t 
 static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
                          uint64_t xmax, size_t nb) {
     const uint64_t limit = (uint64_t)1 << 24;
-    if (wlo[0] == RL_MMQ4_NONFINITE)
+    if (wlo[0] == RL_MMQ4_NONFINITE || xmax == UINT64_MAX)
         return 0;
     if (wlo[1] == RL_MMQ4_NONE || xmax == 0)
         return 1; /* every term is zero */

@@ -125,7 +125,7 @@ static void test_q8_matches_matvec(void) {
     free(w), free(x), free(y);
 }
 
-/* ---- :q8 with whole-block sums (matmul_q8.c) ---------------------------
+/* ---- :q8 with whole-block sums (matmul_q8pair.c) -----------------------
  *
  * The VNNI kernel sums whole blocks into one double when its exponent test
  * says every sum is exact, and lane by lane (SPEC §4 as written) when not.
@@ -157,11 +157,23 @@ static double q8_row_spec(const rl_block_q8_0 *wr, const rl_block_q8_0 *xq, size
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-/* spreads: the f16 exponent field of block b's weight scales above 1;
- * inf_block: a block whose scales are infinite in row 2 (the first set of
- * 16 rows), or -1; want: 1 whole-block tiles only, 0 lane tiles only, 2
- * both */
-static void whole_case(const char *name, const int *spread, int inf_block, int want) {
+/* One case: per block b, wexp[b] the f16 exponent field of the weight
+ * scales above 1 (WZERO: zero scales, WSUB: subnormal ones); xexp[b] the
+ * activation scale's exponent above 0x1.ffcp-4 (all mantissa bits set) and
+ * xcount[b] how many of the block's values are +-127 times it (0: all 32,
+ * XZERO: none, a zero block); inf_block a block whose weight scales are
+ * infinite in row 2 (the first set of 16 rows), or -1; cancel: block 0's
+ * weight lanes 0 and 1 cancel and its activations are all +127, so lane
+ * sums lose the other blocks' low bits where a block sum keeps them; want
+ * 1 whole-block tiles only, 0 lane tiles only, 2 both. */
+enum { WZERO = -1, WSUB = -2, XZERO = -1 };
+typedef struct {
+    const char *name;
+    int wexp[16], xexp[16], xcount[16];
+    int inf_block, cancel, want;
+} whole_spec;
+
+static void whole_case(const whole_spec *c) {
     enum { ROWS = 20, NB = 16, COLS = 32 * NB, N = 7 };
     rl_block_q8_0 *w = malloc(ROWS * NB * sizeof *w), *xq = malloc(N * NB * sizeof *xq);
     float *x = malloc(N * COLS * sizeof *x), *ref = malloc(N * ROWS * sizeof *ref);
@@ -172,25 +184,29 @@ static void whole_case(const char *name, const int *spread, int inf_block, int w
     for (size_t r = 0; r < ROWS; r++)
         for (size_t b = 0; b < NB; b++) {
             rl_block_q8_0 *blk = &w[r * NB + b];
-            uint16_t h = (uint16_t)((1 + spread[b]) << 10 | (r % 3 ? 0x3ff : rnd_int(0, 0x3ff)));
+            uint16_t h = (uint16_t)((1 + c->wexp[b]) << 10 | (r % 3 ? 0x3ff : rnd_int(0, 0x3ff)));
+            if (c->wexp[b] == WZERO)
+                h = 0;
+            else if (c->wexp[b] == WSUB)
+                h = (uint16_t)rnd_int(1, 0x3ff);
             if (rnd() & 1)
                 h |= 0x8000;
-            if ((int)b == inf_block && r == 2)
+            if ((int)b == c->inf_block && r == 2)
                 h = 0x7c00;
             memcpy(&blk->d, &h, sizeof h);
             for (int j = 0; j < 32; j++)
                 blk->qs[j] = (int8_t)(r % 2 ? -128 : (int)(rnd() & 0xff) - 128);
-            /* far outside: block 0's lanes 0 and 1 cancel, so lane sums
-             * lose the other blocks' low bits where a block sum keeps them */
-            for (int j = 0; j < 32 && b == 0 && spread[0] > 12; j++)
+            for (int j = 0; j < 32 && b == 0 && c->cancel; j++)
                 blk->qs[j] = (int8_t)(j < 8 ? 127 : j < 16 ? -127 : 0);
         }
-    /* every activation block +-127 times one scale, 0x1.ffcp-4 (all
-     * mantissa bits set): quants +-127, one sign a block (the largest sums) */
+    /* quants +-127, one sign a block (the largest sums) */
     for (size_t i = 0; i < N * COLS; i += 32) {
-        const float v = (rnd() & 1) || (i % COLS == 0 && spread[0] > 12) ? 127 : -127;
+        const size_t b = i % COLS / 32;
+        const int count = c->xcount[b] == XZERO ? 0 : c->xcount[b] ? c->xcount[b] : 32;
+        const float v = ((rnd() & 1) || (b == 0 && c->cancel) ? 127 : -127) *
+                        ldexpf(0x1.ffcp-4f, c->xexp[b]);
         for (int j = 0; j < 32; j++)
-            x[i + j] = v * 0x1.ffcp-4f;
+            x[i + j] = j < count ? v : 0.0f;
     }
     for (size_t b = 0; b < N * NB; b++)
         rl_q8_quantize_f32_ref(x + 32 * b, 32, &xq[b], NULL);
@@ -200,9 +216,9 @@ static void whole_case(const char *name, const int *spread, int inf_block, int w
     rl_mm_q8_split4(xq, N, NB, xs);
     rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, N, 0, ROWS, yd, NULL, wk);
     rl_mm_q8_tiles4(&w1, &l1);
-    CHECK_MSG((w1 > w0) == (want != 0) && (l1 > l0) == (want != 1),
-              "whole sums, %s: %zu whole and %zu lane tiles, expected %s", name, w1 - w0,
-              l1 - l0, want == 1 ? "whole only" : want ? "both" : "lane only");
+    CHECK_MSG((w1 > w0) == (c->want != 0) && (l1 > l0) == (c->want != 1),
+              "whole sums, %s: %zu whole and %zu lane tiles, expected %s", c->name, w1 - w0,
+              l1 - l0, c->want == 1 ? "whole only" : c->want ? "both" : "lane only");
     long bad = 0, differ = 0;
     for (size_t t = 0; t < N; t++)
         for (size_t r = 0; r < ROWS; r++) {
@@ -211,16 +227,16 @@ static void whole_case(const char *name, const int *spread, int inf_block, int w
             bad += memcmp(&spec, &yd[t * ROWS + r], sizeof spec) != 0;
             differ += memcmp(&spec, &whole, sizeof spec) != 0;
         }
-    CHECK_MSG(!bad, "whole sums, %s: %ld kernel doubles differ from SPEC 4", name, bad);
-    if (want == 1)
-        CHECK_MSG(!differ, "whole sums, %s: %ld whole-block sums differ", name, differ);
-    else if (want == 0 && spread[0] > 12)
-        CHECK_MSG(differ > 0, "whole sums, %s: the data tells the two ways apart", name);
+    CHECK_MSG(!bad, "whole sums, %s: %ld kernel doubles differ from SPEC 4", c->name, bad);
+    if (c->want == 1)
+        CHECK_MSG(!differ, "whole sums, %s: %ld whole-block sums differ", c->name, differ);
+    else if (c->cancel)
+        CHECK_MSG(differ > 0, "whole sums, %s: the data tells the two ways apart", c->name);
 
     CHECK(rl_matmul_ex(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
                        NULL, 0, NULL) == RL_Q8_OK);
     bad = runs_differing(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, y, RL_ACT_Q8);
-    CHECK_MSG(!bad, "whole sums, %s: %ld path/thread runs differ from ref", name, bad);
+    CHECK_MSG(!bad, "whole sums, %s: %ld path/thread runs differ from ref", c->name, bad);
     free(w), free(xq), free(x), free(ref), free(y), free(yd), free(xs), free(wk);
 }
 
@@ -229,22 +245,73 @@ static void test_q8_whole_sums(void) {
         CHECK_SKIP("whole-block sums: this CPU has no AVX-512 VNNI");
         return;
     }
-    /* the bound is sum_b 4064 * 2^e_b <= 2^24 (4064 = 32 * 127) */
-    /* exponents 0 or 4 apart: 16 * 4064 * 2^4 <= 2^24 at once */
-    const int fast[16] = {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4};
-    /* one block 12 above the rest: 4064 * (2^12 + 15) <= 2^24, block by
-     * block, every sum exact with less than 1% to spare */
-    const int one[16] = {12};
-    /* two blocks 12 above: 4064 * (2^13 + 14) > 2^24 */
-    const int over[16] = {12, 12};
-    /* one block 29 above, its lanes cancelling: lane sums are rounded */
-    const int far[16] = {29, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0};
-    for (int rep = 0; rep < 4; rep++) {
-        whole_case("spread 4", fast, -1, 1);
-        whole_case("one block 2^12 up", one, -1, 1);
-        whole_case("two blocks 2^12 up", over, -1, 0);
-        whole_case("one block 2^29 up", far, -1, 0);
-        whole_case("an infinite scale", fast, 5, 2);
+    /* The bound: sum_b 2^(weight exponent - lowest) * A * 2^(activation
+     * exponent - lowest) <= 2^24, A a block's sum of |quants| (at most
+     * 4064 = 32 * 127). */
+    static const whole_spec cases[] = {
+        /* weight exponents 0 or 4 apart: 16 * 4064 * 2^4, at once */
+        {"weights 2^4 apart", {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4}, {0}, {0}, -1, 0, 1},
+        /* one weight block 2^12 up: 4064 * (2^12 + 15), under 1% to spare */
+        {"a weight block 2^12 up", {12}, {0}, {0}, -1, 0, 1},
+        /* two: 4064 * (2^13 + 14) */
+        {"two weight blocks 2^12 up", {12, 12}, {0}, {0}, -1, 0, 0},
+        /* lanes cancelling under a block 2^29 up: sums are rounded */
+        {"a weight block 2^29 up", {29, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0}, {0},
+         -1, 1, 0},
+        {"an infinite weight scale", {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4}, {0}, {0},
+         5, 0, 2},
+        /* zero and subnormal weight scales: skipped, and at exponent -24 */
+        {"zero and subnormal weight scales", {WZERO, WSUB, 0, 0, WSUB, 0, WZERO, 0}, {0}, {0},
+         -1, 0, 1},
+        /* the same from the activations' side */
+        {"an activation block 2^12 up", {0}, {0, 0, 0, 12}, {0}, -1, 0, 1},
+        {"an activation block 2^13 up", {0}, {0, 0, 0, 13}, {0}, -1, 0, 0},
+        /* a block of two values (A = 254) 2^16 up: 254 * 2^16 + 15 * 4064 */
+        {"two values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 2}, -1, 0, 1},
+        /* three (A = 381): 381 * 2^16 */
+        {"three values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 3}, -1, 0, 0},
+        /* zero activation blocks: skipped (the others 2^12 up stay inside) */
+        {"zero activation blocks", {0}, {0, 12}, {XZERO, 0, XZERO, XZERO}, -1, 0, 1},
+    };
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            whole_case(&cases[i]);
+}
+
+/* :q8 with enough tokens that each thread takes a run of them
+ * (rl_mm_q8_pairs): every path and thread count equals the reference, for
+ * weights and activations of spread scales (lane by lane) and of normal
+ * values (whole blocks). */
+static void test_q8_token_runs(void) {
+    size_t rows = 37, cols = 256;
+    for (size_t n = 63; n <= 135; n += 9) {
+        rl_block_q8_0 *w = malloc(rows * cols / 32 * sizeof *w);
+        float *x = malloc(n * cols * sizeof *x), *ref = malloc(n * rows * sizeof *ref);
+        float *y = malloc(n * rows * sizeof *y);
+        if (n % 2) {
+            q8_weights(w, rows * cols / 32);
+            act_rows(x, n * cols);
+        } else {
+            float *wf = malloc(rows * cols * sizeof *wf);
+            for (size_t i = 0; i < rows * cols; i++)
+                wf[i] = rnd_gauss();
+            for (size_t i = 0; i < n * cols; i++)
+                x[i] = rnd_gauss();
+            CHECK(rl_q8_quantize_f32(wf, rows * cols, w, NULL) == RL_Q8_OK);
+            free(wf);
+        }
+        CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+                           NULL, 0, NULL) == RL_Q8_OK);
+        size_t w0, l0, w1, l1;
+        rl_mm_q8_tiles4(&w0, &l0);
+        long bad = runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+        rl_mm_q8_tiles4(&w1, &l1);
+        CHECK_MSG(!bad, "q8 runs of tokens, %zu tokens: %ld path/thread runs differ", n, bad);
+        if (rl_path_supported(RL_PATH_AVX512VNNI))
+            CHECK_MSG(n % 2 ? l1 > l0 : w1 > w0 && l1 == l0,
+                      "q8 runs of tokens, %zu tokens: %zu whole and %zu lane tiles", n, w1 - w0,
+                      l1 - l0);
+        free(w), free(x), free(ref), free(y);
     }
 }
 
@@ -451,6 +518,7 @@ int main(void) {
     test_q8_matmul();
     test_q8_matches_matvec();
     test_q8_whole_sums();
+    test_q8_token_runs();
     test_q8x2_spec();
     test_q8x2_residual();
     test_float_matmul();
