@@ -184,11 +184,11 @@ static void whole_case(const whole_spec *c) {
     for (size_t r = 0; r < ROWS; r++)
         for (size_t b = 0; b < NB; b++) {
             rl_block_q8_0 *blk = &w[r * NB + b];
-            uint16_t h = (uint16_t)((1 + c->wexp[b]) << 10 | (r % 3 ? 0x3ff : rnd_int(0, 0x3ff)));
-            if (c->wexp[b] == WZERO)
-                h = 0;
-            else if (c->wexp[b] == WSUB)
-                h = (uint16_t)rnd_int(1, 0x3ff);
+            uint16_t h = c->wexp[b] == WZERO ? 0
+                         : c->wexp[b] == WSUB
+                             ? (uint16_t)rnd_int(1, 0x3ff)
+                             : (uint16_t)((1 + c->wexp[b]) << 10 |
+                                          (r % 3 ? 0x3ff : rnd_int(0, 0x3ff)));
             if (rnd() & 1)
                 h |= 0x8000;
             if ((int)b == c->inf_block && r == 2)
