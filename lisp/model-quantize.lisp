@@ -51,7 +51,9 @@ at load, found ~A (load the file without :quantize, or quantize its F32/F16 orig
 increasing column indices COLUMNS: a copy of M with those columns zeroed,
 and the rows x k matrix of those columns.  With FN (the operation, for the
 error), a NaN or infinity in those columns signals NON-FINITE-ERROR, as the
-int8 product does for the others."
+int8 product does for the others.  (The product itself does this in C,
+%OUTLIER-MATMUL; this serves making the weights and naming a failing
+block.)"
   ;; Typed, bounds known: it runs on every product of the forward pass.
   (declare (type (simple-array single-float (* *)) m) (type (simple-array fixnum (*)) columns)
            (optimize speed (safety 0)))
@@ -59,7 +61,7 @@ int8 product does for the others."
          (inliers (make-array (list rows cols) :element-type 'single-float))
          (outliers (make-array (list rows k) :element-type 'single-float)))
     (declare (type fixnum rows cols k))
-    (dotimes (i (* rows cols))
+    (dotimes (i (the fixnum (* rows cols)))
       (setf (row-major-aref inliers i) (row-major-aref m i)))
     (dotimes (row rows)
       (dotimes (c k)
@@ -96,12 +98,17 @@ added in single-float."
         (unless (= xcols cols)
           (shape-error fn (list n cols) (array-dimensions xs) "expected xs with ~D columns ~
 (the matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
-        (let ((out (check-out-matrix fn out n rows xs)))
-          (multiple-value-bind (inliers outliers)
-              (split-columns xs (outlier-matrix-columns m) fn)
-            (checked-matmul fn q inliers out activations)
-            (%add-into out out (checked-matmul fn (outlier-matrix-weights m) outliers nil
-                                               activations))))))))
+        (let ((out (check-out-matrix fn out n rows xs))
+              (columns (outlier-matrix-columns m)))
+          ;; One C call (prims/matmul_outlier.c): the steps SPLIT-COLUMNS,
+          ;; the two products and their sum, without arrays of their own.
+          (multiple-value-bind (result status message row where)
+              (%outlier-matmul q columns (outlier-matrix-weights m) xs out
+                               (eq activations :q8x2))
+            (or result
+                ;; a block's scale is that of xs without the outlier columns
+                (matmul-failure fn (if (eq status :scale-overflow) (split-columns xs columns) xs)
+                                status message row where))))))))
 
 ;;; The encoder.
 

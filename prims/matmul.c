@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/matmul_narrow.h"
 #include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/pool.h"
@@ -473,6 +474,10 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
             else
                 rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
             m = wide, a = 0, z = re - rt, off = rt;
+        }
+        if (j->f32_tile && j->cols <= RL_MM_NARROW_COLS) {
+            rl_mm_f32_narrow_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
+            continue;
         }
         if (j->f32_tile) {
             rl_mm_f32_tile_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);

@@ -14,6 +14,7 @@
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
 #include "prims/matmul.h"
+#include "prims/matmul_outlier.h"
 #include "prims/nn.h"
 
 /* A simple rank-2 single-float array, argument POS of FN: its data (NULL
@@ -122,6 +123,73 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
                                       sizeof msg, &fault));
     if (wt == RL_WT_Q8_0)
         rl_qm_unpin(&v);
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    env->values[3] = ecl_make_unsigned_integer(fault.row);
+    env->values[4] = ecl_make_unsigned_integer(fault.where);
+    env->values[1] = rl_keyword(rl_q8_status_name(st));
+    env->values[2] = ecl_make_simple_base_string(msg, -1);
+    env->nvalues = 5;
+    return ECL_NIL;
+}
+
+/* (%outlier-matmul q columns weights xs out q8x2-p) -> OUT, or (values nil
+ * status message row where) as %MATMUL's: the product of an outlier matrix
+ * (prims/matmul_outlier.h): Q a quantized matrix (rows x cols), COLUMNS a
+ * (simple-array fixnum (*)) of k increasing column indices below cols,
+ * WEIGHTS the rows x k single-float outlier columns; XS n x cols, OUT
+ * n x rows, not XS. */
+static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_object weights,
+                                        cl_object xs, cl_object out, cl_object q8x2_p) {
+    static const char fn[] = "%OUTLIER-MATMUL";
+    const cl_env_ptr env = ecl_process_env();
+    rl_qm_view v = {0};
+    if (!rl_qm_p(q))
+        rl_type_error(fn, 1, q, RL_T_QM_OR_ARRAY);
+    rl_qm_shape_of(q, &v);
+    if (v.rank != 2)
+        rl_type_error(fn, 1, q, RL_T_QM_OR_ARRAY);
+    cl_index k = 0;
+    /* (simple-array fixnum (*)) is a vector of ECL's cl_fixnum or, where
+     * fixnum upgrades to it, of ext:integer64: 64 bits either way */
+    const int64_t *ix = NULL;
+    const cl_elttype aet =
+        ECL_IMMEDIATE(columns) || columns->d.t != t_vector
+            ? ecl_aet_object
+            : (cl_elttype)columns->vector.elttype;
+    if ((aet != ecl_aet_fix && aet != ecl_aet_i64) || sizeof(cl_fixnum) != sizeof(int64_t) ||
+        (!(ix = rl_simple_data(columns, aet, &k)) && columns->vector.dim))
+        rl_signal(RL_C_ERROR, "%s: expected the outlier columns as a (simple-array fixnum (*))",
+                  fn);
+    size_t wr, wk, n, xc, orows, ocols;
+    const float *w = rl_sf_matrix(fn, 3, weights, &wr, &wk);
+    const float *x = rl_sf_matrix(fn, 4, xs, &n, &xc);
+    float *y = rl_sf_matrix(fn, 5, out, &orows, &ocols);
+    rl_same_dims(fn, "weights", wr, wk, v.rows, (size_t)k);
+    rl_same_dims(fn, "xs", n, xc, n, v.cols);
+    rl_same_dims(fn, "out", orows, ocols, n, v.rows);
+    if (out == xs && n && v.rows)
+        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    size_t *idx = malloc(((size_t)k + 1) * sizeof *idx);
+    if (!idx)
+        rl_signal(RL_C_ERROR, "%s: out of memory for %lu column indices", fn, (unsigned long)k);
+    for (cl_index c = 0; c < k; c++) {
+        if (ix[c] < 0 || (size_t)ix[c] >= v.cols || (c && ix[c] <= ix[c - 1])) {
+            free(idx);
+            rl_signal(RL_C_ERROR, "%s: expected increasing outlier columns below %zu, found %ld "
+                      "at position %lu", fn, v.cols, (long)ix[c], (unsigned long)c);
+        }
+        idx[c] = (size_t)ix[c];
+    }
+    char msg[256] = "";
+    rl_mm_fault fault = {0, 0};
+    rl_q8_status st;
+    rl_qm_pin(q, &v);
+    RL_RUN_KERNEL(env, st = rl_matmul_outliers(v.blocks, v.rows, v.cols, idx, (size_t)k, w, x,
+                                               n, y, q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2,
+                                               msg, sizeof msg, &fault));
+    rl_qm_unpin(&v);
+    free(idx);
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     env->values[3] = ecl_make_unsigned_integer(fault.row);
@@ -380,6 +448,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
 
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
+    RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
     RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),

@@ -402,8 +402,10 @@ static void test_q8x2_residual(void) {
 static void test_float_matmul(void) {
     long bad_path = 0, bad_mv = 0, bad_exact = 0, combos = 0;
     for (int wt = RL_WT_F32; wt <= RL_WT_BF16; wt++)
-        for (int rep = 0; rep < 12; rep++) {
-            size_t rows = (size_t)rnd_int(1, 70), cols = (size_t)rnd_int(1, 300);
+        for (int rep = 0; rep < 18; rep++) {
+            /* a third of them narrow (matmul_narrow.c: up to 16 columns) */
+            size_t rows = (size_t)rnd_int(1, 70);
+            size_t cols = (size_t)(rep % 3 ? rnd_int(1, 300) : rnd_int(1, 17));
             size_t n = (size_t)rnd_int(1, 12);
             float *wf = malloc(rows * cols * sizeof *wf);
             uint16_t *wh = malloc(rows * cols * sizeof *wh);
@@ -411,7 +413,8 @@ static void test_float_matmul(void) {
             float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
             float *mv = malloc(rows * sizeof *mv);
             for (size_t i = 0; i < rows * cols; i++) {
-                float v = rnd_gauss() * 0.1f;
+                /* some signed zeros: a -0 product is +0 in every lane */
+                float v = rnd_int(0, 9) ? rnd_gauss() * 0.1f : (rnd() & 1) ? -0.0f : 0.0f;
                 wh[i] = wt == RL_WT_F16 ? rl_gguf_f32_to_f16(v) : rl_gguf_f32_to_bf16(v);
                 /* wf: the exact f32 value of the weight the kernel sees */
                 wf[i] = wt == RL_WT_F32 ? v

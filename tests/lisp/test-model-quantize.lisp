@@ -144,9 +144,35 @@ than plain Q8_0 when the activations carry massive channels."
           (is (< split (/ plain 2)) "~A: split ~,3e, plain ~,3e" act split plain))))
     ;; No outlier column: a plain quantized matrix.
     (is (rontolisp:quantized-matrix-p (rontolisp::split-weight w '())))
-    ;; The int8 product's conditions, for the outlier columns too.
+    ;; The int8 product's conditions, for the outlier columns too, naming
+    ;; the value; OUT is left as it was.
     (setf (aref xs 2 40) ext:single-float-negative-infinity)
     (signals rontolisp:non-finite-error (vec:matmul m xs))
+    (let ((out (make-array '(5 48) :element-type 'single-float :initial-element 7.0)))
+      (handler-case (progn (vec:matmul-into m xs out) (is nil "no error"))
+        (rontolisp:non-finite-error (e)
+          (is (equal '(2 40) (rontolisp:non-finite-error-index e)))))
+      (is (every (lambda (v) (= v 7.0))
+                 (make-array 240 :element-type 'single-float :displaced-to out))))
+    (setf (aref xs 2 40) 1.0 (aref xs 3 10) ext:single-float-positive-infinity)
+    (handler-case (progn (vec:matmul m xs) (is nil "no error"))
+      (rontolisp:non-finite-error (e)
+        (is (equal '(3 10) (rontolisp:non-finite-error-index e)))))
+    ;; a block whose scale overflows binary16, outside the outlier columns
+    (setf (aref xs 3 10) 1e30)
+    (handler-case (progn (vec:matmul m xs) (is nil "no error"))
+      (rontolisp:scale-overflow-error (e)
+        (is (equal '(3 0) (list (rontolisp:scale-overflow-error-row e)
+                                (rontolisp:scale-overflow-error-block e))))))
+    (setf (aref xs 3 10) 1.0)
+    ;; the primitive refuses columns out of order or range
+    (dolist (bad (list (make-array 3 :element-type 'fixnum :initial-contents '(40 3 77))
+                       (make-array 3 :element-type 'fixnum :initial-contents '(3 40 96))
+                       (vector 3 40 77)))
+      (signals rontolisp:rontolisp-error
+        (rontolisp::%outlier-matmul (rontolisp::outlier-matrix-quantized m) bad
+                                    (rontolisp::outlier-matrix-weights m) xs
+                                    (make-array '(5 48) :element-type 'single-float) nil)))
     (setf (aref xs 2 40) (coerce (rontolisp:f16-value #x7e00) 'single-float))
     (signals rontolisp:non-finite-error (vec:matmul m xs))
     (signals rontolisp:shape-error (vec:matmul m (planted-matrix 5 64 '())))
