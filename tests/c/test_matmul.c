@@ -10,6 +10,7 @@
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
 #include "prims/matmul.h"
+#include "prims/matmul_outlier.h"
 #include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/q8.h"
@@ -315,6 +316,60 @@ static void test_q8_token_runs(void) {
     }
 }
 
+/* ---- an outlier matrix's product (matmul_outlier.c) --------------------
+ * Bit for bit the composition it replaces: the Q8_0 product of the
+ * activations with the outlier columns zeroed plus the f32 product of those
+ * columns; errors name the value and leave y alone. */
+static void test_outlier_product(void) {
+    enum { ROWS = 23, COLS = 96, N = 6, K = 3 };
+    static const size_t idx[K] = {3, 40, 77};
+    rl_block_q8_0 *w = malloc(ROWS * COLS / 32 * sizeof *w);
+    float wo[ROWS * K], x[N * COLS], xz[N * COLS], xo[N * K], y[N * ROWS], a[N * ROWS],
+        b[N * ROWS];
+    q8_weights(w, ROWS * COLS / 32);
+    for (size_t i = 0; i < ROWS * K; i++)
+        wo[i] = rnd_gauss();
+    act_rows(x, N * COLS);
+    for (int act = RL_ACT_Q8; act <= RL_ACT_Q8X2; act++) {
+        memcpy(xz, x, sizeof x);
+        for (size_t t = 0; t < N; t++)
+            for (size_t c = 0; c < K; c++)
+                xo[t * K + c] = x[t * COLS + idx[c]], xz[t * COLS + idx[c]] = 0.0f;
+        CHECK(rl_matmul(RL_WT_Q8_0, w, ROWS, COLS, xz, N, a, (rl_act)act, NULL, 0, NULL) ==
+              RL_Q8_OK);
+        CHECK(rl_matmul(RL_WT_F32, wo, ROWS, K, xo, N, b, (rl_act)act, NULL, 0, NULL) ==
+              RL_Q8_OK);
+        for (size_t i = 0; i < N * ROWS; i++)
+            a[i] = a[i] + b[i];
+        CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, (rl_act)act, NULL, 0,
+                                 NULL) == RL_Q8_OK);
+        CHECK_MSG(memcmp(a, y, sizeof y) == 0, "outlier product equals its composition (%s)",
+                  rl_act_name((rl_act)act));
+    }
+    /* a NaN in an outlier column before an infinity elsewhere; y untouched */
+    rl_mm_fault f = {0, 0};
+    x[4 * COLS + 50] = INFINITY, x[4 * COLS + 77] = NAN;
+    for (size_t i = 0; i < N * ROWS; i++)
+        y[i] = 7.0f;
+    CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, RL_ACT_Q8, NULL, 0, &f) ==
+          RL_Q8_NONFINITE);
+    CHECK(f.row == 4 && f.where == 77);
+    x[4 * COLS + 77] = 1.0f;
+    CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, RL_ACT_Q8, NULL, 0, &f) ==
+          RL_Q8_NONFINITE);
+    CHECK(f.row == 4 && f.where == 50);
+    int same = 1;
+    for (size_t i = 0; i < N * ROWS; i++)
+        same &= y[i] == 7.0f;
+    CHECK_MSG(same, "outlier product: y untouched on failure");
+    static const size_t unsorted[K] = {40, 3, 77}, outside[K] = {3, 40, 96};
+    CHECK(rl_matmul_outliers(w, ROWS, COLS, unsorted, K, wo, x, N, y, RL_ACT_Q8, NULL, 0,
+                             NULL) == RL_Q8_BADARG);
+    CHECK(rl_matmul_outliers(w, ROWS, COLS, outside, K, wo, x, N, y, RL_ACT_Q8, NULL, 0,
+                             NULL) == RL_Q8_BADARG);
+    free(w);
+}
+
 /* ---- Q8x2 against the spec, written out here independently ------------ */
 
 static double q8x2_spec_row(const rl_block_q8_0 *wr, const float *x, size_t cols) {
@@ -522,6 +577,7 @@ int main(void) {
     test_q8_matches_matvec();
     test_q8_whole_sums();
     test_q8_token_runs();
+    test_outlier_product();
     test_q8x2_spec();
     test_q8x2_residual();
     test_float_matmul();
