@@ -73,6 +73,19 @@ static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
         RL_FP_RELEASE();                                                                 \
     } while (0)
 
+/* A product's values: OUT, or (values nil status message row where). */
+static cl_object rl_matmul_values(cl_env_ptr env, rl_q8_status st, cl_object out,
+                                  const char *msg, const rl_mm_fault *fault) {
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    env->values[3] = ecl_make_unsigned_integer(fault->row);
+    env->values[4] = ecl_make_unsigned_integer(fault->where);
+    env->values[1] = rl_keyword(rl_q8_status_name(st));
+    env->values[2] = ecl_make_simple_base_string((char *)msg, -1);
+    env->nvalues = 5;
+    return ECL_NIL;
+}
+
 /* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
  * row where) when an activation row cannot be quantized (ROW the token,
  * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
@@ -123,14 +136,7 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
                                       sizeof msg, &fault));
     if (wt == RL_WT_Q8_0)
         rl_qm_unpin(&v);
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    env->values[3] = ecl_make_unsigned_integer(fault.row);
-    env->values[4] = ecl_make_unsigned_integer(fault.where);
-    env->values[1] = rl_keyword(rl_q8_status_name(st));
-    env->values[2] = ecl_make_simple_base_string(msg, -1);
-    env->nvalues = 5;
-    return ECL_NIL;
+    return rl_matmul_values(env, st, out, msg, &fault);
 }
 
 /* (%outlier-matmul q columns weights xs out q8x2-p) -> OUT, or (values nil
@@ -190,14 +196,7 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
                                                msg, sizeof msg, &fault));
     rl_qm_unpin(&v);
     free(idx);
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    env->values[3] = ecl_make_unsigned_integer(fault.row);
-    env->values[4] = ecl_make_unsigned_integer(fault.where);
-    env->values[1] = rl_keyword(rl_q8_status_name(st));
-    env->values[2] = ecl_make_simple_base_string(msg, -1);
-    env->nvalues = 5;
-    return ECL_NIL;
+    return rl_matmul_values(env, st, out, msg, &fault);
 }
 
 /* (%matvec-q8x2 m x out) -> OUT, or (values nil status message where):
