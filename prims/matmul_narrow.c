@@ -4,10 +4,13 @@
  * SPEC 4.2 gives lane l the columns j = l mod 16 from +0.0, one fmaf each,
  * then the tree acc_i += acc_(i+8), + 4, + 2, + 1.  With 16 columns or
  * fewer lane l holds fmaf(w_l, x_l, +0.0) and the lanes past the columns
- * stay +0.0.  No value in the tree is -0: fmaf(w, x, +0.0) of a zero
- * product is +0, and a sum is -0 only of two -0.  So adding a +0.0 lane
- * changes nothing (a NaN stays the same quiet NaN), and only the additions
- * of two used lanes are made: k - 1 of them for k columns.  A vector holds
+ * stay +0.0.  Adding a +0.0 lane changes a value only when it is -0 (an
+ * fmaf whose tiny negative product rounds to zero, or a sum of two -0),
+ * and a -0 met on the way changes no later sum unless the result is zero;
+ * with fewer than 16 columns the spec's zero result is then +0, since a
+ * +0.0 lane joins it.  So only the additions of two used lanes are made (k
+ * - 1 for k columns), and with k < 16 the result gets the + 0.0 last (a
+ * NaN stays the same quiet NaN).  A vector holds
  * one lane of sixteen rows (the columns gathered once per row group), so a
  * token costs a broadcast and an FMA per column and those additions, where
  * the row-wise kernel reduces each output across a vector apart. */
@@ -35,7 +38,7 @@ rl_mm_narrow_rows(const __m512 *w, const size_t K, const float *x, size_t n, __m
                     acc[i] = _mm512_add_ps(acc[i], acc[i + s]);
             used = used < s ? used : s;
         }
-        const __m512 res = acc[0];
+        const __m512 res = K < 16 ? _mm512_add_ps(acc[0], zero) : acc[0];
         const size_t at = t * ystride + at0;
         if (yf)
             _mm512_mask_storeu_ps(yf + at, rm, res);

@@ -500,6 +500,19 @@ static void test_float_matmul(void) {
             }
             free(wf), free(wh), free(x), free(ref), free(y), free(mv);
         }
+    /* products that round to -0 (tiny and of opposite signs), alone or
+     * beside others: the sign of a zero result too */
+    for (size_t cols = 1; cols <= 17; cols++) {
+        enum { R = 19, N = 5 };
+        float wf[R * 17], x[N * 17], ref[N * R], y[N * R];
+        for (size_t i = 0; i < R * cols; i++)
+            wf[i] = i % 3 ? -1e-30f : 0.0f;
+        for (size_t i = 0; i < N * cols; i++)
+            x[i] = i % 4 ? 1e-30f : -0.0f;
+        CHECK(rl_matmul_ex(RL_WT_F32, wf, R, cols, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+                           NULL, 0, NULL) == RL_Q8_OK);
+        bad_path += runs_differing(RL_WT_F32, wf, R, cols, x, N, ref, y, RL_ACT_Q8);
+    }
     CHECK_MSG(!bad_path, "float matmul: %ld path/thread runs differ from ref (%ld)", bad_path,
               combos);
     CHECK_MSG(!bad_mv, "float matmul: %ld rows differ from the f32 baseline matvec", bad_mv);
