@@ -475,7 +475,7 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
                 rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
             m = wide, a = 0, z = re - rt, off = rt;
         }
-        if (j->f32_tile && j->cols <= RL_MM_NARROW_COLS) {
+        if (j->f32_tile && j->cols >= 1 && j->cols <= RL_MM_NARROW_COLS) {
             rl_mm_f32_narrow_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
             continue;
         }

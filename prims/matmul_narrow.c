@@ -10,10 +10,10 @@
  * with fewer than 16 columns the spec's zero result is then +0, since a
  * +0.0 lane joins it.  So only the additions of two used lanes are made (k
  * - 1 for k columns), and with k < 16 the result gets the + 0.0 last (a
- * NaN stays the same quiet NaN).  A vector holds
- * one lane of sixteen rows (the columns gathered once per row group), so a
- * token costs a broadcast and an FMA per column and those additions, where
- * the row-wise kernel reduces each output across a vector apart. */
+ * NaN stays the same quiet NaN).  A vector holds one lane of sixteen rows
+ * (the columns gathered once per row group), so a token costs a broadcast
+ * and an FMA per column and those additions, where the row-wise kernel
+ * reduces each output across a vector apart. */
 #include "prims/matmul_narrow.h"
 
 #include <immintrin.h>

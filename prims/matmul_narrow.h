@@ -10,7 +10,7 @@
 /* The widest matrix rl_mm_f32_narrow_avx512 takes. */
 #define RL_MM_NARROW_COLS 16
 
-/* Rows [r0, r1) of the f32 matrix m (cols <= RL_MM_NARROW_COLS per row)
+/* Rows [r0, r1) of the f32 matrix m (1 to RL_MM_NARROW_COLS cols a row)
  * times the n rows of x (cols each), into y[t * ystride + yoff + r] (yd as
  * the f32 result widened): SPEC 4.2's 16-lane order, so the same bits as
  * matmul.c's other f32 kernels, with sixteen rows in a vector.  AVX-512F

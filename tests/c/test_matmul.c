@@ -501,8 +501,8 @@ static void test_float_matmul(void) {
             free(wf), free(wh), free(x), free(ref), free(y), free(mv);
         }
     /* products that round to -0 (tiny and of opposite signs), alone or
-     * beside others: the sign of a zero result too */
-    for (size_t cols = 1; cols <= 17; cols++) {
+     * beside others: the sign of a zero result too; no column: +0 */
+    for (size_t cols = 0; cols <= 17; cols++) {
         enum { R = 19, N = 5 };
         float wf[R * 17], x[N * 17], ref[N * R], y[N * R];
         for (size_t i = 0; i < R * cols; i++)
