@@ -407,11 +407,6 @@ typedef struct {
     rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
-    const int8_t *xa, *ra; /* VNNI :q8x2: xq and xr split for rl_mm_q8_tile_vnni */
-    const int32_t *cx;     /* their lane corrections */
-    const double *dxs;     /* and scales */
-    char *wk;              /* per chunk: wk_bytes for the kernel's arranged rows */
-    size_t wk_bytes;
     const double *dx;
     /* float weights: the activations and tile scratch (tile*cols per chunk) */
     rl_matvec_f32_kernel kf;
@@ -432,11 +427,6 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
         if (j->wt == RL_WT_Q8_0) {
             const rl_block_q8_0 *w = j->w;
-            if (j->xa) {
-                rl_mm_q8_tile_vnni(w, j->nb, j->rows, j->xa, j->ra, j->cx, j->dxs, j->n, rt, re,
-                                   j->yd, j->yf, j->wk + (size_t)ith * j->wk_bytes);
-                continue;
-            }
             if (j->tile_fn) {
                 j->tile_fn(w, j->nb, j->rows, j->xq, j->xr, j->dx, j->n, rt, re, j->yd, j->yf);
                 continue;
@@ -543,31 +533,20 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         threads, groups, work, min_work ? (n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK) : 0);
     /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
     const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
+    /* Q8_0 on the VNNI path from 4 tokens: matmul_q8.c's kernel */
+    const int pairs = wt == RL_WT_Q8_0 && path == RL_PATH_AVX512VNNI &&
+                      n >= RL_MM_VNNI_MIN_TOKENS;
 
     /* Everything the workers read, in one allocation made before they start:
      * f32 copies of f64 activations, then per weight type the quantized
      * activations (blocks, residuals, scales) or the tile scratch. */
     const size_t nx = n * cols;
     size_t xf_bytes = xsrc == RL_SRC_F64 ? nx * sizeof(float) : 0;
-    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0, sa_bytes = 0;
+    size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0;
     if (wt == RL_WT_Q8_0) {
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
         xr_bytes = act == RL_ACT_Q8X2 ? (nx + 7) / 8 * 8 : 0;
-        const int pairs = path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS &&
-                          act == RL_ACT_Q8; /* rl_mm_q8_pairs: no scales here */
-        dx_bytes = pairs ? 0 : n * job.nb * sizeof(double);
-        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS && act == RL_ACT_Q8X2) {
-            /* the split blocks and residuals, scales (:q8 splits its own) */
-            const size_t np = rl_mm_q8_split_tokens(n) * job.nb;
-            sa_bytes = np * (32 + 16) * 2;
-            dx_bytes += np * sizeof(double);
-            job.wk_bytes = rl_mm_q8_arranged_bytes(job.tile, job.nb);
-            if (job.wk_bytes > SIZE_MAX / chunks) {
-                rl_mm_msg(msg, msglen, "bad argument");
-                return RL_Q8_BADARG;
-            }
-            wide_bytes = chunks * job.wk_bytes; /* 4-aligned, like the widened tiles */
-        }
+        dx_bytes = pairs ? 0 : n * job.nb * sizeof(double); /* rl_mm_q8_pairs: no scales */
     } else if (wt != RL_WT_F32) {
         if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
             rl_mm_msg(msg, msglen, "bad argument");
@@ -575,7 +554,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         }
         wide_bytes = chunks * job.tile * cols * sizeof(float);
     }
-    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes + sa_bytes;
+    const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
     if (total < xf_bytes) { /* size_t overflow */
         rl_mm_msg(msg, msglen, "bad argument");
         return RL_Q8_BADARG;
@@ -591,7 +570,6 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     float *wide = (float *)(void *)(scratch + dx_bytes + xf_bytes);
     rl_block_q8_0 *xq = (rl_block_q8_0 *)(void *)(scratch + dx_bytes + xf_bytes + wide_bytes);
     int8_t *xr = (int8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes);
-    uint8_t *xa = (uint8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes + xr_bytes);
 
     const float *x32 = x;
     if (xsrc == RL_SRC_F64) {
@@ -618,19 +596,6 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                 return st;
             }
         }
-        if (path == RL_PATH_AVX512VNNI && n >= RL_MM_VNNI_MIN_TOKENS && act == RL_ACT_Q8) {
-            /* matmul_q8pair.c's kernel, with its own split and threads */
-            const int ok = rl_mm_q8_pairs(w, rows, job.nb, xq, n, yd, yf, (int)nth);
-            free(scratch);
-            if (!ok)
-                rl_mm_msg(msg, msglen, "out of memory for the activations");
-            return ok ? RL_Q8_OK : RL_Q8_NOMEM;
-        }
-        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h); the VNNI
-         * kernel takes its scales from the split instead. */
-        const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
-        for (size_t i = 0; !sa_bytes && i < n * job.nb; i++)
-            dx[i] = (double)rl_gguf_f16_to_f32(xq[i].d) * fold;
         if (act == RL_ACT_Q8X2) {
             if (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI)
                 rl_q8x2_residual_avx512(x32, nx, xq, xr);
@@ -638,20 +603,23 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
                 rl_q8x2_residual(x32, nx, xq, xr);
             job.xr = xr;
         }
+        if (pairs) {
+            /* matmul_q8.c's kernel, with its own split and threads */
+            const int ok = rl_mm_q8_pairs(w, rows, job.nb, xq, act == RL_ACT_Q8X2 ? xr : NULL, n,
+                                          yd, yf, (int)nth);
+            free(scratch);
+            if (!ok)
+                rl_mm_msg(msg, msglen, "out of memory for the activations");
+            return ok ? RL_Q8_OK : RL_Q8_NOMEM;
+        }
+        /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h) */
+        const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
+        for (size_t i = 0; i < n * job.nb; i++)
+            dx[i] = (double)rl_gguf_f16_to_f32(xq[i].d) * fold;
         job.xq = xq, job.dx = dx;
         job.kq = rl_matvec_q8_kernel_for(path);
         job.kq2 = rl_matvec_q8x2_kernel_for(path);
         job.tile_fn = path == RL_PATH_AVX512 ? rl_mm_q8_tile_avx512 : NULL;
-        if (sa_bytes) {
-            /* int32 corrections first (4-aligned after the scales), then bytes */
-            const size_t np = rl_mm_q8_split_tokens(n) * job.nb, x2 = act == RL_ACT_Q8X2;
-            int32_t *cx = (int32_t *)(void *)xa;
-            int8_t *sa = (int8_t *)(cx + np * 4 * (1 + x2));
-            double *dxs = dx + n * job.nb;
-            rl_mm_q8_split(xq, job.xr, n, job.nb, (int)x2, sa, x2 ? sa + 32 * np : NULL, cx, dxs);
-            job.xa = sa, job.ra = x2 ? sa + 32 * np : NULL, job.cx = cx, job.dxs = dxs;
-            job.wk = (char *)wide;
-        }
     } else {
         job.xf = x32, job.wide = wide;
         job.kf = rl_matvec_f32_kernel_for(path);

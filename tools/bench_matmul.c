@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
         free(wf), free(wh), free(wq), free(x), free(y);
     }
     if (path == RL_PATH_AVX512VNNI) {
-        /* the :q8 kernel's two ways (matmul_q8pair.c), same bits */
+        /* the :q8 kernel's two ways (matmul_q8.c), same bits */
         size_t whole, lanes;
         rl_mm_q8_tiles4(&whole, &lanes);
         printf("\nq8 tiles summed by whole blocks (exact): %zu of %zu\n", whole, whole + lanes);

@@ -126,7 +126,7 @@ static void test_q8_matches_matvec(void) {
     free(w), free(x), free(y);
 }
 
-/* ---- :q8 with whole-block sums (matmul_q8pair.c) -----------------------
+/* ---- :q8 with whole-block sums (matmul_q8.c) ---------------------------
  *
  * The VNNI kernel sums whole blocks into one double when its exponent test
  * says every sum is exact, and lane by lane (SPEC §4 as written) when not.
@@ -180,7 +180,7 @@ static void whole_case(const whole_spec *c) {
     float *x = malloc(N * COLS * sizeof *x), *ref = malloc(N * ROWS * sizeof *ref);
     float *y = malloc(N * ROWS * sizeof *y);
     double *yd = malloc(N * ROWS * sizeof *yd);
-    void *xs = malloc(rl_mm_q8_split4_bytes(N, NB));
+    void *xs = malloc(rl_mm_q8_split4_bytes(N, NB, 0));
     void *wk = malloc(rl_mm_q8_arranged4_bytes(ROWS, NB));
     for (size_t r = 0; r < ROWS; r++)
         for (size_t b = 0; b < NB; b++) {
@@ -214,8 +214,8 @@ static void whole_case(const whole_spec *c) {
 
     size_t w0, l0, w1, l1;
     rl_mm_q8_tiles4(&w0, &l0);
-    rl_mm_q8_split4(xq, N, NB, xs);
-    rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, N, 0, ROWS, yd, NULL, wk);
+    rl_mm_q8_split4(xq, NULL, N, NB, xs);
+    rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, 0, N, 0, ROWS, yd, NULL, wk);
     rl_mm_q8_tiles4(&w1, &l1);
     CHECK_MSG((w1 > w0) == (c->want != 0) && (l1 > l0) == (c->want != 1),
               "whole sums, %s: %zu whole and %zu lane tiles, expected %s", c->name, w1 - w0,
@@ -279,10 +279,10 @@ static void test_q8_whole_sums(void) {
             whole_case(&cases[i]);
 }
 
-/* :q8 with enough tokens that each thread takes a run of them
+/* :q8 and :q8x2 with enough tokens that each thread takes a run of them
  * (rl_mm_q8_pairs): every path and thread count equals the reference, for
  * weights and activations of spread scales (lane by lane) and of normal
- * values (whole blocks). */
+ * values (whole blocks with :q8). */
 static void test_q8_token_runs(void) {
     size_t rows = 37, cols = 256;
     for (size_t n = 63; n <= 135; n += 9) {
@@ -312,6 +312,11 @@ static void test_q8_token_runs(void) {
             CHECK_MSG(n % 2 ? l1 > l0 : w1 > w0 && l1 == l0,
                       "q8 runs of tokens, %zu tokens: %zu whole and %zu lane tiles", n, w1 - w0,
                       l1 - l0);
+        /* Q8x2 the same way (lane by lane, its residuals split per run) */
+        CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, RL_ACT_Q8X2, RL_PATH_REF, 1,
+                           0, NULL, 0, NULL) == RL_Q8_OK);
+        bad = runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, RL_ACT_Q8X2);
+        CHECK_MSG(!bad, "q8x2 runs of tokens, %zu tokens: %ld path/thread runs differ", n, bad);
         free(w), free(x), free(ref), free(y);
     }
 }
