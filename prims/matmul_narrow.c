@@ -45,9 +45,10 @@ rl_mm_narrow_rows(const __m512 *w, const size_t K, const float *x, size_t n, __m
         if (yd) {
             _mm512_mask_storeu_pd(yd + at, (__mmask8)rm,
                                   _mm512_cvtps_pd(_mm512_castps512_ps256(res)));
-            _mm512_mask_storeu_pd(yd + at + 8, (__mmask8)(rm >> 8),
-                                  _mm512_cvtps_pd(_mm256_castpd_ps(
-                                      _mm512_extractf64x4_pd(_mm512_castps_pd(res), 1))));
+            if (rm >> 8)
+                _mm512_mask_storeu_pd(yd + at + 8, (__mmask8)(rm >> 8),
+                                      _mm512_cvtps_pd(_mm256_castpd_ps(
+                                          _mm512_extractf64x4_pd(_mm512_castps_pd(res), 1))));
         }
     }
 }

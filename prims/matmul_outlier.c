@@ -17,14 +17,17 @@ rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const s
                                 rl_act act, char *msg, size_t msglen, rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
-    if (!n || !rows)
-        return RL_Q8_OK;
-    if (k > cols || (k && (!idx || !wout)) ||
-        n > SIZE_MAX / sizeof(float) / (cols + k + 2 * rows))
+    const size_t per = cols + k + 2 * rows; /* floats of scratch a token */
+    int bad = k > cols || (k && (!idx || !wout)) || (n && !x) || (n && rows && !y) ||
+              rows > SIZE_MAX / 4 || per < cols || (n && n > SIZE_MAX / sizeof(float) / per);
+    for (size_t c = 0; !bad && c < k; c++)
+        bad = idx[c] >= cols || (c && idx[c] <= idx[c - 1]);
+    if (bad) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "matmul: bad argument (the outlier columns must increase "
+                     "below the columns)");
         return RL_Q8_BADARG;
-    for (size_t c = 0; c < k; c++)
-        if (idx[c] >= cols || (c && idx[c] <= idx[c - 1]))
-            return RL_Q8_BADARG;
+    }
     /* the outlier columns first, row by row: NaN and infinity */
     for (size_t t = 0; t < n; t++)
         for (size_t c = 0; c < k; c++)
@@ -36,6 +39,8 @@ rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const s
                              "row %zu", idx[c], t);
                 return RL_Q8_NONFINITE;
             }
+    if (!n || !rows)
+        return RL_Q8_OK;
     float *xin = malloc(n * (cols + k + 2 * rows) * sizeof *xin);
     if (!xin) {
         if (msg && msglen)

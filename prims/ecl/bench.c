@@ -147,7 +147,7 @@ static cl_object rl_prim_bench_now_ns(void) {
 
 /* (%matmul-q8-tiles) -> (values whole lanes): the tiles the :q8 matmul
  * kernel has summed by whole blocks and lane by lane since the start
- * (prims/matmul_q8pair.c; the same bits either way). */
+ * (prims/matmul_q8.c; the same bits either way). */
 static cl_object rl_prim_matmul_q8_tiles(void) {
     size_t whole, lanes;
     rl_mm_q8_tiles4(&whole, &lanes);
