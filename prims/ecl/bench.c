@@ -48,9 +48,9 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
         RL_FP_HOLD();
         ecl_disable_interrupts_env(env);
         st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
-        ecl_enable_interrupts_env(env);
-        rl_mv_operands_release(pinned);
+        rl_mv_operands_release(pinned); /* before an interrupt is handled */
         RL_FP_RELEASE();
+        ecl_enable_interrupts_env(env);
     }
     if (st != RL_Q8_OK)
         ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));

@@ -182,14 +182,15 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
         ecl_disable_interrupts_env(env);
         st = stream_pieces(wr, c, inbuf, buf, rows_per_piece, &where, &wst, msg,
                            sizeof msg, &woff);
-        ecl_enable_interrupts_env(env);
+        /* all let go before an interrupt that came meanwhile is handled */
+        rl_unpin(base);
+        if (c.fd >= 0)
+            close(c.fd);
+        free(buf);
+        free(inbuf);
         RL_FP_RELEASE();
+        ecl_enable_interrupts_env(env);
     }
-    rl_unpin(base);
-    if (c.fd >= 0)
-        close(c.fd);
-    free(buf);
-    free(inbuf);
     if (ioerr) {
         snprintf(msg, sizeof msg, "at byte %llu: cannot read the tensor's values: %s",
                  (unsigned long long)off, strerror(ioerr));

@@ -63,14 +63,17 @@ static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
         return rl_status2(env, st_, why);                                                \
     } while (0)
 
-/* Run STMT (a kernel call setting st) the way every primitive here does. */
+/* Run STMT (a kernel call setting st, then any unpinning) the way every
+ * primitive here does: with interrupts off, the float traps held, both
+ * restored before an interrupt that arrived meanwhile is handled (its
+ * handler may unwind, and must find the traps and the pins as they were). */
 #define RL_RUN_KERNEL(env, stmt)                                                         \
     do {                                                                                 \
         RL_FP_HOLD();                                                                    \
         ecl_disable_interrupts_env(env);                                                 \
         stmt;                                                                            \
-        ecl_enable_interrupts_env(env);                                                  \
         RL_FP_RELEASE();                                                                 \
+        ecl_enable_interrupts_env(env);                                                  \
     } while (0)
 
 /* A product's values: OUT, or (values nil status message row where). */
@@ -133,9 +136,8 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     }
     RL_RUN_KERNEL(env, st = rl_matmul(wt, wp, rows, cols, x, n, y,
                                       q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2, msg,
-                                      sizeof msg, &fault));
-    if (wt == RL_WT_Q8_0)
-        rl_qm_unpin(&v);
+                                      sizeof msg, &fault);
+                  if (wt == RL_WT_Q8_0) rl_qm_unpin(&v));
     return rl_matmul_values(env, st, out, msg, &fault);
 }
 
@@ -190,8 +192,8 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     rl_qm_pin(q, &v);
     RL_RUN_KERNEL(env, st = rl_matmul_outliers(v.blocks, v.rows, v.cols, idx, (size_t)k, w, x,
                                                n, y, q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2,
-                                               msg, sizeof msg, &fault));
-    rl_qm_unpin(&v);
+                                               msg, sizeof msg, &fault);
+                  rl_qm_unpin(&v));
     return rl_matmul_values(env, st, out, msg, &fault);
 }
 
@@ -213,8 +215,8 @@ static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
                                                 o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
                                                 o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
                                                 RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
-                                                msg, sizeof msg, &fault));
-    rl_mv_operands_release(pinned);
+                                                msg, sizeof msg, &fault);
+                  rl_mv_operands_release(pinned));
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
@@ -433,9 +435,9 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
         if (r) /* the first call warms caches and the pool */
             times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
     }
-    ecl_enable_interrupts_env(env);
-    RL_FP_RELEASE();
     rl_qm_unpin(&v);
+    RL_FP_RELEASE();
+    ecl_enable_interrupts_env(env);
     if (st != RL_Q8_OK)
         return rl_status2(env, st, msg);
     ecl_return1(env, times);

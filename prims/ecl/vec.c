@@ -65,9 +65,9 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
         RL_FP_HOLD();
         ecl_disable_interrupts_env(env);
         st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
-        ecl_enable_interrupts_env(env);
-        rl_mv_operands_release(pinned);
+        rl_mv_operands_release(pinned); /* before an interrupt is handled */
         RL_FP_RELEASE();
+        ecl_enable_interrupts_env(env);
     }
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
