@@ -48,6 +48,15 @@ static void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, s
                   what, er, ec, r, c);
 }
 
+/* Argument POS, WHAT, as rl_sf_matrix reads it, of dimensions (er ec). */
+static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *what, size_t er,
+                              size_t ec) {
+    size_t r, c;
+    float *p = rl_sf_matrix(fn, pos, x, &r, &c);
+    rl_same_dims(fn, what, r, c, er, ec);
+    return p;
+}
+
 static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
     ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
                 ecl_make_simple_base_string(msg, -1));
@@ -229,12 +238,11 @@ static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object ep
                                     cl_object out) {
     static const char fn[] = "%LAYER-NORM";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d, on, od;
+    size_t n, d;
     const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
     const float *w = rl_sf_vector(fn, 2, weight, d);
     const float e = rl_arg_sf(fn, 3, eps);
-    float *y = rl_sf_matrix(fn, 4, out, &on, &od);
-    rl_same_dims(fn, "out", on, od, n, d);
+    float *y = rl_sf_matrix_of(fn, 4, out, "out", n, d);
     RL_NN_RETURN(env, out, rl_layer_norm(x, n, d, w, e, y), "layer-norm: the kernel refused its operands");
 }
 
@@ -264,17 +272,14 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
                                    cl_object head_dim, cl_object window, cl_object out) {
     static const char fn[] = "%ATTENTION";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d, r, c;
+    size_t n, d;
     const float *qp = rl_sf_matrix(fn, 1, q, &n, &d);
-    const float *kp = rl_sf_matrix(fn, 2, k, &r, &c);
-    rl_same_dims(fn, "k", r, c, n, d);
-    const float *vp = rl_sf_matrix(fn, 3, v, &r, &c);
-    rl_same_dims(fn, "v", r, c, n, d);
+    const float *kp = rl_sf_matrix_of(fn, 2, k, "k", n, d);
+    const float *vp = rl_sf_matrix_of(fn, 3, v, "v", n, d);
     const size_t h = (size_t)rl_arg_fixnum(fn, 4, heads, 1, MOST_POSITIVE_FIXNUM);
     const size_t hd = (size_t)rl_arg_fixnum(fn, 5, head_dim, 1, MOST_POSITIVE_FIXNUM);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
-    float *y = rl_sf_matrix(fn, 7, out, &r, &c);
-    rl_same_dims(fn, "out", r, c, n, d);
+    float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
     if (d / h != hd || d % h)
         rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
@@ -308,17 +313,14 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
                                   cl_object heads, cl_object head_dim, cl_object theta) {
     static const char fn[] = "%QKV-ROPE";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d3, r, c;
+    size_t n, d3;
     const float *src = rl_sf_matrix(fn, 1, qkv, &n, &d3);
     const size_t d = d3 / 3;
     if (d3 % 3)
         rl_signal(RL_C_SHAPE, "%s: expected qkv with a multiple of 3 columns, found %zu", fn, d3);
-    float *qp = rl_sf_matrix(fn, 2, q, &r, &c);
-    rl_same_dims(fn, "q", r, c, n, d);
-    float *kp = rl_sf_matrix(fn, 3, k, &r, &c);
-    rl_same_dims(fn, "k", r, c, n, d);
-    float *vp = rl_sf_matrix(fn, 4, v, &r, &c);
-    rl_same_dims(fn, "v", r, c, n, d);
+    float *qp = rl_sf_matrix_of(fn, 2, q, "q", n, d);
+    float *kp = rl_sf_matrix_of(fn, 3, k, "k", n, d);
+    float *vp = rl_sf_matrix_of(fn, 4, v, "v", n, d);
     const size_t h = (size_t)rl_arg_fixnum(fn, 5, heads, 1, MOST_POSITIVE_FIXNUM);
     const size_t hd = (size_t)rl_arg_fixnum(fn, 6, head_dim, 1, MOST_POSITIVE_FIXNUM);
     const float base = rl_arg_sf(fn, 7, theta);
@@ -347,12 +349,10 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
 static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     static const char fn[] = "%ADD-INTO";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d, r, c;
+    size_t n, d;
     float *y = rl_sf_matrix(fn, 1, out, &n, &d);
-    const float *ap = rl_sf_matrix(fn, 2, a, &r, &c);
-    rl_same_dims(fn, "a", r, c, n, d);
-    const float *bp = rl_sf_matrix(fn, 3, b, &r, &c);
-    rl_same_dims(fn, "b", r, c, n, d);
+    const float *ap = rl_sf_matrix_of(fn, 2, a, "a", n, d);
+    const float *bp = rl_sf_matrix_of(fn, 3, b, "b", n, d);
     /* out is a, b or neither (simple arrays share no storage otherwise),
      * so four at a time reads each value before it is overwritten */
     size_t i = 0;
