@@ -46,15 +46,12 @@ MODEL-ERROR for a matrix that is already quantized."
 at load, found ~A (load the file without :quantize, or quantize its F32/F16 original)"
                                name (if (quantized-matrix-p data) "Q8_0" (describe-object-type data))))))
 
-(defun split-columns (m columns &optional fn)
+(defun split-columns (m columns)
   "(values inliers outliers) of the rows x cols single-float matrix M and the
 increasing column indices COLUMNS: a copy of M with those columns zeroed,
-and the rows x k matrix of those columns.  With FN (the operation, for the
-error), a NaN or infinity in those columns signals NON-FINITE-ERROR, as the
-int8 product does for the others.  (The product itself does this in C,
-%OUTLIER-MATMUL; this serves making the weights and naming a failing
-block.)"
-  ;; Typed, bounds known: it runs on every product of the forward pass.
+and the rows x k matrix of those columns.  It makes the weights at load; a
+product does the same to its activations in C (%OUTLIER-MATMUL), and this
+only names a block whose scale overflows there."
   (declare (type (simple-array single-float (* *)) m) (type (simple-array fixnum (*)) columns)
            (optimize speed (safety 0)))
   (let* ((rows (array-dimension m 0)) (cols (array-dimension m 1)) (k (length columns))
@@ -65,11 +62,8 @@ block.)"
       (setf (row-major-aref inliers i) (row-major-aref m i)))
     (dotimes (row rows)
       (dotimes (c k)
-        (let* ((j (aref columns c)) (x (aref m row j)))
-          (declare (type single-float x))
-          (when (and fn (or (ext:float-nan-p x) (ext:float-infinity-p x)))
-            (matmul-failure fn m :non-finite nil row j))
-          (setf (aref outliers row c) x
+        (let ((j (aref columns c)))
+          (setf (aref outliers row c) (aref m row j)
                 (aref inliers row j) 0.0))))
     (values inliers outliers)))
 
