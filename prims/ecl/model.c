@@ -48,6 +48,17 @@ static void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, s
                   what, er, ec, r, c);
 }
 
+/* Arguments POS and POS + 1, the heads and the head dimension (each at
+ * least 1), into *h and *hd; rows of d values must hold h heads of hd. */
+static void rl_heads_args(const char *fn, int pos, cl_object heads, cl_object head_dim,
+                          size_t d, size_t *h, size_t *hd) {
+    *h = (size_t)rl_arg_fixnum(fn, pos, heads, 1, MOST_POSITIVE_FIXNUM);
+    *hd = (size_t)rl_arg_fixnum(fn, pos + 1, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    if (d / *h != *hd || d % *h)
+        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, *h, *hd,
+                  d);
+}
+
 /* Argument POS, WHAT, as rl_sf_matrix reads it, of dimensions (er ec). */
 static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *what, size_t er,
                               size_t ec) {
@@ -253,15 +264,11 @@ static cl_object rl_prim_rope_neox(cl_object xs, cl_object heads, cl_object head
                                    cl_object theta, cl_object out) {
     static const char fn[] = "%ROPE-NEOX";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d, on, od;
+    size_t n, d, h, hd;
     const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
-    const size_t h = (size_t)rl_arg_fixnum(fn, 2, heads, 1, MOST_POSITIVE_FIXNUM);
-    const size_t hd = (size_t)rl_arg_fixnum(fn, 3, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    rl_heads_args(fn, 2, heads, head_dim, d, &h, &hd);
     const float base = rl_arg_sf(fn, 4, theta);
-    float *y = rl_sf_matrix(fn, 5, out, &on, &od);
-    if (d / h != hd || d % h)
-        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
-    rl_same_dims(fn, "out", on, od, n, d);
+    float *y = rl_sf_matrix_of(fn, 5, out, "out", n, d);
     RL_NN_RETURN(env, out, rl_rope_neox(x, n, h, hd, base, y), "rope-neox: the kernel refused its operands");
 }
 
@@ -272,16 +279,13 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
                                    cl_object head_dim, cl_object window, cl_object out) {
     static const char fn[] = "%ATTENTION";
     const cl_env_ptr env = ecl_process_env();
-    size_t n, d;
+    size_t n, d, h, hd;
     const float *qp = rl_sf_matrix(fn, 1, q, &n, &d);
     const float *kp = rl_sf_matrix_of(fn, 2, k, "k", n, d);
     const float *vp = rl_sf_matrix_of(fn, 3, v, "v", n, d);
-    const size_t h = (size_t)rl_arg_fixnum(fn, 4, heads, 1, MOST_POSITIVE_FIXNUM);
-    const size_t hd = (size_t)rl_arg_fixnum(fn, 5, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
-    if (d / h != hd || d % h)
-        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
                  "attention: the kernel refused its operands (out must be an array other "
                  "than q, k and v)");
@@ -321,11 +325,9 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     float *qp = rl_sf_matrix_of(fn, 2, q, "q", n, d);
     float *kp = rl_sf_matrix_of(fn, 3, k, "k", n, d);
     float *vp = rl_sf_matrix_of(fn, 4, v, "v", n, d);
-    const size_t h = (size_t)rl_arg_fixnum(fn, 5, heads, 1, MOST_POSITIVE_FIXNUM);
-    const size_t hd = (size_t)rl_arg_fixnum(fn, 6, head_dim, 1, MOST_POSITIVE_FIXNUM);
+    size_t h, hd;
+    rl_heads_args(fn, 5, heads, head_dim, d, &h, &hd);
     const float base = rl_arg_sf(fn, 7, theta);
-    if (d / h != hd || d % h)
-        rl_signal(RL_C_SHAPE, "%s: expected rows of %zu x %zu values, found %zu", fn, h, hd, d);
     if (n && d && (q == qkv || k == qkv || v == qkv || q == k || q == v || k == v))
         rl_signal(RL_C_ERROR, "%s: expected qkv, q, k and v to be four arrays, found one twice",
                   fn);
