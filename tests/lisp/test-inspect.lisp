@@ -413,3 +413,20 @@ the byte vectors of those strings as second value."
                                (third strings))
         (is (string= "ok" verdict) "bench: ~A ~A" verdict err)))
     (delete-file path)))
+
+(test json-writer-strings-read-back-whole
+  "Every kind of character WRITE-JSON may meet (C0, DEL, C1, bidi
+controls, quote, backslash, the U+DC80..U+DCFF of bytes that are not
+UTF-8, letters beyond the BMP) is written so that yason reads the same
+string back, in keys and values, and only as ASCII escapes or UTF-8."
+  (let* ((codes (append (loop for c below 256 collect c)
+                        (loop for c from #xdc80 to #xdcff collect c)
+                        '(#x061c #x200e #x202e #x2066 #x2028 #xe9 #x4e2d #x1f600 #x10ffff)))
+         (s (map 'string #'code-char codes))
+         (text (with-output-to-string (out)
+                 (rontolisp::write-json (list :object (cons s (vector s))) out))))
+    (is (not (search "\\x" text)))
+    (is (notany (lambda (c) (or (< (char-code c) 32) (<= #xd800 (char-code c) #xdfff))) text))
+    (let ((back (parse-json-string text)))
+      (is (equal (list s) (loop for k being the hash-keys of back collect k)))
+      (is (string= s (aref (coerce (gethash s back) 'vector) 0))))))
