@@ -515,7 +515,7 @@ also stops after 3 s once 3 calls are timed)")
                         :help "the \"all threads\" count (default: the --threads knob,
 every core)")
                (json "--json FILE"
-                     :help "also write the numbers as JSON (null where not measured)")
+                     :help "also write the numbers as JSON (null where not measured; bytes that are not UTF-8 as \\udcHH)")
                (model "--model FILE"
                       :help "the encoder benchmark instead: MODEL:ENCODE on FILE's encoder
 stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and

@@ -81,28 +81,61 @@ USAGE-ERROR when it does not spell one."
 (defun edit-set-entry (f arg)
   "The (key type value) a --set ARG gives for the file F: the type given,
 else the existing key's (as gguf_set_metadata keeps it), else the one
-gguf-py infers from the literal."
+gguf-py infers from the literal (u32 for general.alignment, the only type
+the format allows it).  Signals USAGE-ERROR for a general.alignment that
+is not a u32 power of two, which no file may have."
   (multiple-value-bind (key string type) (split-set-argument arg)
-    (let ((old (gguf:value-type f key)))
+    (let ((old (gguf:value-type f key))
+          (alignment (string= key "general.alignment")))
       (when (and (null type) (consp old))
         (usage-error "--set ~A: the key holds an array; expected a scalar type given as ~
 KEY=VALUE:TYPE, found none" key))
-      (let ((type (or type old (infer-edit-type string))))
-        (list key type (parse-edit-value key string type))))))
+      (let* ((type (or type old (if alignment :u32 (infer-edit-type string))))
+             (value (parse-edit-value key string type)))
+        (when (and alignment (not (and (eq type :u32) (plusp value)
+                                       (zerop (logand value (1- value))))))
+          (usage-error "--set general.alignment: expected a power of two of type u32, ~
+found ~S of type ~(~A~)" string type))
+        (list key type value)))))
 
 (defun read-template (path)
   "The text of the chat template file PATH."
   (%utf8-string (read-file-octets path :what "a chat template file")))
 
+(defparameter *edit-report-max-string* 40
+  "How many characters of a string value `edit' prints in its report of a
+change; a longer one is cut, with its length after it.")
+
+(defparameter *edit-report-max-array* 8
+  "How many elements of an array value `edit' prints in its report.")
+
+(defun change-type-text (type value)
+  "The type of a reported value: u32, string, array<i32>[2] (the element
+count after an array's type, as `inspect' prints it)."
+  (format nil "~A~@[[~D]~]" (type-label type) (and (consp type) (length value))))
+
+(defun change-value-text (type value)
+  "VALUE of the GGUF TYPE as `edit' reports it, briefly whatever its size:
+a short string whole and escaped, a long one as its escaped start, \"...\"
+and its length in characters; an array as its first elements and how many
+more (each string element cut the same way).  Only the part printed is ever
+copied, so a template of many megabytes costs no memory here."
+  (let ((text (value-text value type *edit-report-max-array* *edit-report-max-string*)))
+    (if (and (eq type :string) (> (length value) *edit-report-max-string*))
+        (format nil "~A (~D characters)" text (length value))
+        text)))
+
 (defun plan-edit (f sets removes renames template)
   "The metadata and tensor names of F after the edit, and the changes as
 a list of lines to print.  Signals USAGE-ERROR for a key to remove or a
-tensor to rename that F does not have, or a new tensor name it has."
+tensor to rename that F does not have, or a new tensor name it has, and
+for general.alignment as a key to remove: every file GGUF:WRITE makes
+from one that has the key has it again, so the report would say a change
+that the file does not show."
   (let ((metadata (copy-list (gguf:metadata f)))
         (names (gguf:tensor-names f))
         (changes '()))
-    (flet ((note (control &rest args) (push (apply #'format nil control args) changes))
-           (text (type value) (value-text value type *default-text-max-array*)))
+    (flet ((note (control &rest args) (push (apply #'format nil control args) changes)))
       (when template
         (setf sets (append (remove "tokenizer.chat_template" sets :key #'first :test #'string=)
                            (list (list "tokenizer.chat_template" :string template))))
@@ -111,20 +144,28 @@ tensor to rename that F does not have, or a new tensor name it has."
           (let ((key (first entry)))
             (when (and (> (length key) 24) (string= "tokenizer.chat_template." key :end2 24))
               (push key removes)))))
-      (dolist (key removes)
+      ;; a key named twice (or by --remove and the template's) goes once
+      (dolist (key (remove-duplicates removes :test #'string= :from-end t))
+        (when (string= key "general.alignment")
+          (usage-error "--remove: expected a key that can be removed, found general.alignment, ~
+which every file written holds (--set general.alignment=32 gives the default layout)"))
         (unless (assoc key metadata :test #'string=)
           (usage-error "--remove: expected a key of the input, found none named ~S" key))
         (setf metadata (remove key metadata :key #'first :test #'string=))
-        (note "remove ~A" key))
+        (note "remove ~A" (escape-control key)))
       (dolist (entry sets)
         (destructuring-bind (key type value) entry
           (let ((old (assoc key metadata :test #'string=)))
             (cond (old
-                   (note "set ~A (~A): ~A -> ~A" key (type-label type)
-                         (text (second old) (third old)) (text type value))
+                   (note "set ~A (~A~:[ -> ~A~;~*~]): ~A -> ~A" (escape-control key)
+                         (change-type-text (second old) (third old))
+                         (equal (second old) type) (change-type-text type value)
+                         (change-value-text (second old) (third old))
+                         (change-value-text type value))
                    (setf metadata (substitute entry old metadata)))
                   (t
-                   (note "add ~A (~A) = ~A" key (type-label type) (text type value))
+                   (note "add ~A (~A) = ~A" (escape-control key) (change-type-text type value)
+                         (change-value-text type value))
                    (setf metadata (append metadata (list entry))))))))
       (dolist (pair renames)
         (destructuring-bind (old new) pair
@@ -133,7 +174,7 @@ tensor to rename that F does not have, or a new tensor name it has."
           (when (member new names :test #'string=)
             (usage-error "--rename-tensor: expected a new name, found ~S already in the input" new))
           (setf names (substitute new old names :test #'string=))
-          (note "rename tensor ~A -> ~A" old new))))
+          (note "rename tensor ~A -> ~A" (escape-control old) (escape-control new)))))
     (values metadata names (nreverse changes))))
 
 (define-command "edit" (in out)
@@ -142,7 +183,10 @@ tensor to rename that F does not have, or a new tensor name it has."
      :details "TYPE is one of u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool string.  Without
 it an existing key keeps its type; a new key gets bool for true/false, i32
 for an integer, f32 for a number, else string (as gguf-py infers).  Kept
-keys stay in place, new keys go at the end.  The output is written under a
+keys stay in place, new keys go at the end.  Each change is printed as the
+written file shows it, a long string or array cut to its start and its
+length.  general.alignment cannot be removed (every file written has it)
+and must be a u32 power of two.  The output is written under a
 temporary name and renamed; IN and OUT may be the same file."
      :options ((sets "--set KEY=VALUE[:TYPE]" :repeat t :help "set KEY, adding it when new")
                (removes "--remove KEY" :repeat t :help "remove KEY")

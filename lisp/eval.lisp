@@ -156,7 +156,7 @@ one calibration serves the outlier-aware file and quantize-at-load."
                           :help "only the first N calibration sequences (default: all)")
                (reps "--reps N" :parse (integer-parser :min 1 :max 1000) :default 3
                      :help "timings per way; the median is reported (default 3)")
-               (json "--json" :help "one JSON object instead of the table")))
+               (json "--json" :help "one JSON object instead of the table (bytes that are not UTF-8 as \\udcHH)")))
   (unless (and (or file random) (not (and file random)))
     (usage-error "expected FILE.gguf or --random NAME (one of them)"))
   (when (and seed (not random))

@@ -47,7 +47,8 @@ first MAX - 3 and \"...\"; whole when MAX is NIL or 0."
 
 (defun escape-control (string)
   "STRING with double quote, backslash and control characters escaped as in
-JSON (\\n, \\t, \\u001b ...)."
+JSON (\\n, \\t, \\u001b ...), and a byte that was not UTF-8 as \\xHH for
+people to read (see WRITE-ESCAPED)."
   (with-output-to-string (s) (write-escaped string s)))
 
 (defun type-label (type)
@@ -251,14 +252,19 @@ per weight; general.file_type is followed by its llama.cpp name, e.g.
 7 (MOSTLY_Q8_0).  --markdown writes what gguf-py's gguf_dump --markdown
 writes.  REGEX is searched anywhere in each key and tensor name (as
 Python's re.search): . * + ? {m,n} [] [^] ^ $ | ( ) (?: ) and \\d \\w \\s
-\\D \\W \\S \\n \\t, a backslash before punctuation for itself."
+\\D \\W \\S \\n \\t, a backslash before punctuation for itself.  Control
+characters in keys, strings and tensor names are escaped in every form (\\n,
+\\u001b, \\u202e ...); a byte that is not UTF-8 is \\xHH in the text and
+Markdown, and in JSON the lone surrogate escape \\udcHH, which strict JSON
+parsers accept and Python's surrogateescape turns back into the byte."
      :options ((max-array "--max-array N" :parse (integer-parser :min 0)
                           :help "show at most N elements of each array value (the text
 form shows 16 unless told; --json shows all)")
                (max-string "--max-string N" :parse (integer-parser :min 0)
                            :help "cut strings longer than N characters in the text form
 to their first N-3 and ... (default 60, as gguf_dump; 0: whole; --json shows all)")
-               (json "--json" :help "write one JSON object (SPEC 6) instead of the text")
+               (json "--json" :help "write one JSON object instead of the text (bytes that
+are not UTF-8 as \\udcHH)")
                (markdown "--markdown" :help "write gguf_dump --markdown's Markdown instead of the text")
                (no-tensors "--no-tensors" :help "show the metadata only")
                (tensors-only "--tensors-only" :help "show the tensors only")

@@ -1,11 +1,13 @@
-;;;; json.lisp - writing JSON, for `inspect --json' and `bench --json'.
+;;;; json.lisp - writing JSON, for every command's --json (inspect, embed,
+;;;; bench, eval) and the converter's test inputs.
 ;;;;
 ;;;; Values map to JSON as: a list (:object (KEY . VALUE) ...) to an object
 ;;;; whose keys are strings, in order; a vector (other than a string) to an
 ;;;; array; a string to a string (control characters, quote and backslash
-;;;; escaped, bytes that were not UTF-8 as \xHH (SPEC 6; not JSON's own
-;;;; syntax, but nothing may be replaced), everything else written as UTF-8
-;;;; by the stream); an integer to itself; a float to the shortest digits
+;;;; escaped, each byte that was not UTF-8 as the lone surrogate escape
+;;;; \udcHH, which strict parsers accept and Python's surrogateescape turns
+;;;; back into the byte, so nothing is replaced; everything else written as
+;;;; UTF-8 by the stream); an integer to itself; a float to the shortest digits
 ;;;; that read back as the same float of its format, and NaN or an infinity
 ;;;; to the strings "nan", "inf", "-inf"; :true, :false and :null to
 ;;;; themselves.
@@ -43,12 +45,15 @@ holds."
       (= code #x061c) (<= #x200e code #x200f) (<= #x202a code #x202e) (<= #x2066 code #x2069)
       (<= #xd800 code #xdfff)))
 
-(defun write-escaped (string stream &key (quotes t))
+(defun write-escaped (string stream &key (quotes t) json)
   "Write STRING to STREAM with double quote, backslash and the characters
-ESCAPED-CHAR-P names escaped (\\n, \\t, \\u001b, \\u202e ...), and each
-byte that was not UTF-8 (read as U+DC80..U+DCFF, see prims/utf8.h) as
-\\xHH, as SPEC 6 asks of both forms of `inspect'.  With QUOTES false the
-double quote and backslash are written as they are."
+ESCAPED-CHAR-P names escaped (\\n, \\t, \\u001b, \\u202e ...).  Each byte
+that was not UTF-8 (read as U+DC80..U+DCFF, see prims/utf8.h) is written
+as \\xHH for people to read, or with JSON true as the lone surrogate escape
+\\udcHH, which is valid JSON and which Python's surrogateescape turns back
+into the byte.  With QUOTES false the double quote and backslash are
+written as they are.  The one escaping function of every text and JSON
+output."
   (loop for c across string
         for code = (char-code c)
         do (cond ((and quotes (char= c #\")) (write-string "\\\"" stream))
@@ -56,13 +61,15 @@ double quote and backslash are written as they are."
                  ((= code 10) (write-string "\\n" stream))
                  ((= code 13) (write-string "\\r" stream))
                  ((= code 9) (write-string "\\t" stream))
-                 ((<= #xdc80 code #xdcff) (format stream "\\x~(~2,'0x~)" (- code #xdc00)))
+                 ((and (not json) (<= #xdc80 code #xdcff))
+                  (format stream "\\x~(~2,'0x~)" (- code #xdc00)))
                  ((escaped-char-p code) (format stream "\\u~(~4,'0x~)" code))
                  (t (write-char c stream)))))
 
 (defun write-json-string (string stream)
+  "Write STRING to STREAM as a JSON string (see WRITE-ESCAPED)."
   (write-char #\" stream)
-  (write-escaped string stream)
+  (write-escaped string stream :json t)
   (write-char #\" stream))
 
 (defun write-json (value stream &key (indent nil) (level 0))

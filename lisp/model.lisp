@@ -487,7 +487,7 @@ commas or blanks)")
 q8 (default) or q8x2 (SPEC 4.1)")
                (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
                      :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
-               (json "--json" :help "one JSON object per sequence")))
+               (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))
   (unless (and (or tokens tokens-file) (not (and tokens tokens-file)))
     (usage-error "expected exactly one of --tokens and --tokens-file"))
   (let* ((sequences (if tokens

@@ -105,3 +105,102 @@ type (from test-gguf.lisp)."
       (is (= 0 code))
       (is (search "--rename-tensor OLD NEW" stdout)))
     (delete-file in)))
+
+;;; The report: brief whatever the size of a value, and always what the
+;;; written file shows.
+
+(test edit-reports-long-values-briefly
+  "A template of a megabyte (and the long one it replaces) is reported as
+its type, its length and an escaped start, not echoed whole."
+  (let* ((in (tmp-path "edit-long-in.gguf")) (out (tmp-path "edit-long-out.gguf"))
+         (file (tmp-path "long.jinja"))
+         (unit (format nil "~C[31m\"q\\ {{ m }}~%" (code-char 27)))
+         (template (with-output-to-string (s)
+                     (loop repeat (ceiling 1000000 (length unit)) do (write-string unit s))))
+         (old (make-string 5000 :initial-element #\o)))
+    (gguf:write in (gguf:make-file :metadata `(("tokenizer.chat_template" :string ,old))))
+    (write-file-string file template)
+    (multiple-value-bind (code stdout stderr) (run-exe (list "edit" in out "--set-chat-template" file))
+      (is (= 0 code) "~A" stderr)
+      (is (< (length stdout) 400) "a report of ~D characters" (length stdout))
+      (is (= 1 (count #\Newline stdout)) "~S" stdout)
+      (is (contains stdout (format nil "(5000 characters) -> \"\\u001b[31m\\\"q\\\\ {{ m }}\\n")))
+      (is (contains stdout (format nil "(~D characters)~%" (length template))))
+      (is (notany (lambda (c) (< (char-code c) 32)) (remove #\Newline stdout))
+          "a raw control character in the report"))
+    (is (equal template (third (assoc "tokenizer.chat_template" (metadata-of out) :test #'string=))))
+    (delete-file in) (delete-file out) (delete-file file)))
+
+(defun report-keys (stdout)
+  "The (verb key) of each line of an edit report: remove, add or set."
+  (loop for line in (split-lines stdout)
+        for space = (position #\Space line)
+        for verb = (subseq line 0 space)
+        when (member verb '("remove" "add" "set") :test #'string=)
+          collect (list verb (subseq line (1+ space) (position #\Space line :start (1+ space))))))
+
+(defun check-report-against-files (args in out stdout)
+  "Each line of the report STDOUT of `edit IN OUT ARGS' is true of OUT read
+back, and every key whose presence, type or value differs between IN and
+OUT has a line."
+  (let* ((before (metadata-of in)) (after (metadata-of out))
+         (reported (report-keys stdout)))
+    (flet ((entry (key md) (assoc key md :test #'string=)))
+      ;; a key's first line is true of the input, its last of the output
+      (loop for (verb key) in reported
+            for old = (entry key before)
+            unless (find key seen :test #'string=)
+              do (is (if (string= verb "add") (null old) (not (null old)))
+                     "~S: reports ~A ~A first, the input has ~S" args verb key old)
+            collect key into seen)
+      (loop for (verb key) in (reverse reported)
+            for new = (entry key after)
+            unless (find key seen :test #'string=)
+              do (cond ((string= verb "remove")
+                        (is (null new) "~S: reports remove ~A, the file has ~S" args key new))
+                       (t
+                        (is (not (null new)) "~S: reports ~A ~A, the file lacks it" args verb key)
+                        (when new
+                          (is (contains stdout (rontolisp::change-value-text (second new) (third new)))
+                              "~S: the report of ~A does not show the written value ~S" args key
+                              (third new)))))
+            collect key into seen)
+      (dolist (key (union (mapcar #'first before) (mapcar #'first after) :test #'string=))
+        (unless (equalp (entry key before) (entry key after))
+          (is (find key reported :key #'second :test #'string=)
+              "~S: ~A changed (~S -> ~S) and the report does not say so: ~S"
+              args key (entry key before) (entry key after) stdout))))
+    (gguf:with-file (f out)
+      (let ((a (third (assoc "general.alignment" (gguf:metadata f) :test #'string=))))
+        (is (= (or a 32) (gguf:alignment f)))
+        (dolist (info (gguf:tensor-infos f))
+          (is (zerop (mod (gguf:tensor-info-offset info) (gguf:alignment f)))))))))
+
+(test edit-report-matches-the-written-file
+  "For each edit, what the report says is what the file read back holds
+(general.alignment, which every file written has, included), the dry run
+says the same, and an edit the file could not show is refused with
+nothing written."
+  (let ((in (edit-input)) (out (tmp-path "edit-report.gguf"))
+        (tpl (write-file-string (tmp-path "report.jinja") "new")))
+    (loop for (outcome . args)
+            in `((:refused "--remove" "general.alignment")
+                 (:written "--set" "general.alignment=64")
+                 (:refused "--set" "general.alignment=48")
+                 (:refused "--set" "general.alignment=64:u64")
+                 (:written "--set" "foo.count=6:u64" "--set" "general.name=x" "--set" "general.name=y")
+                 (:written "--set-chat-template" ,tpl "--remove" "tokenizer.chat_template.tool_use")
+                 (:written "--remove" "foo.ids" "--set" "foo.ids=3:i8" "--rename-tensor" "t.F32" "z"))
+      do (ignore-errors (delete-file out))
+      (let ((dry (nth-value 1 (run-exe (list* "edit" in out "--dry-run" args)))))
+        (multiple-value-bind (code stdout stderr) (run-exe (list* "edit" in out args))
+          (cond ((eq outcome :written)
+                 (is (= 0 code) "~S: exit ~D: ~A" args code stderr)
+                 (when (= 0 code)
+                   (is (string= dry stdout) "~S: the dry run says ~S, the edit ~S" args dry stdout)
+                   (check-report-against-files args in out stdout)))
+                (t
+                 (is (= 2 code) "~S: exit ~D: ~A" args code stderr)
+                 (is (search "expected" stderr) "~S: ~S" args stderr)
+                 (is (null (probe-file out)) "~S: refused, yet wrote the output" args))))))
+    (delete-file in) (delete-file tpl) (ignore-errors (delete-file out))))

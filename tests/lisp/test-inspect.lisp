@@ -111,8 +111,9 @@
       (is (null bad) "not refused cleanly: ~S" bad))))
 
 (test inspect-escapes-c1-bidi-and-invalid-bytes
-  "C1 and bidirectional controls as \\uXXXX, bytes that are not UTF-8 as
-\\xHH, in keys and strings, in both forms; nothing is replaced."
+  "C1 and bidirectional controls as \\uXXXX in keys and strings, in both
+forms; bytes that are not UTF-8 as \\xHH in the text form and \\udcHH in
+JSON; nothing is replaced."
   (let ((path (tmp-path "c1.gguf")))
     (write-octets-file
      path (raw-gguf :kvs `((,(octets "k" #xff "ey") (:string ,(octets "x" #xc2 #x9b "31m"
@@ -120,7 +121,9 @@
                                                                      #xd8 #x9c #xe2 #x81 #xa6
                                                                      #x7f #xc0 #xaf #xed #xa0 #x80))))))
     (let ((want-key "k\\xffey")
-          (want-value "\"x\\u009b31m\\u202ey\\u061c\\u2066\\u007f\\xc0\\xaf\\xed\\xa0\\x80\""))
+          (want-value "\"x\\u009b31m\\u202ey\\u061c\\u2066\\u007f\\xc0\\xaf\\xed\\xa0\\x80\"")
+          (json-key "k\\udcffey")
+          (json-value "\"x\\u009b31m\\u202ey\\u061c\\u2066\\u007f\\udcc0\\udcaf\\udced\\udca0\\udc80\""))
       (multiple-value-bind (code out) (run-exe-octets (list "inspect" path))
         (is (= 0 code))
         (is (every (lambda (b) (< b 128)) out) "raw control bytes in the text form")
@@ -130,8 +133,8 @@
         (is (= 0 code))
         (is (every (lambda (b) (< b 128)) out) "raw control bytes in the JSON form")
         (let ((text (map 'string #'code-char out)))
-          (is (contains text (format nil "\"key\": \"~A\"" want-key)))
-          (is (contains text (format nil "\"value\": ~A" want-value))))))
+          (is (contains text (format nil "\"key\": \"~A\"" json-key)) "~A" text)
+          (is (contains text (format nil "\"value\": ~A" json-value)) "~A" text))))
     (delete-file path)))
 
 (test inspect-prints-nested-arrays-as-json
@@ -159,7 +162,7 @@ inner element types, as each inner array states them."
 
 (test inspect-prints-paths-as-their-bytes
   "A path that is not UTF-8 comes out as its own bytes in the text form
-and in messages, and as \\xHH in the JSON form."
+and in messages, and as \\udcHH in the JSON form."
   (let ((src (tmp-path "bytes-path.gguf")))
     (write-octets-file src (raw-gguf :kvs `((,(octets "k") (:u32 1)))))
     (multiple-value-bind (code out err)
@@ -174,7 +177,7 @@ rm -r \"$d\"" src)
         (is (= 3 (length lines)) "~S" out)
         ;; "/x" 0xFF ": GGUF"
         (is (contains (first lines) "2f78ff3a2047475546") "~A" (first lines))
-        (is (contains (second lines) "/x\\xff\",") "~A" (second lines))
+        (is (contains (second lines) "/x\\udcff\",") "~A" (second lines))
         ;; "/x" 0xFF ".none"
         (is (contains (third lines) "2f78ff2e6e6f6e65") "~A" (third lines))))
     (delete-file src)))
@@ -297,3 +300,133 @@ regenerate it with tools/make-markdown-golden.sh")
     (is (search (format nil "\"~A\"" long) (nth-value 1 (run-exe (list "inspect" path "--max-string" "0")))))
     (is (search (format nil "\"~A\"" long) (nth-value 1 (run-exe (list "inspect" path "--json")))))
     (delete-file path)))
+
+;;; Every command's --json is JSON a strict parser reads: python3's json
+;;; module (no \xHH, no raw control characters, no NaN) and yason, and its
+;;; strings give back the bytes of the keys, values, tensor names and file
+;;; names they came from (under Python's surrogateescape).
+
+(defparameter *strict-json-check*
+  "import json, os, sys
+def refuse(x):
+    raise ValueError('not JSON: ' + x)
+seen = set()
+def walk(v):
+    if isinstance(v, str):
+        seen.add(v.encode('utf-8', 'surrogateescape'))
+    elif isinstance(v, list):
+        for x in v:
+            walk(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            walk(k)
+            walk(x)
+text = open(sys.argv[1], 'rb').read().decode('utf-8')
+docs = [d for d in text.split(chr(10)) if d] if sys.argv[2] == 'lines' else [text]
+for doc in docs:
+    walk(json.loads(doc, parse_constant=refuse))
+want = [os.fsencode(sys.argv[3])] + [bytes.fromhex(h) for h in sys.argv[4:]]
+missing = [w for w in want if w not in seen]
+print('missing %s in %s' % (ascii(missing), ascii(text[:3000])) if missing else 'ok')
+"
+  "A python3 program: the file argv[1] (one JSON document, or with argv[2]
+\"lines\" one a line) parsed by the strict json module, then whether its
+strings hold the path argv[3] and the bytes of each hex argv[4...].")
+
+(defparameter *hostile-name*
+  "x$(printf '\\377\"\\\\\\001\\n\\302\\233')y"
+  "Shell text for a file name with a byte that is not UTF-8, a quote, a
+backslash, a C0 control, a newline and a C1 control.")
+
+(defun hex-octets (octets)
+  (format nil "~{~(~2,'0x~)~}" (coerce octets 'list)))
+
+(defun strict-json-strings (command source mode &rest expected)
+  "Run the shell COMMAND with $0 the executable, $f a copy of the file
+SOURCE under a hostile name and $o a file for the JSON (the command writes
+it there); answer what *STRICT-JSON-CHECK* says of $o with MODE (\"one\" or
+\"lines\"), $f and the byte vectors EXPECTED, and as second value the
+command's standard error."
+  (multiple-value-bind (code out err)
+      (sh (format nil "d=$(mktemp -d) && f=\"$d/~A.gguf\" && o=\"$d/out.json\" && cp \"$1\" \"$f\" &&
+{ ~A; } && python3 -c \"$2\" \"$o\" ~A \"$f\" ~{~A~^ ~}; s=$?; rm -r \"$d\"; exit $s"
+                  *hostile-name* command mode (mapcar #'hex-octets expected))
+          source *strict-json-check*)
+    (declare (ignore code))
+    (values (string-trim '(#\Newline) out) err)))
+
+(defun hostile-gguf ()
+  "A GGUF file (bytes) whose keys, string values, string array and tensor
+name hold bytes that are not UTF-8, controls, quotes and backslashes, and
+the byte vectors of those strings as second value."
+  (let* ((key (octets "k" #xff "\"\\" #x01 #x0a "ey"))
+         (value (octets "v" #x1b "[0m\"\\" #xc2 #x9b #xe2 #x80 #xae #xc3 #xa9
+                        #xf0 #x9f #x98 #x80 #xc0 #xaf #xed #xa0 #x80 #xed #xb2 #x80 #xff))
+         (items (loop for bad in *invalid-utf8* collect (octets "a" bad "\"")))
+         (name (octets "t" #xfe "\\" #x7f ".weight")))
+    (values (raw-gguf :kvs `((,key (:string ,value))
+                             (,(octets "tokens") (:array :string ,@(mapcar (lambda (o) `(:string ,o))
+                                                                              items))))
+                      :tensors `((,name (32 2) ,(make-array 64 :element-type 'single-float
+                                                                :initial-element 0.5))))
+            (list* key value name items))))
+
+(test inspect-json-is-strict-json-holding-the-bytes
+  (let ((path (tmp-path "hostile.gguf")))
+    (multiple-value-bind (bytes strings) (hostile-gguf)
+      (write-octets-file path bytes)
+      (multiple-value-bind (verdict err)
+          (apply #'strict-json-strings "\"$0\" inspect \"$f\" --json > \"$o\"" path "one" strings)
+        (is (string= "ok" verdict) "~A ~A" verdict err))
+      ;; yason reads the same strings back (an invalid byte B as U+DC00+B,
+      ;; as the reader decodes it)
+      (multiple-value-bind (code out) (run-exe-octets (list "inspect" path "--json"))
+        (is (= 0 code))
+        (let* ((json (parse-json-string (rontolisp::%utf8-string out)))
+               (found (append (mapcar (lambda (m) (gethash "key" m)) (gethash "metadata" json))
+                              (list (gethash "value" (first (gethash "metadata" json))))
+                              (coerce (gethash "value" (second (gethash "metadata" json))) 'list)
+                              (mapcar (lambda (m) (gethash "name" m)) (gethash "tensors" json)))))
+          (dolist (o strings)
+            (is (member (rontolisp::%utf8-string o) found :test #'string=)
+                "~S not read back" o)))))
+    (delete-file path)))
+
+(test embed-and-eval-json-are-strict-json-holding-the-file-name
+  (let ((path (tmp-path "hostile-pico.gguf")))
+    (gguf:write path (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+    (multiple-value-bind (verdict err)
+        (strict-json-strings "\"$0\" embed \"$f\" --tokens 2,17 --json > \"$o\" &&
+\"$0\" embed \"$f\" --tokens 2,17 --pooling mean --json >> \"$o\"" path "lines")
+      (is (string= "ok" verdict) "embed: ~A ~A" verdict err))
+    (multiple-value-bind (verdict err)
+        (strict-json-strings "\"$0\" eval \"$f\" --sequences 1 --reps 1 --json > \"$o\"" path "one")
+      (is (string= "ok" verdict) "eval: ~A ~A" verdict err))
+    (delete-file path)))
+
+(test bench-json-is-strict-json-holding-the-file-and-tensor-names
+  (let ((path (tmp-path "hostile-bench.gguf")))
+    (multiple-value-bind (bytes strings) (hostile-gguf)
+      (write-octets-file path bytes)
+      (multiple-value-bind (verdict err)
+          (strict-json-strings "\"$0\" bench \"$f\" --iters 1 --json \"$o\" >/dev/null 2>&1" path "one"
+                               (third strings))
+        (is (string= "ok" verdict) "bench: ~A ~A" verdict err)))
+    (delete-file path)))
+
+(test json-writer-strings-read-back-whole
+  "Every kind of character WRITE-JSON may meet (C0, DEL, C1, bidi
+controls, quote, backslash, the U+DC80..U+DCFF of bytes that are not
+UTF-8, letters beyond the BMP) is written so that yason reads the same
+string back, in keys and values, and only as ASCII escapes or UTF-8."
+  (let* ((codes (append (loop for c below 256 collect c)
+                        (loop for c from #xdc80 to #xdcff collect c)
+                        '(#x061c #x200e #x202e #x2066 #x2028 #xe9 #x4e2d #x1f600 #x10ffff)))
+         (s (map 'string #'code-char codes))
+         (text (with-output-to-string (out)
+                 (rontolisp::write-json (list :object (cons s (vector s))) out))))
+    (is (not (search "\\x" text)))
+    (is (notany (lambda (c) (or (< (char-code c) 32) (<= #xd800 (char-code c) #xdfff))) text))
+    (let ((back (parse-json-string text)))
+      (is (equal (list s) (loop for k being the hash-keys of back collect k)))
+      (is (string= s (aref (coerce (gethash s back) 'vector) 0))))))
