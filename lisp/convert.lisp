@@ -82,7 +82,16 @@ upstream's) from rl_agent_config.json's data RL."
     (let* ((temps (json-object (cfg rl "temperatures" rl-path :type 'hash-table
                                                                :default (make-hash-table))
                                rl-path "temperatures"))
-           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
+           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<))
+           (seen (make-hash-table :test 'equal)))
+      ;; Two buckets may spell one GGUF key (score:2 and score.2): the
+      ;; writer would refuse the second at a byte of the output.
+      (dolist (key keys)
+        (let ((other (gethash (temperature-key key) seen)))
+          (when other
+            (convert-error rl-path "key \"temperatures\": expected bucket names that give distinct ~
+GGUF keys, found ~S and ~S, both temperature.~A" other key (temperature-key key)))
+          (setf (gethash (temperature-key key) seen) key)))
       (append
        (list (list (k "type") :string "laya")
              (list (k "block_count") :u32 head-layers)
@@ -90,7 +99,8 @@ upstream's) from rl_agent_config.json's data RL."
              (list (k "max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
        (loop for key in keys
              collect (list (k (format nil "temperature.~A" (temperature-key key)))
-                           :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float)))))))
+                           :f32 (coerce (cfg temps key rl-path :type 'positive-real)
+                                        'single-float)))))))
 
 (defun size-label (params)
   "PARAMS as upstream's general.size_label spells a parameter count: 152K,

@@ -289,6 +289,16 @@ or answered)."
         ((null v) :false)
         (t v)))
 
+(defun edit-text (path old new)
+  "Replace the text OLD (which must be there) by NEW in the file PATH: for
+what the JSON writer cannot write, such as 1e999."
+  (let* ((text (read-file-string path))
+         (at (search old text)))
+    (assert at () "~A does not hold ~S" path old)
+    (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+      (write-string (concatenate 'string (subseq text 0 at) new (subseq text (+ at (length old))))
+                    s))))
+
 (defun edit-tensors (path fn)
   "Replace the safetensors file PATH by FN of its list of (name array)."
   (rontolisp:write-safetensors path (funcall fn (rontolisp:read-safetensors path))))
@@ -374,6 +384,27 @@ or answered)."
      ("encoder/config.json" ,(set-key "norm_eps" 1d300)))
     ("a temperature 1e300" "rl_agent_config.json" ("\"choice:2\"" "finite number")
      ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 1d300) h)))
+    ("norm_eps 1e-50, 0 as f32" "config.json"
+     ("\"norm_eps\"" "from 1.1754944e-38 to 3.4028235e38" "found 1.0e-50")
+     ("encoder/config.json" ,(set-key "norm_eps" 1d-50)))
+    ("global_rope_theta 1e-46" "config.json" ("\"global_rope_theta\"" "found 1.0e-46")
+     ("encoder/config.json" ,(set-key "global_rope_theta" 1d-46)))
+    ("local_rope_theta 0" "config.json" ("\"local_rope_theta\"" "found 0")
+     ("encoder/config.json" ,(set-key "local_rope_theta" 0)))
+    ("norm_eps 1e999" "encoder/config.json" ("at byte" "expected a number of magnitude below 1.8e308"
+                                             "1e999")
+     ("encoder/config.json" (:text "\"norm_eps\": 1.0e-5" "\"norm_eps\": 1e999")))
+    ("global_attn_every_n_layers 0" "config.json" ("\"global_attn_every_n_layers\"" "found 0")
+     ("encoder/config.json" ,(set-key "global_attn_every_n_layers" 0)))
+    ("max_position_embeddings 0" "config.json" ("\"max_position_embeddings\"" "found 0")
+     ("encoder/config.json" ,(set-key "max_position_embeddings" 0)))
+    ("a temperature 0" "rl_agent_config.json" ("\"choice:2\"" "found 0")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 0) h)))
+    ("a temperature 1e-60" "rl_agent_config.json" ("\"score:2\"" "found 1.0e-60")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score:2" (gethash "temperatures" h)) 1d-60) h)))
+    ("two temperatures with one GGUF key" "rl_agent_config.json"
+     ("\"temperatures\"" "\"score.2\" and \"score:2\"" "temperature.score.2")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score.2" (gethash "temperatures" h)) 1d0) h)))
     ("attention biases" "config.json" ("\"attention_bias\"" "expected false")
      ("encoder/config.json" ,(set-key "attention_bias" t)))
     ("encoder config not an object" "config.json" ("expected a JSON object" "found [1, 2]")
@@ -385,6 +416,16 @@ or answered)."
     ("a three-part merge" "tokenizer.json" ("model.merges[0]" "found [\"a\", \"b\", \"c\"]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector "a" "b" "c")) h)))
+    ("a merge \" b\"" "tokenizer.json" ("model.merges[1]" "two non-empty tokens" "found \" b\"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) " b") h)))
+    ("a merge \"a \"" "tokenizer.json" ("model.merges[1]" "two non-empty tokens" "found \"a \"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) "a ") h)))
+    ("a merge [\"\", \"b\"]" "tokenizer.json" ("model.merges[1]" "two non-empty tokens"
+                                          "found [\"\", \"b\"]")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (vector "" "b")) h)))
     ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found an array of 2")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector (vector "x") 5)) h)))
@@ -419,7 +460,9 @@ message) (file edit)...), each edit applied to a fresh s1-pico directory.")
                     (sh "cp -r \"$1\" \"$2\"" base dir)
                     (loop for (rel fn) in edits
                           for path = (concatenate 'string dir "/" rel)
-                          do (if (search ".safetensors" rel) (edit-tensors path fn) (edit-json path fn)))
+                          do (cond ((search ".safetensors" rel) (edit-tensors path fn))
+                                   ((consp fn) (edit-text path (second fn) (third fn)))
+                                   (t (edit-json path fn))))
                     (multiple-value-bind (code err) (convert-to-file (list dir out))
                       (is (= 1 code) "~A: exit ~D, ~A" what code err)
                       (is (= 1 (count #\Newline err)) "~A: ~S" what err)
