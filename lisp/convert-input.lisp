@@ -120,37 +120,46 @@ biases), found true" key))))
 (defun shape-string (dims)
   (format nil "[~{~D~^, ~}]" dims))
 
-(defun check-tensors (tensors expected path config-path layer-prefixes)
-  "Check the input TENSORS, a list of (name data) read from PATH, against
-EXPECTED, a list of (name shape) that the config CONFIG-PATH implies:
-every name known, every layer index in range, every shape right, nothing
-missing.  LAYER-PREFIXES lists (prefix count source) for the layered
-names, COUNT their layers and SOURCE the config file and key that say so."
-  (let ((shapes (make-hash-table :test 'equal)))
-    (loop for (name shape) in expected do (setf (gethash name shapes) shape))
-    (loop for (name data) in tensors
-          for shape = (gethash name shapes)
+(defun tensor-dimensions (tensors)
+  "The (name dims) of each of TENSORS, a list of (name data): what a
+safetensors header says of them (READ-SAFETENSORS-HEADER)."
+  (mapcar (lambda (e) (list (first e) (packed-dimensions (second e)))) tensors))
+
+(defun check-tensors (header expected path layer-prefixes)
+  "Check the input tensors HEADER, a list of (name dims [file]) -- of the
+file PATH, or of FILE when given (a shard) -- against EXPECTED, a list of
+(name shape shape-source [source]): the tensors the configs imply, the
+config file (and key) that gives each its shape and the one that says the
+tensor is there (SOURCE, by default SHAPE-SOURCE).  Every name known, every
+layer index in range, every shape right, nothing missing.  LAYER-PREFIXES
+lists (prefix count source) for the layered names, COUNT their layers and
+SOURCE the config file and key that say so.  Only names and dimensions are
+read: a file is checked from its header, before its data."
+  (let ((entries (make-hash-table :test 'equal)))
+    (dolist (e expected) (setf (gethash (first e) entries) e))
+    (loop for (name dims file) in header
+          for where = (or file path)
+          for (nil shape shape-source) = (gethash name entries)
           do (unless shape
                (loop for (prefix count source) in layer-prefixes
                      do (let ((n (layer-index name prefix)))
                           (cond ((stringp n)
-                                 (convert-error path "tensor ~S: expected a layer index (digits), ~
+                                 (convert-error where "tensor ~S: expected a layer index (digits), ~
 found ~S" name n))
                                 ((and n (>= n count))
-                                 (convert-error path "tensor ~S: expected a layer index below ~D ~
+                                 (convert-error where "tensor ~S: expected a layer index below ~D ~
 (~A), found ~D" name count source n)))))
-               (convert-error path "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
+               (convert-error where "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
 one" name))
-             (let ((dims (packed-dimensions data)))
-               (unless (equal dims shape)
-                 (convert-error path "tensor ~S: expected shape ~A (from ~A), found ~A" name
-                                (shape-string shape) config-path (shape-string dims)))))
+             (unless (equal dims shape)
+               (convert-error where "tensor ~S: expected shape ~A (from ~A), found ~A" name
+                              (shape-string shape) shape-source (shape-string dims))))
     (let ((given (make-hash-table :test 'equal)))
-      (loop for (name) in tensors do (setf (gethash name given) t))
-      (loop for (name) in expected
+      (loop for (name) in header do (setf (gethash name given) t))
+      (loop for (name nil shape-source source) in expected
             unless (gethash name given)
               do (convert-error path "tensor ~S: expected it (from ~A), found none" name
-                                config-path)))))
+                                (or source shape-source))))))
 
 (defun temperature-key (bucket)
   "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
