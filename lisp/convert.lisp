@@ -387,12 +387,18 @@ pooling mode, found none")))))))))))))
 in id order; else num_labels labels LABEL_i)."
   (let ((id2label (cfg config "id2label" path :type 'hash-table :default nil)))
     (if id2label
-        (let ((pairs '()))
+        (let ((pairs '())
+              (keys (make-hash-table)))
           (maphash (lambda (k v)
                      (let ((id (ignore-errors (parse-integer k))))
                        (unless (and id (< -1 id (hash-table-count id2label)) (stringp v))
                          (convert-error path "key ~S: expected a label string at an id below ~D, ~
 found ~A" (format nil "id2label.~A" k) (hash-table-count id2label) (json-brief v)))
+                       ;; "1" and "01" are one id: one label would be lost.
+                       (when (gethash id keys)
+                         (convert-error path "key ~S: expected each id once, found id ~D also as ~S"
+                                        (format nil "id2label.~A" k) id (gethash id keys)))
+                       (setf (gethash id keys) k)
                        (push (cons id v) pairs)))
                    id2label)
           (map 'vector #'cdr (sort pairs #'< :key #'car)))
