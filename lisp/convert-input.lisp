@@ -30,7 +30,7 @@ values: a config beyond them is refused before anything is allocated.")
     ((eql t) "true")
     (null "false")
     ((eql :null) "null")
-    (double-float (let ((*read-default-float-format* 'double-float)) (format nil "~A" value)))
+    (double-float (json-float-string value))
     (t (format nil "~A" value))))
 
 (defun json-object (value path &optional key)
@@ -40,19 +40,36 @@ KEY, the member it was read from)."
       value
       (convert-error path "~:[~;key ~:*~S: ~]expected a JSON object, found ~A" key (json-brief value))))
 
+(defun single-float-magnitude-p (x)
+  "True when the real X is 0 or a magnitude that a single-float holds as a
+normal number: the file keeps it as f32, where a smaller one becomes 0 (or
+loses its precision) and a larger one infinity."
+  (or (zerop x)
+      (and (<= least-positive-normalized-single-float (abs x))
+           (< (abs x) most-positive-single-float))))
+
 (defun cfg (table key path &key (type 'integer) (default nil default-p))
   "The value of KEY in the JSON object TABLE of the file PATH, of TYPE
-(integer, real, string, hash-table, vector or boolean); DEFAULT when the
-key is absent (an error without one).  A real is a finite number within
-single-float range; an integer named in *CONFIG-LIMITS* is within its
-limits."
+(integer, real, positive-real, string, hash-table, vector or boolean);
+DEFAULT when the key is absent (an error without one).  A real is 0 or a
+finite number whose magnitude a normal single-float holds (the file keeps
+it as f32); a positive-real is such a number above 0; an integer named in
+*CONFIG-LIMITS* is within its limits."
   (multiple-value-bind (v found) (gethash key table)
     (flet ((bad (what) (convert-error path "key ~S: expected ~A, found ~A" key what (json-brief v))))
       (cond ((not found)
              (if default-p default (convert-error path "expected a key ~S, found none" key)))
             ((eq type 'boolean) (if (member v '(t nil)) v (bad "true or false")))
             ((eq type 'real)
-             (if (and (realp v) (< (abs v) most-positive-single-float)) v (bad "a finite number")))
+             (if (and (realp v) (single-float-magnitude-p v))
+                 v
+                 (bad (format nil "0 or a finite number of magnitude from ~A to ~A"
+                              least-positive-normalized-single-float most-positive-single-float))))
+            ((eq type 'positive-real)
+             (if (and (realp v) (plusp v) (single-float-magnitude-p v))
+                 v
+                 (bad (format nil "a finite number from ~A to ~A"
+                              least-positive-normalized-single-float most-positive-single-float))))
             ((eq type 'integer)
              (let ((limits (rest (assoc key *config-limits* :test #'string=))))
                (cond ((not (integerp v)) (bad "an integer"))
@@ -75,20 +92,18 @@ converter sees it through AutoConfig."
                   :heads (cfg encoder "num_attention_heads" path)
                   :vocab (cfg encoder "vocab_size" path :default 50368)
                   :context (cfg encoder "max_position_embeddings" path :default 8192)
-                  :eps (cfg encoder "norm_eps" path :type 'real :default 1d-5)
-                  :global-theta (cfg encoder "global_rope_theta" path :type 'real :default 160000d0)
-                  :local-theta (cfg encoder "local_rope_theta" path :type 'real :default 10000d0)
+                  :eps (cfg encoder "norm_eps" path :type 'positive-real :default 1d-5)
+                  :global-theta (cfg encoder "global_rope_theta" path :type 'positive-real
+                                                                      :default 160000d0)
+                  :local-theta (cfg encoder "local_rope_theta" path :type 'positive-real
+                                                                    :default 10000d0)
                   :window (cfg encoder "local_attention" path :default 128)
                   :pattern (cfg encoder "global_attn_every_n_layers" path :default 3)
                   :act (cfg encoder "hidden_activation" path :type 'string :default "gelu"))))
-    (destructuring-bind (&key hidden heads eps global-theta local-theta act &allow-other-keys) hp
+    (destructuring-bind (&key hidden heads act &allow-other-keys) hp
       (unless (and (zerop (mod hidden heads)) (evenp (floor hidden heads)))
         (convert-error path "key \"num_attention_heads\": expected a divisor of hidden_size ~D ~
 leaving an even head size, found ~D" hidden heads))
-      (loop for (key value) in `(("norm_eps" ,eps) ("global_rope_theta" ,global-theta)
-                                 ("local_rope_theta" ,local-theta))
-            unless (plusp value)
-              do (convert-error path "key ~S: expected a positive number, found ~A" key value))
       ;; The names llama.cpp's loader maps to a gated FFN (GeGLU, SwiGLU);
       ;; any other it would silently run as GeGLU.
       (unless (member act '("gelu" "geglu" "silu" "swish" "swiglu") :test #'string=)
@@ -105,37 +120,46 @@ biases), found true" key))))
 (defun shape-string (dims)
   (format nil "[~{~D~^, ~}]" dims))
 
-(defun check-tensors (tensors expected path config-path layer-prefixes)
-  "Check the input TENSORS, a list of (name data) read from PATH, against
-EXPECTED, a list of (name shape) that the config CONFIG-PATH implies:
-every name known, every layer index in range, every shape right, nothing
-missing.  LAYER-PREFIXES lists (prefix count source) for the layered
-names, COUNT their layers and SOURCE the config file and key that say so."
-  (let ((shapes (make-hash-table :test 'equal)))
-    (loop for (name shape) in expected do (setf (gethash name shapes) shape))
-    (loop for (name data) in tensors
-          for shape = (gethash name shapes)
+(defun tensor-dimensions (tensors)
+  "The (name dims) of each of TENSORS, a list of (name data): what a
+safetensors header says of them (READ-SAFETENSORS-HEADER)."
+  (mapcar (lambda (e) (list (first e) (packed-dimensions (second e)))) tensors))
+
+(defun check-tensors (header expected path layer-prefixes)
+  "Check the input tensors HEADER, a list of (name dims [file]) -- of the
+file PATH, or of FILE when given (a shard) -- against EXPECTED, a list of
+(name shape shape-source [source]): the tensors the configs imply, the
+config file (and key) that gives each its shape and the one that says the
+tensor is there (SOURCE, by default SHAPE-SOURCE).  Every name known, every
+layer index in range, every shape right, nothing missing.  LAYER-PREFIXES
+lists (prefix count source) for the layered names, COUNT their layers and
+SOURCE the config file and key that say so.  Only names and dimensions are
+read: a file is checked from its header, before its data."
+  (let ((entries (make-hash-table :test 'equal)))
+    (dolist (e expected) (setf (gethash (first e) entries) e))
+    (loop for (name dims file) in header
+          for where = (or file path)
+          for (nil shape shape-source) = (gethash name entries)
           do (unless shape
                (loop for (prefix count source) in layer-prefixes
                      do (let ((n (layer-index name prefix)))
                           (cond ((stringp n)
-                                 (convert-error path "tensor ~S: expected a layer index (digits), ~
+                                 (convert-error where "tensor ~S: expected a layer index (digits), ~
 found ~S" name n))
                                 ((and n (>= n count))
-                                 (convert-error path "tensor ~S: expected a layer index below ~D ~
+                                 (convert-error where "tensor ~S: expected a layer index below ~D ~
 (~A), found ~D" name count source n)))))
-               (convert-error path "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
+               (convert-error where "tensor ~S: expected a ModernBERT tensor name, found an unknown ~
 one" name))
-             (let ((dims (packed-dimensions data)))
-               (unless (equal dims shape)
-                 (convert-error path "tensor ~S: expected shape ~A (from ~A), found ~A" name
-                                (shape-string shape) config-path (shape-string dims)))))
+             (unless (equal dims shape)
+               (convert-error where "tensor ~S: expected shape ~A (from ~A), found ~A" name
+                              (shape-string shape) shape-source (shape-string dims))))
     (let ((given (make-hash-table :test 'equal)))
-      (loop for (name) in tensors do (setf (gethash name given) t))
-      (loop for (name) in expected
+      (loop for (name) in header do (setf (gethash name given) t))
+      (loop for (name nil shape-source source) in expected
             unless (gethash name given)
               do (convert-error path "tensor ~S: expected it (from ~A), found none" name
-                                config-path)))))
+                                (or source shape-source))))))
 
 (defun temperature-key (bucket)
   "A Laya bucket name as a GGUF key part: choice:3-5 -> choice.3_5."
@@ -158,16 +182,22 @@ JSON reader refuses it.)"
 
 (defun merge-string (m i path)
   "The I-th BPE merge M of the tokenizer file PATH as GGUF keeps it, \"a
-b\": M is that string or the pair [\"a\", \"b\"]."
-  (let ((what (format nil "model.merges[~D]" i)))
-    (cond ((stringp m)
-           (unless (= 1 (count #\Space m))
-             (convert-error path "~A: expected two tokens separated by one space, found ~S" what m))
-           (token-string m path what))
-          ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
-           (format nil "~A ~A" (token-string (aref m 0) path what) (token-string (aref m 1) path what)))
-          (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A" what
-                            (json-brief m))))))
+b\": M is that string or the pair [\"a\", \"b\"], either form refused
+unless both tokens are non-empty."
+  (let* ((what (format nil "model.merges[~D]" i))
+         (pair (cond ((stringp m)
+                      (let ((space (position #\Space m)))
+                        (unless (= 1 (count #\Space m))
+                          (convert-error path "~A: expected two tokens separated by one space, ~
+found ~S" what m))
+                        (list (subseq m 0 space) (subseq m (1+ space)))))
+                     ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
+                      (coerce m 'list))
+                     (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A"
+                                       what (json-brief m))))))
+    (when (some (lambda (token) (zerop (length token))) pair)
+      (convert-error path "~A: expected two non-empty tokens, found ~A" what (json-brief m)))
+    (format nil "~A ~A" (first pair) (second pair))))
 
 (defun special-token-name (tokenizer-config key default)
   "The special token KEY (\"cls_token\") names in tokenizer_config.json's

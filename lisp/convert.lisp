@@ -82,7 +82,16 @@ upstream's) from rl_agent_config.json's data RL."
     (let* ((temps (json-object (cfg rl "temperatures" rl-path :type 'hash-table
                                                                :default (make-hash-table))
                                rl-path "temperatures"))
-           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<)))
+           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<))
+           (seen (make-hash-table :test 'equal)))
+      ;; Two buckets may spell one GGUF key (score:2 and score.2): the
+      ;; writer would refuse the second at a byte of the output.
+      (dolist (key keys)
+        (let ((other (gethash (temperature-key key) seen)))
+          (when other
+            (convert-error rl-path "key \"temperatures\": expected bucket names that give distinct ~
+GGUF keys, found ~S and ~S, both temperature.~A" other key (temperature-key key)))
+          (setf (gethash (temperature-key key) seen) key)))
       (append
        (list (list (k "type") :string "laya")
              (list (k "block_count") :u32 head-layers)
@@ -90,7 +99,8 @@ upstream's) from rl_agent_config.json's data RL."
              (list (k "max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
        (loop for key in keys
              collect (list (k (format nil "temperature.~A" (temperature-key key)))
-                           :f32 (coerce (cfg temps key rl-path :type 'real) 'single-float)))))))
+                           :f32 (coerce (cfg temps key rl-path :type 'positive-real)
+                                        'single-float)))))))
 
 (defun size-label (params)
   "PARAMS as upstream's general.size_label spells a parameter count: 152K,
@@ -158,6 +168,31 @@ expected magnitudes below ~A)" ty over (if (eq ty :f16) 65520 "3.39e38")))
              (funcall report (incf done) (concatenate 'string "converting " hf)))
     (reverse out)))
 
+(defun check-laya-tensors (header hp head-layers paths)
+  "Check the tensors of a Laya model.safetensors, HEADER a list of (name
+dims), against the encoder's hyper-parameters HP and the decision head's
+HEAD-LAYERS (CHECK-TENSORS): a head tensor is expected from
+rl_agent_config.json, its shape from the encoder's config.  PATHS: as
+LAYA-GGUF-FILE's."
+  (let* ((model-path (getf paths :model "model.safetensors"))
+         (enc-path (getf paths :encoder "encoder/config.json"))
+         (rl-path (getf paths :rl "rl_agent_config.json"))
+         (head-source (format nil "~A head_layers" rl-path)))
+    (check-tensors header
+                   (append (loop for (name shape) in (apply #'encoder-tensor-shapes "encoder.model." hp)
+                                 collect (list name shape enc-path))
+                           (loop for (name shape) in (decision-head-tensor-shapes
+                                                      :hidden (getf hp :hidden)
+                                                      :head-layers head-layers)
+                                 collect (list name shape enc-path
+                                               (if (layer-index name "head.layers.")
+                                                   head-source
+                                                   rl-path))))
+                   model-path
+                   `(("encoder.model.layers." ,(getf hp :layers)
+                                              ,(format nil "~A num_hidden_layers" enc-path))
+                     ("head.layers." ,head-layers ,head-source)))))
+
 (defun laya-gguf-file (tensors encoder rl config tokenizer
                        &key (type :f16) (head-type :f32) (pre "modern-bert") name paths
                             encoder-only outliers)
@@ -175,12 +210,7 @@ CONVERT-TENSORS."
          (layers (getf hp :layers))
          (head-layers (cfg (json-object rl rl-path) "head_layers" rl-path)))
     (json-object config (getf paths :config "config.json"))
-    (check-tensors tensors
-                   (append (apply #'encoder-tensor-shapes "encoder.model." hp)
-                           (decision-head-tensor-shapes :hidden h :head-layers head-layers))
-                   model-path enc-path
-                   `(("encoder.model.layers." ,layers ,(format nil "~A num_hidden_layers" enc-path))
-                     ("head.layers." ,head-layers ,(format nil "~A head_layers" rl-path))))
+    (check-laya-tensors (tensor-dimensions tensors) hp head-layers paths)
     (let* ((out (convert-tensors tensors model-path
                                  (lambda (hf)
                                    (multiple-value-bind (g head-p) (gguf-tensor-name hf layers)
@@ -253,9 +283,16 @@ Answers the number of tensors written."
            (rl (read-input-json (getf paths :rl)))
            (config (read-input-json (getf paths :config) (make-hash-table :test 'equal)))
            (tokenizer (read-input-json (getf paths :tokenizer))))
-      (encoder-hparams encoder (getf paths :encoder))
-      (cfg rl "head_layers" (getf paths :rl))
-      (let ((tensors (read-safetensors (getf paths :model))))
+      (let* ((hp (encoder-hparams encoder (getf paths :encoder)))
+             (head-layers (cfg (json-object rl (getf paths :rl)) "head_layers" (getf paths :rl)))
+             ;; The tensors' names and shapes from the header, before any
+             ;; data is read: an unknown or misshapen tensor costs nothing.
+             (tensors (progn
+                        (decision-metadata rl (getf paths :rl) head-layers)
+                        (read-safetensors (getf paths :model)
+                                          :check (lambda (header)
+                                                   (check-laya-tensors header hp head-layers
+                                                                       paths))))))
         (write-gguf-file
          out (converted-file (lambda (&rest keys)
                                (apply #'laya-gguf-file tensors encoder rl config tokenizer
@@ -275,39 +312,50 @@ Answers the number of tensors written."
   "The Hugging Face architectures upstream's ModernBertModel converts, and
 the head each carries.")
 
-(defun read-hf-tensors (root)
+(defun read-hf-tensors (root &key check)
   "The tensors, a list of (name data), of the Hugging Face directory ROOT
 (a string ending in a slash): model.safetensors, or the shards that
-model.safetensors.index.json lists, each tensor where the index says."
+model.safetensors.index.json lists, each tensor where the index says.
+CHECK, when given, is called with every file's header entries, (name dims
+file), before any tensor's data is read (see READ-SAFETENSORS)."
   (let ((index-path (concatenate 'string root "model.safetensors.index.json")))
     (if (not (probe-file index-path))
-        (read-safetensors (concatenate 'string root "model.safetensors"))
+        (let ((path (concatenate 'string root "model.safetensors")))
+          (read-safetensors path :check (and check
+                                             (lambda (header)
+                                               (funcall check (loop for (name dims) in header
+                                                                    collect (list name dims path)))))))
         (let* ((index (read-input-json index-path))
                (weight-map (json-object (cfg index "weight_map" index-path :type 'hash-table)
                                         index-path "weight_map"))
-               (files '()) (tensors '()))
+               (files (make-hash-table :test 'equal))
+               (found (make-hash-table :test 'equal))
+               (header '()))
           (maphash (lambda (name file)
                      (unless (and (stringp file) (plusp (length file)) (not (find #\/ file)))
                        (convert-error index-path "key ~S: expected a shard file name in the ~
 directory, found ~A" (format nil "weight_map.~A" name) (json-brief file)))
-                     (pushnew file files :test #'string=))
+                     (setf (gethash file files) t))
                    weight-map)
-          (dolist (file (sort files #'string<))
-            (let ((path (concatenate 'string root file)))
-              (loop for entry in (read-safetensors path)
-                    for name = (first entry)
-                    do (unless (equal (gethash name weight-map) file)
-                         (convert-error path "tensor ~S: expected it in ~A as ~A lists it, found ~
+          (let ((paths (mapcar (lambda (file) (concatenate 'string root file))
+                               (sort (loop for file being the hash-keys of files collect file)
+                                     #'string<))))
+            ;; Every shard's header first, then the data.
+            (dolist (path paths)
+              (let ((file (subseq path (length root))))
+                (loop for (name dims) in (read-safetensors-header path)
+                      do (unless (equal (gethash name weight-map) file)
+                           (convert-error path "tensor ~S: expected it in ~A as ~A lists it, found ~
 it here" name (or (gethash name weight-map) "no shard") index-path))
-                       (push entry tensors))))
-          (let ((found (make-hash-table :test 'equal)))
-            (dolist (e tensors) (setf (gethash (first e) found) t))
+                         (setf (gethash name found) t)
+                         (push (list name dims path) header))))
             (maphash (lambda (name file)
                        (unless (gethash name found)
                          (convert-error index-path "key ~S: expected the tensor in ~A, found none"
                                         (format nil "weight_map.~A" name) file)))
-                     weight-map))
-          (reverse tensors)))))
+                     weight-map)
+            (when check (funcall check (reverse header)))
+            (loop for path in paths append (read-safetensors path)))))))
 
 (defun hf-pooling (root)
   "The pooling_type of the sentence-transformers pooling module that
@@ -339,12 +387,18 @@ pooling mode, found none")))))))))))))
 in id order; else num_labels labels LABEL_i)."
   (let ((id2label (cfg config "id2label" path :type 'hash-table :default nil)))
     (if id2label
-        (let ((pairs '()))
+        (let ((pairs '())
+              (keys (make-hash-table)))
           (maphash (lambda (k v)
                      (let ((id (ignore-errors (parse-integer k))))
                        (unless (and id (< -1 id (hash-table-count id2label)) (stringp v))
                          (convert-error path "key ~S: expected a label string at an id below ~D, ~
 found ~A" (format nil "id2label.~A" k) (hash-table-count id2label) (json-brief v)))
+                       ;; "1" and "01" are one id: one label would be lost.
+                       (when (gethash id keys)
+                         (convert-error path "key ~S: expected each id once, found id ~D also as ~S"
+                                        (format nil "id2label.~A" k) id (gethash id keys)))
+                       (setf (gethash id keys) k)
                        (push (cons id v) pairs)))
                    id2label)
           (map 'vector #'cdr (sort pairs #'< :key #'car)))
@@ -369,6 +423,47 @@ the hyper-parameters HP with HEAD (:none, :masked-lm, :classifier) holds."
                              (list (list "classifier.weight" (list n h))
                                    (list "classifier.bias" (list n)))))))))
 
+(defun hf-head (config path)
+  "The head (:none, :masked-lm, :classifier) of the Hugging Face ModernBERT
+config CONFIG (the file PATH), its model_type and architectures checked."
+  (let ((model-type (cfg config "model_type" path :type 'string))
+        (archs (cfg config "architectures" path :type 'vector)))
+    (unless (string= model-type "modernbert")
+      (convert-error path "key \"model_type\": expected \"modernbert\", found ~S" model-type))
+    (or (and (= 1 (length archs))
+             (cdr (assoc (aref archs 0) *hf-architectures* :test #'equal)))
+        (convert-error path "key \"architectures\": expected one of ~{~A~^, ~}, found ~A"
+                       (mapcar #'car *hf-architectures*) (json-brief archs)))))
+
+(defun check-hf-tensors (header hp head config paths)
+  "Check the tensors of a Hugging Face ModernBERT, HEADER a list of (name
+dims [file]), against its hyper-parameters HP, HEAD and CONFIG (see
+CHECK-TENSORS; a tensor llama.cpp has no place for may be there or not,
+its shape checked when it is).  PATHS: as HF-GGUF-FILE's.  Answers the
+tensors' name prefix, \"model.\" or \"\"."
+  (let* ((model-path (getf paths :model "model.safetensors"))
+         (config-path (getf paths :config "config.json"))
+         (prefix (if (some (lambda (e) (string= "model.embeddings." (first e)
+                                                :end2 (min 17 (length (first e)))))
+                           header)
+                     "model." ""))
+         (expected (hf-expected-tensors prefix hp head config config-path))
+         (optional (make-hash-table :test 'equal)))
+    (loop for (name shape optional-p) in expected
+          when optional-p do (setf (gethash name optional) shape))
+    (loop for (name dims file) in header
+          for shape = (gethash name optional)
+          when (and shape (not (equal dims shape)))
+            do (convert-error (or file model-path) "tensor ~S: expected shape ~A (from ~A), ~
+found ~A" name (shape-string shape) config-path (shape-string dims)))
+    (check-tensors (remove-if (lambda (e) (gethash (first e) optional)) header)
+                   (loop for (name shape optional-p) in expected
+                         unless optional-p collect (list name shape config-path))
+                   model-path
+                   `((,(concatenate 'string prefix "layers.") ,(getf hp :layers)
+                      ,(format nil "~A num_hidden_layers" config-path))))
+    prefix))
+
 (defun hf-gguf-file (tensors config tokenizer tokenizer-config
                      &key (type :f16) (head-type :f32) (pre "modern-bert") name paths pooling
                           encoder-only outliers)
@@ -381,44 +476,21 @@ ENCODER-ONLY.  OUTLIERS: see CONVERT-TENSORS."
   (let* ((model-path (getf paths :model "model.safetensors"))
          (config-path (getf paths :config "config.json"))
          (hp (encoder-hparams config config-path))
-         (model-type (cfg config "model_type" config-path :type 'string))
-         (archs (cfg config "architectures" config-path :type 'vector))
-         (head (progn
-                 (unless (string= model-type "modernbert")
-                   (convert-error config-path "key \"model_type\": expected \"modernbert\", found ~S"
-                                  model-type))
-                 (or (and (= 1 (length archs))
-                          (cdr (assoc (aref archs 0) *hf-architectures* :test #'equal)))
-                     (convert-error config-path "key \"architectures\": expected one of ~{~A~^, ~}, ~
-found ~A" (mapcar #'car *hf-architectures*) (json-brief archs)))))
-         (prefix (if (some (lambda (e) (string= "model.embeddings." (first e)
-                                                :end2 (min 17 (length (first e)))))
-                           tensors)
-                     "model." ""))
+         (head (hf-head config config-path))
+         (prefix (check-hf-tensors (tensor-dimensions tensors) hp head config paths))
          (layers (getf hp :layers))
          (labels (and (eq head :classifier) (not encoder-only) (hf-labels config config-path)))
-         (expected (hf-expected-tensors prefix hp head config config-path)))
+         (expected (hf-expected-tensors prefix hp head config config-path))
+         (places (make-hash-table :test 'equal)))
+    (loop for e in expected for i from 0 do (setf (gethash (first e) places) (cons i e)))
     ;; Shards and files list tensors in any order: the output keeps the
     ;; encoder's (the order of the expected table), so the same model
     ;; gives the same file however it was saved.
     (setf tensors (stable-sort (copy-list tensors) #'<
-                               :key (lambda (e) (or (position (first e) expected :key #'first
-                                                                                 :test #'string=)
-                                                    (length expected)))))
-    (check-tensors (remove-if (lambda (e) (third (assoc (first e) expected :test #'string=)))
-                              tensors)
-                   (remove-if #'third expected)
-                   model-path config-path
-                   `((,(concatenate 'string prefix "layers.") ,layers
-                      ,(format nil "~A num_hidden_layers" config-path))))
-    (loop for (name data) in tensors
-          for entry = (assoc name expected :test #'string=)
-          when (third entry)
-            do (unless (equal (packed-dimensions data) (second entry))
-                 (convert-error model-path "tensor ~S: expected shape ~A (from ~A), found ~A" name
-                                (shape-string (second entry)) config-path
-                                (shape-string (packed-dimensions data))))
-               (format *error-output* "~A: tensor ~S left out: ~A, which llama.cpp's ~
+                               :key (lambda (e) (car (gethash (first e) places)))))
+    (loop for (name) in tensors
+          when (fourth (gethash name places)) ; an optional tensor
+            do (format *error-output* "~A: tensor ~S left out: ~A, which llama.cpp's ~
 modern-bert has no place for~%" model-path name
                        (cdr (assoc name *hf-dropped-tensors* :test #'string=))))
     (when (and encoder-only (not (eq head :none)))
@@ -463,8 +535,12 @@ written."
           (tokenizer (read-input-json (getf paths :tokenizer)))
           (tokenizer-config (read-input-json (concatenate 'string root "tokenizer_config.json") nil))
           (pooling (hf-pooling root)))
-      (encoder-hparams config (getf paths :config))
-      (let ((tensors (read-hf-tensors root)))
+      (let* ((hp (encoder-hparams config (getf paths :config)))
+             (head (hf-head config (getf paths :config)))
+             ;; Names and shapes from the headers, before any data is read.
+             (tensors (read-hf-tensors root :check (lambda (header)
+                                                      (check-hf-tensors header hp head config
+                                                                        paths)))))
         (write-gguf-file
          out (converted-file (lambda (&rest keys)
                                (apply #'hf-gguf-file tensors config tokenizer tokenizer-config

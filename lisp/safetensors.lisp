@@ -38,31 +38,55 @@ invalid JSON signals JSON-ERROR naming the file."
         (json-error name offset "invalid JSON ~A" message))
       value)))
 
-(defun read-safetensors (path)
+(defun call-with-safetensors (path fn)
+  "Call FN with the open safetensors file PATH (its handle and its name as
+a string); a file that breaks the format signals SAFETENSORS-ERROR."
+  (let ((name (namestring (merge-pathnames path))))
+    (multiple-value-bind (handle status message offset) (%st-open (%utf8-octets name))
+      (unless handle
+        (safetensors-error name status offset "~A" message))
+      (unwind-protect (funcall fn handle name)
+        (%release handle)))))
+
+(defun header-entries (handle)
+  "The (name dims) of each tensor of the open safetensors file HANDLE."
+  (loop for (tname nil shape) in (%st-tensors handle) collect (list tname shape)))
+
+(defun read-safetensors-header (path)
+  "The tensors the header of the safetensors file PATH names, a list of
+(name dims) in the header's order, read without their data (the header is
+checked as READ-SAFETENSORS checks it)."
+  (call-with-safetensors path (lambda (handle name)
+                                (declare (ignore name))
+                                (header-entries handle))))
+
+(defun read-safetensors (path &key check)
   "Read the safetensors file PATH.  Answers a list of (name array) in the
 header's order -- ARRAY a fresh (simple-array single-float) of the tensor's
 shape for F32, a FLOAT16-ARRAY or BFLOAT16-ARRAY for F16 and BF16 -- and as
 second value the __metadata__ as a list of (key . value) strings.  A file
 that breaks the format (header length, JSON, dtype, shape, offsets, sizes,
-overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset."
-  (let ((name (namestring (merge-pathnames path))))
-    (multiple-value-bind (handle status message offset) (%st-open (%utf8-octets name))
-      (unless handle
-        (safetensors-error name status offset "~A" message))
-      (unwind-protect
-           (values
-            (loop for (tname dtype shape) in (%st-tensors handle)
-                  for i from 0
-                  for type = (tensor-type-keyword (find-tensor-type dtype))
-                  collect (list tname
-                                (if (eq type :f32)
-                                    (%st-copy-tensor handle i (make-array shape :element-type 'single-float))
-                                    (let ((bits (%st-copy-tensor handle i (make-array shape :element-type '(unsigned-byte 16)))))
-                                      (if (eq type :f16)
-                                          (%make-float16-array bits)
-                                          (%make-bfloat16-array bits))))))
-            (%st-metadata handle))
-        (%release handle)))))
+overlaps) signals SAFETENSORS-ERROR naming the file and the byte offset.
+CHECK, when given, is called with the header's (name dims) list (as
+READ-SAFETENSORS-HEADER answers it) before any tensor's data is read: it
+refuses a file whose header it finds wrong by signalling."
+  (call-with-safetensors
+   path
+   (lambda (handle name)
+     (declare (ignore name))
+     (when check (funcall check (header-entries handle)))
+     (values
+      (loop for (tname dtype shape) in (%st-tensors handle)
+            for i from 0
+            for type = (tensor-type-keyword (find-tensor-type dtype))
+            collect (list tname
+                          (if (eq type :f32)
+                              (%st-copy-tensor handle i (make-array shape :element-type 'single-float))
+                              (let ((bits (%st-copy-tensor handle i (make-array shape :element-type '(unsigned-byte 16)))))
+                                (if (eq type :f16)
+                                    (%make-float16-array bits)
+                                    (%make-bfloat16-array bits))))))
+      (%st-metadata handle)))))
 
 (defun safetensors-dtype (array)
   "The safetensors dtype of ARRAY: F32, F16 and BF16 are spelled as ggml

@@ -32,7 +32,12 @@ static cl_object rl_prim_st_open(cl_object path) {
     rl_st_file *f = NULL;
     rl_st_status st;
     cl_object h;
-    st = rl_st_open(rl_path_arg("%ST-OPEN", path, cpath, sizeof cpath), &f, msg, sizeof msg, &off);
+    const char *cp = rl_path_arg("%ST-OPEN", path, cpath, sizeof cpath);
+    {
+        RL_FP_HOLD(); /* the header's JSON: see rl_prim_json_parse */
+        st = rl_st_open(cp, &f, msg, sizeof msg, &off);
+        RL_FP_RELEASE();
+    }
     if (st != RL_ST_OK)
         return rl_status_values(rl_st_status_name(st), msg, off);
     h = rl_make_mapped_handle(RL_H_SAFETENSORS, f, NULL, rl_st_file_size(f), rl_st_free);
@@ -136,12 +141,41 @@ static cl_object rl_prim_json_parse(cl_object octets) {
     cl_index n = 0;
     const uint8_t *p = rl_octets("%JSON-PARSE", 1, octets, &n);
     json_error_t err;
-    json_t *root = json_loadb((const char *)p, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+    json_t *root;
     cl_object v;
+    {
+        /* strtod raises the overflow flag on a number beyond the double
+         * range (1e999): with ECL's trap on, that was a bare
+         * FLOATING-POINT-OVERFLOW out of jansson's lexer; held, jansson
+         * refuses the number itself, with its position. */
+        RL_FP_HOLD();
+        root = json_loadb((const char *)p, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+        RL_FP_RELEASE();
+    }
     if (!root) {
-        char msg[300];
+        /* jansson's words for a number it cannot hold ("real number
+         * overflow near '1e999'"), said as what was expected */
+        static const struct {
+            const char *jansson, *ours;
+        } numbers[] = {
+            {"real number overflow", "expected a number of magnitude below 1.8e308 (a double), found"},
+            {"too big negative integer", "expected an integer within 64 bits, found"},
+            {"too big integer", "expected an integer within 64 bits, found"},
+        };
+        char msg[300], what[JSON_ERROR_TEXT_LENGTH + 100];
+        snprintf(what, sizeof what, "%s", err.text);
+        for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+            size_t k = strlen(numbers[i].jansson);
+            if (!strncmp(err.text, numbers[i].jansson, k)) {
+                const char *rest = err.text + k;
+                if (!strncmp(rest, " near ", 6))
+                    rest += 6;
+                snprintf(what, sizeof what, "%s %s", numbers[i].ours, *rest ? rest : "one beyond it");
+                break;
+            }
+        }
         snprintf(msg, sizeof msg, "at byte %d (line %d, column %d): %s", err.position, err.line,
-                 err.column, err.text);
+                 err.column, what);
         rl_return4(ecl_process_env(), ECL_NIL, ecl_make_keyword("JSON"),
                    ecl_make_simple_base_string(msg, -1), ecl_make_fixnum(err.position));
     }

@@ -289,6 +289,16 @@ or answered)."
         ((null v) :false)
         (t v)))
 
+(defun edit-text (path old new)
+  "Replace the text OLD (which must be there) by NEW in the file PATH: for
+what the JSON writer cannot write, such as 1e999."
+  (let* ((text (read-file-string path))
+         (at (search old text)))
+    (assert at () "~A does not hold ~S" path old)
+    (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+      (write-string (concatenate 'string (subseq text 0 at) new (subseq text (+ at (length old))))
+                    s))))
+
 (defun edit-tensors (path fn)
   "Replace the safetensors file PATH by FN of its list of (name array)."
   (rontolisp:write-safetensors path (funcall fn (rontolisp:read-safetensors path))))
@@ -330,8 +340,12 @@ or answered)."
      ("model.safetensors" ,(drop-tensors (lambda (n) (string= n "encoder.model.layers.1.attn.Wqkv.weight")))))
     ("token embeddings missing" "model.safetensors" ("tok_embeddings.weight" "found none")
      ("model.safetensors" ,(drop-tensors (lambda (n) (search "tok_embeddings" n)))))
-    ("the whole head missing" "model.safetensors" ("head.layers.0" "found none")
+    ("the whole head missing" "model.safetensors"
+     ("head.layers.0" "rl_agent_config.json head_layers)" "found none")
      ("model.safetensors" ,(drop-tensors (lambda (n) (string= "head." n :end2 (min 5 (length n)))))))
+    ("the head's scorer missing" "model.safetensors"
+     ("\"head.out.weight\": expected it (from " "rl_agent_config.json)" "found none")
+     ("model.safetensors" ,(drop-tensors (lambda (n) (string= n "head.out.weight")))))
     ("wrong shape" "model.safetensors" ("attn.Wo.weight" "expected shape [64, 64]" "found [64, 32]")
      ("model.safetensors"
 ,(replace-tensor "encoder.model.layers.0.attn.Wo.weight" '(64 32) 0.0)))
@@ -374,6 +388,27 @@ or answered)."
      ("encoder/config.json" ,(set-key "norm_eps" 1d300)))
     ("a temperature 1e300" "rl_agent_config.json" ("\"choice:2\"" "finite number")
      ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 1d300) h)))
+    ("norm_eps 1e-50, 0 as f32" "config.json"
+     ("\"norm_eps\"" "from 1.1754944e-38 to 3.4028235e38" "found 1.0e-50")
+     ("encoder/config.json" ,(set-key "norm_eps" 1d-50)))
+    ("global_rope_theta 1e-46" "config.json" ("\"global_rope_theta\"" "found 1.0e-46")
+     ("encoder/config.json" ,(set-key "global_rope_theta" 1d-46)))
+    ("local_rope_theta 0" "config.json" ("\"local_rope_theta\"" "found 0")
+     ("encoder/config.json" ,(set-key "local_rope_theta" 0)))
+    ("norm_eps 1e999" "encoder/config.json" ("at byte" "expected a number of magnitude below 1.8e308"
+                                             "1e999")
+     ("encoder/config.json" (:text "\"norm_eps\": 1.0e-5" "\"norm_eps\": 1e999")))
+    ("global_attn_every_n_layers 0" "config.json" ("\"global_attn_every_n_layers\"" "found 0")
+     ("encoder/config.json" ,(set-key "global_attn_every_n_layers" 0)))
+    ("max_position_embeddings 0" "config.json" ("\"max_position_embeddings\"" "found 0")
+     ("encoder/config.json" ,(set-key "max_position_embeddings" 0)))
+    ("a temperature 0" "rl_agent_config.json" ("\"choice:2\"" "found 0")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 0) h)))
+    ("a temperature 1e-60" "rl_agent_config.json" ("\"score:2\"" "found 1.0e-60")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score:2" (gethash "temperatures" h)) 1d-60) h)))
+    ("two temperatures with one GGUF key" "rl_agent_config.json"
+     ("\"temperatures\"" "\"score.2\" and \"score:2\"" "temperature.score.2")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score.2" (gethash "temperatures" h)) 1d0) h)))
     ("attention biases" "config.json" ("\"attention_bias\"" "expected false")
      ("encoder/config.json" ,(set-key "attention_bias" t)))
     ("encoder config not an object" "config.json" ("expected a JSON object" "found [1, 2]")
@@ -385,6 +420,16 @@ or answered)."
     ("a three-part merge" "tokenizer.json" ("model.merges[0]" "found [\"a\", \"b\", \"c\"]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector "a" "b" "c")) h)))
+    ("a merge \" b\"" "tokenizer.json" ("model.merges[1]" "two non-empty tokens" "found \" b\"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) " b") h)))
+    ("a merge \"a \"" "tokenizer.json" ("model.merges[1]" "two non-empty tokens" "found \"a \"")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) "a ") h)))
+    ("a merge [\"\", \"b\"]" "tokenizer.json" ("model.merges[1]" "two non-empty tokens"
+                                          "found [\"\", \"b\"]")
+     ("tokenizer/tokenizer.json"
+      ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (vector "" "b")) h)))
     ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found an array of 2")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector (vector "x") 5)) h)))
@@ -419,7 +464,9 @@ message) (file edit)...), each edit applied to a fresh s1-pico directory.")
                     (sh "cp -r \"$1\" \"$2\"" base dir)
                     (loop for (rel fn) in edits
                           for path = (concatenate 'string dir "/" rel)
-                          do (if (search ".safetensors" rel) (edit-tensors path fn) (edit-json path fn)))
+                          do (cond ((search ".safetensors" rel) (edit-tensors path fn))
+                                   ((consp fn) (edit-text path (second fn) (third fn)))
+                                   (t (edit-json path fn))))
                     (multiple-value-bind (code err) (convert-to-file (list dir out))
                       (is (= 1 code) "~A: exit ~D, ~A" what code err)
                       (is (= 1 (count #\Newline err)) "~A: ~S" what err)
@@ -458,6 +505,12 @@ message) (file edit)...), each edit applied to a fresh s1-pico directory.")
     (with-hf-dir (dir)
       (edit-json (concatenate 'string dir "/tokenizer_config.json") (set-key "chat_template" 5))
       (refused dir "tokenizer_config.json" "\"chat_template\"" "expected a string"))
+    (with-hf-dir (dir :head :classifier)
+      (edit-json (concatenate 'string dir "/config.json")
+                 (lambda (h) (remhash "1" (gethash "id2label" h))
+                   (setf (gethash "00" (gethash "id2label" h)) "zero")
+                   h))
+      (refused dir "config.json" "id2label." "expected each id once" "found id 0"))
     (with-hf-dir (dir :head :classifier)
       (edit-tensors (concatenate 'string dir "/model.safetensors")
                     (drop-tensors (lambda (n) (string= n "classifier.bias"))))
@@ -541,3 +594,120 @@ file again for the same seed."
     (is (= 2 (run-exe (list "convert" "--random" "s1-pico" out "--massive" "2"
                             "--massive-ratio" "0"))))
     (is (not (probe-file out)))))
+
+;;; The tensors are checked from the safetensors header, before any data is
+;;; read: a huge tensor of an unknown name costs neither memory nor time.
+
+(defun add-header-tensor (path name elements)
+  "Rewrite the safetensors file PATH with one more F32 tensor NAME of
+ELEMENTS elements in its header, its data after the others' and never
+written: the file is extended as a sparse file to hold it.  Answers the
+offset of that data in the file."
+  (let* ((octets (file-octets path))
+         (n (loop for i below 8 sum (ash (aref octets i) (* 8 i))))
+         (header (rontolisp:parse-json
+                  (rontolisp::%utf8-string (subseq octets 8 (+ 8 n)))))
+         (data (subseq octets (+ 8 n)))
+         (begin (length data)))
+    (setf (gethash name header)
+          (let ((e (make-hash-table :test 'equal)))
+            (setf (gethash "dtype" e) "F32"
+                  (gethash "shape" e) (vector elements)
+                  (gethash "data_offsets" e) (vector begin (+ begin (* 4 elements))))
+            e))
+    (let* ((text (with-output-to-string (s) (rontolisp::write-json (json-data header) s)))
+           (h (rontolisp::%utf8-octets (concatenate 'string text
+                                                    (make-string (mod (- (length text)) 8)
+                                                                 :initial-element #\Space))))
+           (prefix (make-array 8 :element-type '(unsigned-byte 8))))
+      (dotimes (i 8) (setf (aref prefix i) (ldb (byte 8 (* 8 i)) (length h))))
+      (with-open-file (s path :direction :output :element-type '(unsigned-byte 8)
+                              :if-exists :supersede)
+        (write-sequence prefix s)
+        (write-sequence h s)
+        (write-sequence data s))
+      (sh "truncate -s \"$2\" \"$1\"" path (princ-to-string (+ 8 (length h) begin (* 4 elements))))
+      (+ 8 (length h) begin))))
+
+(defun peak-kilobytes (args)
+  "Run the executable with ARGS under /usr/bin/time; answer its exit
+status, its stderr (time's line last) and its peak resident set in KB."
+  (multiple-value-bind (code out err)
+      (apply #'sh "t=\"$1\"; shift; /usr/bin/time -f 'peak %M' -o \"$t\" \"$0\" \"$@\"; r=$?; cat \"$t\" >&2; rm -f \"$t\"; exit $r"
+             (tmp-path "time") args)
+    (declare (ignore out))
+    (let ((at (search "peak " err :from-end t)))
+      (values code err (and at (parse-integer err :start (+ at 5) :junk-allowed t))))))
+
+(test convert-refuses-an-unknown-tensor-from-the-header
+  "A model.safetensors whose header names an unknown 1 GB tensor (a sparse
+file) is refused naming the tensor, before any data is read: the converter
+stays small (it read every tensor into memory first, 3.9 GB for a 2 GB
+file).  A header whose tensor runs past the end of the file is refused too."
+  (if (not (probe-file "/usr/bin/time"))
+      (skip "/usr/bin/time is not installed: no peak memory to measure")
+      (let ((out (tmp-path "huge.gguf")))
+        (with-hf-dir (dir)
+          (let* ((model (concatenate 'string dir "/model.safetensors"))
+                 (data (add-header-tensor model "model.extra.weight" (expt 2 28))))
+            (multiple-value-bind (code err kb) (peak-kilobytes (list "convert" dir out))
+              (is (= 1 code) "exit ~D: ~A" code err)
+              (is (contains err "model.safetensors: tensor \"model.extra.weight\": expected a ModernBERT tensor name")
+                  "~S" err)
+              (is (and kb (< kb 262144)) "peak ~A KB" kb))
+            (sh "truncate -s \"$2\" \"$1\"" model (princ-to-string (+ data 4)))
+            (multiple-value-bind (code err) (convert-to-file (list dir out))
+              (is (= 1 code))
+              (is (contains err "\"model.extra.weight\"") "~S" err)
+              (is (contains err "past the end") "~S" err))))
+        (let ((dir (tmp-path "laya")))
+          (rontolisp:write-random-laya dir "s1-pico")
+          (add-header-tensor (concatenate 'string dir "/model.safetensors")
+                             "encoder.model.extra.weight" (expt 2 28))
+          (multiple-value-bind (code err kb) (peak-kilobytes (list "convert" dir out))
+            (is (= 1 code) "exit ~D: ~A" code err)
+            (is (contains err "model.safetensors: tensor \"encoder.model.extra.weight\": expected a ModernBERT tensor name")
+                "~S" err)
+            (is (and kb (< kb 262144)) "peak ~A KB" kb))
+          (sh "rm -rf \"$1\"" dir))
+        (is (null (probe-file out))))))
+
+(test convert-hf-shards-name-the-shard-at-fault
+  (with-hf-dir (dir :shards 2)
+    (let ((shard (concatenate 'string dir "/model-00002-of-00002.safetensors")))
+      (edit-tensors shard (lambda (ts)
+                            (let ((e (first ts)))
+                              (cons (list (first e) (make-array 3 :element-type 'single-float
+                                                                  :initial-element 0.0))
+                                    (rest ts)))))
+      (multiple-value-bind (code err) (convert-to-file (list dir (tmp-path "shard.gguf")))
+        (is (= 1 code))
+        (is (contains err "model-00002-of-00002.safetensors: tensor") "~S" err)
+        (is (contains err "found [3]") "~S" err)))))
+
+(defun hf-convert-seconds (layers)
+  "The seconds converting a Hugging Face ModernBERT of LAYERS tiny layers
+takes in this process (the least of two runs)."
+  (let ((rontolisp::*presets* (cons (list "many" :hidden 2 :vocab 300 :layers layers
+                                          :intermediate 1 :head-layers 1 :heads 1)
+                                    rontolisp::*presets*))
+        (dir (tmp-path "hf-many")) (out (tmp-path "many.gguf"))
+        (*error-output* (make-broadcast-stream)))
+    (unwind-protect
+         (progn
+           (rontolisp:write-random-hf dir "many")
+           (loop repeat 2
+                 minimize (let ((start (get-internal-real-time)))
+                            (rontolisp::convert-hf dir out :type :f32)
+                            (/ (- (get-internal-real-time) start) internal-time-units-per-second))))
+      (ignore-errors (delete-file out))
+      (sh "rm -rf \"$1\"" dir))))
+
+(test convert-hf-time-grows-linearly-with-the-tensors
+  "Four times the layers take about four times as long, not sixteen (the
+tensors were sorted and matched by a search of the expected list each:
+4,000 tiny layers took 259 s)."
+  (let* ((small (hf-convert-seconds 300))
+         (large (hf-convert-seconds 1200))
+         (ratio (/ large (max small 1/1000))))
+    (is (< ratio 7) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))

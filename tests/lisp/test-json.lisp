@@ -13,3 +13,29 @@
   (signals rontolisp:json-error (rontolisp:parse-json "{\"a\": }"))
   (signals rontolisp:json-error (rontolisp:parse-json "{\"a\": 1, \"a\": 2}"))
   (signals rontolisp:json-error (rontolisp:read-json-file "/nonexistent.json")))
+
+(test json-refuses-numbers-beyond-its-range
+  "A number a double or a 64-bit integer cannot hold is refused as JSON,
+with the file, the byte and what was expected (the overflow trap once
+escaped the reader as a bare FLOATING-POINT-OVERFLOW)."
+  (flet ((refusal (thunk)
+           (handler-case (progn (funcall thunk) nil)
+             (rontolisp:json-error (c) (princ-to-string c))
+             (error (c) (format nil "not a JSON-ERROR: ~A ~A" (type-of c) c)))))
+    (let ((m (refusal (lambda () (rontolisp:parse-json "{\"norm_eps\": 1e999}")))))
+      (is (and m (contains m "at byte 18") (contains m "expected a number of magnitude below 1.8e308")
+               (contains m "1e999"))
+          "~S" m))
+    (let ((m (refusal (lambda () (rontolisp:parse-json "[-1e400]")))))
+      (is (and m (contains m "below 1.8e308")) "~S" m))
+    (let ((m (refusal (lambda () (rontolisp:parse-json "[123456789012345678901234567890]")))))
+      (is (and m (contains m "expected an integer within 64 bits")) "~S" m))
+    (let ((path (tmp-path "big.json")))
+      (with-open-file (s path :direction :output :if-exists :supersede)
+        (write-string "{\"a\": [1, 2e308]}" s))
+      (let ((m (refusal (lambda () (rontolisp:read-json-file path)))))
+        (is (and m (contains m path) (contains m "1.8e308")) "~S" m))
+      (delete-file path)))
+  ;; What a double holds, tiny or not, is read as it is.
+  (is (eql 1d-50 (aref (rontolisp:parse-json "[1e-50]") 0)))
+  (is (eql 0d0 (aref (rontolisp:parse-json "[1e-400]") 0))))

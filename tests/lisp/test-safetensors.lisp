@@ -35,6 +35,8 @@
                                                (make-array 4 :initial-element 0)) :offsets)
                      (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}"
                                                (make-array 4 :initial-element 0)) :offsets)
+                     (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[1e999],\"data_offsets\":[0,4]}}"
+                                               (make-array 4 :initial-element 0)) :json)
                      (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"
                                                (make-array 4 :initial-element 0)) :shape)
                      (list (safetensors-octets "{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}"
