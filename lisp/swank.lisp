@@ -122,7 +122,7 @@ installed, say so on standard error and compile nothing."
     (when (find-package "SWANK")
       (rontolisp-error 'swank "expected a process without Swank loaded, found it loaded"))
     (unless (ignore-errors (swank-system-directory))
-      (format *error-output* "~&rontolisp: cl-swank is not installed; `rontolisp swank' will compile it on first use~%")
+      (format *error-output* "~&rontolisp: cl-swank is not installed: nothing compiled for `rontolisp swank' (once it is, its first start compiles it)~%")
       (return-from build-swank-fasls nil))
     (ensure-directories-exist directory)
     (translate-swank-fasls directory)
