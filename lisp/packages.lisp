@@ -45,6 +45,7 @@ the command line, and the root of every error the project signals.")
    "CONVERT-ERROR" "CONVERT-ERROR-PATH"
    ;; files.lisp
    "FILE-IO-ERROR" "FILE-IO-ERROR-PATH"
+   ;; threads.lisp
    "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"))
 
 (defpackage "VEC"
