@@ -32,7 +32,7 @@ C_TESTS   := $(patsubst tests/c/%.c,$(B)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: all check check-c check-lisp demo deps bench tools bad-corpus fuzz check-asan install uninstall clean FORCE
 
-all: $(B)/rontolisp $(B)/rontolisp-prims.fas
+all: $(B)/rontolisp $(B)/rontolisp-prims.fas $(B)/swank/stamp
 
 # Header dependencies come from the compiler (-MMD -MP), in .d files beside
 # the objects and tests.
@@ -70,6 +70,20 @@ $(B)/rontolisp-prims.fas: runtime/prims-module.lisp runtime/build-lisp.lisp $(PR
 	$(ECL) --norc --shell runtime/build-lisp.lisp --module $(B)/module/rontolisp-prims.fas \
 	  runtime/prims-module.lisp $(abspath $(PRIM_ECL_OBJ) $(B)/librl.a) -ljansson -lpthread -lm
 	mv $(B)/module/rontolisp-prims.fas $@
+
+# Debian's cl-swank compiled for `rontolisp swank' (lisp/swank.lisp,
+# BUILD-SWANK-FASLS), so that its first start compiles nothing; the file
+# complete marks a full set.  Without cl-swank this says so and compiles
+# nothing (the server then compiles it on first use).  `make install'
+# copies them to PREFIX/lib/rontolisp/swank/.
+SWANK_SRC := $(wildcard /usr/share/common-lisp/source/slime/*.lisp \
+  /usr/share/common-lisp/source/slime/*/*.lisp)
+
+$(B)/swank/stamp: $(SWANK_SRC) | $(B)/rontolisp
+	rm -rf $(B)/swank
+	@mkdir -p $(B)/swank
+	$(B)/rontolisp --eval '(rontolisp::build-swank-fasls "$(B)/swank/")' --eval '(rontolisp:exit 0)' </dev/null
+	@touch $@
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/c/support/*.c))
@@ -142,7 +156,8 @@ bench: deps
 
 # The executable, its manual, the licence, the Lisp sources (where M-. in
 # SLIME leads: the program points its RONTOLISP logical host at them) with
-# rontolisp.asd, and the primitives module that system loads in a stock ECL.
+# rontolisp.asd, the primitives module that system loads in a stock ECL,
+# and cl-swank compiled (timestamps kept: newer than its sources).
 SHARE_DIR := $(DESTDIR)$(PREFIX)/share/rontolisp
 MODULE_DIR := $(DESTDIR)$(PREFIX)/lib/rontolisp
 
@@ -155,6 +170,7 @@ install: all
 	install -m 644 $(B)/rontolisp-prims.fas $(MODULE_DIR)/rontolisp-prims.fas
 	install -m 644 rontolisp.1 $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1
 	install -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+	if [ -f $(B)/swank/complete ]; then rm -rf $(MODULE_DIR)/swank && cp -pR $(B)/swank $(MODULE_DIR)/swank; fi
 
 # Removes exactly what install put there, and the directories it made
 # when they are left empty.
@@ -162,6 +178,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/rontolisp $(addprefix $(SHARE_DIR)/lisp/,$(notdir $(LISP_SRC))) \
 	  $(SHARE_DIR)/rontolisp.asd $(MODULE_DIR)/rontolisp-prims.fas \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
+	rm -rf $(MODULE_DIR)/swank
 	-rmdir $(SHARE_DIR)/lisp $(SHARE_DIR) $(MODULE_DIR) $(DESTDIR)$(PREFIX)/share/doc/rontolisp 2>/dev/null
 
 clean:

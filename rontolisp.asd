@@ -32,6 +32,7 @@ command-line tools built on them."
                (:file "conditions")
                (:file "files")
                (:file "runtime")
+               (:file "threads")
                (:file "repl")
                (:file "swank")
                (:file "formats")

@@ -370,6 +370,16 @@ the message says what was expected and what was found."))
   "Signal FILE-IO-ERROR about the file PATH."
   (error 'file-io-error :path path :message (error-message path control args)))
 
+;;; Threads (threads.lisp).
+
+(define-condition thread-limit-error (rontolisp-error)
+  ((limit :initarg :limit :initform nil :reader thread-limit-error-limit))
+  (:documentation "A Lisp thread that was not started: LIMIT (the value of
+*THREAD-LIMIT*) threads were alive already, or the system refused one."))
+
+(setf (documentation 'thread-limit-error-limit 'function)
+      "The limit on live Lisp threads in force when a THREAD-LIMIT-ERROR was signalled.")
+
 ;;; The encoder (model.lisp).
 
 (define-condition model::model-error (rontolisp-error)

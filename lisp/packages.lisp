@@ -44,7 +44,9 @@ the command line, and the root of every error the project signals.")
    "CONVERT-LAYA" "CONVERT-HF" "CONVERT-RANDOM" "WRITE-RANDOM-LAYA" "WRITE-RANDOM-HF"
    "CONVERT-ERROR" "CONVERT-ERROR-PATH"
    ;; files.lisp
-   "FILE-IO-ERROR" "FILE-IO-ERROR-PATH"))
+   "FILE-IO-ERROR" "FILE-IO-ERROR-PATH"
+   ;; threads.lisp
+   "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"))
 
 (defpackage "VEC"
   (:use "CL")

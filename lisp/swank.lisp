@@ -1,49 +1,207 @@
 ;;;; swank.lisp - `rontolisp swank': a Swank server for SLIME and Sly on a
-;;;; loopback address, with Debian's cl-swank loaded through ASDF (its
-;;;; first load compiles it into the ASDF cache, about a minute; later ones
-;;;; take a second).  Its threads start in RONTOLISP-USER, and M-. finds the
-;;;; Lisp sources through the RONTOLISP logical host (see
-;;;; INSTALL-SOURCE-TRANSLATIONS).
+;;;; loopback address, with Debian's cl-swank loaded through ASDF.  `make'
+;;;; compiles cl-swank beside the executable (BUILD-SWANK-FASLS; `make
+;;;; install' copies them), so a start takes a second; without them the
+;;;; first start compiles it into the ASDF cache (about a minute).  Its
+;;;; threads start in RONTOLISP-USER, and M-. finds the Lisp sources
+;;;; through the RONTOLISP logical host (see INSTALL-SOURCE-TRANSLATIONS).
+;;;;
+;;;; The listening socket is ours (prims/ecl/net.c), not the one Swank's
+;;;; ECL backend makes with sb-bsd-sockets: that one looks "tcp" up in
+;;;; /etc/protocols (absent from a minimal system), resolves the interface
+;;;; with gethostbyname (which reads 0127.0.0.1 as octal, 87.0.0.1) and
+;;;; knows no IPv6.  The address is read once, as inet_pton(3) reads it,
+;;;; checked to be loopback and bound as read.  Connections beyond
+;;;; *SWANK-CONNECTION-LIMIT* are told so and closed.
 
 (in-package "RONTOLISP")
 
+(defparameter *swank-connection-limit* 32
+  "The most Swank connections open at once; one more is sent a message
+saying so and closed (each connection takes four or five Lisp threads).")
+
+(defvar *swank-streams* '()
+  "The streams of the Swank connections accepted and not yet closed.")
+
+;;; Addresses.
+
+(defun parse-address (text)
+  "The address TEXT as inet_pton(3) reads it: a vector of 4 octets (IPv4,
+dotted decimal without leading zeros) or 16 (IPv6), or NIL; \"localhost\"
+reads as 127.0.0.1."
+  (if (string-equal text "localhost")
+      (coerce #(127 0 0 1) '(vector (unsigned-byte 8)))
+      (%inet-pton (%utf8-octets text))))
+
+(defun loopback-octets-p (octets)
+  "True when OCTETS (as PARSE-ADDRESS answers) is 127.0.0.0/8 or ::1."
+  (if (= 4 (length octets))
+      (= 127 (aref octets 0))
+      (and (= 1 (aref octets 15)) (every #'zerop (subseq octets 0 15)))))
+
 (defun loopback-address-p (address)
-  "True when ADDRESS names the loopback interface: 127.x.x.x, ::1 or
-localhost."
-  (or (string-equal address "localhost")
-      (string= address "::1")
-      (let ((parts (ignore-errors
-                    (loop with start = 0
-                          for dot = (position #\. address :start start)
-                          collect (parse-integer address :start start :end dot)
-                          while dot do (setf start (1+ dot))))))
-        (and (= 4 (length parts)) (= 127 (first parts))
-             (every (lambda (p) (<= 0 p 255)) parts)))))
+  "True when the string ADDRESS names the loopback interface: an IPv4
+address in 127.0.0.0/8, ::1 or localhost, written as inet_pton(3) reads it."
+  (let ((octets (parse-address address)))
+    (and octets (loopback-octets-p octets))))
+
+(defun loopback-address (address)
+  "The octets of the loopback address ADDRESS (see LOOPBACK-ADDRESS-P);
+signals USAGE-ERROR naming ADDRESS when it is not one."
+  (let ((octets (parse-address address)))
+    (unless (and octets (loopback-octets-p octets))
+      (usage-error "--interface expects a loopback address (127.0.0.0/8 in dotted decimal, ::1 or localhost), found ~S"
+                   address))
+    octets))
+
+;;; Loading cl-swank, compiled at build time when it can be.
+
+(defun swank-system-directory ()
+  "The directory of Debian's cl-swank sources (ASDF system SWANK), loading
+ASDF first; signals RONTOLISP-ERROR naming the package when it is absent."
+  (let ((*load-verbose* nil))
+    (require "asdf"))
+  (let ((system (let ((*load-verbose* nil))
+                  (funcall (find-symbol "FIND-SYSTEM" "ASDF") "swank" nil))))
+    (unless system
+      (rontolisp-error 'swank "expected the ASDF system swank (Debian package cl-swank), found none"))
+    (funcall (find-symbol "SYSTEM-SOURCE-DIRECTORY" "ASDF") system)))
+
+(defun translate-swank-fasls (directory)
+  "Make ASDF (and so cl-swank's loader) put and find the compiled files of
+cl-swank's sources under DIRECTORY; other files keep ASDF's configuration."
+  (funcall (find-symbol "INITIALIZE-OUTPUT-TRANSLATIONS" "ASDF")
+           `(:output-translations
+             (,(namestring (swank-system-directory)) ,(namestring directory))
+             :inherit-configuration)))
+
+(defun prebuilt-swank-directory ()
+  "The directory of the cl-swank files `make' compiled for this executable
+(build/swank/ beside build/rontolisp, PREFIX/lib/rontolisp/swank/ once
+installed), when it holds them all (its file `complete') and no cl-swank
+source is newer; else NIL."
+  (let ((exe (ignore-errors (truename "/proc/self/exe"))))
+    (when exe
+      (let ((bin (make-pathname :name nil :type nil :version nil :defaults exe))
+            (sources (directory (merge-pathnames "**/*.lisp" (swank-system-directory)))))
+        (loop for up in '("swank/" "../lib/rontolisp/swank/")
+              for dir = (ignore-errors (truename (merge-pathnames up bin)))
+              for stamp = (and dir (probe-file (merge-pathnames "complete" dir)))
+              when (and stamp
+                        (let ((built (file-write-date stamp)))
+                          (every (lambda (s) (<= (or (file-write-date s) 0) built)) sources)))
+                return dir)))))
+
+(defun load-swank-system ()
+  "Load the ASDF system SWANK (which compiles what is not compiled yet and
+cl-swank's contribs with it), its compiler chatter muffled."
+  (let ((*standard-output* (make-broadcast-stream))
+        (*compile-verbose* nil) (*compile-print* nil)
+        (*load-verbose* nil))
+    (handler-bind ((warning #'muffle-warning))
+      (funcall (find-symbol "LOAD-SYSTEM" "ASDF") "swank"))))
 
 (defun load-swank ()
-  "Load Debian's cl-swank (system SWANK) unless it is loaded already.
-Signals RONTOLISP-ERROR naming the package to install when it is absent."
+  "Load Debian's cl-swank (system SWANK) unless it is loaded already, from
+the files `make' compiled when they are there and current, else through
+the ASDF cache (compiling it the first time).  Signals RONTOLISP-ERROR
+naming the package to install when it is absent."
   (unless (find-package "SWANK")
-    (let ((*load-verbose* nil))
-      (require "asdf"))
-    (unless (funcall (find-symbol "FIND-SYSTEM" "ASDF") "swank" nil)
-      (rontolisp-error 'swank "expected the ASDF system swank (Debian package cl-swank), found none"))
-    (format *error-output* "~&; loading Swank (the first time compiles it)~%")
+    (let ((prebuilt (prebuilt-swank-directory)))
+      (cond (prebuilt (translate-swank-fasls prebuilt))
+            (t (format *error-output* "~&; loading Swank (the first time compiles it)~%")
+               (finish-output *error-output*))))
+    (load-swank-system))
+  (install-swank-backend))
+
+(defun build-swank-fasls (directory)
+  "Compile cl-swank and its contribs into DIRECTORY (what `make' does, for
+PREBUILT-SWANK-DIRECTORY) and mark it complete; when cl-swank is not
+installed, say so on standard error and compile nothing."
+  (let ((directory (merge-pathnames directory (truename "./"))))
+    (when (find-package "SWANK")
+      (rontolisp-error 'swank "expected a process without Swank loaded, found it loaded"))
+    (unless (ignore-errors (swank-system-directory))
+      (format *error-output* "~&rontolisp: cl-swank is not installed: nothing compiled for `rontolisp swank' (once it is, its first start compiles it)~%")
+      (return-from build-swank-fasls nil))
+    (ensure-directories-exist directory)
+    (translate-swank-fasls directory)
+    (load-swank-system)
+    (with-open-file (s (merge-pathnames "complete" directory) :direction :output
+                                                              :if-exists :supersede)
+      (format s "cl-swank compiled for ~A ~A~%" (lisp-implementation-type)
+              (lisp-implementation-version)))
+    directory))
+
+;;; The backend functions replaced: the listening socket and its port, and
+;;; the limit on connections.
+
+(defun swank-symbol (name package)
+  "The symbol NAME of cl-swank's PACKAGE (loaded at run time)."
+  (or (find-symbol name package)
+      (rontolisp-error 'swank "expected ~A::~A in cl-swank, found none" package name)))
+
+(defun swank-create-socket (host port &key backlog)
+  "Swank's CREATE-SOCKET: a listening socket on the loopback address HOST
+(see LOOPBACK-ADDRESS) and PORT, made by %TCP-LISTEN (no protocol lookup)
+and wrapped as an sb-bsd-sockets INET-SOCKET, whose accept Swank calls."
+  (let ((octets (loopback-address host)))
+    (multiple-value-bind (fd message) (%tcp-listen octets port (or backlog 16))
+      (unless fd
+        (rontolisp-error 'swank "expected to listen on ~A port ~D, found ~A" host port message))
+      (make-instance (swank-symbol "INET-SOCKET" "SB-BSD-SOCKETS") :descriptor fd :protocol 0))))
+
+(defun swank-local-port (socket)
+  "Swank's LOCAL-PORT: the port SOCKET listens on (IPv4 or IPv6)."
+  (%tcp-local-port (funcall (swank-symbol "SOCKET-FILE-DESCRIPTOR" "SB-BSD-SOCKETS") socket)))
+
+(defun refuse-swank-connection (stream open)
+  "Tell the client of STREAM (a new connection) and standard error that it
+is refused, OPEN connections being the limit, and close it."
+  (let ((message (format nil "rontolisp swank: connection refused: expected fewer than ~D open connections (*swank-connection-limit*), found ~D"
+                         *swank-connection-limit* open)))
+    (format *error-output* "~&~A~%" message)
     (finish-output *error-output*)
-    ;; The compiler's chatter is not the user's business; its errors are.
-    (let ((*standard-output* (make-broadcast-stream))
-          (*compile-verbose* nil) (*compile-print* nil)
-          (*load-verbose* nil))
-      (handler-bind ((warning #'muffle-warning))
-        (funcall (find-symbol "LOAD-SYSTEM" "ASDF") "swank")))))
+    (ignore-errors
+     (funcall (swank-symbol "WRITE-MESSAGE" "SWANK/RPC")
+              `(:background-message ,message) (find-package "RONTOLISP-USER") stream))
+    (ignore-errors (close stream))))
+
+(defun limit-swank-connections (accept)
+  "Swank's ACCEPT-CONNECTION around ACCEPT (the backend's own): a new
+connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
+(REFUSE-SWANK-CONNECTION) and the next one awaited."
+  (lambda (socket &rest options)
+    (loop
+      (let ((stream (apply accept socket options)))
+        (setf *swank-streams* (remove-if-not #'open-stream-p *swank-streams*))
+        (let ((open (length *swank-streams*)))
+          (cond ((< open *swank-connection-limit*)
+                 (push stream *swank-streams*)
+                 (return stream))
+                (t (refuse-swank-connection stream open))))))))
+
+(defvar *swank-backend-installed* nil
+  "True once INSTALL-SWANK-BACKEND has replaced cl-swank's functions.")
+
+(defun install-swank-backend ()
+  "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT and
+ACCEPT-CONNECTION (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT and
+LIMIT-SWANK-CONNECTIONS around the backend's accept."
+  (unless *swank-backend-installed*
+    (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
+      (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
+        (setf (get (backend "CREATE-SOCKET") impl) #'swank-create-socket
+              (get (backend "LOCAL-PORT") impl) #'swank-local-port
+              (get (backend "ACCEPT-CONNECTION") impl)
+              (limit-swank-connections (get (backend "ACCEPT-CONNECTION") impl)))))
+    (setf *swank-backend-installed* t)))
 
 (defun start-swank (&key (port 4005) (interface "127.0.0.1"))
   "Start a Swank server on INTERFACE (a loopback address) and PORT (0: a
 free one) whose threads start in package RONTOLISP-USER; answers the
 port it listens on."
-  (unless (loopback-address-p interface)
-    (usage-error "--interface expects a loopback address (127.x.x.x, ::1 or localhost), found ~S"
-                 interface))
+  (loopback-address interface)
   (load-swank)
   (let ((user (find-package "RONTOLISP-USER")))
     ;; SETF, not LET: the server's threads see global values.
@@ -57,12 +215,13 @@ port it listens on."
     (:usage "[--port N] [--interface ADDRESS]"
      :summary "serve SLIME or Sly (Swank) on a loopback port until interrupted"
      :details "Connect from Emacs with M-x slime-connect (or M-x sly-connect) RET 127.0.0.1 RET PORT.
-The first start compiles Debian's cl-swank into the ASDF cache (about a minute).
+ADDRESS is 127.0.0.1 (or another 127.x.y.z in dotted decimal), ::1 or localhost.
+At most 32 connections are served at once; more are told so and closed.
 Ctrl-C or SIGTERM stops the server."
      :options ((port "--port N" :parse (integer-parser :min 0 :max 65535) :default 4005
                      :help "the TCP port (default 4005; 0 picks a free one)")
                (interface "--interface ADDRESS" :default "127.0.0.1"
-                          :help "a loopback address to listen on (default 127.0.0.1)")))
+                          :help "a loopback address to listen on (default 127.0.0.1; ::1 for IPv6)")))
   (let ((actual (start-swank :port port :interface interface)))
     (format t "Swank listening on ~A port ~D~%" interface actual)
     (finish-output)

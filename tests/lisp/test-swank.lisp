@@ -40,50 +40,194 @@ a string; NIL if none came before DEADLINE."
                  (search (format nil " ~D)" id) message :from-end t))
         (return message)))))
 
-(test swank-answers-on-loopback-and-stops
-  (require 'sockets)
-  (let* ((out (tmp-path "swank-out"))
-         (info "") (answer "")
-         ;; The first start compiles cl-swank into the ASDF cache.
-         (deadline (+ (get-internal-real-time) (* 240 internal-time-units-per-second)))
-         (process (nth-value 2 (ext:run-program *exe* '("swank" "--port" "0")
-                                                :input nil :output out :error nil
-                                                :if-output-exists :supersede :wait nil))))
+;;; A server in a child process, stopped with a deadline.
+
+(defun unshare-works-p ()
+  "True when this process may run a command in a mount namespace of its
+own (root, as in a container): then a test can hide /etc/protocols."
+  (eql 0 (ignore-errors (sh "unshare -m sh -c 'mount --bind /dev/null /etc/protocols' >/dev/null 2>&1"))))
+
+(defun stop-process (process)
+  "SIGTERM to PROCESS, then its end awaited for 20 s, SIGKILL after that;
+answers how it ended and its code, as EXT:EXTERNAL-PROCESS-WAIT does."
+  (let ((pid (princ-to-string (ext:external-process-pid process)))
+        (deadline (+ (get-internal-real-time) (* 20 internal-time-units-per-second))))
+    (ext:run-program "kill" (list "-TERM" pid) :output nil :error nil)
+    (loop while (and (eq :running (ext:external-process-status process))
+                     (< (get-internal-real-time) deadline))
+          do (sleep 0.1))
+    (when (eq :running (ext:external-process-status process))
+      (ext:run-program "kill" (list "-KILL" pid) :output nil :error nil))
+    (ext:external-process-wait process t)))
+
+(defun call-with-swank-server (args function &key cache hide-protocols (flags '()))
+  "Run `rontolisp FLAGS swank --port 0 ARGS' with XDG_CACHE_HOME at CACHE
+(and /etc/protocols empty in a mount namespace of its own when
+HIDE-PROTOCOLS), call FUNCTION with the port it announces (NIL when none
+came within 60 s), the text of its standard output and the path of its
+standard error; stop it and answer FUNCTION's value, then how the server
+ended and its code."
+  (let* ((out (tmp-path "swank-out")) (err (tmp-path "swank-err"))
+         (command (append (list *exe*) flags (list "swank" "--port" "0") args))
+         (argv (append (list (format nil "XDG_CACHE_HOME=~A" (or cache (tmp-path "cache"))))
+                       (when hide-protocols
+                         (list "unshare" "-m" "/bin/sh" "-c"
+                               "mount --bind /dev/null /etc/protocols && exec \"$@\"" "sh"))
+                       command))
+         (process (nth-value 2 (ext:run-program "env" argv :input nil :output out :error err
+                                                :if-output-exists :supersede
+                                                :if-error-exists :supersede :wait nil)))
+         (deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+         (value nil))
     (unwind-protect
-         (let* ((line (wait-for-line out "Swank listening on 127.0.0.1 port " deadline))
-                (port (and line (parse-integer line :start (1+ (position #\Space line :from-end t))))))
-           (is (integerp port) "no port announced in ~S" (ignore-errors (read-file-string out)))
-           (when port
-             (let ((socket (make-instance (find-symbol "INET-SOCKET" "SB-BSD-SOCKETS")
-                                          :type :stream :protocol :tcp))
-                   (deadline (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
-               (funcall (find-symbol "SOCKET-CONNECT" "SB-BSD-SOCKETS") socket #(127 0 0 1) port)
-               (let ((s (funcall (find-symbol "SOCKET-MAKE-STREAM" "SB-BSD-SOCKETS") socket
-                                 :input t :output t :buffering :full :element-type 'character)))
-                 (swank-send s "(:emacs-rex (swank:connection-info) nil t 1)")
-                 (setf info (or (swank-reply s 1 deadline) ""))
-                 (swank-send s "(:emacs-rex (swank:eval-and-grab-output \"(package-name *package*)\") nil t 2)")
-                 (setf answer (or (swank-reply s 2 deadline) ""))
-                 (ignore-errors (close s))))))
-      (ext:run-program "kill" (list "-TERM" (princ-to-string (ext:external-process-pid process)))
-                       :output nil :error nil)
-      (multiple-value-bind (how code) (ext:external-process-wait process t)
-        (is (eq :exited how))
-        (is (eql 143 code)))
-      (ignore-errors (delete-file out)))
+         (let* ((line (wait-for-line out "Swank listening on " deadline))
+                (port (and line (parse-integer line :start (1+ (position #\Space line :from-end t))
+                                                    :junk-allowed t))))
+           (setf value (funcall function port (or (ignore-errors (read-file-string out)) "") err)))
+      (multiple-value-bind (how code) (stop-process process)
+        (ignore-errors (delete-file out))
+        (ignore-errors (delete-file err))
+        (return-from call-with-swank-server (values value how code))))))
+
+(defun swank-connect (port)
+  "A character stream on a new TCP connection to 127.0.0.1:PORT."
+  (require 'sockets)
+  (let ((socket (make-instance (find-symbol "INET-SOCKET" "SB-BSD-SOCKETS")
+                               :type :stream :protocol 6)))
+    (funcall (find-symbol "SOCKET-CONNECT" "SB-BSD-SOCKETS") socket #(127 0 0 1) port)
+    (funcall (find-symbol "SOCKET-MAKE-STREAM" "SB-BSD-SOCKETS") socket
+             :input t :output t :buffering :full :element-type 'character)))
+
+(defun swank-greeting (stream id deadline)
+  "Ask the server on STREAM for its connection info (request ID) and answer
+:ACCEPTED when it answers, :REFUSED when it sends a message saying so and
+closes, NIL when neither came before DEADLINE."
+  (ignore-errors (swank-send stream (format nil "(:emacs-rex (swank:connection-info) nil t ~D)" id)))
+  (loop
+    (loop until (ignore-errors (listen stream))
+          do (when (or (> (get-internal-real-time) deadline)
+                       (not (open-stream-p stream)))
+               (return-from swank-greeting nil))
+             (sleep 0.05))
+    (let* ((header (let ((h (make-string 6))) (and (= 6 (read-sequence h stream)) h)))
+           (n (and header (parse-integer header :radix 16 :junk-allowed t)))
+           (message (and n (let ((m (make-string n))) (subseq m 0 (read-sequence m stream))))))
+      (cond ((null message) (return nil))
+            ((search "connection refused" message) (return :refused))
+            ((search "(:return (:ok (:pid" message) (return :accepted))))))
+
+(defun files-under (directory)
+  "The files under DIRECTORY (a string naming a directory), as strings."
+  (multiple-value-bind (code out) (sh "find \"$1\" -type f 2>/dev/null" directory)
+    (declare (ignore code))
+    (split-lines out)))
+
+(test swank-answers-on-loopback-and-stops
+  ;; On a system without /etc/protocols (hidden here when this process may
+  ;; do so), with an empty cache: `make' compiled cl-swank, so the start
+  ;; compiles nothing and writes nothing there.
+  (let ((cache (tmp-path "cache"))
+        (hide (unshare-works-p))
+        (info "") (answer "") (busy nil))
+    (unless hide
+      (skip "unshare -m is not permitted here: /etc/protocols stays visible"))
+    (multiple-value-bind (port how code)
+        (call-with-swank-server
+         '() (lambda (port out err)
+               (is (integerp port) "no port announced in ~S: ~A" out
+                   (ignore-errors (read-file-string err)))
+               (when port
+                 (let ((s (swank-connect port))
+                       (deadline (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+                   (swank-send s "(:emacs-rex (swank:connection-info) nil t 1)")
+                   (setf info (or (swank-reply s 1 deadline) ""))
+                   (swank-send s "(:emacs-rex (swank:eval-and-grab-output \"(package-name *package*)\") nil t 2)")
+                   (setf answer (or (swank-reply s 2 deadline) ""))
+                   (ignore-errors (close s)))
+                 ;; A second server on the same port: one line, exit 1.
+                 (setf busy (multiple-value-list
+                             (sh "timeout 60 \"$0\" swank --port \"$1\"" (princ-to-string port)))))
+               port)
+         :cache cache :hide-protocols hide)
+      (declare (ignore port))
+      (is (eq :exited how))
+      (is (eql 143 code)))
     (is (contains info "(:return (:ok (:pid") "connection-info answered ~S" info)
     (is (contains info "RONTOLISP-USER"))
-    (is (contains answer "\\\"RONTOLISP-USER\\\"") "eval answered ~S" answer)))
+    (is (contains answer "\\\"RONTOLISP-USER\\\"") "eval answered ~S" answer)
+    (destructuring-bind (&optional code out err) busy
+      (declare (ignore out))
+      (is (eql 1 code) "a busy port answered ~S ~S" code err)
+      (is (= 1 (length (split-lines (or err "")))) "~S" err)
+      (is (contains (or err "") "Address already in use") "~S" err))
+    (is (null (files-under cache)) "the start wrote ~S" (files-under cache))
+    (sh "rm -rf \"$1\"" cache)))
+
+(test swank-serves-ipv6-loopback
+  (multiple-value-bind (reply how)
+      (call-with-swank-server
+       '("--interface" "::1")
+       (lambda (port out err)
+         (is (integerp port) "no port announced in ~S: ~A" out (ignore-errors (read-file-string err)))
+         (is (contains out "Swank listening on ::1 port "))
+         (and port
+              (nth-value 1 (sh "timeout 30 bash -c 'exec 3<>/dev/tcp/::1/$1 || exit 3
+m=\"(:emacs-rex (swank:connection-info) nil t 1)\"
+printf \"%06x%s\" ${#m} \"$m\" >&3
+head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
+    (is (eq :exited how))
+    (is (contains (or reply "") "(:return (:ok (:pid") "::1 answered ~S" reply)))
 
 (test swank-refuses-other-interfaces
-  (multiple-value-bind (code out err) (run-exe '("swank" "--interface" "0.0.0.0"))
-    (declare (ignore out))
-    (is (= 2 code))
-    (is (contains err "loopback")))
-  (is (rontolisp::loopback-address-p "127.0.0.1"))
-  (is (rontolisp::loopback-address-p "::1"))
+  ;; Each bad value: one line naming it and what is expected, the usage
+  ;; after it, exit 2; nothing is bound.  0127.0.0.1 would be bound as
+  ;; 87.0.0.1 by a resolver that reads it as octal.
+  (dolist (bad '("0.0.0.0" "0127.0.0.1" " 127.0.0.1" "+127.0.0.1" "127.1" "127.0.0.1 "
+                 "::ffff:127.0.0.1" "::2" "" "localhost."))
+    (multiple-value-bind (code out err)
+        (sh "timeout 60 \"$0\" swank --port 0 --interface \"$1\"" bad)
+      (declare (ignore out))
+      (is (eql 2 code) "~S: exit ~S, ~S" bad code err)
+      (let ((first (first (split-lines err))))
+        (is (contains (or first "") (prin1-to-string bad)) "~S: ~S" bad err)
+        (is (contains (or first "") "expects a loopback address") "~S: ~S" bad err))))
+  (dolist (good '("127.0.0.1" "127.255.0.9" "::1" "0:0:0:0:0:0:0:1" "localhost"))
+    (is (rontolisp::loopback-address-p good) "~S" good))
+  (is (null (rontolisp::parse-address "0127.0.0.1")))
+  (is (equalp #(127 0 0 1) (rontolisp::parse-address "127.0.0.1")))
+  (is (equalp #(0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1) (rontolisp::parse-address "::1")))
   (is (not (rontolisp::loopback-address-p "127.0.0")))
   (is (not (rontolisp::loopback-address-p "10.0.0.1"))))
+
+(test swank-refuses-connections-beyond-the-limit
+  ;; A limit of 3: a fourth connection is told so and closed, the server
+  ;; says so on stderr; once one closes, a new one is served again.
+  (let ((states '()) (again nil) (log ""))
+    (call-with-swank-server
+     '() (lambda (port out err)
+           (is (integerp port) "no port announced in ~S" out)
+           (when port
+             (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+                   (streams (loop repeat 4 collect (swank-connect port))))
+               (unwind-protect
+                    (progn
+                      (setf states (loop for s in streams for id from 1
+                                         collect (swank-greeting s id deadline)))
+                      (close (first streams))
+                      ;; The server closes its side when it sees ours go.
+                      (loop for id from 10 below 200
+                            for s = (swank-connect port)
+                            for state = (unwind-protect (swank-greeting s id deadline)
+                                          (ignore-errors (close s)))
+                            until (or (eq state :accepted) (null state)
+                                      (> (get-internal-real-time) deadline))
+                            finally (setf again state)))
+                 (dolist (s streams) (ignore-errors (close s))))
+               (setf log (or (ignore-errors (read-file-string err)) "")))))
+     :flags '("--eval" "(setf rontolisp::*swank-connection-limit* 3)"))
+    (is (equal '(:accepted :accepted :accepted :refused) states) "~S" states)
+    (is (eq :accepted again) "after one closed: ~S" again)
+    (is (contains log "connection refused: expected fewer than 3 open connections") "~S" log)))
 
 (test swank-source-locations-name-the-sources
   ;; Recorded as a logical pathname, translated to this tree's lisp/.
@@ -103,11 +247,18 @@ a string; NIL if none came before DEADLINE."
                     \"$2/usr/local/bin/rontolisp\" --norc &&
                   ls \"$2/usr/local/share/man/man1/rontolisp.1\" \"$2/usr/local/lib/rontolisp/rontolisp-prims.fas\" \\
                      \"$2/usr/local/share/rontolisp/rontolisp.asd\" \"$2/usr/local/share/doc/rontolisp/LICENSE\" >/dev/null &&
+                  if [ -f build/swank/complete ]; then
+                    echo '(progn (princ (rontolisp::prebuilt-swank-directory)) (rontolisp:exit 0))' |
+                      \"$2/usr/local/bin/rontolisp\" --norc 2>/dev/null; echo; fi &&
                   make -s uninstall DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null &&
                   echo --- && find \"$2\" -type f"
                 (namestring *root*) dest)
            (is (eql 0 code) "~A" err)
            (is (contains out (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest)) "~A" out)
+           ;; The compiled cl-swank is installed and found by the installed
+           ;; executable (when `make' compiled it, cl-swank being installed).
+           (when (probe-file (merge-pathnames "build/swank/complete" *root*))
+             (is (contains out (format nil "~A/usr/local/lib/rontolisp/swank/" dest)) "~A" out))
            ;; After uninstall no file is left (find prints none).
            (let ((left (search "---" out)))
              (is (and left (string= (format nil "---~%") (subseq out left))) "~A" out)))

@@ -1,0 +1,44 @@
+/* threads.c - room for Lisp threads.  ECL 21.2.1 keeps its threads in a
+ * vector (cl_core.processes) of 256 slots, and the code that grows it makes
+ * the new vector without a fill pointer, so it looks full at once and is
+ * grown again forever: the 256th live thread spins at 100% CPU while memory
+ * runs out.  The Lisp side (lisp/threads.lisp) makes the vector large
+ * enough once, here, and refuses threads beyond a limit below that size. */
+#include <string.h>
+
+#include "prims/ecl/glue.h"
+
+#define RL_FN_RESERVE "%RESERVE-THREAD-SLOTS"
+
+extern void ecl_get_spinlock(cl_env_ptr env, cl_object *lock);
+extern void ecl_giveup_spinlock(cl_object *lock);
+
+/* (%reserve-thread-slots n) -> the number of slots ECL's vector of threads
+ * has after making it hold at least N (it never shrinks), with its fill
+ * pointer kept. */
+static cl_object rl_prim_reserve_thread_slots(cl_object n) {
+    const cl_env_ptr env = ecl_process_env();
+    cl_index want = (cl_index)rl_arg_fixnum(RL_FN_RESERVE, 1, n, 1, 1 << 20);
+    if (want > cl_core.processes->vector.dim) {
+        /* Allocate first: nothing may allocate while the spinlock is held. */
+        cl_object bigger = si_make_vector(ECL_T, ecl_make_fixnum((cl_fixnum)want), ECL_T,
+                                          ecl_make_fixnum(0), ECL_NIL, ECL_NIL);
+        ecl_disable_interrupts_env(env);
+        ecl_get_spinlock(env, &cl_core.processes_spinlock);
+        cl_object old = cl_core.processes;
+        if (old->vector.fillp <= want && old->vector.dim < want) {
+            memcpy(bigger->vector.self.t, old->vector.self.t,
+                   old->vector.fillp * sizeof(cl_object));
+            bigger->vector.fillp = old->vector.fillp;
+            cl_core.processes = bigger;
+        }
+        ecl_giveup_spinlock(&cl_core.processes_spinlock);
+        ecl_enable_interrupts_env(env);
+    }
+    ecl_return1(env, ecl_make_fixnum((cl_fixnum)cl_core.processes->vector.dim));
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM(RL_FN_RESERVE, rl_prim_reserve_thread_slots, 1),
+};
+RL_PRIM_TABLE(rl_thread_prims, "RONTOLISP", rl_defs);
