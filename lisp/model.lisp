@@ -55,87 +55,113 @@ absent (and has no DEFAULT) or not of TYPE."
             ((typep value type) value)
             (t (model::model-error path "key ~S: expected ~(~A~), found ~S" full type value))))))
 
+(defun key-error (path key expected value)
+  "Signal MODEL-ERROR: the modern-bert.KEY of the file PATH holds VALUE,
+where EXPECTED (a phrase) was wanted."
+  (model::model-error path "key \"modern-bert.~A\": expected ~A, found ~S" key expected value))
+
+(defun count-key (f path key &key (min 1) (default nil default-p))
+  "The integer modern-bert.KEY of F (DEFAULT when absent, if given),
+checked to lie from MIN to the largest fixnum; MODEL-ERROR otherwise."
+  (let ((value (if default-p
+                   (model-key f path key :type t :default default)
+                   (model-key f path key :type t))))
+    (unless (typep value `(integer ,min ,most-positive-fixnum))
+      (key-error path key (format nil "an integer from ~D to ~D" min most-positive-fixnum)
+                 value))
+    value))
+
+(defun real-key (f path key low high &key low-open)
+  "The real modern-bert.KEY of F as a single-float, checked to lie in
+[LOW, HIGH) (in (LOW, HIGH) with LOW-OPEN); MODEL-ERROR otherwise, NaN and
+infinities included."
+  (let ((value (model-key f path key :type t)))
+    (unless (and (realp value)
+                 (not (and (floatp value)
+                           (or (ext:float-nan-p value) (ext:float-infinity-p value))))
+                 (if low-open (< low value) (<= low value))
+                 (< value high))
+      (key-error path key (format nil "a real from ~:[~;above ~]~A to below ~A" low-open low high)
+                 value))
+    (coerce value 'single-float)))
+
+(defun find-tensor-info (f name)
+  "The TENSOR-INFO of F's tensor NAME, or NIL: one lookup in F's table of
+tensors by name, so that loading stays linear in the number of tensors."
+  (car (gethash name (gguf::tensor-table f))))
+
 (defun model-tensor (f path name dims)
   "F's tensor NAME, checked to have the row-major DIMS; MODEL-ERROR when it
 is missing or of another shape."
-  (unless (member name (gguf:tensor-names f) :test #'string=)
-    (model::model-error path "expected the tensor ~S, found none" name))
-  (let ((shape (gguf:tensor-info-shape (gguf:tensor-info f name))))
+  (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
     (unless (equal shape dims)
       (model::model-error path "tensor ~S: expected shape ~S, found ~S" name dims shape))
     (gguf:tensor f name)))
 
+(defun model-tensor-info (f path name)
+  "The TENSOR-INFO of F's tensor NAME; MODEL-ERROR when F has none."
+  (or (find-tensor-info f name)
+      (model::model-error path "expected the tensor ~S, found none" name)))
+
 (defun encoder-layer-count (f path)
   "The encoder's layers: block_count less the decision head's blocks, which
 continue the numbering after the encoder's."
-  (let ((blocks (model-key f path "block_count"))
-        (head (model-key f path "decision.block_count" :default 0)))
-    (unless (< -1 head blocks)
-      (model::model-error path "expected decision.block_count below block_count ~D, found ~D"
-                          blocks head))
+  (let ((blocks (count-key f path "block_count"))
+        (head (count-key f path "decision.block_count" :min 0 :default 0)))
+    (unless (< head blocks)
+      (key-error path "decision.block_count"
+                 (format nil "an integer below block_count ~D" blocks) head))
     (- blocks head)))
 
 (defun feed-forward-length (f path layers)
   "feed_forward_length: one integer, or one per block; the encoder's layers
-must agree (the GeGLU's half)."
-  (let ((v (model-key f path "feed_forward_length" :type '(or integer vector))))
-    (if (integerp v)
-        v
-        (let ((enc (subseq v 0 (min layers (length v)))))
-          (unless (and (= (length enc) layers) (every (lambda (x) (eql x (aref enc 0))) enc))
-            (model::model-error path "key \"modern-bert.feed_forward_length\": expected one ~
-length for the ~D encoder layers, found ~S" layers v))
-          (aref enc 0)))))
+must agree (the GeGLU's half), and it is at least 1."
+  (let* ((v (model-key f path "feed_forward_length" :type '(or integer vector)))
+         (ff (if (integerp v)
+                 v
+                 (let ((enc (subseq v 0 (min layers (length v)))))
+                   (unless (and (= (length enc) layers)
+                                (every (lambda (x) (eql x (aref enc 0))) enc))
+                     (key-error path "feed_forward_length"
+                                (format nil "one length for the ~D encoder layers" layers) v))
+                   (aref enc 0)))))
+    (unless (typep ff `(integer 1 ,most-positive-fixnum))
+      (key-error path "feed_forward_length"
+                 (format nil "an integer from 1 to ~D" most-positive-fixnum) v))
+    ff))
 
 (defun read-hyperparameters (f path)
   (let ((arch (gguf:value f "general.architecture")))
     (unless (equal arch "modern-bert")
       (model::model-error path "expected general.architecture \"modern-bert\", found ~S" arch)))
   (let* ((layers (encoder-layer-count f path))
-         (d (model-key f path "embedding_length"))
-         (heads (model-key f path "attention.head_count"))
-         (window (model-key f path "attention.sliding_window" :default 0))
-         (theta (model-key f path "rope.freq_base" :type 'real)))
-    (unless (and (plusp layers) (plusp d) (plusp heads) (zerop (mod d heads))
-                 (evenp (floor d heads)))
-      (model::model-error path "expected positive block_count, embedding_length and ~
-head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
+         (d (count-key f path "embedding_length"))
+         (heads (count-key f path "attention.head_count"))
+         (window (count-key f path "attention.sliding_window" :min 0 :default 0))
+         ;; A base below 1 makes the rotation faster the higher the pair, up
+         ;; to angles beyond single-float range (NaN sines): meaningless.
+         (theta (real-key f path "rope.freq_base" 1 most-positive-single-float)))
+    (unless (and (zerop (mod d heads)) (evenp (floor d heads)))
+      (key-error path "attention.head_count"
+                 (format nil "a divisor of embedding_length ~D leaving an even head size" d)
+                 heads))
     (list :layers layers :embedding-length d :heads heads :head-dim (floor d heads)
           :feed-forward-length (feed-forward-length f path layers)
-          :eps (single-key path "attention.layer_norm_epsilon"
-                           (model-key f path "attention.layer_norm_epsilon" :type 'real) nil)
-          :rope-theta (single-key path "rope.freq_base" theta t)
+          ;; Zero divides a constant row by zero; 1 or more drowns the variance.
+          :eps (real-key f path "attention.layer_norm_epsilon" 0 1 :low-open t)
+          :rope-theta theta
           ;; llama.cpp's loader reads the local theta only with a window.
           :rope-theta-swa (if (plusp window)
-                              (single-key path "rope.freq_base_swa"
-                                          (model-key f path "rope.freq_base_swa" :type 'real) t)
-                              (single-key path "rope.freq_base" theta t))
+                              (real-key f path "rope.freq_base_swa" 1 most-positive-single-float)
+                              theta)
           :sliding-window window
           :sliding-window-pattern (if (plusp window)
-                                      (model-key f path "attention.sliding_window_pattern"
+                                      (count-key f path "attention.sliding_window_pattern"
                                                  :default 3)
                                       1)
-          :context-length (model-key f path "context_length")
+          :context-length (count-key f path "context_length")
           :vocab-size (first (gguf:tensor-info-shape
-                              (progn (model-tensor-present f path "token_embd.weight")
-                                     (gguf:tensor-info f "token_embd.weight")))))))
-
-(defun single-key (path key value positive)
-  "VALUE of the modern-bert.KEY as a single-float; MODEL-ERROR unless it is
-a finite real, non-negative (POSITIVE: above zero) and below the largest
-single-float."
-  (unless (and (realp value)
-               (not (and (floatp value)
-                         (or (ext:float-nan-p value) (ext:float-infinity-p value))))
-               (if positive (plusp value) (not (minusp value)))
-               (< value most-positive-single-float))
-    (model::model-error path "key \"modern-bert.~A\": expected a finite ~:[non-negative~;positive~] ~
-real, found ~S" key positive value))
-  (coerce value 'single-float))
-
-(defun model-tensor-present (f path name)
-  (unless (member name (gguf:tensor-names f) :test #'string=)
-    (model::model-error path "expected the tensor ~S, found none" name)))
+                              (model-tensor-info f path "token_embd.weight"))))))
 
 (defun embedding-as-single (data)
   "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
@@ -161,7 +187,10 @@ layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
 BF16 or Q8_0); a decision head is ignored.  A missing or malformed key or
-tensor signals MODEL:MODEL-ERROR naming the file.
+tensor signals MODEL:MODEL-ERROR naming the file; so does a key whose value
+is meaningless (a count or length below 1, a head count that does not split
+embedding_length into even heads, an epsilon outside (0, 1), a rotary base
+below 1), naming the key, the range expected and the value found.
 
 QUANTIZE :q8_0 quantizes the encoder matrices (F32, F16 or BF16 in the file)
 in memory, keeping each matrix's outlier input columns (SPEC 10) out of the
@@ -188,8 +217,7 @@ calibration that does not fit TENSOR-DATA-ERROR."
        :output-norm (simple-single (tensor "output_norm.weight" (list d)))
        :layers (loop for i below (getf h :layers)
                      collect (list :attn-norm (and (or (plusp i)
-                                                       (member (blk i "attn_norm.weight")
-                                                               (gguf:tensor-names f) :test #'string=))
+                                                       (find-tensor-info f (blk i "attn_norm.weight")))
                                                    (simple-single
                                                     (tensor (blk i "attn_norm.weight") (list d))))
                                    :qkv (tensor (blk i "attn_qkv.weight") (list (* 3 d) d))
