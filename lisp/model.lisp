@@ -290,27 +290,69 @@ stored in OUT, recording X's channel maxima when calibrating."
     (record-channel-maxima (layer-matrix-name i key) x))
   (vec:matmul-into (getf layer key) x out :activations activations))
 
-(defun encoder-layer (s layer i heads hd eps theta window activations gelu)
+(defun step-description (layer step)
+  "The words for the encoder's STEP (a keyword) of LAYER (NIL outside the
+layers) in a message: the product or step, and the tensor it used."
+  (flet ((blk (suffix) (format nil "blk.~D.~A" layer suffix)))
+    (ecase step
+      (:token-embd "the rows of token_embd.weight")
+      (:token-norm "the LayerNorm by token_embd_norm.weight")
+      (:output-norm "the LayerNorm by output_norm.weight")
+      (:attn-norm (format nil "the LayerNorm by ~A" (blk "attn_norm.weight")))
+      ((:qkv :up) (format nil "the product by ~A" (layer-matrix-name layer step)))
+      ((:out :down) (format nil "the product by ~A plus the residual"
+                            (layer-matrix-name layer step)))
+      (:rope "the rotary embedding of q and k (rope.freq_base)")
+      (:attention "the attention")
+      (:ffn-norm (format nil "the LayerNorm by ~A" (blk "ffn_norm.weight")))
+      (:geglu "the GeGLU"))))
+
+(defun check-finite-steps (path layer &rest steps)
+  "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
+of STEP-DESCRIPTION) of LAYER (NIL outside the layers) in the order they
+ran, each the input of the next.  When the last M holds a NaN or an
+infinity, signal MODEL-ERROR about the file PATH naming the first step whose
+output holds one.  Only the last is scanned unless it fails (one scan in C),
+so the check costs little beside the steps: a non-finite value reaches
+every later step's output, so that of the last step of a run stands for
+the run."
+  (when (%non-finite-index (car (last steps)))
+    (loop for (step m) on steps by #'cddr
+          for at = (%non-finite-index m)
+          when at
+            do (multiple-value-bind (token column) (floor at (array-dimension m 1))
+                 (model::model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
+found ~A at token ~D, column ~D" layer (step-description layer step)
+                                     (float-text (row-major-aref m at)) token column)))))
+
+(defun encoder-layer (s layer i heads hd eps theta window activations gelu path)
   "One encoder layer of SPEC 9 (layer I, its weights the plist LAYER, its
 rotary base THETA and attention WINDOW, 0 for global) on the hidden states
 in the X of the scratch S, left there; the other matrices of S hold the
-layer's intermediates."
+layer's intermediates.  The input of every product and the result are
+checked to be finite, so a NaN or infinity is reported (MODEL-ERROR about
+the file PATH) by the step that made it."
   (let* ((x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
          (q (encode-scratch-q s)) (k (encode-scratch-k s)) (v (encode-scratch-v s))
          (att (encode-scratch-att s)) (ffn-in (encode-scratch-ffn-in s))
          (up (encode-scratch-up s)) (gate (encode-scratch-gate s))
          (down (encode-scratch-down s))
          (norm (getf layer :attn-norm)))
-    (layer-product layer :qkv i
-                   (if norm (kernel-call 'model:encode (%layer-norm x norm eps a)) x)
-                   qkv activations)
+    (when norm
+      (kernel-call 'model:encode (%layer-norm x norm eps a))
+      (check-finite-steps path i :attn-norm a))
+    (layer-product layer :qkv i (if norm a x) qkv activations)
     (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
     (kernel-call 'model:encode (%attention q k v heads hd window att))
+    (check-finite-steps path i :qkv qkv :rope q :rope k :attention att)
     (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
     (kernel-call 'model:encode (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
+    (check-finite-steps path i :out ffn-in :ffn-norm a)
     (layer-product layer :up i a up activations)
     (kernel-call 'model:encode (%geglu up (eq gelu :tanh) gate))
-    (%add-into x (layer-product layer :down i gate down activations) ffn-in)))
+    (check-finite-steps path i :up up :geglu gate)
+    (%add-into x (layer-product layer :down i gate down activations) ffn-in)
+    (check-finite-steps path i :down x)))
 
 (defun matrix-row (m i)
   "Row I of the n x d single-float matrix M as a fresh d-vector."
@@ -348,7 +390,9 @@ first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, SPEC 4.1) is how
 Q8_0 weights see the activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 SPEC 9.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
-tokens or more than context_length.
+tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden
+state is a NaN or an infinity (hostile weights), naming the layer and the
+product or step that made it.
 
 The intermediates live in scratch matrices ENCODER keeps per token count
 (model-scratch.lisp); the result is always fresh.  Several threads may
@@ -367,11 +411,13 @@ using."
          (n (length ids))
          (h (encoder-hyperparameters encoder))
          (d (getf h :embedding-length))
-         (eps (getf h :eps)))
+         (eps (getf h :eps))
+         (path (encoder-path encoder)))
     (with-encode-scratch (s (encoder-scratch encoder) n d (getf h :feed-forward-length))
       (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
         (%gather-rows (encoder-token-embedding encoder) ids a)
         (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
+        (check-finite-steps path nil :token-embd a :token-norm x)
         ;; The hyper-parameters read once: GETF checks the whole plist.
         (let ((heads (getf h :heads)) (hd (getf h :head-dim))
               (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
@@ -380,12 +426,13 @@ using."
                 for global = (zerop (mod i pattern))
                 do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
                                   (if (or global (not (plusp window))) 0 window)
-                                  activations gelu)))
+                                  activations gelu path)))
         ;; Only the result is fresh: it must outlive the scratch.
         (let ((out (if (eq pooling :none)
                        (make-array (list n d) :element-type 'single-float)
                        a)))
           (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
+          (check-finite-steps path nil :output-norm out)
           (pool out pooling))))))
 
 ;;; Calibration (SPEC 10): max |x| per input channel of every encoder

@@ -196,8 +196,8 @@ TENSOR."
     (is (equalp (model:encode e '(5 6 7))
                 (model:encode (model:load (encoder-file "s1-pico" :f32)) '(5 6 7))))))
 
-;;; Hostile files: every numeric key checked at load, loading linear in
-;;; tensors.
+;;; Hostile files: every numeric key checked at load, a non-finite hidden
+;;; state an error naming the step that made it, loading linear in tensors.
 
 (defun file-with (path &key key value type tensor change)
   "An in-memory copy of the GGUF file PATH with the metadata KEY set to
@@ -263,6 +263,61 @@ fresh single-float copy) passed to CHANGE, which alters it in place."
                (when msg
                  (is (contains msg (format nil "key ~S: expected " full)) "~A" msg)
                  (is (contains msg found) "~A" msg))))))
+
+(defun hostile-file (file tensor &key change nan-at)
+  "Write a temporary copy of the F32 GGUF FILE whose TENSOR CHANGE altered
+(a function of a fresh copy of its data) and whose TENSOR's element
+NAN-AT (row-major) is a NaN; answer its path."
+  (let ((path (tmp-path "hostile.gguf")))
+    (gguf:write path (file-with file :tensor tensor :change (or change #'identity)))
+    (when nan-at
+      (poke-f32-bits path tensor nan-at #x7fc00000))
+    path))
+
+(defun hostile-encode-message (file tensor &key change nan-at (ids '(1 2 3 4 5)))
+  "The MODEL-ERROR message of encoding IDS with a HOSTILE-FILE of FILE, or
+NIL when the encode signals none."
+  (let ((path (hostile-file file tensor :change change :nan-at nan-at)))
+    (unwind-protect (model-error-message (lambda () (model:encode (model:load path) ids)))
+      (ignore-errors (delete-file path)))))
+
+(test model-encode-names-the-step-of-a-non-finite-hidden-state
+  ;; Before, each of these printed NaN (or zeros) and returned normally.
+  (let ((file (encoder-file "s1-pico" :f32)))
+    (flet ((check (tensor args &rest needles)
+             (let ((msg (apply #'hostile-encode-message file tensor args)))
+               (is-true msg "~A: no model-error" tensor)
+               (when msg
+                 (is (contains msg "expected finite hidden states") "~A" msg)
+                 (dolist (n needles)
+                   (is (contains msg n) "~A: ~S not in ~A" tensor n msg))))))
+      (check "blk.1.ffn_up.weight" '(:nan-at 451)
+             "layer 1, the product by blk.1.ffn_up.weight" "found nan" "column 7")
+      ;; Two weights at the largest float: a token whose two inputs sum
+      ;; past 1 (the random model has some) overflows the product.
+      (check "blk.0.attn_qkv.weight"
+             (list :change (lambda (w) (setf (aref w 0 0) most-positive-single-float
+                                             (aref w 0 1) most-positive-single-float)))
+             "layer 0, the product by blk.0.attn_qkv.weight" "column 0")
+      ;; One 3e38 in ffn_down: the sums stay finite, but the next
+      ;; LayerNorm's variance does not, and it scaled the rows to zeros.
+      (check "blk.0.ffn_down.weight" (list :change (lambda (w) (setf (aref w 0 0) 3e38)))
+             "layer 1, the LayerNorm by blk.1.attn_norm.weight")
+      (check "token_embd.weight" (list :nan-at (+ (* 3 64) 5))
+             "the rows of token_embd.weight" "at token 2, column 5")
+      (check "output_norm.weight" '(:nan-at 9)
+             "the LayerNorm by output_norm.weight" "column 9"))))
+
+(test embed-command-refuses-non-finite-hidden-states
+  (let ((bad (hostile-file (encoder-file "s1-pico" :f32) "blk.1.ffn_down.weight"
+                           :nan-at 200)))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "embed" bad "--tokens" "1,2,3"))
+           (is (= 1 code) "exit ~D, stderr ~A" code err)
+           (is (string= "" out))
+           (is (= 1 (count #\Newline err)) "~A" err)
+           (is (contains err "layer 1, the product by blk.1.ffn_down.weight") "~A" err))
+      (ignore-errors (delete-file bad)))))
 
 (defun many-layer-file (path layers)
   "Write to PATH a valid modern-bert GGUF file of LAYERS tiny layers (d =
