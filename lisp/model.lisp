@@ -517,12 +517,16 @@ names its source for the usage error."
     (nreverse ids)))
 
 (defun read-token-file (path)
-  "The token sequences of the file PATH, one per non-empty line."
-  (let ((octets (read-file-octets path)))
-    (loop for line in (split-lines (map 'string #'code-char octets))
-          for i from 1
-          for ids = (parse-token-list line (format nil "~A line ~D" path i))
-          when ids collect ids)))
+  "The token sequences of the file PATH (UTF-8 text), one per non-empty
+line; FILE-IO-ERROR naming PATH when it holds no token id at all."
+  (let* ((octets (read-file-octets path :what "a text file"))
+         (sequences (loop for line in (split-lines (%utf8-string octets))
+                          for i from 1
+                          for ids = (parse-token-list line (format nil "~A line ~D" path i))
+                          when ids collect ids)))
+    (or sequences
+        (file-io-error path "expected token ids, one sequence per line, found ~:[only blank ~
+lines~;an empty file~]" (zerop (length octets))))))
 
 (defun split-lines (text)
   (loop with start = 0
@@ -548,7 +552,9 @@ names its source for the usage error."
      :details "The forward pass of SPEC 9 on each token sequence: one line of floats
 per token (pooling none) or one line per sequence (mean, cls).  With --json,
 one JSON object per sequence and line: file, tokens, pooling, activations,
-embeddings.  A decision head in the file is ignored."
+embeddings.  A decision head in the file is ignored.  --tokens-file is UTF-8
+text; one with no token id is an error.  A NaN or infinity in the hidden
+states is an error naming the layer and the step that made it."
      :options ((tokens "--tokens IDS" :help "one sequence: token ids separated by commas")
                (tokens-file "--tokens-file F"
                             :help "a file of sequences, one per line (ids separated by

@@ -427,6 +427,31 @@ count."
       (is (contains err "99999")))
     (ignore-errors (delete-file tokens))))
 
+(test embed-command-tokens-file-is-utf-8-and-not-empty
+  (let ((file (encoder-file "s1-pico" :f32))
+        (accented (write-file-string (tmp-path "tokens-utf8.txt")
+                                     (format nil "1,2~%3,caf~C~%" (code-char #xE9))))
+        (empty (write-file-string (tmp-path "tokens-empty.txt") ""))
+        (blank (write-file-string (tmp-path "tokens-blank.txt") (format nil "~%  ~%"))))
+    (unwind-protect
+         (progn
+           ;; Read as Latin-1, the two bytes of é came out as two characters.
+           (multiple-value-bind (code out err)
+               (run-exe-octets (list "embed" file "--tokens-file" accented))
+             (declare (ignore out))
+             (let ((text (rontolisp::%utf8-string err)))
+               (is (= 2 code))
+               (is (contains text (format nil "\"caf~C\"" (code-char #xE9))) "~A" text)
+               (is (contains text "line 2") "~A" text)))
+           (dolist (f (list empty blank))
+             (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens-file" f))
+               (is (= 1 code) "~A: exit ~D" f code)
+               (is (string= "" out))
+               (is (= 1 (count #\Newline err)) "~A" err)
+               (is (contains err f) "~A" err)
+               (is (contains err "expected token ids") "~A" err))))
+      (dolist (f (list accented empty blank)) (ignore-errors (delete-file f))))))
+
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32
   ;; itself) and llama.cpp's column are.
