@@ -55,87 +55,113 @@ absent (and has no DEFAULT) or not of TYPE."
             ((typep value type) value)
             (t (model::model-error path "key ~S: expected ~(~A~), found ~S" full type value))))))
 
+(defun key-error (path key expected value)
+  "Signal MODEL-ERROR: the modern-bert.KEY of the file PATH holds VALUE,
+where EXPECTED (a phrase) was wanted."
+  (model::model-error path "key \"modern-bert.~A\": expected ~A, found ~S" key expected value))
+
+(defun count-key (f path key &key (min 1) (default nil default-p))
+  "The integer modern-bert.KEY of F (DEFAULT when absent, if given),
+checked to lie from MIN to the largest fixnum; MODEL-ERROR otherwise."
+  (let ((value (if default-p
+                   (model-key f path key :type t :default default)
+                   (model-key f path key :type t))))
+    (unless (typep value `(integer ,min ,most-positive-fixnum))
+      (key-error path key (format nil "an integer from ~D to ~D" min most-positive-fixnum)
+                 value))
+    value))
+
+(defun real-key (f path key low high &key low-open)
+  "The real modern-bert.KEY of F as a single-float, checked to lie in
+[LOW, HIGH) (in (LOW, HIGH) with LOW-OPEN); MODEL-ERROR otherwise, NaN and
+infinities included."
+  (let ((value (model-key f path key :type t)))
+    (unless (and (realp value)
+                 (not (and (floatp value)
+                           (or (ext:float-nan-p value) (ext:float-infinity-p value))))
+                 (if low-open (< low value) (<= low value))
+                 (< value high))
+      (key-error path key (format nil "a real from ~:[~;above ~]~A to below ~A" low-open low high)
+                 value))
+    (coerce value 'single-float)))
+
+(defun find-tensor-info (f name)
+  "The TENSOR-INFO of F's tensor NAME, or NIL: one lookup in F's table of
+tensors by name, so that loading stays linear in the number of tensors."
+  (car (gethash name (gguf::tensor-table f))))
+
 (defun model-tensor (f path name dims)
   "F's tensor NAME, checked to have the row-major DIMS; MODEL-ERROR when it
 is missing or of another shape."
-  (unless (member name (gguf:tensor-names f) :test #'string=)
-    (model::model-error path "expected the tensor ~S, found none" name))
-  (let ((shape (gguf:tensor-info-shape (gguf:tensor-info f name))))
+  (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
     (unless (equal shape dims)
       (model::model-error path "tensor ~S: expected shape ~S, found ~S" name dims shape))
     (gguf:tensor f name)))
 
+(defun model-tensor-info (f path name)
+  "The TENSOR-INFO of F's tensor NAME; MODEL-ERROR when F has none."
+  (or (find-tensor-info f name)
+      (model::model-error path "expected the tensor ~S, found none" name)))
+
 (defun encoder-layer-count (f path)
   "The encoder's layers: block_count less the decision head's blocks, which
 continue the numbering after the encoder's."
-  (let ((blocks (model-key f path "block_count"))
-        (head (model-key f path "decision.block_count" :default 0)))
-    (unless (< -1 head blocks)
-      (model::model-error path "expected decision.block_count below block_count ~D, found ~D"
-                          blocks head))
+  (let ((blocks (count-key f path "block_count"))
+        (head (count-key f path "decision.block_count" :min 0 :default 0)))
+    (unless (< head blocks)
+      (key-error path "decision.block_count"
+                 (format nil "an integer below block_count ~D" blocks) head))
     (- blocks head)))
 
 (defun feed-forward-length (f path layers)
   "feed_forward_length: one integer, or one per block; the encoder's layers
-must agree (the GeGLU's half)."
-  (let ((v (model-key f path "feed_forward_length" :type '(or integer vector))))
-    (if (integerp v)
-        v
-        (let ((enc (subseq v 0 (min layers (length v)))))
-          (unless (and (= (length enc) layers) (every (lambda (x) (eql x (aref enc 0))) enc))
-            (model::model-error path "key \"modern-bert.feed_forward_length\": expected one ~
-length for the ~D encoder layers, found ~S" layers v))
-          (aref enc 0)))))
+must agree (the GeGLU's half), and it is at least 1."
+  (let* ((v (model-key f path "feed_forward_length" :type '(or integer vector)))
+         (ff (if (integerp v)
+                 v
+                 (let ((enc (subseq v 0 (min layers (length v)))))
+                   (unless (and (= (length enc) layers)
+                                (every (lambda (x) (eql x (aref enc 0))) enc))
+                     (key-error path "feed_forward_length"
+                                (format nil "one length for the ~D encoder layers" layers) v))
+                   (aref enc 0)))))
+    (unless (typep ff `(integer 1 ,most-positive-fixnum))
+      (key-error path "feed_forward_length"
+                 (format nil "an integer from 1 to ~D" most-positive-fixnum) v))
+    ff))
 
 (defun read-hyperparameters (f path)
   (let ((arch (gguf:value f "general.architecture")))
     (unless (equal arch "modern-bert")
       (model::model-error path "expected general.architecture \"modern-bert\", found ~S" arch)))
   (let* ((layers (encoder-layer-count f path))
-         (d (model-key f path "embedding_length"))
-         (heads (model-key f path "attention.head_count"))
-         (window (model-key f path "attention.sliding_window" :default 0))
-         (theta (model-key f path "rope.freq_base" :type 'real)))
-    (unless (and (plusp layers) (plusp d) (plusp heads) (zerop (mod d heads))
-                 (evenp (floor d heads)))
-      (model::model-error path "expected positive block_count, embedding_length and ~
-head_count, an even head size: found ~D layers, d ~D, ~D heads" layers d heads))
+         (d (count-key f path "embedding_length"))
+         (heads (count-key f path "attention.head_count"))
+         (window (count-key f path "attention.sliding_window" :min 0 :default 0))
+         ;; A base below 1 makes the rotation faster the higher the pair, up
+         ;; to angles beyond single-float range (NaN sines): meaningless.
+         (theta (real-key f path "rope.freq_base" 1 most-positive-single-float)))
+    (unless (and (zerop (mod d heads)) (evenp (floor d heads)))
+      (key-error path "attention.head_count"
+                 (format nil "a divisor of embedding_length ~D leaving an even head size" d)
+                 heads))
     (list :layers layers :embedding-length d :heads heads :head-dim (floor d heads)
           :feed-forward-length (feed-forward-length f path layers)
-          :eps (single-key path "attention.layer_norm_epsilon"
-                           (model-key f path "attention.layer_norm_epsilon" :type 'real) nil)
-          :rope-theta (single-key path "rope.freq_base" theta t)
+          ;; Zero divides a constant row by zero; 1 or more drowns the variance.
+          :eps (real-key f path "attention.layer_norm_epsilon" 0 1 :low-open t)
+          :rope-theta theta
           ;; llama.cpp's loader reads the local theta only with a window.
           :rope-theta-swa (if (plusp window)
-                              (single-key path "rope.freq_base_swa"
-                                          (model-key f path "rope.freq_base_swa" :type 'real) t)
-                              (single-key path "rope.freq_base" theta t))
+                              (real-key f path "rope.freq_base_swa" 1 most-positive-single-float)
+                              theta)
           :sliding-window window
           :sliding-window-pattern (if (plusp window)
-                                      (model-key f path "attention.sliding_window_pattern"
+                                      (count-key f path "attention.sliding_window_pattern"
                                                  :default 3)
                                       1)
-          :context-length (model-key f path "context_length")
+          :context-length (count-key f path "context_length")
           :vocab-size (first (gguf:tensor-info-shape
-                              (progn (model-tensor-present f path "token_embd.weight")
-                                     (gguf:tensor-info f "token_embd.weight")))))))
-
-(defun single-key (path key value positive)
-  "VALUE of the modern-bert.KEY as a single-float; MODEL-ERROR unless it is
-a finite real, non-negative (POSITIVE: above zero) and below the largest
-single-float."
-  (unless (and (realp value)
-               (not (and (floatp value)
-                         (or (ext:float-nan-p value) (ext:float-infinity-p value))))
-               (if positive (plusp value) (not (minusp value)))
-               (< value most-positive-single-float))
-    (model::model-error path "key \"modern-bert.~A\": expected a finite ~:[non-negative~;positive~] ~
-real, found ~S" key positive value))
-  (coerce value 'single-float))
-
-(defun model-tensor-present (f path name)
-  (unless (member name (gguf:tensor-names f) :test #'string=)
-    (model::model-error path "expected the tensor ~S, found none" name)))
+                              (model-tensor-info f path "token_embd.weight"))))))
 
 (defun embedding-as-single (data)
   "DATA as a single-float array: F16/BF16 widened, Q8_0 dequantized."
@@ -161,7 +187,10 @@ layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
 BF16 or Q8_0); a decision head is ignored.  A missing or malformed key or
-tensor signals MODEL:MODEL-ERROR naming the file.
+tensor signals MODEL:MODEL-ERROR naming the file; so does a key whose value
+is meaningless (a count or length below 1, a head count that does not split
+embedding_length into even heads, an epsilon outside (0, 1), a rotary base
+below 1), naming the key, the range expected and the value found.
 
 QUANTIZE :q8_0 quantizes the encoder matrices (F32, F16 or BF16 in the file)
 in memory, keeping each matrix's outlier input columns (SPEC 10) out of the
@@ -188,8 +217,7 @@ calibration that does not fit TENSOR-DATA-ERROR."
        :output-norm (simple-single (tensor "output_norm.weight" (list d)))
        :layers (loop for i below (getf h :layers)
                      collect (list :attn-norm (and (or (plusp i)
-                                                       (member (blk i "attn_norm.weight")
-                                                               (gguf:tensor-names f) :test #'string=))
+                                                       (find-tensor-info f (blk i "attn_norm.weight")))
                                                    (simple-single
                                                     (tensor (blk i "attn_norm.weight") (list d))))
                                    :qkv (tensor (blk i "attn_qkv.weight") (list (* 3 d) d))
@@ -262,27 +290,69 @@ stored in OUT, recording X's channel maxima when calibrating."
     (record-channel-maxima (layer-matrix-name i key) x))
   (vec:matmul-into (getf layer key) x out :activations activations))
 
-(defun encoder-layer (s layer i heads hd eps theta window activations gelu)
+(defun step-description (layer step)
+  "The words for the encoder's STEP (a keyword) of LAYER (NIL outside the
+layers) in a message: the product or step, and the tensor it used."
+  (flet ((blk (suffix) (format nil "blk.~D.~A" layer suffix)))
+    (ecase step
+      (:token-embd "the rows of token_embd.weight")
+      (:token-norm "the LayerNorm by token_embd_norm.weight")
+      (:output-norm "the LayerNorm by output_norm.weight")
+      (:attn-norm (format nil "the LayerNorm by ~A" (blk "attn_norm.weight")))
+      ((:qkv :up) (format nil "the product by ~A" (layer-matrix-name layer step)))
+      ((:out :down) (format nil "the product by ~A plus the residual"
+                            (layer-matrix-name layer step)))
+      (:rope "the rotary embedding of q and k (rope.freq_base)")
+      (:attention "the attention")
+      (:ffn-norm (format nil "the LayerNorm by ~A" (blk "ffn_norm.weight")))
+      (:geglu "the GeGLU"))))
+
+(defun check-finite-steps (path layer &rest steps)
+  "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
+of STEP-DESCRIPTION) of LAYER (NIL outside the layers) in the order they
+ran, each the input of the next.  When the last M holds a NaN or an
+infinity, signal MODEL-ERROR about the file PATH naming the first step whose
+output holds one.  Only the last is scanned unless it fails (one scan in C),
+so the check costs little beside the steps: a non-finite value reaches
+every later step's output, so that of the last step of a run stands for
+the run."
+  (when (%non-finite-index (car (last steps)))
+    (loop for (step m) on steps by #'cddr
+          for at = (%non-finite-index m)
+          when at
+            do (multiple-value-bind (token column) (floor at (array-dimension m 1))
+                 (model::model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
+found ~A at token ~D, column ~D" layer (step-description layer step)
+                                     (float-text (row-major-aref m at)) token column)))))
+
+(defun encoder-layer (s layer i heads hd eps theta window activations gelu path)
   "One encoder layer of SPEC 9 (layer I, its weights the plist LAYER, its
 rotary base THETA and attention WINDOW, 0 for global) on the hidden states
 in the X of the scratch S, left there; the other matrices of S hold the
-layer's intermediates."
+layer's intermediates.  The input of every product and the result are
+checked to be finite, so a NaN or infinity is reported (MODEL-ERROR about
+the file PATH) by the step that made it."
   (let* ((x (encode-scratch-x s)) (a (encode-scratch-a s)) (qkv (encode-scratch-qkv s))
          (q (encode-scratch-q s)) (k (encode-scratch-k s)) (v (encode-scratch-v s))
          (att (encode-scratch-att s)) (ffn-in (encode-scratch-ffn-in s))
          (up (encode-scratch-up s)) (gate (encode-scratch-gate s))
          (down (encode-scratch-down s))
          (norm (getf layer :attn-norm)))
-    (layer-product layer :qkv i
-                   (if norm (kernel-call 'model:encode (%layer-norm x norm eps a)) x)
-                   qkv activations)
+    (when norm
+      (kernel-call 'model:encode (%layer-norm x norm eps a))
+      (check-finite-steps path i :attn-norm a))
+    (layer-product layer :qkv i (if norm a x) qkv activations)
     (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
     (kernel-call 'model:encode (%attention q k v heads hd window att))
+    (check-finite-steps path i :qkv qkv :rope q :rope k :attention att)
     (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
     (kernel-call 'model:encode (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
+    (check-finite-steps path i :out ffn-in :ffn-norm a)
     (layer-product layer :up i a up activations)
     (kernel-call 'model:encode (%geglu up (eq gelu :tanh) gate))
-    (%add-into x (layer-product layer :down i gate down activations) ffn-in)))
+    (check-finite-steps path i :up up :geglu gate)
+    (%add-into x (layer-product layer :down i gate down activations) ffn-in)
+    (check-finite-steps path i :down x)))
 
 (defun matrix-row (m i)
   "Row I of the n x d single-float matrix M as a fresh d-vector."
@@ -320,7 +390,9 @@ first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, SPEC 4.1) is how
 Q8_0 weights see the activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 SPEC 9.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
-tokens or more than context_length.
+tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden
+state is a NaN or an infinity (hostile weights), naming the layer and the
+product or step that made it.
 
 The intermediates live in scratch matrices ENCODER keeps per token count
 (model-scratch.lisp); the result is always fresh.  Several threads may
@@ -339,11 +411,13 @@ using."
          (n (length ids))
          (h (encoder-hyperparameters encoder))
          (d (getf h :embedding-length))
-         (eps (getf h :eps)))
+         (eps (getf h :eps))
+         (path (encoder-path encoder)))
     (with-encode-scratch (s (encoder-scratch encoder) n d (getf h :feed-forward-length))
       (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
         (%gather-rows (encoder-token-embedding encoder) ids a)
         (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
+        (check-finite-steps path nil :token-embd a :token-norm x)
         ;; The hyper-parameters read once: GETF checks the whole plist.
         (let ((heads (getf h :heads)) (hd (getf h :head-dim))
               (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
@@ -352,12 +426,13 @@ using."
                 for global = (zerop (mod i pattern))
                 do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
                                   (if (or global (not (plusp window))) 0 window)
-                                  activations gelu)))
+                                  activations gelu path)))
         ;; Only the result is fresh: it must outlive the scratch.
         (let ((out (if (eq pooling :none)
                        (make-array (list n d) :element-type 'single-float)
                        a)))
           (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
+          (check-finite-steps path nil :output-norm out)
           (pool out pooling))))))
 
 ;;; Calibration (SPEC 10): max |x| per input channel of every encoder
@@ -442,12 +517,16 @@ names its source for the usage error."
     (nreverse ids)))
 
 (defun read-token-file (path)
-  "The token sequences of the file PATH, one per non-empty line."
-  (let ((octets (read-file-octets path)))
-    (loop for line in (split-lines (map 'string #'code-char octets))
-          for i from 1
-          for ids = (parse-token-list line (format nil "~A line ~D" path i))
-          when ids collect ids)))
+  "The token sequences of the file PATH (UTF-8 text), one per non-empty
+line; FILE-IO-ERROR naming PATH when it holds no token id at all."
+  (let* ((octets (read-file-octets path :what "a text file"))
+         (sequences (loop for line in (split-lines (%utf8-string octets))
+                          for i from 1
+                          for ids = (parse-token-list line (format nil "~A line ~D" path i))
+                          when ids collect ids)))
+    (or sequences
+        (file-io-error path "expected token ids, one sequence per line, found ~:[only blank ~
+lines~;an empty file~]" (zerop (length octets))))))
 
 (defun split-lines (text)
   (loop with start = 0
@@ -473,7 +552,9 @@ names its source for the usage error."
      :details "The forward pass of SPEC 9 on each token sequence: one line of floats
 per token (pooling none) or one line per sequence (mean, cls).  With --json,
 one JSON object per sequence and line: file, tokens, pooling, activations,
-embeddings.  A decision head in the file is ignored."
+embeddings.  A decision head in the file is ignored.  --tokens-file is UTF-8
+text; one with no token id is an error.  A NaN or infinity in the hidden
+states is an error naming the layer and the step that made it."
      :options ((tokens "--tokens IDS" :help "one sequence: token ids separated by commas")
                (tokens-file "--tokens-file F"
                             :help "a file of sequences, one per line (ids separated by

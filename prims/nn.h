@@ -36,7 +36,8 @@ typedef enum {
  *   y_j  = x_j - mean (f32);  var = (float)(sum_j (double)(y_j * y_j) / d),
  *          the f32 square summed in double, j increasing
  *   s    = 1.0f / sqrtf(var + eps);   out_j = (y_j * s) * w_j   (f32)
- * out may be x. */
+ * except that s is NaN when var + eps is infinite (a row of values too
+ * large to square in f32 answers NaN, not zeros).  out may be x. */
 rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
                            float *out);
 rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
@@ -67,5 +68,11 @@ rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float
 
 /* One GELU value, as rl_geglu applies it (tests, references). */
 float rl_gelu_f32(float a, rl_gelu kind);
+
+/* The index of the first NaN or infinity among the n values of x, or n
+ * when all are finite (x may be NULL when n is 0).  The encoder checks
+ * the steps' outputs with it, so it reads 16 or 32 values at a time
+ * with no branch per value. */
+size_t rl_first_non_finite_f32(const float *x, size_t n);
 
 #endif

@@ -69,6 +69,69 @@ static void test_layer_norm(void) {
     CHECK_MSG(!bad_ref, "layer-norm: %ld values off the double reference", bad_ref);
 }
 
+/* A row too large to square in f32 answers NaN on every path and thread
+ * count (its variance overflows; the scale 1/sqrt(inf) made it zeros),
+ * while the other rows keep their values. */
+static void test_layer_norm_overflow(void) {
+    const size_t n = 11, d = 40; /* 8 rows in the interleaved run, 3 alone */
+    long bad = 0;
+    for (size_t big = 0; big < n; big++) {
+        float *x = rnd_floats(n * d, 1.0f), *w = rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        x[big * d + 3] = 3e36f; /* its square, 9e72, is beyond f32 */
+        for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+            if (!rl_path_supported((rl_path)p))
+                continue;
+            for (int th = 1; th <= 3; th++) {
+                CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, (rl_path)p, th) == RL_Q8_OK);
+                for (size_t t = 0; t < n; t++)
+                    for (size_t i = 0; i < d; i++)
+                        bad += t == big ? !isnan(y[t * d + i])
+                                        : memcmp(&y[t * d + i], &ref[t * d + i], sizeof *y) != 0;
+            }
+        }
+        free(x), free(w), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "layer-norm overflow: %ld values not NaN in the big row or changed in others",
+              bad);
+}
+
+/* The first NaN or infinity wherever it is, in and past the 64-value
+ * blocks; huge finite values and subnormals are finite. */
+static void first_non_finite_cases(void) {
+    const float nonfinite[3] = {NAN, INFINITY, -INFINITY};
+    float x[300];
+    long bad = 0;
+    for (size_t i = 0; i < 300; i++)
+        x[i] = i % 3 ? 3.4e38f : (i % 5 ? -1e-45f : 0.5f);
+    CHECK_EQ_U(rl_first_non_finite_f32(x, 300), 300);
+    CHECK_EQ_U(rl_first_non_finite_f32(NULL, 0), 0);
+    for (size_t n = 1; n <= 300; n += 7)
+        for (size_t at = 0; at < n; at += 3) {
+            for (int k = 0; k < 3; k++) {
+                const float keep = x[at];
+                x[at] = nonfinite[k];
+                if (at + 1 < n)
+                    x[n - 1] = NAN; /* a later one is not the first */
+                bad += rl_first_non_finite_f32(x, n) != at;
+                bad += rl_first_non_finite_f32(x, at) != at; /* before it: none */
+                x[at] = keep;
+                if (at + 1 < n)
+                    x[n - 1] = (n - 1) % 3 ? 3.4e38f : ((n - 1) % 5 ? -1e-45f : 0.5f);
+            }
+        }
+    CHECK_MSG(!bad, "first-non-finite, simd %d: %ld wrong answers", rl_simd(), bad);
+}
+
+static void test_first_non_finite(void) {
+    for (int simd = 0; simd <= 1; simd++) {
+        rl_set_simd(simd);
+        first_non_finite_cases();
+    }
+    rl_set_simd(1);
+}
+
 /* ---- RoPE ----------------------------------------------------------- */
 
 static void test_rope(void) {
@@ -243,6 +306,8 @@ static void test_errors(void) {
 
 int main(void) {
     test_layer_norm();
+    test_layer_norm_overflow();
+    test_first_non_finite();
     test_rope();
     test_attention();
     test_attention_self_window();

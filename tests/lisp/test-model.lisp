@@ -196,6 +196,193 @@ TENSOR."
     (is (equalp (model:encode e '(5 6 7))
                 (model:encode (model:load (encoder-file "s1-pico" :f32)) '(5 6 7))))))
 
+;;; Hostile files: every numeric key checked at load, a non-finite hidden
+;;; state an error naming the step that made it, loading linear in tensors.
+
+(defun file-with (path &key key value type tensor change)
+  "An in-memory copy of the GGUF file PATH with the metadata KEY set to
+VALUE of the GGUF TYPE (added when absent), and the data of TENSOR (a
+fresh single-float copy) passed to CHANGE, which alters it in place."
+  (let ((f (gguf:read path)))
+    (gguf:make-file
+     :metadata (append (loop for e in (gguf:metadata f)
+                             unless (member (first e) (list "general.alignment" key)
+                                            :test #'equal)
+                               collect e)
+                       (and key (list (list key type value))))
+     :tensors (loop for info in (gguf:tensor-infos f)
+                    for name = (gguf:tensor-info-name info)
+                    for data = (gguf:tensor f name)
+                    collect (list name (if (equal name tensor)
+                                           (let ((copy (copy-seq* data)))
+                                             (funcall change copy)
+                                             copy)
+                                           data)
+                                  :dims (gguf:tensor-info-dims info))))))
+
+(defun copy-seq* (a)
+  "A fresh copy of the single-float array A."
+  (let ((copy (make-array (array-dimensions a) :element-type 'single-float)))
+    (dotimes (i (array-total-size a) copy)
+      (setf (row-major-aref copy i) (row-major-aref a i)))))
+
+(defun model-error-message (thunk)
+  "The message of the MODEL-ERROR THUNK signals, or NIL when it signals none."
+  (handler-case (progn (funcall thunk) nil)
+    (model:model-error (c) (rontolisp:rontolisp-error-message c))))
+
+(test model-load-checks-every-numeric-key
+  ;; Each value meaningless for its key is refused at load, by a message
+  ;; naming the key, what it expected and what it found (before: a division
+  ;; by zero with no key, NaN or zeros at encode, or an accepted value).
+  (let ((file (encoder-file "s1-pico" :f32)))
+    (loop for (key type value found) in
+          '(("attention.sliding_window_pattern" :u32 0 "found 0")
+            ("context_length" :u32 0 "found 0")
+            ("context_length" :string "1024" "found \"1024\"")
+            ("embedding_length" :u32 0 "found 0")
+            ("block_count" :u32 0 "found 0")
+            ("decision.block_count" :u32 2 "found 2")
+            ("feed_forward_length" :u32 0 "found 0")
+            ("attention.head_count" :u32 0 "found 0")
+            ("attention.head_count" :u32 3 "found 3")
+            ("attention.head_count" :u32 64 "found 64") ; a head size of 1, odd
+            ("attention.sliding_window" :i32 -1 "found -1")
+            ("attention.layer_norm_epsilon" :f32 0.0 "found 0.0")
+            ("attention.layer_norm_epsilon" :f32 -1e-5 "found -1")
+            ("attention.layer_norm_epsilon" :f32 2.0 "found 2.0")
+            ("rope.freq_base" :f32 1e-45 "found 1.4012985e-45")
+            ("rope.freq_base" :f32 0.5 "found 0.5")
+            ("rope.freq_base_swa" :f32 1e-45 "found 1.4012985e-45")
+            ("rope.freq_base_swa" :f32 #.ext:single-float-positive-infinity "found"))
+          do (let* ((full (concatenate 'string "modern-bert." key))
+                    (msg (model-error-message
+                          (lambda () (model:load (file-with file :key full :type type
+                                                                 :value value))))))
+               (is-true msg "~A = ~S: no model-error" key value)
+               (when msg
+                 (is (contains msg (format nil "key ~S: expected " full)) "~A" msg)
+                 (is (contains msg found) "~A" msg))))))
+
+(defun hostile-file (file tensor &key change nan-at)
+  "Write a temporary copy of the F32 GGUF FILE whose TENSOR CHANGE altered
+(a function of a fresh copy of its data) and whose TENSOR's element
+NAN-AT (row-major) is a NaN; answer its path."
+  (let ((path (tmp-path "hostile.gguf")))
+    (gguf:write path (file-with file :tensor tensor :change (or change #'identity)))
+    (when nan-at
+      (poke-f32-bits path tensor nan-at #x7fc00000))
+    path))
+
+(defun hostile-encode-message (file tensor &key change nan-at (ids '(1 2 3 4 5)))
+  "The MODEL-ERROR message of encoding IDS with a HOSTILE-FILE of FILE, or
+NIL when the encode signals none."
+  (let ((path (hostile-file file tensor :change change :nan-at nan-at)))
+    (unwind-protect (model-error-message (lambda () (model:encode (model:load path) ids)))
+      (ignore-errors (delete-file path)))))
+
+(test model-encode-names-the-step-of-a-non-finite-hidden-state
+  ;; Before, each of these printed NaN (or zeros) and returned normally.
+  (let ((file (encoder-file "s1-pico" :f32)))
+    (flet ((check (tensor args &rest needles)
+             (let ((msg (apply #'hostile-encode-message file tensor args)))
+               (is-true msg "~A: no model-error" tensor)
+               (when msg
+                 (is (contains msg "expected finite hidden states") "~A" msg)
+                 (dolist (n needles)
+                   (is (contains msg n) "~A: ~S not in ~A" tensor n msg))))))
+      (check "blk.1.ffn_up.weight" '(:nan-at 451)
+             "layer 1, the product by blk.1.ffn_up.weight" "found nan" "column 7")
+      ;; Two weights at the largest float: a token whose two inputs sum
+      ;; past 1 (the random model has some) overflows the product.
+      (check "blk.0.attn_qkv.weight"
+             (list :change (lambda (w) (setf (aref w 0 0) most-positive-single-float
+                                             (aref w 0 1) most-positive-single-float)))
+             "layer 0, the product by blk.0.attn_qkv.weight" "column 0")
+      ;; One 3e38 in ffn_down: the sums stay finite, but the next
+      ;; LayerNorm's variance does not, and it scaled the rows to zeros.
+      (check "blk.0.ffn_down.weight" (list :change (lambda (w) (setf (aref w 0 0) 3e38)))
+             "layer 1, the LayerNorm by blk.1.attn_norm.weight")
+      (check "token_embd.weight" (list :nan-at (+ (* 3 64) 5))
+             "the rows of token_embd.weight" "at token 2, column 5")
+      (check "output_norm.weight" '(:nan-at 9)
+             "the LayerNorm by output_norm.weight" "column 9"))))
+
+(test embed-command-refuses-non-finite-hidden-states
+  (let ((bad (hostile-file (encoder-file "s1-pico" :f32) "blk.1.ffn_down.weight"
+                           :nan-at 200)))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "embed" bad "--tokens" "1,2,3"))
+           (is (= 1 code) "exit ~D, stderr ~A" code err)
+           (is (string= "" out))
+           (is (= 1 (count #\Newline err)) "~A" err)
+           (is (contains err "layer 1, the product by blk.1.ffn_down.weight") "~A" err))
+      (ignore-errors (delete-file bad)))))
+
+(defun many-layer-file (path layers)
+  "Write to PATH a valid modern-bert GGUF file of LAYERS tiny layers (d =
+2, one head, 6 tensors a layer) and answer its tensor count."
+  (let ((tensors
+          (append
+           (list (list "token_embd.weight" (make-array '(4 2) :element-type 'single-float
+                                                             :initial-element 0.5))
+                 (list "token_embd_norm.weight" (make-array 2 :element-type 'single-float
+                                                              :initial-element 1.0))
+                 (list "output_norm.weight" (make-array 2 :element-type 'single-float
+                                                          :initial-element 1.0)))
+           (loop for i below layers
+                 append (loop for (suffix dims) in '(("attn_norm.weight" (2))
+                                                     ("attn_qkv.weight" (6 2))
+                                                     ("attn_output.weight" (2 2))
+                                                     ("ffn_norm.weight" (2))
+                                                     ("ffn_up.weight" (2 2))
+                                                     ("ffn_down.weight" (2 1)))
+                              collect (list (format nil "blk.~D.~A" i suffix)
+                                            (make-array dims :element-type 'single-float
+                                                             :initial-element 0.25)))))))
+    (gguf:write path (gguf:make-file
+                      :metadata `(("general.architecture" :string "modern-bert")
+                                  ("modern-bert.block_count" :u32 ,layers)
+                                  ("modern-bert.embedding_length" :u32 2)
+                                  ("modern-bert.feed_forward_length" :u32 1)
+                                  ("modern-bert.attention.head_count" :u32 1)
+                                  ("modern-bert.attention.layer_norm_epsilon" :f32 1e-5)
+                                  ("modern-bert.rope.freq_base" :f32 10000.0)
+                                  ("modern-bert.context_length" :u32 8))
+                      :tensors tensors))
+    (length tensors)))
+
+(defun load-seconds (path repeat)
+  "The least processor time of five runs of REPEAT MODEL:LOADs of PATH,
+per load, in seconds: processor time, each run after a full collection, so
+that other processes on the machine and the previous run's garbage do not
+count."
+  (loop repeat 5
+        minimize (progn
+                   (ext:gc t)
+                   (let ((start (get-internal-run-time)))
+                     (dotimes (i repeat) (model:load path))
+                     (/ (- (get-internal-run-time) start)
+                        (* repeat internal-time-units-per-second))))))
+
+(test model-load-is-linear-in-tensors
+  ;; Eight times the tensors: a linear load takes about 8 times as long, a
+  ;; quadratic one 64 (a list search per tensor made it so).  The bound
+  ;; leaves room for noise on a busy machine without letting 64 through.
+  (let ((small (tmp-path "small-many.gguf")) (big (tmp-path "big-many.gguf")))
+    (unwind-protect
+         (let* ((n-small (many-layer-file small 83))
+                (n-big (many-layer-file big 666))
+                (e (model:load big)))
+           (is (= 666 (getf (model:hyperparameters e) :layers)))
+           (is (= 2 (array-dimension (model:encode e '(1 2 3)) 1)))
+           (let ((ratio (/ (load-seconds big 1) (max 1/10000 (load-seconds small 8)))))
+             (format t "~&  model:load of ~D vs ~D tensors: time ratio ~,1F (linear ~,1F)~%"
+                     n-big n-small ratio (/ n-big n-small))
+             (is (< ratio (* 3 (/ n-big n-small))) "ratio ~,1F" ratio)))
+      (ignore-errors (delete-file small))
+      (ignore-errors (delete-file big)))))
+
 ;;; The command.
 
 (test embed-command-prints-rows
@@ -239,6 +426,31 @@ TENSOR."
       (is (= 1 code))
       (is (contains err "99999")))
     (ignore-errors (delete-file tokens))))
+
+(test embed-command-tokens-file-is-utf-8-and-not-empty
+  (let ((file (encoder-file "s1-pico" :f32))
+        (accented (write-file-string (tmp-path "tokens-utf8.txt")
+                                     (format nil "1,2~%3,caf~C~%" (code-char #xE9))))
+        (empty (write-file-string (tmp-path "tokens-empty.txt") ""))
+        (blank (write-file-string (tmp-path "tokens-blank.txt") (format nil "~%  ~%"))))
+    (unwind-protect
+         (progn
+           ;; Read as Latin-1, the two bytes of é came out as two characters.
+           (multiple-value-bind (code out err)
+               (run-exe-octets (list "embed" file "--tokens-file" accented))
+             (declare (ignore out))
+             (let ((text (rontolisp::%utf8-string err)))
+               (is (= 2 code))
+               (is (contains text (format nil "\"caf~C\"" (code-char #xE9))) "~A" text)
+               (is (contains text "line 2") "~A" text)))
+           (dolist (f (list empty blank))
+             (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens-file" f))
+               (is (= 1 code) "~A: exit ~D" f code)
+               (is (string= "" out))
+               (is (= 1 (count #\Newline err)) "~A" err)
+               (is (contains err f) "~A" err)
+               (is (contains err "expected token ids") "~A" err))))
+      (dolist (f (list accented empty blank)) (ignore-errors (delete-file f))))))
 
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32
