@@ -218,7 +218,7 @@ static int in_child(void (*fn)(const void *arg, void *out), const void *arg, voi
         snprintf(why, whysz, "pipe: %s", strerror(errno));
         return 0;
     }
-    pid_t pid = fork();
+    pid_t pid = check_fork();
     if (pid < 0) {
         snprintf(why, whysz, "fork: %s", strerror(errno));
         close(fds[0]);
@@ -236,9 +236,7 @@ static int in_child(void (*fn)(const void *arg, void *out), const void *arg, voi
     close(fds[1]);
     size_t got = read_full(fds[0], out, outsz);
     close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = check_wait(pid, "a child running llama.cpp");
     if (got == outsz && WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 1;
     if (WIFSIGNALED(status))
@@ -984,7 +982,7 @@ static void test_executable(void) {
         snprintf(log, sizeof log, "%s/run.log", tmpdir);
         snprintf(args, sizeof args, runs[i].args, out, cal);
         snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", exe, args, log);
-        int rc = system(cmd);
+        int rc = check_system(cmd);
         CHECK_MSG(rc == 0, "rontolisp %s: status %d; its output:", args, rc);
         if (rc != 0) {
             char *text = slurp(log, NULL);

@@ -267,26 +267,44 @@ end a script with one short line naming them."
 
 ;;; Hardening (issue 13): bytes, signals, pipes, threads, odd files.
 
+(defparameter *signal-numbers* '(("HUP" . 1) ("INT" . 2) ("TERM" . 15))
+  "The numbers of the signals the tests send, by name.")
+
 (defun interrupted-status (args signal &key (input ""))
   "Start the executable with ARGS, send it SIGNAL (\"INT\", \"TERM\"...)
 after a second, then give it INPUT and close its input; answer (values
-exit-status stdout)."
+exit-status stdout), the status (:signaled n) when a signal ended it."
   (let ((out (tmp-path "sig-out")))
     (unwind-protect
-         (multiple-value-bind (in code p)
-             (ext:run-program *exe* args :input :stream :output out :error nil
-                                         :if-output-exists :supersede :wait nil)
-           (declare (ignore code))
-           (sleep 1)
-           (ext:run-program "kill" (list (format nil "-~A" signal)
-                                         (princ-to-string (ext:external-process-pid p)))
-                            :output nil :error nil)
-           (sleep 0.5)
-           (ignore-errors (write-string input in) (finish-output in))
-           (ignore-errors (close in))
-           (multiple-value-bind (how n) (ext:external-process-wait p t)
-             (values (if (eq how :exited) n (list how n)) (read-file-string out))))
+         (multiple-value-bind (p in)
+             (run-child *exe* args :input :stream :output out :error nil
+                                   :if-output-exists :supersede :wait nil)
+           (unwind-protect
+                (progn
+                  (sleep 1)
+                  (is (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=))))
+                  (sleep 0.5)
+                  (ignore-errors (write-string input in) (finish-output in))
+                  (ignore-errors (close in))
+                  (multiple-value-bind (how n)
+                      (wait-child p :deadline 30 :what (format nil "rontolisp~{ ~A~} after SIG~A" args signal))
+                    (values (if (eq how :exited) n (list how n)) (read-file-string out))))
+             (end-child p)))
       (ignore-errors (delete-file out)))))
+
+(test child-wait-has-a-deadline
+  "A child that never ends is killed at the deadline and the test fails
+with a message, instead of waiting for ever."
+  (let ((f (write-file-string (tmp-path "forever.lisp") (format nil "(loop (sleep 0.05))~%")))
+        (start (get-internal-real-time)))
+    (let ((e (handler-case (progn (run-child *exe* (list "script" f) :input nil :output nil
+                                                                     :error nil :deadline 2)
+                                  nil)
+               (error (e) e))))
+      (is (typep e 'error))
+      (is (contains (princ-to-string e) "did not end within 2 s") "~A" e))
+    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 20))
+    (delete-file f)))
 
 (test cli-arguments-are-utf-8
   ;; ECL's run-program passes only base strings: the shell makes the bytes.
