@@ -390,6 +390,45 @@ with a message, instead of waiting for ever."
     (is (eql 129 (interrupted-status (list "script" f) "HUP")))
     (delete-file f)))
 
+(defun early-signal-status (args signal delay &key ignored)
+  "Start the executable with ARGS (with SIGNAL ignored when IGNORED, as a
+shell leaves SIGINT for a background job), wait until its main function
+runs (ECL's threads exist), send it SIGNAL DELAY seconds later; answer its
+exit status, (:signaled n) when the signal ended it."
+  (let ((p (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
+                                                    ignored signal)
+                                       *exe* args)
+                      :input nil :output nil :error nil :wait nil))
+        (end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+    (unwind-protect
+         (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
+           (loop until (or (> (length (directory tasks)) 1)
+                           (not (eq :running (ext:external-process-wait p nil)))
+                           (> (get-internal-real-time) end))
+                 do (sleep 0.001))
+           (sleep delay)
+           (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
+           (multiple-value-bind (how n)
+               (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
+                                                        args signal))
+             (if (eq how :exited) n (list how n))))
+      (end-child p))))
+
+(test batch-signal-at-start-up-is-not-lost
+  "SIGINT, SIGTERM and SIGHUP in the first milliseconds, while ECL boots,
+end a script as they do later (128 + the signal), whether the signal's
+disposition came in as the default or as ignored (a background job)."
+  (let ((f (write-file-string (tmp-path "loop.lisp") (format nil "(loop (sleep 0.05))~%"))))
+    (dolist (delay '(0 0.005 0.01 0.04 0.08))
+      (dolist (ignored '(t nil))
+        (is (eql 130 (early-signal-status (list "script" f) "INT" delay :ignored ignored))
+            "SIGINT ~D ms into start-up~:[~; (ignored on entry)~]" (round delay 1/1000) ignored)))
+    (dolist (signal '("TERM" "HUP"))
+      (is (eql (+ 128 (cdr (assoc signal *signal-numbers* :test #'string=)))
+               (early-signal-status (list "script" f) signal 0))
+          "SIG~A at start-up" signal))
+    (delete-file f)))
+
 (test repl-survives-ctrl-c-at-the-prompt
   (multiple-value-bind (code out)
       (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
