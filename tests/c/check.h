@@ -46,6 +46,29 @@ static long check_passed_, check_failed_;
         fputc('\n', stderr);                                                 \
     } while (0)
 
+/* 1 when the environment says this is a CI run (CI=true), where every
+ * comparison with a reference must run. */
+static inline int check_ci(void) {
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}
+
+/* A comparison with a reference (llama.cpp's libraries) that cannot run
+ * because the reference is missing: a skip, except under CI=true, where it
+ * is a failure saying what was missing. */
+#define CHECK_SKIP_REFERENCE(...)                                            \
+    do {                                                                     \
+        if (check_ci()) {                                                    \
+            check_failed_++;                                                 \
+            fprintf(stderr, "%s:%d: FAILED (CI=true, a reference is missing): ", \
+                    __FILE__, __LINE__);                                     \
+        } else {                                                             \
+            fprintf(stderr, "SKIP: ");                                       \
+        }                                                                    \
+        fprintf(stderr, __VA_ARGS__);                                        \
+        fputc('\n', stderr);                                                 \
+    } while (0)
+
 /* Child processes.  Every child of a test gets a deadline, the
  * environment's RL_TEST_CHILD_SECONDS or 600 s: CHECK_FORK gives it an
  * alarm that ends it there (so a parent reading its pipe sees the end),

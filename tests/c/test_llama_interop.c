@@ -129,7 +129,8 @@ static void ll_log_cb(int level, const char *text, void *user) {
 }
 
 /* Loads the library and every symbol; 1 on success, else a SKIP (no
- * library) or a failure (a library without the symbols) and 0. */
+ * library; a failure under CI=true) or a failure (a library without the
+ * symbols) and 0. */
 static int ll_load(void) {
     const char *path = getenv("RL_LLAMA_LIB");
     if (!path || !*path)
@@ -138,7 +139,7 @@ static int ll_load(void) {
     setenv("GGML_NO_BACKTRACE", "1", 1);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        CHECK_SKIP("llama.cpp library not loaded (%s): every llama.cpp comparison is skipped "
+        CHECK_SKIP_REFERENCE("llama.cpp library not loaded (%s): every llama.cpp comparison is skipped "
                    "(tests/fetch-llama-lib.sh fetches it)", dlerror());
         return 0;
     }

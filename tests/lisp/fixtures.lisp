@@ -168,6 +168,19 @@ answer (values exit-status stdout stderr)."
 (defun contains (haystack needle)
   (and (search needle haystack) t))
 
+(defun ci-p ()
+  "True in a CI run (CI=true in the environment), where every comparison
+with a reference must run."
+  (equal (ext:getenv "CI") "true"))
+
+(defun skip-reference (control &rest args)
+  "Say that a comparison with a reference (llama.cpp's libraries, a tool
+built from them) cannot run because the reference is missing, CONTROL and
+ARGS saying which: a skip, or under CI=true (see CI-P) a failure."
+  (if (ci-p)
+      (fail "CI=true and a reference is missing: ~?" control args)
+      (skip "~?" control args)))
+
 (defmacro skip-unless-file ((path) &body body)
   "Run BODY when PATH exists; otherwise say the test is skipped (a skip is
 not a pass)."

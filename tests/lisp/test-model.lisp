@@ -37,7 +37,7 @@ matrices of TYPE, written on first use."
 
 (defun llama-or-skip (file sequences)
   (or (rontolisp::llama-encode file sequences)
-      (progn (skip "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
+      (progn (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
 tests/fetch-llama-lib.sh, or set RL_LLAMA_LIB)")
              nil)))
 

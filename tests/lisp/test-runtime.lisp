@@ -445,6 +445,71 @@ disposition came in as the default or as ignored (a background job)."
       (is (string= (format nil "Mod~Cle" (code-char 232)) (gguf:value f "general.name"))))
     (ignore-errors (delete-file out))))
 
+;;; Comparisons with a reference that is missing skip, except under
+;;; CI=true, where they fail saying what was missing: in the Lisp suites
+;;; (SKIP-REFERENCE), in the C tests (CHECK_SKIP_REFERENCE) and in the
+;;; script that fetches llama.cpp's libraries.
+
+(def-suite reference-probe
+  :description "Not run on its own: a test that finds its reference missing.")
+
+(def-test reference-probe-test (:suite reference-probe)
+  (skip-reference "the probe's reference ~A is missing" "R"))
+
+(in-suite runtime)
+
+(defun with-environment-variable (name value thunk)
+  "Call THUNK with the environment variable NAME set to VALUE (NIL: unset),
+then restore it."
+  (let ((old (ext:getenv name)))
+    (unwind-protect
+         (progn (if value (ext:setenv name value) (ext:setenv name nil))
+                (funcall thunk))
+      (ext:setenv name old))))
+
+(test reference-skips-fail-under-ci
+  (flet ((probe (ci)
+           (with-environment-variable "CI" ci
+             (lambda ()
+               (let ((results (let ((fiveam:*test-dribble* (make-broadcast-stream)))
+                                (fiveam:run 'reference-probe))))
+                 (is (= 1 (length results)))
+                 (first results))))))
+    (let ((r (probe "true")))
+      (is (typep r 'fiveam::test-failure) "under CI=true: ~S" r)
+      (is (contains (fiveam::reason r) "CI=true and a reference is missing: the probe's reference R")))
+    (dolist (ci '(nil "false"))
+      (let ((r (probe ci)))
+        (is (typep r 'fiveam::test-skipped) "under CI=~A: ~S" ci r)
+        (is (contains (fiveam::reason r) "the probe's reference R is missing"))))))
+
+(test c-reference-skips-fail-under-ci
+  (let ((program (namestring (merge-pathnames "tests/test_llama_interop" *exe*))))
+    (skip-unless-file (program)
+      (dolist (ci '("true" "false"))
+        (multiple-value-bind (code out err)
+            (sh (format nil "CI=~A RL_LLAMA_LIB=/nonexistent/libggml-base.so \"$1\"" ci) program)
+          (is (contains out "C test llama_interop: 0 passed"))
+          (is (contains err "llama.cpp library not loaded (/nonexistent/libggml-base.so"))
+          (if (string= ci "true")
+              (progn (is (eql 1 code))
+                     (is (contains out "1 failed"))
+                     (is (contains err "FAILED (CI=true, a reference is missing)")))
+              (progn (is (eql 0 code))
+                     (is (contains err "SKIP: llama.cpp library not loaded")))))))))
+
+(test fetch-llama-lib-fails-under-ci-without-npm
+  (let ((dir (tmp-path "fetch"))
+        (script (namestring (merge-pathnames "tests/fetch-llama-lib.sh" *root*))))
+    (dolist (ci '("true" "false"))
+      ;; Run where nothing is cached, with a PATH holding no npm.
+      (multiple-value-bind (code out err)
+          (sh (format nil "mkdir -p \"$1\" && cd \"$1\" && unset RL_LLAMA_LIB && CI=~A PATH=/nonexistent /bin/sh \"$2\"; s=$?; rm -rf \"$1\"; exit $s" ci)
+              dir script)
+        (is (string= "" err) "~A" err)
+        (is (contains out "no npm") "~A" out)
+        (is (eql (if (string= ci "true") 1 0) code) "CI=~A: exit ~A" ci code)))))
+
 ;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
 ;;; one of rontolisp's own conditions: never a package error (C once
 ;;; interned the caller's name into COMMON-LISP at error time) or a crash.
