@@ -49,6 +49,20 @@ them), for SECONDS at most; answer (values exit-status output)."
       (ignore-errors (delete-file file))
       (unless home (remove-home home*)))))
 
+(test pty-driver-has-a-deadline-after-the-output-ends
+  "A program that closes the terminal and runs on is killed at the
+driver's deadline, as one that keeps the terminal open is."
+  (let ((steps (write-file-string (tmp-path "steps") ""))
+        (start (get-internal-real-time)))
+    (multiple-value-bind (code out err)
+        (sh "\"$1\" 2 \"$2\" -- /bin/sh -c 'exec >/dev/null 2>&1 </dev/null; exec sleep 60'"
+            *pty-run* steps)
+      (declare (ignore out))
+      (is (eql 124 code))
+      (is (contains err "did not end within 2 seconds") "~A" err))
+    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 30))
+    (delete-file steps)))
+
 ;;; At a terminal: ECL's top level and debugger.
 
 (test repl-terminal-error-shows-restarts-and-backtrace
