@@ -467,7 +467,11 @@ count."
       (is (> (getf q8x2 :cosine) 0.999)))
     (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
         (is (every (lambda (r) (and (getf r :llama-us) (plusp (getf r :ratio)))) rows))
-        (is (every (lambda (r) (null (getf r :llama-us))) rows)))))
+        (progn (is (every (lambda (r) (null (getf r :llama-us))) rows))
+               ;; a failure under CI=true, where the column must be there
+               (when (ci-p)
+                 (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing: ~
+no llama.cpp column"))))))
 
 (test bench-model-usage
   (dolist (args '(("bench" "--tokens" "8") ("bench" "--random" "shapes" "--tokens" "8")
