@@ -40,14 +40,37 @@ variable RONTOLISP_EXE overrides build/rontolisp).")
   "Seconds any child process of the tests may run: at the deadline it is
 killed and the test fails (a test never waits for a child without one).")
 
+(defun kill-pid (pid signal)
+  "Send the process PID the signal number SIGNAL through kill(2) itself (no
+kill program needs to be installed); answers T when it was sent."
+  (and pid (plusp pid)
+       (zerop (si:call-cfun (si:find-foreign-symbol "kill" :default :pointer-void 0)
+                            :int '(:int :int) (list pid signal)))))
+
 (defun signal-process (process signal)
-  "Send the child PROCESS (of RUN-CHILD) the signal number SIGNAL, through
-kill(2) itself: no kill program needs to be installed.  Answers T when it
-was sent."
-  (let ((pid (ext:external-process-pid process)))
-    (and pid (plusp pid)
-         (zerop (si:call-cfun (si:find-foreign-symbol "kill" :default :pointer-void 0)
-                              :int '(:int :int) (list pid signal))))))
+  "Send the child PROCESS (of RUN-CHILD) the signal number SIGNAL; answers T
+when it was sent."
+  (kill-pid (ext:external-process-pid process) signal))
+
+(defun process-descendants (pid)
+  "The process ids of PID's children, their children and so on, read from
+/proc (NIL where there is none)."
+  (let ((parents (make-hash-table)))
+    (dolist (dir (ignore-errors (directory "/proc/*/")))
+      (let* ((name (car (last (pathname-directory dir))))
+             (p (and (stringp name) (plusp (length name)) (every #'digit-char-p name)
+                     (parse-integer name)))
+             (line (and p (ignore-errors
+                           (with-open-file (s (format nil "/proc/~D/stat" p)) (read-line s)))))
+             ;; "pid (name) state ppid ...": the name may hold anything
+             (close (and line (position #\) line :from-end t))))
+        (when close
+          (setf (gethash p parents)
+                (ignore-errors (parse-integer line :start (+ close 4) :junk-allowed t))))))
+    (labels ((below (pid)
+               (loop for child being the hash-keys of parents using (hash-value parent)
+                     when (eql parent pid) append (cons child (below child)))))
+      (below pid))))
 
 (defun wait-child (process &key (deadline *child-deadline*) (what "a child process"))
   "Wait for the child PROCESS (of RUN-CHILD) to end, at most DEADLINE
@@ -67,9 +90,12 @@ WHAT and the deadline is signalled, so the test fails rather than hangs."
       (setf pause (min 0.02 (* 2 pause))))))
 
 (defun end-child (process)
-  "Kill the child PROCESS (SIGKILL) if it still runs, and reap it: what
-every test that starts a child does when it leaves, however it leaves."
+  "Kill the child PROCESS (SIGKILL) if it still runs, with the processes it
+started (a shell's commands), and reap it: what every test that starts a
+child does when it leaves, however it leaves."
   (when (eq :running (ext:external-process-wait process nil))
+    (dolist (pid (process-descendants (ext:external-process-pid process)))
+      (kill-pid pid 9))
     (signal-process process 9)
     (ext:external-process-wait process t)))
 

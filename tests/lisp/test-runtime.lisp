@@ -292,18 +292,39 @@ exit-status stdout), the status (:signaled n) when a signal ended it."
              (end-child p)))
       (ignore-errors (delete-file out)))))
 
+(defun process-gone-p (pid)
+  "True once the process PID has ended (gone, or a zombie), waiting for
+that at most 10 s."
+  (loop repeat 1000
+        for stat = (ignore-errors (with-open-file (s (format nil "/proc/~D/stat" pid))
+                                    (read-line s)))
+        when (or (null stat) (search ") Z" stat)) return t
+        do (sleep 0.01)))
+
 (test child-wait-has-a-deadline
-  "A child that never ends is killed at the deadline and the test fails
-with a message, instead of waiting for ever."
-  (let ((f (write-file-string (tmp-path "forever.lisp") (format nil "(loop (sleep 0.05))~%")))
-        (start (get-internal-real-time)))
-    (let ((e (handler-case (progn (run-child *exe* (list "script" f) :input nil :output nil
-                                                                     :error nil :deadline 2)
-                                  nil)
-               (error (e) e))))
-      (is (typep e 'error))
-      (is (contains (princ-to-string e) "did not end within 2 s") "~A" e))
-    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 20))
+  "A child that never ends is killed at the deadline, with what it
+started, and the test fails with a message, instead of waiting for ever."
+  (let* ((pid-file (tmp-path "pid"))
+         (f (write-file-string (tmp-path "forever.lisp")
+                               (format nil "(with-open-file (s ~S :direction :output)~
+                                              (print (ext:getpid) s))~%(loop (sleep 0.05))~%"
+                                       pid-file)))
+         (start (get-internal-real-time)))
+    ;; The shell runs the executable as its child, not in its place.
+    (dolist (args (list (list *exe* (list "script" f))
+                        (list "/bin/sh" (list "-c" "\"$0\" script \"$1\"; exit 3" *exe* f))))
+      (ignore-errors (delete-file pid-file))
+      (let ((e (handler-case (progn (run-child (first args) (second args) :input nil :output nil
+                                                                         :error nil :deadline 2)
+                                    nil)
+                 (error (e) e))))
+        (is (typep e 'error))
+        (is (contains (princ-to-string e) "did not end within 2 s") "~A" e))
+      (let ((pid (ignore-errors (parse-integer (read-file-string pid-file) :junk-allowed t))))
+        (is (integerp pid))
+        (is (and pid (process-gone-p pid)) "~A: the executable (~A) still runs" (first args) pid)))
+    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 40))
+    (ignore-errors (delete-file pid-file))
     (delete-file f)))
 
 (test cli-arguments-are-utf-8
