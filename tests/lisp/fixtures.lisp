@@ -55,8 +55,13 @@ when it was sent."
 (defun process-descendants (pid)
   "The process ids of PID's children, their children and so on, read from
 /proc (NIL where there is none)."
-  (let ((parents (make-hash-table)))
-    (dolist (dir (ignore-errors (directory "/proc/*/")))
+  (let ((parents (make-hash-table))
+        ;; A process that ends while /proc is listed can fail the listing:
+        ;; list again.
+        (dirs (loop repeat 5
+                    for dirs = (ignore-errors (directory "/proc/*/" :resolve-symlinks nil))
+                    when dirs return dirs)))
+    (dolist (dir dirs)
       (let* ((name (car (last (pathname-directory dir))))
              (p (and (stringp name) (plusp (length name)) (every #'digit-char-p name)
                      (parse-integer name)))
