@@ -3,7 +3,7 @@
 # built-in data.  Each step says what it shows.
 set -e
 # Each run of the executable has a deadline (RL_TEST_SECONDS, default 600 s).
-R="timeout -k 10 ${RL_TEST_SECONDS:-600} build/rontolisp"
+R="timeout --foreground -k 10 ${RL_TEST_SECONDS:-600} build/rontolisp"
 step() { printf '\n== %s\n' "$*"; }
 
 step "start-up: rontolisp --version"

@@ -26,7 +26,7 @@ overran() { # $1 = what ran, $2 = its status (timeout(1) answers 124 at the dead
 if [ "$mode" != lisp-only ]; then
   for t in "$@"; do
     name=$(basename "$t")
-    timeout -k 10 "$deadline" "$t" >"$log/$name.log" 2>&1
+    timeout --foreground -k 10 "$deadline" "$t" >"$log/$name.log" 2>&1
     rc=$?
     overran "$name" $rc
     cat "$log/$name.log" | grep -v '^C test' | sed "s/^/  [$name] /" | tail -n 40
@@ -42,7 +42,7 @@ fi
 if [ "$mode" != c-only ]; then
   # FiveAM and its dependencies are compiled once into build/cache.
   exe=${RONTOLISP_EXE:-build/rontolisp}
-  XDG_CACHE_HOME=$(pwd)/build/cache timeout -k 10 "$deadline" "$exe" script tests/lisp/run.lisp \
+  XDG_CACHE_HOME=$(pwd)/build/cache timeout --foreground -k 10 "$deadline" "$exe" script tests/lisp/run.lisp \
     >"$log/lisp.log" 2>&1
   rc=$?
   overran "the Lisp tests" $rc
