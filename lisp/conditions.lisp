@@ -25,6 +25,19 @@ says what was expected and what was found.")
   (:documentation "The command line was not understood.  The command-line
 front end prints the usage string and exits with status 2."))
 
+(define-condition read-nesting-error (rontolisp-error reader-error)
+  ((limit :initarg :limit :reader read-nesting-error-limit)
+   (position :initarg :position :initform nil :reader read-nesting-error-position))
+  (:documentation "Lisp source (a script, a loaded file, --eval, the REPL's
+input) whose forms nest deeper than LIMIT, which the reader refuses before
+its recursion exhausts the stack; POSITION is the character of the stream
+where the limit was passed, or NIL."))
+
+(setf (documentation 'read-nesting-error-limit 'function)
+      "The nesting depth a READ-NESTING-ERROR's input went past."
+      (documentation 'read-nesting-error-position 'function)
+      "The character position where a READ-NESTING-ERROR's input went past its limit, or NIL.")
+
 ;;; Arrays and quantization.
 
 (define-condition shape-error (rontolisp-error)

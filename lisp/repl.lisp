@@ -16,6 +16,57 @@
 
 (in-package "RONTOLISP")
 
+;;; The reader's nesting depth.  ECL's reader recurses on the C stack for
+;;; every nested list, vector, quote or backquote and does not check it:
+;;; some tens of thousands of "(" crash the process.  Every readtable the
+;;; REPL, scripts, --eval, --load and the rc file read with counts the
+;;; depth in its macro characters and refuses to go past the limit.
+
+(defparameter *read-depth-limit* 1000
+  "How deeply the forms read from Lisp source (scripts, loaded files,
+--eval, the REPL) may nest: lists, vectors, quotes and every other reader
+macro count one level each.  Deeper input is a READ-NESTING-ERROR.")
+
+(defvar *read-depth* 0
+  "How many reader macros are active in the read going on (see
+*READ-DEPTH-LIMIT*).")
+
+(defun depth-counting (function)
+  "FUNCTION, a reader macro function, wrapped to count one level of
+*READ-DEPTH* while it runs and to signal READ-NESTING-ERROR past
+*READ-DEPTH-LIMIT*."
+  (lambda (stream &rest args)
+    (let ((*read-depth* (1+ *read-depth*)))
+      (when (> *read-depth* *read-depth-limit*)
+        (let ((at (ignore-errors (file-position stream))))
+          (error 'read-nesting-error
+                 :stream stream :limit *read-depth-limit* :position at
+                 :message (error-message
+                           nil "expected forms nested at most ~D deep, found deeper ~
+                                nesting~@[ at character ~D~]"
+                           (list *read-depth-limit* at)))))
+      (apply function stream args))))
+
+(defun depth-limited-readtable (&optional (from *readtable*))
+  "A copy of the readtable FROM (NIL: the standard one) whose macro
+characters, and the sub-characters of its dispatching ones, count how
+deeply a read nests and stop it at *READ-DEPTH-LIMIT*."
+  (let ((rt (copy-readtable from)))
+    (dotimes (code 256 rt)
+      (let ((c (code-char code)))
+        (multiple-value-bind (function non-terminating) (get-macro-character c rt)
+          (when function
+            (if (handler-case (progn (get-dispatch-macro-character c #\( rt) t)
+                  (error () nil))
+                ;; A dispatching character (#): wrap what each sub-character does.
+                (dotimes (sub 256)
+                  (let* ((d (code-char sub))
+                         (f (and (char= d (char-upcase d))
+                                 (get-dispatch-macro-character c d rt))))
+                    (when f
+                      (set-dispatch-macro-character c d (depth-counting f) rt))))
+                (set-macro-character c (depth-counting function) non-terminating rt))))))))
+
 ;;; Loading source files.
 
 (defun skip-shebang-line (stream char arg)
@@ -42,8 +93,8 @@ or a FIFO signals FILE-IO-ERROR naming FILE before anything is read."
       ;; The message leaves the path to the caller's prefix, the slot keeps it.
       (error 'file-io-error :path file :message why)))
   (let ((*package* (find-package "RONTOLISP-USER"))
-        (*readtable* (copy-readtable nil)))
-    (set-dispatch-macro-character #\# #\! #'skip-shebang-line)
+        (*readtable* (depth-limited-readtable nil)))
+    (set-dispatch-macro-character #\# #\! (depth-counting #'skip-shebang-line))
     (load file :verbose nil :print nil)))
 
 ;;; --eval, --load, --norc.
@@ -93,7 +144,8 @@ stderr naming what failed."
                #'load-source file)))
       (loop for (kind . value) in actions
             do (ecase kind
-                 (:eval (run (format nil "rontolisp: --eval ~S" value) #'eval-option value))
+                 (:eval (run (one-line (format nil "rontolisp: --eval ~S" value))
+                             #'eval-option value))
                  (:load (run (format nil "rontolisp: ~A" value) #'load-source value))))
       (setf *debugger-hook* hook)
       nil)))
@@ -230,21 +282,25 @@ normally (streams flushed) instead of quitting from inside the loop.")
 (defun terminal-prompter (editor)
   "The top level's prompt hook for EDITOR: the package name and one > per
 debugger level, given to the line editor rather than printed.  ECL's
-debugger rebinds *PACKAGE* to CL-USER (WITH-STANDARD-IO-SYNTAX); a new
-level starts in the package of the level it broke from instead."
-  ;; Per level: the level's quit tag (fresh for every entry into a level)
-  ;; and the package of its last prompt.
+debugger rebinds *PACKAGE* to CL-USER and *READTABLE* to the standard
+readtable (WITH-STANDARD-IO-SYNTAX); a new level starts in the package of
+the level it broke from instead, and with its readtable (which bounds the
+nesting depth, see *READ-DEPTH-LIMIT*)."
+  ;; Per level: the level's quit tag (fresh for every entry into a level),
+  ;; the package of its last prompt and its readtable.
   (let ((levels (make-array 4 :adjustable t :fill-pointer 0))
         (cl-user (find-package "CL-USER")))
     (lambda ()
       (let* ((level si::*tpl-level*)
              (known (and (< level (length levels)) (aref levels level))))
         (when (and (plusp level) (<= level (length levels))
-                   (not (eq (car known) si::*quit-tag*))
-                   (eq *package* cl-user))
-          (setf *package* (cdr (aref levels (1- level)))))
+                   (not (eq (first known) si::*quit-tag*)))
+          (let ((outer (aref levels (1- level))))
+            (when (eq *package* cl-user)
+              (setf *package* (second outer)))
+            (setf *readtable* (third outer))))
         (setf (fill-pointer levels) (min level (length levels)))
-        (vector-push-extend (cons si::*quit-tag* *package*) levels)
+        (vector-push-extend (list si::*quit-tag* *package* *readtable*) levels)
         (setf (line-editor-prompt editor)
               (format nil "~A~V,,,'>A " (package-name *package*) (1+ level) ""))))))
 

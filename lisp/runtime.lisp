@@ -442,7 +442,10 @@ already taken by the host) and answer the exit status."
     (unwind-protect
          (setf status
                (catch '%exit
-                 (handler-case (dispatch args)
+                 ;; Whatever reads Lisp source from here on (the REPL,
+                 ;; --eval) stops at *READ-DEPTH-LIMIT* levels of nesting.
+                 (handler-case (let ((*readtable* (depth-limited-readtable)))
+                                 (dispatch args))
                    (usage-error (c)
                      (report-error "rontolisp" c)
                      (print-usage)

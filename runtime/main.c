@@ -108,11 +108,17 @@ int main(int argc, char **argv) {
     }
 
     /* Outside the REPL an interrupt ends the run (see above), so ECL must
-     * not turn SIGINT into a Lisp condition there. */
+     * not turn SIGINT into a Lisp condition there.  The handlers go in
+     * before cl_boot, which takes a tenth of a second or more: installed
+     * after it, a signal during the boot met the disposition inherited
+     * from the parent, and one that came in ignored (SIGINT of a
+     * background job started by a shell) was lost for good while the
+     * script ran on.  ECL leaves SIGTERM and SIGHUP alone, and SIGINT
+     * when it does not trap it, so the handlers stay in place. */
     if (sub >= 0)
         ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
-    cl_boot(argc, argv);
     rl_gguf_atomic_trap_signals(sub >= 0);
+    cl_boot(argc, argv);
     ecl_init_module(NULL, init_rontolisp_lisp);
     rl_register_primitives();
     rl_glue_define(&rl_lineedit_prims);

@@ -2,7 +2,8 @@
 # demo.sh - what `make demo` runs once the build is done: the main job on
 # built-in data.  Each step says what it shows.
 set -e
-R=build/rontolisp
+# Each run of the executable has a deadline (RL_TEST_SECONDS, default 600 s).
+R="timeout --foreground -k 10 ${RL_TEST_SECONDS:-600} build/rontolisp"
 step() { printf '\n== %s\n' "$*"; }
 
 step "start-up: rontolisp --version"

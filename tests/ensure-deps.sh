@@ -4,7 +4,9 @@
 # tests).  Needs root for apt-get; otherwise says what to
 # install and fails.  libjansson-dev: the JSON parser of the safetensors
 # reader and of config.json / tokenizer.json.  libedit-dev: line editing
-# at the REPL.  cl-swank: `rontolisp swank' (and its test).
+# at the REPL.  cl-swank: `rontolisp swank' (and its test).  npm and
+# nodejs: tests/fetch-llama-lib.sh fetches llama.cpp's libraries, which the
+# tests compare with, through npm.
 set -e
 need=""
 command -v ecl >/dev/null 2>&1 || need="$need ecl"
@@ -15,6 +17,8 @@ command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
 [ -f /usr/include/jansson.h ] || need="$need libjansson-dev"
 [ -f /usr/include/editline/readline.h ] || need="$need libedit-dev"
 [ -d /usr/share/common-lisp/source/slime ] || need="$need cl-swank"
+command -v npm >/dev/null 2>&1 || need="$need npm"
+command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 # gnuplot only for `make bench' (ensure-deps.sh --bench), never for the tests.

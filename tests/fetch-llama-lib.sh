@@ -13,9 +13,11 @@
 # path.  The Node.js addon is not taken.  The tarball's SHA-512 is pinned
 # below.
 #
-# Always exits 0 and prints one line: where the library is, or why it is not
-# there (no npm, no network, a timeout).  A missing library makes the test
-# skip, never fail.  Run from the repository root.
+# Prints one line: where the library is, or why it is not there (no npm, no
+# network, a timeout).  A missing library makes the tests that compare with
+# llama.cpp skip, and this script exit 0; with CI=true in the environment
+# those tests fail instead, and so does this script (exit 1), so a CI run
+# always compares with llama.cpp.  Run from the repository root.
 PKG=@node-llama-cpp/linux-x64@3.22.1
 SHA512=e6e0820cda9608d7da026f1a47f533c5ba381c1a4a80d17dd640873dea4a86032057638099ab6879f6ce94c8a1b2a0a21f639ddf913f7941d00856df44126e3a
 BINS=package/bins/linux-x64
@@ -25,36 +27,42 @@ LIB=$DIR/libggml-base.so
 LAST=$DIR/libllama.v0.5.0.so
 
 say() { echo "llama.cpp library: $*"; exit 0; }
+missing() {
+  if [ "$CI" = true ]; then
+    echo "llama.cpp library: $* (CI=true: the llama.cpp comparisons need it)"; exit 1
+  fi
+  say "$*; the interop test will skip"
+}
 
 [ -n "$RL_LLAMA_LIB" ] && say "RL_LLAMA_LIB=$RL_LLAMA_LIB (not fetched)"
 [ -f "$LIB" ] && [ -f "$LAST" ] && say "$DIR (cached)"
-command -v npm >/dev/null 2>&1 || say "not available (no npm); the interop test will skip"
-command -v timeout >/dev/null 2>&1 || say "not available (no timeout command); the interop test will skip"
+command -v npm >/dev/null 2>&1 || missing "not available (no npm)"
+command -v timeout >/dev/null 2>&1 || missing "not available (no timeout command)"
 
-mkdir -p "$DIR" || say "not available (cannot create $DIR)"
+mkdir -p "$DIR" || missing "not available (cannot create $DIR)"
 tmp=$(mktemp -d "$DIR/fetch.XXXXXX") && tmp=$(cd "$tmp" && pwd) ||
-  say "not available (cannot create a temporary directory in $DIR)"
+  missing "not available (cannot create a temporary directory in $DIR)"
 trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 # A private npm cache, deleted with $tmp; the timeout bounds npm's retries.
 (cd "$tmp" && timeout 120 npm pack "$PKG" --cache "$tmp/npm-cache" --loglevel=error \
    --fetch-retries=1 --fetch-timeout=30000 --no-update-notifier >npm.log 2>&1)
 rc=$?
-[ $rc -eq 124 ] && say "not available (npm pack $PKG timed out after 120 s); the interop test will skip"
+[ $rc -eq 124 ] && missing "not available (npm pack $PKG timed out after 120 s)"
 if [ $rc -ne 0 ]; then
   why=$(grep -v -e 'complete log of this run' -e '^[[:space:]]*$' "$tmp/npm.log" | head -n 1)
-  say "not available (npm pack $PKG failed: ${why:-exit status $rc}); the interop test will skip"
+  missing "not available (npm pack $PKG failed: ${why:-exit status $rc})"
 fi
 tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)
-[ -n "$tgz" ] || say "not available (npm pack wrote no tarball); the interop test will skip"
+[ -n "$tgz" ] || missing "not available (npm pack wrote no tarball)"
 sum=$(sha512sum "$tgz" | cut -d' ' -f1)
-[ "$sum" = "$SHA512" ] || say "not available ($PKG has SHA-512 $sum, expected $SHA512); the interop test will skip"
+[ "$sum" = "$SHA512" ] || missing "not available ($PKG has SHA-512 $sum, expected $SHA512)"
 tar -xzf "$tgz" -C "$tmp" --wildcards "$BINS/*.so" 2>"$tmp/tar.log" ||
-  say "not available ($(tail -n 1 "$tmp/tar.log")); the interop test will skip"
-[ -f "$tmp/$BINS/libllama.v0.5.0.so" ] || say "not available ($PKG has no libllama.v0.5.0.so); the interop test will skip"
+  missing "not available ($(tail -n 1 "$tmp/tar.log"))"
+[ -f "$tmp/$BINS/libllama.v0.5.0.so" ] || missing "not available ($PKG has no libllama.v0.5.0.so)"
 for f in "$tmp/$BINS"/*.so; do
   [ "$f" = "$tmp/$BINS/libllama.v0.5.0.so" ] && continue
-  mv "$f" "$DIR/" || say "not available (cannot move $(basename "$f") into $DIR)"
+  mv "$f" "$DIR/" || missing "not available (cannot move $(basename "$f") into $DIR)"
 done
-mv "$tmp/$BINS/libllama.v0.5.0.so" "$LAST" || say "not available (cannot move libllama.v0.5.0.so into $DIR)"
+mv "$tmp/$BINS/libllama.v0.5.0.so" "$LAST" || missing "not available (cannot move libllama.v0.5.0.so into $DIR)"
 say "$DIR (fetched $PKG in $(($(date +%s) - start)) s)"

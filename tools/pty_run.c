@@ -183,8 +183,18 @@ int main(int argc, char **argv) {
         if (now() > deadline)
             fail("the program did not end within %s seconds", argv[1]);
     }
-    if (waitpid(child, &status, 0) != child)
-        return 124;
+    /* The output ended (the terminal closed): the program, too, gets only
+     * until the deadline to end. */
+    for (;;) {
+        pid_t r = waitpid(child, &status, WNOHANG);
+        if (r == child)
+            break;
+        if (r < 0 && errno != EINTR)
+            return 124;
+        if (now() > deadline)
+            fail("the program did not end within %s seconds", argv[1]);
+        usleep(10000);
+    }
 done:
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

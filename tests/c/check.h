@@ -7,8 +7,15 @@
 #ifndef RL_TEST_CHECK_H
 #define RL_TEST_CHECK_H
 
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static long check_passed_, check_failed_;
 
@@ -38,6 +45,111 @@ static long check_passed_, check_failed_;
         fprintf(stderr, __VA_ARGS__);                                        \
         fputc('\n', stderr);                                                 \
     } while (0)
+
+/* 1 when the environment says this is a CI run (CI=true), where every
+ * comparison with a reference must run. */
+static inline int check_ci(void) {
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}
+
+/* A comparison with a reference (llama.cpp's libraries) that cannot run
+ * because the reference is missing: a skip, except under CI=true, where it
+ * is a failure saying what was missing. */
+#define CHECK_SKIP_REFERENCE(...)                                            \
+    do {                                                                     \
+        if (check_ci()) {                                                    \
+            check_failed_++;                                                 \
+            fprintf(stderr, "%s:%d: FAILED (CI=true, a reference is missing): ", \
+                    __FILE__, __LINE__);                                     \
+        } else {                                                             \
+            fprintf(stderr, "SKIP: ");                                       \
+        }                                                                    \
+        fprintf(stderr, __VA_ARGS__);                                        \
+        fputc('\n', stderr);                                                 \
+    } while (0)
+
+/* Child processes.  Every child of a test gets a deadline, the
+ * environment's RL_TEST_CHILD_SECONDS or 600 s: CHECK_FORK gives it an
+ * alarm that ends it there (so a parent reading its pipe sees the end),
+ * and CHECK_WAIT waits at most that long (and a little more) before it
+ * kills the child's process group.  A child that overran counts as a
+ * failure with a message naming it. */
+static inline unsigned check_child_seconds(void) {
+    const char *s = getenv("RL_TEST_CHILD_SECONDS");
+    long n = s ? strtol(s, NULL, 10) : 0;
+    return n > 0 && n < 86400 ? (unsigned)n : 600;
+}
+
+/* fork(2) for a test: the child leads its own process group and has the
+ * deadline's alarm set (kept across exec). */
+static inline pid_t check_fork(void) {
+    pid_t pid;
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGALRM, SIG_DFL);
+        alarm(check_child_seconds());
+    }
+    return pid;
+}
+
+/* Waits for the child PID of CHECK_FORK and answers its wait status.  When
+ * it did not end in time (its alarm ended it, or the wait's own deadline
+ * passed) its process group is killed, the overrun is a failure naming
+ * WHAT, and the status is that of a child killed by SIGKILL. */
+static inline int check_wait(pid_t pid, const char *what) {
+    unsigned seconds = check_child_seconds();
+    struct timespec start, now, pause = {0, 1000000};
+    int status = 0;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        int overran;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            check_failed_++;
+            fprintf(stderr, "FAILED: waiting for %s: %s\n", what, strerror(errno));
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        overran = r == pid ? WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
+                           : now.tv_sec - start.tv_sec > (time_t)seconds + 5;
+        if (r == pid && !overran)
+            return status;
+        if (overran) {
+            kill(-pid, SIGKILL);
+            if (r == 0) {
+                kill(pid, SIGKILL);
+                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                    ;
+            }
+            check_failed_++;
+            fprintf(stderr, "FAILED: %s did not end within %u s (RL_TEST_CHILD_SECONDS): killed\n",
+                    what, seconds);
+            return (int)SIGKILL; /* the status of a child killed by SIGKILL */
+        }
+        nanosleep(&pause, NULL);
+        if (pause.tv_nsec < 20000000)
+            pause.tv_nsec *= 2;
+    }
+}
+
+/* system(3) with the deadline: runs CMD with /bin/sh and answers its wait
+ * status (0 when it exited 0), or -1 when it could not start. */
+static inline int check_system(const char *cmd) {
+    pid_t pid = check_fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return check_wait(pid, cmd);
+}
 
 static inline int check_report(const char *name) {
     printf("C test %s: %ld passed, %ld failed\n", name, check_passed_,

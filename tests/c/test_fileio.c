@@ -164,7 +164,7 @@ static void test_targets(void) {
 static void test_signal(int sig) {
     char msg[256];
     unlink(at("sig.gguf"));
-    pid_t pid = fork();
+    pid_t pid = check_fork();
     if (pid == 0) {
         rl_gguf_atomic a;
         rl_gguf_atomic_trap_signals(1);
@@ -174,8 +174,7 @@ static void test_signal(int sig) {
         raise(sig);
         _exit(98); /* not reached */
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int status = check_wait(pid, "the child writing sig.gguf");
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig, "signal %d: status %#x", sig,
               status);
     CHECK(access(at("sig.gguf"), F_OK) != 0 && temporaries() == 0);

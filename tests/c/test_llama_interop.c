@@ -129,7 +129,8 @@ static void ll_log_cb(int level, const char *text, void *user) {
 }
 
 /* Loads the library and every symbol; 1 on success, else a SKIP (no
- * library) or a failure (a library without the symbols) and 0. */
+ * library; a failure under CI=true) or a failure (a library without the
+ * symbols) and 0. */
 static int ll_load(void) {
     const char *path = getenv("RL_LLAMA_LIB");
     if (!path || !*path)
@@ -138,7 +139,7 @@ static int ll_load(void) {
     setenv("GGML_NO_BACKTRACE", "1", 1);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        CHECK_SKIP("llama.cpp library not loaded (%s): every llama.cpp comparison is skipped "
+        CHECK_SKIP_REFERENCE("llama.cpp library not loaded (%s): every llama.cpp comparison is skipped "
                    "(tests/fetch-llama-lib.sh fetches it)", dlerror());
         return 0;
     }
@@ -218,7 +219,7 @@ static int in_child(void (*fn)(const void *arg, void *out), const void *arg, voi
         snprintf(why, whysz, "pipe: %s", strerror(errno));
         return 0;
     }
-    pid_t pid = fork();
+    pid_t pid = check_fork();
     if (pid < 0) {
         snprintf(why, whysz, "fork: %s", strerror(errno));
         close(fds[0]);
@@ -236,9 +237,7 @@ static int in_child(void (*fn)(const void *arg, void *out), const void *arg, voi
     close(fds[1]);
     size_t got = read_full(fds[0], out, outsz);
     close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = check_wait(pid, "a child running llama.cpp");
     if (got == outsz && WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 1;
     if (WIFSIGNALED(status))
@@ -984,7 +983,7 @@ static void test_executable(void) {
         snprintf(log, sizeof log, "%s/run.log", tmpdir);
         snprintf(args, sizeof args, runs[i].args, out, cal);
         snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", exe, args, log);
-        int rc = system(cmd);
+        int rc = check_system(cmd);
         CHECK_MSG(rc == 0, "rontolisp %s: status %d; its output:", args, rc);
         if (rc != 0) {
             char *text = slurp(log, NULL);

@@ -59,14 +59,14 @@ static void ll_log_cb(int level, const char *text, void *user) {
 }
 
 /* Loads libllama (which finds libggml through its run path) and every
- * symbol; 1 on success, else a SKIP (no library) or a failure (a library
- * without the symbols) and 0. */
+ * symbol; 1 on success, else a SKIP (no library; a failure under CI=true)
+ * or a failure (a library without the symbols) and 0. */
 static int ll_load(const char *dir) {
     char path[600];
     snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        CHECK_SKIP("llama.cpp's libllama not loaded (%s): its model loader is not tried "
+        CHECK_SKIP_REFERENCE("llama.cpp's libllama not loaded (%s): its model loader is not tried "
                    "(tests/fetch-llama-lib.sh fetches it)", dlerror());
         return 0;
     }
@@ -141,9 +141,7 @@ static int load_and_encode(const char *path, const char *dir) {
  * it crashed or ended otherwise.  What llama.cpp logged goes to LOGPATH. */
 static int try_file(const char *path, const char *dir, const char *logpath, char *why,
                     size_t whysz) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
+    pid_t pid = check_fork();
     if (pid < 0) {
         snprintf(why, whysz, "fork: %s", strerror(errno));
         return -1;
@@ -157,9 +155,7 @@ static int try_file(const char *path, const char *dir, const char *logpath, char
         }
         _exit(v);
     }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = check_wait(pid, "llama.cpp loading a converted file");
     if (WIFSIGNALED(status)) {
         snprintf(why, whysz, "crashed with signal %d", WTERMSIG(status));
         return -1;
@@ -176,7 +172,7 @@ static int convert_and_load(const char *exe, const char *args, const char *tmpdi
     snprintf(out, sizeof out, "%s/converted.gguf", tmpdir);
     snprintf(log, sizeof log, "%s/run.log", tmpdir);
     snprintf(cmd, sizeof cmd, "%s convert %s %s >%s 2>&1", exe, args, out, log);
-    int rc = system(cmd);
+    int rc = check_system(cmd);
     CHECK_MSG(rc == 0, "rontolisp convert %s: status %d", args, rc);
     if (rc == 0) {
         int v = try_file(out, dir, log, why, sizeof why);
@@ -259,14 +255,14 @@ int main(void) {
         fclose(sf);
     char cmd0[1000];
     snprintf(cmd0, sizeof cmd0, "%s script %s", exe, script);
-    CHECK_MSG(system(cmd0) == 0, "%s: writing the Hugging Face directories failed", cmd0);
+    CHECK_MSG(check_system(cmd0) == 0, "%s: writing the Hugging Face directories failed", cmd0);
     for (size_t i = 0; i < 3; i++) {
         char out[400], log[400], cmd[1400], why[200] = "";
         snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, hf[i].dir);
         snprintf(log, sizeof log, "%s/run.log", tmpdir);
         snprintf(cmd, sizeof cmd, "%s convert %s/%s %s --type %s >%s 2>&1", exe, tmpdir, hf[i].dir,
                  out, hf[i].type, log);
-        int rc = system(cmd);
+        int rc = check_system(cmd);
         CHECK_MSG(rc == 0, "rontolisp convert of %s: status %d", hf[i].dir, rc);
         if (rc == 0) {
             int v = try_file(out, dir, log, why, sizeof why);
@@ -281,7 +277,7 @@ int main(void) {
         unlink(out);
         unlink(log);
         snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", tmpdir, hf[i].dir);
-        CHECK(system(cmd) == 0);
+        CHECK(check_system(cmd) == 0);
     }
     unlink(script);
 
@@ -291,7 +287,7 @@ int main(void) {
     snprintf(out, sizeof out, "%s/full.gguf", tmpdir);
     snprintf(log, sizeof log, "%s/run.log", tmpdir);
     snprintf(cmd, sizeof cmd, "%s convert --random s1-pico %s >%s 2>&1", exe, out, log);
-    CHECK(system(cmd) == 0);
+    CHECK(check_system(cmd) == 0);
     int v = try_file(out, dir, log, why, sizeof why);
     CHECK_MSG(v == NO_MODEL, "the file with the decision head: expected the loader to refuse it, "
               "found %s", v == LOADED ? "it loaded" : v < 0 ? why : verdict_name(v));

@@ -36,6 +36,97 @@ variable RONTOLISP_EXE overrides build/rontolisp).")
     (write-string string s))
   path)
 
+(defparameter *child-deadline* 600
+  "Seconds any child process of the tests may run: at the deadline it is
+killed and the test fails (a test never waits for a child without one).")
+
+(defun kill-pid (pid signal)
+  "Send the process PID the signal number SIGNAL through kill(2) itself (no
+kill program needs to be installed); answers T when it was sent."
+  (and pid (plusp pid)
+       (zerop (si:call-cfun (si:find-foreign-symbol "kill" :default :pointer-void 0)
+                            :int '(:int :int) (list pid signal)))))
+
+(defun signal-process (process signal)
+  "Send the child PROCESS (of RUN-CHILD) the signal number SIGNAL; answers T
+when it was sent."
+  (kill-pid (ext:external-process-pid process) signal))
+
+(defun process-descendants (pid)
+  "The process ids of PID's children, their children and so on, read from
+/proc (NIL where there is none)."
+  (let ((parents (make-hash-table))
+        ;; A process that ends while /proc is listed can fail the listing:
+        ;; list again.
+        (dirs (loop repeat 5
+                    for dirs = (ignore-errors (directory "/proc/*/" :resolve-symlinks nil))
+                    when dirs return dirs)))
+    (dolist (dir dirs)
+      (let* ((name (car (last (pathname-directory dir))))
+             (p (and (stringp name) (plusp (length name)) (every #'digit-char-p name)
+                     (parse-integer name)))
+             (line (and p (ignore-errors
+                           (with-open-file (s (format nil "/proc/~D/stat" p)) (read-line s)))))
+             ;; "pid (name) state ppid ...": the name may hold anything
+             (close (and line (position #\) line :from-end t))))
+        (when close
+          (setf (gethash p parents)
+                (ignore-errors (parse-integer line :start (+ close 4) :junk-allowed t))))))
+    (labels ((below (pid)
+               (loop for child being the hash-keys of parents using (hash-value parent)
+                     when (eql parent pid) append (cons child (below child)))))
+      (below pid))))
+
+(defun wait-child (process &key (deadline *child-deadline*) (what "a child process"))
+  "Wait for the child PROCESS (of RUN-CHILD) to end, at most DEADLINE
+seconds: answers (values how code), HOW :EXITED or :SIGNALED.  At the
+deadline the child is killed (SIGKILL) and reaped, and an error naming
+WHAT and the deadline is signalled, so the test fails rather than hangs."
+  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second)))
+        (pause 0.001))
+    (loop
+      (multiple-value-bind (how code) (ext:external-process-wait process nil)
+        (when (member how '(:exited :signaled))
+          (return (values how code))))
+      (when (> (get-internal-real-time) end)
+        (end-child process)
+        (error "~A did not end within ~D s: killed" what deadline))
+      (sleep pause)
+      (setf pause (min 0.02 (* 2 pause))))))
+
+(defun end-child (process)
+  "Kill the child PROCESS (SIGKILL) if it still runs, with the processes it
+started (a shell's commands), and reap it: what every test that starts a
+child does when it leaves, however it leaves."
+  (when (eq :running (ext:external-process-wait process nil))
+    (dolist (pid (process-descendants (ext:external-process-pid process)))
+      (kill-pid pid 9))
+    (signal-process process 9)
+    (ext:external-process-wait process t)))
+
+(defun run-child (program args &rest keys &key (deadline *child-deadline*) (wait t)
+                  &allow-other-keys)
+  "Run PROGRAM with ARGS through EXT:RUN-PROGRAM (KEYS are its keyword
+arguments, :wait aside).  With WAIT (the default) wait for it within
+DEADLINE seconds (see WAIT-CHILD) and answer its exit status, or
+(:signaled n) when a signal ended it; without, answer the started process
+and the stream of its input (with :input :stream), to be ended with
+WAIT-CHILD."
+  (let ((keys (loop for (k v) on keys by #'cddr
+                    unless (member k '(:deadline :wait)) append (list k v))))
+    (multiple-value-bind (stream code process)
+        (apply #'ext:run-program program args :wait nil keys)
+      (declare (ignore code))
+      (if wait
+          (multiple-value-bind (how code)
+              (unwind-protect
+                   (progn (when (streamp stream) (ignore-errors (close stream)))
+                          (wait-child process :deadline deadline
+                                              :what (format nil "~A~{ ~A~}" program args)))
+                (end-child process))
+            (if (eq how :exited) code (list how code)))
+          (values process stream)))))
+
 (defun run-exe (args &key (input ""))
   "Run the rontolisp executable with ARGS (strings), INPUT (a string) on its
 standard input; answer (values exit-status stdout stderr)."
@@ -43,11 +134,9 @@ standard input; answer (values exit-status stdout stderr)."
         (out (tmp-path "out"))
         (err (tmp-path "err")))
     (unwind-protect
-         (let ((code (nth-value 1 (ext:run-program *exe* args
-                                                   :input in :output out :error err
-                                                   :if-output-exists :supersede
-                                                   :if-error-exists :supersede
-                                                   :wait t))))
+         (let ((code (run-child *exe* args :input in :output out :error err
+                                           :if-output-exists :supersede
+                                           :if-error-exists :supersede)))
            (values code (read-file-string out) (read-file-string err)))
       (dolist (f (list in out err)) (ignore-errors (delete-file f))))))
 
@@ -57,11 +146,10 @@ arguments that are not UTF-8) and nothing on its standard input; answer
 (values exit-status stdout-octets stderr-octets), the output as bytes."
   (let ((out (tmp-path "out")) (err (tmp-path "err")))
     (unwind-protect
-         (let ((code (nth-value 1 (ext:run-program
-                                   *exe* (mapcar #'octets-arg args)
-                                   :input nil :output out :error err
-                                   :if-output-exists :supersede
-                                   :if-error-exists :supersede :wait t))))
+         (let ((code (run-child *exe* (mapcar #'octets-arg args)
+                                :input nil :output out :error err
+                                :if-output-exists :supersede
+                                :if-error-exists :supersede)))
            (values code (file-octets out) (file-octets err)))
       (ignore-errors (delete-file out))
       (ignore-errors (delete-file err)))))
@@ -91,10 +179,10 @@ only), an integer is one byte, a vector of bytes is itself."
 answer (values exit-status stdout stderr)."
   (let ((out (tmp-path "sh-out")) (err (tmp-path "sh-err")))
     (unwind-protect
-         (let ((code (nth-value 1 (ext:run-program "/bin/sh" (list* "-c" script *exe* args)
-                                                   :input nil :output out :error err
-                                                   :if-output-exists :supersede
-                                                   :if-error-exists :supersede :wait t))))
+         (let ((code (run-child "/bin/sh" (list* "-c" script *exe* args)
+                                :input nil :output out :error err
+                                :if-output-exists :supersede
+                                :if-error-exists :supersede)))
            (values code (read-file-string out) (read-file-string err)))
       (ignore-errors (delete-file out))
       (ignore-errors (delete-file err)))))
@@ -110,6 +198,19 @@ answer (values exit-status stdout stderr)."
 
 (defun contains (haystack needle)
   (and (search needle haystack) t))
+
+(defun ci-p ()
+  "True in a CI run (CI=true in the environment), where every comparison
+with a reference must run."
+  (equal (ext:getenv "CI") "true"))
+
+(defun skip-reference (control &rest args)
+  "Say that a comparison with a reference (llama.cpp's libraries, a tool
+built from them) cannot run because the reference is missing, CONTROL and
+ARGS saying which: a skip, or under CI=true (see CI-P) a failure."
+  (if (ci-p)
+      (fail "CI=true and a reference is missing: ~?" control args)
+      (skip "~?" control args)))
 
 (defmacro skip-unless-file ((path) &body body)
   "Run BODY when PATH exists; otherwise say the test is skipped (a skip is

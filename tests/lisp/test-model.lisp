@@ -37,7 +37,7 @@ matrices of TYPE, written on first use."
 
 (defun llama-or-skip (file sequences)
   (or (rontolisp::llama-encode file sequences)
-      (progn (skip "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
+      (progn (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
 tests/fetch-llama-lib.sh, or set RL_LLAMA_LIB)")
              nil)))
 
@@ -467,7 +467,11 @@ count."
       (is (> (getf q8x2 :cosine) 0.999)))
     (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
         (is (every (lambda (r) (and (getf r :llama-us) (plusp (getf r :ratio)))) rows))
-        (is (every (lambda (r) (null (getf r :llama-us))) rows)))))
+        (progn (is (every (lambda (r) (null (getf r :llama-us))) rows))
+               ;; a failure under CI=true, where the column must be there
+               (when (ci-p)
+                 (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing: ~
+no llama.cpp column"))))))
 
 (test bench-model-usage
   (dolist (args '(("bench" "--tokens" "8") ("bench" "--random" "shapes" "--tokens" "8")

@@ -49,6 +49,20 @@ them), for SECONDS at most; answer (values exit-status output)."
       (ignore-errors (delete-file file))
       (unless home (remove-home home*)))))
 
+(test pty-driver-has-a-deadline-after-the-output-ends
+  "A program that closes the terminal and runs on is killed at the
+driver's deadline, as one that keeps the terminal open is."
+  (let ((steps (write-file-string (tmp-path "steps") ""))
+        (start (get-internal-real-time)))
+    (multiple-value-bind (code out err)
+        (sh "\"$1\" 2 \"$2\" -- /bin/sh -c 'exec >/dev/null 2>&1 </dev/null; exec sleep 60'"
+            *pty-run* steps)
+      (declare (ignore out))
+      (is (eql 124 code))
+      (is (contains err "did not end within 2 seconds") "~A" err))
+    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 30))
+    (delete-file steps)))
+
 ;;; At a terminal: ECL's top level and debugger.
 
 (test repl-terminal-error-shows-restarts-and-backtrace
@@ -228,3 +242,89 @@ them), for SECONDS at most; answer (values exit-status output)."
       (is (contains err "#!")))
     (delete-file f)
     (delete-file bad)))
+
+;;; Nesting deeper than the reader's limit: an error of our own naming the
+;;; limit and where, never a crash of the reader's recursion.
+
+(defun nested (open close depth)
+  "A form of DEPTH levels: DEPTH times OPEN, then DEPTH times CLOSE."
+  (with-output-to-string (s)
+    (dotimes (i depth) (write-string open s))
+    (dotimes (i depth) (write-string close s))))
+
+(defparameter *deep-forms*
+  (list (nested "(" ")" 50000) (nested "#(" ")" 50000) (nested "'" "" 50000)
+        (nested "`" "" 50000) (nested "(" "" 50000))
+  "Forms nested far deeper than the limit (and than the C stack held):
+lists, vectors, quotes, backquotes, and a list never closed.")
+
+(defun nesting-message-p (err)
+  (contains err (format nil "expected forms nested at most ~D deep, found deeper nesting at character"
+                        rontolisp::*read-depth-limit*)))
+
+(test script-with-deep-nesting-exits-1-with-one-line
+  (dolist (form *deep-forms*)
+    (let ((f (write-file-string (tmp-path "deep.lisp") (format nil "(princ 1)~%~A~%(princ 2)~%" form))))
+      (multiple-value-bind (code out err) (run-exe (list "script" f))
+        (is (eql 1 code) "~A... exited ~A" (subseq form 0 4) code)
+        (is (string= "1" out))
+        (is (nesting-message-p err) "~A" err)
+        (is (contains err f))
+        (is (= 1 (count #\Newline err))))
+      (delete-file f)))
+  ;; At the limit itself the form reads.
+  (let ((f (write-file-string (tmp-path "limit.lisp")
+                              (format nil "(princ (length '~A))~%"
+                                      ;; princ, length and the quote are 3 levels
+                                      (nested "(" ")" (- rontolisp::*read-depth-limit* 3))))))
+    (multiple-value-bind (code out err) (run-exe (list "script" f))
+      (is (eql 0 code) "~A" err)
+      (is (string= "1" out)))
+    (delete-file f)))
+
+(test repl-piped-deep-nesting-is-a-read-error-and-goes-on
+  (multiple-value-bind (code out err)
+      (run-exe '() :input (format nil "(+ 1 2)~%~A~%(+ 3 4)~%" (first *deep-forms*)))
+    (is (eql 1 code))
+    (is (contains out "3"))
+    (is (contains out "7"))
+    (is (nesting-message-p err) "~A" err)
+    (is (contains err "at character 1009") "~A" err)))
+
+(test startup-deep-nesting-is-one-line-and-exit-1
+  (let ((form (first *deep-forms*))
+        (home (fresh-home)))
+    (unwind-protect
+         (let ((f (write-file-string (tmp-path "deep.lisp") form)))
+           (dolist (args (list (list "--eval" form "--version") (list "--eval" form "inspect" "--help")
+                               (list "--load" f "inspect" "--help")))
+             (multiple-value-bind (code out err) (run-exe args)
+               (unless (equal (car (last args)) "--version")
+                 (is (eql 1 code) "~A ~A exited ~A" (first args) (car (last args)) code)
+                 (is (string= "" out))
+                 (is (nesting-message-p err) "~A" err)
+                 (is (= 1 (count #\Newline err)))
+                 (is (< (length err) 400) "~D characters" (length err)))))
+           (write-file-string (merge-pathnames ".rontolisprc" home) form)
+           (multiple-value-bind (code out err) (run-at-home home '() :input (format nil "(princ :no)~%"))
+             (is (eql 1 code))
+             (is (string= "" out))
+             (is (nesting-message-p err) "~A" err)
+             (is (contains err "--norc")))
+           (delete-file f))
+      (remove-home home))))
+
+(test repl-terminal-deep-nesting-enters-the-debugger-at-every-level
+  ;; The second deep form is read at debugger level 1, where ECL's
+  ;; debugger binds the standard readtable: the limit holds there too (and
+  ;; the debugger drops the form).
+  (let ((deep (nested "(" ")" (+ 100 rontolisp::*read-depth-limit*))))
+    (multiple-value-bind (code out)
+        (pty-session (list "expect RONTOLISP-USER> " "raw" (format nil "send ~A\\r" deep)
+                           "expect nested at most" "expect RONTOLISP-USER>> "
+                           "raw" (format nil "send ~A\\r" deep)
+                           "expect nested at most" "expect RONTOLISP-USER>> "
+                           "raw" "send :q\\r" "expect RONTOLISP-USER> "
+                           "raw" "send (* 6 7)\\r" "expect 42"
+                           "expect RONTOLISP-USER> " "raw" "send \\x04"))
+      (is (eql 0 code) "exit ~A after: ~A" code (subseq out (max 0 (- (length out) 2000)))))))

@@ -267,26 +267,65 @@ end a script with one short line naming them."
 
 ;;; Hardening (issue 13): bytes, signals, pipes, threads, odd files.
 
+(defparameter *signal-numbers* '(("HUP" . 1) ("INT" . 2) ("TERM" . 15))
+  "The numbers of the signals the tests send, by name.")
+
 (defun interrupted-status (args signal &key (input ""))
   "Start the executable with ARGS, send it SIGNAL (\"INT\", \"TERM\"...)
 after a second, then give it INPUT and close its input; answer (values
-exit-status stdout)."
+exit-status stdout), the status (:signaled n) when a signal ended it."
   (let ((out (tmp-path "sig-out")))
     (unwind-protect
-         (multiple-value-bind (in code p)
-             (ext:run-program *exe* args :input :stream :output out :error nil
-                                         :if-output-exists :supersede :wait nil)
-           (declare (ignore code))
-           (sleep 1)
-           (ext:run-program "kill" (list (format nil "-~A" signal)
-                                         (princ-to-string (ext:external-process-pid p)))
-                            :output nil :error nil)
-           (sleep 0.5)
-           (ignore-errors (write-string input in) (finish-output in))
-           (ignore-errors (close in))
-           (multiple-value-bind (how n) (ext:external-process-wait p t)
-             (values (if (eq how :exited) n (list how n)) (read-file-string out))))
+         (multiple-value-bind (p in)
+             (run-child *exe* args :input :stream :output out :error nil
+                                   :if-output-exists :supersede :wait nil)
+           (unwind-protect
+                (progn
+                  (sleep 1)
+                  (is (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=))))
+                  (sleep 0.5)
+                  (ignore-errors (write-string input in) (finish-output in))
+                  (ignore-errors (close in))
+                  (multiple-value-bind (how n)
+                      (wait-child p :deadline 30 :what (format nil "rontolisp~{ ~A~} after SIG~A" args signal))
+                    (values (if (eq how :exited) n (list how n)) (read-file-string out))))
+             (end-child p)))
       (ignore-errors (delete-file out)))))
+
+(defun process-gone-p (pid)
+  "True once the process PID has ended (gone, or a zombie), waiting for
+that at most 10 s."
+  (loop repeat 1000
+        for stat = (ignore-errors (with-open-file (s (format nil "/proc/~D/stat" pid))
+                                    (read-line s)))
+        when (or (null stat) (search ") Z" stat)) return t
+        do (sleep 0.01)))
+
+(test child-wait-has-a-deadline
+  "A child that never ends is killed at the deadline, with what it
+started, and the test fails with a message, instead of waiting for ever."
+  (let* ((pid-file (tmp-path "pid"))
+         (f (write-file-string (tmp-path "forever.lisp")
+                               (format nil "(with-open-file (s ~S :direction :output)~
+                                              (print (ext:getpid) s))~%(loop (sleep 0.05))~%"
+                                       pid-file)))
+         (start (get-internal-real-time)))
+    ;; The shell runs the executable as its child, not in its place.
+    (dolist (args (list (list *exe* (list "script" f))
+                        (list "/bin/sh" (list "-c" "\"$0\" script \"$1\"; exit 3" *exe* f))))
+      (ignore-errors (delete-file pid-file))
+      (let ((e (handler-case (progn (run-child (first args) (second args) :input nil :output nil
+                                                                         :error nil :deadline 2)
+                                    nil)
+                 (error (e) e))))
+        (is (typep e 'error))
+        (is (contains (princ-to-string e) "did not end within 2 s") "~A" e))
+      (let ((pid (ignore-errors (parse-integer (read-file-string pid-file) :junk-allowed t))))
+        (is (integerp pid))
+        (is (and pid (process-gone-p pid)) "~A: the executable (~A) still runs" (first args) pid)))
+    (is (< (/ (- (get-internal-real-time) start) internal-time-units-per-second) 40))
+    (ignore-errors (delete-file pid-file))
+    (delete-file f)))
 
 (test cli-arguments-are-utf-8
   ;; ECL's run-program passes only base strings: the shell makes the bytes.
@@ -372,6 +411,45 @@ exit-status stdout)."
     (is (eql 129 (interrupted-status (list "script" f) "HUP")))
     (delete-file f)))
 
+(defun early-signal-status (args signal delay &key ignored)
+  "Start the executable with ARGS (with SIGNAL ignored when IGNORED, as a
+shell leaves SIGINT for a background job), wait until its main function
+runs (ECL's threads exist), send it SIGNAL DELAY seconds later; answer its
+exit status, (:signaled n) when the signal ended it."
+  (let ((p (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
+                                                    ignored signal)
+                                       *exe* args)
+                      :input nil :output nil :error nil :wait nil))
+        (end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+    (unwind-protect
+         (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
+           (loop until (or (> (length (directory tasks)) 1)
+                           (not (eq :running (ext:external-process-wait p nil)))
+                           (> (get-internal-real-time) end))
+                 do (sleep 0.001))
+           (sleep delay)
+           (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
+           (multiple-value-bind (how n)
+               (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
+                                                        args signal))
+             (if (eq how :exited) n (list how n))))
+      (end-child p))))
+
+(test batch-signal-at-start-up-is-not-lost
+  "SIGINT, SIGTERM and SIGHUP in the first milliseconds, while ECL boots,
+end a script as they do later (128 + the signal), whether the signal's
+disposition came in as the default or as ignored (a background job)."
+  (let ((f (write-file-string (tmp-path "loop.lisp") (format nil "(loop (sleep 0.05))~%"))))
+    (dolist (delay '(0 0.005 0.01 0.04 0.08))
+      (dolist (ignored '(t nil))
+        (is (eql 130 (early-signal-status (list "script" f) "INT" delay :ignored ignored))
+            "SIGINT ~D ms into start-up~:[~; (ignored on entry)~]" (round delay 1/1000) ignored)))
+    (dolist (signal '("TERM" "HUP"))
+      (is (eql (+ 128 (cdr (assoc signal *signal-numbers* :test #'string=)))
+               (early-signal-status (list "script" f) signal 0))
+          "SIG~A at start-up" signal))
+    (delete-file f)))
+
 (test repl-survives-ctrl-c-at-the-prompt
   (multiple-value-bind (code out)
       (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
@@ -387,6 +465,71 @@ exit-status stdout)."
     (gguf:with-file (f out)
       (is (string= (format nil "Mod~Cle" (code-char 232)) (gguf:value f "general.name"))))
     (ignore-errors (delete-file out))))
+
+;;; Comparisons with a reference that is missing skip, except under
+;;; CI=true, where they fail saying what was missing: in the Lisp suites
+;;; (SKIP-REFERENCE), in the C tests (CHECK_SKIP_REFERENCE) and in the
+;;; script that fetches llama.cpp's libraries.
+
+(def-suite reference-probe
+  :description "Not run on its own: a test that finds its reference missing.")
+
+(def-test reference-probe-test (:suite reference-probe)
+  (skip-reference "the probe's reference ~A is missing" "R"))
+
+(in-suite runtime)
+
+(defun with-environment-variable (name value thunk)
+  "Call THUNK with the environment variable NAME set to VALUE (NIL: unset),
+then restore it."
+  (let ((old (ext:getenv name)))
+    (unwind-protect
+         (progn (if value (ext:setenv name value) (ext:setenv name nil))
+                (funcall thunk))
+      (ext:setenv name old))))
+
+(test reference-skips-fail-under-ci
+  (flet ((probe (ci)
+           (with-environment-variable "CI" ci
+             (lambda ()
+               (let ((results (let ((fiveam:*test-dribble* (make-broadcast-stream)))
+                                (fiveam:run 'reference-probe))))
+                 (is (= 1 (length results)))
+                 (first results))))))
+    (let ((r (probe "true")))
+      (is (typep r 'fiveam::test-failure) "under CI=true: ~S" r)
+      (is (contains (fiveam::reason r) "CI=true and a reference is missing: the probe's reference R")))
+    (dolist (ci '(nil "false"))
+      (let ((r (probe ci)))
+        (is (typep r 'fiveam::test-skipped) "under CI=~A: ~S" ci r)
+        (is (contains (fiveam::reason r) "the probe's reference R is missing"))))))
+
+(test c-reference-skips-fail-under-ci
+  (let ((program (namestring (merge-pathnames "tests/test_llama_interop" *exe*))))
+    (skip-unless-file (program)
+      (dolist (ci '("true" "false"))
+        (multiple-value-bind (code out err)
+            (sh (format nil "CI=~A RL_LLAMA_LIB=/nonexistent/libggml-base.so \"$1\"" ci) program)
+          (is (contains out "C test llama_interop: 0 passed"))
+          (is (contains err "llama.cpp library not loaded (/nonexistent/libggml-base.so"))
+          (if (string= ci "true")
+              (progn (is (eql 1 code))
+                     (is (contains out "1 failed"))
+                     (is (contains err "FAILED (CI=true, a reference is missing)")))
+              (progn (is (eql 0 code))
+                     (is (contains err "SKIP: llama.cpp library not loaded")))))))))
+
+(test fetch-llama-lib-fails-under-ci-without-npm
+  (let ((dir (tmp-path "fetch"))
+        (script (namestring (merge-pathnames "tests/fetch-llama-lib.sh" *root*))))
+    (dolist (ci '("true" "false"))
+      ;; Run where nothing is cached, with a PATH holding no npm.
+      (multiple-value-bind (code out err)
+          (sh (format nil "mkdir -p \"$1\" && cd \"$1\" && unset RL_LLAMA_LIB && CI=~A PATH=/nonexistent /bin/sh \"$2\"; s=$?; rm -rf \"$1\"; exit $s" ci)
+              dir script)
+        (is (string= "" err) "~A" err)
+        (is (contains out "no npm") "~A" out)
+        (is (eql (if (string= ci "true") 1 0) code) "CI=~A: exit ~A" ci code)))))
 
 ;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
 ;;; one of rontolisp's own conditions: never a package error (C once

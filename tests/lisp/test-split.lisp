@@ -226,7 +226,7 @@
            (names (shard-names prefix count))
            (whole (rontolisp::llama-encode in (list ids))))
       (if (null whole)
-          (skip "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
+          (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
 tests/fetch-llama-lib.sh and make tools, or set RL_LLAMA_LIB)")
           (let ((sharded (rontolisp::llama-encode (first names) (list ids))))
             (is (< 2 count))

@@ -48,17 +48,12 @@ own (root, as in a container): then a test can hide /etc/protocols."
   (eql 0 (ignore-errors (sh "unshare -m sh -c 'mount --bind /dev/null /etc/protocols' >/dev/null 2>&1"))))
 
 (defun stop-process (process)
-  "SIGTERM to PROCESS, then its end awaited for 20 s, SIGKILL after that;
-answers how it ended and its code, as EXT:EXTERNAL-PROCESS-WAIT does."
-  (let ((pid (princ-to-string (ext:external-process-pid process)))
-        (deadline (+ (get-internal-real-time) (* 20 internal-time-units-per-second))))
-    (ext:run-program "kill" (list "-TERM" pid) :output nil :error nil)
-    (loop while (and (eq :running (ext:external-process-status process))
-                     (< (get-internal-real-time) deadline))
-          do (sleep 0.1))
-    (when (eq :running (ext:external-process-status process))
-      (ext:run-program "kill" (list "-KILL" pid) :output nil :error nil))
-    (ext:external-process-wait process t)))
+  "SIGTERM to PROCESS, then its end awaited for 20 s (WAIT-CHILD, which
+kills it and signals an error at that deadline); answers how it ended and
+its code, as EXT:EXTERNAL-PROCESS-WAIT does."
+  (signal-process process 15)
+  (unwind-protect (wait-child process :deadline 20 :what "rontolisp swank after SIGTERM")
+    (end-child process)))
 
 (defun call-with-swank-server (args function &key cache hide-protocols (flags '()))
   "Run `rontolisp FLAGS swank --port 0 ARGS' with XDG_CACHE_HOME at CACHE
@@ -74,9 +69,9 @@ ended and its code."
                          (list "unshare" "-m" "/bin/sh" "-c"
                                "mount --bind /dev/null /etc/protocols && exec \"$@\"" "sh"))
                        command))
-         (process (nth-value 2 (ext:run-program "env" argv :input nil :output out :error err
-                                                :if-output-exists :supersede
-                                                :if-error-exists :supersede :wait nil)))
+         (process (run-child "env" argv :input nil :output out :error err
+                                        :if-output-exists :supersede
+                                        :if-error-exists :supersede :wait nil))
          (deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
          (value nil))
     (unwind-protect
