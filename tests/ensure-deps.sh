@@ -6,7 +6,9 @@
 # reader and of config.json / tokenizer.json.  libedit-dev: line editing
 # at the REPL.  cl-swank: `rontolisp swank' (and its test).  npm and
 # nodejs: tests/fetch-llama-lib.sh fetches llama.cpp's libraries, which the
-# tests compare with, through npm.
+# tests compare with, through npm.  python3: its strict json module reads
+# every --json output in the tests.  time: /usr/bin/time measures a
+# command's peak memory in the converter's tests.
 set -e
 need=""
 command -v ecl >/dev/null 2>&1 || need="$need ecl"
@@ -19,6 +21,8 @@ command -v ecl-config >/dev/null 2>&1 || need="$need libecl-dev"
 [ -d /usr/share/common-lisp/source/slime ] || need="$need cl-swank"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
+[ -x /usr/bin/time ] || need="$need time"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 # gnuplot only for `make bench' (ensure-deps.sh --bench), never for the tests.
