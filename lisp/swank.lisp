@@ -181,14 +181,35 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
                  (return stream))
                 (t (refuse-swank-connection stream open))))))))
 
+(defvar *swank-readtable* nil
+  "The readtable Swank reads messages and the forms sent to it with: the
+standard one with the reader's nesting bounded (DEPTH-LIMITED-READTABLE),
+made when the server starts.")
+
+(defun swank-read-form (original)
+  "Swank's READ-FORM (cl-swank's ORIGINAL) reading a message with
+*SWANK-READTABLE*, so a deeply nested message is a READ-NESTING-ERROR,
+which Swank reports to the client, instead of a crash of the server."
+  (lambda (string package)
+    (if (symbol-value (swank-symbol "*VALIDATE-INPUT*" "SWANK/RPC"))
+        (funcall original string package)
+        (with-standard-io-syntax
+          (let ((*package* package)
+                (*readtable* *swank-readtable*))
+            (read-from-string string))))))
+
 (defvar *swank-backend-installed* nil
   "True once INSTALL-SWANK-BACKEND has replaced cl-swank's functions.")
 
 (defun install-swank-backend ()
   "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT and
 ACCEPT-CONNECTION (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT and
-LIMIT-SWANK-CONNECTIONS around the backend's accept."
+LIMIT-SWANK-CONNECTIONS around the backend's accept, and SWANK/RPC's
+READ-FORM by SWANK-READ-FORM around it."
   (unless *swank-backend-installed*
+    (setf *swank-readtable* (depth-limited-readtable nil))
+    (let ((read-form (swank-symbol "READ-FORM" "SWANK/RPC")))
+      (setf (fdefinition read-form) (swank-read-form (fdefinition read-form))))
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
       (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
         (setf (get (backend "CREATE-SOCKET") impl) #'swank-create-socket
@@ -205,9 +226,10 @@ port it listens on."
   (load-swank)
   (let ((user (find-package "RONTOLISP-USER")))
     ;; SETF, not LET: the server's threads see global values.
-    (setf *package* user)
+    (setf *package* user
+          *readtable* (depth-limited-readtable))
     (setf (symbol-value (find-symbol "*DEFAULT-WORKER-THREAD-BINDINGS*" "SWANK"))
-          (list (cons '*package* user)))
+          (list (cons '*package* user) (cons '*readtable* *readtable*)))
     (funcall (find-symbol "CREATE-SERVER" "SWANK")
              :port port :interface interface :dont-close t)))
 

@@ -224,6 +224,59 @@ head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
     (is (eq :accepted again) "after one closed: ~S" again)
     (is (contains log "connection refused: expected fewer than 3 open connections") "~S" log)))
 
+(defun swank-message-with (stream text deadline)
+  "Read Swank messages from STREAM until one that contains TEXT, answered
+as a string; NIL when none came before DEADLINE or the stream ended."
+  (loop
+    (loop until (ignore-errors (listen stream))
+          do (when (or (> (get-internal-real-time) deadline)
+                       (not (open-stream-p stream)))
+               (return-from swank-message-with nil))
+             (sleep 0.05))
+    (let* ((header (let ((h (make-string 6))) (and (= 6 (read-sequence h stream)) h)))
+           (n (and header (parse-integer header :radix 16 :junk-allowed t)))
+           (message (and n (let ((m (make-string n))) (subseq m 0 (read-sequence m stream))))))
+      (cond ((null message) (return nil))
+            ((search text message) (return message))))))
+
+(test swank-survives-deeply-nested-messages
+  ;; 50,000 nested parentheses as a message, and as a form sent to be
+  ;; evaluated: the server crashed with SIGSEGV reading either.  Now the
+  ;; first is a reader error sent back, the second a READ-NESTING-ERROR in
+  ;; the debugger, and the server goes on answering.
+  (let ((deep (make-string 50000 :initial-element #\())
+        (answers '()))
+    (multiple-value-bind (value how code)
+        (call-with-swank-server
+         '() (lambda (port out err)
+               (declare (ignore err))
+               (is (integerp port) "no port announced in ~S" out)
+               (when port
+                 (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+                       (s (swank-connect port)))
+                   (unwind-protect
+                        (progn
+                          (swank-send s deep)
+                          (push (swank-message-with s "(:reader-error" deadline) answers)
+                          (push (swank-greeting s 2 deadline) answers)
+                          (swank-send s (format nil "(:emacs-rex (swank:eval-and-grab-output ~S) nil t 3)"
+                                                deep))
+                          (push (swank-message-with s "(:debug " deadline) answers))
+                     (ignore-errors (close s)))
+                   (let ((s (swank-connect port)))
+                     (unwind-protect (push (swank-greeting s 4 deadline) answers)
+                       (ignore-errors (close s))))
+                   t))))
+      (is (eq t value))
+      (is (eq :exited how))
+      (is (eql 143 code) "the server ended ~S ~S" how code))
+    (destructuring-bind (&optional fourth third second first) answers
+      (is (and first (search "nested" first)) "the deep message: ~S" (and first (subseq first 0 (min 300 (length first)))))
+      (is (eq :accepted second) "after the deep message: ~S" second)
+      (is (and third (search "nested at most 1000 deep" third)) "the deep form: ~S"
+          (and third (subseq third 0 (min 300 (length third)))))
+      (is (eq :accepted fourth) "a new connection: ~S" fourth))))
+
 (test swank-source-locations-name-the-sources
   ;; Recorded as a logical pathname, translated to this tree's lisp/.
   (let ((file (ext:compiled-function-file #'rontolisp:quantize)))
