@@ -498,23 +498,35 @@ the matrix's tensor, as quantize --calibration reads it.")
 ;;; `rontolisp embed'.
 
 (defun parse-token-list (string where)
-  "The token ids of STRING, integers separated by commas or blanks; WHERE
-names its source for the usage error."
-  (let ((ids '()) (start 0) (n (length string)))
-    (loop
-      (loop while (and (< start n) (find (char string start) '(#\, #\Space #\Tab #\Return)))
-            do (incf start))
-      (when (>= start n) (return))
-      (let* ((end (or (position-if (lambda (c) (find c '(#\, #\Space #\Tab #\Return)))
-                                   string :start start)
-                      n))
-             (id (ignore-errors (parse-integer string :start start :end end))))
-        (unless (and id (>= id 0))
-          (usage-error "~A: expected token ids (integers from 0) separated by commas, found ~S"
-                       where (subseq string start end)))
-        (push id ids)
-        (setf start end)))
-    (nreverse ids)))
+  "The token ids of STRING, integers separated by a comma or by blanks
+(a comma may have blanks around it); WHERE names its source for the usage
+error, which an empty place between commas (\"2,,3\", a leading or a
+trailing comma) signals too."
+  (flet ((blankp (c) (find c '(#\Space #\Tab #\Return)))
+         (bad (what)
+           (usage-error "~A: expected token ids (integers from 0) separated by commas, found ~A"
+                        where what)))
+    (let ((ids '()) (start 0) (n (length string)) (comma t) (any nil))
+      (loop
+        (loop while (and (< start n) (blankp (char string start))) do (incf start))
+        (when (>= start n)
+          (when (and comma any) (bad (format nil "nothing after the last comma in ~S" string)))
+          (return))
+        (cond ((char= #\, (char string start))
+               (when comma (bad (format nil "an empty id before the comma at character ~D of ~S"
+                                        start string)))
+               (setf comma t)
+               (incf start))
+              (t
+               (let* ((end (or (position-if (lambda (c) (or (blankp c) (char= c #\,)))
+                                            string :start start)
+                               n))
+                      (id (ignore-errors (parse-integer string :start start :end end))))
+                 (unless (and id (>= id 0))
+                   (bad (format nil "~S" (subseq string start end))))
+                 (push id ids)
+                 (setf start end comma nil any t)))))
+      (nreverse ids))))
 
 (defun read-token-file (path)
   "The token sequences of the file PATH (UTF-8 text), one per non-empty

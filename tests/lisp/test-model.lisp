@@ -425,6 +425,16 @@ count."
       (declare (ignore out))
       (is (= 1 code))
       (is (contains err "99999")))
+    ;; An empty place between commas is no id (it was skipped, so "2,,3"
+    ;; embedded two tokens); blanks around a comma are allowed.
+    (dolist (bad '("2,,3" ",2" "2," "2 , ,3"))
+      (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens" bad))
+        (is (= 2 code) "~S exited ~D" bad code)
+        (is (string= "" out) "~S printed ~S" bad out)
+        (is (contains err "comma") "~S: ~A" bad err)))
+    (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens" "2 , 3 4"))
+      (is (= 0 code) "stderr: ~A" err)
+      (is (= 3 (count #\Newline out))))
     (ignore-errors (delete-file tokens))))
 
 (test embed-command-tokens-file-is-utf-8-and-not-empty
