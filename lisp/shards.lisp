@@ -99,7 +99,7 @@ first shard, found none"))
 the first of ~D shards, found ~A" (shard-path "" 0 count) count (file-namestring name)))
              (loop for i from 1 below count
                    for shard-name = (shard-path prefix i count)
-                   do (unless (probe-file shard-name)
+                   do (unless (rontolisp::path-kind shard-name)
                         (shard-error 'missing-shard-error shard-name nil "expected shard ~D of ~D ~
 of the set of ~A, found no such file" (1+ i) count name))
                       (let ((shard (read-one shard-name)))
@@ -197,37 +197,36 @@ group."
                          :tensors tensors))))
 
 (defun check-target (name)
-  (let ((kind (and (probe-file name)
-                   (ext:file-kind name t))))
+  (let ((kind (rontolisp::path-kind name)))
     (when (and kind (not (eq kind :file)))
       (gguf-error name :not-regular nil "expected a regular file or no file as a shard's target, ~
 found a ~(~A~)" kind))))
 
 (defun write-staged (names writer)
-  "Write a set of files at once: call WRITER with a temporary path beside
-each of NAMES and its index in turn, then rename every temporary file to its
-name.  A failure removes the temporary files written and renames nothing,
-so an older set under NAMES stays whole.  Targets that are not regular
-files are refused first.  Answers NAMES."
+  "Write a set of files at once, all or none: call WRITER with a temporary
+path beside each of NAMES and its index in turn, then rename every
+temporary file over its name together (see gguf/fileio.h): a failure or an
+interrupt, while writing or while renaming, leaves every file under NAMES as
+it was and no temporary file.  Targets that are not regular files are
+refused first.  Answers NAMES."
   (mapc #'check-target names)
   (let ((temps (loop for name in names
-                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid))))
-        (written '()) (done nil))
+                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid)))))
+    (multiple-value-bind (ok message) (rontolisp::%set-begin (mapcar #'rontolisp::path-octets temps))
+      (unless ok
+        (gguf-error (first names) :write-failed nil "~A" message)))
     (unwind-protect
          (progn
            (loop for temp in temps
                  for i from 0
-                 do (funcall writer temp i)
-                    (push temp written))
-           (loop for temp in temps
-                 for name in names
-                 do (rename-file temp (or (probe-file name) name) :if-exists :supersede)
-                    (pop written))
-           (setf done t)
+                 do (funcall writer temp i))
+           (multiple-value-bind (ok message)
+               (rontolisp::%set-commit (mapcar #'rontolisp::path-octets names))
+             (unless ok
+               (gguf-error (first names) :write-failed nil "writing the set of ~D file~:P: ~A"
+                           (length names) message)))
            names)
-      (unless done
-        (dolist (temp written)
-          (ignore-errors (delete-file temp)))))))
+      (rontolisp::%set-end))))
 
 (defun write-shards (prefix f &key max-tensors max-bytes)
   "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
