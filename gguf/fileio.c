@@ -401,11 +401,18 @@ int rl_gguf_set_commit(const char *const *targets, size_t n, char *msg, size_t m
     size_t renamed = 0;
     int e = 0, refused = 0;
     const char *what = NULL, *who = NULL;
-    if (!temps || !backups || !had) {
+    size_t count = 0;
+    while (temps && temps[count])
+        count++;
+    if (!temps || count != n || !backups || !had) {
         free(backups);
         free(had);
-        snprintf(msg, msgsz, temps ? "out of memory" : "no set of files is being written");
-        return temps ? ENOMEM : EINVAL;
+        if (!temps || count != n)
+            snprintf(msg, msgsz, "expected the %zu target%s of the set being written, found %zu",
+                     count, count == 1 ? "" : "s", n);
+        else
+            snprintf(msg, msgsz, "out of memory");
+        return temps && count == n ? ENOMEM : EINVAL;
     }
     set_committing = 1;
     /* Every old file is kept under a second name first, so that a failed

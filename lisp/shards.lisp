@@ -55,7 +55,7 @@ shard); ((F . all its tensor infos)) for a file that is not a set."
 (defun shard-path (prefix index count)
   "The name of shard INDEX (from 0) of COUNT for PREFIX, as llama.cpp's
 llama_split_path makes it: PREFIX-00001-of-00003.gguf for index 0 of 3."
-  (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ index) count))
+  (format nil (formatter "~A-~5,'0D-of-~5,'0D.gguf") prefix (1+ index) count))
 
 (defun shard-prefix (path index count)
   "The prefix PATH was named with as shard INDEX of COUNT, or NIL when its
@@ -151,12 +151,20 @@ shard, found ~:[none~;~:*~D~]" expected total))))
 
 (defun split-plan (f &key max-tensors max-bytes)
   "F's tensors in groups, one per shard, as llama.cpp's gguf-split groups
-them: at most MAX-TENSORS tensors per shard, or shards whose tensor data
-(each tensor padded to the alignment) stay within MAX-BYTES, a tensor
-larger than that alone in its shard.  A file without tensors makes one
-group."
+them: at most MAX-TENSORS tensors per shard (128 when neither limit is
+given), or shards whose tensor data (each tensor padded to the alignment)
+stay within MAX-BYTES, a tensor larger than that alone in its shard.  A file
+without tensors makes one group.  A plan that cannot be written signals
+GGUF-ERROR naming F: more than 65535 shards (split.count is a u16) or more
+than 2^31-1 tensors (split.tensors.count is an i32).  Linear in the
+tensors; the one plan of both `split --dry-run' and the writing."
   (check-file 'split-plan f)
-  (let ((groups '()) (group '()) (size 0))
+  (let ((groups '()) (group '()) (size 0) (count 0)
+        (max-tensors (or max-tensors (and (null max-bytes) 128)))
+        (tensors (length (gguf-file-tensors f))))
+    (when (> tensors (1- (expt 2 31)))
+      (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split ~
+(split.tensors.count is an i32), found ~D" tensors))
     (loop for info in (gguf-file-tensors f)
           for i from 0
           for bytes = (padded (ti-bytes info) (alignment f))
@@ -165,25 +173,27 @@ group."
                             (zerop (mod i max-tensors))
                             (> (+ size bytes) max-bytes)))
                (push (nreverse group) groups)
+               (incf count)
                (setf group '() size 0))
              (push info group)
              (incf size bytes))
     (push (nreverse group) groups)
+    (incf count)
+    (when (> count 65535)
+      (gguf-error (path f) :shard-count nil "expected at most 65535 shards (split.count is a ~
+u16), found ~D (~:[at most ~D bytes~;~:*at most ~D tensor~:P~*~] each)" count max-tensors max-bytes))
     (nreverse groups)))
 
-(defun shard-file (f index groups)
-  "The file object of shard INDEX of F split into GROUPS."
-  (let* ((count (length groups))
-         (tensors (mapcar (lambda (info)
-                            (let ((copy (copy-structure info)))
-                              (unless (ti-data info)
-                                (setf (ti-file copy) (or (ti-file info) f)))
-                              copy))
-                          (nth index groups)))
-         (split (split-metadata index count (length (gguf-file-tensors f)))))
-    (when (> (length (gguf-file-tensors f)) (1- (expt 2 31)))
-      (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split, found ~D"
-                  (length (gguf-file-tensors f))))
+(defun shard-file (f index count group)
+  "The file object of shard INDEX of COUNT of F, holding the tensor infos
+GROUP (a group of SPLIT-PLAN)."
+  (let ((tensors (mapcar (lambda (info)
+                           (let ((copy (copy-structure info)))
+                             (unless (ti-data info)
+                               (setf (ti-file copy) (or (ti-file info) f)))
+                             copy))
+                         group))
+        (split (split-metadata index count (length (gguf-file-tensors f)))))
     (if (zerop index)
         (%make-gguf-file :alignment (alignment f)
                          :metadata (append (without-split-keys (gguf-file-metadata f)) split)
@@ -230,19 +240,14 @@ refused first.  Answers NAMES."
 
 (defun write-shards (prefix f &key max-tensors max-bytes)
   "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
-llama.cpp's gguf-split does (see SPLIT-PLAN for MAX-TENSORS and MAX-BYTES;
-MAX-TENSORS 128 when neither is given), all at once (WRITE-STAGED): a
-failure leaves none and signals GGUF-ERROR.  Answers the list of shard
-paths."
+llama.cpp's gguf-split does, after SPLIT-PLAN (see it for MAX-TENSORS and
+MAX-BYTES), all at once (WRITE-STAGED): a failure leaves none and signals
+GGUF-ERROR.  Answers the list of shard paths."
   (check-file 'write-shards f)
-  (let* ((groups (split-plan f :max-tensors (or max-tensors (and (null max-bytes) 128))
-                               :max-bytes max-bytes))
+  (let* ((groups (coerce (split-plan f :max-tensors max-tensors :max-bytes max-bytes) 'vector))
          (count (length groups)))
-    (when (> count 65535)
-      (gguf-error prefix :shard-count nil "expected at most 65535 shards (split.count is u16), ~
-found ~D" count))
     (write-staged (loop for i below count collect (shard-path prefix i count))
-                  (lambda (temp i) (write temp (shard-file f i groups))))))
+                  (lambda (temp i) (write temp (shard-file f i count (aref groups i)))))))
 
 (defun merge-shards (first out)
   "Write the shard set whose first shard is FIRST as the one GGUF file

@@ -367,3 +367,42 @@ byte I eight times; answers their names."
     (is (old-set-intact-p names))
     (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
     (delete-files (cons script names))))
+
+(defun tiny-tensors-file (n)
+  "A file of N one-value F32 tensors."
+  (let ((path (tmp-path (format nil "tiny-~D.gguf" n)))
+        (data (make-array 1 :element-type 'single-float :initial-element 1.0)))
+    (gguf:write path (gguf:make-file :tensors (loop for i below n
+                                                    collect (list (format nil "t~D" i) data))))
+    path))
+
+(defun child-cpu-seconds (script &rest args)
+  "The CPU seconds (user and system) the commands of SCRIPT (sh, $0 the
+executable) took, read from sh's `times'; its output is discarded."
+  (let* ((lines (split-lines (nth-value 1 (apply #'sh (format nil "~A >/dev/null 2>&1; times" script)
+                                                 args))))
+         (children (second lines)))
+    ;; "0m1.234s 0m0.056s": minutes and seconds, user then system
+    (loop for field in (list (subseq children 0 (position #\Space children))
+                             (subseq children (1+ (position #\Space children))))
+          sum (let ((m (position #\m field)))
+                (+ (* 60 (parse-integer field :end m))
+                   (let ((*read-default-float-format* 'double-float))
+                     (read-from-string (subseq field (1+ m) (1- (length field))))))))))
+
+(test split-dry-run-checks-as-the-real-run-in-linear-time
+  ;; 70,000 tensors one per shard: more shards than split.count holds,
+  ;; refused by the dry run as by the real run, with the same line.
+  (let ((small (tiny-tensors-file 10000)) (big (tiny-tensors-file 70000))
+        (prefix (tmp-path "many")))
+    (multiple-value-bind (code out err) (run-exe (list "split" big prefix "--max-tensors" "1" "--dry-run"))
+      (is (= 1 code) "~A" (subseq out 0 (min 200 (length out))))
+      (is (contains err "expected at most 65535 shards") "~A" err)
+      (is (string= err (nth-value 2 (run-exe (list "split" big prefix "--max-tensors" "1"))))))
+    (is (null (files-named prefix)))
+    ;; Planning 35,000 shards costs at most 7 times 5,000 (7 times the
+    ;; tensors); planning quadratic in them cost 17 times.
+    (let ((t-small (child-cpu-seconds "\"$0\" split \"$1\" \"$2\" --max-tensors 2 --dry-run" small prefix))
+          (t-big (child-cpu-seconds "\"$0\" split \"$1\" \"$2\" --max-tensors 2 --dry-run" big prefix)))
+      (is (< t-big (* 7 t-small)) "7 times the tensors: ~,2F s of CPU against ~,2F s" t-big t-small))
+    (delete-files (list small big))))
