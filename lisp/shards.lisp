@@ -104,7 +104,7 @@ the first of ~D shards, found ~A" (shard-path "" 0 count) count (file-namestring
 of the set of ~A, found no such file" (1+ i) count name))
                       (let ((shard (read-one shard-name)))
                         (push shard shards)
-                        (check-shard shard i count expected))))
+                        (check-shard shard i count))))
            (setf shards (nreverse shards))
            (let ((infos (loop for shard in (cons first shards)
                               append (loop for info in (gguf-file-tensors shard)
@@ -113,9 +113,7 @@ of the set of ~A, found no such file" (1+ i) count name))
                                                        (let ((copy (copy-structure info)))
                                                          (setf (ti-file copy) shard)
                                                          copy))))))
-             (unless (= expected (length infos))
-               (shard-error 'shard-count-error name nil "expected ~D tensors in the ~D shards ~
-(split.tensors.count), found ~D" expected count (length infos)))
+             (check-tensor-counts (cons first shards) (length infos))
              (let ((seen (make-hash-table :test 'equal)))
                (dolist (info infos)
                  (when (gethash (ti-name info) seen)
@@ -131,20 +129,32 @@ of the set of ~A, found no such file" (1+ i) count name))
       (unless ok
         (mapc #'close shards)))))
 
-(defun check-shard (shard index count expected)
+(defun check-tensor-counts (shards found)
+  "Check the split.tensors.count of each of SHARDS (a set, first shard
+first) against FOUND, the tensors they hold: when they all say the same
+and it is wrong, the set is refused through its first shard; otherwise the
+first shard whose count is not FOUND is the one named."
+  (let ((counts (mapcar (lambda (shard) (split-value shard "split.tensors.count" :i32)) shards)))
+    (if (every (lambda (c) (eql c (first counts))) counts)
+        (unless (eql found (first counts))
+          (shard-error 'shard-count-error (path (first shards)) nil "expected ~D tensors in the ~
+~D shards (split.tensors.count), found ~D" (first counts) (length shards) found))
+        (loop for shard in shards
+              for c in counts
+              unless (eql c found)
+                do (shard-error 'shard-count-error (path shard) nil "expected split.tensors.count ~
+~D (the tensors of the ~D shards), found ~:[none~;~:*~D~]" found (length shards) c)))))
+
+(defun check-shard (shard index count)
   (let ((name (path shard))
         (no (split-value shard "split.no" :u16))
-        (n (split-value shard "split.count" :u16))
-        (total (split-value shard "split.tensors.count" :i32)))
+        (n (split-value shard "split.count" :u16)))
     (unless (eql no index)
       (shard-error 'foreign-shard-error name nil "expected shard ~D of ~D (split.no ~D), found ~
 ~:[no split.no~;split.no ~:*~D~]" (1+ index) count index no))
     (unless (eql n count)
       (shard-error 'shard-count-error name nil "expected split.count ~D as in the first shard, ~
-found ~:[none~;~:*~D~]" count n))
-    (unless (eql total expected)
-      (shard-error 'shard-count-error name nil "expected split.tensors.count ~D as in the first ~
-shard, found ~:[none~;~:*~D~]" expected total))))
+found ~:[none~;~:*~D~]" count n))))
 
 (defun padded (n alignment)
   (* alignment (ceiling n alignment)))

@@ -726,3 +726,22 @@ of non-ASCII names are read and written under their UTF-8 bytes."
                    "x-00001-of-00002.gguf" "x-00002-of-00002.gguf")
                  (names-in (format nil "~A/sub" dir))))
       (sh "rm -rf \"$1/sub\"; rm -f \"$1\"/*" dir))))
+
+(test quantize-tool-names-the-shard-at-fault
+  "A NaN in the second shard of a set is reported in that shard, at its
+byte offset in that shard (with or without --keep-split)."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
+      (declare (ignore whole))
+      (let ((second-shard (format nil "~A/s-00002-of-00002.gguf" dir)))
+        (dolist (keep '(nil t))
+          (multiple-value-bind (code stdout stderr)
+              (run-exe (append (list "quantize" first-shard (format nil "~A/q.gguf" dir) "q8_0")
+                               (and keep (list "--keep-split"))))
+            (declare (ignore stdout))
+            (is (= 1 code))
+            (is (contains stderr (format nil "~A: tensor \"output.weight\"" second-shard)) "~A" stderr)
+            (let* ((at (search "(byte " stderr))
+                   (byte (and at (parse-integer stderr :start (+ at 6) :junk-allowed t))))
+              (is (and byte (equalp #(0 0 #xc0 #x7f) (octets-at (file-octets second-shard) byte 4)))
+                  "the NaN is not at the byte named: ~A" stderr))))))))

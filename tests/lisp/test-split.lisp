@@ -406,3 +406,20 @@ executable) took, read from sh's `times'; its output is discarded."
           (t-big (child-cpu-seconds "\"$0\" split \"$1\" \"$2\" --max-tensors 2 --dry-run" big prefix)))
       (is (< t-big (* 7 t-small)) "7 times the tensors: ~,2F s of CPU against ~,2F s" t-big t-small))
     (delete-files (list small big))))
+
+(test shard-count-errors-name-the-shard-at-fault
+  ;; The first shard's split.tensors.count wrong, the others right: merge
+  ;; names the first shard; a later shard's wrong: that one is named.
+  (destructuring-bind (in names) (split-set)
+    (let ((n (gguf:with-file (f in) (length (gguf:tensor-infos f)))))
+      (loop for bad in (list (first names) (third names))
+            do (rewrite-with bad (shard-key-setter "split.tensors.count" 3))
+               (multiple-value-bind (code stdout stderr)
+                   (run-exe (list "merge" (first names) (tmp-path "never.gguf")))
+                 (declare (ignore stdout))
+                 (is (= 1 code))
+                 (is (contains stderr (format nil "~A: expected split.tensors.count ~D" bad n)) "~A" stderr))
+               (rewrite-with bad (shard-key-setter "split.tensors.count" n))))
+    (let ((merged (tmp-path "merged.gguf")))
+      (is (= 0 (run-exe (list "merge" (first names) merged))))
+      (delete-files (list* in merged names)))))
