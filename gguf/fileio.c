@@ -134,13 +134,27 @@ static void slot_free(int i) {
         __atomic_store_n(&tmp_used[i], 0, __ATOMIC_RELEASE);
 }
 
+/* The temporary files of the set being written (rl_gguf_set_begin), a
+ * NULL-terminated array published whole, or NULL. */
+static char **set_temps;
+/* While a set's files are renamed into place a signal is only noted here
+ * and acted on when the renames are done or undone. */
+static volatile sig_atomic_t set_committing, set_pending_signal;
+
 void rl_gguf_atomic_remove_all(void) {
+    char **temps = __atomic_load_n(&set_temps, __ATOMIC_ACQUIRE);
     for (int i = 0; i < RL_ATOMIC_SLOTS; i++)
         if (__atomic_load_n(&tmp_used[i], __ATOMIC_ACQUIRE) == 1)
             unlink(tmp_names[i]);
+    for (; temps && *temps; temps++)
+        unlink(*temps);
 }
 
 static void on_signal(int sig) {
+    if (set_committing) {
+        set_pending_signal = sig;
+        return;
+    }
     rl_gguf_atomic_remove_all();
     _exit(128 + sig);
 }
@@ -339,4 +353,137 @@ void rl_gguf_atomic_abort(rl_gguf_atomic *a) {
     a->fd = -1;
     a->slot = -1;
     a->target = a->tmp = NULL;
+}
+
+/* ------------------------------------------------------------ file sets */
+
+static void set_free(char **names) {
+    for (char **p = names; p && *p; p++)
+        free(*p);
+    free(names);
+}
+
+int rl_gguf_set_begin(const char *const *temps, size_t n, char *msg, size_t msgsz) {
+    char **names = calloc(n + 1, sizeof *names);
+    for (size_t i = 0; names && i < n; i++)
+        if (!(names[i] = strdup(temps[i]))) {
+            set_free(names);
+            names = NULL;
+        }
+    if (!names) {
+        snprintf(msg, msgsz, "out of memory");
+        return ENOMEM;
+    }
+    char **expect = NULL;
+    if (!__atomic_compare_exchange_n(&set_temps, &expect, names, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        set_free(names);
+        snprintf(msg, msgsz, "another set of files is being written");
+        return EBUSY;
+    }
+    return 0;
+}
+
+/* TARGET's backup name while a set is committed, malloc'd. */
+static char *set_backup_name(const char *target) {
+    size_t sz = strlen(target) + sizeof RL_GGUF_TMP_INFIX + 32;
+    char *b = malloc(sz);
+    if (b)
+        snprintf(b, sz, "%s" RL_GGUF_TMP_INFIX "%ld.old", target, (long)getpid());
+    return b;
+}
+
+int rl_gguf_set_commit(const char *const *targets, size_t n, char *msg, size_t msgsz) {
+    char **temps = __atomic_load_n(&set_temps, __ATOMIC_ACQUIRE);
+    char **backups = calloc(n + 1, sizeof *backups);
+    /* 0 no old file, 1 kept by a hard link, 2 moved to its backup name */
+    int *had = calloc(n + 1, sizeof *had);
+    size_t renamed = 0;
+    int e = 0, refused = 0;
+    const char *what = NULL, *who = NULL;
+    size_t count = 0;
+    while (temps && temps[count])
+        count++;
+    if (!temps || count != n || !backups || !had) {
+        free(backups);
+        free(had);
+        if (!temps || count != n)
+            snprintf(msg, msgsz, "expected the %zu target%s of the set being written, found %zu",
+                     count, count == 1 ? "" : "s", n);
+        else
+            snprintf(msg, msgsz, "out of memory");
+        return temps && count == n ? ENOMEM : EINVAL;
+    }
+    set_committing = 1;
+    /* Every old file is kept under a second name first, so that a failed
+     * rename can give each target back the file it had. */
+    for (size_t i = 0; i < n && !e; i++) {
+        struct stat st;
+        if (lstat(targets[i], &st) != 0)
+            continue;
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+            e = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
+            what = file_kind(st.st_mode);
+            who = targets[i];
+            refused = 1;
+            break;
+        }
+        backups[i] = set_backup_name(targets[i]);
+        if (!backups[i]) {
+            e = ENOMEM;
+            what = "out of memory";
+            break;
+        }
+        unlink(backups[i]);
+        if (link(targets[i], backups[i]) == 0)
+            had[i] = 1;
+        else if (rename(targets[i], backups[i]) == 0)
+            had[i] = 2;
+        else {
+            e = errno;
+            what = "cannot keep the file it replaces";
+            who = targets[i];
+        }
+    }
+    for (; !e && renamed < n; renamed++)
+        if (rename(temps[renamed], targets[renamed]) != 0) {
+            e = errno;
+            what = "cannot rename the temporary file over the target";
+            who = targets[renamed];
+            break;
+        }
+    for (size_t j = 0; j < n; j++) {
+        if (e && j < renamed && !had[j])
+            unlink(targets[j]);                  /* undone: it had no file */
+        else if (e && (j < renamed || had[j] == 2))
+            rename(backups[j], targets[j]);      /* undone: its old file back */
+        if (backups[j]) {
+            unlink(backups[j]);
+            free(backups[j]);
+        }
+    }
+    free(backups);
+    free(had);
+    set_committing = 0;
+    if (set_pending_signal) {
+        rl_gguf_atomic_remove_all();
+        _exit(128 + set_pending_signal);
+    }
+    if (e) {
+        if (refused)
+            snprintf(msg, msgsz, "%s: %s: expected a regular file or a new name to write (no "
+                     "file of the set was replaced)", who, what);
+        else
+            snprintf(msg, msgsz, "%s: %s: %s (no file of the set was replaced)", who ? who : "",
+                     what, e == ENOMEM ? "out of memory" : strerror(e));
+        return e;
+    }
+    return 0;
+}
+
+void rl_gguf_set_end(void) {
+    char **temps = __atomic_exchange_n(&set_temps, NULL, __ATOMIC_ACQ_REL);
+    for (char **p = temps; p && *p; p++)
+        unlink(*p);
+    set_free(temps);
 }

@@ -72,6 +72,20 @@ void rl_gguf_atomic_abort(rl_gguf_atomic *a);
 /* Removes every temporary file still being written.  Async-signal-safe. */
 void rl_gguf_atomic_remove_all(void);
 
+/* A set of files replaced together (the shards of a model): each is
+ * written first under its temporary name in TEMPS (rl_gguf_set_begin
+ * registers the names, so a signal removes them), then rl_gguf_set_commit
+ * renames every one over its target in TARGETS, all or none: the targets'
+ * old files are kept under a second name until every rename has succeeded,
+ * and a failed rename gives each target its old file back (or removes the
+ * new one).  A signal during the renames takes effect once they are done or
+ * undone.  rl_gguf_set_end removes what is left of the temporary files and
+ * ends the set.  One set at a time; each answers 0 or an errno with MSG set
+ * (naming the file concerned). */
+int rl_gguf_set_begin(const char *const *temps, size_t n, char *msg, size_t msgsz);
+int rl_gguf_set_commit(const char *const *targets, size_t n, char *msg, size_t msgsz);
+void rl_gguf_set_end(void);
+
 /* Installs handlers for SIGTERM and SIGHUP, and SIGINT when WITH_SIGINT,
  * that remove every temporary file and end the process with status
  * 128 + the signal's number (130, 143, 129). */

@@ -469,7 +469,7 @@ values), found ~S" option string))
                               :quantize quantize :matrices matrices :matmul matmul
                               :kind (cond (file "file") (model "random-model")
                                           (shapes "shapes") (t "standard"))
-                              :path (and file (namestring (merge-pathnames file)))
+                              :path (and file (absolute-namestring file))
                               :source (cond (file (format nil "every 2-D tensor of ~A" file))
                                             (model (format nil "random ~A model, Q8_0" random))
                                             (shapes (format nil "random matrices ~{~{~Dx~D~}~^, ~}"

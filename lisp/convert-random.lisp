@@ -182,8 +182,8 @@ rl_agent_config.json and tokenizer/tokenizer.json, MASSIVE residual
 channels MASSIVE-RATIO times larger than the rest (see RANDOM-LAYA).
 Answers DIR."
   (let ((root (directory-prefix dir)))
-    (ensure-directories-exist (concatenate 'string root "encoder/"))
-    (ensure-directories-exist (concatenate 'string root "tokenizer/"))
+    (ensure-directories (concatenate 'string root "encoder/"))
+    (ensure-directories (concatenate 'string root "tokenizer/"))
     (multiple-value-bind (tensors encoder rl config tokenizer)
         (random-laya preset-name :seed seed :massive massive :massive-ratio massive-ratio
                                  :report (random-progress preset-name))
@@ -204,7 +204,7 @@ or SHARDS files with model.safetensors.index.json.  Tensor names start with
 PREFIX; DTYPE is :f32, :f16 or :bf16; HEAD is :none (ModernBertModel),
 :masked-lm or :classifier (two labels).  Answers DIR."
   (let ((root (directory-prefix dir)))
-    (ensure-directories-exist root)
+    (ensure-directories root)
     (multiple-value-bind (tensors encoder rl config tokenizer) (random-laya preset-name :seed seed)
       (declare (ignore rl config))
       (let* ((h (cdr (assoc "hidden_size" (rest encoder) :test #'string=)))

@@ -259,7 +259,7 @@ found ~(~A~)" type))))
 (defun read-input-json (path &optional (default nil default-p))
   "The JSON object in the file PATH (READ-JSON-FILE), or DEFAULT when
 given and PATH does not exist."
-  (if (and default-p (not (probe-file path)))
+  (if (and default-p (not (path-kind path)))
       default
       (json-object (read-json-file path) path)))
 
@@ -319,7 +319,7 @@ model.safetensors.index.json lists, each tensor where the index says.
 CHECK, when given, is called with every file's header entries, (name dims
 file), before any tensor's data is read (see READ-SAFETENSORS)."
   (let ((index-path (concatenate 'string root "model.safetensors.index.json")))
-    (if (not (probe-file index-path))
+    (if (not (path-kind index-path))
         (let ((path (concatenate 'string root "model.safetensors")))
           (read-safetensors path :check (and check
                                              (lambda (header)
@@ -362,7 +362,7 @@ it here" name (or (gethash name weight-map) "no shard") index-path))
 modules.json in ROOT names (1 mean, 2 CLS, 3 last token, as upstream
 reads it), or NIL when there is none."
   (let ((modules-path (concatenate 'string root "modules.json")))
-    (when (probe-file modules-path)
+    (when (path-kind modules-path)
       (let ((modules (read-json-file modules-path)))
         (unless (vectorp modules)
           (convert-error modules-path "expected a JSON array, found ~A" (json-brief modules)))
@@ -527,7 +527,7 @@ written."
   (let* ((root (directory-prefix dir))
          (index (concatenate 'string root "model.safetensors.index.json"))
          (paths (list :root root
-                      :model (if (probe-file index) index (concatenate 'string root "model.safetensors"))
+                      :model (if (path-kind index) index (concatenate 'string root "model.safetensors"))
                       :config (concatenate 'string root "config.json")
                       :tokenizer (concatenate 'string root "tokenizer.json"))))
     ;; The configs first: an absurd one is refused before the weights are read.
@@ -553,9 +553,9 @@ written."
 Face ModernBERT directory (a config.json without it), with CONVERT-LAYA or
 CONVERT-HF and OPTIONS."
   (let ((root (directory-prefix dir)))
-    (cond ((probe-file (concatenate 'string root "encoder/config.json"))
+    (cond ((path-kind (concatenate 'string root "encoder/config.json"))
            (apply #'convert-laya dir out options))
-          ((probe-file (concatenate 'string root "config.json"))
+          ((path-kind (concatenate 'string root "config.json"))
            (apply #'convert-hf dir out options))
           (t (convert-error dir "expected a Laya directory (encoder/config.json) or a Hugging ~
 Face ModernBERT directory (config.json), found neither")))))

@@ -10,12 +10,76 @@
 ;;;; regular file is refused and a symbolic link is written through.  Paths
 ;;;; go to C as UTF-8 bytes (command-line bytes that are not UTF-8 included,
 ;;;; see runtime/main.c), and every error names the path.
+;;;;
+;;;; Names.  A path is held as the user wrote it (a Lisp string of any
+;;;; characters) and becomes bytes only here: C gets its UTF-8 bytes.  ECL's
+;;;; own file functions (OPEN, LOAD, PROBE-FILE, DIRECTORY ...) hand a
+;;;; namestring to the system one character per byte, refuse a character
+;;;; above U+00FF, and merge relative names in ways that move files (its
+;;;; RENAME-FILE fills in a missing directory or type from the old name).  So
+;;;; the files' existence, kinds, removal, directories and sets of files
+;;;; renamed together are asked of C by the bytes (PATH-KIND, DELETE-PATH,
+;;;; ENSURE-DIRECTORIES, GGUF:WRITE-STAGED); what must go through ECL gets
+;;;; NATIVE-NAMESTRING (one character per byte), and a name ECL answers
+;;;; (TRUENAME, DIRECTORY, *LOAD-TRUENAME*) comes back with USER-NAMESTRING.
 
 (in-package "RONTOLISP")
 
+(defun user-namestring (native)
+  "The name as the user writes it of NATIVE, a pathname or namestring in
+ECL's form (as TRUENAME, DIRECTORY, USER-HOMEDIR-PATHNAME, EXT:GETENV or
+*LOAD-TRUENAME* answer them): each character one byte of UTF-8, decoded (a
+byte that is not UTF-8 kept as U+DC80..U+DCFF).  A name with a character
+above U+00FF is already the user's, and is answered as it is."
+  (let ((name (namestring native)))
+    (if (or (every (lambda (c) (< (char-code c) 128)) name)
+            (some (lambda (c) (> (char-code c) 255)) name))
+        name
+        (%utf8-string (map '(simple-array (unsigned-byte 8) (*)) #'char-code name)))))
+
+(defun absolute-namestring (path)
+  "PATH (a string or pathname, as the user wrote it) as an absolute name:
+itself when it starts with a slash, else after the current directory
+(*DEFAULT-PATHNAME-DEFAULTS*, read with USER-NAMESTRING)."
+  (let ((name (if (pathnamep path) (namestring path) path)))
+    (if (and (plusp (length name)) (char= #\/ (char name 0)))
+        name
+        (concatenate 'string
+                     (user-namestring (make-pathname :name nil :type nil :version nil
+                                                     :defaults *default-pathname-defaults*))
+                     name))))
+
 (defun path-octets (path)
   "PATH (a string or pathname) made absolute, as the UTF-8 bytes C opens."
-  (%utf8-octets (namestring (merge-pathnames path))))
+  (%utf8-octets (absolute-namestring path)))
+
+(defun native-namestring (path)
+  "PATH (a string or pathname of any characters, as the user wrote it) made
+absolute, in the form ECL's OPEN and LOAD hand to the system: a base string
+of one character per byte of its UTF-8 form."
+  (map 'base-string #'code-char (path-octets path)))
+
+(defun path-kind (path)
+  "What the path PATH names, symbolic links followed: :FILE, :DIRECTORY,
+:FIFO, :DEVICE, :SOCKET or :OTHER, or NIL when nothing is there."
+  (%path-kind (path-octets path)))
+
+(defun delete-path (path)
+  "Remove the file PATH (not a directory); a failure signals FILE-IO-ERROR
+naming PATH.  Answers PATH."
+  (multiple-value-bind (ok message) (%delete-path (path-octets path))
+    (unless ok
+      (file-io-error (namestring path) "~A" message))
+    path))
+
+(defun ensure-directories (path)
+  "Make every missing directory of PATH up to its last slash (PATH itself
+too when it ends in one); a failure signals FILE-IO-ERROR naming PATH.
+Answers PATH."
+  (multiple-value-bind (ok message) (%make-directories (path-octets path))
+    (unless ok
+      (file-io-error (namestring path) "~A" message))
+    path))
 
 (defun read-file-octets (path &key (what "a regular file"))
   "The bytes of the regular file PATH as an (unsigned-byte 8) vector.  A

@@ -119,7 +119,7 @@ GGUF:SHARD-ERROR (see lisp/shards.lisp), and closes what it opened."
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
                                     path))
     (multiple-value-bind (handle status message offset)
-        (%gguf-open (octets (namestring (merge-pathnames name))))
+        (%gguf-open (rontolisp::path-octets name))
       (unless handle
         (gguf-error name status offset "~A" message))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
@@ -443,7 +443,7 @@ tensor's bytes in file order (with RONTOLISP::%STREAM-TENSOR or
 them.  Only one tensor's bytes need be in memory at a time.  A non-local
 exit from STREAM removes the temporary file."
   (check-file 'write f)
-  (let* ((name (namestring (merge-pathnames path)))
+  (let* ((name (rontolisp::absolute-namestring path))
          (w (%gguf-writer-new (gguf-file-alignment f)
                                          (gguf-file-implicit-alignment f)))
          (streamed nil))
@@ -517,7 +517,7 @@ block); a failure of the output signals GGUF-ERROR."
                                    (tensor-info-type-id info) (reduce #'* dims) (first dims)
                                    type mask release
                                    (and (gguf-file-path source)
-                                        (octets (namestring (merge-pathnames (gguf-file-path source))))))
+                                        (rontolisp::path-octets (gguf-file-path source))))
       (cond (ok t)
             ((eq status :read-error) (gguf-error (gguf-file-path source) status offset "~A" where))
             (offset (gguf-error *writing* status offset "~A" where))

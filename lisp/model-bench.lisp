@@ -50,7 +50,7 @@ by llama.cpp signals RONTOLISP-ERROR with its message."
                (with-open-file (s in :direction :output :if-exists :supersede)
                  (dolist (ids sequences) (format s "~{~D~^,~}~%" ids)))
                (let ((code (nth-value 1 (ext:run-program
-                                         program (list dir (namestring (merge-pathnames file))
+                                         program (list dir (native-namestring file)
                                                        (princ-to-string threads)
                                                        (princ-to-string repeat))
                                          :input in :output out :error err :wait t
@@ -59,8 +59,8 @@ by llama.cpp signals RONTOLISP-ERROR with its message."
                  (unless (eql code 0)
                    (rontolisp-error 'llama-encode "~A: llama.cpp failed (exit ~A): ~A" file code
                                     (string-trim '(#\Newline)
-                                                 (map 'string #'code-char (read-file-octets err)))))
-                 (loop for line in (split-lines (map 'string #'code-char (read-file-octets out)))
+                                                 (map 'string #'code-char (read-file-octets (user-namestring err))))))
+                 (loop for line in (split-lines (map 'string #'code-char (read-file-octets (user-namestring out))))
                        when (plusp (length line))
                          collect (let* ((obj (parse-json line))
                                         (rows (gethash "embeddings" obj)))

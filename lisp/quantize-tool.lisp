@@ -348,10 +348,11 @@ type, and that type is not one quantize converts (and checks) on the way."
   (and (= (planned-source p) (planned-target p))
        (not (float-type-id-p (planned-source p)))))
 
-(defun write-quantized (out plan metadata alignment outliers path report done)
+(defun write-quantized (out plan metadata alignment outliers report done)
   "Write the PLANNED tensors PLAN, in that order, with METADATA to OUT,
 streaming each converted tensor; answers the count of tensors done, DONE
-plus PLAN's length (REPORT is called after each)."
+plus PLAN's length (REPORT is called after each).  An error names the file
+(the shard of a set) the tensor at fault was read from."
   (gguf:write
    out (gguf:make-file
         :metadata metadata :alignment alignment
@@ -364,10 +365,11 @@ plus PLAN's length (REPORT is called after each)."
                          plan))
    :stream
    (lambda (w)
-     (let ((name nil))               ; the tensor an unexpected error names
+     (let ((name nil) (path nil))    ; the tensor an unexpected error names, its file
        (with-tensor-named (path name)
          (dolist (p plan)
-           (setf name (planned-name p))
+           (setf name (planned-name p)
+                 path (gguf:path (planned-file p)))
            (unless (planned-copied-p p)
              (let ((columns (gethash name outliers)))
                (when (and columns (/= (planned-target p) 8))
@@ -432,8 +434,7 @@ backs, and the plan's summary line."
                                      collect (cons (compile-regex pattern) id))))
          (f (gguf:read in :shards t)))
     (unwind-protect
-         (let* ((path (gguf:path f))
-                (shards (gguf:shard-tensors f))
+         (let* ((shards (gguf:shard-tensors f))
                 (files (mapcar #'first shards))
                 (outliers (if calibration
                               (calibration-outliers calibration f)
@@ -454,7 +455,7 @@ backs, and the plan's summary line."
                   (dolist (p plan) (funcall report (incf done) p)))
                  ((not keep-split)
                   (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
-                                   outliers path report 0))
+                                   outliers report 0))
                  (t
                   (let ((prefix (if (ends-with out ".gguf") (subseq out 0 (- (length out) 5)) out))
                         (count (length files)))
@@ -465,8 +466,7 @@ backs, and the plan's summary line."
                                                    (quantize-metadata f ftype
                                                                       (and (> count 1)
                                                                            (list i count (length plan))))
-                                                   (gguf:alignment f) outliers
-                                                   (gguf:path (nth i files)) report done)))))))
+                                                   (gguf:alignment f) outliers report done)))))))
            (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p))))
                            (if keep-split (apply #'append plans) plan))
                    (count-if #'planned-fallback plan)

@@ -95,7 +95,7 @@ or a FIFO signals FILE-IO-ERROR naming FILE before anything is read."
   (let ((*package* (find-package "RONTOLISP-USER"))
         (*readtable* (depth-limited-readtable nil)))
     (set-dispatch-macro-character #\# #\! (depth-counting #'skip-shebang-line))
-    (load file :verbose nil :print nil)))
+    (load (native-namestring file) :verbose nil :print nil)))
 
 ;;; --eval, --load, --norc.
 
@@ -138,9 +138,9 @@ stderr naming what failed."
              (let ((status (with-batch-errors (prefix) (funcall fn arg) 0)))
                (unless (eql 0 status)
                  (return-from run-startup status)))))
-      (let ((file (and rc (probe-file (rc-file)))))
+      (let ((file (and rc (path-kind (rc-file)) (rc-file))))
         (when file
-          (run (format nil "rontolisp: ~A (skip it with --norc)" (namestring (rc-file)))
+          (run (format nil "rontolisp: ~A (skip it with --norc)" file)
                #'load-source file)))
       (loop for (kind . value) in actions
             do (ecase kind
@@ -152,11 +152,11 @@ stderr naming what failed."
 
 (defun rc-file ()
   "The REPL's init file, ~/.rontolisprc."
-  (merge-pathnames ".rontolisprc" (user-homedir-pathname)))
+  (user-namestring (merge-pathnames ".rontolisprc" (user-homedir-pathname))))
 
 (defun history-file ()
   "Where the REPL keeps the lines typed at a terminal, ~/.rontolisp_history."
-  (merge-pathnames ".rontolisp_history" (user-homedir-pathname)))
+  (user-namestring (merge-pathnames ".rontolisp_history" (user-homedir-pathname))))
 
 ;;; Where the sources are.  The build records each function's source file
 ;;; as a RONTOLISP logical pathname (RONTOLISP:LISP;QMATRIX.LISP, see

@@ -29,7 +29,7 @@ signals JSON-ERROR (PATH, when given, names its file in the message)."
   "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
 missing file, one that is not a regular file (a directory, a FIFO) or
 invalid JSON signals JSON-ERROR naming the file."
-  (let* ((name (namestring (merge-pathnames path)))
+  (let* ((name (absolute-namestring path))
          (octets (handler-case (read-file-octets name :what "a JSON file")
                    (file-io-error (c)
                      (error 'json-error :path name :message (rontolisp-error-message c))))))
@@ -41,7 +41,7 @@ invalid JSON signals JSON-ERROR naming the file."
 (defun call-with-safetensors (path fn)
   "Call FN with the open safetensors file PATH (its handle and its name as
 a string); a file that breaks the format signals SAFETENSORS-ERROR."
-  (let ((name (namestring (merge-pathnames path))))
+  (let ((name (absolute-namestring path)))
     (multiple-value-bind (handle status message offset) (%st-open (%utf8-octets name))
       (unless handle
         (safetensors-error name status offset "~A" message))

@@ -55,7 +55,7 @@ shard); ((F . all its tensor infos)) for a file that is not a set."
 (defun shard-path (prefix index count)
   "The name of shard INDEX (from 0) of COUNT for PREFIX, as llama.cpp's
 llama_split_path makes it: PREFIX-00001-of-00003.gguf for index 0 of 3."
-  (format nil "~A-~5,'0D-of-~5,'0D.gguf" prefix (1+ index) count))
+  (format nil (formatter "~A-~5,'0D-of-~5,'0D.gguf") prefix (1+ index) count))
 
 (defun shard-prefix (path index count)
   "The prefix PATH was named with as shard INDEX of COUNT, or NIL when its
@@ -99,12 +99,12 @@ first shard, found none"))
 the first of ~D shards, found ~A" (shard-path "" 0 count) count (file-namestring name)))
              (loop for i from 1 below count
                    for shard-name = (shard-path prefix i count)
-                   do (unless (probe-file shard-name)
+                   do (unless (rontolisp::path-kind shard-name)
                         (shard-error 'missing-shard-error shard-name nil "expected shard ~D of ~D ~
 of the set of ~A, found no such file" (1+ i) count name))
                       (let ((shard (read-one shard-name)))
                         (push shard shards)
-                        (check-shard shard i count expected))))
+                        (check-shard shard i count))))
            (setf shards (nreverse shards))
            (let ((infos (loop for shard in (cons first shards)
                               append (loop for info in (gguf-file-tensors shard)
@@ -113,9 +113,7 @@ of the set of ~A, found no such file" (1+ i) count name))
                                                        (let ((copy (copy-structure info)))
                                                          (setf (ti-file copy) shard)
                                                          copy))))))
-             (unless (= expected (length infos))
-               (shard-error 'shard-count-error name nil "expected ~D tensors in the ~D shards ~
-(split.tensors.count), found ~D" expected count (length infos)))
+             (check-tensor-counts (cons first shards) (length infos))
              (let ((seen (make-hash-table :test 'equal)))
                (dolist (info infos)
                  (when (gethash (ti-name info) seen)
@@ -131,32 +129,52 @@ of the set of ~A, found no such file" (1+ i) count name))
       (unless ok
         (mapc #'close shards)))))
 
-(defun check-shard (shard index count expected)
+(defun check-tensor-counts (shards found)
+  "Check the split.tensors.count of each of SHARDS (a set, first shard
+first) against FOUND, the tensors they hold: when they all say the same
+and it is wrong, the set is refused through its first shard; otherwise the
+first shard whose count is not FOUND is the one named."
+  (let ((counts (mapcar (lambda (shard) (split-value shard "split.tensors.count" :i32)) shards)))
+    (if (every (lambda (c) (eql c (first counts))) counts)
+        (unless (eql found (first counts))
+          (shard-error 'shard-count-error (path (first shards)) nil "expected ~D tensors in the ~
+~D shards (split.tensors.count), found ~D" (first counts) (length shards) found))
+        (loop for shard in shards
+              for c in counts
+              unless (eql c found)
+                do (shard-error 'shard-count-error (path shard) nil "expected split.tensors.count ~
+~D (the tensors of the ~D shards), found ~:[none~;~:*~D~]" found (length shards) c)))))
+
+(defun check-shard (shard index count)
   (let ((name (path shard))
         (no (split-value shard "split.no" :u16))
-        (n (split-value shard "split.count" :u16))
-        (total (split-value shard "split.tensors.count" :i32)))
+        (n (split-value shard "split.count" :u16)))
     (unless (eql no index)
       (shard-error 'foreign-shard-error name nil "expected shard ~D of ~D (split.no ~D), found ~
 ~:[no split.no~;split.no ~:*~D~]" (1+ index) count index no))
     (unless (eql n count)
       (shard-error 'shard-count-error name nil "expected split.count ~D as in the first shard, ~
-found ~:[none~;~:*~D~]" count n))
-    (unless (eql total expected)
-      (shard-error 'shard-count-error name nil "expected split.tensors.count ~D as in the first ~
-shard, found ~:[none~;~:*~D~]" expected total))))
+found ~:[none~;~:*~D~]" count n))))
 
 (defun padded (n alignment)
   (* alignment (ceiling n alignment)))
 
 (defun split-plan (f &key max-tensors max-bytes)
   "F's tensors in groups, one per shard, as llama.cpp's gguf-split groups
-them: at most MAX-TENSORS tensors per shard, or shards whose tensor data
-(each tensor padded to the alignment) stay within MAX-BYTES, a tensor
-larger than that alone in its shard.  A file without tensors makes one
-group."
+them: at most MAX-TENSORS tensors per shard (128 when neither limit is
+given), or shards whose tensor data (each tensor padded to the alignment)
+stay within MAX-BYTES, a tensor larger than that alone in its shard.  A file
+without tensors makes one group.  A plan that cannot be written signals
+GGUF-ERROR naming F: more than 65535 shards (split.count is a u16) or more
+than 2^31-1 tensors (split.tensors.count is an i32).  Linear in the
+tensors; the one plan of both `split --dry-run' and the writing."
   (check-file 'split-plan f)
-  (let ((groups '()) (group '()) (size 0))
+  (let ((groups '()) (group '()) (size 0) (count 0)
+        (max-tensors (or max-tensors (and (null max-bytes) 128)))
+        (tensors (length (gguf-file-tensors f))))
+    (when (> tensors (1- (expt 2 31)))
+      (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split ~
+(split.tensors.count is an i32), found ~D" tensors))
     (loop for info in (gguf-file-tensors f)
           for i from 0
           for bytes = (padded (ti-bytes info) (alignment f))
@@ -165,25 +183,27 @@ group."
                             (zerop (mod i max-tensors))
                             (> (+ size bytes) max-bytes)))
                (push (nreverse group) groups)
+               (incf count)
                (setf group '() size 0))
              (push info group)
              (incf size bytes))
     (push (nreverse group) groups)
+    (incf count)
+    (when (> count 65535)
+      (gguf-error (path f) :shard-count nil "expected at most 65535 shards (split.count is a ~
+u16), found ~D (~:[at most ~D bytes~;~:*at most ~D tensor~:P~*~] each)" count max-tensors max-bytes))
     (nreverse groups)))
 
-(defun shard-file (f index groups)
-  "The file object of shard INDEX of F split into GROUPS."
-  (let* ((count (length groups))
-         (tensors (mapcar (lambda (info)
-                            (let ((copy (copy-structure info)))
-                              (unless (ti-data info)
-                                (setf (ti-file copy) (or (ti-file info) f)))
-                              copy))
-                          (nth index groups)))
-         (split (split-metadata index count (length (gguf-file-tensors f)))))
-    (when (> (length (gguf-file-tensors f)) (1- (expt 2 31)))
-      (gguf-error (path f) :shard-count nil "expected at most 2^31-1 tensors to split, found ~D"
-                  (length (gguf-file-tensors f))))
+(defun shard-file (f index count group)
+  "The file object of shard INDEX of COUNT of F, holding the tensor infos
+GROUP (a group of SPLIT-PLAN)."
+  (let ((tensors (mapcar (lambda (info)
+                           (let ((copy (copy-structure info)))
+                             (unless (ti-data info)
+                               (setf (ti-file copy) (or (ti-file info) f)))
+                             copy))
+                         group))
+        (split (split-metadata index count (length (gguf-file-tensors f)))))
     (if (zerop index)
         (%make-gguf-file :alignment (alignment f)
                          :metadata (append (without-split-keys (gguf-file-metadata f)) split)
@@ -197,53 +217,47 @@ group."
                          :tensors tensors))))
 
 (defun check-target (name)
-  (let ((kind (and (probe-file name)
-                   (ext:file-kind name t))))
+  (let ((kind (rontolisp::path-kind name)))
     (when (and kind (not (eq kind :file)))
       (gguf-error name :not-regular nil "expected a regular file or no file as a shard's target, ~
 found a ~(~A~)" kind))))
 
 (defun write-staged (names writer)
-  "Write a set of files at once: call WRITER with a temporary path beside
-each of NAMES and its index in turn, then rename every temporary file to its
-name.  A failure removes the temporary files written and renames nothing,
-so an older set under NAMES stays whole.  Targets that are not regular
-files are refused first.  Answers NAMES."
+  "Write a set of files at once, all or none: call WRITER with a temporary
+path beside each of NAMES and its index in turn, then rename every
+temporary file over its name together (see gguf/fileio.h): a failure or an
+interrupt, while writing or while renaming, leaves every file under NAMES as
+it was and no temporary file.  Targets that are not regular files are
+refused first.  Answers NAMES."
   (mapc #'check-target names)
   (let ((temps (loop for name in names
-                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid))))
-        (written '()) (done nil))
+                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid)))))
+    (multiple-value-bind (ok message) (rontolisp::%set-begin (mapcar #'rontolisp::path-octets temps))
+      (unless ok
+        (gguf-error (first names) :write-failed nil "~A" message)))
     (unwind-protect
          (progn
            (loop for temp in temps
                  for i from 0
-                 do (funcall writer temp i)
-                    (push temp written))
-           (loop for temp in temps
-                 for name in names
-                 do (rename-file temp (or (probe-file name) name) :if-exists :supersede)
-                    (pop written))
-           (setf done t)
+                 do (funcall writer temp i))
+           (multiple-value-bind (ok message)
+               (rontolisp::%set-commit (mapcar #'rontolisp::path-octets names))
+             (unless ok
+               (gguf-error (first names) :write-failed nil "writing the set of ~D file~:P: ~A"
+                           (length names) message)))
            names)
-      (unless done
-        (dolist (temp written)
-          (ignore-errors (delete-file temp)))))))
+      (rontolisp::%set-end))))
 
 (defun write-shards (prefix f &key max-tensors max-bytes)
   "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as
-llama.cpp's gguf-split does (see SPLIT-PLAN for MAX-TENSORS and MAX-BYTES;
-MAX-TENSORS 128 when neither is given), all at once (WRITE-STAGED): a
-failure leaves none and signals GGUF-ERROR.  Answers the list of shard
-paths."
+llama.cpp's gguf-split does, after SPLIT-PLAN (see it for MAX-TENSORS and
+MAX-BYTES), all at once (WRITE-STAGED): a failure leaves none and signals
+GGUF-ERROR.  Answers the list of shard paths."
   (check-file 'write-shards f)
-  (let* ((groups (split-plan f :max-tensors (or max-tensors (and (null max-bytes) 128))
-                               :max-bytes max-bytes))
+  (let* ((groups (coerce (split-plan f :max-tensors max-tensors :max-bytes max-bytes) 'vector))
          (count (length groups)))
-    (when (> count 65535)
-      (gguf-error prefix :shard-count nil "expected at most 65535 shards (split.count is u16), ~
-found ~D" count))
     (write-staged (loop for i below count collect (shard-path prefix i count))
-                  (lambda (temp i) (write temp (shard-file f i groups))))))
+                  (lambda (temp i) (write temp (shard-file f i count (aref groups i)))))))
 
 (defun merge-shards (first out)
   "Write the shard set whose first shard is FIRST as the one GGUF file

@@ -20,6 +20,17 @@ positive integer followed by M (10^6 bytes) or G (10^9 bytes)."
 (defun shard-total-bytes (group alignment)
   (loop for info in group sum (gguf::padded (gguf:tensor-info-bytes info) alignment)))
 
+(defun print-split-plan (stream prefix groups alignment)
+  "One line on STREAM per group of GROUPS (GGUF:SPLIT-PLAN's) for shards
+named after PREFIX: the shard's name, its tensors and bytes of tensor data
+(padded to ALIGNMENT)."
+  (loop with count = (length groups)
+        for group in groups
+        for i from 0
+        do (format stream (formatter "~A: ~D tensor~:P, ~D bytes of tensor data~%")
+                   (gguf:shard-path prefix i count) (length group)
+                   (shard-total-bytes group alignment))))
+
 (define-command "split" (in prefix)
     (:usage "IN.gguf PREFIX [--max-tensors N | --max-size N(M|G)] [--dry-run]"
      :summary "split a GGUF file into shards PREFIX-00001-of-0000N.gguf as llama-gguf-split does"
@@ -41,13 +52,8 @@ of a set: the whole set is split anew."
     (usage-error "expected --max-tensors or --max-size, found both"))
   (let ((f (gguf:read in :shards t)))
     (unwind-protect
-         (let ((groups (gguf:split-plan f :max-tensors (or max-tensors (and (null max-size) 128))
-                                          :max-bytes max-size)))
-           (loop for group in groups
-                 for i from 0
-                 do (format t "~A: ~D tensor~:P, ~D bytes of tensor data~%"
-                            (gguf:shard-path prefix i (length groups)) (length group)
-                            (shard-total-bytes group (gguf:alignment f))))
+         (let ((groups (gguf:split-plan f :max-tensors max-tensors :max-bytes max-size)))
+           (print-split-plan *standard-output* prefix groups (gguf:alignment f))
            (unless dry-run
              (gguf:write-shards prefix f :max-tensors max-tensors :max-bytes max-size)
              (format t "~D shard~:P written, ~D tensor~:P~%" (length groups)

@@ -8,10 +8,12 @@
  * Paths arrive as UTF-8 octet vectors (RONTOLISP::%UTF8-OCTETS), so a path
  * taken from the command line reaches open(2) as the bytes it was given. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/fileio.h"
@@ -114,6 +116,141 @@ static cl_object rl_prim_read_file_octets(cl_object path, cl_object what) {
 }
 #pragma GCC diagnostic pop
 
+/* The paths of the list L of octet vectors (argument POS of FN), malloc'd
+ * and NULL-terminated, their count in *N; NULL and MSG set when one cannot
+ * be a path.  Signals (before allocating) when L is not such a list. */
+static char **rl_path_list(const char *fn, int pos, cl_object l, size_t *n, char *msg,
+                           size_t msgsz) {
+    size_t k = 0;
+    char **out;
+    cl_object x;
+    for (x = l; x != ECL_NIL; x = ECL_CONS_CDR(x), k++) {
+        cl_index len = 0;
+        if (!ECL_CONSP(x))
+            rl_type_error(fn, pos, l, RL_T_LIST);
+        rl_octets(fn, pos, ECL_CONS_CAR(x), &len);
+    }
+    out = calloc(k + 1, sizeof *out);
+    if (!out) {
+        snprintf(msg, msgsz, "out of memory");
+        return NULL;
+    }
+    k = 0;
+    for (x = l; x != ECL_NIL; x = ECL_CONS_CDR(x), k++) {
+        char buf[4096];
+        if (!rl_path(fn, ECL_CONS_CAR(x), buf, sizeof buf, msg, msgsz) || !(out[k] = strdup(buf))) {
+            if (out[k] == NULL && !msg[0])
+                snprintf(msg, msgsz, "out of memory");
+            for (size_t j = 0; j < k; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
+    }
+    *n = k;
+    return out;
+}
+
+static void rl_path_list_free(char **l) {
+    for (char **p = l; p && *p; p++)
+        free(*p);
+    free(l);
+}
+
+/* (%set-begin temps) -> T, or NIL and a message: TEMPS (path octet
+ * vectors) are the temporary files of a set about to be written (see
+ * rl_gguf_set_begin). */
+static cl_object rl_prim_set_begin(cl_object temps) {
+    const cl_env_ptr env = ecl_process_env();
+    char msg[RL_GGUF_MSG_SIZE] = "";
+    size_t n = 0;
+    int e;
+    char **l = rl_path_list("%SET-BEGIN", 1, temps, &n, msg, sizeof msg);
+    if (!l)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    e = rl_gguf_set_begin((const char *const *)l, n, msg, sizeof msg);
+    rl_path_list_free(l);
+    if (e)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    ecl_return1(env, ECL_T);
+}
+
+/* (%set-commit targets) -> T, or NIL and a message: the set's temporary
+ * files renamed over TARGETS, all or none (rl_gguf_set_commit), with Lisp
+ * interrupts held off meanwhile. */
+static cl_object rl_prim_set_commit(cl_object targets) {
+    const cl_env_ptr env = ecl_process_env();
+    char msg[RL_GGUF_MSG_SIZE] = "";
+    size_t n = 0;
+    int e;
+    char **l = rl_path_list("%SET-COMMIT", 1, targets, &n, msg, sizeof msg);
+    if (!l)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    ecl_disable_interrupts_env(env);
+    e = rl_gguf_set_commit((const char *const *)l, n, msg, sizeof msg);
+    ecl_enable_interrupts_env(env);
+    rl_path_list_free(l);
+    if (e)
+        ecl_return2(env, ECL_NIL, rl_string_from_utf8(msg, strlen(msg)));
+    ecl_return1(env, ECL_T);
+}
+
+/* (%set-end) removes what is left of the set's temporary files. */
+static cl_object rl_prim_set_end(void) {
+    rl_gguf_set_end();
+    ecl_return1(ecl_process_env(), ECL_T);
+}
+
+/* (%path-kind path-octets) -> :file, :directory, :fifo, :device, :socket
+ * or :other for what PATH names (symbolic links followed), NIL when
+ * nothing (or a dangling link) is there. */
+static cl_object rl_prim_path_kind(cl_object path) {
+    char buf[4096];
+    struct stat st;
+    const char *kind;
+    rl_path_arg("%PATH-KIND", path, buf, sizeof buf);
+    if (stat(buf, &st) != 0)
+        ecl_return1(ecl_process_env(), ECL_NIL);
+    kind = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory"
+        : S_ISFIFO(st.st_mode) ? "fifo" : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "device"
+        : S_ISSOCK(st.st_mode) ? "socket" : "other";
+    ecl_return1(ecl_process_env(), rl_keyword(kind));
+}
+
+/* (%delete-path path-octets) -> T, or NIL and a message: the file (not a
+ * directory) PATH removed. */
+static cl_object rl_prim_delete_path(cl_object path) {
+    char buf[4096], msg[256];
+    rl_path_arg("%DELETE-PATH", path, buf, sizeof buf);
+    if (unlink(buf) != 0) {
+        snprintf(msg, sizeof msg, "cannot remove: %s", strerror(errno));
+        ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    ecl_return1(ecl_process_env(), ECL_T);
+}
+
+/* (%make-directories path-octets) -> T, or NIL and a message: every
+ * directory of PATH up to its last slash made when missing (mkdir -p of
+ * its directory part). */
+static cl_object rl_prim_make_directories(cl_object path) {
+    char buf[4096], msg[4400];
+    rl_path_arg("%MAKE-DIRECTORIES", path, buf, sizeof buf);
+    for (char *p = buf[0] ? buf + 1 : buf; (p = strchr(p, '/')) != NULL; p++) {
+        struct stat st;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            snprintf(msg, sizeof msg, "cannot make the directory %s: %s", buf, strerror(errno));
+            ecl_return2(ecl_process_env(), ECL_NIL, rl_string_from_utf8(msg, strlen(msg)));
+        }
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(msg, sizeof msg, "%s is not a directory", buf);
+            ecl_return2(ecl_process_env(), ECL_NIL, rl_string_from_utf8(msg, strlen(msg)));
+        }
+        *p = '/';
+    }
+    ecl_return1(ecl_process_env(), ECL_T);
+}
+
 /* (%output-closed-p fd) -> T when FD is a pipe or socket whose reader has
  * gone (writing would fail with EPIPE), else NIL. */
 static cl_object rl_prim_output_closed_p(cl_object fd) {
@@ -190,6 +327,12 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM(RL_FN_WRITE, rl_prim_write_file_atomically, 2),
     RL_PRIM(RL_FN_READ, rl_prim_read_file_octets, 2),
     RL_PRIM("%OUTPUT-CLOSED-P", rl_prim_output_closed_p, 1),
+    RL_PRIM("%SET-BEGIN", rl_prim_set_begin, 1),
+    RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
+    RL_PRIM("%SET-END", rl_prim_set_end, 0),
+    RL_PRIM("%PATH-KIND", rl_prim_path_kind, 1),
+    RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
+    RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),
     RL_PRIM("%EXIT-PROCESS", rl_prim_exit_process, 1),
 };
 RL_PRIM_TABLE(rl_file_prims, "RONTOLISP", rl_defs);

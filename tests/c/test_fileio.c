@@ -2,7 +2,7 @@
  * refused without blocking; the atomic writer replaces only regular files,
  * writes through symbolic links, keeps the old file when a write fails,
  * and leaves no temporary file behind, not even when a signal ends the
- * process in the middle of a write. */
+ * process in the middle of a write; a set of files is replaced all or none. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -180,6 +180,67 @@ static void test_signal(int sig) {
     CHECK(access(at("sig.gguf"), F_OK) != 0 && temporaries() == 0);
 }
 
+static const char *set_names[] = {"set1", "set2", "set3"};
+static const char *set_temps[] = {"set1.t", "set2.t", "set3.t"};
+
+static void set_paths(const char **targets, const char **temps) {
+    static char buf[6][512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(buf[i], sizeof buf[i], "%s", at(set_names[i]));
+        snprintf(buf[3 + i], sizeof buf[3 + i], "%s", at(set_temps[i]));
+        targets[i] = buf[i];
+        temps[i] = buf[3 + i];
+    }
+}
+
+/* A set of three files: a failed rename puts every old file back, a target
+ * missing before is written with the others, and a signal while the set is
+ * written leaves the old files and no temporary. */
+static void test_set(void) {
+    const char *targets[3], *temps[3];
+    char msg[512];
+    set_paths(targets, temps);
+    for (int i = 0; i < 3; i++)
+        CHECK(write_text(targets[i], "old", msg, sizeof msg) == 0);
+    CHECK(rl_gguf_set_begin(temps, 3, msg, sizeof msg) == 0);
+    CHECK(rl_gguf_set_begin(temps, 3, msg, sizeof msg) == EBUSY);
+    CHECK(write_text(temps[0], "new", msg, sizeof msg) == 0);
+    CHECK(write_text(temps[1], "new", msg, sizeof msg) == 0); /* the third is missing */
+    CHECK(rl_gguf_set_commit(targets, 3, msg, sizeof msg) == ENOENT);
+    CHECK_MSG(strstr(msg, "set3") && strstr(msg, "no file of the set was replaced"), "%s", msg);
+    rl_gguf_set_end();
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(file_is(targets[i], "old"), "%s was replaced", targets[i]);
+    CHECK(temporaries() == 0);
+    unlink(targets[2]);
+    CHECK(rl_gguf_set_begin(temps, 3, msg, sizeof msg) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(write_text(temps[i], "new", msg, sizeof msg) == 0);
+    CHECK(rl_gguf_set_commit(targets, 2, msg, sizeof msg) == EINVAL);
+    CHECK(rl_gguf_set_commit(targets, 3, msg, sizeof msg) == 0);
+    rl_gguf_set_end();
+    for (int i = 0; i < 3; i++)
+        CHECK(file_is(targets[i], "new"));
+    CHECK(temporaries() == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        rl_gguf_atomic_trap_signals(1);
+        if (rl_gguf_set_begin(temps, 3, msg, sizeof msg) != 0 ||
+            write_text(temps[0], "newer", msg, sizeof msg) != 0)
+            _exit(99);
+        raise(SIGTERM);
+        _exit(98); /* not reached */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM, "status %#x", status);
+    for (int i = 0; i < 3; i++) {
+        CHECK(file_is(targets[i], "new"));
+        CHECK(access(temps[i], F_OK) != 0);
+        unlink(targets[i]);
+    }
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/rl-test-fileio.XXXXXX", t && *t ? t : "/tmp");
@@ -192,6 +253,7 @@ int main(void) {
     test_signal(SIGINT);
     test_signal(SIGTERM);
     test_signal(SIGHUP);
+    test_set();
     const char *names[] = {"null", "fifo", "out.json", "new.json", "link1", "link2", "dangling",
                            "dirlink", "loop"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

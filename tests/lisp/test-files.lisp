@@ -86,3 +86,62 @@ path (the caller removes it)."
 
 (test script-refuses-a-fifo-or-directory-without-hanging
   (sh "rm -f \"$1\"" (check-command-refuses-fifo-and-directory "script" "a Lisp source file to run")))
+
+;;; Names of any characters.
+
+(defun names-in (dir)
+  "The names in the directory DIR (a path of any characters) sorted as
+bytes, each decoded from its bytes as UTF-8 (a byte that is not UTF-8 kept
+as U+DC80..U+DCFF, so the bytes are compared exactly)."
+  (let ((out (tmp-path "ls")))
+    (sh "LC_ALL=C ls -A \"$1\" > \"$2\"" (rontolisp::native-namestring dir) out)
+    (prog1 (let ((bytes (file-octets out)) (start 0) (names '()))
+             (loop for nl = (position 10 bytes :start start)
+                   while nl
+                   do (push (rontolisp::%utf8-string (subseq bytes start nl)) names)
+                      (setf start (1+ nl)))
+             (nreverse names))
+      (delete-file out))))
+
+(defun native-arg (string)
+  "STRING (any characters) as an argument ECL's run-program passes as its
+UTF-8 bytes (see OCTETS-ARG)."
+  (octets-arg (rontolisp::%utf8-octets string)))
+
+(test files-of-non-ascii-names
+  ;; script and --load of scrïpt.lisp, --write-laya lâya, convert of the
+  ;; directory mödel/: every name written and read as its UTF-8 bytes, and
+  ;; named as typed in messages, under LANG=C.UTF-8 as under no locale.
+  (let ((dir (concatenate 'string (tmp-path "files") "/ünï/")))
+    (rontolisp::ensure-directories dir)
+    (rontolisp::write-file-atomically
+     (concatenate 'string dir "scrïpt.lisp")
+     (list (rontolisp::%utf8-octets "(format t \"~A ~A~%\" (first rontolisp:*args*) (and (probe-file *load-truename*) t))")))
+    (dolist (lang '("C.UTF-8" "C"))
+      (multiple-value-bind (code out err)
+          (sh "cd \"$1\" && LANG=$2 \"$0\" --load \"$3\" script \"$3\" ok" (rontolisp::native-namestring dir)
+              lang (native-arg "scrïpt.lisp"))
+        (is (= 0 code) "~A" err)
+        (is (equal '("NIL T" "ok T") (split-lines out)) "~A" out))
+      (multiple-value-bind (code out err)
+          (sh "cd \"$1\" && LANG=$2 \"$0\" script \"$3\"" (rontolisp::native-namestring dir) lang
+              (native-arg "nöpe.lisp"))
+        (declare (ignore out))
+        (is (= 1 code))
+        (is (contains err "rontolisp: nöpe.lisp: cannot open") "~A" err)))
+    (multiple-value-bind (code out err)
+        (sh "cd \"$1\" && \"$0\" convert --random s1-pico x.gguf --write-laya \"$2\""
+            (rontolisp::native-namestring dir) (native-arg "lâya"))
+      (is (= 0 code) "~A ~A" out err))
+    (is (equal '("encoder" "model.safetensors" "tokenizer")
+               (remove-if (lambda (n) (search ".json" n)) (names-in (concatenate 'string dir "lâya/")))))
+    (sh "cd \"$1\" && mv \"$2\" \"$3\"" (rontolisp::native-namestring dir) (native-arg "lâya")
+        (native-arg "mödel"))
+    (multiple-value-bind (code out err)
+        (sh "cd \"$1\" && LANG=C.UTF-8 \"$0\" convert \"$2\" \"$3\"" (rontolisp::native-namestring dir)
+            (native-arg "mödel/") (native-arg "wéights.gguf"))
+      (is (= 0 code) "~A ~A" out err))
+    (is (equal '("mödel" "scrïpt.lisp" "wéights.gguf" "x.gguf") (names-in dir)))
+    (is (equalp (file-octets (rontolisp::native-namestring (concatenate 'string dir "x.gguf")))
+                (file-octets (rontolisp::native-namestring (concatenate 'string dir "wéights.gguf")))))
+    (sh "rm -rf \"$1\"" (rontolisp::native-namestring (concatenate 'string dir "../")))))

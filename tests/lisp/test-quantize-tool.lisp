@@ -701,3 +701,47 @@ bytes written are those of the file as read, either way."
                                               :type (gguf:tensor-info-type-id (gguf:tensor-info r name)))))))))
                (is (equalp (file-octets ref) (file-octets out)) "replaced ~A: bytes differ" replace)))
         (dolist (p (list in other out ref)) (ignore-errors (delete-file p)))))))
+
+(test quantize-tool-keep-split-writes-where-it-is-told
+  "--keep-split with a relative OUT (sub/x.gguf, sub/sub/ present too)
+writes sub/x-0000I-of-00002.gguf, never sub/sub/...; a set and an output
+of non-ASCII names are read and written under their UTF-8 bytes."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir)
+      (declare (ignore whole first-shard))
+      (sh "mkdir -p \"$1/sub/sub\" && mv \"$1/s-00001-of-00002.gguf\" \"$1/$2\" && mv \"$1/s-00002-of-00002.gguf\" \"$1/$3\""
+          dir (native-arg "ém-00001-of-00002.gguf") (native-arg "ém-00002-of-00002.gguf"))
+      (multiple-value-bind (code stdout stderr)
+          (sh "cd \"$1\" && \"$0\" quantize --keep-split \"$2\" sub/x.gguf q8_0" dir
+              (native-arg "ém-00001-of-00002.gguf"))
+        (is (= 0 code) "~A ~A" stdout stderr))
+      (is (equal '("sub" "x-00001-of-00002.gguf" "x-00002-of-00002.gguf")
+                 (names-in (format nil "~A/sub" dir))))
+      (is (null (names-in (format nil "~A/sub/sub" dir))))
+      (multiple-value-bind (code stdout stderr)
+          (sh "cd \"$1\" && LANG=C.UTF-8 \"$0\" quantize --keep-split \"$2\" \"$3\" q8_0" dir
+              (native-arg "ém-00001-of-00002.gguf") (native-arg "sub/qé.gguf"))
+        (is (= 0 code) "~A ~A" stdout stderr))
+      (is (equal '("qé-00001-of-00002.gguf" "qé-00002-of-00002.gguf" "sub"
+                   "x-00001-of-00002.gguf" "x-00002-of-00002.gguf")
+                 (names-in (format nil "~A/sub" dir))))
+      (sh "rm -rf \"$1/sub\"; rm -f \"$1\"/*" dir))))
+
+(test quantize-tool-names-the-shard-at-fault
+  "A NaN in the second shard of a set is reported in that shard, at its
+byte offset in that shard (with or without --keep-split)."
+  (with-tmp-dir (dir)
+    (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
+      (declare (ignore whole))
+      (let ((second-shard (format nil "~A/s-00002-of-00002.gguf" dir)))
+        (dolist (keep '(nil t))
+          (multiple-value-bind (code stdout stderr)
+              (run-exe (append (list "quantize" first-shard (format nil "~A/q.gguf" dir) "q8_0")
+                               (and keep (list "--keep-split"))))
+            (declare (ignore stdout))
+            (is (= 1 code))
+            (is (contains stderr (format nil "~A: tensor \"output.weight\"" second-shard)) "~A" stderr)
+            (let* ((at (search "(byte " stderr))
+                   (byte (and at (parse-integer stderr :start (+ at 6) :junk-allowed t))))
+              (is (and byte (equalp #(0 0 #xc0 #x7f) (octets-at (file-octets second-shard) byte 4)))
+                  "the NaN is not at the byte named: ~A" stderr))))))))

@@ -233,3 +233,193 @@ tests/fetch-llama-lib.sh and make tools, or set RL_LLAMA_LIB)")
             (is (equalp (cdr (first whole)) (cdr (first sharded)))
                 "llama.cpp's embeddings of the shards differ from the whole file's")))
       (delete-files (list* in names)))))
+
+;;; Relative prefixes, non-ASCII names, sets replaced all or none.
+
+(test split-into-a-relative-prefix-writes-there
+  ;; `split pico.gguf out/model' run in a directory holding out/ (and then
+  ;; out/out/ too) writes out/model-*, never out/out/model-*.
+  (let* ((dir (concatenate 'string (tmp-path "rel") "/"))
+         (in (concatenate 'string dir "in.gguf"))
+         (count 0))
+    (ensure-directories-exist (concatenate 'string dir "out/"))
+    (let ((every (every-type-file)))
+      (write-octets-file in (file-octets every))
+      (setf count (ceiling (gguf:with-file (f every) (length (gguf:tensor-infos f))) 10))
+      (delete-file every))
+    (dolist (out-out '(nil t))
+      (when out-out (ensure-directories-exist (concatenate 'string dir "out/out/")))
+      (multiple-value-bind (code stdout stderr)
+          (sh "cd \"$1\" && \"$0\" split in.gguf out/model --max-tensors 10" dir)
+        (is (= 0 code) "split: ~A ~A" stdout stderr))
+      (is (equal (append (shard-names "model" count) (and out-out '("out")))
+                  (names-in (concatenate 'string dir "out/"))))
+      (when out-out (is (null (names-in (concatenate 'string dir "out/out/"))))))
+    ;; Split again over the set with its last shard missing: all written.
+    (delete-file (concatenate 'string dir (gguf:shard-path "out/model" (1- count) count)))
+    (is (= 0 (sh "cd \"$1\" && \"$0\" split in.gguf out/model --max-tensors 10" dir)))
+    (is (equal (append (shard-names "model" count) '("out"))
+                (names-in (concatenate 'string dir "out/"))))
+    (sh "rm -rf \"$1\"" dir)))
+
+(test split-merge-and-read-sets-of-non-ascii-names
+  ;; Under LANG=C.UTF-8 as under no locale: the shards are written under the
+  ;; names' UTF-8 bytes, read back by those names, merged.
+  (let* ((dir (concatenate 'string (tmp-path "names") "/dïr/"))
+         (in (every-type-file))
+         (n (gguf:with-file (f in) (length (gguf:tensor-infos f))))
+         (count (ceiling n 10)))
+    (rontolisp::ensure-directories dir)
+    (dolist (lang '("C.UTF-8" "C"))
+      (multiple-value-bind (code stdout stderr)
+          (sh "cd \"$1\" && LANG=$3 \"$0\" split \"$2\" \"$4\" --max-tensors 10"
+              (rontolisp::native-namestring dir) in lang (native-arg "ém"))
+        (is (= 0 code) "split: ~A ~A" stdout stderr))
+      (is (equal (shard-names "ém" count) (names-in dir)))
+      (multiple-value-bind (code stdout stderr)
+          (sh "cd \"$1\" && LANG=$2 \"$0\" merge \"$3\" \"$4\"" (rontolisp::native-namestring dir) lang
+              (native-arg (gguf:shard-path "ém" 0 count)) (native-arg "mérgé.gguf"))
+        (is (= 0 code) "merge: ~A ~A" stdout stderr))
+      (is (equal (cons "mérgé.gguf" (shard-names "ém" count)) (names-in dir)))
+      (is (equalp (file-octets in) (file-octets (rontolisp::native-namestring (concatenate 'string dir "mérgé.gguf")))))
+      (let ((set (gguf:read (concatenate 'string dir (gguf:shard-path "ém" 0 count)) :shards t)))
+        (is (= n (length (gguf:tensor-infos set))))
+        (gguf:close set))
+      (sh "rm -f \"$1\"*" (rontolisp::native-namestring dir)))
+    ;; A missing shard is named as it is written.
+    (gguf:with-file (f in) (gguf:write-shards (concatenate 'string dir "ém") f :max-tensors 10))
+    (rontolisp::delete-path (concatenate 'string dir (gguf:shard-path "ém" 1 count)))
+    (handler-case (progn (gguf:read (concatenate 'string dir (gguf:shard-path "ém" 0 count)) :shards t)
+                         (fail "a set missing a shard read"))
+      (gguf:missing-shard-error (c)
+        (is (contains (princ-to-string c) (gguf:shard-path "dïr/ém" 1 count)) "~A" c)))
+    (sh "rm -rf \"$1\"" (rontolisp::native-namestring (concatenate 'string dir "../")))
+    (delete-file in)))
+
+(defun old-set (prefix count)
+  "COUNT small files named as the shards of PREFIX, file I holding the
+byte I eight times; answers their names."
+  (loop for name in (shard-names prefix count)
+        for i from 0
+        do (rontolisp::write-file-atomically
+            name (list (make-array 8 :element-type '(unsigned-byte 8) :initial-element i)))
+        collect name))
+
+(defun old-set-intact-p (names)
+  (loop for name in names
+        for i from 0
+        always (equalp (make-array 8 :element-type '(unsigned-byte 8) :initial-element i)
+                       (file-octets name))))
+
+(test a-set-is-replaced-all-or-none
+  (let* ((prefix (tmp-path "all"))
+         (names (old-set prefix 3))
+         (f (gguf:make-file :tensors (list (list "t" (random-matrix 2 32))))))
+    ;; The last shard's write fails: no file changed, no temporary left.
+    (signals error (gguf:write-staged names (lambda (temp i)
+                                              (gguf:write temp f)
+                                              (when (= i 2) (error "the third shard fails")))))
+    (is (old-set-intact-p names))
+    (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
+    ;; The last target became a directory meanwhile: refused, nothing changed.
+    (signals gguf:gguf-error
+      (gguf:write-staged names (lambda (temp i)
+                                 (gguf:write temp f)
+                                 (when (= i 2)
+                                   (delete-file (third names))
+                                   (ensure-directories-exist (concatenate 'string (third names) "/x/"))))))
+    (is (old-set-intact-p (subseq names 0 2)))
+    (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
+    (sh "rm -rf \"$1\"" (third names))
+    (old-set prefix 3)
+    ;; The last rename fails (its temporary file vanished): the shards
+    ;; already renamed get their old files back.
+    (signals gguf:gguf-error
+      (gguf:write-staged names (lambda (temp i)
+                                 (gguf:write temp f)
+                                 (when (= i 2) (delete-file temp)))))
+    (is (old-set-intact-p names))
+    (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
+    (delete-file (third names))
+    ;; A shard missing from the older set: every one written.
+    (is (equal names (gguf:write-staged (subseq names 0 3) (lambda (temp i) (declare (ignore i)) (gguf:write temp f)))))
+    (is (every (lambda (name) (gguf:with-file (g name) (equal '("t") (gguf:tensor-names g)))) names))
+    (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
+    (delete-files names)))
+
+(test an-interrupted-set-leaves-no-temporary-file
+  ;; SIGTERM while the second of three shards is being written: the process
+  ;; ends with 143, the older set is whole and no temporary file is left.
+  (let* ((prefix (tmp-path "term"))
+         (names (old-set prefix 3))
+         (script (tmp-path "term.lisp")))
+    (write-file-string script (format nil "(let ((f (gguf:make-file :tensors (list (list \"t\" ~
+(make-array 32 :element-type 'single-float :initial-element 1.0))))))
+  (gguf:write-staged '~S
+    (lambda (temp i)
+      (gguf:write temp f)
+      (when (= i 1)
+        (ext:run-program \"/bin/sh\" (list \"-c\" (format nil \"kill -TERM ~~D\" (ext:getpid)))
+                         :output nil)
+        ;; the signal's deadline: without it the set is written, exit 0
+        (loop repeat 200 do (sleep 0.05))))))" names))
+    (is (= 143 (run-exe (list "script" script))))
+    (is (old-set-intact-p names))
+    (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
+    (delete-files (cons script names))))
+
+(defun tiny-tensors-file (n)
+  "A file of N one-value F32 tensors."
+  (let ((path (tmp-path (format nil "tiny-~D.gguf" n)))
+        (data (make-array 1 :element-type 'single-float :initial-element 1.0)))
+    (gguf:write path (gguf:make-file :tensors (loop for i below n
+                                                    collect (list (format nil "t~D" i) data))))
+    path))
+
+(defun child-cpu-seconds (script &rest args)
+  "The CPU seconds (user and system) the commands of SCRIPT (sh, $0 the
+executable) took, read from sh's `times'; its output is discarded."
+  (let* ((lines (split-lines (nth-value 1 (apply #'sh (format nil "~A >/dev/null 2>&1; times" script)
+                                                 args))))
+         (children (second lines)))
+    ;; "0m1.234s 0m0.056s": minutes and seconds, user then system
+    (loop for field in (list (subseq children 0 (position #\Space children))
+                             (subseq children (1+ (position #\Space children))))
+          sum (let ((m (position #\m field)))
+                (+ (* 60 (parse-integer field :end m))
+                   (let ((*read-default-float-format* 'double-float))
+                     (read-from-string (subseq field (1+ m) (1- (length field))))))))))
+
+(test split-dry-run-checks-as-the-real-run-in-linear-time
+  ;; 70,000 tensors one per shard: more shards than split.count holds,
+  ;; refused by the dry run as by the real run, with the same line.
+  (let ((small (tiny-tensors-file 10000)) (big (tiny-tensors-file 70000))
+        (prefix (tmp-path "many")))
+    (multiple-value-bind (code out err) (run-exe (list "split" big prefix "--max-tensors" "1" "--dry-run"))
+      (is (= 1 code) "~A" (subseq out 0 (min 200 (length out))))
+      (is (contains err "expected at most 65535 shards") "~A" err)
+      (is (string= err (nth-value 2 (run-exe (list "split" big prefix "--max-tensors" "1"))))))
+    (is (null (files-named prefix)))
+    ;; Planning 35,000 shards costs at most 7 times 5,000 (7 times the
+    ;; tensors); planning quadratic in them cost 17 times.
+    (let ((t-small (child-cpu-seconds "\"$0\" split \"$1\" \"$2\" --max-tensors 2 --dry-run" small prefix))
+          (t-big (child-cpu-seconds "\"$0\" split \"$1\" \"$2\" --max-tensors 2 --dry-run" big prefix)))
+      (is (< t-big (* 7 t-small)) "7 times the tensors: ~,2F s of CPU against ~,2F s" t-big t-small))
+    (delete-files (list small big))))
+
+(test shard-count-errors-name-the-shard-at-fault
+  ;; The first shard's split.tensors.count wrong, the others right: merge
+  ;; names the first shard; a later shard's wrong: that one is named.
+  (destructuring-bind (in names) (split-set)
+    (let ((n (gguf:with-file (f in) (length (gguf:tensor-infos f)))))
+      (loop for bad in (list (first names) (third names))
+            do (rewrite-with bad (shard-key-setter "split.tensors.count" 3))
+               (multiple-value-bind (code stdout stderr)
+                   (run-exe (list "merge" (first names) (tmp-path "never.gguf")))
+                 (declare (ignore stdout))
+                 (is (= 1 code))
+                 (is (contains stderr (format nil "~A: expected split.tensors.count ~D" bad n)) "~A" stderr))
+               (rewrite-with bad (shard-key-setter "split.tensors.count" n))))
+    (let ((merged (tmp-path "merged.gguf")))
+      (is (= 0 (run-exe (list "merge" (first names) merged))))
+      (delete-files (list* in merged names)))))
