@@ -172,9 +172,7 @@ void rl_gguf_atomic_trap_signals(int with_sigint) {
 
 /* --------------------------------------------------------------- output */
 
-/* PATH with symbolic links in its last component followed, malloc'd; NULL
- * with errno set (ELOOP after 40 links, as the kernel). */
-static char *resolve_target(const char *path) {
+char *rl_gguf_resolve_target(const char *path) {
     char *cur = strdup(path);
     for (int hops = 0; cur; hops++) {
         struct stat st;
@@ -218,7 +216,7 @@ int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t 
         snprintf(msg, msgsz, "is a directory: expected a file name to write");
         return EISDIR;
     }
-    a->target = resolve_target(path);
+    a->target = rl_gguf_resolve_target(path);
     if (!a->target) {
         e = errno;
         snprintf(msg, msgsz, "cannot follow the symbolic link: %s", strerror(e));

@@ -72,6 +72,11 @@ void rl_gguf_atomic_abort(rl_gguf_atomic *a);
 /* Removes every temporary file still being written.  Async-signal-safe. */
 void rl_gguf_atomic_remove_all(void);
 
+/* PATH with the symbolic links of its last component followed (the file a
+ * writer replaces, so that writing through a link keeps the link),
+ * malloc'd; NULL with errno set (ELOOP after 40 links, as the kernel). */
+char *rl_gguf_resolve_target(const char *path);
+
 /* A set of files replaced together (the shards of a model): each is
  * written first under its temporary name in TEMPS (rl_gguf_set_begin
  * registers the names, so a signal removes them), then rl_gguf_set_commit
@@ -79,7 +84,9 @@ void rl_gguf_atomic_remove_all(void);
  * old files are kept under a second name until every rename has succeeded,
  * and a failed rename gives each target its old file back (or removes the
  * new one).  A signal during the renames takes effect once they are done or
- * undone.  rl_gguf_set_end removes what is left of the temporary files and
+ * undone.  TARGETS are the files themselves: a caller that writes through
+ * symbolic links passes rl_gguf_resolve_target's answers (and makes the
+ * temporary names beside them).  rl_gguf_set_end removes what is left of the temporary files and
  * ends the set.  One set at a time; each answers 0 or an errno with MSG set
  * (naming the file concerned). */
 int rl_gguf_set_begin(const char *const *temps, size_t n, char *msg, size_t msgsz);

@@ -228,10 +228,15 @@ path beside each of NAMES and its index in turn, then rename every
 temporary file over its name together (see gguf/fileio.h): a failure or an
 interrupt, while writing or while renaming, leaves every file under NAMES as
 it was and no temporary file.  Targets that are not regular files are
-refused first.  Answers NAMES."
+refused first; a name that is a symbolic link is written through (the
+file it names is replaced, the link stays).  Answers NAMES."
   (mapc #'check-target names)
-  (let ((temps (loop for name in names
-                     collect (format nil "~A~A~D.set" name ".rontolisp-tmp." (ext:getpid)))))
+  (let* ((files (loop for name in names
+                      collect (multiple-value-bind (file message)
+                                  (rontolisp::%resolve-target (rontolisp::path-octets name))
+                                (or file (gguf-error name :write-failed nil "~A" message)))))
+         (temps (loop for file in files
+                      collect (format nil "~A~A~D.set" file ".rontolisp-tmp." (ext:getpid)))))
     (multiple-value-bind (ok message) (rontolisp::%set-begin (mapcar #'rontolisp::path-octets temps))
       (unless ok
         (gguf-error (first names) :write-failed nil "~A" message)))
@@ -241,7 +246,7 @@ refused first.  Answers NAMES."
                  for i from 0
                  do (funcall writer temp i))
            (multiple-value-bind (ok message)
-               (rontolisp::%set-commit (mapcar #'rontolisp::path-octets names))
+               (rontolisp::%set-commit (mapcar #'rontolisp::path-octets files))
              (unless ok
                (gguf-error (first names) :write-failed nil "writing the set of ~D file~:P: ~A"
                            (length names) message)))

@@ -195,6 +195,22 @@ static cl_object rl_prim_set_commit(cl_object targets) {
     ecl_return1(env, ECL_T);
 }
 
+/* (%resolve-target path-octets) -> the path (a string) with the symbolic
+ * links of its last component followed, or NIL and a message. */
+static cl_object rl_prim_resolve_target(cl_object path) {
+    const cl_env_ptr env = ecl_process_env();
+    char buf[4096], msg[256];
+    rl_path_arg("%RESOLVE-TARGET", path, buf, sizeof buf);
+    char *target = rl_gguf_resolve_target(buf);
+    if (!target) {
+        snprintf(msg, sizeof msg, "cannot follow the symbolic link: %s", strerror(errno));
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    cl_object s = rl_string_from_utf8(target, strlen(target));
+    free(target);
+    ecl_return1(env, s);
+}
+
 /* (%set-end) removes what is left of the set's temporary files. */
 static cl_object rl_prim_set_end(void) {
     rl_gguf_set_end();
@@ -331,6 +347,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
     RL_PRIM("%SET-END", rl_prim_set_end, 0),
     RL_PRIM("%PATH-KIND", rl_prim_path_kind, 1),
+    RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
     RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),
     RL_PRIM("%EXIT-PROCESS", rl_prim_exit_process, 1),

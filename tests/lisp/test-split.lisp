@@ -347,6 +347,26 @@ byte I eight times; answers their names."
     (is (equal (mapcar #'file-namestring names) (mapcar #'file-namestring (files-named prefix))))
     (delete-files names)))
 
+(test a-set-writes-through-symbolic-links
+  ;; A shard's name that is a symbolic link (here to a file in another
+  ;; directory) stays a link and the file it names gets the new shard, as
+  ;; for a single file; the set's temporary file goes beside that file.
+  (let* ((prefix (tmp-path "linked"))
+         (elsewhere (tmp-path "linked-dir"))
+         (real (concatenate 'string elsewhere "/real.gguf"))
+         (names (old-set prefix 2))
+         (f (gguf:make-file :tensors (list (list "t" (random-matrix 2 32))))))
+    (sh "mkdir -p \"$1\" && mv \"$2\" \"$3\" && ln -s \"$3\" \"$2\"" elsewhere (first names) real)
+    (is (equal names (gguf:write-staged names (lambda (temp i) (declare (ignore i)) (gguf:write temp f)))))
+    (is (eql 0 (sh "test -L \"$1\"" (first names))) "the link was replaced by a file")
+    (is-true (gguf:with-file (g real) (equal '("t") (gguf:tensor-names g))))
+    (is-true (gguf:with-file (g (second names)) (equal '("t") (gguf:tensor-names g))))
+    (multiple-value-bind (code out) (sh "ls -A \"$1\"" elsewhere)
+      (declare (ignore code))
+      (is (string= (format nil "real.gguf~%") out) "left in the link's directory: ~S" out))
+    (delete-files names)
+    (sh "rm -rf \"$1\"" elsewhere)))
+
 (test an-interrupted-set-leaves-no-temporary-file
   ;; SIGTERM while the second of three shards is being written: the process
   ;; ends with 143, the older set is whole and no temporary file is left.
