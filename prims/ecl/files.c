@@ -157,42 +157,41 @@ static void rl_path_list_free(char **l) {
     free(l);
 }
 
-/* (%set-begin temps) -> T, or NIL and a message: TEMPS (path octet
- * vectors) are the temporary files of a set about to be written (see
- * rl_gguf_set_begin). */
-static cl_object rl_prim_set_begin(cl_object temps) {
+/* OP (rl_gguf_set_begin or rl_gguf_set_commit) on the list of path octet
+ * vectors PATHS, Lisp interrupts held off meanwhile when HOLD: T, or NIL
+ * and OP's message. */
+static cl_object rl_set_step(const char *fn, cl_object paths, int hold,
+                             int (*op)(const char *const *, size_t, char *, size_t)) {
     const cl_env_ptr env = ecl_process_env();
     char msg[RL_GGUF_MSG_SIZE] = "";
     size_t n = 0;
     int e;
-    char **l = rl_path_list("%SET-BEGIN", 1, temps, &n, msg, sizeof msg);
+    char **l = rl_path_list(fn, 1, paths, &n, msg, sizeof msg);
     if (!l)
         ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
-    e = rl_gguf_set_begin((const char *const *)l, n, msg, sizeof msg);
+    if (hold)
+        ecl_disable_interrupts_env(env);
+    e = op((const char *const *)l, n, msg, sizeof msg);
+    if (hold)
+        ecl_enable_interrupts_env(env);
     rl_path_list_free(l);
     if (e)
-        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+        ecl_return2(env, ECL_NIL, rl_string_from_utf8(msg, strlen(msg)));
     ecl_return1(env, ECL_T);
+}
+
+/* (%set-begin temps) -> T, or NIL and a message: TEMPS (path octet
+ * vectors) are the temporary files of a set about to be written (see
+ * rl_gguf_set_begin). */
+static cl_object rl_prim_set_begin(cl_object temps) {
+    return rl_set_step("%SET-BEGIN", temps, 0, rl_gguf_set_begin);
 }
 
 /* (%set-commit targets) -> T, or NIL and a message: the set's temporary
  * files renamed over TARGETS, all or none (rl_gguf_set_commit), with Lisp
  * interrupts held off meanwhile. */
 static cl_object rl_prim_set_commit(cl_object targets) {
-    const cl_env_ptr env = ecl_process_env();
-    char msg[RL_GGUF_MSG_SIZE] = "";
-    size_t n = 0;
-    int e;
-    char **l = rl_path_list("%SET-COMMIT", 1, targets, &n, msg, sizeof msg);
-    if (!l)
-        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
-    ecl_disable_interrupts_env(env);
-    e = rl_gguf_set_commit((const char *const *)l, n, msg, sizeof msg);
-    ecl_enable_interrupts_env(env);
-    rl_path_list_free(l);
-    if (e)
-        ecl_return2(env, ECL_NIL, rl_string_from_utf8(msg, strlen(msg)));
-    ecl_return1(env, ECL_T);
+    return rl_set_step("%SET-COMMIT", targets, 1, rl_gguf_set_commit);
 }
 
 /* (%resolve-target path-octets) -> the path (a string) with the symbolic
