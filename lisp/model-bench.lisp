@@ -33,6 +33,30 @@ stock ECL running the code); NIL when none exists."
                                            "build/tools/llama_embed")))))
     (and found (namestring (truename found)))))
 
+(defparameter *llama-encode-deadline* 1800
+  "Seconds llama.cpp's encoder (tools/llama_embed, a child process) may
+take for one LLAMA-ENCODE call before it is killed and an error signalled.")
+
+(defun run-with-deadline (program args deadline what &rest keys)
+  "Run PROGRAM with ARGS (EXT:RUN-PROGRAM's KEYS) and wait for it at most
+DEADLINE seconds: answers its exit code, or (:signaled n).  At the deadline
+it is killed (SIGKILL) and reaped and RONTOLISP-ERROR names WHAT."
+  (let ((process (nth-value 2 (apply #'ext:run-program program args :wait nil keys)))
+        (end (+ (get-internal-real-time) (* deadline internal-time-units-per-second)))
+        (pause 0.001))
+    (loop
+      (multiple-value-bind (how code) (ext:external-process-wait process nil)
+        (case how
+          (:exited (return code))
+          (:signaled (return (list how code)))))
+      (when (> (get-internal-real-time) end)
+        (ext:terminate-process process t)
+        (ext:external-process-wait process t)
+        (rontolisp-error 'run-with-deadline "expected ~A to end within ~D s, found it running: killed"
+                         what deadline))
+      (sleep pause)
+      (setf pause (min 0.05 (* 2 pause))))))
+
 (defun llama-encode (file sequences &key (threads 1) (repeat 1))
   "llama.cpp's final hidden states of the GGUF FILE for each token sequence
 of SEQUENCES (pooling none): a list of (microseconds . n x d matrix), the
@@ -49,18 +73,19 @@ by llama.cpp signals RONTOLISP-ERROR with its message."
              (progn
                (with-open-file (s in :direction :output :if-exists :supersede)
                  (dolist (ids sequences) (format s "~{~D~^,~}~%" ids)))
-               (let ((code (nth-value 1 (ext:run-program
-                                         program (list dir (native-namestring file)
-                                                       (princ-to-string threads)
-                                                       (princ-to-string repeat))
-                                         :input in :output out :error err :wait t
-                                         :if-output-exists :supersede
-                                         :if-error-exists :supersede))))
+               (let ((code (run-with-deadline
+                            program (list dir (native-namestring file)
+                                          (princ-to-string threads)
+                                          (princ-to-string repeat))
+                            *llama-encode-deadline* "llama.cpp's encoder (tools/llama_embed)"
+                            :input in :output out :error err
+                            :if-output-exists :supersede
+                            :if-error-exists :supersede)))
                  (unless (eql code 0)
                    (rontolisp-error 'llama-encode "~A: llama.cpp failed (exit ~A): ~A" file code
                                     (string-trim '(#\Newline)
-                                                 (map 'string #'code-char (read-file-octets (user-namestring err))))))
-                 (loop for line in (split-lines (map 'string #'code-char (read-file-octets (user-namestring out))))
+                                                 (%utf8-string (read-file-octets (user-namestring err))))))
+                 (loop for line in (split-lines (%utf8-string (read-file-octets (user-namestring out))))
                        when (plusp (length line))
                          collect (let* ((obj (parse-json line))
                                         (rows (gethash "embeddings" obj)))

@@ -549,3 +549,14 @@ of every attention and MLP input are exactly those channels."
                      do (is (equal massive (sort (rontolisp::outlier-columns m) #'<))
                             "~A" name))))
       (ignore-errors (delete-file file)))))
+
+(test llama-encode-child-has-a-deadline
+  ;; The child that runs llama.cpp's encoder is waited for within a
+  ;; deadline: a program that outlives it is killed and reported.
+  (is (eql 0 (rontolisp::run-with-deadline "true" '() 60 "true")))
+  (is (eql 3 (rontolisp::run-with-deadline "sh" '("-c" "exit 3") 60 "sh")))
+  (let ((started (get-internal-real-time)))
+    (signals rontolisp:rontolisp-error
+      (rontolisp::run-with-deadline "sleep" '("120") 1 "a sleeper"))
+    ;; Killed at its deadline, not waited for to its end.
+    (is (< (- (get-internal-real-time) started) (* 60 internal-time-units-per-second)))))
