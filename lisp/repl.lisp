@@ -20,7 +20,9 @@
 ;;; every nested list, vector, quote or backquote and does not check it:
 ;;; some tens of thousands of "(" crash the process.  Every readtable the
 ;;; REPL, scripts, --eval, --load and the rc file read with counts the
-;;; depth in its macro characters and refuses to go past the limit.
+;;; depth in its macro characters and refuses to go past the limit, and so
+;;; does the standard readtable itself in the executable (a program's own
+;;; READ under WITH-STANDARD-IO-SYNTAX, Swank's messages).
 
 (defparameter *read-depth-limit* 1000
   "How deeply the forms read from Lisp source (scripts, loaded files,
@@ -31,41 +33,65 @@ macro count one level each.  Deeper input is a READ-NESTING-ERROR.")
   "How many reader macros are active in the read going on (see
 *READ-DEPTH-LIMIT*).")
 
+(defvar *depth-counting-functions* (make-hash-table :test 'eq)
+  "The reader macro functions DEPTH-COUNTING made, so that a readtable
+already bounded is not wrapped twice.")
+
 (defun depth-counting (function)
   "FUNCTION, a reader macro function, wrapped to count one level of
 *READ-DEPTH* while it runs and to signal READ-NESTING-ERROR past
-*READ-DEPTH-LIMIT*."
-  (lambda (stream &rest args)
-    (let ((*read-depth* (1+ *read-depth*)))
-      (when (> *read-depth* *read-depth-limit*)
-        (let ((at (ignore-errors (file-position stream))))
-          (error 'read-nesting-error
-                 :stream stream :limit *read-depth-limit* :position at
-                 :message (error-message
-                           nil "expected forms nested at most ~D deep, found deeper ~
-                                nesting~@[ at character ~D~]"
-                           (list *read-depth-limit* at)))))
-      (apply function stream args))))
+*READ-DEPTH-LIMIT*; FUNCTION itself when it is such a wrapper already."
+  (if (gethash function *depth-counting-functions*)
+      function
+      (let ((wrapper
+              (lambda (stream &rest args)
+                (let ((*read-depth* (1+ *read-depth*)))
+                  (when (> *read-depth* *read-depth-limit*)
+                    (let ((at (ignore-errors (file-position stream))))
+                      (error 'read-nesting-error
+                             :stream stream :limit *read-depth-limit* :position at
+                             :message (error-message
+                                       nil "expected forms nested at most ~D deep, found deeper ~
+                                            nesting~@[ at character ~D~]"
+                                       (list *read-depth-limit* at)))))
+                  (apply function stream args)))))
+        (setf (gethash wrapper *depth-counting-functions*) t)
+        wrapper)))
+
+(defun bound-readtable-depth (rt)
+  "Make the macro characters of the readtable RT, and the sub-characters of
+its dispatching ones, count how deeply a read nests and stop it at
+*READ-DEPTH-LIMIT* (DEPTH-COUNTING); answers RT."
+  (dotimes (code 256 rt)
+    (let ((c (code-char code)))
+      (multiple-value-bind (function non-terminating) (get-macro-character c rt)
+        (when function
+          (if (handler-case (progn (get-dispatch-macro-character c #\( rt) t)
+                (error () nil))
+              ;; A dispatching character (#): wrap what each sub-character does.
+              (dotimes (sub 256)
+                (let* ((d (code-char sub))
+                       (f (and (char= d (char-upcase d))
+                               (get-dispatch-macro-character c d rt))))
+                  (when f
+                    (set-dispatch-macro-character c d (depth-counting f) rt))))
+              (set-macro-character c (depth-counting function) non-terminating rt)))))))
 
 (defun depth-limited-readtable (&optional (from *readtable*))
   "A copy of the readtable FROM (NIL: the standard one) whose macro
 characters, and the sub-characters of its dispatching ones, count how
 deeply a read nests and stop it at *READ-DEPTH-LIMIT*."
-  (let ((rt (copy-readtable from)))
-    (dotimes (code 256 rt)
-      (let ((c (code-char code)))
-        (multiple-value-bind (function non-terminating) (get-macro-character c rt)
-          (when function
-            (if (handler-case (progn (get-dispatch-macro-character c #\( rt) t)
-                  (error () nil))
-                ;; A dispatching character (#): wrap what each sub-character does.
-                (dotimes (sub 256)
-                  (let* ((d (code-char sub))
-                         (f (and (char= d (char-upcase d))
-                                 (get-dispatch-macro-character c d rt))))
-                    (when f
-                      (set-dispatch-macro-character c d (depth-counting f) rt))))
-                (set-macro-character c (depth-counting function) non-terminating rt))))))))
+  (bound-readtable-depth (copy-readtable from)))
+
+(defun bound-standard-readtable ()
+  "Bound the nesting of reads with the standard readtable itself (ECL's,
+which WITH-STANDARD-IO-SYNTAX binds, so a program's own READ-FROM-STRING
+under it is bounded too), unlocking it meanwhile.  Done once by the
+executable at start-up."
+  (let ((rt (si::standard-readtable)))
+    (ext:readtable-lock rt nil)
+    (unwind-protect (bound-readtable-depth rt)
+      (ext:readtable-lock rt t))))
 
 ;;; Loading source files.
 

@@ -439,6 +439,7 @@ already taken by the host) and answer the exit status."
     ;; Paths and keys that are not UTF-8 hold U+DC80..U+DCFF for their
     ;; bytes: printed, they must be those bytes again.
     (%keep-escaped-bytes)
+    (bound-standard-readtable)
     (unwind-protect
          (setf status
                (catch '%exit

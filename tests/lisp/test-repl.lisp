@@ -282,6 +282,28 @@ lists, vectors, quotes, backquotes, and a list never closed.")
       (is (string= "1" out)))
     (delete-file f)))
 
+(test program-reads-with-standard-syntax-are-bounded-too
+  ;; A script's own READ-FROM-STRING, under WITH-STANDARD-IO-SYNTAX (ECL's
+  ;; standard readtable) as well as under the script's readtable, is a
+  ;; READ-NESTING-ERROR it can handle; the standard syntax crashed the
+  ;; process (SIGSEGV).  A form at the limit still reads, once: wrapping a
+  ;; bounded readtable again does not count its levels twice.
+  (let ((f (write-file-string
+            (tmp-path "reads.lisp")
+            (format nil "(defun try (text)
+  (handler-case (length (read-from-string text))
+    (rontolisp::read-nesting-error () :bounded)))
+(let ((deep ~S) (limit ~S))
+  (print (list (try deep) (with-standard-io-syntax (try deep))
+               (with-standard-io-syntax (try limit))
+               (let ((*readtable* (rontolisp::depth-limited-readtable))) (try limit)))))"
+                    (first *deep-forms*)
+                    (nested "(" ")" rontolisp::*read-depth-limit*)))))
+    (multiple-value-bind (code out err) (run-exe (list "script" f))
+      (is (eql 0 code) "exit ~A: ~A" code err)
+      (is (string= (format nil "~%(:BOUNDED :BOUNDED 1 1) ") out) "~S" out))
+    (delete-file f)))
+
 (test repl-piped-deep-nesting-is-a-read-error-and-goes-on
   (multiple-value-bind (code out err)
       (run-exe '() :input (format nil "(+ 1 2)~%~A~%(+ 3 4)~%" (first *deep-forms*)))
