@@ -18,9 +18,11 @@
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
-work in (lisp/model-scratch.lisp)."
+work in (lisp/model-scratch.lisp), and its tokenizer once asked for
+(lisp/tokenizer.lisp)."
   path file hyperparameters token-embedding token-norm output-norm layers
-  (scratch (make-scratch-cache)))
+  (scratch (make-scratch-cache))
+  (tokenizer nil))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
