@@ -747,17 +747,23 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
                 i++;
                 continue;
             }
+            /* The matches are those of the raw text; a strip never hides
+             * the next match, even when the white space it takes reaches
+             * into it (the next token is still emitted, as Hugging Face's
+             * AddedVocabulary does). */
             size_t start = (t->strip[id] & 1) ? space_before(s, from, i) : i;
-            if (t->strip[id] & 2)
-                e = space_after(s, len, e);
-            cx.base = from;
-            st = encode_span(t, s + from, start - from, &o, &cx);
+            size_t stop = (t->strip[id] & 2) ? space_after(s, len, e) : e;
+            if (from < start) {
+                cx.base = from;
+                st = encode_span(t, s + from, start - from, &o, &cx);
+            }
             if (st == RL_TOK_OK && push(&o, id))
                 goto nomem;
-            from = i = e;
+            from = stop;
+            i = e;
         }
         cx.base = from;
-        if (st == RL_TOK_OK)
+        if (st == RL_TOK_OK && from < len)
             st = encode_span(t, s + from, len - from, &o, &cx);
     } else {
         st = encode_span(t, s, len, &o, &cx);
