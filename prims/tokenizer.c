@@ -658,6 +658,11 @@ static size_t split_next(const uint8_t *s, size_t n, size_t i) {
     return last;
 }
 
+size_t rl_tok_split_next(const char *text, size_t len, size_t at) {
+    pthread_once(&ascii_once, ascii_init);
+    return split_next((const uint8_t *)text, len, at);
+}
+
 /* A span without special tokens: NFC, split, BPE. */
 static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
                                  const ctx *cx0) {
