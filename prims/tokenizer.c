@@ -25,7 +25,7 @@
  * atomically (relaxed; plain moves on x86-64 and arm64), so readers never
  * wait and there is no data race.  A miss computes the ids and overwrites
  * the slot.  Pieces that do not fit are never cached. */
-enum { CACHE_SLOTS = 1 << 14, CACHE_KEY = 32, CACHE_IDS = 8 };
+enum { CACHE_SLOTS = 1 << 16, CACHE_KEY = 32, CACHE_IDS = 8 };
 enum { KEY_WORDS = CACHE_KEY / 8, ID_WORDS = CACHE_IDS / 2 };
 
 typedef struct {
@@ -555,9 +555,11 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
                    : RL_TOK_OK;
     if (n > CACHE_KEY)
         return bpe_piece(t, s, n, o, cx, piece_at);
-    uint64_t key[KEY_WORDS] = {0};
+    uint64_t key[KEY_WORDS] = {0}, h = n;
     memcpy(key, s, n);
-    cache_slot *c = &t->cache[hash_bytes(s, n) & (CACHE_SLOTS - 1)];
+    for (int k = 0; k < KEY_WORDS; k++)
+        h = (h ^ key[k]) * 0x9e3779b97f4a7c15ull;
+    cache_slot *c = &t->cache[(h >> 40) & (CACHE_SLOTS - 1)];
     uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
     if (!(s1 & 1)) {
         uint64_t meta = atomic_load_explicit(&c->meta, memory_order_relaxed), w[ID_WORDS];
