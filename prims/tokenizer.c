@@ -3,6 +3,7 @@
  * the GPT-2 split written out by hand (no regular expression engine), the
  * byte-to-unicode table, BPE by a heap of merge ranks, a shared cache of
  * pieces, and decoding. */
+#define _GNU_SOURCE /* qsort_r */
 #include "prims/tokenizer.h"
 
 #include <pthread.h>
@@ -192,8 +193,8 @@ static int special_p(const rl_tok *t, int32_t id) {
            t->len[id] > 0;
 }
 
-static const rl_tok *sort_tok;
-static int cmp_special(const void *a, const void *b) {
+static int cmp_special(const void *a, const void *b, void *arg) {
+    const rl_tok *sort_tok = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     uint8_t fx = (uint8_t)sort_tok->pool[sort_tok->off[x]],
             fy = (uint8_t)sort_tok->pool[sort_tok->off[y]];
@@ -365,8 +366,7 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
     for (size_t i = 0; i < n; i++)
         if (special_p(t, (int32_t)i))
             t->sp_ids[nsp++] = (int32_t)i;
-    sort_tok = t; /* qsort has no context argument; rl_tok_new is not reentrant here */
-    qsort(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special);
+    qsort_r(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special, t);
     {
         size_t k = 0;
         for (int b = 0; b <= 256; b++) {
