@@ -3,10 +3,12 @@
  * the GPT-2 split written out by hand (no regular expression engine), the
  * byte-to-unicode table, BPE by a heap of merge ranks, a shared cache of
  * pieces, and decoding. */
+#define _GNU_SOURCE /* qsort_r */
 #include "prims/tokenizer.h"
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +18,22 @@
 
 /* ---- the cache of pieces ----
  * Direct-mapped: a piece (its bytes, up to CACHE_KEY) hashes to one slot,
- * which holds the piece and its ids (up to CACHE_IDS); a slot is guarded by
- * one of CACHE_LOCKS mutexes.  A miss computes the ids and overwrites the
- * slot.  Pieces that do not fit are never cached. */
-enum { CACHE_SLOTS = 1 << 14, CACHE_LOCKS = 64, CACHE_KEY = 30, CACHE_IDS = 8 };
+ * which holds the piece and its ids (up to CACHE_IDS).  Each slot is a
+ * sequence lock: a reader copies the slot and keeps the copy only when the
+ * sequence number was even and unchanged around the copy; a writer takes
+ * the slot by moving the number from even to odd (or gives up: it is only a
+ * cache), writes, and makes it even again.  Every word is accessed
+ * atomically (relaxed; plain moves on x86-64 and arm64), so readers never
+ * wait and there is no data race.  A miss computes the ids and overwrites
+ * the slot.  Pieces that do not fit are never cached. */
+enum { CACHE_SLOTS = 1 << 16, CACHE_KEY = 32, CACHE_IDS = 8 };
+enum { KEY_WORDS = CACHE_KEY / 8, ID_WORDS = CACHE_IDS / 2 };
 
 typedef struct {
-    uint8_t klen, nids;
-    uint8_t key[CACHE_KEY];
-    int32_t ids[CACHE_IDS];
+    _Atomic uint64_t seq;
+    _Atomic uint64_t meta; /* key length | id count << 8 */
+    _Atomic uint64_t key[KEY_WORDS];
+    _Atomic uint64_t ids[ID_WORDS];
 } cache_slot;
 
 typedef struct {
@@ -52,7 +61,6 @@ struct rl_tok {
     int32_t unk_id, bos_id, eos_id;
     int add_bos, add_eos, nfc, ignore_merges;
     cache_slot *cache;
-    pthread_mutex_t locks[CACHE_LOCKS];
 };
 
 const char *rl_tok_status_name(rl_tok_status st) {
@@ -158,9 +166,6 @@ static void byte_table(rl_tok *t) {
 void rl_tok_free(rl_tok *t) {
     if (!t)
         return;
-    if (t->cache)
-        for (int i = 0; i < CACHE_LOCKS; i++)
-            pthread_mutex_destroy(&t->locks[i]);
     free(t->pool);
     free(t->off);
     free(t->len);
@@ -188,8 +193,8 @@ static int special_p(const rl_tok *t, int32_t id) {
            t->len[id] > 0;
 }
 
-static const rl_tok *sort_tok;
-static int cmp_special(const void *a, const void *b) {
+static int cmp_special(const void *a, const void *b, void *arg) {
+    const rl_tok *sort_tok = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     uint8_t fx = (uint8_t)sort_tok->pool[sort_tok->off[x]],
             fy = (uint8_t)sort_tok->pool[sort_tok->off[y]];
@@ -252,8 +257,6 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
         rl_tok_free(t);
         return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory building the tokenizer");
     }
-    for (int i = 0; i < CACHE_LOCKS; i++)
-        pthread_mutex_init(&t->locks[i], NULL);
     memset(t->vslot, 0xff, (t->vmask + 1) * sizeof *t->vslot);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
@@ -363,8 +366,7 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
     for (size_t i = 0; i < n; i++)
         if (special_p(t, (int32_t)i))
             t->sp_ids[nsp++] = (int32_t)i;
-    sort_tok = t; /* qsort has no context argument; rl_tok_new is not reentrant here */
-    qsort(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special);
+    qsort_r(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special, t);
     {
         size_t k = 0;
         for (int b = 0; b <= 256; b++) {
@@ -553,33 +555,51 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
                    : RL_TOK_OK;
     if (n > CACHE_KEY)
         return bpe_piece(t, s, n, o, cx, piece_at);
-    rl_tok *tm = (rl_tok *)t; /* the cache is the one mutable part */
-    uint64_t h = hash_bytes(s, n);
-    size_t slot = h & (CACHE_SLOTS - 1);
-    pthread_mutex_t *lk = &tm->locks[slot % CACHE_LOCKS];
-    cache_slot *c = &tm->cache[slot];
-    pthread_mutex_lock(lk);
-    if (c->klen == n && memcmp(c->key, s, n) == 0) {
-        int32_t ids[CACHE_IDS];
-        size_t k = c->nids;
-        memcpy(ids, c->ids, k * sizeof *ids);
-        pthread_mutex_unlock(lk);
-        for (size_t i = 0; i < k; i++)
-            if (push(o, ids[i]))
-                return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
-        return RL_TOK_OK;
+    uint64_t key[KEY_WORDS] = {0}, h = n;
+    memcpy(key, s, n);
+    for (int k = 0; k < KEY_WORDS; k++)
+        h = (h ^ key[k]) * 0x9e3779b97f4a7c15ull;
+    cache_slot *c = &t->cache[(h >> 40) & (CACHE_SLOTS - 1)];
+    uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
+    if (!(s1 & 1)) {
+        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_relaxed), w[ID_WORDS];
+        int same = (meta & 0xff) == n;
+        for (int k = 0; k < KEY_WORDS; k++)
+            same &= atomic_load_explicit(&c->key[k], memory_order_relaxed) == key[k];
+        for (int k = 0; k < ID_WORDS; k++)
+            w[k] = atomic_load_explicit(&c->ids[k], memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (same && atomic_load_explicit(&c->seq, memory_order_relaxed) == s1) {
+            int32_t ids[CACHE_IDS];
+            size_t k = (size_t)(meta >> 8);
+            memcpy(ids, w, sizeof ids);
+            for (size_t i = 0; i < k; i++)
+                if (push(o, ids[i]))
+                    return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz,
+                                "out of memory encoding a text");
+            return RL_TOK_OK;
+        }
     }
-    pthread_mutex_unlock(lk);
     size_t before = o->n;
     rl_tok_status st = bpe_piece(t, s, n, o, cx, piece_at);
     if (st != RL_TOK_OK || o->n - before > CACHE_IDS)
         return st;
-    pthread_mutex_lock(lk);
-    c->klen = (uint8_t)n;
-    memcpy(c->key, s, n);
-    c->nids = (uint8_t)(o->n - before);
-    memcpy(c->ids, o->v + before, c->nids * sizeof *c->ids);
-    pthread_mutex_unlock(lk);
+    uint64_t cur = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    if ((cur & 1) || !atomic_compare_exchange_strong_explicit(&c->seq, &cur, cur + 1,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        return RL_TOK_OK; /* another thread is writing the slot */
+    atomic_thread_fence(memory_order_release);
+    int32_t ids[CACHE_IDS] = {0};
+    uint64_t w[ID_WORDS];
+    memcpy(ids, o->v + before, (o->n - before) * sizeof *ids);
+    memcpy(w, ids, sizeof w);
+    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_relaxed);
+    for (int k = 0; k < KEY_WORDS; k++)
+        atomic_store_explicit(&c->key[k], key[k], memory_order_relaxed);
+    for (int k = 0; k < ID_WORDS; k++)
+        atomic_store_explicit(&c->ids[k], w[k], memory_order_relaxed);
+    atomic_store_explicit(&c->seq, cur + 2, memory_order_release);
     return RL_TOK_OK;
 }
 
@@ -656,6 +676,11 @@ static size_t split_next(const uint8_t *s, size_t n, size_t i) {
     if (j == n || last == i)
         return j;
     return last;
+}
+
+size_t rl_tok_split_next(const char *text, size_t len, size_t at) {
+    pthread_once(&ascii_once, ascii_init);
+    return split_next((const uint8_t *)text, len, at);
 }
 
 /* A span without special tokens: NFC, split, BPE. */
