@@ -155,7 +155,14 @@ function of the parsed data that changes it) was applied, or NIL."
     (check (lambda (d) (setf (gethash "post_processor" d) (obj "type" "Foo"))) "post_processor" "Foo")
     (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "! nosuchtoken")))
            "nosuchtoken")
-    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "a b c"))) "merges[0]")))
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "a b c"))) "merges[0]")
+    ;; no tokens at all, and a gap in the ids (found before an array of
+    ;; the largest id is made)
+    (check (lambda (d) (setf (gethash "vocab" (gethash "model" d)) (obj)
+                             (gethash "added_tokens" d) (vector)))
+           "model.vocab" "at least one token")
+    (check (lambda (d) (setf (gethash "far" (gethash "vocab" (gethash "model" d))) 16000000))
+           "without a gap")))
 
 (defun obj (&rest kvs)
   (let ((h (make-hash-table :test 'equal)))
