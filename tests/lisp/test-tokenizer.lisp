@@ -119,7 +119,8 @@
     (is (null (message '(("tokenizer.ggml.pre" :string "gpt-2")))))))
 
 (defun json-file (value)
-  "A temporary file holding the text VALUE (a string) or the JSON VALUE."
+  "A temporary file holding the text VALUE (a string) or the JSON VALUE (as
+WRITE-JSON takes it; JSON-DATA of test-convert.lisp makes it of parsed JSON)."
   (let ((path (tmp-path "tokenizer.json")))
     (if (stringp value)
         (write-file-string path value)
@@ -136,7 +137,7 @@
 function of the parsed data that changes it) was applied, or NIL."
   (let ((data (converted-json)))
     (funcall mutate data)
-    (let ((path (json-file (to-write-json data))))
+    (let ((path (json-file (json-data data))))
       (unwind-protect (tokenizer-error-message (lambda () (model:load-tokenizer path)))
         (ignore-errors (delete-file path))))))
 
@@ -169,18 +170,6 @@ function of the parsed data that changes it) was applied, or NIL."
     (loop for (k v) on kvs by #'cddr do (setf (gethash k h) v))
     h))
 
-(defun to-write-json (value)
-  "Parsed JSON VALUE (hash tables, vectors, T/NIL/:NULL) as the data
-WRITE-JSON takes."
-  (cond ((hash-table-p value)
-         (cons :object (loop for k being the hash-keys of value using (hash-value v)
-                             collect (cons k (to-write-json v)))))
-        ((stringp value) value)
-        ((vectorp value) (map 'vector #'to-write-json value))
-        ((eq value t) :true)
-        ((null value) :false)
-        (t value)))
-
 (test json-reader-template-post-processor
   (let* ((data (converted-json)))
     (setf (gethash "post_processor" data)
@@ -190,7 +179,7 @@ WRITE-JSON takes."
                                 (obj "SpecialToken" (obj "id" "[SEP]" "type_id" 0)))
                "special_tokens" (obj "[CLS]" (obj "id" "[CLS]" "ids" (vector 2) "tokens" (vector "[CLS]"))
                                      "[SEP]" (obj "id" "[SEP]" "ids" (vector 3) "tokens" (vector "[SEP]")))))
-    (let ((path (json-file (to-write-json data))))
+    (let ((path (json-file (json-data data))))
       (unwind-protect
            ;; with bos/eos from the template, the GGUF file and the JSON agree
            ;; with add-special too
@@ -328,3 +317,24 @@ WRITE-JSON takes."
         (is (= 1 code))
         (is (contains err "empty")))
       (delete-file texts))))
+
+(test convert-refuses-a-tokenizer-of-another-kind
+  ;; The converter reads tokenizer.json with the same reader: a GGUF file
+  ;; that claims GPT-2's tokenizer for another kind is never written.
+  (let ((base (tmp-path "laya-base")))
+    (rontolisp:write-random-laya base "s1-pico")
+    (loop for (edit . needles)
+            in (list (list (lambda (d) (setf (gethash "pre_tokenizer" d) (obj "type" "Metaspace")) d)
+                           "tokenizer.json" "pre_tokenizer" "Metaspace")
+                     (list (lambda (d) (setf (aref (gethash "merges" (gethash "model" d)) 0) "! zz") d)
+                           "tokenizer.json" "zz"))
+          do (let ((dir (tmp-path "laya")) (out (tmp-path "kind.gguf")))
+               (sh "cp -r \"$1\" \"$2\"" base dir)
+               (edit-json (concatenate 'string dir "/tokenizer/tokenizer.json") edit)
+               (multiple-value-bind (code out-text err) (run-exe (list "convert" dir out))
+                 (declare (ignore out-text))
+                 (is (= 1 code) "exit ~A: ~A" code err)
+                 (is (every (lambda (n) (contains err n)) needles) "~S in ~A" needles err)
+                 (is (not (probe-file out))))
+               (sh "rm -rf \"$1\"" dir)))
+    (sh "rm -rf \"$1\"" base)))
