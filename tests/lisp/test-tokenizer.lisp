@@ -338,3 +338,21 @@ function of the parsed data that changes it) was applied, or NIL."
                  (is (not (probe-file out))))
                (sh "rm -rf \"$1\"" dir)))
     (sh "rm -rf \"$1\"" base)))
+
+(test tokenize-from-several-threads
+  ;; One tokenizer shared by threads (its piece cache too) answers each
+  ;; the same ids as one thread alone.
+  (let* ((tok (model:load-tokenizer (gpt2-file)))
+         (texts (loop for i below 200
+                      collect (format nil "thread text ~D: ~A" i (nth (mod i (length *tok-texts*))
+                                                                        *tok-texts*))))
+         (expected (mapcar (lambda (text) (model:tokenize tok text)) texts))
+         (threads (loop repeat 4
+                        collect (mp:process-run-function
+                                 "tokenize"
+                                 (lambda ()
+                                   (loop repeat 5
+                                         always (every (lambda (text ids)
+                                                         (equalp ids (model:tokenize tok text)))
+                                                       texts expected)))))))
+    (is (every #'identity (mapcar #'mp:process-join threads)))))
