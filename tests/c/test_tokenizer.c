@@ -193,10 +193,11 @@ static size_t byte_char(int b, char *y) {
 }
 
 /* Tokens 0..255: the byte characters (id = byte); then these. */
-enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q, T_N };
+enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q,
+       T_TT, T_ET, T_N };
 static const char *extra[] = {"ab", "bc", "abc", "\xc4\xa0" "a", "aa", "cab", "<s>", "</s>",
-                              "<unk>", "<m>", "<r>", "<mask>", " q"};
-static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4};
+                              "<unk>", "<m>", "<r>", "<mask>", " q", "\t\t", "\xc3\xa9t"};
+static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4, 4, 4};
 static const char *small_merges[] = {"b c", "a b", "a bc", "\xc4\xa0 a", "a a"};
 
 typedef struct {
@@ -306,6 +307,16 @@ static void test_special(void) {
     /* a match the rstrip's white space reaches into is still emitted */
     check_ids(t, "<r> q", 0, 1, IDS(T_R, T_Q));
     check_ids(t, "a q", 0, 1, IDS('a', T_Q));
+    /* control tokens are found first, in the raw text; user-defined ones
+     * then, in the (normalized) text between */
+    check_ids(t, "a\t\t<mask>", 0, 1, IDS('a', T_MASK));
+    check_ids(t, "a\t\t<m>", 0, 1, IDS('a', T_TT, T_M));
+    check_ids(t, "e\xcc\x81t", 0, 1, IDS('e', 0xcc, 0x81, 't'));
+    rl_tok_free(t);
+    v.spec.nfc = 1;
+    CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_OK);
+    check_ids(t, "e\xcc\x81t", 0, 1, IDS(T_ET));
+    check_ids(t, "e\xcc\x81t", 0, 0, IDS(0xc3, 0xa9, 't'));
     rl_tok_free(t);
 }
 
