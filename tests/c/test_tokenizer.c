@@ -95,9 +95,10 @@ static int nfc_eq(const uint32_t *in, size_t nin, const uint32_t *want, size_t n
     return ok;
 }
 
+/* The hex code points of s up to ';' into out (room for 32). */
 static size_t parse_cps(const char *s, uint32_t *out) {
     size_t k = 0;
-    while (*s && *s != ';') {
+    while (*s && *s != ';' && k < 32) {
         char *e;
         out[k++] = (uint32_t)strtoul(s, &e, 16);
         s = e;
