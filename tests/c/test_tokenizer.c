@@ -195,10 +195,10 @@ static size_t byte_char(int b, char *y) {
 
 /* Tokens 0..255: the byte characters (id = byte); then these. */
 enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q,
-       T_TT, T_ET, T_N };
+       T_TT, T_ET, T_XY, T_N };
 static const char *extra[] = {"ab", "bc", "abc", "\xc4\xa0" "a", "aa", "cab", "<s>", "</s>",
-                              "<unk>", "<m>", "<r>", "<mask>", " q", "\t\t", "\xc3\xa9t"};
-static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4, 4, 4};
+                              "<unk>", "<m>", "<r>", "<mask>", " q", "\t\t", "\xc3\xa9t", "x y"};
+static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4, 4, 4, 1};
 static const char *small_merges[] = {"b c", "a b", "a bc", "\xc4\xa0 a", "a a"};
 
 typedef struct {
@@ -423,6 +423,11 @@ static void test_decode(void) {
     free(text);
     CHECK(rl_tok_decode(t, whole, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
     CHECK(len == 2 && memcmp(text, "\xc3\xa9", 2) == 0);
+    free(text);
+    /* a token with a character outside the byte table: its text as it is */
+    const int32_t xy[] = {T_XY, T_GA};
+    CHECK(rl_tok_decode(t, xy, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 5 && strcmp(text, "x y a") == 0);
     free(text);
     const int32_t bad[] = {'a', T_N};
     CHECK(rl_tok_decode(t, bad, 2, &text, &len, msg, sizeof msg) == RL_TOK_BAD_ID);
