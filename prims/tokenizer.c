@@ -1,5 +1,6 @@
 /* tokenizer.c - byte-level BPE (prims/tokenizer.h; the contract is
- * doc/tokenizer.md): special and added tokens matched in the raw text, NFC,
+ * doc/tokenizer.md): control tokens matched in the raw text, NFC,
+ * user-defined tokens matched in the normalized text,
  * the GPT-2 split written out by hand (no regular expression engine), the
  * byte-to-unicode table, BPE by a heap of merge ranks, a shared cache of
  * pieces, and decoding. */
@@ -37,7 +38,7 @@ typedef struct {
 } cache_slot;
 
 typedef struct {
-    uint64_t key; /* left << 32 | right; 0 never a key as ids of one pair... see merge_find */
+    uint64_t key; /* (left << 32 | right) + 1; 0 marks an empty slot */
     int32_t rank, id;
 } merge_slot;
 
