@@ -24,8 +24,8 @@
  * sequence number was even and unchanged around the copy; a writer takes
  * the slot by moving the number from even to odd (or gives up: it is only a
  * cache), writes, and makes it even again.  Every word is accessed
- * atomically (relaxed; plain moves on x86-64 and arm64), so readers never
- * wait and there is no data race.  A miss computes the ids and overwrites
+ * atomically (acquire loads, release stores: plain moves on x86-64), so
+ * readers never wait and there is no data race.  A miss computes the ids and overwrites
  * the slot.  Pieces that do not fit are never cached. */
 enum { CACHE_SLOTS = 1 << 16, CACHE_KEY = 32, CACHE_IDS = 8 };
 enum { KEY_WORDS = CACHE_KEY / 8, ID_WORDS = CACHE_IDS / 2 };
@@ -580,13 +580,14 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
     cache_slot *c = &t->cache[(h >> 40) & (CACHE_SLOTS - 1)];
     uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
     if (!(s1 & 1)) {
-        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_relaxed), w[ID_WORDS];
+        /* Acquire loads: the second load of seq cannot come before them,
+         * and a word written by a writer shows that writer's odd seq. */
+        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_acquire), w[ID_WORDS];
         int same = (meta & 0xff) == n;
         for (int k = 0; k < KEY_WORDS; k++)
-            same &= atomic_load_explicit(&c->key[k], memory_order_relaxed) == key[k];
+            same &= atomic_load_explicit(&c->key[k], memory_order_acquire) == key[k];
         for (int k = 0; k < ID_WORDS; k++)
-            w[k] = atomic_load_explicit(&c->ids[k], memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+            w[k] = atomic_load_explicit(&c->ids[k], memory_order_acquire);
         if (same && atomic_load_explicit(&c->seq, memory_order_relaxed) == s1) {
             int32_t ids[CACHE_IDS];
             size_t k = (size_t)(meta >> 8);
@@ -607,16 +608,16 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
                                                               memory_order_relaxed,
                                                               memory_order_relaxed))
         return RL_TOK_OK; /* another thread is writing the slot */
-    atomic_thread_fence(memory_order_release);
     int32_t ids[CACHE_IDS] = {0};
     uint64_t w[ID_WORDS];
     memcpy(ids, o->v + before, (o->n - before) * sizeof *ids);
     memcpy(w, ids, sizeof w);
-    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_relaxed);
+    /* Release stores: none is visible before the odd seq. */
+    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_release);
     for (int k = 0; k < KEY_WORDS; k++)
-        atomic_store_explicit(&c->key[k], key[k], memory_order_relaxed);
+        atomic_store_explicit(&c->key[k], key[k], memory_order_release);
     for (int k = 0; k < ID_WORDS; k++)
-        atomic_store_explicit(&c->ids[k], w[k], memory_order_relaxed);
+        atomic_store_explicit(&c->ids[k], w[k], memory_order_release);
     atomic_store_explicit(&c->seq, cur + 2, memory_order_release);
     return RL_TOK_OK;
 }
