@@ -196,7 +196,7 @@ static size_t byte_char(int b, char *y) {
 /* Tokens 0..255: the byte characters (id = byte); then these. */
 enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q,
        T_TT, T_ET, T_XY, T_N };
-static const char *extra[] = {"ab", "bc", "abc", "\xc4\xa0" "a", "aa", "cab", "<s>", "</s>",
+static const char *extra[] = {"ab", "bc", "abc", ("\xc4\xa0" "a"), "aa", "cab", "<s>", "</s>",
                               "<unk>", "<m>", "<r>", "<mask>", " q", "\t\t", "\xc3\xa9t", "x y"};
 static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4, 4, 4, 1};
 static const char *small_merges[] = {"b c", "a b", "a bc", "\xc4\xa0 a", "a a"};
