@@ -1,5 +1,6 @@
 /* tokenizer.c - byte-level BPE (prims/tokenizer.h; the contract is
- * doc/tokenizer.md): special and added tokens matched in the raw text, NFC,
+ * doc/tokenizer.md): control tokens matched in the raw text, NFC,
+ * user-defined tokens matched in the normalized text,
  * the GPT-2 split written out by hand (no regular expression engine), the
  * byte-to-unicode table, BPE by a heap of merge ranks, a shared cache of
  * pieces, and decoding. */
@@ -23,8 +24,8 @@
  * sequence number was even and unchanged around the copy; a writer takes
  * the slot by moving the number from even to odd (or gives up: it is only a
  * cache), writes, and makes it even again.  Every word is accessed
- * atomically (relaxed; plain moves on x86-64 and arm64), so readers never
- * wait and there is no data race.  A miss computes the ids and overwrites
+ * atomically (acquire loads, release stores: plain moves on x86-64), so
+ * readers never wait and there is no data race.  A miss computes the ids and overwrites
  * the slot.  Pieces that do not fit are never cached. */
 enum { CACHE_SLOTS = 1 << 16, CACHE_KEY = 32, CACHE_IDS = 8 };
 enum { KEY_WORDS = CACHE_KEY / 8, ID_WORDS = CACHE_IDS / 2 };
@@ -37,7 +38,7 @@ typedef struct {
 } cache_slot;
 
 typedef struct {
-    uint64_t key; /* left << 32 | right; 0 never a key as ids of one pair... see merge_find */
+    uint64_t key; /* (left << 32 | right) + 1; 0 marks an empty slot */
     int32_t rank, id;
 } merge_slot;
 
@@ -55,9 +56,12 @@ struct rl_tok {
     uint8_t bu[256][2];     /* byte b as its byte-to-unicode character's UTF-8 */
     uint8_t bulen[256];
     int16_t ubyte[0x144];   /* byte-to-unicode character -> byte, -1 none */
-    /* special and added tokens by first byte, longest first */
+    /* Added tokens, control ones (class 0, matched in the raw text) then
+     * user-defined ones (class 1, matched in the normalized spans between),
+     * each class by first byte, longest first:
+     * sp_ids[sp_first[c][b] .. sp_first[c][b + 1]). */
     int32_t *sp_ids;
-    uint32_t sp_first[257]; /* sp_ids[sp_first[b] .. sp_first[b+1]) */
+    uint32_t sp_first[2][257];
     int32_t unk_id, bos_id, eos_id;
     int add_bos, add_eos, nfc, ignore_merges;
     cache_slot *cache;
@@ -193,9 +197,17 @@ static int special_p(const rl_tok *t, int32_t id) {
            t->len[id] > 0;
 }
 
+/* 0 for a control token, 1 for a user-defined one. */
+static int special_class(const rl_tok *t, int32_t id) {
+    return t->type[id] == RL_TOK_TYPE_USER_DEFINED;
+}
+
 static int cmp_special(const void *a, const void *b, void *arg) {
     const rl_tok *sort_tok = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int cx = special_class(sort_tok, x), cy = special_class(sort_tok, y);
+    if (cx != cy)
+        return cx - cy;
     uint8_t fx = (uint8_t)sort_tok->pool[sort_tok->off[x]],
             fy = (uint8_t)sort_tok->pool[sort_tok->off[y]];
     if (fx != fy)
@@ -369,10 +381,16 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
     qsort_r(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special, t);
     {
         size_t k = 0;
-        for (int b = 0; b <= 256; b++) {
-            while (k < nsp && (uint8_t)t->pool[t->off[t->sp_ids[k]]] < b)
+        for (int c = 0; c < 2; c++) {
+            for (int b = 0; b < 256; b++) {
+                while (k < nsp && special_class(t, t->sp_ids[k]) == c &&
+                       (uint8_t)t->pool[t->off[t->sp_ids[k]]] < b)
+                    k++;
+                t->sp_first[c][b] = (uint32_t)k;
+            }
+            while (k < nsp && special_class(t, t->sp_ids[k]) == c)
                 k++;
-            t->sp_first[b] = (uint32_t)(b == 256 ? nsp : k);
+            t->sp_first[c][256] = (uint32_t)k;
         }
     }
     *out = t;
@@ -562,13 +580,14 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
     cache_slot *c = &t->cache[(h >> 40) & (CACHE_SLOTS - 1)];
     uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
     if (!(s1 & 1)) {
-        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_relaxed), w[ID_WORDS];
+        /* Acquire loads: the second load of seq cannot come before them,
+         * and a word written by a writer shows that writer's odd seq. */
+        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_acquire), w[ID_WORDS];
         int same = (meta & 0xff) == n;
         for (int k = 0; k < KEY_WORDS; k++)
-            same &= atomic_load_explicit(&c->key[k], memory_order_relaxed) == key[k];
+            same &= atomic_load_explicit(&c->key[k], memory_order_acquire) == key[k];
         for (int k = 0; k < ID_WORDS; k++)
-            w[k] = atomic_load_explicit(&c->ids[k], memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+            w[k] = atomic_load_explicit(&c->ids[k], memory_order_acquire);
         if (same && atomic_load_explicit(&c->seq, memory_order_relaxed) == s1) {
             int32_t ids[CACHE_IDS];
             size_t k = (size_t)(meta >> 8);
@@ -589,16 +608,16 @@ static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, i
                                                               memory_order_relaxed,
                                                               memory_order_relaxed))
         return RL_TOK_OK; /* another thread is writing the slot */
-    atomic_thread_fence(memory_order_release);
     int32_t ids[CACHE_IDS] = {0};
     uint64_t w[ID_WORDS];
     memcpy(ids, o->v + before, (o->n - before) * sizeof *ids);
     memcpy(w, ids, sizeof w);
-    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_relaxed);
+    /* Release stores: none is visible before the odd seq. */
+    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_release);
     for (int k = 0; k < KEY_WORDS; k++)
-        atomic_store_explicit(&c->key[k], key[k], memory_order_relaxed);
+        atomic_store_explicit(&c->key[k], key[k], memory_order_release);
     for (int k = 0; k < ID_WORDS; k++)
-        atomic_store_explicit(&c->ids[k], w[k], memory_order_relaxed);
+        atomic_store_explicit(&c->ids[k], w[k], memory_order_release);
     atomic_store_explicit(&c->seq, cur + 2, memory_order_release);
     return RL_TOK_OK;
 }
@@ -683,33 +702,10 @@ size_t rl_tok_split_next(const char *text, size_t len, size_t at) {
     return split_next((const uint8_t *)text, len, at);
 }
 
-/* A span without special tokens: NFC, split, BPE. */
-static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
-                                 const ctx *cx0) {
-    uint8_t *norm = NULL;
-    ctx cx = *cx0;
-    if (n == 0)
-        return RL_TOK_OK;
-    if (t->nfc && rl_uni_nfc_quick(s, n) < n) {
-        size_t nn;
-        if (rl_uni_nfc(s, n, &norm, &nn))
-            return fail(RL_TOK_NOMEM, cx.msg, cx.msgsz, "out of memory encoding a text");
-        s = norm;
-        n = nn;
-    }
-    rl_tok_status st = RL_TOK_OK;
-    for (size_t i = 0; i < n && st == RL_TOK_OK;) {
-        size_t e = split_next(s, n, i);
-        st = encode_piece(t, s + i, e - i, o, &cx, i);
-        i = e;
-    }
-    free(norm);
-    return st;
-}
-
-/* The special or added token at s[i] (longest), or -1; *e its end. */
-static int32_t special_at(const rl_tok *t, const uint8_t *s, size_t n, size_t i, size_t *e) {
-    for (uint32_t k = t->sp_first[s[i]]; k < t->sp_first[s[i] + 1]; k++) {
+/* The added token of class C at s[i] (the longest), or -1; *e its end. */
+static int32_t special_at(const rl_tok *t, int c, const uint8_t *s, size_t n, size_t i,
+                          size_t *e) {
+    for (uint32_t k = t->sp_first[c][s[i]]; k < t->sp_first[c][s[i] + 1]; k++) {
         int32_t id = t->sp_ids[k];
         size_t len = t->len[id];
         if (len <= n - i && memcmp(t->pool + t->off[id], s + i, len) == 0) {
@@ -744,6 +740,82 @@ static size_t space_after(const uint8_t *s, size_t n, size_t i) {
     return i;
 }
 
+
+/* Split + BPE of a span without added tokens. */
+static rl_tok_status encode_plain(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
+                                  const ctx *cx) {
+    rl_tok_status st = RL_TOK_OK;
+    for (size_t i = 0; i < n && st == RL_TOK_OK;) {
+        size_t e = split_next(s, n, i);
+        st = encode_piece(t, s + i, e - i, o, cx, i);
+        i = e;
+    }
+    return st;
+}
+
+static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
+                                 const ctx *cx, int parse);
+
+/* The added tokens of class C in s[0..n) and, between them, INNER (class
+ * 0: encode_span; class 1: encode_plain).  The matches are leftmost-longest
+ * and never overlap.  lstrip takes the white space before a match (not past
+ * the previous one), rstrip the white space after it; a strip never hides
+ * the next match, even when the white space it takes reaches into it (that
+ * token is still emitted, as Hugging Face's AddedVocabulary does). */
+static rl_tok_status split_added(const rl_tok *t, int c, const uint8_t *s, size_t n, idvec *o,
+                                 const ctx *cx0, int parse) {
+    ctx cx = *cx0;
+    rl_tok_status st = RL_TOK_OK;
+    size_t from = 0, i = 0;
+    while (i < n && st == RL_TOK_OK) {
+        size_t e;
+        int32_t id = t->sp_first[c][s[i]] < t->sp_first[c][s[i] + 1]
+                         ? special_at(t, c, s, n, i, &e)
+                         : -1;
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        size_t start = (t->strip[id] & 1) ? space_before(s, from, i) : i;
+        size_t stop = (t->strip[id] & 2) ? space_after(s, n, e) : e;
+        if (from < start) {
+            cx.base = cx0->base + from;
+            st = c == 0 ? encode_span(t, s + from, start - from, o, &cx, parse)
+                        : encode_plain(t, s + from, start - from, o, &cx);
+        }
+        if (st == RL_TOK_OK && push(o, id))
+            return fail(RL_TOK_NOMEM, cx.msg, cx.msgsz, "out of memory encoding a text");
+        from = stop;
+        i = e;
+    }
+    cx.base = cx0->base + from;
+    if (st == RL_TOK_OK && from < n)
+        st = c == 0 ? encode_span(t, s + from, n - from, o, &cx, parse)
+                    : encode_plain(t, s + from, n - from, o, &cx);
+    return st;
+}
+
+/* A span between control tokens: NFC, then the user-defined tokens (when
+ * parsed), split, BPE. */
+static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
+                                 const ctx *cx, int parse) {
+    uint8_t *norm = NULL;
+    if (n == 0)
+        return RL_TOK_OK;
+    if (t->nfc && rl_uni_nfc_quick(s, n) < n) {
+        size_t nn;
+        if (rl_uni_nfc(s, n, &norm, &nn))
+            return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
+        s = norm;
+        n = nn;
+    }
+    rl_tok_status st = parse && t->sp_first[1][256] > t->sp_first[1][0]
+                           ? split_added(t, 1, s, n, o, cx, parse)
+                           : encode_plain(t, s, n, o, cx);
+    free(norm);
+    return st;
+}
+
 rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int add_special,
                             int parse_special, int32_t **ids, size_t *n, char *msg,
                             size_t msgsz) {
@@ -762,37 +834,10 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
                     "expected UTF-8 text, found byte 0x%02x at offset %zu", s[bad], bad);
     if (add_special && t->add_bos && push(&o, t->bos_id))
         goto nomem;
-    if (parse_special && t->sp_first[256] > 0) {
-        size_t from = 0, i = 0;
-        while (i < len && st == RL_TOK_OK) {
-            size_t e;
-            int32_t id = t->sp_first[s[i]] < t->sp_first[s[i] + 1] ? special_at(t, s, len, i, &e)
-                                                                    : -1;
-            if (id < 0) {
-                i++;
-                continue;
-            }
-            /* The matches are those of the raw text; a strip never hides
-             * the next match, even when the white space it takes reaches
-             * into it (the next token is still emitted, as Hugging Face's
-             * AddedVocabulary does). */
-            size_t start = (t->strip[id] & 1) ? space_before(s, from, i) : i;
-            size_t stop = (t->strip[id] & 2) ? space_after(s, len, e) : e;
-            if (from < start) {
-                cx.base = from;
-                st = encode_span(t, s + from, start - from, &o, &cx);
-            }
-            if (st == RL_TOK_OK && push(&o, id))
-                goto nomem;
-            from = stop;
-            i = e;
-        }
-        cx.base = from;
-        if (st == RL_TOK_OK && from < len)
-            st = encode_span(t, s + from, len - from, &o, &cx);
-    } else {
-        st = encode_span(t, s, len, &o, &cx);
-    }
+    if (parse_special && t->sp_first[0][256] > 0)
+        st = split_added(t, 0, s, len, &o, &cx, parse_special);
+    else
+        st = encode_span(t, s, len, &o, &cx, parse_special);
     if (st != RL_TOK_OK) {
         free(o.v);
         return st;

@@ -1,10 +1,15 @@
 /* bench_tokenizer.c - a speed report for the byte-level BPE tokenizer (not
  * a test: it checks nothing).  Built by `make tools`:
  *     build/tools/bench_tokenizer VOCAB.gguf TEXT-FILE [seconds] [--nfc] [--lines]
+ *                                 [--threads N]
  * Encodes the whole file (or, with --lines, each line as its own text) over
  * and over for about that many seconds (default 2) on one thread, the first
  * round with a cold cache, and prints MB/s and tokens/s of the cold round
- * and of the warm ones (per second of this thread's CPU time). */
+ * and of the warm ones (per second of this thread's CPU time).  With
+ * --threads N, N threads then encode at once with the one tokenizer (its
+ * shared cache) for as long, and the total MB/s per second of wall time is
+ * printed too. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +50,33 @@ static long round_once(const rl_tok *t, const char *text, size_t len, int lines)
     return total;
 }
 
+typedef struct {
+    const rl_tok *t;
+    const char *text;
+    size_t len;
+    int lines, rounds;
+    double secs;
+} job;
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    double t0 = wall();
+    do {
+        round_once(j->t, j->text, j->len, j->lines);
+        j->rounds++;
+    } while (wall() - t0 < j->secs);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     double secs = 2;
-    int nfc = 0, lines = 0;
+    int nfc = 0, lines = 0, threads = 0;
     const char *pos[3] = {0};
     int np = 0;
     for (int a = 1; a < argc; a++) {
@@ -55,6 +84,8 @@ int main(int argc, char **argv) {
             nfc = 1;
         else if (strcmp(argv[a], "--lines") == 0)
             lines = 1;
+        else if (strcmp(argv[a], "--threads") == 0 && a + 1 < argc)
+            threads = atoi(argv[++a]);
         else if (np < 3)
             pos[np++] = argv[a];
     }
@@ -103,6 +134,25 @@ int main(int argc, char **argv) {
            (double)ntok / cold / 1e6);
     printf("warm cache: %.1f MB/s, %.2f M tokens/s (%d rounds)\n", (double)len / warm / 1e6,
            (double)ntok / warm / 1e6, rounds);
+    if (threads > 0) {
+        job jobs[64];
+        pthread_t th[64];
+        if (threads > 64)
+            threads = 64;
+        double w0 = wall();
+        for (int i = 0; i < threads; i++) {
+            jobs[i] = (job){t, text, len, lines, 0, secs};
+            pthread_create(&th[i], NULL, run_job, &jobs[i]);
+        }
+        long total = 0;
+        for (int i = 0; i < threads; i++) {
+            pthread_join(th[i], NULL);
+            total += jobs[i].rounds;
+        }
+        double w = wall() - w0;
+        printf("%d threads: %.1f MB/s in all (wall time), %ld rounds\n", threads,
+               (double)len * (double)total / w / 1e6, total);
+    }
     rl_tok_free(t);
     tok_gguf_free(&g);
     free(text);

@@ -95,9 +95,10 @@ static int nfc_eq(const uint32_t *in, size_t nin, const uint32_t *want, size_t n
     return ok;
 }
 
+/* The hex code points of s up to ';' into out (room for 32). */
 static size_t parse_cps(const char *s, uint32_t *out) {
     size_t k = 0;
-    while (*s && *s != ';') {
+    while (*s && *s != ';' && k < 32) {
         char *e;
         out[k++] = (uint32_t)strtoul(s, &e, 16);
         s = e;
@@ -193,10 +194,11 @@ static size_t byte_char(int b, char *y) {
 }
 
 /* Tokens 0..255: the byte characters (id = byte); then these. */
-enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q, T_N };
-static const char *extra[] = {"ab", "bc", "abc", "\xc4\xa0" "a", "aa", "cab", "<s>", "</s>",
-                              "<unk>", "<m>", "<r>", "<mask>", " q"};
-static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4};
+enum { T_AB = 256, T_BC, T_ABC, T_GA, T_AA, T_CAB, T_BOS, T_EOS, T_UNK, T_M, T_R, T_MASK, T_Q,
+       T_TT, T_ET, T_XY, T_N };
+static const char *extra[] = {"ab", "bc", "abc", ("\xc4\xa0" "a"), "aa", "cab", "<s>", "</s>",
+                              "<unk>", "<m>", "<r>", "<mask>", " q", "\t\t", "\xc3\xa9t", "x y"};
+static const int32_t extra_type[] = {1, 1, 1, 1, 1, 1, 3, 3, 2, 4, 4, 3, 4, 4, 4, 1};
 static const char *small_merges[] = {"b c", "a b", "a bc", "\xc4\xa0 a", "a a"};
 
 typedef struct {
@@ -306,6 +308,16 @@ static void test_special(void) {
     /* a match the rstrip's white space reaches into is still emitted */
     check_ids(t, "<r> q", 0, 1, IDS(T_R, T_Q));
     check_ids(t, "a q", 0, 1, IDS('a', T_Q));
+    /* control tokens are found first, in the raw text; user-defined ones
+     * then, in the (normalized) text between */
+    check_ids(t, "a\t\t<mask>", 0, 1, IDS('a', T_MASK));
+    check_ids(t, "a\t\t<m>", 0, 1, IDS('a', T_TT, T_M));
+    check_ids(t, "e\xcc\x81t", 0, 1, IDS('e', 0xcc, 0x81, 't'));
+    rl_tok_free(t);
+    v.spec.nfc = 1;
+    CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_OK);
+    check_ids(t, "e\xcc\x81t", 0, 1, IDS(T_ET));
+    check_ids(t, "e\xcc\x81t", 0, 0, IDS(0xc3, 0xa9, 't'));
     rl_tok_free(t);
 }
 
@@ -411,6 +423,11 @@ static void test_decode(void) {
     free(text);
     CHECK(rl_tok_decode(t, whole, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
     CHECK(len == 2 && memcmp(text, "\xc3\xa9", 2) == 0);
+    free(text);
+    /* a token with a character outside the byte table: its text as it is */
+    const int32_t xy[] = {T_XY, T_GA};
+    CHECK(rl_tok_decode(t, xy, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 5 && strcmp(text, "x y a") == 0);
     free(text);
     const int32_t bad[] = {'a', T_N};
     CHECK(rl_tok_decode(t, bad, 2, &text, &len, msg, sizeof msg) == RL_TOK_BAD_ID);
