@@ -97,27 +97,16 @@ every run (a linear congruential generator from SEED)."
 (defparameter *texts* (append *hard-texts* (generated-texts 300))
   "The texts every reference is compared on.")
 
-;;; Ours, through the API when it is there.
-
-(defun tokenizer-api ()
-  "(values load tokenize) of the MODEL package, or NIL while it lacks them."
-  (let ((load (find-symbol "LOAD-TOKENIZER" "MODEL"))
-        (tokenize (find-symbol "TOKENIZE" "MODEL")))
-    (and load tokenize (fboundp load) (fboundp tokenize)
-         (values (symbol-function load) (symbol-function tokenize)))))
+;;; Ours.
 
 (defun our-ids (file texts &key add-special (parse-special t))
-  "Our token ids (lists) of TEXTS with the tokenizer of FILE, or NIL (and a
-skip) while MODEL:TOKENIZE is missing."
-  (multiple-value-bind (load tokenize) (tokenizer-api)
-    (if load
-        (let ((tok (funcall load file)))
-          (mapcar (lambda (text)
-                    (coerce (funcall tokenize tok text :add-special add-special
-                                                       :parse-special parse-special)
-                            'list))
-                  texts))
-        (progn (skip "MODEL:LOAD-TOKENIZER and MODEL:TOKENIZE are not defined") nil))))
+  "Our token ids (lists) of TEXTS with the tokenizer of FILE."
+  (let ((tok (model:load-tokenizer file)))
+    (mapcar (lambda (text)
+              (coerce (model:tokenize tok text :add-special add-special
+                                               :parse-special parse-special)
+                      'list))
+            texts)))
 
 ;;; The references, each a child process with a deadline.
 
