@@ -110,10 +110,11 @@ every run (a linear congruential generator from SEED)."
 
 ;;; The references, each a child process with a deadline.
 
-(defun hf-ids (tokenizer-json texts &key add-special)
-  "Hugging Face tokenizers' ids (lists) of TEXTS with TOKENIZER-JSON, or NIL
-(and a skip, a failure under CI=true) when node or the library is missing.
-A file the library refuses fails the test with its message."
+(defun run-hf (tokenizer-json lines args)
+  "Run tests/ref/hf-tokenize.js on TOKENIZER-JSON with ARGS and LINES (JSON
+texts, one a line) as its input: the parsed JSON of each line it prints, or
+NIL (and a skip, a failure under CI=true) when node or the library is
+missing.  A file the library refuses fails the test with its message."
   (let ((node (program-on-path "node")) (lib (tokenizer-ref "tokenizers/index.js")))
     (if (not (and node lib))
         (progn (skip-reference "node or Hugging Face tokenizers are missing (run sh ~
@@ -123,21 +124,30 @@ tests/fetch-tokenizer-refs.sh)")
           (unwind-protect
                (progn
                  (with-open-file (s in :direction :output :external-format :utf-8)
-                   (dolist (text texts)
-                     (rontolisp::write-json-string text s)
-                     (terpri s)))
+                   (dolist (line lines) (write-line line s)))
                  (let ((code (run-child node (list* (repo-file "tests/ref/hf-tokenize.js")
-                                                    (directory-namestring lib) tokenizer-json
-                                                    (if add-special '() '("--no-special")))
+                                                    (directory-namestring lib) tokenizer-json args)
                                         :input in :output out :error err :deadline 300
                                         :if-output-exists :supersede :if-error-exists :supersede)))
                    (cond ((eql code 0)
-                          (mapcar (lambda (line) (coerce (rontolisp::parse-json line) 'list))
-                                  (split-lines (read-file-string out))))
+                          (mapcar #'rontolisp::parse-json (split-lines (read-file-string out))))
                          (t (fail "Hugging Face tokenizers on ~A: exit ~A: ~A" tokenizer-json code
                                   (string-trim '(#\Newline) (read-file-string err)))
                             nil))))
             (dolist (f (list in out err)) (ignore-errors (delete-file f))))))))
+
+(defun hf-ids (tokenizer-json texts &key add-special)
+  "Hugging Face tokenizers' ids (lists) of TEXTS with TOKENIZER-JSON, or NIL
+(see RUN-HF)."
+  (mapcar (lambda (ids) (coerce ids 'list))
+          (run-hf tokenizer-json (mapcar #'show-text texts)
+                  (if add-special '() '("--no-special")))))
+
+(defun hf-texts (tokenizer-json id-lists)
+  "Hugging Face tokenizers' texts of ID-LISTS (special tokens kept) with
+TOKENIZER-JSON, or NIL (see RUN-HF)."
+  (run-hf tokenizer-json (mapcar (lambda (ids) (format nil "[~{~D~^,~}]" ids)) id-lists)
+          '("--decode")))
 
 (defun llama-tokenize-ids (gguf texts &key add-special (parse-special t))
   "llama.cpp's llama_tokenize ids (lists) of TEXTS with the vocabulary of
@@ -454,3 +464,20 @@ without NFC and lstrip, add-special ~A" add-special)
 ~D of ~D texts agree (the others differ by NFC or [MASK]'s lstrip)~%"
                       add-special agree (length *texts*))
               (is (< 0 agree (length *texts*))))))))))
+
+(test detokenize-agrees-with-hf
+  ;; Hugging Face's ids of each text decoded by both, special tokens kept.
+  (flet ((compare (what json)
+           (let ((ids (hf-ids json *texts* :add-special t)))
+             (when ids
+               (let ((theirs (hf-texts json ids))
+                     (tok (model:load-tokenizer json)))
+                 (check-agreement what *texts*
+                                  (mapcar (lambda (ids) (model:detokenize tok ids)) ids)
+                                  theirs))))))
+    (with-converted-files ((gguf json))
+      (compare "HF tokenizers' decode, converter tokenizer.json" json))
+    (let ((json (gpt2-tokenizer-json)))
+      (when json
+        (unwind-protect (compare "HF tokenizers' decode, GPT-2 tokenizer.json" json)
+          (ignore-errors (delete-file json)))))))
