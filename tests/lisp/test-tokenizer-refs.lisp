@@ -81,20 +81,48 @@ missing."
           (format nil " ~C" #\Newline) (string (code-char #xA0)) (string (code-char #x3000)))
   "What separates the pieces of the generated texts.")
 
+(defun make-draw (seed)
+  "A function of LIMIT answering a number below LIMIT, the same sequence on
+every run for SEED (a linear congruential generator)."
+  (let ((state seed))
+    (lambda (limit)
+      (setf state (mod (+ (* state 6364136223846793005) 1442695040888963407) (expt 2 64)))
+      (mod (ash state -33) limit))))
+
 (defun generated-texts (n &key (seed 20261202))
   "N texts of mixed scripts, whitespace and special tokens, the same on
-every run (a linear congruential generator from SEED)."
-  (let ((state seed))
-    (flet ((next (limit)
-             (setf state (mod (+ (* state 6364136223846793005) 1442695040888963407) (expt 2 64)))
-             (mod (ash state -33) limit)))
+every run for SEED."
+  (let ((draw (make-draw seed)))
+    (flet ((pick (v) (aref v (funcall draw (length v)))))
       (loop repeat n
             collect (with-output-to-string (s)
-                      (loop repeat (1+ (next 14))
-                            do (write-string (aref *text-pieces* (next (length *text-pieces*))) s)
-                               (write-string (aref *text-gaps* (next (length *text-gaps*))) s)))))))
+                      (loop repeat (1+ (funcall draw 14))
+                            do (write-string (pick *text-pieces*) s)
+                               (write-string (pick *text-gaps*) s)))))))
 
-(defparameter *texts* (append *hard-texts* (generated-texts 300))
+(defun random-code-point-texts (n &key (seed 7))
+  "N texts of 1 to 30 code points each (no surrogate, no NUL), the same on
+every run for SEED: ASCII, Latin-1, combining marks, Hangul syllables and
+jamo (which NFC composes), emoji, anything in the BMP, anything at all
+(unassigned code points included)."
+  (let ((draw (make-draw seed)))
+    (flet ((code-point ()
+             (loop for c = (ecase (funcall draw 8)
+                             (0 (+ 32 (funcall draw 95)))
+                             (1 (funcall draw 256))
+                             (2 (+ #x300 (funcall draw #x70)))
+                             (3 (+ #xAC00 (funcall draw 11172)))
+                             (4 (+ #x1100 (funcall draw #x100)))
+                             (5 (+ #x1F300 (funcall draw #x400)))
+                             (6 (funcall draw #x10000))
+                             (7 (funcall draw #x110000)))
+                   unless (or (<= #xD800 c #xDFFF) (zerop c)) return (code-char c))))
+      (loop repeat n
+            collect (let ((s (make-string (1+ (funcall draw 30)))))
+                      (dotimes (i (length s) s)
+                        (setf (char s i) (code-point))))))))
+
+(defparameter *texts* (append *hard-texts* (generated-texts 300) (random-code-point-texts 300))
   "The texts every reference is compared on.")
 
 ;;; Ours.
