@@ -509,3 +509,27 @@ without NFC and lstrip, add-special ~A" add-special)
       (when json
         (unwind-protect (compare "HF tokenizers' decode, GPT-2 tokenizer.json" json)
           (ignore-errors (delete-file json)))))))
+
+(test tokenize-command-agrees-with-hf
+  ;; `rontolisp tokenize FILE --file F': one text a line, add-special.
+  (with-converted-files ((gguf json))
+    (let* ((texts (remove-if (lambda (text) (or (find #\Newline text) (find #\Return text)
+                                                (zerop (length text))))
+                             *texts*))
+           (theirs (hf-ids json texts :add-special t))
+           (file (write-file-string (tmp-path "texts")
+                                    (format nil "~{~A~%~}" texts))))
+      (unwind-protect
+           (when theirs
+             (dolist (source (list json gguf))
+               (multiple-value-bind (code out err) (run-exe (list "tokenize" source "--file" file))
+                 (is (eql 0 code) "tokenize ~A: exit ~A: ~A" source code err)
+                 (check-agreement (format nil "HF tokenizers vs `rontolisp tokenize ~A'"
+                                          (if (eq source json) "tokenizer.json" "GGUF"))
+                                  texts
+                                  (mapcar (lambda (line)
+                                            (with-input-from-string (s line)
+                                              (loop for id = (read s nil) while id collect id)))
+                                          (split-lines out))
+                                  theirs))))
+        (ignore-errors (delete-file file))))))
