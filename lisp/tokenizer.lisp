@@ -267,14 +267,18 @@ naming PATH, the key and what it found."
                      (setf (gethash id types) (if (flag "special") 3 4))
                      (when (flag "lstrip") (push id lstrip))
                      (when (flag "rstrip") (push id rstrip))))))
-      (let* ((n (1+ (loop for id being the hash-keys of by-id maximize id)))
+      (when (zerop (hash-table-count by-id))
+        (fail "model.vocab: expected at least one token, found none"))
+      (let ((n (1+ (loop for id being the hash-keys of by-id maximize id))))
+        ;; a gap is found before anything of N elements is allocated
+        (when (> n (hash-table-count by-id))
+          (fail "model.vocab: expected ids 0 to ~D without a gap, found no token of id ~D" (1- n)
+                (loop for id from 0 unless (gethash id by-id) return id))))
+      (let* ((n (hash-table-count by-id))
              (tokens (make-array n))
              (type-vector (make-array n :element-type '(signed-byte 32) :initial-element 1)))
         (dotimes (id n)
-          (setf (aref tokens id)
-                (or (gethash id by-id)
-                    (fail "model.vocab: expected ids 0 to ~D without a gap, found no token of id ~D"
-                          (1- n) id))))
+          (setf (aref tokens id) (gethash id by-id)))
         (maphash (lambda (id type) (setf (aref type-vector id) type)) types)
         (let ((merges (map 'simple-vector
                            (let ((i -1))

@@ -7,21 +7,21 @@
 (def-suite tokenizer :in all :description "Tokenizers, `tokenize' and `embed --text'.")
 (in-suite tokenizer)
 
-(defvar *converted* nil
+(defvar *tok-converted* nil
   "(gguf-path . tokenizer.json-path) of `convert --random s1-pico' with
 --write-laya, made once per run.")
 
 (defun converted ()
   "The converter's GGUF file and the tokenizer.json it wrote beside it."
-  (or *converted*
+  (or *tok-converted*
       (let ((gguf (tmp-path "pico.gguf")) (dir (tmp-path "laya")))
         (multiple-value-bind (code out err)
             (run-exe (list "convert" "--random" "s1-pico" gguf "--write-laya" dir "--type" "f32"))
           (declare (ignore out))
           (assert (eql 0 code) () "convert --random failed: ~A" err))
-        (setf *converted* (cons gguf (format nil "~A/tokenizer/tokenizer.json" dir))))))
+        (setf *tok-converted* (cons gguf (format nil "~A/tokenizer/tokenizer.json" dir))))))
 
-(defparameter *texts*
+(defparameter *tok-texts*
   (list "Hello world" "" "  two  spaces, and a tab	here" "[CLS] special [MASK] tokens [SEP]"
         "don't we'll it's" "numbers 12345 and 3.14" "café naïve Ωμέγα 日本語 🙂"
         (format nil "line one~%line two~%") "e\u0301 (a decomposed é)" "[MASK]x  [MASK]")
@@ -48,7 +48,7 @@
          (from-gguf (model:load-tokenizer (car files)))
          (from-json (model:load-tokenizer (cdr files))))
     (is (= (model:vocabulary-size from-gguf) (model:vocabulary-size from-json)))
-    (dolist (text *texts*)
+    (dolist (text *tok-texts*)
       (dolist (parse '(t nil))
         (let ((a (model:tokenize from-gguf text :add-special nil :parse-special parse))
               (b (model:tokenize from-json text :add-special nil :parse-special parse)))
@@ -64,7 +64,7 @@
       (is (= 2 (aref ids 0)))
       (is (= 3 (aref ids (1- (length ids))))))
     ;; Plain text round-trips.
-    (dolist (text *texts*)
+    (dolist (text *tok-texts*)
       (is (string= text (model:detokenize from-json (model:tokenize from-json text :add-special nil
                                                                                     :parse-special nil)))
           "~S" text))))
@@ -155,7 +155,14 @@ function of the parsed data that changes it) was applied, or NIL."
     (check (lambda (d) (setf (gethash "post_processor" d) (obj "type" "Foo"))) "post_processor" "Foo")
     (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "! nosuchtoken")))
            "nosuchtoken")
-    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "a b c"))) "merges[0]")))
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "a b c"))) "merges[0]")
+    ;; no tokens at all, and a gap in the ids (found before an array of
+    ;; the largest id is made)
+    (check (lambda (d) (setf (gethash "vocab" (gethash "model" d)) (obj)
+                             (gethash "added_tokens" d) (vector)))
+           "model.vocab" "at least one token")
+    (check (lambda (d) (setf (gethash "far" (gethash "vocab" (gethash "model" d))) 16000000))
+           "without a gap")))
 
 (defun obj (&rest kvs)
   (let ((h (make-hash-table :test 'equal)))
@@ -189,7 +196,7 @@ WRITE-JSON takes."
            ;; with add-special too
            (let ((json (model:load-tokenizer path))
                  (gguf (model:load-tokenizer (car (converted)))))
-             (dolist (text *texts*)
+             (dolist (text *tok-texts*)
                (is (equalp (model:tokenize gguf text) (model:tokenize json text)) "~S" text)))
         (ignore-errors (delete-file path))))))
 
