@@ -122,7 +122,7 @@ jamo (which NFC composes), emoji, anything in the BMP, anything at all
                       (dotimes (i (length s) s)
                         (setf (char s i) (code-point))))))))
 
-(defparameter *texts* (append *hard-texts* (generated-texts 300) (random-code-point-texts 300))
+(defparameter *ref-texts* (append *hard-texts* (generated-texts 300) (random-code-point-texts 300))
   "The texts every reference is compared on.")
 
 ;;; Ours.
@@ -394,28 +394,28 @@ OBJECT, or :MISSING when some key is absent."
 (test tokenize-agrees-with-hf-on-converter-tokenizer
   (with-converted-files ((gguf json))
     (dolist (add-special '(t nil))
-      (let ((theirs (hf-ids json *texts* :add-special add-special)))
+      (let ((theirs (hf-ids json *ref-texts* :add-special add-special)))
         (when theirs
           (check-agreement (format nil "HF tokenizers, converter tokenizer.json, add-special ~A"
                                    add-special)
-                           *texts* (our-ids json *texts* :add-special add-special) theirs)
+                           *ref-texts* (our-ids json *ref-texts* :add-special add-special) theirs)
           (check-agreement (format nil "HF tokenizers vs ours on the converter GGUF, add-special ~A"
                                    add-special)
-                           *texts* (our-ids gguf *texts* :add-special add-special) theirs))))))
+                           *ref-texts* (our-ids gguf *ref-texts* :add-special add-special) theirs))))))
 
 (test tokenize-agrees-with-hf-on-gpt-2
   (let ((json (gpt2-tokenizer-json)))
     (when json
       (unwind-protect
            (dolist (add-special '(t nil))
-             (let ((theirs (hf-ids json *texts* :add-special add-special)))
+             (let ((theirs (hf-ids json *ref-texts* :add-special add-special)))
                (when theirs
                  (check-agreement (format nil "HF tokenizers, GPT-2 tokenizer.json, add-special ~A"
                                           add-special)
-                                  *texts* (our-ids json *texts* :add-special add-special) theirs)
+                                  *ref-texts* (our-ids json *ref-texts* :add-special add-special) theirs)
                  (check-agreement (format nil "HF tokenizers (GPT-2) vs ours on ~
 ggml-vocab-gpt-2.gguf, add-special ~A" add-special)
-                                  *texts* (our-ids (golden "vocab/ggml-vocab-gpt-2.gguf") *texts*
+                                  *ref-texts* (our-ids (golden "vocab/ggml-vocab-gpt-2.gguf") *ref-texts*
                                                    :add-special add-special)
                                   theirs))))
         (ignore-errors (delete-file json))))))
@@ -452,11 +452,11 @@ ggml-vocab-gpt-2.gguf, add-special ~A" add-special)
   ;; GPT-2's vocabulary: no normalizer, no lstrip, so no known difference.
   (let ((gguf (golden "vocab/ggml-vocab-gpt-2.gguf")))
     (dolist (add-special '(t nil))
-      (let ((theirs (llama-tokenize-ids gguf *texts* :add-special add-special)))
+      (let ((theirs (llama-tokenize-ids gguf *ref-texts* :add-special add-special)))
         (when theirs
           (check-agreement (format nil "llama_tokenize on ggml-vocab-gpt-2.gguf, add-special ~A"
                                    add-special)
-                           *texts* (our-ids gguf *texts* :add-special add-special) theirs))))))
+                           *ref-texts* (our-ids gguf *ref-texts* :add-special add-special) theirs))))))
 
 ;;; The fetch script.
 
@@ -480,27 +480,27 @@ ggml-vocab-gpt-2.gguf, add-special ~A" add-special)
   ;; is printed.
   (with-converted-files ((gguf json) :nfc nil :lstrip nil)
     (dolist (add-special '(t nil))
-      (let ((llama (llama-tokenize-ids gguf *texts* :add-special add-special)))
+      (let ((llama (llama-tokenize-ids gguf *ref-texts* :add-special add-special)))
         (when llama
           (check-agreement (format nil "llama_tokenize on the converter GGUF vs HF tokenizers ~
 without NFC and lstrip, add-special ~A" add-special)
-                           *texts* llama (hf-ids json *texts* :add-special add-special))
-          (let* ((ours (our-ids gguf *texts* :add-special add-special))
+                           *ref-texts* llama (hf-ids json *ref-texts* :add-special add-special))
+          (let* ((ours (our-ids gguf *ref-texts* :add-special add-special))
                  (agree (count t (mapcar #'equal ours llama))))
             (when ours
               (format t "~&  llama_tokenize on the converter GGUF vs ours, add-special ~A: ~
 ~D of ~D texts agree (the others differ by NFC or [MASK]'s lstrip)~%"
-                      add-special agree (length *texts*))
-              (is (< 0 agree (length *texts*))))))))))
+                      add-special agree (length *ref-texts*))
+              (is (< 0 agree (length *ref-texts*))))))))))
 
 (test detokenize-agrees-with-hf
   ;; Hugging Face's ids of each text decoded by both, special tokens kept.
   (flet ((compare (what json)
-           (let ((ids (hf-ids json *texts* :add-special t)))
+           (let ((ids (hf-ids json *ref-texts* :add-special t)))
              (when ids
                (let ((theirs (hf-texts json ids))
                      (tok (model:load-tokenizer json)))
-                 (check-agreement what *texts*
+                 (check-agreement what *ref-texts*
                                   (mapcar (lambda (ids) (model:detokenize tok ids)) ids)
                                   theirs))))))
     (with-converted-files ((gguf json))
@@ -515,7 +515,7 @@ without NFC and lstrip, add-special ~A" add-special)
   (with-converted-files ((gguf json))
     (let* ((texts (remove-if (lambda (text) (or (find #\Newline text) (find #\Return text)
                                                 (zerop (length text))))
-                             *texts*))
+                             *ref-texts*))
            (theirs (hf-ids json texts :add-special t))
            (file (write-file-string (tmp-path "texts")
                                     (format nil "~{~A~%~}" texts))))
