@@ -2,22 +2,26 @@
 // npm package @anush008/tokenizers) as the reference of the tokenizer tests:
 //
 //   node tests/ref/hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special] < TEXTS
+//   node tests/ref/hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json --decode < IDS
 //
 // TOKENIZERS_DIR is the package's directory (build/cache/tokenizer-refs/
 // tokenizers, which tests/fetch-tokenizer-refs.sh fills).  TEXTS holds one
 // JSON string per line (so a text may hold newlines); for each, one line
 // with the JSON array of its token ids, encoded with add_special_tokens
-// true (false with --no-special).  A tokenizer.json the library refuses is
-// one line on stderr and exit 1; bad usage exit 2.
+// true (false with --no-special).  With --decode, IDS holds one JSON array
+// of ids per line; for each, one line with the JSON string of their text
+// (decoded with the special tokens kept).  A tokenizer.json the library
+// refuses is one line on stderr and exit 1; bad usage exit 2.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
 const args = process.argv.slice(2);
 const noSpecial = args.includes('--no-special');
-const rest = args.filter((a) => a !== '--no-special');
+const decode = args.includes('--decode');
+const rest = args.filter((a) => a !== '--no-special' && a !== '--decode');
 if (rest.length !== 2) {
-  process.stderr.write('usage: hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special] < TEXTS\n');
+  process.stderr.write('usage: hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special | --decode] < INPUT\n');
   process.exit(2);
 }
 const { Tokenizer } = require(path.resolve(rest[0]));
@@ -35,16 +39,21 @@ async function main() {
   if (lines[lines.length - 1] === '') lines.pop();
   const out = [];
   for (let i = 0; i < lines.length; i++) {
+    const what = decode ? 'a JSON array of ids' : 'a JSON string';
     let text;
     try {
       text = JSON.parse(lines[i]);
     } catch (e) {
-      process.stderr.write(`hf-tokenize: line ${i + 1}: expected a JSON string, found ${lines[i].slice(0, 40)}\n`);
+      process.stderr.write(`hf-tokenize: line ${i + 1}: expected ${what}, found ${lines[i].slice(0, 40)}\n`);
       process.exit(2);
     }
-    if (typeof text !== 'string') {
-      process.stderr.write(`hf-tokenize: line ${i + 1}: expected a JSON string, found ${typeof text}\n`);
+    if (decode ? !(Array.isArray(text) && text.every(Number.isInteger)) : typeof text !== 'string') {
+      process.stderr.write(`hf-tokenize: line ${i + 1}: expected ${what}, found ${lines[i].slice(0, 40)}\n`);
       process.exit(2);
+    }
+    if (decode) {
+      out.push(JSON.stringify(await tok.decode(text, false)));
+      continue;
     }
     const enc = await tok.encode(text, null, { addSpecialTokens: !noSpecial });
     out.push(JSON.stringify(enc.getIds()));
