@@ -562,7 +562,7 @@ lines~;an empty file~]" (zerop (length octets))))))
 
 (define-command "embed" (file)
     (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
-     :summary "run a modern-bert encoder on token ids and print its hidden states"
+     :summary "run a modern-bert encoder on token ids (or texts) and print its hidden states"
      :details "The forward pass of SPEC 9 on each token sequence: one line of floats
 per token (pooling none) or one line per sequence (mean, cls).  With --json,
 one JSON object per sequence and line: file, tokens, pooling, activations,

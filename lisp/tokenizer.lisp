@@ -380,24 +380,20 @@ single text; IDS maps token strings to ids; KIND and FAIL signal."
                (values bos eos)))
             (t (funcall kind "post_processor" post))))))
 
-(defun read-tokenizer-json (path)
-  "The parsed tokenizer.json PATH, refused (MODEL:TOKENIZER-ERROR) when it
-is larger than *TOKENIZER-LIMITS* allows, before it is read."
-  (let ((size (ignore-errors
-               (with-open-file (s (native-namestring path) :element-type '(unsigned-byte 8))
-                 (file-length s))))
-        (limit (getf *tokenizer-limits* :json-bytes)))
-    (when (and size (> size limit))
-      (model:tokenizer-error path "expected a tokenizer.json of at most ~D bytes, found ~D"
-                             limit size))
-    (read-json-file path)))
-
-(defun gguf-magic-p (path)
-  "True when the file PATH starts with GGUF's magic."
-  (ignore-errors
-   (with-open-file (s (native-namestring path) :element-type '(unsigned-byte 8))
-     (let ((head (make-array 4 :element-type '(unsigned-byte 8))))
-       (and (= 4 (read-sequence head s)) (equalp head #(71 71 85 70)))))))
+(defun tokenizer-file-kind (path)
+  "What the file PATH holds: :GGUF when it starts with GGUF's magic, else
+:JSON; a tokenizer.json larger than *TOKENIZER-LIMITS* allows is refused
+(MODEL:TOKENIZER-ERROR) before it is read, a file that cannot be opened
+signals FILE-IO-ERROR."
+  (multiple-value-bind (stream size) (open-input-octets path :what "a GGUF file or a tokenizer.json")
+    (with-open-stream (s stream)
+      (let ((head (make-array 4 :element-type '(unsigned-byte 8)))
+            (limit (getf *tokenizer-limits* :json-bytes)))
+        (cond ((and (= 4 (read-sequence head s)) (equalp head #(71 71 85 70))) :gguf)
+              ((> size limit)
+               (model:tokenizer-error path "expected a tokenizer.json of at most ~D bytes, found ~D"
+                                      limit size))
+              (t :json))))))
 
 (defun gguf-file-tokenizer (f path)
   "The tokenizer of the GGUF file object F (read from PATH)."
@@ -412,11 +408,11 @@ pre-tokenizer), a malformed or oversized file or a merge naming an unknown
 token signals MODEL:TOKENIZER-ERROR naming PATH and what is wrong; a file
 that is not valid GGUF or JSON signals GGUF:GGUF-ERROR or JSON-ERROR."
   (let ((name (absolute-namestring path)))
-    (if (gguf-magic-p name)
+    (if (eq :gguf (tokenizer-file-kind name))
         (let ((f (gguf:read name)))
           (unwind-protect (gguf-file-tokenizer f name)
             (gguf:close f)))
-        (build-tokenizer (json-tokenizer-spec (read-tokenizer-json name) name) name))))
+        (build-tokenizer (json-tokenizer-spec (read-json-file name) name) name))))
 
 (defun tokenizer-of (source where)
   "SOURCE's tokenizer: SOURCE itself, or the tokenizer of an encoder from
@@ -511,13 +507,7 @@ blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
 else FILE-IO-ERROR).  A final line without a newline counts; an empty file
 has no lines.  Answers the number of lines."
   (let* ((name (absolute-namestring path))
-         (stream (handler-case (progn
-                                 (unless (eq (path-kind name) :file)
-                                   (file-io-error name "expected a regular file of texts, found ~
-~:[nothing~;~:*a ~(~A~)~]" (path-kind name)))
-                                 (open (native-namestring name) :element-type '(unsigned-byte 8)))
-                   (file-error (c)
-                     (file-io-error name "expected a readable file, found ~A" c)))))
+         (stream (open-input-octets name :what "a file of texts")))
     (with-open-stream (s stream)
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))

@@ -356,3 +356,16 @@ function of the parsed data that changes it) was applied, or NIL."
                                                          (equalp ids (model:tokenize tok text)))
                                                        texts expected)))))))
     (is (every #'identity (mapcar #'mp:process-join threads)))))
+
+(test tokenizer-files-with-wildcard-characters-in-their-names
+  ;; OPEN would take "*" and "[" for wildcards: the files are opened by
+  ;; their bytes, as the C readers open theirs.
+  (let* ((texts (tmp-path "we*ird[1].txt"))
+         (json (tmp-path "tok*[2].json")))
+    (sh "printf 'Hello world\\n' > \"$1\" && cp \"$2\" \"$3\"" texts (cdr (converted)) json)
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" (gpt2-file) "--file" texts))
+      (is (= 0 code) "~A" err)
+      (is (string= (format nil "15496 995~%") out)))
+    (is (equalp (model:tokenize (model:load-tokenizer (cdr (converted))) "ab")
+                (model:tokenize (model:load-tokenizer json) "ab")))
+    (sh "rm -f \"$1\" \"$2\"" texts json)))
