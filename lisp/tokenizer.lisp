@@ -45,6 +45,10 @@ use are a few tens of megabytes), and the most tokens and merges a
 tokenizer may have: anything beyond is refused before it is parsed or
 built.")
 
+(defparameter *max-id-gaps* 65536
+  "The most ids below a tokenizer.json's largest id that may have no
+token (each becomes an unused [PADn] token).")
+
 (defparameter *gpt2-pre-tokenizers*
   '("gpt-2" "phi-2" "jina-es" "jina-de" "gigachat" "jina-v2-es" "jina-v2-de" "a.x-4.0"
     "mellum" "modern-bert" "jina-v1-en" "jina-v2-code" "roberta-bpe" "exaone4"
@@ -269,16 +273,21 @@ naming PATH, the key and what it found."
                      (when (flag "rstrip") (push id rstrip))))))
       (when (zerop (hash-table-count by-id))
         (fail "model.vocab: expected at least one token, found none"))
-      (let ((n (1+ (loop for id being the hash-keys of by-id maximize id))))
-        ;; a gap is found before anything of N elements is allocated
-        (when (> n (hash-table-count by-id))
-          (fail "model.vocab: expected ids 0 to ~D without a gap, found no token of id ~D" (1- n)
-                (loop for id from 0 unless (gethash id by-id) return id))))
-      (let* ((n (hash-table-count by-id))
-             (tokens (make-array n))
+      (let* ((n (1+ (loop for id being the hash-keys of by-id maximize id)))
+             (tokens (progn
+                       ;; Ids without a token become unused [PADn] tokens, as
+                       ;; the converter writes them; so many that the array
+                       ;; would be mostly gaps is refused before it is made.
+                       (when (> (- n (hash-table-count by-id)) *max-id-gaps*)
+                         (fail "model.vocab: expected ids 0 to ~D with at most ~D without a token, ~
+found ~D without one (the first: ~D)" (1- n) *max-id-gaps* (- n (hash-table-count by-id))
+                               (loop for id from 0 unless (gethash id by-id) return id)))
+                       (make-array n)))
              (type-vector (make-array n :element-type '(signed-byte 32) :initial-element 1)))
         (dotimes (id n)
-          (setf (aref tokens id) (gethash id by-id)))
+          (setf (aref tokens id)
+                (or (gethash id by-id)
+                    (progn (setf (aref type-vector id) 5) (format nil "[PAD~D]" id)))))
         (maphash (lambda (id type) (setf (aref type-vector id) type)) types)
         (let ((merges (map 'simple-vector
                            (let ((i -1))

@@ -163,7 +163,21 @@ function of the parsed data that changes it) was applied, or NIL."
                              (gethash "added_tokens" d) (vector)))
            "model.vocab" "at least one token")
     (check (lambda (d) (setf (gethash "far" (gethash "vocab" (gethash "model" d))) 16000000))
-           "without a gap")))
+           "without a token" "16000000")))
+
+(test json-reader-fills-a-few-gaps
+  ;; Ids without a token become unused [PADn] tokens, as the converter
+  ;; writes them into the GGUF file; the other ids are unchanged.
+  (let ((data (converted-json)) (plain (model:load-tokenizer (cdr (converted)))))
+    (setf (gethash "far" (gethash "vocab" (gethash "model" data))) (+ 10 (model:vocabulary-size plain)))
+    (let ((path (json-file (json-data data))))
+      (unwind-protect
+           (let ((tok (model:load-tokenizer path)))
+             (is (= (+ 11 (model:vocabulary-size plain)) (model:vocabulary-size tok)))
+             (is (string= (format nil "[PAD~D]" (model:vocabulary-size plain))
+                          (model:token-piece tok (model:vocabulary-size plain))))
+             (is (equalp (model:tokenize plain "Hello far [PAD7]") (model:tokenize tok "Hello far [PAD7]"))))
+        (ignore-errors (delete-file path))))))
 
 (defun obj (&rest kvs)
   (let ((h (make-hash-table :test 'equal)))
