@@ -118,6 +118,7 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory all $(C_TESTS) tools
 	@sh tests/fetch-llama-lib.sh
+	@sh tests/fetch-tokenizer-refs.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
 check-c: $(C_TESTS)

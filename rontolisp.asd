@@ -59,6 +59,7 @@ command-line tools built on them."
                (:file "bench")
                (:file "model-scratch")
                (:file "model")
+               (:file "tokenizer")
                (:file "model-bench")
                (:file "model-quantize")
                (:file "eval")))

@@ -407,3 +407,20 @@ wrong shape; PATH names the file."))
 (defun model::model-error (path control &rest args)
   "Signal MODEL:MODEL-ERROR about the GGUF file PATH."
   (error 'model::model-error :path path :message (error-message path control args)))
+
+;;; Tokenizers (tokenizer.lisp).
+
+(define-condition model::tokenizer-error (rontolisp-error)
+  ((path :initarg :path :initform nil :reader model::tokenizer-error-path))
+  (:documentation "A tokenizer that cannot be built or used: a GGUF file or
+tokenizer.json of another kind (SentencePiece, WordPiece, another
+pre-tokenizer), a malformed or oversized one, a text that is not UTF-8, an
+id outside the vocabulary.  PATH names the tokenizer's file (or NIL)."))
+
+(setf (documentation 'model::tokenizer-error-path 'function)
+      "The file a MODEL:TOKENIZER-ERROR is about, or NIL.")
+
+(defun model::tokenizer-error (path control &rest args)
+  "Signal MODEL:TOKENIZER-ERROR about the tokenizer file PATH (NIL leaves
+the file out of the message)."
+  (error 'model::tokenizer-error :path path :message (error-message path control args)))

@@ -216,7 +216,9 @@ without a token becoming [PADn] as upstream writes them.  TOKEN-TYPES, when
 given, is token_type_count (the decision head's type embeddings);
 TOKENIZER-CONFIG (the data of TOKENIZER-CONFIG-PATH) names the special
 tokens; TEMPLATE is the chat template (default: tokenizer_config's).
-CONFIG-PATH names the file that gives VOCAB-SIZE, for errors."
+CONFIG-PATH names the file that gives VOCAB-SIZE, for errors.  A tokenizer
+that MODEL:LOAD-TOKENIZER would refuse (another kind, a merge naming an
+unknown token) is a CONVERT-ERROR with its reason."
   (json-object tok path)
   (let* ((model (json-object (cfg tok "model" path :type 'hash-table) path "model"))
          (vocab (cfg model "vocab" path :type 'hash-table))
@@ -263,6 +265,13 @@ CONFIG-PATH names the file that gives VOCAB-SIZE, for errors."
                                (cfg tokenizer-config "chat_template" tokenizer-config-path
                                     :type 'string :default nil))))
             (cls (id-of "cls_token" "[CLS]")) (sep (id-of "sep_token" "[SEP]")))
+        ;; The tokenizer the GGUF file will hold must be one MODEL:TOKENIZE
+        ;; builds: the reader of tokenizer.json refuses another kind
+        ;; (another pre-tokenizer, BPE dropout...), the builder a merge
+        ;; naming an unknown token.
+        (handler-case (build-tokenizer (json-tokenizer-spec tok path) path)
+          (model:tokenizer-error (c)
+            (error 'convert-error :path path :message (rontolisp-error-message c))))
         (remove nil
                 (list (list "tokenizer.ggml.model" :string "gpt2")
                       (list "tokenizer.ggml.pre" :string pre)

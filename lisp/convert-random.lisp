@@ -49,10 +49,38 @@ intermediate size (the GLU's half), decision-head layers, attention heads.")
 (defparameter *special-tokens* '("[PAD]" "[UNK]" "[CLS]" "[SEP]" "[MASK]")
   "The special tokens at ids 0-4: [CLS]=2, [SEP]=3, [MASK]=4.")
 
+(defun byte-level-component (&key add-prefix-space)
+  "A ByteLevel pre-tokenizer, post-processor or decoder of a tokenizer.json
+(as the Lisp data WRITE-JSON takes), every field written as Hugging Face
+tokenizers writes it: GPT-2's expression (use_regex), trimmed offsets."
+  (list :object (cons "type" "ByteLevel")
+        (cons "add_prefix_space" (if add-prefix-space :true :false))
+        (cons "trim_offsets" :true) (cons "use_regex" :true)))
+
+(defun special-template (cls sep)
+  "A TemplateProcessing post-processor adding the tokens CLS and SEP, each
+a (text . id): CLS A SEP for one sequence, CLS A SEP B SEP for a pair."
+  (flet ((special (tok type) (list :object (cons "SpecialToken" (list :object (cons "id" (car tok))
+                                                                       (cons "type_id" type)))))
+         (seq (name type) (list :object (cons "Sequence" (list :object (cons "id" name)
+                                                                (cons "type_id" type)))))
+         (entry (tok) (cons (car tok) (list :object (cons "id" (car tok))
+                                            (cons "ids" (vector (cdr tok)))
+                                            (cons "tokens" (vector (car tok)))))))
+    (list :object (cons "type" "TemplateProcessing")
+          (cons "single" (vector (special cls 0) (seq "A" 0) (special sep 0)))
+          (cons "pair" (vector (special cls 0) (seq "A" 0) (special sep 0)
+                               (seq "B" 1) (special sep 1)))
+          (cons "special_tokens" (list :object (entry cls) (entry sep))))))
+
 (defun random-tokenizer (vocab)
   "A Hugging Face tokenizer.json (as the Lisp data WRITE-JSON takes) of
 VOCAB tokens: the specials, the 256 byte-level symbols, then merges of
-pairs of printable ASCII characters."
+pairs of printable ASCII characters.  Complete as Hugging Face tokenizers
+exports one (every field of the ByteLevel pre-tokenizer and decoder and of
+the BPE model), so that library loads it; its post-processor adds [CLS]
+and [SEP] as the GGUF the converter writes from it says (bos [CLS], eos
+[SEP], both added)."
   (let* ((alphabet (byte-level-alphabet))
          (tokens (append *special-tokens* (coerce alphabet 'list)))
          (merges '()))
@@ -62,9 +90,12 @@ pairs of printable ASCII characters."
                    while (< (+ (length tokens) (length merges)) vocab)
                    do (push (format nil "~A ~A" a b) merges)))
     (setf merges (reverse merges))
-    (let ((all (append tokens (mapcar (lambda (m) (remove #\Space m)) merges))))
+    (let ((all (append tokens (mapcar (lambda (m) (remove #\Space m)) merges)))
+          (id (lambda (tok) (cons tok (position tok *special-tokens* :test #'string=)))))
       (list :object
             (cons "version" "1.0")
+            (cons "truncation" :null)
+            (cons "padding" :null)
             (cons "added_tokens"
                   (coerce (loop for tok in *special-tokens* for id from 0
                                 collect (list :object (cons "id" id) (cons "content" tok)
@@ -74,9 +105,15 @@ pairs of printable ASCII characters."
                                               (cons "special" :true)))
                           'vector))
             (cons "normalizer" (list :object (cons "type" "NFC")))
-            (cons "pre_tokenizer" (list :object (cons "type" "ByteLevel")
-                                        (cons "add_prefix_space" :false)))
-            (cons "model" (list :object (cons "type" "BPE") (cons "ignore_merges" :false)
+            (cons "pre_tokenizer" (byte-level-component))
+            (cons "post_processor" (special-template (funcall id "[CLS]") (funcall id "[SEP]")))
+            (cons "decoder" (byte-level-component :add-prefix-space t))
+            (cons "model" (list :object (cons "type" "BPE") (cons "dropout" :null)
+                                (cons "unk_token" "[UNK]")
+                                (cons "continuing_subword_prefix" "")
+                                (cons "end_of_word_suffix" "")
+                                (cons "fuse_unk" :false) (cons "byte_fallback" :false)
+                                (cons "ignore_merges" :false)
                                 (cons "vocab" (cons :object (loop for tok in all for id from 0
                                                                   collect (cons tok id))))
                                 (cons "merges" (coerce merges 'vector))))))))

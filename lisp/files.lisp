@@ -88,6 +88,17 @@ WHAT (a string such as \"a JSON file\") says what was expected."
   (multiple-value-bind (octets message) (%read-file-octets (path-octets path) what)
     (or octets (file-io-error (namestring path) "~A" message))))
 
+(defun open-input-octets (path &key (what "a regular file"))
+  "An (unsigned-byte 8) input stream on the regular file PATH (any name: a
+\"*\" or \"[\" is no wildcard) and the file's size, to be closed by the
+caller.  A missing file, a directory, FIFO or device signals FILE-IO-ERROR
+naming PATH; WHAT says what was expected."
+  (multiple-value-bind (fd size-or-message) (%open-input (path-octets path) what)
+    (unless fd
+      (file-io-error (namestring path) "~A" size-or-message))
+    (values (ext:make-stream-from-fd fd :input :element-type '(unsigned-byte 8))
+            size-or-message)))
+
 (defun write-file-atomically (path chunks)
   "Write CHUNKS, a list of (unsigned-byte 8) vectors, one after the other
 to the file PATH, atomically (see the file's header).  Answers PATH; a

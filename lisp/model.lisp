@@ -18,9 +18,11 @@
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
-work in (lisp/model-scratch.lisp)."
+work in (lisp/model-scratch.lisp), and its tokenizer once asked for
+(lisp/tokenizer.lisp)."
   path file hyperparameters token-embedding token-norm output-norm layers
-  (scratch (make-scratch-cache)))
+  (scratch (make-scratch-cache))
+  (tokenizer nil))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
@@ -559,18 +561,23 @@ lines~;an empty file~]" (zerop (length octets))))))
   (intern (string-upcase choice) "KEYWORD"))
 
 (define-command "embed" (file)
-    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
-     :summary "run a modern-bert encoder on token ids and print its hidden states"
+    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
+     :summary "run a modern-bert encoder on token ids (or texts) and print its hidden states"
      :details "The forward pass of SPEC 9 on each token sequence: one line of floats
 per token (pooling none) or one line per sequence (mean, cls).  With --json,
 one JSON object per sequence and line: file, tokens, pooling, activations,
 embeddings.  A decision head in the file is ignored.  --tokens-file is UTF-8
-text; one with no token id is an error.  A NaN or infinity in the hidden
+text; one with no token id is an error.  --text and --text-file (one text per
+line, read line by line) are tokenized by the file's own tokenizer with its
+bos and eos tokens, then embedded: the same numbers as --tokens with those
+ids; a text that is not UTF-8 is an error naming its byte offset.  A NaN or infinity in the hidden
 states is an error naming the layer and the step that made it."
      :options ((tokens "--tokens IDS" :help "one sequence: token ids separated by commas")
                (tokens-file "--tokens-file F"
                             :help "a file of sequences, one per line (ids separated by
 commas or blanks)")
+               (text "--text TEXT" :help "one text, tokenized by the file's tokenizer")
+               (text-file "--text-file F" :help "a file of texts, one per line")
                (pooling "--pooling MODE" :parse (choice-parser '("none" "mean" "cls")
                                                                :key #'option-keyword)
                         :default :none :help "none (default), mean or cls")
@@ -581,27 +588,40 @@ q8 (default) or q8x2 (SPEC 4.1)")
                (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
                      :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
                (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))
-  (unless (and (or tokens tokens-file) (not (and tokens tokens-file)))
-    (usage-error "expected exactly one of --tokens and --tokens-file"))
-  (let* ((sequences (if tokens
-                        (list (parse-token-list tokens "--tokens"))
-                        (read-token-file tokens-file)))
+  (unless (= 1 (count-if #'identity (list tokens tokens-file text text-file)))
+    (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
+  (let* ((sequences (cond (tokens (list (parse-token-list tokens "--tokens")))
+                          (tokens-file (read-token-file tokens-file))))
          (encoder (model:load file)))
     (when (some #'null sequences)
       (usage-error "--tokens: expected at least one token id, found none"))
-    (dolist (ids sequences)
-      (let ((rows (embedding-rows (model:encode encoder ids :pooling pooling
-                                                            :activations activations
-                                                            :gelu gelu))))
-        (if json
-            (progn
-              (write-json (list :object (cons "file" file)
-                                (cons "tokens" (coerce ids 'vector))
-                                (cons "pooling" (string-downcase (symbol-name pooling)))
-                                (cons "activations" (string-downcase (symbol-name activations)))
-                                (cons "embeddings" rows))
-                          *standard-output*)
-              (terpri))
-            (loop for row across rows
-                  do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
+    (flet ((embed (ids)
+            (let ((rows (embedding-rows (model:encode encoder ids :pooling pooling
+                                                                  :activations activations
+                                                                  :gelu gelu))))
+              (if json
+                  (progn
+                    (write-json (list :object (cons "file" file)
+                                      (cons "tokens" (coerce ids 'vector))
+                                      (cons "pooling" (string-downcase (symbol-name pooling)))
+                                      (cons "activations" (string-downcase (symbol-name activations)))
+                                      (cons "embeddings" rows))
+                                *standard-output*)
+                    (terpri))
+                  (loop for row across rows
+                        do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
+      (cond (text (embed (coerce (model:tokenize encoder text) 'list)))
+            (text-file
+             (let ((tok (tokenizer-of encoder 'model:tokenize)))
+               (when (zerop (map-file-lines
+                             (lambda (octets number)
+                               (embed (coerce (handler-case (tokenize-octets tok octets t t)
+                                                (model:tokenizer-error (c)
+                                                  (model:tokenizer-error
+                                                   nil "~A line ~D: ~A" text-file number
+                                                   (rontolisp-error-message c))))
+                                              'list)))
+                             text-file))
+                 (file-io-error text-file "expected texts, one per line, found an empty file"))))
+            (t (mapc #'embed sequences)))))
   0)

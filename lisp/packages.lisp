@@ -98,11 +98,14 @@ model container."))
   (:shadow "LOAD")
   (:export
    "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
-   "MODEL-ERROR" "MODEL-ERROR-PATH")
+   "MODEL-ERROR" "MODEL-ERROR-PATH"
+   ;; tokenizer.lisp
+   "LOAD-TOKENIZER" "TOKENIZE" "DETOKENIZE" "TOKENIZER" "TOKENIZER-P" "TOKEN-PIECE"
+   "VOCABULARY-SIZE" "TOKENIZER-ERROR" "TOKENIZER-ERROR-PATH")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
 MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
 forward pass (SPEC 9) on token ids, Lisp driving the graph and the VEC
-kernels doing the arithmetic."))
+kernels doing the arithmetic; MODEL:TOKENIZE turns text into those ids."))
 
 (defpackage "RONTOLISP-USER"
   (:use "CL")

@@ -90,4 +90,9 @@ rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char 
  * range; *LEN its length. */
 const char *rl_tok_piece(const rl_tok *t, int32_t id, size_t *len);
 
+/* The end of the pre-tokenizer's piece (GPT-2's expression, written out in
+ * doc/tokenizer.md) that starts at byte AT of TEXT (LEN bytes of valid
+ * UTF-8, AT < LEN, AT the end of the previous piece or 0). */
+size_t rl_tok_split_next(const char *text, size_t len, size_t at);
+
 #endif

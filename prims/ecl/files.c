@@ -232,6 +232,32 @@ static cl_object rl_prim_path_kind(cl_object path) {
     ecl_return1(ecl_process_env(), rl_keyword(kind));
 }
 
+/* (%open-input path-octets what) -> (values fd size): the regular file
+ * PATH opened for reading (as the C readers open theirs; WHAT names the
+ * kind expected), for a Lisp stream to read in blocks; or NIL and a
+ * message.  OPEN on the name would take "*" and "[" for wildcards. */
+static cl_object rl_prim_open_input(cl_object path, cl_object what) {
+    char pbuf[4096], wbuf[128], msg[RL_GGUF_MSG_SIZE];
+    struct stat st;
+    int fd;
+    rl_octets("%OPEN-INPUT", 1, path, &(cl_index){0});
+    if (!ECL_STRINGP(what) || !ecl_fits_in_base_string(what))
+        rl_type_error("%OPEN-INPUT", 2, what, RL_T_STRING);
+    what = si_coerce_to_base_string(what);
+    snprintf(wbuf, sizeof wbuf, "%.*s", (int)ecl_length(what), (const char *)what->base_string.self);
+    if (!rl_path("%OPEN-INPUT", path, pbuf, sizeof pbuf, msg, sizeof msg))
+        ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    fd = rl_gguf_open_regular(pbuf, wbuf, msg, sizeof msg);
+    if (fd < 0)
+        ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    if (fstat(fd, &st) != 0) {
+        snprintf(msg, sizeof msg, "cannot stat: %s", strerror(errno));
+        close(fd);
+        ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    ecl_return2(ecl_process_env(), ecl_make_fixnum(fd), ecl_make_uint64_t((uint64_t)st.st_size));
+}
+
 /* (%delete-path path-octets) -> T, or NIL and a message: the file (not a
  * directory) PATH removed. */
 static cl_object rl_prim_delete_path(cl_object path) {
@@ -346,6 +372,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
     RL_PRIM("%SET-END", rl_prim_set_end, 0),
     RL_PRIM("%PATH-KIND", rl_prim_path_kind, 1),
+    RL_PRIM("%OPEN-INPUT", rl_prim_open_input, 2),
     RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
     RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "prims/tokenizer.h"
 #include "prims/utf8.h"
 
 /* ---- symbols made once --------------------------------------------- */
@@ -49,7 +50,8 @@ void rl_glue_init(void) {
     static const struct { const char *name, *pkg; } conds[RL_C_COUNT] = {
         {"RONTOLISP-ERROR", "RONTOLISP"}, {"INDEX-ERROR", "RONTOLISP"},
         {"SHAPE-ERROR", "RONTOLISP"}, {"FILE-CLOSED-ERROR", "GGUF"}};
-    static const char *const tags[RL_H_COUNT] = {"GGUF-FILE", "GGUF-WRITER", "SAFETENSORS"};
+    static const char *const tags[RL_H_COUNT] = {"GGUF-FILE", "GGUF-WRITER", "SAFETENSORS",
+                                                          "TOKENIZER"};
     for (int t = 0; t < RL_T_COUNT; t++)
         if (types[t])
             rl_types[t] = ecl_make_symbol(types[t], "CL");
@@ -319,6 +321,8 @@ void rl_release(cl_object h) {
     h->foreign.data = NULL;
     if (h->foreign.tag == rl_handle_tags[RL_H_GGUF_WRITER])
         rl_gguf_writer_free(p);
+    else if (h->foreign.tag == rl_handle_tags[RL_H_TOKENIZER])
+        rl_tok_free(p);
 }
 
 static cl_object rl_finalize_handle(cl_object h) {

@@ -143,11 +143,13 @@ cl_object rl_string_from_utf8(const char *p, uint64_t n);
 
 /* ---- foreign handles ---------------------------------------------------
  * A C object owned by Lisp (a mapped GGUF or safetensors file, a GGUF
- * writer) is a foreign-data object tagged with its kind.  Its pointer
+ * writer, a tokenizer) is a foreign-data object tagged with its kind.  Its pointer
  * becomes NULL when released -- explicitly (gguf:close) or by the
  * finalizer, the safety net -- so a later use signals, never reads freed
  * memory. */
-typedef enum { RL_H_GGUF_FILE, RL_H_GGUF_WRITER, RL_H_SAFETENSORS, RL_H_COUNT } rl_handle_kind;
+typedef enum {
+    RL_H_GGUF_FILE, RL_H_GGUF_WRITER, RL_H_SAFETENSORS, RL_H_TOKENIZER, RL_H_COUNT
+} rl_handle_kind;
 
 int rl_handle_p(cl_object h, rl_handle_kind kind);
 

@@ -1,0 +1,215 @@
+/* tokenizer.c - the byte-level BPE tokenizer (prims/tokenizer.h) seen from
+ * Lisp (lisp/tokenizer.lisp).
+ *
+ * The readers of GGUF keys and of tokenizer.json are Lisp; they hand the
+ * spec over as flat arrays (every token's UTF-8 bytes one after the other
+ * with their end offsets, the same for the merges), so building needs no
+ * Lisp object per token on the C side.  A tokenizer is a foreign handle
+ * freed by the collector (never explicitly: encode may run on another
+ * thread).  Like the file glue, a failure is not signalled here: the
+ * primitives answer (values nil status-keyword message) and the Lisp side
+ * signals the project's condition with the file's path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prims/ecl/glue.h"
+#include "prims/tokenizer.h"
+
+#define RL_TOK_MSG 512
+
+/* (values nil status message) */
+static cl_object rl_tok_failure(rl_tok_status st, const char *msg) {
+    const cl_env_ptr env = ecl_process_env();
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_tok_status_name(st)),
+                rl_string_from_utf8(msg, strlen(msg)));
+}
+
+/* The strings of BYTES cut at ENDS (each end the offset one past its
+ * string; arguments POS and POS+1 of FN), checked: their data into *DATA
+ * and *ENDP.  Answers the count. */
+static size_t rl_tok_strings(const char *fn, int pos, cl_object bytes, cl_object ends,
+                             const uint8_t **data, const uint64_t **endp) {
+    cl_index nb = 0, ne = 0;
+    const uint8_t *b = rl_octets(fn, pos, bytes, &nb);
+    const uint64_t *e = rl_simple_data(ends, ecl_aet_b64, &ne);
+    uint64_t prev = 0;
+    if (!e)
+        rl_type_error(fn, pos + 1, ends, RL_T_VECTOR);
+    for (cl_index i = 0; i < ne; i++) {
+        if (e[i] < prev || e[i] > nb)
+            rl_signal(RL_C_ERROR, "%s: end %llu of string %lu is outside %llu..%lu", fn,
+                      (unsigned long long)e[i], (unsigned long)i, (unsigned long long)prev,
+                      (unsigned long)nb);
+        prev = e[i];
+    }
+    *data = b;
+    *endp = e;
+    return ne;
+}
+
+/* Pointer and length arrays of those strings, malloc'd into *PTRS and
+ * *LENS; 0 on out-of-memory. */
+static int rl_tok_split(const uint8_t *data, const uint64_t *ends, size_t n, const char ***ptrs,
+                        size_t **lens) {
+    *ptrs = malloc((n ? n : 1) * sizeof **ptrs);
+    *lens = malloc((n ? n : 1) * sizeof **lens);
+    if (!*ptrs || !*lens)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t start = i ? ends[i - 1] : 0;
+        (*ptrs)[i] = (const char *)data + start;
+        (*lens)[i] = (size_t)(ends[i] - start);
+    }
+    return 1;
+}
+
+static const int32_t *rl_tok_i32s(const char *fn, int pos, cl_object v, cl_index *n) {
+    const int32_t *p = rl_simple_data(v, ecl_aet_i32, n);
+    if (!p)
+        rl_type_error(fn, pos, v, RL_T_VECTOR);
+    return p;
+}
+
+/* (%tok-new token-bytes token-ends types merge-bytes merge-ends params
+ *           lstrip-ids rstrip-ids)
+ * -> handle, or (values nil status message).  TYPES, PARAMS and the id
+ * lists are (signed-byte 32) vectors, the ends (unsigned-byte 64); PARAMS
+ * is #(unk bos eos add-bos add-eos nfc ignore-merges), -1 for no id and 0
+ * or 1 for the flags. */
+static cl_object rl_prim_tok_new(cl_object tbytes, cl_object tends, cl_object types,
+                                 cl_object mbytes, cl_object mends, cl_object params,
+                                 cl_object lstrip, cl_object rstrip) {
+    static const char fn[] = "%TOK-NEW";
+    const uint8_t *td, *md;
+    const uint64_t *te, *me;
+    cl_index ntypes = 0, nparams = 0, nl = 0, nr = 0;
+    size_t nt = rl_tok_strings(fn, 1, tbytes, tends, &td, &te);
+    const int32_t *ty = rl_tok_i32s(fn, 3, types, &ntypes);
+    size_t nm = rl_tok_strings(fn, 4, mbytes, mends, &md, &me);
+    const int32_t *pa = rl_tok_i32s(fn, 6, params, &nparams);
+    const int32_t *ls = rl_tok_i32s(fn, 7, lstrip, &nl);
+    const int32_t *rs = rl_tok_i32s(fn, 8, rstrip, &nr);
+    const char **tp = NULL, **mp = NULL;
+    size_t *tl = NULL, *ml = NULL;
+    char msg[RL_TOK_MSG] = "";
+    rl_tok *t = NULL;
+    rl_tok_status st;
+    rl_tok_spec spec;
+    if (ntypes != nt)
+        rl_signal(RL_C_ERROR, "%s: expected %lu token types, found %lu", fn, (unsigned long)nt,
+                  (unsigned long)ntypes);
+    if (nparams != 7)
+        rl_signal(RL_C_ERROR, "%s: expected 7 parameters, found %lu", fn, (unsigned long)nparams);
+    /* validated: allocate, build, free, then answer */
+    if (!rl_tok_split(td, te, nt, &tp, &tl) || !rl_tok_split(md, me, nm, &mp, &ml)) {
+        st = RL_TOK_NOMEM;
+        snprintf(msg, sizeof msg, "expected memory for %lu tokens and %lu merges, found none",
+                 (unsigned long)nt, (unsigned long)nm);
+    } else {
+        memset(&spec, 0, sizeof spec);
+        spec.n_tokens = nt;
+        spec.tokens = tp;
+        spec.token_lens = tl;
+        spec.token_types = ty;
+        spec.n_merges = nm;
+        spec.merges = mp;
+        spec.merge_lens = ml;
+        spec.unk_id = pa[0];
+        spec.bos_id = pa[1];
+        spec.eos_id = pa[2];
+        spec.add_bos = pa[3] != 0;
+        spec.add_eos = pa[4] != 0;
+        spec.nfc = pa[5] != 0;
+        spec.ignore_merges = pa[6] != 0;
+        spec.lstrip_ids = ls;
+        spec.n_lstrip = nl;
+        spec.rstrip_ids = rs;
+        spec.n_rstrip = nr;
+        st = rl_tok_new(&spec, &t, msg, sizeof msg);
+    }
+    free(tp);
+    free(tl);
+    free(mp);
+    free(ml);
+    if (st != RL_TOK_OK)
+        return rl_tok_failure(st, msg);
+    ecl_return1(ecl_process_env(), rl_make_handle(RL_H_TOKENIZER, t));
+}
+
+static rl_tok *rl_tok_arg(const char *fn, cl_object h) {
+    return rl_handle(fn, h, RL_H_TOKENIZER, RL_C_ERROR, "tokenizer");
+}
+
+/* (%tok-encode handle octets add-special parse-special) -> a simple vector
+ * of fixnum ids, or (values nil status message). */
+static cl_object rl_prim_tok_encode(cl_object h, cl_object text, cl_object add_special,
+                                    cl_object parse_special) {
+    static const char fn[] = "%TOK-ENCODE";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_index n = 0;
+    const uint8_t *p = rl_octets(fn, 2, text, &n);
+    int32_t *ids = NULL;
+    size_t nids = 0;
+    char msg[RL_TOK_MSG] = "";
+    rl_tok_status st = rl_tok_encode(t, (const char *)p, n, add_special != ECL_NIL,
+                                     parse_special != ECL_NIL, &ids, &nids, msg, sizeof msg);
+    cl_object out;
+    if (st != RL_TOK_OK) {
+        free(ids);
+        return rl_tok_failure(st, msg);
+    }
+    /* Only allocation happens while IDS is live, and ECL treats running
+     * out of heap as fatal. */
+    out = ecl_alloc_simple_vector((cl_index)nids, ecl_aet_fix);
+    for (size_t i = 0; i < nids; i++)
+        out->vector.self.fix[i] = ids[i];
+    free(ids);
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%tok-decode handle ids) -> the text of IDS (a (signed-byte 32) vector)
+ * as a string, bytes that are not UTF-8 as U+DC80..U+DCFF; or (values nil
+ * status message). */
+static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
+    static const char fn[] = "%TOK-DECODE";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_index n = 0;
+    const int32_t *p = rl_tok_i32s(fn, 2, ids, &n);
+    char *text = NULL;
+    size_t len = 0;
+    char msg[RL_TOK_MSG] = "";
+    rl_tok_status st = rl_tok_decode(t, p, n, &text, &len, msg, sizeof msg);
+    cl_object out;
+    if (st != RL_TOK_OK) {
+        free(text);
+        return rl_tok_failure(st, msg);
+    }
+    out = rl_string_from_utf8(text, len); /* as in %tok-encode */
+    free(text);
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%tok-piece handle id) -> token ID's text as stored, or NIL. */
+static cl_object rl_prim_tok_piece(cl_object h, cl_object id) {
+    static const char fn[] = "%TOK-PIECE";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_fixnum i = rl_arg_fixnum(fn, 2, id, 0, INT32_MAX);
+    size_t len = 0;
+    const char *p = rl_tok_piece(t, (int32_t)i, &len);
+    ecl_return1(ecl_process_env(), p ? rl_string_from_utf8(p, len) : ECL_NIL);
+}
+
+/* (%tok-vocab-size handle) -> the number of tokens. */
+static cl_object rl_prim_tok_vocab_size(cl_object h) {
+    rl_tok *t = rl_tok_arg("%TOK-VOCAB-SIZE", h);
+    ecl_return1(ecl_process_env(), ecl_make_uint64_t(rl_tok_vocab_size(t)));
+}
+
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%TOK-NEW", rl_prim_tok_new, 8),
+    RL_PRIM("%TOK-ENCODE", rl_prim_tok_encode, 4),
+    RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 2),
+    RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),
+    RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),
+};
+RL_PRIM_TABLE(rl_tokenizer_prims, "RONTOLISP", rl_defs);

@@ -1,0 +1,385 @@
+;;;; test-tokenizer.lisp - text to token ids (lisp/tokenizer.lisp): the GGUF
+;;;; and tokenizer.json readers on the converter's own output, GPT-2's real
+;;;; vocabulary, the refusals, `rontolisp tokenize' and `embed --text'.
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite tokenizer :in all :description "Tokenizers, `tokenize' and `embed --text'.")
+(in-suite tokenizer)
+
+(defvar *tok-converted* nil
+  "(gguf-path . tokenizer.json-path) of `convert --random s1-pico' with
+--write-laya, made once per run.")
+
+(defun converted ()
+  "The converter's GGUF file and the tokenizer.json it wrote beside it."
+  (or *tok-converted*
+      (let ((gguf (tmp-path "pico.gguf")) (dir (tmp-path "laya")))
+        (multiple-value-bind (code out err)
+            (run-exe (list "convert" "--random" "s1-pico" gguf "--write-laya" dir "--type" "f32"))
+          (declare (ignore out))
+          (assert (eql 0 code) () "convert --random failed: ~A" err))
+        (setf *tok-converted* (cons gguf (format nil "~A/tokenizer/tokenizer.json" dir))))))
+
+(defparameter *tok-texts*
+  (list "Hello world" "" "  two  spaces, and a tab	here" "[CLS] special [MASK] tokens [SEP]"
+        "don't we'll it's" "numbers 12345 and 3.14" "café naïve Ωμέγα 日本語 🙂"
+        (format nil "line one~%line two~%") "e\u0301 (a decomposed é)" "[MASK]x  [MASK]")
+  "Texts both readers must give the same ids for.")
+
+(defun gpt2-file () (golden "vocab/ggml-vocab-gpt-2.gguf"))
+
+(test gpt-2-vocabulary-known-ids
+  ;; Ids that Hugging Face's GPT-2 tokenizer gives (and llama.cpp's
+  ;; test-tokenizer-0 lists for this file).
+  (let ((tok (model:load-tokenizer (gpt2-file))))
+    (is (= 50257 (model:vocabulary-size tok)))
+    (is (equalp #(15496 995) (model:tokenize tok "Hello world")))
+    (is (equalp #(18435 995) (model:tokenize tok " Hello world")))
+    (is (equalp #(1212 318 257 1332) (model:tokenize tok "This is a test")))
+    (is (string= "Hello world" (model:detokenize tok #(15496 995))))
+    (is (string= "Ġworld" (model:token-piece tok 995)))
+    ;; no add_bos_token key: nothing is added
+    (is (equalp (model:tokenize tok "Hello world" :add-special nil)
+                (model:tokenize tok "Hello world")))))
+
+(test readers-agree-on-converted-tokenizer
+  (let* ((files (converted))
+         (from-gguf (model:load-tokenizer (car files)))
+         (from-json (model:load-tokenizer (cdr files))))
+    (is (= (model:vocabulary-size from-gguf) (model:vocabulary-size from-json)))
+    (dolist (text *tok-texts*)
+      (dolist (parse '(t nil))
+        (let ((a (model:tokenize from-gguf text :add-special nil :parse-special parse))
+              (b (model:tokenize from-json text :add-special nil :parse-special parse)))
+          (is (equalp a b) "~S (parse-special ~A): GGUF ~A, tokenizer.json ~A" text parse a b)
+          (is (string= (model:detokenize from-gguf a) (model:detokenize from-json b))))))
+    ;; Special tokens are found in the text and decode as their text.
+    (let ((ids (model:tokenize from-gguf "[CLS]" :add-special nil)))
+      (is (equalp #(2) ids))
+      (is (string= "[CLS]" (model:detokenize from-gguf ids))))
+    (is (< 1 (length (model:tokenize from-gguf "[CLS]" :add-special nil :parse-special nil))))
+    ;; The GGUF file adds [CLS] and [SEP] (its add_bos/add_eos keys).
+    (let ((ids (model:tokenize from-gguf "ab")))
+      (is (= 2 (aref ids 0)))
+      (is (= 3 (aref ids (1- (length ids))))))
+    ;; Plain text round-trips.
+    (dolist (text *tok-texts*)
+      (is (string= text (model:detokenize from-json (model:tokenize from-json text :add-special nil
+                                                                                    :parse-special nil)))
+          "~S" text))))
+
+(test model-load-gives-the-tokenizer
+  (let* ((file (car (converted)))
+         (encoder (model:load file)))
+    (is (equalp (model:tokenize (model:load-tokenizer file) "Hello world")
+                (model:tokenize encoder "Hello world")))
+    (let ((ids (model:tokenize encoder "x")))
+      (is (and (vectorp ids) (every (lambda (id) (typep id 'fixnum)) ids))))
+    (is (string= "x" (model:detokenize encoder (model:tokenize encoder "x" :add-special nil))))))
+
+(defun tokenizer-error-message (thunk)
+  "The message of the MODEL:TOKENIZER-ERROR THUNK signals, or NIL."
+  (handler-case (progn (funcall thunk) nil)
+    (model:tokenizer-error (c) (rontolisp:rontolisp-error-message c))))
+
+(test refuses-other-kinds-by-name
+  (let ((m (tokenizer-error-message
+            (lambda () (model:load-tokenizer (golden "vocab/ggml-vocab-llama-spm.gguf"))))))
+    (is (and m (contains m "\"llama\"") (contains m "SentencePiece")) "~A" m))
+  (let ((m (tokenizer-error-message
+            (lambda () (model:load-tokenizer (golden "vocab/ggml-vocab-bert-bge.gguf"))))))
+    (is (and m (contains m "\"bert\"") (contains m "WordPiece")) "~A" m)))
+
+(defun gguf-with (changes)
+  "A copy of the converter's GGUF file with the metadata CHANGES, a list of
+(key type value) (type NIL: the key removed), as a file object."
+  (let* ((f (gguf:read (car (converted))))
+         (meta (loop for k in (gguf:keys f)
+                     unless (assoc k changes :test #'string=)
+                       collect (multiple-value-bind (v type) (gguf:value f k) (list k type v)))))
+    (gguf:make-file :metadata (append meta (loop for (k type v) in changes
+                                                 when type collect (list k type v))))))
+
+(test gguf-reader-refusals
+  (flet ((message (changes)
+           (tokenizer-error-message
+            (lambda () (rontolisp::gguf-file-tokenizer (gguf-with changes) "x.gguf")))))
+    (let ((m (message '(("tokenizer.ggml.pre" :string "llama-bpe")))))
+      (is (and m (contains m "tokenizer.ggml.pre") (contains m "\"llama-bpe\"")) "~A" m))
+    (let ((m (message '(("tokenizer.ggml.pre" nil nil)))))
+      (is (and m (contains m "tokenizer.ggml.pre") (contains m "found none")) "~A" m))
+    (let ((m (message '(("tokenizer.ggml.model" nil nil)))))
+      (is (and m (contains m "tokenizer.ggml.model") (contains m "found none")) "~A" m))
+    (let ((m (message '(("tokenizer.ggml.merges" (:array :string) #("! zz"))))))
+      (is (and m (contains m "x.gguf") (contains m "zz")) "~A" m))
+    (let ((m (message '(("skycmd.tokenizer.normalizer" :string "NFKC")))))
+      (is (and m (contains m "NFKC")) "~A" m))
+    ;; every name of GPT-2's expression is accepted
+    (is (null (message '(("tokenizer.ggml.pre" :string "gpt-2")))))))
+
+(defun json-file (value)
+  "A temporary file holding the text VALUE (a string) or the JSON VALUE (as
+WRITE-JSON takes it; JSON-DATA of test-convert.lisp makes it of parsed JSON)."
+  (let ((path (tmp-path "tokenizer.json")))
+    (if (stringp value)
+        (write-file-string path value)
+        (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
+          (rontolisp::write-json value s)))
+    path))
+
+(defun converted-json ()
+  "The converter's tokenizer.json, parsed."
+  (rontolisp:read-json-file (cdr (converted))))
+
+(defun json-refusal (mutate)
+  "The message refusing the converter's tokenizer.json after MUTATE (a
+function of the parsed data that changes it) was applied, or NIL."
+  (let ((data (converted-json)))
+    (funcall mutate data)
+    (let ((path (json-file (json-data data))))
+      (unwind-protect (tokenizer-error-message (lambda () (model:load-tokenizer path)))
+        (ignore-errors (delete-file path))))))
+
+(test json-reader-refusals
+  (flet ((check (mutate &rest needles)
+           (let ((m (json-refusal mutate)))
+             (is (and m (contains m "tokenizer.json") (every (lambda (n) (contains m n)) needles))
+                 "expected ~S in ~A" needles m))))
+    (check (lambda (d) (setf (gethash "type" (gethash "model" d)) "WordPiece")) "model" "WordPiece")
+    (check (lambda (d) (setf (gethash "pre_tokenizer" d) (obj "type" "Metaspace"))) "pre_tokenizer" "Metaspace")
+    (check (lambda (d) (setf (gethash "use_regex" (gethash "pre_tokenizer" d)) nil)) "use_regex")
+    (check (lambda (d) (setf (gethash "normalizer" d) (obj "type" "Lowercase"))) "normalizer" "Lowercase")
+    (check (lambda (d) (setf (gethash "dropout" (gethash "model" d)) 0.1d0)) "dropout")
+    (check (lambda (d) (setf (gethash "continuing_subword_prefix" (gethash "model" d)) "##"))
+           "continuing_subword_prefix")
+    (check (lambda (d) (setf (gethash "post_processor" d) (obj "type" "Foo"))) "post_processor" "Foo")
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "! nosuchtoken")))
+           "nosuchtoken")
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) (vector "a b c"))) "merges[0]")
+    ;; no tokens at all, and a gap in the ids (found before an array of
+    ;; the largest id is made)
+    (check (lambda (d) (setf (gethash "vocab" (gethash "model" d)) (obj)
+                             (gethash "added_tokens" d) (vector)))
+           "model.vocab" "at least one token")
+    (check (lambda (d) (setf (gethash "far" (gethash "vocab" (gethash "model" d))) 16000000))
+           "without a token" "16000000")))
+
+(test json-reader-fills-a-few-gaps
+  ;; Ids without a token become unused [PADn] tokens, as the converter
+  ;; writes them into the GGUF file; the other ids are unchanged.
+  (let ((data (converted-json)) (plain (model:load-tokenizer (cdr (converted)))))
+    (setf (gethash "far" (gethash "vocab" (gethash "model" data))) (+ 10 (model:vocabulary-size plain)))
+    (let ((path (json-file (json-data data))))
+      (unwind-protect
+           (let ((tok (model:load-tokenizer path)))
+             (is (= (+ 11 (model:vocabulary-size plain)) (model:vocabulary-size tok)))
+             (is (string= (format nil "[PAD~D]" (model:vocabulary-size plain))
+                          (model:token-piece tok (model:vocabulary-size plain))))
+             (is (equalp (model:tokenize plain "Hello far [PAD7]") (model:tokenize tok "Hello far [PAD7]"))))
+        (ignore-errors (delete-file path))))))
+
+(defun obj (&rest kvs)
+  (let ((h (make-hash-table :test 'equal)))
+    (loop for (k v) on kvs by #'cddr do (setf (gethash k h) v))
+    h))
+
+(test json-reader-template-post-processor
+  (let* ((data (converted-json)))
+    (setf (gethash "post_processor" data)
+          (obj "type" "TemplateProcessing"
+               "single" (vector (obj "SpecialToken" (obj "id" "[CLS]" "type_id" 0))
+                                (obj "Sequence" (obj "id" "A" "type_id" 0))
+                                (obj "SpecialToken" (obj "id" "[SEP]" "type_id" 0)))
+               "special_tokens" (obj "[CLS]" (obj "id" "[CLS]" "ids" (vector 2) "tokens" (vector "[CLS]"))
+                                     "[SEP]" (obj "id" "[SEP]" "ids" (vector 3) "tokens" (vector "[SEP]")))))
+    (let ((path (json-file (json-data data))))
+      (unwind-protect
+           ;; with bos/eos from the template, the GGUF file and the JSON agree
+           ;; with add-special too
+           (let ((json (model:load-tokenizer path))
+                 (gguf (model:load-tokenizer (car (converted)))))
+             (dolist (text *tok-texts*)
+               (is (equalp (model:tokenize gguf text) (model:tokenize json text)) "~S" text)))
+        (ignore-errors (delete-file path))))))
+
+(test json-reader-malformed-deep-huge
+  ;; malformed
+  (let ((path (json-file "{\"model\": ")))
+    (handler-case (progn (model:load-tokenizer path) (fail "no error"))
+      (rontolisp:json-error (c) (is (contains (rontolisp:rontolisp-error-message c) path))))
+    (delete-file path))
+  ;; deeper than jansson's limit: refused, no crash
+  (let ((path (json-file (concatenate 'string (make-string 5000 :initial-element #\[)
+                                      (make-string 5000 :initial-element #\])))))
+    (handler-case (progn (model:load-tokenizer path) (fail "no error"))
+      (rontolisp:json-error (c) (is (contains (rontolisp:rontolisp-error-message c) "depth"))))
+    (delete-file path))
+  ;; not an object
+  (let* ((path (json-file "[1, 2]"))
+         (m (tokenizer-error-message (lambda () (model:load-tokenizer path)))))
+    (is (and m (contains m path)) "~A" m)
+    (delete-file path))
+  ;; huge: a sparse file past the cap is refused before it is read
+  (let ((path (tmp-path "huge.json")))
+    (with-open-file (s path :direction :output :element-type '(unsigned-byte 8) :if-exists :supersede)
+      (file-position s (1+ (getf rontolisp::*tokenizer-limits* :json-bytes)))
+      (write-byte 32 s))
+    (let ((m (tokenizer-error-message (lambda () (model:load-tokenizer path)))))
+      (is (and m (contains m "at most")) "~A" m))
+    (delete-file path)))
+
+(test tokenize-refuses-bad-text
+  (let ((tok (model:load-tokenizer (gpt2-file))))
+    (let ((m (tokenizer-error-message
+              (lambda () (model:tokenize tok (concatenate 'string "ab" (string (code-char #xd800))))))))
+      (is (and m (contains m "offset 2")) "~A" m))
+    ;; a byte that was not UTF-8 (U+DC80..U+DCFF) is refused at its offset
+    (let ((m (tokenizer-error-message
+              (lambda () (model:tokenize tok (concatenate 'string "é" (string (code-char #xdcff))))))))
+      (is (and m (contains m "2")) "~A" m))
+    (signals model:tokenizer-error (model:detokenize tok #(50257)))
+    (signals rontolisp:element-type-error (model:tokenize tok 42))))
+
+(test tokenize-refused-when-model-has-no-tokenizer
+  ;; An encoder file without tokenizer keys still loads and encodes.
+  (let* ((path (tmp-path "no-tok.gguf")))
+    (gguf:write path (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+    (let* ((f (gguf:read path))
+           (bare (gguf:make-file
+                  :metadata (loop for k in (gguf:keys f)
+                                  unless (search "tokenizer." k)
+                                    collect (multiple-value-bind (v type) (gguf:value f k) (list k type v)))
+                  :tensors (loop for name in (gguf:tensor-names f) collect (list name (gguf:tensor f name)))))
+           (encoder (model:load bare)))
+      (is (arrayp (model:encode encoder '(2 3))))
+      (let ((m (tokenizer-error-message (lambda () (model:tokenize encoder "hi")))))
+        (is (and m (contains m "tokenizer.ggml.model")) "~A" m))
+      (gguf:close f))
+    (delete-file path)))
+
+;;; The command line.
+
+(test tokenize-command-text-and-json
+  (let ((file (gpt2-file)))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "Hello world" "--" "-x"))
+      (is (= 0 code) "~A" err)
+      (is (equal (list "15496 995" "12 87") (split-lines out)) "~A" out))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--json" "Hello world"))
+      (is (= 0 code) "~A" err)
+      (let ((j (yason:parse out)))
+        (is (string= "Hello world" (gethash "text" j)))
+        (is (equal '(15496 995) (coerce (gethash "ids" j) 'list)))
+        (is (equal '("Hello" "Ġworld") (coerce (gethash "pieces" j) 'list)))))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file))
+      (declare (ignore out))
+      (is (= 2 code) "~A" err))))
+
+(test tokenize-command-file-streams
+  (let ((file (gpt2-file))
+        (texts (tmp-path "texts.txt"))
+        (empty (write-file-string (tmp-path "empty.txt") "")))
+    (write-file-string texts (format nil "Hello world~%~%This is a test"))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--file" texts))
+      (is (= 0 code) "~A" err)
+      (is (equal (list "15496 995" "" "1212 318 257 1332") (split-lines out)) "~S" out))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--file" empty))
+      (is (= 0 code) "~A" err)
+      (is (string= "" out)))
+    ;; a line that is not UTF-8: its line and byte offset, after the lines before it
+    (write-octets-file texts (octets "ok" 10 "ab" #xff "c" 10))
+    (multiple-value-bind (code out err) (run-exe-octets (list "tokenize" file "--file" texts))
+      (is (= 1 code))
+      (let ((err (map 'string #'code-char err)))
+        (is (contains err "line 2") "~A" err)
+        (is (contains err "offset 2") "~A" err))
+      (is (= 1 (count 10 out))))
+    ;; not UTF-8 in an argument
+    (multiple-value-bind (code out err) (run-exe-octets (list "tokenize" file (octets "abc" #xc3)))
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains (map 'string #'code-char err) "offset 3")))
+    ;; many lines stream through (the line buffer is bounded by the longest line)
+    (with-open-file (s texts :direction :output :if-exists :supersede)
+      (dotimes (i 20000) (format s "Hello world ~D~%" i)))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--file" texts))
+      (is (= 0 code) "~A" err)
+      (is (= 20000 (count #\Newline out))))
+    (delete-file texts)
+    (delete-file empty)))
+
+(test embed-text-equals-embed-tokens
+  (let* ((file (car (converted)))
+         (ids (model:tokenize (model:load-tokenizer file) "Hello world"))
+         (list (format nil "~{~D~^,~}" (coerce ids 'list))))
+    (multiple-value-bind (code a err) (run-exe (list "embed" file "--text" "Hello world" "--pooling" "mean"))
+      (is (= 0 code) "~A" err)
+      (multiple-value-bind (code b err) (run-exe (list "embed" file "--tokens" list "--pooling" "mean"))
+        (is (= 0 code) "~A" err)
+        (is (string= a b))
+        (is (plusp (length a)))))
+    (let ((texts (write-file-string (tmp-path "texts.txt") (format nil "Hello world~%ab~%"))))
+      (multiple-value-bind (code out err)
+          (run-exe (list "embed" file "--text-file" texts "--pooling" "cls" "--json"))
+        (is (= 0 code) "~A" err)
+        (let ((lines (split-lines out)))
+          (is (= 2 (length lines)))
+          (is (equalp ids (coerce (gethash "tokens" (yason:parse (first lines))) 'vector)))))
+      (write-file-string texts "")
+      (multiple-value-bind (code out err) (run-exe (list "embed" file "--text-file" texts))
+        (declare (ignore out))
+        (is (= 1 code))
+        (is (contains err "empty")))
+      (delete-file texts))))
+
+(test convert-refuses-a-tokenizer-of-another-kind
+  ;; The converter reads tokenizer.json with the same reader: a GGUF file
+  ;; that claims GPT-2's tokenizer for another kind is never written.
+  (let ((base (tmp-path "laya-base")))
+    (rontolisp:write-random-laya base "s1-pico")
+    (loop for (edit . needles)
+            in (list (list (lambda (d) (setf (gethash "pre_tokenizer" d) (obj "type" "Metaspace")) d)
+                           "tokenizer.json" "pre_tokenizer" "Metaspace")
+                     (list (lambda (d) (setf (aref (gethash "merges" (gethash "model" d)) 0) "! zz") d)
+                           "tokenizer.json" "zz"))
+          do (let ((dir (tmp-path "laya")) (out (tmp-path "kind.gguf")))
+               (sh "cp -r \"$1\" \"$2\"" base dir)
+               (edit-json (concatenate 'string dir "/tokenizer/tokenizer.json") edit)
+               (multiple-value-bind (code out-text err) (run-exe (list "convert" dir out))
+                 (declare (ignore out-text))
+                 (is (= 1 code) "exit ~A: ~A" code err)
+                 (is (every (lambda (n) (contains err n)) needles) "~S in ~A" needles err)
+                 (is (not (probe-file out))))
+               (sh "rm -rf \"$1\"" dir)))
+    (sh "rm -rf \"$1\"" base)))
+
+(test tokenize-from-several-threads
+  ;; One tokenizer shared by threads (its piece cache too) answers each
+  ;; the same ids as one thread alone.
+  (let* ((tok (model:load-tokenizer (gpt2-file)))
+         (texts (loop for i below 200
+                      collect (format nil "thread text ~D: ~A" i (nth (mod i (length *tok-texts*))
+                                                                        *tok-texts*))))
+         (expected (mapcar (lambda (text) (model:tokenize tok text)) texts))
+         (threads (loop repeat 4
+                        collect (mp:process-run-function
+                                 "tokenize"
+                                 (lambda ()
+                                   (loop repeat 5
+                                         always (every (lambda (text ids)
+                                                         (equalp ids (model:tokenize tok text)))
+                                                       texts expected)))))))
+    (is (every #'identity (mapcar #'mp:process-join threads)))))
+
+(test tokenizer-files-with-wildcard-characters-in-their-names
+  ;; OPEN would take "*" and "[" for wildcards: the files are opened by
+  ;; their bytes, as the C readers open theirs.
+  (let* ((texts (tmp-path "we*ird[1].txt"))
+         (json (tmp-path "tok*[2].json")))
+    (sh "printf 'Hello world\\n' > \"$1\" && cp \"$2\" \"$3\"" texts (cdr (converted)) json)
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" (gpt2-file) "--file" texts))
+      (is (= 0 code) "~A" err)
+      (is (string= (format nil "15496 995~%") out)))
+    (is (equalp (model:tokenize (model:load-tokenizer (cdr (converted))) "ab")
+                (model:tokenize (model:load-tokenizer json) "ab")))
+    (sh "rm -f \"$1\" \"$2\"" texts json)))

@@ -1,0 +1,161 @@
+/* llama_tokenize.c - llama.cpp's own tokenizer on a GGUF file, a reference
+ * of the tokenizer tests (llama_tokenize of its vocabulary).
+ *
+ *   llama_tokenize LIBDIR MODEL.gguf [--no-special] [--no-parse-special] < TEXTS
+ *
+ * dlopens LIBDIR/libllama.v0.5.0.so and LIBDIR/libggml.v0.5.0.so (the
+ * libraries tests/fetch-llama-lib.sh fetches), loads MODEL's vocabulary
+ * only, and tokenizes each line of TEXTS, a text's UTF-8 bytes in
+ * hexadecimal (so a text may hold newlines and any byte; an empty line is
+ * the empty text), with llama_tokenize(vocab, text, add_special,
+ * parse_special): add_special true unless --no-special, parse_special true
+ * unless --no-parse-special.  For each text it prints one line, the token
+ * ids separated by spaces.  Exit 0 on success; 2 for bad usage or input; 3
+ * when a library cannot be loaded (so callers can skip); 1 when llama.cpp
+ * refuses the model or a text.
+ *
+ * The structures passed by value are tools/llama_api.h's; the defaults
+ * llama.cpp answers are checked before anything is used.  The two
+ * functions of the vocabulary are declared here from include/llama.h.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/llama_api.h"
+
+struct ll_vocab;
+
+static struct ll_api ll;
+static const struct ll_vocab *(*model_get_vocab)(const struct ll_model *);
+static int32_t (*tokenize)(const struct ll_vocab *, const char *text, int32_t len,
+                           int32_t *tokens, int32_t n_max, bool add_special, bool parse_special);
+
+static void quiet(int level, const char *text, void *user)
+{
+    (void)level; (void)text; (void)user;
+}
+
+/* Resolve every symbol; answer 0, or -1 with the reason in MSG. */
+static int load_llama(const char *dir, char *msg, size_t cap)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
+    void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
+    void *llama = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (!llama) {
+        snprintf(msg, cap, "cannot load llama.cpp from %s: %s", dir, dlerror());
+        return -1;
+    }
+    const char *missing = ll_api_resolve(&ll, llama, ggml);
+    if (!missing && !(*(void **)&model_get_vocab = dlsym(llama, "llama_model_get_vocab")))
+        missing = "llama_model_get_vocab";
+    if (!missing && !(*(void **)&tokenize = dlsym(llama, "llama_tokenize")))
+        missing = "llama_tokenize";
+    if (missing) {
+        snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, missing);
+        return -1;
+    }
+    return 0;
+}
+
+static int hex_digit(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decode the hexadecimal LINE (N characters, newline removed) in place;
+ * answer the number of bytes, or -1 when it is not hexadecimal. */
+static long unhex(char *line, size_t n)
+{
+    if (n % 2) return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = hex_digit((unsigned char)line[i]), lo = hex_digit((unsigned char)line[i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        line[i / 2] = (char)(hi * 16 + lo);
+    }
+    return (long)(n / 2);
+}
+
+int main(int argc, char **argv)
+{
+    bool add_special = true, parse_special = true;
+    const char *pos[2];
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-special")) add_special = false;
+        else if (!strcmp(argv[i], "--no-parse-special")) parse_special = false;
+        else if (npos < 2) pos[npos++] = argv[i];
+        else npos = 3;
+    }
+    if (npos != 2) {
+        fprintf(stderr, "usage: llama_tokenize LIBDIR MODEL.gguf [--no-special] "
+                        "[--no-parse-special] < TEXTS\n");
+        return 2;
+    }
+    char msg[4200];
+    if (load_llama(pos[0], msg, sizeof msg) != 0) {
+        fprintf(stderr, "llama_tokenize: %s\n", msg);
+        return 3;
+    }
+    ll.ggml_log_set(quiet, NULL);
+    ll.log_set(quiet, NULL);
+    ll.load_all_from_path(pos[0]);
+    ll.backend_init();
+    struct ll_model_params mp = ll.model_default_params();
+    if (!(mp.n_gpu_layers == -1 && mp.vocab_only == false && mp.use_extra_bufts == true &&
+          mp.load_mtp == false)) {
+        fprintf(stderr, "llama_tokenize: llama.cpp's default parameters are not those of the "
+                        "release these declarations describe\n");
+        return 3;
+    }
+    mp.vocab_only = true;
+    struct ll_model *model = ll.model_load(pos[1], mp);
+    if (!model) {
+        fprintf(stderr, "llama_tokenize: %s: llama.cpp refused the model\n", pos[1]);
+        return 1;
+    }
+    const struct ll_vocab *vocab = model_get_vocab(model);
+
+    int status = 0;
+    char *line = NULL;
+    size_t linecap = 0;
+    ssize_t got;
+    int32_t *ids = NULL;
+    long lineno = 0;
+    while (status == 0 && (got = getline(&line, &linecap, stdin)) > 0) {
+        lineno++;
+        size_t n = (size_t)got;
+        if (line[n - 1] == '\n') n--;
+        long len = unhex(line, n);
+        if (len < 0 || len > INT32_MAX / 2) {
+            fprintf(stderr, "llama_tokenize: line %ld: expected a text in hexadecimal\n", lineno);
+            status = 2;
+            break;
+        }
+        int32_t cap = (int32_t)len + 8;
+        int32_t *grown = realloc(ids, (size_t)cap * sizeof *ids);
+        if (!grown) { fprintf(stderr, "llama_tokenize: out of memory\n"); status = 1; break; }
+        ids = grown;
+        int32_t k = tokenize(vocab, line, (int32_t)len, ids, cap, add_special, parse_special);
+        if (k < 0) {
+            fprintf(stderr, "llama_tokenize: line %ld: llama_tokenize failed (%d)\n", lineno, k);
+            status = 1;
+            break;
+        }
+        for (int32_t i = 0; i < k; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+    }
+    fflush(stdout);
+    free(ids);
+    free(line);
+    ll.model_free(model);
+    return status;
+}
