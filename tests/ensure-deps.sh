@@ -24,9 +24,10 @@ command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 [ -x /usr/bin/time ] || need="$need time"
 # unicode-data: NormalizationTest.txt, the NFC conformance test of the tokenizer
-# (Debian ships it compressed).
+# (Debian ships it compressed: bzip2 opens it).
 [ -f /usr/share/unicode/NormalizationTest.txt ] || [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] ||
   need="$need unicode-data"
+command -v bzip2 >/dev/null 2>&1 || need="$need bzip2"
 command -v cc >/dev/null 2>&1 || need="$need gcc"
 command -v make >/dev/null 2>&1 || need="$need make"
 # gnuplot only for `make bench' (ensure-deps.sh --bench), never for the tests.
