@@ -487,7 +487,7 @@ values), found ~S" option string))
       (when model (gguf:close model)))))
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE] [--model FILE.gguf] [--tokens N]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE] [--model FILE.gguf] [--tokens N] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -498,7 +498,10 @@ the f32 path; also quantize throughput (scalar vs SIMD).  FILE.gguf: every
 Q8_0 on the file's own blocks or on the quantized tensor when its rows are
 multiples of 32).  Without FILE.gguf, --random or --shape: the standard
 shapes, then Q8_0 weights times 128 tokens as one matmul (:q8 and :q8x2)
-against a matvec per token.  Progress goes to stderr, the table to stdout."
+against a matvec per token.  --tokenizer FILE --text-file F: the tokenizer
+of FILE (a GGUF or a tokenizer.json) on each line of F, one thread, in MB/s
+and tokens/s, with an empty cache and then warm (--iters passes, default 3).
+Progress goes to stderr, the table to stdout."
      :options ((random "--random NAME"
                        :parse (choice-parser (cons "shapes" (mapcar #'first *presets*)))
                        :help "random weights: `shapes' is the standard set (64x192,
@@ -521,9 +524,22 @@ every core)")
 stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
 2 threads, with llama.cpp's time on the same file as a ratio and each
 format's error against F32")
+               (tokenizer "--tokenizer FILE"
+                          :help "the tokenizer benchmark instead: FILE's tokenizer (a GGUF or a
+tokenizer.json) on the lines of --text-file")
+               (text-file "--text-file F"
+                          :help "the texts of the tokenizer benchmark, one per line")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
+  (when (or tokenizer text-file)
+    (unless (and tokenizer text-file)
+      (usage-error "the tokenizer benchmark takes --tokenizer FILE and --text-file F together"))
+    (when (or file shapes random model tokens json)
+      (usage-error "the tokenizer benchmark takes --tokenizer FILE, --text-file F and --iters N, nothing else"))
+    (run-tokenizer-bench tokenizer text-file
+                         :rounds (if (= iters *bench-default-iters*) 3 iters))
+    (return-from command-bench 0))
   (when (or model tokens)
     (when (or file shapes (and model random))
       (usage-error "the encoder benchmark takes --model FILE or --random NAME, nothing else"))

@@ -619,3 +619,47 @@ the options, so a text may start with a dash."
           (dolist (text texts)
             (one (check-text text tok 'model:tokenize) nil)))))
   0)
+
+;;; `rontolisp bench --tokenizer': the tokenizer's throughput.
+
+(defun run-tokenizer-bench (file text-file &key (rounds 3) (stream *standard-output*))
+  "Time the tokenizer of FILE (a GGUF or a tokenizer.json) on every line of
+TEXT-FILE (add-special off, special tokens parsed), one thread: a first
+pass with an empty cache of pieces, then ROUNDS passes whose median is the
+warm figure.  Prints MB/s (of the lines' bytes) and tokens/s to STREAM,
+progress to standard error; answers a plist of the figures."
+  (let* ((tok (model:load-tokenizer file))
+         (lines (let ((acc '()))
+                  (map-file-lines (lambda (octets number) (declare (ignore number)) (push octets acc))
+                                  text-file)
+                  (coerce (nreverse acc) 'simple-vector)))
+         (bytes (reduce #'+ lines :key #'length))
+         (tokens 0))
+    (when (zerop bytes)
+      (file-io-error text-file "expected text to tokenize, found ~:[only empty lines~;an empty file~]"
+                     (zerop (length lines))))
+    (flet ((pass ()
+             (let ((start (get-internal-real-time)) (n 0))
+               (declare (fixnum n))
+               (loop for octets across lines
+                     do (incf n (length (tokenize-octets tok octets nil t))))
+               (setf tokens n)
+               (max 1 (- (get-internal-real-time) start)))))
+      (format *error-output* "~&bench: tokenizer ~A on ~A (~D lines, ~D bytes): cold pass~%"
+              file text-file (length lines) bytes)
+      (let* ((cold (pass))
+             (warm (progn (format *error-output* "~&bench: ~D warm passes~%" rounds)
+                          (let ((times (sort (loop repeat rounds collect (pass)) #'<)))
+                            (nth (floor (length times) 2) times))))
+             (unit internal-time-units-per-second))
+        (flet ((row (name ticks)
+                 (let ((seconds (/ ticks unit)))
+                   (format stream "~&~12A ~10,4F ~10,2F ~14D~%" name (float seconds 1d0)
+                           (/ bytes seconds 1d6) (round tokens seconds)))))
+          (format stream "~&tokenizer ~A: ~D tokens~%text ~A: ~D lines, ~D bytes, ~D tokens~%~%"
+                  file (model:vocabulary-size tok) text-file (length lines) bytes tokens)
+          (format stream "~12A ~10@A ~10@A ~14@A~%" "pass" "seconds" "MB/s" "tokens/s")
+          (row "cold" cold)
+          (row (format nil "warm (~D)" rounds) warm))
+        (list :bytes bytes :tokens tokens
+              :cold-seconds (/ cold unit 1d0) :warm-seconds (/ warm unit 1d0))))))

@@ -1,7 +1,7 @@
 /* llama_tokenize.c - llama.cpp's own tokenizer on a GGUF file, a reference
  * of the tokenizer tests (llama_tokenize of its vocabulary).
  *
- *   llama_tokenize LIBDIR MODEL.gguf [--no-special] [--no-parse-special] < TEXTS
+ *   llama_tokenize LIBDIR MODEL.gguf [--no-special] [--no-parse-special] [--time] < TEXTS
  *
  * dlopens LIBDIR/libllama.v0.5.0.so and LIBDIR/libggml.v0.5.0.so (the
  * libraries tests/fetch-llama-lib.sh fetches), loads MODEL's vocabulary
@@ -10,7 +10,10 @@
  * the empty text), with llama_tokenize(vocab, text, add_special,
  * parse_special): add_special true unless --no-special, parse_special true
  * unless --no-parse-special.  For each text it prints one line, the token
- * ids separated by spaces.  Exit 0 on success; 2 for bad usage or input; 3
+ * ids separated by spaces; with --time it prints instead, at the end, one
+ * line with the texts' bytes, their tokens and the seconds spent inside
+ * llama_tokenize (the speed reference of `rontolisp bench --tokenizer').
+ * Exit 0 on success; 2 for bad usage or input; 3
  * when a library cannot be loaded (so callers can skip); 1 when llama.cpp
  * refuses the model or a text.
  *
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/llama_api.h"
 
@@ -86,18 +90,19 @@ static long unhex(char *line, size_t n)
 
 int main(int argc, char **argv)
 {
-    bool add_special = true, parse_special = true;
+    bool add_special = true, parse_special = true, timed = false;
     const char *pos[2];
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-special")) add_special = false;
         else if (!strcmp(argv[i], "--no-parse-special")) parse_special = false;
+        else if (!strcmp(argv[i], "--time")) timed = true;
         else if (npos < 2) pos[npos++] = argv[i];
         else npos = 3;
     }
     if (npos != 2) {
         fprintf(stderr, "usage: llama_tokenize LIBDIR MODEL.gguf [--no-special] "
-                        "[--no-parse-special] < TEXTS\n");
+                        "[--no-parse-special] [--time] < TEXTS\n");
         return 2;
     }
     char msg[4200];
@@ -130,6 +135,8 @@ int main(int argc, char **argv)
     ssize_t got;
     int32_t *ids = NULL;
     long lineno = 0;
+    double seconds = 0;
+    long long bytes = 0, tokens = 0;
     while (status == 0 && (got = getline(&line, &linecap, stdin)) > 0) {
         lineno++;
         size_t n = (size_t)got;
@@ -144,15 +151,27 @@ int main(int argc, char **argv)
         int32_t *grown = realloc(ids, (size_t)cap * sizeof *ids);
         if (!grown) { fprintf(stderr, "llama_tokenize: out of memory\n"); status = 1; break; }
         ids = grown;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         int32_t k = tokenize(vocab, line, (int32_t)len, ids, cap, add_special, parse_special);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (k < 0) {
             fprintf(stderr, "llama_tokenize: line %ld: llama_tokenize failed (%d)\n", lineno, k);
             status = 1;
             break;
         }
+        bytes += len;
+        tokens += k;
+        if (timed)
+            continue;
         for (int32_t i = 0; i < k; i++) printf(i ? " %d" : "%d", ids[i]);
         printf("\n");
     }
+    if (timed && status == 0)
+        printf("%lld bytes, %lld tokens, %.4f s: %.2f MB/s, %.0f tokens/s\n", bytes, tokens,
+               seconds, seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0,
+               seconds > 0 ? (double)tokens / seconds : 0.0);
     fflush(stdout);
     free(ids);
     free(line);
