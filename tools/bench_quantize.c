@@ -40,10 +40,6 @@
 
 static struct ll_api ll;
 
-static void quiet(int level, const char *text, void *user) {
-    (void)level; (void)text; (void)user;
-}
-
 /* The input file: values from a xorshift generator, each row scaled
  * differently so the Q8_0 scales vary. */
 static int make_input(const char *path) {
@@ -109,8 +105,8 @@ static int run_llama(const char *dir, const char *in, const char *out, int sync_
         fprintf(stderr, "bench_quantize: cannot use llama.cpp in %s: %s\n", dir, missing);
         return 2;
     }
-    ll.ggml_log_set(quiet, NULL);
-    ll.log_set(quiet, NULL);
+    ll.ggml_log_set(ll_quiet, NULL);
+    ll.log_set(ll_quiet, NULL);
     ll.backend_init();
     struct ll_quantize_params p = ll.model_quantize_default_params();
     /* The layout check: llama.cpp's own defaults, field by field. */

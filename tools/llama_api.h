@@ -1,7 +1,7 @@
 /* llama_api.h - the few structures of llama.cpp's C interface that our
  * programs pass by value when they dlopen libllama (tools/llama_embed.c,
- * tools/bench_quantize.c, tests/c/test_llama_model.c), written from include/llama.h of llama.cpp
- * v0.5.0 (the npm package @node-llama-cpp/linux-x64@3.22.1, the release
+ * tools/llama_tokenize.c, tools/bench_quantize.c, tests/c/test_llama_model.c),
+ * written from include/llama.h of llama.cpp v0.5.0 (the npm package @node-llama-cpp/linux-x64@3.22.1, the release
  * that made tests/golden/).  They must match that release field for field:
  * a struct passed or returned by value with another layout corrupts the
  * call silently, so users check the defaults llama.cpp answers before
@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct ll_model;
 struct ll_context;
@@ -137,6 +138,36 @@ static inline const char *ll_api_resolve(struct ll_api *api, void *llama, void *
     LL_SYM(llama, model_quantize, "llama_model_quantize");
 #undef LL_SYM
     return missing;
+}
+
+/* A ggml_log_callback that drops every message. */
+static inline void ll_quiet(int level, const char *text, void *user)
+{
+    (void)level; (void)text; (void)user;
+}
+
+/* dlopen DIR/libggml.v0.5.0.so and DIR/libllama.v0.5.0.so (the libraries
+ * tests/fetch-llama-lib.sh fetches) and fill API; *LLAMA gets libllama's
+ * handle (for a program's further symbols).  Answers 0, or -1 with the
+ * reason in MSG. */
+static inline int ll_api_open(struct ll_api *api, const char *dir, void **llama, char *msg,
+                              size_t cap)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
+    void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
+    *llama = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (!*llama) {
+        snprintf(msg, cap, "cannot load llama.cpp from %s: %s", dir, dlerror());
+        return -1;
+    }
+    const char *missing = ll_api_resolve(api, *llama, ggml);
+    if (missing) {
+        snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, missing);
+        return -1;
+    }
+    return 0;
 }
 
 #endif

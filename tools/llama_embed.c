@@ -36,29 +36,11 @@
 
 static struct ll_api ll;
 
-static void quiet(int level, const char *text, void *user)
-{
-    (void)level; (void)text; (void)user;
-}
-
 /* Resolve every symbol; answer 0, or -1 with the reason in MSG. */
 static int load_llama(const char *dir, char *msg, size_t cap)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
-    void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
-    void *llama = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    if (!llama) {
-        snprintf(msg, cap, "cannot load llama.cpp from %s: %s", dir, dlerror());
-        return -1;
-    }
-    const char *missing = ll_api_resolve(&ll, llama, ggml);
-    if (missing) {
-        snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, missing);
-        return -1;
-    }
-    return 0;
+    void *llama;
+    return ll_api_open(&ll, dir, &llama, msg, cap);
 }
 
 /* The defaults llama.cpp's source sets (src/llama-context.cpp,
@@ -154,8 +136,8 @@ int main(int argc, char **argv)
     }
     free(line);
 
-    ll.ggml_log_set(quiet, NULL);
-    ll.log_set(quiet, NULL);
+    ll.ggml_log_set(ll_quiet, NULL);
+    ll.log_set(ll_quiet, NULL);
     ll.load_all_from_path(argv[1]);
     ll.backend_init();
     struct ll_model_params mp = ll.model_default_params();

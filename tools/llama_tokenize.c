@@ -38,27 +38,16 @@ static const struct ll_vocab *(*model_get_vocab)(const struct ll_model *);
 static int32_t (*tokenize)(const struct ll_vocab *, const char *text, int32_t len,
                            int32_t *tokens, int32_t n_max, bool add_special, bool parse_special);
 
-static void quiet(int level, const char *text, void *user)
-{
-    (void)level; (void)text; (void)user;
-}
-
 /* Resolve every symbol; answer 0, or -1 with the reason in MSG. */
 static int load_llama(const char *dir, char *msg, size_t cap)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
-    void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", dir);
-    void *llama = ggml ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    if (!llama) {
-        snprintf(msg, cap, "cannot load llama.cpp from %s: %s", dir, dlerror());
+    void *llama;
+    if (ll_api_open(&ll, dir, &llama, msg, cap) != 0)
         return -1;
-    }
-    const char *missing = ll_api_resolve(&ll, llama, ggml);
-    if (!missing && !(*(void **)&model_get_vocab = dlsym(llama, "llama_model_get_vocab")))
+    const char *missing = NULL;
+    if (!(*(void **)&model_get_vocab = dlsym(llama, "llama_model_get_vocab")))
         missing = "llama_model_get_vocab";
-    if (!missing && !(*(void **)&tokenize = dlsym(llama, "llama_tokenize")))
+    else if (!(*(void **)&tokenize = dlsym(llama, "llama_tokenize")))
         missing = "llama_tokenize";
     if (missing) {
         snprintf(msg, cap, "llama.cpp in %s lacks %s", dir, missing);
@@ -110,8 +99,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "llama_tokenize: %s\n", msg);
         return 3;
     }
-    ll.ggml_log_set(quiet, NULL);
-    ll.log_set(quiet, NULL);
+    ll.ggml_log_set(ll_quiet, NULL);
+    ll.log_set(ll_quiet, NULL);
     ll.load_all_from_path(pos[0]);
     ll.backend_init();
     struct ll_model_params mp = ll.model_default_params();
