@@ -86,8 +86,9 @@ deeply a read nests and stop it at *READ-DEPTH-LIMIT*."
 (defun bound-standard-readtable ()
   "Bound the nesting of reads with the standard readtable itself (ECL's,
 which WITH-STANDARD-IO-SYNTAX binds, so a program's own READ-FROM-STRING
-under it is bounded too), unlocking it meanwhile.  Done once by the
-executable at start-up."
+under it is bounded too), unlocking it meanwhile.  The executable does it
+at start-up, START-SWANK too (a stock ECL's Swank reads messages under
+WITH-STANDARD-IO-SYNTAX); doing it again changes nothing."
   (let ((rt (si::standard-readtable)))
     (ext:readtable-lock rt nil)
     (unwind-protect (bound-readtable-depth rt)

@@ -181,35 +181,14 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
                  (return stream))
                 (t (refuse-swank-connection stream open))))))))
 
-(defvar *swank-readtable* nil
-  "The readtable Swank reads messages and the forms sent to it with: the
-standard one with the reader's nesting bounded (DEPTH-LIMITED-READTABLE),
-made when the server starts.")
-
-(defun swank-read-form (original)
-  "Swank's READ-FORM (cl-swank's ORIGINAL) reading a message with
-*SWANK-READTABLE*, so a deeply nested message is a READ-NESTING-ERROR,
-which Swank reports to the client, instead of a crash of the server."
-  (lambda (string package)
-    (if (symbol-value (swank-symbol "*VALIDATE-INPUT*" "SWANK/RPC"))
-        (funcall original string package)
-        (with-standard-io-syntax
-          (let ((*package* package)
-                (*readtable* *swank-readtable*))
-            (read-from-string string))))))
-
 (defvar *swank-backend-installed* nil
   "True once INSTALL-SWANK-BACKEND has replaced cl-swank's functions.")
 
 (defun install-swank-backend ()
   "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT and
 ACCEPT-CONNECTION (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT and
-LIMIT-SWANK-CONNECTIONS around the backend's accept, and SWANK/RPC's
-READ-FORM by SWANK-READ-FORM around it."
+LIMIT-SWANK-CONNECTIONS around the backend's accept."
   (unless *swank-backend-installed*
-    (setf *swank-readtable* (depth-limited-readtable nil))
-    (let ((read-form (swank-symbol "READ-FORM" "SWANK/RPC")))
-      (setf (fdefinition read-form) (swank-read-form (fdefinition read-form))))
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
       (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
         (setf (get (backend "CREATE-SOCKET") impl) #'swank-create-socket
@@ -224,6 +203,9 @@ free one) whose threads start in package RONTOLISP-USER; answers the
 port it listens on."
   (loopback-address interface)
   (load-swank)
+  ;; Swank reads its messages under WITH-STANDARD-IO-SYNTAX: bounded, a
+  ;; deeply nested message is a reader error sent back, not a crash.
+  (bound-standard-readtable)
   (let ((user (find-package "RONTOLISP-USER")))
     ;; SETF, not LET: the server's threads see global values.
     (setf *package* user
