@@ -318,9 +318,9 @@ output holds one.  Only the last is scanned unless it fails (one scan in C),
 so the check costs little beside the steps: a non-finite value reaches
 every later step's output, so that of the last step of a run stands for
 the run."
-  (when (%non-finite-index (car (last steps)))
+  (when (%first-non-finite (car (last steps)) 0)
     (loop for (step m) on steps by #'cddr
-          for at = (%non-finite-index m)
+          for at = (%first-non-finite m 0)
           when at
             do (multiple-value-bind (token column) (floor at (array-dimension m 1))
                  (model::model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~

@@ -5,6 +5,7 @@
 
 #include "gguf/numfmt.h"
 #include "prims/ecl/arrays.h"
+#include "prims/nn.h"
 #include "prims/rng.h"
 #include "prims/utf8.h"
 
@@ -92,7 +93,9 @@ static cl_object rl_prim_first_non_finite(cl_object data, cl_object kind) {
         rl_type_error("%FIRST-NON-FINITE", 1, data, RL_T_ARRAY);
     {
         RL_FP_HOLD(); /* a double beyond single range becomes inf, not a trap */
-        i = rl_gguf_first_non_finite(p, n, (rl_gguf_num_kind)k);
+        /* Single-floats (the encoder's every step) by the SIMD scan. */
+        i = k == RL_GGUF_NUM_F32 ? rl_first_non_finite_f32(p, n)
+                                 : rl_gguf_first_non_finite(p, n, (rl_gguf_num_kind)k);
         RL_FP_RELEASE();
     }
     ecl_return1(ecl_process_env(), i < n ? ecl_make_fixnum(i) : ECL_NIL);

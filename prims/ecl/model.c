@@ -367,15 +367,6 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     ecl_return1(env, out);
 }
 
-/* (%non-finite-index xs) -> the row-major index of the first NaN or
- * infinity of the single-float matrix XS, or NIL when it has none. */
-static cl_object rl_prim_non_finite_index(cl_object xs) {
-    size_t n, d;
-    const float *x = rl_sf_matrix("%NON-FINITE-INDEX", 1, xs, &n, &d);
-    const size_t i = rl_first_non_finite_f32(x, n * d);
-    ecl_return1(ecl_process_env(), i < n * d ? ecl_make_unsigned_integer(i) : ECL_NIL);
-}
-
 /* (%gather-rows table ids out) -> OUT: row i of OUT (n x d) := row
  * (nth i IDS) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
  * below vocab (the token embedding's lookup). */
@@ -465,7 +456,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
-    RL_PRIM("%NON-FINITE-INDEX", rl_prim_non_finite_index, 1),
     RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
 };
 RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);
