@@ -1,71 +1,12 @@
 /* tokenizer.c - byte-level BPE (prims/tokenizer.h; the contract is
- * doc/tokenizer.md): control tokens matched in the raw text, NFC,
- * user-defined tokens matched in the normalized text,
- * the GPT-2 split written out by hand (no regular expression engine), the
- * byte-to-unicode table, BPE by a heap of merge ranks, a shared cache of
- * pieces, and decoding. */
+ * doc/tokenizer.md): building a tokenizer from its spec (vocab hash, merges,
+ * the byte-to-unicode table, added tokens), control tokens matched in the
+ * raw text, NFC, user-defined tokens matched in the normalized text, the
+ * encode driver and decoding.  The GPT-2 split is prims/tokenizer_split.c,
+ * BPE and the cache of pieces prims/tokenizer_bpe.c, what they share
+ * prims/tokenizer_internal.h. */
 #define _GNU_SOURCE /* qsort_r */
-#include "prims/tokenizer.h"
-
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "prims/unicode.h"
-#include "prims/utf8.h"
-
-/* ---- the cache of pieces ----
- * Direct-mapped: a piece (its bytes, up to CACHE_KEY) hashes to one slot,
- * which holds the piece and its ids (up to CACHE_IDS).  Each slot is a
- * sequence lock: a reader copies the slot and keeps the copy only when the
- * sequence number was even and unchanged around the copy; a writer takes
- * the slot by moving the number from even to odd (or gives up: it is only a
- * cache), writes, and makes it even again.  Every word is accessed
- * atomically (acquire loads, release stores: plain moves on x86-64), so
- * readers never wait and there is no data race.  A miss computes the ids and overwrites
- * the slot.  Pieces that do not fit are never cached. */
-enum { CACHE_SLOTS = 1 << 16, CACHE_KEY = 32, CACHE_IDS = 8 };
-enum { KEY_WORDS = CACHE_KEY / 8, ID_WORDS = CACHE_IDS / 2 };
-
-typedef struct {
-    _Atomic uint64_t seq;
-    _Atomic uint64_t meta; /* key length | id count << 8 */
-    _Atomic uint64_t key[KEY_WORDS];
-    _Atomic uint64_t ids[ID_WORDS];
-} cache_slot;
-
-typedef struct {
-    uint64_t key; /* (left << 32 | right) + 1; 0 marks an empty slot */
-    int32_t rank, id;
-} merge_slot;
-
-struct rl_tok {
-    size_t n;
-    char *pool;        /* every token's text, each NUL-terminated */
-    size_t *off, *len; /* per id, into pool */
-    uint8_t *type;     /* per id: RL_TOK_TYPE_* (0 when out of range) */
-    uint8_t *strip;    /* per id: bit 0 lstrip, bit 1 rstrip */
-    int32_t *vslot;    /* vocab hash: ids, -1 empty */
-    size_t vmask;
-    merge_slot *mslot;
-    size_t mmask;
-    int32_t byte_id[256];   /* id of byte b's one-character token, -1 none */
-    uint8_t bu[256][2];     /* byte b as its byte-to-unicode character's UTF-8 */
-    uint8_t bulen[256];
-    int16_t ubyte[0x144];   /* byte-to-unicode character -> byte, -1 none */
-    /* Added tokens, control ones (class 0, matched in the raw text) then
-     * user-defined ones (class 1, matched in the normalized spans between),
-     * each class by first byte, longest first:
-     * sp_ids[sp_first[c][b] .. sp_first[c][b + 1]). */
-    int32_t *sp_ids;
-    uint32_t sp_first[2][257];
-    int32_t unk_id, bos_id, eos_id;
-    int add_bos, add_eos, nfc, ignore_merges;
-    cache_slot *cache;
-};
+#include "prims/tokenizer_internal.h"
 
 const char *rl_tok_status_name(rl_tok_status st) {
     switch (st) {
@@ -77,16 +18,6 @@ const char *rl_tok_status_name(rl_tok_status st) {
     case RL_TOK_NOMEM: return "out-of-memory";
     }
     return "unknown-status";
-}
-
-static rl_tok_status fail(rl_tok_status st, char *msg, size_t msgsz, const char *fmt, ...) {
-    if (msgsz > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msgsz, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 /* Offset of the first byte of s[0..n) that is not part of valid UTF-8, or n. */
@@ -104,52 +35,11 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t n) {
     return n;
 }
 
-static uint64_t hash_bytes(const uint8_t *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
-}
-
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
     while (c < n)
         c <<= 1;
     return c;
-}
-
-/* The id of the token whose text is s[0..n), or -1. */
-static int32_t vocab_find(const rl_tok *t, const void *sv, size_t n) {
-    const uint8_t *s = sv;
-    size_t h = hash_bytes(s, n) & t->vmask;
-    for (;;) {
-        int32_t id = t->vslot[h];
-        if (id < 0)
-            return -1;
-        if (t->len[id] == n && memcmp(t->pool + t->off[id], s, n) == 0)
-            return id;
-        h = (h + 1) & t->vmask;
-    }
-}
-
-static inline size_t merge_hash(uint64_t key, size_t mask) {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & mask;
-}
-
-/* The merge of the pair (a, b): its rank (and *id the merged token), or -1. */
-static inline int32_t merge_find(const rl_tok *t, int32_t a, int32_t b, int32_t *id) {
-    uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1; /* +1: 0 marks empty */
-    size_t h = merge_hash(key, t->mmask);
-    for (;;) {
-        const merge_slot *m = &t->mslot[h];
-        if (m->key == key) {
-            *id = m->id;
-            return m->rank;
-        }
-        if (m->key == 0)
-            return -1;
-        h = (h + 1) & t->mmask;
-    }
 }
 
 static void byte_table(rl_tok *t) {
@@ -399,309 +289,6 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
 
 /* ---- encoding ---- */
 
-typedef struct {
-    int32_t *v;
-    size_t n, cap;
-} idvec;
-
-static int push(idvec *o, int32_t id) {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? 2 * o->cap : 64;
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        o->v = v;
-        o->cap = cap;
-    }
-    o->v[o->n++] = id;
-    return 0;
-}
-
-typedef struct {
-    char *msg;
-    size_t msgsz;
-    size_t base; /* byte offset of the span in the caller's text (for messages) */
-} ctx;
-
-/* The id of the token that is bytes s[0..n) through the byte-to-unicode
- * table, -1 none, -2 out of memory. */
-static int32_t vocab_find_mapped(const rl_tok *t, const uint8_t *s, size_t n) {
-    uint8_t buf[256], *m = 2 * n <= sizeof buf ? buf : malloc(2 * n + 1);
-    size_t k = 0;
-    if (!m)
-        return -2;
-    m[0] = 0; /* (n >= 1; this quiets gcc's uninitialized-read guess) */
-    for (size_t i = 0; i < n; i++) {
-        m[k] = t->bu[s[i]][0];
-        m[k + 1] = t->bu[s[i]][1];
-        k += t->bulen[s[i]];
-    }
-    int32_t id = vocab_find(t, m, k);
-    if (m != buf)
-        free(m);
-    return id;
-}
-
-typedef struct {
-    int32_t rank, pos;
-} heap_ent;
-
-static inline int heap_less(heap_ent a, heap_ent b) {
-    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
-}
-
-static void heap_push(heap_ent *h, size_t *n, heap_ent e) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!heap_less(e, h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = e;
-}
-
-static heap_ent heap_pop(heap_ent *h, size_t *n) {
-    heap_ent top = h[0], e = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && heap_less(h[c + 1], h[c]))
-            c++;
-        if (!heap_less(h[c], e))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = e;
-    return top;
-}
-
-/* BPE of one piece s[0..n) (raw bytes, n >= 1) into o. */
-static rl_tok_status bpe_piece(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
-                               const ctx *cx, size_t piece_at) {
-    enum { STACK = 128 };
-    int32_t sym_s[STACK], next_s[STACK], prev_s[STACK];
-    heap_ent heap_s[3 * STACK];
-    int32_t *sym = sym_s, *next = next_s, *prev = prev_s;
-    heap_ent *heap = heap_s;
-    rl_tok_status st = RL_TOK_OK;
-
-    if (t->ignore_merges) {
-        int32_t id = vocab_find_mapped(t, s, n);
-        if (id == -2)
-            return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
-        if (id >= 0)
-            return push(o, id) ? fail(RL_TOK_NOMEM, cx->msg, cx->msgsz,
-                                      "out of memory encoding a text")
-                               : RL_TOK_OK;
-    }
-    if (n > STACK) {
-        sym = malloc(n * sizeof *sym);
-        next = malloc(n * sizeof *next);
-        prev = malloc(n * sizeof *prev);
-        heap = malloc(3 * n * sizeof *heap);
-        if (!sym || !next || !prev || !heap) {
-            st = fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
-            goto done;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = t->byte_id[s[i]];
-        if (id < 0) {
-            if (t->unk_id < 0) {
-                st = fail(RL_TOK_UNKNOWN, cx->msg, cx->msgsz,
-                          "expected the symbol \"%.*s\" (byte 0x%02x at offset %zu) to be a "
-                          "token, found no such token and no unknown token",
-                          (int)t->bulen[s[i]], (const char *)t->bu[s[i]], s[i],
-                          cx->base + piece_at + i);
-                goto done;
-            }
-            id = t->unk_id;
-        }
-        sym[i] = id;
-        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-        prev[i] = (int32_t)i - 1;
-    }
-    size_t hn = 0;
-    for (size_t i = 0; i + 1 < n; i++) {
-        int32_t id, r = merge_find(t, sym[i], sym[i + 1], &id);
-        if (r >= 0)
-            heap_push(heap, &hn, (heap_ent){r, (int32_t)i});
-    }
-    while (hn > 0) {
-        heap_ent e = heap_pop(heap, &hn);
-        int32_t p = e.pos, q = next[p], id = -1;
-        if (sym[p] < 0 || q < 0 || merge_find(t, sym[p], sym[q], &id) != e.rank)
-            continue; /* stale: a neighbour has merged since */
-        sym[p] = id;
-        sym[q] = -1;
-        next[p] = next[q];
-        if (next[q] >= 0)
-            prev[next[q]] = p;
-        int32_t r, nid;
-        if (prev[p] >= 0 && (r = merge_find(t, sym[prev[p]], sym[p], &nid)) >= 0)
-            heap_push(heap, &hn, (heap_ent){r, prev[p]});
-        if (next[p] >= 0 && (r = merge_find(t, sym[p], sym[next[p]], &nid)) >= 0)
-            heap_push(heap, &hn, (heap_ent){r, p});
-    }
-    for (int32_t i = 0; i >= 0; i = next[i])
-        if (push(o, sym[i])) {
-            st = fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
-            break;
-        }
-done:
-    if (sym != sym_s) {
-        free(sym);
-        free(next);
-        free(prev);
-        free(heap);
-    }
-    return st;
-}
-
-/* A piece through the cache. */
-static rl_tok_status encode_piece(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
-                                  const ctx *cx, size_t piece_at) {
-    if (n == 1 && t->byte_id[s[0]] >= 0)
-        return push(o, t->byte_id[s[0]])
-                   ? fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text")
-                   : RL_TOK_OK;
-    if (n > CACHE_KEY)
-        return bpe_piece(t, s, n, o, cx, piece_at);
-    uint64_t key[KEY_WORDS] = {0}, h = n;
-    memcpy(key, s, n);
-    for (int k = 0; k < KEY_WORDS; k++)
-        h = (h ^ key[k]) * 0x9e3779b97f4a7c15ull;
-    cache_slot *c = &t->cache[(h >> 40) & (CACHE_SLOTS - 1)];
-    uint64_t s1 = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if (!(s1 & 1)) {
-        /* Acquire loads: the second load of seq cannot come before them,
-         * and a word written by a writer shows that writer's odd seq. */
-        uint64_t meta = atomic_load_explicit(&c->meta, memory_order_acquire), w[ID_WORDS];
-        int same = (meta & 0xff) == n;
-        for (int k = 0; k < KEY_WORDS; k++)
-            same &= atomic_load_explicit(&c->key[k], memory_order_acquire) == key[k];
-        for (int k = 0; k < ID_WORDS; k++)
-            w[k] = atomic_load_explicit(&c->ids[k], memory_order_acquire);
-        if (same && atomic_load_explicit(&c->seq, memory_order_relaxed) == s1) {
-            int32_t ids[CACHE_IDS];
-            size_t k = (size_t)(meta >> 8);
-            memcpy(ids, w, sizeof ids);
-            for (size_t i = 0; i < k; i++)
-                if (push(o, ids[i]))
-                    return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz,
-                                "out of memory encoding a text");
-            return RL_TOK_OK;
-        }
-    }
-    size_t before = o->n;
-    rl_tok_status st = bpe_piece(t, s, n, o, cx, piece_at);
-    if (st != RL_TOK_OK || o->n - before > CACHE_IDS)
-        return st;
-    uint64_t cur = atomic_load_explicit(&c->seq, memory_order_relaxed);
-    if ((cur & 1) || !atomic_compare_exchange_strong_explicit(&c->seq, &cur, cur + 1,
-                                                              memory_order_relaxed,
-                                                              memory_order_relaxed))
-        return RL_TOK_OK; /* another thread is writing the slot */
-    int32_t ids[CACHE_IDS] = {0};
-    uint64_t w[ID_WORDS];
-    memcpy(ids, o->v + before, (o->n - before) * sizeof *ids);
-    memcpy(w, ids, sizeof w);
-    /* Release stores: none is visible before the odd seq. */
-    atomic_store_explicit(&c->meta, n | (uint64_t)(o->n - before) << 8, memory_order_release);
-    for (int k = 0; k < KEY_WORDS; k++)
-        atomic_store_explicit(&c->key[k], key[k], memory_order_release);
-    for (int k = 0; k < ID_WORDS; k++)
-        atomic_store_explicit(&c->ids[k], w[k], memory_order_release);
-    atomic_store_explicit(&c->seq, cur + 2, memory_order_release);
-    return RL_TOK_OK;
-}
-
-enum { C_OTHER = 0, C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3 };
-
-static uint8_t ascii_class[128];
-static pthread_once_t ascii_once = PTHREAD_ONCE_INIT;
-static void ascii_init(void) {
-    for (uint32_t c = 0; c < 128; c++)
-        ascii_class[c] = rl_uni_letter_p(c)   ? C_LETTER
-                         : rl_uni_number_p(c) ? C_NUMBER
-                         : rl_uni_space_p(c)  ? C_SPACE
-                                              : C_OTHER;
-}
-
-/* The class of the character at s[i]; *nx the offset after it. */
-static inline int char_class(const uint8_t *s, size_t n, size_t i, size_t *nx) {
-    if (s[i] < 0x80) {
-        *nx = i + 1;
-        return ascii_class[s[i]];
-    }
-    size_t j = i;
-    unsigned w = rl_uni_word(rl_utf8_next(s, n, &j));
-    *nx = j;
-    return (w & RL_UNI_LETTER)   ? C_LETTER
-           : (w & RL_UNI_NUMBER) ? C_NUMBER
-           : (w & RL_UNI_SPACE)  ? C_SPACE
-                                 : C_OTHER;
-}
-
-/* The end of the GPT-2 expression's match at s[i] (i < n):
- *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * tried in that order at i, as a backtracking engine does. */
-static size_t split_next(const uint8_t *s, size_t n, size_t i) {
-    if (s[i] == '\'' && i + 1 < n) {
-        uint8_t b = s[i + 1];
-        if (b == 's' || b == 't' || b == 'm' || b == 'd')
-            return i + 2;
-        if (i + 2 < n && ((b == 'r' && s[i + 2] == 'e') || (b == 'v' && s[i + 2] == 'e') ||
-                          (b == 'l' && s[i + 2] == 'l')))
-            return i + 3;
-    }
-    size_t nx, j;
-    int c = char_class(s, n, i, &nx);
-    if (s[i] == ' ' && nx < n) {
-        size_t nx2;
-        int c2 = char_class(s, n, nx, &nx2);
-        if (c2 != C_SPACE) {
-            c = c2;
-            nx = nx2;
-        }
-    }
-    if (c != C_SPACE) {
-        j = nx;
-        while (j < n) {
-            size_t k;
-            if (char_class(s, n, j, &k) != c)
-                break;
-            j = k;
-        }
-        return j;
-    }
-    /* \s+(?!\S) takes the run of white space but its last character when
-     * something follows it; \s+ takes a run of one. */
-    size_t last = i;
-    j = nx;
-    while (j < n) {
-        size_t k;
-        if (char_class(s, n, j, &k) != C_SPACE)
-            break;
-        last = j;
-        j = k;
-    }
-    if (j == n || last == i)
-        return j;
-    return last;
-}
-
-size_t rl_tok_split_next(const char *text, size_t len, size_t at) {
-    pthread_once(&ascii_once, ascii_init);
-    return split_next((const uint8_t *)text, len, at);
-}
-
 /* The added token of class C at s[i] (the longest), or -1; *e its end. */
 static int32_t special_at(const rl_tok *t, int c, const uint8_t *s, size_t n, size_t i,
                           size_t *e) {
@@ -740,14 +327,13 @@ static size_t space_after(const uint8_t *s, size_t n, size_t i) {
     return i;
 }
 
-
 /* Split + BPE of a span without added tokens. */
 static rl_tok_status encode_plain(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
                                   const ctx *cx) {
     rl_tok_status st = RL_TOK_OK;
     for (size_t i = 0; i < n && st == RL_TOK_OK;) {
-        size_t e = split_next(s, n, i);
-        st = encode_piece(t, s + i, e - i, o, cx, i);
+        size_t e = tok_split_next(s, n, i);
+        st = tok_encode_piece(t, s + i, e - i, o, cx, i);
         i = e;
     }
     return st;
@@ -827,7 +413,7 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
     *n = 0;
     if (msgsz > 0)
         msg[0] = 0;
-    pthread_once(&ascii_once, ascii_init);
+    pthread_once(&tok_ascii_once, tok_ascii_init);
     size_t bad = utf8_invalid_at(s, len);
     if (bad < len)
         return fail(RL_TOK_BAD_UTF8, msg, msgsz,

@@ -2,8 +2,9 @@
  * letters (general category L*), numbers (N*), white space (the Unicode
  * property White_Space, which is what \s means to the regular expression
  * engines the reference tokenizers use), and canonical composition (NFC),
- * all from the generated tables of prims/unicode_tables.c (Unicode version
- * rl_uni_version).  Code points go through prims/utf8.h.  Plain C, no ECL. */
+ * all from the generated tables of prims/unicode_classes.c and
+ * prims/unicode_nfc.c (Unicode version rl_uni_version).  Code points go
+ * through prims/utf8.h.  Plain C, no ECL. */
 #ifndef RL_PRIMS_UNICODE_H
 #define RL_PRIMS_UNICODE_H
 

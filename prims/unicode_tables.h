@@ -1,5 +1,6 @@
-/* unicode_tables.h - the generated character data (prims/unicode_tables.c,
- * written by tools/gen_unicode_tables.py); only prims/unicode.c reads it. */
+/* unicode_tables.h - the generated character data (prims/unicode_classes.c
+ * and prims/unicode_nfc.c, written by tools/gen_unicode_tables.py); only
+ * prims/unicode.c reads it. */
 #ifndef RL_PRIMS_UNICODE_TABLES_H
 #define RL_PRIMS_UNICODE_TABLES_H
 
