@@ -44,7 +44,7 @@ uint16_t rl_gguf_f32_to_f16(float f) {
 }
 
 /* The row converters apply one element conversion along a row; a double
- * is first rounded to f32 (SPEC 1), then converted. */
+ * is first rounded to f32 (doc/formats.md §1), then converted. */
 static uint16_t rl_f64_to_f16(double v) { return rl_gguf_f32_to_f16((float)v); }
 static uint16_t rl_f64_to_bf16(double v) { return rl_gguf_f32_to_bf16((float)v); }
 

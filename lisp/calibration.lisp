@@ -1,4 +1,4 @@
-;;;; calibration.lisp - the calibration file of outlier-aware Q8_0 (SPEC 10)
+;;;; calibration.lisp - the calibration file of outlier-aware Q8_0 (doc/outliers.md)
 ;;;; and what `rontolisp quantize --calibration' takes from it.
 ;;;;
 ;;;; A calibration file is a GGUF file with one 1-D F32 tensor per weight

@@ -13,7 +13,7 @@
 ;;;; is checked against its config before anything is written.  The input
 ;;;; schema read is in README.org ("The converter's input").
 ;;;;
-;;;; Type policy (SPEC 7): 1-D tensors F32; the decision head --head-type
+;;;; Type policy (doc/converter.md): 1-D tensors F32; the decision head --head-type
 ;;;; (F32 by default); encoder matrices --type (F16 by default); with q8_0
 ;;;; the token embeddings stay F16; a row that is not a multiple of 32 falls
 ;;;; back to F16.
@@ -32,7 +32,7 @@
   (tensor-type-keyword (find-tensor-type name)))
 
 (defun tensor-type (gguf-name dims head-p type head-type)
-  "The GGUF type of a tensor under SPEC 7's policy."
+  "The GGUF type of a tensor under doc/converter.md's policy."
   (let ((ty (cond ((< (length dims) 2) :f32)
                   (head-p head-type)
                   ((and (string= gguf-name "token_embd.weight") (eq type :q8_0)) :f16)
@@ -132,7 +132,7 @@ upstream's ftype) and quantization version."
 (name data) of the file PATH: NAME-OF maps an input name to its GGUF name
 and whether it is a head tensor (NIL: left out).  OUTLIERS, a hash table
 from GGUF names to outlier columns (or NIL), gives the Q8_0 matrices it
-names SPEC 10's outlier-aware scales.  Values that are not
+names the outlier-aware scales of doc/outliers.md.  Values that are not
 finite, or that the output type cannot hold (beyond binary16's range for
 F16, a Q8_0 scale that overflows), are refused naming the input tensor."
   (let ((report (progress-reporter (length tensors)))
@@ -240,7 +240,7 @@ CONVERT-TENSORS."
 keys :type and :outliers (LAYA-GGUF-FILE or HF-GGUF-FILE on the parts
 read).  With OUTLIER-AWARE (TYPE :q8_0 only) the model is first built with
 F32 matrices and calibrated (MODEL:CALIBRATE), and each encoder matrix gets
-SPEC 10's outlier-aware scales for the outlier columns of its calibration:
+the outlier-aware scales of doc/outliers.md for the outlier columns of its calibration:
 still plain Q8_0 bytes."
   (cond ((not outlier-aware) (funcall build :type type))
         ((eq type :q8_0)
@@ -621,7 +621,7 @@ F16; a row that is not a multiple of 32 falls back to F16.  With --type q8_0
 --outlier-aware, the model is calibrated first (its F32 encoder run over
 built-in token sequences, as `rontolisp calibrate' does) and each encoder
 matrix's blocks holding an outlier input channel get the scale that keeps
-those weights best (SPEC 10): still plain Q8_0, which llama.cpp reads."
+those weights best: still plain Q8_0, which llama.cpp reads."
      :options ((random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
                        :help "a model of that preset shape with random weights and a
 small test tokenizer, instead of a model directory")

@@ -1,6 +1,6 @@
 ;;;; encoder.lisp - the encoder's kernels in VEC: a weight matrix times a
-;;;; sequence of activation rows (VEC:MATMUL, SPEC 4.2), and LayerNorm
-;;;; without bias, NEOX rotary embedding, attention and GeGLU (SPEC 9).
+;;;; sequence of activation rows (VEC:MATMUL, doc/products.md §3), and LayerNorm
+;;;; without bias, NEOX rotary embedding, attention and GeGLU (doc/encoder.md).
 ;;;;
 ;;;; The arithmetic is C (prims/matmul.c, prims/nn.c, reached through the
 ;;;; primitives of prims/ecl/model.c), fixed so that every path and thread
@@ -127,7 +127,7 @@ For a quantized M, row t is bit for bit (VEC:MATVEC M row-t :ACTIVATIONS
 ACTIVATIONS), :Q8 or :Q8X2; a row that cannot be quantized signals
 NON-FINITE-ERROR or SCALE-OVERFLOW-ERROR naming row and column or block.
 For float weights each output is the 16-lane single-float dot product of
-SPEC 4.2 and ACTIVATIONS is ignored.  Every path and thread count answers
+doc/products.md §3 and ACTIVATIONS is ignored.  Every path and thread count answers
 the same bits; the weights are read from memory once per call, not once
 per token.  Wrong shapes signal SHAPE-ERROR, wrong types
 ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR.
@@ -207,7 +207,7 @@ V).  Query i of head h attends to every key (WINDOW NIL, the global layers)
 or to the keys j with |i - j| <= WINDOW/2 (a positive integer WINDOW, the
 symmetric sliding window); scores are q.k / sqrt(HEAD-DIM), softmax'd with
 the maximum subtracted (sum in double-float), then the weighted sum of the
-values, all in a fixed order (SPEC 9)."
+values, all in a fixed order (doc/encoder.md)."
   (let ((fn "vec:attention"))
     (multiple-value-bind (n d) (check-f32-matrix fn "q" q)
       (check-f32-matrix fn "k" k)

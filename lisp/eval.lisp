@@ -1,5 +1,5 @@
 ;;;; eval.lisp - `rontolisp eval': how far each way of running an encoder in
-;;;; less than f32 lands from the F32 model (SPEC 10), the seed's accuracy
+;;;; less than f32 lands from the F32 model (doc/outliers.md), the seed's accuracy
 ;;;; table measured on our own models.
 ;;;;
 ;;;; The ways: the F32 file itself, an F16 file, a Q8_0 file, an

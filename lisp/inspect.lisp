@@ -2,8 +2,8 @@
 ;;;;
 ;;;; The text form lists the header, every metadata key with its type and
 ;;;; value, every tensor with its ggml dims, type and size, a total and a
-;;;; summary per tensor type with its bits per weight; the JSON form (SPEC
-;;;; 6) carries the same facts for programs; --markdown is gguf-py's
+;;;; summary per tensor type with its bits per weight; the JSON form
+;;;; (doc/command-line.md) carries the same facts for programs; --markdown is gguf-py's
 ;;;; gguf_dump --markdown (inspect-markdown.lisp).  --no-tensors,
 ;;;; --tensors-only and --filter REGEX choose what is shown, as people use
 ;;;; gguf_dump.  Control characters in keys and strings are escaped in

@@ -121,7 +121,7 @@ arrays, all in double-float."
 in a file of FORMAT (:f32 :f16 :q8_0): 1-D tensors F32, with Q8_0 the token
 embedding F16 and rows that are not multiples of 32 F16.  OUTLIERS, a hash
 table from tensor names to outlier columns, gives a Q8_0 matrix it names
-SPEC 10's outlier-aware scales."
+the outlier-aware scales of doc/outliers.md."
   (let ((f32 (embedding-as-single data)))
     (cond ((or (= 1 (array-rank f32)) (eq format :f32)) f32)
           ((or (eq format :f16) (string= name "token_embd.weight")

@@ -1,4 +1,4 @@
-;;;; model-quantize.lisp - quantize at load (SPEC 10): MODEL:LOAD :quantize
+;;;; model-quantize.lisp - quantize at load (doc/outliers.md): MODEL:LOAD :quantize
 ;;;; :q8_0 turns the F32/F16/BF16 encoder matrices of a file into Q8_0 in
 ;;;; memory, keeping each matrix's outlier input channels out of the int8
 ;;;; product:
@@ -7,9 +7,9 @@
 ;;;;
 ;;;; x' being x with the outlier channels zeroed, so that a massive channel
 ;;;; sets neither a weight block's scale nor an activation block's.  The
-;;;; int8 part is VEC:MATMUL of a quantized matrix (SPEC 4.2, with the
+;;;; int8 part is VEC:MATMUL of a quantized matrix (doc/products.md §3, with the
 ;;;; :activations asked for), the f32 part VEC:MATMUL of the single-float
-;;;; outlier columns (SPEC 4.2's 16-lane f32 dot), and the two are added in
+;;;; outlier columns (doc/products.md §3's 16-lane f32 dot), and the two are added in
 ;;;; single-float, int8 part first: every path and thread count gives the
 ;;;; same bits because both kernels do.
 ;;;;

@@ -1,6 +1,6 @@
 ;;;; model.lisp - the ModernBERT encoder of a modern-bert GGUF file: MODEL:LOAD
 ;;;; reads its tensors and hyper-parameters, MODEL:ENCODE runs the forward
-;;;; pass of SPEC 9 (llama.cpp's src/models/modern-bert.cpp) on token ids,
+;;;; pass of doc/encoder.md (llama.cpp's src/models/modern-bert.cpp) on token ids,
 ;;;; and `rontolisp embed' prints the result.
 ;;;;
 ;;;; Lisp drives the graph; every product, normalization, rotation and
@@ -195,7 +195,7 @@ embedding_length into even heads, an epsilon outside (0, 1), a rotary base
 below 1), naming the key, the range expected and the value found.
 
 QUANTIZE :q8_0 quantizes the encoder matrices (F32, F16 or BF16 in the file)
-in memory, keeping each matrix's outlier input columns (SPEC 10) out of the
+in memory, keeping each matrix's outlier input columns (doc/outliers.md) out of the
 int8 product: y = Q8_0(W without them) x + W[:, outliers] x[outliers] in
 f32, the same bits on every path and thread count (model-quantize.lisp).
 CALIBRATION names the outliers: a calibration file's path (`rontolisp
@@ -328,7 +328,7 @@ found ~A at token ~D, column ~D" layer (step-description layer step)
                                      (float-text (row-major-aref m at)) token column)))))
 
 (defun encoder-layer (s layer i heads hd eps theta window activations gelu path)
-  "One encoder layer of SPEC 9 (layer I, its weights the plist LAYER, its
+  "One encoder layer of doc/encoder.md (layer I, its weights the plist LAYER, its
 rotary base THETA and attention WINDOW, 0 for global) on the hidden states
 in the X of the scratch S, left there; the other matrices of S hold the
 layer's intermediates.  The input of every product and the result are
@@ -388,10 +388,10 @@ the file PATH) by the step that made it."
 TOKEN-IDS (integers from 0 below the vocabulary size, at most
 context_length of them): with POOLING :none an n x d (simple-array
 single-float (* *)), with :mean the mean of the rows and with :cls the
-first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, SPEC 4.1) is how
+first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, doc/products.md §2) is how
 Q8_0 weights see the activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
-SPEC 9.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
+doc/encoder.md.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
 tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden
 state is a NaN or an infinity (hostile weights), naming the layer and the
 product or step that made it.
@@ -437,7 +437,7 @@ using."
           (check-finite-steps path nil :output-norm out)
           (pool out pooling))))))
 
-;;; Calibration (SPEC 10): max |x| per input channel of every encoder
+;;; Calibration (doc/outliers.md): max |x| per input channel of every encoder
 ;;; matrix, from the f32 model over built-in sequences.
 
 (defun calibration-sequences (h)
@@ -473,7 +473,7 @@ order coprime to the vocabulary size), deterministic."
 weights used as f32 whatever their type: a list of (tensor-name .
 magnitudes), one per encoder matrix in layer order, MAGNITUDES a
 single-float vector of max |x| per input channel over the products the
-forward pass made on the built-in calibration sequences (SPEC 10)."
+forward pass made on the built-in calibration sequences (doc/outliers.md)."
   (let* ((encoder (model:load source))
          (f32 (copy-encoder encoder))
          (*channel-maxima* (make-hash-table :test 'equal)))
@@ -488,7 +488,7 @@ forward pass made on the built-in calibration sequences (SPEC 10)."
 
 (define-command "calibrate" (file out)
     (:usage "FILE.gguf OUT.gguf"
-     :summary "record max |x| per input channel of every encoder matrix (SPEC 10)"
+     :summary "record max |x| per input channel of every encoder matrix"
      :details "Runs the encoder of FILE, its weights as f32, over built-in token
 sequences covering the vocabulary and lengths up to context_length, and
 writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
@@ -563,7 +563,7 @@ lines~;an empty file~]" (zerop (length octets))))))
 (define-command "embed" (file)
     (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
      :summary "run a modern-bert encoder on token ids (or texts) and print its hidden states"
-     :details "The forward pass of SPEC 9 on each token sequence: one line of floats
+     :details "The encoder forward pass on each token sequence: one line of floats
 per token (pooling none) or one line per sequence (mean, cls).  With --json,
 one JSON object per sequence and line: file, tokens, pooling, activations,
 embeddings.  A decision head in the file is ignored.  --tokens-file is UTF-8
@@ -584,7 +584,7 @@ commas or blanks)")
                (activations "--activations A" :parse (choice-parser '("q8" "q8x2")
                                                                     :key #'option-keyword)
                             :default :q8 :help "how Q8_0 weights see the activations:
-q8 (default) or q8x2 (SPEC 4.1)")
+q8 (default) or q8x2 (two-pass, about 15 bits)")
                (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
                      :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
                (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))

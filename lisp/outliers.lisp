@@ -1,4 +1,4 @@
-;;;; outliers.lisp - which input channels of a matrix are outliers (SPEC 10),
+;;;; outliers.lisp - which input channels of a matrix are outliers (doc/outliers.md),
 ;;;; and the column mask the outlier-aware quantizer takes.
 ;;;;
 ;;;; Small encoders carry a few massive residual channels; calibration

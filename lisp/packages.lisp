@@ -104,7 +104,7 @@ model container."))
    "VOCABULARY-SIZE" "TOKENIZER-ERROR" "TOKENIZER-ERROR-PATH")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
 MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
-forward pass (SPEC 9) on token ids, Lisp driving the graph and the VEC
+forward pass (doc/encoder.md) on token ids, Lisp driving the graph and the VEC
 kernels doing the arithmetic; MODEL:TOKENIZE turns text into those ids."))
 
 (defpackage "RONTOLISP-USER"

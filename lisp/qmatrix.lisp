@@ -1,7 +1,7 @@
 ;;;; qmatrix.lisp - the quantized matrix: QUANTIZE, DEQUANTIZE, and CL's
 ;;;; array functions answering for it.
 ;;;;
-;;;; A quantized matrix holds Q8_0 blocks (ggml's int8 format, SPEC 2) in
+;;;; A quantized matrix holds Q8_0 blocks (ggml's int8 format, doc/formats.md §2) in
 ;;;; memory it does not share with Lisp arrays: its own octet vector when
 ;;;; QUANTIZE made it, a region of a mapped file when gguf:tensor did.  It is
 ;;;; a struct, not an array (ARRAYP is false), yet AREF, ROW-MAJOR-AREF,
@@ -86,7 +86,7 @@ ARRAY is a (simple-array single-float) or (simple-array double-float) (each
 double first rounded to single), a FLOAT16-ARRAY or a BFLOAT16-ARRAY, of
 rank 1 or 2, its last dimension a multiple of 32.  OUTLIERS, a list or
 vector of column indices (see OUTLIER-COLUMNS), selects the outlier-aware
-scales of SPEC 10: each block holding an outlier column takes the scale
+scales of doc/outliers.md: each block holding an outlier column takes the scale
 among f16(|w|/k) for its outlier weights w and k = 1..127, or the standard
 one, with the least squared error when outlier columns weigh 10^4; other
 blocks are the standard bytes, and the result is ordinary Q8_0.  Signals

@@ -122,7 +122,7 @@ takes for a tensor of any rank."
   "DATA (an F32, F16 or BF16 array) as TYPE (:f32 :f16 :bf16 :q8_0), itself
 when it is already of that type; other conversions go through f32, rounding
 to nearest even (the conversions llama.cpp's tools make).  OUTLIERS, input
-columns of a matrix made :q8_0, get SPEC 10's outlier-aware scales."
+columns of a matrix made :q8_0, get the outlier-aware scales of doc/outliers.md."
   (flet ((single () (if (arrayp data) data (half-array-to-single data))))
     (ecase type
       (:f32 (single))
@@ -412,7 +412,7 @@ infinity in IN, or a value that overflows its new type, signals
 TENSOR-DATA-ERROR and writes nothing (shards are written all at once with
 GGUF:WRITE-STAGED, so an older set under those names stays whole).
 CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
-it names SPEC 10's outlier-aware scales (still plain Q8_0).  Answers a list
+it names the outlier-aware scales of doc/outliers.md (still plain Q8_0).  Answers a list
 of (name type) of the tensors, in file order, the number of F16 fall
 backs, and the plan's summary line."
   (let* ((start (get-internal-real-time))

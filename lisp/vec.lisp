@@ -3,7 +3,7 @@
 ;;;;
 ;;;; The product itself is C (prims/matvec.c, reached through %MATVEC): for
 ;;;; a quantized matrix, ggml's integer-dot shape fixed so that the scalar,
-;;;; SIMD and threaded paths answer the same bits (SPEC 4); for a rank-2
+;;;; SIMD and threaded paths answer the same bits (doc/products.md §1); for a rank-2
 ;;;; single-float array, the f32 baseline with a fixed summation order.
 ;;;; This file checks arguments, so that every misuse signals one of our
 ;;;; conditions with a message saying what was expected and what was
@@ -102,7 +102,7 @@ found ~A" b (and b (* 32 b)) (and b (+ (* 32 b) 31)) amax)))
 
 (defun check-activations (fn activations)
   "Signal UNKNOWN-FORMAT-ERROR unless ACTIVATIONS is :Q8 or :Q8X2, the ways
-activations meet a quantized matrix (SPEC 4, 4.1)."
+activations meet a quantized matrix (doc/products.md §1, §2)."
   (unless (member activations '(:q8 :q8x2))
     (unknown-format-error fn activations "expected :activations :q8 or :q8x2, found ~S"
                           activations)))
@@ -152,7 +152,7 @@ the sums are single-float in a fixed order.  A double-float X gets the
 double-float sums (for a quantized M) or the single-float sums widened.
 Wrong shapes signal SHAPE-ERROR, wrong types ELEMENT-TYPE-ERROR.
 
-ACTIVATIONS :Q8X2 (SPEC 4.1) adds a second pass for a quantized M: each
+ACTIVATIONS :Q8X2 (doc/products.md §2) adds a second pass for a quantized M: each
 block's residual x - d*q is quantized again at 128/d and dotted too, still
 in exact integers, which keeps about 15 bits of each activation (the same
 bits on every path and thread count as well); a single-float M ignores it.

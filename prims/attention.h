@@ -1,4 +1,4 @@
-/* attention.h - the encoder's multi-head attention (SPEC §9), one of the
+/* attention.h - the encoder's multi-head attention (doc/encoder.md), one of the
  * non-matrix steps nn.h lists: scores, softmax, weighted sum, with the
  * full mask of the global layers and the symmetric sliding window of the
  * others.  Plain C, no ECL; validation and status codes as in nn.h.

@@ -5,7 +5,7 @@
  * Types: SRC F32, F16 or BF16; DST F32, F16, BF16 or Q8_0.  SRC == DST is a
  * copy, for which only the check runs (the caller writes the source bytes
  * themselves).  Values go through f32 (halves widened exactly, f32 to
- * binary16 or bfloat16 rounded to nearest even, Q8_0 as SPEC §2 or, with an
+ * binary16 or bfloat16 rounded to nearest even, Q8_0 as doc/formats.md §2 or, with an
  * outlier mask, §10), so the bytes are the ones the single-threaded
  * conversions give, whatever the thread count.
  *

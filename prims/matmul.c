@@ -42,7 +42,7 @@
 #define RL_MM_MIN_WORK_SEQ 65536
 /* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
  * the weight rows once per call, which fewer tokens do not repay; below,
- * each token takes the VNNI matvec kernel (the same bits, SPEC §4.2). */
+ * each token takes the VNNI matvec kernel (the same bits, doc/products.md §3). */
 #ifndef RL_MM_VNNI_MIN_TOKENS
 #define RL_MM_VNNI_MIN_TOKENS 4
 #endif

@@ -1,11 +1,11 @@
-/* matmul.h - a weight matrix times a sequence of activation rows (SPEC §4.2),
+/* matmul.h - a weight matrix times a sequence of activation rows (doc/products.md §3),
  * the encoder's matrix products.  Plain C, no ECL.
  *
  * y (n x rows) = x (n x cols) times W^T, W rows x cols, one output row per
  * token, so that a whole sequence goes through each weight matrix once:
  *   - Q8_0 W: row t of y is bit for bit the matvec of x's row t (matvec.h)
- *     with the same activations: RL_ACT_Q8 (SPEC §4) or RL_ACT_Q8X2 (SPEC
- *     §4.1: per block, the Q8_0 quants of x plus residual quants r_j of
+ *     with the same activations: RL_ACT_Q8 (doc/products.md §1) or RL_ACT_Q8X2
+ *     (doc/products.md §2: per block, the Q8_0 quants of x plus residual quants r_j of
  *     x_j - d * qx_j at 128 / d).
  *   - F32, F16 and BF16 W (widened exactly to f32): each output is the
  *     16-lane f32 dot product of matvec.h's f32 baseline (fmaf per lane in
@@ -40,8 +40,8 @@ typedef enum {
 
 /* How activations meet Q8_0 weights (ignored for float weights). */
 typedef enum {
-    RL_ACT_Q8 = 0, /* SPEC §4: one Q8_0 pass */
-    RL_ACT_Q8X2    /* SPEC §4.1: Q8_0 plus a residual pass, ~15 bits */
+    RL_ACT_Q8 = 0, /* doc/products.md §1: one Q8_0 pass */
+    RL_ACT_Q8X2    /* doc/products.md §2: Q8_0 plus a residual pass, ~15 bits */
 } rl_act;
 
 /* "f32", "f16", "bf16", "q8_0"; "q8", "q8x2". */
@@ -83,7 +83,7 @@ rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t col
                                  rl_act act, rl_path path, int threads, int min_work,
                                  char *msg, size_t msglen, rl_mm_fault *fault);
 
-/* Residual quants of SPEC §4.1 for n values x (n % 32 == 0) already
+/* Residual quants of doc/products.md §2 for n values x (n % 32 == 0) already
  * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /
  * d)), -127, 127) per block, d = f16->f32 of the block's scale, all in f32
  * without contraction; r_j = 0 where d = 0. */

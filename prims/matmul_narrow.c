@@ -1,7 +1,7 @@
 /* matmul_narrow.c - f32 weights of at most 16 columns times a sequence (see
  * matmul_narrow.h).
  *
- * SPEC 4.2 gives lane l the columns j = l mod 16 from +0.0, one fmaf each,
+ * doc/products.md §3 gives lane l the columns j = l mod 16 from +0.0, one fmaf each,
  * then the tree acc_i += acc_(i+8), + 4, + 2, + 1.  With 16 columns or
  * fewer lane l holds fmaf(w_l, x_l, +0.0) and the lanes past the columns
  * stay +0.0.  Adding a +0.0 lane changes a value only when it is -0 (an

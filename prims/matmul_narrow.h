@@ -12,7 +12,8 @@
 
 /* Rows [r0, r1) of the f32 matrix m (1 to RL_MM_NARROW_COLS cols a row)
  * times the n rows of x (cols each), into y[t * ystride + yoff + r] (yd as
- * the f32 result widened): SPEC 4.2's 16-lane order, so the same bits as
+ * the f32 result widened): the 16-lane order of
+ * doc/products.md §3, so the same bits as
  * matmul.c's other f32 kernels, with sixteen rows in a vector.  AVX-512F
  * only. */
 void rl_mm_f32_narrow_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,

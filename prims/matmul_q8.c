@@ -13,7 +13,7 @@
 
 #define RL_MM_Q8_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 
-/* SPEC §4 fixes the integer part as exact int32 lane sums, formed here with
+/* doc/products.md §1 fixes the integer part as exact int32 lane sums, formed here with
  * vpdpbusd, which multiplies unsigned by signed bytes: the weights go in as
  * w + 128 (w ^ 0x80, 0..255, -128 included) and each sum starts at -128
  * times the sum of the activation quants it meets, so every step is an
@@ -37,7 +37,7 @@
  * rows, and the 16 pairs' scales are formed once per block.
  *
  * Two ways, the same bits:
- *   - lanes (rl_mmq4_lanes): SPEC §4 as written, a double accumulator per
+ *   - lanes (rl_mmq4_lanes): doc/products.md §1 as written, a double accumulator per
  *     lane, the scales of 16 pairs formed once per block for all four lanes;
  *   - whole blocks (rl_mmq4_whole), when every sum is exact.  A term of
  *     row r, token t, block b is s * dw * dx with |s| <= 128 * A (A: the
@@ -72,7 +72,7 @@ typedef struct {
     int32_t c[4][16];
 } rl_mmq4_cblk;
 
-/* Q8x2 (SPEC 4.1): the residual quants as q above, and their lanes'
+/* Q8x2 (doc/products.md §2): the residual quants as q above, and their lanes'
  * corrections as c; the scales dx then carry the 2^-7 (exactly) */
 typedef struct {
     int32_t q[2][16];
@@ -396,7 +396,7 @@ rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk
                 const __m512i wh = _mm512_broadcast_i32x4(
                     _mm_loadu_si128((const __m128i *)(const void *)wg[g]->w[2 * l + 1]));
                 __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wa, xa), wh, xh);
-                if (x2) /* SPEC 4.1: 128 * s_q + s_r */
+                if (x2) /* doc/products.md §2: 128 * s_q + s_r */
                     s = _mm512_add_epi32(
                         _mm512_slli_epi32(s, 7),
                         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(cr, wa, ra), wh, rh));

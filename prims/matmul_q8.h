@@ -1,6 +1,6 @@
 /* matmul_q8.h - the token-tiled Q8_0 kernel of the AVX-512 VNNI path
- * (matmul_q8.c), for matmul.c: SPEC §4.2, row t of the product bit for bit
- * the matvec of token t, with SPEC §4's or §4.1's arithmetic.  Plain C, no
+ * (matmul_q8.c), for matmul.c: doc/products.md §3, row t of the product bit for bit
+ * the matvec of token t, with the arithmetic of doc/products.md §1 or §2.  Plain C, no
  * ECL. */
 #ifndef RL_PRIMS_MATMUL_Q8_H
 #define RL_PRIMS_MATMUL_Q8_H

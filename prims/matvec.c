@@ -34,7 +34,7 @@ static void rl_mv_store(double v, size_t r, double *yd, float *yf) {
 
 /* ---- Q8_0 reference ------------------------------------------------- */
 
-/* Q8x2 (SPEC §4.1): dx[b] here is f16->f32(dx_b) * 2^-7, so s_l * (dw *
+/* Q8x2 (doc/products.md §2): dx[b] here is f16->f32(dx_b) * 2^-7, so s_l * (dw *
  * dx[b]) is the spec's (s_l * (dw * dx_b)) * 2^-7: both products are exact
  * in double (s_l < 2^25, dw * dx_b < 2^22 significant bits), so the scale
  * folds in without a rounding and the :q8 accumulation code serves both. */
@@ -80,7 +80,7 @@ rl_mv_dot_avx2(const int8_t *wq, __m256i qx) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* Q8x2 (SPEC §4.1): 128 * dot(w, qx) + dot(w, r) per int32 element.  Each
+/* Q8x2 (doc/products.md §2): 128 * dot(w, qx) + dot(w, r) per int32 element.  Each
  * part is exact as above; the total is at most 129 * 2 * 2 * 128 * 127 in
  * magnitude for a pair, and a lane (two elements) stays far below 2^31. */
 __attribute__((target("avx2,fma,f16c"))) static inline __m256i

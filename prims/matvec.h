@@ -1,4 +1,4 @@
-/* matvec.h - matrix times vector: Q8_0 weights (SPEC §4) and the f32 baseline.
+/* matvec.h - matrix times vector: Q8_0 weights (doc/products.md §1) and the f32 baseline.
  *
  * Q8_0: y = W x for W rows x cols in Q8_0 (rows * cols/32 blocks, row after
  * row), fixed so that every path and thread count answers the same bits:
@@ -111,7 +111,7 @@ void rl_matvec_q8_rows_avx512vnni(const rl_block_q8_0 *w, size_t nb, const rl_bl
                                   const double *dx, size_t r0, size_t r1, double *yd,
                                   float *yf);
 
-/* Q8x2 rows [r0, r1) (SPEC §4.1): xr holds nb*32 residual quants r_j of
+/* Q8x2 rows [r0, r1) (doc/products.md §2): xr holds nb*32 residual quants r_j of
  * x, and dx[b] = f16->f32(xq[b].d) * 2^-7 (the spec's final 2^-7 folded
  * into the exact scale product).  xr == NULL in the _ref form gives :q8. */
 typedef void (*rl_matvec_q8x2_kernel)(const rl_block_q8_0 *w, size_t nb,

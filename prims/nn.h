@@ -1,4 +1,4 @@
-/* nn.h - the encoder's non-matrix steps (SPEC §9): LayerNorm without bias,
+/* nn.h - the encoder's non-matrix steps (doc/encoder.md): LayerNorm without bias,
  * NEOX rotary embedding, attention, GeGLU.  Plain C, no ECL.
  *
  * What each computes follows llama.cpp's CPU ops (ggml-cpu/ops.cpp,

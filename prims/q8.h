@@ -5,7 +5,7 @@
  *     offset 0   d      binary16 scale, little-endian
  *     offset 2   qs[32] signed 8-bit quants
  *
- * Per block of f32 x (SPEC §2; ggml's quantize_row_q8_0_ref, bit for bit):
+ * Per block of f32 x (doc/formats.md §2; ggml's quantize_row_q8_0_ref, bit for bit):
  *     amax = max |x[j]| (f32, from 0)      d = amax / 127 (f32)
  *     id = d != 0 ? 1/d : 0 (f32)          q[j] = roundf(x[j] * id)
  *     stored d = f32->f16(d)

@@ -1,4 +1,4 @@
-/* q8_outlier.h - outlier-aware Q8_0 scales (SPEC §10).
+/* q8_outlier.h - outlier-aware Q8_0 scales (doc/outliers.md).
  *
  * A massive input channel (an outlier column of a weight matrix) sets the
  * scale of the other 31 values of every block it sits in.  For such blocks

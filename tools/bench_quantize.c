@@ -16,7 +16,7 @@
  * costs nothing (the conversion's own speed).  The
  * input is read once before either, so both find it in the page cache.
  * Prints a table with the ratios, and whether the outputs hold the same
- * tensors and metadata (general.alignment aside: SPEC 5 always writes it);
+ * tensors and metadata (general.alignment aside: doc/gguf.md: it is always written);
  * exits 1 when they do not, 2 when a run fails.  Both runs share a
  * machine: compare the ratios of one run, not numbers across runs.
  */
@@ -160,7 +160,7 @@ static run measure(char *const argv[]) {
 
 /* 0 when the outputs A (llama.cpp's) and B (ours) hold the same tensors
  * -- names, types, dims, offsets and bytes -- and the same metadata but
- * for general.alignment, which our writer always writes (SPEC 5) and
+ * for general.alignment, which our writer always writes (doc/gguf.md) and
  * llama.cpp's leaves out; else 1, with the first difference on stderr. */
 static int compare(const char *a, const char *b) {
     rl_gguf_file *fa = NULL, *fb = NULL;

@@ -39,7 +39,7 @@ void rl_copy_to_tensor_array(const char *fn, cl_object dest, int f32_p, const vo
 /* (%to-half-into src bf16-p dest): SRC a simple single- or double-float
  * array, DEST a simple (unsigned-byte 16) array of the same total size;
  * fills DEST with binary16 (bf16-p NIL) or bfloat16 bits.  A double goes
- * through C's cast to float first (SPEC 1). */
+ * through C's cast to float first (doc/formats.md §1). */
 static cl_object rl_prim_to_half_into(cl_object src, cl_object bf16, cl_object dest) {
     cl_index n = 0, m = 0;
     const float *xs = rl_simple_data(src, ecl_aet_sf, &n);

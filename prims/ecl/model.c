@@ -218,7 +218,7 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
 }
 
 /* (%matvec-q8x2 m x out) -> OUT, or (values nil status message where):
- * %MATVEC with two-pass activations (SPEC §4.1); M must be a quantized
+ * %MATVEC with two-pass activations (doc/products.md §2); M must be a quantized
  * matrix. */
 static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
     static const char fn[] = "%MATVEC-Q8X2";

@@ -225,8 +225,8 @@ static cl_object rl_prim_q8_quantize(cl_object src, cl_object kind) {
     return rl_q8_quantize_prim("%Q8-QUANTIZE", src, kind, ECL_NIL);
 }
 
-/* (%q8-quantize-outliers src kind mask) -> as %q8-quantize, with SPEC
- * §10's outlier-aware scales: MASK a simple (unsigned-byte 8) vector, one
+/* (%q8-quantize-outliers src kind mask) -> as %q8-quantize, with the
+ * outlier-aware scales of doc/outliers.md: MASK a simple (unsigned-byte 8) vector, one
  * byte per column (nonzero = outlier column), whose length, a multiple of
  * 32, divides SRC's total size into rows. */
 static cl_object rl_prim_q8_quantize_outliers(cl_object src, cl_object kind, cl_object mask) {

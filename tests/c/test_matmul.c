@@ -1,5 +1,5 @@
-/* test_matmul.c - a weight matrix times a sequence (SPEC §4.2) and the Q8x2
- * activations (SPEC §4.1): every path and thread count against the scalar
+/* test_matmul.c - a weight matrix times a sequence (doc/products.md §3) and the Q8x2
+ * activations (doc/products.md §2): every path and thread count against the scalar
  * reference, bit for bit; Q8_0 rows against matvec of each token; Q8x2
  * against a transcription of the spec; float weights against a double
  * reference; error cases. */
@@ -129,20 +129,20 @@ static void test_q8_matches_matvec(void) {
 /* ---- :q8 with whole-block sums (matmul_q8.c) ---------------------------
  *
  * The VNNI kernel sums whole blocks into one double when its exponent test
- * says every sum is exact, and lane by lane (SPEC §4 as written) when not.
+ * says every sum is exact, and lane by lane (doc/products.md §1 as written) when not.
  * Weights and activations at the limits (weight quants -128 or random,
  * activation quants all +-127, scales with all mantissa bits set), the
  * weights' block exponents spread just inside and just outside the test's
  * bound, the activations' of one exponent.  The kernel's doubles
  * (called directly: the public product rounds to f32, where the two ways
- * would almost never show) equal SPEC §4 written out here, bit for bit;
+ * would almost never show) equal doc/products.md §1 written out here, bit for bit;
  * the kernel took the way expected; a whole-block sum written out here
- * equals SPEC §4 where the test allows it and, far outside the bound,
+ * equals doc/products.md §1 where the test allows it and, far outside the bound,
  * differs from it somewhere, so the data can tell the two ways apart (just
  * outside, the bound is not tight and the sums are still exact).  The
  * public product agrees on every path and thread count. */
 
-/* Row wr (nb blocks) times the quantized token xq, SPEC §4 (lanes) or by
+/* Row wr (nb blocks) times the quantized token xq, doc/products.md §1 (lanes) or by
  * whole blocks. */
 static double q8_row_spec(const rl_block_q8_0 *wr, const rl_block_q8_0 *xq, size_t nb,
                           int whole) {
@@ -228,7 +228,7 @@ static void whole_case(const whole_spec *c) {
             bad += memcmp(&spec, &yd[t * ROWS + r], sizeof spec) != 0;
             differ += memcmp(&spec, &whole, sizeof spec) != 0;
         }
-    CHECK_MSG(!bad, "whole sums, %s: %ld kernel doubles differ from SPEC 4", c->name, bad);
+    CHECK_MSG(!bad, "whole sums, %s: %ld kernel doubles differ from doc/products.md §1", c->name, bad);
     if (c->want == 1)
         CHECK_MSG(!differ, "whole sums, %s: %ld whole-block sums differ", c->name, differ);
     else if (c->cancel)

@@ -1,4 +1,4 @@
-/* test_matvec.c - the Q8_0 matrix-vector product (SPEC §4) and the f32
+/* test_matvec.c - the Q8_0 matrix-vector product (doc/products.md §1) and the f32
  * baseline: every path and thread count against the scalar reference, bit
  * for bit; the reference against independent formulations; error cases.
  * The pool and the CPU knobs are tested in test_pool.c and test_cpu.c. */

@@ -1,5 +1,5 @@
 /* test_q8_outlier.c - the outlier-aware scale search (prims/q8_outlier.c)
- * against a brute force written here from SPEC §10 alone: every candidate
+ * against a brute force written here from doc/outliers.md alone: every candidate
  * listed, scored and ranked by (error, tie order), over random blocks with
  * planted outliers, plus the corners (zero block, f32- and f16-subnormal
  * scales, an all-outlier block, a scale beyond binary16) and the matrix
@@ -48,7 +48,7 @@ static int better(const cand *a, const cand *b) {
     return a->rank2 < b->rank2;
 }
 
-/* The block SPEC §10 asks for, found by listing every candidate. */
+/* The block doc/outliers.md asks for, found by listing every candidate. */
 static void brute_force(const float *x, const uint8_t *m, rl_block_q8_0 *out) {
     cand best, c;
     rl_block_q8_0 std;
@@ -137,7 +137,7 @@ static void test_random_blocks(void) {
     }
     CHECK_MSG(bad == 0, "%d of %d random blocks differ from the brute force", bad, N);
     CHECK_MSG(worse == 0, "%d blocks have a larger weighted error than the standard scale", worse);
-    CHECK_MSG(std_mismatch == 0, "%d blocks without an outlier are not SPEC 2's bytes", std_mismatch);
+    CHECK_MSG(std_mismatch == 0, "%d blocks without an outlier are not the bytes of doc/formats.md §2", std_mismatch);
     /* the search must actually move scales, or the test above proves nothing */
     CHECK_MSG(changed > N / 4, "only %d of %d blocks left the standard scale", changed, N);
 }
@@ -243,7 +243,7 @@ static void test_matrix(void) {
             bad += memcmp(&got[r * (C / 32) + b], &want, sizeof want) != 0;
         }
     CHECK_MSG(bad == 0, "%d matrix blocks differ from the block search", bad);
-    /* block 2 of each row has no outlier column: SPEC 2's bytes */
+    /* block 2 of each row has no outlier column: the bytes of doc/formats.md §2 */
     rl_q8_quantize_f32_ref(x, R * C, plain, NULL);
     for (int r = 0; r < R; r++)
         CHECK(memcmp(&got[r * 3 + 2], &plain[r * 3 + 2], sizeof want) == 0);

@@ -2,7 +2,7 @@
 ;;;; VEC:MATMUL rows are VEC:MATVEC of each token bit for bit, for every
 ;;;; weight type and both activation modes, on every SIMD setting and thread
 ;;;; count; LayerNorm, RoPE, attention and GeGLU against plain double-float
-;;;; references written here from SPEC 9; every argument error signals our
+;;;; references written here from doc/encoder.md; every argument error signals our
 ;;;; conditions.  (The C tests test_matmul and test_nn cover the kernels'
 ;;;; paths over many more sizes.)
 

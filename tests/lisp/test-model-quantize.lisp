@@ -1,5 +1,5 @@
 ;;;; test-model-quantize.lisp - int8 that keeps its accuracy on a model with
-;;;; massive channels (SPEC 10): `convert --type q8_0 --outlier-aware' writes
+;;;; massive channels (doc/outliers.md): `convert --type q8_0 --outlier-aware' writes
 ;;;; the outlier-aware scales of its own calibration as plain Q8_0 that
 ;;;; llama.cpp loads, and MODEL:LOAD :quantize :q8_0 quantizes an F16/F32
 ;;;; file in memory with the outlier columns kept in f32.  On s1-nano with 4

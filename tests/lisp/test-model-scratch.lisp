@@ -1,7 +1,7 @@
 ;;;; test-model-scratch.lisp - MODEL:ENCODE working in reused scratch
 ;;;; buffers (lisp/model-scratch.lisp) and the primitives it calls between
 ;;;; the products: the same bits as the forward pass composed of the VEC
-;;;; kernels with fresh arrays (written here from SPEC 9), for several token
+;;;; kernels with fresh arrays (written here from doc/encoder.md), for several token
 ;;;; counts in any order; results that never alias the scratch; encodes of
 ;;;; one encoder in two threads at once; the cache's limits; calibration's
 ;;;; maxima taken from the inputs the fresh-array pass multiplies; and the
@@ -13,7 +13,7 @@
 (in-suite model-scratch)
 
 (defun fresh-arrays-layer (x layer i h activations gelu &optional note)
-  "One encoder layer of SPEC 9 on X through the VEC kernels, each step a
+  "One encoder layer of doc/encoder.md on X through the VEC kernels, each step a
 fresh array: the forward pass as it was before the scratch.  NOTE, when
 given, is called with the key (:qkv :out :up :down) and input of each
 product."

@@ -42,7 +42,7 @@ tests/fetch-llama-lib.sh, or set RL_LLAMA_LIB)")
              nil)))
 
 (test model-agrees-with-llama-cpp-on-f32-files
-  ;; SPEC 9 with GELU :tanh is llama.cpp's graph: on F32 weights only f32
+  ;; doc/encoder.md with GELU :tanh is llama.cpp's graph: on F32 weights only f32
   ;; rounding (summation order, its f16 GELU table) may separate the two.
   (dolist (case *agreement-cases*)
     (destructuring-bind (preset n) case

@@ -1,4 +1,4 @@
-;;;; test-outliers.lisp - the outlier rule of SPEC 10 (OUTLIER-COLUMNS) and
+;;;; test-outliers.lisp - the outlier rule of doc/outliers.md (OUTLIER-COLUMNS) and
 ;;;; QUANTIZE's :outliers (the scale search itself is checked against a
 ;;;; brute force in tests/c/test_q8_outlier.c; here: what the Lisp entry
 ;;;; point promises about the result, and its argument checks).
@@ -48,7 +48,7 @@
 
 (defun weighted-error (a m outliers)
   "Sum over A's elements of weight * (a - m)^2 in double, outlier columns
-weighing 10^4 (SPEC 10)."
+weighing 10^4 (doc/outliers.md)."
   (let ((cols (array-dimension a 1)))
     (loop for i below (array-total-size a)
           for d = (- (float (row-major-aref a i) 1d0) (row-major-aref m i))

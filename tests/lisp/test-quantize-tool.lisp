@@ -15,7 +15,7 @@
     ("q8_bf16src.bf16.gguf" "q8_bf16src.q8_0.gguf")
     ("q8_align64.f32.gguf" "q8_align64.q8_0.gguf"))
   "Golden inputs with llama-quantize's output for each.  Whole files differ
-by design: our writer always writes general.alignment (SPEC 5), which
+by design: our writer always writes general.alignment (doc/gguf.md), which
 llama-quantize's outputs lack, and at alignment 64 llama-quantize's layout is
 wrong; every tensor's type, dims, order and bytes must be equal.")
 

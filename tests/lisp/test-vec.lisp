@@ -1,10 +1,10 @@
-;;;; test-vec.lisp - VEC:MATVEC answers SPEC 4's formula bit for bit on
+;;;; test-vec.lisp - VEC:MATVEC answers the formula of doc/products.md §1 bit for bit on
 ;;;; every path and thread count, interpreted and compiled; the f32
 ;;;; baseline its fixed order; the other VEC/LINALG operations refuse a
 ;;;; quantized matrix.
 ;;;;
 ;;;; The references here are plain Lisp, independent of the C code: Q8_0
-;;;; of x is recomputed from SPEC 2 (binary16 rounding included), the
+;;;; of x is recomputed from doc/formats.md §2 (binary16 rounding included), the
 ;;;; weights' blocks are read from the bytes WRITE-SEQUENCE writes, and
 ;;;; fmaf is computed exactly on rationals.
 
@@ -66,7 +66,7 @@ even, +infinity when it rounds past 65504."
   (if (minusp r) (- (floor (+ (- r) 1/2))) (floor (+ r 1/2))))
 
 (defun ref-quantize-vector (x)
-  "SPEC 2 for the float vector X (each value made single-float first): a
+  "doc/formats.md §2 for the float vector X (each value made single-float first): a
 list of (d-bits . quants) per block of 32, quants a list of 32 integers."
   (let ((xs (map 'vector (lambda (v) (coerce v 'single-float)) x)))
     (loop for b from 0 below (floor (length xs) 32)
@@ -81,7 +81,7 @@ list of (d-bits . quants) per block of 32, quants a list of 32 integers."
                                block))))))
 
 (defun ref-matvec-q8 (m x)
-  "SPEC 4 for the quantized matrix M and the float vector X, in plain Lisp:
+  "doc/products.md §1 for the quantized matrix M and the float vector X, in plain Lisp:
 a fresh vector of X's element type."
   (let* ((rows (array-dimension m 0))
          (cols (array-dimension m 1))
@@ -156,8 +156,8 @@ over j mod 16, then a fixed tree, in single-float."
 ;;; The formula.
 
 (test reference-quantizer-matches-quantize
-  "The Lisp SPEC 2 used by the reference writes QUANTIZE's bytes (subnormal
-scales and zero blocks included), so the reference rests on SPEC 2 itself."
+  "The Lisp version of doc/formats.md §2 used by the reference writes QUANTIZE's bytes (subnormal
+scales and zero blocks included), so the reference rests on doc/formats.md §2 itself."
   (let ((state (make-random-state t)))
     (dolist (scale '(1e-37 1e-30 1e-6 1e-5 3e-3 1.0 8e6))
       (dolist (type '(single-float double-float))
@@ -171,7 +171,7 @@ scales and zero blocks included), so the reference rests on SPEC 2 itself."
               "scale ~A ~A" scale type))))))
 
 (test matvec-matches-reference-formula
-  "Random shapes and scales, single and double x: the bits of SPEC 4."
+  "Random shapes and scales, single and double x: the bits of doc/products.md §1."
   (let ((state (make-random-state t)) (cases 0))
     (dolist (shape '((1 32) (3 64) (7 96) (13 320) (5 1024)))
       (dolist (scales '((1.0 1.0) (1e-30 1.0) (1.0 1e-30) (1e-37 1e3) (8e6 1e-3) (1e3 8e6)
