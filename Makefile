@@ -44,7 +44,7 @@ $(B)/obj/%.o: %.c
 
 $(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 
-# The encoder kernels pin every f32 rounding (SPEC §4.1, §9): a product and
+# The encoder kernels pin every f32 rounding (doc/products.md §2, doc/encoder.md): a product and
 # a sum must not fuse into an fma the spec does not name.
 $(B)/obj/prims/matmul.o $(B)/obj/prims/matmul_narrow.o $(B)/obj/prims/matmul_q8.o \
   $(B)/obj/prims/nn.o $(B)/obj/prims/attention.o: RL_CFLAGS += -ffp-contract=off
