@@ -517,8 +517,10 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                             ((and (string= name "loop") (plusp loops)) (parse-loop-attribute at))
                             (t (make-tx :name at nil name)))))
                    (:string
-                    (let ((parts (loop while (type-p :string) collect (second (advance)))))
-                      (make-tx :const at nil (apply #'concatenate 'string parts))))
+                    (make-tx :const at nil
+                             (with-output-to-string (s)
+                               (loop while (type-p :string)
+                                     do (write-string (second (advance)) s)))))
                    (:integer (advance) (make-tx :const at nil (second token)))
                    (:op
                     (cond ((op-p "(")
@@ -851,9 +853,9 @@ else the key NAME of a mapping, else undefined."
                              (return nil))
                            (setf left right)
                         finally (return t))))
-      (:concat (apply #'concatenate 'string
-                      (mapcar (lambda (e) (python-str (template-eval e) (tx-offset e)))
-                              (first args))))
+      (:concat (with-output-to-string (s)
+                 (dolist (e (first args))
+                   (write-string (python-str (template-eval e) (tx-offset e)) s))))
       (:if (destructuring-bind (then test else) args
              (cond ((truthy (template-eval test)) (template-eval then))
                    (else (template-eval else))
