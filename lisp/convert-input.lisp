@@ -15,7 +15,8 @@
     ("num_attention_heads" 1 65536) ("vocab_size" 1 16777216)
     ("max_position_embeddings" 1 16777216) ("local_attention" 0 16777216)
     ("global_attn_every_n_layers" 1 4096) ("head_layers" 0 4096)
-    ("head_max_len" 1 16777216) ("max_len" 1 16777216) ("num_labels" 1 65536))
+    ("head_max_len" 1 16777216) ("max_len" 1 16777216) ("num_labels" 1 65536)
+    ("head_heads" 1 65536))
   "The integer configuration keys with their least and greatest sane
 values: a config beyond them is refused before anything is allocated.")
 

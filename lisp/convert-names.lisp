@@ -29,31 +29,44 @@ shape, its names under PREFIX; INIT is :normal, :one or :zero."
       (add "final_norm.weight" (list h) :one))
     (reverse out)))
 
+(defparameter *random-head-logit-scale* 8d0
+  "A random decision head's cls.output weights have the standard deviation
+this over the square root of the hidden size (convert --random): the logits
+of the built-in questions then spread about this much (doc/decision.md).")
+
+(defparameter *question-type-rows* 3
+  "The rows of a Laya decision head's type embeddings: one per question type.")
+
 (defun decision-head-tensor-shapes (&key hidden head-layers &allow-other-keys)
-  "The (hf-name shape init) of every tensor of a Laya decision head."
-  (let ((h hidden) (out '()))
+  "The (hf-name shape init) of every tensor of a Laya decision head.  INIT
+for a random model is PyTorch-like: a matrix (:normal 1/sqrt(fan-in)), a
+bias (:normal 0.02), the type embeddings (:normal 1) as nn.Embedding's,
+norms :one and :zero, and the scorer's output weights
+*RANDOM-HEAD-LOGIT-SCALE* / sqrt(hidden)."
+  (let ((h hidden) (out '())
+        (w (/ 1d0 (sqrt hidden))) (w4 (/ 1d0 (sqrt (* 4 hidden)))) (b '(:normal 0.02d0)))
     (flet ((add (name shape init) (push (list name shape init) out)))
       (dotimes (i head-layers)
         (flet ((n (s) (format nil "head.layers.~D.~A" i s)))
-          (add (n "self_attn.in_proj_weight") (list (* 3 h) h) :normal)
-          (add (n "self_attn.in_proj_bias") (list (* 3 h)) :zero)
-          (add (n "self_attn.out_proj.weight") (list h h) :normal)
-          (add (n "self_attn.out_proj.bias") (list h) :zero)
-          (add (n "linear1.weight") (list (* 4 h) h) :normal)
-          (add (n "linear1.bias") (list (* 4 h)) :zero)
-          (add (n "linear2.weight") (list h (* 4 h)) :normal)
-          (add (n "linear2.bias") (list h) :zero)
+          (add (n "self_attn.in_proj_weight") (list (* 3 h) h) (list :normal w))
+          (add (n "self_attn.in_proj_bias") (list (* 3 h)) b)
+          (add (n "self_attn.out_proj.weight") (list h h) (list :normal w))
+          (add (n "self_attn.out_proj.bias") (list h) b)
+          (add (n "linear1.weight") (list (* 4 h) h) (list :normal w))
+          (add (n "linear1.bias") (list (* 4 h)) b)
+          (add (n "linear2.weight") (list h (* 4 h)) (list :normal w4))
+          (add (n "linear2.bias") (list h) b)
           (add (n "norm1.weight") (list h) :one)
           (add (n "norm1.bias") (list h) :zero)
           (add (n "norm2.weight") (list h) :one)
           (add (n "norm2.bias") (list h) :zero)))
-      (add "head.type_embeddings.weight" (list 3 h) :normal)
-      (add "head.dense.weight" (list h h) :normal)
-      (add "head.dense.bias" (list h) :zero)
+      (add "head.type_embeddings.weight" (list *question-type-rows* h) '(:normal 1d0))
+      (add "head.dense.weight" (list h h) (list :normal w))
+      (add "head.dense.bias" (list h) b)
       (add "head.norm.weight" (list h) :one)
       (add "head.norm.bias" (list h) :zero)
-      (add "head.out.weight" (list 1 h) :normal)
-      (add "head.out.bias" (list 1) :zero))
+      (add "head.out.weight" (list 1 h) (list :normal (* w *random-head-logit-scale*)))
+      (add "head.out.bias" (list 1) b))
     (reverse out)))
 
 (defun laya-tensor-shapes (&rest shape &key &allow-other-keys)

@@ -172,10 +172,12 @@ each tensor is made."
     (values
      (plant-massive-channels
       (loop for (name shape init) in (apply #'laya-tensor-shapes p)
-            collect (list name (ecase init
-                                 (:normal (random-normal-array r shape 0.02d0))
-                                 (:one (constant-array shape 1.0))
-                                 (:zero (constant-array shape 0.0))))
+            collect (list name (if (consp init) ; (:normal sigma)
+                                   (random-normal-array r shape (second init))
+                                   (ecase init
+                                     (:normal (random-normal-array r shape 0.02d0))
+                                     (:one (constant-array shape 1.0))
+                                     (:zero (constant-array shape 0.0)))))
             do (funcall report (incf done) name))
       (massive-channels h massive seed) massive-ratio)
      (list :object

@@ -75,15 +75,64 @@ of strings, the classifier's output labels."
                   (list (k "vocab_size") :u32 (getf hp :vocab))
                   (list (k "hidden_activation") :string (getf hp :act))))))
 
-(defun decision-metadata (rl rl-path head-layers)
+(defparameter *head-activations* '("relu" "gelu")
+  "The feed-forward activations of a decision head's blocks: PyTorch's
+nn.TransformerEncoderLayer relu and exact gelu.")
+
+(defun question-types (rl rl-path keys)
+  "The decision head's question types, a vector of strings, one per row of
+its token_types: rl_agent_config.json's question_types, else the types of
+its temperature buckets (TYPE:N or TYPE:LO-HI, TYPE the part before the
+first dot of the GGUF key) in the order KEYS of the file, each once."
+  (let ((given (cfg rl "question_types" rl-path :type 'vector :default nil)))
+    (if given
+        (let ((seen '()))
+          (loop for ty across given for i from 0
+                unless (and (stringp ty) (plusp (length ty)) (not (find #\. ty))
+                            (not (member ty seen :test #'string=)))
+                  do (convert-error rl-path "key \"question_types\"[~D]: expected a non-empty ~
+string without a dot, not named before, found ~A" i (json-brief ty))
+                do (push ty seen))
+          (check-question-type-count given rl-path "question_types")
+          given)
+        (let ((types '()))
+          (dolist (key keys)
+            (let* ((gguf-key (temperature-key key)) ; as the reader of the file splits it
+                   (ty (subseq gguf-key 0 (position #\. gguf-key))))
+              (pushnew ty types :test #'string=)))
+          (check-question-type-count types rl-path "temperatures")
+          (coerce (reverse types) 'vector)))))
+
+(defun check-question-type-count (types rl-path key)
+  "Refuse more question TYPES (from KEY of rl_agent_config.json) than the
+head's type embeddings have rows."
+  (when (> (length types) *question-type-rows*)
+    (convert-error rl-path "key ~S: expected at most ~D question types (the rows of ~
+head.type_embeddings.weight), found ~D" key *question-type-rows* (length types))))
+
+(defun decision-metadata (rl rl-path head-layers &key hidden hidden-heads key-order)
   "The modern-bert.decision.* keys of the Laya decision head (ours, not
-upstream's) from rl_agent_config.json's data RL."
+upstream's) from rl_agent_config.json's data RL: its blocks, windows,
+question types, heads (HIDDEN-HEADS, the encoder's, by default; a divisor
+of the HIDDEN size),
+activation, norm placement, epsilon and temperatures (doc/decision.md).
+KEY-ORDER, READ-JSON-FILE's second value, gives the temperature buckets'
+file order (sorted without it)."
   (flet ((k (s) (concatenate 'string "modern-bert.decision." s)))
     (let* ((temps (json-object (cfg rl "temperatures" rl-path :type 'hash-table
                                                                :default (make-hash-table))
                                rl-path "temperatures"))
-           (keys (sort (loop for key being the hash-keys of temps collect key) #'string<))
+           (keys (or (and key-order (gethash temps key-order))
+                     (sort (loop for key being the hash-keys of temps collect key) #'string<)))
+           (activation (cfg rl "head_activation" rl-path :type 'string :default "relu"))
+           (heads (cfg rl "head_heads" rl-path :default (or hidden-heads 1)))
            (seen (make-hash-table :test 'equal)))
+      (when (and hidden (/= 0 (mod hidden heads)))
+        (convert-error rl-path "key \"head_heads\": expected a divisor of hidden_size ~D, found ~D"
+                       hidden heads))
+      (unless (member activation *head-activations* :test #'string=)
+        (convert-error rl-path "key \"head_activation\": expected ~{~S~^ or ~}, found ~S"
+                       *head-activations* activation))
       ;; Two buckets may spell one GGUF key (score:2 and score.2): the
       ;; writer would refuse the second at a byte of the output.
       (dolist (key keys)
@@ -92,15 +141,26 @@ upstream's) from rl_agent_config.json's data RL."
             (convert-error rl-path "key \"temperatures\": expected bucket names that give distinct ~
 GGUF keys, found ~S and ~S, both temperature.~A" other key (temperature-key key)))
           (setf (gethash (temperature-key key) seen) key)))
-      (append
-       (list (list (k "type") :string "laya")
-             (list (k "block_count") :u32 head-layers)
-             (list (k "max_head_tokens") :u32 (cfg rl "head_max_len" rl-path :default 192))
-             (list (k "max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
-       (loop for key in keys
-             collect (list (k (format nil "temperature.~A" (temperature-key key)))
-                           :f32 (coerce (cfg temps key rl-path :type 'positive-real)
-                                        'single-float)))))))
+      (let ((types (question-types rl rl-path keys)))
+        (append
+         (list (list (k "type") :string "laya")
+               (list (k "block_count") :u32 head-layers)
+               (list (k "max_head_tokens") :u32 (cfg rl "head_max_len" rl-path :default 192))
+               (list (k "max_tokens") :u32 (cfg rl "max_len" rl-path :default 1024)))
+         ;; An empty array is left out: readers take an absent key for "none".
+         (when (plusp (length types))
+           (list (list (k "question_types") '(:array :string) types)))
+         (list (list (k "head_count") :u32 heads)
+               (list (k "activation") :string activation)
+               (list (k "norm_first") :bool (cfg rl "head_norm_first" rl-path :type 'boolean
+                                                                           :default nil))
+               (list (k "layer_norm_epsilon") :f32
+                     (coerce (cfg rl "head_norm_eps" rl-path :type 'positive-real :default 1d-5)
+                             'single-float)))
+         (loop for key in keys
+               collect (list (k (format nil "temperature.~A" (temperature-key key)))
+                             :f32 (coerce (cfg temps key rl-path :type 'positive-real)
+                                          'single-float))))))))
 
 (defun size-label (params)
   "PARAMS as upstream's general.size_label spells a parameter count: 152K,
@@ -195,13 +255,14 @@ LAYA-GGUF-FILE's."
 
 (defun laya-gguf-file (tensors encoder rl config tokenizer
                        &key (type :f16) (head-type :f32) (pre "modern-bert") name paths
-                            encoder-only outliers)
+                            encoder-only outliers rl-key-order)
   "The GGUF file object (GGUF:MAKE-FILE's, ready for GGUF:WRITE) of a Laya
 model's parts, as READ-SAFETENSORS and PARSE-JSON answer them, every part
 checked first.  PATHS: a plist naming the files, for errors.  ENCODER-ONLY
 drops the decision head (its tensors, keys and token types): what is left
 is a plain ModernBERT encoder, which llama.cpp loads.  OUTLIERS: see
-CONVERT-TENSORS."
+CONVERT-TENSORS.  RL-KEY-ORDER: the key order of RL's objects
+(READ-JSON-FILE's second value), for the temperature buckets' order."
   (let* ((model-path (getf paths :model "model.safetensors"))
          (enc-path (getf paths :encoder "encoder/config.json"))
          (rl-path (getf paths :rl "rl_agent_config.json"))
@@ -228,7 +289,9 @@ CONVERT-TENSORS."
                       :feed-forward (coerce (append (make-list layers :initial-element (getf hp :intermediate))
                                                     (make-list head-layers :initial-element (* 4 h)))
                                             '(vector (unsigned-byte 32)))))
-              (unless encoder-only (decision-metadata rl rl-path head-layers))
+              (unless encoder-only (decision-metadata rl rl-path head-layers
+                                                      :hidden (getf hp :hidden) :hidden-heads (getf hp :heads)
+                                                      :key-order rl-key-order))
               (tokenizer-metadata tokenizer (getf paths :tokenizer "tokenizer/tokenizer.json") pre
                                   (getf hp :vocab)
                                   :token-types (if encoder-only nil 3) :config-path enc-path
@@ -280,7 +343,9 @@ Answers the number of tensors written."
                       :tokenizer (concatenate 'string root "tokenizer/tokenizer.json"))))
     ;; The configs first: an absurd one is refused before the weights are read.
     (let* ((encoder (read-input-json (getf paths :encoder)))
-           (rl (read-input-json (getf paths :rl)))
+           (rl-read (multiple-value-list (read-json-file (getf paths :rl) :key-order t)))
+           (rl (json-object (first rl-read) (getf paths :rl)))
+           (rl-order (second rl-read))
            (config (read-input-json (getf paths :config) (make-hash-table :test 'equal)))
            (tokenizer (read-input-json (getf paths :tokenizer))))
       (let* ((hp (encoder-hparams encoder (getf paths :encoder)))
@@ -288,7 +353,8 @@ Answers the number of tensors written."
              ;; The tensors' names and shapes from the header, before any
              ;; data is read: an unknown or misshapen tensor costs nothing.
              (tensors (progn
-                        (decision-metadata rl (getf paths :rl) head-layers)
+                        (decision-metadata rl (getf paths :rl) head-layers
+                                           :hidden (getf hp :hidden) :hidden-heads (getf hp :heads) :key-order rl-order)
                         (read-safetensors (getf paths :model)
                                           :check (lambda (header)
                                                    (check-laya-tensors header hp head-layers
@@ -297,6 +363,7 @@ Answers the number of tensors written."
          out (converted-file (lambda (&rest keys)
                                (apply #'laya-gguf-file tensors encoder rl config tokenizer
                                       :head-type head-type :pre pre :name name :paths paths
+                                      :rl-key-order rl-order
                                       :encoder-only encoder-only keys))
                              type outlier-aware))))))
 
@@ -572,18 +639,20 @@ the rest (see RANDOM-LAYA)."
   (multiple-value-bind (tensors encoder rl config tokenizer)
       (random-laya preset-name :seed seed :massive massive :massive-ratio massive-ratio
                                :report (random-progress preset-name))
-    (let ((encoder (json-like encoder)) (rl (json-like rl)) (config (json-like config))
-          (tokenizer (json-like tokenizer)))
+    (multiple-value-bind (rl rl-order) (json-like rl :key-order t)
+     (let ((encoder (json-like encoder)) (config (json-like config))
+           (tokenizer (json-like tokenizer)))
       (converted-file (lambda (&rest keys)
                         (apply #'laya-gguf-file tensors encoder rl config tokenizer
-                               :head-type head-type :pre pre :name name
+                               :head-type head-type :pre pre :name name :rl-key-order rl-order
                                :encoder-only encoder-only keys))
-                      type outlier-aware))))
+                      type outlier-aware)))))
 
-(defun json-like (value)
+(defun json-like (value &key key-order)
   "VALUE written by WRITE-JSON's mapping read back as PARSE-JSON answers
-it (for --random, which builds the files in memory)."
-  (parse-json (with-output-to-string (s) (write-json value s))))
+it (for --random, which builds the files in memory), with PARSE-JSON's
+KEY-ORDER."
+  (parse-json (with-output-to-string (s) (write-json value s)) :key-order key-order))
 
 (defun convert-random (preset-name out &key (type :f16) (head-type :f32) (pre "modern-bert") name
                                             (seed 1) encoder-only (massive 0) (massive-ratio 20)

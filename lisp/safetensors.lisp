@@ -15,28 +15,33 @@
 
 (in-package "RONTOLISP")
 
-(defun parse-json (string &key path)
+(defun parse-json (string &key path key-order)
   "The JSON value in STRING as Lisp data (objects as EQUAL hash tables,
 arrays as simple vectors, true/false as T/NIL, null as :NULL).  Invalid JSON
-signals JSON-ERROR (PATH, when given, names its file in the message)."
+signals JSON-ERROR (PATH, when given, names its file in the message).  With
+KEY-ORDER true, a second value as READ-JSON-FILE's."
   (check-type string string)
-  (multiple-value-bind (value status message offset) (%json-parse (%utf8-octets string))
-    (when (and (null value) (eq status :json))
-      (json-error path offset "invalid JSON ~A" message))
-    value))
+  (let ((order (and key-order (make-hash-table :test 'eq))))
+    (multiple-value-bind (value status message offset) (%json-parse (%utf8-octets string) order)
+      (when (and (null value) (eq status :json))
+        (json-error path offset "invalid JSON ~A" message))
+      (values value order))))
 
-(defun read-json-file (path)
+(defun read-json-file (path &key key-order)
   "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
 missing file, one that is not a regular file (a directory, a FIFO) or
-invalid JSON signals JSON-ERROR naming the file."
+invalid JSON signals JSON-ERROR naming the file.  With KEY-ORDER true, a
+second value: an EQ hash table from each object's table to the list of its
+keys in the order the file writes them (the tables keep no order)."
   (let* ((name (absolute-namestring path))
          (octets (handler-case (read-file-octets name :what "a JSON file")
                    (file-io-error (c)
-                     (error 'json-error :path name :message (rontolisp-error-message c))))))
-    (multiple-value-bind (value status message offset) (%json-parse octets)
+                     (error 'json-error :path name :message (rontolisp-error-message c)))))
+         (order (and key-order (make-hash-table :test 'eq))))
+    (multiple-value-bind (value status message offset) (%json-parse octets order)
       (when (and (null value) (eq status :json))
         (json-error name offset "invalid JSON ~A" message))
-      value)))
+      (values value order))))
 
 (defun call-with-safetensors (path fn)
   "Call FN with the open safetensors file PATH (its handle and its name as

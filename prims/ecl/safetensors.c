@@ -97,9 +97,12 @@ static cl_object rl_prim_st_copy_tensor(cl_object h, cl_object index, cl_object 
 
 /* JSON values as Lisp objects: object -> EQUAL hash table, array -> simple
  * vector, string -> string, integer -> integer, real -> double-float, true
- * -> T, false -> NIL, null -> :NULL.  jansson bounds the nesting depth
- * (2048), so this recursion is bounded too. */
-static cl_object rl_json_to_lisp(json_t *j) {
+ * -> T, false -> NIL, null -> :NULL.  When ORDER is a hash table (not NIL),
+ * each object's table maps there to the list of its keys in file order
+ * (jansson iterates an object in insertion order; the EQUAL table itself
+ * keeps none).  jansson bounds the nesting depth (2048), so this recursion
+ * is bounded too. */
+static cl_object rl_json_to_lisp(json_t *j, cl_object order) {
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
         cl_object table = cl_make_hash_table(4, ecl_make_keyword("TEST"), ecl_make_symbol("EQUAL", "CL"),
@@ -107,9 +110,14 @@ static cl_object rl_json_to_lisp(json_t *j) {
                                              ecl_make_fixnum((cl_fixnum)json_object_size(j) + 1));
         const char *k;
         json_t *v;
+        cl_object keys = ECL_NIL;
         json_object_foreach(j, k, v) {
-            ecl_sethash(rl_string_from_utf8(k, strlen(k)), table, rl_json_to_lisp(v));
+            cl_object key = rl_string_from_utf8(k, strlen(k));
+            ecl_sethash(key, table, rl_json_to_lisp(v, order));
+            keys = ecl_cons(key, keys);
         }
+        if (order != ECL_NIL)
+            ecl_sethash(table, order, cl_nreverse(keys));
         return table;
     }
     case JSON_ARRAY: {
@@ -117,7 +125,7 @@ static cl_object rl_json_to_lisp(json_t *j) {
         cl_object vec = si_make_vector(ECL_T, ecl_make_fixnum((cl_fixnum)n), ECL_NIL, ECL_NIL, ECL_NIL,
                                        ECL_NIL);
         for (size_t i = 0; i < n; i++)
-            ecl_aset1(vec, i, rl_json_to_lisp(json_array_get(j, i)));
+            ecl_aset1(vec, i, rl_json_to_lisp(json_array_get(j, i), order));
         return vec;
     }
     case JSON_STRING:
@@ -135,9 +143,10 @@ static cl_object rl_json_to_lisp(json_t *j) {
     }
 }
 
-/* (%json-parse octets) -> value, or (values nil :json message offset).
- * OCTETS is UTF-8 text holding one JSON value. */
-static cl_object rl_prim_json_parse(cl_object octets) {
+/* (%json-parse octets order) -> value, or (values nil :json message offset).
+ * OCTETS is UTF-8 text holding one JSON value; ORDER NIL, or a hash table
+ * (EQ) that receives each object's keys in file order (rl_json_to_lisp). */
+static cl_object rl_prim_json_parse(cl_object octets, cl_object order) {
     cl_index n = 0;
     const uint8_t *p = rl_octets("%JSON-PARSE", 1, octets, &n);
     json_error_t err;
@@ -181,7 +190,7 @@ static cl_object rl_prim_json_parse(cl_object octets) {
     }
     /* Conversion allocates Lisp objects only; nothing signals while ROOT is
      * live except out-of-memory, which ECL treats as fatal anyway. */
-    v = rl_json_to_lisp(root);
+    v = rl_json_to_lisp(root, ecl_t_of(order) == t_hashtable ? order : ECL_NIL);
     json_decref(root);
     ecl_return1(ecl_process_env(), v);
 }
@@ -191,6 +200,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%ST-TENSORS", rl_prim_st_tensors, 1),
     RL_PRIM("%ST-METADATA", rl_prim_st_metadata, 1),
     RL_PRIM("%ST-COPY-TENSOR", rl_prim_st_copy_tensor, 3),
-    RL_PRIM("%JSON-PARSE", rl_prim_json_parse, 1),
+    RL_PRIM("%JSON-PARSE", rl_prim_json_parse, 2),
 };
 RL_PRIM_TABLE(rl_safetensors_prims, "RONTOLISP", rl_defs);

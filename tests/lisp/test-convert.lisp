@@ -110,6 +110,60 @@ in-memory random model; the safetensors round trip is exact."
       (ignore-errors (delete-file a))
       (ignore-errors (delete-file b)))))
 
+(test convert-writes-the-decision-head-keys-with-their-defaults
+  "Without the head_* keys in rl_agent_config.json: the encoder's head
+count, relu, post-norm, 1e-5; the question types are the temperature
+buckets' types in the file's order, and the buckets keep that order."
+  (with-converted (f)
+    (flet ((v (k) (gguf:value f (concatenate 'string "modern-bert.decision." k))))
+      (is (equalp #("choice" "score" "noul") (v "question_types")))
+      (is (= 4 (v "head_count")))
+      (is (string= "relu" (v "activation")))
+      (is (eq nil (v "norm_first")))
+      (is (= 1f-5 (v "layer_norm_epsilon")))
+      (is (equal '("choice.2" "choice.3_5" "score.2" "noul.2")
+                 (loop for k in (gguf:keys f)
+                       when (search "decision.temperature." k)
+                         collect (subseq k (+ (search "temperature." k) 12))))))))
+
+(test convert-reads-the-decision-head-keys-from-rl-agent-config
+  "head_heads, head_activation, head_norm_first, head_norm_eps and
+question_types as rl_agent_config.json gives them; without question_types,
+the types of the temperature buckets in the order the file writes them
+(which no sorting gives), each once."
+  (let ((dir (tmp-path "laya-keys")) (out (tmp-path "keys.gguf")))
+    (flet ((rl (text)
+             (write-file-string (concatenate 'string dir "/rl_agent_config.json") text)
+             (is (= 0 (run-exe (list "convert" dir out))))
+             (gguf:read out)))
+      (unwind-protect
+           (progn
+             (is (= 0 (run-exe (list "convert" "--random" "s1-pico" out "--write-laya" dir))))
+             (let ((f (rl "{\"head_layers\": 1, \"question_types\": [\"noul\", \"score\"],
+ \"head_heads\": 8, \"head_activation\": \"gelu\", \"head_norm_first\": true,
+ \"head_norm_eps\": 1e-6, \"temperatures\": {\"choice:2\": 1.0}}")))
+               (flet ((v (k) (gguf:value f (concatenate 'string "modern-bert.decision." k))))
+                 (is (equalp #("noul" "score") (v "question_types")))
+                 (is (= 8 (v "head_count")))
+                 (is (string= "gelu" (v "activation")))
+                 (is (eq t (v "norm_first")))
+                 (is (= 1f-6 (v "layer_norm_epsilon"))))
+               (gguf:close f))
+             (let ((f (rl "{\"head_layers\": 1, \"temperatures\": {\"score:2\": 1.0,
+ \"noul:2-4\": 1.5, \"choice:2\": 0.5, \"score:3\": 2.0}}")))
+               (is (equalp #("score" "noul" "choice")
+                           (gguf:value f "modern-bert.decision.question_types")))
+               (gguf:close f))
+             (let ((f (rl "{\"head_layers\": 1, \"temperatures\": {}}")))
+               (multiple-value-bind (value type found)
+                   (gguf:value f "modern-bert.decision.question_types")
+                 (declare (ignore value type))
+                 (is-false found "no types: the key is left out, not an empty array"))
+               (gguf:close f)))
+        (ignore-errors (delete-file out))
+        (uiop:delete-directory-tree (pathname (concatenate 'string dir "/")) :validate t
+                                                                             :if-does-not-exist :ignore)))))
+
 (test convert-usage-and-missing-input
   (is (= 2 (run-exe (list "convert"))))
   (is (= 2 (run-exe (list "convert" "--random" "s1-huge" (tmp-path "x.gguf")))))
@@ -406,8 +460,27 @@ what the JSON writer cannot write, such as 1e999."
      ("rl_agent_config.json" ,(lambda (h) (setf (gethash "choice:2" (gethash "temperatures" h)) 0) h)))
     ("a temperature 1e-60" "rl_agent_config.json" ("\"score:2\"" "found 1.0e-60")
      ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score:2" (gethash "temperatures" h)) 1d-60) h)))
+    ("head activation swish" "rl_agent_config.json"
+     ("\"head_activation\"" "\"relu\" or \"gelu\"" "found \"swish\"")
+     ("rl_agent_config.json" ,(set-key "head_activation" "swish")))
+    ("head_heads not dividing" "rl_agent_config.json" ("\"head_heads\"" "divisor of hidden_size 64" "found 3")
+     ("rl_agent_config.json" ,(set-key "head_heads" 3)))
+    ("head_heads 0" "rl_agent_config.json" ("\"head_heads\"" "from 1 to 65536" "found 0")
+     ("rl_agent_config.json" ,(set-key "head_heads" 0)))
+    ("head_norm_first 1" "rl_agent_config.json" ("\"head_norm_first\"" "true or false" "found 1")
+     ("rl_agent_config.json" ,(set-key "head_norm_first" 1)))
+    ("head_norm_eps 0" "rl_agent_config.json" ("\"head_norm_eps\"" "found 0")
+     ("rl_agent_config.json" ,(set-key "head_norm_eps" 0)))
+    ("a question type with a dot" "rl_agent_config.json" ("\"question_types\"[1]" "found \"a.b\"")
+     ("rl_agent_config.json" ,(set-key "question_types" #("choice" "a.b"))))
+    ("four question types" "rl_agent_config.json" ("\"question_types\"" "at most 3" "found 4")
+     ("rl_agent_config.json" ,(set-key "question_types" #("a" "b" "c" "d"))))
+    ("four types of temperatures" "rl_agent_config.json" ("\"temperatures\"" "at most 3" "found 4")
+     ("rl_agent_config.json" ,(lambda (h) (setf (gethash "other:2" (gethash "temperatures" h)) 1d0) h)))
+    ("a question type twice" "rl_agent_config.json" ("\"question_types\"[1]" "found \"choice\"")
+     ("rl_agent_config.json" ,(set-key "question_types" #("choice" "choice"))))
     ("two temperatures with one GGUF key" "rl_agent_config.json"
-     ("\"temperatures\"" "\"score.2\" and \"score:2\"" "temperature.score.2")
+     ("\"temperatures\"" "\"score:2\" and \"score.2\"" "temperature.score.2")
      ("rl_agent_config.json" ,(lambda (h) (setf (gethash "score.2" (gethash "temperatures" h)) 1d0) h)))
     ("attention biases" "config.json" ("\"attention_bias\"" "expected false")
      ("encoder/config.json" ,(set-key "attention_bias" t)))
