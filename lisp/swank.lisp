@@ -133,8 +133,72 @@ installed, say so on standard error and compile nothing."
               (lisp-implementation-version)))
     directory))
 
-;;; The backend functions replaced: the listening socket and its port, and
-;;; the limit on connections.
+;;; Source locations.  ECL records where each compiled function's form
+;;; starts as a byte offset just past the previous top-level form, in the
+;;; file RONTOLISP:LISP;NAME.LISP (see INSTALL-SOURCE-TRANSLATIONS); Emacs
+;;; counts characters from 1.
+
+(defun rontolisp-source-p (file)
+  "True when FILE (a pathname or namestring) is a RONTOLISP logical pathname."
+  (let ((path (ignore-errors (pathname file))))
+    (and (typep path 'logical-pathname)
+         (string-equal "RONTOLISP" (pathname-host path)))))
+
+(defun form-start-character (octets position)
+  "The character index, in the UTF-8 text OCTETS, of the form that starts
+at or after the byte POSITION once blanks and ; comments are skipped."
+  (let ((i (min (max position 0) (length octets))))
+    (loop while (< i (length octets))
+          do (case (code-char (aref octets i))
+               ((#\Space #\Tab #\Newline #\Return #\Page) (incf i))
+               (#\; (setf i (or (position 10 octets :start i) (length octets))))
+               (t (loop-finish))))
+    (count-if (lambda (b) (/= #x80 (logand b #xC0))) octets :end i)))
+
+(defun source-file-location (file position)
+  "Swank's location of the definition ECL recorded at the byte POSITION of
+FILE (a RONTOLISP logical pathname): the existing physical file and the
+character where the form starts, or an error location saying which file is
+missing when the sources are not where the executable looks for them."
+  (let* ((physical (ignore-errors (translate-logical-pathname file)))
+         (found (and physical (ignore-errors (probe-file physical)))))
+    (if found
+        `(:location (:file ,(namestring found))
+                    (:position ,(1+ (form-start-character
+                                     (read-file-octets found :what "a Lisp source file")
+                                     position)))
+                    (:align t))
+        `(:error ,(if physical
+                      (format nil "The source file ~A is not installed (looked for ~A)"
+                              (namestring file) (namestring physical))
+                      (format nil "The source file ~A is not installed (neither PREFIX/share/rontolisp/lisp/ nor a source tree is beside the executable)"
+                              (namestring file)))))))
+
+(defun rontolisp-definition (name)
+  "The definition ECL recorded of NAME in RONTOLISP's sources, as (DSPEC
+FILE . POSITION), or NIL."
+  (and name (symbolp name)
+       (find-if (lambda (a) (rontolisp-source-p (second a)))
+                (ext:get-annotation name 'si::location :all))))
+
+(defun swank-find-definitions (find-definitions)
+  "Swank's FIND-DEFINITIONS around FIND-DEFINITIONS (the backend's own): the
+definitions ECL recorded in RONTOLISP's sources are located by
+SOURCE-FILE-LOCATION, in the physical file with Emacs' positions, or told
+missing rather than named by a logical pathname Emacs cannot open; other
+names are the backend's."
+  (lambda (name)
+    (let ((annotations (ext:get-annotation name 'si::location :all)))
+      (if (some (lambda (a) (rontolisp-source-p (second a))) annotations)
+          (loop for (dspec file . position) in annotations
+                collect (list dspec (if (rontolisp-source-p file)
+                                        (source-file-location file position)
+                                        (funcall (swank-symbol "MAKE-FILE-LOCATION" "SWANK/ECL")
+                                                 file position))))
+          (funcall find-definitions name)))))
+
+;;; The backend functions replaced: the listening socket and its port, the
+;;; limit on connections and source locations.
 
 (defun swank-symbol (name package)
   "The symbol NAME of cl-swank's PACKAGE (loaded at run time)."
@@ -185,16 +249,19 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
   "True once INSTALL-SWANK-BACKEND has replaced cl-swank's functions.")
 
 (defun install-swank-backend ()
-  "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT and
-ACCEPT-CONNECTION (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT and
-LIMIT-SWANK-CONNECTIONS around the backend's accept."
+  "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT,
+ACCEPT-CONNECTION and FIND-DEFINITIONS (once) by SWANK-CREATE-SOCKET,
+SWANK-LOCAL-PORT, LIMIT-SWANK-CONNECTIONS around the backend's accept and
+SWANK-FIND-DEFINITIONS around the backend's."
   (unless *swank-backend-installed*
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
       (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
         (setf (get (backend "CREATE-SOCKET") impl) #'swank-create-socket
               (get (backend "LOCAL-PORT") impl) #'swank-local-port
               (get (backend "ACCEPT-CONNECTION") impl)
-              (limit-swank-connections (get (backend "ACCEPT-CONNECTION") impl)))))
+              (limit-swank-connections (get (backend "ACCEPT-CONNECTION") impl))
+              (get (backend "FIND-DEFINITIONS") impl)
+              (swank-find-definitions (get (backend "FIND-DEFINITIONS") impl)))))
     (setf *swank-backend-installed* t)))
 
 (defun start-swank (&key (port 4005) (interface "127.0.0.1"))

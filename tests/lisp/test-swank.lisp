@@ -336,3 +336,77 @@ as a string; NIL when none came before DEADLINE or the stream ended."
            (let ((left (search "---" out)))
              (is (and left (string= (format nil "---~%") (subseq out left))) "~A" out)))
       (sh "rm -rf \"$1\"" dest))))
+
+;;; Source locations, backtraces and the inspector as SLIME sees them.
+
+(defun repl-find-definitions (exe &rest env)
+  "What cl-swank's FIND-DEFINITIONS answers for RONTOLISP:QUANTIZE in the
+executable EXE (its REPL, fed through a pipe, with the environment
+assignments ENV), read back; the second value is the REPL's output."
+  (multiple-value-bind (code out err)
+      (apply #'sh "exe=\"$1\"; shift; env \"$@\" \"$exe\" --norc <<'EOF'
+(progn (rontolisp::load-swank)
+       (format t \"~&definitions: ~S~%\"
+               (funcall (find-symbol \"FIND-DEFINITIONS\" \"SWANK/BACKEND\") 'rontolisp:quantize))
+       (rontolisp:exit 0))
+EOF"
+             exe (format nil "XDG_CACHE_HOME=~A" (merge-pathnames "build/cache/" *root*))
+             env)
+    (declare (ignore err))
+    (let ((mark (search "definitions: " out)))
+      (values (and (eql 0 code) mark
+                   (let ((*package* (find-package "RONTOLISP-TESTS")))
+                     (ignore-errors (read-from-string out t nil :start (+ mark 13)))))
+              out))))
+
+(defun text-at-location (location)
+  "The line of text from the position LOCATION (a Swank location, :file
+and a 1-based character :position) gives, as Emacs goes there; NIL when
+it names no existing file and position."
+  (let ((file (second (assoc :file (rest location))))
+        (position (second (assoc :position (rest location)))))
+    (when (and file position (probe-file file))
+      (let ((text (read-file-string file)))
+        (when (<= 1 position (length text))
+          (subseq text (1- position) (position #\Newline text :start (1- position))))))))
+
+(test swank-finds-definitions-in-the-source-tree
+  ;; M-. on rontolisp:quantize: this tree's lisp/qmatrix.lisp, at the
+  ;; defun (Emacs counts characters from 1; ECL records bytes).  The file
+  ;; was "RONTOLISP:LISP;QMATRIX.LISP", which Emacs opened as a new buffer.
+  (multiple-value-bind (definitions out) (repl-find-definitions *exe*)
+    (is (= 1 (length definitions)) "~A" out)
+    (let ((location (second (first definitions))))
+      (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+                 (second (assoc :file (rest location))))
+          "~S" location)
+      (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
+          "~S lands on ~S" location (text-at-location location)))))
+
+(test swank-finds-definitions-installed-or-says-missing
+  ;; Installed: PREFIX/share/rontolisp/lisp/.  An executable with no
+  ;; sources beside it: an error location saying so, not an error and not
+  ;; a file Emacs cannot open.
+  (let ((dest (tmp-path "dest")) (lone (tmp-path "lone")))
+    (unwind-protect
+         (progn
+           (is (eql 0 (sh "cd \"$1\" && make -s install DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null"
+                          (namestring *root*) dest)))
+           (let* ((location (second (first (repl-find-definitions
+                                            (format nil "~A/usr/local/bin/rontolisp" dest)))))
+                  (file (second (assoc :file (rest location)))))
+             (is (equal (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest) file)
+                 "~S" location)
+             (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
+                 "~S" location))
+           ;; The executable alone, with the compiled cl-swank beside it.
+           (is (eql 0 (sh "mkdir -p \"$1/bin\" && cp \"$0\" \"$1/bin/\" &&
+                           if [ -d \"$2/build/swank\" ]; then ln -s \"$2/build/swank\" \"$1/bin/swank\"; fi"
+                          lone (namestring *root*))))
+           (multiple-value-bind (definitions out)
+               (repl-find-definitions (format nil "~A/bin/rontolisp" lone))
+             (let ((location (second (first definitions))))
+               (is (eq :error (first location)) "~S ~A" definitions out)
+               (is (contains (or (second location) "") "RONTOLISP:LISP;QMATRIX.LISP is not installed")
+                   "~S" location))))
+      (sh "rm -rf \"$1\" \"$2\"" dest lone))))
