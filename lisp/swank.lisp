@@ -197,8 +197,42 @@ names are the backend's."
                                                  file position))))
           (funcall find-definitions name)))))
 
+;;; Backtraces.  A frame of cl-swank's ECL backend is (FUNCTION ENV TAGS),
+;;; FUNCTION what ECL's history stack holds: the name of a compiled
+;;; function (the image's are compiled to push one, see
+;;; runtime/build-lisp.lisp; an anonymous lambda has a made-up name such
+;;; as LAMBDA1173), or a bytecode function -- named for a function defined
+;;; at the REPL, SI:BYTECODES for a form being evaluated.  ECL keeps the
+;;; source of bytecode, so such a frame can show the form.
+
+(defun swank-print-frame (frame stream)
+  "Swank's PRINT-FRAME for ECL: the name of FRAME's function; for
+bytecode without a name, the form it evaluates as (EVAL FORM) or its
+LAMBDA, abbreviated to one line."
+  (let* ((fun (first frame))
+         (name (if (functionp fun) (si::compiled-function-name fun) fun)))
+    (if (and name (not (eq name 'si::bytecodes)))
+        (prin1 name stream)
+        (let ((form (and (functionp fun) (ignore-errors (function-lambda-expression fun))))
+              (*print-pretty* nil) (*print-level* 4) (*print-length* 6))
+          (cond ((null form) (prin1 fun stream))
+                ((eq name 'si::bytecodes) (format stream "(EVAL ~S)" form))
+                (t (prin1 form stream)))))))
+
+(defun swank-frame-source-location (frame-source-location)
+  "Swank's FRAME-SOURCE-LOCATION around FRAME-SOURCE-LOCATION (the
+backend's own, which finds only bytecode): a frame of a function defined in
+RONTOLISP's sources is located at its definition (SOURCE-FILE-LOCATION)."
+  (lambda (index)
+    (let* ((frame (ignore-errors
+                   (elt (symbol-value (swank-symbol "*BACKTRACE*" "SWANK/ECL")) index)))
+           (definition (and frame (rontolisp-definition (first frame)))))
+      (if definition
+          (source-file-location (second definition) (cddr definition))
+          (funcall frame-source-location index)))))
+
 ;;; The backend functions replaced: the listening socket and its port, the
-;;; limit on connections and source locations.
+;;; limit on connections, source locations and how frames print.
 
 (defun swank-symbol (name package)
   "The symbol NAME of cl-swank's PACKAGE (loaded at run time)."
@@ -250,9 +284,10 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
 
 (defun install-swank-backend ()
   "Replace the implementations of cl-swank's CREATE-SOCKET, LOCAL-PORT,
-ACCEPT-CONNECTION and FIND-DEFINITIONS (once) by SWANK-CREATE-SOCKET,
-SWANK-LOCAL-PORT, LIMIT-SWANK-CONNECTIONS around the backend's accept and
-SWANK-FIND-DEFINITIONS around the backend's."
+ACCEPT-CONNECTION, FIND-DEFINITIONS, FRAME-SOURCE-LOCATION and PRINT-FRAME
+(once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT, LIMIT-SWANK-CONNECTIONS,
+SWANK-FIND-DEFINITIONS and SWANK-FRAME-SOURCE-LOCATION around the
+backend's own, and SWANK-PRINT-FRAME."
   (unless *swank-backend-installed*
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
       (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
@@ -261,7 +296,10 @@ SWANK-FIND-DEFINITIONS around the backend's."
               (get (backend "ACCEPT-CONNECTION") impl)
               (limit-swank-connections (get (backend "ACCEPT-CONNECTION") impl))
               (get (backend "FIND-DEFINITIONS") impl)
-              (swank-find-definitions (get (backend "FIND-DEFINITIONS") impl)))))
+              (swank-find-definitions (get (backend "FIND-DEFINITIONS") impl))
+              (get (backend "FRAME-SOURCE-LOCATION") impl)
+              (swank-frame-source-location (get (backend "FRAME-SOURCE-LOCATION") impl))
+              (get (backend "PRINT-FRAME") impl) #'swank-print-frame)))
     (setf *swank-backend-installed* t)))
 
 (defun start-swank (&key (port 4005) (interface "127.0.0.1"))

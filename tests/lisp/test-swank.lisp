@@ -410,3 +410,32 @@ it names no existing file and position."
                (is (contains (or (second location) "") "RONTOLISP:LISP;QMATRIX.LISP is not installed")
                    "~S" location))))
       (sh "rm -rf \"$1\" \"$2\"" dest lone))))
+
+(defun swank-exchange (request message)
+  "Send the string REQUEST (an :emacs-rex of id 1) to a new server and
+answer the first message back that contains MESSAGE (\"\" when none
+came within 60 s)."
+  (let ((answer ""))
+    (call-with-swank-server
+     '() (lambda (port out err)
+           (declare (ignore err))
+           (is (integerp port) "no port announced in ~S" out)
+           (when port
+             (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+                   (s (swank-connect port)))
+               (unwind-protect
+                    (progn (swank-send s request)
+                           (setf answer (or (swank-message-with s message deadline) "")))
+                 (ignore-errors (close s)))))))
+    answer))
+
+(test swank-backtraces-name-frames
+  ;; An error in RONTOLISP:QUANTIZE: SLIME's backtrace has a frame naming
+  ;; it (ECL kept none for the compiled code) and one showing the form
+  ;; evaluated (it was #<bytecompiled-function BYTECODES>).
+  (let ((debug (swank-exchange "(:emacs-rex (swank:interactive-eval \"(rontolisp:quantize (make-array 3 :element-type 'single-float) :q8-0)\") \"RONTOLISP-USER\" t 1)"
+                               "(:debug ")))
+    (is (contains debug "\"RONTOLISP:QUANTIZE\"") "~A" debug)
+    (is (contains debug "\"RONTOLISP:SHAPE-ERROR\"") "~A" debug)
+    (is (contains debug "(EVAL (RONTOLISP:QUANTIZE (MAKE-ARRAY 3") "~A" debug)
+    (is (not (contains debug "BYTECODES")) "~A" debug)))
