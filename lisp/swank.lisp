@@ -5,6 +5,8 @@
 ;;;; first start compiles it into the ASDF cache (about a minute).  Its
 ;;;; threads start in RONTOLISP-USER, and M-. finds the Lisp sources
 ;;;; through the RONTOLISP logical host (see INSTALL-SOURCE-TRANSLATIONS).
+;;;; Backtraces name our functions and the inspector shows our objects
+;;;; (SWANK-PRINT-FRAME, SWANK-INSPECTOR-CONTENT).
 ;;;;
 ;;;; The listening socket is ours (prims/ecl/net.c), not the one Swank's
 ;;;; ECL backend makes with sb-bsd-sockets: that one looks "tcp" up in
@@ -197,6 +199,88 @@ names are the backend's."
                                                  file position))))
           (funcall find-definitions name)))))
 
+;;; What SLIME's inspector shows of our objects (cl-swank's own view of a
+;;; structure lists its slots, whose BASE holds every packed byte).
+
+(defparameter *inspector-rows* 4
+  "How many rows of a quantized matrix or 16-bit float array the inspector
+shows, dequantized.")
+
+(defparameter *inspector-row-values* 8
+  "How many values of each row shown the inspector prints.")
+
+(defun inspector-tensor-content (kind dims bytes value)
+  "Swank inspector content for a tensor in format KIND (a string) of
+dimensions DIMS stored in BYTES bytes: its shape, size and the first
+*INSPECTOR-ROWS* rows (the first *INSPECTOR-ROW-VALUES* values of each)
+with the single-floats (VALUE ROW COLUMN) answers, plus those rows whole as
+an inspectable single-float array."
+  (let* ((rows (if (= 2 (length dims)) (first dims) 1))
+         (cols (car (last dims)))
+         (shown (min rows *inspector-rows*))
+         (head (make-array (list shown cols) :element-type 'single-float)))
+    (dotimes (r shown)
+      (dotimes (c cols)
+        (setf (aref head r c) (funcall value r c))))
+    `("Format: " ,kind (:newline)
+      "Shape: " (:value ,dims) (:newline)
+      "Values: " ,(princ-to-string (* rows cols)) (:newline)
+      "Bytes: " ,(princ-to-string bytes) (:newline)
+      (:newline)
+      ,(format nil "The first ~D row~:P of ~D, as single-floats: " shown rows)
+      (:value ,head "[inspect them]") (:newline)
+      ,@(loop for r below shown
+              append `(,(format nil "  ~D: ~{~S~^ ~}~:[~; ...~]" r
+                                (loop for c below (min cols *inspector-row-values*)
+                                      collect (aref head r c))
+                                (> cols *inspector-row-values*))
+                       (:newline))))))
+
+(defun swank-inspector-content (object)
+  "What SLIME's inspector shows of OBJECT: a quantized matrix or float16 /
+bfloat16 array as INSPECTOR-TENSOR-CONTENT, an encoder's file, hyper-
+parameters and tokenizer, a tokenizer's file and vocabulary size."
+  (etypecase object
+    (quantized-matrix
+     (let ((dims (quantized-matrix-dims object)))
+       (inspector-tensor-content
+        (format nil "~(~A~) (blocks of 32 values, one f16 scale each)"
+                (quantized-matrix-format object))
+        dims (qm-byte-size object)
+        (lambda (r c) (coerce (qm-aref object (if (= 2 (length dims)) (list r c) (list c)))
+                              'single-float)))))
+    ((or float16-array bfloat16-array)
+     (let* ((bits (half-array-bits object))
+            (dims (array-dimensions bits))
+            (one (make-array 1 :element-type '(unsigned-byte 16)))
+            (widened (make-array 1 :element-type 'single-float)))
+       (inspector-tensor-content
+        (if (float16-array-p object) "float16 (IEEE binary16)" "bfloat16")
+        dims (* 2 (array-total-size bits))
+        (lambda (r c)
+          (setf (aref one 0) (row-major-aref bits (+ (* r (car (last dims))) c)))
+          (%half-to-single-into one (bfloat16-array-p object) widened)
+          (aref widened 0)))))
+    (model:encoder
+     `("File: " (:value ,(encoder-path object)) (:newline)
+       "Tokenizer: " (:value ,(encoder-tokenizer object)) (:newline)
+       "Hyper-parameters:" (:newline)
+       ,@(loop for (key value) on (encoder-hyperparameters object) by #'cddr
+               append `(,(format nil "  ~(~A~): " key) (:value ,value) (:newline)))
+       "Token embedding: " (:value ,(encoder-token-embedding object)) (:newline)
+       "Layers: " (:value ,(encoder-layers object)) (:newline)))
+    (model:tokenizer
+     `("File: " (:value ,(tokenizer-path object)) (:newline)
+       "Tokens: " ,(princ-to-string (%tok-vocab-size (tokenizer-handle object))) (:newline)))))
+
+(defun install-swank-inspectors ()
+  "Give cl-swank's EMACS-INSPECT a method answering SWANK-INSPECTOR-CONTENT
+for each of our objects it shows."
+  (let ((inspect (swank-symbol "EMACS-INSPECT" "SWANK/BACKEND")))
+    (dolist (class '(quantized-matrix float16-array bfloat16-array model:encoder model:tokenizer))
+      (eval `(defmethod ,inspect ((object ,class))
+               (swank-inspector-content object))))))
+
 ;;; Backtraces.  A frame of cl-swank's ECL backend is (FUNCTION ENV TAGS),
 ;;; FUNCTION what ECL's history stack holds: the name of a compiled
 ;;; function (the image's are compiled to push one, see
@@ -287,7 +371,8 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
 ACCEPT-CONNECTION, FIND-DEFINITIONS, FRAME-SOURCE-LOCATION and PRINT-FRAME
 (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT, LIMIT-SWANK-CONNECTIONS,
 SWANK-FIND-DEFINITIONS and SWANK-FRAME-SOURCE-LOCATION around the
-backend's own, and SWANK-PRINT-FRAME."
+backend's own, and SWANK-PRINT-FRAME, and add our inspector views
+(INSTALL-SWANK-INSPECTORS)."
   (unless *swank-backend-installed*
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
       (flet ((backend (name) (swank-symbol name "SWANK/BACKEND")))
@@ -300,6 +385,7 @@ backend's own, and SWANK-PRINT-FRAME."
               (get (backend "FRAME-SOURCE-LOCATION") impl)
               (swank-frame-source-location (get (backend "FRAME-SOURCE-LOCATION") impl))
               (get (backend "PRINT-FRAME") impl) #'swank-print-frame)))
+    (install-swank-inspectors)
     (setf *swank-backend-installed* t)))
 
 (defun start-swank (&key (port 4005) (interface "127.0.0.1"))

@@ -439,3 +439,47 @@ came within 60 s)."
     (is (contains debug "\"RONTOLISP:SHAPE-ERROR\"") "~A" debug)
     (is (contains debug "(EVAL (RONTOLISP:QUANTIZE (MAKE-ARRAY 3") "~A" debug)
     (is (not (contains debug "BYTECODES")) "~A" debug)))
+
+(test swank-inspects-quantized-matrices
+  ;; The inspector shows a quantized matrix's format, shape, size and
+  ;; first rows (it said "Don't know how to inspect").
+  (let ((inspector (swank-exchange "(:emacs-rex (swank:init-inspector \"(rontolisp:quantize (make-array '(6 32) :element-type 'single-float :initial-element 0.5) :q8-0)\") \"RONTOLISP-USER\" t 1)"
+                                   "(:return ")))
+    (is (not (contains inspector "Don't know how to inspect")) "~A" inspector)
+    (dolist (part '("\"Format: \" \"q8-0" "\"Shape: \" (:value \"(6 32)\"" "\"Bytes: \" \"204\""
+                    "The first 4 rows of 6" "0: 0.49996948 0.49996948"))
+      (is (contains inspector part) "~S not in ~A" part inspector))))
+
+(defun inspector-text (object)
+  "The text SLIME's inspector shows of OBJECT (our view of it): strings
+as they are, (:value X) as X printed, (:newline) a newline."
+  (with-output-to-string (s)
+    (dolist (part (rontolisp::swank-inspector-content object))
+      (cond ((stringp part) (write-string part s))
+            ((eq :newline (first part)) (terpri s))
+            ((eq :value (first part)) (princ (or (third part) (second part)) s))))))
+
+(test swank-inspector-views
+  ;; Float16 and bfloat16 arrays: format, shape, bytes, the first rows
+  ;; widened; a rank-1 quantized matrix (127 has the scale 1: exact); an
+  ;; encoder's file and parameters.
+  (let ((a (make-array '(5 10) :element-type 'single-float)))
+    (dotimes (i 50) (setf (row-major-aref a i) (/ i 4.0)))
+    (let ((f16 (inspector-text (rontolisp:make-float16-array a)))
+          (bf16 (inspector-text (rontolisp:make-bfloat16-array a)))
+          (q (inspector-text (rontolisp:quantize (make-array 64 :element-type 'single-float
+                                                                :initial-element 127.0)
+                                                 :q8-0))))
+      (dolist (part '("Format: float16" "Shape: (5 10)" "Values: 50" "Bytes: 100"
+                      "The first 4 rows of 5" "  0: 0.0 0.25 0.5 0.75 1.0 1.25 1.5 1.75 ..."
+                      "  3: 7.5 7.75 8.0"))
+        (is (contains f16 part) "~S not in ~A" part f16))
+      (is (contains bf16 "Format: bfloat16") "~A" bf16)
+      (is (contains bf16 "  1: 2.5 2.75 3.0") "~A" bf16)
+      (dolist (part '("Format: q8-0" "Shape: (64)" "Bytes: 68" "The first 1 row of 1"
+                      "  0: 127.0 127.0"))
+        (is (contains q part) "~S not in ~A" part q))))
+  (let ((e (inspector-text (model:load (rontolisp::random-model "s1-pico" :type :f32
+                                                                          :encoder-only t)))))
+    (dolist (part '("Hyper-parameters:" "  layers: 2" "  embedding-length: 64" "Token embedding: "))
+      (is (contains e part) "~S not in ~A" part e))))
