@@ -483,3 +483,44 @@ as they are, (:value X) as X printed, (:newline) a newline."
                                                                           :encoder-only t)))))
     (dolist (part '("Hyper-parameters:" "  layers: 2" "  embedding-length: 64" "Token embedding: "))
       (is (contains e part) "~S not in ~A" part e))))
+
+(test slime-edits-definitions-inspects-and-debugs
+  ;; Debian's SLIME in Emacs (tests/ref/slime-rontolisp.el): M-. on
+  ;; rontolisp:quantize opens lisp/qmatrix.lisp at its defun, the
+  ;; inspector shows a quantized matrix, the debugger names the function
+  ;; and `v' on its frame finds the defun too.
+  (let ((script (merge-pathnames "tests/ref/slime-rontolisp.el" *root*)))
+    (cond
+      ((not (eql 0 (sh "command -v emacs >/dev/null && ls -d /usr/share/emacs/site-lisp/elpa/slime-* >/dev/null 2>&1")))
+       (skip-reference "emacs or SLIME is missing (apt-get install emacs-nox slime)"))
+      (t
+       (let ((lines '()))
+         (call-with-swank-server
+          '() (lambda (port out err)
+                (declare (ignore err))
+                (is (integerp port) "no port announced in ~S" out)
+                (when port
+                  (multiple-value-bind (code out err)
+                      ;; A HOME of its own: SLIME saves its history there.
+                      (sh "mkdir \"$3\" && HOME=\"$3\" timeout -s KILL 120 emacs --batch -Q -l \"$1\" \"$2\"
+                           status=$?; rm -rf \"$3\"; exit $status"
+                          (namestring script) (princ-to-string port) (tmp-path "home"))
+                    (is (eql 0 code) "emacs ended ~S: ~A~A" code out err)
+                    (setf lines (split-lines out))))))
+         (flet ((fact (name)
+                  (let ((line (find-if (lambda (l) (eql 0 (search name l))) lines)))
+                    (and line (subseq line (length name))))))
+           (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+                      (fact "definition-file: "))
+               "~{~A~%~}" lines)
+           (is (eql 0 (search "(defun quantize (array format" (or (fact "definition-line: ") "")))
+               "~{~A~%~}" lines)
+           (let ((view (or (fact "inspector: ") "")))
+             (dolist (part '("Format: q8-0" "Shape: (4 32)" "Bytes: 136" "The first 4 rows of 4"))
+               (is (contains view part) "~S not in ~S" part view)))
+           (let ((frames (remove-if-not (lambda (l) (eql 0 (search "frame: " l))) lines)))
+             (is (find-if (lambda (l) (search ": RONTOLISP:QUANTIZE" l)) frames) "~{~A~%~}" frames)
+             (is (notany (lambda (l) (search "BYTECODES" l)) frames) "~{~A~%~}" frames))
+           (is (eql 0 (search "(defun quantize (array format" (or (fact "frame-source-line: ") "")))
+               "~{~A~%~}" lines)
+           (is (equal "slime-done" (car (last lines))) "~{~A~%~}" lines)))))))
