@@ -412,6 +412,8 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                                                                "False" "None" "in" "loop")
                                              :test #'string=)))
                      (fail "a loop variable name"))
+                   (when (string= (second target) "self")
+                     (refuse-construct (offset) "the template reference \"self\""))
                    (advance)
                    (expect :name "in" "\"in\" after the loop variable")
                    (when (tuple-end-p "recursive") (fail "an expression to iterate over"))
@@ -515,6 +517,8 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                             ((member name '("none" "None") :test #'string=)
                              (make-tx :const at nil :null))
                             ((and (string= name "loop") (plusp loops)) (parse-loop-attribute at))
+                            ((string= name "self")
+                             (refuse-construct at "the template reference \"self\""))
                             (t (make-tx :name at nil name)))))
                    (:string
                     (make-tx :const at nil
@@ -776,13 +780,21 @@ method or attribute of the type under it (or NAME starts with __)."
 (defvar *template-locals* '() "The loop variables in scope: an alist.")
 (defvar *template-loop* nil "The innermost loop: (INDEX0 . LENGTH).")
 
-(defun template-lookup (name)
+(defparameter *jinja-globals* '("range" "dict" "lipsum" "cycler" "joiner" "namespace")
+  "The names Jinja2's default environment binds to functions and classes,
+which a template sees unless the bindings hide them.")
+
+(defun template-lookup (name offset)
+  "The value of the variable NAME (at OFFSET): a loop variable, else a
+binding, else undefined; one of Jinja2's global functions is refused."
   (let ((local (assoc name *template-locals* :test #'string=)))
-    (cond (local (cdr local))
-          (*template-bindings*
-           (multiple-value-bind (value found) (gethash name *template-bindings*)
-             (if found value *undefined*)))
-          (t *undefined*))))
+    (when local (return-from template-lookup (cdr local)))
+    (when *template-bindings*
+      (multiple-value-bind (value found) (gethash name *template-bindings*)
+        (when found (return-from template-lookup value))))
+    (when (member name *jinja-globals* :test #'string=)
+      (refuse-construct offset "the Jinja2 global ~S" name))
+    *undefined*))
 
 (defun template-getitem (object key node offset)
   "Jinja2's subscript OBJECT[KEY]: the element or key if there is one, else
@@ -827,7 +839,7 @@ else the key NAME of a mapping, else undefined."
   (let ((args (tx-args x)) (offset (tx-offset x)))
     (ecase (tx-kind x)
       (:const (first args))
-      (:name (template-lookup (first args)))
+      (:name (template-lookup (first args) offset))
       (:loop (destructuring-bind (index . length) *template-loop*
                (let ((key (first args)))
                  (cond ((string= key "index") (1+ index))

@@ -144,6 +144,12 @@ case("dict-method-refused", "{{ d.items }}", {"d": {"a": 1}}, ("items", "."))
 case("string-method-refused", "{{ s.upper }}", {"s": "a"}, ("upper", "."))
 case("dunder-refused", "{{ s.__class__ }}", {"s": "a"}, ("__class__", "."))
 case("names-that-are-keywords", "[{{ in }}{{ if }}]")
+case("global-range-refused", "{{ range is defined }}", None, ("the Jinja2 global \"range\"", "range"))
+case("global-dict-refused", "{{ dict }}", None, ("the Jinja2 global \"dict\"", "dict"))
+case("global-hidden-by-binding", "{{ range }} {{ lipsum.x }}|", {"range": "r", "lipsum": {"x": 1}})
+case("global-hidden-by-loop-variable", "{% for namespace in xs %}{{ namespace }}{% endfor %}",
+     {"xs": [1, 2]})
+case("self-refused", "{{ self is defined }}", None, ("\"self\"", "self"))
 
 # Tests.
 case("is-defined", "{{ a is defined }} {{ b is defined }} {{ a is not defined }} {{ b is not defined }}",
