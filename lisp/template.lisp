@@ -818,7 +818,10 @@ binding, else undefined; one of Jinja2's global functions is refused."
   "Jinja2's attribute OBJECT.NAME: a Python attribute of the type (refused),
 else the key NAME of a mapping, else undefined."
   (let ((kind (value-kind object offset)))
-    (when (eq kind :undefined) (undefined-operand node offset (format nil "\".~A\"" name)))
+    ;; Python finds __class__ and the like even on Jinja2's undefined.
+    (when (eq kind :undefined)
+      (check-python-attribute kind name offset)
+      (undefined-operand node offset (format nil "\".~A\"" name)))
     (check-python-attribute kind name offset)
     (if (eq kind :dict)
         (multiple-value-bind (value found) (gethash name object)
