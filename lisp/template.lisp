@@ -23,10 +23,14 @@
 deep the data it compares may nest); deeper signals TEMPLATE-ERROR.")
 
 (defstruct (compiled-template (:constructor %make-compiled-template (source body))
-                              (:copier nil))
+                              (:copier nil) (:predicate nil))
   "A template parsed by COMPILE-TEMPLATE, ready for RENDER-TEMPLATE."
   (source "" :read-only t)
   (body nil :read-only t))
+
+(defun compiled-template-p (x)
+  "True when X is a template parsed by COMPILE-TEMPLATE."
+  (typep x 'compiled-template))
 
 (defmethod print-object ((tm compiled-template) stream)
   (print-unreadable-object (tm stream :type t)
