@@ -689,23 +689,29 @@ to X.  Exact rational arithmetic, so no printer's rounding enters."
                      (let ((text (princ-to-string best)))
                        (return-from python-float-digits
                          (values (string-right-trim "0" text) (- (length text) s)))))))
-        (error "no 17-digit form of ~S reads back" x)))))
+        (rontolisp-error 'python-float-digits "expected 17 digits to read back as ~S, ~
+                                                found none" x)))))
 
 (defun python-float-repr (x)
   "The double X as Python's repr() and str() print it: 1.0, 0.1, 1e-05,
-1.5e+16, -0.0."
-  (if (zerop x)
-      (if (minusp (float-sign x)) "-0.0" "0.0")
-      (multiple-value-bind (digits point) (python-float-digits (abs x))
-        (let ((sign (if (minusp x) "-" "")) (n (length digits)))
-          (cond ((or (<= point -4) (> point 16))
-                 (format nil "~A~C~:[.~A~;~*~]e~:[+~;-~]~2,'0D" sign (char digits 0)
-                         (= n 1) (subseq digits 1) (minusp (1- point)) (abs (1- point))))
-                ((<= point 0)
-                 (format nil "~A0.~A~A" sign (make-string (- point) :initial-element #\0) digits))
-                ((>= point n)
-                 (format nil "~A~A~A.0" sign digits (make-string (- point n) :initial-element #\0)))
-                (t (format nil "~A~A.~A" sign (subseq digits 0 point) (subseq digits point))))))))
+1.5e+16, -0.0, inf, nan."
+  (cond ((ext:float-nan-p x) "nan")
+        ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
+        ((zerop x) (if (minusp (float-sign x)) "-0.0" "0.0"))
+        (t
+         (multiple-value-bind (digits point) (python-float-digits (abs x))
+           (let ((sign (if (minusp x) "-" "")) (n (length digits)))
+             (cond ((or (<= point -4) (> point 16))
+                    (format nil "~A~C~:[.~A~;~*~]e~:[+~;-~]~2,'0D" sign (char digits 0)
+                            (= n 1) (subseq digits 1) (minusp (1- point)) (abs (1- point))))
+                   ((<= point 0)
+                    (format nil "~A0.~A~A" sign (make-string (- point) :initial-element #\0)
+                            digits))
+                   ((>= point n)
+                    (format nil "~A~A~A.0" sign digits
+                            (make-string (- point n) :initial-element #\0)))
+                   (t (format nil "~A~A.~A" sign (subseq digits 0 point)
+                              (subseq digits point)))))))))
 
 (defun python-str (value offset)
   "VALUE as Python's str() makes it, which is what {{ }} prints and ~

@@ -179,3 +179,10 @@ Jinja2 refuses to iterate a bool."
     (is (= 100000 (length (rontolisp:render-template
                            (format nil "{{ ~{~A~^ ~} }}" (make-list 100000 :initial-element "'x'"))
                            nil))))))
+
+(test template-prints-non-finite-doubles
+  "A Lisp double no JSON file holds prints as Python prints it."
+  (is (string= "inf -inf" (rontolisp:render-template
+                           "{{ a }} {{ b }}"
+                           (bindings "a" ext:double-float-positive-infinity
+                                     "b" ext:double-float-negative-infinity)))))
