@@ -468,19 +468,24 @@ order coprime to the vocabulary size), deterministic."
                              (embedding-as-single value)
                              value))))
 
-(defun model:calibrate (source)
+(defun model:calibrate (source &key progress)
   "The calibration of the encoder of SOURCE (what MODEL:LOAD takes), its
 weights used as f32 whatever their type: a list of (tensor-name .
 magnitudes), one per encoder matrix in layer order, MAGNITUDES a
 single-float vector of max |x| per input channel over the products the
-forward pass made on the built-in calibration sequences (doc/outliers.md)."
+forward pass made on the built-in calibration sequences (doc/outliers.md).
+With PROGRESS, each sequence run is shown on stderr when it is a terminal."
   (let* ((encoder (model:load source))
          (f32 (copy-encoder encoder))
-         (*channel-maxima* (make-hash-table :test 'equal)))
+         (*channel-maxima* (make-hash-table :test 'equal))
+         (sequences (calibration-sequences (encoder-hyperparameters encoder)))
+         (report (progress-reporter (if progress (length sequences) 0))))
     (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder))
           (encoder-scratch f32) (make-scratch-cache))
-    (dolist (ids (calibration-sequences (encoder-hyperparameters encoder)))
-      (model:encode f32 ids))
+    (loop for ids in sequences
+          for done from 1
+          do (model:encode f32 ids)
+             (funcall report done (format nil "calibrating: a sequence of ~D token~:P" (length ids))))
     (loop for i below (length (encoder-layers encoder))
           append (loop for key in '(:qkv :out :up :down)
                        for name = (layer-matrix-name i key)
@@ -492,8 +497,9 @@ forward pass made on the built-in calibration sequences (doc/outliers.md)."
      :details "Runs the encoder of FILE, its weights as f32, over built-in token
 sequences covering the vocabulary and lengths up to context_length, and
 writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
-the matrix's tensor, as quantize --calibration reads it.")
-  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file)
+the matrix's tensor, as quantize --calibration reads it.  On a terminal
+each sequence is shown as it is run.")
+  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file :progress t)
                                                  collect (list name v))))
   0)
 

@@ -159,6 +159,12 @@ number of positional arguments."
                                              (when sign
                                                (usage-error "~A takes no value, found ~S" name a))
                                              t)
+                                            ;; "[FILE]": the value may be left out (T)
+                                            ((char= #\[ (char metavar 0))
+                                             (cond (sign (subseq a (1+ sign)))
+                                                   ((and args (not (option-like-p (first args))))
+                                                    (pop args))
+                                                   (t t)))
                                             ;; "OLD NEW": one value per word, as a list
                                             ((find #\Space metavar)
                                              (when sign
@@ -172,7 +178,8 @@ arguments" name metavar))))
                                             (args (pop args))
                                             (t (usage-error "~A expects ~A, found nothing"
                                                             name metavar))))
-                               (value (if (and metavar (command-option-parser opt))
+                               (value (if (and metavar (not (eq value t))
+                                               (command-option-parser opt))
                                           (funcall (command-option-parser opt) name value)
                                           value))
                                (var (command-option-var opt))
@@ -198,7 +205,8 @@ arguments (required, &optional and &rest variables); OPTIONS binds one
 variable per option around BODY, each given as
   (var \"--name[ METAVAR]\" &key parse default repeat help)
 where an option with a METAVAR takes a value (a list of one per word for
-a METAVAR of several words, \"OLD NEW\"; PARSE, a function of the
+a METAVAR of several words, \"OLD NEW\"; an optional one, T when left out,
+for a METAVAR in brackets, \"[FILE]\"; PARSE, a function of the
 option's name and the string, turns it into the value; by default it stays
 a string), one without is a flag, DEFAULT (evaluated) is the value when the
 option is absent, and a REPEAT option collects its values in a list.
