@@ -119,6 +119,13 @@ int main(int argc, char **argv) {
         ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
     rl_gguf_atomic_trap_signals(sub >= 0);
     cl_boot(argc, argv);
+    /* Each compiled function records its source file as a pathname
+     * RONTOLISP:LISP;NAME.LISP (runtime/build-lisp.lisp), made again as
+     * the compiled code loads: it is a logical pathname only when the host
+     * RONTOLISP exists by then, else a physical one that no translation
+     * reaches.  RONTOLISP::INSTALL-SOURCE-TRANSLATIONS points the host at
+     * the sources once they are found. */
+    si_pathname_translations(2, ecl_make_simple_base_string("RONTOLISP", -1), ECL_NIL);
     ecl_init_module(NULL, init_rontolisp_lisp);
     rl_register_primitives();
     rl_glue_define(&rl_lineedit_prims);
