@@ -42,6 +42,7 @@ command-line tools built on them."
                (:file "vec")
                (:file "encoder")
                (:file "json")
+               (:file "template")
                (:file "gguf")
                (:file "regex")
                (:file "inspect")

@@ -383,6 +383,26 @@ the message says what was expected and what was found."))
   "Signal FILE-IO-ERROR about the file PATH."
   (error 'file-io-error :path path :message (error-message path control args)))
 
+;;; Templates (template.lisp).
+
+(define-condition template-error (rontolisp-error)
+  ((offset :initarg :offset :initform nil :reader template-error-offset))
+  (:documentation "A chat template that cannot be compiled or rendered: a
+construct outside the supported Jinja subset, bad syntax, or an operation
+Jinja2 itself refuses at render time (an attribute of an undefined value,
+the length of a number).  OFFSET is the character (from 0) of the template
+where the construct at fault starts; see doc/template.md."))
+
+(setf (documentation 'template-error-offset 'function)
+      "The character offset (from 0) in the template of a TEMPLATE-ERROR's construct.")
+
+(defun template-error (offset control &rest args)
+  "Signal TEMPLATE-ERROR about the construct at character OFFSET of the
+template; the message reads \"template offset OFFSET: \" + CONTROL."
+  (error 'template-error :offset offset
+                         :message (error-message nil "template offset ~D: ~?"
+                                                 (list offset control args))))
+
 ;;; Threads (threads.lisp).
 
 (define-condition thread-limit-error (rontolisp-error)

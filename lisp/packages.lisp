@@ -46,7 +46,10 @@ the command line, and the root of every error the project signals.")
    ;; files.lisp
    "FILE-IO-ERROR" "FILE-IO-ERROR-PATH" "NATIVE-NAMESTRING" "USER-NAMESTRING"
    ;; threads.lisp
-   "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"))
+   "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"
+   ;; template.lisp
+   "COMPILE-TEMPLATE" "RENDER-TEMPLATE" "COMPILED-TEMPLATE" "COMPILED-TEMPLATE-P"
+   "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*"))
 
 (defpackage "VEC"
   (:use "CL")
