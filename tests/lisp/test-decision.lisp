@@ -361,3 +361,124 @@ temperature keys' types in key order."
                 (lambda () (rontolisp::decide-ids (model:load (encoder-file "s1-pico" :f32))
                                                   '(2 4 5 3) '(1) "choice")))))
       (is (and msg (contains msg "expected a decision head")) "~A" msg))))
+
+;;; Rendering and MODEL:DECIDE from questions.
+
+(test decision-render-and-decide-from-questions
+  "MODEL:RENDER gives the converter's template's text; MODEL:DECIDE answers
+DECIDE-IDS's bits on its ids and markers, for plists and for JSON objects
+(options as strings and {\"text\": ...})."
+  (let ((model (model:load (decision-file "s1-pico" :f32))))
+    (dolist (q model:*questions*)
+      (is (string= (systemone-text q) (model:render model q)))
+      (multiple-value-bind (probs logits ids markers) (model:decide model q)
+        (multiple-value-bind (ids2 markers2) (question-ids model q)
+          (is (equal ids2 (coerce ids 'list)))
+          (is (equal markers2 markers)))
+        (multiple-value-bind (p2 l2) (decide-plist model q)
+          (is (and (same-bits-p probs p2) (same-bits-p logits l2))))
+        (is (< (abs (- 1 (reduce #'+ probs))) 1e-5))))
+    (let* ((json (rontolisp:parse-json "{\"type\": \"choice\", \"instructions\": \"Build failed. Next?\",
+ \"options\": [{\"text\": \"read it\"}, {\"text\": \"clean\"}, {\"text\": \"retry\"}, {\"text\": \"rm build\"},
+ {\"text\": \"stop\"}], \"state\": \"Error 1\"}"))
+           (plist (third model:*questions*)))
+      (is (string= (model:render model plist) (model:render model json)))
+      (is (same-bits-p (model:decide model plist) (model:decide model json))))))
+
+(test decision-decide-refuses-what-rendering-shows
+  (let ((model (model:load (decision-file "s1-pico" :f32))))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model '(:type "choice" :instructions "x" :state "y"
+                                                 :options ("a [MASK] b" "c")))))))
+      (is (and msg (contains msg "expected 2 option markers") (contains msg "found 3")) "~A" msg))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model (list :type "choice" :state "y" :options '("a")
+                                                     :instructions (make-string 3000 :initial-element #\~)))))))
+      (is (and msg (contains msg "at most 1024 tokens")) "~A" msg))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model (list :type "choice" :state "y" :options '("a")
+                                                     :instructions (make-string 200 :initial-element #\~)))))))
+      (is (and msg (contains msg "first 96 tokens")) "~A" msg))
+    (let ((msg (model-error-message
+                (lambda () (model:decide (model:load (encoder-file "s1-pico" :f32))
+                                         (first model:*questions*))))))
+      (is (and msg (contains msg "expected a decision head")) "~A" msg))))
+
+;;; `rontolisp decide'.
+
+(test decide-command-answers-good-lines-and-names-bad-ones
+  (let* ((file (decision-file "s1-pico" :f32))
+         (model (model:load file))
+         (lines (list "{\"type\": \"choice\", \"instructions\": \"List the files.\", \"options\": [\"ls -la\", {\"text\": \"rm -rf .\"}], \"state\": \"cwd ~/src\"}"
+                      "not json"
+                      "[1, 2]"
+                      "{\"type\": \"other\", \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"options\": [\"a\"], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a [MASK] b\"], \"state\": \"s\"}"
+                      (format nil "{\"type\": \"choice\", \"instructions\": \"~A\", \"options\": [\"a\"], \"state\": \"s\"}"
+                              (make-string 3000 :initial-element #\~))
+                      (format nil "{\"type\": \"choice\", \"instructions\": \"~A\", \"options\": [\"a\"], \"state\": \"s\"}"
+                              (make-string 200 :initial-element #\~))
+                      "{\"type\": \"score\", \"instructions\": \"ok?\", \"options\": [\"yes\", \"no\"], \"state\": \"s\"}"))
+         (input (format nil "~{~A~%~}" lines))
+         (path (write-file-string (tmp-path "questions.jsonl") input)))
+    (flet ((check-errors (err)
+             (is (= 8 (count #\Newline err)) "~A" err)
+             (loop for (line needle) in '((2 "invalid JSON") (3 "JSON object") (4 "found \"other\"")
+                                          (5 "at least one option") (6 "\"instructions\"")
+                                          (7 "found 2") (8 "at most 1024 tokens")
+                                          (9 "first 96 tokens"))
+                   do (is (contains err (format nil "line ~D: " line)) "line ~D: ~A" line err)
+                      (is (contains err needle) "~S: ~A" needle err))))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file path))
+        (is (= 1 code))
+        (check-errors err)
+        (let ((p1 (model:decide model (parse-json-line (first lines))))
+              (p10 (model:decide model (parse-json-line (car (last lines))))))
+          (is (string= (format nil "question 1 (choice, 2 options)~%  ~A ls -la~%  ~A rm -rf .~%~
+question 10 (score, 2 options)~%  ~A yes~%  ~A no~%"
+                               (rontolisp::float-text (aref p1 0)) (rontolisp::float-text (aref p1 1))
+                               (rontolisp::float-text (aref p10 0)) (rontolisp::float-text (aref p10 1)))
+                       out)
+              "~A" out)))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file "-" "--json") :input input)
+        (is (= 1 code))
+        (check-errors err)
+        (let ((objects (mapcar #'parse-json-line (split-lines-of out))))
+          (is (= 2 (length objects)))
+          (multiple-value-bind (probs logits ids markers)
+              (model:decide model (parse-json-line (first lines)))
+            (let ((o (first objects)))
+              (is (= 1 (gethash "question" o)))
+              (is (equalp (coerce ids 'list) (coerce (gethash "ids" o) 'list)))
+              (is (equal markers (coerce (gethash "markers" o) 'list)))
+              ;; the shortest digits of each single-float, read back as one
+              (flet ((same (ours json) (every (lambda (a b) (= a (coerce b 'single-float)))
+                                              ours json)))
+                (is (same logits (gethash "logits" o)))
+                (is (same probs (gethash "probabilities" o))))))
+          (is (= 10 (gethash "question" (second objects))))))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file path "--activations" "q8x2"))
+        (declare (ignore out))
+        (is (= 1 code))
+        (is (= 8 (count #\Newline err)))))
+    (multiple-value-bind (code out err)
+        (run-exe (list "decide" (encoder-file "s1-pico" :f32) path))
+      (is (= 1 code))
+      (is (string= "" out))
+      (is (= 1 (count #\Newline err)))
+      (is (contains err "expected a decision head") "~A" err))
+    (is (= 2 (run-exe (list "decide" file))))
+    (is (= 2 (run-exe (list "decide" file path "--activations" "q4"))))))
+
+(defun parse-json-line (line)
+  (rontolisp:parse-json line))
+
+(defun split-lines-of (text)
+  "The non-empty lines of TEXT."
+  (loop with start = 0
+        for nl = (position #\Newline text :start start)
+        for line = (subseq text start (or nl (length text)))
+        when (plusp (length line)) collect line
+        while nl do (setf start (1+ nl))))
