@@ -260,10 +260,9 @@ ff(norm2(x))."
           do (dotimes (j d) (setf (aref out r j) (aref x p j))))
     out))
 
-(defun check-markers (head ids markers n)
+(defun check-markers (head markers n)
   "MARKERS, a list of positions below N, each below the head's window m
 = min(N, max_head_tokens); QUESTION-ERROR otherwise."
-  (declare (ignore ids))
   (let ((m (min n (decision-head-max-head-tokens head))))
     (when (null markers)
       (question-error "expected at least one option marker, found none"))
@@ -288,7 +287,7 @@ naming the known ones otherwise."
 MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
   (let* ((n (length ids))
          (ti (type-index head type))
-         (m (check-markers head ids markers n))
+         (m (check-markers head markers n))
          (path (encoder-path model))
          (hidden (model:encode model ids :activations activations))
          (x (f32-matrix m (array-dimension hidden 1))))

@@ -312,6 +312,27 @@ temperature keys' types in key order."
       (let ((msg (model-error-message (lambda () (model:load (file-without file :tensor tensor))))))
         (is (and msg (contains msg tensor)) "~A: ~A" tensor msg)))))
 
+(test decision-names-the-step-of-a-non-finite-value
+  "A NaN in a head weight is an error naming the head's step that made it
+(not NaN probabilities)."
+  (let ((file (decision-file "s1-pico" :f32))
+        (model (model:load (decision-file "s1-pico" :f32))))
+    (multiple-value-bind (ids markers) (question-ids model (first model:*questions*))
+      (loop for (tensor nan-at needle)
+              in '(("blk.2.ffn_up.weight" 70 "layer 2, the product by blk.2.ffn_up.weight, its bias and the activation")
+                   ("blk.2.attn_norm.bias" 3 "layer 2, the LayerNorm by blk.2.attn_norm.weight")
+                   ("token_types.weight" 5 "the hidden states plus the row of token_types.weight")
+                   ("cls.weight" 9 "the product by cls.weight, its bias and the GELU")
+                   ("cls.output.weight" 1 "the product by cls.output.weight plus its bias"))
+            do (let* ((path (hostile-file file tensor :nan-at nan-at))
+                      (msg (unwind-protect
+                                (model-error-message
+                                 (lambda () (rontolisp::decide-ids (model:load path) ids markers
+                                                                   "choice")))
+                             (ignore-errors (delete-file path)))))
+                 (is (and msg (contains msg "expected finite") (contains msg needle))
+                     "~A: ~A" tensor msg))))))
+
 ;;; Refusals at the API.
 
 (defun question-error-message (thunk)
