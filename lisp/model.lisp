@@ -18,11 +18,13 @@
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
-work in (lisp/model-scratch.lisp), and its tokenizer once asked for
-(lisp/tokenizer.lisp)."
+work in (lisp/model-scratch.lisp), its tokenizer once asked for
+(lisp/tokenizer.lisp) and its decision head, if the file has one
+(lisp/decision.lisp)."
   path file hyperparameters token-embedding token-norm output-norm layers
   (scratch (make-scratch-cache))
-  (tokenizer nil))
+  (tokenizer nil)
+  (decision nil))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
@@ -189,7 +191,9 @@ GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
 layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
-BF16 or Q8_0); a decision head is ignored.  A missing or malformed key or
+BF16 or Q8_0); when decision.block_count is above 0, the decision head too
+(its modern-bert.decision.* keys and tensors, doc/decision.md), which
+MODEL:DECIDE runs and MODEL:ENCODE ignores.  A missing or malformed key or
 tensor signals MODEL:MODEL-ERROR naming the file; so does a key whose value
 is meaningless (a count or length below 1, a head count that does not split
 embedding_length into even heads, an epsilon outside (0, 1), a rotary base
@@ -208,12 +212,13 @@ calibration that does not fit TENSOR-DATA-ERROR."
          (path (or (gguf:path f) "(in-memory GGUF file)"))
          (h (read-hyperparameters f path))
          (d (getf h :embedding-length))
-         (ff (getf h :feed-forward-length)))
+         (ff (getf h :feed-forward-length))
+         (decision (load-decision-head f path h)))
     (flet ((tensor (name dims) (model-tensor f path name dims))
            (blk (i s) (format nil "blk.~D.~A" i s)))
       (quantize-encoder
        (make-encoder
-       :path path :file f :hyperparameters h
+       :path path :file f :hyperparameters h :decision decision
        :token-embedding (simple-single (tensor "token_embd.weight"
                                                (list (getf h :vocab-size) d)))
        :token-norm (simple-single (tensor "token_embd_norm.weight" (list d)))
@@ -308,7 +313,17 @@ layers) in a message: the product or step, and the tensor it used."
       (:rope "the rotary embedding of q and k (rope.freq_base)")
       (:attention "the attention")
       (:ffn-norm (format nil "the LayerNorm by ~A" (blk "ffn_norm.weight")))
-      (:geglu "the GeGLU"))))
+      (:geglu "the GeGLU")
+      ;; the decision head's (lisp/decision.lisp)
+      (:head-input "the hidden states plus the row of token_types.weight")
+      ((:head-out :head-down) (format nil "the product by ~A plus its bias"
+                                      (layer-matrix-name layer (if (eq step :head-out) :out :down))))
+      (:head-up (format nil "the product by ~A, its bias and the activation"
+                        (layer-matrix-name layer :up)))
+      (:residual "the residual sum")
+      (:cls "the product by cls.weight, its bias and the GELU")
+      (:cls-norm "the LayerNorm by cls.norm.weight")
+      (:logits "the product by cls.output.weight plus its bias"))))
 
 (defun check-finite-steps (path layer &rest steps)
   "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords

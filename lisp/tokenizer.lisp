@@ -512,14 +512,18 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
 (defparameter *max-line-bytes* (* 64 1024 1024)
   "The longest line a text file may hold (bytes).")
 
-(defun map-file-lines (fn path)
+(defun map-file-lines (fn path &key dash-is-stdin)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
 blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
 else FILE-IO-ERROR).  A final line without a newline counts; an empty file
-has no lines.  Answers the number of lines."
-  (let* ((name (absolute-namestring path))
-         (stream (open-input-octets name :what "a file of texts")))
+has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
+Answers the number of lines."
+  (let* ((stdin (and dash-is-stdin (equal path "-")))
+         (name (if stdin "standard input" (absolute-namestring path)))
+         (stream (if stdin
+                     (ext:make-stream-from-fd 0 :input :element-type '(unsigned-byte 8))
+                     (open-input-octets name :what "a file of texts"))))
     (with-open-stream (s stream)
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))
