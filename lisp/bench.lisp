@@ -605,6 +605,18 @@ earlier probe are reported, as cached (see BENCH-READ-BANDWIDTH)."
            report)
       (when model (gguf:close model)))))
 
+(defun check-json-target (json)
+  "Refuse a --json FILE that is a GGUF file: `bench --json model.gguf' reads
+as JSON written over the model, and that is never what was meant."
+  (when (and (stringp json) (string/= json "-") (eq :file (path-kind json)))
+    (let ((magic (ignore-errors
+                  (with-open-file (in json :element-type '(unsigned-byte 8))
+                    (let ((b (make-array 4 :element-type '(unsigned-byte 8))))
+                      (and (= 4 (read-sequence b in)) (map 'string #'code-char b)))))))
+      (when (equal magic "GGUF")
+        (usage-error "--json ~A: expected a path for the JSON, found a GGUF file, which it ~
+would overwrite (the model goes before the options: bench FILE.gguf --json)" json)))))
+
 (define-command "bench" (&optional file)
     (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
@@ -659,6 +671,7 @@ tokenizer.json) on the lines of --text-file")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
+  (check-json-target json)
   (when (or tokenizer text-file)
     (unless (and tokenizer text-file)
       (usage-error "the tokenizer benchmark takes --tokenizer FILE and --text-file F together"))

@@ -181,3 +181,16 @@ the ratio of the matvec loop to the matmul, and a table that names them."
       (dolist (str '("6 tokens" "8x64" "5x96" "matvecs" "ratio"))
         (is (contains table str) "~S missing from ~A" str table)))
     (is (string= "" (with-output-to-string (s) (rontolisp::print-bench-matmul s nil))))))
+
+(test bench-json-refuses-to-overwrite-a-gguf-file
+  "`bench --json model.gguf' names the JSON's path, not the model: a GGUF
+file there is refused (exit 2, one line) and left as it was."
+  (let ((copy (tmp-path "model.gguf")))
+    (unwind-protect
+         (let ((before (file-octets (golden "q8_main.q8_0.gguf"))))
+           (write-octets-file copy before)
+           (multiple-value-bind (code out err) (run-exe (list "bench" "--json" copy))
+             (is (eql 2 code) "exit ~A; stdout ~S" code out)
+             (is (contains err "found a GGUF file") "~A" err)
+             (is (equalp before (file-octets copy)))))
+      (ignore-errors (delete-file copy)))))
