@@ -271,6 +271,102 @@ name)."
   (bench-progress "probing read bandwidth, ~D thread~:P" threads)
   (values (%bench-read-gbps 0 threads reps)))
 
+;;; The probe's figures, kept between runs: each probe writes them to
+;;; $XDG_CACHE_HOME/rontolisp/read-bandwidth.json, and `bench --no-probe'
+;;; reports them (as cached) instead of reading gigabytes again.
+
+(defun user-cache-directory ()
+  "rontolisp's directory for what it keeps between runs, ending in /:
+$XDG_CACHE_HOME/rontolisp/ when XDG_CACHE_HOME is an absolute path, else
+$HOME/.cache/rontolisp/ (the XDG base directory rule); NIL when neither is
+set."
+  (flet ((absolute (var)
+           (let ((v (ext:getenv var)))
+             (and v (plusp (length v)) (char= #\/ (char v 0)) (string-right-trim "/" v)))))
+    (let ((xdg (absolute "XDG_CACHE_HOME")) (home (absolute "HOME")))
+      (cond (xdg (format nil "~A/rontolisp/" xdg))
+            (home (format nil "~A/.cache/rontolisp/" home))))))
+
+(defun bench-bandwidth-cache-path ()
+  "The file of the cached read-bandwidth figures, or NIL."
+  (let ((dir (user-cache-directory)))
+    (and dir (concatenate 'string dir "read-bandwidth.json"))))
+
+(defun bench-machine (cpu)
+  "What a cached figure must have been measured on: the CPU's cores,
+last-level cache, SIMD path and the probe's size."
+  (list :object (cons "cores" (getf cpu :cores)) (cons "llc_bytes" (getf cpu :llc-bytes))
+        (cons "simd_path" (cdr (first (last (getf cpu :paths)))))
+        (cons "probe_bytes" (getf cpu :probe-bytes))))
+
+(defun bench-read-bandwidth-cache (cpu)
+  "The cached figures of this machine (see BENCH-MACHINE): a list of
+(threads gbps unix-time), or NIL when there are none (no file, a file of
+another machine, or one that cannot be read, which is then ignored)."
+  (let* ((path (bench-bandwidth-cache-path))
+         (json (and path (eq :file (path-kind path)) (ignore-errors (read-json-file path))))
+         (machine (and (hash-table-p json) (gethash "machine" json)))
+         (probes (and (hash-table-p json) (gethash "probes" json))))
+    (when (and (hash-table-p machine) (vectorp probes)
+               (loop for (k . v) in (rest (bench-machine cpu))
+                     always (equal v (gethash k machine))))
+      (loop for p across probes
+            for threads = (and (hash-table-p p) (gethash "threads" p))
+            for gbps = (and (hash-table-p p) (gethash "gbps" p))
+            for time = (and (hash-table-p p) (gethash "time" p))
+            when (and (integerp threads) (plusp threads) (realp gbps) (plusp gbps) (integerp time))
+              collect (list threads gbps time)))))
+
+(defun bench-write-read-bandwidth-cache (cpu probes)
+  "Keep the figures PROBES ((threads . gbps) ...) just measured in the
+cache, with those of other thread counts already there.  A cache that
+cannot be written is said on stderr and otherwise ignored."
+  (let* ((path (bench-bandwidth-cache-path))
+         (now (- (get-universal-time) #.(encode-universal-time 0 0 0 1 1 1970 0)))
+         (kept (remove-if (lambda (c) (assoc (first c) probes)) (bench-read-bandwidth-cache cpu)))
+         (all (sort (append kept (loop for (n . gbps) in probes
+                                       when gbps collect (list n gbps now)))
+                    #'< :key #'first)))
+    (when path
+      (handler-case
+          (progn
+            (ensure-directories path)
+            (with-output-to-file (s path)
+              (write-json (list :object (cons "machine" (bench-machine cpu))
+                                (cons "probes"
+                                      (map 'vector (lambda (c)
+                                                     (list :object (cons "threads" (first c))
+                                                           (cons "gbps" (bench-number (second c)))
+                                                           (cons "time" (third c))))
+                                           all)))
+                          s :indent 1)
+              (terpri s)))
+        (rontolisp-error (c)
+          (bench-progress "the read bandwidth is not cached: ~A" (condition-line c)))))))
+
+(defun bench-read-bandwidth (cpu threads reps probe)
+  "The read bandwidth with 1 and THREADS threads, as (values PROBES
+SOURCE): PROBES ((threads . gbps-or-nil) ...), SOURCE :PROBE when PROBE
+is true (the probe runs, and its figures are cached), else :CACHE with
+the oldest time of the cached figures used, or NIL when none is cached."
+  (let ((counts (remove-duplicates (list 1 threads))))
+    (if probe
+        (let ((probes (loop for n in counts collect (cons n (bench-probe n reps)))))
+          (bench-write-read-bandwidth-cache cpu probes)
+          (values probes :probe))
+        (let* ((cached (bench-read-bandwidth-cache cpu))
+               (used (remove nil (mapcar (lambda (n) (assoc n cached)) counts))))
+          (values (mapcar (lambda (n) (cons n (second (assoc n cached)))) counts)
+                  (and used :cache)
+                  (and used (reduce #'min used :key #'third)))))))
+
+(defun bench-utc-time (unix-time)
+  "UNIX-TIME as YYYY-MM-DD HH:MM UTC."
+  (multiple-value-bind (sec min hour day month year)
+      (decode-universal-time (+ unix-time #.(encode-universal-time 0 0 0 1 1 1970 0)) 0)
+    (declare (ignore sec))
+    (format nil "~D-~2,'0D-~2,'0D ~2,'0D:~2,'0D UTC" year month day hour min)))
+
 (defun bench-quantize-throughput (cpu reps)
   "((path-name . values-per-second) ...) for the scalar and best quantizer."
   (let* ((x (%bench-fill-random (make-array *bench-quantize-values* :element-type 'single-float)
@@ -300,8 +396,8 @@ name)."
     (and probe (bench-run-gbps run) (/ (bench-run-gbps run) probe))))
 
 (defun print-bench-report (stream report)
-  (destructuring-bind (&key cpu threads iters probes quantize matrices source
-                       &allow-other-keys)
+  (destructuring-bind (&key cpu threads iters probes probe-source probe-time quantize
+                         matrices source &allow-other-keys)
       report
     (format stream "rontolisp bench: ~A~%" source)
     (format stream "machine: ~D core~:P, kernel paths ~{~A~^ ~} (SIMD path ~A), last-level cache ~
@@ -310,9 +406,14 @@ name)."
             (and (plusp (getf cpu :llc-bytes)) (/ (getf cpu :llc-bytes) 1048576d0)))
     (format stream "timing: median of up to ~D call~:P per measurement (at most ~,1F s each), ~
 ~D thread~:P for \"all\"~%" iters (/ *bench-budget-ns* 1d9) threads)
-    (format stream "read bandwidth (probe, ~D MiB):~{ ~{~D thread~:P ~:[n/a~;~:*~,1F GB/s~]~}~^,~}~%"
-            (floor (getf cpu :probe-bytes) 1048576)
-            (loop for (n . gbps) in probes collect (list n gbps)))
+    (if probe-source
+        (format stream "read bandwidth (~A, ~D MiB):~{ ~{~D thread~:P ~:[n/a~;~:*~,1F GB/s~]~}~^,~}~%"
+                (if (eq probe-source :cache)
+                    (format nil "cached, measured ~A" (bench-utc-time probe-time))
+                    "probe")
+                (floor (getf cpu :probe-bytes) 1048576)
+                (loop for (n . gbps) in probes collect (list n gbps)))
+        (format stream "read bandwidth: not measured (--no-probe, and no earlier probe cached)~%"))
     (format stream "quantize f32 -> Q8_0 (~D values):~{ ~{~A ~:[n/a~;~:*~D Mvalues/s~]~}~^,~}~@[ (SIMD ~,1Fx scalar)~]~%~%"
             *bench-quantize-values*
             (loop for (name . vps) in quantize collect (list name (and vps (round vps 1d6))))
@@ -349,8 +450,8 @@ name)."
         (format nil "~A ~A" (bench-matrix-name bm) shape))))
 
 (defun bench-json (report)
-  (destructuring-bind (&key cpu threads iters probes quantize matrices source kind path
-                       &allow-other-keys)
+  (destructuring-bind (&key cpu threads iters probes probe-source probe-time quantize
+                         matrices source kind path &allow-other-keys)
       report
     (list :object
           (cons "tool" "rontolisp bench")
@@ -369,6 +470,11 @@ name)."
           (cons "read_bandwidth"
                 (list :object
                       (cons "bytes" (getf cpu :probe-bytes))
+                      ;; "probe" (this run), "cache" (--no-probe), or null
+                      (cons "source" (case probe-source (:probe "probe") (:cache "cache") (t :null)))
+                      (cons "measured_at" (if (eq probe-source :cache)
+                                              (bench-utc-time probe-time)
+                                              :null))
                       (cons "gbps_by_threads"
                             (map 'vector (lambda (p)
                                            (list :object (cons "threads" (car p))
@@ -439,10 +545,40 @@ name)."
 values), found ~S" option string))
     (list rows cols)))
 
+(defun bench-measure (model &key file random shapes iters threads probe)
+  "Measure what RUN-BENCH reports, on the matrices of MODEL (the file FILE
+read, or the random model RANDOM made) or of SHAPES or the standard set,
+and answer the report (a plist)."
+  (let ((cpu (%cpu-info)))
+    (multiple-value-bind (probes probe-source probe-time)
+        (bench-read-bandwidth cpu threads (max 2 (min 7 iters)) probe)
+      (let ((quantize (bench-quantize-throughput cpu (max 1 (min 5 iters))))
+            (std (append *bench-standard-shapes* (list (bench-llc-entry (getf cpu :llc-bytes))))))
+        (list :cpu cpu :threads threads :iters iters :probes probes
+              :probe-source probe-source :probe-time probe-time
+              :quantize quantize
+              :matrices (cond (model (bench-file-matrices model cpu threads iters))
+                              (shapes (bench-random-matrices shapes cpu threads iters))
+                              (t (bench-random-matrices std cpu threads iters)))
+              ;; the matmul rows belong to the standard run only
+              :matmul (unless (or model shapes)
+                        (bench-matmul-rows *bench-matmul-shapes* *bench-matmul-tokens*
+                                           threads (max 3 (min 7 iters))))
+              :kind (cond (file "file") (model "random-model") (shapes "shapes") (t "standard"))
+              :path (and file (absolute-namestring file))
+              :source (cond (file (format nil "every 2-D tensor of ~A" file))
+                            (model (format nil "random ~A model, Q8_0" random))
+                            (shapes (format nil "random matrices ~{~{~Dx~D~}~^, ~}"
+                                            (mapcar (lambda (s) (subseq s 0 2)) shapes)))
+                            (t (format nil "standard shapes, random weights"))))))))
+
 (defun run-bench (&key file random shapes (iters *bench-default-iters*) (threads (threads))
-                    json)
+                    json (probe t))
   "Run the benchmark and answer its report (a plist); print the table to
-*standard-output* and write JSON to the file JSON when given."
+*standard-output* and write JSON to the file JSON when given (JSON T or
+\"-\": the JSON on *standard-output*, the table on *error-output*).
+Without PROBE the read bandwidth is not measured: the cached figures of an
+earlier probe are reported, as cached (see BENCH-READ-BANDWIDTH)."
   ;; The file is read (or the model made) first, so that a bad file fails
   ;; at once, before minutes of measuring.
   (let ((model (cond (file (gguf:read file))
@@ -450,44 +586,39 @@ values), found ~S" option string))
                       (bench-progress "making a random ~A model with Q8_0 matrices" random)
                       (random-model random :type :q8_0)))))
     (unwind-protect
-         (let* ((cpu (%cpu-info))
-                (probe-reps (max 2 (min 7 iters)))
-                (probes (loop for n in (remove-duplicates (list 1 threads))
-                              collect (cons n (bench-probe n probe-reps))))
-                (quantize (bench-quantize-throughput cpu (max 1 (min 5 iters))))
-                (std (append *bench-standard-shapes*
-                             (list (bench-llc-entry (getf cpu :llc-bytes)))))
-                (matrices
-                  (cond (model (bench-file-matrices model cpu threads iters))
-                        (shapes (bench-random-matrices shapes cpu threads iters))
-                        (t (bench-random-matrices std cpu threads iters))))
-                ;; the matmul rows belong to the standard run only
-                (matmul (unless (or model shapes)
-                          (bench-matmul-rows *bench-matmul-shapes* *bench-matmul-tokens*
-                                             threads (max 3 (min 7 iters)))))
-                (report (list :cpu cpu :threads threads :iters iters :probes probes
-                              :quantize quantize :matrices matrices :matmul matmul
-                              :kind (cond (file "file") (model "random-model")
-                                          (shapes "shapes") (t "standard"))
-                              :path (and file (absolute-namestring file))
-                              :source (cond (file (format nil "every 2-D tensor of ~A" file))
-                                            (model (format nil "random ~A model, Q8_0" random))
-                                            (shapes (format nil "random matrices ~{~{~Dx~D~}~^, ~}"
-                                                            (mapcar (lambda (s) (subseq s 0 2))
-                                                                    shapes)))
-                                            (t (format nil "standard shapes, random weights"))))))
-           (print-bench-report *standard-output* report)
-           (finish-output *standard-output*)
-           (when json
-             (with-output-to-file (s json)
-               (write-json (bench-json report) s :indent 1)
-               (terpri s))
-             (bench-progress "wrote ~A" json))
+         (let ((report (bench-measure model :file file :random random :shapes shapes
+                                            :iters iters :threads threads :probe probe)))
+           (cond ((member json '(t "-") :test #'equal)
+                  ;; stdout holds the JSON alone, as every --json writes it
+                  (print-bench-report *error-output* report)
+                  (finish-output *error-output*)
+                  (write-json (bench-json report) *standard-output* :indent 1)
+                  (terpri *standard-output*))
+                 (t
+                  (print-bench-report *standard-output* report)
+                  (finish-output *standard-output*)
+                  (when json
+                    (with-output-to-file (s json)
+                      (write-json (bench-json report) s :indent 1)
+                      (terpri s))
+                    (bench-progress "wrote ~A" json))))
            report)
       (when model (gguf:close model)))))
 
+(defun check-json-target (json)
+  "Refuse a --json FILE that is a GGUF file: `bench --json model.gguf' reads
+as JSON written over the model, and that is never what was meant."
+  (when (and (stringp json) (string/= json "-") (eq :file (path-kind json)))
+    (let ((magic (ignore-errors
+                  (with-open-file (in json :element-type '(unsigned-byte 8))
+                    (let ((b (make-array 4 :element-type '(unsigned-byte 8))))
+                      (and (= 4 (read-sequence b in)) (map 'string #'code-char b)))))))
+      (when (equal magic "GGUF")
+        (usage-error "--json ~A: expected a path for the JSON, found a GGUF file, which it ~
+would overwrite (the model goes before the options: bench FILE.gguf --json)" json)))))
+
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--json FILE] [--model FILE.gguf] [--tokens N] [--tokenizer FILE --text-file F]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -501,7 +632,10 @@ shapes, then Q8_0 weights times 128 tokens as one matmul (:q8 and :q8x2)
 against a matvec per token.  --tokenizer FILE --text-file F: the tokenizer
 of FILE (a GGUF or a tokenizer.json) on each line of F, one thread, in MB/s
 and tokens/s, with an empty cache and then warm (--iters passes, default 3).
-Progress goes to stderr, the table to stdout."
+Progress goes to stderr, the table to stdout (to stderr when --json has
+stdout).  Each probe keeps its figures in $XDG_CACHE_HOME/rontolisp/
+read-bandwidth.json (~/.cache/rontolisp/ without XDG_CACHE_HOME), which
+--no-probe reports, marked as cached, instead of reading the memory again."
      :options ((random "--random NAME"
                        :parse (choice-parser (cons "shapes" (mapcar #'first *presets*)))
                        :help "random weights: `shapes' is the standard set (64x192,
@@ -517,8 +651,13 @@ also stops after 3 s once 3 calls are timed)")
                         :default (threads)
                         :help "the \"all threads\" count (default: the --threads knob,
 every core)")
-               (json "--json FILE"
-                     :help "also write the numbers as JSON (null where not measured; bytes that are not UTF-8 as \\udcHH)")
+               (json "--json [FILE]"
+                     :help "also write the numbers as JSON to FILE, or to stdout (instead of
+the table) without FILE or with - (null where not measured; bytes that are
+not UTF-8 as \\udcHH)")
+               (no-probe "--no-probe"
+                         :help "skip the read-bandwidth probe (8x the last-level cache read
+several times): report the figures the last probe cached, or n/a")
                (model "--model FILE"
                       :help "the encoder benchmark instead: MODEL:ENCODE on FILE's encoder
 stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
@@ -532,6 +671,7 @@ tokenizer.json) on the lines of --text-file")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
+  (check-json-target json)
   (when (or tokenizer text-file)
     (unless (and tokenizer text-file)
       (usage-error "the tokenizer benchmark takes --tokenizer FILE and --text-file F together"))
@@ -551,5 +691,5 @@ or with --random NAME for a random model of that preset)")))
   (when (> (count-if #'identity (list file random shapes)) 1)
     (usage-error "give at most one of FILE.gguf, --random NAME and --shape RxC"))
   (run-bench :file file :random random :shapes shapes :iters iters
-             :threads threads :json json)
+             :threads threads :json json :probe (not no-probe))
   0)

@@ -428,6 +428,15 @@ wrong shape; PATH names the file."))
   "Signal MODEL:MODEL-ERROR about the GGUF file PATH."
   (error 'model::model-error :path path :message (error-message path control args)))
 
+;;; Questions for the decision head (decision.lisp).
+
+(define-condition model::question-error (rontolisp-error)
+  ()
+  (:documentation "A question the decision head cannot answer: not a
+question object, a missing field, an unknown type, no options, a marker
+count other than the option count, more tokens than decision.max_tokens, an
+option's marker beyond the head's window."))
+
 ;;; Tokenizers (tokenizer.lisp).
 
 (define-condition model::tokenizer-error (rontolisp-error)

@@ -200,6 +200,13 @@ found ~S" what m))
       (convert-error path "~A: expected two non-empty tokens, found ~A" what (json-brief m)))
     (format nil "~A ~A" (first pair) (second pair))))
 
+(defun array-entry (key element-type values)
+  "The metadata entry (KEY (:array ELEMENT-TYPE) VALUES), or NIL when VALUES
+is empty: an array key that would be empty is left out (doc/converter.md),
+since gguf-py refuses to write an empty array (gguf_new_metadata could not
+copy the file) and the readers take an absent key as an empty array."
+  (and (plusp (length values)) (list key (list :array element-type) values)))
+
 (defun special-token-name (tokenizer-config key default)
   "The special token KEY (\"cls_token\") names in tokenizer_config.json's
 data TOKENIZER-CONFIG (a string, or an object with its content), or DEFAULT."
@@ -278,7 +285,7 @@ unknown token) is a CONVERT-ERROR with its reason."
                       (list "tokenizer.ggml.pre" :string pre)
                       (list "tokenizer.ggml.tokens" '(:array :string) tokens)
                       (list "tokenizer.ggml.token_type" '(:array :i32) types)
-                      (list "tokenizer.ggml.merges" '(:array :string) merges)
+                      (array-entry "tokenizer.ggml.merges" :string merges)
                       ;; ModernBERT's config has bos = [CLS] and eos = [SEP].
                       (list "tokenizer.ggml.bos_token_id" :u32 cls)
                       (list "tokenizer.ggml.eos_token_id" :u32 sep)
@@ -298,9 +305,9 @@ unknown token) is a CONVERT-ERROR with its reason."
                             (if (hash-table-p normalizer)
                                 (cfg normalizer "type" path :type 'string :default "none")
                                 "none"))
-                      (list "skycmd.tokenizer.lstrip_ids" '(:array :i32)
-                            (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
-                      (list "skycmd.tokenizer.rstrip_ids" '(:array :i32)
-                            (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
+                      (array-entry "skycmd.tokenizer.lstrip_ids" :i32
+                                   (coerce (sort lstrip #'<) '(vector (signed-byte 32))))
+                      (array-entry "skycmd.tokenizer.rstrip_ids" :i32
+                                   (coerce (sort rstrip #'<) '(vector (signed-byte 32))))
                       (list "skycmd.tokenizer.ignore_merges" :bool
                             (cfg model "ignore_merges" path :type 'boolean :default nil))))))))

@@ -32,7 +32,8 @@ shape, its names under PREFIX; INIT is :normal, :one or :zero."
 (defparameter *random-head-logit-scale* 8d0
   "A random decision head's cls.output weights have the standard deviation
 this over the square root of the hidden size (convert --random): the logits
-of the built-in questions then spread about this much (doc/decision.md).")
+of the built-in questions then have a standard deviation of 2 to 9 over the
+presets (doc/decision.md).")
 
 (defparameter *question-type-rows* 3
   "The rows of a Laya decision head's type embeddings: one per question type.")

@@ -68,7 +68,7 @@ of strings, the classifier's output labels."
                   (list (k "attention.layer_norm_epsilon") :f32 (f32 (getf hp :eps)))
                   (list (k "attention.causal") :bool nil)
                   (and pooling (list (k "pooling_type") :u32 pooling))
-                  (and labels (list (k "classifier.output_labels") '(:array :string) labels))
+                  (and labels (array-entry (k "classifier.output_labels") :string labels))
                   (list (k "attention.sliding_window") :u32 (getf hp :window))
                   (list (k "attention.sliding_window_pattern") :u32 (getf hp :pattern))
                   (list (k "rope.scaling.type") :string "none")

@@ -132,14 +132,15 @@ the outlier-aware scales of doc/outliers.md."
 (defun file-in-format (enc format &optional outliers)
   "An in-memory copy of the GGUF file object ENC with its matrices in
 FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
---outlier-aware' writes them)."
+--outlier-aware' writes them).  The copy is one file: ENC may be a shard
+set (GGUF:READ :SHARDS), whose split keys it leaves out."
   (gguf:make-file
      :metadata (mapcar (lambda (e)
                          (if (string= (first e) "general.file_type")
                              (list (first e) :u32 (file-type-id format))
                              e))
-                       (remove "general.alignment" (gguf:metadata enc) :key #'first
-                                                                       :test #'string=))
+                       (remove "general.alignment" (gguf:without-split-keys (gguf:metadata enc))
+                               :key #'first :test #'string=))
      :tensors (loop for info in (gguf:tensor-infos enc)
                     for name = (gguf:tensor-info-name info)
                     collect (list name (formatted-weight name (gguf:tensor enc name) format
@@ -183,7 +184,7 @@ TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
 count) on STREAM.  Answers the rows as a list of plists."
-  (let* ((source (if file (gguf:read file) (random-model random :type :f32 :encoder-only t)))
+  (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
          (label (or file (format nil "random ~A" random)))
          (files (loop for format in '(:f32 :f16 :q8_0)
                       collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"

@@ -18,11 +18,13 @@
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
-work in (lisp/model-scratch.lisp), and its tokenizer once asked for
-(lisp/tokenizer.lisp)."
+work in (lisp/model-scratch.lisp), its tokenizer once asked for
+(lisp/tokenizer.lisp) and its decision head, if the file has one
+(lisp/decision.lisp)."
   path file hyperparameters token-embedding token-norm output-norm layers
   (scratch (make-scratch-cache))
-  (tokenizer nil))
+  (tokenizer nil)
+  (decision nil))
 
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
@@ -182,13 +184,16 @@ dimensions, the form the kernels read norms and the embedding table in."
             (setf (row-major-aref copy i) (coerce (row-major-aref a i) 'single-float)))))))
 
 (defun model:load (source &key quantize calibration)
-  "The modern-bert encoder of SOURCE, a GGUF file's path or a file object
-of GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
+  "The modern-bert encoder of SOURCE, a GGUF file's path (the first shard
+of a llama-gguf-split set stands for the set) or a file object of
+GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
 (block_count less decision.block_count, embedding_length, head_count,
 layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
-BF16 or Q8_0); a decision head is ignored.  A missing or malformed key or
+BF16 or Q8_0); when decision.block_count is above 0, the decision head too
+(its modern-bert.decision.* keys and tensors, doc/decision.md), which
+MODEL:DECIDE runs and MODEL:ENCODE ignores.  A missing or malformed key or
 tensor signals MODEL:MODEL-ERROR naming the file; so does a key whose value
 is meaningless (a count or length below 1, a head count that does not split
 embedding_length into even heads, an epsilon outside (0, 1), a rotary base
@@ -203,16 +208,17 @@ calibrate') or MODEL:CALIBRATE's list, one vector per encoder matrix; without
 it the file is calibrated in memory first (MODEL:CALIBRATE, a few seconds
 for small models).  An unknown QUANTIZE signals UNKNOWN-FORMAT-ERROR, a
 calibration that does not fit TENSOR-DATA-ERROR."
-  (let* ((f (if (gguf:gguf-file-p source) source (gguf:read source)))
+  (let* ((f (if (gguf:gguf-file-p source) source (gguf:read source :shards t)))
          (path (or (gguf:path f) "(in-memory GGUF file)"))
          (h (read-hyperparameters f path))
          (d (getf h :embedding-length))
-         (ff (getf h :feed-forward-length)))
+         (ff (getf h :feed-forward-length))
+         (decision (load-decision-head f path h)))
     (flet ((tensor (name dims) (model-tensor f path name dims))
            (blk (i s) (format nil "blk.~D.~A" i s)))
       (quantize-encoder
        (make-encoder
-       :path path :file f :hyperparameters h
+       :path path :file f :hyperparameters h :decision decision
        :token-embedding (simple-single (tensor "token_embd.weight"
                                                (list (getf h :vocab-size) d)))
        :token-norm (simple-single (tensor "token_embd_norm.weight" (list d)))
@@ -307,7 +313,17 @@ layers) in a message: the product or step, and the tensor it used."
       (:rope "the rotary embedding of q and k (rope.freq_base)")
       (:attention "the attention")
       (:ffn-norm (format nil "the LayerNorm by ~A" (blk "ffn_norm.weight")))
-      (:geglu "the GeGLU"))))
+      (:geglu "the GeGLU")
+      ;; the decision head's (lisp/decision.lisp)
+      (:head-input "the hidden states plus the row of token_types.weight")
+      ((:head-out :head-down) (format nil "the product by ~A plus its bias"
+                                      (layer-matrix-name layer (if (eq step :head-out) :out :down))))
+      (:head-up (format nil "the product by ~A, its bias and the activation"
+                        (layer-matrix-name layer :up)))
+      (:residual "the residual sum")
+      (:cls "the product by cls.weight, its bias and the GELU")
+      (:cls-norm "the LayerNorm by cls.norm.weight")
+      (:logits "the product by cls.output.weight plus its bias"))))
 
 (defun check-finite-steps (path layer &rest steps)
   "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
@@ -468,19 +484,24 @@ order coprime to the vocabulary size), deterministic."
                              (embedding-as-single value)
                              value))))
 
-(defun model:calibrate (source)
+(defun model:calibrate (source &key progress)
   "The calibration of the encoder of SOURCE (what MODEL:LOAD takes), its
 weights used as f32 whatever their type: a list of (tensor-name .
 magnitudes), one per encoder matrix in layer order, MAGNITUDES a
 single-float vector of max |x| per input channel over the products the
-forward pass made on the built-in calibration sequences (doc/outliers.md)."
+forward pass made on the built-in calibration sequences (doc/outliers.md).
+With PROGRESS, each sequence run is shown on stderr when it is a terminal."
   (let* ((encoder (model:load source))
          (f32 (copy-encoder encoder))
-         (*channel-maxima* (make-hash-table :test 'equal)))
+         (*channel-maxima* (make-hash-table :test 'equal))
+         (sequences (calibration-sequences (encoder-hyperparameters encoder)))
+         (report (progress-reporter (if progress (length sequences) 0))))
     (setf (encoder-layers f32) (mapcar #'as-f32-layer (encoder-layers encoder))
           (encoder-scratch f32) (make-scratch-cache))
-    (dolist (ids (calibration-sequences (encoder-hyperparameters encoder)))
-      (model:encode f32 ids))
+    (loop for ids in sequences
+          for done from 1
+          do (model:encode f32 ids)
+             (funcall report done (format nil "calibrating: a sequence of ~D token~:P" (length ids))))
     (loop for i below (length (encoder-layers encoder))
           append (loop for key in '(:qkv :out :up :down)
                        for name = (layer-matrix-name i key)
@@ -492,8 +513,9 @@ forward pass made on the built-in calibration sequences (doc/outliers.md)."
      :details "Runs the encoder of FILE, its weights as f32, over built-in token
 sequences covering the vocabulary and lengths up to context_length, and
 writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
-the matrix's tensor, as quantize --calibration reads it.")
-  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file)
+the matrix's tensor, as quantize --calibration reads it.  On a terminal
+each sequence is shown as it is run.")
+  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file :progress t)
                                                  collect (list name v))))
   0)
 
@@ -560,13 +582,74 @@ lines~;an empty file~]" (zerop (length octets))))))
   "The keyword of an option value as spelled in its list (\"q8x2\" -> :Q8X2)."
   (intern (string-upcase choice) "KEYWORD"))
 
+(defparameter *pooling-types* '((0 . :none) (1 . :mean) (2 . :cls) (3 . :last) (4 . :rank))
+  "llama.cpp's pooling types (modern-bert.pooling_type) by number.")
+
+(defun file-pooling (encoder)
+  "The pooling ENCODER's file names in modern-bert.pooling_type, as
+llama.cpp takes it: :none when the key is absent; rank (4), which needs a
+classifier head, or another number is a MODEL-ERROR."
+  (let* ((n (model-key (encoder-file encoder) (encoder-path encoder) "pooling_type"
+                       :type 'integer :default 0))
+         (pooling (cdr (assoc n *pooling-types*))))
+    (unless (member pooling '(:none :mean :cls :last))
+      (key-error (encoder-path encoder) "pooling_type"
+                 "0 (none), 1 (mean), 2 (cls) or 3 (last); --pooling chooses another" n))
+    pooling))
+
+(defun embed-pooled (encoder ids pooling activations gelu)
+  "MODEL:ENCODE's answer for IDS with POOLING, which may also be :last (the
+last token's row, as llama.cpp's LAST pooling)."
+  (let ((out (model:encode encoder ids :pooling (if (eq pooling :last) :none pooling)
+                                       :activations activations :gelu gelu)))
+    (if (eq pooling :last) (matrix-row out (1- (array-dimension out 0))) out)))
+
+(defun normalize-embedding (v norm)
+  "The single-float vector V scaled as llama.cpp's common_embd_normalize
+scales an embedding (llama-embedding --embd-normalize NORM): -1 not at all,
+0 so that its largest magnitude is 32760 (an int16 range), 2 to unit
+Euclidean length, another P to unit P-norm (1: taxicab).  The same
+arithmetic: the sum in double (squares in single-float for 2), the scale
+1/sum rounded to single-float, each element times it in single-float; a
+sum of 0, or one that overflows (infinite there), scales by 0
+(doc/command-line.md §6)."
+  (declare (type (simple-array single-float (*)) v))
+  (let* ((sum (handler-case
+                  (case norm
+                    (-1 1d0)
+                    (0 (/ (loop for x across v maximize (float (abs x) 1d0)) 32760d0))
+                    (2 (sqrt (loop for x across v sum (float (* x x) 1d0) of-type double-float)))
+                    (t (expt (loop for x across v
+                                   sum (expt (float (abs x) 1d0) (float norm 1d0))
+                                     of-type double-float)
+                             (/ 1d0 norm))))
+                (floating-point-overflow () nil)))
+         (scale (if (and sum (> sum 0d0)) (%double-to-single (/ 1d0 sum)) 0.0)))
+    (map '(simple-array single-float (*)) (lambda (x) (* x scale)) v)))
+
+(defun parse-normalize (option string)
+  "The --normalize value: llama-embedding's --embd-normalize numbers (-1,
+0, 1, 2 or a larger P) or the names none, max-abs, taxicab, l2."
+  (let ((named (cdr (assoc string '(("none" . -1) ("max-abs" . 0) ("taxicab" . 1) ("l2" . 2))
+                           :test #'string-equal))))
+    (or named
+        (let ((n (ignore-errors (parse-integer string))))
+          (and n (<= -1 n 1000) n))
+        (usage-error "~A expects -1 or none, 0 or max-abs, 1 or taxicab, 2 or l2, or a p-norm ~
+P up to 1000, found ~S" option string))))
+
 (define-command "embed" (file)
-    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
-     :summary "run a modern-bert encoder on token ids (or texts) and print its hidden states"
-     :details "The encoder forward pass on each token sequence: one line of floats
-per token (pooling none) or one line per sequence (mean, cls).  With --json,
-one JSON object per sequence and line: file, tokens, pooling, activations,
-embeddings.  A decision head in the file is ignored.  --tokens-file is UTF-8
+    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls|last] [--normalize N] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
+     :summary "run a modern-bert encoder on token ids (or texts) and print its embeddings"
+     :details "The encoder forward pass on each token sequence, as llama-embedding
+runs it: one line of floats per token (pooling none) or one line per
+sequence (mean, cls, last); the pooling is the file's
+modern-bert.pooling_type unless --pooling says otherwise (none without the
+key), and each line is scaled to unit Euclidean length unless --normalize
+says otherwise (llama-embedding's --embd-normalize).  With --json, one JSON
+object per sequence and line: file, tokens, pooling, normalize,
+activations, embeddings.  FILE may be the first shard of a
+llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is UTF-8
 text; one with no token id is an error.  --text and --text-file (one text per
 line, read line by line) are tokenized by the file's own tokenizer with its
 bos and eos tokens, then embedded: the same numbers as --tokens with those
@@ -578,9 +661,14 @@ states is an error naming the layer and the step that made it."
 commas or blanks)")
                (text "--text TEXT" :help "one text, tokenized by the file's tokenizer")
                (text-file "--text-file F" :help "a file of texts, one per line")
-               (pooling "--pooling MODE" :parse (choice-parser '("none" "mean" "cls")
+               (pooling "--pooling MODE" :parse (choice-parser '("none" "mean" "cls" "last")
                                                                :key #'option-keyword)
-                        :default :none :help "none (default), mean or cls")
+                        :help "none, mean, cls or last (default: the file's
+modern-bert.pooling_type, none without it)")
+               (normalize "--normalize N" :parse #'parse-normalize :default 2
+                          :help "as llama-embedding's --embd-normalize: -1 or none,
+0 or max-abs (largest magnitude 32760), 1 or taxicab, 2 or l2 (unit length,
+the default), or a p-norm P above 2")
                (activations "--activations A" :parse (choice-parser '("q8" "q8x2")
                                                                     :key #'option-keyword)
                             :default :q8 :help "how Q8_0 weights see the activations:
@@ -592,18 +680,19 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
     (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
   (let* ((sequences (cond (tokens (list (parse-token-list tokens "--tokens")))
                           (tokens-file (read-token-file tokens-file))))
-         (encoder (model:load file)))
+         (encoder (model:load file))
+         (pooling (or pooling (file-pooling encoder))))
     (when (some #'null sequences)
       (usage-error "--tokens: expected at least one token id, found none"))
     (flet ((embed (ids)
-            (let ((rows (embedding-rows (model:encode encoder ids :pooling pooling
-                                                                  :activations activations
-                                                                  :gelu gelu))))
+            (let ((rows (map 'vector (lambda (row) (normalize-embedding row normalize))
+                             (embedding-rows (embed-pooled encoder ids pooling activations gelu)))))
               (if json
                   (progn
                     (write-json (list :object (cons "file" file)
                                       (cons "tokens" (coerce ids 'vector))
                                       (cons "pooling" (string-downcase (symbol-name pooling)))
+                                      (cons "normalize" normalize)
                                       (cons "activations" (string-downcase (symbol-name activations)))
                                       (cons "embeddings" rows))
                                 *standard-output*)

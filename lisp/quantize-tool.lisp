@@ -282,17 +282,22 @@ fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
             (if (plusp weights) (/ (* 8.0d0 after) weights) 0)
             seconds)))
 
+(defun write-plan-line (stream done total p)
+  "The line of the planned tensor P, the DONE-th of TOTAL, on STREAM: its
+name, types and sizes."
+  (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
+          done total (planned-name p) (gguf:type-name (planned-source p))
+          (gguf:type-name (planned-target p))
+          (mib (gguf:tensor-info-bytes (planned-info p)))
+          (mib (planned-bytes p (planned-target p)))
+          (planned-fallback p)))
+
 (defun tensor-progress (total)
   "A function of (done planned) that prints one line per tensor on stderr
-when it is a terminal (name, types, sizes), and does nothing otherwise."
+when it is a terminal (WRITE-PLAN-LINE), and does nothing otherwise."
   (if (and (plusp total) (/= 0 (%isatty 2)))
       (lambda (done p)
-        (format *error-output* "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
-                done total (planned-name p) (gguf:type-name (planned-source p))
-                (gguf:type-name (planned-target p))
-                (mib (gguf:tensor-info-bytes (planned-info p)))
-                (mib (planned-bytes p (planned-target p)))
-                (planned-fallback p))
+        (write-plan-line *error-output* done total p)
         (finish-output *error-output*))
       (lambda (done p) (declare (ignore done p)))))
 
@@ -400,7 +405,8 @@ options: OUTPUT-TENSOR-TYPE and TOKEN-EMBEDDING-TYPE (type names) for
 output.weight and the token embeddings, TENSOR-TYPES a list of
 \"PATTERN=TYPE\" rules (the first whose regular expression occurs in a
 tensor's name gives its type, when TYPE is Q8_0), PURE (accepted; no
-effect for these types).  DRY-RUN decides and reports, writes nothing.
+effect for these types).  DRY-RUN decides and reports, writes nothing: its
+summary is the plan, one line per tensor, then the summary line.
 IN may be the first shard of a llama-gguf-split set: every shard is read,
 and the output is one file, or with KEEP-SPLIT one shard per input shard
 (OUT without its .gguf, then -0000I-of-0000N.gguf, each tensor in its
@@ -414,7 +420,7 @@ GGUF:WRITE-STAGED, so an older set under those names stays whole).
 CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
 it names the outlier-aware scales of doc/outliers.md (still plain Q8_0).  Answers a list
 of (name type) of the tensors, in file order, the number of F16 fall
-backs, and the plan's summary line."
+backs, and the plan's summary line (after the plan's lines in a dry run)."
   (let* ((start (get-internal-real-time))
          (main (if (keywordp type)
                    (let ((tt (find-tensor-type type)))
@@ -451,8 +457,7 @@ backs, and the plan's summary line."
                 (report (tensor-progress (length plan)))
                 (ftype (third (find main *quantize-targets* :key #'second)))
                 (done 0))
-           (cond (dry-run
-                  (dolist (p plan) (funcall report (incf done) p)))
+           (cond (dry-run)              ; the plan is the summary's
                  ((not keep-split)
                   (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
                                    outliers report 0))
@@ -471,6 +476,11 @@ backs, and the plan's summary line."
                            (if keep-split (apply #'append plans) plan))
                    (count-if #'planned-fallback plan)
                    (with-output-to-string (s)
+                     ;; A dry run's answer is its plan, wherever it goes.
+                     (when dry-run
+                       (loop for p in plan
+                             for i from 1
+                             do (write-plan-line s i (length plan) p)))
                      (quantize-summary s (if keep-split
                                              (format nil "~A (~D shards)" out (length files))
                                              out)
@@ -508,8 +518,8 @@ mixtures); changes nothing for these types")
                (keep-split "--keep-split" :help "with the first shard of a llama-gguf-split set
 as IN: one output shard per input shard, OUT minus .gguf then
 -0000I-of-0000N.gguf (without it the shards make one file)")
-               (dry-run "--dry-run" :help "decide and report every tensor's type and the
-sizes, write nothing")))
+               (dry-run "--dry-run" :help "print the plan (each tensor's types and sizes, one
+line each) and the summary on stdout, write nothing")))
   (target-type-id type :ftype t)
   (when output-tensor-type (target-type-id output-tensor-type))
   (when token-embedding-type (target-type-id token-embedding-type))

@@ -104,7 +104,7 @@ comment to the end of the line (so a script can be an executable, run by
   (let ((at (ignore-errors (file-position stream))))
     (unless (eql 2 at)
       (rontolisp-error 'load "expected #! only at the start of a file's first line, found it ~
-                              at character ~A" (and at (- at 2)))))
+                              ~:[after that line~;~:*at character ~A~]" (and at (- at 2)))))
   (read-line stream nil)
   (values))
 
@@ -119,24 +119,55 @@ or a FIFO signals FILE-IO-ERROR naming FILE before anything is read."
     (unless octets
       ;; The message leaves the path to the caller's prefix, the slot keeps it.
       (error 'file-io-error :path file :message why)))
+  (load-with-source-readtable (native-namestring file)))
+
+(defun load-with-source-readtable (source)
+  "LOAD SOURCE (a native file name or a character stream) in package
+RONTOLISP-USER with the standard readtable plus the #! first line."
   (let ((*package* (find-package "RONTOLISP-USER"))
         (*readtable* (depth-limited-readtable nil)))
     (set-dispatch-macro-character #\# #\! (depth-counting #'skip-shebang-line))
-    (load (native-namestring file) :verbose nil :print nil)))
+    (load source :verbose nil :print nil)))
+
+(defun load-standard-input ()
+  "Load the Lisp forms of standard input as LOAD-SOURCE loads a file's
+(`rontolisp script -'), each form run as soon as it is read; a first line
+that starts with #! is skipped.  A pipe has no file position to tell the
+first line by, so that line is looked at here, by its first two
+characters."
+  (let* ((in *standard-input*)
+         (c1 (read-char in nil))
+         (c2 (and (eql c1 #\#) (read-char in nil))))
+    (cond ((null c1))                   ; no input: nothing to run
+          ((not (eql c1 #\#)) (unread-char c1 in) (load-with-source-readtable in))
+          ((eql c2 #\!) (read-line in nil) (load-with-source-readtable in))
+          ;; "#" and what followed it go back in front of the rest.
+          (t (load-with-source-readtable
+              (make-concatenated-stream
+               (make-string-input-stream (coerce (remove nil (list c1 c2)) 'string))
+               in))))))
 
 ;;; --eval, --load, --norc.
 
 (defun take-startup-options (args)
   "Split the start-up options off the front of ARGS: answers (values
-ACTIONS NORC REST), ACTIONS a list of (:eval . string) and (:load . path)
-in order, NORC true when --norc was given, REST the arguments after them.
-Signals USAGE-ERROR for --eval or --load without a value."
-  (let ((actions '()) (norc nil))
+ACTIONS NORC REST QUIT), ACTIONS a list of (:eval . string) and (:load .
+path) in order, NORC true when --norc was given, REST the arguments after
+them, QUIT true when --quit or --non-interactive was given (run the
+actions, then exit instead of starting the REPL).  --script FILE ARGS...
+(SBCL's spelling) ends the options: REST is then (\"script\" FILE
+ARGS...), FILE - (standard input) when none follows.  Signals USAGE-ERROR
+for --eval or --load without a value."
+  (let ((actions '()) (norc nil) (quit nil))
     (loop
       (let* ((a (first args))
              (sign (and a (position #\= a)))
              (name (and a (subseq a 0 sign))))
         (cond ((equal a "--norc") (setf norc t) (pop args))
+              ((member a '("--quit" "--non-interactive") :test #'equal) (setf quit t) (pop args))
+              ((equal a "--script")
+               (return (values (nreverse actions) norc (cons "script" (or (rest args) (list "-")))
+                               quit)))
               ((member name '("--eval" "--load") :test #'equal)
                (pop args)
                (let ((value (cond (sign (subseq a (1+ sign)))
@@ -144,7 +175,7 @@ Signals USAGE-ERROR for --eval or --load without a value."
                                   (t (usage-error "~A expects ~:[a form~;a file~], found nothing"
                                                   name (string= name "--load"))))))
                  (push (cons (if (string= name "--eval") :eval :load) value) actions)))
-              (t (return (values (nreverse actions) norc args))))))))
+              (t (return (values (nreverse actions) norc args quit))))))))
 
 (defun eval-option (string)
   "Read every form in STRING (an --eval value) in the current package and

@@ -159,6 +159,12 @@ number of positional arguments."
                                              (when sign
                                                (usage-error "~A takes no value, found ~S" name a))
                                              t)
+                                            ;; "[FILE]": the value may be left out (T)
+                                            ((char= #\[ (char metavar 0))
+                                             (cond (sign (subseq a (1+ sign)))
+                                                   ((and args (not (option-like-p (first args))))
+                                                    (pop args))
+                                                   (t t)))
                                             ;; "OLD NEW": one value per word, as a list
                                             ((find #\Space metavar)
                                              (when sign
@@ -172,7 +178,8 @@ arguments" name metavar))))
                                             (args (pop args))
                                             (t (usage-error "~A expects ~A, found nothing"
                                                             name metavar))))
-                               (value (if (and metavar (command-option-parser opt))
+                               (value (if (and metavar (not (eq value t))
+                                               (command-option-parser opt))
                                           (funcall (command-option-parser opt) name value)
                                           value))
                                (var (command-option-var opt))
@@ -198,7 +205,8 @@ arguments (required, &optional and &rest variables); OPTIONS binds one
 variable per option around BODY, each given as
   (var \"--name[ METAVAR]\" &key parse default repeat help)
 where an option with a METAVAR takes a value (a list of one per word for
-a METAVAR of several words, \"OLD NEW\"; PARSE, a function of the
+a METAVAR of several words, \"OLD NEW\"; an optional one, T when left out,
+for a METAVAR in brackets, \"[FILE]\"; PARSE, a function of the
 option's name and the string, turns it into the value; by default it stays
 a string), one without is a flag, DEFAULT (evaluated) is the value when the
 option is absent, and a REPEAT option collects its values in a list.
@@ -275,7 +283,7 @@ its exit status; see DEFINE-COMMAND." name)
 
 (defun usage-string ()
   (with-output-to-string (s)
-    (format s "usage: rontolisp [--simd | --no-simd] [--threads N] [--norc]~%")
+    (format s "usage: rontolisp [--simd | --no-simd] [--threads N] [--norc] [--quit]~%")
     (format s "                 [--eval FORM | --load FILE]... [COMMAND ARGS...]~%~%")
     (format s "  rontolisp                          a REPL in package RONTOLISP-USER~%")
     (dolist (c *commands*)
@@ -289,7 +297,60 @@ its exit status; see DEFINE-COMMAND." name)
     (format s "  --eval FORM         evaluate FORM (in RONTOLISP-USER) before the REPL or command~%")
     (format s "  --load FILE         load FILE before the REPL or command (with --eval, in order)~%")
     (format s "  --norc              do not load ~~/.rontolisprc (the REPL loads it first)~%")
+    (format s "  --quit, --non-interactive~%")
+    (format s "                      run the rc file, --eval and --load, then exit instead of~%")
+    (format s "                      starting the REPL (as SBCL's)~%")
+    (format s "  --script FILE [ARGS...]~%")
+    (format s "                      the same as `script FILE ARGS...' (FILE - or none: standard~%")
+    (format s "                      input), as SBCL's; it ends the options~%")
     (format s "~%Exit status: 0 success, 1 an error (one line on stderr), 2 bad usage.~%")))
+
+(defparameter *top-level-options*
+  '("--help" "--version" "--simd" "--no-simd" "--threads" "--eval" "--load" "--norc"
+    "--quit" "--non-interactive" "--script")
+  "The options of the command line before a command, for the guess of what
+an unknown one meant.")
+
+(defun edit-distance (a b)
+  "The Levenshtein distance of the strings A and B: the fewest characters
+inserted, deleted or replaced that turn A into B."
+  (let ((row (make-array (1+ (length b)))))
+    (dotimes (j (1+ (length b))) (setf (aref row j) j))
+    (dotimes (i (length a) (aref row (length b)))
+      (let ((diagonal (aref row 0)))
+        (setf (aref row 0) (1+ i))
+        (dotimes (j (length b))
+          (let ((above (aref row (1+ j))))
+            (setf (aref row (1+ j))
+                  (min (1+ above) (1+ (aref row j))
+                       (+ diagonal (if (char-equal (char a i) (char b j)) 0 1))))
+            (setf diagonal above)))))))
+
+(defun closest-name (name candidates)
+  "The string of CANDIDATES nearest NAME by edit distance (the first of
+equals), when it is near enough to be what was meant: at most two edits,
+or half of NAME's length; else NIL."
+  (let ((best nil) (best-distance nil))
+    (dolist (c candidates)
+      (let ((d (edit-distance name c)))
+        (when (or (null best-distance) (< d best-distance))
+          (setf best c best-distance d))))
+    (and best (<= best-distance (max 2 (floor (length name) 2))) best)))
+
+(defun report-unknown-command (word)
+  "Say on stderr, in two lines, that WORD is no command (or no option, when
+it starts with -) and what was probably meant: the nearest command or
+option, or `script WORD' when WORD names a file."
+  (let* ((option (and (plusp (length word)) (char= #\- (char word 0))))
+         (guess (cond (option
+                       (closest-name (subseq word 0 (position #\= word)) *top-level-options*))
+                      ((closest-name word (mapcar #'command-name *commands*)))
+                      ((ignore-errors (eq :file (path-kind word)))
+                       (format nil "`rontolisp script ~A'" word)))))
+    (format *error-output* "rontolisp: unknown ~:[command~;option~] ~S~@[; did you mean ~A?~]~%~
+Try `rontolisp --help' for the commands and options.~%"
+            option word guess)
+    (finish-output *error-output*)))
 
 (defun print-usage (&optional (stream *error-output*))
   (write-string (usage-string) stream)
@@ -371,16 +432,22 @@ the process with status 1 (temporary files of unfinished writes removed)."
 
 (define-command "script" (file &rest args)
     (:usage "FILE [ARGS...]"
-     :summary "run a Lisp file in package RONTOLISP-USER, rontolisp:*args* = ARGS"
+     :summary "run a Lisp file (- for standard input) in package RONTOLISP-USER, rontolisp:*args* = ARGS"
+     :details "A first line that starts with #! is skipped, so a script can be an
+executable file starting #!/usr/bin/env -S rontolisp --script.  As with
+SBCL's --script, an error prints one line and exits 1, and the end of the
+file exits 0 (or the status given to rontolisp:exit).
+`rontolisp --script FILE ARGS...' is the same command."
      :options-first t)
   (run-script file args))
 
 (defun run-script (file args)
   (install-batch-debugger)
-  (with-batch-errors ((format nil "rontolisp: ~A" file))
-    (let ((*args* args))
-      (load-source file))
-    0))
+  (let ((stdin (string= file "-")))
+    (with-batch-errors ((format nil "rontolisp: ~A" (if stdin "standard input" file)))
+      (let ((*args* args))
+        (if stdin (load-standard-input) (load-source file)))
+      0)))
 
 (defun buffer-standard-output ()
   "Make *STANDARD-OUTPUT* a fully buffered UTF-8 stream on descriptor 1, as
@@ -400,9 +467,14 @@ that fails meanwhile (a closed pipe, a full device) signals as before."
 
 (defun dispatch (args)
   (ignore-errors (install-source-translations))
-  (multiple-value-bind (actions norc args) (take-startup-options args)
+  (multiple-value-bind (actions norc args quit) (take-startup-options args)
     (let ((cmd (first args)))
-      (cond ((null args) (repl actions :rc (not norc)))
+      (cond ((and (null args) quit)
+             ;; --quit, --non-interactive: the rc file and the start-up
+             ;; options as before the REPL, then no REPL.
+             (let ((*package* (find-package "RONTOLISP-USER")))
+               (or (run-startup actions :rc (not norc)) 0)))
+            ((null args) (repl actions :rc (not norc)))
             ((member cmd '("--help" "-h" "help") :test #'string=)
              (print-usage *standard-output*) 0)
             ((string= cmd "--version") (format t "~A~%" (version)) 0)
@@ -416,8 +488,7 @@ that fails meanwhile (a closed pipe, a full device) signals as before."
                           (with-batch-errors ((format nil "rontolisp ~A" cmd) c)
                             (or (funcall (command-function c) (rest args)) 0))))
                      (t
-                      (format *error-output* "rontolisp: unknown command ~S~%" cmd)
-                      (print-usage)
+                      (report-unknown-command cmd)
                       2))))))))
 
 (defun flush-output (status)

@@ -23,10 +23,14 @@
 deep the data it compares may nest); deeper signals TEMPLATE-ERROR.")
 
 (defstruct (compiled-template (:constructor %make-compiled-template (source body))
-                              (:copier nil))
+                              (:copier nil) (:predicate nil))
   "A template parsed by COMPILE-TEMPLATE, ready for RENDER-TEMPLATE."
   (source "" :read-only t)
   (body nil :read-only t))
+
+(defun compiled-template-p (x)
+  "True when X is a template parsed by COMPILE-TEMPLATE."
+  (typep x 'compiled-template))
 
 (defmethod print-object ((tm compiled-template) stream)
   (print-unreadable-object (tm stream :type t)
@@ -412,6 +416,8 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                                                                "False" "None" "in" "loop")
                                              :test #'string=)))
                      (fail "a loop variable name"))
+                   (when (string= (second target) "self")
+                     (refuse-construct (offset) "the template reference \"self\""))
                    (advance)
                    (expect :name "in" "\"in\" after the loop variable")
                    (when (tuple-end-p "recursive") (fail "an expression to iterate over"))
@@ -515,6 +521,8 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                             ((member name '("none" "None") :test #'string=)
                              (make-tx :const at nil :null))
                             ((and (string= name "loop") (plusp loops)) (parse-loop-attribute at))
+                            ((string= name "self")
+                             (refuse-construct at "the template reference \"self\""))
                             (t (make-tx :name at nil name)))))
                    (:string
                     (make-tx :const at nil
@@ -681,23 +689,29 @@ to X.  Exact rational arithmetic, so no printer's rounding enters."
                      (let ((text (princ-to-string best)))
                        (return-from python-float-digits
                          (values (string-right-trim "0" text) (- (length text) s)))))))
-        (error "no 17-digit form of ~S reads back" x)))))
+        (rontolisp-error 'python-float-digits "expected 17 digits to read back as ~S, ~
+                                                found none" x)))))
 
 (defun python-float-repr (x)
   "The double X as Python's repr() and str() print it: 1.0, 0.1, 1e-05,
-1.5e+16, -0.0."
-  (if (zerop x)
-      (if (minusp (float-sign x)) "-0.0" "0.0")
-      (multiple-value-bind (digits point) (python-float-digits (abs x))
-        (let ((sign (if (minusp x) "-" "")) (n (length digits)))
-          (cond ((or (<= point -4) (> point 16))
-                 (format nil "~A~C~:[.~A~;~*~]e~:[+~;-~]~2,'0D" sign (char digits 0)
-                         (= n 1) (subseq digits 1) (minusp (1- point)) (abs (1- point))))
-                ((<= point 0)
-                 (format nil "~A0.~A~A" sign (make-string (- point) :initial-element #\0) digits))
-                ((>= point n)
-                 (format nil "~A~A~A.0" sign digits (make-string (- point n) :initial-element #\0)))
-                (t (format nil "~A~A.~A" sign (subseq digits 0 point) (subseq digits point))))))))
+1.5e+16, -0.0, inf, nan."
+  (cond ((ext:float-nan-p x) "nan")
+        ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
+        ((zerop x) (if (minusp (float-sign x)) "-0.0" "0.0"))
+        (t
+         (multiple-value-bind (digits point) (python-float-digits (abs x))
+           (let ((sign (if (minusp x) "-" "")) (n (length digits)))
+             (cond ((or (<= point -4) (> point 16))
+                    (format nil "~A~C~:[.~A~;~*~]e~:[+~;-~]~2,'0D" sign (char digits 0)
+                            (= n 1) (subseq digits 1) (minusp (1- point)) (abs (1- point))))
+                   ((<= point 0)
+                    (format nil "~A0.~A~A" sign (make-string (- point) :initial-element #\0)
+                            digits))
+                   ((>= point n)
+                    (format nil "~A~A~A.0" sign digits
+                            (make-string (- point n) :initial-element #\0)))
+                   (t (format nil "~A~A.~A" sign (subseq digits 0 point)
+                              (subseq digits point)))))))))
 
 (defun python-str (value offset)
   "VALUE as Python's str() makes it, which is what {{ }} prints and ~
@@ -776,13 +790,21 @@ method or attribute of the type under it (or NAME starts with __)."
 (defvar *template-locals* '() "The loop variables in scope: an alist.")
 (defvar *template-loop* nil "The innermost loop: (INDEX0 . LENGTH).")
 
-(defun template-lookup (name)
+(defparameter *jinja-globals* '("range" "dict" "lipsum" "cycler" "joiner" "namespace")
+  "The names Jinja2's default environment binds to functions and classes,
+which a template sees unless the bindings hide them.")
+
+(defun template-lookup (name offset)
+  "The value of the variable NAME (at OFFSET): a loop variable, else a
+binding, else undefined; one of Jinja2's global functions is refused."
   (let ((local (assoc name *template-locals* :test #'string=)))
-    (cond (local (cdr local))
-          (*template-bindings*
-           (multiple-value-bind (value found) (gethash name *template-bindings*)
-             (if found value *undefined*)))
-          (t *undefined*))))
+    (when local (return-from template-lookup (cdr local)))
+    (when *template-bindings*
+      (multiple-value-bind (value found) (gethash name *template-bindings*)
+        (when found (return-from template-lookup value))))
+    (when (member name *jinja-globals* :test #'string=)
+      (refuse-construct offset "the Jinja2 global ~S" name))
+    *undefined*))
 
 (defun template-getitem (object key node offset)
   "Jinja2's subscript OBJECT[KEY]: the element or key if there is one, else
@@ -806,7 +828,10 @@ method or attribute of the type under it (or NAME starts with __)."
   "Jinja2's attribute OBJECT.NAME: a Python attribute of the type (refused),
 else the key NAME of a mapping, else undefined."
   (let ((kind (value-kind object offset)))
-    (when (eq kind :undefined) (undefined-operand node offset (format nil "\".~A\"" name)))
+    ;; Python finds __class__ and the like even on Jinja2's undefined.
+    (when (eq kind :undefined)
+      (check-python-attribute kind name offset)
+      (undefined-operand node offset (format nil "\".~A\"" name)))
     (check-python-attribute kind name offset)
     (if (eq kind :dict)
         (multiple-value-bind (value found) (gethash name object)
@@ -827,7 +852,7 @@ else the key NAME of a mapping, else undefined."
   (let ((args (tx-args x)) (offset (tx-offset x)))
     (ecase (tx-kind x)
       (:const (first args))
-      (:name (template-lookup (first args)))
+      (:name (template-lookup (first args) offset))
       (:loop (destructuring-bind (index . length) *template-loop*
                (let ((key (first args)))
                  (cond ((string= key "index") (1+ index))

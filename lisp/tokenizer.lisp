@@ -117,14 +117,17 @@ id out of range...) signals MODEL:TOKENIZER-ERROR naming PATH."
   "The TOK-SPEC of the tokenizer.ggml.* and skycmd.tokenizer.* keys of the
 GGUF file object F (read from PATH).  A tokenizer that is not GPT-2's
 byte-level BPE, or a key of the wrong type, signals MODEL:TOKENIZER-ERROR
-naming the key and what was found."
+naming the key and what was found.  An absent merges, lstrip_ids or
+rstrip_ids key is an empty array (doc/converter.md §2)."
   (labels ((key (name) (gguf:value f name))
            (present (name) (nth-value 2 (gguf:value f name)))
            (bad (name expected value)
              (model:tokenizer-error path "key ~A: expected ~A, found ~A" name expected
                                     (json-brief value)))
-           (strings (name)
-             (let ((v (key name)))
+           (strings (name &key optional)
+             ;; An OPTIONAL key absent is an empty array (the converter
+             ;; leaves out an array key that would be empty).
+             (let ((v (if (and optional (not (present name))) #() (key name))))
                (unless (and (vectorp v) (not (stringp v)) (every #'stringp v))
                  (if (present name)
                      (bad name "an array of strings" v)
@@ -159,7 +162,7 @@ naming the key and what was found."
          (and (present "tokenizer.ggml.pre") (if (stringp pre) (format nil "~S" pre) (json-brief pre))))))
     (let* ((tokens (strings "tokenizer.ggml.tokens"))
            (n (length tokens))
-           (merges (strings "tokenizer.ggml.merges"))
+           (merges (strings "tokenizer.ggml.merges" :optional t))
            (types (and (present "tokenizer.ggml.token_type")
                        (let ((v (key "tokenizer.ggml.token_type")))
                          (unless (and (vectorp v) (not (stringp v)) (= (length v) n)
@@ -509,14 +512,18 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
 (defparameter *max-line-bytes* (* 64 1024 1024)
   "The longest line a text file may hold (bytes).")
 
-(defun map-file-lines (fn path)
+(defun map-file-lines (fn path &key dash-is-stdin)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
 blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
 else FILE-IO-ERROR).  A final line without a newline counts; an empty file
-has no lines.  Answers the number of lines."
-  (let* ((name (absolute-namestring path))
-         (stream (open-input-octets name :what "a file of texts")))
+has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
+Answers the number of lines."
+  (let* ((stdin (and dash-is-stdin (equal path "-")))
+         (name (if stdin "standard input" (absolute-namestring path)))
+         (stream (if stdin
+                     (ext:make-stream-from-fd 0 :input :element-type '(unsigned-byte 8))
+                     (open-input-octets name :what "a file of texts"))))
     (with-open-stream (s stream)
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))

@@ -1,4 +1,5 @@
-/* nn.c - LayerNorm, NEOX RoPE and GeGLU for the encoder (see nn.h for the
+/* nn.c - LayerNorm, NEOX RoPE and GeGLU for the encoder, LayerNorm with
+ * bias and bias-plus-activation for the decision head (see nn.h for the
  * arithmetic every path reproduces; attention is attention.c's).
  *
  * Workload: a sequence of up to a few thousand tokens of a few hundred
@@ -25,11 +26,12 @@
 
 /* The row-wise steps: one job shape, a function per token row. */
 typedef struct {
-    const float *x, *w;
+    const float *x, *w, *b; /* b: a bias per column, or NULL */
     float *out;
     size_t n, d; /* rows, and the values per output row */
     float eps;
     rl_gelu kind;
+    rl_nn_act act;
     void (*row)(const void *job, size_t t);
 } rl_rows_job;
 
@@ -73,6 +75,9 @@ static void rl_ln_row(const void *job, size_t t) {
     const float s = rl_ln_scale((float)(sum2 / (double)j->d), j->eps);
     for (size_t i = 0; i < j->d; i++)
         y[i] = (y[i] * s) * j->w[i];
+    if (j->b)
+        for (size_t i = 0; i < j->d; i++)
+            y[i] = y[i] + j->b[i];
 }
 
 /* Rows [t0, t1) eight at a time: each row's sums are still one chain in
@@ -110,29 +115,88 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
         for (int k = 0; k < RL_LN_ROWS; k++)
             for (size_t i = 0; i < d; i++)
                 y[k * d + i] = (y[k * d + i] * s[k]) * j->w[i];
+        if (j->b)
+            for (int k = 0; k < RL_LN_ROWS; k++)
+                for (size_t i = 0; i < d; i++)
+                    y[k * d + i] = y[k * d + i] + j->b[i];
     }
     for (; t < t1; t++)
         rl_ln_row(j, t);
 }
 
-rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
-                              float *out, rl_path path, int threads) {
+rl_q8_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                   const float *b, float eps, float *out, rl_path path,
+                                   int threads) {
     rl_q8_status st = rl_nn_check_run(path, threads);
     if (st != RL_Q8_OK)
         return st;
     size_t nd = rl_nn_elems(n, d);
     if (d == 0 || (n && !nd) || (n && (!x || !w || !out)) ||
-        (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)))
+        (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)) ||
+        (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_Q8_BADARG;
-    rl_rows_job job = {.x = x, .w = w, .out = out, .n = n, .d = d, .eps = eps, .row = rl_ln_row};
+    rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
+                       .row = rl_ln_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_run, &job);
     return RL_Q8_OK;
 }
 
+rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
+                              float *out, rl_path path, int threads) {
+    return rl_layer_norm_bias_ex(x, n, d, w, NULL, eps, out, path, threads);
+}
+
 rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
                            float *out) {
     return rl_layer_norm_ex(x, n, d, w, eps, out, rl_path_best(), rl_threads());
+}
+
+rl_q8_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out) {
+    return rl_layer_norm_bias_ex(x, n, d, w, b, eps, out, rl_path_best(), rl_threads());
+}
+
+/* ---- Bias and activation ------------------------------------------- */
+
+static void rl_bias_act_row(const void *job, size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * j->d;
+    float *y = j->out + t * j->d;
+    for (size_t c = 0; c < j->d; c++) {
+        const float v = j->b ? x[c] + j->b[c] : x[c];
+        switch (j->act) {
+        case RL_NN_RELU:
+            y[c] = v < 0.0f ? 0.0f : v;
+            break;
+        case RL_NN_GELU:
+            y[c] = rl_gelu_f32(v, RL_GELU_ERF);
+            break;
+        default:
+            y[c] = v;
+        }
+    }
+}
+
+rl_q8_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                            float *out, rl_path path, int threads) {
+    rl_q8_status st = rl_nn_check_run(path, threads);
+    if (st != RL_Q8_OK)
+        return st;
+    size_t nd = rl_nn_elems(n, d);
+    if (d == 0 || (unsigned)act > RL_NN_GELU || (n && !nd) || (n && (!x || !out)) ||
+        (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
+        return RL_Q8_BADARG;
+    rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
+                       .row = rl_bias_act_row};
+    if (n)
+        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
+    return RL_Q8_OK;
+}
+
+rl_q8_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out) {
+    return rl_bias_act_ex(x, n, d, b, act, out, rl_path_best(), rl_threads());
 }
 
 /* ---- NEOX RoPE ------------------------------------------------------ */

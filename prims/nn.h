@@ -1,5 +1,7 @@
 /* nn.h - the encoder's non-matrix steps (doc/encoder.md): LayerNorm without bias,
- * NEOX rotary embedding, attention, GeGLU.  Plain C, no ECL.
+ * NEOX rotary embedding, attention, GeGLU; and the decision head's
+ * (doc/decision.md): LayerNorm with bias, a bias and an activation per row.
+ * Plain C, no ECL.
  *
  * What each computes follows llama.cpp's CPU ops (ggml-cpu/ops.cpp,
  * vec.h) for a ModernBERT graph; the order of every sum is fixed here so
@@ -42,6 +44,29 @@ rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, f
                            float *out);
 rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
                               float *out, rl_path path, int threads);
+
+/* LayerNorm with bias: rl_layer_norm's steps, then out_j = ((y_j * s) * w_j)
+ * + b_j (f32).  b NULL is rl_layer_norm itself. */
+rl_q8_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out);
+rl_q8_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                   const float *b, float eps, float *out, rl_path path,
+                                   int threads);
+
+typedef enum {
+    RL_NN_NONE = 0, /* identity */
+    RL_NN_RELU,     /* v < 0 ? 0 : v (a NaN stays NaN) */
+    RL_NN_GELU      /* exact: rl_gelu_f32(v, RL_GELU_ERF) */
+} rl_nn_act;
+
+/* A bias and an activation per row: out[t][j] = act(x[t][j] + b[j]), the
+ * sum in f32 (no bias when b is NULL: act(x[t][j])).  x and out are n x d
+ * (d >= 1); out may be x.  Scalar on every path (the same f32 steps), rows
+ * split across threads. */
+rl_q8_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out);
+rl_q8_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                            float *out, rl_path path, int threads);
 
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,

@@ -60,6 +60,12 @@ as strings relative to the directory the build runs in."
         (*load-verbose* nil)
         (objs '()))
     (require 'cmp)
+    ;; Every compiled function pushes a frame of the interpreter's history
+    ;; stack naming it (a few stores on entry and exit), so that backtraces
+    ;; (the REPL's debugger, SLIME's) show RONTOLISP:QUANTIZE rather than
+    ;; nothing: at ECL's default policy only code compiled at (debug 3),
+    ;; which also keeps every local variable, has such frames.
+    (proclaim '(ext::debug-ihs-frame))
     ;; Each function remembers its source as RONTOLISP:LISP;NAME.LISP, a
     ;; logical pathname the program points at the installed sources when
     ;; it starts (lisp/repl.lisp), so no path of the build machine is kept.

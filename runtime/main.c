@@ -4,10 +4,11 @@
  * answer is the exit status.
  *
  * Global flags come before the subcommand (`rontolisp --threads 2 bench`);
- * for every subcommand but `script`, whose arguments belong to the script,
- * they are also taken after it.  The start-up options --eval FORM, --load
- * FILE and --norc (lisp/repl.lisp) come before the subcommand too, so they
- * and their values are passed on without being taken for it.
+ * for every subcommand but `script` (or `--script`), whose arguments belong
+ * to the script, they are also taken after it.  The start-up options --eval
+ * FORM, --load FILE, --norc, --quit and --non-interactive (lisp/repl.lisp)
+ * come before the subcommand too, so they and their values are passed on
+ * without being taken for it.
  *
  * Signals: SIGTERM and SIGHUP (and SIGINT outside the REPL, where Ctrl-C
  * returns to the prompt instead) remove the temporary files of unfinished
@@ -67,15 +68,22 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
 }
 
 /* 1 if ARG is a start-up option that takes the next argument as its value
- * (--eval, --load), -1 if it is one that takes none (--norc or --eval=...),
- * 0 if it is not one. */
+ * (--eval, --load), -1 if it is one that takes none (--norc, --quit,
+ * --non-interactive or --eval=...), 0 if it is not one. */
 static int rl_startup_option(const char *arg) {
     if (strcmp(arg, "--eval") == 0 || strcmp(arg, "--load") == 0)
         return 1;
-    if (strcmp(arg, "--norc") == 0 || strncmp(arg, "--eval=", 7) == 0 ||
+    if (strcmp(arg, "--norc") == 0 || strcmp(arg, "--quit") == 0 ||
+        strcmp(arg, "--non-interactive") == 0 || strncmp(arg, "--eval=", 7) == 0 ||
         strncmp(arg, "--load=", 7) == 0)
         return -1;
     return 0;
+}
+
+/* 1 if ARG runs a script, whose arguments are all its own: the subcommand
+ * `script` or SBCL's spelling `--script`. */
+static int rl_script_command(const char *arg) {
+    return strcmp(arg, "script") == 0 || strcmp(arg, "--script") == 0;
 }
 
 int main(int argc, char **argv) {
@@ -88,7 +96,7 @@ int main(int argc, char **argv) {
         return 1;
     for (i = 1; i < argc; i++) {
         int taken;
-        if (sub >= 0 && strcmp(argv[sub], "script") == 0) {
+        if (sub >= 0 && rl_script_command(argv[sub])) {
             rest[nrest++] = argv[i];
             continue;
         }
@@ -119,6 +127,13 @@ int main(int argc, char **argv) {
         ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
     rl_gguf_atomic_trap_signals(sub >= 0);
     cl_boot(argc, argv);
+    /* Each compiled function records its source file as a pathname
+     * RONTOLISP:LISP;NAME.LISP (runtime/build-lisp.lisp), made again as
+     * the compiled code loads: it is a logical pathname only when the host
+     * RONTOLISP exists by then, else a physical one that no translation
+     * reaches.  RONTOLISP::INSTALL-SOURCE-TRANSLATIONS points the host at
+     * the sources once they are found. */
+    si_pathname_translations(2, ecl_make_simple_base_string("RONTOLISP", -1), ECL_NIL);
     ecl_init_module(NULL, init_rontolisp_lisp);
     rl_register_primitives();
     rl_glue_define(&rl_lineedit_prims);

@@ -17,6 +17,11 @@
 #                    taken from the git bundle of llama.cpp's source inside
 #                    node-llama-cpp@3.22.1 (llama/gitRelease.bundle)
 #
+# and, from the same bundle, build/cache/gguf-py/: llama.cpp's Python GGUF
+# library with its scripts gguf_new_metadata and gguf_dump, which
+# tests/lisp/test-gguf-py.lisp runs (with Debian's python3-numpy and
+# python3-tqdm) on every kind of file rontolisp writes.
+#
 # Every tarball's SHA-512 is pinned below; the bundle's files are read by
 # their path from its one commit, also pinned.  Each download is bounded by
 # a timeout (the node-llama-cpp tarball is 36 MB).
@@ -39,6 +44,7 @@ VOCAB_FILES="ggml-vocab-gpt-2.gguf.inp ggml-vocab-gpt-2.gguf.out ggml-vocab-mpt.
 DIR=build/cache/tokenizer-refs
 # The last directory moved in: present only when every one is.
 LAST=$DIR/llama-vocab
+GGUF_PY=build/cache/gguf-py
 
 say() { echo "tokenizer references: $*"; exit 0; }
 missing() {
@@ -48,7 +54,8 @@ missing() {
   say "$*; the tokenizer reference tests will skip"
 }
 
-[ -d "$DIR/tokenizers" ] && [ -d "$DIR/gpt2" ] && [ -d "$LAST" ] && say "$DIR (cached)"
+[ -d "$DIR/tokenizers" ] && [ -d "$DIR/gpt2" ] && [ -d "$LAST" ] && [ -d "$GGUF_PY" ] &&
+  say "$DIR and $GGUF_PY (cached)"
 command -v npm >/dev/null 2>&1 || missing "not available (no npm)"
 command -v node >/dev/null 2>&1 || missing "not available (no node)"
 command -v git >/dev/null 2>&1 || missing "not available (no git)"
@@ -110,7 +117,13 @@ for f in $VOCAB_FILES; do
     missing "not available ($LLAMA's bundle has no models/$f at $LLAMA_COMMIT)"
 done
 
-rm -rf "$DIR/tokenizers" "$DIR/gpt2" "$LAST"
+# gguf-py, as the bundle's commit has it.
+git -C "$tmp/llama/git" archive --prefix=gguf-py-src/ "$LLAMA_COMMIT" gguf-py >"$tmp/gguf-py.tar" 2>"$tmp/git.log" &&
+  tar -xf "$tmp/gguf-py.tar" -C "$tmp" 2>>"$tmp/git.log" ||
+  missing "not available ($LLAMA's bundle has no gguf-py at $LLAMA_COMMIT: $(tail -n 1 "$tmp/git.log"))"
+
+rm -rf "$DIR/tokenizers" "$DIR/gpt2" "$LAST" "$GGUF_PY"
 mv "$tmp/hf/package" "$DIR/tokenizers" && mv "$tmp/gpt2/package" "$DIR/gpt2" &&
+  mv "$tmp/gguf-py-src/gguf-py" "$GGUF_PY" &&
   mv "$tmp/llama-vocab" "$LAST" || missing "not available (cannot move the references into $DIR)"
-say "$DIR (fetched $HF, $HF_NATIVE, $GPT2 and $LLAMA in $(($(date +%s) - start)) s)"
+say "$DIR and $GGUF_PY (fetched $HF, $HF_NATIVE, $GPT2 and $LLAMA in $(($(date +%s) - start)) s)"

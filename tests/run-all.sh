@@ -40,19 +40,50 @@ if [ "$mode" != lisp-only ]; then
 fi
 
 if [ "$mode" != c-only ]; then
-  # FiveAM and its dependencies are compiled once into build/cache.
+  # FiveAM and its dependencies are compiled once into build/cache, by a
+  # first run that only loads the test system, so the parallel runs below
+  # never compile into the cache at the same time.
   exe=${RONTOLISP_EXE:-build/rontolisp}
-  XDG_CACHE_HOME=$(pwd)/build/cache timeout --foreground -k 10 "$deadline" "$exe" script tests/lisp/run.lisp \
-    >"$log/lisp.log" 2>&1
-  rc=$?
-  overran "the Lisp tests" $rc
-  cat "$log/lisp.log"
-  if grep -q '^Lisp tests' "$log/lisp.log"; then
-    tally "$log/lisp.log"
-    [ $rc -ne 0 ] && ! grep -q '^Lisp tests.*[1-9][0-9]* failed' "$log/lisp.log" && broken=$((broken+1))
-  else
-    echo "Lisp tests: no report (exit $rc)"; broken=$((broken+1))
-  fi
+  export XDG_CACHE_HOME
+  XDG_CACHE_HOME=$(pwd)/build/cache
+  timeout --foreground -k 10 "$deadline" "$exe" script tests/lisp/run.lisp --load-only \
+    >"$log/lisp-load.log" 2>&1 || { cat "$log/lisp-load.log"; broken=$((broken+1)); }
+  # The suites are spread over RL_TEST_JOBS runs (default: one per core),
+  # longest first onto the least loaded run, by the seconds each took in
+  # the last full run (tests/lisp/suite-seconds.txt; 10 for a suite it
+  # does not list).  Each run is its own process, so suites that share
+  # nothing but the file system run side by side.
+  jobs=${RL_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+  groups=$(ls tests/lisp/test-*.lisp | sed 's,.*/test-,,; s,\.lisp$,,' |
+    awk 'FILENAME != "-" { if ($1 !~ /^#/) w[$1] = $2; next }
+         { print (($1 in w) ? w[$1] : 10), $1 }' \
+      tests/lisp/suite-seconds.txt - | sort -k1,1nr -k2 |
+    awk -v jobs="$jobs" '{ best = 0
+        for (i = 1; i < jobs; i++) if (t[i] < t[best]) best = i
+        t[best] += $1; g[best] = g[best] " =" $2 }
+      END { for (i = 0; i < jobs; i++) if (g[i] != "") print g[i] }')
+  rm -f "$log"/lisp-[0-9]*.log "$log"/lisp-[0-9]*.rc
+  echo "$groups" | {
+    i=0
+    while IFS= read -r group; do
+      i=$((i+1))
+      # shellcheck disable=SC2086  # the group is a list of words
+      ( timeout --foreground -k 10 "$deadline" "$exe" script tests/lisp/run.lisp $group \
+          >"$log/lisp-$i.log" 2>&1; echo $? >"$log/lisp-$i.rc" ) &
+    done
+    wait
+  }
+  for f in "$log"/lisp-[0-9]*.log; do
+    n=${f%.log}; rc=$(cat "$n.rc" 2>/dev/null || echo 1)
+    overran "the Lisp tests (${f##*/})" "$rc"
+    cat "$f"
+    if grep -q '^Lisp tests' "$f"; then
+      tally "$f"
+      [ "$rc" -ne 0 ] && ! grep -q '^Lisp tests.*[1-9][0-9]* failed' "$f" && broken=$((broken+1))
+    else
+      echo "Lisp tests (${f##*/}): no report (exit $rc)"; broken=$((broken+1))
+    fi
+  done
 fi
 
 failed=$((failed+broken))

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Golden renders of the template subset (doc/template.md) by Jinja2 itself.
 
-Run from the repository root with Debian's python3-jinja2 installed:
+Run with Debian's python3-jinja2 installed (from any directory):
 
     /usr/bin/python3 tools/gen_template_goldens.py
 
@@ -22,7 +22,10 @@ with the same Jinja2 gives the same file.
 """
 
 import json
+import os
 import random
+import re
+import struct
 import sys
 
 import jinja2
@@ -53,7 +56,7 @@ def random_floats(seed, count):
             out.append(round(rng.uniform(-100, 100), rng.randrange(0, 6)))
         else:
             bits = rng.getrandbits(64)
-            x = __import__("struct").unpack("<d", bits.to_bytes(8, "little"))[0]
+            x = struct.unpack("<d", bits.to_bytes(8, "little"))[0]
             if x == x and abs(x) != float("inf"):
                 out.append(x)
             else:
@@ -143,7 +146,14 @@ case("attribute-of-none-is-undefined", "[{{ z.x }}]", {"z": None})
 case("dict-method-refused", "{{ d.items }}", {"d": {"a": 1}}, ("items", "."))
 case("string-method-refused", "{{ s.upper }}", {"s": "a"}, ("upper", "."))
 case("dunder-refused", "{{ s.__class__ }}", {"s": "a"}, ("__class__", "."))
+case("dunder-of-undefined-refused", "{{ u.__class__ }}", None, ("__class__", "."))
 case("names-that-are-keywords", "[{{ in }}{{ if }}]")
+case("global-range-refused", "{{ range is defined }}", None, ("the Jinja2 global \"range\"", "range"))
+case("global-dict-refused", "{{ dict }}", None, ("the Jinja2 global \"dict\"", "dict"))
+case("global-hidden-by-binding", "{{ range }} {{ lipsum.x }}|", {"range": "r", "lipsum": {"x": 1}})
+case("global-hidden-by-loop-variable", "{% for namespace in xs %}{{ namespace }}{% endfor %}",
+     {"xs": [1, 2]})
+case("self-refused", "{{ self is defined }}", None, ("\"self\"", "self"))
 
 # Tests.
 case("is-defined", "{{ a is defined }} {{ b is defined }} {{ a is not defined }} {{ b is not defined }}",
@@ -280,7 +290,8 @@ def main():
         entry = {"name": name, "template": template, "bindings": bindings}
         try:
             out = jinja2.Environment().from_string(template).render(bindings)
-            entry["jinja2"] = {"output": out}
+            # Object addresses (a method's repr) differ run to run.
+            entry["jinja2"] = {"output": re.sub(r" at 0x[0-9a-f]+", " at 0x...", out)}
         except Exception as e:  # noqa: BLE001 - any raise is what we record
             entry["jinja2"] = {"raises": type(e).__name__, "message": str(e)}
         if refused:
@@ -296,7 +307,9 @@ def main():
         "python": sys.version.split()[0],
         "cases": cases,
     }
-    with open("tests/golden/templates.json", "w", encoding="utf-8") as f:
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden",
+                       "templates.json")
+    with open(out, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=1)
         f.write("\n")
     counts = {}

@@ -1,7 +1,8 @@
-/* model.c - the encoder's kernels from Lisp (lisp/encoder.lisp): a weight
- * matrix times a token sequence (prims/matmul.c), matvec with Q8x2
- * activations, and LayerNorm, NEOX RoPE, attention and GeGLU
- * (prims/nn.c), with the knobs' path and thread count.  The Lisp side
+/* model.c - the encoder's and decision head's kernels from Lisp
+ * (lisp/encoder.lisp, lisp/decision.lisp): a weight matrix times a token
+ * sequence (prims/matmul.c), matvec with Q8x2 activations, and LayerNorm
+ * (with or without bias), NEOX RoPE, attention, GeGLU and bias plus
+ * activation (prims/nn.c), with the knobs' path and thread count.  The Lisp side
  * checks operands and explains what is wrong; this file checks again so a
  * direct call of a primitive cannot crash, then runs the kernel with the
  * float traps held and interrupts off while the pool's workers run. */
@@ -257,6 +258,50 @@ static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object ep
     RL_NN_RETURN(env, out, rl_layer_norm(x, n, d, w, e, y), "layer-norm: the kernel refused its operands");
 }
 
+/* (%layer-norm-bias xs weight bias eps out) -> OUT or (values nil status
+ * message): %LAYER-NORM plus BIAS (length d) after the weight. */
+static cl_object rl_prim_layer_norm_bias(cl_object xs, cl_object weight, cl_object bias,
+                                         cl_object eps, cl_object out) {
+    static const char fn[] = "%LAYER-NORM-BIAS";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d;
+    const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
+    const float *w = rl_sf_vector(fn, 2, weight, d);
+    const float *b = rl_sf_vector(fn, 3, bias, d);
+    const float e = rl_arg_sf(fn, 4, eps);
+    float *y = rl_sf_matrix_of(fn, 5, out, "out", n, d);
+    RL_NN_RETURN(env, out, rl_layer_norm_bias(x, n, d, w, b, e, y),
+                 "layer-norm: the kernel refused its operands");
+}
+
+/* (%bias-act xs bias act out) -> OUT or (values nil status message): row t
+ * of OUT (m x d) := ACT(row t of XS + BIAS) for t below m; XS has at least
+ * m rows of d values (the first m are read), BIAS a d-vector or NIL, ACT
+ * :none, :relu or :gelu (exact).  OUT may be XS. */
+static cl_object rl_prim_bias_act(cl_object xs, cl_object bias, cl_object act, cl_object out) {
+    static const char fn[] = "%BIAS-ACT";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, d, m, od;
+    const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
+    const float *b = bias == ECL_NIL ? NULL : rl_sf_vector(fn, 2, bias, d);
+    rl_nn_act a;
+    if (act == rl_keyword("NONE"))
+        a = RL_NN_NONE;
+    else if (act == rl_keyword("RELU"))
+        a = RL_NN_RELU;
+    else if (act == rl_keyword("GELU"))
+        a = RL_NN_GELU;
+    else
+        rl_signal(RL_C_ERROR, "%s: expected the activation :none, :relu or :gelu, found another "
+                  "object", fn);
+    float *y = rl_sf_matrix(fn, 4, out, &m, &od);
+    if (od != d || m > n)
+        rl_signal(RL_C_SHAPE, "%s: expected out of at most %zu rows of %zu values, found (%zu %zu)",
+                  fn, n, d, m, od);
+    RL_NN_RETURN(env, out, rl_bias_act(x, m, d, b, a, y),
+                 "bias-act: the kernel refused its operands");
+}
+
 /* (%rope-neox xs n-heads head-dim theta out) -> OUT or (values nil status
  * message): XS and OUT n x (n-heads * head-dim) (OUT may be XS), THETA the
  * frequency base as a single-float. */
@@ -310,7 +355,8 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
 /* (%qkv-rope qkv q k v n-heads head-dim theta) -> Q or (values nil status
  * message): the three column blocks of QKV (n x 3d, the attention's fused
  * product) copied into Q, K and V (n x d each, four distinct arrays), then
- * NEOX RoPE of Q and of K in place, as %ROPE-NEOX of the copies answers.
+ * NEOX RoPE of Q and of K in place, as %ROPE-NEOX of the copies answers;
+ * THETA NIL copies only (the decision head, which has no positions).
  * One call for what every layer does between its QKV product and its
  * attention. */
 static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_object v,
@@ -327,7 +373,7 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     float *vp = rl_sf_matrix_of(fn, 4, v, "v", n, d);
     size_t h, hd;
     rl_heads_args(fn, 5, heads, head_dim, d, &h, &hd);
-    const float base = rl_arg_sf(fn, 7, theta);
+    const float base = theta == ECL_NIL ? 0.0f : rl_arg_sf(fn, 7, theta);
     if (n && d && (q == qkv || k == qkv || v == qkv || q == k || q == v || k == v))
         rl_signal(RL_C_ERROR, "%s: expected qkv, q, k and v to be four arrays, found one twice",
                   fn);
@@ -338,6 +384,8 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
         memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
         memcpy(vp + t * d, src + t * d3 + 2 * d, d * sizeof *vp);
     }
+    if (theta == ECL_NIL)
+        ecl_return1(env, q);
     rl_q8_status st;
     RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
                   if (st == RL_Q8_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
@@ -450,6 +498,8 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
     RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
+    RL_PRIM("%LAYER-NORM-BIAS", rl_prim_layer_norm_bias, 5),
+    RL_PRIM("%BIAS-ACT", rl_prim_bias_act, 4),
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
     RL_PRIM("%ATTENTION", rl_prim_attention, 7),
     RL_PRIM("%GEGLU", rl_prim_geglu, 3),

@@ -1,4 +1,5 @@
-/* test_nn.c - the encoder's LayerNorm, NEOX RoPE, attention and GeGLU
+/* test_nn.c - the encoder's LayerNorm, NEOX RoPE, attention and GeGLU,
+ * the decision head's LayerNorm with bias and bias plus activation
  * (prims/nn.h): every path and thread count against the scalar reference,
  * bit for bit, over random sizes; each against a naive double-precision
  * reference; the sliding-window mask; error cases. */
@@ -304,9 +305,78 @@ static void test_errors(void) {
               RL_Q8_UNSUPPORTED);
 }
 
+/* ---- LayerNorm with bias, bias plus activation (the decision head) -- */
+
+/* Every path and thread count answers the scalar reference's bits; the
+ * bias is added to rl_layer_norm's f32 result (one rounding), and a NULL
+ * bias is rl_layer_norm bit for bit. */
+static void test_layer_norm_bias(void) {
+    long bad_path = 0, bad_ref = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t n = (size_t)rnd_int(1, 200), d = (size_t)rnd_int(1, 300);
+        float *x = rnd_floats(n * d, ldexpf(1.0f, rnd_int(-4, 6)));
+        float *w = rnd_floats(d, 1.0f), *b = rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * d, bad_path,
+                  rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, y, path, th));
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, RL_PATH_REF, 1) == RL_Q8_OK);
+        for (size_t i = 0; i < n * d; i++) {
+            const float e = y[i] + b[i % d];
+            bad_ref += memcmp(&e, &ref[i], sizeof e) != 0;
+        }
+        ALL_PATHS(y, ref, n * d, bad_path, /* no bias: rl_layer_norm's bits */
+                  rl_layer_norm_bias_ex(x, n, d, w, NULL, 1e-5f, ref, path, th));
+        memcpy(y, x, n * d * sizeof *y); /* in place */
+        CHECK(rl_layer_norm_bias_ex(y, n, d, w, b, 1e-5f, y, rl_path_best(), 3) == RL_Q8_OK);
+        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        free(x), free(w), free(b), free(ref), free(y);
+    }
+    CHECK_MSG(!bad_path, "layer-norm-bias: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "layer-norm-bias: %ld values not layer-norm + bias", bad_ref);
+}
+
+static void test_bias_act(void) {
+    long bad_path = 0, bad_ref = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t n = (size_t)rnd_int(1, 200), d = (size_t)rnd_int(1, 300);
+        rl_nn_act act = (rl_nn_act)(rep % 3);
+        float *x = rnd_floats(n * d, 3.0f), *b = rep % 4 == 3 ? NULL : rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        if (n * d > 2)
+            x[1] = NAN, x[2] = -0.0f;
+        CHECK(rl_bias_act_ex(x, n, d, b, act, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        ALL_PATHS(ref, y, n * d, bad_path, rl_bias_act_ex(x, n, d, b, act, y, path, th));
+        for (size_t i = 0; i < n * d; i++) {
+            const float v = b ? x[i] + b[i % d] : x[i];
+            double e = act == RL_NN_NONE ? v
+                       : act == RL_NN_RELU ? (v < 0 ? 0.0 : v)
+                                            : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+            if (isnan(v))
+                bad_ref += !isnan(ref[i]); /* a NaN is never hidden */
+            else
+                bad_ref += fabs(ref[i] - e) > 2e-6 * fabs(e) + 1e-7;
+        }
+        memcpy(y, x, n * d * sizeof *y); /* in place */
+        CHECK(rl_bias_act_ex(y, n, d, b, act, y, rl_path_best(), 2) == RL_Q8_OK);
+        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        free(x), free(b), free(ref), free(y);
+    }
+    CHECK_MSG(!bad_path, "bias-act: %ld runs differ from ref", bad_path);
+    CHECK_MSG(!bad_ref, "bias-act: %ld values off the double reference", bad_ref);
+    float z[4] = {0};
+    CHECK(rl_bias_act_ex(z, 1, 4, NULL, (rl_nn_act)7, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
+    CHECK(rl_bias_act_ex(z, 1, 0, NULL, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
+    CHECK(rl_bias_act_ex(z, 1, 4, z, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
+    CHECK(rl_layer_norm_bias_ex(z, 1, 4, z + 0, z, 1e-5f, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
+}
+
 int main(void) {
     test_layer_norm();
     test_layer_norm_overflow();
+    test_layer_norm_bias();
+    test_bias_act();
     test_first_non_finite();
     test_rope();
     test_attention();

@@ -6,7 +6,9 @@
 ;;;; primitives from build/rontolisp-prims.fas):
 ;;;;   ecl --norc --shell tests/lisp/run.lisp [SUITE-SUBSTRING ...]
 ;;;; With arguments, only the suites whose names contain one of them run
-;;;; (the suite of tests/lisp/test-NAME.lisp is NAME).  Exits 1 when
+;;;; (the suite of tests/lisp/test-NAME.lisp is NAME; =NAME names exactly
+;;;; that suite; --load-only loads the system and runs nothing).  The run
+;;;; ends with each suite's wall time.  Exits 1 when
 ;;;; anything failed.
 
 (require 'asdf)
@@ -29,6 +31,21 @@
 
 (in-package "RONTOLISP-TESTS")
 
+(defparameter *stock-ecl* (not (fboundp 'rontolisp::%line-editor-read))
+  "True when the tests run in a stock ECL rather than in the executable.")
+
+(defun run-arguments ()
+  "The arguments given after run.lisp."
+  (if *stock-ecl*
+      (rest (member "run.lisp" ext:*command-args* :test #'string= :key #'file-namestring))
+      rontolisp:*args*))
+
+;; --load-only: load (and so compile FiveAM into the cache), run nothing.
+(when (equal (run-arguments) '("--load-only"))
+  (format t "~&Lisp tests: loaded~%")
+  (finish-output)
+  (if *stock-ecl* (ext:quit 0) (rontolisp:exit 0)))
+
 (defun test-file-suites ()
   "The suite of each test file, in load order: test-NAME.lisp holds NAME."
   (loop for c in (asdf:component-children (asdf:find-system "rontolisp-tests"))
@@ -48,21 +65,28 @@
           unless (member (pathname-name p) listed :test #'string=)
             collect (pathname-name p))))
 
-(defparameter *stock-ecl* (not (fboundp 'rontolisp::%line-editor-read))
-  "True when the tests run in a stock ECL rather than in the executable.")
+(defun suite-matches-p (filter suite)
+  "True when the command-line FILTER names SUITE: \"=NAME\" the suite NAME
+exactly, any other filter every suite whose name contains it."
+  (if (and (plusp (length filter)) (char= #\= (char filter 0)))
+      (string-equal (subseq filter 1) (symbol-name suite))
+      (search (string-upcase filter) (symbol-name suite))))
 
-(let* ((filters (if *stock-ecl*
-                    (rest (member "run.lisp" ext:*command-args* :test #'string= :key #'file-namestring))
-                    rontolisp:*args*))
+(let* ((filters (run-arguments))
        (suites (test-file-suites))
        (chosen (if filters
                    (remove-if-not (lambda (s)
-                                    (some (lambda (f) (search (string-upcase f) (symbol-name s)))
-                                          filters))
+                                    (some (lambda (f) (suite-matches-p f s)) filters))
                                   suites)
-                   '(all)))
+                   suites))
+       (seconds '())
        (results (let ((*test-dribble* *standard-output*))
-                  (mapcan (lambda (s) (copy-list (run s))) chosen)))
+                  (loop for s in chosen
+                        for start = (get-internal-real-time)
+                        append (copy-list (run s))
+                        do (push (cons s (/ (- (get-internal-real-time) start)
+                                            internal-time-units-per-second))
+                                 seconds))))
        (passed (count-if (lambda (r) (typep r 'fiveam::test-passed)) results))
        (failed (count-if (lambda (r) (typep r 'fiveam::test-failure)) results))
        (skipped (count-if (lambda (r) (typep r 'fiveam::test-skipped)) results)))
@@ -74,6 +98,8 @@
   (when (and filters (null chosen))
     (format t "~&No suite matches ~{~A~^, ~}.~%" filters)
     (incf failed))
+  (format t "~&Suite times:~:{ ~(~A~) ~,1Fs~}~%"
+          (mapcar (lambda (e) (list (car e) (float (cdr e)))) (reverse seconds)))
   (format t "~&Lisp tests: ~D passed, ~D failed, ~D skipped~%" passed failed skipped)
   (finish-output)
   (if *stock-ecl*

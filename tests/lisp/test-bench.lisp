@@ -45,6 +45,72 @@
                            (is-true (nth-value 1 (gethash "us_per_call" run))))))))
           (delete-file json))))))
 
+(defun bench-at (cache args)
+  "Run `rontolisp bench ARGS' with XDG_CACHE_HOME set to CACHE; answer
+(values exit-status stdout stderr)."
+  (apply #'sh "c=$1; shift; XDG_CACHE_HOME=\"$c\" exec \"$0\" bench \"$@\"" cache args))
+
+(defun bench-bandwidth-line (text)
+  "The read bandwidth line of a bench table TEXT, or NIL."
+  (find-if (lambda (l) (eql 0 (search "read bandwidth" l))) (split-lines text)))
+
+(test bench-no-probe-reports-the-cached-figure
+  "A probe caches its figure under $XDG_CACHE_HOME/rontolisp/; --no-probe
+skips the probe and reports that figure as cached (n/a before any probe,
+or when the cache is another machine's)."
+  (let* ((cache (format nil "~A/" (tmp-path "xdg")))
+         (file (concatenate 'string cache "rontolisp/read-bandwidth.json"))
+         (cheap '("--shape" "64x192" "--iters" "1" "--threads" "1")))
+    (unwind-protect
+         (progn
+           (multiple-value-bind (code out err) (bench-at cache (append cheap '("--no-probe")))
+             (is (= 0 code) "~A" err)
+             (is (not (contains err "probing")) "~A" err)
+             (is (contains (bench-bandwidth-line out) "not measured (--no-probe") "~A" out)
+             (is (not (probe-file file))))
+           (let ((measured
+                   (multiple-value-bind (code out err) (bench-at cache cheap)
+                     (is (= 0 code) "~A" err)
+                     (is (contains err "probing read bandwidth"))
+                     (is (contains (bench-bandwidth-line out) "(probe, ") "~A" out)
+                     (bench-bandwidth-line out))))
+             (is (probe-file file) "the probe cached nothing")
+             (multiple-value-bind (code out err) (bench-at cache (append cheap '("--no-probe")))
+               (is (= 0 code) "~A" err)
+               (is (not (contains err "probing")) "~A" err)
+               (let ((line (bench-bandwidth-line out)))
+                 (is (contains line "(cached, measured ") "~A" line)
+                 ;; the same figure as the probe's
+                 (is (string= (subseq measured (search "):" measured))
+                              (subseq line (search "):" line)))
+                     "~A vs ~A" measured line))))
+           ;; Another machine's figures are not this one's.
+           (write-file-string file (rontolisp::replace-all (read-file-string file) "\"cores\": "
+                                                      "\"cores\": 1000"))
+           (multiple-value-bind (code out err) (bench-at cache (append cheap '("--no-probe")))
+             (is (= 0 code) "~A" err)
+             (is (contains (bench-bandwidth-line out) "not measured") "~A" out)))
+      (sh "rm -rf \"$1\"" cache))))
+
+(test bench-json-without-a-file-writes-stdout
+  "--json with no FILE (or -) puts the JSON alone on stdout, as every
+other --json does, and the table on stderr; --json FILE still writes FILE."
+  (let ((cache (format nil "~A/" (tmp-path "xdg"))))
+    (unwind-protect
+         (dolist (json '(("--json") ("--json" "-") ("--json=-")))
+           ;; --json last, then first (the next argument an option, not its FILE)
+           (dolist (args (list (append '("--shape" "5x64" "--iters" "1" "--no-probe") json)
+                               (append json '("--shape" "5x64" "--iters" "1" "--no-probe"))))
+             (multiple-value-bind (code out err) (bench-at cache args)
+               (is (= 0 code) "~S: ~A" args err)
+               (let ((j (ignore-errors (yason:parse out))))
+                 (is (hash-table-p j) "~S: stdout is not one JSON value: ~A" args out)
+                 (when (hash-table-p j)
+                   (is (string= "5x64" (gethash "name" (first (gethash "matrices" j)))))
+                   (is (null (gethash "source" (gethash "read_bandwidth" j))))))
+               (is (contains err "matrix (rows x cols)") "~S: no table on stderr: ~A" args err))))
+      (sh "rm -rf \"$1\"" cache))))
+
 (test bench-command-on-a-gguf-file
   (let ((path (tmp-path "bench.gguf"))
         (state (make-random-state t)))
@@ -115,3 +181,16 @@ the ratio of the matvec loop to the matmul, and a table that names them."
       (dolist (str '("6 tokens" "8x64" "5x96" "matvecs" "ratio"))
         (is (contains table str) "~S missing from ~A" str table)))
     (is (string= "" (with-output-to-string (s) (rontolisp::print-bench-matmul s nil))))))
+
+(test bench-json-refuses-to-overwrite-a-gguf-file
+  "`bench --json model.gguf' names the JSON's path, not the model: a GGUF
+file there is refused (exit 2, one line) and left as it was."
+  (let ((copy (tmp-path "model.gguf")))
+    (unwind-protect
+         (let ((before (file-octets (golden "q8_main.q8_0.gguf"))))
+           (write-octets-file copy before)
+           (multiple-value-bind (code out err) (run-exe (list "bench" "--json" copy))
+             (is (eql 2 code) "exit ~A; stdout ~S" code out)
+             (is (contains err "found a GGUF file") "~A" err)
+             (is (equalp before (file-octets copy)))))
+      (ignore-errors (delete-file copy)))))

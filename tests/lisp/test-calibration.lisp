@@ -97,3 +97,18 @@
               (is (search message (princ-to-string c)) "~A: ~A" message c))
             (is (= 1 (run-exe (list "quantize" in out "q8_0" "--calibration" cal))))
             (is (not (probe-file out)))))))))
+
+(test calibrate-shows-progress-on-a-terminal
+  "`calibrate' shows each sequence as it runs on a terminal's stderr (as
+convert and quantize show theirs); through a pipe stderr stays empty."
+  (with-tmp-files (model cal)
+    (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"))))
+    (multiple-value-bind (code output)
+        (pty-session '("expect calibrating") :args (list "calibrate" model cal) :seconds 120)
+      (is (= 0 code) "~A" output)
+      (is (contains output "calibrating: a sequence of 1 token") "~A" output)
+      (is (search "[1/" output) "~A" output))
+    (multiple-value-bind (code out err) (run-exe (list "calibrate" model cal))
+      (is (= 0 code) "~A" err)
+      (is (string= "" out))
+      (is (string= "" err) "~A" err))))

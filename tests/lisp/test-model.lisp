@@ -387,13 +387,15 @@ count."
 
 (test embed-command-prints-rows
   (let ((file (encoder-file "s1-pico" :f32)))
-    (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens" "2,17,9,3"))
+    (multiple-value-bind (code out err)
+        (run-exe (list "embed" file "--tokens" "2,17,9,3" "--pooling" "none"))
       (is (= 0 code) "stderr: ~A" err)
       (let ((lines (remove "" (rontolisp::split-lines out) :test #'string=)))
         (is (= 4 (length lines)))
         (is (every (lambda (l) (= 63 (count #\Space l))) lines))))
     (multiple-value-bind (code out err)
-        (run-exe (list "embed" file "--tokens" "2,17,9,3" "--pooling" "mean" "--json"))
+        (run-exe (list "embed" file "--tokens" "2,17,9,3" "--pooling" "mean" "--normalize" "none"
+                       "--json"))
       (is (= 0 code) "stderr: ~A" err)
       (let ((j (yason:parse out)))
         (is (equal '(2 17 9 3) (coerce (gethash "tokens" j) 'list)))
@@ -432,7 +434,8 @@ count."
         (is (= 2 code) "~S exited ~D" bad code)
         (is (string= "" out) "~S printed ~S" bad out)
         (is (contains err "comma") "~S: ~A" bad err)))
-    (multiple-value-bind (code out err) (run-exe (list "embed" file "--tokens" "2 , 3 4"))
+    (multiple-value-bind (code out err)
+        (run-exe (list "embed" file "--tokens" "2 , 3 4" "--pooling" "none"))
       (is (= 0 code) "stderr: ~A" err)
       (is (= 3 (count #\Newline out))))
     (ignore-errors (delete-file tokens))))

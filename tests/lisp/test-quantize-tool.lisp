@@ -472,7 +472,15 @@ main type."
         (is (= 0 code) "~A" stderr)
         (is (contains stdout "dry run") "~A" stdout)
         (is (contains stdout "17 tensors (10 Q8_0, 5 F32, 2 F16, 2 F16 fall backs)") "~A" stdout)
-        (is (contains stdout "bits per weight") "~A" stdout))
+        (is (contains stdout "bits per weight") "~A" stdout)
+        ;; The plan is printed through a pipe too: a line per tensor, then the summary.
+        (let ((lines (split-lines stdout)))
+          (is (= 18 (length lines)) "~A" stdout)
+          (is (= 17 (count-if (lambda (l) (eql 0 (search "[" l))) lines)))
+          (is (contains (first lines) "[   1/17]"))
+          (is (some (lambda (l) (and (contains l "F32   -> Q8_0") (contains l "MiB"))) lines) "~A" stdout)
+          (is (= 2 (count-if (lambda (l) (contains l "(fall back)")) lines)))
+          (is (contains (car (last lines)) "dry run"))))
       (is (not (probe-file out)))
       (is (null (leftovers out))))))
 

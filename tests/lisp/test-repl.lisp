@@ -224,6 +224,33 @@ driver's deadline, as one that keeps the terminal open is."
     (is (= 2 code))
     (is (contains err "--eval expects a form"))))
 
+(test startup-quit-and-non-interactive-skip-the-repl
+  "--quit and --non-interactive (SBCL's) run the rc file and the start-up
+options, then exit without reading a form of standard input."
+  (let ((home (fresh-home)))
+    (unwind-protect
+         (progn
+           (write-file-string (merge-pathnames ".rontolisprc" home) (format nil "(princ :rc)~%"))
+           (dolist (quit '("--quit" "--non-interactive"))
+             (multiple-value-bind (code out err)
+                 (run-at-home home (list "--eval" "(princ 1)" quit "--eval" "(princ 2)")
+                              :input (format nil "(princ :repl)~%"))
+               (is (= 0 code) "~A: ~A" quit err)
+               (is (string= "RC12" out) "~A: ~A" quit out)
+               (is (string= "" err)))
+             (multiple-value-bind (code out err)
+                 (run-at-home home (list "--norc" quit "--eval" "(car 1)" "--eval" "(princ 2)")
+                              :input (format nil "(princ :repl)~%"))
+               (is (= 1 code) "~A exited ~A" quit code)
+               (is (string= "" out) "~A: ~A" quit out)
+               (is (= 1 (count #\Newline err)) "~A" err)
+               (is (contains err "--eval \"(car 1)\""))))
+           ;; Before a command it changes nothing.
+           (multiple-value-bind (code out) (run-at-home home '("--quit" "--version"))
+             (is (= 0 code))
+             (is (contains out "rontolisp "))))
+      (remove-home home))))
+
 (test startup-shebang-scripts-run
   (let ((f (write-file-string (tmp-path "exe.lisp")
                               (format nil "#!/usr/bin/env -S rontolisp script~%(prin1 rontolisp:*args*)~%")))
@@ -231,11 +258,16 @@ driver's deadline, as one that keeps the terminal open is."
     (multiple-value-bind (code out err) (run-exe (list "script" f "a"))
       (is (= 0 code) "~A" err)
       (is (string= "(\"a\")" out)))
-    ;; Run as an executable, through env -S.
+    ;; Run as an executable, through env -S, as `script' or as SBCL's `--script'.
     (multiple-value-bind (code out err)
         (sh "d=$(dirname \"$0\"); chmod +x \"$1\"; PATH=\"$d:$PATH\" \"$1\" b" f)
       (is (= 0 code) "~A" err)
       (is (string= "(\"b\")" out)))
+    (write-file-string f (format nil "#!/usr/bin/env -S rontolisp --script~%(prin1 rontolisp:*args*)~%"))
+    (multiple-value-bind (code out err)
+        (sh "d=$(dirname \"$0\"); chmod +x \"$1\"; PATH=\"$d:$PATH\" \"$1\" c --threads 2" f)
+      (is (= 0 code) "~A" err)
+      (is (string= "(\"c\" \"--threads\" \"2\")" out)))
     (multiple-value-bind (code out err) (run-exe (list "script" bad))
       (is (= 1 code))
       (is (string= "1" out))

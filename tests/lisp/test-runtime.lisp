@@ -113,10 +113,88 @@ end a script with one short line naming them."
 
 (test cli-unknown-command-exits-2
   (multiple-value-bind (code out err) (run-exe '("frobnicate"))
-    (declare (ignore out))
     (is (= 2 code))
-    (is (contains err "frobnicate"))
-    (is (contains err "usage: rontolisp"))))
+    (is (string= "" out))
+    (is (contains err "unknown command \"frobnicate\""))
+    ;; Nothing is near it: no guess, and not the whole usage either.
+    (is (not (contains err "did you mean")) "~A" err)
+    (is (<= (count #\Newline err) 3) "~A" err)
+    (is (contains err "rontolisp --help"))))
+
+(test cli-unknown-command-names-the-nearest
+  "A mistyped command or option is answered in at most three lines with
+the nearest one by edit distance; a file given as a command, with script."
+  (let ((file (write-file-string (tmp-path "prog.lisp") "(princ 1)")))
+    (unwind-protect
+         (loop for (word guess) in `(("inpsect" "did you mean inspect?")
+                                     ("quantise" "did you mean quantize?")
+                                     ("--scirpt" "did you mean --script?")
+                                     ("--non-interactiv" "did you mean --non-interactive?")
+                                     (,file ,(format nil "did you mean `rontolisp script ~A'?" file)))
+               do (multiple-value-bind (code out err) (run-exe (list word))
+                    (is (= 2 code) "~A exited ~A" word code)
+                    (is (string= "" out))
+                    (is (contains err (format nil "~S" word)) "~A" err)
+                    (is (contains err guess) "~A: ~A" word err)
+                    (is (<= (count #\Newline err) 3) "~A: ~A" word err)
+                    (is (not (contains err "usage:")) "~A: the whole usage: ~A" word err)))
+      (delete-file file)))
+  (is (= 3 (rontolisp::edit-distance "kitten" "sitting")))
+  (is (= 2 (rontolisp::edit-distance "inpsect" "inspect")))
+  (is (= 0 (rontolisp::edit-distance "" "")))
+  (is (= 5 (rontolisp::edit-distance "" "bench")))
+  (is (null (rontolisp::closest-name "xyzzy" '("inspect" "bench")))))
+
+;;; SBCL's habits: --script, script -, and (in test-repl.lisp) --quit.
+
+(test dash-dash-script-runs-a-file-as-script-does
+  (let ((f (write-file-string (tmp-path "args.lisp")
+                              (format nil "(prin1 rontolisp:*args*)~%")))
+        (bad (write-file-string (tmp-path "bad.lisp")
+                                (format nil "(princ :before)~%(error \"broken ~~A\" 99)~%(princ :after)~%"))))
+    (unwind-protect
+         (progn
+           ;; The options end at --script: the rest are the script's.
+           (multiple-value-bind (code out err) (run-exe (list "--script" f "a" "--threads" "3" "--quit"))
+             (is (= 0 code) "~A" err)
+             (is (string= "(\"a\" \"--threads\" \"3\" \"--quit\")" out)))
+           (multiple-value-bind (code out err) (run-exe (list "--eval" "(defvar *x* 5)" "--script" f))
+             (is (= 0 code) "~A" err)
+             (is (string= "NIL" out)))
+           (multiple-value-bind (code out err) (run-exe (list "--script" bad))
+             (is (= 1 code))
+             (is (string= "BEFORE" out))
+             (is (= 1 (count #\Newline err)) "~A" err)
+             (is (contains err "broken 99"))))
+      (delete-file f)
+      (delete-file bad))))
+
+(test script-reads-standard-input
+  "`script -' and `--script' with no file run the forms of standard input,
+a #! first line skipped, each form as it is read."
+  (dolist (args '(("script" "-" "x") ("--script")))
+    (multiple-value-bind (code out err)
+        (run-exe args :input (format nil "#!/usr/bin/env -S rontolisp --script~%(princ (package-name *package*))~%(prin1 rontolisp:*args*)~%"))
+      (is (= 0 code) "~S: ~A" args err)
+      (is (string= (format nil "RONTOLISP-USER~S" (rest (rest args))) out) "~S: ~A" args out)))
+  ;; A first line that is not #!: a #| comment, or a plain form.
+  (multiple-value-bind (code out err) (run-exe '("script" "-") :input "#|note|# (princ 8)")
+    (is (= 0 code) "~A" err)
+    (is (string= "8" out)))
+  (multiple-value-bind (code out err) (run-exe '("script" "-") :input "(princ 9)")
+    (is (= 0 code) "~A" err)
+    (is (string= "9" out)))
+  (is (= 0 (run-exe '("script" "-") :input "")))
+  ;; An error stops the run at that form: one line, exit 1; so does #! later on.
+  (dolist (input (list (format nil "(princ 1)~%(car 1)~%(princ 2)~%")
+                       (format nil "(princ 1)~%#!later~%(princ 2)~%")))
+    (multiple-value-bind (code out err) (run-exe '("script" "-") :input input)
+      (is (= 1 code) "~S exited ~A" input code)
+      (is (string= "1" out))
+      (is (= 1 (count #\Newline err)) "~A" err)
+      (is (contains err "standard input") "~A" err)))
+  ;; rontolisp:exit sets the status.
+  (is (= 4 (run-exe '("--script") :input "(rontolisp:exit 4) (princ 2)"))))
 
 (test cli-bad-threads-exits-2
   (is (= 2 (run-exe '("--threads" "zero"))))

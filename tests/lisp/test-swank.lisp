@@ -336,3 +336,191 @@ as a string; NIL when none came before DEADLINE or the stream ended."
            (let ((left (search "---" out)))
              (is (and left (string= (format nil "---~%") (subseq out left))) "~A" out)))
       (sh "rm -rf \"$1\"" dest))))
+
+;;; Source locations, backtraces and the inspector as SLIME sees them.
+
+(defun repl-find-definitions (exe &rest env)
+  "What cl-swank's FIND-DEFINITIONS answers for RONTOLISP:QUANTIZE in the
+executable EXE (its REPL, fed through a pipe, with the environment
+assignments ENV), read back; the second value is the REPL's output."
+  (multiple-value-bind (code out err)
+      (apply #'sh "exe=\"$1\"; shift; env \"$@\" \"$exe\" --norc <<'EOF'
+(progn (rontolisp::load-swank)
+       (format t \"~&definitions: ~S~%\"
+               (funcall (find-symbol \"FIND-DEFINITIONS\" \"SWANK/BACKEND\") 'rontolisp:quantize))
+       (rontolisp:exit 0))
+EOF"
+             exe (format nil "XDG_CACHE_HOME=~A" (merge-pathnames "build/cache/" *root*))
+             env)
+    (declare (ignore err))
+    (let ((mark (search "definitions: " out)))
+      (values (and (eql 0 code) mark
+                   (let ((*package* (find-package "RONTOLISP-TESTS")))
+                     (ignore-errors (read-from-string out t nil :start (+ mark 13)))))
+              out))))
+
+(defun text-at-location (location)
+  "The line of text from the position LOCATION (a Swank location, :file
+and a 1-based character :position) gives, as Emacs goes there; NIL when
+it names no existing file and position."
+  (let ((file (second (assoc :file (rest location))))
+        (position (second (assoc :position (rest location)))))
+    (when (and file position (probe-file file))
+      (let ((text (read-file-string file)))
+        (when (<= 1 position (length text))
+          (subseq text (1- position) (position #\Newline text :start (1- position))))))))
+
+(test swank-finds-definitions-in-the-source-tree
+  ;; M-. on rontolisp:quantize: this tree's lisp/qmatrix.lisp, at the
+  ;; defun (Emacs counts characters from 1; ECL records bytes).  The file
+  ;; was "RONTOLISP:LISP;QMATRIX.LISP", which Emacs opened as a new buffer.
+  (multiple-value-bind (definitions out) (repl-find-definitions *exe*)
+    (is (= 1 (length definitions)) "~A" out)
+    (let ((location (second (first definitions))))
+      (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+                 (second (assoc :file (rest location))))
+          "~S" location)
+      (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
+          "~S lands on ~S" location (text-at-location location)))))
+
+(test swank-finds-definitions-installed-or-says-missing
+  ;; Installed: PREFIX/share/rontolisp/lisp/.  An executable with no
+  ;; sources beside it: an error location saying so, not an error and not
+  ;; a file Emacs cannot open.
+  (let ((dest (tmp-path "dest")) (lone (tmp-path "lone")))
+    (unwind-protect
+         (progn
+           (is (eql 0 (sh "cd \"$1\" && make -s install DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null"
+                          (namestring *root*) dest)))
+           (let* ((location (second (first (repl-find-definitions
+                                            (format nil "~A/usr/local/bin/rontolisp" dest)))))
+                  (file (second (assoc :file (rest location)))))
+             (is (equal (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest) file)
+                 "~S" location)
+             (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
+                 "~S" location))
+           ;; The executable alone, with the compiled cl-swank beside it.
+           (is (eql 0 (sh "mkdir -p \"$1/bin\" && cp \"$0\" \"$1/bin/\" &&
+                           if [ -d \"$2/build/swank\" ]; then ln -s \"$2/build/swank\" \"$1/bin/swank\"; fi"
+                          lone (namestring *root*))))
+           (multiple-value-bind (definitions out)
+               (repl-find-definitions (format nil "~A/bin/rontolisp" lone))
+             (let ((location (second (first definitions))))
+               (is (eq :error (first location)) "~S ~A" definitions out)
+               (is (contains (or (second location) "") "RONTOLISP:LISP;QMATRIX.LISP is not installed")
+                   "~S" location))))
+      (sh "rm -rf \"$1\" \"$2\"" dest lone))))
+
+(defun swank-exchange (request message)
+  "Send the string REQUEST (an :emacs-rex of id 1) to a new server and
+answer the first message back that contains MESSAGE (\"\" when none
+came within 60 s)."
+  (let ((answer ""))
+    (call-with-swank-server
+     '() (lambda (port out err)
+           (declare (ignore err))
+           (is (integerp port) "no port announced in ~S" out)
+           (when port
+             (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+                   (s (swank-connect port)))
+               (unwind-protect
+                    (progn (swank-send s request)
+                           (setf answer (or (swank-message-with s message deadline) "")))
+                 (ignore-errors (close s)))))))
+    answer))
+
+(test swank-backtraces-name-frames
+  ;; An error in RONTOLISP:QUANTIZE: SLIME's backtrace has a frame naming
+  ;; it (ECL kept none for the compiled code) and one showing the form
+  ;; evaluated (it was #<bytecompiled-function BYTECODES>).
+  (let ((debug (swank-exchange "(:emacs-rex (swank:interactive-eval \"(rontolisp:quantize (make-array 3 :element-type 'single-float) :q8-0)\") \"RONTOLISP-USER\" t 1)"
+                               "(:debug ")))
+    (is (contains debug "\"RONTOLISP:QUANTIZE\"") "~A" debug)
+    (is (contains debug "\"RONTOLISP:SHAPE-ERROR\"") "~A" debug)
+    (is (contains debug "(EVAL (RONTOLISP:QUANTIZE (MAKE-ARRAY 3") "~A" debug)
+    (is (not (contains debug "BYTECODES")) "~A" debug)))
+
+(test swank-inspects-quantized-matrices
+  ;; The inspector shows a quantized matrix's format, shape, size and
+  ;; first rows (it said "Don't know how to inspect").
+  (let ((inspector (swank-exchange "(:emacs-rex (swank:init-inspector \"(rontolisp:quantize (make-array '(6 32) :element-type 'single-float :initial-element 0.5) :q8-0)\") \"RONTOLISP-USER\" t 1)"
+                                   "(:return ")))
+    (is (not (contains inspector "Don't know how to inspect")) "~A" inspector)
+    (dolist (part '("\"Format: \" \"q8-0" "\"Shape: \" (:value \"(6 32)\"" "\"Bytes: \" \"204\""
+                    "The first 4 rows of 6" "0: 0.49996948 0.49996948"))
+      (is (contains inspector part) "~S not in ~A" part inspector))))
+
+(defun inspector-text (object)
+  "The text SLIME's inspector shows of OBJECT (our view of it): strings
+as they are, (:value X) as X printed, (:newline) a newline."
+  (with-output-to-string (s)
+    (dolist (part (rontolisp::swank-inspector-content object))
+      (cond ((stringp part) (write-string part s))
+            ((eq :newline (first part)) (terpri s))
+            ((eq :value (first part)) (princ (or (third part) (second part)) s))))))
+
+(test swank-inspector-views
+  ;; Float16 and bfloat16 arrays: format, shape, bytes, the first rows
+  ;; widened; a rank-1 quantized matrix (127 has the scale 1: exact); an
+  ;; encoder's file and parameters.
+  (let ((a (make-array '(5 10) :element-type 'single-float)))
+    (dotimes (i 50) (setf (row-major-aref a i) (/ i 4.0)))
+    (let ((f16 (inspector-text (rontolisp:make-float16-array a)))
+          (bf16 (inspector-text (rontolisp:make-bfloat16-array a)))
+          (q (inspector-text (rontolisp:quantize (make-array 64 :element-type 'single-float
+                                                                :initial-element 127.0)
+                                                 :q8-0))))
+      (dolist (part '("Format: float16" "Shape: (5 10)" "Values: 50" "Bytes: 100"
+                      "The first 4 rows of 5" "  0: 0.0 0.25 0.5 0.75 1.0 1.25 1.5 1.75 ..."
+                      "  3: 7.5 7.75 8.0"))
+        (is (contains f16 part) "~S not in ~A" part f16))
+      (is (contains bf16 "Format: bfloat16") "~A" bf16)
+      (is (contains bf16 "  1: 2.5 2.75 3.0") "~A" bf16)
+      (dolist (part '("Format: q8-0" "Shape: (64)" "Bytes: 68" "The first 1 row of 1"
+                      "  0: 127.0 127.0"))
+        (is (contains q part) "~S not in ~A" part q))))
+  (let ((e (inspector-text (model:load (rontolisp::random-model "s1-pico" :type :f32
+                                                                          :encoder-only t)))))
+    (dolist (part '("Hyper-parameters:" "  layers: 2" "  embedding-length: 64" "Token embedding: "))
+      (is (contains e part) "~S not in ~A" part e))))
+
+(test slime-edits-definitions-inspects-and-debugs
+  ;; Debian's SLIME in Emacs (tests/ref/slime-rontolisp.el): M-. on
+  ;; rontolisp:quantize opens lisp/qmatrix.lisp at its defun, the
+  ;; inspector shows a quantized matrix, the debugger names the function
+  ;; and `v' on its frame finds the defun too.
+  (let ((script (merge-pathnames "tests/ref/slime-rontolisp.el" *root*)))
+    (cond
+      ((not (eql 0 (sh "command -v emacs >/dev/null && ls -d /usr/share/emacs/site-lisp/elpa/slime-* >/dev/null 2>&1")))
+       (skip-reference "emacs or SLIME is missing (apt-get install emacs-nox slime)"))
+      (t
+       (let ((lines '()))
+         (call-with-swank-server
+          '() (lambda (port out err)
+                (declare (ignore err))
+                (is (integerp port) "no port announced in ~S" out)
+                (when port
+                  (multiple-value-bind (code out err)
+                      ;; A HOME of its own: SLIME saves its history there.
+                      (sh "mkdir \"$3\" && HOME=\"$3\" timeout -s KILL 120 emacs --batch -Q -l \"$1\" \"$2\"
+                           status=$?; rm -rf \"$3\"; exit $status"
+                          (namestring script) (princ-to-string port) (tmp-path "home"))
+                    (is (eql 0 code) "emacs ended ~S: ~A~A" code out err)
+                    (setf lines (split-lines out))))))
+         (flet ((fact (name)
+                  (let ((line (find-if (lambda (l) (eql 0 (search name l))) lines)))
+                    (and line (subseq line (length name))))))
+           (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+                      (fact "definition-file: "))
+               "~{~A~%~}" lines)
+           (is (eql 0 (search "(defun quantize (array format" (or (fact "definition-line: ") "")))
+               "~{~A~%~}" lines)
+           (let ((view (or (fact "inspector: ") "")))
+             (dolist (part '("Format: q8-0" "Shape: (4 32)" "Bytes: 136" "The first 4 rows of 4"))
+               (is (contains view part) "~S not in ~S" part view)))
+           (let ((frames (remove-if-not (lambda (l) (eql 0 (search "frame: " l))) lines)))
+             (is (find-if (lambda (l) (search ": RONTOLISP:QUANTIZE" l)) frames) "~{~A~%~}" frames)
+             (is (notany (lambda (l) (search "BYTECODES" l)) frames) "~{~A~%~}" frames))
+           (is (eql 0 (search "(defun quantize (array format" (or (fact "frame-source-line: ") "")))
+               "~{~A~%~}" lines)
+           (is (equal "slime-done" (car (last lines))) "~{~A~%~}" lines)))))))

@@ -118,6 +118,22 @@
     ;; every name of GPT-2's expression is accepted
     (is (null (message '(("tokenizer.ggml.pre" :string "gpt-2")))))))
 
+(test gguf-reader-takes-an-absent-array-key-as-empty
+  ;; The converter leaves out an array key that would be empty (gguf-py
+  ;; cannot write one): the reader gives the same tokenizer either way.
+  (let* ((keys '("tokenizer.ggml.merges" "skycmd.tokenizer.lstrip_ids" "skycmd.tokenizer.rstrip_ids"))
+         (absent (rontolisp::gguf-file-tokenizer
+                  (gguf-with (mapcar (lambda (k) (list k nil nil)) keys)) "absent.gguf"))
+         (empty (rontolisp::gguf-file-tokenizer
+                 (gguf-with (mapcar (lambda (k) (list k (if (search "merges" k) '(:array :string) '(:array :i32))
+                                                      #()))
+                                    keys))
+                 "empty.gguf")))
+    (dolist (text *tok-texts*)
+      (is (equalp (model:tokenize empty text) (model:tokenize absent text)) "~S" text))
+    ;; no merges: one token per byte-level character
+    (is (= 4 (length (model:tokenize absent "abcd" :add-special nil))))))
+
 (defun json-file (value)
   "A temporary file holding the text VALUE (a string) or the JSON VALUE (as
 WRITE-JSON takes it; JSON-DATA of test-convert.lisp makes it of parsed JSON)."

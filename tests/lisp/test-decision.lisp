@@ -1,0 +1,505 @@
+;;;; test-decision.lisp - the decision head (lisp/decision.lisp): its keys
+;;;; and tensors read and checked at load, MODEL:DECIDE against a plain
+;;;; double-float reference of doc/decision.md written here (post-norm and
+;;;; norm-first, relu and gelu), the spread of the --random heads' logits,
+;;;; Q8_0 and F16 heads, the same bits on every SIMD setting and thread
+;;;; count, every refusal at the API and at `rontolisp decide'.
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite decision :in all :description "The decision head and `decide'.")
+(in-suite decision)
+
+(defvar *decision-files* (make-hash-table :test 'equal)
+  "Random model files with their head, written once per run, by (preset head-type).")
+
+(defun decision-file (preset head-type)
+  "The path of a GGUF file of the random PRESET with its decision head of
+HEAD-TYPE (encoder F32), written on first use."
+  (let ((key (list preset head-type)))
+    (or (gethash key *decision-files*)
+        (let ((path (tmp-path (format nil "~A-head-~(~A~).gguf" preset head-type))))
+          (gguf:write path (rontolisp::random-model preset :type :f32 :head-type head-type))
+          (setf (gethash key *decision-files*) path)))))
+
+(defun systemone-text (q)
+  "The text the converter's chat template renders for the plist question Q:
+[CLS]type question: instructions[SEP]([MASK]option)*[SEP]state[SEP]."
+  (format nil "[CLS]~A question: ~A[SEP]~{[MASK]~A~}[SEP]~A[SEP]" (getf q :type)
+          (getf q :instructions)
+          (mapcar (lambda (o) (if (consp o) (getf o :text) o)) (getf q :options))
+          (getf q :state)))
+
+(defun question-ids (model q)
+  "The ids and markers of the plist question Q, rendered as SYSTEMONE-TEXT."
+  (let ((ids (coerce (model:tokenize model (systemone-text q) :add-special nil :parse-special t)
+                     'list)))
+    (values ids (loop for id in ids for p from 0 when (= id 4) collect p))))
+
+(defun decide-plist (model q &rest keys)
+  "RONTOLISP::DECIDE-IDS on the plist question Q: (values probabilities logits)."
+  (multiple-value-bind (ids markers) (question-ids model q)
+    (apply #'rontolisp::decide-ids model ids markers (getf q :type) keys)))
+
+;;; The reference: doc/decision.md in double-float, straightforward loops
+;;; over the file's weights (dequantized), on the encoder's hidden states.
+
+(defun ref-matrix (f name)
+  "F's tensor NAME as a double-float array of its dimensions."
+  (let* ((a (rontolisp::simple-single (gguf:tensor f name)))
+         (r (make-array (array-dimensions a) :element-type 'double-float)))
+    (dotimes (i (array-total-size a) r)
+      (setf (row-major-aref r i) (float (row-major-aref a i) 1d0)))))
+
+(defun ref-linear (w b x)
+  "Rows of X times W transposed plus B: n x out."
+  (let* ((n (array-dimension x 0)) (in (array-dimension x 1)) (out (array-dimension w 0))
+         (y (make-array (list n out) :element-type 'double-float)))
+    (dotimes (i n y)
+      (dotimes (o out)
+        (setf (aref y i o) (+ (aref b o) (loop for j below in sum (* (aref w o j) (aref x i j)))))))))
+
+(defun ref-layer-norm (x g b eps)
+  (let* ((n (array-dimension x 0)) (d (array-dimension x 1))
+         (y (make-array (list n d) :element-type 'double-float)))
+    (dotimes (i n y)
+      (let* ((mean (/ (loop for j below d sum (aref x i j)) d))
+             (var (/ (loop for j below d sum (expt (- (aref x i j) mean) 2)) d)))
+        (dotimes (j d)
+          (setf (aref y i j) (+ (* (/ (- (aref x i j) mean) (sqrt (+ var eps))) (aref g j))
+                                (aref b j))))))))
+
+(defun ref-erf (x)
+  "erf by its Taylor series (|x| <= 6; +-1 beyond), to double precision."
+  (if (> (abs x) 6)
+      (float-sign x 1d0)
+      (let ((sum 0d0) (term (abs x)))
+        (loop for k from 0
+              for add = (/ term (+ (* 2 k) 1))
+              do (incf sum add)
+                 (setf term (/ (* (- term) x x) (1+ k)))
+              until (< (abs add) (* 1d-17 (abs sum))))
+        (float-sign x (* sum (/ 2 (sqrt pi)))))))
+
+(defun ref-gelu (x) (* 0.5d0 x (+ 1 (ref-erf (/ x (sqrt 2d0))))))
+
+(defun ref-map (fn x)
+  (let ((y (make-array (array-dimensions x) :element-type 'double-float)))
+    (dotimes (i (array-total-size x) y)
+      (setf (row-major-aref y i) (funcall fn (row-major-aref x i))))))
+
+(defun ref-add (a b)
+  (let ((y (make-array (array-dimensions a) :element-type 'double-float)))
+    (dotimes (i (array-total-size a) y)
+      (setf (row-major-aref y i) (+ (row-major-aref a i) (row-major-aref b i))))))
+
+(defun ref-attention (x w b wo bo heads)
+  "PyTorch's MultiheadAttention on the rows of X: in_proj W, B (q, k, v),
+softmax of q.k / sqrt(head size) over all rows, out_proj WO, BO."
+  (let* ((n (array-dimension x 0)) (d (array-dimension x 1)) (hd (floor d heads))
+         (qkv (ref-linear w b x))
+         (att (make-array (list n d) :element-type 'double-float)))
+    (dotimes (h heads)
+      (dotimes (i n)
+        (let* ((scores (loop for j below n
+                             collect (/ (loop for c below hd
+                                              sum (* (aref qkv i (+ (* h hd) c))
+                                                     (aref qkv j (+ d (* h hd) c))))
+                                        (sqrt (float hd 1d0)))))
+               (top (reduce #'max scores))
+               (e (mapcar (lambda (s) (exp (- s top))) scores))
+               (z (reduce #'+ e)))
+          (dotimes (c hd)
+            (setf (aref att i (+ (* h hd) c))
+                  (loop for j below n for p in e
+                        sum (* (/ p z) (aref qkv j (+ (* 2 d) (* h hd) c)))))))))
+    (ref-linear wo bo att)))
+
+(defun reference-logits (path ids markers type)
+  "The logits of doc/decision.md for the file PATH's head on IDS, MARKERS
+and TYPE, in double-float from the encoder's hidden states, the head's
+keys read with GGUF:VALUE."
+  (let* ((f (gguf:read path))
+         (model (model:load path))
+         (hidden (model:encode model ids))
+         (v (lambda (k &optional default)
+              (multiple-value-bind (x type found)
+                  (gguf:value f (concatenate 'string "modern-bert.decision." k))
+                (declare (ignore type))
+                (if found x default))))
+         (blocks (funcall v "block_count"))
+         (first (- (gguf:value f "modern-bert.block_count") blocks))
+         (heads (funcall v "head_count"))
+         (act (if (equal (funcall v "activation" "relu") "gelu") #'ref-gelu (lambda (x) (max x 0d0))))
+         (eps (float (funcall v "layer_norm_epsilon" 1d-5) 1d0))
+         (m (min (length ids) (funcall v "max_head_tokens")))
+         (d (array-dimension hidden 1))
+         (tt (ref-matrix f "token_types.weight"))
+         (ti (position type (funcall v "question_types") :test #'string=))
+         (x (make-array (list m d) :element-type 'double-float)))
+    (dotimes (i m)
+      (dotimes (j d)
+        (setf (aref x i j) (+ (aref hidden i j) (aref tt ti j)))))
+    (dotimes (l blocks)
+      (flet ((g (s) (ref-matrix f (format nil "blk.~D.~A" (+ first l) s))))
+        (flet ((attn (y) (ref-attention y (g "attn_qkv.weight") (g "attn_qkv.bias")
+                                        (g "attn_output.weight") (g "attn_output.bias") heads))
+               (ff (y) (ref-linear (g "ffn_down.weight") (g "ffn_down.bias")
+                                   (ref-map act (ref-linear (g "ffn_up.weight") (g "ffn_up.bias") y))))
+               (norm1 (y) (ref-layer-norm y (g "attn_norm.weight") (g "attn_norm.bias") eps))
+               (norm2 (y) (ref-layer-norm y (g "ffn_norm.weight") (g "ffn_norm.bias") eps)))
+          (if (funcall v "norm_first")
+              (progn (setf x (ref-add x (attn (norm1 x))))
+                     (setf x (ref-add x (ff (norm2 x)))))
+              (progn (setf x (norm1 (ref-add x (attn x))))
+                     (setf x (norm2 (ref-add x (ff x)))))))))
+    (let* ((rows (make-array (list (length markers) d) :element-type 'double-float)))
+      (loop for p in markers for r from 0
+            do (dotimes (j d) (setf (aref rows r j) (aref x p j))))
+      (let* ((z (ref-layer-norm (ref-map #'ref-gelu (ref-linear (ref-matrix f "cls.weight")
+                                                                (ref-matrix f "cls.bias") rows))
+                                (ref-matrix f "cls.norm.weight") (ref-matrix f "cls.norm.bias")
+                                (float (gguf:value f "modern-bert.attention.layer_norm_epsilon")
+                                       1d0)))
+             (out (ref-linear (ref-matrix f "cls.output.weight") (ref-matrix f "cls.output.bias")
+                              z)))
+        (gguf:close f)
+        (loop for r below (length markers) collect (aref out r 0))))))
+
+(defun edited-file (path &rest sets)
+  "A copy of the GGUF file PATH with SETS (KEY=VALUE:TYPE strings) set by
+`rontolisp edit'; its path."
+  (let ((out (tmp-path "edited.gguf")))
+    (multiple-value-bind (code o err)
+        (run-exe (list* "edit" path out (loop for s in sets append (list "--set" s))))
+      (declare (ignore o))
+      (assert (= 0 code) () "edit failed: ~A" err))
+    out))
+
+(defun check-against-reference (path &key (tolerance 2d-5))
+  "MODEL:DECIDE's logits and probabilities of the head of PATH on built-in
+questions of each type (the reference is slow) agree with the reference's
+to TOLERANCE (relative to 1 + |logit|)."
+  (let ((model (model:load path)))
+    (dolist (q (mapcar (lambda (i) (nth i model:*questions*)) '(2 4 5)))
+      (multiple-value-bind (ids markers) (question-ids model q)
+        (multiple-value-bind (probs logits) (decide-plist model q)
+          (let* ((ref (reference-logits path ids markers (getf q :type)))
+                 (temp (rontolisp::temperature (rontolisp::encoder-decision model) (getf q :type)
+                                               (length markers)))
+                 (top (reduce #'max ref))
+                 (e (mapcar (lambda (l) (exp (/ (- l top) temp))) ref))
+                 (z (reduce #'+ e)))
+            (loop for l across logits for r in ref for p across probs for ep in e
+                  do (is (<= (abs (- l r)) (* tolerance (+ 1 (abs r))))
+                         "~A: logit ~A, reference ~A" path l r)
+                     (is (<= (abs (- p (/ ep z))) (* 10 tolerance))
+                         "~A: probability ~A, reference ~A" path p (/ ep z)))))))))
+
+(test decision-agrees-with-the-double-reference
+  "An F32 head: post-norm with relu (the defaults), norm-first, gelu, and
+norm-first with gelu and another epsilon, against the reference."
+  (let ((file (decision-file "s1-pico" :f32)))
+    (check-against-reference file)
+    (dolist (sets '(("modern-bert.decision.norm_first=true:bool")
+                    ("modern-bert.decision.activation=gelu:string")
+                    ("modern-bert.decision.norm_first=true:bool"
+                     "modern-bert.decision.activation=gelu:string"
+                     "modern-bert.decision.layer_norm_epsilon=0.01:f32"
+                     "modern-bert.decision.head_count=2:u32")))
+      (let ((path (apply #'edited-file file sets)))
+        (unwind-protect (check-against-reference path)
+          (delete-file path))))))
+
+(defun logit-spread (path)
+  "(values pooled-std smallest-within-question-range) of the head of PATH's
+logits over the built-in questions."
+  (let ((model (model:load path)) (all '()) (ranges '()))
+    (dolist (q model:*questions*)
+      (let ((logits (coerce (nth-value 1 (decide-plist model q)) 'list)))
+        (push (- (reduce #'max logits) (reduce #'min logits)) ranges)
+        (setf all (append logits all))))
+    (let ((mean (/ (reduce #'+ all) (length all))))
+      (values (sqrt (/ (reduce #'+ (mapcar (lambda (x) (expt (- x mean) 2)) all)) (length all)))
+              (reduce #'min ranges)))))
+
+(test decision-random-heads-spread-their-logits
+  "The --random heads' logits over the built-in questions spread as a
+trained head's (a standard deviation of at least 1), and no question's
+options all score the same (before: every option within 1e-4 of the
+others, the standard deviation below 1)."
+  (dolist (preset '("s1-pico" "s1-nano"))
+    (multiple-value-bind (std smallest) (logit-spread (decision-file preset :f32))
+      (is (>= std 1) "~A: pooled standard deviation ~A" preset std)
+      (is (> smallest 2d-5) "~A: a question's options within ~A of each other" preset smallest))))
+
+(test decision-q8-0-and-f16-heads-run-with-the-same-bits-everywhere
+  "Q8_0 and F16 heads answer probabilities near the F32 head's; with a Q8_0
+head the bits do not depend on SIMD or the thread count, for :q8 and :q8x2."
+  (let* ((q (third model:*questions*))
+         (f32 (nth-value 1 (decide-plist (model:load (decision-file "s1-pico" :f32)) q))))
+    (dolist (type '(:f16 :q8_0))
+      (let* ((model (model:load (decision-file "s1-pico" type)))
+             (logits (nth-value 1 (decide-plist model q))))
+        (is (every (lambda (a b) (< (abs (- a b)) (if (eq type :f16) 0.05 0.5))) logits f32)
+            "~A: ~A against F32 ~A" type logits f32)
+        (when (eq type :q8_0)
+          (dolist (act '(:q8 :q8x2))
+            (let ((first nil))
+              (enc-with-knobs
+               (lambda (on n)
+                 (multiple-value-bind (p l) (decide-plist model q :activations act)
+                   (if first
+                       (is (and (same-bits-p l (second first)) (same-bits-p p (first first)))
+                           "~A simd ~A threads ~D" act on n)
+                       (setf first (list p l)))))))))))))
+
+;;; Loading: keys, defaults, older files, hostile values.
+
+(test decision-load-reads-the-head-keys
+  (let* ((model (model:load (decision-file "s1-pico" :f32)))
+         (head (rontolisp::encoder-decision model)))
+    (is (equalp #("choice" "score" "noul") (rontolisp::decision-head-types head)))
+    (is (= 4 (rontolisp::decision-head-heads head)))
+    (is (eq :relu (rontolisp::decision-head-activation head)))
+    (is (eq nil (rontolisp::decision-head-norm-first head)))
+    (is (= 96 (rontolisp::decision-head-max-head-tokens head)))
+    (is (= 1024 (rontolisp::decision-head-max-tokens head)))
+    (is (= 4 (rontolisp::decision-head-mask-id head)))
+    (is (= 1.1f0 (rontolisp::temperature head "choice" 4)))
+    (is (= 1.0f0 (rontolisp::temperature head "choice" 2)))
+    (is (= 0.9f0 (rontolisp::temperature head "score" 2)))
+    (is (= 1f0 (rontolisp::temperature head "score" 3)))))
+
+(test decision-load-falls-back-to-the-temperature-types
+  "A file without decision.question_types (older converters) takes the
+temperature keys' types in key order."
+  (let ((model (model:load (file-without (decision-file "s1-pico" :f32)
+                                         :key "modern-bert.decision.question_types"))))
+    (is (equalp #("choice" "score" "noul")
+                (rontolisp::decision-head-types (rontolisp::encoder-decision model))))))
+
+(test decision-load-checks-every-head-key
+  (let ((file (decision-file "s1-pico" :f32)))
+    (loop for (key type value found) in
+          '(("decision.head_count" :u32 0 "found 0")
+            ("decision.head_count" :u32 3 "found 3")
+            ("decision.activation" :string "swish" "found \"swish\"")
+            ("decision.norm_first" :u32 1 "found 1")
+            ("decision.layer_norm_epsilon" :f32 0.0 "found 0.0")
+            ("decision.layer_norm_epsilon" :f32 2.0 "found 2.0")
+            ("decision.max_head_tokens" :u32 0 "found 0")
+            ("decision.max_tokens" :u32 0 "found 0")
+            ("decision.question_types" :string "choice" "found \"choice\"")
+            ("decision.temperature.choice.2" :f32 0.0 "found 0.0")
+            ("decision.temperature.choice.2" :f32 -1.0 "found -1.0")
+            ("decision.temperature.choice.5_3" :f32 1.0 "TYPE.LO_HI")
+            ("decision.temperature.choice" :f32 1.0 "TYPE.N"))
+          do (let* ((full (concatenate 'string "modern-bert." key))
+                    (msg (model-error-message
+                          (lambda () (model:load (file-with file :key full :type type
+                                                                 :value value))))))
+               (is-true msg "~A = ~S: no model-error" key value)
+               (when msg
+                 (is (contains msg (format nil "key ~S: expected " full)) "~A" msg)
+                 (is (contains msg found) "~A" msg))))
+    (let ((msg (model-error-message
+                (lambda () (model:load (file-with file :key "tokenizer.ggml.mask_token_id"
+                                                       :type :u32 :value 5000))))))
+      (is (and msg (contains msg "mask_token_id") (contains msg "found 5000")) "~A" msg))
+    (dolist (tensor '("cls.output.bias" "token_types.weight" "blk.2.attn_qkv.bias"
+                      "blk.2.ffn_norm.bias" "cls.norm.weight"))
+      (let ((msg (model-error-message (lambda () (model:load (file-without file :tensor tensor))))))
+        (is (and msg (contains msg tensor)) "~A: ~A" tensor msg)))))
+
+(test decision-names-the-step-of-a-non-finite-value
+  "A NaN in a head weight is an error naming the head's step that made it
+(not NaN probabilities)."
+  (let ((file (decision-file "s1-pico" :f32))
+        (model (model:load (decision-file "s1-pico" :f32))))
+    (multiple-value-bind (ids markers) (question-ids model (first model:*questions*))
+      (loop for (tensor nan-at needle)
+              in '(("blk.2.ffn_up.weight" 70 "layer 2, the product by blk.2.ffn_up.weight, its bias and the activation")
+                   ("blk.2.attn_norm.bias" 3 "layer 2, the LayerNorm by blk.2.attn_norm.weight")
+                   ("token_types.weight" 5 "the hidden states plus the row of token_types.weight")
+                   ("cls.weight" 9 "the product by cls.weight, its bias and the GELU")
+                   ("cls.output.weight" 1 "the product by cls.output.weight plus its bias"))
+            do (let* ((path (hostile-file file tensor :nan-at nan-at))
+                      (msg (unwind-protect
+                                (model-error-message
+                                 (lambda () (rontolisp::decide-ids (model:load path) ids markers
+                                                                   "choice")))
+                             (ignore-errors (delete-file path)))))
+                 (is (and msg (contains msg "expected finite") (contains msg needle))
+                     "~A: ~A" tensor msg))))))
+
+;;; Refusals at the API.
+
+(defun question-error-message (thunk)
+  "The message of the QUESTION-ERROR THUNK signals, or NIL."
+  (handler-case (progn (funcall thunk) nil)
+    (model:question-error (c) (rontolisp:rontolisp-error-message c))))
+
+(test decision-refuses-bad-questions
+  (let* ((model (model:load (decision-file "s1-pico" :f32)))
+         (q (first model:*questions*)))
+    (flet ((refused (thunk &rest needles)
+             (let ((msg (question-error-message thunk)))
+               (is-true msg "no question-error for ~S" needles)
+               (when msg
+                 (dolist (n needles)
+                   (is (contains msg n) "~S not in ~A" n msg))))))
+      (multiple-value-bind (ids markers) (question-ids model q)
+        (refused (lambda () (rontolisp::decide-ids model ids markers "other"))
+                 "\"choice\", \"score\", \"noul\"" "found \"other\"")
+        (refused (lambda () (rontolisp::decide-ids model ids '() "choice")) "found none")
+        (refused (lambda () (rontolisp::decide-ids model ids (list 10 200) "choice"))
+                 "found 200")
+        (refused (lambda () (rontolisp::decide-ids model (make-list 1025 :initial-element 5)
+                                                   '(3) "choice"))
+                 "at most 1024 tokens" "found 1025"))
+      ;; a marker past the head's window of 96 tokens
+      (let ((long (list* :instructions (make-string 300 :initial-element #\x) q)))
+        (multiple-value-bind (ids markers) (question-ids model long)
+          (refused (lambda () (rontolisp::decide-ids model ids markers "choice"))
+                   "option 1" "first 96 tokens" (format nil "position ~D" (first markers)))))
+      (refused (lambda () (model:render model (list :type "choice" :instructions "x" :state "y")))
+               "\"options\"" "none")
+      (refused (lambda () (model:render model (list :type "choice" :instructions "x" :state "y"
+                                                    :options #())))
+               "at least one option")
+      (refused (lambda () (model:render model (list :type "choice" :instructions "x"
+                                                    :options '("a"))))
+               "\"state\"")
+      (refused (lambda () (model:render model (list :type "nope" :instructions "x" :state "y"
+                                                    :options '("a"))))
+               "found \"nope\"")
+      (refused (lambda () (model:render model (list :type "choice" :instructions "x" :state "y"
+                                                    :options '(7))))
+               "option 1" "found 7")
+      (refused (lambda () (model:render model 42)) "expected a question"))
+    (let ((msg (model-error-message
+                (lambda () (rontolisp::decide-ids (model:load (encoder-file "s1-pico" :f32))
+                                                  '(2 4 5 3) '(1) "choice")))))
+      (is (and msg (contains msg "expected a decision head")) "~A" msg))))
+
+;;; Rendering and MODEL:DECIDE from questions.
+
+(test decision-render-and-decide-from-questions
+  "MODEL:RENDER gives the converter's template's text; MODEL:DECIDE answers
+DECIDE-IDS's bits on its ids and markers, for plists and for JSON objects
+(options as strings and {\"text\": ...})."
+  (let ((model (model:load (decision-file "s1-pico" :f32))))
+    (dolist (q model:*questions*)
+      (is (string= (systemone-text q) (model:render model q)))
+      (multiple-value-bind (probs logits ids markers) (model:decide model q)
+        (multiple-value-bind (ids2 markers2) (question-ids model q)
+          (is (equal ids2 (coerce ids 'list)))
+          (is (equal markers2 markers)))
+        (multiple-value-bind (p2 l2) (decide-plist model q)
+          (is (and (same-bits-p probs p2) (same-bits-p logits l2))))
+        (is (< (abs (- 1 (reduce #'+ probs))) 1e-5))))
+    (let* ((json (rontolisp:parse-json "{\"type\": \"choice\", \"instructions\": \"Build failed. Next?\",
+ \"options\": [{\"text\": \"read it\"}, {\"text\": \"clean\"}, {\"text\": \"retry\"}, {\"text\": \"rm build\"},
+ {\"text\": \"stop\"}], \"state\": \"Error 1\"}"))
+           (plist (third model:*questions*)))
+      (is (string= (model:render model plist) (model:render model json)))
+      (is (same-bits-p (model:decide model plist) (model:decide model json))))))
+
+(test decision-decide-refuses-what-rendering-shows
+  (let ((model (model:load (decision-file "s1-pico" :f32))))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model '(:type "choice" :instructions "x" :state "y"
+                                                 :options ("a [MASK] b" "c")))))))
+      (is (and msg (contains msg "expected 2 option markers") (contains msg "found 3")) "~A" msg))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model (list :type "choice" :state "y" :options '("a")
+                                                     :instructions (make-string 3000 :initial-element #\~)))))))
+      (is (and msg (contains msg "at most 1024 tokens")) "~A" msg))
+    (let ((msg (question-error-message
+                (lambda () (model:decide model (list :type "choice" :state "y" :options '("a")
+                                                     :instructions (make-string 200 :initial-element #\~)))))))
+      (is (and msg (contains msg "first 96 tokens")) "~A" msg))
+    (let ((msg (model-error-message
+                (lambda () (model:decide (model:load (encoder-file "s1-pico" :f32))
+                                         (first model:*questions*))))))
+      (is (and msg (contains msg "expected a decision head")) "~A" msg))))
+
+;;; `rontolisp decide'.
+
+(test decide-command-answers-good-lines-and-names-bad-ones
+  (let* ((file (decision-file "s1-pico" :f32))
+         (model (model:load file))
+         (lines (list "{\"type\": \"choice\", \"instructions\": \"List the files.\", \"options\": [\"ls -la\", {\"text\": \"rm -rf .\"}], \"state\": \"cwd ~/src\"}"
+                      "not json"
+                      "[1, 2]"
+                      "{\"type\": \"other\", \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"options\": [\"a\"], \"state\": \"s\"}"
+                      "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a [MASK] b\"], \"state\": \"s\"}"
+                      (format nil "{\"type\": \"choice\", \"instructions\": \"~A\", \"options\": [\"a\"], \"state\": \"s\"}"
+                              (make-string 3000 :initial-element #\~))
+                      (format nil "{\"type\": \"choice\", \"instructions\": \"~A\", \"options\": [\"a\"], \"state\": \"s\"}"
+                              (make-string 200 :initial-element #\~))
+                      "{\"type\": \"score\", \"instructions\": \"ok?\", \"options\": [\"yes\", \"no\"], \"state\": \"s\"}"))
+         (input (format nil "~{~A~%~}" lines))
+         (path (write-file-string (tmp-path "questions.jsonl") input)))
+    (flet ((check-errors (err)
+             (is (= 8 (count #\Newline err)) "~A" err)
+             (loop for (line needle) in '((2 "invalid JSON") (3 "JSON object") (4 "found \"other\"")
+                                          (5 "at least one option") (6 "\"instructions\"")
+                                          (7 "found 2") (8 "at most 1024 tokens")
+                                          (9 "first 96 tokens"))
+                   do (is (contains err (format nil "line ~D: " line)) "line ~D: ~A" line err)
+                      (is (contains err needle) "~S: ~A" needle err))))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file path))
+        (is (= 1 code))
+        (check-errors err)
+        (let ((p1 (model:decide model (parse-json-line (first lines))))
+              (p10 (model:decide model (parse-json-line (car (last lines))))))
+          (is (string= (format nil "question 1 (choice, 2 options)~%  ~A ls -la~%  ~A rm -rf .~%~
+question 10 (score, 2 options)~%  ~A yes~%  ~A no~%"
+                               (rontolisp::float-text (aref p1 0)) (rontolisp::float-text (aref p1 1))
+                               (rontolisp::float-text (aref p10 0)) (rontolisp::float-text (aref p10 1)))
+                       out)
+              "~A" out)))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file "-" "--json") :input input)
+        (is (= 1 code))
+        (check-errors err)
+        (let ((objects (mapcar #'parse-json-line (split-lines-of out))))
+          (is (= 2 (length objects)))
+          (multiple-value-bind (probs logits ids markers)
+              (model:decide model (parse-json-line (first lines)))
+            (let ((o (first objects)))
+              (is (= 1 (gethash "question" o)))
+              (is (equalp (coerce ids 'list) (coerce (gethash "ids" o) 'list)))
+              (is (equal markers (coerce (gethash "markers" o) 'list)))
+              ;; the shortest digits of each single-float, read back as one
+              (flet ((same (ours json) (every (lambda (a b) (= a (coerce b 'single-float)))
+                                              ours json)))
+                (is (same logits (gethash "logits" o)))
+                (is (same probs (gethash "probabilities" o))))))
+          (is (= 10 (gethash "question" (second objects))))))
+      (multiple-value-bind (code out err) (run-exe (list "decide" file path "--activations" "q8x2"))
+        (declare (ignore out))
+        (is (= 1 code))
+        (is (= 8 (count #\Newline err)))))
+    (multiple-value-bind (code out err)
+        (run-exe (list "decide" (encoder-file "s1-pico" :f32) path))
+      (is (= 1 code))
+      (is (string= "" out))
+      (is (= 1 (count #\Newline err)))
+      (is (contains err "expected a decision head") "~A" err))
+    (is (= 2 (run-exe (list "decide" file))))
+    (is (= 2 (run-exe (list "decide" file path "--activations" "q4"))))))
+
+(defun parse-json-line (line)
+  (rontolisp:parse-json line))
+
+(defun split-lines-of (text)
+  "The non-empty lines of TEXT."
+  (loop with start = 0
+        for nl = (position #\Newline text :start start)
+        for line = (subseq text start (or nl (length text)))
+        when (plusp (length line)) collect line
+        while nl do (setf start (1+ nl))))

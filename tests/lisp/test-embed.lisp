@@ -1,0 +1,139 @@
+;;;; test-embed.lisp - `rontolisp embed' as llama-embedding runs it: the
+;;;; pooling the file names, the normalization of llama.cpp's
+;;;; common_embd_normalize (held bit for bit to llama.cpp's own function,
+;;;; run in a child process), and a llama-gguf-split set opened by its first
+;;;; shard (embed, model:load, bench --model).
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite embed :in all :description "embed's pooling, normalization and shard sets.")
+(in-suite embed)
+
+(defun llama-normalize-in-child (cases)
+  "llama.cpp's common_embd_normalize (libllama-common of
+build/cache/llama/) on each of CASES, a list of (norm single-float-vector),
+run in a child rontolisp: a list of the output vectors' bits, or NIL when
+the library is missing."
+  (let ((dir (rontolisp::llama-library-directory)))
+    (when (and dir (probe-file (merge-pathnames "libllama-common.so" dir)))
+      (let ((script (write-file-string
+                     (tmp-path "normalize.lisp")
+                     (format nil "(si:load-foreign-module ~S)
+(let ((fn (si:find-foreign-symbol \"_Z21common_embd_normalizePKfPfii\" :default :pointer-void 0)))
+  (dolist (c '~S)
+    (destructuring-bind (norm bits) c
+      (let* ((n (length bits))
+             (in (ffi:allocate-foreign-object :float n))
+             (out (ffi:allocate-foreign-object :float n)))
+        (loop for b in bits for i from 0 do (setf (ffi:deref-array in '(:array :uint32-t) i) b))
+        (si:call-cfun fn :void '(:pointer-void :pointer-void :int :int) (list in out n norm))
+        (format t \"~~{~~D~~^ ~~}~~%\" (loop for i below n collect (ffi:deref-array out '(:array :uint32-t) i)))))))~%"
+                             (namestring (merge-pathnames "libllama-common.so" dir))
+                             (loop for (norm v) in cases
+                                   collect (list norm (map 'list #'single-bits v)))))))
+        (unwind-protect
+             (multiple-value-bind (code out err) (run-exe (list "script" script))
+               (assert (eql 0 code) () "the child calling common_embd_normalize failed: ~A" err)
+               (mapcar (lambda (line)
+                         (with-input-from-string (s line)
+                           (loop for n = (read s nil) while n collect n)))
+                       (split-lines out)))
+          (delete-file script))))))
+
+(test embed-normalize-matches-llama-cpp-bit-for-bit
+  "NORMALIZE-EMBEDDING is llama.cpp's common_embd_normalize: none, max-abs,
+taxicab, Euclidean and p-norms, on random vectors and on zeros."
+  (let* ((state (make-random-state 20261202)) ; ECL seeds a state from an integer
+         (vectors (list* (make-array 64 :element-type 'single-float :initial-element 0.0)
+                         (loop for scale in '(1.0 0.01 30.0)
+                               collect (vec-random-vector 64 scale state))))
+         (cases (loop for norm in '(-1 0 1 2 3 7)
+                      append (loop for v in vectors collect (list norm v))))
+         (reference (llama-normalize-in-child cases)))
+    (if (null reference)
+        (skip-reference "llama.cpp's libllama-common is missing (run sh tests/fetch-llama-lib.sh)")
+        (loop for (norm v) in cases
+              for ref in reference
+              do (is (equal ref (map 'list #'single-bits (rontolisp::normalize-embedding v norm)))
+                     "norm ~D differs from common_embd_normalize" norm)))))
+
+(defun embed-json (args)
+  "The parsed JSON lines of `rontolisp embed ARGS --json'."
+  (multiple-value-bind (code out err) (run-exe (append (list "embed") args (list "--json")))
+    (is (eql 0 code) "embed ~{~A~^ ~}: ~A" args err)
+    (mapcar #'yason:parse (split-lines out))))
+
+(defun json-floats (row)
+  (map '(simple-array single-float (*)) (lambda (x) (coerce x 'single-float)) row))
+
+(test embed-pools-as-the-file-says-and-normalizes-as-llama
+  "Without --pooling, embed pools as modern-bert.pooling_type says (none
+without the key; rank refused by name); every line is scaled to unit
+length unless --normalize says otherwise."
+  (let* ((file (encoder-file "s1-pico" :f32))
+         (encoder (model:load file))
+         (ids '(2 17 9 3))
+         (tokens "2,17,9,3"))
+    ;; encoder-file's files name CLS pooling (2), as convert writes them.
+    (is (eql 2 (gguf:value (rontolisp::encoder-file encoder) "modern-bert.pooling_type")))
+    (let ((j (first (embed-json (list file "--tokens" tokens)))))
+      (is (string= "cls" (gethash "pooling" j)))
+      (is (eql 2 (gethash "normalize" j)))
+      (is (equalp (rontolisp::normalize-embedding (model:encode encoder ids :pooling :cls) 2)
+                  (json-floats (elt (gethash "embeddings" j) 0))))
+      (let ((row (json-floats (elt (gethash "embeddings" j) 0))))
+        (is (< (abs (- 1d0 (sqrt (loop for x across row sum (* (float x 1d0) x))))) 1d-6))))
+    ;; --pooling and --normalize override: the raw hidden states.
+    (let ((j (first (embed-json (list file "--tokens" tokens "--pooling" "none" "--normalize" "none")))))
+      (is (equalp (rontolisp::embedding-rows (model:encode encoder ids))
+                  (map 'vector #'json-floats (gethash "embeddings" j)))))
+    ;; last: the last token's row.
+    (let ((j (first (embed-json (list file "--tokens" tokens "--pooling" "last" "--normalize" "-1"))))
+          (all (model:encode encoder ids)))
+      (is (equalp (rontolisp::matrix-row all 3) (json-floats (elt (gethash "embeddings" j) 0)))))
+    ;; Without the key: none (llama.cpp's default); rank: refused, naming the key.
+    (let ((bare (tmp-path "bare.gguf")) (rank (tmp-path "rank.gguf")))
+      (unwind-protect
+           (progn
+             (is (eql 0 (run-exe (list "edit" file bare "--remove" "modern-bert.pooling_type"))))
+             (let ((j (first (embed-json (list bare "--tokens" tokens)))))
+               (is (string= "none" (gethash "pooling" j)))
+               (is (= 4 (length (gethash "embeddings" j)))))
+             (is (eql 0 (run-exe (list "edit" file rank "--set" "modern-bert.pooling_type=4"))))
+             (multiple-value-bind (code out err) (run-exe (list "embed" rank "--tokens" tokens))
+               (is (eql 1 code))
+               (is (string= "" out))
+               (is (contains err "modern-bert.pooling_type") "~A" err)
+               (is (= 1 (count #\Newline err)) "~A" err))
+             (is (eql 0 (run-exe (list "embed" rank "--tokens" tokens "--pooling" "mean")))))
+        (ignore-errors (delete-file bare))
+        (ignore-errors (delete-file rank))))
+    ;; Bad values are bad usage.
+    (dolist (bad '("-2" "x" "1001"))
+      (is (eql 2 (run-exe (list "embed" file "--tokens" tokens "--normalize" bad))) "~A" bad))))
+
+(test embed-load-and-bench-open-a-shard-set-by-its-first-shard
+  "embed, model:load and bench --model given the first shard of a
+llama-gguf-split set read every shard: the same numbers as the whole file."
+  (let* ((whole (encoder-file "s1-pico" :f32))
+         (prefix (tmp-path "pico-set"))
+         (names nil))
+    (unwind-protect
+         (progn
+           (is (eql 0 (run-exe (list "split" whole prefix "--max-tensors" "8"))))
+           (setf names (directory (concatenate 'string prefix "-*-of-*.gguf")))
+           (is (< 1 (length names)))
+           (let ((first (namestring (first (sort (mapcar #'namestring names) #'string<))))
+                 (ids '(5 9 200 17)))
+             (is (equalp (model:encode (model:load whole) ids)
+                         (model:encode (model:load first) ids)))
+             (multiple-value-bind (code a err) (run-exe (list "embed" whole "--tokens" "5,9,200,17"))
+               (is (eql 0 code) "~A" err)
+               (multiple-value-bind (code b err) (run-exe (list "embed" first "--tokens" "5,9,200,17"))
+                 (is (eql 0 code) "~A" err)
+                 (is (string= a b))))
+             (multiple-value-bind (code out err)
+                 (run-exe (list "bench" "--model" first "--tokens" "4"))
+               (is (eql 0 code) "~A" err)
+               (is (contains out "F32") "~A" out))))
+      (dolist (n names) (ignore-errors (delete-file n))))))
