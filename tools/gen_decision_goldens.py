@@ -26,7 +26,8 @@ What it does, per variant (F32 and F16 files; post-norm and norm-first; relu and
    holds the special tokens) and takes the markers as the positions of
    tokenizer.ggml.mask_token_id.
 4. Gets the encoder's final hidden states H of those ids from the executable (`embed FILE
-   --tokens-file F --json`; the encoder is checked against llama.cpp by other tests).
+   --tokens-file F --pooling none --normalize none --json`; the encoder is checked against
+   llama.cpp by other tests).
 5. Runs the head in PyTorch: X = the first min(n, decision.max_head_tokens) rows of H plus row
    t of token_types (t = the type's index in decision.question_types; without that key, the
    types of the decision.temperature.* keys in file order); each head block is an
@@ -325,7 +326,8 @@ def hidden_states(exe, model, id_lists, tmp):
     with open(path, "w") as f:
         for ids in id_lists:
             f.write(",".join(map(str, ids)) + "\n")
-    out = run([exe, "embed", model, "--tokens-file", path, "--json"])
+    out = run([exe, "embed", model, "--tokens-file", path, "--pooling", "none", "--normalize", "none",
+               "--json"])
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == len(id_lists)
     hs = []
