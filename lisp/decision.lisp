@@ -141,6 +141,22 @@ matrix; MODEL-ERROR otherwise."
             :attn-norm (vector "attn_norm.weight" d) :attn-norm-bias (vector "attn_norm.bias" d)
             :ffn-norm (vector "ffn_norm.weight" d) :ffn-norm-bias (vector "ffn_norm.bias" d)))))
 
+(defun cls-output-matrix (f path d)
+  "F's cls.output.weight as the 1 x D matrix the scorer multiplies by.  A
+file may hold it as ggml dims [D, 1] or, as llama-quantize writes a tensor
+whose trailing dims are 1, [D]: the same tensor to ggml, here widened to a
+1 x D single-float matrix (exactly, so the product's bits are those of the
+float path either way).  A rank-1 quantized one is a MODEL-ERROR."
+  (let ((name "cls.output.weight"))
+    (if (equal (gguf:tensor-info-shape (model-tensor-info f path name)) (list d))
+        (let ((v (model-tensor f path name (list d))))
+          (when (quantized-matrix-p v)
+            (model::model-error path "tensor ~S: expected a float type for a rank-1 ~
+cls.output.weight, found ~A" name (gguf:tensor-info-type (model-tensor-info f path name))))
+          (let ((m (f32-matrix 1 d)) (w (simple-single v)))
+            (dotimes (j d m) (setf (aref m 0 j) (aref w j)))))
+        (model-tensor f path name (list 1 d)))))
+
 (defun load-decision-head (f path h)
   "The decision head of F (read from PATH) for the encoder of
 hyper-parameters H, or NIL when decision.block_count is 0 or absent.
@@ -178,7 +194,7 @@ Every key and tensor is checked as MODEL:LOAD checks the encoder's."
          :cls-bias (simple-single (model-tensor f path "cls.bias" (list d)))
          :cls-norm (simple-single (model-tensor f path "cls.norm.weight" (list d)))
          :cls-norm-bias (simple-single (model-tensor f path "cls.norm.bias" (list d)))
-         :cls-output (model-tensor f path "cls.output.weight" (list 1 d))
+         :cls-output (cls-output-matrix f path d)
          :cls-output-bias (simple-single (model-tensor f path "cls.output.bias" (list 1))))))))
 
 ;;; The forward pass.

@@ -503,3 +503,38 @@ question 10 (score, 2 options)~%  ~A yes~%  ~A no~%"
         for line = (subseq text start (or nl (length text)))
         when (plusp (length line)) collect line
         while nl do (setf start (1+ nl))))
+
+(test decision-reads-a-file-llama-quantize-shaped
+  "quantize drops trailing 1 dims as llama-quantize does, so a quantized
+file holds cls.output.weight as ggml dims [d], not [d, 1]: the same tensor
+to ggml, loaded and run; and a file that differs from another only by that
+tensor's dims gives the same bits."
+  (let* ((f32 (decision-file "s1-pico" :f32))
+         (q (tmp-path "quantized.gguf"))
+         (flat (tmp-path "flat.gguf"))
+         (question (first model:*questions*)))
+    (unwind-protect
+         (progn
+           (rontolisp:quantize-file f32 q)
+           (gguf:with-file (g q)
+             (is (equal '(64) (gguf:tensor-info-shape (gguf:tensor-info g "cls.output.weight")))))
+           (let ((probs (model:decide (model:load q) question)))
+             (is (every (lambda (p) (< 0 p 1)) probs))
+             (is (< (abs (- 1 (reduce #'+ probs))) 1e-5)))
+           (gguf:with-file (g f32)
+             (gguf:write flat (gguf:make-file
+                               :metadata (gguf:metadata g)
+                               :tensors (loop for name in (gguf:tensor-names g)
+                                              collect (list name (gguf:tensor g name)
+                                                            :dims (if (string= name "cls.output.weight")
+                                                                      '(64)
+                                                                      (gguf:tensor-info-dims
+                                                                       (gguf:tensor-info g name))))))))
+           (gguf:with-file (g flat)
+             (is (equal '(64) (gguf:tensor-info-shape (gguf:tensor-info g "cls.output.weight")))))
+           (multiple-value-bind (p1 l1) (model:decide (model:load f32) question)
+             (multiple-value-bind (p2 l2) (model:decide (model:load flat) question)
+               (is (same-bits-p p1 p2))
+               (is (same-bits-p l1 l2)))))
+      (ignore-errors (delete-file q))
+      (ignore-errors (delete-file flat)))))
