@@ -355,7 +355,7 @@ found ~S" key type expected value)))
            (bad "a vector of as many elements as the type gives element types"))
          (map-elements (lambda (v elem) (check-value key elem v)) value type))))))
 
-(defun make-file (&key metadata tensors (alignment 32))
+(defun make-file (&key metadata tensors (alignment 32) implicit-alignment)
   "A GGUF file object to write with GGUF:WRITE.  METADATA is a list of (key
 type value): TYPE one of :u8 :i8 :u16 :i16 :u32 :i32 :u64 :i64 :f32 :f64
 :bool :string, or (:array element-type) with a vector VALUE.  TENSORS is a
@@ -366,8 +366,11 @@ data's dimensions unless :DIMS gives them.  Raw tensors of any ggml type
 are (name octets :type id-or-name :dims ne): OCTETS an (unsigned-byte 8)
 vector (e.g. from GGUF:TENSOR-OCTETS) of exactly the bytes the type's
 blocks take, written unchanged; OCTETS :STREAM instead declares a tensor
-whose bytes GGUF:WRITE's :STREAM function gives while the file is written.  general.alignment is always
-written: ALIGNMENT unless METADATA has the key."
+whose bytes GGUF:WRITE's :STREAM function gives while the file is written.  general.alignment is
+written (ALIGNMENT unless METADATA has the key), except with
+IMPLICIT-ALIGNMENT true, METADATA without the key and ALIGNMENT 32, GGUF's
+default: then the file has no such key, as llama.cpp writes the shards after
+a set's first."
   (let ((given (assoc "general.alignment" metadata :test #'string=)))
     (dolist (entry metadata)
       (destructuring-bind (key type value) entry
@@ -380,6 +383,7 @@ written: ALIGNMENT unless METADATA has the key."
 :u32, found ~S" (second given)))
     (%make-gguf-file
      :alignment (if given (third given) alignment)
+     :implicit-alignment (and implicit-alignment (not given) (eql alignment 32))
      :metadata (copy-list metadata)
      :tensors
      (loop for (name data . options) in tensors

@@ -328,12 +328,14 @@ overflows it (quantized data validation failed, as llama-quantize)"
 general.quantization_version and general.file_type = FTYPE.  For shard
 SPLIT = (no count tensors) of a --keep-split output, llama-gguf-split's
 keys follow, and the shards after the first have only those (as
-llama-quantize writes them)."
+llama-quantize writes them; general.alignment first when F's is not 32)."
   (let ((split-keys (when split
                       (destructuring-bind (no count tensors) split
                         (gguf:split-metadata no count tensors :as :llama-quantize)))))
     (if (and split (plusp (first split)))
-        split-keys
+        (if (= 32 (gguf:alignment f))
+            split-keys
+            (cons (list "general.alignment" :u32 (gguf:alignment f)) split-keys))
         (append (remove-if (lambda (key)
                              (member key '("general.quantization_version" "general.file_type")
                                      :test #'string=))
@@ -361,6 +363,9 @@ plus PLAN's length (REPORT is called after each).  An error names the file
   (gguf:write
    out (gguf:make-file
         :metadata metadata :alignment alignment
+        ;; a later shard: llama-quantize writes its split keys alone
+        :implicit-alignment (not (find "general.file_type" metadata :key #'first
+                                                                   :test #'string=))
         :tensors (mapcar (lambda (p)
                            (list (planned-name p)
                                  (if (planned-copied-p p)

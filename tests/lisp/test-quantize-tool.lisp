@@ -621,8 +621,9 @@ llama-quantize's order (split.no, split.count, split.tensors.count)."
             (out (format nil "~A/q.gguf" dir)))
         (rontolisp:quantize-file first-shard out :keep-split t)
         (gguf:with-file (s (format nil "~A/q-00002-of-00002.gguf" dir))
+          ;; those three alone, as llama-quantize writes a later shard
           (is (equal '(("split.no" :u16 1) ("split.count" :u16 2) ("split.tensors.count" :i32 4))
-                     (subseq (gguf:metadata s) 0 3))))
+                     (gguf:metadata s))))
         (dolist (f (directory (format nil "~A/q*" dir))) (delete-file f))
         (gguf:with-file (s second-shard)
           (gguf:write out (gguf:make-file :metadata (gguf:split-metadata 0 2 4)
