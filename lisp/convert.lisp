@@ -736,9 +736,17 @@ DIR, and convert from it")))
                   (random (apply #'convert-random random out :seed seed :massive massive
                                                   :massive-ratio (or massive-ratio 20) options))
                   (t (apply #'convert-directory source out options)))))
-    (if encoder-only
-        (format t "~A: ~D tensors (encoder ~(~A~)~:[~;, outlier-aware~], no head)~%" out n type
-                outlier-aware)
-        (format t "~A: ~D tensors (encoder ~(~A~)~:[~;, outlier-aware~], head ~(~A~))~%" out n
-                type outlier-aware head-type))
+    (format t "~A: ~D tensors (encoder ~(~A~)~:[~;, outlier-aware~], ~A)~%" out n type
+            outlier-aware (written-head-description out head-type))
     0))
+
+(defun written-head-description (out head-type)
+  "How the summary line of `convert' names the head of the file OUT it
+wrote: the decision head or a Hugging Face classifier head, of HEAD-TYPE,
+or none (--encoder-only, or a Hugging Face model without a classifier)."
+  (gguf:with-file (f out)
+    (cond ((nth-value 2 (gguf:value f "modern-bert.decision.block_count"))
+           (format nil "decision head ~(~A~)" head-type))
+          ((find "cls.output.weight" (gguf:tensor-names f) :test #'string=)
+           (format nil "classifier head ~(~A~)" head-type))
+          (t "no head"))))

@@ -784,3 +784,24 @@ tensors were sorted and matched by a search of the expected list each:
          (large (hf-convert-seconds 1200))
          (ratio (/ large (max small 1/1000))))
     (is (< ratio 7) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))
+
+(test convert-summary-names-the-head-the-file-has
+  "The summary line names the head the written file holds: the decision
+head of a Laya model, a Hugging Face classifier, or none (--encoder-only,
+or a Hugging Face model without a head), never a head type for a file
+without one."
+  (let ((out (tmp-path "summary.gguf")))
+    (unwind-protect
+         (flet ((summary (&rest args)
+                  (multiple-value-bind (code stdout err) (run-exe (append (list "convert") args (list out)))
+                    (is (eql 0 code) "~A" err)
+                    stdout)))
+           (is (contains (summary "--random" "s1-pico") "decision head f32"))
+           (is (contains (summary "--random" "s1-pico" "--encoder-only") "no head)"))
+           (dolist (head '(:none :classifier))
+             (with-tmp-dir (dir)
+               (rontolisp:write-random-hf dir "s1-pico" :head head)
+               (let ((line (summary dir)))
+                 (is (contains line (if (eq head :none) "no head)" "classifier head f32"))
+                     "~S: ~A" head line)))))
+      (ignore-errors (delete-file out)))))
