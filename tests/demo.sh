@@ -30,8 +30,14 @@ echo "--- exit status $status (1: a form failed)"
 echo
 
 step "inspect a real llama.cpp vocab file and llama-quantize's Q8_0 output"
-$R inspect tests/golden/vocab/ggml-vocab-gpt-2.gguf --max-array 3 | head -20
-$R inspect tests/golden/q8_main.q8_0.gguf --max-array 3 | tail -20
+# Each file's own first lines (its name, header and first keys), then its
+# tensor totals, so the two never read as one.
+for f in tests/golden/vocab/ggml-vocab-gpt-2.gguf tests/golden/q8_main.q8_0.gguf; do
+  $R inspect $f --max-array 3 --no-tensors | head -12
+  echo "  ..."
+  $R inspect $f --tensors-only | tail -3
+  echo
+done
 
 step "convert a random s1-pico model to F16 and Q8_0 (rontolisp convert --random)"
 $R convert --random s1-pico build/demo-pico-f16.gguf
