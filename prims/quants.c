@@ -1,7 +1,8 @@
-/* quants.c - the table of llama.cpp's legacy and K-quant types and the
+/* quants.c - the table of llama.cpp's legacy, K-quant and IQ4 types and the
  * checked entry points over it (see quants.h).  The arithmetic is in
- * quant_legacy.c and quant_k.c; this file only checks arguments, picks the
- * kernel from the table, and looks at the scales the kernel wrote.
+ * quant_legacy.c, quant_k.c and quant_iq4.c; this file only checks
+ * arguments, picks the kernel from the table, and looks at the scales the
+ * kernel wrote.
  */
 #include "prims/quants.h"
 
@@ -16,7 +17,8 @@
 
 /* limit: levels times scales at their largest.  Q4_0 8 (level -8); Q4_1 15
  * levels + the offset 16; Q5_0 16; Q5_1 31 + 1; Q2_K 15 * 3; Q3_K 32 * 4;
- * Q4_K 63 * 15; Q5_K 63 * 31; Q6_K 128 * 32 (each times 65504). */
+ * Q4_K 63 * 15; Q5_K 63 * 31; Q6_K 128 * 32; IQ4_NL 127 (the largest
+ * level); IQ4_XS 32 * 127 (each times 65504). */
 
 static const rl_quant_traits rl_quant_table[] = {
     {RL_GGUF_GGML_Q4_0, "Q4_0", RL_QK_LEGACY, sizeof(rl_block_q4_0), rl_quantize_q4_0_ref,
@@ -37,6 +39,10 @@ static const rl_quant_traits rl_quant_table[] = {
      rl_dequantize_q5_K, {RL_F16_AT(rl_block_q5_K, d), RL_F16_AT(rl_block_q5_K, dmin)}, 1953 * RL_F16_MAX},
     {RL_GGUF_GGML_Q6_K, "Q6_K", RL_QK_K, sizeof(rl_block_q6_K), rl_quantize_q6_K_ref,
      rl_dequantize_q6_K, {RL_F16_AT(rl_block_q6_K, d), -1}, 4096 * RL_F16_MAX},
+    {RL_GGUF_GGML_IQ4_NL, "IQ4_NL", 32, sizeof(rl_block_iq4_nl), rl_quantize_iq4_nl_ref,
+     rl_dequantize_iq4_nl, {RL_F16_AT(rl_block_iq4_nl, d), -1}, 127 * RL_F16_MAX},
+    {RL_GGUF_GGML_IQ4_XS, "IQ4_XS", RL_QK_K, sizeof(rl_block_iq4_xs), rl_quantize_iq4_xs_ref,
+     rl_dequantize_iq4_xs, {RL_F16_AT(rl_block_iq4_xs, d), -1}, 4064 * RL_F16_MAX},
 };
 
 const rl_quant_traits *rl_quant_traits_of(uint32_t ggml_type) {

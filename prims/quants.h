@@ -1,14 +1,18 @@
-/* quants.h - llama.cpp's legacy (Q4_0, Q4_1, Q5_0, Q5_1) and K-quant (Q2_K,
- * Q3_K, Q4_K, Q5_K, Q6_K) formats: quantize and dequantize, bit for bit.
+/* quants.h - llama.cpp's legacy (Q4_0, Q4_1, Q5_0, Q5_1), K-quant (Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K) and IQ4 (IQ4_NL, IQ4_XS) formats: quantize and
+ * dequantize, bit for bit.
  *
  * Q8_0 lives apart (prims/q8.h): it has fast kernels and callers of its
  * own.  These types are what llama-quantize writes without an importance
  * matrix; the quantizers give the bytes ggml's quantize_row_*_ref gives (the
  * path ggml_quantize_chunk takes for them when imatrix is NULL) and the
- * dequantizers the floats ggml's dequantize_row_* gives.  The layouts and
+ * dequantizers the floats ggml's dequantize_row_* gives (IQ4: the
+ * no-weights path of quantize_iq4_nl / quantize_iq4_xs, which is not
+ * quantize_row_iq4_nl_ref).  The layouts and
  * the arithmetic, in our words, are in doc/formats.md (§3 legacy quants,
- * §4 K-quants, §5 refusals).  The families' code is in quant_legacy.c and
- * quant_k.c; the table and the checked entry points in quants.c.
+ * §4 K-quants, §4a IQ4, §5 refusals).  The families' code is in
+ * quant_legacy.c, quant_k.c and quant_iq4.c; the table and the checked entry
+ * points in quants.c.
  *
  * Plain C, no ECL, no allocation; safe to call from any thread.  Block data
  * may sit at any even address (every block here is an even number of bytes
@@ -76,6 +80,18 @@ typedef struct rl_block_q6_K {
     uint16_t d;
 } rl_block_q6_K;
 
+/* IQ4 blocks: 4-bit indices into a fixed table of 16 non-linear levels. */
+typedef struct rl_block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[16]; /* value j in the low nibble of qs[j], j+16 in the high */
+} rl_block_iq4_nl;
+typedef struct rl_block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;             /* top two bits of the 8 sub-block scales */
+    uint8_t scales_l[RL_QK_K / 64]; /* their low nibbles, two per byte */
+    uint8_t qs[RL_QK_K / 2];       /* 16 bytes per 32-value sub-block, as IQ4_NL */
+} rl_block_iq4_xs;
+
 /* The sizes gguf/types.c's table gives (tests/c/test_quants.c checks that
  * they agree); no padding anywhere. */
 _Static_assert(sizeof(rl_block_q4_0) == 2 + 16, "Q4_0 block is 18 bytes");
@@ -87,6 +103,8 @@ _Static_assert(sizeof(rl_block_q3_K) == 32 + 64 + 12 + 2, "Q3_K block is 110 byt
 _Static_assert(sizeof(rl_block_q4_K) == 4 + 12 + 128, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(rl_block_q5_K) == 4 + 12 + 32 + 128, "Q5_K block is 176 bytes");
 _Static_assert(sizeof(rl_block_q6_K) == 128 + 64 + 16 + 2, "Q6_K block is 210 bytes");
+_Static_assert(sizeof(rl_block_iq4_nl) == 2 + 16, "IQ4_NL block is 18 bytes");
+_Static_assert(sizeof(rl_block_iq4_xs) == 2 + 2 + 4 + 128, "IQ4_XS block is 136 bytes");
 
 /* The per-block reference kernels.  x: nb * block values; y: nb blocks.
  * No checks: the callers (rl_quantize, rl_dequantize) make them. */
@@ -109,6 +127,11 @@ void rl_dequantize_q3_K(const void *x, float *y, size_t nb);
 void rl_dequantize_q4_K(const void *x, float *y, size_t nb);
 void rl_dequantize_q5_K(const void *x, float *y, size_t nb);
 void rl_dequantize_q6_K(const void *x, float *y, size_t nb);
+
+void rl_quantize_iq4_nl_ref(const float *x, void *y, size_t nb);
+void rl_quantize_iq4_xs_ref(const float *x, void *y, size_t nb);
+void rl_dequantize_iq4_nl(const void *x, float *y, size_t nb);
+void rl_dequantize_iq4_xs(const void *x, float *y, size_t nb);
 
 /* One entry per type this file supports, filled once (quants.c). */
 typedef struct rl_quant_traits {

@@ -1,4 +1,4 @@
-/* test_quants.c - the legacy and K-quant kernels (prims/quants.h).
+/* test_quants.c - the legacy, K-quant and IQ4 kernels (prims/quants.h).
  *
  * Without any library: the type table agrees with gguf/types.c; the checked
  * entry points refuse what they promise to (bad type, length, NULL data,
@@ -34,7 +34,7 @@
 static const uint32_t types[] = {
     RL_GGUF_GGML_Q4_0, RL_GGUF_GGML_Q4_1, RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q5_1,
     RL_GGUF_GGML_Q2_K, RL_GGUF_GGML_Q3_K, RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q5_K,
-    RL_GGUF_GGML_Q6_K,
+    RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_IQ4_XS,
 };
 #define N_TYPES (sizeof types / sizeof types[0])
 
@@ -155,7 +155,7 @@ static void test_refusals(void) {
     size_t where = 12345;
     float f[32];
     CHECK(rl_quantize(RL_GGUF_GGML_Q8_0, x, 32, y, &where) == RL_QUANT_BADTYPE);
-    CHECK(rl_dequantize(RL_GGUF_GGML_IQ4_NL, y, 32, f) == RL_QUANT_BADTYPE);
+    CHECK(rl_dequantize(RL_GGUF_GGML_IQ2_XXS, y, 256, f) == RL_QUANT_BADTYPE);
     CHECK(rl_quantize(RL_GGUF_GGML_Q4_K, x, 128, y, &where) == RL_QUANT_BADLEN);
     CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 33, y, &where) == RL_QUANT_BADLEN);
     CHECK(rl_dequantize(RL_GGUF_GGML_Q6_K, y, 255, f) == RL_QUANT_BADLEN);
@@ -231,6 +231,9 @@ static double block_bound(uint32_t type, float lo, float hi) {
     case RL_GGUF_GGML_Q3_K: return amax / 4 * 1.5;
     case RL_GGUF_GGML_Q4_K: return amax * 2 / 15 * 1.5;
     case RL_GGUF_GGML_Q5_K: return amax * 2 / 31 * 1.5;
+    /* IQ4: the widest gap between levels is 24 of 127 (-127 to -104) */
+    case RL_GGUF_GGML_IQ4_NL: return amax * 12 / 127 * 1.5;
+    case RL_GGUF_GGML_IQ4_XS: return amax * 12 / 127 * 1.5;
     default: return amax / 32 * 1.5; /* Q6_K */
     }
 }
