@@ -7,6 +7,7 @@
 #include "gguf/gguf.h"
 #include "gguf/numfmt.h"
 #include "prims/ecl/arrays.h"
+#include "prims/quants.h"
 #include "prims/ecl/glue.h"
 
 /* ECL_UNWIND_PROTECT's own frame variable draws this warning; nothing of
@@ -254,6 +255,40 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
     ecl_return1(ecl_process_env(), dest);
 }
 
+/* (%gguf-dequantize-tensor handle index dest): the values of a tensor of a
+ * type prims/quants.h dequantizes (Q4_0 .. Q6_K, IQ4_NL, IQ4_XS), as
+ * ggml's dequantize_row_* gives them (doc/formats.md §3-§4a), into DEST, a
+ * simple single-float array with exactly the tensor's element count.  An
+ * infinite scale in the file gives infinities and NaNs, as in ggml: the
+ * floating-point traps are held while the kernel runs. */
+static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl_object dest) {
+    static const char fn[] = "%GGUF-DEQUANTIZE-TENSOR";
+    rl_gguf_file *f = rl_gguf_pin(fn, h);
+    uint64_t i = rl_tensor_index_arg(fn, h, f, index);
+    const rl_quant_traits *t = rl_quant_traits_of(rl_gguf_tensor_type(f, i));
+    if (!t) {
+        uint32_t type = rl_gguf_tensor_type(f, i);
+        rl_unpin(h);
+        rl_signal(RL_C_ERROR, "%s: tensor %llu: expected a type it dequantizes, found %s", fn,
+                  (unsigned long long)i, rl_gguf_ggml_type_name(type));
+    }
+    /* the reader checked nbytes = element count / block * block bytes */
+    uint64_t n = rl_gguf_tensor_nbytes(f, i) / t->bytes * t->block;
+    cl_index m = 0;
+    float *y = rl_simple_data(dest, ecl_aet_sf, &m);
+    if (!y || (uint64_t)m != n) {
+        rl_unpin(h);
+        rl_type_error(fn, 3, dest, RL_T_ARRAY);
+    }
+    {
+        RL_FP_HOLD();
+        t->dequantize(rl_gguf_tensor_data(f, i), y, (size_t)(n / t->block));
+        RL_FP_RELEASE();
+    }
+    rl_unpin(h);
+    ecl_return1(ecl_process_env(), dest);
+}
+
 /* A view's pin outlives every primitive call: the vector reads the mapping
  * directly, so the pin goes only when the vector is garbage, and a
  * gguf:close before that leaves the bytes mapped instead of pulling them
@@ -310,6 +345,13 @@ static cl_object rl_prim_ggml_type(cl_object id) {
                rl_gguf_ggml_type_known(t) ? ECL_T : ECL_NIL);
 }
 
+/* (%dequantizable-type-p id) -> T when prims/quants.h quantizes and
+ * dequantizes ggml type ID, else NIL. */
+static cl_object rl_prim_dequantizable_type_p(cl_object id) {
+    uint32_t t = (uint32_t)rl_arg_fixnum("%DEQUANTIZABLE-TYPE-P", 1, id, 0, 0xffffffffL);
+    ecl_return1(ecl_process_env(), rl_quant_traits_of(t) ? ECL_T : ECL_NIL);
+}
+
 /* The names of the ids 0 .. count-1 of a C table, as keywords. */
 static cl_object rl_name_keywords(const char *(*name)(uint32_t), uint32_t count) {
     cl_object out = ECL_NIL;
@@ -338,6 +380,7 @@ static cl_object rl_prim_format_tables(void) {
 static const rl_prim_def rl_format_defs[] = {
     RL_PRIM("%FORMAT-TABLES", rl_prim_format_tables, 0),
     RL_PRIM("%GGML-TYPE", rl_prim_ggml_type, 1),
+    RL_PRIM("%DEQUANTIZABLE-TYPE-P", rl_prim_dequantizable_type_p, 1),
 };
 RL_PRIM_TABLE(rl_format_prims, "RONTOLISP", rl_format_defs);
 
@@ -349,5 +392,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%GGUF-TENSORS", rl_prim_gguf_tensors, 1),
     RL_PRIM("%GGUF-COPY-TENSOR", rl_prim_gguf_copy_tensor, 3),
     RL_PRIM("%GGUF-TENSOR-OCTETS", rl_prim_gguf_tensor_octets, 2),
+    RL_PRIM("%GGUF-DEQUANTIZE-TENSOR", rl_prim_gguf_dequantize_tensor, 3),
 };
 RL_PRIM_TABLE(rl_gguf_read_prims, "GGUF", rl_defs);

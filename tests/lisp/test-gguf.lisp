@@ -270,16 +270,110 @@ written as an infinity: refused, naming the key."
     (signals gguf:gguf-error (raw 16 "Q8_0" nil))))
 
 (test gguf-unsupported-tensor-type-signals
-  (let ((path (tmp-path "q4k.gguf")))
+  (let ((path (tmp-path "iq2.gguf")))
     (gguf:write path (gguf:make-file
-                      :tensors `(("q" ,(make-array 144 :element-type '(unsigned-byte 8))
-                                      :type "Q4_K" :dims (256)))))
+                      :tensors `(("q" ,(make-array 66 :element-type '(unsigned-byte 8))
+                                      :type "IQ2_XXS" :dims (256)))))
     (gguf:with-file (f path)
-      (is (string= "Q4_K" (gguf:tensor-info-type (gguf:tensor-info f "q"))))
-      (signals gguf:gguf-error (gguf:tensor f "q"))
-      (is (= 144 (length (gguf:tensor-octets f "q")))))
+      (is (string= "IQ2_XXS" (gguf:tensor-info-type (gguf:tensor-info f "q"))))
+      (let ((e (handler-case (progn (gguf:tensor f "q") nil) (gguf:gguf-error (e) e))))
+        (is (typep e 'gguf:gguf-error))
+        (is (search "found IQ2_XXS" (princ-to-string e))))
+      (is (= 66 (length (gguf:tensor-octets f "q")))))
     (delete-file path))
   (is (string= "other 999" (gguf:type-name 999))))
+
+;;; The dequantized types.  The expected values are computed here from
+;;; doc/formats.md §3 and §4 (the C kernels are held to ggml's by
+;;; tests/c/test_quants.c); these tests pin the glue: element order, shape,
+;;; the single-float result, and every listed type answering.
+
+(defun random-octets (n)
+  (let ((v (make-array n :element-type '(unsigned-byte 8))))
+    (dotimes (i n v) (setf (aref v i) (random 256)))))
+
+(defun set-f16 (v at value)
+  "Store VALUE as little-endian binary16 at byte AT of V; answers its f32."
+  (let ((bits (rontolisp:f16-bits value)))
+    (setf (aref v at) (ldb (byte 8 0) bits) (aref v (1+ at)) (ldb (byte 8 8) bits))
+    (rontolisp:f16-value bits)))
+
+(defun q4-0-reference (v nblocks)
+  "doc/formats.md §3: (q - 8) * d, value j in the low nibble of qs[j], j+16 high."
+  (let ((out (make-array (* 32 nblocks) :element-type 'single-float)))
+    (dotimes (b nblocks out)
+      (let* ((base (* b 18))
+             (d (rontolisp:f16-value (logior (aref v base) (ash (aref v (1+ base)) 8)))))
+        (dotimes (j 16)
+          (let ((byte (aref v (+ base 2 j))))
+            (setf (aref out (+ (* 32 b) j)) (* (float (- (ldb (byte 4 0) byte) 8) 1.0) d)
+                  (aref out (+ (* 32 b) j 16)) (* (float (- (ldb (byte 4 4) byte) 8) 1.0) d))))))))
+
+(defun q4-k-reference (v)
+  "doc/formats.md §4 for one Q4_K super-block: (d*sc)*q - (dmin*m)."
+  (flet ((f16-at (at) (rontolisp:f16-value (logior (aref v at) (ash (aref v (1+ at)) 8))))
+         (s (k) (aref v (+ 4 k))))
+    (let ((d (f16-at 0)) (dmin (f16-at 2))
+          (out (make-array 256 :element-type 'single-float)))
+      (dotimes (i 256 out)
+        (multiple-value-bind (g r) (floor i 64)
+          (multiple-value-bind (h l) (floor r 32)
+            (let* ((j (+ (* 2 g) h))
+                   (sc (if (< j 4) (ldb (byte 6 0) (s j))
+                           (logior (ldb (byte 4 0) (s (+ j 4))) (ash (ldb (byte 2 6) (s (- j 4))) 4))))
+                   (m (if (< j 4) (ldb (byte 6 0) (s (+ j 4)))
+                          (logior (ldb (byte 4 4) (s (+ j 4))) (ash (ldb (byte 2 6) (s j)) 4))))
+                   (byte (aref v (+ 16 (* 32 g) l)))
+                   (q (if (zerop h) (ldb (byte 4 0) byte) (ldb (byte 4 4) byte))))
+              (setf (aref out i) (- (* (* d (float sc 1.0)) (float q 1.0))
+                                    (* dmin (float m 1.0)))))))))))
+
+(test gguf-tensor-dequantizes-q4-0-and-q4-k
+  (let* ((path (tmp-path "dequant.gguf"))
+         (*random-state* (make-random-state 25)) ; ECL seeds a state from an integer
+         (q40 (random-octets (* 18 6)))
+         (q4k (random-octets 144)))
+    (dotimes (b 6) (set-f16 q40 (* 18 b) (- (random 2.0) 1.0)))
+    (set-f16 q4k 0 0.0123) (set-f16 q4k 2 0.0031)
+    (gguf:write path (gguf:make-file
+                      :tensors `(("a" ,q40 :type "Q4_0" :dims (64 3))
+                                 ("k" ,q4k :type "Q4_K" :dims (256)))))
+    (gguf:with-file (f path)
+      (let ((a (gguf:tensor f "a")) (k (gguf:tensor f "k"))
+            (ra (q4-0-reference q40 6)) (rk (q4-k-reference q4k)))
+        (is (typep a '(simple-array single-float (3 64))))
+        (is (typep k '(simple-array single-float (256))))
+        (is (loop for i below 192 always (= (row-major-aref a i) (aref ra i)))
+            "Q4_0 differs from doc/formats.md §3")
+        (is (every #'= k rk) "Q4_K differs from doc/formats.md §4")))
+    (delete-file path)))
+
+(test gguf-tensor-dequantizes-every-listed-type
+  (let ((path (tmp-path "dequant-all.gguf"))
+        (names '("Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K"
+                 "IQ4_NL" "IQ4_XS")))
+    ;; zero bytes: every scale 0, so every value is 0 (-0 for the types
+    ;; whose min is subtracted)
+    (gguf:write path (gguf:make-file
+                      :tensors (loop for name in names
+                                     for id = (loop for i below 64
+                                                    when (equal name (rontolisp::%ggml-type i))
+                                                      return i)
+                                     collect (multiple-value-bind (nm block bytes)
+                                                 (rontolisp::%ggml-type id)
+                                               (declare (ignore nm))
+                                               (list name (make-array (* 2 bytes) :element-type '(unsigned-byte 8)
+                                                                       :initial-element 0)
+                                                     :type id :dims (list block 2))))))
+    (gguf:with-file (f path)
+      (dolist (name names)
+        (let ((x (gguf:tensor f name))
+              (block (second (multiple-value-list
+                              (rontolisp::%ggml-type (gguf:tensor-info-type-id (gguf:tensor-info f name)))))))
+          (is (typep x `(simple-array single-float (2 ,block))) "~A: ~S" name (type-of x))
+          (is (every #'zerop (make-array (* 2 block) :element-type 'single-float :displaced-to x))
+              "~A: a zero block is not all zeros" name))))
+    (delete-file path)))
 
 (test gguf-writer-leaves-no-file-on-failure
   (let ((path "/nonexistent-dir/out.gguf"))

@@ -94,6 +94,62 @@ cosine ~,10F~%" type rel cos)
                                              (t data))
                                   :dims (gguf:tensor-info-dims info))))))
 
+;;; Types the encoder reads dequantized (gguf:tensor answers their values as
+;;; single-float arrays): byte patterns of each, their scales set so that
+;;; the weights stay small, and where that scale sits in the block.
+(defparameter *dequantized-weight-types*
+  '(("Q4_K" 144 (0 2e-4) (2 1e-4)) ("Q6_K" 210 (208 1e-4)) ("Q2_K" 84 (80 5e-3) (82 1e-3))
+    ("IQ4_XS" 136 (0 1e-4)) ("Q5_0" 22 (0 1e-2)))
+  "(type block-bytes (f16-offset scale)...) for MODEL-RUNS-DEQUANTIZED-WEIGHT-TYPES.")
+
+(defun random-blocks (type-entry nbytes state)
+  "NBYTES of random blocks of TYPE-ENTRY (see *DEQUANTIZED-WEIGHT-TYPES*)."
+  (destructuring-bind (name block-bytes &rest scales) type-entry
+    (declare (ignore name))
+    (let ((v (make-array nbytes :element-type '(unsigned-byte 8))))
+      (dotimes (i nbytes) (setf (aref v i) (random 256 state)))
+      (loop for at from 0 below nbytes by block-bytes
+            do (loop for (off scale) in scales
+                     for bits = (rontolisp:f16-bits scale)
+                     do (setf (aref v (+ at off)) (ldb (byte 8 0) bits)
+                              (aref v (+ at off 1)) (ldb (byte 8 8) bits))))
+      v)))
+
+(test model-runs-dequantized-weight-types
+  "An encoder whose matrices are K-quants, IQ4_XS and Q5_0 loads, and
+encodes exactly as the file with those matrices dequantized to F32."
+  (let* ((f32 (gguf:read (encoder-file "s1-micro" :f32)))
+         (state (make-random-state 25)) ; ECL seeds a state from an integer
+         (path (tmp-path "dequantized-types.gguf"))
+         (k 0)
+         (used '()))
+    (gguf:write
+     path
+     (gguf:make-file
+      :metadata (remove "general.alignment" (gguf:metadata f32) :key #'first :test #'string=)
+      :tensors (loop for info in (gguf:tensor-infos f32)
+                     for name = (gguf:tensor-info-name info)
+                     for dims = (gguf:tensor-info-dims info)
+                     collect (if (and (= 2 (length dims)) (zerop (mod (first dims) 256)))
+                                 (let* ((entry (nth (mod (incf k) (length *dequantized-weight-types*))
+                                                    *dequantized-weight-types*))
+                                        (block (if (string= (first entry) "Q5_0") 32 256))
+                                        (nbytes (* (/ (* (first dims) (second dims)) block)
+                                                   (second entry))))
+                                   (pushnew (first entry) used :test #'string=)
+                                   (list name (random-blocks entry nbytes state)
+                                         :type (first entry) :dims dims))
+                                 (list name (gguf:tensor f32 name) :dims dims)))))
+    (gguf:close f32)
+    (is (= (length *dequantized-weight-types*) (length used)) "types used: ~S" used)
+    (let* ((ids (token-sequence 33 :vocab 4096))
+           (ours (model:encode (model:load path) ids))
+           (reference (model:encode (model:load (dequantized-file path)) ids)))
+      (is (every #'realp (make-array (array-total-size ours) :displaced-to ours
+                                                             :element-type 'single-float)))
+      (is (equalp ours reference) "the encoder on the quantized file differs from the F32 copy"))
+    (delete-file path)))
+
 (test model-q8x2-closer-to-f32-than-q8
   ;; Against the same weights dequantized, only the activations' rounding
   ;; is left: Q8x2 keeps about 15 bits of them, Q8 about 8.

@@ -1,0 +1,488 @@
+/* test_quants.c - the legacy, K-quant and IQ4 kernels (prims/quants.h).
+ *
+ * Without any library: the type table agrees with gguf/types.c; the checked
+ * entry points refuse what they promise to (bad type, length, NULL data,
+ * NaN and infinity with the first index, a binary16 scale that overflows);
+ * dequantize(quantize(x)) stays within each type's error bound; Q4_0 and
+ * Q5_0 blocks survive a second round trip unchanged (their scale is the
+ * largest value over a power of two, so it comes back exactly).
+ *
+ * Against llama.cpp v0.5.0's libggml-base.so (tests/fetch-llama-lib.sh puts
+ * it in build/cache/llama/; RL_LLAMA_LIB overrides the path; without it
+ * these parts say SKIP, and fail under CI=true): for every type, rows of
+ * many kinds of data are quantized by rl_quantize and by
+ * ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, NULL) -- the
+ * path llama-quantize takes without an importance matrix -- and every byte
+ * is compared; ggml's bytes, and random blocks, are dequantized by ours and
+ * by ggml's to_float and every float is compared bit for bit.  Run from the
+ * repository root.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "gguf/numfmt.h"
+#include "prims/quants.h"
+#include "tests/c/check.h"
+#include "tests/c/testutil.h"
+
+#define DEFAULT_LIB "build/cache/llama/libggml-base.so"
+
+static const uint32_t types[] = {
+    RL_GGUF_GGML_Q4_0, RL_GGUF_GGML_Q4_1, RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q5_1,
+    RL_GGUF_GGML_Q2_K, RL_GGUF_GGML_Q3_K, RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q5_K,
+    RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_IQ4_XS,
+};
+#define N_TYPES (sizeof types / sizeof types[0])
+
+/* ------------------------------------------------------------ the data */
+
+#define ROW 1024 /* values per row: 4 super-blocks, 32 legacy blocks */
+
+enum {
+    K_GAUSS, K_HEAVY, K_OUTLIER_COLS, K_ZERO_BLOCKS, K_TINY, K_HUGE, K_SUBNORMAL,
+    K_SAME, K_PLUSMINUS, K_POSITIVE, K_GRID, K_SPARSE, K_MIXED, K_COUNT
+};
+static const char *const kind_name[K_COUNT] = {
+    "gaussian", "heavy-tailed", "outlier columns", "all-zero blocks", "tiny",
+    "huge", "subnormal", "one value", "+-one value", "all positive", "grid (ties)",
+    "sparse", "mixed per block"};
+
+static float from_bits(uint32_t u) { return rl_gguf_f32_from_bits(u); }
+
+/* 32 values of kind k (every kind but K_MIXED) at scale 2^e. */
+static void gen32(float *x, int k, int e, int col0) {
+    float c;
+    switch (k) {
+    case K_GAUSS:
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf(rnd_gauss(), e);
+        break;
+    case K_HEAVY: /* gaussian over uniform: a Cauchy-like tail */
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf(rnd_gauss() / (float)(rnd_unit() + 0.02), e);
+        break;
+    case K_OUTLIER_COLS: /* columns 7, 100, 513 are 50x the rest, as in LLM weights */
+        for (int j = 0; j < 32; j++) {
+            int col = col0 + j;
+            x[j] = ldexpf(rnd_gauss(), e) * (col == 7 || col == 100 || col == 513 ? 50.f : 1.f);
+        }
+        break;
+    case K_ZERO_BLOCKS:
+        for (int j = 0; j < 32; j++)
+            x[j] = (rnd() & 1) ? -0.0f : 0.0f;
+        break;
+    case K_TINY: /* near and below the K-quants' 1e-15 cut, and tiny normals */
+        e = rnd_int(-60, -40) - (rnd() & 1 ? 60 : 0);
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf(rnd_gauss(), e);
+        break;
+    case K_HUGE: /* scales near what binary16 holds */
+        e = rnd_int(8, 13);
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf(rnd_gauss(), e);
+        break;
+    case K_SUBNORMAL:
+        for (int j = 0; j < 32; j++)
+            x[j] = (rnd() & 3) ? from_bits((uint32_t)rnd() & 0x807fffffu)
+                               : ldexpf(rnd_gauss(), -130);
+        break;
+    case K_SAME:
+        c = ldexpf(rnd_gauss(), e);
+        for (int j = 0; j < 32; j++)
+            x[j] = c;
+        break;
+    case K_PLUSMINUS:
+        c = ldexpf(rnd_gauss(), e);
+        for (int j = 0; j < 32; j++)
+            x[j] = (rnd() & 1) ? c : -c;
+        break;
+    case K_POSITIVE:
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf(fabsf(rnd_gauss()) + 0.5f, e);
+        break;
+    case K_GRID: /* small integers and halves: exact ties for the roundings */
+        for (int j = 0; j < 32; j++)
+            x[j] = ldexpf((float)rnd_int(-16, 16) * 0.5f, e);
+        break;
+    default: /* K_SPARSE */
+        for (int j = 0; j < 32; j++)
+            x[j] = (rnd() % 16) ? 0.0f : ldexpf(rnd_gauss(), e);
+        break;
+    }
+}
+
+/* A row of kind k at scales 2^elo..2^ehi. */
+static void gen_row(float *x, int k, int elo, int ehi) {
+    int e = rnd_int(elo, ehi);
+    for (int b = 0; b < ROW / 32; b++) {
+        int kb = k;
+        if (k == K_MIXED) {
+            kb = rnd_int(0, K_MIXED - 1);
+            e = rnd_int(elo, ehi);
+        }
+        gen32(x + 32 * b, kb, e, 32 * b);
+    }
+}
+
+/* ------------------------------------------------ table and entry points */
+
+static void test_table(void) {
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const rl_quant_traits *q = rl_quant_traits_of(types[t]);
+        CHECK(q != NULL);
+        if (!q)
+            continue;
+        CHECK_MSG(q->block == rl_gguf_ggml_block_size(types[t]) &&
+                      q->bytes == rl_gguf_ggml_block_bytes(types[t]) &&
+                      strcmp(q->name, rl_gguf_ggml_type_name(types[t])) == 0,
+                  "%s: block %u bytes %u, gguf's table says %u, %u", q->name, q->block,
+                  q->bytes, rl_gguf_ggml_block_size(types[t]), rl_gguf_ggml_block_bytes(types[t]));
+    }
+    CHECK(rl_quant_traits_of(RL_GGUF_GGML_Q8_0) == NULL); /* prims/q8.h's */
+    CHECK(rl_quant_traits_of(RL_GGUF_GGML_F32) == NULL);
+    CHECK(rl_quant_traits_of(9999) == NULL);
+    CHECK(rl_quant_bytes(RL_GGUF_GGML_Q4_K, 512) == 288);
+    CHECK(rl_quant_bytes(RL_GGUF_GGML_IQ2_XXS, 256) == 0);
+}
+
+static void test_refusals(void) {
+    static float x[ROW];
+    static unsigned char y[ROW * 2];
+    size_t where = 12345;
+    float f[32];
+    CHECK(rl_quantize(RL_GGUF_GGML_Q8_0, x, 32, y, &where) == RL_QUANT_BADTYPE);
+    CHECK(rl_dequantize(RL_GGUF_GGML_IQ2_XXS, y, 256, f) == RL_QUANT_BADTYPE);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_K, x, 128, y, &where) == RL_QUANT_BADLEN);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 33, y, &where) == RL_QUANT_BADLEN);
+    CHECK(rl_dequantize(RL_GGUF_GGML_Q6_K, y, 255, f) == RL_QUANT_BADLEN);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 32, y, &where) == RL_QUANT_BADARG);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 32, NULL, &where) == RL_QUANT_BADARG);
+    CHECK(rl_dequantize(RL_GGUF_GGML_Q4_0, NULL, 32, f) == RL_QUANT_BADARG);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 0, NULL, &where) == RL_QUANT_OK);
+    CHECK(strcmp(rl_quant_status_name(RL_QUANT_OVERFLOW), "scale-overflow") == 0);
+    CHECK(strcmp(rl_quant_status_name(RL_QUANT_NONFINITE), "non-finite") == 0);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const rl_quant_traits *q = rl_quant_traits_of(types[t]);
+        /* the first non-finite value is named, wherever it is */
+        for (int j = 0; j < ROW; j++)
+            x[j] = (float)(j % 7) - 3.f;
+        x[700] = NAN;
+        x[900] = INFINITY;
+        memset(y, 0xa5, sizeof y);
+        where = 0;
+        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE &&
+                      where == 700,
+                  "%s: NaN at 700 not reported (where %zu)", q->name, where);
+        CHECK_MSG(y[0] == 0xa5, "%s: wrote before refusing a NaN", q->name);
+        x[700] = 0;
+        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE && where == 900);
+        x[900] = -INFINITY;
+        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE && where == 900);
+        x[900] = 0;
+        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_OK, "%s: ordinary row",
+                  q->name);
+        /* beyond the limit (3e38, and the next float above it), in the
+         * third block and again in the fourth: the third is named */
+        float big[2] = {3e38f, nextafterf(q->limit, INFINITY)};
+        for (int b = 0; b < 2; b++) {
+            x[2 * q->block + 5] = big[b];
+            x[3 * q->block + 1] = -big[b];
+            where = 0;
+            CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_OVERFLOW &&
+                          where == 2,
+                      "%s: %g not refused at block 2 (where %zu)", q->name, big[b], where);
+            x[3 * q->block + 1] = 0;
+        }
+        /* at the limit: accepted, or its scale rounds up to infinity and
+         * that is refused at the same block */
+        for (int sign = -1; sign <= 1; sign += 2) {
+            x[2 * q->block + 5] = (float)sign * q->limit;
+            rl_quant_status st = rl_quantize(types[t], x, ROW, y, &where);
+            CHECK_MSG(st == RL_QUANT_OK || (st == RL_QUANT_OVERFLOW && where == 2),
+                      "%s: %g gives %s at block %zu", q->name, x[2 * q->block + 5],
+                      rl_quant_status_name(st), where);
+        }
+    }
+}
+
+/* ------------------------------------------------------- properties */
+
+/* The largest |x - dequantized| a block may show.  Legacy: the quant is
+ * round((x - m)/d) (truncation of +0.5) capped at the top level, so the
+ * error is at most half a step, and one step at the capped top; the f16
+ * rounding of d (relative 2^-11, times at most 31 levels) and of m add a
+ * little, bounded here by a further 2% of a step plus |m| * 2^-11.
+ * K-quants: the scales are searched, so no closed bound; each value is
+ * within the (sub-)block's range of the largest |x| of its super-block
+ * over the type's number of levels, times a margin of 1.5 for scale
+ * quantization (6 or 8 bits) and the min being clamped at 0. */
+static double block_bound(uint32_t type, float lo, float hi) {
+    double amax = fmax(fabs(lo), fabs(hi));
+    switch (type) {
+    case RL_GGUF_GGML_Q4_0: return amax / 8 * 1.02 + 1e-45;
+    case RL_GGUF_GGML_Q5_0: return amax / 16 * 1.02 + 1e-45;
+    case RL_GGUF_GGML_Q4_1: return (hi - lo) / 15 * 1.02 + fabs(lo) / 2048 + 1e-45;
+    case RL_GGUF_GGML_Q5_1: return (hi - lo) / 31 * 1.02 + fabs(lo) / 2048 + 1e-45;
+    case RL_GGUF_GGML_Q2_K: return amax * 2 / 3 * 1.5;
+    case RL_GGUF_GGML_Q3_K: return amax / 4 * 1.5;
+    case RL_GGUF_GGML_Q4_K: return amax * 2 / 15 * 1.5;
+    case RL_GGUF_GGML_Q5_K: return amax * 2 / 31 * 1.5;
+    /* IQ4: the widest gap between levels is 24 of 127 (-127 to -104) */
+    case RL_GGUF_GGML_IQ4_NL: return amax * 12 / 127 * 1.5;
+    case RL_GGUF_GGML_IQ4_XS: return amax * 12 / 127 * 1.5;
+    default: return amax / 32 * 1.5; /* Q6_K */
+    }
+}
+
+/* Round trip error within the bound, on rows whose scales are ordinary
+ * normals (f16 subnormal or zero scales lose everything by design); the
+ * RMS error of gaussian rows is reported. */
+static void test_round_trip(void) {
+    enum { NROWS = 400 };
+    float *x = malloc(sizeof(float) * ROW), *z = malloc(sizeof(float) * ROW);
+    unsigned char *q = malloc(ROW * 2), *q2 = malloc(ROW * 2);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const rl_quant_traits *tr = rl_quant_traits_of(types[t]);
+        long bad = 0, blocks = 0, skipped = 0, unstable = 0, stable_tried = 0;
+        double se = 0, sx = 0;
+        for (int r = 0; r < NROWS; r++) {
+            int k = r % 3 == 0 ? K_GAUSS : r % 3 == 1 ? K_HEAVY : K_OUTLIER_COLS;
+            gen_row(x, k, 0, 8); /* scales mostly binary16 normals */
+            if (rl_quantize(types[t], x, ROW, q, NULL) != RL_QUANT_OK ||
+                rl_dequantize(types[t], q, ROW, z) != RL_QUANT_OK) {
+                bad++;
+                continue;
+            }
+            for (size_t b = 0; b < ROW / tr->block; b++) {
+                const float *xb = x + b * tr->block, *zb = z + b * tr->block;
+                float lo = xb[0], hi = xb[0];
+                for (size_t j = 1; j < tr->block; j++) {
+                    lo = fminf(lo, xb[j]);
+                    hi = fmaxf(hi, xb[j]);
+                }
+                /* a binary16 subnormal scale keeps a bit or two: no bound */
+                int subnormal = 0;
+                for (int k = 0; k < 2; k++) {
+                    uint16_t h;
+                    if (tr->f16_at[k] < 0)
+                        continue;
+                    memcpy(&h, q + b * tr->bytes + tr->f16_at[k], 2);
+                    subnormal |= (h & 0x7c00) == 0 && (h & 0x3ff) != 0;
+                }
+                if (subnormal) {
+                    skipped++;
+                    continue;
+                }
+                double bound = block_bound(types[t], lo, hi);
+                blocks++;
+                for (size_t j = 0; j < tr->block; j++) {
+                    double err = fabs((double)xb[j] - zb[j]);
+                    if (k == K_GAUSS) {
+                        se += err * err;
+                        sx += (double)xb[j] * xb[j];
+                    }
+                    if (!(err <= bound)) {
+                        if (bad < 3)
+                            fprintf(stderr, "%s row %d block %zu value %zu: %g -> %g, bound %g\n",
+                                    tr->name, r, b, j, xb[j], zb[j], bound);
+                        bad++;
+                    }
+                }
+            }
+            /* Q4_0/Q5_0: quantize(dequantize(q)) == q */
+            if (types[t] == RL_GGUF_GGML_Q4_0 || types[t] == RL_GGUF_GGML_Q5_0) {
+                rl_quantize(types[t], z, ROW, q2, NULL);
+                for (size_t b = 0; b < ROW / tr->block; b++) {
+                    stable_tried++;
+                    if (memcmp(q + b * tr->bytes, q2 + b * tr->bytes, tr->bytes))
+                        unstable++;
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "%s: %ld values outside the round-trip bound", tr->name, bad);
+        CHECK_MSG(unstable == 0, "%s: %ld of %ld blocks changed on a second round trip",
+                  tr->name, unstable, stable_tried);
+        CHECK_MSG(blocks > 4 * skipped, "%s: only %ld blocks with normal scales", tr->name,
+                  blocks);
+        fprintf(stderr,
+                "%s: %ld blocks within bound (%ld with a subnormal binary16 scale not bounded), "
+                "gaussian relative RMS error %.4f%s\n",
+                tr->name, blocks, skipped, sqrt(se / sx),
+                stable_tried ? ", second round trip identical" : "");
+    }
+    free(x);
+    free(z);
+    free(q);
+    free(q2);
+}
+
+/* --------------------------------------------------- against llama.cpp */
+
+struct ll_type_traits { /* struct ggml_type_traits of ggml.h, that release */
+    const char *type_name;
+    int64_t blck_size;
+    int64_t blck_size_interleave;
+    size_t type_size;
+    bool is_quantized;
+    void (*to_float)(const void *x, float *y, int64_t k);
+    void (*from_float_ref)(const float *x, void *y, int64_t k);
+};
+
+static struct {
+    size_t (*quantize_chunk)(int type, const float *src, void *dst, int64_t start,
+                             int64_t nrows, int64_t n_per_row, const float *imatrix);
+    const struct ll_type_traits *(*type_traits)(int type);
+} ll;
+
+static int ll_load(void) {
+    const char *path = getenv("RL_LLAMA_LIB");
+    if (!path || !*path)
+        path = DEFAULT_LIB;
+    setenv("GGML_NO_BACKTRACE", "1", 1);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        CHECK_SKIP_REFERENCE("llama.cpp library not loaded (%s): the comparisons with ggml's "
+                             "quantizers are skipped (tests/fetch-llama-lib.sh fetches it)",
+                             dlerror());
+        return 0;
+    }
+    *(void **)&ll.quantize_chunk = dlsym(h, "ggml_quantize_chunk");
+    *(void **)&ll.type_traits = dlsym(h, "ggml_get_type_traits");
+    CHECK_MSG(ll.quantize_chunk && ll.type_traits,
+              "%s lacks ggml_quantize_chunk or ggml_get_type_traits", path);
+    if (!ll.quantize_chunk || !ll.type_traits)
+        return 0;
+    fprintf(stderr, "llama.cpp library: %s\n", path);
+    return 1;
+}
+
+#define NROWS_PER_KIND 160
+
+/* First difference of a run of blocks, printed once per type. */
+static long count_diff_blocks(const char *name, const unsigned char *a, const unsigned char *b,
+                              size_t nb, size_t bytes, const float *x, size_t block,
+                              int *shown) {
+    long n = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (!memcmp(a + i * bytes, b + i * bytes, bytes))
+            continue;
+        if (!*shown) {
+            *shown = 1;
+            fprintf(stderr, "%s: block %zu differs (first input %a); bytes ours/ggml:\n", name,
+                    i, x[i * block]);
+            for (size_t j = 0; j < bytes; j++)
+                fprintf(stderr, "%02x%s", a[i * bytes + j], j + 1 < bytes ? "" : "\n");
+            for (size_t j = 0; j < bytes; j++)
+                fprintf(stderr, "%02x%s", b[i * bytes + j], j + 1 < bytes ? "" : "\n");
+        }
+        n++;
+    }
+    return n;
+}
+
+static long count_diff_floats(const float *a, const float *b, size_t n) {
+    long d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += rl_gguf_f32_bits(a[i]) != rl_gguf_f32_bits(b[i]);
+    return d;
+}
+
+static void test_against_ggml(void) {
+    const size_t nrows = (size_t)K_COUNT * NROWS_PER_KIND;
+    float *x = malloc(sizeof(float) * ROW * nrows);
+    float *za = malloc(sizeof(float) * ROW * nrows), *zb = malloc(sizeof(float) * ROW * nrows);
+    unsigned char *qa = malloc(ROW * 2 * nrows), *qb = malloc(ROW * 2 * nrows);
+    int kind_of[K_COUNT * NROWS_PER_KIND];
+    for (size_t r = 0; r < nrows; r++) {
+        kind_of[r] = (int)(r % K_COUNT);
+        gen_row(x + r * ROW, kind_of[r], -20, 10);
+    }
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const rl_quant_traits *tr = rl_quant_traits_of(types[t]);
+        const size_t nb = ROW * nrows / tr->block, nbytes = nb * tr->bytes;
+        size_t where = 0;
+        memset(qa, 0, nbytes);
+        memset(qb, 0x5a, nbytes);
+        /* the kernel itself: rl_quantize writes nothing for a row beyond
+         * the type's limit, and ggml's bytes are wanted for every row */
+        rl_quant_status st = rl_quantize(types[t], x, ROW * nrows, qa, &where);
+        CHECK_MSG(st == RL_QUANT_OK || st == RL_QUANT_OVERFLOW, "%s: %s", tr->name,
+                  rl_quant_status_name(st));
+        tr->quantize(x, qa, nb);
+        size_t got = ll.quantize_chunk((int)types[t], x, qb, 0, (int64_t)nrows, ROW, NULL);
+        CHECK_MSG(got == nbytes, "%s: ggml_quantize_chunk wrote %zu bytes, expected %zu",
+                  tr->name, got, nbytes);
+        int shown = 0;
+        long per_kind[K_COUNT] = {0}, diff = 0;
+        size_t bpr = ROW / tr->block;
+        for (size_t r = 0; r < nrows; r++) {
+            long d = count_diff_blocks(tr->name, qa + r * bpr * tr->bytes,
+                                       qb + r * bpr * tr->bytes, bpr, tr->bytes,
+                                       x + r * ROW, tr->block, &shown);
+            per_kind[kind_of[r]] += d;
+            diff += d;
+        }
+        CHECK_MSG(diff == 0, "%s: %ld of %zu blocks differ from ggml_quantize_chunk", tr->name,
+                  diff, nb);
+        for (int k = 0; k < K_COUNT; k++)
+            if (per_kind[k])
+                fprintf(stderr, "  %s, %s rows: %ld blocks differ\n", tr->name, kind_name[k],
+                        per_kind[k]);
+
+        /* dequantize ggml's bytes with both */
+        const struct ll_type_traits *lt = ll.type_traits((int)types[t]);
+        CHECK(lt && lt->to_float && (uint64_t)lt->blck_size == tr->block &&
+              lt->type_size == tr->bytes);
+        if (!lt || !lt->to_float)
+            continue;
+        rl_dequantize(types[t], qb, ROW * nrows, za);
+        lt->to_float(qb, zb, (int64_t)(ROW * nrows));
+        long fd = count_diff_floats(za, zb, ROW * nrows);
+        CHECK_MSG(fd == 0, "%s: %ld of %zu dequantized floats differ from ggml's to_float",
+                  tr->name, fd, ROW * nrows);
+
+        /* and random blocks: any bytes, with scales kept finite (a NaN's
+         * payload after widening is not what this compares) */
+        for (size_t i = 0; i < nbytes; i++)
+            qa[i] = (unsigned char)rnd();
+        for (size_t b = 0; b < nb; b++)
+            for (int k = 0; k < 2; k++)
+                if (tr->f16_at[k] >= 0) {
+                    unsigned char *hb = qa + b * tr->bytes + tr->f16_at[k] + 1;
+                    if ((*hb & 0x7c) == 0x7c)
+                        *hb &= 0xbf;
+                }
+        rl_dequantize(types[t], qa, ROW * nrows, za);
+        lt->to_float(qa, zb, (int64_t)(ROW * nrows));
+        long rd = count_diff_floats(za, zb, ROW * nrows);
+        CHECK_MSG(rd == 0, "%s: %ld of %zu floats of random blocks differ from ggml's to_float",
+                  tr->name, rd, ROW * nrows);
+        fprintf(stderr,
+                "%s: %zu rows x %d (%zu blocks, %d kinds) quantized: %zu blocks identical%s; "
+                "dequantized %zu + %zu floats: %zu + %zu bit-identical\n",
+                tr->name, nrows, ROW, nb, K_COUNT, nb - (size_t)diff,
+                st == RL_QUANT_OVERFLOW ? " (some scales overflow binary16)" : "",
+                (size_t)ROW * nrows, (size_t)ROW * nrows, ROW * nrows - (size_t)fd,
+                ROW * nrows - (size_t)rd);
+    }
+    free(x);
+    free(za);
+    free(zb);
+    free(qa);
+    free(qb);
+}
+
+int main(void) {
+    test_table();
+    test_refusals();
+    test_round_trip();
+    if (ll_load())
+        test_against_ggml();
+    else
+        CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
+    return check_report("quants");
+}
