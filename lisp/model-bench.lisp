@@ -129,11 +129,27 @@ the outlier-aware scales of doc/outliers.md."
            (make-float16-array f32))
           (t (quantize f32 'q8-0 :outliers (and outliers (gethash name outliers)))))))
 
+(defun head-tensor-predicate (enc)
+  "A function of a tensor name answering true for the tensors of the GGUF
+file object ENC's decision head (doc/decision.md): the blocks from the
+encoder's count on (block_count less decision.block_count), token_types
+and cls.*.  It answers false for every name when ENC has no head."
+  (let* ((head (or (gguf:value enc "modern-bert.decision.block_count") 0))
+         (first (- (or (gguf:value enc "modern-bert.block_count") 0) head)))
+    (lambda (name)
+      (and (plusp head)
+           (or (string= name "token_types.weight")
+               (and (> (length name) 4) (string= "cls." name :end2 4))
+               (let ((n (and (> (length name) 4) (string= "blk." name :end2 4)
+                             (parse-integer name :start 4 :junk-allowed t))))
+                 (and n (>= n first))))))))
+
 (defun file-in-format (enc format &optional outliers)
-  "An in-memory copy of the GGUF file object ENC with its matrices in
-FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
---outlier-aware' writes them).  The copy is one file: ENC may be a shard
-set (GGUF:READ :SHARDS), whose split keys it leaves out."
+  "An in-memory copy of the GGUF file object ENC with its encoder matrices
+in FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
+--outlier-aware' writes them); a decision head's tensors keep the types the
+file holds them in (the converter's --head-type).  The copy is one file:
+ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
   (gguf:make-file
      :metadata (mapcar (lambda (e)
                          (if (string= (first e) "general.file_type")
@@ -141,11 +157,51 @@ set (GGUF:READ :SHARDS), whose split keys it leaves out."
                              e))
                        (remove "general.alignment" (gguf:without-split-keys (gguf:metadata enc))
                                :key #'first :test #'string=))
-     :tensors (loop for info in (gguf:tensor-infos enc)
+     :tensors (loop with head-p = (head-tensor-predicate enc)
+                    for info in (gguf:tensor-infos enc)
                     for name = (gguf:tensor-info-name info)
-                    collect (list name (formatted-weight name (gguf:tensor enc name) format
-                                                         outliers)
+                    collect (list name (if (funcall head-p name)
+                                           (gguf:tensor enc name)
+                                           (formatted-weight name (gguf:tensor enc name) format
+                                                             outliers))
                                   :dims (gguf:tensor-info-dims info)))))
+
+(defun encoder-only-file (enc)
+  "The GGUF file object ENC without its decision head, as `convert
+--encoder-only' writes the same model: the head's tensors, the
+modern-bert.decision.* keys and tokenizer.ggml.token_type_count left out,
+block_count the encoder's, feed_forward_length the encoder's blocks' (one
+u32 when they agree), general.size_label the encoder's parameters.  llama.cpp refuses the head; it loads this.  ENC
+itself when it has no head."
+  (let* ((head (or (gguf:value enc "modern-bert.decision.block_count") 0))
+         (layers (- (or (gguf:value enc "modern-bert.block_count") 0) head))
+         (head-p (head-tensor-predicate enc))
+         (tensors (loop for info in (gguf:tensor-infos enc)
+                        for name = (gguf:tensor-info-name info)
+                        unless (funcall head-p name)
+                          collect (list name (gguf:tensor enc name)
+                                        :dims (gguf:tensor-info-dims info)))))
+    (if (zerop head)
+        enc
+        (gguf:make-file
+         :metadata (loop for e in (gguf:metadata enc)
+                         for key = (first e)
+                         unless (or (search "modern-bert.decision." key :end2 (min (length key) 21))
+                                    (string= key "tokenizer.ggml.token_type_count"))
+                           collect (cond ((string= key "modern-bert.block_count")
+                                          (list key (second e) layers))
+                                         ((and (string= key "modern-bert.feed_forward_length")
+                                               (vectorp (third e)))
+                                          (let ((ff (subseq (third e) 0 layers)))
+                                            (if (every (lambda (x) (= x (aref ff 0))) ff)
+                                                (list key :u32 (aref ff 0))
+                                                (list key (second e) ff))))
+                                         ((string= key "general.size_label")
+                                          (list key :string
+                                                (size-label (loop for (nil data) in tensors
+                                                                  sum (reduce #'* (packed-dimensions data))))))
+                                         (t e)))
+         :tensors tensors))))
 
 (defparameter *model-bench-rows*
   '(("F16 (f32 compute)" :f16 :q8) ("Q8_0 :q8" :q8_0 :q8) ("Q8_0 :q8x2" :q8_0 :q8x2)
