@@ -235,7 +235,8 @@ THUNK until 100 ms have passed and divides."
 (defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
                           (stream *standard-output*))
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
-preset RANDOM) stored as F16, Q8_0 and F32 for each token count of
+preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
+decision head is left out) for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
@@ -246,7 +247,8 @@ count) on STREAM.  Answers the rows as a list of plists."
                       collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
                                                   (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
                                                   (ext:getpid) format)))
-                                (gguf:write path (file-in-format source format))
+                                ;; llama.cpp refuses a decision head's tensors.
+                                (gguf:write path (encoder-only-file (file-in-format source format)))
                                 (cons format path))))
          (old-threads (threads))
          (rows '()))
@@ -254,17 +256,15 @@ count) on STREAM.  Answers the rows as a list of plists."
          (let* ((encoders (loop for (format . path) in files
                                 collect (cons format (model:load path))))
                 (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
-                ;; llama.cpp refuses the decision head's tensors.
-                (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
-                (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
+                (llama-p (and (llama-library-directory) (llama-embed-program)))
                 (ids0 (bench-token-ids (first token-counts) vocab))
                 (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
                 (tiles0 (multiple-value-list (%matmul-q8-tiles))))
            (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
 llama.cpp ~A~]~%" label reps
-                   (cond (llama-p "on the same file and threads")
-                         (head-p "not run (the file has a decision head, which it refuses)")
-                         (t "not run (its libraries or tools/llama_embed are missing)")))
+                   (if llama-p
+                       "on the same file and threads"
+                       "not run (its libraries or tools/llama_embed are missing)"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
            (dolist (row *model-bench-rows*)

@@ -311,3 +311,19 @@ same keys with the same values, the same tensors."
       (is (equalp (sorted (gguf:metadata bare)) (sorted (gguf:metadata whole)))))
     (is (equal (mapcar #'gguf:tensor-info-name (gguf:tensor-infos bare))
                (mapcar #'gguf:tensor-info-name (gguf:tensor-infos whole))))))
+
+(test bench-model-with-a-head-runs-llama
+  "`bench --model FILE' on a file with a decision head: llama.cpp, which
+refuses the head, times the encoder-only copy (it was left out before)."
+  (let ((file (tmp-path "mbench-head.gguf")))
+    (unwind-protect
+         (progn
+           (gguf:write file (rontolisp::random-model "s1-pico" :type :f32))
+           (let ((rows (rontolisp::run-model-bench :file file :token-counts '(4) :thread-counts '(1)
+                                                   :reps 1 :stream (make-broadcast-stream))))
+             (is (= 4 (length rows)))
+             (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
+                 (is (every (lambda (r) (plusp (getf r :llama-us))) rows))
+                 (when (ci-p)
+                   (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
+      (ignore-errors (delete-file file)))))
