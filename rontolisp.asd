@@ -64,7 +64,8 @@ command-line tools built on them."
                (:file "decision")
                (:file "model-bench")
                (:file "model-quantize")
-               (:file "eval")))
+               (:file "eval")
+               (:file "decision-bench")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

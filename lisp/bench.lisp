@@ -618,7 +618,7 @@ as JSON written over the model, and that is never what was meant."
 would overwrite (the model goes before the options: bench FILE.gguf --json)" json)))))
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N] [--tokenizer FILE --text-file F]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N | --questions] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -632,6 +632,10 @@ shapes, then Q8_0 weights times 128 tokens as one matmul (:q8 and :q8x2)
 against a matvec per token.  --tokenizer FILE --text-file F: the tokenizer
 of FILE (a GGUF or a tokenizer.json) on each line of F, one thread, in MB/s
 and tokens/s, with an empty cache and then warm (--iters passes, default 3).
+--questions with --model FILE or --random NAME: a question's whole path
+(render, tokenize, encode, head) per encoder format, 1 and 2 threads,
+against llama.cpp's encoder alone on the same ids (--iters rounds, default
+3), and each format's max |dp| against F32 (doc/decision.md).
 Progress goes to stderr, the table to stdout (to stderr when --json has
 stdout).  Each probe keeps its figures in $XDG_CACHE_HOME/rontolisp/
 read-bandwidth.json (~/.cache/rontolisp/ without XDG_CACHE_HOME), which
@@ -668,6 +672,12 @@ format's error against F32")
 tokenizer.json) on the lines of --text-file")
                (text-file "--text-file F"
                           :help "the texts of the tokenizer benchmark, one per line")
+               (questions "--questions"
+                          :help "the questions benchmark instead: model:decide over the built-in
+questions on --model FILE (with a decision head) or --random NAME's model
+with its head, per encoder format (F32, F16, Q8_0 :q8 and :q8x2, quantize
+at load, outlier-aware Q8_0), 1 and 2 threads, against llama.cpp's encoder
+on the same ids, and each format's max |dp| against F32")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
@@ -679,6 +689,14 @@ or with --random NAME for a random model of that preset)")))
       (usage-error "the tokenizer benchmark takes --tokenizer FILE, --text-file F and --iters N, nothing else"))
     (run-tokenizer-bench tokenizer text-file
                          :rounds (if (= iters *bench-default-iters*) 3 iters))
+    (return-from command-bench 0))
+  (when questions
+    (when (or file shapes tokens (and model random))
+      (usage-error "the questions benchmark takes --model FILE or --random NAME, --iters N and --json, nothing else"))
+    (unless (or model (and random (not (string= random "shapes"))))
+      (usage-error "--questions goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
+    (run-question-bench :file model :random random
+                        :reps (if (= iters *bench-default-iters*) 3 iters) :json json)
     (return-from command-bench 0))
   (when (or model tokens)
     (when (or file shapes (and model random))

@@ -19,9 +19,11 @@ keys (question TYPES, a vector of strings; HEADS; ACTIVATION :relu or
 :gelu; NORM-FIRST; EPS; MAX-HEAD-TOKENS; MAX-TOKENS; TEMPERATURES, a list
 of (type low high temperature) in key order; MASK-ID), the type embedding
 rows (one d-vector per type), one plist of weights per block (FIRST, the
-GGUF block index of the first) and the scorer's tensors."
+GGUF block index of the first) and the scorer's tensors; TEMPLATE, the
+file's chat template compiled on first use (CHAT-TEMPLATE)."
   types heads activation norm-first eps max-head-tokens max-tokens temperatures mask-id
-  type-rows blocks first cls cls-bias cls-norm cls-norm-bias cls-output cls-output-bias)
+  type-rows blocks first cls cls-bias cls-norm cls-norm-bias cls-output cls-output-bias
+  (template nil))
 
 ;;; Reading the keys.
 
@@ -456,13 +458,17 @@ options, state), found ~S" question))
                     'simple-vector)))
     b))
 
-(defun chat-template (model)
-  "MODEL's tokenizer.chat_template; MODEL-ERROR when its file has none."
-  (let ((template (gguf:value (encoder-file model) "tokenizer.chat_template")))
-    (unless (stringp template)
-      (model::model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
+(defun chat-template (model head)
+  "MODEL's tokenizer.chat_template compiled (COMPILE-TEMPLATE), once: kept
+in its decision HEAD, so that rendering a question does not parse the
+template again; MODEL-ERROR when its file has none."
+  (or (decision-head-template head)
+      (let ((template (gguf:value (encoder-file model) "tokenizer.chat_template")))
+        (unless (stringp template)
+          (model::model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
 (a string), found ~:[none~;~:*~S~]" template))
-    template))
+        ;; Two threads rendering at once may both compile it: the same result.
+        (setf (decision-head-template head) (compile-template template)))))
 
 (defun model:render (model question)
   "The text of QUESTION for MODEL (from MODEL:LOAD, with a decision head):
@@ -477,7 +483,7 @@ or template."
   (let* ((head (head-of model 'model:render))
          (bindings (question-bindings question)))
     (type-index head (gethash "type" bindings))
-    (render-template (chat-template model) bindings)))
+    (render-template (chat-template model head) bindings)))
 
 (defun question-markers (head ids options)
   "The positions of the head's mask token in IDS, one per option;

@@ -129,11 +129,27 @@ the outlier-aware scales of doc/outliers.md."
            (make-float16-array f32))
           (t (quantize f32 'q8-0 :outliers (and outliers (gethash name outliers)))))))
 
+(defun head-tensor-predicate (enc)
+  "A function of a tensor name answering true for the tensors of the GGUF
+file object ENC's decision head (doc/decision.md): the blocks from the
+encoder's count on (block_count less decision.block_count), token_types
+and cls.*.  It answers false for every name when ENC has no head."
+  (let* ((head (or (gguf:value enc "modern-bert.decision.block_count") 0))
+         (first (- (or (gguf:value enc "modern-bert.block_count") 0) head)))
+    (lambda (name)
+      (and (plusp head)
+           (or (string= name "token_types.weight")
+               (and (> (length name) 4) (string= "cls." name :end2 4))
+               (let ((n (and (> (length name) 4) (string= "blk." name :end2 4)
+                             (parse-integer name :start 4 :junk-allowed t))))
+                 (and n (>= n first))))))))
+
 (defun file-in-format (enc format &optional outliers)
-  "An in-memory copy of the GGUF file object ENC with its matrices in
-FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
---outlier-aware' writes them).  The copy is one file: ENC may be a shard
-set (GGUF:READ :SHARDS), whose split keys it leaves out."
+  "An in-memory copy of the GGUF file object ENC with its encoder matrices
+in FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
+--outlier-aware' writes them); a decision head's tensors keep the types the
+file holds them in (the converter's --head-type).  The copy is one file:
+ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
   (gguf:make-file
      :metadata (mapcar (lambda (e)
                          (if (string= (first e) "general.file_type")
@@ -141,11 +157,51 @@ set (GGUF:READ :SHARDS), whose split keys it leaves out."
                              e))
                        (remove "general.alignment" (gguf:without-split-keys (gguf:metadata enc))
                                :key #'first :test #'string=))
-     :tensors (loop for info in (gguf:tensor-infos enc)
+     :tensors (loop with head-p = (head-tensor-predicate enc)
+                    for info in (gguf:tensor-infos enc)
                     for name = (gguf:tensor-info-name info)
-                    collect (list name (formatted-weight name (gguf:tensor enc name) format
-                                                         outliers)
+                    collect (list name (if (funcall head-p name)
+                                           (gguf:tensor enc name)
+                                           (formatted-weight name (gguf:tensor enc name) format
+                                                             outliers))
                                   :dims (gguf:tensor-info-dims info)))))
+
+(defun encoder-only-file (enc)
+  "The GGUF file object ENC without its decision head, as `convert
+--encoder-only' writes the same model: the head's tensors, the
+modern-bert.decision.* keys and tokenizer.ggml.token_type_count left out,
+block_count the encoder's, feed_forward_length the encoder's blocks' (one
+u32 when they agree), general.size_label the encoder's parameters.  llama.cpp refuses the head; it loads this.  ENC
+itself when it has no head."
+  (let* ((head (or (gguf:value enc "modern-bert.decision.block_count") 0))
+         (layers (- (or (gguf:value enc "modern-bert.block_count") 0) head))
+         (head-p (head-tensor-predicate enc))
+         (tensors (loop for info in (gguf:tensor-infos enc)
+                        for name = (gguf:tensor-info-name info)
+                        unless (funcall head-p name)
+                          collect (list name (gguf:tensor enc name)
+                                        :dims (gguf:tensor-info-dims info)))))
+    (if (zerop head)
+        enc
+        (gguf:make-file
+         :metadata (loop for e in (gguf:metadata enc)
+                         for key = (first e)
+                         unless (or (search "modern-bert.decision." key :end2 (min (length key) 21))
+                                    (string= key "tokenizer.ggml.token_type_count"))
+                           collect (cond ((string= key "modern-bert.block_count")
+                                          (list key (second e) layers))
+                                         ((and (string= key "modern-bert.feed_forward_length")
+                                               (vectorp (third e)))
+                                          (let ((ff (subseq (third e) 0 layers)))
+                                            (if (every (lambda (x) (= x (aref ff 0))) ff)
+                                                (list key :u32 (aref ff 0))
+                                                (list key (second e) ff))))
+                                         ((string= key "general.size_label")
+                                          (list key :string
+                                                (size-label (loop for (nil data) in tensors
+                                                                  sum (reduce #'* (packed-dimensions data))))))
+                                         (t e)))
+         :tensors tensors))))
 
 (defparameter *model-bench-rows*
   '(("F16 (f32 compute)" :f16 :q8) ("Q8_0 :q8" :q8_0 :q8) ("Q8_0 :q8x2" :q8_0 :q8x2)
@@ -179,7 +235,8 @@ THUNK until 100 ms have passed and divides."
 (defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
                           (stream *standard-output*))
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
-preset RANDOM) stored as F16, Q8_0 and F32 for each token count of
+preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
+decision head is left out) for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
@@ -190,7 +247,8 @@ count) on STREAM.  Answers the rows as a list of plists."
                       collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
                                                   (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
                                                   (ext:getpid) format)))
-                                (gguf:write path (file-in-format source format))
+                                ;; llama.cpp refuses a decision head's tensors.
+                                (gguf:write path (encoder-only-file (file-in-format source format)))
                                 (cons format path))))
          (old-threads (threads))
          (rows '()))
@@ -198,17 +256,15 @@ count) on STREAM.  Answers the rows as a list of plists."
          (let* ((encoders (loop for (format . path) in files
                                 collect (cons format (model:load path))))
                 (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
-                ;; llama.cpp refuses the decision head's tensors.
-                (head-p (nth-value 2 (gguf:value source "modern-bert.decision.block_count")))
-                (llama-p (and (not head-p) (llama-library-directory) (llama-embed-program)))
+                (llama-p (and (llama-library-directory) (llama-embed-program)))
                 (ids0 (bench-token-ids (first token-counts) vocab))
                 (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
                 (tiles0 (multiple-value-list (%matmul-q8-tiles))))
            (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
 llama.cpp ~A~]~%" label reps
-                   (cond (llama-p "on the same file and threads")
-                         (head-p "not run (the file has a decision head, which it refuses)")
-                         (t "not run (its libraries or tools/llama_embed are missing)")))
+                   (if llama-p
+                       "on the same file and threads"
+                       "not run (its libraries or tools/llama_embed are missing)"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
            (dolist (row *model-bench-rows*)

@@ -194,3 +194,136 @@ file there is refused (exit 2, one line) and left as it was."
              (is (contains err "found a GGUF file") "~A" err)
              (is (equalp before (file-octets copy)))))
       (ignore-errors (delete-file copy)))))
+
+;;; `bench --questions': the decision head's whole path per encoder format.
+
+(defparameter *question-bench-formats*
+  '("F32" "F16" "Q8_0 :q8" "Q8_0 :q8x2" "quantize at load" "outlier-aware Q8_0")
+  "The rows of `bench --questions', in order.")
+
+(defun question-decisions (path)
+  "MODEL:DECIDE's probabilities on the built-in questions for the model file PATH."
+  (let ((model (model:load path)))
+    (mapcar (lambda (q) (model:decide model q)) model:*questions*)))
+
+(test bench-questions-table-and-json
+  "`bench --random s1-pico --questions': every format row at 1 and 2
+threads with a time, llama.cpp's column when its libraries are there, and
+max |dp| 0 for F32 and for Q8_0 :q8 the difference between the models the
+converter writes as F32 and as Q8_0 (head F32 in both)."
+  (let ((f32 (tmp-path "qbench-f32.gguf")) (q8 (tmp-path "qbench-q8.gguf")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe '("bench" "--random" "s1-pico" "--questions" "--iters" "1" "--json"))
+           (is (= 0 code) "stderr: ~A" err)
+           (let* ((j (yason:parse out))
+                  (rows (gethash "rows" j))
+                  (llama-p (and (rontolisp::llama-library-directory)
+                                (rontolisp::llama-embed-program))))
+             (is (equal "random s1-pico" (gethash "source" j)))
+             (is (= 8 (gethash "questions" j)))
+             (is (equal (loop for f in *question-bench-formats* append (list (list f 1) (list f 2)))
+                        (mapcar (lambda (r) (list (gethash "format" r) (gethash "threads" r))) rows)))
+             (dolist (r rows)
+               (is (plusp (gethash "us_per_question" r)) "~A" (gethash "format" r))
+               (is (<= 0 (gethash "max_abs_dp" r) 0.01) "~A: ~A" (gethash "format" r)
+                   (gethash "max_abs_dp" r))
+               (if llama-p
+                   (is (and (plusp (gethash "llama_us_per_question" r)) (plusp (gethash "ratio" r))))
+                   (is (null (gethash "llama_us_per_question" r)))))
+             (when (and (not llama-p) (ci-p))
+               (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing: ~
+no llama.cpp column"))
+             (is (zerop (gethash "max_abs_dp" (first rows))))
+             ;; The table went to stderr: a line per row with its numbers.
+             (dolist (f *question-bench-formats*)
+               (is (= 2 (count-if (lambda (l) (and (eql 0 (search f l))
+                                                   (let ((fields (remove "" (rontolisp::split-on
+                                                                             #\Space (subseq l (length f)))
+                                                                         :test #'string=)))
+                                                     (and (member (first fields) '("1" "2") :test #'string=)
+                                                          (plusp (length (second fields)))
+                                                          (every (lambda (c) (or (digit-char-p c) (char= c #\.)))
+                                                                 (second fields))))))
+                                  (split-lines err)))
+                   "~S: two rows in ~A" f err))
+             ;; Q8_0 :q8 again, from the converter's files.
+             (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" f32 "--type" "f32"))))
+             (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" q8 "--type" "q8_0"))))
+             (let ((dp (rontolisp::max-probability-error (question-decisions q8)
+                                                         (question-decisions f32)))
+                   (row (find "Q8_0 :q8" rows :key (lambda (r) (gethash "format" r)) :test #'equal)))
+               (is (plusp dp))
+               (is (= dp (gethash "max_abs_dp" row)) "Q8_0 :q8: ~A, bench says ~A" dp
+                   (gethash "max_abs_dp" row)))))
+      (ignore-errors (delete-file f32))
+      (ignore-errors (delete-file q8)))))
+
+(test bench-questions-needs-a-head
+  "--questions on a file without a decision head: one line naming it, exit
+1; --questions without a model: a usage error."
+  (let ((bare (tmp-path "qbench-bare.gguf")))
+    (unwind-protect
+         (progn
+           (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" bare "--encoder-only"))))
+           (multiple-value-bind (code out err) (run-exe (list "bench" "--model" bare "--questions"))
+             (is (= 1 code))
+             (is (string= "" out))
+             (is (= 1 (count #\Newline err)) "~A" err)
+             (is (contains err bare))
+             (is (contains err "expected a decision head") "~A" err))
+           (multiple-value-bind (code out err) (run-exe (list "eval" bare "--questions"))
+             (declare (ignore out))
+             (is (= 1 code))
+             (is (= 1 (count #\Newline err)) "~A" err)
+             (is (contains err "expected a decision head") "~A" err)))
+      (ignore-errors (delete-file bare))))
+  (dolist (args '(("bench" "--questions") ("bench" "--random" "shapes" "--questions")
+                  ("bench" "--random" "s1-pico" "--questions" "--tokens" "8")
+                  ("bench" "x.gguf" "--questions")))
+    (is (= 2 (run-exe args)) "~S" args)))
+
+(test file-in-format-keeps-the-head
+  "The in-memory copies of the benchmarks quantize the encoder's matrices
+only: the decision head keeps the types the file holds it in."
+  (dolist (head-type '(:f32 :f16))
+    (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :head-type head-type))
+           (layers (- (gguf:value source "modern-bert.block_count")
+                      (gguf:value source "modern-bert.decision.block_count")))
+           (copy (rontolisp::file-in-format source :q8_0)))
+      (flet ((type-of-tensor (f name)
+               (gguf:tensor-info-type (find name (gguf:tensor-infos f)
+                                            :key #'gguf:tensor-info-name :test #'string=))))
+        (dolist (name (list "cls.weight" "token_types.weight"
+                            (format nil "blk.~D.attn_qkv.weight" layers)
+                            (format nil "blk.~D.ffn_up.weight" layers)))
+          (is (equal (type-of-tensor source name) (type-of-tensor copy name))
+              "~A (~A head): ~A in the copy" name head-type (type-of-tensor copy name)))
+        (is (equal "Q8_0" (type-of-tensor copy (format nil "blk.~D.attn_qkv.weight" (1- layers))))))
+      )))
+
+(test encoder-only-file-is-what-convert-writes
+  "ENCODER-ONLY-FILE drops the head as `convert --encoder-only' does: the
+same keys with the same values, the same tensors."
+  (let* ((whole (rontolisp::encoder-only-file (rontolisp::random-model "s1-pico" :type :f32)))
+         (bare (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t)))
+    (flet ((sorted (entries) (sort (copy-list entries) #'string< :key #'first)))
+      (is (equalp (sorted (gguf:metadata bare)) (sorted (gguf:metadata whole)))))
+    (is (equal (mapcar #'gguf:tensor-info-name (gguf:tensor-infos bare))
+               (mapcar #'gguf:tensor-info-name (gguf:tensor-infos whole))))))
+
+(test bench-model-with-a-head-runs-llama
+  "`bench --model FILE' on a file with a decision head: llama.cpp, which
+refuses the head, times the encoder-only copy (it was left out before)."
+  (let ((file (tmp-path "mbench-head.gguf")))
+    (unwind-protect
+         (progn
+           (gguf:write file (rontolisp::random-model "s1-pico" :type :f32))
+           (let ((rows (rontolisp::run-model-bench :file file :token-counts '(4) :thread-counts '(1)
+                                                   :reps 1 :stream (make-broadcast-stream))))
+             (is (= 4 (length rows)))
+             (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
+                 (is (every (lambda (r) (plusp (getf r :llama-us))) rows))
+                 (when (ci-p)
+                   (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
+      (ignore-errors (delete-file file)))))

@@ -538,3 +538,18 @@ tensor's dims gives the same bits."
                (is (same-bits-p l1 l2)))))
       (ignore-errors (delete-file q))
       (ignore-errors (delete-file flat)))))
+
+(test render-compiles-the-template-once
+  "MODEL:RENDER parses the chat template on the first question only (a
+question's whole path is timed by `bench --questions'): later questions
+reuse the compiled template kept in the head and render the same text."
+  (let* ((model (model:load (decision-file "s1-pico" :f32)))
+         (head (rontolisp::encoder-decision model))
+         (q (first model:*questions*)))
+    (is (null (rontolisp::decision-head-template head)))
+    (let* ((text (model:render model q))
+           (compiled (rontolisp::decision-head-template head)))
+      (is (rontolisp::compiled-template-p compiled))
+      (is (string= (systemone-text q) text))
+      (is (string= text (model:render model q)))
+      (is (eq compiled (rontolisp::decision-head-template head))))))

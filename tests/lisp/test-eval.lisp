@@ -93,3 +93,42 @@ to a fresh temporary file."
            (is (= 1 code))
            (is (contains err bad)))
       (ignore-errors (delete-file bad)))))
+
+(test eval-questions-probability-error
+  "With a decision head (--random --questions, or a file that has one) each
+way gets max |dp| over the built-in questions: 0 for F32, finite and small
+elsewhere, and for the F16 file the difference between the models the
+converter writes as F32 and as F16; without a head the column is absent
+(null in the JSON)."
+  (let ((f32 (tmp-path "eval-head-f32.gguf")) (f16 (tmp-path "eval-head-f16.gguf")))
+    (unwind-protect
+         (let* ((json (eval-json "--random" "s1-pico" "--questions" "--sequences" "1" "--reps" "1"))
+                (rows (gethash "rows" json)))
+           (is (equal "random s1-pico --seed 1 --questions" (gethash "source" json)))
+           (is (= 8 (gethash "questions" json)))
+           (is (zerop (gethash "max_abs_dp" (first rows))))
+           (dolist (r (rest rows))
+             (is (realp (gethash "max_abs_dp" r)))
+             (is (< 0 (gethash "max_abs_dp" r) 0.01) "~A ~A: ~A" (gethash "way" r)
+                 (gethash "activations" r) (gethash "max_abs_dp" r)))
+           (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" f32 "--type" "f32"))))
+           (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" f16 "--type" "f16"))))
+           (flet ((decisions (path)
+                    (let ((m (model:load path)))
+                      (mapcar (lambda (q) (model:decide m q)) model:*questions*))))
+             (is (= (rontolisp::max-probability-error (decisions f16) (decisions f32))
+                    (gethash "max_abs_dp" (second rows)))))
+           ;; A file with a head gets the column without --questions.
+           (let ((file-rows (gethash "rows" (eval-json f32 "--sequences" "1" "--reps" "1"))))
+             (is (equal (mapcar (lambda (r) (gethash "max_abs_dp" r)) rows)
+                        (mapcar (lambda (r) (gethash "max_abs_dp" r)) file-rows))))
+           (multiple-value-bind (code out) (run-exe (list "eval" "--random" "s1-pico" "--questions"
+                                                          "--sequences" "1" "--reps" "1"))
+             (is (= 0 code))
+             (is (contains out "max |Δp|"))))
+      (ignore-errors (delete-file f32))
+      (ignore-errors (delete-file f16))))
+  (let ((rows (gethash "rows" (eval-json "--random" "s1-pico" "--sequences" "1" "--reps" "1"))))
+    (is (every (lambda (r) (multiple-value-bind (v found) (gethash "max_abs_dp" r)
+                             (and found (null v))))
+               rows))))
