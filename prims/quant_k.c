@@ -111,11 +111,9 @@ static float rl_fit_scale_min(int n, int nmax, const float *x, const float *w, u
     return scale;
 }
 
-/* Scale for a symmetric sub-block of n values with levels -nmax..nmax-1,
- * weights x^2 (ggml's make_qx_quants with rmse_type 1 and no importance):
- * the least-squares scale at -nmax/max, then nineteen nearby inverse scales
- * -(nmax + 0.1*is)/max, keeping the best.  L gets level + nmax. */
-static float rl_fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
+/* The value of largest magnitude among x[0..n), the first of equals (0 for
+ * none above 0): the signed maximum the symmetric fits scale by. */
+static float rl_signed_absmax(int n, const float *x) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         float ax = fabsf(x[i]);
@@ -124,7 +122,16 @@ static float rl_fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
             max = x[i];
         }
     }
-    if (amax < RL_K_GROUP_EPS) {
+    return max;
+}
+
+/* Scale for a symmetric sub-block of n values with levels -nmax..nmax-1,
+ * weights x^2 (ggml's make_qx_quants with rmse_type 1 and no importance):
+ * the least-squares scale at -nmax/max, then nineteen nearby inverse scales
+ * -(nmax + 0.1*is)/max, keeping the best.  L gets level + nmax. */
+static float rl_fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
+    float max = rl_signed_absmax(n, x);
+    if (fabsf(max) < RL_K_GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
@@ -166,15 +173,8 @@ static float rl_fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
  * -nmax..nmax-1 at -nmax/max, then up to five passes that move one level at
  * a time where that improves the x^2-weighted fit.  L gets level + nmax. */
 static float rl_fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < RL_K_GROUP_EPS) {
+    float max = rl_signed_absmax(n, x);
+    if (fabsf(max) < RL_K_GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
