@@ -213,11 +213,22 @@ ARGS saying which: a skip, or under CI=true (see CI-P) a failure."
       (skip "~?" control args)))
 
 (defmacro skip-unless-file ((path) &body body)
-  "Run BODY when PATH exists; otherwise say the test is skipped (a skip is
-not a pass)."
+  "Run BODY when PATH, a file made or fetched outside the repository (a
+built program, a downloaded reference), exists; otherwise say the test is
+skipped (a skip is not a pass), or under CI=true fail (see SKIP-REFERENCE).
+A file git tracks takes WITH-TRACKED-FIXTURE instead."
   `(if (probe-file ,path)
        (progn ,@body)
-       (skip "missing test file ~A" ,path)))
+       (skip-reference "missing test file ~A" ,path)))
+
+(defmacro with-tracked-fixture ((path) &body body)
+  "Run BODY when PATH, a fixture git tracks (under tests/golden/ or
+tests/bad/), exists; otherwise fail the test naming PATH: a lost fixture
+is a failure, never a skip."
+  `(if (probe-file ,path)
+       (progn ,@body)
+       (fail "the tracked fixture ~A is missing (git tracks it: git checkout restores it)"
+             ,path)))
 
 ;;; Golden files: their JSON dumps (made by gguf-py, see tests/golden/README.md)
 ;;; and raw tensor bytes read at the offsets the dumps give, so the tests of

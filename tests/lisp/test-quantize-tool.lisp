@@ -64,7 +64,7 @@ starts an e-acute, and a four-byte character after both."
 wrote; the metadata ends with quantization_version and file_type."
   (let ((checked 0))
     (loop for (in ref) in *quantize-golden*
-          do (skip-unless-file ((golden ref))
+          do (with-tracked-fixture ((golden ref))
                (let ((out (tmp-path "q.gguf")))
                  (unwind-protect
                       (progn
@@ -100,7 +100,7 @@ wrote; the metadata ends with quantization_version and file_type."
     (is (= 29 checked))))
 
 (test quantize-tool-honours-alignment
-  (skip-unless-file ((golden "q8_align64.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_align64.f32.gguf"))
     (let ((out (tmp-path "a64.gguf")))
       (unwind-protect
            (progn
@@ -117,7 +117,7 @@ wrote; the metadata ends with quantization_version and file_type."
 no output file."
   (loop for (in tensor) in '(("q8_nan.f32.gguf" "blk.0.has_nan.weight")
                              ("q8_overflow.f32.gguf" "blk.0.overflow.weight"))
-        do (skip-unless-file ((golden in))
+        do (with-tracked-fixture ((golden in))
              (let ((out (tmp-path "bad.gguf")))
                (multiple-value-bind (code stdout stderr)
                    (run-exe (list "quantize" (golden in) out "q8_0"))
@@ -270,7 +270,7 @@ four."
                  ("q8_f16src.f16.gguf" (:type :q8_0) (:type :f16) (:type :bf16) (:type :f32))
                  ("q8_bf16src.bf16.gguf" (:type :q8_0) (:type :bf16) (:type :f32))
                  ("q8_align64.f32.gguf" (:type :q8_0) (:type :f16)))
-          do (skip-unless-file ((golden in))
+          do (with-tracked-fixture ((golden in))
                (loop for options in cases
                      do (let ((ref (tmp-path "ref.gguf")))
                           (unwind-protect
@@ -433,7 +433,7 @@ only under a Q8_0 main type, and Q8_0 falls back to F16 on odd rows."
   "--tensor-type, --output-tensor-type and --token-embedding-type change
 the types written; --pure changes nothing; general.file_type follows the
 main type."
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((in (golden "q8_main.f32.gguf")) (out (tmp-path "opt.gguf")) (plain (tmp-path "plain.gguf")))
       (unwind-protect
            (progn
@@ -465,7 +465,7 @@ main type."
         (ignore-errors (delete-file plain))))))
 
 (test quantize-tool-dry-run-writes-nothing
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((out (tmp-path "dry.gguf")))
       (multiple-value-bind (code stdout stderr)
           (run-exe (list "quantize" "--dry-run" (golden "q8_main.f32.gguf") out "q8_0"))
@@ -485,7 +485,7 @@ main type."
       (is (null (leftovers out))))))
 
 (test quantize-tool-refuses-options-by-name
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((in (golden "q8_main.f32.gguf")) (out (tmp-path "r.gguf")))
       (loop for (args . needle)
               in `((("--output-tensor-type" "q4_K") . "Q4_K")
@@ -515,7 +515,7 @@ line) and no output."
 (test quantize-tool-progress-on-a-terminal
   "One line per tensor on a terminal's stderr, then the summary; nothing
 on stderr when it is not a terminal."
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((out (tmp-path "tty.gguf")))
       (unwind-protect
            (progn
@@ -680,7 +680,7 @@ temporary names and renamed together."
   "Values are read from the file while it is the one mapped; once the
 path names another file (replaced after reading), the mapping is read: the
 bytes written are those of the file as read, either way."
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((in (tmp-path "m.gguf")) (other (tmp-path "other.gguf"))
           (out (tmp-path "m.q8.gguf")) (ref (tmp-path "m.ref.gguf")))
       (unwind-protect
