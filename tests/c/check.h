@@ -38,6 +38,45 @@ static long check_passed_, check_failed_;
                   #b, a_, b_);                                               \
     } while (0)
 
+/* Growth, not seconds: a test of an algorithm's cost times it at two sizes
+ * and checks the ratio of the times, which holds on a loaded machine and
+ * under the sanitizers where a limit in seconds fails.  CHECK_GROWTH calls
+ * SECONDS(CTX, N), the processor seconds (check_cpu_seconds) of the work
+ * at size N, at N_SMALL and N_BIG, and checks the ratio of the two is below
+ * BOUND (between N_BIG / N_SMALL, linear growth, and its square, which a
+ * quadratic cost shows).  A ratio over BOUND is measured again, twice at
+ * most, keeping the least time at each size: a pause is not the algorithm.
+ * The small time is floored at 10 ms so that the clock's grain cannot make
+ * the ratio. */
+static inline double check_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static inline double check_growth_ratio(double (*seconds)(void *ctx, long n), void *ctx,
+                                        long n_small, long n_big, double bound,
+                                        double *t_small, double *t_big) {
+    double ratio = 0;
+    for (int run = 0; run < 3 && (run == 0 || ratio >= bound); run++) {
+        double a = seconds(ctx, n_small), b = seconds(ctx, n_big);
+        *t_small = run == 0 || a < *t_small ? a : *t_small;
+        *t_big = run == 0 || b < *t_big ? b : *t_big;
+        ratio = *t_big / (*t_small > 0.01 ? *t_small : 0.01);
+    }
+    return ratio;
+}
+#define CHECK_GROWTH(what, seconds, ctx, n_small, n_big, bound)              \
+    do {                                                                     \
+        double ts_, tb_;                                                     \
+        double r_ = check_growth_ratio(seconds, ctx, n_small, n_big, bound,  \
+                                       &ts_, &tb_);                          \
+        CHECK_MSG(r_ < (bound),                                              \
+                  "%s: %.3f s of CPU at %ld, %.3f s at %ld: ratio %.1f, "    \
+                  "not below %g",                                            \
+                  what, ts_, (long)(n_small), tb_, (long)(n_big), r_,        \
+                  (double)(bound));                                          \
+    } while (0)
+
 /* Skips are reported, never counted as passes. */
 #define CHECK_SKIP(...)                                                      \
     do {                                                                     \
