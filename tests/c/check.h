@@ -77,6 +77,32 @@ static inline double check_growth_ratio(double (*seconds)(void *ctx, long n), vo
                   (double)(bound));                                          \
     } while (0)
 
+/* One comparison of many (an element of a table, a row, a block): counted
+ * as CHECK counts, each on its own, and reported as CHECK_MSG reports it
+ * (the message names which element differed and both values), but a call
+ * site shows only its first CHECK_EACH_SHOWN failures and then one line
+ * saying the rest are counted, not shown: a broken table says where it
+ * broke without a flood. */
+#define CHECK_EACH_SHOWN 5
+#define CHECK_EACH(cond, ...)                                                \
+    do {                                                                     \
+        static long shown_;                                                  \
+        if (cond) {                                                          \
+            check_passed_++;                                                 \
+        } else {                                                             \
+            check_failed_++;                                                 \
+            if (shown_ < CHECK_EACH_SHOWN) {                                 \
+                fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__);      \
+                fprintf(stderr, __VA_ARGS__);                                \
+                fputc('\n', stderr);                                         \
+            } else if (shown_ == CHECK_EACH_SHOWN) {                         \
+                fprintf(stderr, "%s:%d: further failures here are counted, " \
+                        "not shown\n", __FILE__, __LINE__);                  \
+            }                                                                \
+            shown_++;                                                        \
+        }                                                                    \
+    } while (0)
+
 /* Skips are reported, never counted as passes. */
 #define CHECK_SKIP(...)                                                      \
     do {                                                                     \
