@@ -103,6 +103,34 @@ static inline double check_growth_ratio(double (*seconds)(void *ctx, long n), vo
         }                                                                    \
     } while (0)
 
+/* Two arrays of N elements (of the size of *A) equal byte for byte; when not,
+ * the failure names WHAT, the first element that differs and both its
+ * values' bytes (in memory order, in hex). */
+static inline size_t check_first_difference(const void *a, const void *b, size_t n,
+                                            size_t size) {
+    size_t i = 0;
+    while (i < n && memcmp((const char *)a + i * size, (const char *)b + i * size, size) == 0)
+        i++;
+    return i;
+}
+static inline const char *check_hex(const void *p, size_t size, char *buf, size_t cap) {
+    size_t k = 0;
+    for (size_t j = 0; j < size && k + 3 < cap; j++)
+        k += (size_t)snprintf(buf + k, cap - k, "%02x", ((const unsigned char *)p)[j]);
+    buf[k] = 0;
+    return buf;
+}
+#define CHECK_SAME_ELEMENTS(a, b, n, what)                                   \
+    do {                                                                     \
+        size_t n_ = (n), sz_ = sizeof *(a);                                  \
+        size_t i_ = check_first_difference(a, b, n_, sz_);                   \
+        char ha_[70], hb_[70];                                               \
+        CHECK_MSG(i_ == n_, "%s: element %zu of %zu differs: %s vs %s",      \
+                  what, i_, n_,                                              \
+                  i_ < n_ ? check_hex((a) + i_, sz_, ha_, sizeof ha_) : "",  \
+                  i_ < n_ ? check_hex((b) + i_, sz_, hb_, sizeof hb_) : ""); \
+    } while (0)
+
 /* Skips are reported, never counted as passes. */
 #define CHECK_SKIP(...)                                                      \
     do {                                                                     \
