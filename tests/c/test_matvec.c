@@ -182,7 +182,6 @@ static double naive_row(const rl_block_q8_0 *wr, const rl_block_q8_0 *xq, size_t
 }
 
 static void test_q8_naive(void) {
-    long bad = 0, bad_exact = 0, bad_close = 0, n = 0;
     for (int t = 0; t < 300; t++) {
         size_t rows = (size_t)rnd_int(1, 9), nb = (size_t)rnd_int(1, 12), cols = nb * 32;
         rl_block_q8_0 w[9 * 12], xq[12];
@@ -193,16 +192,17 @@ static void test_q8_naive(void) {
         if (rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, y, NULL, rl_path_best(), 2, 0, NULL,
                             0) != RL_Q8_OK ||
             rl_q8_quantize_f32_ref(x, cols, xq, NULL) != RL_Q8_OK) {
-            bad++;
+            CHECK_MSG(0, "q8 matvec case %d (%zux%zu): refused", t, rows, cols);
             continue;
         }
-        for (size_t r = 0; r < rows; r++)
-            bad += rl_gguf_f32_bits((float)y[r]) != rl_gguf_f32_bits((float)naive_row(w + r * nb, xq, nb)) ||
-                   y[r] != naive_row(w + r * nb, xq, nb);
-        n += (long)rows;
+        for (size_t r = 0; r < rows; r++) {
+            double want = naive_row(w + r * nb, xq, nb);
+            CHECK_EACH(rl_gguf_f32_bits((float)y[r]) == rl_gguf_f32_bits((float)want) &&
+                           y[r] == want,
+                       "q8 matvec case %d (%zux%zu) row %zu: %a, independent formulation %a", t,
+                       rows, cols, r, y[r], want);
+        }
     }
-    CHECK_MSG(!bad, "q8 matvec vs independent int64/f32-scale formulation: %ld of %ld rows",
-              bad, n);
 
     /* Power-of-two scales and few blocks: every double step is exact, so y
      * equals the exact dot product of the dequantized values. */
@@ -227,17 +227,17 @@ static void test_q8_naive(void) {
         rl_q8_quantize_f32_ref(x, cols, xq, NULL);
         rl_q8_dequantize_ref(xq, nb, deqx);
         for (size_t j = 0; j < cols; j++)
-            bad_exact += deqx[j] != x[j]; /* x was representable */
+            CHECK_EACH(deqx[j] == x[j], "exact case %d: x[%zu] %a dequantized to %a", t, j,
+                       (double)x[j], (double)deqx[j]); /* x was representable */
         for (size_t r = 0; r < rows; r++) {
             rl_q8_dequantize_ref(w + r * nb, nb, deqw);
             long double s = 0;
             for (size_t j = 0; j < cols; j++)
                 s += (long double)deqw[j] * deqx[j];
-            bad_exact += (long double)y[r] != s;
+            CHECK_EACH((long double)y[r] == s, "exact case %d (%zux%zu) row %zu: %a, exact %La", t,
+                       rows, cols, r, y[r], s);
         }
     }
-    CHECK_MSG(!bad_exact, "q8 matvec vs exact dot product (power-of-two scales): %ld",
-              bad_exact);
 
     /* Against the unquantized product: a quantization error away. */
     for (int t = 0; t < 50; t++) {
@@ -259,13 +259,14 @@ static void test_q8_naive(void) {
             }
             /* errors of ~d/sqrt(12) per factor add up like a random walk:
              * about 0.02 * norm / sqrt(cols) for gaussian data; 5 sigma */
-            bad_close += fabs(y[r] - exact) > 0.1 * norm / sqrt((double)cols);
+            CHECK_EACH(fabs(y[r] - exact) <= 0.1 * norm / sqrt((double)cols),
+                       "gaussian case %d row %zu: %g, unquantized %g (norm %g)", t, r, y[r],
+                       exact, norm);
         }
         free(m);
         free(x);
         free(w);
     }
-    CHECK_MSG(!bad_close, "q8 matvec far from the f32 product in %ld rows", bad_close);
 }
 
 /* ---- f32 baseline ------------------------------------------------------ */
