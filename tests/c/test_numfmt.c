@@ -205,19 +205,23 @@ static void test_rows(void) {
     for (int i = 0; i < 257; i++)
         x[i] = fb(rnd());
     rl_gguf_f32_to_f16_row(x, h, 257);
-    long bad = 0;
     for (int i = 0; i < 257; i++)
-        bad += h[i] != rl_gguf_f32_to_f16(x[i]);
+        CHECK_EACH(h[i] == rl_gguf_f32_to_f16(x[i]), "f32->f16 row [%d] %08x: %04x, scalar %04x",
+                   i, rl_gguf_f32_bits(x[i]), h[i], rl_gguf_f32_to_f16(x[i]));
     rl_gguf_f16_to_f32_row(h, y, 257);
     for (int i = 0; i < 257; i++)
-        bad += rl_gguf_f32_bits(y[i]) != rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i]));
+        CHECK_EACH(rl_gguf_f32_bits(y[i]) == rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i])),
+                   "f16->f32 row [%d] %04x: %08x, scalar %08x", i, h[i], rl_gguf_f32_bits(y[i]),
+                   rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i])));
     rl_gguf_f32_to_bf16_row(x, g, 257);
     for (int i = 0; i < 257; i++)
-        bad += g[i] != rl_gguf_f32_to_bf16(x[i]);
+        CHECK_EACH(g[i] == rl_gguf_f32_to_bf16(x[i]),
+                   "f32->bf16 row [%d] %08x: %04x, scalar %04x", i, rl_gguf_f32_bits(x[i]), g[i],
+                   rl_gguf_f32_to_bf16(x[i]));
     rl_gguf_bf16_to_f32_row(g, y, 257);
     for (int i = 0; i < 257; i++)
-        bad += rl_gguf_f32_bits(y[i]) != (uint32_t)g[i] << 16;
-    CHECK_MSG(bad == 0, "row conversions differ from the scalar ones in %ld places", bad);
+        CHECK_EACH(rl_gguf_f32_bits(y[i]) == (uint32_t)g[i] << 16,
+                   "bf16->f32 row [%d] %04x: %08x", i, g[i], rl_gguf_f32_bits(y[i]));
 }
 
 __attribute__((target("f16c"))) static uint16_t hw_f32_to_f16(float f) {
@@ -238,30 +242,27 @@ static void test_f16c(void) {
      * exponents that land near or inside binary16's range. */
     /* NaN is ggml's one quiet NaN 0x7e00 with the sign, where F16C keeps
      * the payload's top bits; every other input must match F16C exactly. */
-    long bad = 0, n = 0;
-    for (long i = 0; i < 4000000; i++, n++) {
+    for (long i = 0; i < 4000000; i++) {
         uint32_t u = rnd();
         uint16_t want = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u)
                                                         : hw_f32_to_f16(fb(u));
-        if (rl_gguf_f32_to_f16(fb(u)) != want)
-            bad++;
+        uint16_t got = rl_gguf_f32_to_f16(fb(u));
+        CHECK_EACH(got == want, "f32->f16 %08x: %04x, F16C %04x", u, got, want);
     }
-    for (long i = 0; i < 4000000; i++, n++) {
+    for (long i = 0; i < 4000000; i++) {
         uint32_t e = 100 + rnd() % 48; /* 2^-27 .. 2^20 */
         uint32_t u = (rnd() & 0x807fffffu) | (e << 23);
-        if (rl_gguf_f32_to_f16(fb(u)) != hw_f32_to_f16(fb(u)))
-            bad++;
+        uint16_t got = rl_gguf_f32_to_f16(fb(u)), want = hw_f32_to_f16(fb(u));
+        CHECK_EACH(got == want, "f32->f16 %08x: %04x, F16C %04x", u, got, want);
     }
-    CHECK_MSG(bad == 0, "f32->f16 differs from F16C for %ld of %ld inputs", bad, n);
 
-    long bad_w = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float a = rl_gguf_f16_to_f32((uint16_t)h), b = hw_f16_to_f32((uint16_t)h);
-        if (f16_is_nan((uint16_t)h) ? !(isnan(a) && isnan(b))
-                                     : rl_gguf_f32_bits(a) != rl_gguf_f32_bits(b))
-            bad_w++;
+        CHECK_EACH(f16_is_nan((uint16_t)h) ? isnan(a) && isnan(b)
+                                           : rl_gguf_f32_bits(a) == rl_gguf_f32_bits(b),
+                   "f16->f32 %04x: %08x, F16C %08x", h, rl_gguf_f32_bits(a),
+                   rl_gguf_f32_bits(b));
     }
-    CHECK_MSG(bad_w == 0, "f16->f32 differs from F16C for %ld patterns", bad_w);
 }
 
 /* The non-finite scan in each storage kind, and the double rows. */
