@@ -246,7 +246,7 @@ static void test_matrix(void) {
         CHECK(memcmp(&got[r * 3 + 2], &plain[r * 3 + 2], sizeof want) == 0);
     /* no mask: exactly the plain quantizer */
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, NULL, got, NULL) == RL_Q8_OK);
-    CHECK(memcmp(got, plain, sizeof got) == 0);
+    CHECK_SAME_ELEMENTS(got, plain, sizeof got / sizeof *got, "no mask against the plain quantizer");
     /* a binary16 source is widened exactly first */
     float hx[R * C];
     for (int i = 0; i < R * C; i++)
@@ -254,7 +254,7 @@ static void test_matrix(void) {
     rl_block_q8_0 gh[R * C / 32], gf[R * C / 32];
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F16, h, R, C, mask, gh, NULL) == RL_Q8_OK);
     rl_q8_quantize_outliers_ref(RL_SRC_F32, hx, R, C, mask, gf, NULL);
-    CHECK(memcmp(gh, gf, sizeof gh) == 0);
+    CHECK_SAME_ELEMENTS(gh, gf, sizeof gh / sizeof *gh, "F16 source against F32 widened first");
 
     /* errors: bad length, bad source, NaN (first one, even after an
      * overflow), overflow (first block) */
