@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,31 @@ static inline const char *check_hex(const void *p, size_t size, char *buf, size_
                   i_ < n_ ? check_hex((a) + i_, sz_, ha_, sizeof ha_) : "",  \
                   i_ < n_ ? check_hex((b) + i_, sz_, hb_, sizeof hb_) : ""); \
     } while (0)
+
+/* For whole runs counted into one CHECK (every path and thread count of a
+ * kernel against its reference): 0 when the N floats Y equal REF bit for
+ * bit; otherwise 1, after a line on stderr saying which run (FMT and its
+ * arguments), how many values differ and the first of them with both
+ * values. */
+__attribute__((format(printf, 4, 5))) static inline int
+check_floats_differ(const float *y, const float *ref, size_t n, const char *fmt, ...) {
+    if (memcmp(y, ref, n * sizeof *y) == 0)
+        return 0;
+    size_t first = n, count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(y + i, ref + i, sizeof *y) != 0) {
+            first = first < n ? first : i;
+            count++;
+        }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %zu of %zu values differ, first [%zu]: %a, ref %a\n", count, n, first,
+            (double)y[first], (double)ref[first]);
+    return 1;
+}
 
 /* Skips are reported, never counted as passes. */
 #define CHECK_SKIP(...)                                                      \

@@ -57,19 +57,9 @@ static long runs_differing(rl_wtype wt, const void *w, size_t rows, size_t cols,
         for (int th = 1; th <= 4; th++) {
             memset(y, 0xff, n * rows * sizeof *y);
             rl_matmul_ex(wt, w, rows, cols, x, n, y, act, (rl_path)p, th, 0, NULL, 0, NULL);
-            if (memcmp(y, ref, n * rows * sizeof *y) != 0) {
-                /* where the run differs: its first element and how many */
-                size_t first = 0, count = 0;
-                for (size_t i = n * rows; i-- > 0;)
-                    if (memcmp(y + i, ref + i, sizeof *y) != 0)
-                        first = i, count++;
-                fprintf(stderr,
-                        "matmul type %d %zux%zu, %zu tokens, path %d, %d threads: %zu of %zu "
-                        "outputs differ from ref, first token %zu row %zu: %a, ref %a\n",
-                        (int)wt, rows, cols, n, p, th, count, n * rows, first / rows,
-                        first % rows, y[first], ref[first]);
-                bad++;
-            }
+            bad += check_floats_differ(y, ref, n * rows,
+                                       "matmul type %d %zux%zu, %zu tokens (token-major), "
+                                       "path %d, %d threads", (int)wt, rows, cols, n, p, th);
         }
     }
     return bad;
