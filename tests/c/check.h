@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,124 @@ static long check_passed_, check_failed_;
         CHECK_MSG(a_ == b_, "%s == %s (0x%" PRIx64 " vs 0x%" PRIx64 ")", #a, \
                   #b, a_, b_);                                               \
     } while (0)
+
+/* Growth, not seconds: a test of an algorithm's cost times it at two sizes
+ * and checks the ratio of the times, which holds on a loaded machine and
+ * under the sanitizers where a limit in seconds fails.  CHECK_GROWTH calls
+ * SECONDS(CTX, N), the processor seconds (check_cpu_seconds) of the work
+ * at size N, at N_SMALL and N_BIG, and checks the ratio of the two is below
+ * BOUND (between N_BIG / N_SMALL, linear growth, and its square, which a
+ * quadratic cost shows).  A ratio over BOUND is measured again, twice at
+ * most, keeping the least time at each size: a pause is not the algorithm.
+ * The small time is floored at 10 ms so that the clock's grain cannot make
+ * the ratio. */
+static inline double check_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static inline double check_growth_ratio(double (*seconds)(void *ctx, long n), void *ctx,
+                                        long n_small, long n_big, double bound,
+                                        double *t_small, double *t_big) {
+    double ratio = 0;
+    for (int run = 0; run < 3 && (run == 0 || ratio >= bound); run++) {
+        double a = seconds(ctx, n_small), b = seconds(ctx, n_big);
+        *t_small = run == 0 || a < *t_small ? a : *t_small;
+        *t_big = run == 0 || b < *t_big ? b : *t_big;
+        ratio = *t_big / (*t_small > 0.01 ? *t_small : 0.01);
+    }
+    return ratio;
+}
+#define CHECK_GROWTH(what, seconds, ctx, n_small, n_big, bound)              \
+    do {                                                                     \
+        double ts_, tb_;                                                     \
+        double r_ = check_growth_ratio(seconds, ctx, n_small, n_big, bound,  \
+                                       &ts_, &tb_);                          \
+        CHECK_MSG(r_ < (bound),                                              \
+                  "%s: %.3f s of CPU at %ld, %.3f s at %ld: ratio %.1f, "    \
+                  "not below %g",                                            \
+                  what, ts_, (long)(n_small), tb_, (long)(n_big), r_,        \
+                  (double)(bound));                                          \
+    } while (0)
+
+/* One comparison of many (an element of a table, a row, a block): counted
+ * as CHECK counts, each on its own, and reported as CHECK_MSG reports it
+ * (the message names which element differed and both values), but a call
+ * site shows only its first CHECK_EACH_SHOWN failures and then one line
+ * saying the rest are counted, not shown: a broken table says where it
+ * broke without a flood. */
+#define CHECK_EACH_SHOWN 5
+#define CHECK_EACH(cond, ...)                                                \
+    do {                                                                     \
+        static long shown_;                                                  \
+        if (cond) {                                                          \
+            check_passed_++;                                                 \
+        } else {                                                             \
+            check_failed_++;                                                 \
+            if (shown_ < CHECK_EACH_SHOWN) {                                 \
+                fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__);      \
+                fprintf(stderr, __VA_ARGS__);                                \
+                fputc('\n', stderr);                                         \
+            } else if (shown_ == CHECK_EACH_SHOWN) {                         \
+                fprintf(stderr, "%s:%d: further failures here are counted, " \
+                        "not shown\n", __FILE__, __LINE__);                  \
+            }                                                                \
+            shown_++;                                                        \
+        }                                                                    \
+    } while (0)
+
+/* Two arrays of N elements (of the size of *A) equal byte for byte; when not,
+ * the failure names WHAT, the first element that differs and both its
+ * values' bytes (in memory order, in hex). */
+static inline size_t check_first_difference(const void *a, const void *b, size_t n,
+                                            size_t size) {
+    size_t i = 0;
+    while (i < n && memcmp((const char *)a + i * size, (const char *)b + i * size, size) == 0)
+        i++;
+    return i;
+}
+static inline const char *check_hex(const void *p, size_t size, char *buf, size_t cap) {
+    size_t k = 0;
+    for (size_t j = 0; j < size && k + 3 < cap; j++)
+        k += (size_t)snprintf(buf + k, cap - k, "%02x", ((const unsigned char *)p)[j]);
+    buf[k] = 0;
+    return buf;
+}
+#define CHECK_SAME_ELEMENTS(a, b, n, what)                                   \
+    do {                                                                     \
+        size_t n_ = (n), sz_ = sizeof *(a);                                  \
+        size_t i_ = check_first_difference(a, b, n_, sz_);                   \
+        char ha_[70], hb_[70];                                               \
+        CHECK_MSG(i_ == n_, "%s: element %zu of %zu differs: %s vs %s",      \
+                  what, i_, n_,                                              \
+                  i_ < n_ ? check_hex((a) + i_, sz_, ha_, sizeof ha_) : "",  \
+                  i_ < n_ ? check_hex((b) + i_, sz_, hb_, sizeof hb_) : ""); \
+    } while (0)
+
+/* For whole runs counted into one CHECK (every path and thread count of a
+ * kernel against its reference): 0 when the N floats Y equal REF bit for
+ * bit; otherwise 1, after a line on stderr saying which run (FMT and its
+ * arguments), how many values differ and the first of them with both
+ * values. */
+__attribute__((format(printf, 4, 5))) static inline int
+check_floats_differ(const float *y, const float *ref, size_t n, const char *fmt, ...) {
+    if (memcmp(y, ref, n * sizeof *y) == 0)
+        return 0;
+    size_t first = n, count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(y + i, ref + i, sizeof *y) != 0) {
+            first = first < n ? first : i;
+            count++;
+        }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %zu of %zu values differ, first [%zu]: %a, ref %a\n", count, n, first,
+            (double)y[first], (double)ref[first]);
+    return 1;
+}
 
 /* Skips are reported, never counted as passes. */
 #define CHECK_SKIP(...)                                                      \

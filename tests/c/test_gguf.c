@@ -253,15 +253,16 @@ static void test_golden_facts(void) {
     /* Every tensor starts on the alignment; the file ends after the last
      * padded tensor. */
     uint64_t end = 0;
-    long bad = 0;
     for (uint64_t i = 0; i < rl_gguf_tensor_count(f); i++) {
-        bad += rl_gguf_tensor_offset(f, i) % 32 != 0;
-        bad += ((uintptr_t)rl_gguf_tensor_data(f, i) - (uintptr_t)rl_gguf_bytes(f)) % 32 != 0;
+        uint64_t at = (uint64_t)((uintptr_t)rl_gguf_tensor_data(f, i) - (uintptr_t)rl_gguf_bytes(f));
+        CHECK_EACH(rl_gguf_tensor_offset(f, i) % 32 == 0 && at % 32 == 0,
+                   "tensor %" PRIu64 ": data offset %" PRIu64 ", at byte %" PRIu64
+                   " of the file: not aligned to 32", i, rl_gguf_tensor_offset(f, i), at);
         uint64_t e = rl_gguf_tensor_offset(f, i) + (rl_gguf_tensor_nbytes(f, i) + 31) / 32 * 32;
         if (e > end)
             end = e;
     }
-    CHECK(bad == 0 && rl_gguf_data_offset(f) + end == rl_gguf_file_size(f));
+    CHECK_EQ_U(rl_gguf_data_offset(f) + end, rl_gguf_file_size(f));
     /* Q8_0 dequantization of the first block of token_embd, by hand. */
     const uint8_t *blk = rl_gguf_tensor_data(f, te);
     float row[32];

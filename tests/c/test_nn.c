@@ -20,7 +20,8 @@ static float *rnd_floats(size_t n, float scale) {
 }
 
 /* Runs `call` on every supported path with 1..4 threads into y and counts
- * runs whose bits differ from ref (n floats). */
+ * runs whose bits differ from ref (n floats), showing each one's first
+ * difference. */
 #define ALL_PATHS(ref, y, n, bad, call)                                        \
     for (int p_ = RL_PATH_REF; p_ <= RL_PATH_AVX512VNNI; p_++) {              \
         if (!rl_path_supported((rl_path)p_))                                  \
@@ -29,14 +30,15 @@ static float *rnd_floats(size_t n, float scale) {
             rl_path path = (rl_path)p_;                                       \
             memset((y), 0xff, (n) * sizeof *(y));                             \
             call;                                                             \
-            (bad) += memcmp((y), (ref), (n) * sizeof *(y)) != 0;              \
+            (bad) += check_floats_differ((y), (ref), (n), "%s, path %d, %d threads", \
+                                         #call, p_, th);                       \
         }                                                                     \
     }
 
 /* ---- LayerNorm ------------------------------------------------------ */
 
 static void test_layer_norm(void) {
-    long bad_path = 0, bad_ref = 0;
+    long bad_path = 0;
     for (int rep = 0; rep < 30; rep++) {
         size_t n = (size_t)rnd_int(1, 300), d = (size_t)rnd_int(1, 400);
         float eps = rep % 2 ? 1e-5f : 1e-12f;
@@ -57,17 +59,18 @@ static void test_layer_norm(void) {
             var /= (double)d;
             for (size_t i = 0; i < d; i++) {
                 double e = (x[t * d + i] - mean) / sqrt(var + eps) * w[i];
-                bad_ref += fabs(ref[t * d + i] - e) > 1e-5 * (fabs(w[i]) + 1e-3) + 1e-6 * fabs(e);
+                CHECK_EACH(fabs(ref[t * d + i] - e) <= 1e-5 * (fabs(w[i]) + 1e-3) + 1e-6 * fabs(e),
+                           "layer-norm %zux%zu row %zu [%zu]: %a, double %a", n, d, t, i,
+                           (double)ref[t * d + i], e);
             }
         }
         /* in place */
         memcpy(y, x, n * d * sizeof *y);
         rl_layer_norm_ex(y, n, d, w, eps, y, rl_path_best(), 3);
-        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        bad_path += check_floats_differ(y, ref, n * d, "layer-norm in place, best path");
         free(x), free(w), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "layer-norm: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "layer-norm: %ld values off the double reference", bad_ref);
 }
 
 /* A row too large to square in f32 answers NaN on every path and thread
@@ -75,7 +78,6 @@ static void test_layer_norm(void) {
  * while the other rows keep their values. */
 static void test_layer_norm_overflow(void) {
     const size_t n = 11, d = 40; /* 8 rows in the interleaved run, 3 alone */
-    long bad = 0;
     for (size_t big = 0; big < n; big++) {
         float *x = rnd_floats(n * d, 1.0f), *w = rnd_floats(d, 1.0f);
         float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
@@ -88,14 +90,15 @@ static void test_layer_norm_overflow(void) {
                 CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, (rl_path)p, th) == RL_Q8_OK);
                 for (size_t t = 0; t < n; t++)
                     for (size_t i = 0; i < d; i++)
-                        bad += t == big ? !isnan(y[t * d + i])
-                                        : memcmp(&y[t * d + i], &ref[t * d + i], sizeof *y) != 0;
+                        CHECK_EACH(t == big ? isnan(y[t * d + i])
+                                            : memcmp(&y[t * d + i], &ref[t * d + i], sizeof *y) == 0,
+                                   "layer-norm overflow, path %d, %d threads, big row %zu: row %zu "
+                                   "[%zu] %a, ref %a", p, th, big, t, i, (double)y[t * d + i],
+                                   (double)ref[t * d + i]);
             }
         }
         free(x), free(w), free(ref), free(y);
     }
-    CHECK_MSG(!bad, "layer-norm overflow: %ld values not NaN in the big row or changed in others",
-              bad);
 }
 
 /* The first NaN or infinity wherever it is, in and past the 64-value
@@ -103,7 +106,6 @@ static void test_layer_norm_overflow(void) {
 static void first_non_finite_cases(void) {
     const float nonfinite[3] = {NAN, INFINITY, -INFINITY};
     float x[300];
-    long bad = 0;
     for (size_t i = 0; i < 300; i++)
         x[i] = i % 3 ? 3.4e38f : (i % 5 ? -1e-45f : 0.5f);
     CHECK_EQ_U(rl_first_non_finite_f32(x, 300), 300);
@@ -115,14 +117,18 @@ static void first_non_finite_cases(void) {
                 x[at] = nonfinite[k];
                 if (at + 1 < n)
                     x[n - 1] = NAN; /* a later one is not the first */
-                bad += rl_first_non_finite_f32(x, n) != at;
-                bad += rl_first_non_finite_f32(x, at) != at; /* before it: none */
+                CHECK_EACH(rl_first_non_finite_f32(x, n) == at,
+                           "first-non-finite, simd %d, %zu values, %a at %zu: answered %zu",
+                           rl_simd(), n, (double)nonfinite[k], at, rl_first_non_finite_f32(x, n));
+                CHECK_EACH(rl_first_non_finite_f32(x, at) == at, /* before it: none */
+                           "first-non-finite, simd %d, the %zu values before %a: answered %zu",
+                           rl_simd(), at, (double)nonfinite[k], rl_first_non_finite_f32(x, at));
                 x[at] = keep;
                 if (at + 1 < n)
                     x[n - 1] = (n - 1) % 3 ? 3.4e38f : ((n - 1) % 5 ? -1e-45f : 0.5f);
             }
         }
-    CHECK_MSG(!bad, "first-non-finite, simd %d: %ld wrong answers", rl_simd(), bad);
+
 }
 
 static void test_first_non_finite(void) {
@@ -136,7 +142,7 @@ static void test_first_non_finite(void) {
 /* ---- RoPE ----------------------------------------------------------- */
 
 static void test_rope(void) {
-    long bad_path = 0, bad_ref = 0;
+    long bad_path = 0;
     for (int rep = 0; rep < 30; rep++) {
         size_t n = (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
         size_t hd = 2 * (size_t)rnd_int(1, 40), row = heads * hd;
@@ -147,9 +153,10 @@ static void test_rope(void) {
         ALL_PATHS(ref, y, n * row, bad_path, rl_rope_neox_ex(x, n, heads, hd, base, y, path, th));
         memcpy(y, x, n * row * sizeof *y);
         rl_rope_neox(y, n, heads, hd, base, y);
-        bad_path += memcmp(y, ref, n * row * sizeof *y) != 0;
+        bad_path += check_floats_differ(y, ref, n * row, "rope in place, best path");
         /* position 0 turns nothing: cos 0 = 1, sin 0 = 0 exactly */
-        bad_ref += memcmp(ref, x, row * sizeof *x) != 0;
+        CHECK_MSG(!check_floats_differ(ref, x, row, "rope at position 0 against its input"),
+                  "rope at position 0 turns nothing");
         const size_t half = hd / 2;
         for (size_t t = 0; t < n; t++)
             for (size_t h = 0; h < heads; h++)
@@ -162,12 +169,13 @@ static void test_rope(void) {
                     /* f32 angles drift by about i ulps of t */
                     double tol = 1e-5 + 4e-7 * (double)t * (double)(i + 1) *
                                             (fabs(xs[i]) + fabs(xs[i + half]));
-                    bad_ref += fabs(ys[i] - e0) > tol || fabs(ys[i + half] - e1) > tol;
+                    CHECK_EACH(fabs(ys[i] - e0) <= tol && fabs(ys[i + half] - e1) <= tol,
+                               "rope position %zu head %zu pair %zu: (%a, %a), double (%a, %a)",
+                               t, h, i, (double)ys[i], (double)ys[i + half], e0, e1);
                 }
         free(x), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "rope: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "rope: %ld pairs off the double reference", bad_ref);
 }
 
 /* ---- attention ------------------------------------------------------ */
@@ -201,7 +209,7 @@ static void attn_double(const float *q, const float *k, const float *v, size_t n
 }
 
 static void test_attention(void) {
-    long bad_path = 0, bad_ref = 0, bad_mask = 0;
+    long bad_path = 0, bad_mask = 0;
     for (int rep = 0; rep < 24; rep++) {
         size_t n = (size_t)rnd_int(1, 90), heads = (size_t)rnd_int(1, 4);
         size_t hd = (size_t)rnd_int(1, 70);
@@ -220,7 +228,10 @@ static void test_attention(void) {
             for (size_t h = 0; h < heads; h++) {
                 attn_double(q, k, v, n, heads, hd, window, i, h, o);
                 for (size_t c = 0; c < hd; c++)
-                    bad_ref += fabs(ref[i * row + h * hd + c] - o[c]) > 2e-5 * (1 + fabs(o[c]));
+                    CHECK_EACH(fabs(ref[i * row + h * hd + c] - o[c]) <= 2e-5 * (1 + fabs(o[c])),
+                               "attention n %zu window %zu: query %zu head %zu [%zu]: %a, "
+                               "double %a", n, (size_t)window, i, h, c,
+                               (double)ref[i * row + h * hd + c], o[c]);
             }
         /* The mask: keys and values outside |i - j| <= window / 2 change
          * nothing for query i. */
@@ -238,7 +249,6 @@ static void test_attention(void) {
         free(q), free(k), free(v), free(ref), free(y), free(o);
     }
     CHECK_MSG(!bad_path, "attention: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "attention: %ld values off the double reference", bad_ref);
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
 }
 
@@ -249,14 +259,14 @@ static void test_attention_self_window(void) {
     float *q = rnd_floats(n * row, 1), *k = rnd_floats(n * row, 1), *v = rnd_floats(n * row, 1);
     float *y = malloc(n * row * sizeof *y);
     CHECK(rl_attention(q, k, v, n, heads, hd, 1, y) == RL_Q8_OK);
-    CHECK(memcmp(y, v, n * row * sizeof *y) == 0);
+    CHECK_SAME_ELEMENTS(y, v, n * row, "window 1: attention against its own value rows");
     free(q), free(k), free(v), free(y);
 }
 
 /* ---- GeGLU ---------------------------------------------------------- */
 
 static void test_geglu(void) {
-    long bad_path = 0, bad_ref = 0;
+    long bad_path = 0;
     double max_tanh_gap = 0;
     for (int rep = 0; rep < 30; rep++) {
         size_t n = (size_t)rnd_int(1, 100), f = (size_t)rnd_int(1, 300);
@@ -271,14 +281,15 @@ static void test_geglu(void) {
                 double ge = 0.5 * a * (1 + erf(a / sqrt(2.0)));
                 double gt = 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
                 double e = (kind == RL_GELU_TANH ? gt : ge) * g;
-                bad_ref += fabs(ref[t * f + c] - e) > 1e-6 * (1 + fabs(e));
+                CHECK_EACH(fabs(ref[t * f + c] - e) <= 1e-6 * (1 + fabs(e)),
+                           "geglu %d row %zu [%zu]: %a, double %a", (int)kind, t, c,
+                           (double)ref[t * f + c], e);
                 if (fabs(ge - gt) > max_tanh_gap)
                     max_tanh_gap = fabs(ge - gt);
             }
         free(x), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "geglu: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "geglu: %ld values off the double reference", bad_ref);
     /* the two GELUs are different functions, close together */
     CHECK(max_tanh_gap > 1e-5 && max_tanh_gap < 1e-2);
     CHECK(rl_gelu_f32(0.0f, RL_GELU_ERF) == 0.0f && rl_gelu_f32(0.0f, RL_GELU_TANH) == 0.0f);
@@ -311,7 +322,7 @@ static void test_errors(void) {
  * bias is added to rl_layer_norm's f32 result (one rounding), and a NULL
  * bias is rl_layer_norm bit for bit. */
 static void test_layer_norm_bias(void) {
-    long bad_path = 0, bad_ref = 0;
+    long bad_path = 0;
     for (int rep = 0; rep < 30; rep++) {
         size_t n = (size_t)rnd_int(1, 200), d = (size_t)rnd_int(1, 300);
         float *x = rnd_floats(n * d, ldexpf(1.0f, rnd_int(-4, 6)));
@@ -323,22 +334,23 @@ static void test_layer_norm_bias(void) {
         CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, RL_PATH_REF, 1) == RL_Q8_OK);
         for (size_t i = 0; i < n * d; i++) {
             const float e = y[i] + b[i % d];
-            bad_ref += memcmp(&e, &ref[i], sizeof e) != 0;
+            CHECK_EACH(memcmp(&e, &ref[i], sizeof e) == 0,
+                       "layer-norm-bias [%zu]: %a, layer-norm + bias %a", i, (double)ref[i],
+                       (double)e);
         }
         ALL_PATHS(y, ref, n * d, bad_path, /* no bias: rl_layer_norm's bits */
                   rl_layer_norm_bias_ex(x, n, d, w, NULL, 1e-5f, ref, path, th));
         memcpy(y, x, n * d * sizeof *y); /* in place */
         CHECK(rl_layer_norm_bias_ex(y, n, d, w, b, 1e-5f, y, rl_path_best(), 3) == RL_Q8_OK);
         CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
-        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        bad_path += check_floats_differ(y, ref, n * d, "layer-norm-bias in place, best path");
         free(x), free(w), free(b), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "layer-norm-bias: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "layer-norm-bias: %ld values not layer-norm + bias", bad_ref);
 }
 
 static void test_bias_act(void) {
-    long bad_path = 0, bad_ref = 0;
+    long bad_path = 0;
     for (int rep = 0; rep < 30; rep++) {
         size_t n = (size_t)rnd_int(1, 200), d = (size_t)rnd_int(1, 300);
         rl_nn_act act = (rl_nn_act)(rep % 3);
@@ -353,18 +365,17 @@ static void test_bias_act(void) {
             double e = act == RL_NN_NONE ? v
                        : act == RL_NN_RELU ? (v < 0 ? 0.0 : v)
                                             : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-            if (isnan(v))
-                bad_ref += !isnan(ref[i]); /* a NaN is never hidden */
-            else
-                bad_ref += fabs(ref[i] - e) > 2e-6 * fabs(e) + 1e-7;
+            /* a NaN is never hidden */
+            CHECK_EACH(isnan(v) ? isnan(ref[i]) : fabs(ref[i] - e) <= 2e-6 * fabs(e) + 1e-7,
+                       "bias-act %d [%zu] of %a: %a, double %a", (int)act, i, (double)v,
+                       (double)ref[i], e);
         }
         memcpy(y, x, n * d * sizeof *y); /* in place */
         CHECK(rl_bias_act_ex(y, n, d, b, act, y, rl_path_best(), 2) == RL_Q8_OK);
-        bad_path += memcmp(y, ref, n * d * sizeof *y) != 0;
+        bad_path += check_floats_differ(y, ref, n * d, "bias-act in place, best path");
         free(x), free(b), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "bias-act: %ld runs differ from ref", bad_path);
-    CHECK_MSG(!bad_ref, "bias-act: %ld values off the double reference", bad_ref);
     float z[4] = {0};
     CHECK(rl_bias_act_ex(z, 1, 4, NULL, (rl_nn_act)7, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
     CHECK(rl_bias_act_ex(z, 1, 0, NULL, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_Q8_BADARG);

@@ -36,27 +36,22 @@ static double f16_value_ref(uint16_t h) {
 }
 
 static void test_f16_exhaustive(void) {
-    long bad_roundtrip = 0, bad_nan = 0, bad_value = 0, bad_sign = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = rl_gguf_f16_to_f32((uint16_t)h);
         uint16_t back = rl_gguf_f32_to_f16(f);
         if (f16_is_nan((uint16_t)h)) {
-            if (!isnan(f) || !f16_is_nan(back))
-                bad_nan++;
-            if ((back ^ h) & 0x8000u)
-                bad_sign++;
+            CHECK_EACH(isnan(f) && f16_is_nan(back), "f16 NaN %04x: f32 %08x, back %04x", h,
+                       rl_gguf_f32_bits(f), back);
+            CHECK_EACH(!((back ^ h) & 0x8000u), "f16 NaN %04x loses its sign: back %04x", h,
+                       back);
             continue;
         }
-        if (back != h)
-            bad_roundtrip++;
+        CHECK_EACH(back == h, "f16->f32->f16 %04x: %04x (f32 %08x)", h, back,
+                   rl_gguf_f32_bits(f));
         double ref = f16_value_ref((uint16_t)h);
-        if ((double)f != ref || !signbit(f) != !signbit(ref))
-            bad_value++;
+        CHECK_EACH((double)f == ref && !signbit(f) == !signbit(ref), "f16->f32 %04x: %a, want %a",
+                   h, (double)f, ref);
     }
-    CHECK_MSG(bad_roundtrip == 0, "f16->f32->f16 identity fails for %ld patterns", bad_roundtrip);
-    CHECK_MSG(bad_nan == 0, "%ld NaN patterns do not stay NaN", bad_nan);
-    CHECK_MSG(bad_sign == 0, "%ld NaN patterns lose their sign", bad_sign);
-    CHECK_MSG(bad_value == 0, "f16->f32 inexact for %ld patterns", bad_value);
 }
 
 static void test_f16_edges(void) {
@@ -172,31 +167,23 @@ static void test_bf16(void) {
     CHECK_MSG(bad == 0, "%ld f32->bf16 edge cases wrong", bad);
 
     /* The rule itself, against the textbook version, on random patterns. */
-    long bad_rand = 0;
     for (long i = 0; i < 4000000; i++) {
         uint32_t u = rnd();
-        if (rl_gguf_f32_to_bf16(fb(u)) != bf16_ref(u))
-            bad_rand++;
+        CHECK_EACH(rl_gguf_f32_to_bf16(fb(u)) == bf16_ref(u), "f32->bf16 %08x: %04x, reference %04x",
+                   u, rl_gguf_f32_to_bf16(fb(u)), bf16_ref(u));
     }
-    CHECK_MSG(bad_rand == 0, "f32->bf16 differs from the reference for %ld of 4M", bad_rand);
 
     /* Widening: exact (the pattern shifted) and the identity back. */
-    long bad_widen = 0, bad_back = 0, bad_nan = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = rl_gguf_bf16_to_f32((uint16_t)h);
-        if (rl_gguf_f32_bits(f) != h << 16)
-            bad_widen++;
+        CHECK_EACH(rl_gguf_f32_bits(f) == h << 16, "bf16->f32 %04x: %08x", h, rl_gguf_f32_bits(f));
         uint16_t back = rl_gguf_f32_to_bf16(f);
-        if (bf16_is_nan((uint16_t)h)) {
-            if (!bf16_is_nan(back) || ((back ^ h) & 0x8000u))
-                bad_nan++;
-        } else if (back != h) {
-            bad_back++;
-        }
+        if (bf16_is_nan((uint16_t)h))
+            CHECK_EACH(bf16_is_nan(back) && !((back ^ h) & 0x8000u),
+                       "bf16 NaN %04x: back %04x, not NaN with its sign", h, back);
+        else
+            CHECK_EACH(back == h, "bf16->f32->bf16 %04x: %04x", h, back);
     }
-    CHECK_MSG(bad_widen == 0, "bf16->f32 inexact for %ld patterns", bad_widen);
-    CHECK_MSG(bad_back == 0, "bf16->f32->bf16 identity fails for %ld patterns", bad_back);
-    CHECK_MSG(bad_nan == 0, "%ld bf16 NaNs do not stay NaN with their sign", bad_nan);
 }
 
 static void test_rows(void) {
@@ -205,19 +192,23 @@ static void test_rows(void) {
     for (int i = 0; i < 257; i++)
         x[i] = fb(rnd());
     rl_gguf_f32_to_f16_row(x, h, 257);
-    long bad = 0;
     for (int i = 0; i < 257; i++)
-        bad += h[i] != rl_gguf_f32_to_f16(x[i]);
+        CHECK_EACH(h[i] == rl_gguf_f32_to_f16(x[i]), "f32->f16 row [%d] %08x: %04x, scalar %04x",
+                   i, rl_gguf_f32_bits(x[i]), h[i], rl_gguf_f32_to_f16(x[i]));
     rl_gguf_f16_to_f32_row(h, y, 257);
     for (int i = 0; i < 257; i++)
-        bad += rl_gguf_f32_bits(y[i]) != rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i]));
+        CHECK_EACH(rl_gguf_f32_bits(y[i]) == rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i])),
+                   "f16->f32 row [%d] %04x: %08x, scalar %08x", i, h[i], rl_gguf_f32_bits(y[i]),
+                   rl_gguf_f32_bits(rl_gguf_f16_to_f32(h[i])));
     rl_gguf_f32_to_bf16_row(x, g, 257);
     for (int i = 0; i < 257; i++)
-        bad += g[i] != rl_gguf_f32_to_bf16(x[i]);
+        CHECK_EACH(g[i] == rl_gguf_f32_to_bf16(x[i]),
+                   "f32->bf16 row [%d] %08x: %04x, scalar %04x", i, rl_gguf_f32_bits(x[i]), g[i],
+                   rl_gguf_f32_to_bf16(x[i]));
     rl_gguf_bf16_to_f32_row(g, y, 257);
     for (int i = 0; i < 257; i++)
-        bad += rl_gguf_f32_bits(y[i]) != (uint32_t)g[i] << 16;
-    CHECK_MSG(bad == 0, "row conversions differ from the scalar ones in %ld places", bad);
+        CHECK_EACH(rl_gguf_f32_bits(y[i]) == (uint32_t)g[i] << 16,
+                   "bf16->f32 row [%d] %04x: %08x", i, g[i], rl_gguf_f32_bits(y[i]));
 }
 
 __attribute__((target("f16c"))) static uint16_t hw_f32_to_f16(float f) {
@@ -238,30 +229,27 @@ static void test_f16c(void) {
      * exponents that land near or inside binary16's range. */
     /* NaN is ggml's one quiet NaN 0x7e00 with the sign, where F16C keeps
      * the payload's top bits; every other input must match F16C exactly. */
-    long bad = 0, n = 0;
-    for (long i = 0; i < 4000000; i++, n++) {
+    for (long i = 0; i < 4000000; i++) {
         uint32_t u = rnd();
         uint16_t want = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u)
                                                         : hw_f32_to_f16(fb(u));
-        if (rl_gguf_f32_to_f16(fb(u)) != want)
-            bad++;
+        uint16_t got = rl_gguf_f32_to_f16(fb(u));
+        CHECK_EACH(got == want, "f32->f16 %08x: %04x, F16C %04x", u, got, want);
     }
-    for (long i = 0; i < 4000000; i++, n++) {
+    for (long i = 0; i < 4000000; i++) {
         uint32_t e = 100 + rnd() % 48; /* 2^-27 .. 2^20 */
         uint32_t u = (rnd() & 0x807fffffu) | (e << 23);
-        if (rl_gguf_f32_to_f16(fb(u)) != hw_f32_to_f16(fb(u)))
-            bad++;
+        uint16_t got = rl_gguf_f32_to_f16(fb(u)), want = hw_f32_to_f16(fb(u));
+        CHECK_EACH(got == want, "f32->f16 %08x: %04x, F16C %04x", u, got, want);
     }
-    CHECK_MSG(bad == 0, "f32->f16 differs from F16C for %ld of %ld inputs", bad, n);
 
-    long bad_w = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float a = rl_gguf_f16_to_f32((uint16_t)h), b = hw_f16_to_f32((uint16_t)h);
-        if (f16_is_nan((uint16_t)h) ? !(isnan(a) && isnan(b))
-                                     : rl_gguf_f32_bits(a) != rl_gguf_f32_bits(b))
-            bad_w++;
+        CHECK_EACH(f16_is_nan((uint16_t)h) ? isnan(a) && isnan(b)
+                                           : rl_gguf_f32_bits(a) == rl_gguf_f32_bits(b),
+                   "f16->f32 %04x: %08x, F16C %08x", h, rl_gguf_f32_bits(a),
+                   rl_gguf_f32_bits(b));
     }
-    CHECK_MSG(bad_w == 0, "f16->f32 differs from F16C for %ld patterns", bad_w);
 }
 
 /* The non-finite scan in each storage kind, and the double rows. */

@@ -8,8 +8,6 @@
 #include "prims/pool.h"
 #include "tests/c/check.h"
 
-static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
-
 static int pool_hits[64];
 static void pool_count(void *ctx, int ith, int nth) {
     (void)ctx;
@@ -22,7 +20,6 @@ static void pool_reenter(void *ctx, int ith, int nth) {
 }
 
 static void test_pool(void) {
-    int bad = 0;
     for (size_t n = 0; n < 200; n++) {
         for (int nth = 1; nth <= 9; nth++) {
             for (size_t mult = 1; mult <= 4; mult += 3) {
@@ -30,16 +27,18 @@ static void test_pool(void) {
                 for (int i = 0; i < nth; i++) {
                     size_t a, b;
                     rl_pool_chunk(n, i, nth, mult, &a, &b);
-                    bad += a > b || b > n || (a != prev && a < b) || (a % mult && a < n);
+                    CHECK_EACH(!(a > b || b > n || (a != prev && a < b) || (a % mult && a < n)),
+                               "rl_pool_chunk(%zu, %d, %d, %zu): [%zu, %zu) after %zu", n, i,
+                               nth, mult, a, b, prev);
                     if (a < b)
                         prev = b;
                     covered += b - a;
                 }
-                bad += covered != n;
+                CHECK_EACH(covered == n, "rl_pool_chunk(%zu, *, %d, %zu): chunks cover %zu", n,
+                           nth, mult, covered);
             }
         }
     }
-    CHECK_MSG(!bad, "rl_pool_chunk: %d violations", bad);
     memset(pool_hits, 0, sizeof pool_hits);
     for (int rep = 0; rep < 200; rep++)
         rl_pool_run(1 + rep % 6, pool_count, NULL);
@@ -47,7 +46,9 @@ static void test_pool(void) {
     for (int rep = 0; rep < 200; rep++)
         for (int i = 0; i < 1 + rep % 6; i++)
             want[i] += 1 + rep % 6;
-    CHECK(same(pool_hits, want, sizeof want));
+    for (int i = 0; i < 64; i++)
+        CHECK_EACH(pool_hits[i] == want[i], "thread %d: %d hits, want %d", i, pool_hits[i],
+                   want[i]);
     memset(pool_hits, 0, sizeof pool_hits);
     rl_pool_run(2, pool_reenter, NULL);
     CHECK(pool_hits[0] == 3 && pool_hits[1] == 3 && pool_hits[2] == 3);
@@ -71,7 +72,9 @@ static void test_split(void) {
             for (int i = 0; i < chunks; i++)
                 want[i] += chunks;
     }
-    CHECK(same(pool_hits, want, sizeof want));
+    for (int i = 0; i < 64; i++)
+        CHECK_EACH(pool_hits[i] == want[i], "thread %d: %d hits, want %d", i, pool_hits[i],
+                   want[i]);
     CHECK_MSG(rl_pool_workers() <= 2, "split: %d workers for at most 3 threads",
               rl_pool_workers());
     CHECK(rl_pool_split_chunks(1, 100) == 1 && rl_pool_split_chunks(2, 100) == 8);

@@ -53,7 +53,7 @@ static void test_corner_table(const char *file, int want_rows) {
     CHECK_MSG(doc != NULL, "cannot read %s", file);
     if (!doc)
         return;
-    int rows = 0, bad_parse = 0, bad_ref = 0, bad_avx2 = 0, bad_f64 = 0, bad_deq = 0;
+    int rows = 0, bad_parse = 0;
     size_t r;
     json_t *row;
     json_array_foreach(json_object_get(doc, "rows"), r, row) {
@@ -77,14 +77,17 @@ static void test_corner_table(const char *file, int want_rows) {
         }
         rl_block_q8_0 y;
         size_t w;
-        if (rl_q8_quantize_f32_ref(x, 32, &y, &w) != RL_Q8_OK || !same_bytes(&y, want, 34))
-            bad_ref++;
-        if (rl_cpu_has_avx2() &&
-            (rl_q8_quantize_f32_avx2(x, 32, &y, &w) != RL_Q8_OK || !same_bytes(&y, want, 34)))
-            bad_avx2++;
-        if (rl_q8_quantize_path(RL_SRC_F64, xd, 32, &y, &w, RL_PATH_REF) != RL_Q8_OK ||
-            !same_bytes(&y, want, 34))
-            bad_f64++;
+        unsigned wd = (unsigned)(want[0] | want[1] << 8);
+        CHECK_EACH(rl_q8_quantize_f32_ref(x, 32, &y, &w) == RL_Q8_OK && same_bytes(&y, want, 34),
+                   "%s row %d (ref): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
+        if (rl_cpu_has_avx2())
+            CHECK_EACH(rl_q8_quantize_f32_avx2(x, 32, &y, &w) == RL_Q8_OK &&
+                           same_bytes(&y, want, 34),
+                       "%s row %d (avx2): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
+        CHECK_EACH(rl_q8_quantize_path(RL_SRC_F64, xd, 32, &y, &w, RL_PATH_REF) == RL_Q8_OK &&
+                       same_bytes(&y, want, 34),
+                   "%s row %d (double entry point): d %04x, llama-quantize's %04x", file, rows,
+                   y.d, wd);
         /* Dequantized: q * f16->f32(d), as the bytes say. */
         float deq[32];
         rl_block_q8_0 wb;
@@ -92,18 +95,16 @@ static void test_corner_table(const char *file, int want_rows) {
         rl_q8_dequantize_ref(&wb, 1, deq);
         float dd = rl_gguf_f16_to_f32((uint16_t)(want[0] | want[1] << 8));
         for (int j = 0; j < 32; j++)
-            if (deq[j] != (float)(int8_t)want[2 + j] * dd || rl_q8_get(&wb, (size_t)j) != (double)deq[j])
-                bad_deq++;
+            CHECK_EACH(deq[j] == (float)(int8_t)want[2 + j] * dd &&
+                           rl_q8_get(&wb, (size_t)j) == (double)deq[j],
+                       "%s row %d [%d]: dequantized %a, rl_q8_get %a, want %a", file, rows, j,
+                       (double)deq[j], rl_q8_get(&wb, (size_t)j),
+                       (double)((float)(int8_t)want[2 + j] * dd));
         rows++;
     }
     json_decref(doc);
     CHECK_MSG(rows == want_rows && !bad_parse, "%s: parsed %d rows (want %d), %d parse errors",
               file, rows, want_rows, bad_parse);
-    CHECK_MSG(!bad_ref, "%s: %d rows differ from llama-quantize (ref)", file, bad_ref);
-    if (rl_cpu_has_avx2())
-        CHECK_MSG(!bad_avx2, "%s: %d rows differ from llama-quantize (avx2)", file, bad_avx2);
-    CHECK_MSG(!bad_f64, "%s: %d rows differ through the double entry point", file, bad_f64);
-    CHECK_MSG(!bad_deq, "%s: %d dequantized values wrong", file, bad_deq);
 }
 
 /* ---- whole golden files --------------------------------------------- */
@@ -157,6 +158,8 @@ static void test_golden_file(const char *in, const char *out) {
         if (!name || !tensor_facts(t, &off_o, &ty_o, &ne_o) || strcmp(ty_o, "Q8_0"))
             continue;
         if (!tensor_facts(rl_test_json_tensor(jin, name), &off_i, &ty_i, &ne_i) || ne_i != ne_o) {
+            fprintf(stderr, "  %s: %s has no source tensor of %ld elements in %s\n", out, name,
+                    ne_o, in);
             bad++;
             continue;
         }
@@ -165,6 +168,7 @@ static void test_golden_file(const char *in, const char *out) {
         size_t esz = src == RL_SRC_F32 ? 4 : 2, n = (size_t)ne_i;
         if ((size_t)(base_in + off_i) + n * esz > lin ||
             (size_t)(base_out + off_o) + rl_q8_bytes(n) > lout) {
+            fprintf(stderr, "  %s: %s lies past the end of its file\n", out, name);
             bad++;
             continue;
         }
@@ -177,8 +181,14 @@ static void test_golden_file(const char *in, const char *out) {
             size_t w;
             if (rl_q8_quantize_path(src, x, n, y, &w, (rl_path)path) != RL_Q8_OK ||
                 !same_bytes(y, dout + base_out + off_o, rl_q8_bytes(n))) {
-                fprintf(stderr, "  %s: %s differs (%s path)\n", out, name,
-                        rl_path_name((rl_path)path));
+                /* the first block that differs, with both scales */
+                size_t blk = 0;
+                const rl_block_q8_0 *g = (const rl_block_q8_0 *)(dout + base_out + off_o);
+                while (blk + 1 < n / 32 && same_bytes(y + blk, g + blk, sizeof *y))
+                    blk++;
+                fprintf(stderr, "  %s: %s differs (%s path), first at block %zu: d %04x, "
+                        "llama-quantize's %04x\n", out, name, rl_path_name((rl_path)path), blk,
+                        y[blk].d, g[blk].d);
                 bad++;
             }
         }
@@ -531,22 +541,21 @@ static void test_dequantize(void) {
     }
     b[0].qs[0] = -128;
     rl_q8_dequantize_ref(b, NB, ya);
-    long bad = 0;
     for (int i = 0; i < NB; i++) {
         float d = rl_gguf_f16_to_f32(b[i].d);
         for (int j = 0; j < 32; j++) {
             float want = (float)b[i].qs[j] * d;
-            if (rl_gguf_f32_bits(want) != rl_gguf_f32_bits(ya[32 * i + j]))
-                bad++;
+            CHECK_EACH(rl_gguf_f32_bits(want) == rl_gguf_f32_bits(ya[32 * i + j]),
+                       "dequantize_ref block %d element %d: %a, want %a", i, j,
+                       (double)ya[32 * i + j], (double)want);
             double g = rl_q8_get(b, (size_t)(32 * i + j));
-            if (isfinite(want) && g != (double)want)
-                bad++;
+            CHECK_EACH(!isfinite(want) || g == (double)want,
+                       "rl_q8_get block %d element %d: %a, want %a", i, j, g, (double)want);
         }
     }
-    CHECK_MSG(!bad, "dequantize_ref / rl_q8_get: %ld wrong values", bad);
     if (rl_cpu_has_avx2()) {
         rl_q8_dequantize_avx2(b, NB, yb);
-        CHECK(same_bytes(ya, yb, NB * 32 * sizeof *ya));
+        CHECK_SAME_ELEMENTS(ya, yb, NB * 32, "dequantize_avx2 against dequantize_ref");
     } else {
         CHECK_SKIP("no AVX2: dequantize_avx2 not compared");
     }
@@ -554,7 +563,7 @@ static void test_dequantize(void) {
     unsigned char *raw = malloc(NB * 34 + 2);
     memcpy(raw + 2, b, NB * 34);
     rl_q8_dequantize((const rl_block_q8_0 *)(const void *)(raw + 2), NB, yb);
-    CHECK(same_bytes(ya, yb, NB * 32 * sizeof *ya));
+    CHECK_SAME_ELEMENTS(ya, yb, NB * 32, "rl_q8_dequantize of odd-aligned blocks");
     free(raw);
     free(b);
     free(ya);

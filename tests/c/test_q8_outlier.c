@@ -112,7 +112,7 @@ static void random_block(float *x, uint8_t *m) {
 }
 
 static void test_random_blocks(void) {
-    int bad = 0, worse = 0, changed = 0, std_mismatch = 0;
+    int changed = 0;
     const int N = 20000;
     for (int t = 0; t < N; t++) {
         float x[32];
@@ -122,22 +122,20 @@ static void test_random_blocks(void) {
         int ovf = rl_q8_outlier_block_ref(x, m, &got);
         brute_force(x, m, &want);
         rl_q8_quantize_f32_ref(x, 32, &std, NULL);
-        if (ovf || memcmp(&got, &want, sizeof got) != 0) {
-            if (bad++ < 3)
-                fprintf(stderr, "block %d differs from the brute force\n", t);
-        }
-        if (weighted_error(x, m, got.d, got.qs) > weighted_error(x, m, std.d, std.qs))
-            worse++;
+        CHECK_EACH(!ovf && memcmp(&got, &want, sizeof got) == 0,
+                   "random block %d: d %04x (overflow %d), brute force d %04x", t, got.d, ovf,
+                   want.d);
+        CHECK_EACH(weighted_error(x, m, got.d, got.qs) <= weighted_error(x, m, std.d, std.qs),
+                   "random block %d: d %04x has a larger weighted error than the standard %04x",
+                   t, got.d, std.d);
         int any = 0;
         for (int j = 0; j < 32; j++)
             any |= m[j];
-        if (!any && memcmp(&got, &std, sizeof got) != 0)
-            std_mismatch++;
+        CHECK_EACH(any || memcmp(&got, &std, sizeof got) == 0,
+                   "random block %d, no outlier: d %04x, the standard bytes' %04x", t, got.d,
+                   std.d);
         changed += memcmp(&got, &std, sizeof got) != 0;
     }
-    CHECK_MSG(bad == 0, "%d of %d random blocks differ from the brute force", bad, N);
-    CHECK_MSG(worse == 0, "%d blocks have a larger weighted error than the standard scale", worse);
-    CHECK_MSG(std_mismatch == 0, "%d blocks without an outlier are not the bytes of doc/formats.md §2", std_mismatch);
     /* the search must actually move scales, or the test above proves nothing */
     CHECK_MSG(changed > N / 4, "only %d of %d blocks left the standard scale", changed, N);
 }
@@ -166,21 +164,20 @@ static void test_corners(void) {
     CHECK(memcmp(&got, &std, sizeof got) == 0);
 
     /* binary16-subnormal scales: the search runs among them */
-    int subnormal = 0, bad = 0;
+    int subnormal = 0;
     for (int t = 0; t < 500; t++) {
         for (int j = 0; j < 32; j++)
             x[j] = rnd_gauss() * 2e-7f;
         x[5] = 3e-5f * (float)(1 + rnd_unit());
         rl_q8_outlier_block_ref(x, (uint8_t[32]){[5] = 1}, &got);
         brute_force(x, (uint8_t[32]){[5] = 1}, &want);
-        bad += memcmp(&got, &want, sizeof got) != 0;
+        CHECK_EACH(memcmp(&got, &want, sizeof got) == 0,
+                   "binary16-subnormal block %d: d %04x, brute force d %04x", t, got.d, want.d);
         subnormal += got.d != 0 && (got.d & 0x7c00) == 0;
     }
-    CHECK_MSG(bad == 0, "%d binary16-subnormal blocks differ from the brute force", bad);
     CHECK_MSG(subnormal == 500, "only %d of 500 scales were binary16 subnormals", subnormal);
 
     /* all-outlier block: every column a candidate source */
-    bad = 0;
     int changed = 0;
     for (int t = 0; t < 500; t++) {
         for (int j = 0; j < 32; j++)
@@ -188,10 +185,10 @@ static void test_corners(void) {
         rl_q8_outlier_block_ref(x, all, &got);
         brute_force(x, all, &want);
         rl_q8_quantize_f32_ref(x, 32, &std, NULL);
-        bad += memcmp(&got, &want, sizeof got) != 0;
+        CHECK_EACH(memcmp(&got, &want, sizeof got) == 0,
+                   "all-outlier block %d: d %04x, brute force d %04x", t, got.d, want.d);
         changed += memcmp(&got, &std, sizeof got) != 0;
     }
-    CHECK_MSG(bad == 0, "%d all-outlier blocks differ from the brute force", bad);
     CHECK_MSG(changed > 0, "no all-outlier block left the standard scale");
 
     /* an outlier whose |w|/1 is beyond binary16 (d_1 = inf) while the
@@ -236,20 +233,20 @@ static void test_matrix(void) {
     rl_block_q8_0 got[R * C / 32], want, plain[R * C / 32];
     size_t w = 0;
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_Q8_OK);
-    int bad = 0;
     for (int r = 0; r < R; r++)
         for (int b = 0; b < C / 32; b++) {
             rl_q8_outlier_block_ref(x + r * C + b * 32, mask + b * 32, &want);
-            bad += memcmp(&got[r * (C / 32) + b], &want, sizeof want) != 0;
+            CHECK_EACH(memcmp(&got[r * (C / 32) + b], &want, sizeof want) == 0,
+                       "matrix row %d block %d: d %04x, the block search's %04x", r, b,
+                       got[r * (C / 32) + b].d, want.d);
         }
-    CHECK_MSG(bad == 0, "%d matrix blocks differ from the block search", bad);
     /* block 2 of each row has no outlier column: the bytes of doc/formats.md §2 */
     rl_q8_quantize_f32_ref(x, R * C, plain, NULL);
     for (int r = 0; r < R; r++)
         CHECK(memcmp(&got[r * 3 + 2], &plain[r * 3 + 2], sizeof want) == 0);
     /* no mask: exactly the plain quantizer */
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, NULL, got, NULL) == RL_Q8_OK);
-    CHECK(memcmp(got, plain, sizeof got) == 0);
+    CHECK_SAME_ELEMENTS(got, plain, sizeof got / sizeof *got, "no mask against the plain quantizer");
     /* a binary16 source is widened exactly first */
     float hx[R * C];
     for (int i = 0; i < R * C; i++)
@@ -257,7 +254,7 @@ static void test_matrix(void) {
     rl_block_q8_0 gh[R * C / 32], gf[R * C / 32];
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F16, h, R, C, mask, gh, NULL) == RL_Q8_OK);
     rl_q8_quantize_outliers_ref(RL_SRC_F32, hx, R, C, mask, gf, NULL);
-    CHECK(memcmp(gh, gf, sizeof gh) == 0);
+    CHECK_SAME_ELEMENTS(gh, gf, sizeof gh / sizeof *gh, "F16 source against F32 widened first");
 
     /* errors: bad length, bad source, NaN (first one, even after an
      * overflow), overflow (first block) */

@@ -9,14 +9,14 @@
 
 static void test_tables(void) {
     /* Status names: all distinct, none unknown. */
-    long bad = 0;
     for (int a = 0; a < RL_GGUF_STATUS_COUNT; a++) {
-        bad += !strcmp(rl_gguf_status_name((rl_gguf_status)a), "unknown-status");
+        const char *na = rl_gguf_status_name((rl_gguf_status)a);
+        CHECK_EACH(strcmp(na, "unknown-status"), "status %d has no name", a);
         for (int b = 0; b < a; b++)
-            bad += !strcmp(rl_gguf_status_name((rl_gguf_status)a),
-                           rl_gguf_status_name((rl_gguf_status)b));
+            CHECK_EACH(strcmp(na, rl_gguf_status_name((rl_gguf_status)b)),
+                       "statuses %d and %d are both %s", b, a, na);
     }
-    CHECK(bad == 0 && !strcmp(rl_gguf_status_name(RL_GGUF_STATUS_COUNT), "unknown-status"));
+    CHECK(!strcmp(rl_gguf_status_name(RL_GGUF_STATUS_COUNT), "unknown-status"));
 
     /* ggml's type table (block size, bytes per block), every id. */
     static const struct {
@@ -37,19 +37,23 @@ static void test_tables(void) {
         {38, 0, 0, "IQ4_NL_8_8"}, {39, 32, 17, "MXFP4"}, {40, 64, 36, "NVFP4"},
         {41, 128, 18, "Q1_0"}, {42, 64, 18, "Q2_0"},
     };
-    bad = 0;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         uint32_t id = table[i].id;
-        bad += rl_gguf_ggml_block_size(id) != table[i].blk;
-        bad += rl_gguf_ggml_block_bytes(id) != table[i].bytes;
-        bad += strcmp(rl_gguf_ggml_type_name(id), table[i].name) != 0;
-        bad += rl_gguf_ggml_type_known(id) != (table[i].blk != 0);
-        bad += rl_gguf_ggml_type_removed(id) != (table[i].blk == 0);
+        const char *name = rl_gguf_ggml_type_name(id);
+        CHECK_EACH(rl_gguf_ggml_block_size(id) == table[i].blk &&
+                       rl_gguf_ggml_block_bytes(id) == table[i].bytes && name &&
+                       strcmp(name, table[i].name) == 0 &&
+                       rl_gguf_ggml_type_known(id) == (table[i].blk != 0) &&
+                       rl_gguf_ggml_type_removed(id) == (table[i].blk == 0),
+                   "type %u: %s, block %u of %u bytes, known %d, removed %d; want %s, %u, %u",
+                   (unsigned)id, name ? name : "(null)", (unsigned)rl_gguf_ggml_block_size(id),
+                   (unsigned)rl_gguf_ggml_block_bytes(id), (int)rl_gguf_ggml_type_known(id),
+                   (int)rl_gguf_ggml_type_removed(id), table[i].name, (unsigned)table[i].blk,
+                   (unsigned)table[i].bytes);
     }
-    bad += rl_gguf_ggml_type_name(43) != NULL || rl_gguf_ggml_type_known(43) ||
-           rl_gguf_ggml_type_removed(43) || rl_gguf_ggml_block_size(1000) != 0;
-    CHECK_MSG(bad == 0 && sizeof table / sizeof table[0] == RL_GGUF_GGML_TYPE_COUNT,
-              "%ld type table entries wrong", bad);
+    CHECK(rl_gguf_ggml_type_name(43) == NULL && !rl_gguf_ggml_type_known(43) &&
+          !rl_gguf_ggml_type_removed(43) && rl_gguf_ggml_block_size(1000) == 0);
+    CHECK_EQ_U(sizeof table / sizeof table[0], RL_GGUF_GGML_TYPE_COUNT);
 
     /* Tensor sizes through the shared check. */
     uint64_t by;
@@ -75,10 +79,10 @@ static void test_tables(void) {
     /* Value type names are the JSON names. */
     static const char *const vt[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
                                      "bool", "string", "array", "u64", "i64", "f64"};
-    bad = 0;
     for (uint32_t t = 0; t < RL_GGUF_TYPE_COUNT; t++)
-        bad += strcmp(rl_gguf_type_name(t), vt[t]) != 0;
-    CHECK(bad == 0 && rl_gguf_type_name(13) == NULL);
+        CHECK_EACH(strcmp(rl_gguf_type_name(t), vt[t]) == 0, "value type %u: %s, want %s",
+                   (unsigned)t, rl_gguf_type_name(t), vt[t]);
+    CHECK(rl_gguf_type_name(13) == NULL);
 }
 
 int main(void) {

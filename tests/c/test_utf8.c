@@ -16,17 +16,17 @@ static size_t decode(const char *s, size_t n, uint32_t *out) {
 }
 
 static void test_round_trip(void) {
-    long bad = 0;
     for (uint32_t c = 0; c <= 0x10ffff; c++) {
         uint8_t y[4];
         size_t n, i = 0;
         if (c >= 0xd800 && c <= 0xdfff)
             continue;
         n = rl_utf8_encode(c, y);
-        if (n != rl_utf8_length(c) || rl_utf8_next(y, n, &i) != c || i != n)
-            bad++;
+        uint32_t back = rl_utf8_next(y, n, &i);
+        CHECK_EACH(n == rl_utf8_length(c) && back == c && i == n,
+                   "U+%04X: %zu bytes (length says %zu), decoded U+%04X in %zu bytes", c, n,
+                   rl_utf8_length(c), back, i);
     }
-    CHECK_MSG(bad == 0, "%ld scalar values do not round trip", bad);
 }
 
 static void test_lengths(void) {
@@ -107,7 +107,6 @@ static void test_bytes_round_trip(void) {
     static const uint8_t pick[] = {0x00, 0x41, 0x7f, 0x80, 0x8f, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1,
                                    0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff};
     const size_t np = sizeof pick;
-    long bad = 0;
     uint32_t seed = 12345;
     for (size_t a = 0; a < np; a++)
         for (size_t b = 0; b <= np; b++)
@@ -122,8 +121,9 @@ static void test_bytes_round_trip(void) {
                     cps[k++] = rl_utf8_next(s, n, &i);
                 for (size_t j = 0; j < k; j++)
                     m += rl_utf8_encode(cps[j], y + m);
-                if (m != n || memcmp(s, y, n))
-                    bad++;
+                CHECK_EACH(m == n && !memcmp(s, y, n),
+                           "bytes %02x %02x %02x (%zu of them): %zu bytes back", s[0],
+                           n > 1 ? s[1] : 0, n > 2 ? s[2] : 0, n, m);
             }
     for (int t = 0; t < 2000; t++) {
         uint8_t s[24], y[96];
@@ -134,10 +134,9 @@ static void test_bytes_round_trip(void) {
         }
         while (i < n)
             m += rl_utf8_encode(rl_utf8_next(s, n, &i), y + m);
-        if (m != n || memcmp(s, y, n))
-            bad++;
+        CHECK_EACH(m == n && !memcmp(s, y, n),
+                   "random string %d (%zu bytes from %02x): %zu bytes back", t, n, s[0], m);
     }
-    CHECK_MSG(bad == 0, "%ld byte strings do not survive decode then encode", bad);
 }
 
 static void test_ascii_p(void) {

@@ -213,11 +213,49 @@ ARGS saying which: a skip, or under CI=true (see CI-P) a failure."
       (skip "~?" control args)))
 
 (defmacro skip-unless-file ((path) &body body)
-  "Run BODY when PATH exists; otherwise say the test is skipped (a skip is
-not a pass)."
+  "Run BODY when PATH, a file made or fetched outside the repository (a
+built program, a downloaded reference), exists; otherwise say the test is
+skipped (a skip is not a pass), or under CI=true fail (see SKIP-REFERENCE).
+A file git tracks takes WITH-TRACKED-FIXTURE instead."
   `(if (probe-file ,path)
        (progn ,@body)
-       (skip "missing test file ~A" ,path)))
+       (skip-reference "missing test file ~A" ,path)))
+
+(defmacro with-tracked-fixture ((path) &body body)
+  "Run BODY when PATH, a fixture git tracks (under tests/golden/ or
+tests/bad/), exists; otherwise fail the test naming PATH: a lost fixture
+is a failure, never a skip."
+  `(if (probe-file ,path)
+       (progn ,@body)
+       (fail "the tracked fixture ~A is missing (git tracks it: git checkout restores it)"
+             ,path)))
+
+;;; Growth, not seconds: a test of an algorithm's cost compares its
+;;; processor time at two sizes, which holds on a loaded machine and under
+;;; the sanitizers, where any fixed limit in seconds fails.
+
+(defun child-cpu-seconds (script &rest args)
+  "The CPU seconds (user and system) the commands of SCRIPT (sh, $0 the
+executable, $1... ARGS) took, read from sh's `times'; their output is
+discarded.  The second value is the exit status of SCRIPT's last command."
+  (multiple-value-bind (code out)
+      (apply #'sh (format nil "~A >/dev/null 2>&1; s=$?; times; exit $s" script) args)
+    (let ((children (second (split-lines out))))
+      ;; "0m1.234s 0m0.056s": minutes and seconds, user then system
+      (values
+       (loop for field in (list (subseq children 0 (position #\Space children))
+                                (subseq children (1+ (position #\Space children))))
+             sum (let ((m (position #\m field)))
+                   (+ (* 60 (parse-integer field :end m))
+                      (let ((*read-default-float-format* 'double-float))
+                        (read-from-string (subseq field (1+ m) (1- (length field))))))))
+       code))))
+
+(defun run-seconds (thunk)
+  "The processor seconds this process spent calling THUNK."
+  (let ((start (get-internal-run-time)))
+    (funcall thunk)
+    (/ (- (get-internal-run-time) start) internal-time-units-per-second)))
 
 ;;; Golden files: their JSON dumps (made by gguf-py, see tests/golden/README.md)
 ;;; and raw tensor bytes read at the offsets the dumps give, so the tests of

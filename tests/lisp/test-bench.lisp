@@ -19,6 +19,8 @@
                    "quantize"))
         (is (contains out s) "~S missing from ~A" s out))
       (is (contains err "bench:") "no progress on stderr")
+      ;; no JSON file is a failure of its own, not the JSON's checks dropped
+      (is (probe-file json) "bench --json ~A wrote no file" json)
       (when (probe-file json)
         (let ((j (vec-json-file json)))
           (dolist (k '("machine" "read_bandwidth" "quantize" "matrices" "threads" "iters"

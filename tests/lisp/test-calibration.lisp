@@ -34,7 +34,7 @@
       (is (equal '(3) (rontolisp:outlier-columns (cdr (first c))))))))
 
 (test quantize-with-calibration-uses-outlier-scales-only-where-named
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (with-tmp-files (cal plain aware)
       (let ((in (golden "q8_main.f32.gguf"))
             (named '(("blk.0.gauss_64x1024.weight" 1024 (3 500 777))
@@ -69,7 +69,7 @@
               (is (equalp (gguf:metadata p) (gguf:metadata a))))))))))
 
 (test quantize-refuses-a-calibration-that-does-not-fit
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let ((in (golden "q8_main.f32.gguf")))
       (dolist (case (list (list (list (list "blk.9.nothing.weight" (magnitude-vector 64 '())))
                                 "names no tensor")

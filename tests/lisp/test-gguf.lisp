@@ -50,7 +50,7 @@ layout is broken, is tested separately).")
 
 (test gguf-reads-every-golden-file-as-gguf-py-does
   (dolist (name *golden-gguf*)
-    (skip-unless-file ((golden name))
+    (with-tracked-fixture ((golden name))
       (let ((json (golden-json name)))
         (gguf:with-file (f (golden name))
           (is (= (gethash "version" json) (gguf:version f)) "~A version" name)
@@ -89,7 +89,7 @@ layout is broken, is tested separately).")
   (dolist (name '("q8_main.q8_0.gguf" "q8_f16src.q8_0.gguf" "q8_bf16src.q8_0.gguf"
                   "q8_main.f32.gguf" "q8_f16src.f16.gguf" "q8_bf16src.bf16.gguf"
                   "q8_align64.f32.gguf" "vocab/ggml-vocab-llama-spm.gguf"))
-    (skip-unless-file ((golden name))
+    (with-tracked-fixture ((golden name))
       (let ((out (tmp-path "rt.gguf")))
         (gguf:with-file (f (golden name))
           (gguf:write out f))
@@ -186,7 +186,7 @@ written as an infinity: refused, naming the key."
     (delete-file path)))
 
 (test gguf-tensor-zero-copy-q8-0
-  (skip-unless-file ((golden "q8_main.q8_0.gguf"))
+  (with-tracked-fixture ((golden "q8_main.q8_0.gguf"))
     (let* ((in-json (golden-json "q8_main.f32.gguf"))
            (src (golden-source-array "q8_main.f32.gguf" in-json
                                      (json-tensor in-json "blk.0.gauss_8x64.weight")))

@@ -13,7 +13,7 @@
 
 (test inspect-json-agrees-with-gguf-py
   (dolist (name '("q8_main.q8_0.gguf" "vocab/ggml-vocab-gpt-2.gguf"))
-    (skip-unless-file ((golden name))
+    (with-tracked-fixture ((golden name))
       (multiple-value-bind (code out err) (run-exe (list "inspect" (golden name) "--json"))
         (is (= 0 code) "~A" err)
         (let ((ours (parse-json-string out))
@@ -43,7 +43,7 @@
                    (is (= (gethash "nbytes" tj) (gethash "bytes" tm)))))))))
 
 (test inspect-json-max-array-and-floats
-  (skip-unless-file ((golden "q8_main.q8_0.gguf"))
+  (with-tracked-fixture ((golden "q8_main.q8_0.gguf"))
     (multiple-value-bind (code out) (run-exe (list "inspect" (golden "q8_main.q8_0.gguf")
                                                    "--json" "--max-array" "1"))
       (is (= 0 code))
@@ -59,7 +59,7 @@
         (is (= 0.1 (float (gethash "value" f32) 1.0)))))))
 
 (test inspect-text-form
-  (skip-unless-file ((golden "q8_main.q8_0.gguf"))
+  (with-tracked-fixture ((golden "q8_main.q8_0.gguf"))
     (multiple-value-bind (code out) (run-exe (list "inspect" (golden "q8_main.q8_0.gguf")
                                                    "--max-array" "2"))
       (is (= 0 code))
@@ -91,7 +91,7 @@
   (is (= 2 (run-exe '("inspect" "a.gguf" "--max-array" "many")))))
 
 (test inspect-refuses-llama-quantize-align64-output
-  (skip-unless-file ((golden "q8_align64.q8_0.gguf"))
+  (with-tracked-fixture ((golden "q8_align64.q8_0.gguf"))
     (multiple-value-bind (code out err) (run-exe (list "inspect" (golden "q8_align64.q8_0.gguf")))
       (is (= 1 code))
       (is (string= "" out))

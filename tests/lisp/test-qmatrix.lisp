@@ -25,7 +25,7 @@
   "Every Q8_0 tensor llama-quantize wrote equals QUANTIZE of its source."
   (let ((checked 0))
     (loop for (in . out) in *golden-pairs*
-          do (skip-unless-file ((golden out))
+          do (with-tracked-fixture ((golden out))
                (let ((in-json (golden-json in))
                      (out-json (golden-json out)))
                  (dolist (tq (json-tensors out-json))
@@ -42,7 +42,7 @@
 (test quantize-widened-halves-match
   "Quantizing F16/BF16 sources equals quantizing their exact widening."
   (dolist (in '("q8_f16src.f16.gguf" "q8_bf16src.bf16.gguf"))
-    (skip-unless-file ((golden in))
+    (with-tracked-fixture ((golden in))
       (let ((json (golden-json in)))
         (dolist (tensor (json-tensors json))
           (let ((src (golden-source-array in json tensor)))
@@ -52,7 +52,7 @@
                                                              'q8-0)))))))))))
 
 (test quantize-refuses-golden-overflow
-  (skip-unless-file ((golden "q8_overflow.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_overflow.f32.gguf"))
     (let* ((json (golden-json "q8_overflow.f32.gguf"))
            (src (golden-source-array "q8_overflow.f32.gguf" json (first (json-tensors json))))
            (c (handler-case (progn (rontolisp:quantize src 'q8-0) nil)
@@ -64,7 +64,7 @@
         (is (search "row 1, block 0" (princ-to-string c)))))))
 
 (test quantize-refuses-golden-nan
-  (skip-unless-file ((golden "q8_nan.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_nan.f32.gguf"))
     (let* ((json (golden-json "q8_nan.f32.gguf"))
            (src (golden-source-array "q8_nan.f32.gguf" json (first (json-tensors json))))
            (c (handler-case (progn (rontolisp:quantize src 'q8-0) nil)
@@ -75,7 +75,7 @@
         (is (search "NaN" (princ-to-string c)))))))
 
 (test aref-equals-dequantized-everywhere
-  (skip-unless-file ((golden "q8_main.f32.gguf"))
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
     (let* ((json (golden-json "q8_main.f32.gguf"))
            (src (golden-source-array "q8_main.f32.gguf" json
                                      (json-tensor json "blk.0.gauss_64x1024.weight")))

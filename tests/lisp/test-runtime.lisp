@@ -609,6 +609,45 @@ then restore it."
         (is (contains out "no npm") "~A" out)
         (is (eql (if (string= ci "true") 1 0) code) "CI=~A: exit ~A" ci code)))))
 
+;;; A fixture git tracks that is missing fails the test that needs it,
+;;; whatever CI says: only files made or fetched outside the repository
+;;; (SKIP-UNLESS-FILE, SKIP-REFERENCE) may skip.
+
+(def-suite tracked-fixture-probe
+  :description "Not run on its own: a test whose tracked fixture is missing.")
+
+(def-test tracked-fixture-probe-test (:suite tracked-fixture-probe)
+  (with-tracked-fixture ((golden "no-such-fixture.gguf"))
+    (is (= 1 2) "the body ran without its fixture")))
+
+(in-suite runtime)
+
+(test missing-tracked-fixture-fails
+  (dolist (ci '(nil "false" "true"))
+    (with-environment-variable "CI" ci
+      (lambda ()
+        (let ((results (let ((fiveam:*test-dribble* (make-broadcast-stream)))
+                         (fiveam:run 'tracked-fixture-probe))))
+          (is (= 1 (length results)) "CI=~A: ~S" ci results)
+          (let ((r (first results)))
+            (is (typep r 'fiveam::test-failure) "CI=~A: ~S" ci r)
+            (is (contains (fiveam::reason r) "the tracked fixture ")
+                "CI=~A: ~A" ci (fiveam::reason r))
+            (is (contains (fiveam::reason r) "tests/golden/no-such-fixture.gguf is missing")
+                "CI=~A: ~A" ci (fiveam::reason r))))))))
+
+(test no-test-skips-on-a-tracked-fixture
+  "SKIP-UNLESS-FILE never guards a file under tests/golden/ or tests/bad/:
+those are tracked, and take WITH-TRACKED-FIXTURE."
+  (let ((files (directory (merge-pathnames "tests/lisp/test-*.lisp" *root*))))
+    (is (< 20 (length files)))
+    (dolist (file files)
+      (let ((text (read-file-string file)))
+        ;; (the guards spelt in two pieces, so that this file is not a hit)
+        (dolist (guard '("((golden" "(\"tests/"))
+          (is (not (search (concatenate 'string "(skip-unless-" "file " guard) text))
+              "~A: skip-unless-file ~A... guards a tracked file" (file-namestring file) guard))))))
+
 ;;; Every primitive called with wrong-typed arguments answers a TYPE-ERROR or
 ;;; one of rontolisp's own conditions: never a package error (C once
 ;;; interned the caller's name into COMMON-LISP at error time) or a crash.

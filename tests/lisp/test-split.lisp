@@ -396,20 +396,6 @@ byte I eight times; answers their names."
                                                     collect (list (format nil "t~D" i) data))))
     path))
 
-(defun child-cpu-seconds (script &rest args)
-  "The CPU seconds (user and system) the commands of SCRIPT (sh, $0 the
-executable) took, read from sh's `times'; its output is discarded."
-  (let* ((lines (split-lines (nth-value 1 (apply #'sh (format nil "~A >/dev/null 2>&1; times" script)
-                                                 args))))
-         (children (second lines)))
-    ;; "0m1.234s 0m0.056s": minutes and seconds, user then system
-    (loop for field in (list (subseq children 0 (position #\Space children))
-                             (subseq children (1+ (position #\Space children))))
-          sum (let ((m (position #\m field)))
-                (+ (* 60 (parse-integer field :end m))
-                   (let ((*read-default-float-format* 'double-float))
-                     (read-from-string (subseq field (1+ m) (1- (length field))))))))))
-
 (test split-dry-run-checks-as-the-real-run-in-linear-time
   ;; 70,000 tensors one per shard: more shards than split.count holds,
   ;; refused by the dry run as by the real run, with the same line.
