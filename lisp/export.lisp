@@ -10,58 +10,8 @@
 
 (in-package "RONTOLISP")
 
-;;; SHA-256 (FIPS 180-4) of a file, for the manifest.
-
-(defparameter *sha256-k*
-  (coerce '(#x428a2f98 #x71374491 #xb5c0fbcf #xe9b5dba5 #x3956c25b #x59f111f1 #x923f82a4 #xab1c5ed5
-            #xd807aa98 #x12835b01 #x243185be #x550c7dc3 #x72be5d74 #x80deb1fe #x9bdc06a7 #xc19bf174
-            #xe49b69c1 #xefbe4786 #x0fc19dc6 #x240ca1cc #x2de92c6f #x4a7484aa #x5cb0a9dc #x76f988da
-            #x983e5152 #xa831c66d #xb00327c8 #xbf597fc7 #xc6e00bf3 #xd5a79147 #x06ca6351 #x14292967
-            #x27b70a85 #x2e1b2138 #x4d2c6dfc #x53380d13 #x650a7354 #x766a0abb #x81c2c92e #x92722c85
-            #xa2bfe8a1 #xa81a664b #xc24b8b70 #xc76c51a3 #xd192e819 #xd6990624 #xf40e3585 #x106aa070
-            #x19a4c116 #x1e376c08 #x2748774c #x34b0bcb5 #x391c0cb3 #x4ed8aa4a #x5b9cca4f #x682e6ff3
-            #x748f82ee #x78a5636f #x84c87814 #x8cc70208 #x90befffa #xa4506ceb #xbef9a3f7 #xc67178f2)
-          '(simple-array (unsigned-byte 32) (64)))
-  "SHA-256's round constants.")
-
-(defun sha256-blocks (h octets end w)
-  "Fold the 64-byte blocks of OCTETS below END (a multiple of 64) into the
-state H (eight words), with W as the message schedule's scratch."
-  (declare (type (simple-array (unsigned-byte 32) (8)) h)
-           (type (simple-array (unsigned-byte 32) (64)) w)
-           (type (simple-array (unsigned-byte 8) (*)) octets)
-           (type fixnum end)
-           (optimize (speed 3) (safety 0)))
-  (let ((k *sha256-k*))
-    (declare (type (simple-array (unsigned-byte 32) (64)) k))
-    (macrolet ((u32 (x) `(logand #xffffffff ,x))
-               (ror (x n) `(logior (ash ,x ,(- n)) (ash (logand ,x ,(1- (ash 1 n))) ,(- 32 n)))))
-      (loop for base of-type fixnum from 0 below end by 64
-            do (dotimes (i 16)
-                 (let ((j (+ base (* 4 i))))
-                   (setf (aref w i) (logior (ash (aref octets j) 24) (ash (aref octets (+ j 1)) 16)
-                                            (ash (aref octets (+ j 2)) 8) (aref octets (+ j 3))))))
-               (loop for i of-type fixnum from 16 below 64
-                     do (let* ((x (aref w (- i 15))) (y (aref w (- i 2)))
-                               (s0 (logxor (ror x 7) (ror x 18) (ash x -3)))
-                               (s1 (logxor (ror y 17) (ror y 19) (ash y -10))))
-                          (declare (type (unsigned-byte 32) x y s0 s1))
-                          (setf (aref w i) (u32 (+ (aref w (- i 16)) s0 (aref w (- i 7)) s1)))))
-               (let ((a (aref h 0)) (b (aref h 1)) (c (aref h 2)) (d (aref h 3))
-                     (e (aref h 4)) (f (aref h 5)) (g (aref h 6)) (hh (aref h 7)))
-                 (declare (type (unsigned-byte 32) a b c d e f g hh))
-                 (dotimes (i 64)
-                   (let* ((t1 (u32 (+ hh (logxor (ror e 6) (ror e 11) (ror e 25))
-                                      (logxor (logand e f) (logand (logxor e #xffffffff) g))
-                                      (aref k i) (aref w i))))
-                          (t2 (u32 (+ (logxor (ror a 2) (ror a 13) (ror a 22))
-                                      (logxor (logand a b) (logand a c) (logand b c))))))
-                     (declare (type (unsigned-byte 32) t1 t2))
-                     (setf hh g g f f e e (u32 (+ d t1)) d c c b b a a (u32 (+ t1 t2)))))
-                 (setf (aref h 0) (u32 (+ (aref h 0) a)) (aref h 1) (u32 (+ (aref h 1) b))
-                       (aref h 2) (u32 (+ (aref h 2) c)) (aref h 3) (u32 (+ (aref h 3) d))
-                       (aref h 4) (u32 (+ (aref h 4) e)) (aref h 5) (u32 (+ (aref h 5) f))
-                       (aref h 6) (u32 (+ (aref h 6) g)) (aref h 7) (u32 (+ (aref h 7) hh))))))))
+;;; SHA-256 (FIPS 180-4) of a file, for the manifest: the blocks are
+;;; folded by the primitive %SHA256-BLOCKS (prims/sha256.c).
 
 (defun file-sha256 (path)
   "The SHA-256 of the file PATH's bytes, as 64 lowercase hex digits;
@@ -69,7 +19,6 @@ FILE-IO-ERROR when it cannot be read."
   (let ((h (make-array 8 :element-type '(unsigned-byte 32)
                          :initial-contents '(#x6a09e667 #xbb67ae85 #x3c6ef372 #xa54ff53a
                                              #x510e527f #x9b05688c #x1f83d9ab #x5be0cd19)))
-        (w (make-array 64 :element-type '(unsigned-byte 32)))
         (buffer (make-array (+ (ash 1 20) 128) :element-type '(unsigned-byte 8)))
         (total 0))
     (let ((in (open-input-octets path)))
@@ -78,14 +27,14 @@ FILE-IO-ERROR when it cannot be read."
              (let* ((n (read-sequence buffer in :end (ash 1 20))))
                (incf total n)
                (if (= n (ash 1 20))
-                   (sha256-blocks h buffer n w)
+                   (%sha256-blocks h buffer n)
                    ;; The last piece: pad with 1, zeros and the bit length.
                    (let ((end (* 64 (ceiling (+ n 9) 64))))
                      (fill buffer 0 :start n :end end)
                      (setf (aref buffer n) #x80)
                      (loop for i from 0 below 8
                            do (setf (aref buffer (- end 1 i)) (ldb (byte 8 (* 8 i)) (* 8 total))))
-                     (sha256-blocks h buffer end w)
+                     (%sha256-blocks h buffer end)
                      (return)))))
         (close in)))
     (format nil "~(~{~8,'0X~}~)" (coerce h 'list))))
