@@ -375,7 +375,8 @@ static cl_object rl_prim_sha256_blocks(cl_object h, cl_object octets, cl_object 
     const uint8_t *p = rl_octets("%SHA256-BLOCKS", 2, octets, &n);
     cl_fixnum e = rl_arg_fixnum("%SHA256-BLOCKS", 3, end, 0, (cl_fixnum)n);
     if (e % 64 != 0)
-        rl_type_error("%SHA256-BLOCKS", 3, end, RL_T_FIXNUM);
+        rl_signal(RL_C_INDEX, "%%SHA256-BLOCKS: expected an end that is a multiple of 64, found %ld",
+                  (long)e);
     rl_sha256_blocks(state, p, (size_t)e / 64);
     ecl_return1(ecl_process_env(), h);
 }

@@ -114,3 +114,24 @@ without pico replaces the results (its file and entries go)."
   "Missing operands and a type export does not take are usage errors."
   (is (/= 0 (run-exe (list "export"))))
   (is (/= 0 (run-exe (list "export" "a" "b" "--type" "bf16")))))
+
+(test export-sha256-matches-sha256sum
+  "FILE-SHA256 agrees with coreutils' sha256sum at the padding's edges (a
+last block with and without room for the length) and across the reader's
+1 MiB pieces."
+  (dolist (n (list 0 3 55 56 63 64 119 (ash 1 20) (1+ (ash 1 20))))
+    (let ((path (tmp-path "sha")))
+      (unwind-protect
+           (progn
+             (rontolisp::write-file-atomically
+              path (list (let ((v (make-array n :element-type '(unsigned-byte 8))))
+                           (dotimes (i n v) (setf (aref v i) (mod (* i 131) 251))))))
+             (is (string= (subseq (nth-value 1 (sh "sha256sum \"$1\"" path)) 0 64)
+                          (rontolisp::file-sha256 path))
+                 "~D bytes" n))
+        (ignore-errors (delete-file path))))))
+
+(test export-sha256-blocks-refuses-a-partial-block
+  (let ((h (make-array 8 :element-type '(unsigned-byte 32))))
+    (signals rontolisp::index-error
+      (rontolisp::%sha256-blocks h (make-array 64 :element-type '(unsigned-byte 8)) 63))))
