@@ -135,7 +135,8 @@ Answers the number of failed models."
          (out (directory-prefix out-dir))
          (tty (/= 0 (%isatty 2)))
          (old-threads (threads))
-         (manifest '()) (bench '()) (failures 0))
+         (manifest '()) (bench '()) (failures 0)
+         (*progress* nil))              ; one line per model, ours
     (ensure-directories out)
     (unwind-protect
          (progn
