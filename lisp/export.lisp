@@ -51,10 +51,11 @@ FILE-IO-ERROR when it cannot be read."
 (defun model-subdirectories (models-dir)
   "The names of MODELS-DIR's subdirectories that are model directories
 (MODEL-DIRECTORY-P), sorted."
-  (let ((root (directory-prefix models-dir)))
-    (unless (eq (path-kind root) :directory)
-      (file-io-error root "expected a directory of model directories, found ~:[nothing~;a file~]"
-                     (path-kind root)))
+  (let ((root (directory-prefix models-dir))
+        (kind (path-kind models-dir)))
+    (unless (eq kind :directory)
+      (file-io-error (namestring models-dir) "expected a directory of model directories, found ~
+~:[nothing~;~:*a ~(~A~)~]" kind))
     (sort (loop for sub in (directory (concatenate 'string root "*/"))
                 for name = (car (last (pathname-directory sub)))
                 when (and (stringp name) (model-directory-p (concatenate 'string root name)))

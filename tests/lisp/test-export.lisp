@@ -111,9 +111,20 @@ without pico replaces the results (its file and entries go)."
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (test export-usage
-  "Missing operands and a type export does not take are usage errors."
-  (is (/= 0 (run-exe (list "export"))))
-  (is (/= 0 (run-exe (list "export" "a" "b" "--type" "bf16")))))
+  "Missing operands and a type export does not take are usage errors (2);
+a MODELS_DIR that is a file is an error (1) naming it, before OUT_DIR is
+made."
+  (is (= 2 (run-exe (list "export"))))
+  (is (= 2 (run-exe (list "export" "a" "b" "--type" "bf16"))))
+  (let ((file (write-file-string (tmp-path "not-a-dir") "x")) (out (tmp-path "exported")))
+    (unwind-protect
+         (multiple-value-bind (code stdout stderr) (run-exe (list "export" file out))
+           (declare (ignore stdout))
+           (is (= 1 code))
+           (is (= 1 (length (split-lines stderr))))
+           (is (contains stderr "found a file"))
+           (is-false (rontolisp::path-kind out)))
+      (ignore-errors (delete-file file)))))
 
 (test export-sha256-matches-sha256sum
   "FILE-SHA256 agrees with coreutils' sha256sum at the padding's edges (a
