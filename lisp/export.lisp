@@ -123,7 +123,33 @@ bench rows as plists; a failed conversion of OUT signals."
           (cons "llc_bytes" (if (plusp (getf cpu :llc-bytes)) (getf cpu :llc-bytes) :null))
           (cons "simd_path" (simd-path)))))
 
-(defun json-or-null (x) (if x x :null))
+(defun json-or-null (x)
+  "X for WRITE-JSON, or JSON null when X is NIL (a missing figure)."
+  (if x x :null))
+
+(defun manifest-model (name type head-type &key file entry error)
+  "The manifest.json object of the model NAME (doc/export.md): its FILE and
+ENTRY (EXPORT-MODEL's plist), or null figures and the message ERROR."
+  (flet ((type-name (k) (string-downcase (symbol-name k))))
+    (list :object (cons "name" name) (cons "file" (json-or-null file))
+          (cons "bytes" (json-or-null (getf entry :bytes)))
+          (cons "parameters" (json-or-null (getf entry :parameters)))
+          (cons "tensors" (json-or-null (getf entry :tensors)))
+          (cons "type" (type-name type)) (cons "head_type" (type-name head-type))
+          (cons "types" (json-or-null (getf entry :types)))
+          (cons "sha256" (json-or-null (getf entry :sha256)))
+          (cons "error" (json-or-null error)))))
+
+(defun bench-model (name rows)
+  "The bench.json object of the model NAME with EXPORT-MODEL's ROWS
+(doc/export.md)."
+  (list :object (cons "name" name)
+        (cons "formats"
+              (map 'vector (lambda (r)
+                             (list :object (cons "format" (getf r :format))
+                                   (cons "us_per_question" (json-or-null (getf r :us)))
+                                   (cons "max_abs_dp" (json-or-null (getf r :dp)))))
+                   rows))))
 
 (defun export-models (models-dir out-dir &key (type :f16) (head-type :f32) (reps 3))
   "Convert every model directory under MODELS-DIR to OUT-DIR/NAME.gguf,
@@ -150,55 +176,32 @@ Answers the number of failed models."
                         (multiple-value-bind (entry rows)
                             (export-model (concatenate 'string root name) path
                                           :type type :head-type head-type :reps reps)
-                          (push (list :object (cons "name" name) (cons "file" file)
-                                      (cons "bytes" (getf entry :bytes))
-                                      (cons "parameters" (getf entry :parameters))
-                                      (cons "tensors" (getf entry :tensors))
-                                      (cons "type" (string-downcase (symbol-name type)))
-                                      (cons "head_type" (string-downcase (symbol-name head-type)))
-                                      (cons "types" (getf entry :types))
-                                      (cons "sha256" (getf entry :sha256))
-                                      (cons "error" :null))
+                          (push (manifest-model name type head-type :file file :entry entry)
                                 manifest)
-                          (push (list name rows) bench)
+                          (push (bench-model name rows) bench)
                           (when tty
-                            (format *error-output* "[~D/~D] ~A: ~D bytes, ~@[~,1F µs/question~]~:*~:[no decision head~;~]~%"
-                                    i (length names) name (getf entry :bytes) (getf (first rows) :us))))
+                            (format *error-output* "[~D/~D] ~A: ~D bytes, ~
+~@[~,1F µs/question~]~:*~:[no decision head~;~]~%"
+                                    i (length names) name (getf entry :bytes)
+                                    (getf (first rows) :us))))
                       (error (c)
                         (incf failures)
                         (ignore-errors (when (path-kind path) (delete-path path)))
                         (format *error-output* "rontolisp export: ~A: ~A~%" name (condition-line c))
-                        (push (list :object (cons "name" name) (cons "file" :null)
-                                    (cons "bytes" :null) (cons "parameters" :null)
-                                    (cons "tensors" :null)
-                                    (cons "type" (string-downcase (symbol-name type)))
-                                    (cons "head_type" (string-downcase (symbol-name head-type)))
-                                    (cons "types" :null) (cons "sha256" :null)
-                                    (cons "error" (condition-line c)))
+                        (push (manifest-model name type head-type :error (condition-line c))
                               manifest)
-                        (push (list name (list (list :format (string-upcase (symbol-name type)))
-                                               (list :format "F32")))
+                        (push (bench-model name (list (list :format (string-upcase (symbol-name type)))
+                                                      (list :format "F32")))
                               bench)))
                     (finish-output *error-output*)))
       (setf (threads) old-threads))
-    (remove-stale-exports out (mapcar #'first bench))
+    (remove-stale-exports out names)
     (write-json-file (concatenate 'string out "manifest.json")
                      (list :object (cons "models" (coerce (reverse manifest) 'vector))))
     (write-json-file (concatenate 'string out "bench.json")
                      (list :object (cons "machine" (export-machine)) (cons "threads" 1)
                            (cons "iters" reps) (cons "questions" (length model:*questions*))
-                           (cons "models"
-                                 (map 'vector
-                                      (lambda (b)
-                                        (list :object (cons "name" (first b))
-                                              (cons "formats"
-                                                    (map 'vector
-                                                         (lambda (r)
-                                                           (list :object (cons "format" (getf r :format))
-                                                                 (cons "us_per_question" (json-or-null (getf r :us)))
-                                                                 (cons "max_abs_dp" (json-or-null (getf r :dp)))))
-                                                         (second b)))))
-                                      (reverse bench)))))
+                           (cons "models" (coerce (reverse bench) 'vector))))
     failures))
 
 (defun remove-stale-exports (out names)
