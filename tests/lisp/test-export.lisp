@@ -9,15 +9,39 @@
 (def-suite export :in all :description "The export command: convert, bench and list a models directory.")
 (in-suite export)
 
-(defparameter *manifest-fields*
-  '("name" "file" "bytes" "parameters" "tensors" "type" "head_type" "types" "sha256" "error")
-  "The fields of a model of manifest.json, as doc/export.md lists them.")
+(defun doc-tables (heading)
+  "The first-column names of each table under the section HEADING of
+doc/export.md: a list of lists, one per table, in order (the names are
+written `so` in the table's first column)."
+  (let ((lines (split-lines (read-file-string (merge-pathnames "doc/export.md" *root*))))
+        (in nil) (tables '()) (current '()))
+    (dolist (line lines)
+      (cond ((and (>= (length line) 3) (string= "## " line :end2 3))
+             (setf in (string= line heading)))
+            ((and in (>= (length line) 3) (string= "| `" line :end2 3))
+             (push (subseq line 3 (position #\` line :start 3)) current))
+            (current (push (reverse current) tables) (setf current '()))))
+    (when current (push (reverse current) tables))
+    (reverse tables)))
 
-(defparameter *bench-fields* '("machine" "threads" "iters" "questions" "models")
-  "The fields of bench.json, as doc/export.md lists them.")
+(defun manifest-fields ()
+  "The fields of a model of manifest.json, as doc/export.md lists them."
+  (first (doc-tables "## `manifest.json`")))
 
-(defparameter *bench-format-fields* '("format" "us_per_question" "max_abs_dp")
-  "The fields of a format of a model of bench.json, as doc/export.md lists them.")
+(defun bench-fields ()
+  "The fields of bench.json, as doc/export.md lists them."
+  (first (doc-tables "## `bench.json`")))
+
+(defun bench-format-fields ()
+  "The fields of a format of a model of bench.json, as doc/export.md lists them."
+  (second (doc-tables "## `bench.json`")))
+
+(test export-doc-lists-the-fields
+  "The layouts the tests check are read from doc/export.md's tables."
+  (is (equal '("name" "file" "bytes" "parameters" "tensors" "type" "head_type" "types" "sha256" "error")
+             (manifest-fields)))
+  (is (equal '("machine" "threads" "iters" "questions" "models") (bench-fields)))
+  (is (equal '("format" "us_per_question" "max_abs_dp") (bench-format-fields))))
 
 (defun field (object key)
   "KEY of the parsed JSON OBJECT, failing the test when it is absent."
@@ -29,7 +53,7 @@
 (defun json-null-p (v) (eq v :null))
 
 (defun check-manifest-model (out m broken)
-  (dolist (k *manifest-fields*) (field m k))
+  (dolist (k (manifest-fields)) (field m k))
   (let ((name (gethash "name" m)))
     (if (string= name broken)
         (progn
@@ -53,7 +77,7 @@
                        (gethash "sha256" m)))))))
 
 (defun check-bench (bench names broken)
-  (dolist (k *bench-fields*) (field bench k))
+  (dolist (k (bench-fields)) (field bench k))
   (let ((machine (gethash "machine" bench)))
     (dolist (k '("cores" "llc_bytes" "simd_path")) (field machine k)))
   (is (= 1 (gethash "threads" bench)))
@@ -64,7 +88,7 @@
           for name = (gethash "name" m)
           do (is (equal '("F16" "F32") (map 'list (lambda (f) (field f "format")) (field m "formats"))))
              (loop for f across (gethash "formats" m)
-                   do (dolist (k *bench-format-fields*) (field f k))
+                   do (dolist (k (bench-format-fields)) (field f k))
                       (if (string= name broken)
                           (is (and (json-null-p (gethash "us_per_question" f))
                                    (json-null-p (gethash "max_abs_dp" f))))
