@@ -65,7 +65,8 @@ command-line tools built on them."
                (:file "model-bench")
                (:file "model-quantize")
                (:file "eval")
-               (:file "decision-bench")))
+               (:file "decision-bench")
+               (:file "export")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

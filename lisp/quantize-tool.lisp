@@ -132,10 +132,14 @@ columns of a matrix made :q8_0, get the outlier-aware scales of doc/outliers.md.
 
 ;;; The conversion.
 
+(defvar *progress* t
+  "True when PROGRESS-REPORTER may show progress: a command that reports
+its own (export: one line per model) binds it to NIL around the work.")
+
 (defun progress-reporter (total)
   "A function of (done name) that shows progress on stderr when stderr is
-a terminal, and does nothing otherwise."
-  (if (and (plusp total) (/= 0 (%isatty 2)))
+a terminal and *PROGRESS* is true, and does nothing otherwise."
+  (if (and *progress* (plusp total) (/= 0 (%isatty 2)))
       (lambda (done name)
         (format *error-output* "~C[~D/~D] ~A~C[K" #\Return done total name #\Esc)
         (when (= done total) (terpri *error-output*))

@@ -19,6 +19,7 @@
 #include "gguf/fileio.h"
 #include "gguf/gguf.h"
 #include "prims/ecl/glue.h"
+#include "prims/sha256.h"
 #include "prims/utf8.h"
 
 /* A path from octets into BUF; NULL (and MSG set) when it cannot be one. */
@@ -363,6 +364,23 @@ static cl_object rl_prim_keep_escaped_bytes(void) {
     ecl_return1(ecl_process_env(), ecl_make_fixnum(n));
 }
 
+/* (%sha256-blocks h octets end) -> h: the 64-byte blocks of the simple
+ * (unsigned-byte 8) vector OCTETS below END (a multiple of 64) folded into
+ * H, a simple (unsigned-byte 32) vector of 8 (prims/sha256.h). */
+static cl_object rl_prim_sha256_blocks(cl_object h, cl_object octets, cl_object end) {
+    cl_index nh = 0, n = 0;
+    uint32_t *state = rl_simple_data(h, ecl_aet_b32, &nh);
+    if (!state || nh != 8)
+        rl_type_error("%SHA256-BLOCKS", 1, h, RL_T_VECTOR);
+    const uint8_t *p = rl_octets("%SHA256-BLOCKS", 2, octets, &n);
+    cl_fixnum e = rl_arg_fixnum("%SHA256-BLOCKS", 3, end, 0, (cl_fixnum)n);
+    if (e % 64 != 0)
+        rl_signal(RL_C_INDEX, "%%SHA256-BLOCKS: expected an end that is a multiple of 64, found %ld",
+                  (long)e);
+    rl_sha256_blocks(state, p, (size_t)e / 64);
+    ecl_return1(ecl_process_env(), h);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%KEEP-ESCAPED-BYTES", rl_prim_keep_escaped_bytes, 0),
     RL_PRIM(RL_FN_WRITE, rl_prim_write_file_atomically, 2),
@@ -377,5 +395,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
     RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),
     RL_PRIM("%EXIT-PROCESS", rl_prim_exit_process, 1),
+    RL_PRIM("%SHA256-BLOCKS", rl_prim_sha256_blocks, 3),
 };
 RL_PRIM_TABLE(rl_file_prims, "RONTOLISP", rl_defs);
