@@ -203,7 +203,7 @@ GGUF-ERROR when F has none of that name."
   "A table of F's tensors by name: name -> (tensor-info . index), the first
 of a name.  Built on first use and again whenever the tensor list is no
 longer the one it was built from, so a lookup per tensor keeps a pass over
-100k tensors linear (FIND and POSITION made it quadratic)."
+every tensor of a file linear."
   (let ((cache (gguf-file-by-name f))
         (tensors (gguf-file-tensors f)))
     (if (and cache (eq (car cache) tensors))

@@ -35,9 +35,8 @@
  * products run from cache at several times the speed, about 2M
  * multiply-adds (some 25 us on one AVX-512 core), below which a split's
  * wake-up and the wait for a preempted worker's chunk cost more than the
- * second thread saves (s1-nano's products at 16 tokens, 11 us and less,
- * were twice as slow on two threads of a loaded machine).  Results do not
- * depend on the thread count, so this changes only the speed. */
+ * second thread saves.  Results do not depend on the thread count, so this
+ * changes only the speed. */
 #define RL_MM_MIN_WORK 4096
 #define RL_MM_MIN_WORK_SEQ 65536
 /* Tokens from which the VNNI path runs the token-tiled kernel: it arranges

@@ -1,9 +1,8 @@
 /* matmul_outlier.c - the product of an outlier matrix (see matmul_outlier.h).
  *
- * It was three Lisp steps, each with an array of its own per product (the
- * activations without the outlier columns, those columns, the f32 part);
- * here one scratch allocation serves them, and the two products are
- * rl_matmul's, so the bits are those steps'. */
+ * Three parts share one scratch allocation: the activations without the
+ * outlier columns, those columns, and the f32 part; the two products are
+ * rl_matmul's, so the bits are those of the same steps done one by one. */
 #include "prims/matmul_outlier.h"
 
 #include <math.h>

@@ -17,11 +17,10 @@
  * vpdpbusd, which multiplies unsigned by signed bytes: the weights go in as
  * w + 128 (w ^ 0x80, 0..255, -128 included) and each sum starts at -128
  * times the sum of the activation quants it meets, so every step is an
- * exact integer.  A row's four lanes side by side in a vector (the first
- * kernel here) made each double FMA need its own scale product dw * dx and
- * each lane sum its own conversion to double.  A vector slot is a (row,
- * token) pair instead, slot 4k + i for row i and token k of a 4 x 4 tile,
- * and there is a vector per lane:
+ * exact integer.  A vector slot is a (row, token) pair, slot 4k + i for
+ * row i and token k of a 4 x 4 tile, so that one scale product dw * dx and
+ * one conversion to double serve a whole vector of lane sums; there is a
+ * vector per lane:
  *   - weights (rl_mmq4_wblk, arranged per call, per 4-row group and block):
  *     dword h (half h of lane h / 2) of rows 0..3, + 128, broadcast to
  *     the four tokens when loaded; and the rows' scales;
