@@ -42,16 +42,12 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
     limit = (uint64_t)ecl_fixnum(budget);
     times = ecl_alloc_simple_vector(n, ecl_aet_df);
     rl_mv_operands_of("%BENCH-MATVEC", m, x, out, &o, &pinned);
-    {
-        /* Interrupts stay off for the whole loop: the kernels' scratch is
-         * malloc'd inside each call, and a budget bounds the wait. */
-        RL_FP_HOLD();
-        ecl_disable_interrupts_env(env);
+    /* Interrupts stay off for the whole loop: the kernels' scratch is
+     * malloc'd inside each call, and a budget bounds the wait. */
+    RL_RUN_KERNEL(env, {
         st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
-        RL_FP_RELEASE();
-        ecl_enable_interrupts_env(env);
-    }
+    });
     if (st != RL_Q8_OK)
         ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));
     ecl_return2(env, times, ecl_make_fixnum(done));

@@ -177,9 +177,7 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     size_t where = 0;
     rl_gguf_status wst = RL_GGUF_OK;
     rl_q8_status st;
-    {
-        RL_FP_HOLD();
-        ecl_disable_interrupts_env(env);
+    RL_RUN_KERNEL(env, {
         st = stream_pieces(wr, c, inbuf, buf, rows_per_piece, &where, &wst, msg,
                            sizeof msg, &woff);
         /* all let go before an interrupt that came meanwhile is handled */
@@ -188,9 +186,7 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
             close(c.fd);
         free(buf);
         free(inbuf);
-        RL_FP_RELEASE();
-        ecl_enable_interrupts_env(env);
-    }
+    });
     if (ioerr) {
         snprintf(msg, sizeof msg, "at byte %llu: cannot read the tensor's values: %s",
                  (unsigned long long)off, strerror(ioerr));

@@ -56,6 +56,21 @@ typedef struct {
 #define RL_FP_RELEASE() fesetenv(&rl_fenv_)
 #endif
 
+/* Run the statements (a kernel call setting a status, then any unpinning
+ * and freeing) as every primitive that runs a kernel does: interrupts off
+ * and the float traps held, both restored before an interrupt that arrived
+ * meanwhile is handled (its handler may unwind, and must find the traps and
+ * the pins as they were).  Variadic, so a braced block with commas passes
+ * whole. */
+#define RL_RUN_KERNEL(env, ...)                \
+    do {                                       \
+        RL_FP_HOLD();                          \
+        ecl_disable_interrupts_env(env);       \
+        __VA_ARGS__;                           \
+        RL_FP_RELEASE();                       \
+        ecl_enable_interrupts_env(env);        \
+    } while (0)
+
 /* ECL stops at ecl_return3. */
 #define rl_return4(env, a, b, c, d)                                 \
     do {                                                            \

@@ -84,19 +84,6 @@ static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
         return rl_status2(env, st_, why);                                                \
     } while (0)
 
-/* Run STMT (a kernel call setting st, then any unpinning) the way every
- * primitive here does: with interrupts off, the float traps held, both
- * restored before an interrupt that arrived meanwhile is handled (its
- * handler may unwind, and must find the traps and the pins as they were). */
-#define RL_RUN_KERNEL(env, stmt)                                                         \
-    do {                                                                                 \
-        RL_FP_HOLD();                                                                    \
-        ecl_disable_interrupts_env(env);                                                 \
-        stmt;                                                                            \
-        RL_FP_RELEASE();                                                                 \
-        ecl_enable_interrupts_env(env);                                                  \
-    } while (0)
-
 /* A product's values: OUT, or (values nil status message row where). */
 static cl_object rl_matmul_values(cl_env_ptr env, rl_q8_status st, cl_object out,
                                   const char *msg, const rl_mm_fault *fault) {
@@ -471,23 +458,21 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     char msg[256] = "";
     rl_q8_status st = RL_Q8_OK;
     rl_qm_pin(m, &v);
-    RL_FP_HOLD();
-    ecl_disable_interrupts_env(env);
-    for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
-        const uint64_t t0 = rl_bench_ns();
-        if (md == 2)
-            for (size_t t = 0; t < n && st == RL_Q8_OK; t++)
-                st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
-                                     y + t * v.rows, path, nth, 0, msg, sizeof msg);
-        else
-            st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
-                              md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
-        if (r) /* the first call warms caches and the pool */
-            times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
-    }
-    rl_qm_unpin(&v);
-    RL_FP_RELEASE();
-    ecl_enable_interrupts_env(env);
+    RL_RUN_KERNEL(env, {
+        for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
+            const uint64_t t0 = rl_bench_ns();
+            if (md == 2)
+                for (size_t t = 0; t < n && st == RL_Q8_OK; t++)
+                    st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
+                                         y + t * v.rows, path, nth, 0, msg, sizeof msg);
+            else
+                st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
+                                  md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
+            if (r) /* the first call warms caches and the pool */
+                times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
+        }
+        rl_qm_unpin(&v);
+    });
     if (st != RL_Q8_OK)
         return rl_status2(env, st, msg);
     ecl_return1(env, times);

@@ -61,14 +61,10 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
     const cl_env_ptr env = ecl_process_env();
     cl_object pinned;
     rl_mv_operands_of("%MATVEC", m, x, out, &o, &pinned);
-    {
-        RL_FP_HOLD();
-        ecl_disable_interrupts_env(env);
+    RL_RUN_KERNEL(env, {
         st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
-        RL_FP_RELEASE();
-        ecl_enable_interrupts_env(env);
-    }
+    });
     if (st == RL_Q8_OK)
         ecl_return1(env, out);
     rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1),
