@@ -205,32 +205,6 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     return rl_matmul_values(env, st, out, msg, &fault);
 }
 
-/* (%matvec-q8x2 m x out) -> OUT, or (values nil status message where):
- * %MATVEC with two-pass activations (doc/products.md §2); M must be a quantized
- * matrix. */
-static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
-    static const char fn[] = "%MATVEC-Q8X2";
-    const cl_env_ptr env = ecl_process_env();
-    rl_matvec_operands o;
-    cl_object pinned = ECL_NIL;
-    if (!rl_qm_p(m))
-        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    rl_mv_operands_of(fn, m, x, out, &o, &pinned);
-    char msg[256] = "";
-    rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_matvec_q8_act_ex(o.w, o.rows, o.cols,
-                                                o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
-                                                o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
-                                                RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
-                                                msg, sizeof msg, &fault);
-                  rl_mv_operands_release(pinned));
-    if (st == RL_Q8_OK)
-        ecl_return1(env, out);
-    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
-               ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(fault.where));
-}
-
 /* (%layer-norm xs weight eps out) -> OUT or (values nil status message):
  * XS and OUT n x d (OUT may be XS), WEIGHT of length d, EPS a single-float. */
 static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object eps,
@@ -481,7 +455,6 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
-    RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
     RL_PRIM("%LAYER-NORM-BIAS", rl_prim_layer_norm_bias, 5),
     RL_PRIM("%BIAS-ACT", rl_prim_bias_act, 4),

@@ -1,8 +1,10 @@
 /* vec.c - the matrix-vector product from Lisp (lisp/vec.lisp): operands
  * checked here, the product run by prims/matvec.c with the knobs' path and
- * thread count. */
+ * thread count, with single-pass (%MATVEC) or two-pass (%MATVEC-Q8X2)
+ * activations. */
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
+#include "prims/matmul.h"
 
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o, cl_object *pinned) {
@@ -71,7 +73,34 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
                ecl_make_unsigned_integer(where));
 }
 
+/* (%matvec-q8x2 m x out) -> OUT, or (values nil status message where):
+ * %MATVEC with two-pass activations (doc/products.md §2); M must be a quantized
+ * matrix. */
+static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
+    static const char fn[] = "%MATVEC-Q8X2";
+    const cl_env_ptr env = ecl_process_env();
+    rl_matvec_operands o;
+    cl_object pinned = ECL_NIL;
+    if (!rl_qm_p(m))
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_mv_operands_of(fn, m, x, out, &o, &pinned);
+    char msg[256] = "";
+    rl_mm_fault fault = {0, 0};
+    rl_q8_status st;
+    RL_RUN_KERNEL(env, st = rl_matvec_q8_act_ex(o.w, o.rows, o.cols,
+                                                o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
+                                                o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
+                                                RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
+                                                msg, sizeof msg, &fault);
+                  rl_mv_operands_release(pinned));
+    if (st == RL_Q8_OK)
+        ecl_return1(env, out);
+    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+               ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(fault.where));
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATVEC", rl_prim_matvec, 3),
+    RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
 };
 RL_PRIM_TABLE(rl_vec_prims, "RONTOLISP", rl_defs);
