@@ -7,7 +7,7 @@
 # at the REPL.  cl-swank: `rontolisp swank' (and its test).  npm and
 # nodejs: tests/fetch-llama-lib.sh fetches llama.cpp's libraries, which the
 # tests compare with, through npm.  python3: its strict json module reads
-# every --json output in the tests.  python3-numpy and python3-tqdm:
+# every --json output in the tests.  python3-numpy, python3-tqdm and python3-yaml:
 # llama.cpp's gguf-py scripts (tests/lisp/test-gguf-py.lisp) need them.
 # time: /usr/bin/time measures a command's peak memory in the converter's
 # tests.  emacs-nox and slime (Emacs's side of SLIME): SLIME itself drives
@@ -28,6 +28,7 @@ command -v python3 >/dev/null 2>&1 || need="$need python3"
 # Debian's python3 (/usr/bin/python3), where these two install.
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need="$need python3-numpy"
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import tqdm' >/dev/null 2>&1 || need="$need python3-tqdm"
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need="$need python3-yaml"
 [ -x /usr/bin/time ] || need="$need time"
 command -v emacs >/dev/null 2>&1 || need="$need emacs-nox"
 ls -d /usr/share/emacs/site-lisp/elpa/slime-* >/dev/null 2>&1 || need="$need slime"

@@ -3,8 +3,8 @@
 ;;;; build/cache/gguf-py/) on every kind of file rontolisp writes: its
 ;;;; gguf_new_metadata copies the file (it refuses an empty array, among
 ;;;; other things) and gguf_dump reads it.  The copy must hold the same
-;;;; keys, values and tensor bytes.  Needs a python3 with numpy and tqdm
-;;;; (Debian's python3-numpy and python3-tqdm); without it or the bundle the
+;;;; keys, values and tensor bytes.  Needs a python3 with numpy, tqdm and
+;;;; yaml (Debian's python3-numpy, python3-tqdm, python3-yaml); without it or the bundle the
 ;;;; test skips (fails under CI=true).
 
 (in-package "RONTOLISP-TESTS")
@@ -23,12 +23,12 @@ NIL when it was not fetched."
     (and (probe-file p) (namestring p))))
 
 (defun gguf-py-python ()
-  "A python3 that imports numpy and tqdm (what gguf-py's scripts need): the
+  "A python3 that imports numpy, tqdm and yaml (what gguf-py's scripts need): the
 first of $RL_PYTHON, /usr/bin/python3 (Debian's, where python3-numpy
 installs) and the python3 on PATH that does; NIL when none does."
   (multiple-value-bind (code out)
       (sh "for p in \"$RL_PYTHON\" /usr/bin/python3 python3; do
-             [ -n \"$p\" ] && \"$p\" -c 'import numpy, tqdm' >/dev/null 2>&1 && { echo \"$p\"; exit 0; }
+             [ -n \"$p\" ] && \"$p\" -c 'import numpy, tqdm, yaml' >/dev/null 2>&1 && { echo \"$p\"; exit 0; }
            done; exit 1")
     (and (eql code 0) (first (split-lines out)))))
 
@@ -100,7 +100,7 @@ writer refuses), nothing its reader cannot read."
       ((not (and new-metadata dump))
        (skip-reference "gguf-py is missing (run sh tests/fetch-tokenizer-refs.sh)"))
       ((not python)
-       (skip-reference "no python3 imports numpy and tqdm (install python3-numpy and python3-tqdm)"))
+       (skip-reference "no python3 imports numpy, tqdm and yaml (install python3-numpy, python3-tqdm and python3-yaml)"))
       (t
        (let ((dir (format nil "~A/" (tmp-path "gguf-py"))))
          (unwind-protect
