@@ -61,6 +61,7 @@ command-line tools built on them."
                (:file "model-scratch")
                (:file "model")
                (:file "tokenizer")
+               (:file "embed")
                (:file "decision")
                (:file "model-bench")
                (:file "model-quantize")
