@@ -209,10 +209,6 @@ Every key and tensor is checked as MODEL:LOAD checks the encoder's."
       (model::model-error (encoder-path model) "expected a decision head ~
 (modern-bert.decision.block_count above 0), found none")))
 
-(defun question-error (control &rest args)
-  "Signal MODEL:QUESTION-ERROR with the message CONTROL and ARGS format."
-  (error 'model:question-error :message (apply #'format nil control args)))
-
 (defun f32-matrix (rows cols)
   (make-array (list rows cols) :element-type 'single-float))
 
@@ -283,13 +279,13 @@ ff(norm2(x))."
 = min(N, max_head_tokens); QUESTION-ERROR otherwise."
   (let ((m (min n (decision-head-max-head-tokens head))))
     (when (null markers)
-      (question-error "expected at least one option marker, found none"))
+      (model::question-error "expected at least one option marker, found none"))
     (loop for p in markers for k from 0
           unless (and (typep p 'fixnum) (<= 0 p) (< p n))
-            do (question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
+            do (model::question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
                                (1- n) p (1+ k))
           unless (< p m)
-            do (question-error "option ~D: expected its marker within the head's first ~D ~
+            do (model::question-error "option ~D: expected its marker within the head's first ~D ~
 tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
     m))
 
@@ -297,7 +293,7 @@ tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
   "The index of the question TYPE among the head's types; QUESTION-ERROR
 naming the known ones otherwise."
   (or (and (stringp type) (position type (decision-head-types head) :test #'string=))
-      (question-error "expected a question type ~{~S~^, ~}, found ~S"
+      (model::question-error "expected a question type ~{~S~^, ~}, found ~S"
                       (coerce (decision-head-types head) 'list) type)))
 
 (defun decision-logits (model head ids markers type activations)
@@ -356,7 +352,7 @@ both numbers otherwise (other checks are MODEL:ENCODE's)."
   (declare (ignore model))
   (let ((ids (if (listp ids) ids (coerce ids 'list))))
     (when (> (length ids) (decision-head-max-tokens head))
-      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+      (model::question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
     ids))
 
@@ -415,12 +411,12 @@ plist (:text string))."
         ((or (hash-table-p option) (and (consp option) (keywordp (first option))))
          (multiple-value-bind (text found) (question-field option "text")
            (unless (and found (stringp text))
-             (question-error "option ~D: expected a string or an object with a string \"text\", ~
+             (model::question-error "option ~D: expected a string or an object with a string \"text\", ~
 found an object without one" k))
            (let ((table (make-hash-table :test 'equal)))
              (setf (gethash "text" table) text)
              table)))
-        (t (question-error "option ~D: expected a string or {\"text\": string}, found ~S"
+        (t (model::question-error "option ~D: expected a string or {\"text\": string}, found ~S"
                            k option))))
 
 (defun option-text (option)
@@ -435,23 +431,23 @@ plist or object, a missing or mistyped field, or no options."
               (and (listp question) (evenp (length question)) (every #'keywordp
                                                                      (loop for k in question by #'cddr
                                                                            collect k))))
-    (question-error "expected a question (a plist or a JSON object with type, instructions, ~
+    (model::question-error "expected a question (a plist or a JSON object with type, instructions, ~
 options, state), found ~S" question))
   (let ((b (make-hash-table :test 'equal)))
     (dolist (name '("type" "instructions" "state"))
       (multiple-value-bind (value found) (question-field question name)
         (unless found
-          (question-error "expected the field ~S, found none" name))
+          (model::question-error "expected the field ~S, found none" name))
         (unless (stringp value)
-          (question-error "field ~S: expected a string, found ~S" name value))
+          (model::question-error "field ~S: expected a string, found ~S" name value))
         (setf (gethash name b) value)))
     (multiple-value-bind (options found) (question-field question "options")
       (unless found
-        (question-error "expected the field \"options\", found none"))
+        (model::question-error "expected the field \"options\", found none"))
       (unless (and (typep options 'sequence) (not (stringp options)))
-        (question-error "field \"options\": expected an array of options, found ~S" options))
+        (model::question-error "field \"options\": expected an array of options, found ~S" options))
       (when (zerop (length options))
-        (question-error "field \"options\": expected at least one option, found none"))
+        (model::question-error "field \"options\": expected at least one option, found none"))
       (setf (gethash "options" b)
             (coerce (loop for o in (coerce options 'list) for k from 1
                           collect (option-binding o k))
@@ -491,7 +487,7 @@ QUESTION-ERROR when the count differs from OPTIONS."
   (let ((markers (loop for id across ids for p from 0
                        when (= id (decision-head-mask-id head)) collect p)))
     (unless (= (length markers) options)
-      (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
+      (model::question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
                       options (decision-head-mask-id head) (length markers)))
     markers))
 
@@ -515,7 +511,7 @@ without a decision head or when a step's output is not finite."
          (options (length (gethash "options" (question-bindings question))))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
     (when (> (length ids) (decision-head-max-tokens head))
-      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+      (model::question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
     (let ((markers (question-markers head ids options)))
       (multiple-value-bind (probabilities logits)
@@ -530,10 +526,10 @@ without a decision head or when a step's output is not finite."
 file on standard output, as `decide' prints it."
   (let ((question (handler-case (parse-json (%utf8-string octets))
                     (json-error (c)
-                      (question-error "expected a question as a JSON object, found ~A"
+                      (model::question-error "expected a question as a JSON object, found ~A"
                                       (rontolisp-error-message c))))))
     (unless (hash-table-p question)
-      (question-error "expected a question as a JSON object, found ~A" (json-brief question)))
+      (model::question-error "expected a question as a JSON object, found ~A" (json-brief question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide model question :activations activations)
       (if json

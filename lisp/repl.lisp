@@ -48,12 +48,10 @@ already bounded is not wrapped twice.")
                 (let ((*read-depth* (1+ *read-depth*)))
                   (when (> *read-depth* *read-depth-limit*)
                     (let ((at (ignore-errors (file-position stream))))
-                      (error 'read-nesting-error
-                             :stream stream :limit *read-depth-limit* :position at
-                             :message (error-message
-                                       nil "expected forms nested at most ~D deep, found deeper ~
-                                            nesting~@[ at character ~D~]"
-                                       (list *read-depth-limit* at)))))
+                      (read-nesting-error stream *read-depth-limit* at
+                                          "expected forms nested at most ~D deep, found deeper ~
+                                           nesting~@[ at character ~D~]"
+                                          *read-depth-limit* at)))
                   (apply function stream args)))))
         (setf (gethash wrapper *depth-counting-functions*) t)
         wrapper)))

@@ -36,15 +36,11 @@ thread)."
     (%reserve-thread-slots (+ *thread-limit* +thread-slack+))
     (let ((live (length (mp:all-processes))))
       (when (>= live *thread-limit*)
-        (error 'thread-limit-error
-               :limit *thread-limit*
-               :message (error-message nil "expected fewer than ~D live Lisp threads (*THREAD-LIMIT*) to start thread ~S, found ~D"
-                                       (list *thread-limit* name live)))))
+        (thread-limit-error *thread-limit* "expected fewer than ~D live Lisp threads ~
+(*THREAD-LIMIT*) to start thread ~S, found ~D" *thread-limit* name live)))
     (or (funcall start)
-        (error 'thread-limit-error
-               :limit *thread-limit*
-               :message (error-message nil "expected the system to start thread ~S, found it refused (memory or a process limit)"
-                                       (list name))))))
+        (thread-limit-error *thread-limit* "expected the system to start thread ~S, found it ~
+refused (memory or a process limit)" name))))
 
 (defun guarded-process-enable (process)
   "MP:PROCESS-ENABLE within the thread limit (CALL-WITH-THREAD-ROOM)."
