@@ -7,6 +7,9 @@
 ;;;; the first form below as data (the Makefile asks it for the file list,
 ;;;; and it compiles the files in this order into the library the
 ;;;; executable links), so adding a file here is all a new Lisp file needs.
+;;;; A module's files sit in its folder and are named with it
+;;;; ("gguf/shards"); each command's define-command form is a file of
+;;;; commands/, loaded last and in the order `rontolisp --help' lists them.
 ;;;; The tests are their own system.
 ;;;;
 ;;;; A stock ECL loads the same code as a system:
@@ -68,7 +71,22 @@ command-line tools built on them."
                (:file "model-quantize")
                (:file "eval")
                (:file "decision-bench")
-               (:file "export")))
+               (:file "export")
+               (:file "commands/script")
+               (:file "commands/swank")
+               (:file "commands/inspect")
+               (:file "commands/split")
+               (:file "commands/merge")
+               (:file "commands/edit")
+               (:file "commands/quantize")
+               (:file "commands/convert")
+               (:file "commands/bench")
+               (:file "commands/calibrate")
+               (:file "commands/tokenize")
+               (:file "commands/embed")
+               (:file "commands/decide")
+               (:file "commands/eval")
+               (:file "commands/export")))
 
 (defsystem "rontolisp/prims"
   :description "rontolisp's C primitives for a stock ECL: loads the module

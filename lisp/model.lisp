@@ -507,15 +507,3 @@ With PROGRESS, each sequence run is shown on stderr when it is a terminal."
           append (loop for key in '(:qkv :out :up :down)
                        for name = (layer-matrix-name i key)
                        collect (cons name (gethash name *channel-maxima*))))))
-
-(define-command "calibrate" (file out)
-    (:usage "FILE.gguf OUT.gguf"
-     :summary "record max |x| per input channel of every encoder matrix"
-     :details "Runs the encoder of FILE, its weights as f32, over built-in token
-sequences covering the vocabulary and lengths up to context_length, and
-writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
-the matrix's tensor, as quantize --calibration reads it.  On a terminal
-each sequence is shown as it is run.")
-  (gguf:write out (gguf:make-file :tensors (loop for (name . v) in (model:calibrate file :progress t)
-                                                 collect (list name v))))
-  0)

@@ -13,7 +13,8 @@
 ;;;;       into a module a stock ECL can LOAD (runtime/prims-module.lisp).
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
-;;;; an optional :pathname, naming every .lisp file there.  Anything else
+;;;; an optional :pathname, naming every .lisp file there and in its
+;;;; subfolders ("gguf/gguf" is lisp/gguf/gguf.lisp).  Anything else
 ;;;; stops the build with one line, rather than guessing an order.  The library's init function is
 ;;;; init_rontolisp_lisp (runtime/main.c).
 
@@ -49,13 +50,16 @@ as strings relative to the directory the build runs in."
                                            asd c)))))
         ;; A source file the system does not list would silently stay out
         ;; of the executable.
-        (dolist (p (directory (format nil "~A~A*.lisp" base dir)))
+        (dolist (p (directory (format nil "~A~A**/*.lisp" base dir)))
           (unless (member (truename p) files :test #'equal :key #'probe-file)
-            (fail "~A: expected every ~A*.lisp among the components, found ~A missing"
-                  asd dir (file-namestring p))))
-        files))))
+            (fail "~A: expected every ~A**/*.lisp among the components, found ~A missing"
+                  asd dir (enough-namestring (truename p) (truename (format nil "~A~A" base dir))))))
+        (values files (format nil "~A~A" base dir))))))
 
-(defun build (out files)
+(defun build (out files root)
+  "Compile FILES (under the directory ROOT) in order into the static
+library OUT, each object at its file's place under OUT's directory (two
+folders may hold files of the same name)."
   (let ((*compile-verbose* nil)
         (*load-verbose* nil)
         (objs '()))
@@ -72,8 +76,11 @@ as strings relative to the directory the build runs in."
     (setf (logical-pathname-translations "RONTOLISP")
           (list (list "**;*.*.*" (merge-pathnames "**/*.*" (truename "./")))))
     (dolist (f files)
-      (let ((o (make-pathname :defaults (merge-pathnames out)
-                              :name (pathname-name f) :type "o"))
+      (let ((o (ensure-directories-exist
+                (make-pathname :type "o"
+                               :defaults (merge-pathnames (enough-namestring (truename f)
+                                                                             (truename root))
+                                                          (merge-pathnames out)))))
             (logical (format nil "RONTOLISP:~{~A;~}~A.LISP"
                              (mapcar #'string-upcase
                                      (rest (pathname-directory (enough-namestring (truename f)
@@ -115,8 +122,8 @@ as strings relative to the directory the build runs in."
   (unless (= 2 (length args))
     (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))
   (destructuring-bind (what asd) args
-    (let ((files (system-files asd)))
+    (multiple-value-bind (files root) (system-files asd)
       (if (string= what "--list")
           (format t "~{~A~%~}" files)
-          (build what files))
+          (build what files root))
       (ext:quit 0))))
