@@ -1,5 +1,7 @@
-;;;; conditions.lisp - every condition rontolisp signals, rooted at one class,
-;;;; and the functions that signal them.
+;;;; conditions.lisp - DEFINE-ERROR, the root of every condition rontolisp
+;;;; signals, the conditions shared by the modules, and the functions that
+;;;; signal them.  GGUF's conditions are in gguf/conditions.lisp, MODEL's in
+;;;; model/conditions.lisp.
 ;;;;
 ;;;; Callers handle our errors by type: RONTOLISP-ERROR catches them all, and
 ;;;; each kind of failure has a subclass with slots naming what was expected
@@ -34,13 +36,16 @@ set from that argument, the plist INITARGS (forms evaluated in the
 function) and the message MESSAGE, a form that may use CONTROL and ARGS.
 MESSAGE defaults to (ERROR-MESSAGE WHERE CONTROL ARGS), the one-line
 \"WHERE: \" + CONTROL message; WHERE defaults to the argument WHERE, else
-PATH, else NIL."
+PATH, else NIL (by name: the arguments may be of NAME's package)."
   (let* ((parents (or parents '(rontolisp-error)))
          (package (symbol-package name))
          (reader (lambda (slot)
                    (intern (format nil "~A-~A" (symbol-name name) (symbol-name slot)) package)))
          (signal (rest (assoc :signal options)))
-         (class-options (remove :signal options :key #'first)))
+         (class-options (remove :signal options :key #'first))
+         ;; CONTROL and ARGS as MESSAGE, read in NAME's module, spells them
+         (control (intern "CONTROL" package))
+         (args (intern "ARGS" package)))
     `(progn
        (define-condition ,name ,parents
          ,(loop for (slot) in slots
@@ -50,12 +55,14 @@ PATH, else NIL."
        ,@(loop for (slot doc) in slots
                collect `(setf (documentation ',(funcall reader slot) 'function) ,doc))
        ,@(when signal
-           (destructuring-bind (lambda-list doc &key (where (or (find 'where lambda-list)
-                                                               (find 'path lambda-list)))
-                                                  (message `(error-message ,where control args))
+           (destructuring-bind (lambda-list doc &key (where (or (find "WHERE" lambda-list
+                                                                     :test #'string=)
+                                                               (find "PATH" lambda-list
+                                                                     :test #'string=)))
+                                                  (message `(error-message ,where ,control ,args))
                                                   initargs)
                signal
-             `((defun ,name (,@lambda-list control &rest args)
+             `((defun ,name (,@lambda-list ,control &rest ,args)
                  ,doc
                  (error ',name
                         ,@(loop for (slot) in slots
@@ -168,62 +175,6 @@ array is wanted."))
 the message says what was expected and what was found.")
   (:signal (path) "Signal FILE-IO-ERROR about the file PATH."))
 
-;;; GGUF files.
-
-(define-error gguf::file-closed-error ()
-    ()
-  (:documentation "A tensor or file object used after gguf:close released
-its file.")
-  (:signal (path) "Signal GGUF:FILE-CLOSED-ERROR about the file at PATH."))
-
-(define-error gguf::gguf-error ()
-    ((path "The file a GGUF-ERROR is about.")
-     (offset "The byte offset of the field at fault, or NIL.")
-     (reason "A keyword naming the problem of a GGUF-ERROR."))
-  (:documentation "A GGUF file that cannot be read or written: PATH names
-the file, OFFSET the byte at fault (or NIL), REASON a keyword naming the
-problem (:truncated, :misaligned-tensor, ...); the message says what was
-expected and what was found.")
-  (:signal (path reason offset) "Signal GGUF:GGUF-ERROR about the file PATH (or NIL for a file object
-not yet written): REASON a keyword, OFFSET the byte at fault or NIL."))
-
-;;; Shard sets (lisp/gguf/shards.lisp): REASON is :missing-shard,
-;;; :foreign-shard or :shard-count.
-
-(define-error gguf::shard-error (gguf::gguf-error)
-    ()
-  (:documentation "A set of GGUF shards (PREFIX-00001-of-0000N.gguf, as
-llama.cpp's gguf-split writes them) that does not hold together; PATH names
-the shard at fault."))
-
-(define-error gguf::missing-shard-error (gguf::shard-error)
-    ()
-  (:documentation "A shard of a set is missing: PATH names the file that
-should be there."))
-
-(define-error gguf::foreign-shard-error (gguf::shard-error)
-    ()
-  (:documentation "A file in a shard's place that is not that shard of this
-set: its split.no is not its place, or it is not a shard at all."))
-
-(define-error gguf::shard-count-error (gguf::shard-error)
-    ()
-  (:documentation "The counts of a shard set disagree: split.count or
-split.tensors.count differ between shards, or the tensors found are not
-as many as split.tensors.count says."))
-
-;; One signaller for the three subclasses: its first argument names the
-;; class, which also decides the REASON.
-(defun gguf::shard-error (class path offset control &rest args)
-  "Signal the SHARD-ERROR subclass CLASS about the shard PATH."
-  (error class :path path
-               :reason (ecase class
-                         (gguf::missing-shard-error :missing-shard)
-                         (gguf::foreign-shard-error :foreign-shard)
-                         (gguf::shard-count-error :shard-count))
-               :offset offset
-               :message (error-message path control args)))
-
 ;;; Regular expressions (regex.lisp).
 
 (define-error regex-error ()
@@ -292,37 +243,6 @@ template; the message reads \"template offset OFFSET: \" + CONTROL."
   (:documentation "A Lisp thread that was not started: LIMIT (the value of
 *THREAD-LIMIT*) threads were alive already, or the system refused one.")
   (:signal (limit) "Signal THREAD-LIMIT-ERROR: a thread not started with LIMIT threads allowed."))
-
-;;; The encoder (model.lisp).
-
-(define-error model::model-error ()
-    ((path "The file a MODEL:MODEL-ERROR is about."))
-  (:documentation "A GGUF file that is not a modern-bert encoder MODEL:LOAD
-can run: a missing tensor or key, a key of the wrong type, a tensor of the
-wrong shape; PATH names the file.")
-  (:signal (path) "Signal MODEL:MODEL-ERROR about the GGUF file PATH."))
-
-;;; Questions for the decision head (decision.lisp).
-
-(define-error model::question-error ()
-    ()
-  (:documentation "A question the decision head cannot answer: not a
-question object, a missing field, an unknown type, no options, a marker
-count other than the option count, more tokens than decision.max_tokens, an
-option's marker beyond the head's window.")
-  (:signal () "Signal MODEL:QUESTION-ERROR with the message CONTROL and ARGS format."
-   :message (apply #'format nil control args)))
-
-;;; Tokenizers (tokenizer.lisp).
-
-(define-error model::tokenizer-error ()
-    ((path "The file a MODEL:TOKENIZER-ERROR is about, or NIL."))
-  (:documentation "A tokenizer that cannot be built or used: a GGUF file or
-tokenizer.json of another kind (SentencePiece, WordPiece, another
-pre-tokenizer), a malformed or oversized one, a text that is not UTF-8, an
-id outside the vocabulary.  PATH names the tokenizer's file (or NIL).")
-  (:signal (path) "Signal MODEL:TOKENIZER-ERROR about the tokenizer file PATH (NIL leaves
-the file out of the message)."))
 
 ;;; Messages.
 (defun operation-name (where)

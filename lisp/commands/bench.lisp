@@ -1,5 +1,5 @@
 ;;;; commands/bench.lisp - `rontolisp bench': its command line; the work
-;;;; is in bench.lisp.
+;;;; is in tools/bench.lisp.
 
 (in-package "RONTOLISP")
 

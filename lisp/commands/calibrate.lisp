@@ -1,5 +1,5 @@
 ;;;; commands/calibrate.lisp - `rontolisp calibrate': its command line; the work
-;;;; is in model.lisp.
+;;;; is in model/model.lisp.
 
 (in-package "RONTOLISP")
 

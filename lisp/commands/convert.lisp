@@ -1,5 +1,5 @@
 ;;;; commands/convert.lisp - `rontolisp convert': its command line; the work
-;;;; is in convert.lisp.
+;;;; is in tools/convert.lisp.
 
 (in-package "RONTOLISP")
 

@@ -1,5 +1,5 @@
 ;;;; commands/decide.lisp - `rontolisp decide': its command line; the work
-;;;; is in decision.lisp.
+;;;; is in model/decision.lisp.
 
 (in-package "RONTOLISP")
 

@@ -1,5 +1,5 @@
 ;;;; commands/edit.lisp - `rontolisp edit': its command line; the work
-;;;; is in edit.lisp.
+;;;; is in tools/edit.lisp.
 
 (in-package "RONTOLISP")
 
@@ -26,10 +26,10 @@ temporary name and renamed; IN and OUT may be the same file."
                    removes renames (and template (read-template template)))
       (format t "~:[~;no change~%~]~{~A~%~}" (null changes) changes)
       (unless dry-run
-        (setf (gguf::gguf-file-metadata f) metadata)
+        (setf (gguf-file-metadata f) metadata)
         (loop for info in (gguf:tensor-infos f)
               for name in names
-              do (setf (gguf::ti-name info) name))
-        (setf (gguf::gguf-file-by-name f) nil) ; the names it was built from are gone
+              do (setf (ti-name info) name))
+        (setf (gguf-file-by-name f) nil) ; the names it was built from are gone
         (gguf:write out f))))
   0)

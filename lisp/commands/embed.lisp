@@ -1,5 +1,5 @@
 ;;;; commands/embed.lisp - `rontolisp embed': its command line; the work
-;;;; is in embed.lisp.
+;;;; is in model/embed.lisp.
 
 (in-package "RONTOLISP")
 

@@ -1,5 +1,5 @@
 ;;;; commands/eval.lisp - `rontolisp eval': its command line; the work
-;;;; is in eval.lisp.
+;;;; is in tools/eval.lisp.
 
 (in-package "RONTOLISP")
 

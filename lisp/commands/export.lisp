@@ -1,5 +1,5 @@
 ;;;; commands/export.lisp - `rontolisp export': its command line; the work
-;;;; is in export.lisp.
+;;;; is in tools/export.lisp.
 
 (in-package "RONTOLISP")
 

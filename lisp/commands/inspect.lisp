@@ -1,5 +1,5 @@
 ;;;; commands/inspect.lisp - `rontolisp inspect': its command line; the work
-;;;; is in inspect.lisp.
+;;;; is in tools/inspect.lisp.
 
 (in-package "RONTOLISP")
 

@@ -1,5 +1,5 @@
 ;;;; commands/merge.lisp - `rontolisp merge': its command line; the work
-;;;; is in split.lisp.
+;;;; is in tools/split.lisp.
 
 (in-package "RONTOLISP")
 

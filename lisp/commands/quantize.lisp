@@ -1,5 +1,5 @@
 ;;;; commands/quantize.lisp - `rontolisp quantize': its command line; the work
-;;;; is in quantize-tool.lisp.
+;;;; is in tools/quantize-tool.lisp.
 
 (in-package "RONTOLISP")
 

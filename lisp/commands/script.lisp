@@ -1,5 +1,5 @@
 ;;;; commands/script.lisp - `rontolisp script': its command line; the work
-;;;; is in runtime.lisp.
+;;;; is in runtime/runtime.lisp.
 
 (in-package "RONTOLISP")
 

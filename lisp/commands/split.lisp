@@ -1,5 +1,5 @@
 ;;;; commands/split.lisp - `rontolisp split': its command line; the work
-;;;; is in split.lisp.
+;;;; is in tools/split.lisp.
 
 (in-package "RONTOLISP")
 

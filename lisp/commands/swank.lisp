@@ -1,5 +1,5 @@
 ;;;; commands/swank.lisp - `rontolisp swank': its command line; the work
-;;;; is in swank.lisp.
+;;;; is in runtime/swank.lisp.
 
 (in-package "RONTOLISP")
 

@@ -1,5 +1,5 @@
 ;;;; commands/tokenize.lisp - `rontolisp tokenize': its command line; the work
-;;;; is in tokenizer.lisp.
+;;;; is in model/tokenizer.lisp.
 
 (in-package "RONTOLISP")
 

@@ -59,7 +59,7 @@ its first element, down to a scalar."
 (defun field-count (value type)
   "len(field.data) in gguf-py: 1 for a scalar, the scalars under an array."
   (if (consp type)
-      (reduce #'+ (gguf::map-elements #'field-count value type))
+      (reduce #'+ (map-elements #'field-count value type))
       1))
 
 (defun markdown-escape-code (string)
@@ -96,7 +96,7 @@ or ends with a backtick; control characters escaped."
                   (shown (cond ((eq elem :string) (min 5 (length value)))
                                ((eq elem :array) 0)
                                (t (min 7 (length value)))))
-                  (items (gguf::map-elements (lambda (v et)
+                  (items (map-elements (lambda (v et)
                                                (if (eq et :string)
                                                    (markdown-string v 30)
                                                    (numpy-string v et)))
@@ -277,7 +277,7 @@ any other in upper case."
                     (loop for info in tensors
                           for i from 0
                           collect (list (princ-to-string i) (escape-control-only (gguf:tensor-info-name info))
-                                        (format nil "~16@A" (format nil "0x~(~X~)" (gguf::ti-absolute info)))
+                                        (format nil "~16@A" (format nil "0x~(~X~)" (ti-absolute info)))
                                         (format nil "~16@A" (format nil "0x~(~X~)" (gguf:tensor-info-bytes info)))))
                     stream)
     (terpri stream)

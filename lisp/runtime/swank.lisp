@@ -137,7 +137,7 @@ installed, say so on standard error and compile nothing."
 
 ;;; Source locations.  ECL records where each compiled function's form
 ;;; starts as a byte offset just past the previous top-level form, in the
-;;; file RONTOLISP:LISP;NAME.LISP (see INSTALL-SOURCE-TRANSLATIONS); Emacs
+;;; file RONTOLISP:LISP;FOLDER;NAME.LISP (see INSTALL-SOURCE-TRANSLATIONS); Emacs
 ;;; counts characters from 1.
 
 (defun rontolisp-source-p (file)

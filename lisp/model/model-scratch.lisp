@@ -11,7 +11,7 @@
 ;;;; scratches and +SCRATCH-CACHE-FLOATS+ floats in all (the least recently
 ;;;; used go first); a scratch larger than that is never kept.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defstruct (encode-scratch (:constructor %make-encode-scratch))
   "The n x cols single-float matrices of one encode of N tokens: X the

@@ -215,7 +215,7 @@ stderr naming what failed."
   (user-namestring (merge-pathnames ".rontolisp_history" (user-homedir-pathname))))
 
 ;;; Where the sources are.  The build records each function's source file
-;;; as a RONTOLISP logical pathname (RONTOLISP:LISP;QMATRIX.LISP, see
+;;; as a RONTOLISP logical pathname (RONTOLISP:LISP;QUANT;QMATRIX.LISP, see
 ;;; runtime/build-lisp.lisp), so M-. in SLIME and ED find the installed
 ;;; copy rather than the directory the program was built in.
 
@@ -228,7 +228,7 @@ executable was built in (the parent of build/ or of build/asan/), else NIL."
       (let ((bin (make-pathname :name nil :type nil :version nil :defaults exe)))
         (loop for up in '("../share/rontolisp/" "../" "../../")
               for dir = (ignore-errors (truename (merge-pathnames up bin)))
-              when (and dir (probe-file (merge-pathnames "lisp/repl.lisp" dir)))
+              when (and dir (probe-file (merge-pathnames "lisp/runtime/repl.lisp" dir)))
                 return dir)))))
 
 (defun install-source-translations ()

@@ -154,7 +154,7 @@ NAME-PLACE holds at the time, when it holds one."
   (let ((c (gensym "C")))
     `(handler-bind ((error (lambda (,c)
                              (when (and ,name-place
-                                        (not (typep ,c '(or tensor-data-error gguf::gguf-error
+                                        (not (typep ,c '(or tensor-data-error gguf:gguf-error
                                                          file-io-error))))
                                (tensor-data-error ,path ,name-place "cannot be converted: ~A"
                                                   (condition-line ,c))))))

@@ -94,7 +94,7 @@ differ (each inner array states its own element type in the file)."
 (defun type-name (id)
   "The ggml name of the tensor type ID (\"F32\", \"Q8_0\", \"Q4_K\", ...),
 or \"other N\" for an id ggml never used."
-  (or (rontolisp::%ggml-type id) (format nil "other ~D" id)))
+  (or (%ggml-type id) (format nil "other ~D" id)))
 
 (declaim (ftype function open-shard-set))
 
@@ -107,7 +107,7 @@ With SHARDS true and PATH the first shard of a set split as llama.cpp
 does (split.count above 1), the answer holds the tensors of every shard
 (their offsets each in its own shard) and the first shard's metadata; a
 shard missing, of another set or with counts that disagree signals
-GGUF:SHARD-ERROR (see lisp/shards.lisp), and closes what it opened."
+GGUF:SHARD-ERROR (see lisp/gguf/shards.lisp), and closes what it opened."
   (let ((f (read-one path))
         (ok nil))
     (if shards
@@ -121,7 +121,7 @@ GGUF:SHARD-ERROR (see lisp/shards.lisp), and closes what it opened."
       (rontolisp:element-type-error 'read path "expected a path (string or pathname), found ~S"
                                     path))
     (multiple-value-bind (handle status message offset)
-        (%gguf-open (rontolisp::path-octets name))
+        (%gguf-open (path-octets name))
       (unless handle
         (gguf-error name status offset "~A" message))
       (destructuring-bind (version alignment size data-offset kv-count tensor-count header-end)
@@ -229,8 +229,8 @@ every tensor of a file linear."
 (defun tensor-keyword (info)
   "The keyword of INFO's tensor type (:f32 :f16 :bf16 :q8_0), or NIL for a
 type rontolisp does not hold in Lisp."
-  (let ((tt (rontolisp::find-tensor-type (tensor-info-type-id info))))
-    (and tt (rontolisp::tensor-type-keyword tt))))
+  (let ((tt (find-tensor-type (tensor-info-type-id info))))
+    (and tt (tensor-type-keyword tt))))
 
 (defun tensor (f name)
   "F's tensor NAME: F32 as a fresh (simple-array single-float) of its
@@ -257,12 +257,12 @@ GGUF-ERROR."
                       handle (tensor-index f info)
                       (make-array shape :element-type '(unsigned-byte 16)))))
            (if (eq :f16 (tensor-keyword info))
-               (rontolisp::%make-float16-array bits)
-               (rontolisp::%make-bfloat16-array bits))))
-        (:q8_0 (rontolisp::%make-quantized-matrix
+               (%make-float16-array bits)
+               (%make-bfloat16-array bits))))
+        (:q8_0 (%make-quantized-matrix
             (gguf-file-base f) (ti-absolute info) f shape
             (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
-        (t (if (rontolisp::%dequantizable-type-p (tensor-info-type-id info))
+        (t (if (%dequantizable-type-p (tensor-info-type-id info))
                (%gguf-dequantize-tensor handle (tensor-index f info)
                                         (make-array shape :element-type 'single-float))
                (gguf-error (gguf-file-path f) :unsupported-type
@@ -294,10 +294,10 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
   (let* ((type (getf options :type))
          (dims (getf options :dims))
          (id (if (stringp type)
-                 (loop for i below 256 when (equalp (rontolisp::%ggml-type i) type) return i)
+                 (loop for i below 256 when (equalp (%ggml-type i) type) return i)
                  type)))
     (multiple-value-bind (tname block-size block-bytes known)
-        (and (typep id '(integer 0 255)) (rontolisp::%ggml-type id))
+        (and (typep id '(integer 0 255)) (%ggml-type id))
       (flet ((bad (control &rest args)
                (gguf-error nil :bad-tensor nil "gguf:make-file: tensor ~S: ~?" name control args)))
         (unless tname
@@ -316,8 +316,8 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
 
 
 (defun data-type-id (data)
-  (let ((tt (rontolisp::tensor-type-of data)))
-    (and tt (rontolisp::tensor-type-id tt))))
+  (let ((tt (tensor-type-of data)))
+    (and tt (tensor-type-id tt))))
 
 (defun map-elements (fn value type &optional (end (length value)))
   "Call FN with each element of the array VALUE of GGUF TYPE (see
@@ -328,7 +328,7 @@ FN's values."
           collect (funcall fn (aref value i) (if (rest types) (pop types) (first types))))))
 
 (defun value-type-id (type)
-  (position (if (consp type) (first type) type) (rontolisp::gguf-value-types)))
+  (position (if (consp type) (first type) type) (gguf-value-types)))
 
 (defun check-value (key type value)
   "Signal GGUF-ERROR unless VALUE is a valid value of the GGUF TYPE."
@@ -354,7 +354,7 @@ found ~S" key type expected value)))
                            (or (not (typep value 'double-float))
                                (ext:float-infinity-p value)
                                (ext:float-nan-p value)
-                               (not (ext:float-infinity-p (rontolisp::%double-to-single value)))))
+                               (not (ext:float-infinity-p (%double-to-single value)))))
                 (bad "a float within the f32 range (magnitude below 3.4e38)")))
         (:bool (unless (member value '(t nil)) (bad "T or NIL")))
         (:string (unless (stringp value) (bad "a string")))
@@ -405,13 +405,13 @@ a set's first."
                              (gguf-error nil :bad-tensor nil "gguf:make-file: tensor ~S: expected ~
 a (simple-array single-float), float16-array, bfloat16-array or quantized matrix, found ~S"
                                          name data)))
-                  (dims (or (getf options :dims) (reverse (rontolisp::packed-dimensions data)))))
+                  (dims (or (getf options :dims) (reverse (packed-dimensions data)))))
              (make-ti :name name :dims dims :shape (reverse dims)
                       :type (type-name type-id) :type-id type-id
                       :data data))))))
 
 (defun octets (string)
-  (rontolisp::%utf8-octets string))
+  (%utf8-octets string))
 
 (defun write-value (w type value)
   (let ((id (value-type-id type)))
@@ -457,7 +457,7 @@ tensor's bytes in file order (with RONTOLISP::%STREAM-TENSOR or
 them.  Only one tensor's bytes need be in memory at a time.  A non-local
 exit from STREAM removes the temporary file."
   (check-file 'write f)
-  (let* ((name (rontolisp::absolute-namestring path))
+  (let* ((name (absolute-namestring path))
          (w (%gguf-writer-new (gguf-file-alignment f)
                                          (gguf-file-implicit-alignment f)))
          (streamed nil))
@@ -505,7 +505,7 @@ need the :stream function that gives their bytes"))
                    (t
                     (multiple-value-call #'check (%gguf-w-write w (octets name))))))
         ;; Freeing the writer removes the temporary file of a stream left open.
-        (rontolisp::%release w)))
+        (%release w)))
     path))
 
 (defun stream-put-tensor (w f name &key (type (tensor-info-type-id (tensor-info f name)))
@@ -527,11 +527,11 @@ block); a failure of the output signals GGUF-ERROR."
          (source (or (ti-file info) f)))  ; the tensor's own shard of a set
     (live-handle source)
     (multiple-value-bind (ok status where offset)
-        (rontolisp::%stream-tensor w (gguf-file-base source) (ti-absolute info)
+        (%stream-tensor w (gguf-file-base source) (ti-absolute info)
                                    (tensor-info-type-id info) (reduce #'* dims) (first dims)
                                    type mask release
                                    (and (gguf-file-path source)
-                                        (rontolisp::path-octets (gguf-file-path source))))
+                                        (path-octets (gguf-file-path source))))
       (cond (ok t)
             ((eq status :read-error) (gguf-error (gguf-file-path source) status offset "~A" where))
             (offset (gguf-error *writing* status offset "~A" where))

@@ -12,15 +12,15 @@
 ;;;; holds them (Q8_0 over the mapped bytes, F16/BF16 packed), except the
 ;;;; token embedding, which is read row by row and so is widened once.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defstruct (model:encoder (:constructor make-encoder) (:predicate model:encoder-p))
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
-work in (lisp/model-scratch.lisp), its tokenizer once asked for
-(lisp/tokenizer.lisp) and its decision head, if the file has one
-(lisp/decision.lisp)."
+work in (lisp/model/model-scratch.lisp), its tokenizer once asked for
+(lisp/model/tokenizer.lisp) and its decision head, if the file has one
+(lisp/model/decision.lisp)."
   path file hyperparameters token-embedding token-norm output-norm layers
   (scratch (make-scratch-cache))
   (tokenizer nil)
@@ -55,14 +55,14 @@ absent (and has no DEFAULT) or not of TYPE."
       (cond ((not found)
              (if default-p
                  default
-                 (model::model-error path "expected the key ~S, found none" full)))
+                 (model-error path "expected the key ~S, found none" full)))
             ((typep value type) value)
-            (t (model::model-error path "key ~S: expected ~(~A~), found ~S" full type value))))))
+            (t (model-error path "key ~S: expected ~(~A~), found ~S" full type value))))))
 
 (defun key-error (path key expected value)
   "Signal MODEL-ERROR: the modern-bert.KEY of the file PATH holds VALUE,
 where EXPECTED (a phrase) was wanted."
-  (model::model-error path "key \"modern-bert.~A\": expected ~A, found ~S" key expected value))
+  (model-error path "key \"modern-bert.~A\": expected ~A, found ~S" key expected value))
 
 (defun count-key (f path key &key (min 1) (default nil default-p))
   "The integer modern-bert.KEY of F (DEFAULT when absent, if given),
@@ -92,20 +92,20 @@ infinities included."
 (defun find-tensor-info (f name)
   "The TENSOR-INFO of F's tensor NAME, or NIL: one lookup in F's table of
 tensors by name, so that loading stays linear in the number of tensors."
-  (car (gethash name (gguf::tensor-table f))))
+  (car (gethash name (tensor-table f))))
 
 (defun model-tensor (f path name dims)
   "F's tensor NAME, checked to have the row-major DIMS; MODEL-ERROR when it
 is missing or of another shape."
   (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
     (unless (equal shape dims)
-      (model::model-error path "tensor ~S: expected shape ~S, found ~S" name dims shape))
+      (model-error path "tensor ~S: expected shape ~S, found ~S" name dims shape))
     (gguf:tensor f name)))
 
 (defun model-tensor-info (f path name)
   "The TENSOR-INFO of F's tensor NAME; MODEL-ERROR when F has none."
   (or (find-tensor-info f name)
-      (model::model-error path "expected the tensor ~S, found none" name)))
+      (model-error path "expected the tensor ~S, found none" name)))
 
 (defun encoder-layer-count (f path)
   "The encoder's layers: block_count less the decision head's blocks, which
@@ -137,7 +137,7 @@ must agree (the GeGLU's half), and it is at least 1."
 (defun read-hyperparameters (f path)
   (let ((arch (gguf:value f "general.architecture")))
     (unless (equal arch "modern-bert")
-      (model::model-error path "expected general.architecture \"modern-bert\", found ~S" arch)))
+      (model-error path "expected general.architecture \"modern-bert\", found ~S" arch)))
   (let* ((layers (encoder-layer-count f path))
          (d (count-key f path "embedding_length"))
          (heads (count-key f path "attention.head_count"))
@@ -315,7 +315,7 @@ layers) in a message: the product or step, and the tensor it used."
       (:attention "the attention")
       (:ffn-norm (format nil "the LayerNorm by ~A" (blk "ffn_norm.weight")))
       (:geglu "the GeGLU")
-      ;; the decision head's (lisp/decision.lisp)
+      ;; the decision head's (lisp/model/decision.lisp)
       (:head-input "the hidden states plus the row of token_types.weight")
       ((:head-out :head-down) (format nil "the product by ~A plus its bias"
                                       (layer-matrix-name layer (if (eq step :head-out) :out :down))))
@@ -340,7 +340,7 @@ the run."
           for at = (%first-non-finite m 0)
           when at
             do (multiple-value-bind (token column) (floor at (array-dimension m 1))
-                 (model::model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
+                 (model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
 found ~A at token ~D, column ~D" layer (step-description layer step)
                                      (float-text (row-major-aref m at)) token column)))))
 

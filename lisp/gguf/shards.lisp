@@ -99,7 +99,7 @@ first shard, found none"))
 the first of ~D shards, found ~A" (shard-path "" 0 count) count (file-namestring name)))
              (loop for i from 1 below count
                    for shard-name = (shard-path prefix i count)
-                   do (unless (rontolisp::path-kind shard-name)
+                   do (unless (path-kind shard-name)
                         (shard-error 'missing-shard-error shard-name nil "expected shard ~D of ~D ~
 of the set of ~A, found no such file" (1+ i) count name))
                       (let ((shard (read-one shard-name)))
@@ -217,7 +217,7 @@ GROUP (a group of SPLIT-PLAN)."
                          :tensors tensors))))
 
 (defun check-target (name)
-  (let ((kind (rontolisp::path-kind name)))
+  (let ((kind (path-kind name)))
     (when (and kind (not (eq kind :file)))
       (gguf-error name :not-regular nil "expected a regular file or no file as a shard's target, ~
 found a ~(~A~)" kind))))
@@ -233,11 +233,11 @@ file it names is replaced, the link stays).  Answers NAMES."
   (mapc #'check-target names)
   (let* ((files (loop for name in names
                       collect (multiple-value-bind (file message)
-                                  (rontolisp::%resolve-target (rontolisp::path-octets name))
+                                  (%resolve-target (path-octets name))
                                 (or file (gguf-error name :write-failed nil "~A" message)))))
          (temps (loop for file in files
                       collect (format nil "~A~A~D.set" file ".rontolisp-tmp." (ext:getpid)))))
-    (multiple-value-bind (ok message) (rontolisp::%set-begin (mapcar #'rontolisp::path-octets temps))
+    (multiple-value-bind (ok message) (%set-begin (mapcar #'path-octets temps))
       (unless ok
         (gguf-error (first names) :write-failed nil "~A" message)))
     (unwind-protect
@@ -246,12 +246,12 @@ file it names is replaced, the link stays).  Answers NAMES."
                  for i from 0
                  do (funcall writer temp i))
            (multiple-value-bind (ok message)
-               (rontolisp::%set-commit (mapcar #'rontolisp::path-octets files))
+               (%set-commit (mapcar #'path-octets files))
              (unless ok
                (gguf-error (first names) :write-failed nil "writing the set of ~D file~:P: ~A"
                            (length names) message)))
            names)
-      (rontolisp::%set-end))))
+      (%set-end))))
 
 (defun write-shards (prefix f &key max-tensors max-bytes)
   "Write the file object F as shards PREFIX-00001-of-0000N.gguf ... as

@@ -9,7 +9,7 @@
 ;;;; was found, and turns the kernels' statuses into conditions.  Sequences
 ;;;; are (simple-array single-float (* *)) with one row per token.
 
-(in-package "RONTOLISP")
+(in-package "VEC")
 
 (defun check-f32-matrix (fn what x)
   "Signal unless X (the argument called WHAT of FN) is a simple rank-2
@@ -115,7 +115,16 @@ matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
             (%matmul w xs out bf16-p (eq activations :q8x2))
           (or result (matmul-failure fn xs status message row where)))))))
 
-(defun vec:matmul-into (m xs out &key (activations :q8))
+(defgeneric matmul-product (m fn xs out activations)
+  (:documentation "VEC:MATMUL-INTO's work for the weight matrix M (FN names
+the operation in messages; OUT NIL makes a fresh result), one method per
+kind of weight matrix: here a quantized matrix or a packed float array,
+in vec/outlier-matrix.lisp the OUTLIER-MATRIX of quantize at load."))
+
+(defmethod matmul-product (m fn xs out activations)
+  (checked-matmul fn m xs out activations))
+
+(defun matmul-into (m xs out &key (activations :q8))
   "Store the product of the weight matrix M (rows x cols) with each row of
 XS (n x cols) in OUT (n x rows) and answer OUT: row t of OUT is M times row
 t of XS.  M is a quantized matrix of rank 2, a (simple-array single-float
@@ -132,23 +141,19 @@ the same bits; the weights are read from memory once per call, not once
 per token.  Wrong shapes signal SHAPE-ERROR, wrong types
 ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR.
 M may also be a weight MODEL:LOAD :quantize made (an OUTLIER-MATRIX, see
-model-quantize.lisp)."
+vec/outlier-matrix.lisp)."
   (check-f32-matrix "vec:matmul-into" "out" out)
-  (if (outlier-matrix-p m)              ; model-quantize.lisp
-      (outlier-matmul "vec:matmul-into" m xs out activations)
-      (checked-matmul "vec:matmul-into" m xs out activations)))
+  (matmul-product m "vec:matmul-into" xs out activations))
 
-(defun vec:matmul (m xs &key (activations :q8))
+(defun matmul (m xs &key (activations :q8))
   "The product of the weight matrix M with each row of XS as a fresh n x
 rows single-float matrix; see VEC:MATMUL-INTO for M, XS, ACTIVATIONS, the
 arithmetic and the conditions."
-  (if (outlier-matrix-p m)              ; model-quantize.lisp
-      (outlier-matmul "vec:matmul" m xs nil activations)
-      (checked-matmul "vec:matmul" m xs nil activations)))
+  (matmul-product m "vec:matmul" xs nil activations))
 
 ;;; The steps between the products.
 
-(defun vec:layer-norm (xs weight eps &optional out)
+(defun layer-norm (xs weight eps &optional out)
   "LayerNorm without bias of each row of XS (n x d single-float), scaled by
 WEIGHT (a (simple-array single-float (*)) of length d), into OUT (a fresh
 matrix, or an n x d single-float matrix, which may be XS) and answer it.
@@ -180,7 +185,7 @@ least one value, found xs of dimensions ~S" (array-dimensions xs)))
                  "expected rows of ~D heads x ~D values = ~D columns, found ~D columns"
                  n-heads head-dim (* n-heads head-dim) (array-dimension xs 1))))
 
-(defun vec:rope-neox (xs n-heads head-dim theta &optional out)
+(defun rope-neox (xs n-heads head-dim theta &optional out)
   "NEOX rotary position embedding of XS (n x (N-HEADS * HEAD-DIM)
 single-float, token t at position t) into OUT (fresh, or a matrix of XS's
 dimensions, which may be XS), answered.  In each head the pairs (i, i +
@@ -199,7 +204,7 @@ found ~D" head-dim))
             (%rope-neox xs n-heads head-dim base out)
           (or result (kernel-failure fn status message)))))))
 
-(defun vec:attention (q k v n-heads head-dim &key window out)
+(defun attention (q k v n-heads head-dim &key window out)
   "Multi-head attention without a causal mask: Q, K and V are n x (N-HEADS
 * HEAD-DIM) single-float (head h in columns h*HEAD-DIM ...), the answer an
 array of the same dimensions (OUT when given, which must be none of Q, K,
@@ -222,7 +227,7 @@ values, all in a fixed order (doc/encoder.md)."
             (%attention q k v n-heads head-dim (or window 0) out)
           (or result (kernel-failure fn status message)))))))
 
-(defun vec:geglu (xs &key (gelu :erf) out)
+(defun geglu (xs &key (gelu :erf) out)
   "GeGLU of XS (n x 2f single-float): GELU of the first f columns times the
 last f, into OUT (fresh, or an n x f single-float matrix other than XS),
 answered.  GELU :ERF is the exact 0.5x(1 + erf(x/sqrt 2)) the model

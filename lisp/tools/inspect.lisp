@@ -77,7 +77,7 @@ elements and strings to MAX-STRING characters (NIL: whole)."
        (let* ((n (length value))
               (shown (if max-array (min n max-array) n)))
          (format nil "[~{~A~^, ~}~:[~;, ... (~D more)~]]"
-                 (gguf::map-elements (lambda (v et) (value-text v et max-array max-string))
+                 (map-elements (lambda (v et) (value-text v et max-array max-string))
                                      value type shown)
                  (< shown n) (- n shown))))
       (t (format nil "~D" value)))))
@@ -195,7 +195,7 @@ order of first appearance."
       (:bool (if value :true :false))
       (:array
        (let ((n (if max-array (min max-array (length value)) (length value))))
-         (coerce (gguf::map-elements (lambda (v et) (json-value v et max-array)) value type n)
+         (coerce (map-elements (lambda (v et) (json-value v et max-array)) value type n)
                  'vector)))
       (t value))))
 

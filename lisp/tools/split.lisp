@@ -1,7 +1,7 @@
 ;;;; split.lisp - `rontolisp split IN PREFIX' and `rontolisp merge
 ;;;; FIRST-SHARD OUT': a GGUF file cut into shards that llama.cpp loads, as
 ;;;; its llama-gguf-split does, and a set of shards joined back into one
-;;;; file.  The shards themselves are lisp/shards.lisp's.
+;;;; file.  The shards themselves are lisp/gguf/shards.lisp's.
 
 (in-package "RONTOLISP")
 
@@ -18,7 +18,7 @@ positive integer followed by M (10^6 bytes) or G (10^9 bytes)."
     (* count (if (char= unit #\M) 1000000 1000000000))))
 
 (defun shard-total-bytes (group alignment)
-  (loop for info in group sum (gguf::padded (gguf:tensor-info-bytes info) alignment)))
+  (loop for info in group sum (padded (gguf:tensor-info-bytes info) alignment)))
 
 (defun print-split-plan (stream prefix groups alignment)
   "One line on STREAM per group of GROUPS (GGUF:SPLIT-PLAN's) for shards

@@ -15,7 +15,7 @@
 ;;;; call RONTOLISP:DEQUANTIZE first: a silent element-by-element fallback
 ;;;; through AREF would be a hundred times slower than the caller expects.
 
-(in-package "RONTOLISP")
+(in-package "VEC")
 
 (deftype float-vector ()
   "The vectors the VEC operations take: simple single- or double-float."
@@ -134,7 +134,7 @@ matrix's rows, matrix ~S), found length ~D" rows (array-dimensions m) (length ou
             (%matvec m x out))
       (or result (matvec-failure fn x status message where)))))
 
-(defun vec:matvec-into (m x out &key (activations :q8))
+(defun matvec-into (m x out &key (activations :q8))
   "Store the product of the matrix M and the vector X in OUT and answer OUT.
 M is a quantized matrix of rank 2 (rows x cols) or a (simple-array
 single-float (* *)) (the f32 baseline); X a (simple-array single-float (*))
@@ -159,7 +159,7 @@ bits on every path and thread count as well); a single-float M ignores it.
 Any other value signals UNKNOWN-FORMAT-ERROR."
   (checked-matvec "vec:matvec-into" m x out activations))
 
-(defun vec:matvec (m x &key (activations :q8))
+(defun matvec (m x &key (activations :q8))
   "The product of the matrix M and the vector X as a fresh vector of X's
 element type and length rows.  M is a quantized matrix of rank 2 or a
 (simple-array single-float (* *)); X a single- or double-float simple
@@ -169,7 +169,7 @@ arithmetic and the conditions."
 
 ;;; Plain operations on packed float arrays.
 
-(defun vec:dot (x y)
+(defun dot (x y)
   "The dot product of the float vectors X and Y (simple, of one element
 type and one length): each product and the running sum in double-float,
 left to right; answered as a double-float for double-float vectors, else
@@ -199,7 +199,7 @@ QUANTIZED-MATRIX-ERROR (dequantize it first)."
            (incf s (* (aref x i) (aref y i)))))
        s))))
 
-(defun vec:norm (x)
+(defun norm (x)
   "The Euclidean norm of the float vector X: the square root of its sum of
 squares taken in double-float, answered in X's element type.  A quantized
 matrix signals QUANTIZED-MATRIX-ERROR (dequantize it first)."

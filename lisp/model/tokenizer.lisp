@@ -13,7 +13,7 @@
 ;;;; `rontolisp tokenize' prints the ids of texts; `rontolisp embed --text'
 ;;;; (model.lisp) encodes with a model's own tokenizer.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defstruct (model:tokenizer (:constructor make-tokenizer) (:predicate model:tokenizer-p)
                             (:copier nil))

@@ -2,7 +2,7 @@
 ;;;; of a GGUF file (model.lisp), pooled and normalized as llama.cpp's
 ;;;; llama-embedding does it, printed as text or JSON.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 ;;; `rontolisp embed'.
 

@@ -11,7 +11,7 @@
 ;;;; product, norm, attention and activation is a C kernel, so a decision
 ;;;; gives the same bits on every path and thread count.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defstruct (decision-head (:constructor make-decision-head))
   "A loaded decision head: its settings from the modern-bert.decision.*
@@ -70,7 +70,7 @@ a finite positive real signals MODEL-ERROR naming it."
         when suffix
           collect (multiple-value-bind (type low high) (parse-temperature-suffix suffix)
                     (unless type
-                      (model::model-error path "key ~S: expected a name TYPE.N or TYPE.LO_HI ~
+                      (model-error path "key ~S: expected a name TYPE.N or TYPE.LO_HI ~
 (LO <= HI), found the suffix ~S" key suffix))
                     (list type low high
                           (real-key f path (subseq key (length "modern-bert.")) 0
@@ -111,7 +111,7 @@ otherwise."
   (multiple-value-bind (value type found) (gguf:value f "tokenizer.ggml.mask_token_id")
     (declare (ignore type))
     (unless (and found (typep value 'fixnum) (< -1 value vocab))
-      (model::model-error path "key \"tokenizer.ggml.mask_token_id\": expected a token id from ~
+      (model-error path "key \"tokenizer.ggml.mask_token_id\": expected a token id from ~
 0 to ~D (the options' markers), found ~:[none~;~:*~S~]" (1- vocab) (and found value)))
     value))
 
@@ -122,7 +122,7 @@ otherwise."
 matrix; MODEL-ERROR otherwise."
   (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
     (unless (and (= 2 (length shape)) (plusp (first shape)))
-      (model::model-error path "tensor ~S: expected a matrix of at least one row, found shape ~S"
+      (model-error path "tensor ~S: expected a matrix of at least one row, found shape ~S"
                           name shape))
     (first shape)))
 
@@ -153,7 +153,7 @@ float path either way).  A rank-1 quantized one is a MODEL-ERROR."
     (if (equal (gguf:tensor-info-shape (model-tensor-info f path name)) (list d))
         (let ((v (model-tensor f path name (list d))))
           (when (quantized-matrix-p v)
-            (model::model-error path "tensor ~S: expected a float type for a rank-1 ~
+            (model-error path "tensor ~S: expected a float type for a rank-1 ~
 cls.output.weight, found ~A" name (gguf:tensor-info-type (model-tensor-info f path name))))
           (let ((m (f32-matrix 1 d)) (w (simple-single v)))
             (dotimes (j d m) (setf (aref m 0 j) (aref w j)))))
@@ -206,7 +206,7 @@ Every key and tensor is checked as MODEL:LOAD checks the encoder's."
   (unless (model:encoder-p model)
     (element-type-error where model "expected an encoder from model:load, found ~S" model))
   (or (encoder-decision model)
-      (model::model-error (encoder-path model) "expected a decision head ~
+      (model-error (encoder-path model) "expected a decision head ~
 (modern-bert.decision.block_count above 0), found none")))
 
 (defun f32-matrix (rows cols)
@@ -279,13 +279,13 @@ ff(norm2(x))."
 = min(N, max_head_tokens); QUESTION-ERROR otherwise."
   (let ((m (min n (decision-head-max-head-tokens head))))
     (when (null markers)
-      (model::question-error "expected at least one option marker, found none"))
+      (question-error "expected at least one option marker, found none"))
     (loop for p in markers for k from 0
           unless (and (typep p 'fixnum) (<= 0 p) (< p n))
-            do (model::question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
+            do (question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
                                (1- n) p (1+ k))
           unless (< p m)
-            do (model::question-error "option ~D: expected its marker within the head's first ~D ~
+            do (question-error "option ~D: expected its marker within the head's first ~D ~
 tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
     m))
 
@@ -293,7 +293,7 @@ tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
   "The index of the question TYPE among the head's types; QUESTION-ERROR
 naming the known ones otherwise."
   (or (and (stringp type) (position type (decision-head-types head) :test #'string=))
-      (model::question-error "expected a question type ~{~S~^, ~}, found ~S"
+      (question-error "expected a question type ~{~S~^, ~}, found ~S"
                       (coerce (decision-head-types head) 'list) type)))
 
 (defun decision-logits (model head ids markers type activations)
@@ -352,7 +352,7 @@ both numbers otherwise (other checks are MODEL:ENCODE's)."
   (declare (ignore model))
   (let ((ids (if (listp ids) ids (coerce ids 'list))))
     (when (> (length ids) (decision-head-max-tokens head))
-      (model::question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
     ids))
 
@@ -411,12 +411,12 @@ plist (:text string))."
         ((or (hash-table-p option) (and (consp option) (keywordp (first option))))
          (multiple-value-bind (text found) (question-field option "text")
            (unless (and found (stringp text))
-             (model::question-error "option ~D: expected a string or an object with a string \"text\", ~
+             (question-error "option ~D: expected a string or an object with a string \"text\", ~
 found an object without one" k))
            (let ((table (make-hash-table :test 'equal)))
              (setf (gethash "text" table) text)
              table)))
-        (t (model::question-error "option ~D: expected a string or {\"text\": string}, found ~S"
+        (t (question-error "option ~D: expected a string or {\"text\": string}, found ~S"
                            k option))))
 
 (defun option-text (option)
@@ -431,23 +431,23 @@ plist or object, a missing or mistyped field, or no options."
               (and (listp question) (evenp (length question)) (every #'keywordp
                                                                      (loop for k in question by #'cddr
                                                                            collect k))))
-    (model::question-error "expected a question (a plist or a JSON object with type, instructions, ~
+    (question-error "expected a question (a plist or a JSON object with type, instructions, ~
 options, state), found ~S" question))
   (let ((b (make-hash-table :test 'equal)))
     (dolist (name '("type" "instructions" "state"))
       (multiple-value-bind (value found) (question-field question name)
         (unless found
-          (model::question-error "expected the field ~S, found none" name))
+          (question-error "expected the field ~S, found none" name))
         (unless (stringp value)
-          (model::question-error "field ~S: expected a string, found ~S" name value))
+          (question-error "field ~S: expected a string, found ~S" name value))
         (setf (gethash name b) value)))
     (multiple-value-bind (options found) (question-field question "options")
       (unless found
-        (model::question-error "expected the field \"options\", found none"))
+        (question-error "expected the field \"options\", found none"))
       (unless (and (typep options 'sequence) (not (stringp options)))
-        (model::question-error "field \"options\": expected an array of options, found ~S" options))
+        (question-error "field \"options\": expected an array of options, found ~S" options))
       (when (zerop (length options))
-        (model::question-error "field \"options\": expected at least one option, found none"))
+        (question-error "field \"options\": expected at least one option, found none"))
       (setf (gethash "options" b)
             (coerce (loop for o in (coerce options 'list) for k from 1
                           collect (option-binding o k))
@@ -461,7 +461,7 @@ template again; MODEL-ERROR when its file has none."
   (or (decision-head-template head)
       (let ((template (gguf:value (encoder-file model) "tokenizer.chat_template")))
         (unless (stringp template)
-          (model::model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
+          (model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
 (a string), found ~:[none~;~:*~S~]" template))
         ;; Two threads rendering at once may both compile it: the same result.
         (setf (decision-head-template head) (compile-template template)))))
@@ -487,7 +487,7 @@ QUESTION-ERROR when the count differs from OPTIONS."
   (let ((markers (loop for id across ids for p from 0
                        when (= id (decision-head-mask-id head)) collect p)))
     (unless (= (length markers) options)
-      (model::question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
+      (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
                       options (decision-head-mask-id head) (length markers)))
     markers))
 
@@ -511,7 +511,7 @@ without a decision head or when a step's output is not finite."
          (options (length (gethash "options" (question-bindings question))))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
     (when (> (length ids) (decision-head-max-tokens head))
-      (model::question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
     (let ((markers (question-markers head ids options)))
       (multiple-value-bind (probabilities logits)
@@ -526,10 +526,10 @@ without a decision head or when a step's output is not finite."
 file on standard output, as `decide' prints it."
   (let ((question (handler-case (parse-json (%utf8-string octets))
                     (json-error (c)
-                      (model::question-error "expected a question as a JSON object, found ~A"
+                      (question-error "expected a question as a JSON object, found ~A"
                                       (rontolisp-error-message c))))))
     (unless (hash-table-p question)
-      (model::question-error "expected a question as a JSON object, found ~A" (json-brief question)))
+      (question-error "expected a question as a JSON object, found ~A" (json-brief question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide model question :activations activations)
       (if json
