@@ -185,7 +185,7 @@ uninstall:
 	  $(SHARE_DIR)/rontolisp.asd $(MODULE_DIR)/rontolisp-prims.fas \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
 	rm -rf $(MODULE_DIR)/swank
-	-rmdir $(sort $(dir $(addprefix $(SHARE_DIR)/,$(filter lisp/%/%,$(LISP_SRC))))) 2>/dev/null
+	-rmdir $(filter-out $(SHARE_DIR)/lisp/,$(sort $(dir $(addprefix $(SHARE_DIR)/,$(LISP_SRC))))) 2>/dev/null
 	-rmdir $(SHARE_DIR)/lisp $(SHARE_DIR) $(MODULE_DIR) $(DESTDIR)$(PREFIX)/share/doc/rontolisp 2>/dev/null
 
 clean:
