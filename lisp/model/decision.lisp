@@ -370,7 +370,7 @@ and the logits, single-float vectors."
 
 ;;; Questions.
 
-(defparameter model:*questions*
+(defparameter *questions*
   '((:type "choice" :instructions "List the files."
      :options ("ls -la" "rm -rf ." "cd .." "pwd") :state "cwd ~/src")
     (:type "choice" :instructions "Commit to?"
@@ -466,7 +466,7 @@ template again; MODEL-ERROR when its file has none."
         ;; Two threads rendering at once may both compile it: the same result.
         (setf (decision-head-template head) (compile-template template)))))
 
-(defun model:render (model question)
+(defun render (model question)
   "The text of QUESTION for MODEL (from MODEL:LOAD, with a decision head):
 its file's tokenizer.chat_template rendered with the variables type,
 instructions, options and state (doc/template.md).  QUESTION is a plist
@@ -491,7 +491,7 @@ QUESTION-ERROR when the count differs from OPTIONS."
                       options (decision-head-mask-id head) (length markers)))
     markers))
 
-(defun model:decide (model question &key (activations :q8))
+(defun decide (model question &key (activations :q8))
   "The decision head of MODEL (from MODEL:LOAD) on QUESTION (as
 MODEL:RENDER takes it): the question is rendered, tokenized by the file's
 tokenizer (special tokens parsed, no bos or eos added), its markers are the

@@ -14,7 +14,7 @@
 
 (in-package "MODEL")
 
-(defstruct (model:encoder (:constructor make-encoder) (:predicate model:encoder-p))
+(defstruct (encoder (:constructor make-encoder) (:predicate encoder-p))
   "A loaded modern-bert encoder: the hyper-parameters read from the file's
 keys, the token embedding (single-float, vocab x d), the norms and one
 plist of weights per layer, and the cache of scratch buffers its encodes
@@ -29,7 +29,7 @@ work in (lisp/model/model-scratch.lisp), its tokenizer once asked for
 (setf (documentation 'model:encoder-p 'function)
       "True when X is an encoder loaded by MODEL:LOAD.")
 
-(defun model:hyperparameters (encoder)
+(defun hyperparameters (encoder)
   "The hyper-parameters of ENCODER as a plist: :layers :embedding-length
 :heads :head-dim :feed-forward-length :eps :rope-theta :rope-theta-swa
 :sliding-window :sliding-window-pattern :context-length :vocab-size."
@@ -183,7 +183,7 @@ dimensions, the form the kernels read norms and the embedding table in."
           (dotimes (i (array-total-size a) copy)
             (setf (row-major-aref copy i) (coerce (row-major-aref a i) 'single-float)))))))
 
-(defun model:load (source &key quantize calibration)
+(defun load (source &key quantize calibration)
   "The modern-bert encoder of SOURCE, a GGUF file's path (the first shard
 of a llama-gguf-split set stands for the set) or a file object of
 GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
@@ -400,7 +400,7 @@ the file PATH) by the step that made it."
     (dotimes (i n sum)
       (incf sum (float (aref hidden i j) 1d0)))))
 
-(defun model:encode (encoder token-ids &key (pooling :none) (activations :q8) (gelu :erf))
+(defun encode (encoder token-ids &key (pooling :none) (activations :q8) (gelu :erf))
   "The final hidden states of ENCODER (from MODEL:LOAD) for the sequence
 TOKEN-IDS (integers from 0 below the vocabulary size, at most
 context_length of them): with POOLING :none an n x d (simple-array
@@ -485,7 +485,7 @@ order coprime to the vocabulary size), deterministic."
                              (embedding-as-single value)
                              value))))
 
-(defun model:calibrate (source &key progress)
+(defun calibrate (source &key progress)
   "The calibration of the encoder of SOURCE (what MODEL:LOAD takes), its
 weights used as f32 whatever their type: a list of (tensor-name .
 magnitudes), one per encoder matrix in layer order, MAGNITUDES a

@@ -15,7 +15,7 @@
 
 (in-package "MODEL")
 
-(defstruct (model:tokenizer (:constructor make-tokenizer) (:predicate model:tokenizer-p)
+(defstruct (tokenizer (:constructor make-tokenizer) (:predicate tokenizer-p)
                             (:copier nil))
   "A byte-level BPE tokenizer from MODEL:LOAD-TOKENIZER (or a model's own):
 the file it was read from and its C handle."
@@ -411,7 +411,7 @@ signals FILE-IO-ERROR."
   "The tokenizer of the GGUF file object F (read from PATH)."
   (build-tokenizer (gguf-tokenizer-spec f path) path))
 
-(defun model:load-tokenizer (path)
+(defun load-tokenizer (path)
   "The tokenizer of PATH: a GGUF file (its tokenizer.ggml.* keys, model
 \"gpt2\" with a pre-tokenizer of GPT-2's expression) or a Hugging Face
 tokenizer.json (model BPE, pre-tokenizer ByteLevel, normalizer NFC or
@@ -469,7 +469,7 @@ not UTF-8 named by their offset)."
     (declare (ignore status))
     (or ids (model:tokenizer-error (tokenizer-path tok) "~A" message))))
 
-(defun model:tokenize (tokenizer text &key (add-special t) (parse-special t))
+(defun tokenize (tokenizer text &key (add-special t) (parse-special t))
   "The token ids of TEXT (a string) as a vector of fixnums, by TOKENIZER (from
 MODEL:LOAD-TOKENIZER, or an encoder from MODEL:LOAD, whose file's tokenizer
 is read on first use).  ADD-SPECIAL adds the bos and eos tokens the
@@ -481,7 +481,7 @@ why."
   (let ((tok (tokenizer-of tokenizer 'model:tokenize)))
     (tokenize-octets tok (check-text text tok 'model:tokenize) add-special parse-special)))
 
-(defun model:detokenize (tokenizer ids)
+(defun detokenize (tokenizer ids)
   "The text of the token ids IDS (a sequence of integers) by TOKENIZER (a
 tokenizer or an encoder, as MODEL:TOKENIZE takes): each token's bytes back
 through GPT-2's byte table, special tokens as their text; bytes that do not
@@ -496,14 +496,14 @@ MODEL:TOKENIZER-ERROR naming it."
       (declare (ignore status))
       (or text (model:tokenizer-error (tokenizer-path tok) "~A" message)))))
 
-(defun model:token-piece (tokenizer id)
+(defun token-piece (tokenizer id)
   "The text of token ID as the vocabulary stores it (GPT-2's byte-to-unicode
 form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
   (let ((tok (tokenizer-of tokenizer 'model:token-piece)))
     (and (typep id '(integer 0 #.(1- (expt 2 31))))
          (%tok-piece (tokenizer-handle tok) id))))
 
-(defun model:vocabulary-size (tokenizer)
+(defun vocabulary-size (tokenizer)
   "The number of tokens of TOKENIZER (a tokenizer or an encoder)."
   (%tok-vocab-size (tokenizer-handle (tokenizer-of tokenizer 'model:vocabulary-size))))
 
