@@ -90,7 +90,7 @@ void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t 
  * (d * q, then x - p; no fma), the same quotient, and roundf's rounding
  * (half away from zero) from the truncation t and the exact remainder v -
  * t: t + sign(v) where |v - t| >= 0.5. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_q8x2_residual_avx512(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r) {
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
     const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
@@ -224,7 +224,7 @@ typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
                                  const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
                                  size_t n, size_t r0, size_t r1, double *yd, float *yf);
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
                      const int8_t *xr, const double *dx, size_t n, size_t r0, size_t r1,
                      double *yd, float *yf) {
@@ -261,20 +261,19 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
  * on that: a NaN weight makes every output of its row NaN, so a tile with
  * a NaN output is computed again from the integer widening (the tile
  * reports its NaN outputs; one compare per sixteen of them). */
-#define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
 rl_mm_wload(const void *p, size_t j, int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j)))
                : _mm512_loadu_ps((const float *)p + j);
 }
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
 rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)p + j))
                : _mm512_maskz_loadu_ps(k, (const float *)p + j);
 }
 
 /* Answers 1 if any output is a NaN. */
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline int
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
 rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
                   size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     const size_t es = f16 ? 2 : 4; /* weight bytes */
@@ -364,14 +363,14 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
 }
 #undef RL_MM_ACC16
 
-__attribute__((target(RL_MM_TILE_TARGET))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
 /* Answers 1 if any output is a NaN. */
-__attribute__((target(RL_MM_TILE_TARGET))) static int
+__attribute__((target(RL_TARGET_AVX512))) static int
 rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
@@ -382,7 +381,7 @@ rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, 
  * conversion's time on the F16 file's products.  The instruction is exact
  * like numfmt's conversion except that it quiets a signalling NaN, so a
  * group holding any NaN takes the integer conversion to keep its payload. */
-__attribute__((target("avx2,f16c"))) static void rl_mm_widen_f16c(const uint16_t *src,
+__attribute__((target(RL_TARGET_AVX2))) static void rl_mm_widen_f16c(const uint16_t *src,
                                                                   float *dst, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -486,38 +485,38 @@ static void rl_mm_msg(char *msg, size_t msglen, const char *why) {
 }
 
 /* The one driver: n rows of x (type xsrc) against W, into yd and/or yf. */
-static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t cols,
+static rl_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t cols,
                                rl_q8_src xsrc, const void *x, size_t n, double *yd,
                                float *yf, rl_act act, rl_path path, int threads,
                                int min_work, char *msg, size_t msglen,
                                rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
+    const rl_status run = rl_check_run(path, threads);
     if ((unsigned)wt > RL_WT_Q8_0 || (unsigned)act > RL_ACT_Q8X2 ||
-        (xsrc != RL_SRC_F32 && xsrc != RL_SRC_F64) || (unsigned)path > RL_PATH_AVX512VNNI ||
-        threads < 1 || (!yd && !yf)) {
+        (xsrc != RL_SRC_F32 && xsrc != RL_SRC_F64) || run == RL_BADARG || (!yd && !yf)) {
         rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     }
     if (wt == RL_WT_Q8_0 && cols % RL_QK8_0) {
         if (msg && msglen)
             snprintf(msg, msglen, "matmul: %zu columns is not a multiple of %d", cols, RL_QK8_0);
-        return RL_Q8_BADLEN;
+        return RL_BADLEN;
     }
     const size_t row_bytes = rl_mm_row_bytes(wt, cols);
     if ((cols && !row_bytes) || (row_bytes && rows > SIZE_MAX / row_bytes) ||
         (cols && n > SIZE_MAX / sizeof(double) / cols) || (rows && n > SIZE_MAX / sizeof(double) / rows) ||
         (rows && cols && !w) || (n && cols && !x)) { /* sizes overflow, or NULL data */
         rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     }
-    if (!rl_path_supported(path)) {
+    if (run != RL_OK) {
         if (msg && msglen)
             snprintf(msg, msglen, "matmul: this CPU cannot run the %s path", rl_path_name(path));
-        return RL_Q8_UNSUPPORTED;
+        return RL_UNSUPPORTED;
     }
     if (rows == 0 || n == 0)
-        return RL_Q8_OK;
+        return RL_OK;
 
     rl_mm_job job = {.wt = wt, .w = w, .rows = rows, .cols = cols, .nb = cols / RL_QK8_0,
                      .n = n, .yd = yd, .yf = yf};
@@ -549,19 +548,19 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     } else if (wt != RL_WT_F32) {
         if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
             rl_mm_msg(msg, msglen, "bad argument");
-            return RL_Q8_BADARG;
+            return RL_BADARG;
         }
         wide_bytes = chunks * job.tile * cols * sizeof(float);
     }
     const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
     if (total < xf_bytes) { /* size_t overflow */
         rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     }
     char *scratch = malloc(total + 8);
     if (!scratch) {
         rl_mm_msg(msg, msglen, "out of memory for the activations");
-        return RL_Q8_NOMEM;
+        return RL_NOMEM;
     }
     /* 8-aligned pieces first (scales), then 4-aligned, then bytes. */
     double *dx = (double *)(void *)scratch;
@@ -580,9 +579,9 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         const rl_path qpath = path == RL_PATH_REF ? RL_PATH_REF : RL_PATH_AVX2;
         for (size_t t = 0; t < n; t++) {
             size_t where = 0;
-            rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
+            rl_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
                                                   xq + t * job.nb, &where, qpath);
-            if (st != RL_Q8_OK) {
+            if (st != RL_OK) {
                 if (msg && msglen) {
                     char why[200];
                     rl_q8_message(st, where, 0, why, sizeof why);
@@ -609,7 +608,7 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
             free(scratch);
             if (!ok)
                 rl_mm_msg(msg, msglen, "out of memory for the activations");
-            return ok ? RL_Q8_OK : RL_Q8_NOMEM;
+            return ok ? RL_OK : RL_NOMEM;
         }
         /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h) */
         const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
@@ -627,30 +626,30 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     }
     rl_pool_run_split((int)chunks, (int)nth, rl_mm_job_run, &job);
     free(scratch);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
+rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
                           const float *x, size_t n, float *y, rl_act act,
                           rl_path path, int threads, int min_work,
                           char *msg, size_t msglen, rl_mm_fault *fault) {
     if (!y && rows && n) {
         rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     }
     float dummy;
     return rl_mm_core(wt, w, rows, cols, RL_SRC_F32, x, n, NULL, y ? y : &dummy, act, path,
                       threads, min_work, msg, msglen, fault);
 }
 
-rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
+rl_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
                        const float *x, size_t n, float *y, rl_act act,
                        char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_matmul_ex(wt, w, rows, cols, x, n, y, act, rl_path_best(), rl_threads(), 1,
                         msg, msglen, fault);
 }
 
-rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                                  rl_q8_src xsrc, const void *x, double *yd, float *yf,
                                  rl_act act, rl_path path, int threads, int min_work,
                                  char *msg, size_t msglen, rl_mm_fault *fault) {

@@ -36,39 +36,39 @@
 
 /* ---- what the Lisp glue calls: paths and threads from the knobs ------ */
 
-/* y[rows] = W x with f32 x and f32 y.  cols % 32 != 0 -> RL_Q8_BADLEN;
- * non-finite x -> RL_Q8_NONFINITE (msg names the index); x whose block
- * absmax overflows the f16 scale -> RL_Q8_OVERFLOW (msg names the block);
- * RL_Q8_NOMEM.  msg (may be NULL) gets one line on failure. */
-rl_q8_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
+/* y[rows] = W x with f32 x and f32 y.  cols % 32 != 0 -> RL_BADLEN;
+ * non-finite x -> RL_NONFINITE (msg names the index); x whose block
+ * absmax overflows the f16 scale -> RL_OVERFLOW (msg names the block);
+ * RL_NOMEM.  msg (may be NULL) gets one line on failure. */
+rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
                           const float *x, float *y, char *msg, size_t msglen);
 
 /* The same with double x (each element cast to f32 first) and double y. */
-rl_q8_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
+rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
                               const double *x, double *y, char *msg, size_t msglen);
 
 /* f32 baseline, m row-major rows x cols (any cols).  Errors only for NULL
- * pointers (RL_Q8_BADARG) or scratch (RL_Q8_NOMEM, the f64 form). */
-rl_q8_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
+ * pointers (RL_BADARG) or scratch (RL_NOMEM, the f64 form). */
+rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
                            const float *x, float *y);
 /* double x cast to f32, the f32 sum widened into double y. */
-rl_q8_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
+rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
                                const double *x, double *y);
 
 /* ---- explicit path and thread count (tests, benchmarks) --------------- */
 
 /* xsrc is RL_SRC_F32 or RL_SRC_F64 (RL_SRC_F16 / RL_SRC_BF16 work too).
  * yd and yf may each be NULL but not both; both are written when given.
- * path must be rl_path_supported (else RL_Q8_UNSUPPORTED); threads >= 1
- * (else RL_Q8_BADARG), clamped to RL_MAX_THREADS.  With min_work != 0 the
+ * path must be rl_path_supported (else RL_UNSUPPORTED); threads >= 1
+ * (else RL_BADARG), clamped to RL_MAX_THREADS.  With min_work != 0 the
  * thread count is cut for small products (as the knob entries do);
  * benchmarks pass 0 to get exactly `threads` chunks. */
-rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
                              rl_path path, int threads, int min_work,
                              char *msg, size_t msglen);
 
-rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
+rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
                               rl_q8_src xsrc, const void *x, double *yd, float *yf,
                               rl_path path, int threads, int min_work);
 
@@ -87,9 +87,9 @@ typedef struct {
 /* The product of o on path with threads chunks (min_work as in
  * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32), and
  * *where (may be NULL) where quantizing x failed: the flat index of a
- * non-finite value (RL_Q8_NONFINITE) or the overflowing block
- * (RL_Q8_OVERFLOW). */
-rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+ * non-finite value (RL_NONFINITE) or the overflowing block
+ * (RL_OVERFLOW). */
+rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
                            char *msg, size_t msglen, size_t *where);
 
 /* ---- kernels: rows [r0, r1) with x already quantized ------------------ */

@@ -29,7 +29,7 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
                                       cl_object threads, cl_object iters, cl_object budget) {
     char msg[256] = "";
     rl_matvec_operands o;
-    rl_q8_status st;
+    rl_status st;
     const cl_env_ptr env = ecl_process_env();
     rl_path p = rl_arg_path("%BENCH-MATVEC", 4, path);
     int nth = (int)rl_arg_fixnum("%BENCH-MATVEC", 5, threads, 1, RL_MAX_THREADS);
@@ -48,8 +48,8 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
         st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
     });
-    if (st != RL_Q8_OK)
-        ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));
+    if (st != RL_OK)
+        ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_simple_base_string(msg, -1));
     ecl_return2(env, times, ecl_make_fixnum(done));
 }
 
@@ -65,7 +65,7 @@ static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object r
     cl_index r = (cl_index)rl_arg_fixnum("%BENCH-QUANTIZE", 3, reps, 1, 100000);
     const cl_env_ptr env = ecl_process_env();
     cl_object y, times;
-    rl_q8_status st;
+    rl_status st;
     if (!xs || n % RL_QK8_0)
         rl_type_error("%BENCH-QUANTIZE", 1, x, RL_T_ARRAY);
     y = ecl_alloc_simple_vector(rl_q8_bytes(n) ? rl_q8_bytes(n) : 1, ecl_aet_b8);
@@ -76,8 +76,8 @@ static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object r
                                times->vector.self.df);
         RL_FP_RELEASE();
     }
-    if (st != RL_Q8_OK)
-        ecl_return2(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)));
+    if (st != RL_OK)
+        ecl_return2(env, ECL_NIL, rl_keyword(rl_status_name(st)));
     ecl_return1(env, times);
 }
 

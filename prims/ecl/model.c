@@ -69,29 +69,29 @@ static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *
     return p;
 }
 
-static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+static cl_object rl_status2(cl_env_ptr env, rl_status st, const char *msg) {
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
                 ecl_make_simple_base_string(msg, -1));
 }
 
 /* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
 #define RL_NN_RETURN(env, out, call, why)                                                \
     do {                                                                                 \
-        rl_q8_status st_;                                                                \
+        rl_status st_;                                                                \
         RL_RUN_KERNEL(env, st_ = (call));                                                \
-        if (st_ == RL_Q8_OK)                                                             \
+        if (st_ == RL_OK)                                                             \
             ecl_return1(env, out);                                                       \
         return rl_status2(env, st_, why);                                                \
     } while (0)
 
 /* A product's values: OUT, or (values nil status message row where). */
-static cl_object rl_matmul_values(cl_env_ptr env, rl_q8_status st, cl_object out,
+static cl_object rl_matmul_values(cl_env_ptr env, rl_status st, cl_object out,
                                   const char *msg, const rl_mm_fault *fault) {
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
     env->values[3] = ecl_make_unsigned_integer(fault->row);
     env->values[4] = ecl_make_unsigned_integer(fault->where);
-    env->values[1] = rl_keyword(rl_q8_status_name(st));
+    env->values[1] = rl_keyword(rl_status_name(st));
     env->values[2] = ecl_make_simple_base_string((char *)msg, -1);
     env->nvalues = 5;
     return ECL_NIL;
@@ -137,7 +137,7 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
         rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
+    rl_status st;
     if (wt == RL_WT_Q8_0) {
         rl_qm_pin(w, &v);
         wp = v.blocks;
@@ -196,7 +196,7 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     const size_t *idx = (const size_t *)(const void *)ix;
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
+    rl_status st;
     rl_qm_pin(q, &v);
     RL_RUN_KERNEL(env, st = rl_matmul_outliers(v.blocks, v.rows, v.cols, idx, (size_t)k, w, x,
                                                n, y, q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2,
@@ -347,10 +347,10 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     }
     if (theta == ECL_NIL)
         ecl_return1(env, q);
-    rl_q8_status st;
+    rl_status st;
     RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
-                  if (st == RL_Q8_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
-    if (st == RL_Q8_OK)
+                  if (st == RL_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
+    if (st == RL_OK)
         ecl_return1(env, q);
     return rl_status2(env, st, "rope-neox: the kernel refused its operands");
 }
@@ -430,13 +430,13 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     const rl_path path = rl_path_best();
     cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
     char msg[256] = "";
-    rl_q8_status st = RL_Q8_OK;
+    rl_status st = RL_OK;
     rl_qm_pin(m, &v);
     RL_RUN_KERNEL(env, {
-        for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
+        for (cl_index r = 0; r <= reps && st == RL_OK; r++) {
             const uint64_t t0 = rl_bench_ns();
             if (md == 2)
-                for (size_t t = 0; t < n && st == RL_Q8_OK; t++)
+                for (size_t t = 0; t < n && st == RL_OK; t++)
                     st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
                                          y + t * v.rows, path, nth, 0, msg, sizeof msg);
             else
@@ -447,7 +447,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
         }
         rl_qm_unpin(&v);
     });
-    if (st != RL_Q8_OK)
+    if (st != RL_OK)
         return rl_status2(env, st, msg);
     ecl_return1(env, times);
 }

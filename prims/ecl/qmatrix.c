@@ -192,7 +192,7 @@ static cl_object rl_q8_quantize_prim(const char *fn, cl_object src, cl_object ki
     const uint8_t *m = mask == ECL_NIL ? NULL : rl_octets(fn, 3, mask, &cols);
     const cl_env_ptr env = ecl_process_env();
     size_t where = 0;
-    rl_q8_status st;
+    rl_status st;
     cl_object out;
 
     if (!x)
@@ -214,9 +214,9 @@ static cl_object rl_q8_quantize_prim(const char *fn, cl_object src, cl_object ki
             st = rl_q8_quantize_path(srcs[k], x, n, y, &where, rl_path_best());
         RL_FP_RELEASE();
     }
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_unsigned_integer(where));
 }
 
 /* (%q8-quantize src kind) -> octets | (values nil status where), SRC's

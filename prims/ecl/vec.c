@@ -58,7 +58,7 @@ void rl_mv_operands_release(cl_object pinned) {
 static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
     char msg[256] = "";
     rl_matvec_operands o;
-    rl_q8_status st;
+    rl_status st;
     size_t where = 0;
     const cl_env_ptr env = ecl_process_env();
     cl_object pinned;
@@ -67,9 +67,9 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
         st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
     });
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1),
+    rl_return4(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_simple_base_string(msg, -1),
                ecl_make_unsigned_integer(where));
 }
 
@@ -86,16 +86,16 @@ static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
     rl_mv_operands_of(fn, m, x, out, &o, &pinned);
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
+    rl_status st;
     RL_RUN_KERNEL(env, st = rl_matvec_q8_act_ex(o.w, o.rows, o.cols,
                                                 o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
                                                 o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
                                                 RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
                                                 msg, sizeof msg, &fault);
                   rl_mv_operands_release(pinned));
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+    rl_return4(env, ECL_NIL, rl_keyword(rl_status_name(st)),
                ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(fault.where));
 }
 
