@@ -353,6 +353,24 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_attn_run_avx512(void *c
     }
 }
 
+/* Attention's kernels per path (kernel.h).  The AVX-512 paths run the
+ * query-tiled worker on transposed keys (tiled = 1), the others one query
+ * at a time with the weighted sum and softmax of their path (AVX2's on the
+ * AVX-512 paths too) and matvec.c's f32 rows for the scores. */
+typedef struct {
+    void (*run)(void *ctx, int ith, int nth);
+    int tiled;
+    rl_wsum_fn wsum;
+    rl_softmax_fn softmax;
+} rl_attn_kernels;
+
+static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_attn_run, 0, rl_wsum_ref, rl_softmax_ref},
+    [RL_PATH_AVX2] = {rl_attn_run, 0, rl_wsum_avx2, rl_softmax_avx2},
+    [RL_PATH_AVX512] = {rl_attn_run_avx512, 1, rl_wsum_avx2, rl_softmax_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_attn_run_avx512, 1, rl_wsum_avx2, rl_softmax_avx2},
+};
+
 rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
                              size_t n_heads, size_t head_dim, size_t window, float *out,
                              rl_path path, int threads) {
@@ -366,7 +384,8 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
         return RL_BADARG;
     if (n == 0)
         return RL_OK;
-    const int wide = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
+    const rl_attn_kernels *ker = &rl_attn_table[path];
+    const int wide = ker->tiled;
     /* padded past a multiple of 16 so that the transposed rows (np floats
      * apart) do not all fall into the same few cache sets */
     const size_t np = (n + 15) / 16 * 16 + 16;
@@ -407,11 +426,9 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
     rl_attn_job job = {.q = q, .kh = kh, .v = v, .out = out, .n = n, .heads = n_heads,
                        .hd = head_dim, .window = window, .np = np,
                        .scale = 1.0f / sqrtf((float)head_dim),
-                       .dot = rl_matvec_f32_kernel_for(path),
-                       .wsum = path == RL_PATH_REF ? rl_wsum_ref : rl_wsum_avx2,
-                       .softmax = path == RL_PATH_REF ? rl_softmax_ref : rl_softmax_avx2,
-                       .scores = scratch + kn};
-    rl_pool_run_split(chunks, nth, wide ? rl_attn_run_avx512 : rl_attn_run, &job);
+                       .dot = rl_matvec_f32_table[path], .wsum = ker->wsum,
+                       .softmax = ker->softmax, .scores = scratch + kn};
+    rl_pool_run_split(chunks, nth, ker->run, &job);
     free(scratch);
     return RL_OK;
 }

@@ -74,10 +74,11 @@ rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
                           char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* A Q8_0 matrix times one vector with the given activations: x of type
- * xsrc (RL_SRC_F32 or RL_SRC_F64, cast to f32 first), written to yd and/or
- * yf (either may be NULL, not both): the one-token case of rl_matmul_ex,
- * so with RL_ACT_Q8 the bits of rl_matvec_q8_ex.  Errors as rl_matmul_ex
- * (fault->row is then 0). */
+ * xsrc (any rl_q8_src, widened to f32 first as the quantizer does),
+ * written to yd and/or yf (either may be NULL, not both): the one-token
+ * case of rl_matmul_ex, through the same driver, and what rl_matvec_q8_ex
+ * and rl_matvec_run (matvec.h) run; messages start "matvec:".  Errors as
+ * rl_matmul_ex (fault->row is then 0). */
 rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                                  rl_q8_src xsrc, const void *x, double *yd, float *yf,
                                  rl_act act, rl_path path, int threads, int min_work,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/matmul.h"
 #include "prims/pool.h"
 
 /* Rows per SIMD group; thread chunks are multiples of it. */
@@ -381,14 +382,12 @@ rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
 
 /* ---- drivers -------------------------------------------------------- */
 
+/* The f32 baseline's driver; Q8_0 products run matmul.c's (one vector is
+ * the one-token case of a sequence). */
 typedef struct {
-    rl_matvec_q8_kernel kq;
     rl_matvec_f32_kernel kf;
-    const rl_block_q8_0 *w;
     const float *m;
-    size_t rows, nb, cols;
-    const rl_block_q8_0 *xq;
-    const double *dx;
+    size_t rows, cols;
     const float *xf;
     double *yd;
     float *yf;
@@ -400,10 +399,7 @@ static void rl_mv_job_run(void *ctx, int ith, int nth) {
     rl_pool_chunk(j->rows, ith, nth, RL_MV_ROWS, &r0, &r1);
     if (r0 >= r1)
         return;
-    if (j->kq)
-        j->kq(j->w, j->nb, j->xq, j->dx, r0, r1, j->yd, j->yf);
-    else
-        j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
+    j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
 }
 
 /* Threads for a product of `work` units (row-blocks): at most one per group
@@ -413,104 +409,34 @@ static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
                            min_work ? RL_MV_MIN_BLOCKS : 0);
 }
 
-rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path) {
-    switch (path) {
-    case RL_PATH_AVX2: return rl_matvec_q8_rows_avx2;
-    case RL_PATH_AVX512: return rl_matvec_q8_rows_avx512;
-    case RL_PATH_AVX512VNNI: return rl_matvec_q8_rows_avx512vnni;
-    default: return rl_matvec_q8_rows_ref;
-    }
-}
+const rl_matvec_q8_kernel rl_matvec_q8_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_q8_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_q8_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_q8_rows_avx512,
+    [RL_PATH_AVX512VNNI] = rl_matvec_q8_rows_avx512vnni,
+};
 
-rl_matvec_q8x2_kernel rl_matvec_q8x2_kernel_for(rl_path path) {
-    switch (path) {
-    case RL_PATH_AVX2: return rl_matvec_q8x2_rows_avx2;
-    case RL_PATH_AVX512: return rl_matvec_q8x2_rows_avx512;
-    case RL_PATH_AVX512VNNI: return rl_matvec_q8x2_rows_avx512vnni;
-    default: return rl_matvec_q8x2_rows_ref;
-    }
-}
+const rl_matvec_q8x2_kernel rl_matvec_q8x2_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_q8x2_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_q8x2_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_q8x2_rows_avx512,
+    [RL_PATH_AVX512VNNI] = rl_matvec_q8x2_rows_avx512vnni,
+};
 
 /* One f32 SIMD kernel (AVX2) serves every SIMD path. */
-rl_matvec_f32_kernel rl_matvec_f32_kernel_for(rl_path path) {
-    return path == RL_PATH_REF ? rl_matvec_f32_rows_ref : rl_matvec_f32_rows_avx2;
-}
-
-static void rl_mv_msg(char *msg, size_t msglen, const char *fmt, const char *s) {
-    if (msg && msglen)
-        snprintf(msg, msglen, fmt, s);
-}
-
-/* rl_matvec_q8_ex, and when quantizing x fails, *xwhere (may be NULL)
- * gets the quantizer's where: the flat index of a non-finite value or the
- * block whose scale overflows. */
-static rl_status rl_matvec_q8_where(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                       rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                       rl_path path, int threads, int min_work,
-                                       char *msg, size_t msglen, size_t *xwhere) {
-    if (msg && msglen)
-        msg[0] = 0;
-    if (cols % RL_QK8_0) {
-        if (msg && msglen)
-            snprintf(msg, msglen, "matvec: %zu columns is not a multiple of %d", cols, RL_QK8_0);
-        return RL_BADLEN;
-    }
-    const size_t nb = cols / RL_QK8_0;
-    const rl_status run = rl_check_run(path, threads);
-    if ((rows && nb && !w) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
-        run == RL_BADARG ||
-        (nb && rows > SIZE_MAX / RL_Q8_BLOCK_BYTES / nb)) { /* weight bytes overflow */
-        rl_mv_msg(msg, msglen, "matvec: %s", "bad argument");
-        return RL_BADARG;
-    }
-    if (run != RL_OK) {
-        rl_mv_msg(msg, msglen, "matvec: this CPU cannot run the %s path", rl_path_name(path));
-        return RL_UNSUPPORTED;
-    }
-    if (rows == 0)
-        return RL_OK;
-
-    /* Scratch: x's blocks, then its scales as doubles (8-aligned). */
-    size_t xq_bytes = (nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
-    void *scratch = malloc(xq_bytes + nb * sizeof(double) + 1);
-    if (!scratch) {
-        rl_mv_msg(msg, msglen, "matvec: %s", "out of memory for the quantized vector");
-        return RL_NOMEM;
-    }
-    rl_block_q8_0 *xq = scratch;
-    double *dx = (double *)(void *)((char *)scratch + xq_bytes);
-    size_t where = 0;
-    rl_status st = rl_q8_quantize_path(xsrc, x, cols, xq, &where,
-                                          path == RL_PATH_REF ? RL_PATH_REF : RL_PATH_AVX2);
-    if (st != RL_OK) {
-        if (msg && msglen) {
-            char why[200];
-            rl_q8_message(st, where, 0, why, sizeof why);
-            snprintf(msg, msglen, "matvec: cannot quantize x: %s", why);
-        }
-        if (xwhere)
-            *xwhere = where;
-        free(scratch);
-        return st;
-    }
-    for (size_t b = 0; b < nb; b++)
-        dx[b] = (double)rl_gguf_f16_to_f32(xq[b].d);
-
-    rl_mv_job job = {.kq = rl_matvec_q8_kernel_for(path), .w = w, .rows = rows, .nb = nb,
-                     .xq = xq, .dx = dx, .yd = yd, .yf = yf};
-    if (threads > RL_MAX_THREADS)
-        threads = RL_MAX_THREADS;
-    rl_pool_run(rl_mv_threads(threads, rows, rows * nb, min_work), rl_mv_job_run, &job);
-    free(scratch);
-    return RL_OK;
-}
+const rl_matvec_f32_kernel rl_matvec_f32_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_f32_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_f32_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_f32_rows_avx2,
+    [RL_PATH_AVX512VNNI] = rl_matvec_f32_rows_avx2,
+};
 
 rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                             rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                             rl_path path, int threads, int min_work,
-                             char *msg, size_t msglen) {
-    return rl_matvec_q8_where(w, rows, cols, xsrc, x, yd, yf, path, threads, min_work, msg,
-                              msglen, NULL);
+                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen) {
+    return rl_matvec_q8_act_ex(w, rows, cols, xsrc, x, yd, yf, RL_ACT_Q8, path, threads,
+                               min_work, msg, msglen, NULL);
 }
 
 rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
@@ -539,7 +465,7 @@ rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
         }
         xf = xbuf;
     }
-    rl_mv_job job = {.kf = rl_matvec_f32_kernel_for(path),
+    rl_mv_job job = {.kf = rl_matvec_f32_table[path],
                      .m = m, .rows = rows, .cols = cols, .xf = xf, .yd = yd, .yf = yf};
     if (threads > RL_MAX_THREADS)
         threads = RL_MAX_THREADS;
@@ -579,9 +505,14 @@ rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, 
     rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
     double *yd = o->dbl ? o->y : NULL;
     float *yf = o->dbl ? NULL : o->y;
-    if (o->w)
-        return rl_matvec_q8_where(o->w, o->rows, o->cols, src, o->x, yd, yf, path, threads,
-                                  min_work, msg, msglen, where);
+    if (o->w) {
+        rl_mm_fault fault = {0, 0};
+        rl_status st = rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act,
+                                           path, threads, min_work, msg, msglen, &fault);
+        if (where)
+            *where = fault.where;
+        return st;
+    }
     if (msg && msglen)
         msg[0] = 0;
     return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);

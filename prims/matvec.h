@@ -21,9 +21,11 @@
  * b_k = a_k + a_{k+4} (k < 4), c_k = b_k + b_{k+2} (k < 2), y = c_0 + c_1,
  * all in f32.  Bit-identical across paths for finite data.
  *
- * Threads: rows are split by rl_pool_chunk in multiples of 4; a row's
- * arithmetic never depends on the split.  Small products run on one thread.
- * Plain C, no ECL.  Every entry point validates and allocates before any
+ * Threads: rows are split in multiples of 4; a row's arithmetic never
+ * depends on the split.  Small products run on one thread.  The Q8_0
+ * entries run matmul.c's driver (a vector is a sequence of one token, the
+ * same bits); this file has the row kernels every path runs and the f32
+ * baseline's driver.  Plain C, no ECL.  Every entry point validates and allocates before any
  * worker starts and never longjmps.
  */
 #ifndef RL_PRIMS_MATVEC_H
@@ -32,6 +34,8 @@
 #include <stddef.h>
 
 #include "prims/cpu.h"
+#include "prims/kernel.h"
+#include "prims/matmul.h"
 #include "prims/q8.h"
 
 /* ---- what the Lisp glue calls: paths and threads from the knobs ------ */
@@ -62,7 +66,8 @@ rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
  * path must be rl_path_supported (else RL_UNSUPPORTED); threads >= 1
  * (else RL_BADARG), clamped to RL_MAX_THREADS.  With min_work != 0 the
  * thread count is cut for small products (as the knob entries do);
- * benchmarks pass 0 to get exactly `threads` chunks. */
+ * benchmarks pass 0 to get exactly `threads` threads.  rl_matvec_q8_act_ex
+ * (matmul.h) with RL_ACT_Q8. */
 rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
                              rl_path path, int threads, int min_work,
@@ -73,8 +78,9 @@ rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
                               rl_path path, int threads, int min_work);
 
 /* One product's operands, as the Lisp primitives resolve them: Q8_0
- * weights w, or (w NULL) the f32 baseline's row-major mf; x has cols and y
- * rows floats, double when dbl, else single. */
+ * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or (w NULL)
+ * the f32 baseline's row-major mf; x has cols and y rows floats, double
+ * when dbl, else single. */
 typedef struct {
     const rl_block_q8_0 *w;
     const float *mf;
@@ -82,6 +88,7 @@ typedef struct {
     const void *x;
     void *y;
     int dbl;
+    rl_act act;
 } rl_matvec_operands;
 
 /* The product of o on path with threads chunks (min_work as in
@@ -141,9 +148,10 @@ void rl_matvec_f32_rows_ref(const float *m, size_t cols, const float *x,
 void rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
                              size_t r0, size_t r1, double *yd, float *yf);
 
-/* The kernels of a path (RL_PATH_REF for anything unknown). */
-rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path);
-rl_matvec_q8x2_kernel rl_matvec_q8x2_kernel_for(rl_path path);
-rl_matvec_f32_kernel rl_matvec_f32_kernel_for(rl_path path);
+/* The row kernels of each path, indexed by rl_path (kernel.h: every entry
+ * set, a path without a kernel of its own naming a lower path's). */
+extern const rl_matvec_q8_kernel rl_matvec_q8_table[RL_PATH_COUNT];
+extern const rl_matvec_q8x2_kernel rl_matvec_q8x2_table[RL_PATH_COUNT];
+extern const rl_matvec_f32_kernel rl_matvec_f32_table[RL_PATH_COUNT];
 
 #endif

@@ -304,6 +304,15 @@ rl_geglu_row_avx512(const void *job, size_t t) {
     }
 }
 
+/* GeGLU's erf form per path (kernel.h): AVX2 has no row kernel of its own
+ * and runs the scalar one. */
+static void (*const rl_geglu_erf_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
+    [RL_PATH_REF] = rl_geglu_row,
+    [RL_PATH_AVX2] = rl_geglu_row,
+    [RL_PATH_AVX512] = rl_geglu_row_avx512,
+    [RL_PATH_AVX512VNNI] = rl_geglu_row_avx512,
+};
+
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
                          rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
@@ -313,9 +322,8 @@ rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *o
     if (!f2 || (unsigned)kind > RL_GELU_TANH || (n && !nx) || (n && (!x || !out)) ||
         rl_nn_overlap(out, n * f, x, nx))
         return RL_BADARG;
-    const int wide = (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI) && kind == RL_GELU_ERF;
     rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind,
-                       .row = wide ? rl_geglu_row_avx512 : rl_geglu_row};
+                       .row = kind == RL_GELU_ERF ? rl_geglu_erf_rows[path] : rl_geglu_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, f2, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
@@ -366,9 +374,16 @@ static size_t rl_finite_prefix_sse2(const float *x, size_t n) {
     return i;
 }
 
+/* The scan per path (kernel.h): the AVX-512 paths run AVX2's. */
+static size_t (*const rl_finite_prefix[RL_PATH_COUNT])(const float *x, size_t n) = {
+    [RL_PATH_REF] = rl_finite_prefix_sse2,
+    [RL_PATH_AVX2] = rl_finite_prefix_avx2,
+    [RL_PATH_AVX512] = rl_finite_prefix_avx2,
+    [RL_PATH_AVX512VNNI] = rl_finite_prefix_avx2,
+};
+
 size_t rl_first_non_finite_f32(const float *x, size_t n) {
-    size_t i = rl_path_best() >= RL_PATH_AVX2 ? rl_finite_prefix_avx2(x, n)
-                                              : rl_finite_prefix_sse2(x, n);
+    size_t i = rl_finite_prefix[rl_path_best()](x, n);
     for (; i < n; i++) {
         uint32_t b;
         memcpy(&b, x + i, sizeof b);

@@ -257,6 +257,21 @@ rl_widen_avx2(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
     }
 }
 
+/* The quantizer's kernels per path (kernel.h): the AVX-512 paths have none
+ * of their own and run AVX2's. */
+typedef struct {
+    rl_status (*quantize)(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+    void (*widen)(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
+    void (*dequantize)(const rl_block_q8_0 *x, size_t nblocks, float *y);
+} rl_q8_path_kernels;
+
+static const rl_q8_path_kernels rl_q8_kernels[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_q8_quantize_f32_ref, rl_widen_ref, rl_q8_dequantize_ref},
+    [RL_PATH_AVX2] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+};
+
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
                                  rl_block_q8_0 *y, size_t *where, rl_path path) {
     if (n % RL_QK8_0)
@@ -266,10 +281,9 @@ rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
         return RL_BADARG;
     if (run != RL_OK)
         return run;
-    int simd = path != RL_PATH_REF;
+    const rl_q8_path_kernels *k = &rl_q8_kernels[path];
     if (src == RL_SRC_F32)
-        return simd ? rl_q8_quantize_f32_avx2((const float *)x, n, y, where)
-                    : rl_q8_quantize_f32_ref((const float *)x, n, y, where);
+        return k->quantize((const float *)x, n, y, where);
 
     /* Chunk by chunk.  A non-finite value ends the scan at once (it is the
      * first one: earlier chunks were clean); an overflow is remembered and
@@ -278,13 +292,9 @@ rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
     size_t first_ovf = SIZE_MAX;
     for (size_t i0 = 0; i0 < n; i0 += RL_Q8_CHUNK) {
         size_t m = n - i0 < RL_Q8_CHUNK ? n - i0 : RL_Q8_CHUNK, w = 0;
-        if (simd)
-            rl_widen_avx2(src, x, i0, m, buf);
-        else
-            rl_widen_ref(src, x, i0, m, buf);
+        k->widen(src, x, i0, m, buf);
         rl_block_q8_0 *yb = y + i0 / RL_QK8_0;
-        rl_status st = simd ? rl_q8_quantize_f32_avx2(buf, m, yb, &w)
-                               : rl_q8_quantize_f32_ref(buf, m, yb, &w);
+        rl_status st = k->quantize(buf, m, yb, &w);
         if (st == RL_NONFINITE) {
             if (where)
                 *where = i0 + w;
@@ -340,8 +350,5 @@ rl_q8_dequantize_avx2(const rl_block_q8_0 *x, size_t nblocks, float *y) {
 }
 
 void rl_q8_dequantize(const rl_block_q8_0 *x, size_t nblocks, float *y) {
-    if (rl_path_best() != RL_PATH_REF)
-        rl_q8_dequantize_avx2(x, nblocks, y);
-    else
-        rl_q8_dequantize_ref(x, nblocks, y);
+    rl_q8_kernels[rl_path_best()].dequantize(x, nblocks, y);
 }
