@@ -372,8 +372,8 @@ static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
 };
 
 rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
-                             size_t n_heads, size_t head_dim, size_t window, float *out,
-                             rl_path path, int threads) {
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -434,7 +434,7 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
 }
 
 rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                          size_t n_heads, size_t head_dim, size_t window, float *out) {
+                       size_t n_heads, size_t head_dim, size_t window, float *out) {
     return rl_attention_ex(q, k, v, n, n_heads, head_dim, window, out, rl_path_best(),
                            rl_threads());
 }

@@ -168,8 +168,8 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
 }
 
 rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
-                             size_t iters, uint64_t budget_ns, double *times, size_t *done,
-                             char *msg, size_t msglen) {
+                          size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                          char *msg, size_t msglen) {
     rl_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
     uint64_t start = rl_bench_ns();
     *done = 0;
@@ -185,7 +185,7 @@ rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads
 }
 
 rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
-                               size_t reps, double *times) {
+                            size_t reps, double *times) {
     rl_status st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
     for (size_t i = 0; st == RL_OK && i < reps; i++) {
         uint64_t t0 = rl_bench_ns();

@@ -668,9 +668,9 @@ static rl_status rl_mm_core(const char *op, rl_wtype wt, const void *w, size_t r
 }
 
 rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                          const float *x, size_t n, float *y, rl_act act,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen, rl_mm_fault *fault) {
+                       const float *x, size_t n, float *y, rl_act act,
+                       rl_path path, int threads, int min_work,
+                       char *msg, size_t msglen, rl_mm_fault *fault) {
     if (!y && rows && n) {
         rl_mm_msg(msg, msglen, "matmul", "bad argument");
         return RL_BADARG;
@@ -681,16 +681,16 @@ rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
 }
 
 rl_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                       const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen, rl_mm_fault *fault) {
+                    const float *x, size_t n, float *y, rl_act act,
+                    char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_matmul_ex(wt, w, rows, cols, x, n, y, act, rl_path_best(), rl_threads(), 1,
                         msg, msglen, fault);
 }
 
 rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                 rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen, rl_mm_fault *fault) {
+                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                              rl_act act, rl_path path, int threads, int min_work,
+                              char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_mm_core("matvec", RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path,
                       threads, min_work, msg, msglen, fault);
 }

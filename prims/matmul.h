@@ -61,17 +61,17 @@ typedef struct {
  * RL_OVERFLOW (an activation row §2 refuses; msg names token and
  * column or block); RL_NOMEM.  n == 0 or rows == 0 is a no-op. */
 rl_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                       const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen, rl_mm_fault *fault);
+                    const float *x, size_t n, float *y, rl_act act,
+                    char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* The same on an explicit path and thread count (tests, benchmarks): path
  * must be rl_path_supported (else RL_UNSUPPORTED), threads >= 1 (else
  * RL_BADARG); with min_work != 0 small products use fewer threads.
  * fault (may be NULL) is set on RL_NONFINITE and RL_OVERFLOW. */
 rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                          const float *x, size_t n, float *y, rl_act act,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen, rl_mm_fault *fault);
+                       const float *x, size_t n, float *y, rl_act act,
+                       rl_path path, int threads, int min_work,
+                       char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* A Q8_0 matrix times one vector with the given activations: x of type
  * xsrc (any rl_q8_src, widened to f32 first as the quantizer does),
@@ -80,9 +80,9 @@ rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
  * and rl_matvec_run (matvec.h) run; messages start "matvec:".  Errors as
  * rl_matmul_ex (fault->row is then 0). */
 rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                 rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen, rl_mm_fault *fault);
+                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                              rl_act act, rl_path path, int threads, int min_work,
+                              char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* Residual quants of doc/products.md §2 for n values x (n % 32 == 0) already
  * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /

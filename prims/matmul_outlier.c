@@ -12,8 +12,8 @@
 #include <string.h>
 
 rl_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
-                                size_t k, const float *wout, const float *x, size_t n, float *y,
-                                rl_act act, char *msg, size_t msglen, rl_mm_fault *fault) {
+                             size_t k, const float *wout, const float *x, size_t n, float *y,
+                             rl_act act, char *msg, size_t msglen, rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
     const size_t per = cols + k + 2 * rows; /* floats of scratch a token */

@@ -20,7 +20,7 @@
  * row, then column by column); others as rl_matmul answers for x'.  y is
  * written only on success. */
 rl_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
-                                size_t k, const float *wout, const float *x, size_t n, float *y,
-                                rl_act act, char *msg, size_t msglen, rl_mm_fault *fault);
+                             size_t k, const float *wout, const float *x, size_t n, float *y,
+                             rl_act act, char *msg, size_t msglen, rl_mm_fault *fault);
 
 #endif

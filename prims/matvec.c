@@ -440,8 +440,8 @@ rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
 }
 
 rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
-                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                              rl_path path, int threads, int min_work) {
+                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                           rl_path path, int threads, int min_work) {
     const rl_status run = rl_check_run(path, threads);
     if ((rows && cols && !m) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
         run == RL_BADARG || (cols && rows > SIZE_MAX / sizeof(float) / cols))
@@ -477,31 +477,31 @@ rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
 }
 
 rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                          const float *x, float *y, char *msg, size_t msglen) {
+                       const float *x, float *y, char *msg, size_t msglen) {
     return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
                            rl_threads(), 1, msg, msglen);
 }
 
 rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                              const double *x, double *y, char *msg, size_t msglen) {
+                           const double *x, double *y, char *msg, size_t msglen) {
     return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                            rl_threads(), 1, msg, msglen);
 }
 
 rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
-                           const float *x, float *y) {
+                        const float *x, float *y) {
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
                             rl_threads(), 1);
 }
 
 rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
-                               const double *x, double *y) {
+                            const double *x, double *y) {
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                             rl_threads(), 1);
 }
 
 rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                           char *msg, size_t msglen, size_t *where) {
+                        char *msg, size_t msglen, size_t *where) {
     rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
     double *yd = o->dbl ? o->y : NULL;
     float *yf = o->dbl ? NULL : o->y;

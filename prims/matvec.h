@@ -45,19 +45,19 @@
  * absmax overflows the f16 scale -> RL_OVERFLOW (msg names the block);
  * RL_NOMEM.  msg (may be NULL) gets one line on failure. */
 rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                          const float *x, float *y, char *msg, size_t msglen);
+                       const float *x, float *y, char *msg, size_t msglen);
 
 /* The same with double x (each element cast to f32 first) and double y. */
 rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                              const double *x, double *y, char *msg, size_t msglen);
+                           const double *x, double *y, char *msg, size_t msglen);
 
 /* f32 baseline, m row-major rows x cols (any cols).  Errors only for NULL
  * pointers (RL_BADARG) or scratch (RL_NOMEM, the f64 form). */
 rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
-                           const float *x, float *y);
+                        const float *x, float *y);
 /* double x cast to f32, the f32 sum widened into double y. */
 rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
-                               const double *x, double *y);
+                            const double *x, double *y);
 
 /* ---- explicit path and thread count (tests, benchmarks) --------------- */
 
@@ -69,13 +69,13 @@ rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
  * benchmarks pass 0 to get exactly `threads` threads.  rl_matvec_q8_act_ex
  * (matmul.h) with RL_ACT_Q8. */
 rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                             rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                             rl_path path, int threads, int min_work,
-                             char *msg, size_t msglen);
+                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen);
 
 rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
-                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                              rl_path path, int threads, int min_work);
+                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                           rl_path path, int threads, int min_work);
 
 /* One product's operands, as the Lisp primitives resolve them: Q8_0
  * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or (w NULL)
@@ -97,7 +97,7 @@ typedef struct {
  * non-finite value (RL_NONFINITE) or the overflowing block
  * (RL_OVERFLOW). */
 rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                           char *msg, size_t msglen, size_t *where);
+                        char *msg, size_t msglen, size_t *where);
 
 /* ---- kernels: rows [r0, r1) with x already quantized ------------------ */
 

@@ -125,8 +125,8 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
 }
 
 rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                   const float *b, float eps, float *out, rl_path path,
-                                   int threads) {
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -143,17 +143,17 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
 }
 
 rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
-                              float *out, rl_path path, int threads) {
+                           float *out, rl_path path, int threads) {
     return rl_layer_norm_bias_ex(x, n, d, w, NULL, eps, out, path, threads);
 }
 
 rl_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
-                           float *out) {
+                        float *out) {
     return rl_layer_norm_ex(x, n, d, w, eps, out, rl_path_best(), rl_threads());
 }
 
 rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out) {
+                             const float *b, float eps, float *out) {
     return rl_layer_norm_bias_ex(x, n, d, w, b, eps, out, rl_path_best(), rl_threads());
 }
 
@@ -179,7 +179,7 @@ static void rl_bias_act_row(const void *job, size_t t) {
 }
 
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                            float *out, rl_path path, int threads) {
+                         float *out, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -195,7 +195,7 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
 }
 
 rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                         float *out) {
+                      float *out) {
     return rl_bias_act_ex(x, n, d, b, act, out, rl_path_best(), rl_threads());
 }
 
@@ -237,7 +237,7 @@ static void rl_rope_run(void *ctx, int ith, int nth) {
 }
 
 rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                             float freq_base, float *out, rl_path path, int threads) {
+                          float freq_base, float *out, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -260,7 +260,7 @@ rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_
 }
 
 rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                          float freq_base, float *out) {
+                       float freq_base, float *out) {
     return rl_rope_neox_ex(x, n, n_heads, head_dim, freq_base, out, rl_path_best(),
                            rl_threads());
 }
@@ -314,7 +314,7 @@ static void (*const rl_geglu_erf_rows[RL_PATH_COUNT])(const void *job, size_t t)
 };
 
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
-                         rl_path path, int threads) {
+                      rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;

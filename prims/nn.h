@@ -41,17 +41,17 @@ typedef enum {
  * except that s is NaN when var + eps is infinite (a row of values too
  * large to square in f32 answers NaN, not zeros).  out may be x. */
 rl_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
-                           float *out);
+                        float *out);
 rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
-                              float *out, rl_path path, int threads);
+                           float *out, rl_path path, int threads);
 
 /* LayerNorm with bias: rl_layer_norm's steps, then out_j = ((y_j * s) * w_j)
  * + b_j (f32).  b NULL is rl_layer_norm itself. */
 rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out);
+                             const float *b, float eps, float *out);
 rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                   const float *b, float eps, float *out, rl_path path,
-                                   int threads);
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads);
 
 typedef enum {
     RL_NN_NONE = 0, /* identity */
@@ -64,9 +64,9 @@ typedef enum {
  * (d >= 1); out may be x.  Scalar on every path (the same f32 steps), rows
  * split across threads. */
 rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                         float *out);
+                      float *out);
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                            float *out, rl_path path, int threads);
+                         float *out, rl_path path, int threads);
 
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
@@ -77,9 +77,9 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
  *   out[i + half] = x[i] * s_i + x[i + half] * c_i      (f32, no fma)
  * out may be x. */
 rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                          float freq_base, float *out);
+                       float freq_base, float *out);
 rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                             float freq_base, float *out, rl_path path, int threads);
+                          float freq_base, float *out, rl_path path, int threads);
 
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
@@ -89,7 +89,7 @@ rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_
  * overlap x. */
 rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
-                         rl_path path, int threads);
+                      rl_path path, int threads);
 
 /* One GELU value, as rl_geglu applies it (tests, references). */
 float rl_gelu_f32(float a, rl_gelu kind);

@@ -86,7 +86,7 @@ static int rl_q8_block_ref(const float *x, rl_block_q8_0 *y) {
 }
 
 rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
-                                    size_t *where) {
+                                 size_t *where) {
     if (n % RL_QK8_0)
         return RL_BADLEN;
     if (n && (!x || !y))
@@ -273,7 +273,7 @@ static const rl_q8_path_kernels rl_q8_kernels[RL_PATH_COUNT] = {
 };
 
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
-                                 rl_block_q8_0 *y, size_t *where, rl_path path) {
+                              rl_block_q8_0 *y, size_t *where, rl_path path) {
     if (n % RL_QK8_0)
         return RL_BADLEN;
     const rl_status run = rl_check_run(path, 1);

@@ -64,7 +64,7 @@ typedef enum {
  * where may be NULL.  path must be one rl_path_supported() accepts, else
  * RL_UNSUPPORTED; RL_PATH_AVX512* use the AVX2 quantizer. */
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
-                                 rl_block_q8_0 *y, size_t *where, rl_path path);
+                              rl_block_q8_0 *y, size_t *where, rl_path path);
 
 /* The same with the path from rl_path_best() (the SIMD knob and the CPU). */
 rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);

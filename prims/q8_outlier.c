@@ -75,8 +75,8 @@ int rl_q8_outlier_block_ref(const float *x, const uint8_t *outlier, rl_block_q8_
 }
 
 rl_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
-                                         size_t cols, const uint8_t *outlier,
-                                         rl_block_q8_0 *y, size_t *where) {
+                                      size_t cols, const uint8_t *outlier,
+                                      rl_block_q8_0 *y, size_t *where) {
     if (cols % RL_QK8_0)
         return RL_BADLEN;
     if ((unsigned)src > RL_SRC_BF16 || (cols && rows > SIZE_MAX / cols))

@@ -48,7 +48,7 @@ int rl_q8_outlier_block_ref(const float *x, const uint8_t *outlier, rl_block_q8_
  * else RL_OVERFLOW with *where the flat index of the first overflowing
  * block.  where may be NULL. */
 rl_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
-                                         size_t cols, const uint8_t *outlier,
-                                         rl_block_q8_0 *y, size_t *where);
+                                      size_t cols, const uint8_t *outlier,
+                                      rl_block_q8_0 *y, size_t *where);
 
 #endif

@@ -29,8 +29,8 @@
 /* Convert and write values [0, n) of the tensor at X; the first failure
  * in *WHERE.  Runs with interrupts off and the pin held: signals nothing. */
 static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
-                                  uint8_t *buf, size_t rows_per_piece, size_t *where,
-                                  rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
+                               uint8_t *buf, size_t rows_per_piece, size_t *where,
+                               rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
     const uint8_t *x = c.x;
     uint64_t x_off = c.fd_offset;
     size_t sb = rl_convert_bytes(c.src, c.row_len), n = c.n;

@@ -73,7 +73,7 @@ static void test_q8_paths(void) {
                 xd[j] = (double)x[j] + ldexp((double)x[j], -40); /* rounds back to x */
             char msg[200];
             rl_status st = rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, yref, yfr,
-                                              RL_PATH_REF, 1, 0, msg, sizeof msg);
+                                           RL_PATH_REF, 1, 0, msg, sizeof msg);
             if (st != RL_OK) {
                 CHECK_MSG(0, "ref failed: %s", msg);
                 continue;
