@@ -157,6 +157,27 @@ const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n) {
     return p;
 }
 
+float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols) {
+    cl_index n = 0;
+    if (ECL_IMMEDIATE(a) || a->d.t != t_array || a->array.rank != 2 ||
+        (cl_elttype)a->array.elttype != ecl_aet_sf)
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    float *p = rl_simple_data(a, ecl_aet_sf, &n);
+    if (!p && (a->array.dim != 0 || a->array.displaced != ECL_NIL || ECL_ADJUSTABLE_ARRAY_P(a)))
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    *rows = a->array.dims[0];
+    *cols = a->array.dims[1];
+    return p;
+}
+
+
+void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er,
+                  size_t ec) {
+    if (r != er || c != ec)
+        rl_signal(RL_C_SHAPE, "%s: expected %s of dimensions (%zu %zu), found (%zu %zu)", fn,
+                  what, er, ec, r, c);
+}
+
 const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz) {
     cl_index n = 0;
     const uint8_t *p = rl_octets(fn, 1, octets, &n);

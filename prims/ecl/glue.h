@@ -142,6 +142,14 @@ const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n);
 /* A path given as UTF-8 octets (argument 1 of FN), NUL-terminated into BUF. */
 const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz);
 
+/* A simple rank-2 single-float array, argument POS of FN: its data (NULL
+ * only when it is empty) and dimensions. */
+float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols);
+
+/* Signal SHAPE-ERROR unless WHAT (an argument of FN) is er x ec: r x c is
+ * what was found. */
+void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er, size_t ec);
+
 /* The keyword named by NAME upper-cased (C status names are lower case;
  * ecl_make_keyword would keep the case and make :|truncated|). */
 cl_object rl_keyword(const char *name);

@@ -1,9 +1,8 @@
 /* model.c - the encoder's and decision head's kernels from Lisp
  * (lisp/encoder.lisp, lisp/decision.lisp): a weight matrix times a token
- * sequence (prims/matmul.c), matvec with Q8x2 activations, and LayerNorm
- * (with or without bias), NEOX RoPE, attention, GeGLU and bias plus
- * activation (prims/nn.c), with the knobs' path and thread count.  The Lisp side
- * checks operands and explains what is wrong; this file checks again so a
+ * sequence (prims/matmul.c), and LayerNorm (with or without bias), NEOX
+ * RoPE, attention, GeGLU and bias plus activation (prims/nn.c), with the
+ * knobs' path and thread count.  The Lisp side checks operands and explains what is wrong; this file checks again so a
  * direct call of a primitive cannot crash, then runs the kernel with the
  * float traps held and interrupts off while the pool's workers run. */
 #include <string.h>
@@ -11,27 +10,11 @@
 #include <xmmintrin.h>
 #endif
 
-#include "prims/bench.h"
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
 #include "prims/matmul.h"
 #include "prims/matmul_outlier.h"
 #include "prims/nn.h"
-
-/* A simple rank-2 single-float array, argument POS of FN: its data (NULL
- * only when it is empty) and dimensions. */
-static float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols) {
-    cl_index n = 0;
-    if (ECL_IMMEDIATE(a) || a->d.t != t_array || a->array.rank != 2 ||
-        (cl_elttype)a->array.elttype != ecl_aet_sf)
-        rl_type_error(fn, pos, a, RL_T_ARRAY);
-    float *p = rl_simple_data(a, ecl_aet_sf, &n);
-    if (!p && (a->array.dim != 0 || a->array.displaced != ECL_NIL || ECL_ADJUSTABLE_ARRAY_P(a)))
-        rl_type_error(fn, pos, a, RL_T_ARRAY);
-    *rows = a->array.dims[0];
-    *cols = a->array.dims[1];
-    return p;
-}
 
 /* A simple single-float vector, argument POS of FN, of length LEN. */
 static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
@@ -40,13 +23,6 @@ static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
     if (!p || v->d.t != t_vector || n != len)
         rl_type_error(fn, pos, v, RL_T_VECTOR);
     return p;
-}
-
-static void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er,
-                         size_t ec) {
-    if (r != er || c != ec)
-        rl_signal(RL_C_SHAPE, "%s: expected %s of dimensions (%zu %zu), found (%zu %zu)", fn,
-                  what, er, ec, r, c);
 }
 
 /* Arguments POS and POS + 1, the heads and the head dimension (each at
@@ -69,11 +45,6 @@ static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *
     return p;
 }
 
-static cl_object rl_status2(cl_env_ptr env, rl_status st, const char *msg) {
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
-                ecl_make_simple_base_string(msg, -1));
-}
-
 /* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
 #define RL_NN_RETURN(env, out, call, why)                                                \
     do {                                                                                 \
@@ -81,7 +52,7 @@ static cl_object rl_status2(cl_env_ptr env, rl_status st, const char *msg) {
         RL_RUN_KERNEL(env, st_ = (call));                                                \
         if (st_ == RL_OK)                                                             \
             ecl_return1(env, out);                                                       \
-        return rl_status2(env, st_, why);                                                \
+        return rl_return_status(env, st_, why);                                                \
     } while (0)
 
 /* A product's values: OUT, or (values nil status message row where). */
@@ -352,7 +323,7 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
                   if (st == RL_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
     if (st == RL_OK)
         ecl_return1(env, q);
-    return rl_status2(env, st, "rope-neox: the kernel refused its operands");
+    return rl_return_status(env, st, "rope-neox: the kernel refused its operands");
 }
 
 /* (%add-into out a b) -> OUT: OUT := A + B element by element in
@@ -402,56 +373,6 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     ecl_return1(env, out);
 }
 
-/* (%bench-matmul m xs out threads iters mode) -> times | (values nil
- * status message): ITERS timed calls (after one untimed) of the Q8_0
- * matrix M times the rows of XS into OUT on the knobs' path with THREADS
- * chunks: MODE 0 one matmul with :q8, 1 one matmul with :q8x2, 2 a matvec
- * per row (the baseline matmul is measured against).  TIMES is a fresh
- * double-float vector of each call's nanoseconds.  The operands are
- * %MATMUL's; interrupts stay off for the loop (scratch lives in a call). */
-static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
-                                      cl_object threads, cl_object iters, cl_object mode) {
-    static const char fn[] = "%BENCH-MATMUL";
-    const cl_env_ptr env = ecl_process_env();
-    size_t n, cols, orows, ocols;
-    if (!rl_qm_p(m))
-        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    rl_qm_view v;
-    rl_qm_shape_of(m, &v);
-    if (v.rank != 2)
-        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    const float *x = rl_sf_matrix(fn, 2, xs, &n, &cols);
-    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
-    rl_same_dims(fn, "xs", n, cols, n, (size_t)v.cols);
-    rl_same_dims(fn, "out", orows, ocols, n, (size_t)v.rows);
-    const int nth = (int)rl_arg_fixnum(fn, 4, threads, 1, RL_MAX_THREADS);
-    const cl_index reps = (cl_index)rl_arg_fixnum(fn, 5, iters, 1, 1000000);
-    const int md = (int)rl_arg_fixnum(fn, 6, mode, 0, 2);
-    const rl_path path = rl_path_best();
-    cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
-    char msg[256] = "";
-    rl_status st = RL_OK;
-    rl_qm_pin(m, &v);
-    RL_RUN_KERNEL(env, {
-        for (cl_index r = 0; r <= reps && st == RL_OK; r++) {
-            const uint64_t t0 = rl_bench_ns();
-            if (md == 2)
-                for (size_t t = 0; t < n && st == RL_OK; t++)
-                    st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
-                                         y + t * v.rows, path, nth, 0, msg, sizeof msg);
-            else
-                st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
-                                  md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
-            if (r) /* the first call warms caches and the pool */
-                times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
-        }
-        rl_qm_unpin(&v);
-    });
-    if (st != RL_OK)
-        return rl_status2(env, st, msg);
-    ecl_return1(env, times);
-}
-
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
@@ -464,6 +385,5 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
-    RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
 };
 RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);

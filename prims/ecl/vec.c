@@ -6,6 +6,11 @@
 #include "prims/ecl/vec.h"
 #include "prims/matmul.h"
 
+cl_object rl_return_status(cl_env_ptr env, rl_status st, const char *msg) {
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
+                ecl_make_simple_base_string(msg, -1));
+}
+
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o, cl_object *pinned) {
     cl_index n = 0, nout = 0;
