@@ -72,12 +72,8 @@ static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object r
         rl_type_error("%BENCH-QUANTIZE", 1, x, RL_T_ARRAY);
     y = ecl_alloc_simple_vector(rl_q8_bytes(n) ? rl_q8_bytes(n) : 1, ecl_aet_b8);
     times = ecl_alloc_simple_vector(r, ecl_aet_df);
-    {
-        RL_FP_HOLD();
-        st = rl_bench_quantize(xs, n, (rl_block_q8_0 *)(void *)y->vector.self.b8, p, r,
-                               times->vector.self.df);
-        RL_FP_RELEASE();
-    }
+    RL_RUN_KERNEL(env, st = rl_bench_quantize(xs, n, (rl_block_q8_0 *)(void *)y->vector.self.b8,
+                                              p, r, times->vector.self.df));
     if (st != RL_OK)
         ecl_return2(env, ECL_NIL, rl_keyword(rl_status_name(st)));
     ecl_return1(env, times);
@@ -92,9 +88,7 @@ static cl_object rl_prim_bench_read_gbps(cl_object bytes, cl_object threads, cl_
     int r = (int)rl_arg_fixnum("%BENCH-READ-GBPS", 3, reps, 1, 1000);
     const cl_env_ptr env = ecl_process_env();
     double best, median = 0;
-    ecl_disable_interrupts_env(env); /* the probe mallocs its buffer */
-    best = rl_bench_read_gbps(b, nth, r, &median);
-    ecl_enable_interrupts_env(env);
+    RL_RUN_KERNEL(env, best = rl_bench_read_gbps(b, nth, r, &median)); /* it mallocs its buffer */
     if (best < 0)
         ecl_return1(env, ECL_NIL);
     ecl_return2(env, ecl_make_double_float(best), ecl_make_double_float(median));

@@ -2,9 +2,11 @@
  * (lisp/encoder.lisp, lisp/decision.lisp): a weight matrix times a token
  * sequence (prims/matmul.c), and LayerNorm (with or without bias), NEOX
  * RoPE, attention, GeGLU and bias plus activation (prims/nn.c), with the
- * knobs' path and thread count.  The Lisp side checks operands and explains what is wrong; this file checks again so a
- * direct call of a primitive cannot crash, then runs the kernel with the
- * float traps held and interrupts off while the pool's workers run. */
+ * knobs' path and thread count.  The Lisp side checks the Lisp types and
+ * keywords; this file checks the dimensions and that no result is an
+ * input, once, with the full message (doc/kernels.md §7), then runs the
+ * kernel with the float traps held and interrupts off while the pool's
+ * workers run. */
 #include <string.h>
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -23,6 +25,15 @@ static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
     if (!p || v->d.t != t_vector || n != len)
         rl_type_error(fn, pos, v, RL_T_VECTOR);
     return p;
+}
+
+/* Signal SHAPE-ERROR unless the activations XS (n x xc) of FN have the
+ * cols columns of the rows x cols weight matrix. */
+static void rl_xs_cols(const char *fn, size_t n, size_t xc, size_t rows, size_t cols) {
+    if (xc != cols)
+        rl_signal_shape(rl_dims2(n, cols), rl_dims2(n, xc),
+                        "%s: expected xs with %zu columns (the columns of the %zu x %zu weight "
+                        "matrix), found %zu", fn, cols, rows, cols, xc);
 }
 
 /* Arguments POS and POS + 1, the heads and the head dimension (each at
@@ -102,10 +113,12 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     }
     const float *x = rl_sf_matrix(fn, 2, xs, &n, &xc);
     float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
-    rl_same_dims(fn, "xs", n, xc, n, cols);
+    rl_xs_cols(fn, n, xc, rows, cols);
     rl_same_dims(fn, "out", orows, ocols, n, rows);
-    if (out == xs && n && rows)
-        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    if (n && rows) {
+        rl_out_not_input(fn, out, xs, "xs");
+        rl_out_not_input(fn, out, w, "the weight matrix");
+    }
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
     rl_status st;
@@ -154,10 +167,12 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     const float *x = rl_sf_matrix(fn, 4, xs, &n, &xc);
     float *y = rl_sf_matrix(fn, 5, out, &orows, &ocols);
     rl_same_dims(fn, "weights", wr, wk, v.rows, (size_t)k);
-    rl_same_dims(fn, "xs", n, xc, n, v.cols);
+    rl_xs_cols(fn, n, xc, v.rows, v.cols);
     rl_same_dims(fn, "out", orows, ocols, n, v.rows);
-    if (out == xs && n && v.rows)
-        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    if (n && v.rows) {
+        rl_out_not_input(fn, out, xs, "xs");
+        rl_out_not_input(fn, out, weights, "weights");
+    }
     for (cl_index c = 0; c < k; c++)
         if (ix[c] < 0 || (size_t)ix[c] >= v.cols || (c && ix[c] <= ix[c - 1]))
             rl_signal(RL_C_ERROR, "%s: expected increasing outlier columns below %zu, found %ld "
@@ -263,9 +278,13 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
+    if (n && d) {
+        rl_out_not_input(fn, out, q, "q");
+        rl_out_not_input(fn, out, k, "k");
+        rl_out_not_input(fn, out, v, "v");
+    }
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
-                 "attention: the kernel refused its operands (out must be an array other "
-                 "than q, k and v)");
+                 "attention: the kernel refused its operands");
 }
 
 /* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
@@ -279,6 +298,8 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
     if (d % 2)
         rl_signal(RL_C_SHAPE, "%s: expected an even number of columns, found %zu", fn, d);
     rl_same_dims(fn, "out", on, od, n, d / 2);
+    if (n && d)
+        rl_out_not_input(fn, out, xs, "xs");
     RL_NN_RETURN(env, out,
                  rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y),
                  "geglu: the kernel refused its operands");

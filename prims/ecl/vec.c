@@ -44,6 +44,8 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
     }
     if (n != o->cols || nout != o->rows)
         rl_type_error(fn, 2, x, RL_T_VECTOR);
+    if (o->rows)
+        rl_out_not_input(fn, out, x, "x");
     if (rl_qm_p(m)) { /* last: nothing signals while it is pinned */
         rl_qm_view v;
         rl_qm_pin(m, &v);
