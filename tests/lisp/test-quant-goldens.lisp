@@ -6,7 +6,9 @@
 ;;;; tests/ref/gguf-dequantize.py writes each file's tensors dequantized by
 ;;;; gguf-py as F32, and every value we answer must have the same bits.
 ;;;; The goldens are tracked (a missing one fails); without gguf-py or a
-;;;; python3 with numpy the comparison skips (fails under CI=true).
+;;;; python3 with numpy the comparison skips (fails under CI=true).  And
+;;;; build/tools/llama_quantize (tools/llama_quantize.c) must write those
+;;;; goldens again byte for byte over the fetched libllama.
 
 (in-package "RONTOLISP-TESTS")
 
@@ -119,3 +121,59 @@ GGUF:TENSOR answers it, has the bits gguf-py's numpy dequantizer gives."
                           "no ~A tensor among the goldens: nothing of that type was compared"
                           type)))))
            (sh "rm -rf \"$1\"" dir)))))))
+
+;;; tools/llama_quantize, the command line the goldens were made with.
+
+(defun run-llama-quantize (&rest args)
+  "Run build/tools/llama_quantize with ARGS; answer (values exit-status
+output), stdout and stderr together, or NIL when it is not built."
+  (let ((tool (namestring (merge-pathnames "build/tools/llama_quantize" *root*)))
+        (out (tmp-path "llama-quantize-out")))
+    (when (probe-file tool)
+      (unwind-protect
+           (values (run-child tool args :input nil :output out :error :output
+                                        :if-output-exists :supersede)
+                   (read-file-string out))
+        (ignore-errors (delete-file out))))))
+
+(test llama-quantize-tool-remakes-the-goldens
+  "build/tools/llama_quantize over the fetched libllama writes every golden
+of quant_odd.f32.gguf and two of quant_main.f32.gguf again byte for byte,
+with 1 thread and the ftype by name in any case or by number, and refuses
+bad arguments as llama-quantize does."
+  (let ((input (golden "quants/quant_odd.f32.gguf"))
+        (out (format nil "~A.gguf" (tmp-path "llama-quantize"))))
+    (with-tracked-fixture (input)
+      (multiple-value-bind (code text) (run-llama-quantize input out "q9")
+        (cond
+          ((null code) (skip-reference "build/tools/llama_quantize is not built (make tools)"))
+          ((eql code 3)
+           (skip-reference "llama.cpp's libraries are missing (run sh tests/fetch-llama-lib.sh, ~
+or set RL_LLAMA_LIB): ~A" (string-trim '(#\Newline) text)))
+          (t
+           (is (eql 1 code) "an unknown ftype: exit ~A" code)
+           (is (contains text "llama_quantize: invalid ftype 'q9'") "~A" text)
+           (multiple-value-bind (code text) (run-llama-quantize input out "q4_0" "x")
+             (is (eql 1 code) "a bad thread count: exit ~A" code)
+             (is (contains text "invalid nthread 'x'") "~A" text))
+           (multiple-value-bind (code text) (run-llama-quantize input input "q4_0")
+             (is (eql 1 code) "the input as output: exit ~A" code)
+             (is (contains text "input and output files are the same") "~A" text))
+           (multiple-value-bind (code text) (run-llama-quantize "--no-such-option" input out "q4_0")
+             (is (eql 1 code) "an unknown option: exit ~A" code)
+             (is (contains text "usage:") "~A" text))
+           (unwind-protect
+                (loop for (name ftype) in (append (mapcar (lambda (f) (list "quant_odd" f))
+                                                          *quant-golden-ftypes*)
+                                                  '(("quant_main" "Q4_K_M") ("quant_main" "30")))
+                      for golden = (golden (format nil "quants/~A.~(~A~).gguf" name
+                                                   (if (equal ftype "30") "iq4_xs" ftype)))
+                      do (with-tracked-fixture (golden)
+                           (multiple-value-bind (code text)
+                               (run-llama-quantize (golden (format nil "quants/~A.f32.gguf" name))
+                                                   out ftype "1")
+                             (is (eql 0 code) "~A to ~A: exit ~A~%~A" name ftype code text)
+                             (when (eql 0 code)
+                               (is (equalp (file-octets golden) (file-octets out))
+                                   "~A to ~A: not the bytes of ~A" name ftype golden)))))
+             (ignore-errors (delete-file out)))))))))
