@@ -16,24 +16,11 @@
   :description "gguf:tensor on llama-quantize's files of every type against gguf-py's dequantizers.")
 (in-suite quant-goldens)
 
-(defparameter *quant-golden-ftypes*
-  '("q4_0" "q4_1" "q5_0" "q5_1" "q2_k" "q3_k_s" "q3_k_m" "q3_k_l" "q4_k_s" "q4_k_m"
-    "q5_k_s" "q5_k_m" "q6_k" "iq4_nl" "iq4_xs")
-  "The ftypes tests/golden/quants/ holds an output of, as the file names spell them.")
-
 (defparameter *quant-golden-types*
   '("Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS"
     "Q8_0" "F16" "F32")
   "The tensor types the goldens must hold between them, so the comparison
 cannot pass by finding none of a type.")
-
-(defun quant-golden-files ()
-  "Every GGUF file of tests/golden/quants/ by name: the two inputs and their
-outputs for every ftype."
-  (loop for input in '("quant_main" "quant_odd")
-        collect (format nil "quants/~A.f32.gguf" input)
-        append (loop for ftype in *quant-golden-ftypes*
-                     collect (format nil "quants/~A.~A.gguf" input ftype))))
 
 (defun tensor-single-floats (value)
   "The values of VALUE, what GGUF:TENSOR answered, as a single-float array:
