@@ -330,7 +330,8 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
 }
 
 /* Items are (head, tile of RL_ATTN_QT queries), tile fastest. */
-__attribute__((target(RL_TARGET_AVX512))) static void rl_attn_run_avx512(void *ctx, int ith, int nth) {
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_run_avx512(void *ctx, int ith, int nth) {
     const rl_attn_job *j = ctx;
     const size_t row = j->heads * j->hd, tiles = (j->n + RL_ATTN_QT - 1) / RL_ATTN_QT;
     float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;

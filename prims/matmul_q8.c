@@ -106,7 +106,8 @@ size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
 }
 
 /* -128 times the four lane sums of a block's quants */
-__attribute__((target(RL_TARGET_AVX2))) static void rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
     /* pairs, quads, then the lanes' halves */
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)qs);
     const __m256i q4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
@@ -164,8 +165,8 @@ static inline size_t set_base(size_t g, size_t nb) {
     return g / RL_MMQ4_GROUPS * nb * RL_MMQ4_GROUPS + g % RL_MMQ4_GROUPS;
 }
 
-__attribute__((target(RL_TARGET_AVX2))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr,
-                                                     size_t n, size_t nb, void *out) {
+__attribute__((target(RL_TARGET_AVX2))) void
+rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out) {
     rl_mmq4_xblk *xs = rl_mmq4_align(out);
     const size_t nq = (n + 3) / 4;
     rl_mmq4_cblk *cs = (rl_mmq4_cblk *)(void *)(xs + nq * nb);

@@ -339,7 +339,8 @@ rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out)
  * off; only the group that has one is searched value by value. */
 #define RL_EXP_BITS 0x7f800000u
 
-__attribute__((target(RL_TARGET_AVX2))) static size_t rl_finite_prefix_avx2(const float *x, size_t n) {
+__attribute__((target(RL_TARGET_AVX2))) static size_t
+rl_finite_prefix_avx2(const float *x, size_t n) {
     const __m256i m = _mm256_set1_epi32((int)RL_EXP_BITS);
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {

@@ -59,11 +59,11 @@ static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *
 /* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
 #define RL_NN_RETURN(env, out, call, why)                                                \
     do {                                                                                 \
-        rl_status st_;                                                                \
+        rl_status st_;                                                                   \
         RL_RUN_KERNEL(env, st_ = (call));                                                \
-        if (st_ == RL_OK)                                                             \
+        if (st_ == RL_OK)                                                                \
             ecl_return1(env, out);                                                       \
-        return rl_return_status(env, st_, why);                                                \
+        return rl_return_status(env, st_, why);                                          \
     } while (0)
 
 /* A product's values: OUT, or (values nil status message row where). */
