@@ -10,8 +10,8 @@
  * conversions give, whatever the thread count.
  *
  * Checks, in this priority: a NaN or infinity among the source values
- * (RL_Q8_NONFINITE, *where = the flat index of the first); then a value
- * that overflows its destination (RL_Q8_OVERFLOW: *where = the flat index
+ * (RL_NONFINITE, *where = the flat index of the first); then a value
+ * that overflows its destination (RL_OVERFLOW: *where = the flat index
  * of the first overflowing value for F16 and BF16, of the first block whose
  * scale overflows binary16 for Q8_0).  With POPULATE and RELEASE the
  * threads also map and drop their own slice's pages of a file mapping, so
@@ -46,7 +46,7 @@ typedef struct rl_convert {
     int fd;
     uint64_t fd_offset;
     int *io_error;           /* with FD: set to the errno of a failed read (EIO
-                              * for a short one), the run answering RL_Q8_BADARG */
+                              * for a short one), the run answering RL_BADARG */
 } rl_convert;
 
 /* madvise ADVICE on the pages of [P, P + N): for MADV_DONTNEED only the
@@ -58,9 +58,9 @@ void rl_pages_advise(const void *p, size_t n, int advice);
  * other types. */
 size_t rl_convert_bytes(uint32_t type, size_t n);
 
-/* Run the conversion on NTH threads.  RL_Q8_BADARG for unsupported types or
- * NULL data, RL_Q8_BADLEN for a length that is not whole rows or blocks; else
- * RL_Q8_OK or a failed check (above).  WHERE may be NULL. */
-rl_q8_status rl_convert_run(const rl_convert *c, int nth, size_t *where);
+/* Run the conversion on NTH threads.  RL_BADARG for unsupported types or
+ * NULL data, RL_BADLEN for a length that is not whole rows or blocks; else
+ * RL_OK or a failed check (above).  WHERE may be NULL. */
+rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where);
 
 #endif
