@@ -1,0 +1,171 @@
+;;;; test-qtypes.lisp - the quantized matrix of every type llama-quantize
+;;;; writes without an importance matrix (Q4_0 .. IQ4_XS): gguf:tensor
+;;;; answers one over the file's bytes, and AREF (interpreted and compiled),
+;;;; ROW-MAJOR-AREF, LINALG:ROW and DEQUANTIZE give ggml's dequantized
+;;;; values, the same floats as the C dequantizer over the whole tensor.
+
+(in-package "RONTOLISP-TESTS")
+
+(def-suite qtypes :in all :description "Quantized matrices of the legacy, K-quant and IQ4 types.")
+(in-suite qtypes)
+
+(defparameter *qtypes*
+  '((rontolisp:q4-0 "Q4_0") (rontolisp:q4-1 "Q4_1") (rontolisp:q5-0 "Q5_0")
+    (rontolisp:q5-1 "Q5_1") (rontolisp:q2-k "Q2_K") (rontolisp:q3-k "Q3_K")
+    (rontolisp:q4-k "Q4_K") (rontolisp:q5-k "Q5_K") (rontolisp:q6-k "Q6_K")
+    (rontolisp:iq4-nl "IQ4_NL") (rontolisp:iq4-xs "IQ4_XS"))
+  "Each type's format symbol and ggml name.")
+
+(defun heavy-tailed-matrix (rows cols seed)
+  "ROWS x COLS single-floats: Gaussian-like values with a few outliers of
+50x, and one row of zeros, so that every scale path of the quantizers runs."
+  (let ((a (make-array (list rows cols) :element-type 'single-float))
+        (*random-state* (sb-random-state seed)))
+    (dotimes (i rows a)
+      (dotimes (j cols)
+        (setf (aref a i j)
+              (if (= i 1)
+                  0.0
+                  (let ((g (- (+ (random 1.0) (random 1.0) (random 1.0)) 1.5)))
+                    (if (zerop (random 37)) (* 50 g) g))))))))
+
+(defun sb-random-state (seed)
+  (make-random-state seed))             ; ECL seeds a state from an integer
+
+(defun qtype-file (path rows cols)
+  "Write every type's quantized matrix of the same ROWS x COLS data to PATH
+(tensor NAME = the ggml name) and one rank-1 Q4_K tensor \"v\"; answers
+the source array."
+  (let ((a (heavy-tailed-matrix rows cols 7)))
+    (gguf:write path (gguf:make-file
+                      :tensors (append
+                                (loop for (fmt name) in *qtypes*
+                                      collect (list name (rontolisp:quantize a fmt)))
+                                (list (list "v" (rontolisp:quantize (linalg:row a 0)
+                                                                    'rontolisp:q4-k))))))
+    a))
+
+(defun whole-tensor-reference (f name)
+  "The C dequantizer over the whole tensor NAME of F (rl_dequantize, not
+through a quantized matrix)."
+  (let ((info (gguf:tensor-info f name)))
+    (gguf::%gguf-dequantize-tensor (gguf::live-handle f) (gguf::tensor-index f info)
+                                   (make-array (gguf:tensor-info-shape info)
+                                               :element-type 'single-float))))
+
+(defun compiled-aref-2 ()
+  (compile nil '(lambda (m i j) (aref m i j))))
+
+(defun compiled-row-major-aref ()
+  (compile nil '(lambda (m k) (row-major-aref m k))))
+
+(test gguf-tensor-answers-every-type-as-a-quantized-matrix
+  "Every type: a quantized matrix of the tensor's type and shape whose
+every element, read each way, is the C dequantizer's value for the whole
+tensor, bit for bit."
+  (let* ((path (tmp-path "qtypes.gguf"))
+         (rows 3) (cols 512)
+         (src (qtype-file path rows cols))
+         (caref (compiled-aref-2))
+         (crm (compiled-row-major-aref)))
+    (declare (ignore src))
+    (gguf:with-file (f path)
+      (loop for (fmt name) in *qtypes*
+            do (let ((m (gguf:tensor f name))
+                     (ref (whole-tensor-reference f name)))
+                 (is (rontolisp:quantized-matrix-p m) "~A: ~S" name m)
+                 (is (string= name (rontolisp:quantized-matrix-type m)))
+                 (is (eq fmt (array-element-type m)))
+                 (is (equal (list rows cols) (array-dimensions m)))
+                 (is (= (* rows cols) (array-total-size m)))
+                 (is (string= (format nil "#<quantized-matrix ~(~A~) (~D ~D)>" fmt rows cols)
+                              (prin1-to-string m)))
+                 (is (search (format nil "ggml's ~A" name)
+                             (with-output-to-string (s) (describe m s))))
+                 (let ((d (rontolisp:dequantize m)))
+                   (is (typep d `(simple-array single-float (,rows ,cols))))
+                   (is (equalp d ref) "~A: dequantize differs from the whole tensor's" name))
+                 (let ((bad '()))
+                   (dotimes (i rows)
+                     (let ((row (linalg:row m i)))
+                       (dotimes (j cols)
+                         (let ((want (aref ref i j))
+                               (k (+ (* i cols) j)))
+                           (unless (and (= want (aref m i j))                 ; function cell
+                                        (= want (funcall #'aref m i j))
+                                        (= want (funcall caref m i j))        ; compiled
+                                        (= want (row-major-aref m k))
+                                        (= want (funcall crm m k))
+                                        (= want (aref row j)))
+                             (push (list i j) bad))))))
+                   (is (null bad) "~A: elements differing from the whole tensor's: ~S" name
+                       (subseq bad 0 (min 5 (length bad)))))))
+      (let ((v (gguf:tensor f "v")))
+        (is (equal (list cols) (array-dimensions v)))
+        (is (equalp (rontolisp:dequantize v) (whole-tensor-reference f "v")))
+        (is (= (aref (whole-tensor-reference f "v") 300) (aref v 300)))))
+    (delete-file path)))
+
+(test other-types-round-trip-through-files
+  "A quantized matrix of any type is written as its type's blocks unchanged,
+and QUANTIZE's bytes of it are the file's."
+  (let ((path (tmp-path "qtypes-bytes.gguf"))
+        (a (heavy-tailed-matrix 2 256 11)))
+    (loop for (fmt name) in *qtypes*
+          do (let ((m (rontolisp:quantize a fmt)))
+               (gguf:write path (gguf:make-file :tensors (list (list "w" m))))
+               (gguf:with-file (f path)
+                 (is (string= name (gguf:tensor-info-type (gguf:tensor-info f "w"))))
+                 (is (equalp (rontolisp:quantized-matrix-octets m) (gguf:tensor-octets f "w")))
+                 (is (equalp (rontolisp:dequantize m)
+                             (rontolisp:dequantize (gguf:tensor f "w")))))))
+    (delete-file path)))
+
+(test other-types-closed-file
+  "A matrix of any type used after gguf:close signals gguf:file-closed-error,
+interpreted and compiled."
+  (let ((path (tmp-path "qtypes-closed.gguf"))
+        (caref (compiled-aref-2)))
+    (qtype-file path 2 256)
+    (let* ((f (gguf:read path))
+           (m (gguf:tensor f "Q4_K"))
+           (n (gguf:tensor f "IQ4_NL")))
+      (is (numberp (aref m 1 3)))
+      (gguf:close f)
+      (signals gguf:file-closed-error (aref m 1 3))
+      (signals gguf:file-closed-error (funcall caref n 0 0))
+      (signals gguf:file-closed-error (row-major-aref m 5))
+      (signals gguf:file-closed-error (rontolisp:dequantize n))
+      (signals gguf:file-closed-error (linalg:row m 0))
+      (signals gguf:file-closed-error (gguf:tensor f "Q6_K")))
+    (delete-file path)))
+
+(test other-types-refuse-what-they-cannot-do
+  (let ((path (tmp-path "qtypes-refuse.gguf"))
+        (caref (compiled-aref-2)))
+    (qtype-file path 2 256)
+    (gguf:with-file (f path)
+      (let ((m (gguf:tensor f "Q5_K")))
+        ;; out of range, wrong subscript counts
+        (signals rontolisp:index-error (aref m 2 0))
+        (signals rontolisp:index-error (aref m 0 256))
+        (signals rontolisp:index-error (funcall caref m 0 -1))
+        (signals rontolisp:index-error (aref m 0))
+        (signals rontolisp:index-error (row-major-aref m 512))
+        (signals rontolisp:index-error (linalg:row m 2))
+        ;; elements cannot be written
+        (signals rontolisp:immutable-error (setf (aref m 0 0) 1.0))
+        ;; the products read Q8_0 blocks: they say so instead of misreading
+        (let ((msg (handler-case (progn (vec:matvec m (make-array 256 :element-type 'single-float
+                                                                      :initial-element 1.0))
+                                        nil)
+                     (rontolisp:rontolisp-error (c) (princ-to-string c)))))
+          (is (and msg (search "found a q5-k one" msg) (search "dequantize" msg)) "~A" msg))))
+    (delete-file path))
+  (let ((a (heavy-tailed-matrix 2 256 3)))
+    (signals rontolisp:element-type-error (rontolisp:quantize a 'rontolisp:q4-k :outliers '(3)))
+    (signals rontolisp:shape-error
+      (rontolisp:quantize (make-array '(2 32) :element-type 'single-float) "q6_k"))
+    (setf (aref a 1 7) (rontolisp::%bits-single #x7fc00000))
+    (signals rontolisp:non-finite-error (rontolisp:quantize a :q4_0))
+    (signals rontolisp:unknown-format-error (rontolisp:quantize a 'q7-k))))
