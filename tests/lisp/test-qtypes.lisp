@@ -169,3 +169,101 @@ interpreted and compiled."
     (setf (aref a 1 7) (rontolisp::%bits-single #x7fc00000))
     (signals rontolisp:non-finite-error (rontolisp:quantize a :q4_0))
     (signals rontolisp:unknown-format-error (rontolisp:quantize a 'q7-k))))
+
+;;; The encoder on files of these types: llama-quantize's own (through
+;;; tools/llama_quantize, llama.cpp's llama_model_quantize) against
+;;; llama.cpp's encoder, and the same bits on every path and thread count.
+
+(defparameter *llama-quantize-ftypes*
+  '(("q4_k_m" "Q4_K") ("q4_0" "Q4_0") ("q5_1" "Q5_1") ("q6_k" "Q6_K") ("iq4_nl" "IQ4_NL"))
+  "The ftypes of the libllama agreement test, each with a tensor type the
+file it makes must hold.")
+
+(defvar *llama-quantized-files* (make-hash-table :test 'equal)
+  "ftype -> the s1-micro file llama-quantize made of it, once per run.")
+
+(defun llama-quantize-program ()
+  "build/tools/llama_quantize beside the executable under test, or NIL."
+  (let ((p (merge-pathnames "tools/llama_quantize" (truename *exe*))))
+    (and (probe-file p) (namestring p))))
+
+(defun s1-micro-f32-file ()
+  "An encoder-only F32 s1-micro (rows of 256 and 512: every K-quant applies,
+none falls back), written once per run."
+  (or (gethash "f32" *llama-quantized-files*)
+      (let ((path (tmp-path "qtypes-s1-micro-f32.gguf")))
+        (gguf:write path (rontolisp::random-model "s1-micro" :type :f32 :encoder-only t))
+        (setf (gethash "f32" *llama-quantized-files*) path))))
+
+(defun llama-quantized-file (ftype)
+  "The s1-micro F32 file quantized to FTYPE by llama.cpp's llama-quantize
+(one thread), or NIL when the tool or llama.cpp's libraries are missing."
+  (or (gethash ftype *llama-quantized-files*)
+      (let ((program (llama-quantize-program))
+            (out (tmp-path (format nil "qtypes-s1-micro-~A.gguf" ftype))))
+        (when program
+          (let ((code (run-child program (list (s1-micro-f32-file) out ftype "1")
+                                 :input nil :output nil :error nil)))
+            ;; 3: llama.cpp's libraries could not be loaded
+            (unless (eql code 3)
+              (is (eql 0 code) "llama_quantize ~A exited ~S" ftype code)
+              (when (eql 0 code)
+                (setf (gethash ftype *llama-quantized-files*) out))))))))
+
+(test encoder-on-llama-quantize-files-near-llama-cpp
+  "Each file llama-quantize made from a random modern-bert: our encoder's
+hidden states within 2e-2 of the largest of llama.cpp's own."
+  (let ((ids (loop for i below 300 collect (mod (+ 3 (* i 37)) 4096))))
+    (loop for (ftype type) in *llama-quantize-ftypes*
+          for file = (llama-quantized-file ftype)
+          do (if (null file)
+                 (skip-reference "build/tools/llama_quantize or llama.cpp's libraries are missing ~
+(make tools; sh tests/fetch-llama-lib.sh)")
+                 (gguf:with-file (f file)
+                   (is (find type (gguf:tensor-infos f) :key #'gguf:tensor-info-type
+                                                        :test #'string=)
+                       "~A: no ~A tensor in llama-quantize's file" ftype type)
+                   (let ((ref (rontolisp::llama-encode file (list ids))))
+                     (if (null ref)
+                         (skip-reference "llama.cpp's encoder (build/tools/llama_embed) is missing")
+                         (multiple-value-bind (diff big cos)
+                             (rontolisp::hidden-state-error
+                              (model:encode (model:load file) ids :gelu :tanh) (cdr (first ref)))
+                           (format t "~&  s1-micro ~A, 300 tokens vs llama.cpp: max difference ~
+~,3e of the largest, cosine ~,10F~%" ftype (/ diff big) cos)
+                           (is (< (/ diff big) 2d-2) "~A: ~,3e" ftype (/ diff big))))))))))
+
+(defun file-with-types (source types)
+  "An in-memory copy of the GGUF file object SOURCE whose encoder matrices
+are quantized, in turn, to each of the format symbols TYPES."
+  (let ((k -1))
+    (gguf:make-file
+     :metadata (remove "general.alignment" (gguf:metadata source) :key #'first :test #'string=)
+     :tensors (loop for info in (gguf:tensor-infos source)
+                    for name = (gguf:tensor-info-name info)
+                    for data = (gguf:tensor source name)
+                    collect (list name (if (and (= 2 (length (gguf:tensor-info-shape info)))
+                                                (search "blk." name))
+                                           (rontolisp:quantize
+                                            data (nth (mod (incf k) (length types)) types))
+                                           data))))))
+
+(test encoder-on-every-type-same-bits-everywhere
+  "An encoder whose matrices are of every type answers the same bits with
+SIMD off and on and on 1 and 2 threads, and exactly what the file with
+those matrices dequantized answers."
+  (let* ((source (gguf:read (s1-micro-f32-file)))
+         (path (tmp-path "qtypes-every-type.gguf"))
+         (ids (loop for i below 40 collect (mod (* 11 i) 4096))))
+    (gguf:write path (file-with-types source (mapcar #'first *qtypes*)))
+    (gguf:close source)
+    (gguf:with-file (f path)
+      (is (= (length *qtypes*)
+             (length (remove-duplicates
+                      (remove-if-not (lambda (ty) (find ty *qtypes* :key #'second :test #'string=))
+                                     (mapcar #'gguf:tensor-info-type (gguf:tensor-infos f)))
+                      :test #'string=)))))
+    (let ((e (model:load path)))
+      (check-same-bits-on-every-path e ids)
+      (is (equalp (model:encode e ids) (model:encode (model:load (dequantized-file path)) ids))))
+    (delete-file path)))
