@@ -267,3 +267,21 @@ those matrices dequantized answers."
       (check-same-bits-on-every-path e ids)
       (is (equalp (model:encode e ids) (model:encode (model:load (dequantized-file path)) ids))))
     (delete-file path)))
+
+(test bench-model-times-the-file-as-stored
+  "`bench --model' on a file of other types adds a row for the file as it
+is stored, named after its types; its hidden states are those of the F32
+copy (the same dequantized weights)."
+  (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+         (file (tmp-path "qtypes-bench.gguf")))
+    (unwind-protect
+         (progn
+           (gguf:write file (file-with-types source '(rontolisp:q4-0 rontolisp:iq4-nl)))
+           (let* ((rows (rontolisp::run-model-bench :file file :token-counts '(4)
+                                                    :thread-counts '(1) :reps 1
+                                                    :stream (make-broadcast-stream)))
+                  (own (find "Q4_0+IQ4_NL (f32)" rows :key (lambda (r) (getf r :format))
+                                                      :test #'string=)))
+             (is (= 5 (length rows)) "~S" (mapcar (lambda (r) (getf r :format)) rows))
+             (is (and own (zerop (getf own :max-abs-error))) "~S" own)))
+      (ignore-errors (delete-file file)))))
