@@ -285,3 +285,15 @@ copy (the same dequantized weights)."
              (is (= 5 (length rows)) "~S" (mapcar (lambda (r) (getf r :format)) rows))
              (is (and own (zerop (getf own :max-abs-error))) "~S" own)))
       (ignore-errors (delete-file file)))))
+
+(test embed-command-on-a-llama-quantize-file
+  "`rontolisp embed' on llama-quantize's Q4_K_M file prints what
+MODEL:ENCODE answers for it."
+  (let ((file (llama-quantized-file "q4_k_m"))
+        (ids '(2 17 9 3)))
+    (if (null file)
+        (skip-reference "build/tools/llama_quantize or llama.cpp's libraries are missing")
+        (let ((j (first (embed-json (list file "--tokens" "2,17,9,3" "--pooling" "none"
+                                          "--normalize" "none")))))
+          (is (equalp (rontolisp::embedding-rows (model:encode (model:load file) ids))
+                      (map 'vector #'json-floats (gethash "embeddings" j))))))))
