@@ -335,3 +335,43 @@ hundreds of times more)."
                                      (funcall caref m (mod (* k 53) 2048) (mod (* k 7) 2048)))))))
         (is (< reads whole) "2,000 reads ~,3F s, 4 dequantizations ~,3F s" reads whole)))
     (delete-file path)))
+
+(test quantize-equals-llama-quantize-goldens
+  "RONTOLISP:QUANTIZE of each tensor of llama-quantize's F32 input, into
+the type llama-quantize chose for it, gives the golden file's bytes; and the
+golden's matrices read element by element as the C dequantizer reads the
+whole tensor."
+  (let ((checked (make-hash-table :test 'equal))
+        (caref (compiled-aref-2)))
+    (with-tracked-fixture ((golden "quants/quant_main.f32.gguf"))
+      (gguf:with-file (src (golden "quants/quant_main.f32.gguf"))
+        (dolist (ftype *quant-golden-ftypes*)
+          (let ((name (format nil "quants/quant_main.~A.gguf" ftype)))
+            (with-tracked-fixture ((golden name))
+              (gguf:with-file (f (golden name))
+                (dolist (info (gguf:tensor-infos f))
+                  (let* ((tname (gguf:tensor-info-name info))
+                         (m (gguf:tensor f tname)))
+                    (when (and (rontolisp:quantized-matrix-p m)
+                               (rontolisp::other-quantized-format
+                                (rontolisp:quantized-matrix-type m)))
+                      (let* ((type (rontolisp:quantized-matrix-type m))
+                             (ours (rontolisp:quantize (gguf:tensor src tname) type))
+                             (ref (whole-tensor-reference f tname))
+                             (n (array-total-size ref))
+                             (cols (car (last (array-dimensions m)))))
+                        (setf (gethash type checked) t)
+                        (is (equalp (gguf:tensor-octets f tname)
+                                    (rontolisp:quantized-matrix-octets ours))
+                            "~A ~A (~A): quantize differs from llama-quantize" ftype tname type)
+                        ;; a spread of elements, interpreted and compiled
+                        (loop for k from 0 below n by (max 1 (floor n 97))
+                              for i = (floor k cols) and j = (mod k cols)
+                              unless (= (row-major-aref ref k) (row-major-aref m k)
+                                        (if (= 2 (array-rank ref))
+                                            (funcall caref m i j)
+                                            (aref m k)))
+                                do (fail "~A ~A: element ~D differs" ftype tname k)
+                                   (return))))))))))))
+    (is (= 11 (hash-table-count checked)) "types checked: ~S"
+        (loop for k being the hash-keys of checked collect k))))
