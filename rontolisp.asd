@@ -39,6 +39,7 @@ command-line tools built on them."
                (:file "halfarrays")
                (:file "outliers")
                (:file "qmatrix")
+               (:file "qmatrix-types")
                (:file "vec")
                (:file "encoder")
                (:file "json")
