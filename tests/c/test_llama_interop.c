@@ -770,13 +770,15 @@ static void compare_file(const void *arg) {
     rl_gguf_close(f);
 }
 
-/* Every GGUF file under tests/golden/: each one we read, llama.cpp reads
- * alike; each one we refuse (only q8_align64.q8_0.gguf), it refuses. */
+/* Every GGUF file under tests/golden/ (vocab/ and quants/ too): each one we
+ * read, llama.cpp reads alike; each one we refuse (only
+ * q8_align64.q8_0.gguf), it refuses. */
 static void test_golden(void) {
     glob_t gl;
     int r1 = glob("tests/golden/*.gguf", 0, NULL, &gl);
     int r2 = glob("tests/golden/vocab/*.gguf", r1 == 0 ? GLOB_APPEND : 0, NULL, &gl);
-    CHECK_MSG((r1 == 0 || r2 == 0) && gl.gl_pathc >= 15, "golden files not found");
+    int r3 = glob("tests/golden/quants/*.gguf", r1 == 0 || r2 == 0 ? GLOB_APPEND : 0, NULL, &gl);
+    CHECK_MSG(r1 == 0 && r2 == 0 && r3 == 0 && gl.gl_pathc >= 47, "golden files not found");
     if (r1 != 0 && r2 != 0)
         return;
     int ours_read = 0, align64_refused = 0;

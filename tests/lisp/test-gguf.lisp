@@ -9,12 +9,13 @@
 (in-suite gguf)
 
 (defparameter *golden-gguf*
-  '("q8_main.f32.gguf" "q8_main.q8_0.gguf" "q8_f16src.f16.gguf" "q8_f16src.q8_0.gguf"
+  `("q8_main.f32.gguf" "q8_main.q8_0.gguf" "q8_f16src.f16.gguf" "q8_f16src.q8_0.gguf"
     "q8_bf16src.bf16.gguf" "q8_bf16src.q8_0.gguf" "q8_overflow.f32.gguf" "q8_nan.f32.gguf"
     "q8_align64.f32.gguf"
     "vocab/ggml-vocab-bert-bge.gguf" "vocab/ggml-vocab-llama-spm.gguf"
     "vocab/ggml-vocab-deepseek-coder.gguf" "vocab/ggml-vocab-starcoder.gguf"
-    "vocab/ggml-vocab-gpt-2.gguf" "vocab/ggml-vocab-falcon.gguf")
+    "vocab/ggml-vocab-gpt-2.gguf" "vocab/ggml-vocab-falcon.gguf"
+    ,@(quant-golden-files))
   "Every golden GGUF file our reader must read (q8_align64.q8_0.gguf, whose
 layout is broken, is tested separately).")
 
