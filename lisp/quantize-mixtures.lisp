@@ -3,7 +3,7 @@
 ;;;; the ftype table, and llama.cpp's per-tensor rules (src/llama-quant.cpp's
 ;;;; llama_tensor_get_type and tensor_type_fallback) ported for every ftype
 ;;;; that needs no importance matrix.  The rules in words are in
-;;;; doc/converter.md ("Mixtures").
+;;;; doc/command-line.md §3.
 
 (in-package "RONTOLISP")
 

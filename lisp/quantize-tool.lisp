@@ -1,9 +1,12 @@
-;;;; quantize-tool.lisp - `rontolisp quantize IN.gguf OUT.gguf q8_0': a GGUF
-;;;; file quantized as llama-quantize does it for ftype Q8_0.
+;;;; quantize-tool.lisp - `rontolisp quantize IN.gguf OUT.gguf TYPE': a GGUF
+;;;; file quantized as llama-quantize does it for the file type TYPE (every
+;;;; one it makes without an importance matrix; the per-tensor rules are in
+;;;; quantize-mixtures.lisp, in words in doc/command-line.md section 3).
 ;;;;
 ;;;; The output's tensors have the types and the exact bytes llama-quantize
-;;;; writes (tests/golden/README.md rules 1-8): the same choice of tensors,
-;;;; the F16 fall back for rows that do not split into 32-value blocks, the
+;;;; writes (tests/golden/README.md rules 1-8, tests/golden/quants/): the
+;;;; same choice of tensors and types, the fall backs for rows that do not
+;;;; split into a type's blocks, the
 ;;;; same tensor order (layer, then name) and n_dims (trailing 1s dropped),
 ;;;; and general.quantization_version / general.file_type as the last two
 ;;;; keys.  One deliberate difference: the input's general.alignment is
@@ -19,8 +22,7 @@
 ;;;; (the plan), the header goes out, then each tensor is read, converted on
 ;;;; the thread pool and written a few MiB at a time, the input's pages
 ;;;; released as they are used (gguf:stream-put-tensor), so memory holds one
-;;;; piece, not the model.  The options are llama-quantize's everyday ones
-;;;; for the types rontolisp writes (F32, F16, BF16, Q8_0).
+;;;; piece, not the model.  The options are llama-quantize's everyday ones.
 
 (in-package "RONTOLISP")
 
@@ -516,8 +518,8 @@ for the file type TYPE (a keyword or string naming one of
 of its ftype number): tensors of at least two dimensions whose name ends
 in `weight' (norms, token types, position embeddings and a few small
 weights excepted) are quantized, each to the type llama-quantize's
-per-tensor rules give it for that file type (doc/converter.md,
-\"Mixtures\"), falling back to a smaller block, or F16, when their rows do
+per-tensor rules give it for that file type (doc/command-line.md
+section 3), falling back to a smaller block, or F16, when their rows do
 not split into the type's blocks; every other tensor is copied in its
 type; tensors are ordered by layer, then name;
 general.quantization_version = 2 and general.file_type end the metadata.
@@ -662,7 +664,7 @@ on the thread pool and written one piece at a time: memory holds a few
 MiB, not the model.  On a terminal each tensor is reported as it is done;
 the last line sums up sizes, bits per weight and time.  With
 --calibration, the matrices the calibration file names get outlier-aware
-scales (Q8_0 only).  The rules in full: doc/converter.md."
+scales (Q8_0 only).  The rules in full: doc/command-line.md, section 3."
      :options ((calibration "--calibration CAL"
                             :help "a calibration file: max |x| per input channel of each
 matrix, one F32 vector named after its tensor")
