@@ -129,7 +129,8 @@ run."
 (test quantize-mixtures-options-against-llama-quantize
   "Live, against llama-quantize over the fetched libllama: --leave-output-tensor
 with --override-kv of every type (block_count among them, which the
-ffn_down rule reads) on 1 thread; --allow-requantize from a Q8_0 input to
+ffn_down rule reads) on 1 thread; --pure; --output-tensor-type and
+--token-embedding-type; --allow-requantize from a Q8_0 input to
 Q5_K_M and from Q4_K_M to Q6_K on 2; the whole files equal."
   (let* ((in (golden "quants/quant_main.f32.gguf"))
          (q8 (tmp-path "in-q8.gguf"))
@@ -146,6 +147,14 @@ Q5_K_M and from Q4_K_M to Q6_K on 2; the whole files equal."
                  (when theirs
                    (is (equalp theirs ours) "--leave-output-tensor --override-kv: ~A"
                        (first-difference theirs ours)))))
+             (loop for (options tail) in '((("--pure") ("q3_k_s" "1"))
+                                           (("--output-tensor-type" "q5_k" "--token-embedding-type"
+                                             "q4_0")
+                                            ("q4_k_m" "2")))
+                   do (multiple-value-bind (ours theirs) (quantize-both in options tail)
+                        (when theirs
+                          (is (equalp theirs ours) "~S ~S: ~A" options tail
+                              (first-difference theirs ours)))))
              (rontolisp:quantize-file in q8 :type "q8_0")
              (rontolisp:quantize-file in q4 :type "q4_k_m")
              (loop for (src ftype) in (list (list q8 "q5_k_m") (list q4 "q6_k"))
