@@ -669,25 +669,28 @@ scales (Q8_0 only).  The rules in full: doc/command-line.md, section 3."
                             :help "a calibration file: max |x| per input channel of each
 matrix, one F32 vector named after its tensor")
                (allow-requantize "--allow-requantize"
-                                 :help "quantize tensors that are already quantized
-(dequantized first, as llama-quantize does); refused without it")
+                                 :help "quantize tensors that are already
+quantized (dequantized first, as llama-quantize
+does); refused without it")
                (leave-output-tensor "--leave-output-tensor"
                                     :help "leave output.weight in its type")
                (output-tensor-type "--output-tensor-type T"
-                                   :help "the type of output.weight (f32, f16, bf16, q8_0,
-q4_0 ... q6_k, iq4_nl, iq4_xs)")
+                                   :help "the type of output.weight (f32, f16,
+bf16, q8_0, q4_0 ... q6_k, iq4_nl, iq4_xs)")
                (token-embedding-type "--token-embedding-type T"
                                      :help "the type of the token embeddings")
                (tensor-types "--tensor-type PATTERN=T" :repeat t
                              :help "tensors whose name contains a match of the
-regular expression PATTERN (lower-cased) become T when TYPE is quantized;
-the first matching rule wins; may be repeated")
+regular expression PATTERN (lower-cased) become
+T when TYPE is quantized; the first matching
+rule wins; may be repeated")
                (override-kv "--override-kv KEY=TYPE:VALUE" :repeat t
-                            :help "set the metadata KEY in the output (TYPE int,
-float, bool or str, as llama-quantize: int is written as u32, float as
-f32); the rules read the new value; may be repeated")
-               (pure "--pure" :help "no per-tensor mixture: every quantized tensor
-gets TYPE's main type (fall backs aside)")
+                            :help "set the metadata KEY in the output (TYPE
+int, float, bool or str, as llama-quantize: int
+is written as u32, float as f32); the rules
+read the new value; may be repeated")
+               (pure "--pure" :help "no per-tensor mixture: every quantized
+tensor gets TYPE's main type (fall backs aside)")
                (keep-split "--keep-split" :help "with the first shard of a llama-gguf-split set
 as IN: one output shard per input shard, OUT minus .gguf then
 -0000I-of-0000N.gguf (without it the shards make one file)")
