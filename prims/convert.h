@@ -13,8 +13,8 @@
  * takes whole blocks, and every block is quantized on its own.
  *
  * Checks, in this priority: a NaN or infinity among the source values
- * (RL_Q8_NONFINITE, *where = the flat index of the first); then a value
- * that overflows its destination (RL_Q8_OVERFLOW: *where = the flat index
+ * (RL_NONFINITE, *where = the flat index of the first); then a value
+ * that overflows its destination (RL_OVERFLOW: *where = the flat index
  * of the first overflowing value for F16 and BF16, of the first block whose
  * scale overflows binary16, or whose values exceed the type's limit
  * (prims/quants.h), for a quantized type).  With POPULATE and RELEASE the
@@ -50,7 +50,7 @@ typedef struct rl_convert {
     int fd;
     uint64_t fd_offset;
     int *io_error;           /* with FD: set to the errno of a failed read (EIO
-                              * for a short one), the run answering RL_Q8_BADARG */
+                              * for a short one), the run answering RL_BADARG */
 } rl_convert;
 
 /* madvise ADVICE on the pages of [P, P + N): for MADV_DONTNEED only the
@@ -66,9 +66,9 @@ size_t rl_convert_bytes(uint32_t type, size_t n);
  * types, 1 for F32, F16 and BF16. */
 size_t rl_convert_block(uint32_t type);
 
-/* Run the conversion on NTH threads.  RL_Q8_BADARG for unsupported types or
- * NULL data, RL_Q8_BADLEN for a length that is not whole rows or blocks; else
- * RL_Q8_OK or a failed check (above).  WHERE may be NULL. */
-rl_q8_status rl_convert_run(const rl_convert *c, int nth, size_t *where);
+/* Run the conversion on NTH threads.  RL_BADARG for unsupported types or
+ * NULL data, RL_BADLEN for a length that is not whole rows or blocks; else
+ * RL_OK or a failed check (above).  WHERE may be NULL. */
+rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
+#include "prims/kernel.h"
 
 /* Below this every value of a sub-block counts as zero. */
 #define RL_K_GROUP_EPS 1e-15f
@@ -258,12 +259,13 @@ static inline void rl_k4_pack_scales(uint8_t *s, const float *scales, const floa
  * over i one value after another), so the bits are the same; branches
  * become per-lane selections.  Used when the SIMD path is AVX2 or better
  * (rl_path_best), the scalar fits otherwise; tests/c/test_quants.c checks
- * both against ggml. */
+ * both against ggml.  The AVX2 path's target enables FMA too, but this file
+ * is compiled with -ffp-contract=off: no multiply and add is fused. */
 
 typedef float rl_v8f __attribute__((vector_size(32)));
 typedef int32_t rl_v8i __attribute__((vector_size(32)));
 
-#define RL_LANES_TARGET __attribute__((target("avx2")))
+#define RL_LANES_TARGET __attribute__((target(RL_TARGET_AVX2)))
 
 RL_LANES_TARGET static inline rl_v8f rl_v8_sel(rl_v8i m, rl_v8f a, rl_v8f b) {
     return (rl_v8f)(((rl_v8i)a & m) | ((rl_v8i)b & ~m));

@@ -192,7 +192,7 @@ static cl_object rl_q8_quantize_prim(const char *fn, cl_object src, cl_object ki
     const uint8_t *m = mask == ECL_NIL ? NULL : rl_octets(fn, 3, mask, &cols);
     const cl_env_ptr env = ecl_process_env();
     size_t where = 0;
-    rl_q8_status st;
+    rl_status st;
     cl_object out;
 
     if (!x)
@@ -207,16 +207,14 @@ static cl_object rl_q8_quantize_prim(const char *fn, cl_object src, cl_object ki
     out = ecl_alloc_simple_vector(rl_q8_bytes(n), ecl_aet_b8);
     {
         rl_block_q8_0 *y = (rl_block_q8_0 *)out->vector.self.b8;
-        RL_FP_HOLD();
-        if (m)
-            st = rl_q8_quantize_outliers_ref(srcs[k], x, n / cols, cols, m, y, &where);
-        else
-            st = rl_q8_quantize_path(srcs[k], x, n, y, &where, rl_path_best());
-        RL_FP_RELEASE();
+        RL_RUN_KERNEL(env, st = m ? rl_q8_quantize_outliers_ref(srcs[k], x, n / cols, cols, m, y,
+                                                                &where)
+                                  : rl_q8_quantize_path(srcs[k], x, n, y, &where,
+                                                        rl_path_best()));
     }
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_unsigned_integer(where));
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_unsigned_integer(where));
 }
 
 /* (%q8-quantize src kind) -> octets | (values nil status where), SRC's
@@ -244,14 +242,10 @@ static cl_object rl_prim_q8_dequantize_into(cl_object m, cl_object dest) {
     rl_qm_check("%Q8-DEQUANTIZE-INTO", m, &v);
     if (!y || n != v.rows * v.cols)
         rl_type_error("%Q8-DEQUANTIZE-INTO", 2, dest, RL_T_ARRAY);
+    const cl_env_ptr env = ecl_process_env();
     rl_qm_pin(m, &v);
-    {
-        RL_FP_HOLD();
-        rl_q8_dequantize(v.blocks, n / RL_QK8_0, y);
-        RL_FP_RELEASE();
-    }
-    rl_qm_unpin(&v);
-    ecl_return1(ecl_process_env(), dest);
+    RL_RUN_KERNEL(env, rl_q8_dequantize(v.blocks, n / RL_QK8_0, y); rl_qm_unpin(&v));
+    ecl_return1(env, dest);
 }
 
 /* (%q8-row-into m i dest): row I dequantized into DEST (single-float
@@ -264,14 +258,11 @@ static cl_object rl_prim_q8_row_into(cl_object m, cl_object i, cl_object dest) {
     r = rl_qm_index("LINALG:ROW", m, 0, i, v.rows);
     if (!y || n != v.cols)
         rl_type_error("%Q8-ROW-INTO", 3, dest, RL_T_ARRAY);
+    const cl_env_ptr env = ecl_process_env();
     rl_qm_pin(m, &v);
-    {
-        RL_FP_HOLD();
-        rl_q8_dequantize(v.blocks + r * (v.cols / RL_QK8_0), v.cols / RL_QK8_0, y);
-        RL_FP_RELEASE();
-    }
-    rl_qm_unpin(&v);
-    ecl_return1(ecl_process_env(), dest);
+    RL_RUN_KERNEL(env, rl_q8_dequantize(v.blocks + r * (v.cols / RL_QK8_0), v.cols / RL_QK8_0, y);
+                  rl_qm_unpin(&v));
+    ecl_return1(env, dest);
 }
 
 /* (%q8-copy-bytes m start count octets): COUNT bytes of the matrix's Q8_0

@@ -40,7 +40,7 @@ static float gauss(void) {
 
 static float x[N];
 
-static rl_q8_status run(uint32_t src, const void *xs, uint32_t dst, void *y, int nth,
+static rl_status run(uint32_t src, const void *xs, uint32_t dst, void *y, int nth,
                         size_t *where) {
     rl_convert c = {0};
     c.src = src;
@@ -61,7 +61,7 @@ static void test_to_types(void) {
         for (int nth = 1; nth <= 5; nth += (nth == 2 ? 3 : 1)) {
             memset(got, 0xa5, bytes);
             size_t w = 0;
-            CHECK_MSG(run(RL_GGUF_GGML_F32, x, types[t], got, nth, &w) == RL_Q8_OK,
+            CHECK_MSG(run(RL_GGUF_GGML_F32, x, types[t], got, nth, &w) == RL_OK,
                       "%s, %d threads", rl_quant_traits_of(types[t])->name, nth);
             CHECK_MSG(memcmp(ref, got, bytes) == 0, "%s, %d threads: bytes differ",
                       rl_quant_traits_of(types[t])->name, nth);
@@ -84,14 +84,14 @@ static void test_from_types(void) {
         size_t sb = rl_convert_bytes(s, N), db = rl_convert_bytes(d, N);
         unsigned char *src = malloc(sb), *ref = malloc(db), *got = malloc(db);
         if (s == RL_GGUF_GGML_Q8_0) {
-            CHECK(rl_q8_quantize_f32(x, N, (rl_block_q8_0 *)src, NULL) == RL_Q8_OK);
+            CHECK(rl_q8_quantize_f32(x, N, (rl_block_q8_0 *)src, NULL) == RL_OK);
             rl_q8_dequantize((const rl_block_q8_0 *)src, N / 32, deq);
         } else {
             CHECK(rl_quantize(s, x, N, src, NULL) == RL_QUANT_OK);
             CHECK(rl_dequantize(s, src, N, deq) == RL_QUANT_OK);
         }
         if (d == RL_GGUF_GGML_Q8_0)
-            CHECK(rl_q8_quantize_f32(deq, N, (rl_block_q8_0 *)ref, NULL) == RL_Q8_OK);
+            CHECK(rl_q8_quantize_f32(deq, N, (rl_block_q8_0 *)ref, NULL) == RL_OK);
         else if (d == RL_GGUF_GGML_F16)
             rl_gguf_row_from_f32(d, deq, ref, N);
         else
@@ -99,11 +99,11 @@ static void test_from_types(void) {
         for (int nth = 1; nth <= 3; nth += 2) {
             size_t w = 0;
             memset(got, 0x5a, db);
-            CHECK_MSG(run(s, src, d, got, nth, &w) == RL_Q8_OK, "pair %zu, %d threads", p, nth);
+            CHECK_MSG(run(s, src, d, got, nth, &w) == RL_OK, "pair %zu, %d threads", p, nth);
             CHECK_MSG(memcmp(ref, got, db) == 0, "pair %zu, %d threads: bytes differ", p, nth);
         }
         /* the same type: only checked, nothing written */
-        CHECK(run(s, src, s, NULL, 2, NULL) == RL_Q8_OK);
+        CHECK(run(s, src, s, NULL, 2, NULL) == RL_OK);
         free(src);
         free(ref);
         free(got);
@@ -120,14 +120,14 @@ static void test_failures(void) {
     y[N - 5] = NAN;             /* the last thread's NaN */
     for (int nth = 1; nth <= 3; nth++) {
         w = 0;
-        CHECK(run(RL_GGUF_GGML_F32, y, RL_GGUF_GGML_Q4_K, out, nth, &w) == RL_Q8_NONFINITE);
+        CHECK(run(RL_GGUF_GGML_F32, y, RL_GGUF_GGML_Q4_K, out, nth, &w) == RL_NONFINITE);
         CHECK_EQ_U(w, N - 5);
     }
     y[N - 5] = 0;
     y[N - 700] = 3e38f;         /* a later overflow in another thread's slice */
     for (int nth = 1; nth <= 3; nth++) {
         w = 0;
-        CHECK(run(RL_GGUF_GGML_F32, y, RL_GGUF_GGML_Q4_K, out, nth, &w) == RL_Q8_OVERFLOW);
+        CHECK(run(RL_GGUF_GGML_F32, y, RL_GGUF_GGML_Q4_K, out, nth, &w) == RL_OVERFLOW);
         CHECK_EQ_U(w, 300 / 256);
     }
     /* rows that are not whole blocks of the destination */
@@ -138,10 +138,10 @@ static void test_failures(void) {
     c.y = out;
     c.n = 384 * 2;
     c.row_len = 384;
-    CHECK(rl_convert_run(&c, 2, NULL) == RL_Q8_BADLEN);
+    CHECK(rl_convert_run(&c, 2, NULL) == RL_BADLEN);
     c.dst = 9999;
     c.row_len = ROW;
-    CHECK(rl_convert_run(&c, 2, NULL) == RL_Q8_BADARG);
+    CHECK(rl_convert_run(&c, 2, NULL) == RL_BADARG);
     free(out);
 }
 

@@ -464,12 +464,12 @@ static void test_q8_quantize(void) {
             inf_id += d != 0 && isinf(1.0f / d);
             ties += k == K_TIE;
         }
-        bad_status += rl_q8_quantize_f32_ref(x, n, ours, NULL) != RL_Q8_OK;
+        bad_status += rl_q8_quantize_f32_ref(x, n, ours, NULL) != RL_OK;
         ll.quantize_row_q8_0_ref(x, ref, (int64_t)n);
         d_ref += diff_blocks("rl_q8_quantize_f32_ref vs quantize_row_q8_0_ref", x, ours, ref,
                              nb, &shown);
         if (avx2) {
-            bad_status += rl_q8_quantize_f32_avx2(x, n, ours2, NULL) != RL_Q8_OK;
+            bad_status += rl_q8_quantize_f32_avx2(x, n, ours2, NULL) != RL_OK;
             d_avx2 += diff_blocks("rl_q8_quantize_f32_avx2 vs quantize_row_q8_0_ref", x, ours2,
                                   ref, nb, &shown);
         }

@@ -535,7 +535,7 @@ static int our_bytes(uint32_t type, const float *x, size_t n, void *y, size_t *b
     }
     if (type == RL_GGUF_GGML_Q8_0) {
         *bytes = rl_q8_bytes(n);
-        return rl_q8_quantize_path(RL_SRC_F32, x, n, y, &where, path) == RL_Q8_OK;
+        return rl_q8_quantize_path(RL_SRC_F32, x, n, y, &where, path) == RL_OK;
     }
     *bytes = rl_quant_bytes(type, n);
     return *bytes && rl_quantize(type, x, n, y, &where) == RL_QUANT_OK;
