@@ -257,9 +257,9 @@ static inline void rl_k4_pack_scales(uint8_t *s, const float *scales, const floa
  * of an AVX2 vector holding one sub-block: every lane does exactly the
  * scalar code's operations in the scalar code's order (the sums still run
  * over i one value after another), so the bits are the same; branches
- * become per-lane selections.  Used when the SIMD path is AVX2 or better
- * (rl_path_best), the scalar fits otherwise; tests/c/test_quants.c checks
- * both against ggml.  The AVX2 path's target enables FMA too, but this file
+ * become per-lane selections.  rl_k_fits_table picks them by path (the
+ * AVX2 and AVX-512 paths run them, the reference path the scalar fits);
+ * tests/c/test_quants.c checks both against ggml.  The AVX2 path's target enables FMA too, but this file
  * is compiled with -ffp-contract=off: no multiply and add is fused. */
 
 typedef float rl_v8f __attribute__((vector_size(32)));
@@ -443,28 +443,52 @@ RL_LANES_TARGET static void rl_q6_fits_x8(const float *x, int8_t *L, float *scal
     }
 }
 
+/* The scalar fits with the signatures of the lanes' ones. */
+static void rl_k45_fits_ref(const float *x, uint8_t *L, float *mins, float *scales, int nmax,
+                            float rmin, int nstep) {
+    float w[32];
+    for (int j = 0; j < RL_QK_K / 32; j++) {
+        const float *xj = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xj[l] * xj[l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++)
+            w[l] = av_x + fabsf(xj[l]);
+        scales[j] = rl_fit_scale_min(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep,
+                                     false);
+    }
+}
+
+static void rl_q6_fits_ref(const float *x, int8_t *L, float *scales) {
+    for (int ib = 0; ib < RL_QK_K / 16; ib++)
+        scales[ib] = rl_fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+}
+
+/* The K-quant scale fits by path (doc/kernels.md §4): the fits of a Q4_K
+ * or Q5_K super-block's 8 sub-blocks, and of a Q6_K super-block's 16. */
+typedef struct rl_k_fits {
+    void (*k45)(const float *x, uint8_t *L, float *mins, float *scales, int nmax, float rmin,
+                int nstep);
+    void (*q6)(const float *x, int8_t *L, float *scales);
+} rl_k_fits;
+
+static const rl_k_fits rl_k_fits_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_k45_fits_ref, rl_q6_fits_ref},
+    [RL_PATH_AVX2] = {rl_k45_fits_x8, rl_q6_fits_x8},
+    [RL_PATH_AVX512] = {rl_k45_fits_x8, rl_q6_fits_x8},
+    [RL_PATH_AVX512VNNI] = {rl_k45_fits_x8, rl_q6_fits_x8},
+};
+
 /* Q4_K/Q5_K: 8 sub-blocks of 32, weights av + |x| with av the RMS, the
  * fit, the 6-bit scales and mins, then the levels again against the stored
  * scales.  L: 256 levels 0..nmax. */
 static void rl_k45_block(const float *x, uint16_t *d, uint16_t *dmin, uint8_t *s, uint8_t *L,
                          int nmax, float rmin, int nstep) {
-    float mins[RL_QK_K / 32], scales[RL_QK_K / 32], w[32];
+    float mins[RL_QK_K / 32], scales[RL_QK_K / 32];
     float max_scale = 0, max_min = 0;
-    int lanes = rl_path_best() >= RL_PATH_AVX2;
-    if (lanes)
-        rl_k45_fits_x8(x, L, mins, scales, nmax, rmin, nstep);
+    rl_k_fits_table[rl_path_best()].k45(x, L, mins, scales, nmax, rmin, nstep);
     for (int j = 0; j < RL_QK_K / 32; j++) {
-        const float *xj = x + 32 * j;
-        if (!lanes) {
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; l++)
-                sum_x2 += xj[l] * xj[l];
-            float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++)
-                w[l] = av_x + fabsf(xj[l]);
-            scales[j] = rl_fit_scale_min(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f,
-                                         nstep, false);
-        }
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)
@@ -649,12 +673,8 @@ void rl_quantize_q6_K_ref(const float *x, void *vy, size_t nb) {
         int8_t L[RL_QK_K];
         float scales[RL_QK_K / 16];
         float max_scale = 0, max_abs_scale = 0;
-        int lanes = rl_path_best() >= RL_PATH_AVX2;
-        if (lanes)
-            rl_q6_fits_x8(x, L, scales);
+        rl_k_fits_table[rl_path_best()].q6(x, L, scales);
         for (int ib = 0; ib < RL_QK_K / 16; ib++) {
-            if (!lanes)
-                scales[ib] = rl_fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
             float abs_scale = fabsf(scales[ib]);
             if (abs_scale > max_abs_scale) {
                 max_abs_scale = abs_scale;
