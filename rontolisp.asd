@@ -52,6 +52,7 @@ command-line tools built on them."
                (:file "split")
                (:file "edit")
                (:file "calibration")
+               (:file "quantize-mixtures")
                (:file "quantize-tool")
                (:file "safetensors")
                (:file "convert-names")

@@ -511,7 +511,9 @@ need the :stream function that gives their bytes"))
                                         mask (release t))
   "Inside GGUF:WRITE's :STREAM function: append the tensor NAME of the
 open GGUF file F to the writer W's stream, converted to the ggml TYPE id
-(F32, F16, BF16 or Q8_0; the tensor's own type copies it, checked) in
+(F32, F16, BF16, Q8_0 or a legacy, K-quant or IQ4 type; a tensor of one
+of the quantized types is dequantized first; the tensor's own type copies
+it, checked) in
 pieces of a few MiB, on the thread pool, the values read from F's file
 (for a set of shards, the tensor's own shard's)
 (pread: much faster than the first touches of its mapping) while it is
@@ -519,8 +521,8 @@ the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
 vector of one flag per column, gives Q8_0 its outlier-aware scales.
 RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
 where) when a value is NaN or infinite (:non-finite, WHERE its element
-index) or overflows TYPE (:scale-overflow, WHERE the element, or the Q8_0
-block); a failure of the output signals GGUF-ERROR."
+index) or overflows TYPE (:scale-overflow, WHERE the element, or the
+quantized type's block); a failure of the output signals GGUF-ERROR."
   (let* ((info (tensor-info f name))
          (dims (tensor-info-dims info))
          (source (or (ti-file info) f)))  ; the tensor's own shard of a set
