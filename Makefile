@@ -149,7 +149,8 @@ demo: deps
 # on what BENCH_ARGS names (make bench BENCH_ARGS="model.gguf --iters 50");
 # the table in build/bench.txt, the numbers in build/bench.json and the plot
 # build/bench.png (gnuplot, installed only here when missing).  Then
-# `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file
+# `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file, to Q8_0,
+# Q4_K_M and Q6_K
 # (tools/bench_quantize.c; build/bench-quantize.txt), when the llama.cpp
 # library could be fetched.
 BENCH_ARGS ?=

@@ -4,9 +4,11 @@
 ;;;;
 ;;;; The arithmetic is C (prims/matmul.c, prims/nn.c, reached through the
 ;;;; primitives of prims/ecl/model.c), fixed so that every path and thread
-;;;; count answers the same bits.  This file checks every argument, so a
-;;;; misuse signals one of our conditions saying what was expected and what
-;;;; was found, and turns the kernels' statuses into conditions.  Sequences
+;;;; count answers the same bits.  This file checks the arguments' types and
+;;;; what only Lisp knows (keywords, reals); the primitives check the
+;;;; dimensions and that OUT is none of the inputs, each once, with the
+;;;; conditions and messages saying what was expected and what was found.
+;;;; This file turns the kernels' statuses into conditions.  Sequences
 ;;;; are (simple-array single-float (* *)) with one row per token.
 
 (in-package "RONTOLISP")
@@ -26,26 +28,13 @@ found a single-float array of dimensions ~S" what (array-dimensions x)))
        (element-type-error fn x "expected ~A to be a (simple-array single-float (* *)), ~
 found ~A" what (describe-object-type x)))))
 
-(defun check-dims (fn what x rows cols)
-  "Signal SHAPE-ERROR unless the matrix X (WHAT of FN) is ROWS x COLS."
-  ;; No list of dimensions consed unless signalling: the encoder checks
-  ;; every product's operands this way.
-  (unless (and (= (array-rank x) 2) (= (array-dimension x 0) rows)
-               (= (array-dimension x 1) cols))
-    (shape-error fn (list rows cols) (array-dimensions x)
-                 "expected ~A of dimensions ~S, found ~S" what (list rows cols)
-                 (array-dimensions x))))
-
-(defun check-out-matrix (fn out rows cols &optional in1 in2 in3)
-  "OUT checked as the result of FN (ROWS x COLS single-float, none of the
-inputs IN1, IN2, IN3), or a fresh matrix when OUT is NIL."
+(defun check-out-matrix (fn out rows cols)
+  "OUT checked as the result of FN (a single-float matrix: the primitive
+checks that it is ROWS x COLS and none of the inputs), or a fresh ROWS x
+COLS matrix when OUT is NIL."
   (if (null out)
       (make-array (list rows cols) :element-type 'single-float)
       (progn (check-f32-matrix fn "out" out)
-             (check-dims fn "out" out rows cols)
-             (when (and (or (eq out in1) (eq out in2) (eq out in3)) (plusp (* rows cols)))
-               (rontolisp-error fn "expected out to be an array other than its inputs, ~
-found one of them"))
              out)))
 
 (defun check-positive-integer (fn what x)
@@ -106,14 +95,12 @@ block ~D of row ~D (columns ~D to ~D) overflows binary16: expected a block absma
 (defun checked-matmul (fn m xs out activations)
   (check-activations fn activations)
   (multiple-value-bind (rows cols w bf16-p) (matmul-weight fn m)
-    (multiple-value-bind (n xcols) (check-f32-matrix fn "xs" xs)
-      (unless (= xcols cols)
-        (shape-error fn (list n cols) (array-dimensions xs) "expected xs with ~D columns (the ~
-matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
-      (let ((out (check-out-matrix fn out n rows xs m)))
-        (multiple-value-bind (result status message row where)
-            (%matmul w xs out bf16-p (eq activations :q8x2))
-          (or result (matmul-failure fn xs status message row where)))))))
+    (declare (ignore cols))             ; %matmul checks xs against them
+    (let* ((n (check-f32-matrix fn "xs" xs))
+           (out (check-out-matrix fn out n rows)))
+      (multiple-value-bind (result status message row where)
+          (%matmul w xs out bf16-p (eq activations :q8x2))
+        (or result (matmul-failure fn xs status message row where))))))
 
 (defun vec:matmul-into (m xs out &key (activations :q8))
   "Store the product of the weight matrix M (rows x cols) with each row of
@@ -211,13 +198,11 @@ values, all in a fixed order (doc/encoder.md)."
   (let ((fn "vec:attention"))
     (multiple-value-bind (n d) (check-f32-matrix fn "q" q)
       (check-f32-matrix fn "k" k)
-      (check-dims fn "k" k n d)
       (check-f32-matrix fn "v" v)
-      (check-dims fn "v" v n d)
       (check-heads fn q n-heads head-dim)
       (when window
         (check-positive-integer fn "window" window))
-      (let ((out (check-out-matrix fn out n d q k v)))
+      (let ((out (check-out-matrix fn out n d)))
         (multiple-value-bind (result status message)
             (%attention q k v n-heads head-dim (or window 0) out)
           (or result (kernel-failure fn status message)))))))
@@ -235,6 +220,6 @@ llama.cpp's constants."
       (unless (and (evenp d) (plusp d))
         (shape-error fn "an even number of columns" (array-dimensions xs) "expected xs with ~
 an even, non-zero number of columns (the GELU half, then the gate), found ~D" d))
-      (let ((out (check-out-matrix fn out n (floor d 2) xs)))
+      (let ((out (check-out-matrix fn out n (floor d 2))))
         (multiple-value-bind (result status message) (%geglu xs (eq gelu :tanh) out)
           (or result (kernel-failure fn status message)))))))

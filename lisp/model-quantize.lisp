@@ -44,7 +44,7 @@ MODEL-ERROR for a matrix that is already quantized."
         ((typep data '(simple-array single-float (* *))) data)
         (t (model::model-error path "tensor ~S: expected F32, F16 or BF16 weights to quantize ~
 at load, found ~A (load the file without :quantize, or quantize its F32/F16 original)"
-                               name (if (quantized-matrix-p data) "Q8_0" (describe-object-type data))))))
+                               name (if (quantized-matrix-p data) (quantized-matrix-type data) (describe-object-type data))))))
 
 (defun split-columns (m columns)
   "(values inliers outliers) of the rows x cols single-float matrix M and the
@@ -86,23 +86,19 @@ OUT NIL makes a fresh result): the int8 product of XS without the outlier
 columns with ACTIVATIONS, plus the f32 product of the outlier columns,
 added in single-float."
   (check-activations fn activations)
-  (let ((q (outlier-matrix-quantized m)))
-    (multiple-value-bind (rows cols) (matvec-matrix-shape fn q)
-      (multiple-value-bind (n xcols) (check-f32-matrix fn "xs" xs)
-        (unless (= xcols cols)
-          (shape-error fn (list n cols) (array-dimensions xs) "expected xs with ~D columns ~
-(the matrix's columns, matrix ~D x ~D), found ~D" cols rows cols xcols))
-        (let ((out (check-out-matrix fn out n rows xs))
-              (columns (outlier-matrix-columns m)))
-          ;; One C call (prims/matmul_outlier.c): the steps SPLIT-COLUMNS,
-          ;; the two products and their sum, without arrays of their own.
-          (multiple-value-bind (result status message row where)
-              (%outlier-matmul q columns (outlier-matrix-weights m) xs out
-                               (eq activations :q8x2))
-            (or result
-                ;; a block's scale is that of xs without the outlier columns
-                (matmul-failure fn (if (eq status :scale-overflow) (split-columns xs columns) xs)
-                                status message row where))))))))
+  ;; %outlier-matmul checks the dimensions and that out is not xs
+  (let* ((q (outlier-matrix-quantized m))
+         (n (check-f32-matrix fn "xs" xs))
+         (out (check-out-matrix fn out n (nth-value 0 (matvec-matrix-shape fn q))))
+         (columns (outlier-matrix-columns m)))
+    ;; One C call (prims/matmul_outlier.c): the steps SPLIT-COLUMNS,
+    ;; the two products and their sum, without arrays of their own.
+    (multiple-value-bind (result status message row where)
+        (%outlier-matmul q columns (outlier-matrix-weights m) xs out (eq activations :q8x2))
+      (or result
+          ;; a block's scale is that of xs without the outlier columns
+          (matmul-failure fn (if (eq status :scale-overflow) (split-columns xs columns) xs)
+                          status message row where)))))
 
 ;;; The encoder.
 

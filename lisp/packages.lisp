@@ -33,7 +33,8 @@ the command line, and the root of every error the project signals.")
    "HALF-ARRAY-DIMENSIONS" "HALF-ARRAY-TO-SINGLE"
    ;; the quantized matrix
    "QUANTIZE" "DEQUANTIZE" "QUANTIZED-MATRIX" "QUANTIZED-MATRIX-P" "Q8-0"
-   "QUANTIZED-MATRIX-OCTETS"
+   "QUANTIZED-MATRIX-OCTETS" "QUANTIZED-MATRIX-TYPE"
+   "Q4-0" "Q4-1" "Q5-0" "Q5-1" "Q2-K" "Q3-K" "Q4-K" "Q5-K" "Q6-K" "IQ4-NL" "IQ4-XS"
    ;; outlier-aware Q8_0 (outliers.lisp)
    "OUTLIER-COLUMNS"
    ;; conversion tools (quantize-tool.lisp, safetensors.lisp, convert.lisp)

@@ -126,8 +126,6 @@ found ~A" (array-element-type x) (describe-object-type out)))
     (unless (= (length out) rows)
       (shape-error fn (list rows) (list (length out)) "expected out of length ~D (the ~
 matrix's rows, matrix ~S), found length ~D" rows (array-dimensions m) (length out)))
-    (when (and (eq out x) (plusp rows))
-      (rontolisp-error fn "expected out to be a vector other than x, found x itself"))
     (multiple-value-bind (result status message where)
         (if (and (eq activations :q8x2) (quantized-matrix-p m))
             (%matvec-q8x2 m x out)

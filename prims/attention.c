@@ -40,7 +40,7 @@ static void rl_wsum_ref(float *o, const float *p, const float *v, size_t stride,
  * is one dependent chain of adds (the order over keys is fixed), so 64
  * outputs -- a whole head of the usual size -- run as eight chains side by
  * side, and each key costs one pass over its values. */
-__attribute__((target("avx2"))) static void rl_wsum_avx2(float *o, const float *p,
+__attribute__((target(RL_TARGET_AVX2))) static void rl_wsum_avx2(float *o, const float *p,
                                                         const float *v, size_t stride,
                                                         size_t j0, size_t j1, size_t m) {
     size_t c = 0;
@@ -101,7 +101,7 @@ static void rl_softmax_ref(float *a, size_t j0, size_t j1, float scale) {
         a[t] = a[t] * inv;
 }
 
-__attribute__((target("avx2,fma"))) static void rl_softmax_avx2(float *a, size_t j0, size_t j1,
+__attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, size_t j0, size_t j1,
                                                                float scale) {
     const size_t n = j1 - j0;
     float *x = a + j0;
@@ -141,7 +141,7 @@ __attribute__((target("avx2,fma"))) static void rl_softmax_avx2(float *a, size_t
     }
 }
 
-__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
     const size_t n = j1 - j0;
     float *x = a + j0;
@@ -243,7 +243,7 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
  * each lane in increasing c, then the same tree.  Sixteen named
  * accumulators (an array of them ends up in memory). */
 #define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-__attribute__((target("avx512f"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, size_t t1,
                float *a) {
     const size_t full = hd / 16 * 16;
@@ -281,7 +281,7 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0
  * the nq <= RL_ATTN_QT queries k of a tile, query k over keys [j0[k],
  * j1[k]); p_k at p + k * np.  Keys all of the tile's queries take share
  * one pass; at the edges of a window each query adds only its own keys. */
-__attribute__((target("avx512f"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
                   size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
     size_t lo = j0[0], hi = j1[0], in0 = j0[0], in1 = j1[0];
@@ -330,7 +330,8 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
 }
 
 /* Items are (head, tile of RL_ATTN_QT queries), tile fastest. */
-__attribute__((target("avx512f"))) static void rl_attn_run_avx512(void *ctx, int ith, int nth) {
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_run_avx512(void *ctx, int ith, int nth) {
     const rl_attn_job *j = ctx;
     const size_t row = j->heads * j->hd, tiles = (j->n + RL_ATTN_QT - 1) / RL_ATTN_QT;
     float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;
@@ -353,20 +354,39 @@ __attribute__((target("avx512f"))) static void rl_attn_run_avx512(void *ctx, int
     }
 }
 
-rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
-                             size_t n_heads, size_t head_dim, size_t window, float *out,
-                             rl_path path, int threads) {
-    rl_q8_status st = rl_nn_check_run(path, threads);
-    if (st != RL_Q8_OK)
+/* Attention's kernels per path (kernel.h).  The AVX-512 paths run the
+ * query-tiled worker on transposed keys (tiled = 1), the others one query
+ * at a time with the weighted sum and softmax of their path (AVX2's on the
+ * AVX-512 paths too) and matvec.c's f32 rows for the scores. */
+typedef struct {
+    void (*run)(void *ctx, int ith, int nth);
+    int tiled;
+    rl_wsum_fn wsum;
+    rl_softmax_fn softmax;
+} rl_attn_kernels;
+
+static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_attn_run, 0, rl_wsum_ref, rl_softmax_ref},
+    [RL_PATH_AVX2] = {rl_attn_run, 0, rl_wsum_avx2, rl_softmax_avx2},
+    [RL_PATH_AVX512] = {rl_attn_run_avx512, 1, rl_wsum_avx2, rl_softmax_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_attn_run_avx512, 1, rl_wsum_avx2, rl_softmax_avx2},
+};
+
+rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          rl_path path, int threads) {
+    rl_status st = rl_check_run(path, threads);
+    if (st != RL_OK)
         return st;
     size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
     if (!row || (n && !nd) || (n && (!q || !k || !v || !out)) ||
         rl_nn_overlap(out, nd, q, nd) || rl_nn_overlap(out, nd, k, nd) ||
         rl_nn_overlap(out, nd, v, nd))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     if (n == 0)
-        return RL_Q8_OK;
-    const int wide = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
+        return RL_OK;
+    const rl_attn_kernels *ker = &rl_attn_table[path];
+    const int wide = ker->tiled;
     /* padded past a multiple of 16 so that the transposed rows (np floats
      * apart) do not all fall into the same few cache sets */
     const size_t np = (n + 15) / 16 * 16 + 16;
@@ -383,10 +403,10 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
     const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
                            : rl_nn_elems((size_t)chunks, n);
     if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - sn)
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     float *scratch = malloc((kn + sn) * sizeof(float));
     if (!scratch)
-        return RL_Q8_NOMEM;
+        return RL_NOMEM;
     float *kh = scratch;
     if (wide) {
         /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero past n */
@@ -407,17 +427,15 @@ rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, siz
     rl_attn_job job = {.q = q, .kh = kh, .v = v, .out = out, .n = n, .heads = n_heads,
                        .hd = head_dim, .window = window, .np = np,
                        .scale = 1.0f / sqrtf((float)head_dim),
-                       .dot = rl_matvec_f32_kernel_for(path),
-                       .wsum = path == RL_PATH_REF ? rl_wsum_ref : rl_wsum_avx2,
-                       .softmax = path == RL_PATH_REF ? rl_softmax_ref : rl_softmax_avx2,
-                       .scores = scratch + kn};
-    rl_pool_run_split(chunks, nth, wide ? rl_attn_run_avx512 : rl_attn_run, &job);
+                       .dot = rl_matvec_f32_table[path], .wsum = ker->wsum,
+                       .softmax = ker->softmax, .scores = scratch + kn};
+    rl_pool_run_split(chunks, nth, ker->run, &job);
     free(scratch);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                          size_t n_heads, size_t head_dim, size_t window, float *out) {
+rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                       size_t n_heads, size_t head_dim, size_t window, float *out) {
     return rl_attention_ex(q, k, v, n, n_heads, head_dim, window, out, rl_path_best(),
                            rl_threads());
 }

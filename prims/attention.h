@@ -25,10 +25,10 @@
  *   out_i[c] = sum_j p_j * v_j[c]: from +0.0f, j increasing, each step
  *         o = o + p_j * v_j[c] with two f32 roundings (no fma).
  * out must not overlap q, k or v.  Scratch: a head-major copy of k. */
-rl_q8_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                          size_t n_heads, size_t head_dim, size_t window, float *out);
-rl_q8_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
-                             size_t n_heads, size_t head_dim, size_t window, float *out,
-                             rl_path path, int threads);
+rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                       size_t n_heads, size_t head_dim, size_t window, float *out);
+rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          rl_path path, int threads);
 
 #endif

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "prims/cpu.h"
+#include "prims/kernel.h"
 #include "prims/pool.h"
 
 #define RL_BENCH_LINE 256 /* bytes per inner step */
@@ -65,7 +66,7 @@ typedef struct {
 
 /* Four sub-ranges of the chunk read in lockstep, as the kernels read four
  * rows at a time (one stream alone reaches less on some machines). */
-__attribute__((target("avx2,fma,f16c"))) static uint64_t
+__attribute__((target(RL_TARGET_AVX2))) static uint64_t
 rl_bench_sum_avx2(const unsigned char *p, size_t lines) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     size_t q = lines / 4;
@@ -166,13 +167,13 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
     return best;
 }
 
-rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
-                             size_t iters, uint64_t budget_ns, double *times, size_t *done,
-                             char *msg, size_t msglen) {
-    rl_q8_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
+rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
+                          size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                          char *msg, size_t msglen) {
+    rl_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
     uint64_t start = rl_bench_ns();
     *done = 0;
-    while (st == RL_Q8_OK && *done < iters) {
+    while (st == RL_OK && *done < iters) {
         uint64_t t0 = rl_bench_ns();
         st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL);
         uint64_t t1 = rl_bench_ns();
@@ -183,10 +184,10 @@ rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int thre
     return st;
 }
 
-rl_q8_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
-                               size_t reps, double *times) {
-    rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
-    for (size_t i = 0; st == RL_Q8_OK && i < reps; i++) {
+rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
+                            size_t reps, double *times) {
+    rl_status st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
+    for (size_t i = 0; st == RL_OK && i < reps; i++) {
         uint64_t t0 = rl_bench_ns();
         st = rl_q8_quantize_path(RL_SRC_F32, x, n, y, NULL, path);
         times[i] = (double)(rl_bench_ns() - t0);

@@ -37,13 +37,13 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
  * stopping early once budget_ns nanoseconds (0: no limit) have passed and 3
  * calls are timed.  times[0..*done) get each call's nanoseconds; y keeps
  * the last result.  Answers the first failure's status (msg its reason). */
-rl_q8_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
-                             size_t iters, uint64_t budget_ns, double *times, size_t *done,
-                             char *msg, size_t msglen);
+rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
+                          size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                          char *msg, size_t msglen);
 
 /* Time quantizing the n floats at x (n a multiple of 32) into y on path:
  * one untimed run, then reps timed ones, their nanoseconds in times. */
-rl_q8_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
-                               size_t reps, double *times);
+rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
+                            size_t reps, double *times);
 
 #endif

@@ -6,6 +6,7 @@
 #include "prims/convert.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "prims/cpu.h"
 #include "prims/pool.h"
 #include "prims/q8_outlier.h"
+#include "prims/quants.h"
 
 /* MADV_POPULATE_READ (Linux 5.14), for headers that predate it. */
 #ifndef MADV_POPULATE_READ
@@ -43,8 +45,22 @@ size_t rl_convert_bytes(uint32_t type, size_t n) {
     case RL_GGUF_GGML_F16:
     case RL_GGUF_GGML_BF16: return n * 2;
     case RL_GGUF_GGML_Q8_0: return rl_q8_bytes(n);
-    default: return 0;
+    default: return rl_quant_bytes(type, n);
     }
+}
+
+size_t rl_convert_block(uint32_t type) {
+    const rl_quant_traits *t = rl_quant_traits_of(type);
+    return type == RL_GGUF_GGML_Q8_0 ? RL_QK8_0 : t ? t->block : 1;
+}
+
+static int float_type(uint32_t t) {
+    return t == RL_GGUF_GGML_F32 || t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16;
+}
+
+/* Quantized: Q8_0 or a type of prims/quants.h's table. */
+static int quant_type(uint32_t t) {
+    return t == RL_GGUF_GGML_Q8_0 || rl_quant_traits_of(t) != NULL;
 }
 
 static int half_type(uint32_t t) { return t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16; }
@@ -80,7 +96,7 @@ static size_t first_nonfinite(uint32_t t, const void *x, size_t i0, size_t i1) {
 
 /* Values I0..I1-1 of a non-Q8_0 conversion; answers OVERFLOW with *where
  * when a half destination becomes infinite. */
-static rl_q8_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
+static rl_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
     size_t sb = rl_convert_bytes(c->src, 1), db = rl_convert_bytes(c->dst, 1);
     float buf[RL_CONVERT_PIECE];
     for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
@@ -95,12 +111,74 @@ static rl_q8_status convert_plain(const rl_convert *c, size_t i0, size_t i1, siz
                 memcpy(&v, out + 2 * i, 2);
                 if ((v & mask) == mask) {
                     *where = a + i;
-                    return RL_Q8_OVERFLOW;
+                    return RL_OVERFLOW;
                 }
             }
         }
     }
-    return RL_Q8_OK;
+    return RL_OK;
+}
+
+/* Values I..I+K-1 of X (type T, I and K whole blocks of it) as f32 in
+ * OUT: halves widened exactly, quantized blocks dequantized as ggml does. */
+static void to_f32(uint32_t t, const uint8_t *x, size_t i, size_t k, float *out) {
+    if (t == RL_GGUF_GGML_Q8_0)
+        rl_q8_dequantize((const rl_block_q8_0 *)(x + rl_q8_bytes(i)), k / RL_QK8_0, out);
+    else if (quant_type(t))
+        rl_dequantize(t, x + rl_quant_bytes(t, i), k, out);
+    else
+        rl_gguf_row_to_f32(t, x + rl_convert_bytes(t, i), out, k);
+}
+
+/* Values I0..I1-1 of a conversion through f32 (a quantized source, or a
+ * destination of prims/quants.h's table), a piece at a time: the piece is
+ * widened or dequantized, checked for NaN and infinity (which are reported
+ * first, wherever they are), then converted, until a conversion
+ * overflows (*where its flat block index, or its value's index for a half
+ * destination); after one, the rest is only checked. */
+static rl_status convert_via_f32(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
+    float buf[RL_CONVERT_PIECE];
+    rl_status st = RL_OK;
+    size_t over = 0, dblock = rl_convert_block(c->dst);
+    for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
+        size_t k = i1 - a < RL_CONVERT_PIECE ? i1 - a : RL_CONVERT_PIECE, w = 0;
+        to_f32(c->src, c->x, a, k, buf);
+        unsigned bad = 0;
+        for (size_t i = 0; i < k; i++)
+            bad |= !isfinite(buf[i]);
+        if (bad)
+            for (size_t i = 0; i < k; i++)
+                if (!isfinite(buf[i])) {
+                    *where = a + i;
+                    return RL_NONFINITE;
+                }
+        if (st != RL_OK || c->src == c->dst) /* a copy is only checked */
+            continue;
+        uint8_t *out = (uint8_t *)c->y + rl_convert_bytes(c->dst, a);
+        if (c->dst == RL_GGUF_GGML_Q8_0) {
+            st = rl_q8_quantize_path(RL_SRC_F32, buf, k, (rl_block_q8_0 *)out, &w, rl_path_best());
+            over = a / dblock + w;
+        } else if (quant_type(c->dst)) {
+            st = rl_quantize(c->dst, buf, k, out, &w) == RL_QUANT_OK ? RL_OK : RL_OVERFLOW;
+            over = a / dblock + w;
+        } else {
+            rl_gguf_row_from_f32(c->dst, buf, out, k);
+            if (half_type(c->dst)) {
+                uint16_t mask = c->dst == RL_GGUF_GGML_F16 ? 0x7c00 : 0x7f80;
+                for (size_t i = 0; i < k && st == RL_OK; i++) {
+                    uint16_t v;
+                    memcpy(&v, out + 2 * i, 2);
+                    if ((v & mask) == mask) {
+                        st = RL_OVERFLOW;
+                        over = a + i;
+                    }
+                }
+            }
+        }
+    }
+    if (st != RL_OK)
+        *where = over;
+    return st;
 }
 
 static rl_q8_src q8_src(uint32_t t) {
@@ -111,7 +189,7 @@ typedef struct job {
     const rl_convert *c;
     size_t unit; /* values per unit of work */
     int io_error[RL_MAX_THREADS];
-    rl_q8_status st[RL_MAX_THREADS];
+    rl_status st[RL_MAX_THREADS];
     size_t where[RL_MAX_THREADS];
 } job;
 
@@ -121,7 +199,7 @@ static void convert_slice(void *ctx, int ith, int nth) {
     size_t u0, u1, w = 0;
     rl_pool_chunk(c->n / j->unit, ith, nth, 1, &u0, &u1);
     size_t i0 = u0 * j->unit, i1 = u1 * j->unit;
-    rl_q8_status st = RL_Q8_OK;
+    rl_status st = RL_OK;
     const uint8_t *xs = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
     size_t xn = rl_convert_bytes(c->src, i1) - rl_convert_bytes(c->src, i0);
     if (i0 < i1 && c->populate)
@@ -135,25 +213,27 @@ static void convert_slice(void *ctx, int ith, int nth) {
                 continue;
             if (k <= 0) {
                 j->io_error[ith] = k < 0 ? errno : EIO;
-                j->st[ith] = RL_Q8_BADARG;
+                j->st[ith] = RL_BADARG;
                 return;
             }
             got += (size_t)k;
         }
     }
     if (i0 < i1) {
-        if (c->dst == RL_GGUF_GGML_Q8_0) {
+        if (!float_type(c->src) || (quant_type(c->dst) && c->dst != RL_GGUF_GGML_Q8_0)) {
+            st = convert_via_f32(c, i0, i1, &w);
+        } else if (c->dst == RL_GGUF_GGML_Q8_0) {
             const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
             rl_block_q8_0 *y = (rl_block_q8_0 *)((uint8_t *)c->y + rl_q8_bytes(i0));
             st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x, (i1 - i0) / c->row_len,
                                                            c->row_len, c->outliers, y, &w)
                              : rl_q8_quantize_path(q8_src(c->src), x, i1 - i0, y, &w,
                                                    rl_path_best());
-            w += st == RL_Q8_NONFINITE ? i0 : i0 / RL_QK8_0;
+            w += st == RL_NONFINITE ? i0 : i0 / RL_QK8_0;
         } else {
             w = first_nonfinite(c->src, c->x, i0, i1);
             if (w < i1)
-                st = RL_Q8_NONFINITE;
+                st = RL_NONFINITE;
             else if (c->src != c->dst)
                 st = convert_plain(c, i0, i1, &w);
         }
@@ -164,42 +244,42 @@ static void convert_slice(void *ctx, int ith, int nth) {
     j->where[ith] = w;
 }
 
-rl_q8_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
+rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
     job j;
-    static const uint32_t srcs[] = {RL_GGUF_GGML_F32, RL_GGUF_GGML_F16, RL_GGUF_GGML_BF16};
-    int src_ok = 0;
     size_t w = 0;
     if (!where)
         where = &w;
     if (!c || (!c->x && c->n) || c->row_len == 0)
-        return RL_Q8_BADARG;
-    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++)
-        src_ok |= c->src == srcs[i];
-    if (!src_ok || (c->src != c->dst && !c->y && c->n))
-        return RL_Q8_BADARG;
-    if (c->n % c->row_len || (c->dst == RL_GGUF_GGML_Q8_0 && c->row_len % RL_QK8_0))
-        return RL_Q8_BADLEN;
-    if (c->dst != RL_GGUF_GGML_F32 && c->dst != RL_GGUF_GGML_Q8_0 && !half_type(c->dst))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
+    if (!(float_type(c->src) || quant_type(c->src)) || (c->src != c->dst && !c->y && c->n))
+        return RL_BADARG;
+    if (!float_type(c->dst) && !quant_type(c->dst))
+        return RL_BADARG;
+    if (c->n % c->row_len || c->row_len % rl_convert_block(c->dst) ||
+        c->row_len % rl_convert_block(c->src) || (c->outliers && c->dst != RL_GGUF_GGML_Q8_0))
+        return RL_BADLEN;
     if (nth < 1)
         nth = 1;
     if (nth > RL_MAX_THREADS)
         nth = RL_MAX_THREADS;
     memset(&j, 0, sizeof j);
     j.c = c;
-    j.unit = c->dst != RL_GGUF_GGML_Q8_0 ? 1 : c->outliers ? c->row_len : RL_QK8_0;
+    /* whole blocks of both types (every block size divides the larger one) */
+    j.unit = c->outliers ? c->row_len
+             : rl_convert_block(c->src) > rl_convert_block(c->dst) ? rl_convert_block(c->src)
+                                                                  : rl_convert_block(c->dst);
     rl_pool_run(nth, convert_slice, &j);
     /* The first failure one thread would have met: a non-finite value
      * anywhere first, then the lowest overflow. */
-    rl_q8_status best = RL_Q8_OK;
-    for (int pass = 0; pass < 2 && best == RL_Q8_OK; pass++)
+    rl_status best = RL_OK;
+    for (int pass = 0; pass < 2 && best == RL_OK; pass++)
         for (int i = 0; i < nth; i++)
-            if (j.st[i] == (pass ? RL_Q8_OVERFLOW : RL_Q8_NONFINITE) &&
-                (best == RL_Q8_OK || j.where[i] < *where)) {
+            if (j.st[i] == (pass ? RL_OVERFLOW : RL_NONFINITE) &&
+                (best == RL_OK || j.where[i] < *where)) {
                 best = j.st[i];
                 *where = j.where[i];
             }
-    for (int i = 0; i < nth && best == RL_Q8_OK; i++) {
+    for (int i = 0; i < nth && best == RL_OK; i++) {
         best = j.st[i];
         if (j.io_error[i] && c->io_error)
             *c->io_error = j.io_error[i];

@@ -48,11 +48,11 @@ static void rl_cpu_probe(void) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
         return;
     int avx2 = (b >> 5) & 1;
-    int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1,
+    int avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1,
         avx512vl = (b >> 31) & 1, avx512vnni = (c >> 11) & 1;
     rl_cpu_.avx2 = avx2 && fma && f16c;
     /* The AVX-512 kernels also use the AVX2/F16C instructions. */
-    rl_cpu_.avx512 = rl_cpu_.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
+    rl_cpu_.avx512 = rl_cpu_.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512dq;
     rl_cpu_.vnni = rl_cpu_.avx512 && avx512vnni;
 }
 

@@ -6,7 +6,7 @@
 
 /* CPU features, probed once (cpuid + xgetbv for OS support). */
 int rl_cpu_has_avx2(void);       /* AVX2 + FMA + F16C */
-int rl_cpu_has_avx512(void);     /* AVX-512 F/BW/VL */
+int rl_cpu_has_avx512(void);     /* AVX-512 F/BW/VL/DQ (and AVX2) */
 int rl_cpu_has_avx512vnni(void); /* AVX-512 VNNI */
 int rl_cpu_cores(void);          /* online logical CPUs, at least 1 */
 
@@ -26,12 +26,13 @@ int rl_threads(void); /* the effective count, >= 1 */
 const char *rl_simd_path(void);
 
 /* Kernel paths, in increasing order of what they need.  Every path answers
- * the same bits; they differ only in speed. */
+ * the same bits; they differ only in speed.  kernel.h names the target
+ * attribute of each (RL_TARGET_*) and how a kernel picks by path. */
 typedef enum {
     RL_PATH_REF = 0,     /* plain C, any x86-64 */
     RL_PATH_AVX2,        /* AVX2 + FMA + F16C */
-    RL_PATH_AVX512,      /* AVX-512 F/BW/VL */
-    RL_PATH_AVX512VNNI   /* AVX-512 F/BW/VL + VNNI */
+    RL_PATH_AVX512,      /* AVX-512 F/BW/VL/DQ, and AVX2's */
+    RL_PATH_AVX512VNNI   /* AVX-512 F/BW/VL/DQ + VNNI, and AVX2's */
 } rl_path;
 
 int rl_path_supported(rl_path p);    /* 1 if this CPU can run p (ignores the knob) */

@@ -90,7 +90,7 @@ void rl_q8x2_residual(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t 
  * (d * q, then x - p; no fma), the same quotient, and roundf's rounding
  * (half away from zero) from the truncation t and the exact remainder v -
  * t: t + sign(v) where |v - t| >= 0.5. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_q8x2_residual_avx512(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r) {
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
     const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
@@ -224,7 +224,7 @@ typedef void (*rl_mm_q8_tile_fn)(const rl_block_q8_0 *w, size_t nb, size_t rows,
                                  const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
                                  size_t n, size_t r0, size_t r1, double *yd, float *yf);
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
                      const int8_t *xr, const double *dx, size_t n, size_t r0, size_t r1,
                      double *yd, float *yf) {
@@ -261,20 +261,19 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
  * on that: a NaN weight makes every output of its row NaN, so a tile with
  * a NaN output is computed again from the integer widening (the tile
  * reports its NaN outputs; one compare per sixteen of them). */
-#define RL_MM_TILE_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
 rl_mm_wload(const void *p, size_t j, int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j)))
                : _mm512_loadu_ps((const float *)p + j);
 }
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline __m512
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
 rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)p + j))
                : _mm512_maskz_loadu_ps(k, (const float *)p + j);
 }
 
 /* Answers 1 if any output is a NaN. */
-__attribute__((target(RL_MM_TILE_TARGET), always_inline)) static inline int
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
 rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
                   size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     const size_t es = f16 ? 2 : 4; /* weight bytes */
@@ -364,14 +363,14 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
 }
 #undef RL_MM_ACC16
 
-__attribute__((target(RL_MM_TILE_TARGET))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
 /* Answers 1 if any output is a NaN. */
-__attribute__((target(RL_MM_TILE_TARGET))) static int
+__attribute__((target(RL_TARGET_AVX512))) static int
 rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
@@ -382,7 +381,7 @@ rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, 
  * conversion's time on the F16 file's products.  The instruction is exact
  * like numfmt's conversion except that it quiets a signalling NaN, so a
  * group holding any NaN takes the integer conversion to keep its payload. */
-__attribute__((target("avx2,f16c"))) static void rl_mm_widen_f16c(const uint16_t *src,
+__attribute__((target(RL_TARGET_AVX2))) static void rl_mm_widen_f16c(const uint16_t *src,
                                                                   float *dst, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -396,21 +395,63 @@ __attribute__((target("avx2,f16c"))) static void rl_mm_widen_f16c(const uint16_t
     rl_gguf_f16_to_f32_row(src + i, dst + i, n - i);
 }
 
+/* The product's kernels per path (kernel.h), beside matvec.c's row kernels
+ * (rl_matvec_*_table), which run wherever an entry here is NULL.  Every
+ * kernel gives the row kernels' bits. */
+typedef void (*rl_mm_f32_tile_fn)(const float *m, size_t cols, const float *x, size_t n,
+                                  size_t r0, size_t r1, double *yd, float *yf, size_t ystride,
+                                  size_t yoff);
+typedef struct {
+    /* Q8_0 weights */
+    void (*residual)(const float *x, size_t n, const rl_block_q8_0 *xq, int8_t *r); /* Q8x2 */
+    rl_mm_q8_tile_fn q8_tile; /* token-tiled, all tokens of a row tile; NULL: none */
+    /* the whole product with its own split and threads (matmul_q8.c); NULL: none */
+    int (*q8_pairs)(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_block_q8_0 *xq,
+                    const int8_t *xr, size_t n, double *yd, float *yf, int nth);
+    size_t q8_min_tokens; /* tokens from which q8_tile or q8_pairs runs */
+    /* float weights */
+    void (*widen_f16)(const uint16_t *src, float *dst, size_t n); /* exact */
+    rl_mm_f32_tile_fn f32_tile;   /* token-tiled f32; NULL: the row kernel per token */
+    rl_mm_f32_tile_fn f32_narrow; /* f32_tile for 1..RL_MM_NARROW_COLS columns; NULL: none */
+    /* F16 read in place, answering 1 when an output is NaN (the tile is then
+     * widened and run again); NULL: widen first */
+    int (*f16_tile)(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
+                    size_t r1, double *yd, float *yf, size_t ystride, size_t yoff);
+} rl_mm_kernels;
+
+static const rl_mm_kernels rl_mm_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {.residual = rl_q8x2_residual, .widen_f16 = rl_gguf_f16_to_f32_row},
+    [RL_PATH_AVX2] = {.residual = rl_q8x2_residual, .widen_f16 = rl_mm_widen_f16c},
+    [RL_PATH_AVX512] = {.residual = rl_q8x2_residual_avx512,
+                        .q8_tile = rl_mm_q8_tile_avx512,
+                        .q8_min_tokens = 2,
+                        .widen_f16 = rl_mm_widen_f16c,
+                        .f32_tile = rl_mm_f32_tile_avx512,
+                        .f32_narrow = rl_mm_f32_narrow_avx512,
+                        .f16_tile = rl_mm_f16_tile_avx512},
+    [RL_PATH_AVX512VNNI] = {.residual = rl_q8x2_residual_avx512,
+                            .q8_pairs = rl_mm_q8_pairs,
+                            .q8_min_tokens = RL_MM_VNNI_MIN_TOKENS,
+                            .widen_f16 = rl_mm_widen_f16c,
+                            .f32_tile = rl_mm_f32_tile_avx512,
+                            .f32_narrow = rl_mm_f32_narrow_avx512,
+                            .f16_tile = rl_mm_f16_tile_avx512},
+};
+
 typedef struct {
     rl_wtype wt;
     const void *w;
     size_t rows, cols, nb, n, tile;
+    const rl_mm_kernels *k; /* the path's entry of rl_mm_table */
     /* Q8_0 weights: the quantized activations, residuals (Q8x2) and scales */
     rl_matvec_q8_kernel kq;
     rl_matvec_q8x2_kernel kq2;
-    rl_mm_q8_tile_fn tile_fn; /* the token-tiled kernel of the path, if it has one */
+    rl_mm_q8_tile_fn tile_fn; /* the path's token-tiled kernel when it runs, else NULL */
     const rl_block_q8_0 *xq;
     const int8_t *xr;
     const double *dx;
     /* float weights: the activations and tile scratch (tile*cols per chunk) */
     rl_matvec_f32_kernel kf;
-    int f32_tile; /* the AVX-512 token-tiled f32 kernel instead of kf */
-    int f16c;     /* widen F16 tiles with the F16C instruction */
     const float *xf;
     float *wide;
     double *yd;
@@ -450,26 +491,23 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
         } else {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
-            if (j->wt == RL_WT_F16 && j->f32_tile) {
-                if (!rl_mm_f16_tile_avx512(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf,
-                                           j->rows, 0))
+            if (j->wt == RL_WT_F16 && j->k->f16_tile) {
+                if (!j->k->f16_tile(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf, j->rows, 0))
                     continue;
                 /* a NaN weight makes its row's outputs NaN: widen apart */
             }
-            if (j->wt == RL_WT_F16 && j->f16c)
-                rl_mm_widen_f16c(src, wide, (re - rt) * j->cols);
-            else if (j->wt == RL_WT_F16)
-                rl_gguf_f16_to_f32_row(src, wide, (re - rt) * j->cols);
+            if (j->wt == RL_WT_F16)
+                j->k->widen_f16(src, wide, (re - rt) * j->cols);
             else
                 rl_gguf_bf16_to_f32_row(src, wide, (re - rt) * j->cols);
             m = wide, a = 0, z = re - rt, off = rt;
         }
-        if (j->f32_tile && j->cols >= 1 && j->cols <= RL_MM_NARROW_COLS) {
-            rl_mm_f32_narrow_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
+        if (j->k->f32_narrow && j->cols >= 1 && j->cols <= RL_MM_NARROW_COLS) {
+            j->k->f32_narrow(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
             continue;
         }
-        if (j->f32_tile) {
-            rl_mm_f32_tile_avx512(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
+        if (j->k->f32_tile) {
+            j->k->f32_tile(m, j->cols, j->xf, j->n, a, z, j->yd, j->yf, j->rows, off);
             continue;
         }
         for (size_t t = 0; t < j->n; t++) {
@@ -480,44 +518,45 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
     }
 }
 
-static void rl_mm_msg(char *msg, size_t msglen, const char *why) {
+static void rl_mm_msg(char *msg, size_t msglen, const char *op, const char *why) {
     if (msg && msglen)
-        snprintf(msg, msglen, "matmul: %s", why);
+        snprintf(msg, msglen, "%s: %s", op, why);
 }
 
-/* The one driver: n rows of x (type xsrc) against W, into yd and/or yf. */
-static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                               rl_q8_src xsrc, const void *x, size_t n, double *yd,
-                               float *yf, rl_act act, rl_path path, int threads,
-                               int min_work, char *msg, size_t msglen,
-                               rl_mm_fault *fault) {
+/* The one driver of the products, a sequence's (op "matmul") and one
+ * vector's (op "matvec", n == 1; the name starts its messages): n rows of x
+ * (type xsrc) against W, into yd and/or yf. */
+static rl_status rl_mm_core(const char *op, rl_wtype wt, const void *w, size_t rows,
+                            size_t cols, rl_q8_src xsrc, const void *x, size_t n, double *yd,
+                            float *yf, rl_act act, rl_path path, int threads, int min_work,
+                            char *msg, size_t msglen, rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
+    const rl_status run = rl_check_run(path, threads);
     if ((unsigned)wt > RL_WT_Q8_0 || (unsigned)act > RL_ACT_Q8X2 ||
-        (xsrc != RL_SRC_F32 && xsrc != RL_SRC_F64) || (unsigned)path > RL_PATH_AVX512VNNI ||
-        threads < 1 || (!yd && !yf)) {
-        rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        (unsigned)xsrc > RL_SRC_BF16 || run == RL_BADARG || (!yd && !yf)) {
+        rl_mm_msg(msg, msglen, op, "bad argument");
+        return RL_BADARG;
     }
     if (wt == RL_WT_Q8_0 && cols % RL_QK8_0) {
         if (msg && msglen)
-            snprintf(msg, msglen, "matmul: %zu columns is not a multiple of %d", cols, RL_QK8_0);
-        return RL_Q8_BADLEN;
+            snprintf(msg, msglen, "%s: %zu columns is not a multiple of %d", op, cols, RL_QK8_0);
+        return RL_BADLEN;
     }
     const size_t row_bytes = rl_mm_row_bytes(wt, cols);
     if ((cols && !row_bytes) || (row_bytes && rows > SIZE_MAX / row_bytes) ||
         (cols && n > SIZE_MAX / sizeof(double) / cols) || (rows && n > SIZE_MAX / sizeof(double) / rows) ||
         (rows && cols && !w) || (n && cols && !x)) { /* sizes overflow, or NULL data */
-        rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        rl_mm_msg(msg, msglen, op, "bad argument");
+        return RL_BADARG;
     }
-    if (!rl_path_supported(path)) {
+    if (run != RL_OK) {
         if (msg && msglen)
-            snprintf(msg, msglen, "matmul: this CPU cannot run the %s path", rl_path_name(path));
-        return RL_Q8_UNSUPPORTED;
+            snprintf(msg, msglen, "%s: this CPU cannot run the %s path", op, rl_path_name(path));
+        return RL_UNSUPPORTED;
     }
     if (rows == 0 || n == 0)
-        return RL_Q8_OK;
+        return RL_OK;
 
     rl_mm_job job = {.wt = wt, .w = w, .rows = rows, .cols = cols, .nb = cols / RL_QK8_0,
                      .n = n, .yd = yd, .yf = yf};
@@ -532,15 +571,17 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         threads, groups, work, min_work ? (n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK) : 0);
     /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
     const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
-    /* Q8_0 on the VNNI path from 4 tokens: matmul_q8.c's kernel */
-    const int pairs = wt == RL_WT_Q8_0 && path == RL_PATH_AVX512VNNI &&
-                      n >= RL_MM_VNNI_MIN_TOKENS;
+    const rl_mm_kernels *k = &rl_mm_table[path];
+    job.k = k;
+    /* Q8_0 with enough tokens: the path's token-tiled kernel, if it has one */
+    const int q8_tiled = wt == RL_WT_Q8_0 && n >= k->q8_min_tokens;
+    const int pairs = q8_tiled && k->q8_pairs;
 
     /* Everything the workers read, in one allocation made before they start:
-     * f32 copies of f64 activations, then per weight type the quantized
+     * f32 copies of other activations, then per weight type the quantized
      * activations (blocks, residuals, scales) or the tile scratch. */
     const size_t nx = n * cols;
-    size_t xf_bytes = xsrc == RL_SRC_F64 ? nx * sizeof(float) : 0;
+    size_t xf_bytes = xsrc != RL_SRC_F32 ? nx * sizeof(float) : 0;
     size_t xq_bytes = 0, xr_bytes = 0, dx_bytes = 0, wide_bytes = 0;
     if (wt == RL_WT_Q8_0) {
         xq_bytes = (n * job.nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
@@ -548,20 +589,20 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
         dx_bytes = pairs ? 0 : n * job.nb * sizeof(double); /* rl_mm_q8_pairs: no scales */
     } else if (wt != RL_WT_F32) {
         if (job.tile * cols > SIZE_MAX / sizeof(float) / chunks) {
-            rl_mm_msg(msg, msglen, "bad argument");
-            return RL_Q8_BADARG;
+            rl_mm_msg(msg, msglen, op, "bad argument");
+            return RL_BADARG;
         }
         wide_bytes = chunks * job.tile * cols * sizeof(float);
     }
     const size_t total = xf_bytes + xq_bytes + xr_bytes + dx_bytes + wide_bytes;
     if (total < xf_bytes) { /* size_t overflow */
-        rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        rl_mm_msg(msg, msglen, op, "bad argument");
+        return RL_BADARG;
     }
     char *scratch = malloc(total + 8);
     if (!scratch) {
-        rl_mm_msg(msg, msglen, "out of memory for the activations");
-        return RL_Q8_NOMEM;
+        rl_mm_msg(msg, msglen, op, "out of memory for the activations");
+        return RL_NOMEM;
     }
     /* 8-aligned pieces first (scales), then 4-aligned, then bytes. */
     double *dx = (double *)(void *)scratch;
@@ -571,23 +612,24 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
     int8_t *xr = (int8_t *)(scratch + dx_bytes + xf_bytes + wide_bytes + xq_bytes);
 
     const float *x32 = x;
-    if (xsrc == RL_SRC_F64) {
-        for (size_t i = 0; i < nx; i++)
-            xf[i] = (float)((const double *)x)[i];
+    if (xsrc != RL_SRC_F32) { /* f64 by the C cast, halves exactly, as the quantizer does */
+        rl_q8_widen_ref(xsrc, x, 0, nx, xf);
         x32 = xf;
     }
     if (wt == RL_WT_Q8_0) {
-        const rl_path qpath = path == RL_PATH_REF ? RL_PATH_REF : RL_PATH_AVX2;
         for (size_t t = 0; t < n; t++) {
             size_t where = 0;
-            rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
-                                                  xq + t * job.nb, &where, qpath);
-            if (st != RL_Q8_OK) {
+            rl_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
+                                               xq + t * job.nb, &where, path);
+            if (st != RL_OK) {
                 if (msg && msglen) {
                     char why[200];
                     rl_q8_message(st, where, 0, why, sizeof why);
-                    snprintf(msg, msglen, "matmul: cannot quantize activation row %zu: %s", t,
-                             why);
+                    if (!strcmp(op, "matvec")) /* one vector: x */
+                        snprintf(msg, msglen, "%s: cannot quantize x: %s", op, why);
+                    else
+                        snprintf(msg, msglen, "%s: cannot quantize activation row %zu: %s", op,
+                                 t, why);
                 }
                 if (fault)
                     fault->row = t, fault->where = where;
@@ -596,64 +638,59 @@ static rl_q8_status rl_mm_core(rl_wtype wt, const void *w, size_t rows, size_t c
             }
         }
         if (act == RL_ACT_Q8X2) {
-            if (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI)
-                rl_q8x2_residual_avx512(x32, nx, xq, xr);
-            else
-                rl_q8x2_residual(x32, nx, xq, xr);
+            k->residual(x32, nx, xq, xr);
             job.xr = xr;
         }
         if (pairs) {
-            /* matmul_q8.c's kernel, with its own split and threads */
-            const int ok = rl_mm_q8_pairs(w, rows, job.nb, xq, act == RL_ACT_Q8X2 ? xr : NULL, n,
-                                          yd, yf, (int)nth);
+            /* the whole product, with its own split and threads */
+            const int ok = k->q8_pairs(w, rows, job.nb, xq, act == RL_ACT_Q8X2 ? xr : NULL, n,
+                                       yd, yf, (int)nth);
             free(scratch);
             if (!ok)
-                rl_mm_msg(msg, msglen, "out of memory for the activations");
-            return ok ? RL_Q8_OK : RL_Q8_NOMEM;
+                rl_mm_msg(msg, msglen, op, "out of memory for the activations");
+            return ok ? RL_OK : RL_NOMEM;
         }
         /* 2^-7 of Q8x2 folds into the scale exactly (matvec.h) */
         const double fold = act == RL_ACT_Q8X2 ? 0x1p-7 : 1.0;
         for (size_t i = 0; i < n * job.nb; i++)
             dx[i] = (double)rl_gguf_f16_to_f32(xq[i].d) * fold;
         job.xq = xq, job.dx = dx;
-        job.kq = rl_matvec_q8_kernel_for(path);
-        job.kq2 = rl_matvec_q8x2_kernel_for(path);
-        job.tile_fn = path == RL_PATH_AVX512 ? rl_mm_q8_tile_avx512 : NULL;
+        job.kq = rl_matvec_q8_table[path];
+        job.kq2 = rl_matvec_q8x2_table[path];
+        job.tile_fn = q8_tiled ? k->q8_tile : NULL;
     } else {
         job.xf = x32, job.wide = wide;
-        job.kf = rl_matvec_f32_kernel_for(path);
-        job.f32_tile = path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI;
-        job.f16c = path != RL_PATH_REF;
+        job.kf = rl_matvec_f32_table[path];
     }
     rl_pool_run_split((int)chunks, (int)nth, rl_mm_job_run, &job);
     free(scratch);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                          const float *x, size_t n, float *y, rl_act act,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen, rl_mm_fault *fault) {
+rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                       const float *x, size_t n, float *y, rl_act act,
+                       rl_path path, int threads, int min_work,
+                       char *msg, size_t msglen, rl_mm_fault *fault) {
     if (!y && rows && n) {
-        rl_mm_msg(msg, msglen, "bad argument");
-        return RL_Q8_BADARG;
+        rl_mm_msg(msg, msglen, "matmul", "bad argument");
+        return RL_BADARG;
     }
     float dummy;
-    return rl_mm_core(wt, w, rows, cols, RL_SRC_F32, x, n, NULL, y ? y : &dummy, act, path,
-                      threads, min_work, msg, msglen, fault);
+    return rl_mm_core("matmul", wt, w, rows, cols, RL_SRC_F32, x, n, NULL, y ? y : &dummy, act,
+                      path, threads, min_work, msg, msglen, fault);
 }
 
-rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                       const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen, rl_mm_fault *fault) {
+rl_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                    const float *x, size_t n, float *y, rl_act act,
+                    char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_matmul_ex(wt, w, rows, cols, x, n, y, act, rl_path_best(), rl_threads(), 1,
                         msg, msglen, fault);
 }
 
-rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                 rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen, rl_mm_fault *fault) {
-    return rl_mm_core(RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path, threads,
-                      min_work, msg, msglen, fault);
+rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                              rl_act act, rl_path path, int threads, int min_work,
+                              char *msg, size_t msglen, rl_mm_fault *fault) {
+    return rl_mm_core("matvec", RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path,
+                      threads, min_work, msg, msglen, fault);
 }

@@ -56,32 +56,33 @@ typedef struct {
 } rl_mm_fault;
 
 /* y = x W^T with the paths and threads of the knobs (cpu.h).  Errors:
- * RL_Q8_BADARG (NULL data, unknown type, sizes whose bytes overflow);
- * RL_Q8_BADLEN (Q8_0 with cols % 32 != 0); RL_Q8_NONFINITE /
- * RL_Q8_OVERFLOW (an activation row §2 refuses; msg names token and
- * column or block); RL_Q8_NOMEM.  n == 0 or rows == 0 is a no-op. */
-rl_q8_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                       const float *x, size_t n, float *y, rl_act act,
-                       char *msg, size_t msglen, rl_mm_fault *fault);
+ * RL_BADARG (NULL data, unknown type, sizes whose bytes overflow);
+ * RL_BADLEN (Q8_0 with cols % 32 != 0); RL_NONFINITE /
+ * RL_OVERFLOW (an activation row §2 refuses; msg names token and
+ * column or block); RL_NOMEM.  n == 0 or rows == 0 is a no-op. */
+rl_status rl_matmul(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                    const float *x, size_t n, float *y, rl_act act,
+                    char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* The same on an explicit path and thread count (tests, benchmarks): path
- * must be rl_path_supported (else RL_Q8_UNSUPPORTED), threads >= 1 (else
- * RL_Q8_BADARG); with min_work != 0 small products use fewer threads.
- * fault (may be NULL) is set on RL_Q8_NONFINITE and RL_Q8_OVERFLOW. */
-rl_q8_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
-                          const float *x, size_t n, float *y, rl_act act,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen, rl_mm_fault *fault);
+ * must be rl_path_supported (else RL_UNSUPPORTED), threads >= 1 (else
+ * RL_BADARG); with min_work != 0 small products use fewer threads.
+ * fault (may be NULL) is set on RL_NONFINITE and RL_OVERFLOW. */
+rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
+                       const float *x, size_t n, float *y, rl_act act,
+                       rl_path path, int threads, int min_work,
+                       char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* A Q8_0 matrix times one vector with the given activations: x of type
- * xsrc (RL_SRC_F32 or RL_SRC_F64, cast to f32 first), written to yd and/or
- * yf (either may be NULL, not both): the one-token case of rl_matmul_ex,
- * so with RL_ACT_Q8 the bits of rl_matvec_q8_ex.  Errors as rl_matmul_ex
- * (fault->row is then 0). */
-rl_q8_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                 rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                 rl_act act, rl_path path, int threads, int min_work,
-                                 char *msg, size_t msglen, rl_mm_fault *fault);
+ * xsrc (any rl_q8_src, widened to f32 first as the quantizer does),
+ * written to yd and/or yf (either may be NULL, not both): the one-token
+ * case of rl_matmul_ex, through the same driver, and what rl_matvec_q8_ex
+ * and rl_matvec_run (matvec.h) run; messages start "matvec:".  Errors as
+ * rl_matmul_ex (fault->row is then 0). */
+rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                              rl_act act, rl_path path, int threads, int min_work,
+                              char *msg, size_t msglen, rl_mm_fault *fault);
 
 /* Residual quants of doc/products.md §2 for n values x (n % 32 == 0) already
  * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /

@@ -18,9 +18,11 @@
 
 #include <immintrin.h>
 
+#include "prims/kernel.h"
+
 /* Sixteen rows (their K columns in w) times each token, K known where the
  * switch below inlines it, so the lanes stay in registers. */
-__attribute__((target("avx512f,fma"), always_inline)) static inline void
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_mm_narrow_rows(const __m512 *w, const size_t K, const float *x, size_t n, __mmask16 rm,
                   double *yd, float *yf, size_t ystride, size_t at0) {
     const __m512 zero = _mm512_setzero_ps();
@@ -53,7 +55,7 @@ rl_mm_narrow_rows(const __m512 *w, const size_t K, const float *x, size_t n, __m
     }
 }
 
-__attribute__((target("avx512f,fma"))) void
+__attribute__((target(RL_TARGET_AVX512))) void
 rl_mm_f32_narrow_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                         size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     const __m512i rowix = _mm512_mullo_epi32(

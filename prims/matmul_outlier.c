@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
-                                size_t k, const float *wout, const float *x, size_t n, float *y,
-                                rl_act act, char *msg, size_t msglen, rl_mm_fault *fault) {
+rl_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
+                             size_t k, const float *wout, const float *x, size_t n, float *y,
+                             rl_act act, char *msg, size_t msglen, rl_mm_fault *fault) {
     if (msg && msglen)
         msg[0] = 0;
     const size_t per = cols + k + 2 * rows; /* floats of scratch a token */
@@ -25,7 +25,7 @@ rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const s
         if (msg && msglen)
             snprintf(msg, msglen, "matmul: bad argument (the outlier columns must increase "
                      "below the columns)");
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     }
     /* the outlier columns first, row by row: NaN and infinity */
     for (size_t t = 0; t < n; t++)
@@ -36,15 +36,15 @@ rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const s
                 if (msg && msglen)
                     snprintf(msg, msglen, "matmul: a NaN or infinity in outlier column %zu of "
                              "row %zu", idx[c], t);
-                return RL_Q8_NONFINITE;
+                return RL_NONFINITE;
             }
     if (!n || !rows)
-        return RL_Q8_OK;
+        return RL_OK;
     float *xin = malloc(n * (cols + k + 2 * rows) * sizeof *xin);
     if (!xin) {
         if (msg && msglen)
             snprintf(msg, msglen, "matmul: out of memory for the activations");
-        return RL_Q8_NOMEM;
+        return RL_NOMEM;
     }
     float *xo = xin + n * cols, *f = xo + n * k, *g = f + n * rows;
     memcpy(xin, x, n * cols * sizeof *xin);
@@ -53,10 +53,10 @@ rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const s
             xo[t * k + c] = xin[t * cols + idx[c]];
             xin[t * cols + idx[c]] = 0.0f;
         }
-    rl_q8_status st = rl_matmul(RL_WT_Q8_0, q, rows, cols, xin, n, f, act, msg, msglen, fault);
-    if (st == RL_Q8_OK && k)
+    rl_status st = rl_matmul(RL_WT_Q8_0, q, rows, cols, xin, n, f, act, msg, msglen, fault);
+    if (st == RL_OK && k)
         st = rl_matmul(RL_WT_F32, wout, rows, k, xo, n, g, act, msg, msglen, fault);
-    if (st == RL_Q8_OK) /* the int8 part first */
+    if (st == RL_OK) /* the int8 part first */
         for (size_t i = 0; i < n * rows; i++)
             y[i] = k ? f[i] + g[i] : f[i];
     free(xin);

@@ -15,12 +15,12 @@
  * x_o (n x k) those columns, wout (rows x k) f32; the first product is
  * rl_matmul's with activations act, the second rl_matmul's for f32
  * weights, each output the first plus the second in single-float.  A NaN
- * or infinity in an outlier column is RL_Q8_NONFINITE with fault->row the
+ * or infinity in an outlier column is RL_NONFINITE with fault->row the
  * token and fault->where the column, found before the other values (row by
  * row, then column by column); others as rl_matmul answers for x'.  y is
  * written only on success. */
-rl_q8_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
-                                size_t k, const float *wout, const float *x, size_t n, float *y,
-                                rl_act act, char *msg, size_t msglen, rl_mm_fault *fault);
+rl_status rl_matmul_outliers(const void *q, size_t rows, size_t cols, const size_t *idx,
+                             size_t k, const float *wout, const float *x, size_t n, float *y,
+                             rl_act act, char *msg, size_t msglen, rl_mm_fault *fault);
 
 #endif

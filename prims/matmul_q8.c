@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/kernel.h"
 #include "prims/pool.h"
 
-#define RL_MM_Q8_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 
 /* doc/products.md §1 fixes the integer part as exact int32 lane sums, formed here with
  * vpdpbusd, which multiplies unsigned by signed bytes: the weights go in as
@@ -106,7 +106,8 @@ size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
 }
 
 /* -128 times the four lane sums of a block's quants */
-__attribute__((target("avx2"))) static void rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
     /* pairs, quads, then the lanes' halves */
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)qs);
     const __m256i q4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
@@ -146,7 +147,7 @@ static inline void rl_mm_q8_group(const rl_block_q8_0 *w, size_t nb, size_t r, s
 
 /* Block b of a group's rows: the quants of rows 0, 1 in *w01, of 2, 3 in
  * *w23; the four scales as f32 (exact). */
-__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline __m128
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline __m128
 rl_mm_q8_block4(const rl_block_q8_0 *const wr[4], size_t b, __m512i *w01, __m512i *w23) {
     *w01 = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)wr[0][b].qs)),
@@ -164,8 +165,8 @@ static inline size_t set_base(size_t g, size_t nb) {
     return g / RL_MMQ4_GROUPS * nb * RL_MMQ4_GROUPS + g % RL_MMQ4_GROUPS;
 }
 
-__attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr,
-                                                     size_t n, size_t nb, void *out) {
+__attribute__((target(RL_TARGET_AVX2))) void
+rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out) {
     rl_mmq4_xblk *xs = rl_mmq4_align(out);
     const size_t nq = (n + 3) / 4;
     rl_mmq4_cblk *cs = (rl_mmq4_cblk *)(void *)(xs + nq * nb);
@@ -253,7 +254,7 @@ __attribute__((target("avx2"))) void rl_mm_q8_split4(const rl_block_q8_0 *xq, co
 /* Rows [r0, r1) into groups of four (a short last group repeats its last
  * row), padded to a multiple of RL_MMQ4_GROUPS groups by repeating the
  * last; each group's spread after the groups.  Returns the group count. */
-__attribute__((target(RL_MM_Q8_TARGET))) static size_t
+__attribute__((target(RL_TARGET_VNNI))) static size_t
 rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4_wblk *out) {
     /* dword h of row i to slot 4h + i: rows 0, 1 in w01, rows 2, 3 in w23 */
     const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
@@ -326,7 +327,7 @@ rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4
 /* Dword h of the quad's four tokens (z0: their dwords 0..3, z1: 4..7, a
  * 16-byte lane each), token k in slots 4k..4k+3: one in-lane shuffle (the
  * switch folds away where h is known, as in the unrolled kernels). */
-__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline __m512i
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline __m512i
 rl_mmq4_x(__m512i z0, __m512i z1, int h) {
     const __m512i z = h < 4 ? z0 : z1;
     switch (h % 4) {
@@ -339,7 +340,7 @@ rl_mmq4_x(__m512i z0, __m512i z1, int h) {
 
 /* Store a 4 x 4 tile's doubles (half h: tokens 2h, 2h + 1 of rows rg..)
  * for the ng rows and nt tokens that exist. */
-__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
 rl_mmq4_store(__m512d v, int h, size_t rows, size_t rg, size_t ng, size_t t0, size_t nt,
               double *yd, float *yf) {
     const __mmask8 rm = (__mmask8)((1u << ng) - 1u);
@@ -358,7 +359,7 @@ rl_mmq4_store(__m512d v, int h, size_t rows, size_t rg, size_t ng, size_t t0, si
 
 /* Lanes apart: groups ga, gb (arranged) against one quad (xs, nb blocks);
  * rows r (group ga) and r + 4 (group gb), nr of them existing. */
-__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
 rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk *xs,
               const rl_mmq4_cblk *cs, const rl_mmq4_rblk *rs, int x2, size_t nb, size_t rows,
               size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
@@ -421,7 +422,7 @@ rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk
 
 /* Whole blocks (the sums exact, see above): RL_MMQ4_GROUPS groups from g0
  * (arranged, nb blocks apart) against one quad; rows r.., nr existing. */
-__attribute__((target(RL_MM_Q8_TARGET), always_inline)) static inline void
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
 rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t rows,
               size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
     enum { G = RL_MMQ4_GROUPS };
@@ -491,7 +492,7 @@ static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *
     return 1;
 }
 
-__attribute__((target(RL_MM_Q8_TARGET))) void
+__attribute__((target(RL_TARGET_VNNI))) void
 rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit, int x2,
                     size_t n, size_t r0, size_t r1, double *yd, float *yf, void *scratch) {
     rl_mmq4_wblk *wk = rl_mmq4_align(scratch);

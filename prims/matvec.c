@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/matmul.h"
 #include "prims/pool.h"
 
 /* Rows per SIMD group; thread chunks are multiples of it. */
@@ -73,7 +74,7 @@ void rl_matvec_q8_rows_ref(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_
  * signed: |w| is unsigned (128 for -128 fits), qx takes w's sign (|qx| <=
  * 127, so negating it is safe); pair sums are at most 2*128*127 = 32512,
  * below int16 saturation, so every step is exact. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256i
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i
 rl_mv_dot_avx2(const int8_t *wq, __m256i qx) {
     const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)wq);
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(qx, w));
@@ -83,7 +84,7 @@ rl_mv_dot_avx2(const int8_t *wq, __m256i qx) {
 /* Q8x2 (doc/products.md §2): 128 * dot(w, qx) + dot(w, r) per int32 element.  Each
  * part is exact as above; the total is at most 129 * 2 * 2 * 128 * 127 in
  * magnitude for a pair, and a lane (two elements) stays far below 2^31. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256i
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i
 rl_mv_dot2_avx2(const int8_t *wq, __m256i qx, __m256i rx) {
     const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)wq);
     const __m256i a = _mm256_abs_epi8(w), one = _mm256_set1_epi16(1);
@@ -98,7 +99,7 @@ rl_mv_dot2_avx2(const int8_t *wq, __m256i qx, __m256i rx) {
  * the four accumulators are independent chains.  (Tried and not faster on
  * Zen 3: one accumulator per row with a per-row broadcast scale and an
  * exponent-trick int->double conversion; eight rows per group.) */
-__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
 rl_mv_q8_rows4_avx2_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
                          const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
                          const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
@@ -164,7 +165,7 @@ rl_mv_q8_rows4_avx2_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
         body(w0, w1, w2, w3, nb, xq, xr, dx, out);                                        \
     }
 
-RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx2, rl_mv_q8_rows4_avx2_body, "avx2,fma,f16c")
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx2, rl_mv_q8_rows4_avx2_body, RL_TARGET_AVX2)
 
 /* Rows in groups of four; a short last group repeats its last row and
  * drops the extra results (a row's value does not depend on its company). */
@@ -250,10 +251,8 @@ void rl_matvec_q8x2_rows_avx2(const rl_block_q8_0 *w, size_t nb, const rl_block_
 #define RL_MV_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16((a), (s)), _mm512_set1_epi16(1))
 #define RL_MV_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), (a), (s))
 
-#define RL_MV_T512 "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
-#define RL_MV_T512VNNI "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 
-__attribute__((target(RL_MV_T512), always_inline)) static inline void
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_mv_q8_rows4_avx512_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
                            const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
                            const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
@@ -261,7 +260,7 @@ rl_mv_q8_rows4_avx512_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
     RL_MV_AVX512_BODY(RL_MV_DOT_BW)
 }
 
-__attribute__((target(RL_MV_T512VNNI), always_inline)) static inline void
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
 rl_mv_q8_rows4_avx512vnni_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
                                const rl_block_q8_0 *w2, const rl_block_q8_0 *w3, size_t nb,
                                const rl_block_q8_0 *xq, const int8_t *xr, const double *dx,
@@ -269,8 +268,8 @@ rl_mv_q8_rows4_avx512vnni_body(const rl_block_q8_0 *w0, const rl_block_q8_0 *w1,
     RL_MV_AVX512_BODY(RL_MV_DOT_VNNI)
 }
 
-RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512, rl_mv_q8_rows4_avx512_body, RL_MV_T512)
-RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512vnni, rl_mv_q8_rows4_avx512vnni_body, RL_MV_T512VNNI)
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512, rl_mv_q8_rows4_avx512_body, RL_TARGET_AVX512)
+RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx512vnni, rl_mv_q8_rows4_avx512vnni_body, RL_TARGET_VNNI)
 
 void rl_matvec_q8_rows_avx512(const rl_block_q8_0 *w, size_t nb, const rl_block_q8_0 *xq,
                               const double *dx, size_t r0, size_t r1, double *yd, float *yf) {
@@ -323,7 +322,7 @@ void rl_matvec_f32_rows_ref(const float *m, size_t cols, const float *x,
 }
 
 /* Same tree as rl_mv_f32_tree on acc lo (p0..7) and hi (p8..15). */
-__attribute__((target("avx2,fma,f16c"))) static inline float
+__attribute__((target(RL_TARGET_AVX2))) static inline float
 rl_mv_f32_hsum_avx2(__m256 lo, __m256 hi) {
     __m256 a = _mm256_add_ps(lo, hi);
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -331,7 +330,7 @@ rl_mv_f32_hsum_avx2(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) void
+__attribute__((target(RL_TARGET_AVX2))) void
 rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
                         size_t r0, size_t r1, double *yd, float *yf) {
     const size_t full = cols / 16 * 16;
@@ -383,14 +382,12 @@ rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
 
 /* ---- drivers -------------------------------------------------------- */
 
+/* The f32 baseline's driver; Q8_0 products run matmul.c's (one vector is
+ * the one-token case of a sequence). */
 typedef struct {
-    rl_matvec_q8_kernel kq;
     rl_matvec_f32_kernel kf;
-    const rl_block_q8_0 *w;
     const float *m;
-    size_t rows, nb, cols;
-    const rl_block_q8_0 *xq;
-    const double *dx;
+    size_t rows, cols;
     const float *xf;
     double *yd;
     float *yf;
@@ -402,10 +399,7 @@ static void rl_mv_job_run(void *ctx, int ith, int nth) {
     rl_pool_chunk(j->rows, ith, nth, RL_MV_ROWS, &r0, &r1);
     if (r0 >= r1)
         return;
-    if (j->kq)
-        j->kq(j->w, j->nb, j->xq, j->dx, r0, r1, j->yd, j->yf);
-    else
-        j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
+    j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
 }
 
 /* Threads for a product of `work` units (row-blocks): at most one per group
@@ -415,122 +409,53 @@ static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
                            min_work ? RL_MV_MIN_BLOCKS : 0);
 }
 
-rl_matvec_q8_kernel rl_matvec_q8_kernel_for(rl_path path) {
-    switch (path) {
-    case RL_PATH_AVX2: return rl_matvec_q8_rows_avx2;
-    case RL_PATH_AVX512: return rl_matvec_q8_rows_avx512;
-    case RL_PATH_AVX512VNNI: return rl_matvec_q8_rows_avx512vnni;
-    default: return rl_matvec_q8_rows_ref;
-    }
-}
+const rl_matvec_q8_kernel rl_matvec_q8_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_q8_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_q8_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_q8_rows_avx512,
+    [RL_PATH_AVX512VNNI] = rl_matvec_q8_rows_avx512vnni,
+};
 
-rl_matvec_q8x2_kernel rl_matvec_q8x2_kernel_for(rl_path path) {
-    switch (path) {
-    case RL_PATH_AVX2: return rl_matvec_q8x2_rows_avx2;
-    case RL_PATH_AVX512: return rl_matvec_q8x2_rows_avx512;
-    case RL_PATH_AVX512VNNI: return rl_matvec_q8x2_rows_avx512vnni;
-    default: return rl_matvec_q8x2_rows_ref;
-    }
-}
+const rl_matvec_q8x2_kernel rl_matvec_q8x2_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_q8x2_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_q8x2_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_q8x2_rows_avx512,
+    [RL_PATH_AVX512VNNI] = rl_matvec_q8x2_rows_avx512vnni,
+};
 
 /* One f32 SIMD kernel (AVX2) serves every SIMD path. */
-rl_matvec_f32_kernel rl_matvec_f32_kernel_for(rl_path path) {
-    return path == RL_PATH_REF ? rl_matvec_f32_rows_ref : rl_matvec_f32_rows_avx2;
+const rl_matvec_f32_kernel rl_matvec_f32_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_matvec_f32_rows_ref,
+    [RL_PATH_AVX2] = rl_matvec_f32_rows_avx2,
+    [RL_PATH_AVX512] = rl_matvec_f32_rows_avx2,
+    [RL_PATH_AVX512VNNI] = rl_matvec_f32_rows_avx2,
+};
+
+rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen) {
+    return rl_matvec_q8_act_ex(w, rows, cols, xsrc, x, yd, yf, RL_ACT_Q8, path, threads,
+                               min_work, msg, msglen, NULL);
 }
 
-static void rl_mv_msg(char *msg, size_t msglen, const char *fmt, const char *s) {
-    if (msg && msglen)
-        snprintf(msg, msglen, fmt, s);
-}
-
-/* rl_matvec_q8_ex, and when quantizing x fails, *xwhere (may be NULL)
- * gets the quantizer's where: the flat index of a non-finite value or the
- * block whose scale overflows. */
-static rl_q8_status rl_matvec_q8_where(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                                       rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                                       rl_path path, int threads, int min_work,
-                                       char *msg, size_t msglen, size_t *xwhere) {
-    if (msg && msglen)
-        msg[0] = 0;
-    if (cols % RL_QK8_0) {
-        if (msg && msglen)
-            snprintf(msg, msglen, "matvec: %zu columns is not a multiple of %d", cols, RL_QK8_0);
-        return RL_Q8_BADLEN;
-    }
-    const size_t nb = cols / RL_QK8_0;
-    if ((rows && nb && !w) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
-        (unsigned)path > RL_PATH_AVX512VNNI || threads < 1 ||
-        (nb && rows > SIZE_MAX / RL_Q8_BLOCK_BYTES / nb)) { /* weight bytes overflow */
-        rl_mv_msg(msg, msglen, "matvec: %s", "bad argument");
-        return RL_Q8_BADARG;
-    }
-    if (!rl_path_supported(path)) {
-        rl_mv_msg(msg, msglen, "matvec: this CPU cannot run the %s path", rl_path_name(path));
-        return RL_Q8_UNSUPPORTED;
-    }
-    if (rows == 0)
-        return RL_Q8_OK;
-
-    /* Scratch: x's blocks, then its scales as doubles (8-aligned). */
-    size_t xq_bytes = (nb * sizeof(rl_block_q8_0) + 7) / 8 * 8;
-    void *scratch = malloc(xq_bytes + nb * sizeof(double) + 1);
-    if (!scratch) {
-        rl_mv_msg(msg, msglen, "matvec: %s", "out of memory for the quantized vector");
-        return RL_Q8_NOMEM;
-    }
-    rl_block_q8_0 *xq = scratch;
-    double *dx = (double *)(void *)((char *)scratch + xq_bytes);
-    size_t where = 0;
-    rl_q8_status st = rl_q8_quantize_path(xsrc, x, cols, xq, &where,
-                                          path == RL_PATH_REF ? RL_PATH_REF : RL_PATH_AVX2);
-    if (st != RL_Q8_OK) {
-        if (msg && msglen) {
-            char why[200];
-            rl_q8_message(st, where, 0, why, sizeof why);
-            snprintf(msg, msglen, "matvec: cannot quantize x: %s", why);
-        }
-        if (xwhere)
-            *xwhere = where;
-        free(scratch);
-        return st;
-    }
-    for (size_t b = 0; b < nb; b++)
-        dx[b] = (double)rl_gguf_f16_to_f32(xq[b].d);
-
-    rl_mv_job job = {.kq = rl_matvec_q8_kernel_for(path), .w = w, .rows = rows, .nb = nb,
-                     .xq = xq, .dx = dx, .yd = yd, .yf = yf};
-    if (threads > RL_MAX_THREADS)
-        threads = RL_MAX_THREADS;
-    rl_pool_run(rl_mv_threads(threads, rows, rows * nb, min_work), rl_mv_job_run, &job);
-    free(scratch);
-    return RL_Q8_OK;
-}
-
-rl_q8_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                             rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                             rl_path path, int threads, int min_work,
-                             char *msg, size_t msglen) {
-    return rl_matvec_q8_where(w, rows, cols, xsrc, x, yd, yf, path, threads, min_work, msg,
-                              msglen, NULL);
-}
-
-rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
-                              rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                              rl_path path, int threads, int min_work) {
+rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
+                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                           rl_path path, int threads, int min_work) {
+    const rl_status run = rl_check_run(path, threads);
     if ((rows && cols && !m) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
-        (unsigned)path > RL_PATH_AVX512VNNI || threads < 1 ||
-        (cols && rows > SIZE_MAX / sizeof(float) / cols))
-        return RL_Q8_BADARG;
-    if (!rl_path_supported(path))
-        return RL_Q8_UNSUPPORTED;
+        run == RL_BADARG || (cols && rows > SIZE_MAX / sizeof(float) / cols))
+        return RL_BADARG;
+    if (run != RL_OK)
+        return run;
     if (rows == 0)
-        return RL_Q8_OK;
+        return RL_OK;
     float *xbuf = NULL;
     const float *xf = x;
     if (xsrc != RL_SRC_F32 && cols) {
         xbuf = malloc(cols * sizeof *xbuf);
         if (!xbuf)
-            return RL_Q8_NOMEM;
+            return RL_NOMEM;
         for (size_t j = 0; j < cols; j++) {
             switch (xsrc) {
             case RL_SRC_F64: xbuf[j] = (float)((const double *)x)[j]; break;
@@ -540,7 +465,7 @@ rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
         }
         xf = xbuf;
     }
-    rl_mv_job job = {.kf = rl_matvec_f32_kernel_for(path),
+    rl_mv_job job = {.kf = rl_matvec_f32_table[path],
                      .m = m, .rows = rows, .cols = cols, .xf = xf, .yd = yd, .yf = yf};
     if (threads > RL_MAX_THREADS)
         threads = RL_MAX_THREADS;
@@ -548,41 +473,46 @@ rl_q8_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
     size_t work = rows * ((cols + RL_QK8_0 - 1) / RL_QK8_0);
     rl_pool_run(rl_mv_threads(threads, rows, work, min_work), rl_mv_job_run, &job);
     free(xbuf);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                          const float *x, float *y, char *msg, size_t msglen) {
+rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                       const float *x, float *y, char *msg, size_t msglen) {
     return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
                            rl_threads(), 1, msg, msglen);
 }
 
-rl_q8_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                              const double *x, double *y, char *msg, size_t msglen) {
+rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                           const double *x, double *y, char *msg, size_t msglen) {
     return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                            rl_threads(), 1, msg, msglen);
 }
 
-rl_q8_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
-                           const float *x, float *y) {
+rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
+                        const float *x, float *y) {
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
                             rl_threads(), 1);
 }
 
-rl_q8_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
-                               const double *x, double *y) {
+rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
+                            const double *x, double *y) {
     return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
                             rl_threads(), 1);
 }
 
-rl_q8_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                           char *msg, size_t msglen, size_t *where) {
+rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                        char *msg, size_t msglen, size_t *where) {
     rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
     double *yd = o->dbl ? o->y : NULL;
     float *yf = o->dbl ? NULL : o->y;
-    if (o->w)
-        return rl_matvec_q8_where(o->w, o->rows, o->cols, src, o->x, yd, yf, path, threads,
-                                  min_work, msg, msglen, where);
+    if (o->w) {
+        rl_mm_fault fault = {0, 0};
+        rl_status st = rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act,
+                                           path, threads, min_work, msg, msglen, &fault);
+        if (where)
+            *where = fault.where;
+        return st;
+    }
     if (msg && msglen)
         msg[0] = 0;
     return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);

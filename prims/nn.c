@@ -124,36 +124,36 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
         rl_ln_row(j, t);
 }
 
-rl_q8_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                   const float *b, float eps, float *out, rl_path path,
-                                   int threads) {
-    rl_q8_status st = rl_nn_check_run(path, threads);
-    if (st != RL_Q8_OK)
+rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads) {
+    rl_status st = rl_check_run(path, threads);
+    if (st != RL_OK)
         return st;
     size_t nd = rl_nn_elems(n, d);
     if (d == 0 || (n && !nd) || (n && (!x || !w || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)) ||
         (n && b && rl_nn_overlap(out, nd, b, d)))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
                        .row = rl_ln_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_run, &job);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
-                              float *out, rl_path path, int threads) {
+rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
+                           float *out, rl_path path, int threads) {
     return rl_layer_norm_bias_ex(x, n, d, w, NULL, eps, out, path, threads);
 }
 
-rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
-                           float *out) {
+rl_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
+                        float *out) {
     return rl_layer_norm_ex(x, n, d, w, eps, out, rl_path_best(), rl_threads());
 }
 
-rl_q8_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out) {
+rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
+                             const float *b, float eps, float *out) {
     return rl_layer_norm_bias_ex(x, n, d, w, b, eps, out, rl_path_best(), rl_threads());
 }
 
@@ -178,24 +178,24 @@ static void rl_bias_act_row(const void *job, size_t t) {
     }
 }
 
-rl_q8_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                            float *out, rl_path path, int threads) {
-    rl_q8_status st = rl_nn_check_run(path, threads);
-    if (st != RL_Q8_OK)
+rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, rl_path path, int threads) {
+    rl_status st = rl_check_run(path, threads);
+    if (st != RL_OK)
         return st;
     size_t nd = rl_nn_elems(n, d);
     if (d == 0 || (unsigned)act > RL_NN_GELU || (n && !nd) || (n && (!x || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
                        .row = rl_bias_act_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                         float *out) {
+rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                      float *out) {
     return rl_bias_act_ex(x, n, d, b, act, out, rl_path_best(), rl_threads());
 }
 
@@ -236,31 +236,31 @@ static void rl_rope_run(void *ctx, int ith, int nth) {
     }
 }
 
-rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                             float freq_base, float *out, rl_path path, int threads) {
-    rl_q8_status st = rl_nn_check_run(path, threads);
-    if (st != RL_Q8_OK)
+rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                          float freq_base, float *out, rl_path path, int threads) {
+    rl_status st = rl_check_run(path, threads);
+    if (st != RL_OK)
         return st;
     size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
     if (!row || head_dim % 2 || (n && !nd) || (n && (!x || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     if (n == 0)
-        return RL_Q8_OK;
+        return RL_OK;
     int nth = rl_nn_threads(threads, n, row, RL_NN_MIN_VALUES), chunks = rl_pool_split_chunks(nth, n);
     float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
-        return RL_Q8_NOMEM;
+        return RL_NOMEM;
     rl_rope_job job = {.x = x, .out = out, .n = n, .heads = n_heads, .hd = head_dim,
                        .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
                        .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
     free(cache);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                          float freq_base, float *out) {
+rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                       float freq_base, float *out) {
     return rl_rope_neox_ex(x, n, n_heads, head_dim, freq_base, out, rl_path_best(),
                            rl_threads());
 }
@@ -284,7 +284,7 @@ static void rl_geglu_row(const void *job, size_t t) {
 
 /* The erf form sixteen values at a time: the same f32 steps around
  * vmath.h's erf (its AVX-512 form); tanh rows take rl_geglu_row. */
-__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static void
+__attribute__((target(RL_TARGET_AVX512))) static void
 rl_geglu_row_avx512(const void *job, size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * 2 * j->d;
@@ -304,24 +304,32 @@ rl_geglu_row_avx512(const void *job, size_t t) {
     }
 }
 
-rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
-                         rl_path path, int threads) {
-    rl_q8_status st = rl_nn_check_run(path, threads);
-    if (st != RL_Q8_OK)
+/* GeGLU's erf form per path (kernel.h): AVX2 has no row kernel of its own
+ * and runs the scalar one. */
+static void (*const rl_geglu_erf_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
+    [RL_PATH_REF] = rl_geglu_row,
+    [RL_PATH_AVX2] = rl_geglu_row,
+    [RL_PATH_AVX512] = rl_geglu_row_avx512,
+    [RL_PATH_AVX512VNNI] = rl_geglu_row_avx512,
+};
+
+rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      rl_path path, int threads) {
+    rl_status st = rl_check_run(path, threads);
+    if (st != RL_OK)
         return st;
     size_t f2 = rl_nn_elems(f, 2), nx = f2 ? rl_nn_elems(n, f2) : 0;
     if (!f2 || (unsigned)kind > RL_GELU_TANH || (n && !nx) || (n && (!x || !out)) ||
         rl_nn_overlap(out, n * f, x, nx))
-        return RL_Q8_BADARG;
-    const int wide = (path == RL_PATH_AVX512 || path == RL_PATH_AVX512VNNI) && kind == RL_GELU_ERF;
+        return RL_BADARG;
     rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind,
-                       .row = wide ? rl_geglu_row_avx512 : rl_geglu_row};
+                       .row = kind == RL_GELU_ERF ? rl_geglu_erf_rows[path] : rl_geglu_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, f2, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out) {
+rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out) {
     return rl_geglu_ex(x, n, f, kind, out, rl_path_best(), rl_threads());
 }
 
@@ -331,7 +339,8 @@ rl_q8_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *o
  * off; only the group that has one is searched value by value. */
 #define RL_EXP_BITS 0x7f800000u
 
-__attribute__((target("avx2"))) static size_t rl_finite_prefix_avx2(const float *x, size_t n) {
+__attribute__((target(RL_TARGET_AVX2))) static size_t
+rl_finite_prefix_avx2(const float *x, size_t n) {
     const __m256i m = _mm256_set1_epi32((int)RL_EXP_BITS);
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -366,9 +375,16 @@ static size_t rl_finite_prefix_sse2(const float *x, size_t n) {
     return i;
 }
 
+/* The scan per path (kernel.h): the AVX-512 paths run AVX2's. */
+static size_t (*const rl_finite_prefix[RL_PATH_COUNT])(const float *x, size_t n) = {
+    [RL_PATH_REF] = rl_finite_prefix_sse2,
+    [RL_PATH_AVX2] = rl_finite_prefix_avx2,
+    [RL_PATH_AVX512] = rl_finite_prefix_avx2,
+    [RL_PATH_AVX512VNNI] = rl_finite_prefix_avx2,
+};
+
 size_t rl_first_non_finite_f32(const float *x, size_t n) {
-    size_t i = rl_path_best() >= RL_PATH_AVX2 ? rl_finite_prefix_avx2(x, n)
-                                              : rl_finite_prefix_sse2(x, n);
+    size_t i = rl_finite_prefix[rl_path_best()](x, n);
     for (; i < n; i++) {
         uint32_t b;
         memcpy(&b, x + i, sizeof b);

@@ -13,9 +13,9 @@
  * every path.
  *
  * Every entry validates before any worker starts, never longjmps, and
- * answers RL_Q8_OK, RL_Q8_BADARG (NULL data, zero or odd sizes where the
+ * answers RL_OK, RL_BADARG (NULL data, zero or odd sizes where the
  * function says, sizes that overflow, out aliasing an input it may not),
- * RL_Q8_UNSUPPORTED (a path this CPU cannot run) or RL_Q8_NOMEM.
+ * RL_UNSUPPORTED (a path this CPU cannot run) or RL_NOMEM.
  */
 #ifndef RL_PRIMS_NN_H
 #define RL_PRIMS_NN_H
@@ -40,18 +40,18 @@ typedef enum {
  *   s    = 1.0f / sqrtf(var + eps);   out_j = (y_j * s) * w_j   (f32)
  * except that s is NaN when var + eps is infinite (a row of values too
  * large to square in f32 answers NaN, not zeros).  out may be x. */
-rl_q8_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
-                           float *out);
-rl_q8_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
-                              float *out, rl_path path, int threads);
+rl_status rl_layer_norm(const float *x, size_t n, size_t d, const float *w, float eps,
+                        float *out);
+rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
+                           float *out, rl_path path, int threads);
 
 /* LayerNorm with bias: rl_layer_norm's steps, then out_j = ((y_j * s) * w_j)
  * + b_j (f32).  b NULL is rl_layer_norm itself. */
-rl_q8_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out);
-rl_q8_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                   const float *b, float eps, float *out, rl_path path,
-                                   int threads);
+rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
+                             const float *b, float eps, float *out);
+rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads);
 
 typedef enum {
     RL_NN_NONE = 0, /* identity */
@@ -63,10 +63,10 @@ typedef enum {
  * sum in f32 (no bias when b is NULL: act(x[t][j])).  x and out are n x d
  * (d >= 1); out may be x.  Scalar on every path (the same f32 steps), rows
  * split across threads. */
-rl_q8_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                         float *out);
-rl_q8_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                            float *out, rl_path path, int threads);
+rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                      float *out);
+rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, rl_path path, int threads);
 
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
@@ -76,10 +76,10 @@ rl_q8_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, 
  *   out[i]        = x[i] * c_i - x[i + half] * s_i
  *   out[i + half] = x[i] * s_i + x[i + half] * c_i      (f32, no fma)
  * out may be x. */
-rl_q8_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                          float freq_base, float *out);
-rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                             float freq_base, float *out, rl_path path, int threads);
+rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                       float freq_base, float *out);
+rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                          float freq_base, float *out, rl_path path, int threads);
 
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
@@ -87,9 +87,9 @@ rl_q8_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t he
  *               (1.0f + (GELU_COEF_A * a) * a)))) * g
  * (llama.cpp's constants; f32, left to right, no fma).  out must not
  * overlap x. */
-rl_q8_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
-rl_q8_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
-                         rl_path path, int threads);
+rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
+rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      rl_path path, int threads);
 
 /* One GELU value, as rl_geglu applies it (tests, references). */
 float rl_gelu_f32(float a, rl_gelu kind);

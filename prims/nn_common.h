@@ -1,6 +1,7 @@
 /* nn_common.h - what the encoder's non-matrix kernels (nn.c, attention.c)
- * share: the thread count for an amount of work, the checks every entry
- * makes, overlap and size arithmetic.  Internal to prims/; plain C.
+ * share: the thread count for an amount of work, overlap and size
+ * arithmetic (the path and thread check is kernel.h's rl_check_run).
+ * Internal to prims/; plain C.
  */
 #ifndef RL_PRIMS_NN_COMMON_H
 #define RL_PRIMS_NN_COMMON_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "prims/cpu.h"
+#include "prims/kernel.h"
 #include "prims/pool.h"
 #include "prims/q8.h"
 
@@ -21,13 +23,6 @@
  * count, so this changes only the speed. */
 static inline int rl_nn_threads(int threads, size_t items, size_t cost, size_t min_values) {
     return rl_pool_threads(threads, items, rl_pool_mul_sat(items, cost), min_values);
-}
-
-/* The checks every entry shares: a path this CPU runs, a thread count. */
-static inline rl_q8_status rl_nn_check_run(rl_path path, int threads) {
-    if ((unsigned)path > RL_PATH_AVX512VNNI || threads < 1)
-        return RL_Q8_BADARG;
-    return rl_path_supported(path) ? RL_Q8_OK : RL_Q8_UNSUPPORTED;
 }
 
 /* 1 if [a, a+na) and [b, b+nb) (in floats) share memory. */

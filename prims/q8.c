@@ -23,30 +23,17 @@
  * for the stack, large enough to amortise the call. */
 #define RL_Q8_CHUNK (8 * RL_QK8_0)
 
-const char *rl_q8_status_name(rl_q8_status st) {
-    switch (st) {
-    case RL_Q8_OK: return "ok";
-    case RL_Q8_NONFINITE: return "non-finite";
-    case RL_Q8_OVERFLOW: return "scale-overflow";
-    case RL_Q8_BADLEN: return "bad-length";
-    case RL_Q8_BADARG: return "bad-argument";
-    case RL_Q8_NOMEM: return "out-of-memory";
-    case RL_Q8_UNSUPPORTED: return "unsupported";
-    }
-    return "unknown status";
-}
-
-int rl_q8_message(rl_q8_status st, size_t where, size_t row_len, char *msg,
+int rl_q8_message(rl_status st, size_t where, size_t row_len, char *msg,
                   size_t msglen) {
     size_t bpr = row_len / RL_QK8_0; /* blocks per row */
     switch (st) {
-    case RL_Q8_NONFINITE:
+    case RL_NONFINITE:
         if (row_len)
             return snprintf(msg, msglen,
                             "value at row %zu, column %zu (flat index %zu) is NaN or infinite",
                             where / row_len, where % row_len, where);
         return snprintf(msg, msglen, "value at index %zu is NaN or infinite", where);
-    case RL_Q8_OVERFLOW:
+    case RL_OVERFLOW:
         if (bpr)
             return snprintf(msg, msglen,
                             "row %zu, block %zu (columns %zu..%zu): absolute maximum >= 8321040, "
@@ -57,16 +44,16 @@ int rl_q8_message(rl_q8_status st, size_t where, size_t row_len, char *msg,
                         "block %zu (values %zu..%zu): absolute maximum >= 8321040, "
                         "its Q8_0 scale overflows binary16",
                         where, where * RL_QK8_0, where * RL_QK8_0 + RL_QK8_0 - 1);
-    case RL_Q8_BADLEN:
+    case RL_BADLEN:
         return snprintf(msg, msglen, "length is not a multiple of %d", RL_QK8_0);
-    case RL_Q8_BADARG:
+    case RL_BADARG:
         return snprintf(msg, msglen, "bad argument");
-    case RL_Q8_NOMEM:
+    case RL_NOMEM:
         return snprintf(msg, msglen, "out of memory");
-    case RL_Q8_UNSUPPORTED:
+    case RL_UNSUPPORTED:
         return snprintf(msg, msglen, "this CPU cannot run the requested path");
     default:
-        return snprintf(msg, msglen, "%s", rl_q8_status_name(st));
+        return snprintf(msg, msglen, "%s", rl_status_name(st));
     }
 }
 
@@ -98,17 +85,17 @@ static int rl_q8_block_ref(const float *x, rl_block_q8_0 *y) {
     return d >= RL_Q8_D_OVERFLOW;
 }
 
-rl_q8_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
-                                    size_t *where) {
+rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
+                                 size_t *where) {
     if (n % RL_QK8_0)
-        return RL_Q8_BADLEN;
+        return RL_BADLEN;
     if (n && (!x || !y))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             if (where)
                 *where = i;
-            return RL_Q8_NONFINITE;
+            return RL_NONFINITE;
         }
     }
     size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
@@ -118,9 +105,9 @@ rl_q8_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
     if (first_ovf != SIZE_MAX) {
         if (where)
             *where = first_ovf;
-        return RL_Q8_OVERFLOW;
+        return RL_OVERFLOW;
     }
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
 /* ---- AVX2 ----------------------------------------------------------- */
@@ -135,7 +122,7 @@ rl_q8_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
  * 0.5) sums to within 2^-25 of the next integer and rounds up to it, any
  * fraction below 0.5 stays at least one ulp short of it.  |v| <= 127.0001
  * here, so every step is exact where it needs to be. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256i
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i
 rl_q8_round8_avx2(__m256 x, __m256 vid) {
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
     const __m256 h = _mm256_set1_ps(0x1.fffffep-2f);
@@ -145,12 +132,12 @@ rl_q8_round8_avx2(__m256 x, __m256 vid) {
     return _mm256_cvttps_epi32(r);
 }
 
-__attribute__((target("avx2,fma,f16c"))) rl_q8_status
+__attribute__((target(RL_TARGET_AVX2))) rl_status
 rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
     if (n % RL_QK8_0)
-        return RL_Q8_BADLEN;
+        return RL_BADLEN;
     if (n && (!x || !y))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
@@ -178,7 +165,7 @@ rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *wher
                 if (!isfinite(xb[j])) {
                     if (where)
                         *where = b * RL_QK8_0 + (size_t)j;
-                    return RL_Q8_NONFINITE;
+                    return RL_NONFINITE;
                 }
             }
         }
@@ -204,9 +191,9 @@ rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *wher
     if (first_ovf != SIZE_MAX) {
         if (where)
             *where = first_ovf;
-        return RL_Q8_OVERFLOW;
+        return RL_OVERFLOW;
     }
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
 /* ---- other sources: widen a chunk, quantize it ---------------------- */
@@ -237,7 +224,7 @@ void rl_q8_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *o
 
 /* n is a multiple of 32 here.  vcvtpd2ps rounds as the C cast does (to
  * nearest even, the MXCSR default both use); vcvtph2ps widens exactly. */
-__attribute__((target("avx2,fma,f16c"))) static void
+__attribute__((target(RL_TARGET_AVX2))) static void
 rl_widen_avx2(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
     size_t i;
     switch (src) {
@@ -270,19 +257,33 @@ rl_widen_avx2(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
     }
 }
 
-rl_q8_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
-                                 rl_block_q8_0 *y, size_t *where, rl_path path) {
+/* The quantizer's kernels per path (kernel.h): the AVX-512 paths have none
+ * of their own and run AVX2's. */
+typedef struct {
+    rl_status (*quantize)(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+    void (*widen)(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
+    void (*dequantize)(const rl_block_q8_0 *x, size_t nblocks, float *y);
+} rl_q8_path_kernels;
+
+static const rl_q8_path_kernels rl_q8_kernels[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_q8_quantize_f32_ref, rl_widen_ref, rl_q8_dequantize_ref},
+    [RL_PATH_AVX2] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+};
+
+rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
+                              rl_block_q8_0 *y, size_t *where, rl_path path) {
     if (n % RL_QK8_0)
-        return RL_Q8_BADLEN;
-    if ((unsigned)src > RL_SRC_BF16 || (unsigned)path > RL_PATH_AVX512VNNI ||
-        (n && (!x || !y)))
-        return RL_Q8_BADARG;
-    if (!rl_path_supported(path))
-        return RL_Q8_UNSUPPORTED;
-    int simd = path != RL_PATH_REF;
+        return RL_BADLEN;
+    const rl_status run = rl_check_run(path, 1);
+    if ((unsigned)src > RL_SRC_BF16 || run == RL_BADARG || (n && (!x || !y)))
+        return RL_BADARG;
+    if (run != RL_OK)
+        return run;
+    const rl_q8_path_kernels *k = &rl_q8_kernels[path];
     if (src == RL_SRC_F32)
-        return simd ? rl_q8_quantize_f32_avx2((const float *)x, n, y, where)
-                    : rl_q8_quantize_f32_ref((const float *)x, n, y, where);
+        return k->quantize((const float *)x, n, y, where);
 
     /* Chunk by chunk.  A non-finite value ends the scan at once (it is the
      * first one: earlier chunks were clean); an overflow is remembered and
@@ -291,42 +292,38 @@ rl_q8_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
     size_t first_ovf = SIZE_MAX;
     for (size_t i0 = 0; i0 < n; i0 += RL_Q8_CHUNK) {
         size_t m = n - i0 < RL_Q8_CHUNK ? n - i0 : RL_Q8_CHUNK, w = 0;
-        if (simd)
-            rl_widen_avx2(src, x, i0, m, buf);
-        else
-            rl_widen_ref(src, x, i0, m, buf);
+        k->widen(src, x, i0, m, buf);
         rl_block_q8_0 *yb = y + i0 / RL_QK8_0;
-        rl_q8_status st = simd ? rl_q8_quantize_f32_avx2(buf, m, yb, &w)
-                               : rl_q8_quantize_f32_ref(buf, m, yb, &w);
-        if (st == RL_Q8_NONFINITE) {
+        rl_status st = k->quantize(buf, m, yb, &w);
+        if (st == RL_NONFINITE) {
             if (where)
                 *where = i0 + w;
             return st;
         }
-        if (st == RL_Q8_OVERFLOW && first_ovf == SIZE_MAX)
+        if (st == RL_OVERFLOW && first_ovf == SIZE_MAX)
             first_ovf = i0 / RL_QK8_0 + w;
     }
     if (first_ovf != SIZE_MAX) {
         if (where)
             *where = first_ovf;
-        return RL_Q8_OVERFLOW;
+        return RL_OVERFLOW;
     }
-    return RL_Q8_OK;
+    return RL_OK;
 }
 
-rl_q8_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
     return rl_q8_quantize_path(RL_SRC_F32, x, n, y, where, rl_path_best());
 }
 
-rl_q8_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+rl_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where) {
     return rl_q8_quantize_path(RL_SRC_F64, x, n, y, where, rl_path_best());
 }
 
-rl_q8_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+rl_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
     return rl_q8_quantize_path(RL_SRC_F16, x, n, y, where, rl_path_best());
 }
 
-rl_q8_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+rl_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
     return rl_q8_quantize_path(RL_SRC_BF16, x, n, y, where, rl_path_best());
 }
 
@@ -338,7 +335,7 @@ void rl_q8_dequantize_ref(const rl_block_q8_0 *x, size_t nblocks, float *y) {
     rl_gguf_q8_0_to_f32(x, nblocks, y);
 }
 
-__attribute__((target("avx2,fma,f16c"))) void
+__attribute__((target(RL_TARGET_AVX2))) void
 rl_q8_dequantize_avx2(const rl_block_q8_0 *x, size_t nblocks, float *y) {
     for (size_t b = 0; b < nblocks; b++) {
         const __m256 d = _mm256_set1_ps(rl_gguf_f16_to_f32(x[b].d));
@@ -353,8 +350,5 @@ rl_q8_dequantize_avx2(const rl_block_q8_0 *x, size_t nblocks, float *y) {
 }
 
 void rl_q8_dequantize(const rl_block_q8_0 *x, size_t nblocks, float *y) {
-    if (rl_path_best() != RL_PATH_REF)
-        rl_q8_dequantize_avx2(x, nblocks, y);
-    else
-        rl_q8_dequantize_ref(x, nblocks, y);
+    rl_q8_kernels[rl_path_best()].dequantize(x, nblocks, y);
 }

@@ -29,6 +29,7 @@
 #include "gguf/gguf.h"
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
+#include "prims/kernel.h"
 
 /* The block and its geometry are gguf's (gguf/gguf.h), the one definition
  * for the file reader and the kernels; these are the kernels' names for
@@ -37,28 +38,11 @@
 #define RL_Q8_BLOCK_BYTES RL_GGUF_Q8_0_BYTES
 typedef rl_gguf_block_q8_0 rl_block_q8_0;
 
-/* Every Q8_0 and matvec entry point answers one of these. */
-typedef enum {
-    RL_Q8_OK = 0,
-    RL_Q8_NONFINITE,   /* a NaN or infinity in the input; where = its flat index */
-    RL_Q8_OVERFLOW,    /* a block's f16 scale would be inf; where = flat block index */
-    RL_Q8_BADLEN,      /* a length that is not a multiple of 32 */
-    RL_Q8_BADARG,      /* NULL data, a size whose bytes overflow size_t, bad path/threads */
-    RL_Q8_NOMEM,       /* scratch allocation failed */
-    RL_Q8_UNSUPPORTED  /* an explicit path this CPU cannot run */
-} rl_q8_status;
-
-/* The status's name, spelled as the Lisp keyword it becomes: "ok",
- * "non-finite", "scale-overflow", "bad-length", "bad-argument",
- * "out-of-memory", "unsupported" (the words gguf/ and safetensors use
- * for the same failures). */
-const char *rl_q8_status_name(rl_q8_status st);
-
 /* Write a one-line explanation of a failed quantization into msg (always
  * NUL-terminated when msglen > 0).  row_len > 0 names row and column/block
  * within the row (flat index / row_len); row_len == 0 names flat indices.
  * Returns the number of characters snprintf wanted. */
-int rl_q8_message(rl_q8_status st, size_t where, size_t row_len, char *msg,
+int rl_q8_message(rl_status st, size_t where, size_t row_len, char *msg,
                   size_t msglen);
 
 /* Bytes of n values in Q8_0 (n a multiple of 32). */
@@ -73,20 +57,20 @@ typedef enum {
 } rl_q8_src;
 
 /* Quantize n values (n % 32 == 0) of type src at x into n/32 blocks at y.
- * Errors, in this priority: RL_Q8_BADLEN / RL_Q8_BADARG (nothing written);
- * RL_Q8_NONFINITE with *where = index of the FIRST non-finite value, even if
- * an earlier block overflows; else RL_Q8_OVERFLOW with *where = index of the
+ * Errors, in this priority: RL_BADLEN / RL_BADARG (nothing written);
+ * RL_NONFINITE with *where = index of the FIRST non-finite value, even if
+ * an earlier block overflows; else RL_OVERFLOW with *where = index of the
  * first overflowing block.  On any error y's contents are unspecified.
  * where may be NULL.  path must be one rl_path_supported() accepts, else
- * RL_Q8_UNSUPPORTED; RL_PATH_AVX512* use the AVX2 quantizer. */
-rl_q8_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
-                                 rl_block_q8_0 *y, size_t *where, rl_path path);
+ * RL_UNSUPPORTED; RL_PATH_AVX512* use the AVX2 quantizer. */
+rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
+                              rl_block_q8_0 *y, size_t *where, rl_path path);
 
 /* The same with the path from rl_path_best() (the SIMD knob and the CPU). */
-rl_q8_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_q8_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_q8_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_q8_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
 
 /* Values i0..i0+n-1 of a run of type src as the quantizers see them (f64
  * by the C cast, halves widened exactly) into out.  src must be valid. */
@@ -94,8 +78,8 @@ void rl_q8_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *o
 
 /* The two f32 kernels themselves (same contract as rl_q8_quantize_path).
  * _avx2 must only be called when rl_cpu_has_avx2(). */
-rl_q8_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_q8_status rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
 
 /* Dequantize nblocks blocks into 32*nblocks floats: y = q * f16->f32(d),
  * exact.  Never fails (an inf/NaN d read from a file gives inf/NaN). */

@@ -38,7 +38,7 @@ static void rl_q8_candidate_quants(const float *x, float d, int8_t *q) {
 
 int rl_q8_outlier_block_ref(const float *x, const uint8_t *outlier, rl_block_q8_0 *y) {
     /* The standard block comes first, so it wins every tie. */
-    if (rl_q8_quantize_f32_ref(x, RL_QK8_0, y, NULL) == RL_Q8_OVERFLOW)
+    if (rl_q8_quantize_f32_ref(x, RL_QK8_0, y, NULL) == RL_OVERFLOW)
         return 1;
     float amax = 0.0f;
     int any = 0;
@@ -74,21 +74,21 @@ int rl_q8_outlier_block_ref(const float *x, const uint8_t *outlier, rl_block_q8_
     return 0;
 }
 
-rl_q8_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
-                                         size_t cols, const uint8_t *outlier,
-                                         rl_block_q8_0 *y, size_t *where) {
+rl_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
+                                      size_t cols, const uint8_t *outlier,
+                                      rl_block_q8_0 *y, size_t *where) {
     if (cols % RL_QK8_0)
-        return RL_Q8_BADLEN;
+        return RL_BADLEN;
     if ((unsigned)src > RL_SRC_BF16 || (cols && rows > SIZE_MAX / cols))
-        return RL_Q8_BADARG; /* rows * cols overflows size_t */
+        return RL_BADARG; /* rows * cols overflows size_t */
     if (rows && cols && (!x || !y))
-        return RL_Q8_BADARG;
+        return RL_BADARG;
     if (!rows || !cols)
-        return RL_Q8_OK;
+        return RL_OK;
     static const uint8_t none[RL_QK8_0];
     float *row = malloc(cols * sizeof *row);
     if (!row)
-        return RL_Q8_NOMEM;
+        return RL_NOMEM;
     const size_t bpr = cols / RL_QK8_0;
     size_t first_ovf = SIZE_MAX;
     for (size_t r = 0; r < rows; r++) {
@@ -99,7 +99,7 @@ rl_q8_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t ro
                 free(row);
                 if (where)
                     *where = r * cols + c;
-                return RL_Q8_NONFINITE;
+                return RL_NONFINITE;
             }
         }
         for (size_t b = 0; b < bpr; b++) {
@@ -113,7 +113,7 @@ rl_q8_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t ro
     if (first_ovf != SIZE_MAX) {
         if (where)
             *where = first_ovf;
-        return RL_Q8_OVERFLOW;
+        return RL_OVERFLOW;
     }
-    return RL_Q8_OK;
+    return RL_OK;
 }

@@ -42,13 +42,13 @@ int rl_q8_outlier_block_ref(const float *x, const uint8_t *outlier, rl_block_q8_
 /* Quantize a row-major rows x cols matrix of type src at x into
  * rows * cols / 32 blocks at y; outlier is a mask of cols bytes (nonzero =
  * outlier column; NULL = none, which gives §2's bytes).  The error contract
- * is rl_q8_quantize_path's: RL_Q8_BADLEN when cols % 32, RL_Q8_BADARG for
+ * is rl_q8_quantize_path's: RL_BADLEN when cols % 32, RL_BADARG for
  * NULL data, an unknown src or a size that overflows size_t;
- * RL_Q8_NONFINITE with *where the flat index of the first non-finite value;
- * else RL_Q8_OVERFLOW with *where the flat index of the first overflowing
+ * RL_NONFINITE with *where the flat index of the first non-finite value;
+ * else RL_OVERFLOW with *where the flat index of the first overflowing
  * block.  where may be NULL. */
-rl_q8_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
-                                         size_t cols, const uint8_t *outlier,
-                                         rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_outliers_ref(rl_q8_src src, const void *x, size_t rows,
+                                      size_t cols, const uint8_t *outlier,
+                                      rl_block_q8_0 *y, size_t *where);
 
 #endif

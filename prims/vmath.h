@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "prims/kernel.h"
+
 #define RL_VM_INV_LN2 1.4426950408889634074
 #define RL_VM_LN2 0.69314718055994530942
 #define RL_VM_EXP_HI 89.0f
@@ -67,7 +69,7 @@ static inline float rl_expf(float x) {
 }
 
 /* Eight lanes of rl_expf. */
-__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static inline __m256
+__attribute__((target(RL_TARGET_AVX512))) static inline __m256
 rl_expf8_avx512(__m256 x) {
     const __m512d xd = _mm512_cvtps_pd(x);
     const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xd, _mm512_set1_pd(RL_VM_INV_LN2)),
@@ -94,7 +96,7 @@ rl_expf8_avx512(__m256 x) {
 }
 
 /* Four lanes of rl_expf. */
-__attribute__((target("avx2,fma"))) static inline __m128 rl_expf4_avx2(__m128 x) {
+__attribute__((target(RL_TARGET_AVX2))) static inline __m128 rl_expf4_avx2(__m128 x) {
     const __m256d xd = _mm256_cvtps_pd(x);
     const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, _mm256_set1_pd(RL_VM_INV_LN2)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -152,7 +154,7 @@ static inline float rl_erff(float x) {
 
 /* Eight lanes of rl_erff: the interval's coefficients by a permutation of
  * each row of the table. */
-__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"))) static inline __m256
+__attribute__((target(RL_TARGET_AVX512))) static inline __m256
 rl_erff8_avx512(__m256 x) {
     const __m512d a = _mm512_abs_pd(_mm512_cvtps_pd(x));
     const __m512d lim = _mm512_set1_pd(4.0);

@@ -1,6 +1,7 @@
 /* llama_api.h - the few structures of llama.cpp's C interface that our
  * programs pass by value when they dlopen libllama (tools/llama_embed.c,
- * tools/llama_tokenize.c, tools/bench_quantize.c, tests/c/test_llama_model.c),
+ * tools/llama_tokenize.c, tools/bench_quantize.c, tools/llama_quantize.c,
+ * tests/c/test_llama_model.c),
  * written from include/llama.h of llama.cpp v0.5.0 (the npm package @node-llama-cpp/linux-x64@3.22.1, the release
  * that made tests/golden/).  They must match that release field for field:
  * a struct passed or returned by value with another layout corrupts the

@@ -4,7 +4,9 @@
  * prims/bench.c; this checks the operands and holds traps and interrupts. */
 #include "prims/bench.h"
 #include "prims/cpu.h"
+#include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
+#include "prims/matmul.h"
 #include "prims/matmul_q8.h"
 #include "prims/q8.h"
 #include "prims/rng.h"
@@ -29,7 +31,7 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
                                       cl_object threads, cl_object iters, cl_object budget) {
     char msg[256] = "";
     rl_matvec_operands o;
-    rl_q8_status st;
+    rl_status st;
     const cl_env_ptr env = ecl_process_env();
     rl_path p = rl_arg_path("%BENCH-MATVEC", 4, path);
     int nth = (int)rl_arg_fixnum("%BENCH-MATVEC", 5, threads, 1, RL_MAX_THREADS);
@@ -48,8 +50,8 @@ static cl_object rl_prim_bench_matvec(cl_object m, cl_object x, cl_object out, c
         st = rl_bench_matvec(&o, p, nth, n, limit, times->vector.self.df, &done, msg, sizeof msg);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
     });
-    if (st != RL_Q8_OK)
-        ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1));
+    if (st != RL_OK)
+        ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_simple_base_string(msg, -1));
     ecl_return2(env, times, ecl_make_fixnum(done));
 }
 
@@ -65,19 +67,15 @@ static cl_object rl_prim_bench_quantize(cl_object x, cl_object path, cl_object r
     cl_index r = (cl_index)rl_arg_fixnum("%BENCH-QUANTIZE", 3, reps, 1, 100000);
     const cl_env_ptr env = ecl_process_env();
     cl_object y, times;
-    rl_q8_status st;
+    rl_status st;
     if (!xs || n % RL_QK8_0)
         rl_type_error("%BENCH-QUANTIZE", 1, x, RL_T_ARRAY);
     y = ecl_alloc_simple_vector(rl_q8_bytes(n) ? rl_q8_bytes(n) : 1, ecl_aet_b8);
     times = ecl_alloc_simple_vector(r, ecl_aet_df);
-    {
-        RL_FP_HOLD();
-        st = rl_bench_quantize(xs, n, (rl_block_q8_0 *)(void *)y->vector.self.b8, p, r,
-                               times->vector.self.df);
-        RL_FP_RELEASE();
-    }
-    if (st != RL_Q8_OK)
-        ecl_return2(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)));
+    RL_RUN_KERNEL(env, st = rl_bench_quantize(xs, n, (rl_block_q8_0 *)(void *)y->vector.self.b8,
+                                              p, r, times->vector.self.df));
+    if (st != RL_OK)
+        ecl_return2(env, ECL_NIL, rl_keyword(rl_status_name(st)));
     ecl_return1(env, times);
 }
 
@@ -90,9 +88,7 @@ static cl_object rl_prim_bench_read_gbps(cl_object bytes, cl_object threads, cl_
     int r = (int)rl_arg_fixnum("%BENCH-READ-GBPS", 3, reps, 1, 1000);
     const cl_env_ptr env = ecl_process_env();
     double best, median = 0;
-    ecl_disable_interrupts_env(env); /* the probe mallocs its buffer */
-    best = rl_bench_read_gbps(b, nth, r, &median);
-    ecl_enable_interrupts_env(env);
+    RL_RUN_KERNEL(env, best = rl_bench_read_gbps(b, nth, r, &median)); /* it mallocs its buffer */
     if (best < 0)
         ecl_return1(env, ECL_NIL);
     ecl_return2(env, ecl_make_double_float(best), ecl_make_double_float(median));
@@ -151,8 +147,59 @@ static cl_object rl_prim_matmul_q8_tiles(void) {
                 ecl_make_unsigned_integer(lanes));
 }
 
+/* (%bench-matmul m xs out threads iters mode) -> times | (values nil
+ * status message): ITERS timed calls (after one untimed) of the Q8_0
+ * matrix M times the rows of XS into OUT on the knobs' path with THREADS
+ * chunks: MODE 0 one matmul with :q8, 1 one matmul with :q8x2, 2 a matvec
+ * per row (the baseline matmul is measured against).  TIMES is a fresh
+ * double-float vector of each call's nanoseconds.  The operands are
+ * %MATMUL's; interrupts stay off for the loop (scratch lives in a call). */
+static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
+                                      cl_object threads, cl_object iters, cl_object mode) {
+    static const char fn[] = "%BENCH-MATMUL";
+    const cl_env_ptr env = ecl_process_env();
+    size_t n, cols, orows, ocols;
+    if (!rl_qm_p(m))
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    rl_qm_view v;
+    rl_qm_shape_of(m, &v);
+    if (v.rank != 2)
+        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+    const float *x = rl_sf_matrix(fn, 2, xs, &n, &cols);
+    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
+    rl_same_dims(fn, "xs", n, cols, n, (size_t)v.cols);
+    rl_same_dims(fn, "out", orows, ocols, n, (size_t)v.rows);
+    const int nth = (int)rl_arg_fixnum(fn, 4, threads, 1, RL_MAX_THREADS);
+    const cl_index reps = (cl_index)rl_arg_fixnum(fn, 5, iters, 1, 1000000);
+    const int md = (int)rl_arg_fixnum(fn, 6, mode, 0, 2);
+    const rl_path path = rl_path_best();
+    cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
+    char msg[256] = "";
+    rl_status st = RL_OK;
+    rl_qm_pin(m, &v);
+    RL_RUN_KERNEL(env, {
+        for (cl_index r = 0; r <= reps && st == RL_OK; r++) {
+            const uint64_t t0 = rl_bench_ns();
+            if (md == 2)
+                for (size_t t = 0; t < n && st == RL_OK; t++)
+                    st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
+                                         y + t * v.rows, path, nth, 0, msg, sizeof msg);
+            else
+                st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
+                                  md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
+            if (r) /* the first call warms caches and the pool */
+                times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
+        }
+        rl_qm_unpin(&v);
+    });
+    if (st != RL_OK)
+        return rl_return_status(env, st, msg);
+    ecl_return1(env, times);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BENCH-MATVEC", rl_prim_bench_matvec, 7),
+    RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
     RL_PRIM("%BENCH-QUANTIZE", rl_prim_bench_quantize, 3),
     RL_PRIM("%BENCH-READ-GBPS", rl_prim_bench_read_gbps, 3),
     RL_PRIM("%BENCH-FILL-RANDOM", rl_prim_bench_fill_random, 2),

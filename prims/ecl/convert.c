@@ -28,13 +28,13 @@
 
 /* Convert and write values [0, n) of the tensor at X; the first failure
  * in *WHERE.  Runs with interrupts off and the pin held: signals nothing. */
-static rl_q8_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
-                                  uint8_t *buf, size_t rows_per_piece, size_t *where,
-                                  rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
+static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
+                               uint8_t *buf, size_t rows_per_piece, size_t *where,
+                               rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
     const uint8_t *x = c.x;
     uint64_t x_off = c.fd_offset;
     size_t sb = rl_convert_bytes(c.src, c.row_len), n = c.n;
-    rl_q8_status st = RL_Q8_OK, late;
+    rl_status st = RL_OK, late;
     size_t late_where;
     for (size_t r = 0; r * c.row_len < n; r += rows_per_piece) {
         size_t i0 = r * c.row_len;
@@ -52,28 +52,28 @@ static rl_q8_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inb
         c.x = piece;
         c.n = k;
         c.y = buf;
-        if (st == RL_Q8_OVERFLOW) {
+        if (st == RL_OVERFLOW) {
             /* An overflow is reported only when no value after it is
              * NaN or infinite (a NaN anywhere is reported first). */
             c.dst = c.src;
             late = rl_convert_run(&c, rl_threads(), &late_where);
-            if (late == RL_Q8_NONFINITE)
+            if (late == RL_NONFINITE)
                 *where = i0 + late_where;
-            if (late != RL_Q8_OK)
+            if (late != RL_OK)
                 return late;
         } else {
             st = rl_convert_run(&c, rl_threads(), where);
-            if (st == RL_Q8_NONFINITE)
+            if (st == RL_NONFINITE)
                 *where += i0;
-            else if (st == RL_Q8_OVERFLOW)
-                *where += c.dst == RL_GGUF_GGML_Q8_0 ? i0 / RL_QK8_0 : i0;
-            if (st == RL_Q8_NONFINITE || (st != RL_Q8_OK && st != RL_Q8_OVERFLOW))
+            else if (st == RL_OVERFLOW)
+                *where += i0 / rl_convert_block(c.dst);
+            if (st == RL_NONFINITE || (st != RL_OK && st != RL_OVERFLOW))
                 return st;
-            if (st == RL_Q8_OK) {
+            if (st == RL_OK) {
                 *wst = rl_gguf_writer_stream_put(wr, c.src == c.dst ? piece : buf,
                                                  rl_convert_bytes(c.dst, k), msg, msgsz, off);
                 if (*wst != RL_GGUF_OK)
-                    return RL_Q8_OK;
+                    return RL_OK;
             }
         }
     }
@@ -130,9 +130,10 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
         rl_type_error(fn, 2, base, RL_T_FOREIGN_DATA);
     size_t sbytes = rl_convert_bytes(c.src, c.n), rbytes = rl_convert_bytes(c.src, c.row_len);
     size_t dbytes_row = rl_convert_bytes(c.dst, c.row_len);
-    if (!sbytes || !dbytes_row || c.n % c.row_len || c.n > SIZE_MAX / 4)
-        rl_signal(RL_C_ERROR, "%s: expected F32, F16 or BF16 values in whole rows to F32, F16, "
-                  "BF16 or Q8_0, found types %u to %u, %lu values in rows of %lu", fn,
+    if (!sbytes || !dbytes_row || c.n % c.row_len || c.row_len % rl_convert_block(c.src) ||
+        c.row_len % rl_convert_block(c.dst) || c.n > SIZE_MAX / 4)
+        rl_signal(RL_C_ERROR, "%s: expected values of F32, F16, BF16 or a quantized type in "
+                  "whole rows to one of those, found types %u to %u, %lu values in rows of %lu", fn,
                   (unsigned)c.src, (unsigned)c.dst, (unsigned long)c.n,
                   (unsigned long)c.row_len);
     size_t rows_per_piece = rbytes >= RL_STREAM_PIECE ? 1 : RL_STREAM_PIECE / rbytes;
@@ -176,7 +177,7 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     uint64_t woff = 0;
     size_t where = 0;
     rl_gguf_status wst = RL_GGUF_OK;
-    rl_q8_status st;
+    rl_status st;
     RL_RUN_KERNEL(env, {
         st = stream_pieces(wr, c, inbuf, buf, rows_per_piece, &where, &wst, msg,
                            sizeof msg, &woff);
@@ -194,8 +195,8 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     }
     if (wst != RL_GGUF_OK)
         return rl_status_values(rl_gguf_status_name(wst), msg, woff);
-    if (st != RL_Q8_OK)
-        ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
+    if (st != RL_OK)
+        ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
                     ecl_make_unsigned_integer(where));
     ecl_return1(env, ECL_T);
 }

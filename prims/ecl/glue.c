@@ -157,6 +157,49 @@ const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n) {
     return p;
 }
 
+float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols) {
+    cl_index n = 0;
+    if (ECL_IMMEDIATE(a) || a->d.t != t_array || a->array.rank != 2 ||
+        (cl_elttype)a->array.elttype != ecl_aet_sf)
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    float *p = rl_simple_data(a, ecl_aet_sf, &n);
+    if (!p && (a->array.dim != 0 || a->array.displaced != ECL_NIL || ECL_ADJUSTABLE_ARRAY_P(a)))
+        rl_type_error(fn, pos, a, RL_T_ARRAY);
+    *rows = a->array.dims[0];
+    *cols = a->array.dims[1];
+    return p;
+}
+
+void rl_signal_shape(cl_object expected, cl_object found, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cl_error(7, rl_conditions[RL_C_SHAPE], ecl_make_keyword("EXPECTED"), expected,
+             ecl_make_keyword("FOUND"), found, ecl_make_keyword("MESSAGE"),
+             ecl_make_simple_base_string(buf, -1));
+    abort(); /* not reached: cl_error does not return */
+}
+
+cl_object rl_dims2(size_t r, size_t c) {
+    return cl_list(2, ecl_make_unsigned_integer(r), ecl_make_unsigned_integer(c));
+}
+
+void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er,
+                  size_t ec) {
+    if (r != er || c != ec)
+        rl_signal_shape(rl_dims2(er, ec), rl_dims2(r, c),
+                        "%s: expected %s of dimensions (%zu %zu), found (%zu %zu)", fn, what, er,
+                        ec, r, c);
+}
+
+void rl_out_not_input(const char *fn, cl_object out, cl_object in, const char *what) {
+    if (out == in)
+        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than %s, found %s itself",
+                  fn, what, what);
+}
+
 const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz) {
     cl_index n = 0;
     const uint8_t *p = rl_octets(fn, 1, octets, &n);

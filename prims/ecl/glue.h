@@ -142,6 +142,27 @@ const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n);
 /* A path given as UTF-8 octets (argument 1 of FN), NUL-terminated into BUF. */
 const char *rl_path_arg(const char *fn, cl_object octets, char *buf, size_t bufsz);
 
+/* A simple rank-2 single-float array, argument POS of FN: its data (NULL
+ * only when it is empty) and dimensions. */
+float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols);
+
+/* Signal SHAPE-ERROR with the slots EXPECTED and FOUND and a formatted
+ * one-line message.  Never returns. */
+void rl_signal_shape(cl_object expected, cl_object found, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+/* The list (R C), a shape error's dimensions. */
+cl_object rl_dims2(size_t r, size_t c);
+
+/* Signal SHAPE-ERROR unless WHAT (an argument of FN) is er x ec: r x c is
+ * what was found (the slots: the two lists of dimensions). */
+void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er, size_t ec);
+
+/* Signal RONTOLISP-ERROR when OUT, the result argument of FN, is the input
+ * WHAT itself (a kernel that reads IN while writing OUT).  Call it only
+ * for a non-empty result: an empty one may be any array. */
+void rl_out_not_input(const char *fn, cl_object out, cl_object in, const char *what);
+
 /* The keyword named by NAME upper-cased (C status names are lower case;
  * ecl_make_keyword would keep the case and make :|truncated|). */
 cl_object rl_keyword(const char *name);

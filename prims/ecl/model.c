@@ -1,37 +1,22 @@
 /* model.c - the encoder's and decision head's kernels from Lisp
  * (lisp/encoder.lisp, lisp/decision.lisp): a weight matrix times a token
- * sequence (prims/matmul.c), matvec with Q8x2 activations, and LayerNorm
- * (with or without bias), NEOX RoPE, attention, GeGLU and bias plus
- * activation (prims/nn.c), with the knobs' path and thread count.  The Lisp side
- * checks operands and explains what is wrong; this file checks again so a
- * direct call of a primitive cannot crash, then runs the kernel with the
- * float traps held and interrupts off while the pool's workers run. */
+ * sequence (prims/matmul.c), and LayerNorm (with or without bias), NEOX
+ * RoPE, attention, GeGLU and bias plus activation (prims/nn.c), with the
+ * knobs' path and thread count.  The Lisp side checks the Lisp types and
+ * keywords; this file checks the dimensions and that no result is an
+ * input, once, with the full message (doc/kernels.md §7), then runs the
+ * kernel with the float traps held and interrupts off while the pool's
+ * workers run. */
 #include <string.h>
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
 
-#include "prims/bench.h"
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
 #include "prims/matmul.h"
 #include "prims/matmul_outlier.h"
 #include "prims/nn.h"
-
-/* A simple rank-2 single-float array, argument POS of FN: its data (NULL
- * only when it is empty) and dimensions. */
-static float *rl_sf_matrix(const char *fn, int pos, cl_object a, size_t *rows, size_t *cols) {
-    cl_index n = 0;
-    if (ECL_IMMEDIATE(a) || a->d.t != t_array || a->array.rank != 2 ||
-        (cl_elttype)a->array.elttype != ecl_aet_sf)
-        rl_type_error(fn, pos, a, RL_T_ARRAY);
-    float *p = rl_simple_data(a, ecl_aet_sf, &n);
-    if (!p && (a->array.dim != 0 || a->array.displaced != ECL_NIL || ECL_ADJUSTABLE_ARRAY_P(a)))
-        rl_type_error(fn, pos, a, RL_T_ARRAY);
-    *rows = a->array.dims[0];
-    *cols = a->array.dims[1];
-    return p;
-}
 
 /* A simple single-float vector, argument POS of FN, of length LEN. */
 static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
@@ -42,11 +27,13 @@ static float *rl_sf_vector(const char *fn, int pos, cl_object v, size_t len) {
     return p;
 }
 
-static void rl_same_dims(const char *fn, const char *what, size_t r, size_t c, size_t er,
-                         size_t ec) {
-    if (r != er || c != ec)
-        rl_signal(RL_C_SHAPE, "%s: expected %s of dimensions (%zu %zu), found (%zu %zu)", fn,
-                  what, er, ec, r, c);
+/* Signal SHAPE-ERROR unless the activations XS (n x xc) of FN have the
+ * cols columns of the rows x cols weight matrix. */
+static void rl_xs_cols(const char *fn, size_t n, size_t xc, size_t rows, size_t cols) {
+    if (xc != cols)
+        rl_signal_shape(rl_dims2(n, cols), rl_dims2(n, xc),
+                        "%s: expected xs with %zu columns (the columns of the %zu x %zu weight "
+                        "matrix), found %zu", fn, cols, rows, cols, xc);
 }
 
 /* Arguments POS and POS + 1, the heads and the head dimension (each at
@@ -69,29 +56,24 @@ static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *
     return p;
 }
 
-static cl_object rl_status2(cl_env_ptr env, rl_q8_status st, const char *msg) {
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
-                ecl_make_simple_base_string(msg, -1));
-}
-
 /* Run CALL (an nn.h kernel); answer OUT, or the status and WHY. */
 #define RL_NN_RETURN(env, out, call, why)                                                \
     do {                                                                                 \
-        rl_q8_status st_;                                                                \
+        rl_status st_;                                                                   \
         RL_RUN_KERNEL(env, st_ = (call));                                                \
-        if (st_ == RL_Q8_OK)                                                             \
+        if (st_ == RL_OK)                                                                \
             ecl_return1(env, out);                                                       \
-        return rl_status2(env, st_, why);                                                \
+        return rl_return_status(env, st_, why);                                          \
     } while (0)
 
 /* A product's values: OUT, or (values nil status message row where). */
-static cl_object rl_matmul_values(cl_env_ptr env, rl_q8_status st, cl_object out,
+static cl_object rl_matmul_values(cl_env_ptr env, rl_status st, cl_object out,
                                   const char *msg, const rl_mm_fault *fault) {
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
     env->values[3] = ecl_make_unsigned_integer(fault->row);
     env->values[4] = ecl_make_unsigned_integer(fault->where);
-    env->values[1] = rl_keyword(rl_q8_status_name(st));
+    env->values[1] = rl_keyword(rl_status_name(st));
     env->values[2] = ecl_make_simple_base_string((char *)msg, -1);
     env->nvalues = 5;
     return ECL_NIL;
@@ -131,13 +113,15 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     }
     const float *x = rl_sf_matrix(fn, 2, xs, &n, &xc);
     float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
-    rl_same_dims(fn, "xs", n, xc, n, cols);
+    rl_xs_cols(fn, n, xc, rows, cols);
     rl_same_dims(fn, "out", orows, ocols, n, rows);
-    if (out == xs && n && rows)
-        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    if (n && rows) {
+        rl_out_not_input(fn, out, xs, "xs");
+        rl_out_not_input(fn, out, w, "the weight matrix");
+    }
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
+    rl_status st;
     if (wt == RL_WT_Q8_0) {
         rl_qm_pin(w, &v);
         wp = v.blocks;
@@ -183,10 +167,12 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     const float *x = rl_sf_matrix(fn, 4, xs, &n, &xc);
     float *y = rl_sf_matrix(fn, 5, out, &orows, &ocols);
     rl_same_dims(fn, "weights", wr, wk, v.rows, (size_t)k);
-    rl_same_dims(fn, "xs", n, xc, n, v.cols);
+    rl_xs_cols(fn, n, xc, v.rows, v.cols);
     rl_same_dims(fn, "out", orows, ocols, n, v.rows);
-    if (out == xs && n && v.rows)
-        rl_signal(RL_C_ERROR, "%s: expected out to be an array other than xs, found xs", fn);
+    if (n && v.rows) {
+        rl_out_not_input(fn, out, xs, "xs");
+        rl_out_not_input(fn, out, weights, "weights");
+    }
     for (cl_index c = 0; c < k; c++)
         if (ix[c] < 0 || (size_t)ix[c] >= v.cols || (c && ix[c] <= ix[c - 1]))
             rl_signal(RL_C_ERROR, "%s: expected increasing outlier columns below %zu, found %ld "
@@ -196,7 +182,7 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     const size_t *idx = (const size_t *)(const void *)ix;
     char msg[256] = "";
     rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
+    rl_status st;
     rl_qm_pin(q, &v);
     RL_RUN_KERNEL(env, st = rl_matmul_outliers(v.blocks, v.rows, v.cols, idx, (size_t)k, w, x,
                                                n, y, q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2,
@@ -292,9 +278,13 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
+    if (n && d) {
+        rl_out_not_input(fn, out, q, "q");
+        rl_out_not_input(fn, out, k, "k");
+        rl_out_not_input(fn, out, v, "v");
+    }
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
-                 "attention: the kernel refused its operands (out must be an array other "
-                 "than q, k and v)");
+                 "attention: the kernel refused its operands");
 }
 
 /* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
@@ -308,6 +298,8 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
     if (d % 2)
         rl_signal(RL_C_SHAPE, "%s: expected an even number of columns, found %zu", fn, d);
     rl_same_dims(fn, "out", on, od, n, d / 2);
+    if (n && d)
+        rl_out_not_input(fn, out, xs, "xs");
     RL_NN_RETURN(env, out,
                  rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y),
                  "geglu: the kernel refused its operands");
@@ -347,12 +339,12 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     }
     if (theta == ECL_NIL)
         ecl_return1(env, q);
-    rl_q8_status st;
+    rl_status st;
     RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
-                  if (st == RL_Q8_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
-    if (st == RL_Q8_OK)
+                  if (st == RL_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
+    if (st == RL_OK)
         ecl_return1(env, q);
-    return rl_status2(env, st, "rope-neox: the kernel refused its operands");
+    return rl_return_status(env, st, "rope-neox: the kernel refused its operands");
 }
 
 /* (%add-into out a b) -> OUT: OUT := A + B element by element in
@@ -402,56 +394,6 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     ecl_return1(env, out);
 }
 
-/* (%bench-matmul m xs out threads iters mode) -> times | (values nil
- * status message): ITERS timed calls (after one untimed) of the Q8_0
- * matrix M times the rows of XS into OUT on the knobs' path with THREADS
- * chunks: MODE 0 one matmul with :q8, 1 one matmul with :q8x2, 2 a matvec
- * per row (the baseline matmul is measured against).  TIMES is a fresh
- * double-float vector of each call's nanoseconds.  The operands are
- * %MATMUL's; interrupts stay off for the loop (scratch lives in a call). */
-static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
-                                      cl_object threads, cl_object iters, cl_object mode) {
-    static const char fn[] = "%BENCH-MATMUL";
-    const cl_env_ptr env = ecl_process_env();
-    size_t n, cols, orows, ocols;
-    if (!rl_qm_p(m))
-        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    rl_qm_view v;
-    rl_qm_shape_of(m, &v);
-    if (v.rank != 2)
-        rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
-    const float *x = rl_sf_matrix(fn, 2, xs, &n, &cols);
-    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
-    rl_same_dims(fn, "xs", n, cols, n, (size_t)v.cols);
-    rl_same_dims(fn, "out", orows, ocols, n, (size_t)v.rows);
-    const int nth = (int)rl_arg_fixnum(fn, 4, threads, 1, RL_MAX_THREADS);
-    const cl_index reps = (cl_index)rl_arg_fixnum(fn, 5, iters, 1, 1000000);
-    const int md = (int)rl_arg_fixnum(fn, 6, mode, 0, 2);
-    const rl_path path = rl_path_best();
-    cl_object times = ecl_alloc_simple_vector(reps, ecl_aet_df);
-    char msg[256] = "";
-    rl_q8_status st = RL_Q8_OK;
-    rl_qm_pin(m, &v);
-    RL_RUN_KERNEL(env, {
-        for (cl_index r = 0; r <= reps && st == RL_Q8_OK; r++) {
-            const uint64_t t0 = rl_bench_ns();
-            if (md == 2)
-                for (size_t t = 0; t < n && st == RL_Q8_OK; t++)
-                    st = rl_matvec_q8_ex(v.blocks, v.rows, v.cols, RL_SRC_F32, x + t * cols, NULL,
-                                         y + t * v.rows, path, nth, 0, msg, sizeof msg);
-            else
-                st = rl_matmul_ex(RL_WT_Q8_0, v.blocks, v.rows, v.cols, x, n, y,
-                                  md ? RL_ACT_Q8X2 : RL_ACT_Q8, path, nth, 0, msg, sizeof msg, NULL);
-            if (r) /* the first call warms caches and the pool */
-                times->vector.self.df[r - 1] = (double)(rl_bench_ns() - t0);
-        }
-        rl_qm_unpin(&v);
-    });
-    if (st != RL_Q8_OK)
-        return rl_status2(env, st, msg);
-    ecl_return1(env, times);
-}
-
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
@@ -464,6 +406,5 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
-    RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
 };
 RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);

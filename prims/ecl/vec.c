@@ -1,16 +1,22 @@
 /* vec.c - the matrix-vector product from Lisp (lisp/vec.lisp): operands
- * checked here, the product run by prims/matvec.c with the knobs' path and
- * thread count, with single-pass (%MATVEC) or two-pass (%MATVEC-Q8X2)
- * activations. */
+ * checked here, the product run by rl_matvec_run (prims/matvec.h) with the
+ * knobs' path and thread count, with single-pass (%MATVEC) or two-pass
+ * (%MATVEC-Q8X2) activations. */
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
 #include "prims/matmul.h"
+
+cl_object rl_return_status(cl_env_ptr env, rl_status st, const char *msg) {
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
+                ecl_make_simple_base_string(msg, -1));
+}
 
 void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o, cl_object *pinned) {
     cl_index n = 0, nout = 0;
     o->w = NULL;
     o->mf = NULL;
+    o->act = RL_ACT_Q8;
     o->x = rl_simple_data(x, ecl_aet_sf, &n);
     o->dbl = o->x == NULL;
     if (o->dbl)
@@ -38,6 +44,8 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
     }
     if (n != o->cols || nout != o->rows)
         rl_type_error(fn, 2, x, RL_T_VECTOR);
+    if (o->rows)
+        rl_out_not_input(fn, out, x, "x");
     if (rl_qm_p(m)) { /* last: nothing signals while it is pinned */
         rl_qm_view v;
         rl_qm_pin(m, &v);
@@ -58,7 +66,7 @@ void rl_mv_operands_release(cl_object pinned) {
 static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
     char msg[256] = "";
     rl_matvec_operands o;
-    rl_q8_status st;
+    rl_status st;
     size_t where = 0;
     const cl_env_ptr env = ecl_process_env();
     cl_object pinned;
@@ -67,9 +75,9 @@ static cl_object rl_prim_matvec(cl_object m, cl_object x, cl_object out) {
         st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg, &where);
         rl_mv_operands_release(pinned); /* before an interrupt is handled */
     });
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)), ecl_make_simple_base_string(msg, -1),
+    rl_return4(env, ECL_NIL, rl_keyword(rl_status_name(st)), ecl_make_simple_base_string(msg, -1),
                ecl_make_unsigned_integer(where));
 }
 
@@ -85,18 +93,16 @@ static cl_object rl_prim_matvec_q8x2(cl_object m, cl_object x, cl_object out) {
         rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
     rl_mv_operands_of(fn, m, x, out, &o, &pinned);
     char msg[256] = "";
-    rl_mm_fault fault = {0, 0};
-    rl_q8_status st;
-    RL_RUN_KERNEL(env, st = rl_matvec_q8_act_ex(o.w, o.rows, o.cols,
-                                                o.dbl ? RL_SRC_F64 : RL_SRC_F32, o.x,
-                                                o.dbl ? o.y : NULL, o.dbl ? NULL : o.y,
-                                                RL_ACT_Q8X2, rl_path_best(), rl_threads(), 1,
-                                                msg, sizeof msg, &fault);
+    size_t where = 0;
+    rl_status st;
+    o.act = RL_ACT_Q8X2;
+    RL_RUN_KERNEL(env, st = rl_matvec_run(&o, rl_path_best(), rl_threads(), 1, msg, sizeof msg,
+                                          &where);
                   rl_mv_operands_release(pinned));
-    if (st == RL_Q8_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    rl_return4(env, ECL_NIL, rl_keyword(rl_q8_status_name(st)),
-               ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(fault.where));
+    rl_return4(env, ECL_NIL, rl_keyword(rl_status_name(st)),
+               ecl_make_simple_base_string(msg, -1), ecl_make_unsigned_integer(where));
 }
 
 static const rl_prim_def rl_defs[] = {

@@ -1,5 +1,6 @@
 /* vec.h - the operands of a matrix-vector product as the Lisp primitives
- * take them (%MATVEC here, %BENCH-MATVEC in bench.c). */
+ * take them (%MATVEC here, %BENCH-MATVEC in bench.c), and a failed
+ * kernel's values. */
 #ifndef RL_PRIMS_ECL_VEC_H
 #define RL_PRIMS_ECL_VEC_H
 
@@ -18,5 +19,9 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o, cl_object *pinned);
 
 void rl_mv_operands_release(cl_object pinned);
+
+/* A failed kernel's values, (values nil status-keyword message), for the
+ * primitives that run the products (here, model.c, bench.c). */
+cl_object rl_return_status(cl_env_ptr env, rl_status st, const char *msg);
 
 #endif

@@ -464,12 +464,12 @@ static void test_q8_quantize(void) {
             inf_id += d != 0 && isinf(1.0f / d);
             ties += k == K_TIE;
         }
-        bad_status += rl_q8_quantize_f32_ref(x, n, ours, NULL) != RL_Q8_OK;
+        bad_status += rl_q8_quantize_f32_ref(x, n, ours, NULL) != RL_OK;
         ll.quantize_row_q8_0_ref(x, ref, (int64_t)n);
         d_ref += diff_blocks("rl_q8_quantize_f32_ref vs quantize_row_q8_0_ref", x, ours, ref,
                              nb, &shown);
         if (avx2) {
-            bad_status += rl_q8_quantize_f32_avx2(x, n, ours2, NULL) != RL_Q8_OK;
+            bad_status += rl_q8_quantize_f32_avx2(x, n, ours2, NULL) != RL_OK;
             d_avx2 += diff_blocks("rl_q8_quantize_f32_avx2 vs quantize_row_q8_0_ref", x, ours2,
                                   ref, nb, &shown);
         }
@@ -770,13 +770,15 @@ static void compare_file(const void *arg) {
     rl_gguf_close(f);
 }
 
-/* Every GGUF file under tests/golden/: each one we read, llama.cpp reads
- * alike; each one we refuse (only q8_align64.q8_0.gguf), it refuses. */
+/* Every GGUF file under tests/golden/ (vocab/ and quants/ too): each one we
+ * read, llama.cpp reads alike; each one we refuse (only
+ * q8_align64.q8_0.gguf), it refuses. */
 static void test_golden(void) {
     glob_t gl;
     int r1 = glob("tests/golden/*.gguf", 0, NULL, &gl);
     int r2 = glob("tests/golden/vocab/*.gguf", r1 == 0 ? GLOB_APPEND : 0, NULL, &gl);
-    CHECK_MSG((r1 == 0 || r2 == 0) && gl.gl_pathc >= 15, "golden files not found");
+    int r3 = glob("tests/golden/quants/*.gguf", r1 == 0 || r2 == 0 ? GLOB_APPEND : 0, NULL, &gl);
+    CHECK_MSG(r1 == 0 && r2 == 0 && r3 == 0 && gl.gl_pathc >= 47, "golden files not found");
     if (r1 != 0 && r2 != 0)
         return;
     int ours_read = 0, align64_refused = 0;

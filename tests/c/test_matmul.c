@@ -86,7 +86,7 @@ static void test_q8_matmul(void) {
                     rl_act act = (rl_act)a;
                     combos++;
                     CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, act, RL_PATH_REF, 1,
-                                       0, NULL, 0, NULL) == RL_Q8_OK);
+                                       0, NULL, 0, NULL) == RL_OK);
                     bad_path += runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, act);
                     for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
                         if (!rl_path_supported((rl_path)p))
@@ -119,7 +119,7 @@ static void test_q8_matches_matvec(void) {
     float *x = malloc(n * cols * sizeof *x), *y = malloc(n * rows * sizeof *y), mv[37];
     q8_weights(w, rows * cols / 32);
     act_rows(x, n * cols);
-    CHECK(rl_matmul(RL_WT_Q8_0, w, rows, cols, x, n, y, RL_ACT_Q8, NULL, 0, NULL) == RL_Q8_OK);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, rows, cols, x, n, y, RL_ACT_Q8, NULL, 0, NULL) == RL_OK);
     for (size_t t = 0; t < n; t++) {
         rl_matvec_q8(w, rows, cols, x + t * cols, mv, NULL, 0);
         for (size_t r = 0; r < rows; r++)
@@ -239,7 +239,7 @@ static void whole_case(const whole_spec *c) {
         CHECK_MSG(differ > 0, "whole sums, %s: the data tells the two ways apart", c->name);
 
     CHECK(rl_matmul_ex(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
-                       NULL, 0, NULL) == RL_Q8_OK);
+                       NULL, 0, NULL) == RL_OK);
     bad = runs_differing(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, y, RL_ACT_Q8);
     CHECK_MSG(!bad, "whole sums, %s: %ld path/thread runs differ from ref", c->name, bad);
     free(w), free(xq), free(x), free(ref), free(y), free(yd), free(xs), free(wk);
@@ -302,11 +302,11 @@ static void test_q8_token_runs(void) {
                 wf[i] = rnd_gauss();
             for (size_t i = 0; i < n * cols; i++)
                 x[i] = rnd_gauss();
-            CHECK(rl_q8_quantize_f32(wf, rows * cols, w, NULL) == RL_Q8_OK);
+            CHECK(rl_q8_quantize_f32(wf, rows * cols, w, NULL) == RL_OK);
             free(wf);
         }
         CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
-                           NULL, 0, NULL) == RL_Q8_OK);
+                           NULL, 0, NULL) == RL_OK);
         size_t w0, l0, w1, l1;
         rl_mm_q8_tiles4(&w0, &l0);
         long bad = runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
@@ -318,7 +318,7 @@ static void test_q8_token_runs(void) {
                       l1 - l0);
         /* Q8x2 the same way (lane by lane, its residuals split per run) */
         CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, RL_ACT_Q8X2, RL_PATH_REF, 1,
-                           0, NULL, 0, NULL) == RL_Q8_OK);
+                           0, NULL, 0, NULL) == RL_OK);
         bad = runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, RL_ACT_Q8X2);
         CHECK_MSG(!bad, "q8x2 runs of tokens, %zu tokens: %ld path/thread runs differ", n, bad);
         free(w), free(x), free(ref), free(y);
@@ -345,13 +345,13 @@ static void test_outlier_product(void) {
             for (size_t c = 0; c < K; c++)
                 xo[t * K + c] = x[t * COLS + idx[c]], xz[t * COLS + idx[c]] = 0.0f;
         CHECK(rl_matmul(RL_WT_Q8_0, w, ROWS, COLS, xz, N, a, (rl_act)act, NULL, 0, NULL) ==
-              RL_Q8_OK);
+              RL_OK);
         CHECK(rl_matmul(RL_WT_F32, wo, ROWS, K, xo, N, b, (rl_act)act, NULL, 0, NULL) ==
-              RL_Q8_OK);
+              RL_OK);
         for (size_t i = 0; i < N * ROWS; i++)
             a[i] = a[i] + b[i];
         CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, (rl_act)act, NULL, 0,
-                                 NULL) == RL_Q8_OK);
+                                 NULL) == RL_OK);
         char what[80];
         snprintf(what, sizeof what, "outlier product against its composition (%s)",
                  rl_act_name((rl_act)act));
@@ -363,19 +363,19 @@ static void test_outlier_product(void) {
     for (size_t i = 0; i < N * ROWS; i++)
         y[i] = 7.0f;
     CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, RL_ACT_Q8, NULL, 0, &f) ==
-          RL_Q8_NONFINITE);
+          RL_NONFINITE);
     CHECK(f.row == 4 && f.where == 77);
     x[4 * COLS + 77] = 1.0f;
     CHECK(rl_matmul_outliers(w, ROWS, COLS, idx, K, wo, x, N, y, RL_ACT_Q8, NULL, 0, &f) ==
-          RL_Q8_NONFINITE);
+          RL_NONFINITE);
     CHECK(f.row == 4 && f.where == 50);
     for (size_t i = 0; i < N * ROWS; i++)
         CHECK_EACH(y[i] == 7.0f, "outlier product: y[%zu] written on failure (%a)", i, y[i]);
     static const size_t unsorted[K] = {40, 3, 77}, outside[K] = {3, 40, 96};
     CHECK(rl_matmul_outliers(w, ROWS, COLS, unsorted, K, wo, x, N, y, RL_ACT_Q8, NULL, 0,
-                             NULL) == RL_Q8_BADARG);
+                             NULL) == RL_BADARG);
     CHECK(rl_matmul_outliers(w, ROWS, COLS, outside, K, wo, x, N, y, RL_ACT_Q8, NULL, 0,
-                             NULL) == RL_Q8_BADARG);
+                             NULL) == RL_BADARG);
     free(w);
 }
 
@@ -490,7 +490,7 @@ static void test_float_matmul(void) {
             const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
             combos++;
             CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1,
-                               0, NULL, 0, NULL) == RL_Q8_OK);
+                               0, NULL, 0, NULL) == RL_OK);
             /* activations do not matter for float weights */
             bad_path += runs_differing((rl_wtype)wt, w, rows, cols, x, n, ref, y, RL_ACT_Q8X2);
             for (size_t t = 0; t < n; t++) {
@@ -526,7 +526,7 @@ static void test_float_matmul(void) {
         for (size_t i = 0; i < N * cols; i++)
             x[i] = i % 4 ? 1e-30f : -0.0f;
         CHECK(rl_matmul_ex(RL_WT_F32, wf, R, cols, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
-                           NULL, 0, NULL) == RL_Q8_OK);
+                           NULL, 0, NULL) == RL_OK);
         bad_path += runs_differing(RL_WT_F32, wf, R, cols, x, N, ref, y, RL_ACT_Q8);
     }
     CHECK_MSG(!bad_path, "float matmul: %ld path/thread runs differ from ref (%ld)", bad_path,
@@ -554,7 +554,7 @@ static void test_f16_nan_weights(void) {
     w[150 * cols + 17] = 0x7e03; /* quiet NaN with a payload */
     w[151 * cols + 2] = 0x7c00;  /* infinity: not a NaN, stays on the in-place path */
     CHECK(rl_matmul_ex(RL_WT_F16, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0, NULL, 0,
-                       NULL) == RL_Q8_OK);
+                       NULL) == RL_OK);
     CHECK(isnan(ref[3]) && isnan(ref[7]) && isnan(ref[150]) && !isnan(ref[0]));
     long bad = runs_differing(RL_WT_F16, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
     CHECK_MSG(!bad, "f16 weights with NaNs: %ld path/thread runs differ from the reference", bad);
@@ -568,32 +568,32 @@ static void test_errors(void) {
     float x[64] = {0}, y[4];
     char msg[200];
     q8_weights(w, 4);
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 48, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADLEN);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 48, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_BADLEN);
     CHECK(strstr(msg, "48") != NULL);
     x[33] = NAN;
     CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8X2, msg, sizeof msg, NULL) ==
-          RL_Q8_NONFINITE);
+          RL_NONFINITE);
     CHECK_MSG(strstr(msg, "row 1") != NULL, "message names the activation row: %s", msg);
     rl_mm_fault fault = {0, 0};
     CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 2, y, RL_ACT_Q8, NULL, 0, &fault) ==
-          RL_Q8_NONFINITE);
+          RL_NONFINITE);
     CHECK(fault.row == 1 && fault.where == 1);
     x[33] = 0;
     CHECK(rl_matmul(RL_WT_Q8_0, NULL, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
-          RL_Q8_BADARG);
+          RL_BADARG);
     CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 1, NULL, RL_ACT_Q8, msg, sizeof msg, NULL) ==
-          RL_Q8_BADARG);
-    CHECK(rl_matmul((rl_wtype)9, w, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_BADARG);
-    CHECK(rl_matmul(RL_WT_F32, x, 2, 32, x, 1, y, (rl_act)5, msg, sizeof msg, NULL) == RL_Q8_BADARG);
+          RL_BADARG);
+    CHECK(rl_matmul((rl_wtype)9, w, 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_BADARG);
+    CHECK(rl_matmul(RL_WT_F32, x, 2, 32, x, 1, y, (rl_act)5, msg, sizeof msg, NULL) == RL_BADARG);
     CHECK(rl_matmul_ex(RL_WT_F32, x, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_REF, 0, 0, msg,
-                       sizeof msg, NULL) == RL_Q8_BADARG);
+                       sizeof msg, NULL) == RL_BADARG);
     CHECK(rl_matmul(RL_WT_F32, x, SIZE_MAX / 2, 32, x, 1, y, RL_ACT_Q8, msg, sizeof msg, NULL) ==
-          RL_Q8_BADARG);
+          RL_BADARG);
     if (!rl_path_supported(RL_PATH_AVX512VNNI))
         CHECK(rl_matmul_ex(RL_WT_Q8_0, w, 2, 32, x, 1, y, RL_ACT_Q8, RL_PATH_AVX512VNNI, 1, 0,
-                           msg, sizeof msg, NULL) == RL_Q8_UNSUPPORTED);
+                           msg, sizeof msg, NULL) == RL_UNSUPPORTED);
     /* nothing to do is not an error */
-    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 0, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_Q8_OK);
+    CHECK(rl_matmul(RL_WT_Q8_0, w, 2, 32, x, 0, y, RL_ACT_Q8, msg, sizeof msg, NULL) == RL_OK);
     CHECK(strcmp(rl_wtype_name(RL_WT_BF16), "bf16") == 0);
     CHECK(strcmp(rl_act_name(RL_ACT_Q8X2), "q8x2") == 0);
 }

@@ -72,9 +72,9 @@ static void test_q8_paths(void) {
             for (size_t j = 0; j < cols; j++)
                 xd[j] = (double)x[j] + ldexp((double)x[j], -40); /* rounds back to x */
             char msg[200];
-            rl_q8_status st = rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, yref, yfr,
-                                              RL_PATH_REF, 1, 0, msg, sizeof msg);
-            if (st != RL_Q8_OK) {
+            rl_status st = rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, yref, yfr,
+                                           RL_PATH_REF, 1, 0, msg, sizeof msg);
+            if (st != RL_OK) {
                 CHECK_MSG(0, "ref failed: %s", msg);
                 continue;
             }
@@ -88,7 +88,7 @@ static void test_q8_paths(void) {
                     memset(yf, 0xff, rows * sizeof *yf);
                     st = rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, y, yf, (rl_path)path,
                                          th, 0, msg, sizeof msg);
-                    if (st != RL_Q8_OK || !same(y, yref, rows * sizeof *y) ||
+                    if (st != RL_OK || !same(y, yref, rows * sizeof *y) ||
                         !same(yf, yfr, rows * sizeof *yf)) {
                         if (bad_paths < 5)
                             fprintf(stderr, "  %zux%zu %s threads %d differs\n", rows, cols,
@@ -100,7 +100,7 @@ static void test_q8_paths(void) {
                 memset(y, 0xff, rows * sizeof *y);
                 st = rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, xd, y, NULL, (rl_path)path, 3,
                                      0, msg, sizeof msg);
-                bad_f64 += st != RL_Q8_OK || !same(y, yref, rows * sizeof *y);
+                bad_f64 += st != RL_OK || !same(y, yref, rows * sizeof *y);
             }
             /* the f32 result is the double rounded once */
             for (size_t r = 0; r < rows; r++)
@@ -138,16 +138,16 @@ static void test_q8_knobs(void) {
     char msg[200];
     rl_set_simd(0);
     rl_set_threads(1);
-    CHECK(rl_matvec_q8(w, rows, cols, x, y0, msg, sizeof msg) == RL_Q8_OK);
-    CHECK(rl_matvec_q8_f64(w, rows, cols, xd, yd0, msg, sizeof msg) == RL_Q8_OK);
+    CHECK(rl_matvec_q8(w, rows, cols, x, y0, msg, sizeof msg) == RL_OK);
+    CHECK(rl_matvec_q8_f64(w, rows, cols, xd, yd0, msg, sizeof msg) == RL_OK);
     int bad = 0;
     for (int simd = 0; simd <= 1; simd++) {
         rl_set_simd(simd);
         for (int th = 0; th <= 4; th++) { /* 0 = the cores */
             rl_set_threads(th);
-            bad += rl_matvec_q8(w, rows, cols, x, y, msg, sizeof msg) != RL_Q8_OK ||
+            bad += rl_matvec_q8(w, rows, cols, x, y, msg, sizeof msg) != RL_OK ||
                    !same(y, y0, rows * 4);
-            bad += rl_matvec_q8_f64(w, rows, cols, xd, yd, msg, sizeof msg) != RL_Q8_OK ||
+            bad += rl_matvec_q8_f64(w, rows, cols, xd, yd, msg, sizeof msg) != RL_OK ||
                    !same(yd, yd0, rows * 8);
         }
     }
@@ -191,8 +191,8 @@ static void test_q8_naive(void) {
         gen_weights(w, rows * nb);
         gen_x(x, cols);
         if (rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, y, NULL, rl_path_best(), 2, 0, NULL,
-                            0) != RL_Q8_OK ||
-            rl_q8_quantize_f32_ref(x, cols, xq, NULL) != RL_Q8_OK) {
+                            0) != RL_OK ||
+            rl_q8_quantize_f32_ref(x, cols, xq, NULL) != RL_OK) {
             CHECK_MSG(0, "q8 matvec case %d (%zux%zu): refused", t, rows, cols);
             continue;
         }
@@ -351,8 +351,8 @@ static void test_f32(void) {
         m[i] = 1.0f;
     for (int i = 0; i < 16; i++)
         x[i] = 0.5f;
-    CHECK(rl_matvec_f32(m, 4, 16, x, y) == RL_Q8_OK && y[0] == 8.0f && y[3] == 8.0f);
-    CHECK(rl_matvec_f32(NULL, 4, 16, x, y) == RL_Q8_BADARG);
+    CHECK(rl_matvec_f32(m, 4, 16, x, y) == RL_OK && y[0] == 8.0f && y[3] == 8.0f);
+    CHECK(rl_matvec_f32(NULL, 4, 16, x, y) == RL_BADARG);
 }
 
 /* ---- errors ------------------------------------------------------------ */
@@ -373,33 +373,33 @@ static void test_errors(void) {
         rl_path p = (rl_path)path;
         x[100] = NAN;
         bad += rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, p, 2, 0, msg, sizeof msg) !=
-                   RL_Q8_NONFINITE || !strstr(msg, "index 100");
+                   RL_NONFINITE || !strstr(msg, "index 100");
         x[100] = -INFINITY;
         bad += rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, p, 1, 0, msg, sizeof msg) !=
-               RL_Q8_NONFINITE;
+               RL_NONFINITE;
         x[100] = 1.0f;
         x[70] = 9e6f; /* block 2 overflows */
         bad += rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, p, 1, 0, msg, sizeof msg) !=
-                   RL_Q8_OVERFLOW || !strstr(msg, "block 2");
+                   RL_OVERFLOW || !strstr(msg, "block 2");
         x[70] = 1.0f;
         xd[5] = 1e300; /* a finite double that is inf as f32 */
         bad += rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, xd, yd, NULL, p, 1, 0, msg, sizeof msg) !=
-                   RL_Q8_NONFINITE || !strstr(msg, "index 5");
+                   RL_NONFINITE || !strstr(msg, "index 5");
         xd[5] = 0.25;
     }
     CHECK_MSG(!bad, "matvec x errors: %d wrong", bad);
-    CHECK(rl_matvec_q8(w, rows, 250, x, y, msg, sizeof msg) == RL_Q8_BADLEN &&
+    CHECK(rl_matvec_q8(w, rows, 250, x, y, msg, sizeof msg) == RL_BADLEN &&
           strstr(msg, "multiple of 32"));
     CHECK(rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, RL_PATH_AVX2, 0, 0, msg,
-                          sizeof msg) == RL_Q8_BADARG);
+                          sizeof msg) == RL_BADARG);
     CHECK(rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, NULL, RL_PATH_REF, 1, 0, msg,
-                          sizeof msg) == RL_Q8_BADARG);
+                          sizeof msg) == RL_BADARG);
     CHECK(rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, RL_PATH_AVX512VNNI, 1, 0, msg,
                           sizeof msg) ==
-          (rl_cpu_has_avx512vnni() ? RL_Q8_OK : RL_Q8_UNSUPPORTED));
-    CHECK(rl_matvec_q8(w, 0, cols, x, y, msg, sizeof msg) == RL_Q8_OK);
+          (rl_cpu_has_avx512vnni() ? RL_OK : RL_UNSUPPORTED));
+    CHECK(rl_matvec_q8(w, 0, cols, x, y, msg, sizeof msg) == RL_OK);
     CHECK(rl_matvec_q8_ex(w, (size_t)-1 / 8, cols, RL_SRC_F32, x, NULL, y, RL_PATH_REF, 1, 0,
-                          msg, sizeof msg) == RL_Q8_BADARG); /* byte count overflows */
+                          msg, sizeof msg) == RL_BADARG); /* byte count overflows */
 }
 
 int main(void) {

@@ -47,7 +47,7 @@ static void test_layer_norm(void) {
             x[i] += 3.0f; /* a mean to subtract */
         float *w = rnd_floats(d, 1.0f);
         float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
-        CHECK(rl_layer_norm_ex(x, n, d, w, eps, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_layer_norm_ex(x, n, d, w, eps, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * d, bad_path, rl_layer_norm_ex(x, n, d, w, eps, y, path, th));
         for (size_t t = 0; t < n; t++) {
             double mean = 0, var = 0;
@@ -81,13 +81,13 @@ static void test_layer_norm_overflow(void) {
     for (size_t big = 0; big < n; big++) {
         float *x = rnd_floats(n * d, 1.0f), *w = rnd_floats(d, 1.0f);
         float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
-        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, ref, RL_PATH_REF, 1) == RL_OK);
         x[big * d + 3] = 3e36f; /* its square, 9e72, is beyond f32 */
         for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
             if (!rl_path_supported((rl_path)p))
                 continue;
             for (int th = 1; th <= 3; th++) {
-                CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, (rl_path)p, th) == RL_Q8_OK);
+                CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, (rl_path)p, th) == RL_OK);
                 for (size_t t = 0; t < n; t++)
                     for (size_t i = 0; i < d; i++)
                         CHECK_EACH(t == big ? isnan(y[t * d + i])
@@ -149,7 +149,7 @@ static void test_rope(void) {
         float base = rep % 2 ? 10000.0f : 160000.0f;
         float *x = rnd_floats(n * row, 1.0f);
         float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
-        CHECK(rl_rope_neox_ex(x, n, heads, hd, base, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_rope_neox_ex(x, n, heads, hd, base, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * row, bad_path, rl_rope_neox_ex(x, n, heads, hd, base, y, path, th));
         memcpy(y, x, n * row * sizeof *y);
         rl_rope_neox(y, n, heads, hd, base, y);
@@ -220,7 +220,7 @@ static void test_attention(void) {
         float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f);
         float *v = rnd_floats(n * row, 1.0f);
         float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
-        CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * row, bad_path,
                   rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
         double *o = malloc(hd * sizeof *o);
@@ -258,7 +258,7 @@ static void test_attention_self_window(void) {
     size_t n = 9, heads = 2, hd = 8, row = heads * hd;
     float *q = rnd_floats(n * row, 1), *k = rnd_floats(n * row, 1), *v = rnd_floats(n * row, 1);
     float *y = malloc(n * row * sizeof *y);
-    CHECK(rl_attention(q, k, v, n, heads, hd, 1, y) == RL_Q8_OK);
+    CHECK(rl_attention(q, k, v, n, heads, hd, 1, y) == RL_OK);
     CHECK_SAME_ELEMENTS(y, v, n * row, "window 1: attention against its own value rows");
     free(q), free(k), free(v), free(y);
 }
@@ -273,7 +273,7 @@ static void test_geglu(void) {
         rl_gelu kind = rep % 2 ? RL_GELU_TANH : RL_GELU_ERF;
         float *x = rnd_floats(n * 2 * f, 3.0f);
         float *ref = malloc(n * f * sizeof *ref), *y = malloc(n * f * sizeof *y);
-        CHECK(rl_geglu_ex(x, n, f, kind, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_geglu_ex(x, n, f, kind, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * f, bad_path, rl_geglu_ex(x, n, f, kind, y, path, th));
         for (size_t t = 0; t < n; t++)
             for (size_t c = 0; c < f; c++) {
@@ -299,21 +299,21 @@ static void test_geglu(void) {
 
 static void test_errors(void) {
     float x[64] = {0}, w[8] = {0}, y[64];
-    CHECK(rl_layer_norm(x, 2, 0, w, 1e-5f, y) == RL_Q8_BADARG);
-    CHECK(rl_layer_norm(NULL, 2, 8, w, 1e-5f, y) == RL_Q8_BADARG);
-    CHECK(rl_layer_norm(x, 2, 8, w, 1e-5f, x + 3) == RL_Q8_BADARG); /* partial overlap */
-    CHECK(rl_layer_norm(x, 0, 8, w, 1e-5f, y) == RL_Q8_OK);
-    CHECK(rl_rope_neox(x, 2, 2, 7, 1e4f, y) == RL_Q8_BADARG); /* odd head_dim */
-    CHECK(rl_rope_neox(x, 2, 0, 8, 1e4f, y) == RL_Q8_BADARG);
-    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, x) == RL_Q8_BADARG); /* out is q */
-    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, NULL) == RL_Q8_BADARG);
-    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, y) == RL_Q8_OK);
-    CHECK(rl_geglu(x, 2, 8, (rl_gelu)7, y) == RL_Q8_BADARG);
-    CHECK(rl_geglu(x, 2, 8, RL_GELU_ERF, x + 16) == RL_Q8_BADARG);
-    CHECK(rl_geglu_ex(x, 2, 8, RL_GELU_ERF, y, RL_PATH_REF, 0) == RL_Q8_BADARG);
+    CHECK(rl_layer_norm(x, 2, 0, w, 1e-5f, y) == RL_BADARG);
+    CHECK(rl_layer_norm(NULL, 2, 8, w, 1e-5f, y) == RL_BADARG);
+    CHECK(rl_layer_norm(x, 2, 8, w, 1e-5f, x + 3) == RL_BADARG); /* partial overlap */
+    CHECK(rl_layer_norm(x, 0, 8, w, 1e-5f, y) == RL_OK);
+    CHECK(rl_rope_neox(x, 2, 2, 7, 1e4f, y) == RL_BADARG); /* odd head_dim */
+    CHECK(rl_rope_neox(x, 2, 0, 8, 1e4f, y) == RL_BADARG);
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, x) == RL_BADARG); /* out is q */
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, NULL) == RL_BADARG);
+    CHECK(rl_attention(x, x, x, 2, 2, 8, 0, y) == RL_OK);
+    CHECK(rl_geglu(x, 2, 8, (rl_gelu)7, y) == RL_BADARG);
+    CHECK(rl_geglu(x, 2, 8, RL_GELU_ERF, x + 16) == RL_BADARG);
+    CHECK(rl_geglu_ex(x, 2, 8, RL_GELU_ERF, y, RL_PATH_REF, 0) == RL_BADARG);
     if (!rl_path_supported(RL_PATH_AVX512VNNI))
         CHECK(rl_geglu_ex(x, 2, 8, RL_GELU_ERF, y, RL_PATH_AVX512VNNI, 1) ==
-              RL_Q8_UNSUPPORTED);
+              RL_UNSUPPORTED);
 }
 
 /* ---- LayerNorm with bias, bias plus activation (the decision head) -- */
@@ -328,10 +328,10 @@ static void test_layer_norm_bias(void) {
         float *x = rnd_floats(n * d, ldexpf(1.0f, rnd_int(-4, 6)));
         float *w = rnd_floats(d, 1.0f), *b = rnd_floats(d, 1.0f);
         float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
-        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * d, bad_path,
                   rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, y, path, th));
-        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, y, RL_PATH_REF, 1) == RL_OK);
         for (size_t i = 0; i < n * d; i++) {
             const float e = y[i] + b[i % d];
             CHECK_EACH(memcmp(&e, &ref[i], sizeof e) == 0,
@@ -341,8 +341,8 @@ static void test_layer_norm_bias(void) {
         ALL_PATHS(y, ref, n * d, bad_path, /* no bias: rl_layer_norm's bits */
                   rl_layer_norm_bias_ex(x, n, d, w, NULL, 1e-5f, ref, path, th));
         memcpy(y, x, n * d * sizeof *y); /* in place */
-        CHECK(rl_layer_norm_bias_ex(y, n, d, w, b, 1e-5f, y, rl_path_best(), 3) == RL_Q8_OK);
-        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_layer_norm_bias_ex(y, n, d, w, b, 1e-5f, y, rl_path_best(), 3) == RL_OK);
+        CHECK(rl_layer_norm_bias_ex(x, n, d, w, b, 1e-5f, ref, RL_PATH_REF, 1) == RL_OK);
         bad_path += check_floats_differ(y, ref, n * d, "layer-norm-bias in place, best path");
         free(x), free(w), free(b), free(ref), free(y);
     }
@@ -358,7 +358,7 @@ static void test_bias_act(void) {
         float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
         if (n * d > 2)
             x[1] = NAN, x[2] = -0.0f;
-        CHECK(rl_bias_act_ex(x, n, d, b, act, ref, RL_PATH_REF, 1) == RL_Q8_OK);
+        CHECK(rl_bias_act_ex(x, n, d, b, act, ref, RL_PATH_REF, 1) == RL_OK);
         ALL_PATHS(ref, y, n * d, bad_path, rl_bias_act_ex(x, n, d, b, act, y, path, th));
         for (size_t i = 0; i < n * d; i++) {
             const float v = b ? x[i] + b[i % d] : x[i];
@@ -371,16 +371,16 @@ static void test_bias_act(void) {
                        (double)ref[i], e);
         }
         memcpy(y, x, n * d * sizeof *y); /* in place */
-        CHECK(rl_bias_act_ex(y, n, d, b, act, y, rl_path_best(), 2) == RL_Q8_OK);
+        CHECK(rl_bias_act_ex(y, n, d, b, act, y, rl_path_best(), 2) == RL_OK);
         bad_path += check_floats_differ(y, ref, n * d, "bias-act in place, best path");
         free(x), free(b), free(ref), free(y);
     }
     CHECK_MSG(!bad_path, "bias-act: %ld runs differ from ref", bad_path);
     float z[4] = {0};
-    CHECK(rl_bias_act_ex(z, 1, 4, NULL, (rl_nn_act)7, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
-    CHECK(rl_bias_act_ex(z, 1, 0, NULL, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
-    CHECK(rl_bias_act_ex(z, 1, 4, z, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
-    CHECK(rl_layer_norm_bias_ex(z, 1, 4, z + 0, z, 1e-5f, z, RL_PATH_REF, 1) == RL_Q8_BADARG);
+    CHECK(rl_bias_act_ex(z, 1, 4, NULL, (rl_nn_act)7, z, RL_PATH_REF, 1) == RL_BADARG);
+    CHECK(rl_bias_act_ex(z, 1, 0, NULL, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_BADARG);
+    CHECK(rl_bias_act_ex(z, 1, 4, z, RL_NN_NONE, z, RL_PATH_REF, 1) == RL_BADARG);
+    CHECK(rl_layer_norm_bias_ex(z, 1, 4, z + 0, z, 1e-5f, z, RL_PATH_REF, 1) == RL_BADARG);
 }
 
 int main(void) {

@@ -78,13 +78,13 @@ static void test_corner_table(const char *file, int want_rows) {
         rl_block_q8_0 y;
         size_t w;
         unsigned wd = (unsigned)(want[0] | want[1] << 8);
-        CHECK_EACH(rl_q8_quantize_f32_ref(x, 32, &y, &w) == RL_Q8_OK && same_bytes(&y, want, 34),
+        CHECK_EACH(rl_q8_quantize_f32_ref(x, 32, &y, &w) == RL_OK && same_bytes(&y, want, 34),
                    "%s row %d (ref): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
         if (rl_cpu_has_avx2())
-            CHECK_EACH(rl_q8_quantize_f32_avx2(x, 32, &y, &w) == RL_Q8_OK &&
+            CHECK_EACH(rl_q8_quantize_f32_avx2(x, 32, &y, &w) == RL_OK &&
                            same_bytes(&y, want, 34),
                        "%s row %d (avx2): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
-        CHECK_EACH(rl_q8_quantize_path(RL_SRC_F64, xd, 32, &y, &w, RL_PATH_REF) == RL_Q8_OK &&
+        CHECK_EACH(rl_q8_quantize_path(RL_SRC_F64, xd, 32, &y, &w, RL_PATH_REF) == RL_OK &&
                        same_bytes(&y, want, 34),
                    "%s row %d (double entry point): d %04x, llama-quantize's %04x", file, rows,
                    y.d, wd);
@@ -179,7 +179,7 @@ static void test_golden_file(const char *in, const char *out) {
             if (!rl_path_supported((rl_path)path))
                 continue;
             size_t w;
-            if (rl_q8_quantize_path(src, x, n, y, &w, (rl_path)path) != RL_Q8_OK ||
+            if (rl_q8_quantize_path(src, x, n, y, &w, (rl_path)path) != RL_OK ||
                 !same_bytes(y, dout + base_out + off_o, rl_q8_bytes(n))) {
                 /* the first block that differs, with both scales */
                 size_t blk = 0;
@@ -211,7 +211,7 @@ done:
 static void test_golden_errors(void) {
     const char *files[2] = {GOLDEN "q8_nan.f32.gguf", GOLDEN "q8_overflow.f32.gguf"};
     const char *jsons[2] = {GOLDEN "q8_nan.f32.gguf.json", GOLDEN "q8_overflow.f32.gguf.json"};
-    const rl_q8_status want[2] = {RL_Q8_NONFINITE, RL_Q8_OVERFLOW};
+    const rl_status want[2] = {RL_NONFINITE, RL_OVERFLOW};
     const size_t where_want[2] = {39, 1};
     for (int f = 0; f < 2; f++) {
         size_t len;
@@ -229,14 +229,14 @@ static void test_golden_errors(void) {
                     continue;
                 rl_block_q8_0 y[2];
                 size_t w = 12345;
-                rl_q8_status st = rl_q8_quantize_path(RL_SRC_F32, x, 64, y, &w, (rl_path)path);
+                rl_status st = rl_q8_quantize_path(RL_SRC_F32, x, 64, y, &w, (rl_path)path);
                 if (st != want[f] || w != where_want[f]) {
                     fprintf(stderr, "  %s (%s): status %s where %zu\n", files[f],
-                            rl_path_name((rl_path)path), rl_q8_status_name(st), w);
+                            rl_path_name((rl_path)path), rl_status_name(st), w);
                     bad++;
                 }
             }
-            CHECK_MSG(!bad, "%s: expected %s at %zu", files[f], rl_q8_status_name(want[f]),
+            CHECK_MSG(!bad, "%s: expected %s at %zu", files[f], rl_status_name(want[f]),
                       where_want[f]);
         }
         free(d);
@@ -246,7 +246,7 @@ static void test_golden_errors(void) {
 
 /* ---- error rules ---------------------------------------------------- */
 
-static rl_q8_status q_path(const float *x, size_t n, size_t *w, rl_path p) {
+static rl_status q_path(const float *x, size_t n, size_t *w, rl_path p) {
     static rl_block_q8_0 y[64];
     return rl_q8_quantize_path(RL_SRC_F32, x, n, y, w, p);
 }
@@ -261,58 +261,58 @@ static void test_errors(void) {
         size_t w;
         for (int i = 0; i < 32 * 16; i++)
             x[i] = rnd_gauss();
-        bad += q_path(x, 32 * 16, &w, p) != RL_Q8_OK;
+        bad += q_path(x, 32 * 16, &w, p) != RL_OK;
         /* NaN, +inf, -inf anywhere, the first reported. */
         const float nf[3] = {NAN, INFINITY, -INFINITY};
         for (int k = 0; k < 3; k++) {
             float save = x[77], save2 = x[300];
             x[300] = nf[(k + 1) % 3];
             x[77] = nf[k];
-            bad += q_path(x, 32 * 16, &w, p) != RL_Q8_NONFINITE || w != 77;
+            bad += q_path(x, 32 * 16, &w, p) != RL_NONFINITE || w != 77;
             x[77] = save;
-            bad += q_path(x, 32 * 16, &w, p) != RL_Q8_NONFINITE || w != 300;
+            bad += q_path(x, 32 * 16, &w, p) != RL_NONFINITE || w != 300;
             x[300] = save2;
         }
         /* Overflow: d = 65520 is the first overflowing scale; just below is
          * fine and rounds to 0x7bff. */
         x[5 * 32 + 3] = 127.0f * 65520.0f;
-        bad += q_path(x, 32 * 16, &w, p) != RL_Q8_OVERFLOW || w != 5;
+        bad += q_path(x, 32 * 16, &w, p) != RL_OVERFLOW || w != 5;
         x[9 * 32] = -3e38f;
-        bad += q_path(x, 32 * 16, &w, p) != RL_Q8_OVERFLOW || w != 5;
+        bad += q_path(x, 32 * 16, &w, p) != RL_OVERFLOW || w != 5;
         /* A NaN after an overflowing block still wins. */
         x[15 * 32 + 31] = NAN;
-        bad += q_path(x, 32 * 16, &w, p) != RL_Q8_NONFINITE || w != 15 * 32 + 31;
+        bad += q_path(x, 32 * 16, &w, p) != RL_NONFINITE || w != 15 * 32 + 31;
         for (int i = 0; i < 32 * 16; i++)
             x[i] = rnd_gauss();
         x[3] = nextafterf(127.0f * 65520.0f, 0.0f);
         rl_block_q8_0 y[16];
-        bad += rl_q8_quantize_path(RL_SRC_F32, x, 32 * 16, y, &w, p) != RL_Q8_OK ||
+        bad += rl_q8_quantize_path(RL_SRC_F32, x, 32 * 16, y, &w, p) != RL_OK ||
                y[0].d != 0x7bff;
-        bad += q_path(x, 33, &w, p) != RL_Q8_BADLEN;
-        bad += q_path(x, 0, &w, p) != RL_Q8_OK;
-        bad += rl_q8_quantize_path(RL_SRC_F32, NULL, 32, y, &w, p) != RL_Q8_BADARG;
+        bad += q_path(x, 33, &w, p) != RL_BADLEN;
+        bad += q_path(x, 0, &w, p) != RL_OK;
+        bad += rl_q8_quantize_path(RL_SRC_F32, NULL, 32, y, &w, p) != RL_BADARG;
     }
     CHECK_MSG(!bad, "error rules: %d wrong answers", bad);
     {
         size_t w;
-        rl_q8_status st = rl_cpu_has_avx512() ? RL_Q8_OK : RL_Q8_UNSUPPORTED;
+        rl_status st = rl_cpu_has_avx512() ? RL_OK : RL_UNSUPPORTED;
         for (int i = 0; i < 32; i++)
             x[i] = 1.0f;
         CHECK(q_path(x, 32, &w, RL_PATH_AVX512) == st);
     }
     char msg[256];
-    rl_q8_message(RL_Q8_NONFINITE, 70, 64, msg, sizeof msg);
+    rl_q8_message(RL_NONFINITE, 70, 64, msg, sizeof msg);
     CHECK_MSG(strstr(msg, "row 1, column 6") != NULL, "message: %s", msg);
-    rl_q8_message(RL_Q8_OVERFLOW, 5, 64, msg, sizeof msg);
+    rl_q8_message(RL_OVERFLOW, 5, 64, msg, sizeof msg);
     CHECK_MSG(strstr(msg, "row 2, block 1") != NULL, "message: %s", msg);
-    rl_q8_message(RL_Q8_OVERFLOW, 5, 0, msg, sizeof msg);
+    rl_q8_message(RL_OVERFLOW, 5, 0, msg, sizeof msg);
     CHECK_MSG(strstr(msg, "block 5 (values 160..191)") != NULL, "message: %s", msg);
     int named = 1;
-    for (int s = RL_Q8_OK; s <= RL_Q8_UNSUPPORTED; s++)
-        named &= strcmp(rl_q8_status_name((rl_q8_status)s), "unknown status") != 0;
+    for (int s = RL_OK; s <= RL_UNSUPPORTED; s++)
+        named &= strcmp(rl_status_name((rl_status)s), "unknown status") != 0;
     CHECK(named);
-    CHECK(!strcmp(rl_q8_status_name(RL_Q8_NONFINITE), "non-finite"));
-    CHECK(!strcmp(rl_q8_status_name(RL_Q8_OVERFLOW), "scale-overflow"));
+    CHECK(!strcmp(rl_status_name(RL_NONFINITE), "non-finite"));
+    CHECK(!strcmp(rl_status_name(RL_OVERFLOW), "scale-overflow"));
 }
 
 /* ---- random blocks: AVX2 against the reference ----------------------- */
@@ -392,9 +392,9 @@ static void test_random_blocks(long nblocks) {
         for (int i = 0; i < CH; i++)
             gen_block(x + 32 * i);
         size_t wa = 0, wb = 0;
-        rl_q8_status sa = rl_q8_quantize_f32_ref(x, CH * 32, a, &wa);
-        rl_q8_status sb = rl_q8_quantize_f32_avx2(x, CH * 32, b, &wb);
-        ovf_runs += sa == RL_Q8_OVERFLOW;
+        rl_status sa = rl_q8_quantize_f32_ref(x, CH * 32, a, &wa);
+        rl_status sb = rl_q8_quantize_f32_avx2(x, CH * 32, b, &wb);
+        ovf_runs += sa == RL_OVERFLOW;
         if (sa != sb || wa != wb || !same_bytes(a, b, CH * sizeof *a)) {
             if (mism < 5) {
                 for (int i = 0; i < CH; i++)
@@ -421,17 +421,17 @@ static void compare_src(rl_q8_src src, const void *x, const float *widened, size
                         const char *what) {
     rl_block_q8_0 *want = malloc(rl_q8_bytes(n) + 34), *got = malloc(rl_q8_bytes(n) + 34);
     size_t ww = 0;
-    rl_q8_status sw = rl_q8_quantize_f32_ref(widened, n, want, &ww);
+    rl_status sw = rl_q8_quantize_f32_ref(widened, n, want, &ww);
     int bad = 0;
     for (int path = RL_PATH_REF; path <= RL_PATH_AVX2; path++) {
         if (!rl_path_supported((rl_path)path))
             continue;
         size_t wg = 0;
-        rl_q8_status sg = rl_q8_quantize_path(src, x, n, got, &wg, (rl_path)path);
-        if (sg != sw || (sg != RL_Q8_OK && wg != ww) ||
-            (sg == RL_Q8_OK && !same_bytes(want, got, rl_q8_bytes(n)))) {
+        rl_status sg = rl_q8_quantize_path(src, x, n, got, &wg, (rl_path)path);
+        if (sg != sw || (sg != RL_OK && wg != ww) ||
+            (sg == RL_OK && !same_bytes(want, got, rl_q8_bytes(n)))) {
             fprintf(stderr, "  %s (%s): %s@%zu vs %s@%zu\n", what, rl_path_name((rl_path)path),
-                    rl_q8_status_name(sg), wg, rl_q8_status_name(sw), ww);
+                    rl_status_name(sg), wg, rl_status_name(sw), ww);
             bad++;
         }
     }
@@ -522,10 +522,10 @@ static void test_sources(void) {
         x[i] = rnd_gauss();
     size_t w;
     rl_set_simd(0);
-    rl_q8_status s0 = rl_q8_quantize_f32(x, 64, y0, &w);
+    rl_status s0 = rl_q8_quantize_f32(x, 64, y0, &w);
     rl_set_simd(1);
-    rl_q8_status s1 = rl_q8_quantize_f32(x, 64, y1, &w);
-    CHECK(s0 == RL_Q8_OK && s1 == RL_Q8_OK && same_bytes(y0, y1, sizeof y0));
+    rl_status s1 = rl_q8_quantize_f32(x, 64, y1, &w);
+    CHECK(s0 == RL_OK && s1 == RL_OK && same_bytes(y0, y1, sizeof y0));
 }
 
 /* ---- dequantize -------------------------------------------------------- */

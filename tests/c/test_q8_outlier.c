@@ -232,7 +232,7 @@ static void test_matrix(void) {
         x[r * C + 40] *= 20;
     rl_block_q8_0 got[R * C / 32], want, plain[R * C / 32];
     size_t w = 0;
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_Q8_OK);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_OK);
     for (int r = 0; r < R; r++)
         for (int b = 0; b < C / 32; b++) {
             rl_q8_outlier_block_ref(x + r * C + b * 32, mask + b * 32, &want);
@@ -245,30 +245,30 @@ static void test_matrix(void) {
     for (int r = 0; r < R; r++)
         CHECK(memcmp(&got[r * 3 + 2], &plain[r * 3 + 2], sizeof want) == 0);
     /* no mask: exactly the plain quantizer */
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, NULL, got, NULL) == RL_Q8_OK);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, NULL, got, NULL) == RL_OK);
     CHECK_SAME_ELEMENTS(got, plain, sizeof got / sizeof *got, "no mask against the plain quantizer");
     /* a binary16 source is widened exactly first */
     float hx[R * C];
     for (int i = 0; i < R * C; i++)
         hx[i] = rl_gguf_f16_to_f32(h[i]);
     rl_block_q8_0 gh[R * C / 32], gf[R * C / 32];
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F16, h, R, C, mask, gh, NULL) == RL_Q8_OK);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F16, h, R, C, mask, gh, NULL) == RL_OK);
     rl_q8_quantize_outliers_ref(RL_SRC_F32, hx, R, C, mask, gf, NULL);
     CHECK_SAME_ELEMENTS(gh, gf, sizeof gh / sizeof *gh, "F16 source against F32 widened first");
 
     /* errors: bad length, bad source, NaN (first one, even after an
      * overflow), overflow (first block) */
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, 33, mask, got, NULL) == RL_Q8_BADLEN);
-    CHECK(rl_q8_quantize_outliers_ref((rl_q8_src)9, x, R, C, mask, got, NULL) == RL_Q8_BADARG);
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, NULL, R, C, mask, got, NULL) == RL_Q8_BADARG);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, 33, mask, got, NULL) == RL_BADLEN);
+    CHECK(rl_q8_quantize_outliers_ref((rl_q8_src)9, x, R, C, mask, got, NULL) == RL_BADARG);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, NULL, R, C, mask, got, NULL) == RL_BADARG);
     CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, SIZE_MAX / 64, C, mask, got, NULL) ==
-          RL_Q8_BADARG);
+          RL_BADARG);
     x[1 * C + 70] = 1e7f;
     x[3 * C + 5] = 2e7f;
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_Q8_OVERFLOW);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_OVERFLOW);
     CHECK_EQ_U(w, 1 * 3 + 2);
     x[4 * C + 11] = NAN;
-    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_Q8_NONFINITE);
+    CHECK(rl_q8_quantize_outliers_ref(RL_SRC_F32, x, R, C, mask, got, &w) == RL_NONFINITE);
     CHECK_EQ_U(w, 4 * C + 11);
 }
 

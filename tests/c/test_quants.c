@@ -14,8 +14,17 @@
  * ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, NULL) -- the
  * path llama-quantize takes without an importance matrix -- and every byte
  * is compared; ggml's bytes, and random blocks, are dequantized by ours and
- * by ggml's to_float and every float is compared bit for bit.  Run from the
- * repository root.
+ * by ggml's to_float and every float is compared bit for bit.
+ *
+ * Against the tracked goldens of tests/golden/quants/ (llama-quantize's own
+ * output for every ftype, from heavy-tailed inputs; a missing file fails,
+ * never skips): every tensor llama-quantize did not leave F32 is quantized
+ * again from the F32 input by rl_quantize (Q8_0 by prims/q8.h, F16 by
+ * round to nearest even) to the golden's type, and every byte must be
+ * llama-quantize's -- our quantizers on that data, apart from which type
+ * each tensor gets; with the library, the golden bytes dequantized by ours
+ * and by ggml's to_float must agree bit for bit.  Run from the repository
+ * root.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -25,8 +34,11 @@
 
 #include "gguf/gguf.h"
 #include "gguf/numfmt.h"
+#include "prims/cpu.h"
+#include "prims/q8.h"
 #include "prims/quants.h"
 #include "tests/c/check.h"
+#include "tests/c/support/json.h"
 #include "tests/c/testutil.h"
 
 #define DEFAULT_LIB "build/cache/llama/libggml-base.so"
@@ -476,13 +488,203 @@ static void test_against_ggml(void) {
     free(qb);
 }
 
+/* ------------------------------------------- tests/golden/quants/ */
+
+#define QGOLDEN "tests/golden/quants/"
+
+static const char *const golden_inputs[] = {"quant_main", "quant_odd"};
+static const char *const golden_ftypes[] = {
+    "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l",
+    "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs"};
+
+/* A tensor of a gguf-py dump: its type id, element count and absolute
+ * offset in a file of LEN bytes whose dump is DUMP; 0 when the entry lacks
+ * one of them or lies past the end. */
+static int golden_tensor(const json_t *dump, const char *name, size_t len, uint32_t *type,
+                         size_t *n, size_t *at, size_t *nbytes) {
+    const json_t *t = rl_test_json_tensor(dump, name), *ne = json_object_get(t, "ne");
+    uint64_t base, off, ty, nb, v;
+    if (!t || !json_is_array(ne) || !rl_test_json_u64(json_object_get(dump, "data_offset"), &base) ||
+        !rl_test_json_u64(json_object_get(t, "offset"), &off) ||
+        !rl_test_json_u64(json_object_get(t, "type_id"), &ty) ||
+        !rl_test_json_u64(json_object_get(t, "nbytes"), &nb))
+        return 0;
+    size_t count = 1, d;
+    json_t *e;
+    json_array_foreach(ne, d, e) {
+        if (!rl_test_json_u64(e, &v))
+            return 0;
+        count *= (size_t)v;
+    }
+    *type = (uint32_t)ty;
+    *n = count;
+    *at = (size_t)(base + off);
+    *nbytes = (size_t)nb;
+    return *at <= len && *nbytes <= len - *at;
+}
+
+/* Our bytes for N f32 values X as TYPE into Y (*bytes of them); 0 when
+ * TYPE is none of ours or our quantizer refuses X. */
+static int our_bytes(uint32_t type, const float *x, size_t n, void *y, size_t *bytes,
+                     rl_path path) {
+    size_t where;
+    if (type == RL_GGUF_GGML_F16) {
+        rl_gguf_f32_to_f16_row(x, y, n);
+        *bytes = 2 * n;
+        return 1;
+    }
+    if (type == RL_GGUF_GGML_Q8_0) {
+        *bytes = rl_q8_bytes(n);
+        return rl_q8_quantize_path(RL_SRC_F32, x, n, y, &where, path) == RL_OK;
+    }
+    *bytes = rl_quant_bytes(type, n);
+    return *bytes && rl_quantize(type, x, n, y, &where) == RL_QUANT_OK;
+}
+
+/* Our dequantization of the N values of TYPE at X into Y. */
+static void our_floats(uint32_t type, const void *x, size_t n, float *y) {
+    if (type == RL_GGUF_GGML_F16)
+        rl_gguf_f16_to_f32_row(x, y, n);
+    else if (type == RL_GGUF_GGML_Q8_0)
+        rl_q8_dequantize_ref(x, n / 32, y);
+    else
+        rl_dequantize(type, x, n, y);
+}
+
+static const char *golden_type_name(uint32_t type) {
+    const rl_quant_traits *tr = rl_quant_traits_of(type);
+    return tr ? tr->name : type == RL_GGUF_GGML_Q8_0 ? "Q8_0" : type == RL_GGUF_GGML_F16 ? "F16"
+                                                                                          : "?";
+}
+
+/* One output of llama-quantize against its F32 input; adds to SEEN[type]
+ * the tensors compared. */
+static void test_golden_output(const char *input, const char *ftype, int have_ll, long *seen) {
+    char path[256];
+    snprintf(path, sizeof path, QGOLDEN "%s.f32.gguf", input);
+    uint64_t lin = 0, lout = 0;
+    unsigned char *din = slurp(path, &lin);
+    snprintf(path, sizeof path, QGOLDEN "%s.f32.gguf.json", input);
+    json_t *jin = rl_test_json_load(path);
+    snprintf(path, sizeof path, QGOLDEN "%s.%s.gguf", input, ftype);
+    unsigned char *dout = slurp(path, &lout);
+    snprintf(path, sizeof path, QGOLDEN "%s.%s.gguf.json", input, ftype);
+    json_t *jout = rl_test_json_load(path);
+    CHECK_MSG(din && jin && dout && jout,
+              "the tracked golden %s.%s (or its input) is missing: git checkout restores it",
+              input, ftype);
+    int tensors = 0, bad = 0, deq_bad = 0;
+    size_t ti;
+    json_t *t;
+    if (!(din && jin && dout && jout))
+        goto done;
+    json_array_foreach(json_object_get(jout, "tensors"), ti, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        uint32_t ty_o, ty_i;
+        size_t n_o, n_i, at_o, at_i, nb_o, nb_i;
+        if (!name || !golden_tensor(jout, name, (size_t)lout, &ty_o, &n_o, &at_o, &nb_o) ||
+            !golden_tensor(jin, name, (size_t)lin, &ty_i, &n_i, &at_i, &nb_i) ||
+            ty_i != RL_GGUF_GGML_F32 || n_i != n_o || nb_i != 4 * n_i) {
+            fprintf(stderr, "  %s.%s: tensor %s unreadable, or not an F32 tensor of %s\n", input,
+                    ftype, name ? name : "?", input);
+            bad++;
+            continue;
+        }
+        if (ty_o == RL_GGUF_GGML_F32)
+            continue; /* copied, not quantized */
+        float *x = malloc(4 * n_i), *za = malloc(4 * n_i), *zb = malloc(4 * n_i);
+        unsigned char *y = malloc(nb_o + 64), *g = malloc(nb_o + 64);
+        memcpy(x, din + at_i, 4 * n_i); /* aligned copies */
+        memcpy(g, dout + at_o, nb_o);
+        for (int p = RL_PATH_REF; p <= (ty_o == RL_GGUF_GGML_Q8_0 ? RL_PATH_AVX2 : RL_PATH_REF);
+             p++) {
+            size_t bytes = 0;
+            if (!rl_path_supported((rl_path)p))
+                continue;
+            if (!our_bytes(ty_o, x, n_i, y, &bytes, (rl_path)p) || bytes != nb_o) {
+                fprintf(stderr, "  %s.%s: %s as %s: refused, or %zu bytes for llama-quantize's "
+                        "%zu\n", input, ftype, name, golden_type_name(ty_o), bytes, nb_o);
+                bad++;
+            } else if (memcmp(y, g, nb_o)) {
+                size_t i = 0;
+                while (y[i] == g[i])
+                    i++;
+                fprintf(stderr, "  %s.%s: %s as %s (%s): first differing byte %zu of %zu "
+                        "(ours %02x, llama-quantize's %02x)\n", input, ftype, name,
+                        golden_type_name(ty_o), rl_path_name((rl_path)p), i, nb_o, y[i], g[i]);
+                bad++;
+            }
+        }
+        if (have_ll) {
+            const struct ll_type_traits *lt = ll.type_traits((int)ty_o);
+            our_floats(ty_o, g, n_o, za);
+            if (lt && lt->to_float) {
+                lt->to_float(g, zb, (int64_t)n_o);
+                long d = count_diff_floats(za, zb, n_o);
+                if (d) {
+                    fprintf(stderr, "  %s.%s: %s (%s): %ld of %zu dequantized floats differ from "
+                            "ggml's to_float\n", input, ftype, name, golden_type_name(ty_o), d,
+                            n_o);
+                    deq_bad++;
+                }
+            } else {
+                deq_bad++;
+            }
+        }
+        seen[ty_o]++;
+        tensors++;
+        free(x);
+        free(za);
+        free(zb);
+        free(y);
+        free(g);
+    }
+    CHECK_MSG(tensors > 0 && !bad, "%s.%s: %d quantized tensors, %d differ from llama-quantize's",
+              input, ftype, tensors, bad);
+    CHECK_MSG(!deq_bad, "%s.%s: %d tensors dequantize otherwise than ggml's to_float", input,
+              ftype, deq_bad);
+done:
+    free(din);
+    free(dout);
+    json_decref(jin);
+    json_decref(jout);
+}
+
+static void test_goldens(int have_ll) {
+    long seen[64] = {0};
+    for (size_t i = 0; i < sizeof golden_inputs / sizeof *golden_inputs; i++)
+        for (size_t f = 0; f < sizeof golden_ftypes / sizeof *golden_ftypes; f++)
+            test_golden_output(golden_inputs[i], golden_ftypes[f], have_ll, seen);
+    /* every type of ours, Q8_0 and F16 among the goldens: the comparison
+     * above cannot pass by finding nothing */
+    for (size_t t = 0; t < N_TYPES; t++)
+        CHECK_MSG(seen[types[t]] > 0, "no %s tensor in tests/golden/quants/",
+                  golden_type_name(types[t]));
+    CHECK_MSG(seen[RL_GGUF_GGML_Q8_0] > 0 && seen[RL_GGUF_GGML_F16] > 0,
+              "no Q8_0 or F16 fallback tensor in tests/golden/quants/");
+    fprintf(stderr, "goldens: llama-quantize's bytes equal ours for");
+    for (size_t t = 0; t < 64; t++)
+        if (seen[t])
+            fprintf(stderr, " %s x%ld", golden_type_name((uint32_t)t), seen[t]);
+    fprintf(stderr, "%s\n", have_ll ? "; dequantized bit for bit as ggml's to_float" : "");
+}
+
 int main(void) {
     test_table();
     test_refusals();
     test_round_trip();
-    if (ll_load())
-        test_against_ggml();
-    else
-        CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
+    int have_ll = ll_load();
+    /* Both paths: the K-quant fits run eight sub-blocks per AVX2 vector
+     * when SIMD is on (and the CPU has it), the scalar code when off. */
+    for (int simd = 1; simd >= 0; simd--) {
+        rl_set_simd(simd);
+        printf("SIMD %s (path %s):\n", simd ? "on" : "off", rl_simd_path());
+        if (have_ll)
+            test_against_ggml();
+        else
+            CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
+        test_goldens(have_ll);
+    }
+    rl_set_simd(1);
     return check_report("quants");
 }

@@ -289,6 +289,21 @@ discarded.  The second value is the exit status of SCRIPT's last command."
                (+ (gethash "data_offset" json) (gethash "offset" tensor))
                (gethash "nbytes" tensor)))
 
+;;; The goldens of every other quant type (tests/golden/quants/README.md).
+
+(defparameter *quant-golden-ftypes*
+  '("q4_0" "q4_1" "q5_0" "q5_1" "q2_k" "q3_k_s" "q3_k_m" "q3_k_l" "q4_k_s" "q4_k_m"
+    "q5_k_s" "q5_k_m" "q6_k" "iq4_nl" "iq4_xs")
+  "The ftypes tests/golden/quants/ holds an output of, as the file names spell them.")
+
+(defun quant-golden-files ()
+  "Every GGUF file of tests/golden/quants/ by name: the two inputs and their
+outputs for every ftype."
+  (loop for input in '("quant_main" "quant_odd")
+        collect (format nil "quants/~A.f32.gguf" input)
+        append (loop for ftype in *quant-golden-ftypes*
+                     collect (format nil "quants/~A.~A.gguf" input ftype))))
+
 (defun tensor-rows-cols (tensor)
   "A golden tensor's shape as (rows cols): cols = ne[0], rows the rest."
   (let ((ne (gethash "ne" tensor)))

@@ -254,6 +254,32 @@ that 1 - 2 Phi(-a) = erf(a / sqrt 2) without a library erf."
                  sum (* (cond ((or (= i 0) (= i n)) 1) ((oddp i) 4) (t 2))
                         (funcall f (+ lo (* i h)))))))))
 
+(test glue-checks-say-what-was-expected-and-found
+  ;; The primitives are the one check of dimensions and of a result that is
+  ;; an input (doc/kernels.md section 7): a SHAPE-ERROR with its slots, a
+  ;; message naming the operand.
+  (let* ((m (rontolisp:quantize (random-matrix 4 64) 'rontolisp:q8-0))
+         (xs (random-matrix 3 16))
+         (w (make-array 16 :element-type 'single-float :initial-element 1.0)))
+    (flet ((caught (thunk)
+             (handler-case (progn (funcall thunk) nil)
+               (rontolisp:rontolisp-error (c) c))))
+      (let ((c (caught (lambda () (vec:matmul m (random-matrix 2 32))))))
+        (is (typep c 'rontolisp:shape-error))
+        (is (equal '(2 64) (rontolisp:shape-error-expected c)))
+        (is (equal '(2 32) (rontolisp:shape-error-found c)))
+        (is (search "expected xs with 64 columns" (princ-to-string c)) "~A" c))
+      (let ((c (caught (lambda () (rontolisp::%layer-norm xs w 1e-5 (random-matrix 3 8))))))
+        (is (typep c 'rontolisp:shape-error))
+        (is (equal '(3 16) (rontolisp:shape-error-expected c)))
+        (is (equal '(3 8) (rontolisp:shape-error-found c))))
+      (let ((c (caught (lambda () (vec:attention xs (random-matrix 3 16) xs 2 8 :out xs)))))
+        (is (search "other than q" (princ-to-string c)) "~A" c))
+      (let* ((sq (rontolisp:quantize (random-matrix 32 32) 'rontolisp:q8-0))
+             (x (make-array 32 :element-type 'single-float :initial-element 0.5))
+             (c (caught (lambda () (vec:matvec-into sq x x)))))
+        (is (search "other than x" (princ-to-string c)) "~A" c)))))
+
 (test encoder-steps-argument-errors
   (let ((xs (random-matrix 3 16))
         (w (make-array 16 :element-type 'single-float :initial-element 1.0)))

@@ -9,12 +9,13 @@
 (in-suite gguf)
 
 (defparameter *golden-gguf*
-  '("q8_main.f32.gguf" "q8_main.q8_0.gguf" "q8_f16src.f16.gguf" "q8_f16src.q8_0.gguf"
+  `("q8_main.f32.gguf" "q8_main.q8_0.gguf" "q8_f16src.f16.gguf" "q8_f16src.q8_0.gguf"
     "q8_bf16src.bf16.gguf" "q8_bf16src.q8_0.gguf" "q8_overflow.f32.gguf" "q8_nan.f32.gguf"
     "q8_align64.f32.gguf"
     "vocab/ggml-vocab-bert-bge.gguf" "vocab/ggml-vocab-llama-spm.gguf"
     "vocab/ggml-vocab-deepseek-coder.gguf" "vocab/ggml-vocab-starcoder.gguf"
-    "vocab/ggml-vocab-gpt-2.gguf" "vocab/ggml-vocab-falcon.gguf")
+    "vocab/ggml-vocab-gpt-2.gguf" "vocab/ggml-vocab-falcon.gguf"
+    ,@(quant-golden-files))
   "Every golden GGUF file our reader must read (q8_align64.q8_0.gguf, whose
 layout is broken, is tested separately).")
 
@@ -339,7 +340,8 @@ written as an infinity: refused, naming the key."
                       :tensors `(("a" ,q40 :type "Q4_0" :dims (64 3))
                                  ("k" ,q4k :type "Q4_K" :dims (256)))))
     (gguf:with-file (f path)
-      (let ((a (gguf:tensor f "a")) (k (gguf:tensor f "k"))
+      (let ((a (rontolisp:dequantize (gguf:tensor f "a")))
+            (k (rontolisp:dequantize (gguf:tensor f "k")))
             (ra (q4-0-reference q40 6)) (rk (q4-k-reference q4k)))
         (is (typep a '(simple-array single-float (3 64))))
         (is (typep k '(simple-array single-float (256))))
@@ -367,7 +369,7 @@ written as an infinity: refused, naming the key."
                                                      :type id :dims (list block 2))))))
     (gguf:with-file (f path)
       (dolist (name names)
-        (let ((x (gguf:tensor f name))
+        (let ((x (rontolisp:dequantize (gguf:tensor f name)))
               (block (second (multiple-value-list
                               (rontolisp::%ggml-type (gguf:tensor-info-type-id (gguf:tensor-info f name)))))))
           (is (typep x `(simple-array single-float (2 ,block))) "~A: ~S" name (type-of x))
