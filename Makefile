@@ -66,6 +66,14 @@ $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
 	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lpthread -lm -ldl
 
+# The objects of that library as the output of ASDF's compile-op (a .fas
+# beside each .o, under $(B)/asdf/ as lisp/ is laid out), so that the test
+# of a stock ECL loading the system through ASDF (test-prims-module.lisp)
+# loads what the build compiled instead of compiling it all again.
+$(B)/asdf/stamp: $(B)/lisp/librontolisp-lisp.a
+	$(ECL) --norc --shell runtime/build-lisp.lisp --asdf-output $(B)/lisp $(B)/asdf rontolisp.asd
+	@touch $@
+
 # The primitives as a module for a stock ECL (rontolisp.asd loads it):
 # the glue and the C library, linked with runtime/prims-module.lisp.
 PRIM_ECL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard prims/ecl/*.c))
@@ -121,7 +129,7 @@ deps:
 	@sh tests/ensure-deps.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(C_TESTS) tools
+	@$(MAKE) --no-print-directory all $(C_TESTS) tools $(B)/asdf/stamp
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/fetch-tokenizer-refs.sh
 	@sh tests/run-all.sh $(C_TESTS)
@@ -129,7 +137,7 @@ check: deps
 check-c: $(C_TESTS)
 	@sh tests/run-all.sh --c-only $(C_TESTS)
 
-check-lisp: all
+check-lisp: all $(B)/asdf/stamp
 	@sh tests/run-all.sh --lisp-only
 
 demo: deps
@@ -141,7 +149,8 @@ demo: deps
 # on what BENCH_ARGS names (make bench BENCH_ARGS="model.gguf --iters 50");
 # the table in build/bench.txt, the numbers in build/bench.json and the plot
 # build/bench.png (gnuplot, installed only here when missing).  Then
-# `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file
+# `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file, to Q8_0,
+# Q4_K_M and Q6_K
 # (tools/bench_quantize.c; build/bench-quantize.txt), when the llama.cpp
 # library could be fetched.
 BENCH_ARGS ?=
@@ -218,7 +227,7 @@ check-asan: deps
 	@$(MAKE) --no-print-directory B=build/asan \
 	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
 	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
-	@$(MAKE) --no-print-directory tools
+	@$(MAKE) --no-print-directory tools $(B)/asdf/stamp
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \
 	  sh tests/run-all.sh $(patsubst $(B)/%,build/asan/%,$(C_TESTS))

@@ -6,6 +6,7 @@
 #include "prims/convert.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "prims/cpu.h"
 #include "prims/pool.h"
 #include "prims/q8_outlier.h"
+#include "prims/quants.h"
 
 /* MADV_POPULATE_READ (Linux 5.14), for headers that predate it. */
 #ifndef MADV_POPULATE_READ
@@ -43,8 +45,22 @@ size_t rl_convert_bytes(uint32_t type, size_t n) {
     case RL_GGUF_GGML_F16:
     case RL_GGUF_GGML_BF16: return n * 2;
     case RL_GGUF_GGML_Q8_0: return rl_q8_bytes(n);
-    default: return 0;
+    default: return rl_quant_bytes(type, n);
     }
+}
+
+size_t rl_convert_block(uint32_t type) {
+    const rl_quant_traits *t = rl_quant_traits_of(type);
+    return type == RL_GGUF_GGML_Q8_0 ? RL_QK8_0 : t ? t->block : 1;
+}
+
+static int float_type(uint32_t t) {
+    return t == RL_GGUF_GGML_F32 || t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16;
+}
+
+/* Quantized: Q8_0 or a type of prims/quants.h's table. */
+static int quant_type(uint32_t t) {
+    return t == RL_GGUF_GGML_Q8_0 || rl_quant_traits_of(t) != NULL;
 }
 
 static int half_type(uint32_t t) { return t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16; }
@@ -103,6 +119,68 @@ static rl_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t
     return RL_OK;
 }
 
+/* Values I..I+K-1 of X (type T, I and K whole blocks of it) as f32 in
+ * OUT: halves widened exactly, quantized blocks dequantized as ggml does. */
+static void to_f32(uint32_t t, const uint8_t *x, size_t i, size_t k, float *out) {
+    if (t == RL_GGUF_GGML_Q8_0)
+        rl_q8_dequantize((const rl_block_q8_0 *)(x + rl_q8_bytes(i)), k / RL_QK8_0, out);
+    else if (quant_type(t))
+        rl_dequantize(t, x + rl_quant_bytes(t, i), k, out);
+    else
+        rl_gguf_row_to_f32(t, x + rl_convert_bytes(t, i), out, k);
+}
+
+/* Values I0..I1-1 of a conversion through f32 (a quantized source, or a
+ * destination of prims/quants.h's table), a piece at a time: the piece is
+ * widened or dequantized, checked for NaN and infinity (which are reported
+ * first, wherever they are), then converted, until a conversion
+ * overflows (*where its flat block index, or its value's index for a half
+ * destination); after one, the rest is only checked. */
+static rl_status convert_via_f32(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
+    float buf[RL_CONVERT_PIECE];
+    rl_status st = RL_OK;
+    size_t over = 0, dblock = rl_convert_block(c->dst);
+    for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
+        size_t k = i1 - a < RL_CONVERT_PIECE ? i1 - a : RL_CONVERT_PIECE, w = 0;
+        to_f32(c->src, c->x, a, k, buf);
+        unsigned bad = 0;
+        for (size_t i = 0; i < k; i++)
+            bad |= !isfinite(buf[i]);
+        if (bad)
+            for (size_t i = 0; i < k; i++)
+                if (!isfinite(buf[i])) {
+                    *where = a + i;
+                    return RL_NONFINITE;
+                }
+        if (st != RL_OK || c->src == c->dst) /* a copy is only checked */
+            continue;
+        uint8_t *out = (uint8_t *)c->y + rl_convert_bytes(c->dst, a);
+        if (c->dst == RL_GGUF_GGML_Q8_0) {
+            st = rl_q8_quantize_path(RL_SRC_F32, buf, k, (rl_block_q8_0 *)out, &w, rl_path_best());
+            over = a / dblock + w;
+        } else if (quant_type(c->dst)) {
+            st = rl_quantize(c->dst, buf, k, out, &w) == RL_QUANT_OK ? RL_OK : RL_OVERFLOW;
+            over = a / dblock + w;
+        } else {
+            rl_gguf_row_from_f32(c->dst, buf, out, k);
+            if (half_type(c->dst)) {
+                uint16_t mask = c->dst == RL_GGUF_GGML_F16 ? 0x7c00 : 0x7f80;
+                for (size_t i = 0; i < k && st == RL_OK; i++) {
+                    uint16_t v;
+                    memcpy(&v, out + 2 * i, 2);
+                    if ((v & mask) == mask) {
+                        st = RL_OVERFLOW;
+                        over = a + i;
+                    }
+                }
+            }
+        }
+    }
+    if (st != RL_OK)
+        *where = over;
+    return st;
+}
+
 static rl_q8_src q8_src(uint32_t t) {
     return t == RL_GGUF_GGML_F16 ? RL_SRC_F16 : t == RL_GGUF_GGML_BF16 ? RL_SRC_BF16 : RL_SRC_F32;
 }
@@ -142,7 +220,9 @@ static void convert_slice(void *ctx, int ith, int nth) {
         }
     }
     if (i0 < i1) {
-        if (c->dst == RL_GGUF_GGML_Q8_0) {
+        if (!float_type(c->src) || (quant_type(c->dst) && c->dst != RL_GGUF_GGML_Q8_0)) {
+            st = convert_via_f32(c, i0, i1, &w);
+        } else if (c->dst == RL_GGUF_GGML_Q8_0) {
             const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
             rl_block_q8_0 *y = (rl_block_q8_0 *)((uint8_t *)c->y + rl_q8_bytes(i0));
             st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x, (i1 - i0) / c->row_len,
@@ -166,28 +246,28 @@ static void convert_slice(void *ctx, int ith, int nth) {
 
 rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
     job j;
-    static const uint32_t srcs[] = {RL_GGUF_GGML_F32, RL_GGUF_GGML_F16, RL_GGUF_GGML_BF16};
-    int src_ok = 0;
     size_t w = 0;
     if (!where)
         where = &w;
     if (!c || (!c->x && c->n) || c->row_len == 0)
         return RL_BADARG;
-    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++)
-        src_ok |= c->src == srcs[i];
-    if (!src_ok || (c->src != c->dst && !c->y && c->n))
+    if (!(float_type(c->src) || quant_type(c->src)) || (c->src != c->dst && !c->y && c->n))
         return RL_BADARG;
-    if (c->n % c->row_len || (c->dst == RL_GGUF_GGML_Q8_0 && c->row_len % RL_QK8_0))
+    if (!float_type(c->dst) && !quant_type(c->dst))
+        return RL_BADARG;
+    if (c->n % c->row_len || c->row_len % rl_convert_block(c->dst) ||
+        c->row_len % rl_convert_block(c->src) || (c->outliers && c->dst != RL_GGUF_GGML_Q8_0))
         return RL_BADLEN;
-    if (c->dst != RL_GGUF_GGML_F32 && c->dst != RL_GGUF_GGML_Q8_0 && !half_type(c->dst))
-        return RL_BADARG;
     if (nth < 1)
         nth = 1;
     if (nth > RL_MAX_THREADS)
         nth = RL_MAX_THREADS;
     memset(&j, 0, sizeof j);
     j.c = c;
-    j.unit = c->dst != RL_GGUF_GGML_Q8_0 ? 1 : c->outliers ? c->row_len : RL_QK8_0;
+    /* whole blocks of both types (every block size divides the larger one) */
+    j.unit = c->outliers ? c->row_len
+             : rl_convert_block(c->src) > rl_convert_block(c->dst) ? rl_convert_block(c->src)
+                                                                  : rl_convert_block(c->dst);
     rl_pool_run(nth, convert_slice, &j);
     /* The first failure one thread would have met: a non-finite value
      * anywhere first, then the lowest overflow. */

@@ -2,18 +2,22 @@
  * on the thread pool, with the checks llama-quantize makes: what `rontolisp
  * quantize' does to each piece of each tensor it streams.
  *
- * Types: SRC F32, F16 or BF16; DST F32, F16, BF16 or Q8_0.  SRC == DST is a
- * copy, for which only the check runs (the caller writes the source bytes
- * themselves).  Values go through f32 (halves widened exactly, f32 to
- * binary16 or bfloat16 rounded to nearest even, Q8_0 as doc/formats.md §2 or, with an
- * outlier mask, §10), so the bytes are the ones the single-threaded
- * conversions give, whatever the thread count.
+ * Types: SRC F32, F16, BF16, Q8_0 or a type of prims/quants.h's table
+ * (legacy, K-quant, IQ4); DST any of those.  SRC == DST is a copy, for
+ * which only the check runs (the caller writes the source bytes
+ * themselves).  Values go through f32 (halves widened exactly, quantized
+ * blocks dequantized as ggml does, f32 to binary16 or bfloat16 rounded to
+ * nearest even, Q8_0 as doc/formats.md §2 or, with an outlier mask, §10,
+ * the other types by rl_quantize), so the bytes are the ones the
+ * single-threaded conversions give, whatever the thread count: each thread
+ * takes whole blocks, and every block is quantized on its own.
  *
  * Checks, in this priority: a NaN or infinity among the source values
  * (RL_NONFINITE, *where = the flat index of the first); then a value
  * that overflows its destination (RL_OVERFLOW: *where = the flat index
  * of the first overflowing value for F16 and BF16, of the first block whose
- * scale overflows binary16 for Q8_0).  With POPULATE and RELEASE the
+ * scale overflows binary16, or whose values exceed the type's limit
+ * (prims/quants.h), for a quantized type).  With POPULATE and RELEASE the
  * threads also map and drop their own slice's pages of a file mapping, so
  * that work is spread too.  With FD they read their slices with pread
  * instead: the first touch of freshly mapped pages costs far more than the
@@ -33,7 +37,7 @@ typedef struct rl_convert {
     const void *x;           /* N values of type SRC (any even address) */
     void *y;                 /* their conversion (unused when SRC == DST) */
     size_t n;                /* values, a multiple of ROW_LEN */
-    size_t row_len;          /* values per row (>= 1; a multiple of 32 for Q8_0) */
+    size_t row_len;          /* values per row (>= 1; a multiple of both types' blocks) */
     const uint8_t *outliers; /* Q8_0: ROW_LEN bytes, nonzero = outlier column; or NULL */
     int populate;            /* X is mapped from a file: each thread maps the pages of
                               * its slice in one call (MADV_POPULATE_READ) first */
@@ -54,9 +58,13 @@ typedef struct rl_convert {
  * ignored (advice only; an old kernel refuses MADV_POPULATE_READ). */
 void rl_pages_advise(const void *p, size_t n, int advice);
 
-/* Bytes of N values of TYPE (F32, F16, BF16, Q8_0 with N % 32 == 0); 0 for
- * other types. */
+/* Bytes of N values of TYPE (F32, F16, BF16, or a quantized type with N a
+ * multiple of its block); 0 for other types. */
 size_t rl_convert_bytes(uint32_t type, size_t n);
+
+/* Values per block of TYPE: 32 for Q8_0, the block of prims/quants.h's
+ * types, 1 for F32, F16 and BF16. */
+size_t rl_convert_block(uint32_t type);
 
 /* Run the conversion on NTH threads.  RL_BADARG for unsupported types or
  * NULL data, RL_BADLEN for a length that is not whole rows or blocks; else

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/cpu.h"
+#include "prims/kernel.h"
 
 /* Below this every value of a sub-block counts as zero. */
 #define RL_K_GROUP_EPS 1e-15f
@@ -249,13 +251,202 @@ static inline void rl_k4_pack_scales(uint8_t *s, const float *scales, const floa
     }
 }
 
-/* Q4_K/Q5_K: 8 sub-blocks of 32, weights av + |x| with av the RMS, the
- * fit, the 6-bit scales and mins, then the levels again against the stored
- * scales.  L: 256 levels 0..nmax. */
-static void rl_k45_block(const float *x, uint16_t *d, uint16_t *dmin, uint8_t *s, uint8_t *L,
-                         int nmax, float rmin, int nstep) {
-    float mins[RL_QK_K / 32], scales[RL_QK_K / 32], w[32];
-    float max_scale = 0, max_min = 0;
+/* ---- the fits eight sub-blocks at a time -------------------------------
+ *
+ * The same arithmetic as rl_fit_scale_min and rl_fit_scale_sym, each lane
+ * of an AVX2 vector holding one sub-block: every lane does exactly the
+ * scalar code's operations in the scalar code's order (the sums still run
+ * over i one value after another), so the bits are the same; branches
+ * become per-lane selections.  rl_k_fits_table picks them by path (the
+ * AVX2 and AVX-512 paths run them, the reference path the scalar fits);
+ * tests/c/test_quants.c checks both against ggml.  The AVX2 path's target enables FMA too, but this file
+ * is compiled with -ffp-contract=off: no multiply and add is fused. */
+
+typedef float rl_v8f __attribute__((vector_size(32)));
+typedef int32_t rl_v8i __attribute__((vector_size(32)));
+
+#define RL_LANES_TARGET __attribute__((target(RL_TARGET_AVX2)))
+
+RL_LANES_TARGET static inline rl_v8f rl_v8_sel(rl_v8i m, rl_v8f a, rl_v8f b) {
+    return (rl_v8f)(((rl_v8i)a & m) | ((rl_v8i)b & ~m));
+}
+RL_LANES_TARGET static inline rl_v8i rl_v8_seli(rl_v8i m, rl_v8i a, rl_v8i b) {
+    return (a & m) | (b & ~m);
+}
+RL_LANES_TARGET static inline rl_v8i rl_v8_nearest(rl_v8f v) {
+    rl_v8f t = v + 12582912.f;
+    return ((rl_v8i)t & 0x007fffff) - 0x00400000;
+}
+RL_LANES_TARGET static inline rl_v8i rl_v8_clamp(rl_v8i l, int lo, int hi) {
+    rl_v8i vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
+    l = rl_v8_seli(l < vhi, l, vhi);
+    return rl_v8_seli(l > vlo, l, vlo);
+}
+
+/* rl_fit_scale_min (use_mad false) for the 8 sub-blocks of 32 whose value i
+ * is X[i] (lane j: sub-block j), weights W[i]; levels to L[i], mins and
+ * scales to MINS and SCALES. */
+RL_LANES_TARGET static void rl_fit_scale_min_x8(const rl_v8f *X, const rl_v8f *W, rl_v8i *L,
+                                                float *mins, float *scales, int nmax,
+                                                float rmin, float rdelta, int nstep) {
+    const int n = 32;
+    rl_v8i Laux[32];
+    rl_v8f min = X[0], max = X[0], sum_w = W[0], sum_x = W[0] * X[0];
+    for (int i = 1; i < n; i++) {
+        min = rl_v8_sel(X[i] < min, X[i], min);
+        max = rl_v8_sel(X[i] > max, X[i], max);
+        sum_w += W[i];
+        sum_x += W[i] * X[i];
+    }
+    const rl_v8f zero = {0};
+    min = rl_v8_sel(min > zero, zero, min);
+    rl_v8i flat = max == min;
+    rl_v8f min0 = min;
+    rl_v8f iscale = (float)nmax / (max - min);
+    rl_v8f scale = 1 / iscale;
+    rl_v8f best_error = zero;
+    for (int i = 0; i < n; i++) {
+        L[i] = rl_v8_clamp(rl_v8_nearest(iscale * (X[i] - min)), 0, nmax);
+        rl_v8f diff = scale * __builtin_convertvector(L[i], rl_v8f) + min - X[i];
+        best_error += W[i] * (diff * diff);
+    }
+    for (int is = 0; is <= nstep; is++) {
+        /* min moves with each better fit, and the range with it */
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        rl_v8f sum_l = zero, sum_l2 = zero, sum_xl = zero;
+        for (int i = 0; i < n; i++) {
+            rl_v8i l = rl_v8_clamp(rl_v8_nearest(iscale * (X[i] - min)), 0, nmax);
+            Laux[i] = l;
+            rl_v8f lf = __builtin_convertvector(l, rl_v8f);
+            sum_l += W[i] * lf;
+            sum_l2 += W[i] * lf * lf;
+            sum_xl += W[i] * lf * X[i];
+        }
+        rl_v8f D = sum_w * sum_l2 - sum_l * sum_l;
+        rl_v8i ok = D > zero;
+        if (!(ok[0] | ok[1] | ok[2] | ok[3] | ok[4] | ok[5] | ok[6] | ok[7]))
+            continue;
+        rl_v8f this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        rl_v8f this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        rl_v8i pos = this_min > zero;
+        this_scale = rl_v8_sel(pos, sum_xl / sum_l2, this_scale);
+        this_min = rl_v8_sel(pos, zero, this_min);
+        rl_v8f cur_error = zero;
+        for (int i = 0; i < n; i++) {
+            rl_v8f diff = this_scale * __builtin_convertvector(Laux[i], rl_v8f) + this_min - X[i];
+            cur_error += W[i] * (diff * diff);
+        }
+        rl_v8i better = ok & (cur_error < best_error);
+        for (int i = 0; i < n; i++)
+            L[i] = rl_v8_seli(better, Laux[i], L[i]);
+        best_error = rl_v8_sel(better, cur_error, best_error);
+        scale = rl_v8_sel(better, this_scale, scale);
+        min = rl_v8_sel(better, this_min, min);
+    }
+    for (int i = 0; i < n; i++)
+        L[i] = rl_v8_seli(flat, (rl_v8i){0}, L[i]);
+    scale = rl_v8_sel(flat, zero, scale);
+    min = rl_v8_sel(flat, min0, min);
+    for (int j = 0; j < 8; j++) {
+        mins[j] = -min[j];
+        scales[j] = scale[j];
+    }
+}
+
+/* rl_k45_block's fits, the sub-blocks in lanes. */
+RL_LANES_TARGET static void rl_k45_fits_x8(const float *x, uint8_t *L, float *mins,
+                                           float *scales, int nmax, float rmin, int nstep) {
+    rl_v8f X[32], W[32];
+    rl_v8i LL[32];
+    for (int j = 0; j < 8; j++) {
+        const float *xj = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xj[l] * xj[l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) {
+            X[l][j] = xj[l];
+            W[l][j] = av_x + fabsf(xj[l]);
+        }
+    }
+    rl_fit_scale_min_x8(X, W, LL, mins, scales, nmax, rmin, 0.1f, nstep);
+    for (int j = 0; j < 8; j++)
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)LL[l][j];
+}
+
+/* rl_fit_scale_sym (n 16, levels -nmax..nmax-1) for 8 sub-blocks of 16:
+ * value i of lane j is X[i][j]; levels + nmax to L[i], scales to SCALES. */
+RL_LANES_TARGET static void rl_fit_scale_sym_x8(const rl_v8f *X, rl_v8i *L, float *scales,
+                                                int nmax) {
+    const int n = 16;
+    const rl_v8f zero = {0};
+    rl_v8f max = zero, amax = zero;
+    for (int i = 0; i < n; i++) {
+        rl_v8f ax = (rl_v8f)((rl_v8i)X[i] & 0x7fffffff);
+        rl_v8i gt = ax > amax;
+        amax = rl_v8_sel(gt, ax, amax);
+        max = rl_v8_sel(gt, X[i], max);
+    }
+    rl_v8i tiny = (rl_v8f)((rl_v8i)max & 0x7fffffff) < RL_K_GROUP_EPS;
+    rl_v8f iscale = -(float)nmax / max;
+    rl_v8f sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        rl_v8i l = rl_v8_clamp(rl_v8_nearest(iscale * X[i]), -nmax, nmax - 1);
+        L[i] = l + nmax;
+        rl_v8f lf = __builtin_convertvector(l, rl_v8f);
+        rl_v8f w = X[i] * X[i];
+        sumlx += w * X[i] * lf;
+        suml2 += w * lf * lf;
+    }
+    rl_v8f scale = rl_v8_sel(suml2 != zero, sumlx / suml2, zero);
+    rl_v8f best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0)
+            continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        rl_v8i Ls[16];
+        sumlx = suml2 = zero;
+        for (int i = 0; i < n; i++) {
+            rl_v8i l = rl_v8_clamp(rl_v8_nearest(iscale * X[i]), -nmax, nmax - 1);
+            Ls[i] = l;
+            rl_v8f lf = __builtin_convertvector(l, rl_v8f);
+            rl_v8f w = X[i] * X[i];
+            sumlx += w * X[i] * lf;
+            suml2 += w * lf * lf;
+        }
+        rl_v8i better = (suml2 > zero) & (sumlx * sumlx > best * suml2);
+        for (int i = 0; i < n; i++)
+            L[i] = rl_v8_seli(better, Ls[i] + nmax, L[i]);
+        scale = rl_v8_sel(better, sumlx / suml2, scale);
+        best = rl_v8_sel(better, scale * sumlx, best);
+    }
+    for (int i = 0; i < n; i++)
+        L[i] = rl_v8_seli(tiny, (rl_v8i){0}, L[i]);
+    scale = rl_v8_sel(tiny, zero, scale);
+    for (int j = 0; j < 8; j++)
+        scales[j] = scale[j];
+}
+
+/* Q6_K's 16 fits, eight sub-blocks of 16 at a time. */
+RL_LANES_TARGET static void rl_q6_fits_x8(const float *x, int8_t *L, float *scales) {
+    for (int h = 0; h < 2; h++) {
+        rl_v8f X[16];
+        rl_v8i LL[16];
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 16; l++)
+                X[l][j] = x[128 * h + 16 * j + l];
+        rl_fit_scale_sym_x8(X, LL, scales + 8 * h, 32);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 16; l++)
+                L[128 * h + 16 * j + l] = (int8_t)LL[l][j];
+    }
+}
+
+/* The scalar fits with the signatures of the lanes' ones. */
+static void rl_k45_fits_ref(const float *x, uint8_t *L, float *mins, float *scales, int nmax,
+                            float rmin, int nstep) {
+    float w[32];
     for (int j = 0; j < RL_QK_K / 32; j++) {
         const float *xj = x + 32 * j;
         float sum_x2 = 0;
@@ -266,6 +457,38 @@ static void rl_k45_block(const float *x, uint16_t *d, uint16_t *dmin, uint8_t *s
             w[l] = av_x + fabsf(xj[l]);
         scales[j] = rl_fit_scale_min(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep,
                                      false);
+    }
+}
+
+static void rl_q6_fits_ref(const float *x, int8_t *L, float *scales) {
+    for (int ib = 0; ib < RL_QK_K / 16; ib++)
+        scales[ib] = rl_fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+}
+
+/* The K-quant scale fits by path (doc/kernels.md §4): the fits of a Q4_K
+ * or Q5_K super-block's 8 sub-blocks, and of a Q6_K super-block's 16. */
+typedef struct rl_k_fits {
+    void (*k45)(const float *x, uint8_t *L, float *mins, float *scales, int nmax, float rmin,
+                int nstep);
+    void (*q6)(const float *x, int8_t *L, float *scales);
+} rl_k_fits;
+
+static const rl_k_fits rl_k_fits_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_k45_fits_ref, rl_q6_fits_ref},
+    [RL_PATH_AVX2] = {rl_k45_fits_x8, rl_q6_fits_x8},
+    [RL_PATH_AVX512] = {rl_k45_fits_x8, rl_q6_fits_x8},
+    [RL_PATH_AVX512VNNI] = {rl_k45_fits_x8, rl_q6_fits_x8},
+};
+
+/* Q4_K/Q5_K: 8 sub-blocks of 32, weights av + |x| with av the RMS, the
+ * fit, the 6-bit scales and mins, then the levels again against the stored
+ * scales.  L: 256 levels 0..nmax. */
+static void rl_k45_block(const float *x, uint16_t *d, uint16_t *dmin, uint8_t *s, uint8_t *L,
+                         int nmax, float rmin, int nstep) {
+    float mins[RL_QK_K / 32], scales[RL_QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    rl_k_fits_table[rl_path_best()].k45(x, L, mins, scales, nmax, rmin, nstep);
+    for (int j = 0; j < RL_QK_K / 32; j++) {
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)
@@ -450,8 +673,8 @@ void rl_quantize_q6_K_ref(const float *x, void *vy, size_t nb) {
         int8_t L[RL_QK_K];
         float scales[RL_QK_K / 16];
         float max_scale = 0, max_abs_scale = 0;
+        rl_k_fits_table[rl_path_best()].q6(x, L, scales);
         for (int ib = 0; ib < RL_QK_K / 16; ib++) {
-            scales[ib] = rl_fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
             float abs_scale = fabsf(scales[ib]);
             if (abs_scale > max_abs_scale) {
                 max_abs_scale = abs_scale;

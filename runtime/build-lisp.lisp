@@ -11,6 +11,13 @@
 ;;;;   ecl --norc --shell runtime/build-lisp.lisp --module OUT.fas SRC.lisp OBJ... -lLIB...
 ;;;;       compiles SRC.lisp and links it with the objects and libraries
 ;;;;       into a module a stock ECL can LOAD (runtime/prims-module.lisp).
+;;;;   ecl --norc --shell runtime/build-lisp.lisp --asdf-output OBJDIR OUTDIR SYSTEM.asd
+;;;;       links each object OBJDIR/REL.o that OUT.a was made of into the
+;;;;       REL.fas (with a copy of REL.o) that ASDF's compile-op would
+;;;;       write under OUTDIR, the system's :pathname directory mapped to
+;;;;       OUTDIR, in load order, so that a stock ECL whose ASDF output
+;;;;       translations map that directory to OUTDIR loads the system
+;;;;       without compiling it a second time.
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
 ;;;; an optional :pathname, naming every .lisp file there and in its
@@ -22,20 +29,23 @@
   (format *error-output* "~&build-lisp: ~?~%" fmt args)
   (ext:quit 1))
 
+(defun system-form (asd)
+  "The first DEFSYSTEM form in the file ASD, read as data."
+  (or (with-open-file (s asd)
+        (let ((*read-eval* nil)
+              (*package* (make-package "BUILD-LISP-ASD" :use '("CL"))))
+          (unwind-protect
+               (loop for f = (read s nil s)
+                     until (eq f s)
+                     when (and (consp f) (string= "DEFSYSTEM" (symbol-name (first f))))
+                       return f)
+            (delete-package *package*))))
+      (fail "~A: expected a (defsystem ...) form, found none" asd)))
+
 (defun system-files (asd)
   "The source files of the one DEFSYSTEM form in the file ASD, in order,
 as strings relative to the directory the build runs in."
-  (let ((form (with-open-file (s asd)
-                (let ((*read-eval* nil)
-                      (*package* (make-package "BUILD-LISP-ASD" :use '("CL"))))
-                  (unwind-protect
-                       (loop for f = (read s nil s)
-                             until (eq f s)
-                             when (and (consp f) (string= "DEFSYSTEM" (symbol-name (first f))))
-                               return f)
-                    (delete-package *package*))))))
-    (unless form
-      (fail "~A: expected a (defsystem ...) form, found none" asd))
+  (let ((form (system-form asd)))
     (let* ((options (cddr form))
            (dir (getf options :pathname ""))
            (base (directory-namestring asd)))
@@ -112,12 +122,47 @@ folders may hold files of the same name)."
     (funcall (find-symbol "BUILD-FASL" "C") (merge-pathnames out)
              :lisp-files (list o) :ld-flags objects)))
 
+(defun copy-octets (from to)
+  (with-open-file (in from :element-type '(unsigned-byte 8))
+    (with-open-file (out to :direction :output :element-type '(unsigned-byte 8)
+                            :if-exists :supersede)
+      (let ((buffer (make-array 65536 :element-type '(unsigned-byte 8))))
+        (loop for n = (read-sequence buffer in)
+              while (plusp n) do (write-sequence buffer out :end n))))))
+
+(defun asdf-output (objdir outdir asd files)
+  "For each of FILES in order, OBJDIR/REL.o (where BUILD put it) copied to
+OUTDIR/REL.o and linked into OUTDIR/REL.fas, REL the file's path under the
+system's directory without its type (\"quant/qmatrix\").  Made one after the other, each output is
+newer than the outputs of the files before it, as ASDF requires of
+outputs it is to reuse."
+  (require 'cmp)
+  (let ((src-root (truename (merge-pathnames (getf (cddr (system-form asd)) :pathname "")
+                                             (directory-namestring (truename asd)))))
+        (outdir (merge-pathnames (concatenate 'string (string-right-trim "/" outdir) "/"))))
+    (dolist (f files)
+      (let* ((rel (enough-namestring (truename f) src-root))
+             (o (merge-pathnames (make-pathname :type "o" :defaults rel)
+                                 (merge-pathnames (concatenate 'string
+                                                               (string-right-trim "/" objdir) "/"))))
+             (out-o (merge-pathnames (make-pathname :type "o" :defaults rel) outdir)))
+        (ensure-directories-exist out-o)
+        (copy-octets o out-o)
+        (funcall (find-symbol "BUILD-FASL" "C") (make-pathname :type "fas" :defaults out-o)
+                 :lisp-files (list out-o))))))
+
 (let ((args (rest (member "build-lisp.lisp" ext:*command-args*
                           :test #'string= :key #'file-namestring))))
   (when (equal "--module" (first args))
     (unless (>= (length args) 3)
       (fail "expected --module OUT.fas SRC.lisp OBJ..., found ~S" args))
     (build-module (second args) (third args) (nthcdr 3 args))
+    (ext:quit 0))
+  (when (equal "--asdf-output" (first args))
+    (unless (= 4 (length args))
+      (fail "expected --asdf-output OBJDIR OUTDIR SYSTEM.asd, found ~S" args))
+    (destructuring-bind (objdir outdir asd) (rest args)
+      (asdf-output objdir outdir asd (system-files asd)))
     (ext:quit 0))
   (unless (= 2 (length args))
     (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))

@@ -23,12 +23,24 @@ overran() { # $1 = what ran, $2 = its status (timeout(1) answers 124 at the dead
   return 0
 }
 
+# The C test programs run one after the other in the background, beside
+# the Lisp runs below (they share nothing but the file system); their
+# reports are read once they are all done.
 if [ "$mode" != lisp-only ]; then
+  for t in "$@"; do rm -f "$log/$(basename "$t").rc"; done
   for t in "$@"; do
     name=$(basename "$t")
     timeout --foreground -k 10 "$deadline" "$t" >"$log/$name.log" 2>&1
-    rc=$?
-    overran "$name" $rc
+    echo $? >"$log/$name.rc"
+  done &
+  c_tests=$!
+fi
+
+report_c_tests() {
+  for t in "$@"; do
+    name=$(basename "$t")
+    rc=$(cat "$log/$name.rc" 2>/dev/null || echo 1)
+    overran "$name" "$rc"
     cat "$log/$name.log" | grep -v '^C test' | sed "s/^/  [$name] /" | tail -n 40
     if grep '^C test' "$log/$name.log"; then
       tally "$log/$name.log"
@@ -37,7 +49,7 @@ if [ "$mode" != lisp-only ]; then
       echo "C test $name: no report (exit $rc)"; broken=$((broken+1))
     fi
   done
-fi
+}
 
 if [ "$mode" != c-only ]; then
   # FiveAM and its dependencies are compiled once into build/cache, by a
@@ -84,6 +96,11 @@ if [ "$mode" != c-only ]; then
       echo "Lisp tests (${f##*/}): no report (exit $rc)"; broken=$((broken+1))
     fi
   done
+fi
+
+if [ "$mode" != lisp-only ]; then
+  wait "$c_tests"
+  report_c_tests "$@"
 fi
 
 failed=$((failed+broken))

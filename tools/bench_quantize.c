@@ -5,8 +5,9 @@
  *     bench_quantize LIBDIR RONTOLISP WORKDIR
  *
  * Makes WORKDIR/bench-quantize.f32.gguf once (512 MiB: 8 F32 tensors of
- * 4096 x 4096, deterministic values, a llama file), then quantizes it to
- * Q8_0 three times, each run a fresh process measured from fork to exit (wall clock,
+ * 4096 x 4096, deterministic values, a llama file), then, for each of the
+ * file types Q8_0, Q4_K_M and Q6_K, quantizes it
+ * three times, each run a fresh process measured from fork to exit (wall clock,
  * and ru_maxrss from wait4): llama_model_quantize from LIBDIR's
  * libllama.v0.5.0.so (dlopened; the defaults llama-quantize uses: every
  * hardware thread), the same followed by an fsync of its output (our
@@ -15,9 +16,11 @@
  * llama.cpp's and ours again with the output on tmpfs, where the disk
  * costs nothing (the conversion's own speed).  The
  * input is read once before either, so both find it in the page cache.
- * Prints a table with the ratios, and whether the outputs hold the same
- * tensors and metadata (general.alignment aside: doc/gguf.md: it is always written);
- * exits 1 when they do not, 2 when a run fails.  Both runs share a
+ * Prints a table per type with the ratios, and whether the outputs hold the same
+ * tensors and metadata (general.alignment aside: our writer writes it when
+ * the input has it; this input has none), then one line per type: our wall
+ * time, llama.cpp's, the ratio and both peak resident sizes.
+ * Exits 1 when the outputs differ, 2 when a run fails.  Both runs share a
  * machine: compare the ratios of one run, not numbers across runs.
  */
 #include <errno.h>
@@ -94,7 +97,8 @@ static int make_input(const char *path) {
 }
 
 /* The llama.cpp run, in a process of its own. */
-static int run_llama(const char *dir, const char *in, const char *out, int sync_out) {
+static int run_llama(const char *dir, const char *in, const char *out, int ftype,
+                     int sync_out) {
     char path[4096];
     snprintf(path, sizeof path, "%s/libggml.v0.5.0.so", dir);
     void *ggml = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
@@ -119,6 +123,7 @@ static int run_llama(const char *dir, const char *in, const char *out, int sync_
                         "tools/llama_api.h\n");
         return 2;
     }
+    p.ftype = ftype;
     if (ll.model_quantize(in, out, &p) != 0)
         return 2;
     if (sync_out) { /* what our writer does before its rename */
@@ -160,7 +165,7 @@ static run measure(char *const argv[]) {
 
 /* 0 when the outputs A (llama.cpp's) and B (ours) hold the same tensors
  * -- names, types, dims, offsets and bytes -- and the same metadata but
- * for general.alignment, which our writer always writes (doc/gguf.md) and
+ * for general.alignment, which ours writes only when the input has it (doc/gguf.md) and
  * llama.cpp's leaves out; else 1, with the first difference on stderr. */
 static int compare(const char *a, const char *b) {
     rl_gguf_file *fa = NULL, *fb = NULL;
@@ -227,11 +232,16 @@ static void warm(const char *path) {
     fclose(f);
 }
 
+/* The file types measured: our name, llama.cpp's ftype number. */
+static const struct { const char *name; int ftype; } bench_types[] = {
+    {"q8_0", LL_FTYPE_MOSTLY_Q8_0}, {"q4_k_m", 15}, {"q6_k", 18}};
+#define N_BENCH_TYPES (sizeof bench_types / sizeof bench_types[0])
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--make-input") == 0)
         return make_input(argv[2]);
-    if (argc == 5 && (strcmp(argv[1], "--llama") == 0 || strcmp(argv[1], "--llama-fsync") == 0))
-        return run_llama(argv[2], argv[3], argv[4], argv[1][7] != 0);
+    if (argc == 6 && (strcmp(argv[1], "--llama") == 0 || strcmp(argv[1], "--llama-fsync") == 0))
+        return run_llama(argv[2], argv[3], argv[4], atoi(argv[5]), argv[1][7] != 0);
     if (argc != 4) {
         fprintf(stderr, "usage: bench_quantize LIBDIR RONTOLISP WORKDIR\n");
         return 2;
@@ -245,8 +255,6 @@ int main(int argc, char **argv) {
     }
     self[n] = 0;
     snprintf(in, sizeof in, "%s/bench-quantize.f32.gguf", work);
-    snprintf(out_llama, sizeof out_llama, "%s/bench-quantize.llama.q8_0.gguf", work);
-    snprintf(out_ours, sizeof out_ours, "%s/bench-quantize.rontolisp.q8_0.gguf", work);
     struct stat st;
     if (stat(in, &st) != 0) {
         char *mk[] = {self, "--make-input", in, NULL};
@@ -255,55 +263,79 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    warm(in);
-    unlink(out_llama);
-    unlink(out_ours);
-    char *llama_argv[] = {self, "--llama", (char *)dir, in, out_llama, NULL};
-    char *llama_sync_argv[] = {self, "--llama-fsync", (char *)dir, in, out_llama, NULL};
-    char *ours_argv[] = {(char *)exe, "quantize", in, out_ours, "q8_0", NULL};
-    run l = measure(llama_argv);
-    unlink(out_llama);
-    run ls = measure(llama_sync_argv), o = measure(ours_argv);
-    if (l.status != 0 || ls.status != 0 || o.status != 0) {
-        fprintf(stderr, "bench_quantize: a run failed: llama.cpp status %d and %d, rontolisp "
-                        "status %d\n", l.status, ls.status, o.status);
-        return 2;
-    }
-    int differ = compare(out_llama, out_ours);
-    /* The same two on tmpfs, where writing and flushing cost no disk time:
-     * the conversion's own speed. */
-    run lt = {0, 0, -1}, ot = {0, 0, -1};
-    char shm_llama[4096], shm_ours[4096];
-    snprintf(shm_llama, sizeof shm_llama, "/dev/shm/bench-quantize.llama.%ld.gguf", (long)getpid());
-    snprintf(shm_ours, sizeof shm_ours, "/dev/shm/bench-quantize.rontolisp.%ld.gguf", (long)getpid());
-    if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) {
-        char *lt_argv[] = {self, "--llama", (char *)dir, in, shm_llama, NULL};
-        char *ot_argv[] = {(char *)exe, "quantize", in, shm_ours, "q8_0", NULL};
-        lt = measure(lt_argv);
-        unlink(shm_llama);
-        ot = measure(ot_argv);
-        unlink(shm_ours);
-    }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("quantize %s to Q8_0 (512 MiB F32, %d tensors of %d x %d), %ld CPUs\n", in,
-           N_TENSORS, DIM, DIM, cpus);
-    printf("  %-30s %10s %14s\n", "", "wall s", "peak RSS MiB");
-    printf("  %-30s %10.3f %14.1f\n", "llama_model_quantize (v0.5.0)", l.wall, l.rss_kib / 1024.0);
-    printf("  %-30s %10.3f %14.1f\n", "the same, then fsync", ls.wall, ls.rss_kib / 1024.0);
-    printf("  %-30s %10.3f %14.1f\n", "rontolisp quantize (fsyncs)", o.wall, o.rss_kib / 1024.0);
-    printf("  %-30s %10.2f %14.2f\n", "ratio rontolisp / llama", o.wall / l.wall,
-           (double)o.rss_kib / (double)l.rss_kib);
-    printf("  %-30s %10.2f %14.2f\n", "ratio rontolisp / llama+fsync", o.wall / ls.wall,
-           (double)o.rss_kib / (double)ls.rss_kib);
-    if (lt.status == 0 && ot.status == 0) {
-        printf("  %-30s %10.3f %14.1f\n", "llama, output on tmpfs", lt.wall, lt.rss_kib / 1024.0);
-        printf("  %-30s %10.3f %14.1f\n", "rontolisp, output on tmpfs", ot.wall,
-               ot.rss_kib / 1024.0);
-        printf("  %-30s %10.2f %14.2f\n", "ratio on tmpfs", ot.wall / lt.wall,
-               (double)ot.rss_kib / (double)lt.rss_kib);
+    int any_differ = 0;
+    run sum_o[N_BENCH_TYPES], sum_l[N_BENCH_TYPES];
+    for (size_t t = 0; t < N_BENCH_TYPES; t++) {
+        const char *type = bench_types[t].name;
+        char ftype[16];
+        snprintf(ftype, sizeof ftype, "%d", bench_types[t].ftype);
+        snprintf(out_llama, sizeof out_llama, "%s/bench-quantize.llama.%s.gguf", work, type);
+        snprintf(out_ours, sizeof out_ours, "%s/bench-quantize.rontolisp.%s.gguf", work, type);
+        warm(in);
+        unlink(out_llama);
+        unlink(out_ours);
+        char *llama_argv[] = {self, "--llama", (char *)dir, in, out_llama, ftype, NULL};
+        char *llama_sync_argv[] = {self, "--llama-fsync", (char *)dir, in, out_llama, ftype, NULL};
+        char *ours_argv[] = {(char *)exe, "quantize", in, out_ours, (char *)type, NULL};
+        run l = measure(llama_argv);
+        unlink(out_llama);
+        run ls = measure(llama_sync_argv), o = measure(ours_argv);
+        if (l.status != 0 || ls.status != 0 || o.status != 0) {
+            fprintf(stderr, "bench_quantize: %s: a run failed: llama.cpp status %d and %d, "
+                            "rontolisp status %d\n", type, l.status, ls.status, o.status);
+            return 2;
+        }
+        int differ = compare(out_llama, out_ours);
+        any_differ |= differ;
+        /* The same two on tmpfs, where writing and flushing cost no disk
+         * time: the conversion's own speed. */
+        run lt = {0, 0, -1}, ot = {0, 0, -1};
+        char shm_llama[4096], shm_ours[4096];
+        snprintf(shm_llama, sizeof shm_llama, "/dev/shm/bench-quantize.llama.%ld.gguf",
+                 (long)getpid());
+        snprintf(shm_ours, sizeof shm_ours, "/dev/shm/bench-quantize.rontolisp.%ld.gguf",
+                 (long)getpid());
+        if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) {
+            char *lt_argv[] = {self, "--llama", (char *)dir, in, shm_llama, ftype, NULL};
+            char *ot_argv[] = {(char *)exe, "quantize", in, shm_ours, (char *)type, NULL};
+            lt = measure(lt_argv);
+            unlink(shm_llama);
+            ot = measure(ot_argv);
+            unlink(shm_ours);
+        }
+        printf("quantize %s to %s (512 MiB F32, %d tensors of %d x %d), %ld CPUs\n", in, type,
+               N_TENSORS, DIM, DIM, cpus);
+        printf("  %-30s %10s %14s\n", "", "wall s", "peak RSS MiB");
+        printf("  %-30s %10.3f %14.1f\n", "llama_model_quantize (v0.5.0)", l.wall,
+               l.rss_kib / 1024.0);
+        printf("  %-30s %10.3f %14.1f\n", "the same, then fsync", ls.wall, ls.rss_kib / 1024.0);
+        printf("  %-30s %10.3f %14.1f\n", "rontolisp quantize (fsyncs)", o.wall,
+               o.rss_kib / 1024.0);
+        printf("  %-30s %10.2f %14.2f\n", "ratio rontolisp / llama", o.wall / l.wall,
+               (double)o.rss_kib / (double)l.rss_kib);
+        printf("  %-30s %10.2f %14.2f\n", "ratio rontolisp / llama+fsync", o.wall / ls.wall,
+               (double)o.rss_kib / (double)ls.rss_kib);
+        if (lt.status == 0 && ot.status == 0) {
+            printf("  %-30s %10.3f %14.1f\n", "llama, output on tmpfs", lt.wall,
+                   lt.rss_kib / 1024.0);
+            printf("  %-30s %10.3f %14.1f\n", "rontolisp, output on tmpfs", ot.wall,
+                   ot.rss_kib / 1024.0);
+            printf("  %-30s %10.2f %14.2f\n", "ratio on tmpfs", ot.wall / lt.wall,
+                   (double)ot.rss_kib / (double)lt.rss_kib);
+        }
+        printf("  tensors and metadata: %s\n\n", differ ? "DIFFERENT" : "the same bytes");
+        fflush(stdout);
+        sum_o[t] = o;
+        sum_l[t] = l;
+        unlink(out_llama);
+        unlink(out_ours);
     }
-    printf("  tensors and metadata: %s\n", differ ? "DIFFERENT" : "the same bytes");
-    unlink(out_llama);
-    unlink(out_ours);
-    return differ ? 1 : 0;
+    printf("%-8s %12s %12s %8s %14s %14s\n", "type", "ours s", "llama s", "ratio",
+           "ours RSS MiB", "llama RSS MiB");
+    for (size_t t = 0; t < N_BENCH_TYPES; t++)
+        printf("%-8s %12.3f %12.3f %8.2f %14.1f %14.1f\n", bench_types[t].name, sum_o[t].wall,
+               sum_l[t].wall, sum_o[t].wall / sum_l[t].wall, sum_o[t].rss_kib / 1024.0,
+               sum_l[t].rss_kib / 1024.0);
+    return any_differ ? 1 : 0;
 }

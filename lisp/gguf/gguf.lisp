@@ -3,10 +3,10 @@
 ;;;; GGUF:READ maps the file (the C reader in gguf/ checks every field of it
 ;;;; first) and reads its metadata and tensor table into a GGUF-FILE object.
 ;;;; Tensor data stay in the mapping: GGUF:TENSOR copies F32, F16 and BF16
-;;;; tensors into Lisp arrays, and answers a Q8_0 tensor as a quantized
-;;;; matrix over the file's own bytes, which keeps the mapping alive; the
+;;;; tensors into Lisp arrays, and answers a Q8_0 tensor, or one of the
 ;;;; other types llama-quantize writes without an importance matrix (legacy,
-;;;; K-quants, IQ4) it dequantizes into single-float arrays.
+;;;; K-quants, IQ4), as a quantized matrix over the file's own bytes, which
+;;;; keeps the mapping alive.
 ;;;; GGUF:CLOSE releases it at once; a matrix used after that signals
 ;;;; GGUF:FILE-CLOSED-ERROR.
 ;;;;
@@ -234,13 +234,11 @@ type rontolisp does not hold in Lisp."
 
 (defun tensor (f name)
   "F's tensor NAME: F32 as a fresh (simple-array single-float) of its
-row-major shape, F16 and BF16 as a FLOAT16-ARRAY or BFLOAT16-ARRAY, Q8_0 as
-a quantized matrix over the file's own bytes (no copy; the file stays
-mapped while the matrix is reachable).  Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to
-Q6_K, IQ4_NL and IQ4_XS are dequantized, as ggml does it, into a fresh
-(simple-array single-float) of the shape (doc/formats.md §3-§4a; a
-quantized-matrix view of them is future work).  Other ggml types signal
-GGUF-ERROR."
+row-major shape, F16 and BF16 as a FLOAT16-ARRAY or BFLOAT16-ARRAY; Q8_0,
+Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to Q6_K, IQ4_NL and IQ4_XS as a quantized
+matrix over the file's own bytes (no copy; the file stays mapped while the
+matrix is reachable; its values are ggml's dequantizer's, doc/formats.md
+§2-§4a, doc/quantized-matrix.md).  Other ggml types signal GGUF-ERROR."
   (let* ((info (tensor-info f name))
          (data (ti-data info)))
     (when data
@@ -259,17 +257,16 @@ GGUF-ERROR."
            (if (eq :f16 (tensor-keyword info))
                (%make-float16-array bits)
                (%make-bfloat16-array bits))))
-        (:q8_0 (%make-quantized-matrix
-            (gguf-file-base f) (ti-absolute info) f shape
-            (reduce #'* (butlast shape)) (car (last shape)) 'rontolisp:q8-0))
-        (t (if (%dequantizable-type-p (tensor-info-type-id info))
-               (%gguf-dequantize-tensor handle (tensor-index f info)
-                                        (make-array shape :element-type 'single-float))
+        (t (let ((format (quantized-format-of-type-id (tensor-info-type-id info))))
+             (if format
+               (%make-quantized-matrix
+                (gguf-file-base f) (ti-absolute info) f shape
+                (reduce #'* (butlast shape)) (car (last shape)) format)
                (gguf-error (gguf-file-path f) :unsupported-type
                            (+ (gguf-file-data-offset f) (tensor-info-offset info))
                            "tensor ~S: expected type F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, ~
 Q5_1, Q2_K..Q6_K, IQ4_NL or IQ4_XS to read, found ~A"
-                           name (tensor-info-type info))))))))
+                           name (tensor-info-type info)))))))))
 
 ;;; Making and writing files.
 
@@ -316,8 +313,10 @@ octets, found ~S (use gguf:tensor)" name (type-of data)))
 
 
 (defun data-type-id (data)
-  (let ((tt (tensor-type-of data)))
-    (and tt (tensor-type-id tt))))
+  (if (rontolisp:quantized-matrix-p data)
+      (quantized-matrix-type-id data) ; any of its types, written as it is
+      (let ((tt (tensor-type-of data)))
+        (and tt (tensor-type-id tt)))))
 
 (defun map-elements (fn value type &optional (end (length value)))
   "Call FN with each element of the array VALUE of GGUF TYPE (see
@@ -512,7 +511,9 @@ need the :stream function that gives their bytes"))
                                         mask (release t))
   "Inside GGUF:WRITE's :STREAM function: append the tensor NAME of the
 open GGUF file F to the writer W's stream, converted to the ggml TYPE id
-(F32, F16, BF16 or Q8_0; the tensor's own type copies it, checked) in
+(F32, F16, BF16, Q8_0 or a legacy, K-quant or IQ4 type; a tensor of one
+of the quantized types is dequantized first; the tensor's own type copies
+it, checked) in
 pieces of a few MiB, on the thread pool, the values read from F's file
 (for a set of shards, the tensor's own shard's)
 (pread: much faster than the first touches of its mapping) while it is
@@ -520,8 +521,8 @@ the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
 vector of one flag per column, gives Q8_0 its outlier-aware scales.
 RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
 where) when a value is NaN or infinite (:non-finite, WHERE its element
-index) or overflows TYPE (:scale-overflow, WHERE the element, or the Q8_0
-block); a failure of the output signals GGUF-ERROR."
+index) or overflows TYPE (:scale-overflow, WHERE the element, or the
+quantized type's block); a failure of the output signals GGUF-ERROR."
   (let* ((info (tensor-info f name))
          (dims (tensor-info-dims info))
          (source (or (ti-file info) f)))  ; the tensor's own shard of a set

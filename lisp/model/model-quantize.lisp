@@ -28,7 +28,7 @@ MODEL-ERROR for a matrix that is already quantized."
         ((typep data '(simple-array single-float (* *))) data)
         (t (model-error path "tensor ~S: expected F32, F16 or BF16 weights to quantize ~
 at load, found ~A (load the file without :quantize, or quantize its F32/F16 original)"
-                               name (if (quantized-matrix-p data) "Q8_0" (describe-object-type data))))))
+                               name (if (quantized-matrix-p data) (quantized-matrix-type data) (describe-object-type data))))))
 
 (defun split-weight (w columns)
   "The weight W (rows x cols single-float) quantized at load with the

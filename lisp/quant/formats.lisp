@@ -92,7 +92,7 @@ the BLOCK-SIZE values stored in BLOCK-BYTES bytes."
   '((:f32 (simple-array single-float))
     (:f16 float16-array)
     (:bf16 bfloat16-array)
-    (:q8_0 quantized-matrix))
+    (:q8_0 (and quantized-matrix (satisfies q8-0-matrix-p))))
   "The tensor types held in Lisp and the Lisp type of their data, in the
 order type tests try them.")
 

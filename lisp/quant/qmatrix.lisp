@@ -1,7 +1,8 @@
 ;;;; qmatrix.lisp - the quantized matrix: QUANTIZE, DEQUANTIZE, and what
 ;;;; CL's array functions answer for it.
 ;;;;
-;;;; A quantized matrix holds Q8_0 blocks (ggml's int8 format, doc/formats.md §2) in
+;;;; A quantized matrix holds Q8_0 blocks (ggml's int8 format, doc/formats.md §2),
+;;;; or those of a legacy, K-quant or IQ4 type (qmatrix-types.lisp), in
 ;;;; memory it does not share with Lisp arrays: its own octet vector when
 ;;;; QUANTIZE made it, a region of a mapped file when gguf:tensor did.  It is
 ;;;; a struct, not an array (ARRAYP is false), yet AREF, ROW-MAJOR-AREF,
@@ -19,9 +20,11 @@
             (:constructor %make-quantized-matrix (base offset owner dims rows cols format))
             (:copier nil)
             (:predicate nil))
-  "A matrix (rank 2) or vector (rank 1) of Q8_0-quantized values.  AREF and
-ROW-MAJOR-AREF answer the dequantized value q*d as a double-float; elements
-cannot be written.  Made by RONTOLISP:QUANTIZE or read from a GGUF file."
+  "A matrix (rank 2) or vector (rank 1) of quantized values: Q8_0 blocks,
+or those of one of the legacy, K-quant and IQ4 types (QUANTIZED-MATRIX-TYPE
+names it).  AREF and ROW-MAJOR-AREF answer the dequantized value as a
+double-float (ggml's dequantizer's single-float, exactly); elements cannot
+be written.  Made by RONTOLISP:QUANTIZE (Q8_0) or read from a GGUF file."
   (base nil :read-only t)        ; octet vector, or foreign pointer to a mapping
   (offset 0 :type fixnum :read-only t) ; byte offset of block 0 in BASE
   (owner nil :read-only t)       ; what keeps BASE's memory alive
@@ -45,10 +48,13 @@ cannot be written.  Made by RONTOLISP:QUANTIZE or read from a GGUF file."
 ;; packed byte: thousands of lines for a small matrix.
 (defmethod describe-object ((m quantized-matrix) stream)
   (format stream "~&~S~%  A ~(~A~)-quantized ~:[vector~;matrix~] of ~{~D~^ x ~} values ~
-                  (~D bytes: blocks of 32 values~%  with one f16 scale each), read-only; ~
+                  (~D bytes: ~A), read-only;~%  ~
                   AREF answers each value dequantized, as a double-float.~%"
           m (quantized-matrix-format m) (= 2 (length (quantized-matrix-dims m)))
-          (quantized-matrix-dims m) (qm-byte-size m))
+          (quantized-matrix-dims m) (qm-byte-size m)
+          (if (eq (quantized-matrix-format m) 'q8-0)
+              "blocks of 32 values with one f16 scale each"
+              (format-description (quantized-matrix-format m))))
   (values))
 
 (defun packed-dimensions (data)
@@ -60,7 +66,10 @@ quantized matrix (the kinds of tensor data the file tools handle)."
     (array (array-dimensions data))))
 
 (defun qm-byte-size (m)
-  (* (floor (* (quantized-matrix-rows m) (quantized-matrix-cols m)) 32) 34))
+  "The bytes of M's blocks."
+  (destructuring-bind (id block bytes) (format-layout (quantized-matrix-format m))
+    (declare (ignore id))
+    (* (floor (* (quantized-matrix-rows m) (quantized-matrix-cols m)) block) bytes)))
 
 ;;; QUANTIZE and DEQUANTIZE.
 
@@ -69,8 +78,13 @@ quantized matrix (the kinds of tensor data the file tools handle)."
        (member (string format) '("Q8-0" "Q8_0" "q8-0" "q8_0") :test #'string=)))
 
 (defun quantize (array format &key outliers)
-  "Quantize ARRAY into a quantized matrix in FORMAT.  The one format is
-Q8-0 (any symbol of that name, e.g. 'q8-0 or :q8-0), ggml's Q8_0: blocks of
+  "Quantize ARRAY into a quantized matrix in FORMAT.  FORMAT Q4-0, Q4-1,
+Q5-0, Q5-1, Q2-K ... Q6-K, IQ4-NL or IQ4-XS (any symbol or string of that
+name, '_' or '-') gives the bytes llama-quantize writes for that type without
+an importance matrix (doc/formats.md §3-§4a); the last dimension must then be
+a multiple of the type's block (32, or 256 for the K types and IQ4-XS), and
+OUTLIERS is refused.  Otherwise FORMAT is Q8-0 (any symbol of that name,
+e.g. 'q8-0 or :q8-0), ggml's Q8_0: blocks of
 32 consecutive values of a row, each one binary16 scale d = absmax/127 and
 32 signed bytes q = round(x/d), bit for bit what llama-quantize writes.
 ARRAY is a (simple-array single-float) or (simple-array double-float) (each
@@ -85,8 +99,12 @@ UNKNOWN-FORMAT-ERROR, ELEMENT-TYPE-ERROR, SHAPE-ERROR, NON-FINITE-ERROR (a
 NaN or infinity, with the subscripts of the first) or SCALE-OVERFLOW-ERROR
 (a block whose scale overflows binary16, with its row and block); a bad
 OUTLIERS signals ELEMENT-TYPE-ERROR or INDEX-ERROR."
+  (let ((other (other-quantized-format format)))
+    (when other
+      (return-from quantize (quantize-other array other outliers))))
   (unless (format-name-p format)
-    (unknown-format-error 'quantize format "expected the format q8-0, found ~S" format))
+    (unknown-format-error 'quantize format "expected the format q8-0, q4-0, q4-1, q5-0, q5-1, ~
+q2-k, q3-k, q4-k, q5-k, q6-k, iq4-nl or iq4-xs, found ~S" format))
   (multiple-value-bind (src kind) (packed-numbers array)
     (unless src
       (element-type-error 'quantize array "expected a (simple-array single-float), ~
@@ -147,13 +165,15 @@ a double narrowed to single-float as every kernel narrows it."
 
 (defun dequantize (m)
   "A fresh (simple-array single-float) of the quantized matrix M's shape
-holding its values q*d (exact)."
+holding its values: q*d (exact) for Q8_0, and for the other types the
+floats ggml's dequantize_row_* gives, bit for bit."
   (check-quantized-matrix 'dequantize m)
   (%q8-dequantize-into m (make-array (quantized-matrix-dims m) :element-type 'single-float)))
 
 (defun quantized-matrix-octets (m)
   "A fresh (simple-array (unsigned-byte 8) (*)) holding the quantized matrix
-M's Q8_0 bytes: 34 per block of 32 values, the tensor data llama.cpp reads."
+M's blocks as stored (Q8_0: 34 bytes per block of 32 values; the other
+types their own blocks), the tensor data llama.cpp reads."
   (check-quantized-matrix 'quantized-matrix-octets m)
   (let ((n (qm-byte-size m)))
     (%q8-copy-bytes m 0 n (make-array n :element-type '(unsigned-byte 8)))))
@@ -171,8 +191,8 @@ M's Q8_0 bytes: 34 per block of 32 values, the tensor data llama.cpp reads."
 
 (defun qm-setf-error (m &rest ignore)
   (declare (ignore ignore))
-  (immutable-error '(setf aref) "~A has no element storage of its own (an element is q*d of a ~
-32-value block); dequantize it, change the copy and quantize again" m))
+  (immutable-error '(setf aref) "~A has no element storage of its own (an element is decoded ~
+from the block holding it); dequantize it, change the copy and quantize again" m))
 
 (defun qm-array-dimension (m axis)
   (let ((dims (quantized-matrix-dims m)))
@@ -204,7 +224,7 @@ given ~D" (length dims) (length dims) (length subscripts)))
          (and (subtypep type '(unsigned-byte 8)) (subtypep '(unsigned-byte 8) type)))))
 
 (defun qm-write-sequence (m stream &key (start 0) end)
-  "Write the Q8_0 bytes of M (from byte START below END) to STREAM, an
+  "Write the block bytes of M (from byte START below END) to STREAM, an
 (unsigned-byte 8) stream."
   ;; A wider binary stream would store each byte in an element of its own
   ;; and a character stream would take them as characters: neither holds

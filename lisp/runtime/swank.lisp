@@ -244,8 +244,10 @@ parameters and tokenizer, a tokenizer's file and vocabulary size."
     (quantized-matrix
      (let ((dims (quantized-matrix-dims object)))
        (inspector-tensor-content
-        (format nil "~(~A~) (blocks of 32 values, one f16 scale each)"
-                (quantized-matrix-format object))
+        (format nil "~(~A~) (~A)" (quantized-matrix-format object)
+                (if (q8-0-matrix-p object)
+                    "blocks of 32 values, one f16 scale each"
+                    (format-description (quantized-matrix-format object))))
         dims (qm-byte-size object)
         (lambda (r c) (coerce (qm-aref object (if (= 2 (length dims)) (list r c) (list c)))
                               'single-float)))))

@@ -208,6 +208,21 @@ itself when it has no head."
     ("F32" :f32 :q8))
   "The rows of the encoder benchmark: label, file format, activations.")
 
+(defun stored-only-types (f)
+  "The ggml names of the types of F's encoder matrices that the benchmark's
+own copies do not store (Q4_K, Q6_K, ... as llama-quantize writes them), in
+file order, or NIL.  The file's own row runs them (dequantized to F32 at
+load, doc/encoder.md)."
+  (let ((head-p (head-tensor-predicate f)))
+    (remove-duplicates
+     (loop for info in (gguf:tensor-infos f)
+           for type = (gguf:tensor-info-type info)
+           when (and (= 2 (length (gguf:tensor-info-dims info)))
+                     (not (funcall head-p (gguf:tensor-info-name info)))
+                     (not (member type '("F32" "F16" "BF16" "Q8_0") :test #'string=)))
+             collect type)
+     :test #'string= :from-end t)))
+
 (defun median-microseconds (thunk reps)
   "The median over REPS rounds of THUNK's wall time per call, in
 microseconds.  ECL's real-time clock counts milliseconds, so a round calls
@@ -236,19 +251,24 @@ THUNK until 100 ms have passed and divides."
                           (stream *standard-output*))
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
 preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
-decision head is left out) for each token count of
+decision head is left out), and as FILE stores it when its matrices hold
+other types (Q4_K etc., a row named after them), for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
 count) on STREAM.  Answers the rows as a list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
          (label (or file (format nil "random ~A" random)))
-         (files (loop for format in '(:f32 :f16 :q8_0)
+         (own (and file (stored-only-types source)))
+         (files (loop for format in (if own '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
                       collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
                                                   (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
                                                   (ext:getpid) format)))
                                 ;; llama.cpp refuses a decision head's tensors.
-                                (gguf:write path (encoder-only-file (file-in-format source format)))
+                                (gguf:write path (encoder-only-file
+                                                  (if (eq format :file)
+                                                      source
+                                                      (file-in-format source format))))
                                 (cons format path))))
          (old-threads (threads))
          (rows '()))
@@ -267,7 +287,10 @@ llama.cpp ~A~]~%" label reps
                        "not run (its libraries or tools/llama_embed are missing)"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
-           (dolist (row *model-bench-rows*)
+           (dolist (row (if own
+                            (append *model-bench-rows*
+                                    (list (list (format nil "~{~A~^+~} (f32)" own) :file :q8)))
+                            *model-bench-rows*))
              (destructuring-bind (name format activations) row
                (let* ((e (cdr (assoc format encoders)))
                       (path (cdr (assoc format files))))

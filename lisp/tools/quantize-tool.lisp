@@ -1,9 +1,12 @@
-;;;; quantize-tool.lisp - `rontolisp quantize IN.gguf OUT.gguf q8_0': a GGUF
-;;;; file quantized as llama-quantize does it for ftype Q8_0.
+;;;; quantize-tool.lisp - `rontolisp quantize IN.gguf OUT.gguf TYPE': a GGUF
+;;;; file quantized as llama-quantize does it for the file type TYPE (every
+;;;; one it makes without an importance matrix; the per-tensor rules are in
+;;;; quantize-mixtures.lisp, in words in doc/command-line.md section 3).
 ;;;;
 ;;;; The output's tensors have the types and the exact bytes llama-quantize
-;;;; writes (tests/golden/README.md rules 1-8): the same choice of tensors,
-;;;; the F16 fall back for rows that do not split into 32-value blocks, the
+;;;; writes (tests/golden/README.md rules 1-8, tests/golden/quants/): the
+;;;; same choice of tensors and types, the fall backs for rows that do not
+;;;; split into a type's blocks, the
 ;;;; same tensor order (layer, then name) and n_dims (trailing 1s dropped),
 ;;;; and general.quantization_version / general.file_type as the last two
 ;;;; keys.  One deliberate difference: the input's general.alignment is
@@ -19,8 +22,7 @@
 ;;;; (the plan), the header goes out, then each tensor is read, converted on
 ;;;; the thread pool and written a few MiB at a time, the input's pages
 ;;;; released as they are used (gguf:stream-put-tensor), so memory holds one
-;;;; piece, not the model.  The options are llama-quantize's everyday ones
-;;;; for the types rontolisp writes (F32, F16, BF16, Q8_0).
+;;;; piece, not the model.  The options are llama-quantize's everyday ones.
 
 (in-package "RONTOLISP")
 
@@ -56,14 +58,16 @@ count, and there is always at least one."
   (let ((n (length string)) (m (length suffix)))
     (and (>= n m) (string= string suffix :start1 (- n m)))))
 
-(defun quantizable-tensor-p (name ne)
-  "True when llama-quantize (ftype Q8_0) quantizes the tensor NAME of ggml
-dims NE: at least two dimensions besides trailing 1s, a name ending in
-`weight', and none of the excluded names."
+(defun quantizable-tensor-p (name ne &key leave-output)
+  "True when llama-quantize quantizes the tensor NAME of ggml dims NE: at
+least two dimensions besides trailing 1s, a name ending in `weight', none
+of the excluded names, and not output.weight with LEAVE-OUTPUT
+(--leave-output-tensor)."
   (and (>= (ggml-n-dims ne) 2)
        (ends-with name "weight")
        (notany (lambda (s) (search s name)) *quantize-name-exclusions*)
-       (not (member name *quantize-exact-exclusions* :test #'string=))))
+       (not (member name *quantize-exact-exclusions* :test #'string=))
+       (not (and leave-output (string= name "output.weight")))))
 
 (defun tensor-layer (name)
   "The N of a name starting `blk.N.', else -1 (llama.cpp's
@@ -162,29 +166,24 @@ NAME-PLACE holds at the time, when it holds one."
 
 ;;; The target types.
 
-(defparameter *quantize-targets*
-  '(("F32" 0 0) ("F16" 1 1) ("BF16" 30 32) ("Q8_0" 8 7))
-  "The types quantize writes: ggml name, ggml type id and llama.cpp's ftype
-(general.file_type) when it is the file's main type.")
-
 (defun target-type-id (string &key ftype)
-  "The ggml type id of the target type STRING (a ggml type name, any
-case; with FTYPE also llama.cpp's ftype number: 0, 1, 7 or 32).  Any
-other type, or a ggml type quantize does not write, is a USAGE-ERROR that
-names it."
-  (let ((entry (or (find string *quantize-targets* :key #'first :test #'string-equal)
-                   (and ftype (find string *quantize-targets*
-                                    :key (lambda (e) (princ-to-string (third e)))
-                                    :test #'string=)))))
-    (cond (entry (second entry))
-          ((loop for id below 64 thereis (equalp (%ggml-type id) string))
-           (usage-error "~A: expected one of F32, F16, BF16 or Q8_0, found a type rontolisp ~
-quantize does not write" (string-upcase string)))
-          (t (usage-error "expected a type F32, F16, BF16 or Q8_0~:[~; (or ftype 0, 1, 32, 7)~], ~
-found ~S" ftype string)))))
+  "The ggml type id of the tensor type STRING (a ggml type name quantize
+writes, any case: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K
+Q5_K Q6_K IQ4_NL IQ4_XS); with FTYPE, STRING is a file type instead (a
+name or ftype number of *QUANTIZE-FTYPES*) and the answer its main type.
+Anything else is a USAGE-ERROR that names it."
+  (if ftype
+      (third (find-ftype string))
+      (let ((names (mapcar #'%ggml-type *quantize-write-types*)))
+        (cond ((find string names :test #'string-equal)
+               (nth (position string names :test #'string-equal) *quantize-write-types*))
+              ((loop for id below 64 thereis (equalp (%ggml-type id) string))
+               (usage-error "~A: expected one of ~{~A~^ ~}, found a type rontolisp quantize ~
+does not write" (string-upcase string) names))
+              (t (usage-error "expected a type ~{~A~^ ~}, found ~S" names string))))))
 
 (defun target-type-name (id)
-  (first (find id *quantize-targets* :key #'second)))
+  (%ggml-type id))
 
 (defun parse-tensor-type-rule (string)
   "A --tensor-type PATTERN=TYPE argument as llama-quantize reads it: the
@@ -207,32 +206,34 @@ as llama-quantize's std::regex_search does, or NIL."
         when (regex-search pattern name)
           return id))
 
-(defun quantize-target (name ne source main &key pure output-type token-embedding-type rules)
+(defun quantize-target (name ne source main &key pure output-type token-embedding-type rules
+                                                mixture leave-output)
   "The ggml type id quantize writes the tensor NAME of dims NE and type id
 SOURCE in, for the main type id MAIN, as llama-quantize's
 llama_tensor_get_type chooses it: a tensor quantize leaves alone keeps
-SOURCE; the token embeddings take TOKEN-EMBEDDING-TYPE and output.weight
-OUTPUT-TYPE when given; otherwise MAIN, or, when MAIN is Q8_0, the type of
-the first of RULES whose pattern occurs in the name.  Q8_0 falls back to
-F16 for rows that are not a multiple of 32.  PURE (no per-tensor mixture)
-changes nothing for these types: llama.cpp's mixtures only differ for
-k-quants.  Answers the type id and whether it is a fall back."
-  (declare (ignore pure))
-  (let ((q8 (tensor-type-id (find-tensor-type :q8_0)))
-        (f16 (tensor-type-id (find-tensor-type :f16))))
-    (flet ((fit (type)
-             (if (and (= type q8) (/= source q8) (plusp (mod (first ne) 32)))
-                 (values f16 t)
-                 (values type nil))))
-      (cond ((not (quantizable-tensor-p name ne)) (values source nil))
-            ((and token-embedding-type
-                  (member name '("token_embd.weight" "per_layer_token_embd.weight") :test #'string=)
-                  (not (and (string= name "per_layer_token_embd.weight")
-                            (tensor-type-rule-for name rules))))
-             (fit token-embedding-type))
-            ((and output-type (string= name "output.weight")) (fit output-type))
-            ((/= main q8) (values main nil))
-            (t (fit (or (tensor-type-rule-for name rules) main)))))))
+SOURCE (output.weight too with LEAVE-OUTPUT); the token embeddings take
+TOKEN-EMBEDDING-TYPE and output.weight OUTPUT-TYPE when given; a float
+MAIN is the type of the rest; a quantized MAIN is overridden by the first
+of RULES whose pattern occurs in the name, else, unless PURE, by the
+per-tensor rules of the MIXTURE (MIXTURE-TYPE; it advances its counts);
+then a type whose block does not divide the rows falls back (TYPE-FALLBACK).
+Answers the type id and whether it is a fall back."
+  (flet ((fit (type)
+           (if (quantized-type-id-p type) (type-fallback type (first ne)) (values type nil))))
+    (cond ((not (quantizable-tensor-p name ne :leave-output leave-output)) (values source nil))
+          ((and token-embedding-type
+                (eq (tensor-category name) :token-embd)
+                (not (and (string= name "per_layer_token_embd.weight")
+                          (tensor-type-rule-for name rules))))
+           (fit token-embedding-type))
+          ((and output-type (string= name "output.weight")) (fit output-type))
+          ((not (quantized-type-id-p main)) (values main nil))
+          (t (fit (or (tensor-type-rule-for name rules)
+                      (if (or pure (null mixture))
+                          main
+                          (mixture-type mixture main name ne :output-type output-type
+                                                             :token-embedding-type
+                                                             token-embedding-type))))))))
 
 ;;; The plan: every tensor's type and size, before any data is read.
 
@@ -245,20 +246,46 @@ k-quants.  Answers the type id and whether it is a fall back."
     (declare (ignore name))
     (* (/ (reduce #'* (planned-ne p)) block-size) block-bytes)))
 
-(defun quantize-plan (f names main options path)
-  "The PLANNED of each tensor of F in the order NAMES; a tensor whose type
-quantize cannot convert (requantizing, as llama-quantize refuses it by
-default) signals TENSOR-DATA-ERROR naming PATH."
+(defun quantize-targets (files order main options)
+  "A table of tensor name -> (target fallback) for the tensors of FILES
+(the open GGUF files of a set), decided in the ORDER of their names (the
+order llama-quantize decides them in: the mixture's counts run in it)."
+  (let ((table (make-hash-table :test 'equal))
+        (infos (make-hash-table :test 'equal)))
+    (dolist (f files)
+      (dolist (name (gguf:tensor-names f))
+        (setf (gethash name infos) (gguf:tensor-info f name))))
+    (dolist (name order table)
+      (let ((info (gethash name infos)))
+        (setf (gethash name table)
+              (multiple-value-list
+               (apply #'quantize-target name (gguf:tensor-info-dims info)
+                      (gguf:tensor-info-type-id info) main options)))))))
+
+(defun quantize-plan (f names targets path &key allow-requantize)
+  "The PLANNED of each tensor of F in the order NAMES, their types from
+TARGETS (QUANTIZE-TARGETS); a tensor whose type quantize cannot convert
+(a quantized one without ALLOW-REQUANTIZE, as llama-quantize refuses it by
+default, or one of a type it cannot read) signals TENSOR-DATA-ERROR
+naming PATH."
   (loop for name in names
         collect (let* ((info (gguf:tensor-info f name))
                        (ne (gguf:tensor-info-dims info))
                        (source (gguf:tensor-info-type-id info)))
-                  (multiple-value-bind (target fallback)
-                      (apply #'quantize-target name ne source main options)
-                    (unless (or (= target source) (float-type-id-p source))
-                      (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
+                  (destructuring-bind (target fallback) (gethash name targets)
+                    (cond ((or (= target source) (float-type-id-p source)))
+                          ((not (quantized-type-id-p source))
+                           (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or ~
+a quantized type quantize reads (~{~A~^ ~}) to convert it to ~A"
+                                              (gguf:tensor-info-type info)
+                                              (mapcar #'%ggml-type
+                                                      (remove-if-not #'quantized-type-id-p
+                                                                     *quantize-write-types*))
+                                              (target-type-name target)))
+                          ((not allow-requantize)
+                           (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
 done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
-                                         (gguf:tensor-info-type info) (target-type-name target)))
+                                              (gguf:tensor-info-type info) (target-type-name target))))
                     (make-planned name info ne source target fallback f)))))
 
 ;;; The conversion.
@@ -273,7 +300,7 @@ per weight and the time."
          (after (reduce #'+ plan :key (lambda (p) (planned-bytes p (planned-target p)))))
          (types (remove-duplicates (mapcar (lambda (p) (gguf:type-name (planned-target p))) plan)
                                    :test #'string= :from-end t)))
-    (format stream "~A~:[~; (dry run, nothing written)~]: ~D tensor~:P (~{~A~^, ~}~[~:;, ~:*~D F16 ~
+    (format stream "~A~:[~; (dry run, nothing written)~]: ~D tensor~:P (~{~A~^, ~}~[~:;, ~:*~D ~
 fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
             out dry-run (length plan)
             (mapcar (lambda (ty) (format nil "~D ~A" (count ty plan :key (lambda (p) (gguf:type-name (planned-target p)))
@@ -311,25 +338,105 @@ GGUF:STREAM-PUT-TENSOR) of the planned tensor P of F."
   (let* ((name (planned-name p))
          (info (planned-info p))
          (cols (first (planned-ne p))))
-    (if (eq status :non-finite)
+    (cond
+      ((and (eq status :non-finite) (quantized-type-id-p (planned-source p)))
+       (tensor-data-error path name "has invalid data: expected finite values, found NaN or an ~
+infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (planned-source p))))
+      ((eq status :non-finite)
         (let* ((size (if (= (planned-source p) 0) 4 2))
                (octets (gguf:tensor-octets f name))
                (bits (loop for i below size sum (ash (aref octets (+ (* where size) i)) (* 8 i))))
                (mantissa (ldb (byte (ecase (planned-source p) (0 23) (1 10) (30 7)) 0) bits)))
           (tensor-data-error path name "has invalid data: expected finite values, found ~A at ~
 element ~D (byte ~D)" (if (zerop mantissa) "an infinity" "NaN") where
-                             (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size))))
-        (if (= (planned-target p) 8)
-            (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the Q8_0 scale ~
+                             (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size)))))
+      ((quantized-type-id-p (planned-target p))
+       (let ((per-row (/ cols (type-block-size (planned-target p)))))
+         (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the ~A scale ~
 overflows binary16 (quantized data validation failed, as llama-quantize)"
-                               (floor where (/ cols 32)) (mod where (/ cols 32)))
-            (tensor-data-error path name "cannot ~:[be converted to ~A~;fall back to ~A~]: element ~D ~
+                            (floor where per-row) (mod where per-row)
+                            (gguf:type-name (planned-target p)))))
+      (t
+       (tensor-data-error path name "cannot ~:[be converted to ~A~;fall back to ~A~]: element ~D ~
 overflows it (quantized data validation failed, as llama-quantize)"
-                               (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
+                          (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
 
-(defun quantize-metadata (f ftype &optional split)
+(defun strict-real-p (string)
+  "True when STRING is a decimal number: sign, digits, point, exponent."
+  (let ((i 0) (n (length string)) (digits 0))
+    (flet ((skip-digits () (loop while (and (< i n) (digit-char-p (char string i)))
+                                 do (incf i) (incf digits))))
+      (when (and (< i n) (find (char string i) "+-")) (incf i))
+      (skip-digits)
+      (when (and (< i n) (char= (char string i) #\.)) (incf i) (skip-digits))
+      (when (and (plusp digits) (< i n) (char-equal (char string i) #\e))
+        (incf i)
+        (when (and (< i n) (find (char string i) "+-")) (incf i))
+        (let ((before digits))
+          (skip-digits)
+          (when (= before digits) (return-from strict-real-p nil))))
+      (and (plusp digits) (= i n)))))
+
+(defun parse-kv-override (string)
+  "A --override-kv KEY=TYPE:VALUE argument as llama-quantize reads it (TYPE
+int, float, bool or str) as the metadata entry llama-quantize writes:
+(KEY :u32 |VALUE|), (KEY :f32 VALUE), (KEY :bool T/NIL) or (KEY :string
+VALUE).  Anything malformed -- and what llama-quantize would read as 0 or
+cut short -- is a USAGE-ERROR."
+  (let* ((sep (position #\= string))
+         (key (and sep (subseq string 0 sep)))
+         (rest (and sep (subseq string (1+ sep)))))
+    (flet ((value-after (prefix)
+             (and (>= (length rest) (length prefix)) (string= prefix rest :end2 (length prefix))
+                  (subseq rest (length prefix)))))
+      (cond ((or (null sep) (zerop sep) (>= sep 128))
+             (usage-error "malformed KV override ~S: expected KEY=TYPE:VALUE, KEY 1 to 127 ~
+characters" string))
+            ((string= key "general.alignment")
+             (usage-error "--override-kv ~A: expected another key (the alignment is the input's)"
+                          key))
+            ((value-after "int:")
+             (let* ((v (value-after "int:"))
+                    (n (and (plusp (length v)) (every (lambda (c) (or (digit-char-p c) (find c "+-"))) v)
+                            (ignore-errors (parse-integer v)))))
+               (unless (and n (< (abs n) (expt 2 32)))
+                 (usage-error "--override-kv ~A: expected an integer of magnitude below 2^32 after ~
+int:, found ~S" key v))
+               (list key :u32 (abs n))))
+            ((value-after "float:")
+             (let* ((v (value-after "float:"))
+                    (d (and (strict-real-p v)
+                            (let ((*read-eval* nil) (*read-default-float-format* 'double-float))
+                              (ignore-errors (coerce (read-from-string v) 'double-float))))))
+               (unless (and d (< (abs d) 3.4028234663852886d38))
+                 (usage-error "--override-kv ~A: expected a decimal number within the f32 range ~
+after float:, found ~S" key v))
+               (list key :f32 (%double-to-single d))))
+            ((value-after "bool:")
+             (let ((v (value-after "bool:")))
+               (unless (member v '("true" "false") :test #'string=)
+                 (usage-error "--override-kv ~A: expected true or false after bool:, found ~S" key v))
+               (list key :bool (string= v "true"))))
+            ((value-after "str:")
+             (let ((v (value-after "str:")))
+               (when (> (length (%utf8-octets v)) 127)
+                 (usage-error "--override-kv ~A: expected a string of at most 127 bytes, found ~D"
+                              key (length (%utf8-octets v))))
+               (list key :string v)))
+            (t (usage-error "--override-kv ~A: expected the type int:, float:, bool: or str: after =, ~
+found ~S" key rest))))))
+
+(defun apply-kv-overrides (metadata overrides)
+  "METADATA with each of OVERRIDES ((key type value) ...) in turn removed
+and appended, as gguf_set_val_* does."
+  (dolist (o overrides metadata)
+    (setf metadata (append (remove (first o) metadata :key #'first :test #'string=)
+                           (list o)))))
+
+(defun quantize-metadata (f ftype &optional split overrides)
   "F's metadata without the quantization and split keys, then
-general.quantization_version and general.file_type = FTYPE.  For shard
+general.quantization_version and general.file_type = FTYPE, then the
+--override-kv entries OVERRIDES (APPLY-KV-OVERRIDES).  For shard
 SPLIT = (no count tensors) of a --keep-split output, llama-gguf-split's
 keys follow, and the shards after the first have only those (as
 llama-quantize writes them; general.alignment first when F's is not 32)."
@@ -340,12 +447,14 @@ llama-quantize writes them; general.alignment first when F's is not 32)."
         (if (= 32 (gguf:alignment f))
             split-keys
             (cons (list "general.alignment" :u32 (gguf:alignment f)) split-keys))
-        (append (remove-if (lambda (key)
-                             (member key '("general.quantization_version" "general.file_type")
-                                     :test #'string=))
-                           (gguf:without-split-keys (gguf:metadata f)) :key #'first)
-                (list (list "general.quantization_version" :u32 2)
-                      (list "general.file_type" :u32 ftype))
+        (append (apply-kv-overrides
+                 (append (remove-if (lambda (key)
+                                      (member key '("general.quantization_version" "general.file_type")
+                                              :test #'string=))
+                                    (gguf:without-split-keys (gguf:metadata f)) :key #'first)
+                         (list (list "general.quantization_version" :u32 2)
+                               (list "general.file_type" :u32 ftype)))
+                 overrides)
                 split-keys))))
 
 (defun float-type-id-p (id)
@@ -367,9 +476,9 @@ plus PLAN's length (REPORT is called after each).  An error names the file
   (gguf:write
    out (gguf:make-file
         :metadata metadata :alignment alignment
-        ;; a later shard: llama-quantize writes its split keys alone
-        :implicit-alignment (not (find "general.file_type" metadata :key #'first
-                                                                   :test #'string=))
+        ;; general.alignment only when the input has it (then it is in
+        ;; METADATA), as llama-quantize copies it
+        :implicit-alignment t
         :tensors (mapcar (lambda (p)
                            (list (planned-name p)
                                  (if (planned-copied-p p)
@@ -401,20 +510,30 @@ Q8_0" (gguf:type-name (planned-target p))))
   done)
 
 (defun quantize-file (in out &key (type :q8_0) calibration pure output-tensor-type
-                                  token-embedding-type tensor-types dry-run keep-split)
+                                  token-embedding-type tensor-types dry-run keep-split
+                                  allow-requantize leave-output-tensor override-kv threads)
   "Quantize the GGUF file IN into the GGUF file OUT as llama-quantize does
-for the main TYPE (:q8_0, :f16, :bf16 or :f32, or the ggml name; ftype 7,
-1, 32 or 0): tensors of at least two dimensions whose name ends in
-`weight' (norms, token types, position embeddings and a few small weights
-excepted) become TYPE -- for Q8_0, F16 when their rows are not a multiple
-of 32; every other tensor is copied in its type; tensors are ordered by
-layer, then name; general.quantization_version = 2 and general.file_type
-end the metadata.  IN's general.alignment is kept.  llama-quantize's
-options: OUTPUT-TENSOR-TYPE and TOKEN-EMBEDDING-TYPE (type names) for
-output.weight and the token embeddings, TENSOR-TYPES a list of
-\"PATTERN=TYPE\" rules (the first whose regular expression occurs in a
-tensor's name gives its type, when TYPE is Q8_0), PURE (accepted; no
-effect for these types).  DRY-RUN decides and reports, writes nothing: its
+for the file type TYPE (a keyword or string naming one of
+*QUANTIZE-FTYPES* in any case -- :q8_0, :q4_k_m, \"IQ4_XS\" -- or a string
+of its ftype number): tensors of at least two dimensions whose name ends
+in `weight' (norms, token types, position embeddings and a few small
+weights excepted) are quantized, each to the type llama-quantize's
+per-tensor rules give it for that file type (doc/command-line.md
+section 3), falling back to a smaller block, or F16, when their rows do
+not split into the type's blocks; every other tensor is copied in its
+type; tensors are ordered by layer, then name;
+general.quantization_version = 2 and general.file_type end the metadata.
+IN's general.alignment is kept.  llama-quantize's options:
+OUTPUT-TENSOR-TYPE and TOKEN-EMBEDDING-TYPE (type names) for output.weight
+and the token embeddings, TENSOR-TYPES a list of \"PATTERN=TYPE\" rules
+(the first whose regular expression occurs in a tensor's name gives its
+type, when TYPE is a quantized one), PURE (every quantized tensor of the
+main type, no mixture), LEAVE-OUTPUT-TENSOR (output.weight keeps its
+type), ALLOW-REQUANTIZE (quantized tensors of IN are dequantized and
+quantized again; without it they are refused), OVERRIDE-KV (a list of
+\"KEY=TYPE:VALUE\" strings, see PARSE-KV-OVERRIDE: set in the output's
+metadata, and read by the rules), THREADS (the thread count for this run;
+NIL or below 1 keeps (THREADS)).  DRY-RUN decides and reports, writes nothing: its
 summary is the plan, one line per tensor, then the summary line.
 IN may be the first shard of a llama-gguf-split set: every shard is read,
 and the output is one file, or with KEEP-SPLIT one shard per input shard
@@ -428,18 +547,28 @@ TENSOR-DATA-ERROR and writes nothing (shards are written all at once with
 GGUF:WRITE-STAGED, so an older set under those names stays whole).
 CALIBRATION, a calibration file (see READ-CALIBRATION), gives the matrices
 it names the outlier-aware scales of doc/outliers.md (still plain Q8_0).  Answers a list
-of (name type) of the tensors, in file order, the number of F16 fall
+of (name type) of the tensors, in file order, the number of fall
 backs, and the plan's summary line (after the plan's lines in a dry run)."
+  (let ((old (threads)))
+    (unwind-protect
+         (progn (when (and threads (plusp threads))
+                  (setf (threads) (min threads (max-threads))))
+                (quantize-file-1 in out type calibration pure output-tensor-type
+                                 token-embedding-type tensor-types dry-run keep-split
+                                 allow-requantize leave-output-tensor override-kv))
+      (setf (threads) old))))
+
+(defun quantize-file-1 (in out type calibration pure output-tensor-type token-embedding-type
+                        tensor-types dry-run keep-split allow-requantize leave-output-tensor
+                        override-kv)
   (let* ((start (get-internal-real-time))
-         (main (if (keywordp type)
-                   (let ((tt (find-tensor-type type)))
-                     (or (and tt (tensor-type-id tt))
-                         (unknown-format-error 'quantize-file type "expected the type :q8_0, :f16, ~
-:bf16 or :f32, found ~S" type)))
-                   (handler-case (target-type-id (string type) :ftype t)
-                     (usage-error (c)
-                       (unknown-format-error 'quantize-file type "~A" (condition-line c))))))
-         (options (list :pure pure
+         (entry (handler-case (find-ftype (if (keywordp type) (symbol-name type) (string type)))
+                  (usage-error (c)
+                    (unknown-format-error 'quantize-file type "~A" (condition-line c)))))
+         (main (third entry))
+         (ftype (second entry))
+         (overrides (mapcar (lambda (o) (if (consp o) o (parse-kv-override o))) override-kv))
+         (options (list :pure pure :leave-output leave-output-tensor
                         :output-type (and output-tensor-type (target-type-id output-tensor-type))
                         :token-embedding-type (and token-embedding-type
                                                    (target-type-id token-embedding-type))
@@ -454,9 +583,27 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
                 (outliers (if calibration
                               (calibration-outliers calibration f)
                               (make-hash-table :test 'equal)))
+                (names (loop for (nil . infos) in shards
+                             append (mapcar #'gguf:tensor-info-name infos)))
+                ;; llama-quantize decides the types in the order it writes
+                ;; them: by layer and name, or with --keep-split by shard
+                ;; and offset.
+                (targets (quantize-targets
+                          files
+                          (if keep-split
+                              (loop for (nil . infos) in shards
+                                    append (mapcar #'gguf:tensor-info-name
+                                                   (stable-sort (copy-list infos) #'<
+                                                                :key #'gguf:tensor-info-offset)))
+                              (llama-tensor-order names))
+                          main
+                          (list* :mixture (make-mixture ftype (quantize-metadata f ftype nil overrides)
+                                                        names)
+                                 options)))
                 (plans (loop for (file . infos) in shards
                              collect (quantize-plan file (mapcar #'gguf:tensor-info-name infos)
-                                                    main options (gguf:path file))))
+                                                    targets (gguf:path file)
+                                                    :allow-requantize allow-requantize)))
                 (plan (let ((all (apply #'append plans))
                             (table (make-hash-table :test 'equal)))
                         (dolist (p all)
@@ -464,12 +611,11 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
                         (mapcar (lambda (n) (gethash n table))
                                 (llama-tensor-order (mapcar #'planned-name all)))))
                 (report (tensor-progress (length plan)))
-                (ftype (third (find main *quantize-targets* :key #'second)))
                 (done 0))
            (cond (dry-run)              ; the plan is the summary's
                  ((not keep-split)
-                  (write-quantized out plan (quantize-metadata f ftype) (gguf:alignment f)
-                                   outliers report 0))
+                  (write-quantized out plan (quantize-metadata f ftype nil overrides)
+                                   (gguf:alignment f) outliers report 0))
                  (t
                   (let ((prefix (if (ends-with out ".gguf") (subseq out 0 (- (length out) 5)) out))
                         (count (length files)))
@@ -479,7 +625,8 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
                        (setf done (write-quantized temp (nth i plans)
                                                    (quantize-metadata f ftype
                                                                       (and (> count 1)
-                                                                           (list i count (length plan))))
+                                                                           (list i count (length plan)))
+                                                                      overrides)
                                                    (gguf:alignment f) outliers report done)))))))
            (values (mapcar (lambda (p) (list (planned-name p) (gguf:type-name (planned-target p))))
                            (if keep-split (apply #'append plans) plan))

@@ -66,7 +66,7 @@ static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
             if (st == RL_NONFINITE)
                 *where += i0;
             else if (st == RL_OVERFLOW)
-                *where += c.dst == RL_GGUF_GGML_Q8_0 ? i0 / RL_QK8_0 : i0;
+                *where += i0 / rl_convert_block(c.dst);
             if (st == RL_NONFINITE || (st != RL_OK && st != RL_OVERFLOW))
                 return st;
             if (st == RL_OK) {
@@ -130,9 +130,10 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
         rl_type_error(fn, 2, base, RL_T_FOREIGN_DATA);
     size_t sbytes = rl_convert_bytes(c.src, c.n), rbytes = rl_convert_bytes(c.src, c.row_len);
     size_t dbytes_row = rl_convert_bytes(c.dst, c.row_len);
-    if (!sbytes || !dbytes_row || c.n % c.row_len || c.n > SIZE_MAX / 4)
-        rl_signal(RL_C_ERROR, "%s: expected F32, F16 or BF16 values in whole rows to F32, F16, "
-                  "BF16 or Q8_0, found types %u to %u, %lu values in rows of %lu", fn,
+    if (!sbytes || !dbytes_row || c.n % c.row_len || c.row_len % rl_convert_block(c.src) ||
+        c.row_len % rl_convert_block(c.dst) || c.n > SIZE_MAX / 4)
+        rl_signal(RL_C_ERROR, "%s: expected values of F32, F16, BF16 or a quantized type in "
+                  "whole rows to one of those, found types %u to %u, %lu values in rows of %lu", fn,
                   (unsigned)c.src, (unsigned)c.dst, (unsigned long)c.n,
                   (unsigned long)c.row_len);
     size_t rows_per_piece = rbytes >= RL_STREAM_PIECE ? 1 : RL_STREAM_PIECE / rbytes;

@@ -258,7 +258,9 @@ static cl_object rl_prim_gguf_copy_tensor(cl_object h, cl_object index, cl_objec
 /* (%gguf-dequantize-tensor handle index dest): the values of a tensor of a
  * type prims/quants.h dequantizes (Q4_0 .. Q6_K, IQ4_NL, IQ4_XS), as
  * ggml's dequantize_row_* gives them (doc/formats.md §3-§4a), into DEST, a
- * simple single-float array with exactly the tensor's element count.  An
+ * simple single-float array with exactly the tensor's element count: the
+ * whole tensor in one call, straight from the mapping (gguf:tensor answers
+ * a quantized matrix instead; the tests hold its elements to this).  An
  * infinite scale in the file gives infinities and NaNs, as in ggml: the
  * floating-point traps are held while the kernel runs. */
 static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl_object dest) {

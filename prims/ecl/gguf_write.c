@@ -143,10 +143,10 @@ static cl_object rl_prim_gguf_w_tensor(cl_object w, cl_object name, cl_object ne
     tid = (uint32_t)rl_arg_fixnum("%GGUF-W-TENSOR", 4, type, 0, 0xffff);
     if (rl_qm_p(data)) {
         rl_qm_view v;
-        rl_qm_pin(data, &v);
+        rl_qm_pin_any(data, &v); /* any type: its blocks are written as they are */
         rl_writer_keep_pin(wr, v.pinned);
-        p = v.blocks;
-        nbytes = rl_q8_bytes(v.rows * v.cols);
+        p = v.data;
+        nbytes = v.nbytes;
     } else if ((p = rl_simple_data(data, ecl_aet_sf, &n))) {
         nbytes = (uint64_t)n * 4;
     } else if ((p = rl_simple_data(data, ecl_aet_b16, &n))) {

@@ -1,13 +1,16 @@
 /* qmatrix.c - the quantized matrix: element reads for AREF and
  * ROW-MAJOR-AREF (the compiler macros of lisp/qmatrix.lisp call the
  * rl_qm_aref entry points directly), quantize, dequantize, a row, raw
- * bytes. */
+ * bytes.  A matrix holds Q8_0 blocks or the blocks of one of the types of
+ * prims/quants.h (its FORMAT slot names which); reading an element decodes
+ * the one block holding it, with the type's own dequantizer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "prims/ecl/qmatrix.h"
 #include "prims/q8_outlier.h"
+#include "prims/quants.h"
 
 /* Slots of RONTOLISP::QUANTIZED-MATRIX, in lisp/qmatrix.lisp's order;
  * rl_qm_init checks it against the defstruct. */
@@ -18,11 +21,59 @@ static const char *const rl_qm_slot_names[RL_QM_NSLOTS] = {"BASE", "OFFSET", "OW
 
 static cl_object rl_qm_class = ECL_NIL;
 
+/* The FORMAT slot's symbols (RONTOLISP::Q8-0, RONTOLISP::Q4-K, ...: the
+ * ggml name with '-' for '_') and their ggml types: Q8_0 and every type of
+ * prims/quants.h. */
+#define RL_QM_MAX_FORMATS 24
+static cl_object rl_qm_format_syms[RL_QM_MAX_FORMATS];
+static uint32_t rl_qm_format_types[RL_QM_MAX_FORMATS];
+static int rl_qm_nformats = 0;
+
+static void rl_qm_add_format(const char *ggml_name, uint32_t type) {
+    char name[32];
+    size_t i;
+    for (i = 0; ggml_name[i] && i + 1 < sizeof name; i++)
+        name[i] = ggml_name[i] == '_' ? '-' : ggml_name[i];
+    name[i] = 0;
+    rl_qm_format_syms[rl_qm_nformats] = ecl_make_symbol(name, "RONTOLISP");
+    ecl_register_root(&rl_qm_format_syms[rl_qm_nformats]);
+    rl_qm_format_types[rl_qm_nformats++] = type;
+}
+
+/* Values per block and bytes per block of a matrix's ggml type; 0 when it
+ * is none of the matrix's types. */
+static uint32_t rl_qm_block(uint32_t type, uint32_t *bytes) {
+    const rl_quant_traits *q = rl_quant_traits_of(type);
+    if (type == RL_GGUF_GGML_Q8_0)
+        return *bytes = RL_Q8_BLOCK_BYTES, RL_QK8_0;
+    if (q)
+        return *bytes = q->bytes, q->block;
+    return *bytes = 0, 0;
+}
+
+/* The lower-case name of M's format, for messages ("q4-k"). */
+static const char *rl_qm_format_name(cl_object m, char *buf, size_t size) {
+    cl_object f = ECL_STRUCT_SLOT(m, RL_QM_FORMAT);
+    size_t i = 0;
+    if (ECL_SYMBOLP(f)) {
+        cl_object s = si_coerce_to_base_string(cl_symbol_name(f));
+        const char *p = (const char *)s->base_string.self;
+        for (; i + 1 < size && i < s->base_string.fillp; i++)
+            buf[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] - 'A' + 'a' : p[i]);
+    }
+    buf[i] = 0;
+    return buf;
+}
+
 void rl_qm_init(void) {
     cl_object slots;
     int i = 0;
     rl_qm_class = cl_find_class(1, ecl_make_symbol("QUANTIZED-MATRIX", "RONTOLISP"));
     ecl_register_root(&rl_qm_class);
+    rl_qm_add_format("Q8_0", RL_GGUF_GGML_Q8_0);
+    for (uint32_t t = 0; t < RL_GGUF_GGML_TYPE_COUNT && rl_qm_nformats < RL_QM_MAX_FORMATS; t++)
+        if (rl_quant_traits_of(t))
+            rl_qm_add_format(rl_quant_traits_of(t)->name, t);
     slots = cl_funcall(2, ecl_make_symbol("CLASS-SLOTS", "CLOS"), rl_qm_class);
     for (cl_object l = slots; l != ECL_NIL; l = ECL_CONS_CDR(l), i++) {
         cl_object name = cl_funcall(2, ecl_make_symbol("SLOT-DEFINITION-NAME", "CLOS"),
@@ -49,8 +100,15 @@ int rl_qm_p(cl_object x) {
 }
 
 void rl_qm_shape_of(cl_object m, rl_qm_view *v) {
+    cl_object f = ECL_STRUCT_SLOT(m, RL_QM_FORMAT);
     v->blocks = NULL;
+    v->data = NULL;
+    v->nbytes = 0;
     v->pinned = ECL_NIL;
+    v->ggml_type = UINT32_MAX;
+    for (int k = 0; k < rl_qm_nformats; k++)
+        if (rl_qm_format_syms[k] == f)
+            v->ggml_type = rl_qm_format_types[k];
     v->rows = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_ROWS));
     v->cols = ecl_fixnum(ECL_STRUCT_SLOT(m, RL_QM_COLS));
     /* dims: a proper list of 1 to 4 fixnums, made by our Lisp code */
@@ -61,17 +119,20 @@ void rl_qm_shape_of(cl_object m, rl_qm_view *v) {
 
 /* The matrix's memory: its own octet vector, or a region of a mapped GGUF
  * file (its handle, pinned here). */
-void rl_qm_pin(cl_object m, rl_qm_view *v) {
+void rl_qm_pin_any(cl_object m, rl_qm_view *v) {
     cl_object base = ECL_STRUCT_SLOT(m, RL_QM_BASE), off = ECL_STRUCT_SLOT(m, RL_QM_OFFSET);
     const uint8_t *p = NULL;
     uint64_t size = 0, need;
+    uint32_t block, bytes;
     rl_qm_shape_of(m, v);
+    block = rl_qm_block(v->ggml_type, &bytes);
     if (!ECL_FIXNUMP(off) || ecl_fixnum(off) < 0 || !ECL_FIXNUMP(ECL_STRUCT_SLOT(m, RL_QM_ROWS)) ||
-        !ECL_FIXNUMP(ECL_STRUCT_SLOT(m, RL_QM_COLS)) || v->cols % RL_QK8_0 ||
+        !ECL_FIXNUMP(ECL_STRUCT_SLOT(m, RL_QM_COLS)) || !block || v->cols % block ||
         v->rows > (cl_index)1 << 40 || v->cols > (cl_index)1 << 40)
         rl_signal(RL_C_ERROR, "a quantized matrix whose slots are not ones quantize or gguf:tensor "
-                  "made (offset, rows or columns)");
-    need = (uint64_t)ecl_fixnum(off) + rl_q8_bytes(v->rows * v->cols);
+                  "made (format, offset, rows or columns)");
+    v->nbytes = (uint64_t)(v->rows * v->cols / block) * bytes;
+    need = (uint64_t)ecl_fixnum(off) + v->nbytes;
     if (!ECL_IMMEDIATE(base) && base->d.t == t_vector && base->vector.elttype == ecl_aet_b8) {
         p = base->vector.self.b8;
         size = base->vector.dim;
@@ -87,7 +148,19 @@ void rl_qm_pin(cl_object m, rl_qm_view *v) {
                   "memory has %llu", (unsigned long)v->rows, (unsigned long)v->cols,
                   (long)ecl_fixnum(off), (unsigned long long)need, (unsigned long long)size);
     }
-    v->blocks = (const rl_block_q8_0 *)(p + ecl_fixnum(off));
+    v->data = p + ecl_fixnum(off);
+    if (v->ggml_type == RL_GGUF_GGML_Q8_0)
+        v->blocks = (const rl_block_q8_0 *)v->data;
+}
+
+void rl_qm_pin(cl_object m, rl_qm_view *v) {
+    char name[32];
+    rl_qm_shape_of(m, v);
+    if (v->ggml_type != RL_GGUF_GGML_Q8_0)
+        rl_signal(RL_C_ERROR, "expected a q8-0 quantized matrix (the products and kernels read "
+                  "Q8_0 blocks), found a %s one; rontolisp:dequantize it first",
+                  rl_qm_format_name(m, name, sizeof name));
+    rl_qm_pin_any(m, v);
 }
 
 void rl_qm_unpin(rl_qm_view *v) {
@@ -130,14 +203,36 @@ double rl_qm_aref_1(cl_object m, cl_object i);
 double rl_qm_aref_2(cl_object m, cl_object i, cl_object j);
 double rl_qm_row_major_aref(cl_object m, cl_object i);
 
-/* Element K of M (already checked), read under a pin. */
+/* Element K of M (already checked), read under a pin: Q8_0's q*d in
+ * double, another type's value as its dequantizer gives it for the one
+ * block holding K (the same float rl_dequantize gives for the tensor). */
 static double rl_qm_get(cl_object m, cl_index k) {
     rl_qm_view v;
     double d;
-    rl_qm_pin(m, &v);
-    d = rl_q8_get(v.blocks, k);
+    rl_qm_pin_any(m, &v);
+    if (v.blocks) {
+        d = rl_q8_get(v.blocks, k);
+    } else {
+        const rl_quant_traits *q = rl_quant_traits_of(v.ggml_type);
+        float y[RL_QK_K];
+        RL_FP_HOLD();
+        q->dequantize(v.data + (size_t)(k / q->block) * q->bytes, y, 1);
+        RL_FP_RELEASE();
+        d = y[k % q->block];
+    }
     rl_qm_unpin(&v);
     return d;
+}
+
+/* N values of M from flat element START (both multiples of its block) into
+ * Y, pinned here. */
+static void rl_qm_decode(cl_object m, cl_index start, cl_index n, float *y) {
+    rl_qm_view v;
+    const cl_env_ptr env = ecl_process_env();
+    rl_qm_pin_any(m, &v);
+    RL_RUN_KERNEL(env, if (v.blocks) rl_q8_dequantize(v.blocks + start / RL_QK8_0, n / RL_QK8_0, y);
+                  else rl_dequantize(v.ggml_type, v.data + rl_quant_bytes(v.ggml_type, start), n, y);
+                  rl_qm_unpin(&v));
 }
 
 double rl_qm_aref_1(cl_object m, cl_object i) {
@@ -242,10 +337,8 @@ static cl_object rl_prim_q8_dequantize_into(cl_object m, cl_object dest) {
     rl_qm_check("%Q8-DEQUANTIZE-INTO", m, &v);
     if (!y || n != v.rows * v.cols)
         rl_type_error("%Q8-DEQUANTIZE-INTO", 2, dest, RL_T_ARRAY);
-    const cl_env_ptr env = ecl_process_env();
-    rl_qm_pin(m, &v);
-    RL_RUN_KERNEL(env, rl_q8_dequantize(v.blocks, n / RL_QK8_0, y); rl_qm_unpin(&v));
-    ecl_return1(env, dest);
+    rl_qm_decode(m, 0, n, y);
+    ecl_return1(ecl_process_env(), dest);
 }
 
 /* (%q8-row-into m i dest): row I dequantized into DEST (single-float
@@ -258,28 +351,28 @@ static cl_object rl_prim_q8_row_into(cl_object m, cl_object i, cl_object dest) {
     r = rl_qm_index("LINALG:ROW", m, 0, i, v.rows);
     if (!y || n != v.cols)
         rl_type_error("%Q8-ROW-INTO", 3, dest, RL_T_ARRAY);
-    const cl_env_ptr env = ecl_process_env();
-    rl_qm_pin(m, &v);
-    RL_RUN_KERNEL(env, rl_q8_dequantize(v.blocks + r * (v.cols / RL_QK8_0), v.cols / RL_QK8_0, y);
-                  rl_qm_unpin(&v));
-    ecl_return1(env, dest);
+    rl_qm_decode(m, r * v.cols, v.cols, y);
+    ecl_return1(ecl_process_env(), dest);
 }
 
-/* (%q8-copy-bytes m start count octets): COUNT bytes of the matrix's Q8_0
- * data from byte START into the octet vector OCTETS (from its index 0). */
+/* (%q8-copy-bytes m start count octets): COUNT bytes of the matrix's
+ * blocks (Q8_0 or its own type's) from byte START into the octet vector
+ * OCTETS (from its index 0). */
 static cl_object rl_prim_q8_copy_bytes(cl_object m, cl_object start, cl_object count,
                                        cl_object octets) {
     rl_qm_view v;
     cl_index n = 0, total;
     uint8_t *y = rl_simple_data(octets, ecl_aet_b8, &n);
+    uint32_t bytes, block;
     rl_qm_check("%Q8-COPY-BYTES", m, &v);
-    total = rl_q8_bytes(v.rows * v.cols);
+    block = rl_qm_block(v.ggml_type, &bytes);
+    total = block ? v.rows * v.cols / block * bytes : 0;
     cl_index s = (cl_index)rl_arg_fixnum("%Q8-COPY-BYTES", 2, start, 0, (cl_fixnum)total);
     cl_index c = (cl_index)rl_arg_fixnum("%Q8-COPY-BYTES", 3, count, 0, (cl_fixnum)(total - s));
     if (!y || n < c)
         rl_type_error("%Q8-COPY-BYTES", 4, octets, RL_T_VECTOR);
-    rl_qm_pin(m, &v);
-    memcpy(y, (const uint8_t *)v.blocks + s, c);
+    rl_qm_pin_any(m, &v);
+    memcpy(y, v.data + s, c);
     rl_qm_unpin(&v);
     ecl_return1(ecl_process_env(), octets);
 }

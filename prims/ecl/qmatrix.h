@@ -8,7 +8,10 @@
 #include "prims/q8.h"
 
 typedef struct {
-    const rl_block_q8_0 *blocks; /* set by rl_qm_pin */
+    const rl_block_q8_0 *blocks; /* set by rl_qm_pin (Q8_0 only) */
+    const uint8_t *data;         /* set by rl_qm_pin and rl_qm_pin_any: block 0, any type */
+    uint64_t nbytes;             /* the bytes of every block, set with data */
+    uint32_t ggml_type;          /* RL_GGUF_GGML_*, set by rl_qm_shape_of */
     cl_index rows, cols, rank;
     cl_object pinned; /* the mapped file's handle rl_qm_pin pinned, or ECL_NIL */
 } rl_qm_view;
@@ -20,8 +23,8 @@ void rl_qm_init(void);
 
 int rl_qm_p(cl_object x);
 
-/* The matrix's shape and rank, read from its slots (no pin, no blocks).
- * M must satisfy rl_qm_p. */
+/* The matrix's shape, rank and ggml type, read from its slots (no pin, no
+ * blocks).  M must satisfy rl_qm_p. */
 void rl_qm_shape_of(cl_object m, rl_qm_view *v);
 
 /* The shape and the blocks, the mapping they live in pinned (glue.h):
@@ -31,6 +34,12 @@ void rl_qm_shape_of(cl_object m, rl_qm_view *v);
  * behind the read-only accessors); nothing is pinned then. */
 void rl_qm_pin(cl_object m, rl_qm_view *v);
 void rl_qm_unpin(rl_qm_view *v);
+
+/* rl_qm_pin for a matrix of any of its types (Q8_0 or one of prims/quants.h):
+ * sets data and nbytes, and blocks only for Q8_0.  rl_qm_pin itself refuses
+ * (before pinning) a matrix of another type than Q8_0 with an error saying
+ * the operation takes Q8_0 only: the products and the kernels read blocks. */
+void rl_qm_pin_any(cl_object m, rl_qm_view *v);
 
 extern const rl_prim_table rl_qmatrix_prims;
 

@@ -674,10 +674,17 @@ int main(void) {
     test_refusals();
     test_round_trip();
     int have_ll = ll_load();
-    if (have_ll)
-        test_against_ggml();
-    else
-        CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
-    test_goldens(have_ll);
+    /* Both paths: the K-quant fits run eight sub-blocks per AVX2 vector
+     * when SIMD is on (and the CPU has it), the scalar code when off. */
+    for (int simd = 1; simd >= 0; simd--) {
+        rl_set_simd(simd);
+        printf("SIMD %s (path %s):\n", simd ? "on" : "off", rl_simd_path());
+        if (have_ll)
+            test_against_ggml();
+        else
+            CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
+        test_goldens(have_ll);
+    }
+    rl_set_simd(1);
     return check_report("quants");
 }

@@ -43,6 +43,13 @@ HEAD-TYPE (encoder F32), written on first use."
 
 ;;; The reference: doc/decision.md in double-float, straightforward loops
 ;;; over the file's weights (dequantized), on the encoder's hidden states.
+;;; The test files load as source, so these run in ECL's bytecode
+;;; interpreter unless NATIVE-REFERENCE compiles them (a reference run took
+;;; 6 s of CPU interpreted); the declarations let the compiler open the
+;;; double arithmetic: the same operations in the same order.
+
+(deftype ref-vector () '(simple-array double-float (*)))
+(deftype ref-rows () '(simple-array double-float (* *)))
 
 (defun ref-matrix (f name)
   "F's tensor NAME as a double-float array of its dimensions."
@@ -53,18 +60,23 @@ HEAD-TYPE (encoder F32), written on first use."
 
 (defun ref-linear (w b x)
   "Rows of X times W transposed plus B: n x out."
+  (declare (type ref-rows w x) (type ref-vector b))
   (let* ((n (array-dimension x 0)) (in (array-dimension x 1)) (out (array-dimension w 0))
          (y (make-array (list n out) :element-type 'double-float)))
     (dotimes (i n y)
       (dotimes (o out)
-        (setf (aref y i o) (+ (aref b o) (loop for j below in sum (* (aref w o j) (aref x i j)))))))))
+        (setf (aref y i o) (+ (aref b o) (loop for j below in
+                                               sum (* (aref w o j) (aref x i j))
+                                                 of-type double-float)))))))
 
 (defun ref-layer-norm (x g b eps)
+  (declare (type ref-rows x) (type ref-vector g b) (double-float eps))
   (let* ((n (array-dimension x 0)) (d (array-dimension x 1))
          (y (make-array (list n d) :element-type 'double-float)))
     (dotimes (i n y)
-      (let* ((mean (/ (loop for j below d sum (aref x i j)) d))
-             (var (/ (loop for j below d sum (expt (- (aref x i j) mean) 2)) d)))
+      (let* ((mean (/ (loop for j below d sum (aref x i j) of-type double-float) d))
+             (var (/ (loop for j below d sum (expt (- (aref x i j) mean) 2) of-type double-float)
+                     d)))
         (dotimes (j d)
           (setf (aref y i j) (+ (* (/ (- (aref x i j) mean) (sqrt (+ var eps))) (aref g j))
                                 (aref b j))))))))
@@ -96,15 +108,18 @@ HEAD-TYPE (encoder F32), written on first use."
 (defun ref-attention (x w b wo bo heads)
   "PyTorch's MultiheadAttention on the rows of X: in_proj W, B (q, k, v),
 softmax of q.k / sqrt(head size) over all rows, out_proj WO, BO."
+  (declare (type ref-rows x))
   (let* ((n (array-dimension x 0)) (d (array-dimension x 1)) (hd (floor d heads))
          (qkv (ref-linear w b x))
          (att (make-array (list n d) :element-type 'double-float)))
+    (declare (type ref-rows qkv att))
     (dotimes (h heads)
       (dotimes (i n)
         (let* ((scores (loop for j below n
                              collect (/ (loop for c below hd
                                               sum (* (aref qkv i (+ (* h hd) c))
-                                                     (aref qkv j (+ d (* h hd) c))))
+                                                     (aref qkv j (+ d (* h hd) c)))
+                                                of-type double-float)
                                         (sqrt (float hd 1d0)))))
                (top (reduce #'max scores))
                (e (mapcar (lambda (s) (exp (- s top))) scores))
@@ -176,10 +191,21 @@ keys read with GGUF:VALUE."
       (assert (= 0 code) () "edit failed: ~A" err))
     out))
 
+(defun native-reference ()
+  "The reference's functions natively compiled, once a process."
+  (unless (get 'native-reference 'done)
+    (let ((*error-output* (make-broadcast-stream))
+          (*standard-output* (make-broadcast-stream)))
+      (dolist (f '(ref-matrix ref-linear ref-layer-norm ref-erf ref-gelu ref-map ref-add
+                   ref-attention reference-logits))
+        (compile f)))
+    (setf (get 'native-reference 'done) t)))
+
 (defun check-against-reference (path &key (tolerance 2d-5))
   "MODEL:DECIDE's logits and probabilities of the head of PATH on built-in
 questions of each type (the reference is slow) agree with the reference's
 to TOLERANCE (relative to 1 + |logit|)."
+  (native-reference)
   (let ((model (model:load path)))
     (dolist (q (mapcar (lambda (i) (nth i model:*questions*)) '(2 4 5)))
       (multiple-value-bind (ids markers) (question-ids model q)

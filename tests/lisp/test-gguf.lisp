@@ -340,7 +340,8 @@ written as an infinity: refused, naming the key."
                       :tensors `(("a" ,q40 :type "Q4_0" :dims (64 3))
                                  ("k" ,q4k :type "Q4_K" :dims (256)))))
     (gguf:with-file (f path)
-      (let ((a (gguf:tensor f "a")) (k (gguf:tensor f "k"))
+      (let ((a (rontolisp:dequantize (gguf:tensor f "a")))
+            (k (rontolisp:dequantize (gguf:tensor f "k")))
             (ra (q4-0-reference q40 6)) (rk (q4-k-reference q4k)))
         (is (typep a '(simple-array single-float (3 64))))
         (is (typep k '(simple-array single-float (256))))
@@ -368,7 +369,7 @@ written as an infinity: refused, naming the key."
                                                      :type id :dims (list block 2))))))
     (gguf:with-file (f path)
       (dolist (name names)
-        (let ((x (gguf:tensor f name))
+        (let ((x (rontolisp:dequantize (gguf:tensor f name)))
               (block (second (multiple-value-list
                               (rontolisp::%ggml-type (gguf:tensor-info-type-id (gguf:tensor-info f name)))))))
           (is (typep x `(simple-array single-float (2 ,block))) "~A: ~S" name (type-of x))

@@ -316,7 +316,7 @@ a #! first line skipped, each form as it is read."
 
 (test cli-bad-usage-exits-2-the-same-way-everywhere
   (dolist (args '(("script") ("inspect") ("inspect" "a.gguf" "--frob") ("inspect" "a" "b")
-                  ("quantize" "a.gguf") ("quantize" "a.gguf" "b.gguf" "q4_k")
+                  ("quantize" "a.gguf") ("quantize" "a.gguf" "b.gguf" "iq2_xs")
                   ("convert") ("convert" "--type") ("convert" "--random" "s1-pico" "o.gguf" "--seed" "x")
                   ("bench" "--iters" "0") ("bench" "--shape" "4")))
     (let ((name (first args)))
