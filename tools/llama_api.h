@@ -17,6 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 struct ll_model;
 struct ll_context;
@@ -107,6 +110,31 @@ struct ll_api {
     uint32_t (*model_quantize)(const char *in, const char *out,
                                const struct ll_quantize_params *params);
 };
+
+
+/* The folder of llama.cpp's libraries into DIR (SIZE bytes): the one
+ * RL_LLAMA_LIB names, or the folder of the file it names, else
+ * build/cache/llama (where tests/fetch-llama-lib.sh puts them).  Answers -1,
+ * DIR untouched, when RL_LLAMA_LIB does not fit. */
+static inline int ll_lib_dir(char *dir, size_t size) {
+    const char *lib = getenv("RL_LLAMA_LIB");
+    struct stat st;
+    if (!lib || !*lib) {
+        snprintf(dir, size, "%s", "build/cache/llama");
+        return 0;
+    }
+    if (strlen(lib) >= size)
+        return -1;
+    snprintf(dir, size, "%s", lib);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(dir, size, ".");
+    }
+    return 0;
+}
 
 /* Fill API from the dlopen handles of libllama and libggml (whose
  * dependencies, libggml-base among them, dlsym searches too).  Answers NULL,

@@ -41,7 +41,6 @@
 
 #include "tools/llama_api.h"
 
-#define DEFAULT_DIR "build/cache/llama"
 #define PROG "llama_quantize" /* llama-quantize's __func__ in its messages */
 #define GGML_TYPE_Q4_K 12      /* enum ggml_type */
 
@@ -296,24 +295,10 @@ int main(int argc, char **argv)
 {
     if (argc < 3)
         usage(argv[0]);
-    const char *lib = getenv("RL_LLAMA_LIB");
     char dir[2048];
-    struct stat st;
-    if (lib && strlen(lib) >= sizeof dir) {
+    if (ll_lib_dir(dir, sizeof dir) != 0) {
         fprintf(stderr, PROG ": RL_LLAMA_LIB is longer than %zu bytes\n", sizeof dir - 1);
         return 3;
-    }
-    if (lib && *lib) {
-        snprintf(dir, sizeof dir, "%s", lib);
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            char *slash = strrchr(dir, '/');
-            if (slash)
-                *slash = 0;
-            else
-                snprintf(dir, sizeof dir, ".");
-        }
-    } else {
-        snprintf(dir, sizeof dir, "%s", DEFAULT_DIR);
     }
     /* The library first: the type names come from it. */
     if (open_llama(dir) != 0)

@@ -6,8 +6,8 @@
  * shape of every tensor it knows, and refuses any tensor it does not.  This
  * test dlopens libllama of llama.cpp v0.5.0 (the npm package
  * @node-llama-cpp/linux-x64@3.22.1, the release that made tests/golden/,
- * which tests/fetch-llama-lib.sh puts in build/cache/llama/; the folder of
- * RL_LLAMA_LIB overrides it), loads its CPU backends with
+ * which tests/fetch-llama-lib.sh puts in build/cache/llama/; RL_LLAMA_LIB, a folder or
+ * a file in it, overrides it), loads its CPU backends with
  * ggml_backend_load_all_from_path, and for every --encoder-only file of
  * --random s1-pico|s1-nano|s1-micro x --type f32|f16|bf16|q8_0 requires
  * llama_model_load_from_file to accept it (and for two with --massive
@@ -38,7 +38,6 @@
 #include "tests/c/testutil.h"
 #include "tools/llama_api.h"
 
-#define DEFAULT_DIR "build/cache/llama"
 
 /* ------------------------------------------------ llama.cpp's interface */
 
@@ -190,17 +189,11 @@ static int convert_and_load(const char *exe, const char *args, const char *tmpdi
 }
 
 int main(void) {
-    const char *lib = getenv("RL_LLAMA_LIB"), *exe = getenv("RONTOLISP_EXE");
+    const char *exe = getenv("RONTOLISP_EXE");
     char dir[512];
-    if (lib && *lib) {
-        snprintf(dir, sizeof dir, "%s", lib);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = 0;
-        else
-            snprintf(dir, sizeof dir, ".");
-    } else {
-        snprintf(dir, sizeof dir, "%s", DEFAULT_DIR);
+    if (ll_lib_dir(dir, sizeof dir) != 0) {
+        printf("C test llama_model: RL_LLAMA_LIB is longer than %zu bytes\n", sizeof dir - 1);
+        return 1;
     }
     if (!exe || !*exe)
         exe = "build/rontolisp";
