@@ -180,7 +180,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE_DIR)/lisp $(MODULE_DIR) \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp
 	install -m 755 $(B)/rontolisp $(DESTDIR)$(PREFIX)/bin/rontolisp
-	install -m 644 $(LISP_SRC) $(SHARE_DIR)/lisp/
+	for f in $(LISP_SRC); do install -D -m 644 $$f $(SHARE_DIR)/$$f || exit 1; done
 	install -m 644 rontolisp.asd $(SHARE_DIR)/rontolisp.asd
 	install -m 644 $(B)/rontolisp-prims.fas $(MODULE_DIR)/rontolisp-prims.fas
 	install -m 644 rontolisp.1 $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1
@@ -190,10 +190,11 @@ install: all
 # Removes exactly what install put there, and the directories it made
 # when they are left empty.
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/rontolisp $(addprefix $(SHARE_DIR)/lisp/,$(notdir $(LISP_SRC))) \
+	rm -f $(DESTDIR)$(PREFIX)/bin/rontolisp $(addprefix $(SHARE_DIR)/,$(LISP_SRC)) \
 	  $(SHARE_DIR)/rontolisp.asd $(MODULE_DIR)/rontolisp-prims.fas \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/rontolisp.1 $(DESTDIR)$(PREFIX)/share/doc/rontolisp/LICENSE
 	rm -rf $(MODULE_DIR)/swank
+	-rmdir $(filter-out $(SHARE_DIR)/lisp/,$(sort $(dir $(addprefix $(SHARE_DIR)/,$(LISP_SRC))))) 2>/dev/null
 	-rmdir $(SHARE_DIR)/lisp $(SHARE_DIR) $(MODULE_DIR) $(DESTDIR)$(PREFIX)/share/doc/rontolisp 2>/dev/null
 
 clean:

@@ -2,11 +2,22 @@
 ;;;;
 ;;;; rontolisp is ECL with native primitives for quantized language models:
 ;;;; ggml's Q8_0 format, a quantized matrix that answers CL's array functions,
-;;;; a deterministic matrix-vector product and the GGUF container.  The public
-;;;; API lives in four packages that user code reaches by prefix
-;;;; (`rontolisp:quantize', `vec:matvec', `gguf:read'); none of them is meant
-;;;; to be :USEd.  Primitives implemented in C are internal and start with %.
-;;;; The REPL and scripts start in RONTOLISP-USER, which uses only CL.
+;;;; a deterministic matrix-vector product and the GGUF container.  Each
+;;;; module is a package with its folder of lisp/: RONTOLISP (the runtime,
+;;;; the number formats and the quantized matrix, the tools and commands),
+;;;; VEC and LINALG (vec/), GGUF (gguf/), MODEL (model/).  User code reaches
+;;;; the public API by prefix (`rontolisp:quantize', `vec:matvec',
+;;;; `gguf:read'); GGUF and MODEL export names CL has too, so USE-PACKAGE of
+;;;; them needs a SHADOWING-IMPORT first (their docstrings say which).
+;;;; Primitives implemented in C are internal and start with %.  The REPL and
+;;;; scripts start in RONTOLISP-USER, which uses only CL.
+;;;;
+;;;; Modules use each other's internals only through the internal interface
+;;;; stated here: a module lists under :intern what it offers the others
+;;;; (names that are no public API) and under :import-from what it takes;
+;;;; the tools and commands (RONTOLISP) take theirs from GGUF and MODEL
+;;;; with IMPORT-INTERNALS at the end of this file.  A name in neither list
+;;;; is private to its module.
 
 (defpackage "RONTOLISP"
   (:use "CL")
@@ -50,10 +61,45 @@ the command line, and the root of every error the project signals.")
    "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"
    ;; template.lisp
    "COMPILE-TEMPLATE" "RENDER-TEMPLATE" "COMPILED-TEMPLATE" "COMPILED-TEMPLATE-P"
-   "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*"))
+   "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*")
+  ;; The internal interface the other modules import (see above).
+  (:intern
+   ;; conditions.lisp: the modules define and signal their conditions
+   "DEFINE-ERROR" "ERROR-MESSAGE"
+   ;; files (runtime/files.lisp)
+   "PATH-OCTETS" "PATH-KIND" "ABSOLUTE-NAMESTRING"
+   ;; arrays and the quantized matrix (quant/)
+   "DESCRIBE-OBJECT-TYPE" "PACKED-NUMBERS" "PACKED-DIMENSIONS" "BLOCK-ABSMAX"
+   "QUANTIZED-MATRIX-ROWS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS"
+   ;; ggml's tensor types (quant/formats.lisp)
+   "FIND-TENSOR-TYPE" "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-OF" "TENSOR-TYPE-ID"
+   "GGUF-VALUE-TYPES"
+   ;; the quantized types of a matrix (quant/qmatrix-types.lisp)
+   "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-TYPE-ID" "WEIGHT-FOR-PRODUCTS"
+   ;; primitives (prims/ecl/) the other modules call
+   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%GGML-TYPE"
+   "%MAKE-FLOAT16-ARRAY" "%MAKE-BFLOAT16-ARRAY" "%MAKE-QUANTIZED-MATRIX"
+   "%RELEASE" "%STREAM-TENSOR" "%RESOLVE-TARGET" "%SET-BEGIN" "%SET-COMMIT" "%SET-END"
+   "%MATVEC" "%MATVEC-Q8X2" "%Q8-ROW-INTO" "%MATMUL" "%OUTLIER-MATMUL" "%LAYER-NORM"
+   "%ROPE-NEOX" "%ATTENTION" "%GEGLU"
+   ;; what MODEL takes besides: files, JSON, calibration, progress
+   "OPEN-INPUT-OCTETS" "READ-FILE-OCTETS" "WRITE-JSON" "WRITE-ESCAPED" "JSON-BRIEF"
+   "MERGE-STRING" "FLOAT-TEXT" "PROGRESS-REPORTER" "READ-CALIBRATION"
+   "CALIBRATION-OUTLIER-TABLE"
+   "%UTF8-STRING" "%FIRST-NON-FINITE" "%ADD-INTO" "%BIAS-ACT" "%GATHER-ROWS"
+   "%LAYER-NORM-BIAS" "%QKV-ROPE" "%TOK-NEW" "%TOK-ENCODE" "%TOK-DECODE" "%TOK-PIECE"
+   "%TOK-VOCAB-SIZE"))
 
 (defpackage "VEC"
-  (:use "CL")
+  (:use "CL" "RONTOLISP")
+  (:import-from "RONTOLISP"
+   "DESCRIBE-OBJECT-TYPE" "PACKED-NUMBERS" "BLOCK-ABSMAX"
+   "QUANTIZED-MATRIX-ROWS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS"
+   "%DOUBLE-TO-SINGLE" "%MATVEC" "%MATVEC-Q8X2" "%Q8-ROW-INTO" "%MATMUL" "%OUTLIER-MATMUL"
+   "%LAYER-NORM" "%ROPE-NEOX" "%ATTENTION" "%GEGLU")
+  ;; what MODEL takes: the kernels' status turned into a condition, and
+  ;; the outlier matrix of quantize at load (vec/outlier-matrix.lisp)
+  (:intern "KERNEL-FAILURE" "%MAKE-OUTLIER-MATRIX" "SPLIT-COLUMNS")
   (:export
    ;; matrix times vector: a quantized matrix or the f32 baseline
    "MATVEC" "MATVEC-INTO"
@@ -77,6 +123,18 @@ row of a quantized matrix."))
 (defpackage "GGUF"
   (:use "CL")
   (:shadow "READ" "WRITE" "CLOSE")
+  (:import-from "RONTOLISP"
+   "DEFINE-ERROR" "ERROR-MESSAGE" "RONTOLISP-ERROR"
+   "PATH-OCTETS" "PATH-KIND" "ABSOLUTE-NAMESTRING" "PACKED-DIMENSIONS"
+   "FIND-TENSOR-TYPE" "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-OF" "TENSOR-TYPE-ID"
+   "GGUF-VALUE-TYPES" "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-TYPE-ID"
+   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%GGML-TYPE"
+   "%MAKE-FLOAT16-ARRAY" "%MAKE-BFLOAT16-ARRAY" "%MAKE-QUANTIZED-MATRIX"
+   "%RELEASE" "%STREAM-TENSOR" "%RESOLVE-TARGET" "%SET-BEGIN" "%SET-COMMIT" "%SET-END")
+  ;; what the tools (inspect, split, edit, quantize) take: a file's
+  ;; metadata and tensor table, array values element by element
+  (:intern "MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME" "TENSOR-TABLE"
+           "GGUF-FILE-METADATA" "GGUF-FILE-BY-NAME")
   (:export
    ;; reading
    "READ" "CLOSE" "WITH-FILE" "GGUF-FILE" "GGUF-FILE-P"
@@ -95,11 +153,37 @@ row of a quantized matrix."))
    "SHARD-TENSORS" "SPLIT-METADATA" "WITHOUT-SPLIT-KEYS"
    "SHARD-ERROR" "MISSING-SHARD-ERROR" "FOREIGN-SHARD-ERROR" "SHARD-COUNT-ERROR")
   (:documentation "Reading, inspecting and writing GGUF files, llama.cpp's
-model container."))
+model container.  GGUF:READ, GGUF:WRITE and GGUF:CLOSE are not CL's: to
+USE-PACKAGE GGUF, first (shadowing-import '(gguf:read gguf:write gguf:close))
+(CL's then need the CL: prefix), or leave them out with
+(shadowing-import '(cl:read cl:write cl:close)); without either, USE-PACKAGE
+signals a name conflict and changes nothing.  GGUF:VERSION conflicts with
+RONTOLISP:VERSION in a package that uses both."))
 
 (defpackage "MODEL"
-  (:use "CL")
+  (:use "CL" "RONTOLISP")
   (:shadow "LOAD")
+  (:import-from "RONTOLISP"
+   "DEFINE-ERROR" "ERROR-MESSAGE" "DESCRIBE-OBJECT-TYPE" "PACKED-DIMENSIONS"
+   "WEIGHT-FOR-PRODUCTS" "ABSOLUTE-NAMESTRING" "OPEN-INPUT-OCTETS" "READ-FILE-OCTETS" "WRITE-JSON" "WRITE-ESCAPED"
+   "JSON-BRIEF" "MERGE-STRING" "FLOAT-TEXT" "PROGRESS-REPORTER" "READ-CALIBRATION"
+   "CALIBRATION-OUTLIER-TABLE"
+   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%UTF8-STRING" "%FIRST-NON-FINITE" "%ADD-INTO"
+   "%BIAS-ACT" "%GATHER-ROWS" "%LAYER-NORM" "%LAYER-NORM-BIAS" "%QKV-ROPE" "%ATTENTION"
+   "%GEGLU" "%TOK-NEW" "%TOK-ENCODE" "%TOK-DECODE" "%TOK-PIECE" "%TOK-VOCAB-SIZE")
+  (:import-from "VEC" "KERNEL-FAILURE" "%MAKE-OUTLIER-MATRIX" "SPLIT-COLUMNS")
+  (:import-from "GGUF" "TENSOR-TABLE")
+  ;; what the tools and commands take (IMPORT-INTERNALS below): the
+  ;; encoder's and the tokenizer's parts, and the steps of the embed,
+  ;; tokenize and decide commands
+  (:intern "ENCODER-PATH" "ENCODER-TOKENIZER" "ENCODER-HYPERPARAMETERS"
+           "ENCODER-TOKEN-EMBEDDING" "ENCODER-LAYERS" "TOKENIZER-PATH" "TOKENIZER-HANDLE"
+           "BUILD-TOKENIZER" "JSON-TOKENIZER-SPEC" "TOKENIZER-OF" "TOKENIZE-OCTETS"
+           "CHECK-TEXT" "WRITE-IDS-LINE" "READ-TOKEN-FILE" "PARSE-TOKEN-LIST"
+           "MAP-FILE-LINES" "OPTION-KEYWORD" "RUN-TOKENIZER-BENCH" "SPLIT-LINES"
+           "EMBED-POOLED" "EMBEDDING-ROWS" "EMBEDDING-AS-SINGLE" "FILE-POOLING" "POOL"
+           "NORMALIZE-EMBEDDING" "PARSE-NORMALIZE" "CALIBRATION-SEQUENCES"
+           "DECISION-HEAD-P" "HEAD-OF" "DECIDE-LINE")
   (:export
    "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
    "MODEL-ERROR" "MODEL-ERROR-PATH"
@@ -111,8 +195,40 @@ model container."))
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
 MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
 forward pass (doc/encoder.md) on token ids, Lisp driving the graph and the VEC
-kernels doing the arithmetic; MODEL:TOKENIZE turns text into those ids."))
+kernels doing the arithmetic; MODEL:TOKENIZE turns text into those ids.
+MODEL:LOAD is not CL:LOAD: to USE-PACKAGE MODEL, first
+(shadowing-import 'model:load) (CL's LOAD then needs the CL: prefix) or
+(shadowing-import 'cl:load); without either, USE-PACKAGE signals a name
+conflict and changes nothing."))
 
 (defpackage "RONTOLISP-USER"
   (:use "CL")
-  (:documentation "The package the REPL and scripts start in."))
+  (:documentation "The package the REPL and scripts start in.  It uses only
+CL: the other packages are reached by prefix.  RONTOLISP, VEC and LINALG
+can be USEd as they are; GGUF and MODEL export READ, WRITE, CLOSE and LOAD,
+which CL has too (see their docstrings for the SHADOWING-IMPORT to do
+first), and GGUF:VERSION and RONTOLISP:VERSION conflict."))
+
+(defun rontolisp::import-internals (from names)
+  "Make the internal symbols NAMES (strings) of the package FROM, which
+lists them under :intern, accessible in RONTOLISP: the tools and commands
+of RONTOLISP use them (the internal interface, see the top of this file)."
+  (import (mapcar (lambda (name)
+                    (or (find-symbol name from)
+                        (error "packages.lisp: expected ~A::~A in the internal interface, ~
+                                found no such symbol" from name)))
+                  names)
+          "RONTOLISP"))
+
+(rontolisp::import-internals "GGUF" '("MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME"
+                                      "TENSOR-TABLE" "GGUF-FILE-METADATA"
+                                      "GGUF-FILE-BY-NAME"))
+(rontolisp::import-internals
+ "MODEL" '("ENCODER-PATH" "ENCODER-TOKENIZER" "ENCODER-HYPERPARAMETERS"
+           "ENCODER-TOKEN-EMBEDDING" "ENCODER-LAYERS" "TOKENIZER-PATH" "TOKENIZER-HANDLE"
+           "BUILD-TOKENIZER" "JSON-TOKENIZER-SPEC" "TOKENIZER-OF" "TOKENIZE-OCTETS"
+           "CHECK-TEXT" "WRITE-IDS-LINE" "READ-TOKEN-FILE" "PARSE-TOKEN-LIST"
+           "MAP-FILE-LINES" "OPTION-KEYWORD" "RUN-TOKENIZER-BENCH" "SPLIT-LINES"
+           "EMBED-POOLED" "EMBEDDING-ROWS" "EMBEDDING-AS-SINGLE" "FILE-POOLING" "POOL"
+           "NORMALIZE-EMBEDDING" "PARSE-NORMALIZE" "CALIBRATION-SEQUENCES"
+           "DECISION-HEAD-P" "HEAD-OF" "DECIDE-LINE"))

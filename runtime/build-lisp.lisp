@@ -12,15 +12,16 @@
 ;;;;       compiles SRC.lisp and links it with the objects and libraries
 ;;;;       into a module a stock ECL can LOAD (runtime/prims-module.lisp).
 ;;;;   ecl --norc --shell runtime/build-lisp.lisp --asdf-output OBJDIR OUTDIR SYSTEM.asd
-;;;;       links each object OBJDIR/NAME.o that OUT.a was made of into the
-;;;;       NAME.fas (with a copy of NAME.o) that ASDF's compile-op would
+;;;;       links each object OBJDIR/REL.o that OUT.a was made of into the
+;;;;       REL.fas (with a copy of REL.o) that ASDF's compile-op would
 ;;;;       write under OUTDIR, the system's :pathname directory mapped to
 ;;;;       OUTDIR, in load order, so that a stock ECL whose ASDF output
 ;;;;       translations map that directory to OUTDIR loads the system
 ;;;;       without compiling it a second time.
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
-;;;; an optional :pathname, naming every .lisp file there.  Anything else
+;;;; an optional :pathname, naming every .lisp file there and in its
+;;;; subfolders ("gguf/gguf" is lisp/gguf/gguf.lisp).  Anything else
 ;;;; stops the build with one line, rather than guessing an order.  The library's init function is
 ;;;; init_rontolisp_lisp (runtime/main.c).
 
@@ -59,13 +60,16 @@ as strings relative to the directory the build runs in."
                                            asd c)))))
         ;; A source file the system does not list would silently stay out
         ;; of the executable.
-        (dolist (p (directory (format nil "~A~A*.lisp" base dir)))
+        (dolist (p (directory (format nil "~A~A**/*.lisp" base dir)))
           (unless (member (truename p) files :test #'equal :key #'probe-file)
-            (fail "~A: expected every ~A*.lisp among the components, found ~A missing"
-                  asd dir (file-namestring p))))
-        files))))
+            (fail "~A: expected every ~A**/*.lisp among the components, found ~A missing"
+                  asd dir (enough-namestring (truename p) (truename (format nil "~A~A" base dir))))))
+        (values files (format nil "~A~A" base dir))))))
 
-(defun build (out files)
+(defun build (out files root)
+  "Compile FILES (under the directory ROOT) in order into the static
+library OUT, each object at its file's place under OUT's directory (two
+folders may hold files of the same name)."
   (let ((*compile-verbose* nil)
         (*load-verbose* nil)
         (objs '()))
@@ -82,8 +86,11 @@ as strings relative to the directory the build runs in."
     (setf (logical-pathname-translations "RONTOLISP")
           (list (list "**;*.*.*" (merge-pathnames "**/*.*" (truename "./")))))
     (dolist (f files)
-      (let ((o (make-pathname :defaults (merge-pathnames out)
-                              :name (pathname-name f) :type "o"))
+      (let ((o (ensure-directories-exist
+                (make-pathname :type "o"
+                               :defaults (merge-pathnames (enough-namestring (truename f)
+                                                                             (truename root))
+                                                          (merge-pathnames out)))))
             (logical (format nil "RONTOLISP:~{~A;~}~A.LISP"
                              (mapcar #'string-upcase
                                      (rest (pathname-directory (enough-namestring (truename f)
@@ -124,9 +131,9 @@ as strings relative to the directory the build runs in."
               while (plusp n) do (write-sequence buffer out :end n))))))
 
 (defun asdf-output (objdir outdir asd files)
-  "For each of FILES in order, OBJDIR/NAME.o copied to OUTDIR/REL.o and
-linked into OUTDIR/REL.fas, REL the file's path under the system's
-directory without its type.  Made one after the other, each output is
+  "For each of FILES in order, OBJDIR/REL.o (where BUILD put it) copied to
+OUTDIR/REL.o and linked into OUTDIR/REL.fas, REL the file's path under the
+system's directory without its type (\"quant/qmatrix\").  Made one after the other, each output is
 newer than the outputs of the files before it, as ASDF requires of
 outputs it is to reuse."
   (require 'cmp)
@@ -135,7 +142,7 @@ outputs it is to reuse."
         (outdir (merge-pathnames (concatenate 'string (string-right-trim "/" outdir) "/"))))
     (dolist (f files)
       (let* ((rel (enough-namestring (truename f) src-root))
-             (o (merge-pathnames (make-pathname :name (pathname-name f) :type "o")
+             (o (merge-pathnames (make-pathname :type "o" :defaults rel)
                                  (merge-pathnames (concatenate 'string
                                                                (string-right-trim "/" objdir) "/"))))
              (out-o (merge-pathnames (make-pathname :type "o" :defaults rel) outdir)))
@@ -160,8 +167,8 @@ outputs it is to reuse."
   (unless (= 2 (length args))
     (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))
   (destructuring-bind (what asd) args
-    (let ((files (system-files asd)))
+    (multiple-value-bind (files root) (system-files asd)
       (if (string= what "--list")
           (format t "~{~A~%~}" files)
-          (build what files))
+          (build what files root))
       (ext:quit 0))))

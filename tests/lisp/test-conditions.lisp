@@ -41,6 +41,41 @@
     (is (eql 3 (rontolisp:json-error-offset c)))
     (is (string= "bad" (princ-to-string c)))))
 
+(defun condition-subclasses (class)
+  "CLASS and every class below it."
+  (cons class (mapcan #'condition-subclasses (copy-list (clos:class-direct-subclasses class)))))
+
+(test every-condition-and-slot-reader-is-documented
+  ;; DEFINE-ERROR documents the class and every slot's reader: a condition
+  ;; written by hand without them (regex-error's readers had none) fails.
+  (dolist (class (remove-duplicates (condition-subclasses (find-class 'rontolisp:rontolisp-error))))
+    (is-true (documentation class t) "~S has no docstring" (class-name class))
+    (dolist (slot (clos:class-direct-slots class))
+      (dolist (reader (clos:slot-definition-readers slot))
+        (is-true (documentation reader 'function) "~S (a reader of ~S) has no docstring"
+                 reader (class-name class))))))
+
+(test define-error-signallers-fill-slots
+  (let ((c (caught (lambda () (rontolisp::thread-limit-error 4 "expected ~D" 3)))))
+    (is (typep c 'rontolisp:thread-limit-error))
+    (is (eql 4 (rontolisp:thread-limit-error-limit c)))
+    (is (string= "expected 3" (princ-to-string c))))
+  (let ((c (caught (lambda () (rontolisp::regex-error "a(" 1 "expected ~A" ")")))))
+    (is (typep c 'rontolisp::regex-error))
+    (is (equal '("a(" 1) (list (rontolisp::regex-error-pattern c) (rontolisp::regex-error-position c))))
+    (is (string= "regular expression \"a(\" at character 2: expected )" (princ-to-string c))))
+  (let ((c (caught (lambda () (model::question-error "field ~S: none" "type")))))
+    (is (typep c 'model:question-error))
+    (is (string= "field \"type\": none" (princ-to-string c))))
+  (let ((c (caught (lambda () (with-input-from-string (s "(((")
+                                (rontolisp::read-nesting-error s 2 7 "deeper than ~D" 2))))))
+    (is (typep c 'rontolisp::read-nesting-error))
+    (is (typep c 'reader-error))
+    (is (equal '(2 7) (list (rontolisp::read-nesting-error-limit c)
+                            (rontolisp::read-nesting-error-position c))))
+    (is (streamp (stream-error-stream c)))
+    (is (string= "deeper than 2" (princ-to-string c)))))
+
 (test condition-helpers-name-the-operation
   (is (string= "quantize" (rontolisp::operation-name 'rontolisp:quantize)))
   (is (string= "gguf:read" (rontolisp::operation-name 'gguf:read)))

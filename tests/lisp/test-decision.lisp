@@ -1,4 +1,4 @@
-;;;; test-decision.lisp - the decision head (lisp/decision.lisp): its keys
+;;;; test-decision.lisp - the decision head (lisp/model/decision.lisp): its keys
 ;;;; and tensors read and checked at load, MODEL:DECIDE against a plain
 ;;;; double-float reference of doc/decision.md written here (post-norm and
 ;;;; norm-first, relu and gelu), the spread of the --random heads' logits,
@@ -39,7 +39,7 @@ HEAD-TYPE (encoder F32), written on first use."
 (defun decide-plist (model q &rest keys)
   "RONTOLISP::DECIDE-IDS on the plist question Q: (values probabilities logits)."
   (multiple-value-bind (ids markers) (question-ids model q)
-    (apply #'rontolisp::decide-ids model ids markers (getf q :type) keys)))
+    (apply #'model::decide-ids model ids markers (getf q :type) keys)))
 
 ;;; The reference: doc/decision.md in double-float, straightforward loops
 ;;; over the file's weights (dequantized), on the encoder's hidden states.
@@ -53,7 +53,7 @@ HEAD-TYPE (encoder F32), written on first use."
 
 (defun ref-matrix (f name)
   "F's tensor NAME as a double-float array of its dimensions."
-  (let* ((a (rontolisp::simple-single (gguf:tensor f name)))
+  (let* ((a (model::simple-single (gguf:tensor f name)))
          (r (make-array (array-dimensions a) :element-type 'double-float)))
     (dotimes (i (array-total-size a) r)
       (setf (row-major-aref r i) (float (row-major-aref a i) 1d0)))))
@@ -211,7 +211,7 @@ to TOLERANCE (relative to 1 + |logit|)."
       (multiple-value-bind (ids markers) (question-ids model q)
         (multiple-value-bind (probs logits) (decide-plist model q)
           (let* ((ref (reference-logits path ids markers (getf q :type)))
-                 (temp (rontolisp::temperature (rontolisp::encoder-decision model) (getf q :type)
+                 (temp (model::temperature (model::encoder-decision model) (getf q :type)
                                                (length markers)))
                  (top (reduce #'max ref))
                  (e (mapcar (lambda (l) (exp (/ (- l top) temp))) ref))
@@ -284,18 +284,18 @@ head the bits do not depend on SIMD or the thread count, for :q8 and :q8x2."
 
 (test decision-load-reads-the-head-keys
   (let* ((model (model:load (decision-file "s1-pico" :f32)))
-         (head (rontolisp::encoder-decision model)))
-    (is (equalp #("choice" "score" "noul") (rontolisp::decision-head-types head)))
-    (is (= 4 (rontolisp::decision-head-heads head)))
-    (is (eq :relu (rontolisp::decision-head-activation head)))
-    (is (eq nil (rontolisp::decision-head-norm-first head)))
-    (is (= 96 (rontolisp::decision-head-max-head-tokens head)))
-    (is (= 1024 (rontolisp::decision-head-max-tokens head)))
-    (is (= 4 (rontolisp::decision-head-mask-id head)))
-    (is (= 1.1f0 (rontolisp::temperature head "choice" 4)))
-    (is (= 1.0f0 (rontolisp::temperature head "choice" 2)))
-    (is (= 0.9f0 (rontolisp::temperature head "score" 2)))
-    (is (= 1f0 (rontolisp::temperature head "score" 3)))))
+         (head (model::encoder-decision model)))
+    (is (equalp #("choice" "score" "noul") (model::decision-head-types head)))
+    (is (= 4 (model::decision-head-heads head)))
+    (is (eq :relu (model::decision-head-activation head)))
+    (is (eq nil (model::decision-head-norm-first head)))
+    (is (= 96 (model::decision-head-max-head-tokens head)))
+    (is (= 1024 (model::decision-head-max-tokens head)))
+    (is (= 4 (model::decision-head-mask-id head)))
+    (is (= 1.1f0 (model::temperature head "choice" 4)))
+    (is (= 1.0f0 (model::temperature head "choice" 2)))
+    (is (= 0.9f0 (model::temperature head "score" 2)))
+    (is (= 1f0 (model::temperature head "score" 3)))))
 
 (test decision-load-falls-back-to-the-temperature-types
   "A file without decision.question_types (older converters) takes the
@@ -303,7 +303,7 @@ temperature keys' types in key order."
   (let ((model (model:load (file-without (decision-file "s1-pico" :f32)
                                          :key "modern-bert.decision.question_types"))))
     (is (equalp #("choice" "score" "noul")
-                (rontolisp::decision-head-types (rontolisp::encoder-decision model))))))
+                (model::decision-head-types (model::encoder-decision model))))))
 
 (test decision-load-checks-every-head-key
   (let ((file (decision-file "s1-pico" :f32)))
@@ -353,7 +353,7 @@ temperature keys' types in key order."
             do (let* ((path (hostile-file file tensor :nan-at nan-at))
                       (msg (unwind-protect
                                 (model-error-message
-                                 (lambda () (rontolisp::decide-ids (model:load path) ids markers
+                                 (lambda () (model::decide-ids (model:load path) ids markers
                                                                    "choice")))
                              (ignore-errors (delete-file path)))))
                  (is (and msg (contains msg "expected finite") (contains msg needle))
@@ -376,18 +376,18 @@ temperature keys' types in key order."
                  (dolist (n needles)
                    (is (contains msg n) "~S not in ~A" n msg))))))
       (multiple-value-bind (ids markers) (question-ids model q)
-        (refused (lambda () (rontolisp::decide-ids model ids markers "other"))
+        (refused (lambda () (model::decide-ids model ids markers "other"))
                  "\"choice\", \"score\", \"noul\"" "found \"other\"")
-        (refused (lambda () (rontolisp::decide-ids model ids '() "choice")) "found none")
-        (refused (lambda () (rontolisp::decide-ids model ids (list 10 200) "choice"))
+        (refused (lambda () (model::decide-ids model ids '() "choice")) "found none")
+        (refused (lambda () (model::decide-ids model ids (list 10 200) "choice"))
                  "found 200")
-        (refused (lambda () (rontolisp::decide-ids model (make-list 1025 :initial-element 5)
+        (refused (lambda () (model::decide-ids model (make-list 1025 :initial-element 5)
                                                    '(3) "choice"))
                  "at most 1024 tokens" "found 1025"))
       ;; a marker past the head's window of 96 tokens
       (let ((long (list* :instructions (make-string 300 :initial-element #\x) q)))
         (multiple-value-bind (ids markers) (question-ids model long)
-          (refused (lambda () (rontolisp::decide-ids model ids markers "choice"))
+          (refused (lambda () (model::decide-ids model ids markers "choice"))
                    "option 1" "first 96 tokens" (format nil "position ~D" (first markers)))))
       (refused (lambda () (model:render model (list :type "choice" :instructions "x" :state "y")))
                "\"options\"" "none")
@@ -405,7 +405,7 @@ temperature keys' types in key order."
                "option 1" "found 7")
       (refused (lambda () (model:render model 42)) "expected a question"))
     (let ((msg (model-error-message
-                (lambda () (rontolisp::decide-ids (model:load (encoder-file "s1-pico" :f32))
+                (lambda () (model::decide-ids (model:load (encoder-file "s1-pico" :f32))
                                                   '(2 4 5 3) '(1) "choice")))))
       (is (and msg (contains msg "expected a decision head")) "~A" msg))))
 
@@ -570,12 +570,12 @@ tensor's dims gives the same bits."
 question's whole path is timed by `bench --questions'): later questions
 reuse the compiled template kept in the head and render the same text."
   (let* ((model (model:load (decision-file "s1-pico" :f32)))
-         (head (rontolisp::encoder-decision model))
+         (head (model::encoder-decision model))
          (q (first model:*questions*)))
-    (is (null (rontolisp::decision-head-template head)))
+    (is (null (model::decision-head-template head)))
     (let* ((text (model:render model q))
-           (compiled (rontolisp::decision-head-template head)))
+           (compiled (model::decision-head-template head)))
       (is (rontolisp::compiled-template-p compiled))
       (is (string= (systemone-text q) text))
       (is (string= text (model:render model q)))
-      (is (eq compiled (rontolisp::decision-head-template head))))))
+      (is (eq compiled (model::decision-head-template head))))))

@@ -75,7 +75,7 @@ length unless --normalize says otherwise."
          (ids '(2 17 9 3))
          (tokens "2,17,9,3"))
     ;; encoder-file's files name CLS pooling (2), as convert writes them.
-    (is (eql 2 (gguf:value (rontolisp::encoder-file encoder) "modern-bert.pooling_type")))
+    (is (eql 2 (gguf:value (model::encoder-file encoder) "modern-bert.pooling_type")))
     (let ((j (first (embed-json (list file "--tokens" tokens)))))
       (is (string= "cls" (gethash "pooling" j)))
       (is (eql 2 (gethash "normalize" j)))
@@ -90,7 +90,7 @@ length unless --normalize says otherwise."
     ;; last: the last token's row.
     (let ((j (first (embed-json (list file "--tokens" tokens "--pooling" "last" "--normalize" "-1"))))
           (all (model:encode encoder ids)))
-      (is (equalp (rontolisp::matrix-row all 3) (json-floats (elt (gethash "embeddings" j) 0)))))
+      (is (equalp (model::matrix-row all 3) (json-floats (elt (gethash "embeddings" j) 0)))))
     ;; Without the key: none (llama.cpp's default); rank: refused, naming the key.
     (let ((bare (tmp-path "bare.gguf")) (rank (tmp-path "rank.gguf")))
       (unwind-protect

@@ -1,4 +1,4 @@
-;;;; test-encoder.lisp - the encoder's kernels in VEC (lisp/encoder.lisp):
+;;;; test-encoder.lisp - the encoder's kernels in VEC (lisp/vec/encoder.lisp):
 ;;;; VEC:MATMUL rows are VEC:MATVEC of each token bit for bit, for every
 ;;;; weight type and both activation modes, on every SIMD setting and thread
 ;;;; count; LayerNorm, RoPE, attention and GeGLU against plain double-float

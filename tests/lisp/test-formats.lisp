@@ -1,4 +1,4 @@
-;;;; test-formats.lisp - lisp/formats.lisp: the tensor-type table built from
+;;;; test-formats.lisp - lisp/quant/formats.lisp: the tensor-type table built from
 ;;;; C's, the GGUF value types and the array kind codes.
 
 (in-package "RONTOLISP-TESTS")

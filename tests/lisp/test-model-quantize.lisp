@@ -119,14 +119,14 @@ f32 product of those columns, and it is far closer to the exact product
 than plain Q8_0 when the activations carry massive channels."
   (let* ((cols '(3 40 77)) (w (planted-matrix 48 96 '()))
          (xs (planted-matrix 5 96 cols :seed 5))
-         (m (rontolisp::split-weight w cols))
+         (m (model::split-weight w cols))
          (zw (planted-matrix 48 96 '())) (zx (planted-matrix 5 96 cols :seed 5))
          (wo (make-array '(48 3) :element-type 'single-float))
          (xo (make-array '(5 3) :element-type 'single-float)))
     (loop for c in cols for k from 0
           do (dotimes (r 48) (setf (aref wo r k) (aref w r c) (aref zw r c) 0.0))
              (dotimes (tt 5) (setf (aref xo tt k) (aref xs tt c) (aref zx tt c) 0.0)))
-    (is (typep m 'rontolisp::outlier-matrix))
+    (is (typep m 'vec::outlier-matrix))
     (dolist (act '(:q8 :q8x2))
       (let ((want (vec:matmul (rontolisp:quantize zw 'q8-0) zx :activations act))
             (f32 (vec:matmul wo xo)))
@@ -143,7 +143,7 @@ than plain Q8_0 when the activations carry massive channels."
                                       exact)))
           (is (< split (/ plain 2)) "~A: split ~,3e, plain ~,3e" act split plain))))
     ;; No outlier column: a plain quantized matrix.
-    (is (rontolisp:quantized-matrix-p (rontolisp::split-weight w '())))
+    (is (rontolisp:quantized-matrix-p (model::split-weight w '())))
     ;; The int8 product's conditions, for the outlier columns too, naming
     ;; the value; OUT is left as it was.
     (setf (aref xs 2 40) ext:single-float-negative-infinity)
@@ -170,8 +170,8 @@ than plain Q8_0 when the activations carry massive channels."
                        (make-array 3 :element-type 'fixnum :initial-contents '(3 40 96))
                        (vector 3 40 77)))
       (signals rontolisp:rontolisp-error
-        (rontolisp::%outlier-matmul (rontolisp::outlier-matrix-quantized m) bad
-                                    (rontolisp::outlier-matrix-weights m) xs
+        (rontolisp::%outlier-matmul (vec::outlier-matrix-quantized m) bad
+                                    (vec::outlier-matrix-weights m) xs
                                     (make-array '(5 48) :element-type 'single-float) nil)))
     (setf (aref xs 2 40) (coerce (rontolisp:f16-value #x7e00) 'single-float))
     (signals rontolisp:non-finite-error (vec:matmul m xs))
@@ -240,7 +240,7 @@ quantizes at load too."
            (let* ((f16 (massive-file "--type" "f16"))
                   (e (model:load f16 :quantize :q8_0 :calibration cal)))
              (is (typep (getf (first (rontolisp::encoder-layers e)) :qkv)
-                        'rontolisp::outlier-matrix))
+                        'vec::outlier-matrix))
              (is (< (rontolisp::hidden-state-error (model:encode e ids)
                                                    (model:encode (massive-encoder :f32) ids))
                     (rontolisp::hidden-state-error (model:encode (massive-encoder :q8_0) ids)

@@ -1,5 +1,5 @@
 ;;;; test-model-scratch.lisp - MODEL:ENCODE working in reused scratch
-;;;; buffers (lisp/model-scratch.lisp) and the primitives it calls between
+;;;; buffers (lisp/model/model-scratch.lisp) and the primitives it calls between
 ;;;; the products: the same bits as the forward pass composed of the VEC
 ;;;; kernels with fresh arrays (written here from doc/encoder.md), for several token
 ;;;; counts in any order; results that never alias the scratch; encodes of
@@ -58,12 +58,12 @@ product."
          (x (make-array (list (length ids) d) :element-type 'single-float)))
     (loop for id in ids for r from 0
           do (dotimes (c d) (setf (aref x r c) (aref emb id c))))
-    (setf x (vec:layer-norm x (rontolisp::encoder-token-norm e) (getf h :eps)))
+    (setf x (vec:layer-norm x (model::encoder-token-norm e) (getf h :eps)))
     (loop for layer in (rontolisp::encoder-layers e) for i from 0
           do (setf x (fresh-arrays-layer x layer i h activations gelu
                                          (and note (let ((i i))
                                                      (lambda (key x) (funcall note i key x)))))))
-    (vec:layer-norm x (rontolisp::encoder-output-norm e) (getf h :eps))))
+    (vec:layer-norm x (model::encoder-output-norm e) (getf h :eps))))
 
 (defun matrix-same-bits-p (a b)
   "True when the single-float matrices A and B have the same dimensions and
@@ -133,12 +133,12 @@ bits (signs of zeros included)."
 (test scratch-cache-keeps-a-bounded-number
   (let ((e (model:load (encoder-file "s1-pico" :f32))))
     (loop for n from 1 to 9 do (model:encode e (token-sequence n)))
-    (let ((free (rontolisp::scratch-cache-free (rontolisp::encoder-scratch e))))
-      (is (<= (length free) rontolisp::+scratch-cache-entries+))
-      (is (= 9 (rontolisp::encode-scratch-n (first free))) "the most recent first"))
+    (let ((free (model::scratch-cache-free (model::encoder-scratch e))))
+      (is (<= (length free) model::+scratch-cache-entries+))
+      (is (= 9 (model::encode-scratch-n (first free))) "the most recent first"))
     (model:encode e (token-sequence 3))
-    (is (= 3 (rontolisp::encode-scratch-n
-              (first (rontolisp::scratch-cache-free (rontolisp::encoder-scratch e))))))))
+    (is (= 3 (model::encode-scratch-n
+              (first (model::scratch-cache-free (model::encoder-scratch e))))))))
 
 (test scratch-primitives-signal-on-bad-operands
   (flet ((m (r c) (make-array (list r c) :element-type 'single-float :initial-element 1.0)))
@@ -194,11 +194,11 @@ bits (signs of zeros included)."
   (let* ((e (model:load (encoder-file "s1-pico" :f32)))
          (ids (token-sequence 30 :seed 6))
          (want (make-hash-table :test 'equal))
-         (got (let ((rontolisp::*channel-maxima* (make-hash-table :test 'equal)))
+         (got (let ((model::*channel-maxima* (make-hash-table :test 'equal)))
                 (model:encode e (token-sequence 9 :seed 2)) ; another count first
-                (clrhash rontolisp::*channel-maxima*)
+                (clrhash model::*channel-maxima*)
                 (model:encode e ids)
-                rontolisp::*channel-maxima*)))
+                model::*channel-maxima*)))
     (fresh-arrays-encode
      e ids :note (lambda (i key x)
                    (let ((m (make-array (array-dimension x 1) :element-type 'single-float
@@ -206,7 +206,7 @@ bits (signs of zeros included)."
                      (dotimes (r (array-dimension x 0))
                        (dotimes (c (length m))
                          (setf (aref m c) (max (aref m c) (abs (aref x r c))))))
-                     (setf (gethash (rontolisp::layer-matrix-name i key) want) m))))
+                     (setf (gethash (model::layer-matrix-name i key) want) m))))
     (is (= (hash-table-count want) (hash-table-count got)))
     (maphash (lambda (name m)
                (is (equalp m (gethash name got)) "~A: other maxima recorded" name))

@@ -1,4 +1,4 @@
-;;;; test-model.lisp - the encoder (lisp/model.lisp): agreement with
+;;;; test-model.lisp - the encoder (lisp/model/model.lisp): agreement with
 ;;;; llama.cpp's own encoder on random encoder-only files, properties that
 ;;;; need no reference (pooling, Q8x2 against Q8, identical bits on every
 ;;;; path and thread count), the conditions bad input signals, and `embed'.

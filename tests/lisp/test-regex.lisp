@@ -1,5 +1,5 @@
 ;;;; test-regex.lisp - the regular expressions of `inspect --filter'
-;;;; (lisp/regex.lisp): what matches where agrees with Python's re.search,
+;;;; (lisp/text/regex.lisp): what matches where agrees with Python's re.search,
 ;;;; malformed patterns give REGEX-ERROR, and no pattern takes exponential
 ;;;; time.
 

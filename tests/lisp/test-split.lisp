@@ -1,4 +1,4 @@
-;;;; test-split.lisp - shard sets (lisp/shards.lisp) and `rontolisp split'
+;;;; test-split.lisp - shard sets (lisp/gguf/shards.lisp) and `rontolisp split'
 ;;;; / `merge': split then merged is the same bytes, by tensor count and by
 ;;;; size, for tensors of every ggml type; the keys and names llama.cpp's
 ;;;; gguf-split writes; llama.cpp's loader reads the shards; a set that does

@@ -305,8 +305,8 @@ as a string; NIL when none came before DEADLINE or the stream ended."
 (test swank-source-locations-name-the-sources
   ;; Recorded as a logical pathname, translated to this tree's lisp/.
   (let ((file (ext:compiled-function-file #'rontolisp:quantize)))
-    (is (string= "RONTOLISP:LISP;QMATRIX.LISP" file))
-    (is (equal (truename (merge-pathnames "lisp/qmatrix.lisp" *root*))
+    (is (string= "RONTOLISP:LISP;QUANT;QMATRIX.LISP" file))
+    (is (equal (truename (merge-pathnames "lisp/quant/qmatrix.lisp" *root*))
                (probe-file (translate-logical-pathname file))))))
 
 (test swank-source-locations-follow-make-install
@@ -316,7 +316,7 @@ as a string; NIL when none came before DEADLINE or the stream ended."
     (unwind-protect
          (multiple-value-bind (code out err)
              (sh "cd \"$1\" && make -s install DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null &&
-                  echo '(princ (translate-logical-pathname \"RONTOLISP:LISP;QMATRIX.LISP\"))' |
+                  echo '(princ (translate-logical-pathname \"RONTOLISP:LISP;QUANT;QMATRIX.LISP\"))' |
                     \"$2/usr/local/bin/rontolisp\" --norc &&
                   ls \"$2/usr/local/share/man/man1/rontolisp.1\" \"$2/usr/local/lib/rontolisp/rontolisp-prims.fas\" \\
                      \"$2/usr/local/share/rontolisp/rontolisp.asd\" \"$2/usr/local/share/doc/rontolisp/LICENSE\" >/dev/null &&
@@ -327,7 +327,7 @@ as a string; NIL when none came before DEADLINE or the stream ended."
                   echo --- && find \"$2\" -type f"
                 (namestring *root*) dest)
            (is (eql 0 code) "~A" err)
-           (is (contains out (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest)) "~A" out)
+           (is (contains out (format nil "~A/usr/local/share/rontolisp/lisp/quant/qmatrix.lisp" dest)) "~A" out)
            ;; The compiled cl-swank is installed and found by the installed
            ;; executable (when `make' compiled it, cl-swank being installed).
            (when (probe-file (merge-pathnames "build/swank/complete" *root*))
@@ -371,13 +371,13 @@ it names no existing file and position."
           (subseq text (1- position) (position #\Newline text :start (1- position))))))))
 
 (test swank-finds-definitions-in-the-source-tree
-  ;; M-. on rontolisp:quantize: this tree's lisp/qmatrix.lisp, at the
+  ;; M-. on rontolisp:quantize: this tree's lisp/quant/qmatrix.lisp, at the
   ;; defun (Emacs counts characters from 1; ECL records bytes).  The file
-  ;; was "RONTOLISP:LISP;QMATRIX.LISP", which Emacs opened as a new buffer.
+  ;; was "RONTOLISP:LISP;QUANT;QMATRIX.LISP", which Emacs opened as a new buffer.
   (multiple-value-bind (definitions out) (repl-find-definitions *exe*)
     (is (= 1 (length definitions)) "~A" out)
     (let ((location (second (first definitions))))
-      (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+      (is (equal (namestring (merge-pathnames "lisp/quant/qmatrix.lisp" *root*))
                  (second (assoc :file (rest location))))
           "~S" location)
       (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
@@ -395,7 +395,7 @@ it names no existing file and position."
            (let* ((location (second (first (repl-find-definitions
                                             (format nil "~A/usr/local/bin/rontolisp" dest)))))
                   (file (second (assoc :file (rest location)))))
-             (is (equal (format nil "~A/usr/local/share/rontolisp/lisp/qmatrix.lisp" dest) file)
+             (is (equal (format nil "~A/usr/local/share/rontolisp/lisp/quant/qmatrix.lisp" dest) file)
                  "~S" location)
              (is (eql 0 (search "(defun quantize (array format" (or (text-at-location location) "")))
                  "~S" location))
@@ -407,7 +407,7 @@ it names no existing file and position."
                (repl-find-definitions (format nil "~A/bin/rontolisp" lone))
              (let ((location (second (first definitions))))
                (is (eq :error (first location)) "~S ~A" definitions out)
-               (is (contains (or (second location) "") "RONTOLISP:LISP;QMATRIX.LISP is not installed")
+               (is (contains (or (second location) "") "RONTOLISP:LISP;QUANT;QMATRIX.LISP is not installed")
                    "~S" location))))
       (sh "rm -rf \"$1\" \"$2\"" dest lone))))
 
@@ -486,7 +486,7 @@ as they are, (:value X) as X printed, (:newline) a newline."
 
 (test slime-edits-definitions-inspects-and-debugs
   ;; Debian's SLIME in Emacs (tests/ref/slime-rontolisp.el): M-. on
-  ;; rontolisp:quantize opens lisp/qmatrix.lisp at its defun, the
+  ;; rontolisp:quantize opens lisp/quant/qmatrix.lisp at its defun, the
   ;; inspector shows a quantized matrix, the debugger names the function
   ;; and `v' on its frame finds the defun too.
   (let ((script (merge-pathnames "tests/ref/slime-rontolisp.el" *root*)))
@@ -510,7 +510,7 @@ as they are, (:value X) as X printed, (:newline) a newline."
          (flet ((fact (name)
                   (let ((line (find-if (lambda (l) (eql 0 (search name l))) lines)))
                     (and line (subseq line (length name))))))
-           (is (equal (namestring (merge-pathnames "lisp/qmatrix.lisp" *root*))
+           (is (equal (namestring (merge-pathnames "lisp/quant/qmatrix.lisp" *root*))
                       (fact "definition-file: "))
                "~{~A~%~}" lines)
            (is (eql 0 (search "(defun quantize (array format" (or (fact "definition-line: ") "")))

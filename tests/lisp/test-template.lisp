@@ -1,4 +1,4 @@
-;;;; test-template.lisp - the Jinja subset (lisp/template.lisp) against
+;;;; test-template.lisp - the Jinja subset (lisp/text/template.lisp) against
 ;;;; Jinja2's own renders in tests/golden/templates.json (made by
 ;;;; tools/gen_template_goldens.py), and the refusals, offsets and limits.
 

@@ -1,4 +1,4 @@
-;;;; test-tokenizer.lisp - text to token ids (lisp/tokenizer.lisp): the GGUF
+;;;; test-tokenizer.lisp - text to token ids (lisp/model/tokenizer.lisp): the GGUF
 ;;;; and tokenizer.json readers on the converter's own output, GPT-2's real
 ;;;; vocabulary, the refusals, `rontolisp tokenize' and `embed --text'.
 
@@ -104,7 +104,7 @@
 (test gguf-reader-refusals
   (flet ((message (changes)
            (tokenizer-error-message
-            (lambda () (rontolisp::gguf-file-tokenizer (gguf-with changes) "x.gguf")))))
+            (lambda () (model::gguf-file-tokenizer (gguf-with changes) "x.gguf")))))
     (let ((m (message '(("tokenizer.ggml.pre" :string "llama-bpe")))))
       (is (and m (contains m "tokenizer.ggml.pre") (contains m "\"llama-bpe\"")) "~A" m))
     (let ((m (message '(("tokenizer.ggml.pre" nil nil)))))
@@ -122,9 +122,9 @@
   ;; The converter leaves out an array key that would be empty (gguf-py
   ;; cannot write one): the reader gives the same tokenizer either way.
   (let* ((keys '("tokenizer.ggml.merges" "skycmd.tokenizer.lstrip_ids" "skycmd.tokenizer.rstrip_ids"))
-         (absent (rontolisp::gguf-file-tokenizer
+         (absent (model::gguf-file-tokenizer
                   (gguf-with (mapcar (lambda (k) (list k nil nil)) keys)) "absent.gguf"))
-         (empty (rontolisp::gguf-file-tokenizer
+         (empty (model::gguf-file-tokenizer
                  (gguf-with (mapcar (lambda (k) (list k (if (search "merges" k) '(:array :string) '(:array :i32))
                                                       #()))
                                     keys))
@@ -239,7 +239,7 @@ function of the parsed data that changes it) was applied, or NIL."
   ;; huge: a sparse file past the cap is refused before it is read
   (let ((path (tmp-path "huge.json")))
     (with-open-file (s path :direction :output :element-type '(unsigned-byte 8) :if-exists :supersede)
-      (file-position s (1+ (getf rontolisp::*tokenizer-limits* :json-bytes)))
+      (file-position s (1+ (getf model::*tokenizer-limits* :json-bytes)))
       (write-byte 32 s))
     (let ((m (tokenizer-error-message (lambda () (model:load-tokenizer path)))))
       (is (and m (contains m "at most")) "~A" m))

@@ -1,0 +1,81 @@
+;;;; commands/embed.lisp - `rontolisp embed': its command line; the work
+;;;; is in model/embed.lisp.
+
+(in-package "RONTOLISP")
+
+(define-command "embed" (file)
+    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls|last] [--normalize N] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
+     :summary "run a modern-bert encoder on token ids (or texts) and print its embeddings"
+     :details "The encoder forward pass on each token sequence, as llama-embedding
+runs it: one line of floats per token (pooling none) or one line per
+sequence (mean, cls, last); the pooling is the file's
+modern-bert.pooling_type unless --pooling says otherwise (none without the
+key), and each line is scaled to unit Euclidean length unless --normalize
+says otherwise (llama-embedding's --embd-normalize).  With --json, one JSON
+object per sequence and line: file, tokens, pooling, normalize,
+activations, embeddings.  FILE may be the first shard of a
+llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is UTF-8
+text; one with no token id is an error.  --text and --text-file (one text per
+line, read line by line) are tokenized by the file's own tokenizer with its
+bos and eos tokens, then embedded: the same numbers as --tokens with those
+ids; a text that is not UTF-8 is an error naming its byte offset.  A NaN or infinity in the hidden
+states is an error naming the layer and the step that made it."
+     :options ((tokens "--tokens IDS" :help "one sequence: token ids separated by commas")
+               (tokens-file "--tokens-file F"
+                            :help "a file of sequences, one per line (ids separated by
+commas or blanks)")
+               (text "--text TEXT" :help "one text, tokenized by the file's tokenizer")
+               (text-file "--text-file F" :help "a file of texts, one per line")
+               (pooling "--pooling MODE" :parse (choice-parser '("none" "mean" "cls" "last")
+                                                               :key #'option-keyword)
+                        :help "none, mean, cls or last (default: the file's
+modern-bert.pooling_type, none without it)")
+               (normalize "--normalize N" :parse #'parse-normalize :default 2
+                          :help "as llama-embedding's --embd-normalize: -1 or none,
+0 or max-abs (largest magnitude 32760), 1 or taxicab, 2 or l2 (unit length,
+the default), or a p-norm P above 2")
+               (activations "--activations A" :parse (choice-parser '("q8" "q8x2")
+                                                                    :key #'option-keyword)
+                            :default :q8 :help "how Q8_0 weights see the activations:
+q8 (default) or q8x2 (two-pass, about 15 bits)")
+               (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
+                     :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
+               (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))
+  (unless (= 1 (count-if #'identity (list tokens tokens-file text text-file)))
+    (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
+  (let* ((sequences (cond (tokens (list (parse-token-list tokens "--tokens")))
+                          (tokens-file (read-token-file tokens-file))))
+         (encoder (model:load file))
+         (pooling (or pooling (file-pooling encoder))))
+    (when (some #'null sequences)
+      (usage-error "--tokens: expected at least one token id, found none"))
+    (flet ((embed (ids)
+            (let ((rows (map 'vector (lambda (row) (normalize-embedding row normalize))
+                             (embedding-rows (embed-pooled encoder ids pooling activations gelu)))))
+              (if json
+                  (progn
+                    (write-json (list :object (cons "file" file)
+                                      (cons "tokens" (coerce ids 'vector))
+                                      (cons "pooling" (string-downcase (symbol-name pooling)))
+                                      (cons "normalize" normalize)
+                                      (cons "activations" (string-downcase (symbol-name activations)))
+                                      (cons "embeddings" rows))
+                                *standard-output*)
+                    (terpri))
+                  (loop for row across rows
+                        do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
+      (cond (text (embed (coerce (model:tokenize encoder text) 'list)))
+            (text-file
+             (let ((tok (tokenizer-of encoder 'model:tokenize)))
+               (when (zerop (map-file-lines
+                             (lambda (octets number)
+                               (embed (coerce (handler-case (tokenize-octets tok octets t t)
+                                                (model:tokenizer-error (c)
+                                                  (model:tokenizer-error
+                                                   nil "~A line ~D: ~A" text-file number
+                                                   (rontolisp-error-message c))))
+                                              'list)))
+                             text-file))
+                 (file-io-error text-file "expected texts, one per line, found an empty file"))))
+            (t (mapc #'embed sequences)))))
+  0)

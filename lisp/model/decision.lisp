@@ -1,0 +1,548 @@
+;;;; decision.lisp - the Laya decision head of a modern-bert GGUF file
+;;;; (doc/decision.md): MODEL:LOAD reads it beside the encoder, MODEL:RENDER
+;;;; turns a question into text with the file's chat template, MODEL:DECIDE
+;;;; scores the question's options, and `rontolisp decide' answers a file of
+;;;; questions.
+;;;;
+;;;; The head runs on the encoder's final hidden states: the first rows plus
+;;;; the question type's embedding, PyTorch nn.TransformerEncoderLayer
+;;;; blocks (no mask, no positions), then a scorer on the rows of the
+;;;; options' [MASK] tokens.  As in the encoder, Lisp drives and every
+;;;; product, norm, attention and activation is a C kernel, so a decision
+;;;; gives the same bits on every path and thread count.
+
+(in-package "MODEL")
+
+(defstruct (decision-head (:constructor make-decision-head))
+  "A loaded decision head: its settings from the modern-bert.decision.*
+keys (question TYPES, a vector of strings; HEADS; ACTIVATION :relu or
+:gelu; NORM-FIRST; EPS; MAX-HEAD-TOKENS; MAX-TOKENS; TEMPERATURES, a list
+of (type low high temperature) in key order; MASK-ID), the type embedding
+rows (one d-vector per type), one plist of weights per block (FIRST, the
+GGUF block index of the first) and the scorer's tensors; TEMPLATE, the
+file's chat template compiled on first use (CHAT-TEMPLATE)."
+  types heads activation norm-first eps max-head-tokens max-tokens temperatures mask-id
+  type-rows blocks first cls cls-bias cls-norm cls-norm-bias cls-output cls-output-bias
+  (template nil))
+
+;;; Reading the keys.
+
+(defun decision-key (f path key &key (type t) (default nil default-p))
+  "The value of modern-bert.decision.KEY of F, as MODEL-KEY reads it."
+  (if default-p
+      (model-key f path (concatenate 'string "decision." key) :type type :default default)
+      (model-key f path (concatenate 'string "decision." key) :type type)))
+
+(defun question-type-name-p (x)
+  "True for a question type's name: a non-empty string without a dot (the
+dot separates it from N in a temperature key)."
+  (and (stringp x) (plusp (length x)) (not (find #\. x))))
+
+(defun temperature-suffix (key)
+  "The part of the GGUF key KEY after modern-bert.decision.temperature.,
+or NIL for another key."
+  (let ((prefix "modern-bert.decision.temperature."))
+    (and (> (length key) (length prefix)) (string= prefix key :end2 (length prefix))
+         (subseq key (length prefix)))))
+
+(defun parse-temperature-suffix (suffix)
+  "SUFFIX, TYPE.N or TYPE.LO_HI, as (values type low high), or NIL when it
+is neither (LO above HI included)."
+  (let ((dot (position #\. suffix :from-end t)))
+    (when (and dot (plusp dot))
+      (let* ((range (subseq suffix (1+ dot)))
+             (bar (position #\_ range))
+             (low (parse-count (subseq range 0 bar)))
+             (high (if bar (parse-count (subseq range (1+ bar))) low)))
+        (when (and low high (<= low high))
+          (values (subseq suffix 0 dot) low high))))))
+
+(defun parse-count (s)
+  "The non-negative integer the decimal digits S spell, or NIL."
+  (and (plusp (length s)) (<= (length s) 9) (every #'digit-char-p s) (parse-integer s)))
+
+(defun read-temperatures (f path)
+  "The temperature keys of F as a list of (type low high temperature), in
+key order; a key that is not TYPE.N or TYPE.LO_HI or a value that is not
+a finite positive real signals MODEL-ERROR naming it."
+  (loop for key in (gguf:keys f)
+        for suffix = (temperature-suffix key)
+        when suffix
+          collect (multiple-value-bind (type low high) (parse-temperature-suffix suffix)
+                    (unless type
+                      (model-error path "key ~S: expected a name TYPE.N or TYPE.LO_HI ~
+(LO <= HI), found the suffix ~S" key suffix))
+                    (list type low high
+                          (real-key f path (subseq key (length "modern-bert.")) 0
+                                    most-positive-single-float :low-open t)))))
+
+(defun read-question-types (f path temperatures rows)
+  "The question types of F: decision.question_types, else (older files)
+the types of the TEMPERATURES in key order, each once.  At most ROWS (the
+rows of token_types.weight), each a non-empty string without a dot, none
+twice; MODEL-ERROR otherwise."
+  (let* ((key "decision.question_types")
+         (given (decision-key f path "question_types" :type t :default nil))
+         (types (cond ((null given)
+                       (let ((seen '()))
+                         (dolist (entry temperatures (coerce (reverse seen) 'vector))
+                           (pushnew (first entry) seen :test #'string=))))
+                      ((and (vectorp given) (not (stringp given))
+                            (every #'question-type-name-p given)
+                            (= (length given)
+                               (length (remove-duplicates given :test #'string=))))
+                       given)
+                      (t (key-error path key "an array of distinct type names (non-empty ~
+strings without a dot)" given)))))
+    (when (> (length types) rows)
+      (key-error path key (format nil "at most ~D types (the rows of token_types.weight)" rows)
+                 types))
+    types))
+
+(defun read-activation (f path)
+  (let ((value (decision-key f path "activation" :default "relu")))
+    (cond ((equal value "relu") :relu)
+          ((equal value "gelu") :gelu)
+          (t (key-error path "decision.activation" "\"relu\" or \"gelu\"" value)))))
+
+(defun read-mask-id (f path vocab)
+  "tokenizer.ggml.mask_token_id of F, an id below VOCAB; MODEL-ERROR
+otherwise."
+  (multiple-value-bind (value type found) (gguf:value f "tokenizer.ggml.mask_token_id")
+    (declare (ignore type))
+    (unless (and found (typep value 'fixnum) (< -1 value vocab))
+      (model-error path "key \"tokenizer.ggml.mask_token_id\": expected a token id from ~
+0 to ~D (the options' markers), found ~:[none~;~:*~S~]" (1- vocab) (and found value)))
+    value))
+
+;;; Reading the tensors.
+
+(defun tensor-rows (f path name)
+  "The first dimension of F's tensor NAME (row-major), which must be a
+matrix; MODEL-ERROR otherwise."
+  (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
+    (unless (and (= 2 (length shape)) (plusp (first shape)))
+      (model-error path "tensor ~S: expected a matrix of at least one row, found shape ~S"
+                          name shape))
+    (first shape)))
+
+(defun load-head-block (f path i d)
+  "The weights of the head block I (blk.I.*) of width D as a plist."
+  (flet ((tensor (s dims) (model-tensor f path (format nil "blk.~D.~A" i s) dims))
+         (vector (s n) (simple-single (model-tensor f path (format nil "blk.~D.~A" i s) (list n)))))
+    (let ((ff (tensor-rows f path (format nil "blk.~D.ffn_up.weight" i))))
+      (list :ff ff
+            :qkv (tensor "attn_qkv.weight" (list (* 3 d) d))
+            :qkv-bias (vector "attn_qkv.bias" (* 3 d))
+            :out (tensor "attn_output.weight" (list d d))
+            :out-bias (vector "attn_output.bias" d)
+            :up (tensor "ffn_up.weight" (list ff d))
+            :up-bias (vector "ffn_up.bias" ff)
+            :down (tensor "ffn_down.weight" (list d ff))
+            :down-bias (vector "ffn_down.bias" d)
+            :attn-norm (vector "attn_norm.weight" d) :attn-norm-bias (vector "attn_norm.bias" d)
+            :ffn-norm (vector "ffn_norm.weight" d) :ffn-norm-bias (vector "ffn_norm.bias" d)))))
+
+(defun cls-output-matrix (f path d)
+  "F's cls.output.weight as the 1 x D matrix the scorer multiplies by.  A
+file may hold it as ggml dims [D, 1] or, as llama-quantize writes a tensor
+whose trailing dims are 1, [D]: the same tensor to ggml, here widened to a
+1 x D single-float matrix (exactly, so the product's bits are those of the
+float path either way).  A rank-1 quantized one is a MODEL-ERROR."
+  (let ((name "cls.output.weight"))
+    (if (equal (gguf:tensor-info-shape (model-tensor-info f path name)) (list d))
+        (let ((v (model-tensor f path name (list d))))
+          (when (quantized-matrix-p v)
+            (model-error path "tensor ~S: expected a float type for a rank-1 ~
+cls.output.weight, found ~A" name (gguf:tensor-info-type (model-tensor-info f path name))))
+          (let ((m (f32-matrix 1 d)) (w (simple-single v)))
+            (dotimes (j d m) (setf (aref m 0 j) (aref w j)))))
+        (model-tensor f path name (list 1 d)))))
+
+(defun load-decision-head (f path h)
+  "The decision head of F (read from PATH) for the encoder of
+hyper-parameters H, or NIL when decision.block_count is 0 or absent.
+Every key and tensor is checked as MODEL:LOAD checks the encoder's."
+  (let ((blocks (count-key f path "decision.block_count" :min 0 :default 0))
+        (d (getf h :embedding-length))
+        (first (getf h :layers)))
+    (when (plusp blocks)
+      (let* ((heads (count-key f path "decision.head_count" :default (getf h :heads)))
+             (rows (tensor-rows f path "token_types.weight"))
+             (token-types (simple-single (model-tensor f path "token_types.weight" (list rows d))))
+             (temperatures (read-temperatures f path))
+             (types (read-question-types f path temperatures rows)))
+        (unless (zerop (mod d heads))
+          (key-error path "decision.head_count"
+                     (format nil "a divisor of embedding_length ~D" d) heads))
+        (make-decision-head
+         :types types :heads heads :activation (read-activation f path)
+         :norm-first (let ((v (decision-key f path "norm_first" :default nil)))
+                       (unless (member v '(t nil))
+                         (key-error path "decision.norm_first" "true or false" v))
+                       v)
+         :eps (if (nth-value 2 (gguf:value f "modern-bert.decision.layer_norm_epsilon"))
+                  (real-key f path "decision.layer_norm_epsilon" 0 1 :low-open t)
+                  1f-5)
+         :max-head-tokens (count-key f path "decision.max_head_tokens")
+         :max-tokens (count-key f path "decision.max_tokens")
+         :temperatures temperatures
+         :mask-id (read-mask-id f path (getf h :vocab-size))
+         :type-rows (loop for r below (length types) collect (matrix-row token-types r))
+         :blocks (loop for i from first below (+ first blocks)
+                       collect (load-head-block f path i d))
+         :first first
+         :cls (model-tensor f path "cls.weight" (list d d))
+         :cls-bias (simple-single (model-tensor f path "cls.bias" (list d)))
+         :cls-norm (simple-single (model-tensor f path "cls.norm.weight" (list d)))
+         :cls-norm-bias (simple-single (model-tensor f path "cls.norm.bias" (list d)))
+         :cls-output (cls-output-matrix f path d)
+         :cls-output-bias (simple-single (model-tensor f path "cls.output.bias" (list 1))))))))
+
+;;; The forward pass.
+
+(defun head-of (model where)
+  "MODEL's decision head; MODEL-ERROR when its file has none."
+  (unless (model:encoder-p model)
+    (element-type-error where model "expected an encoder from model:load, found ~S" model))
+  (or (encoder-decision model)
+      (model-error (encoder-path model) "expected a decision head ~
+(modern-bert.decision.block_count above 0), found none")))
+
+(defun f32-matrix (rows cols)
+  (make-array (list rows cols) :element-type 'single-float))
+
+(defun head-product (w x rows activations)
+  "W times the rows of X, a fresh n x ROWS matrix."
+  (vec:matmul-into w x (f32-matrix (array-dimension x 0) rows) :activations activations))
+
+(defun head-block (head block i x activations path)
+  "The head block I (weights BLOCK) on X (m x d), answered (X itself
+replaced or a fresh matrix): post-norm x = norm1(x + attn(x)), x =
+norm2(x + ff(x)), or with norm-first x = x + attn(norm1(x)), x = x +
+ff(norm2(x))."
+  (let* ((m (array-dimension x 0)) (d (array-dimension x 1))
+         (heads (decision-head-heads head)) (hd (floor d heads))
+         (eps (decision-head-eps head)) (norm-first (decision-head-norm-first head))
+         (ff (getf block :ff)))
+    (flet ((ln (in key out)
+             (kernel-call 'model:decide
+                          (%layer-norm-bias in (getf block key)
+                                            (getf block (if (eq key :attn-norm)
+                                                            :attn-norm-bias :ffn-norm-bias))
+                                            eps out))
+             (check-finite-steps path i key out)
+             out)
+           (linear (key in rows act)
+             (let ((y (head-product (getf block key) in rows activations)))
+               (kernel-call 'model:decide
+                            (%bias-act y (getf block (ecase key
+                                                       (:qkv :qkv-bias) (:out :out-bias)
+                                                       (:up :up-bias) (:down :down-bias)))
+                                       act y))
+               (check-finite-steps path i (case key (:out :head-out) (:down :head-down)
+                                                (:up :head-up) (t key))
+                                   y)
+               y)))
+      (flet ((attention (in)
+               (let ((qkv (linear :qkv in (* 3 d) :none))
+                     (q (f32-matrix m d)) (k (f32-matrix m d)) (v (f32-matrix m d))
+                     (att (f32-matrix m d)))
+                 (kernel-call 'model:decide (%qkv-rope qkv q k v heads hd nil))
+                 (kernel-call 'model:decide (%attention q k v heads hd 0 att))
+                 (check-finite-steps path i :attention att)
+                 (linear :out att d :none)))
+             (feed-forward (in)
+               (linear :down (linear :up in ff (decision-head-activation head)) d :none))
+             (residual (a b)
+               (%add-into a a b)
+               (check-finite-steps path i :residual a)
+               a))
+        (if norm-first
+            (let ((a (f32-matrix m d)))
+              (residual x (attention (ln x :attn-norm a)))
+              (residual x (feed-forward (ln x :ffn-norm a))))
+            (progn
+              (ln (residual (attention x) x) :attn-norm x)
+              (ln (residual (feed-forward x) x) :ffn-norm x)))))))
+
+(defun marker-rows (x markers)
+  "The rows of X at MARKERS, a fresh k x d matrix."
+  (let* ((d (array-dimension x 1))
+         (out (f32-matrix (length markers) d)))
+    (loop for p in markers for r from 0
+          do (dotimes (j d) (setf (aref out r j) (aref x p j))))
+    out))
+
+(defun check-markers (head markers n)
+  "MARKERS, a list of positions below N, each below the head's window m
+= min(N, max_head_tokens); QUESTION-ERROR otherwise."
+  (let ((m (min n (decision-head-max-head-tokens head))))
+    (when (null markers)
+      (question-error "expected at least one option marker, found none"))
+    (loop for p in markers for k from 0
+          unless (and (typep p 'fixnum) (<= 0 p) (< p n))
+            do (question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
+                               (1- n) p (1+ k))
+          unless (< p m)
+            do (question-error "option ~D: expected its marker within the head's first ~D ~
+tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
+    m))
+
+(defun type-index (head type)
+  "The index of the question TYPE among the head's types; QUESTION-ERROR
+naming the known ones otherwise."
+  (or (and (stringp type) (position type (decision-head-types head) :test #'string=))
+      (question-error "expected a question type ~{~S~^, ~}, found ~S"
+                      (coerce (decision-head-types head) 'list) type)))
+
+(defun decision-logits (model head ids markers type activations)
+  "The logits (a single-float vector, one per marker) of the head of
+MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
+  (let* ((n (length ids))
+         (ti (type-index head type))
+         (m (check-markers head markers n))
+         (path (encoder-path model))
+         (hidden (model:encode model ids :activations activations))
+         (x (f32-matrix m (array-dimension hidden 1))))
+    (kernel-call 'model:decide (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
+    (check-finite-steps path nil :head-input x)
+    (loop for block in (decision-head-blocks head) for i from (decision-head-first head)
+          do (setf x (head-block head block i x activations path)))
+    (let* ((d (array-dimension x 1))
+           (rows (marker-rows x markers))
+           (c (head-product (decision-head-cls head) rows d activations)))
+      (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
+      (check-finite-steps path nil :cls c)
+      (kernel-call 'model:decide
+                   (%layer-norm-bias c (decision-head-cls-norm head)
+                                     (decision-head-cls-norm-bias head)
+                                     (getf (encoder-hyperparameters model) :eps) c))
+      (check-finite-steps path nil :cls-norm c)
+      (let ((logits (head-product (decision-head-cls-output head) c 1 activations)))
+        (kernel-call 'model:decide
+                     (%bias-act logits (decision-head-cls-output-bias head) :none logits))
+        (check-finite-steps path nil :logits logits)
+        (let ((out (make-array (length markers) :element-type 'single-float)))
+          (dotimes (k (length markers) out)
+            (setf (aref out k) (aref logits k 0))))))))
+
+(defun temperature (head type options)
+  "The temperature of questions of TYPE with OPTIONS options:
+decision.temperature.TYPE.N, else the first TYPE.LO_HI with LO <= N <= HI
+in key order, else 1."
+  (let ((entries (remove type (decision-head-temperatures head) :key #'first
+                                                                 :test-not #'string=)))
+    (or (fourth (find-if (lambda (e) (= (second e) (third e) options)) entries))
+        (fourth (find-if (lambda (e) (<= (second e) options (third e))) entries))
+        1f0)))
+
+(defun softmax (logits temperature)
+  "The softmax in double-float of LOGITS / TEMPERATURE (the largest
+subtracted first), as single-floats."
+  (let* ((scaled (map 'list (lambda (l) (/ (float l 1d0) (float temperature 1d0))) logits))
+         (top (reduce #'max scaled))
+         (exps (mapcar (lambda (s) (exp (- s top))) scaled))
+         (sum (reduce #'+ exps)))
+    (map '(simple-array single-float (*)) (lambda (e) (coerce (/ e sum) 'single-float)) exps)))
+
+(defun check-decide-ids (model head ids)
+  "IDS as a list, at most decision.max_tokens of them; QUESTION-ERROR naming
+both numbers otherwise (other checks are MODEL:ENCODE's)."
+  (declare (ignore model))
+  (let ((ids (if (listp ids) ids (coerce ids 'list))))
+    (when (> (length ids) (decision-head-max-tokens head))
+      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+                      (decision-head-max-tokens head) (length ids)))
+    ids))
+
+(defun decide-ids (model ids markers type &key (activations :q8))
+  "The decision of MODEL's head on a question already tokenized: IDS (token
+ids), MARKERS (the positions of the options' [MASK] tokens, in option
+order) and TYPE (a question type of the head).  Answers the probabilities
+and the logits, single-float vectors."
+  (let* ((head (head-of model 'model:decide))
+         (ids (check-decide-ids model head ids)))
+    (unless (member activations '(:q8 :q8x2))
+      (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
+    (let ((logits (decision-logits model head ids markers type activations)))
+      (values (softmax logits (temperature head type (length markers))) logits))))
+
+;;; Questions.
+
+(defparameter *questions*
+  '((:type "choice" :instructions "List the files."
+     :options ("ls -la" "rm -rf ." "cd .." "pwd") :state "cwd ~/src")
+    (:type "choice" :instructions "Commit to?"
+     :options ("main" "fix/head") :state "on main")
+    (:type "choice" :instructions "Build failed. Next?"
+     :options ((:text "read it") (:text "clean") (:text "retry") (:text "rm build") (:text "stop"))
+     :state "Error 1")
+    (:type "score" :instructions "2 + 2 = 4?"
+     :options ("yes" "no") :state "quiz 3/10")
+    (:type "score" :instructions "Safe to run?"
+     :options ((:text "safe") (:text "unsafe")) :state "sudo rm -rf /")
+    (:type "noul" :instructions "Ask the user?"
+     :options ("go on" "ask") :state "two files match")
+    (:type "noul" :instructions "Tests passed?"
+     :options ((:text "no") (:text "yes")) :state "42 passed, 0 failed")
+    (:type "choice" :instructions "Tokenizer file?"
+     :options ("tokenizer.json" "config.json" "model.safetensors") :state "ls: 3 files"))
+  "Built-in questions, as MODEL:DECIDE takes them: each question type of
+the --random models (choice, score, noul), two to five options, options as
+strings and as (:text string) objects.  Short, so that every option's
+marker falls within the first 96 tokens (the --random head's window) with
+the --random tokenizer.  The random head's scale is measured on them, and
+`bench --questions' times them.")
+
+(defun question-field (question name)
+  "The field NAME (a JSON name) of QUESTION, a plist (:type :instructions
+:options :state) or an EQUAL hash table; (values value found-p)."
+  (if (hash-table-p question)
+      (gethash name question)
+      (let ((tail (member (intern (string-upcase name) "KEYWORD") question)))
+        (values (second tail) (and tail t)))))
+
+(defun option-binding (option k)
+  "OPTION K (from 1) as the template sees it: a string, or a hash table
+{\"text\": string} for a {\"text\": ...} object (an EQUAL hash table or a
+plist (:text string))."
+  (cond ((stringp option) option)
+        ((or (hash-table-p option) (and (consp option) (keywordp (first option))))
+         (multiple-value-bind (text found) (question-field option "text")
+           (unless (and found (stringp text))
+             (question-error "option ~D: expected a string or an object with a string \"text\", ~
+found an object without one" k))
+           (let ((table (make-hash-table :test 'equal)))
+             (setf (gethash "text" table) text)
+             table)))
+        (t (question-error "option ~D: expected a string or {\"text\": string}, found ~S"
+                           k option))))
+
+(defun option-text (option)
+  "The text of an option as OPTION-BINDING answers it."
+  (if (stringp option) option (gethash "text" option)))
+
+(defun question-bindings (question)
+  "QUESTION's template variables as an EQUAL hash table (type,
+instructions, options, state); QUESTION-ERROR for a question that is not a
+plist or object, a missing or mistyped field, or no options."
+  (unless (or (hash-table-p question)
+              (and (listp question) (evenp (length question)) (every #'keywordp
+                                                                     (loop for k in question by #'cddr
+                                                                           collect k))))
+    (question-error "expected a question (a plist or a JSON object with type, instructions, ~
+options, state), found ~S" question))
+  (let ((b (make-hash-table :test 'equal)))
+    (dolist (name '("type" "instructions" "state"))
+      (multiple-value-bind (value found) (question-field question name)
+        (unless found
+          (question-error "expected the field ~S, found none" name))
+        (unless (stringp value)
+          (question-error "field ~S: expected a string, found ~S" name value))
+        (setf (gethash name b) value)))
+    (multiple-value-bind (options found) (question-field question "options")
+      (unless found
+        (question-error "expected the field \"options\", found none"))
+      (unless (and (typep options 'sequence) (not (stringp options)))
+        (question-error "field \"options\": expected an array of options, found ~S" options))
+      (when (zerop (length options))
+        (question-error "field \"options\": expected at least one option, found none"))
+      (setf (gethash "options" b)
+            (coerce (loop for o in (coerce options 'list) for k from 1
+                          collect (option-binding o k))
+                    'simple-vector)))
+    b))
+
+(defun chat-template (model head)
+  "MODEL's tokenizer.chat_template compiled (COMPILE-TEMPLATE), once: kept
+in its decision HEAD, so that rendering a question does not parse the
+template again; MODEL-ERROR when its file has none."
+  (or (decision-head-template head)
+      (let ((template (gguf:value (encoder-file model) "tokenizer.chat_template")))
+        (unless (stringp template)
+          (model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
+(a string), found ~:[none~;~:*~S~]" template))
+        ;; Two threads rendering at once may both compile it: the same result.
+        (setf (decision-head-template head) (compile-template template)))))
+
+(defun render (model question)
+  "The text of QUESTION for MODEL (from MODEL:LOAD, with a decision head):
+its file's tokenizer.chat_template rendered with the variables type,
+instructions, options and state (doc/template.md).  QUESTION is a plist
+(:type :instructions :options :state) or an EQUAL hash table with those
+JSON names (as PARSE-JSON gives an object); each option is a string or a
+{\"text\": string} object (a hash table or a plist (:text string)).
+Signals MODEL:QUESTION-ERROR for a malformed question or one of a type the
+head does not know, MODEL:MODEL-ERROR for a model without a decision head
+or template."
+  (let* ((head (head-of model 'model:render))
+         (bindings (question-bindings question)))
+    (type-index head (gethash "type" bindings))
+    (render-template (chat-template model head) bindings)))
+
+(defun question-markers (head ids options)
+  "The positions of the head's mask token in IDS, one per option;
+QUESTION-ERROR when the count differs from OPTIONS."
+  (let ((markers (loop for id across ids for p from 0
+                       when (= id (decision-head-mask-id head)) collect p)))
+    (unless (= (length markers) options)
+      (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
+                      options (decision-head-mask-id head) (length markers)))
+    markers))
+
+(defun decide (model question &key (activations :q8))
+  "The decision head of MODEL (from MODEL:LOAD) on QUESTION (as
+MODEL:RENDER takes it): the question is rendered, tokenized by the file's
+tokenizer (special tokens parsed, no bos or eos added), its markers are the
+positions of the mask token, one per option in order; the head of
+doc/decision.md scores each marker and the scores, divided by the type's
+temperature, are softmax'd in double-float.  Answers the probabilities (a
+single-float vector, one per option) and as further values the logits (a
+single-float vector), the token ids (a vector) and the markers (a list of
+positions).  ACTIVATIONS (:q8 or :q8x2) is how Q8_0 weights see the
+activations (doc/products.md).  Signals MODEL:QUESTION-ERROR for an
+unknown type, no options, a marker count other than the option count, more
+tokens than decision.max_tokens, a marker at or past the head's window
+(min(tokens, decision.max_head_tokens)); MODEL:MODEL-ERROR for a model
+without a decision head or when a step's output is not finite."
+  (let* ((head (head-of model 'model:decide))
+         (text (model:render model question))
+         (options (length (gethash "options" (question-bindings question))))
+         (ids (model:tokenize model text :add-special nil :parse-special t)))
+    (when (> (length ids) (decision-head-max-tokens head))
+      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+                      (decision-head-max-tokens head) (length ids)))
+    (let ((markers (question-markers head ids options)))
+      (multiple-value-bind (probabilities logits)
+          (decide-ids model ids markers (question-field question "type")
+                      :activations activations)
+        (values probabilities logits ids markers)))))
+
+;;; `rontolisp decide'.
+
+(defun decide-line (model octets number activations json)
+  "Answer the question of one line (OCTETS, line NUMBER) of a questions
+file on standard output, as `decide' prints it."
+  (let ((question (handler-case (parse-json (%utf8-string octets))
+                    (json-error (c)
+                      (question-error "expected a question as a JSON object, found ~A"
+                                      (rontolisp-error-message c))))))
+    (unless (hash-table-p question)
+      (question-error "expected a question as a JSON object, found ~A" (json-brief question)))
+    (multiple-value-bind (probabilities logits ids markers)
+        (model:decide model question :activations activations)
+      (if json
+          (progn
+            (write-json (list :object (cons "question" number) (cons "ids" ids)
+                              (cons "markers" (coerce markers 'vector))
+                              (cons "logits" logits) (cons "probabilities" probabilities))
+                        *standard-output*)
+            (terpri))
+          (let ((options (gethash "options" (question-bindings question))))
+            (format t "question ~D (~A, ~D option~:P)~%" number (gethash "type" question)
+                    (length options))
+            (loop for p across probabilities for o across options
+                  do (format t "  ~A " (float-text p))
+                     (write-escaped (option-text o) *standard-output* :quotes nil)
+                     (terpri)))))))
