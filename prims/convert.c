@@ -159,7 +159,7 @@ static rl_status convert_via_f32(const rl_convert *c, size_t i0, size_t i1, size
             st = rl_q8_quantize_path(RL_SRC_F32, buf, k, (rl_block_q8_0 *)out, &w, rl_path_best());
             over = a / dblock + w;
         } else if (quant_type(c->dst)) {
-            st = rl_quantize(c->dst, buf, k, out, &w) == RL_QUANT_OK ? RL_OK : RL_OVERFLOW;
+            st = rl_quantize(c->dst, buf, k, out, &w);
             over = a / dblock + w;
         } else {
             rl_gguf_row_from_f32(c->dst, buf, out, k);

@@ -22,7 +22,7 @@ typedef enum {
     RL_BADLEN,      /* a length that is not a multiple of the block size */
     RL_BADARG,      /* NULL data, a size whose bytes overflow size_t, bad path/threads */
     RL_NOMEM,       /* scratch allocation failed */
-    RL_UNSUPPORTED  /* an explicit path this CPU cannot run */
+    RL_UNSUPPORTED  /* an explicit path this CPU cannot run, a type the operation lacks */
 } rl_status;
 
 /* The status's name, spelled as the Lisp keyword it becomes: "ok",

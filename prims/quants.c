@@ -52,18 +52,6 @@ const rl_quant_traits *rl_quant_traits_of(uint32_t ggml_type) {
     return NULL;
 }
 
-const char *rl_quant_status_name(rl_quant_status st) {
-    switch (st) {
-    case RL_QUANT_OK: return "ok";
-    case RL_QUANT_NONFINITE: return "non-finite";
-    case RL_QUANT_OVERFLOW: return "scale-overflow";
-    case RL_QUANT_BADLEN: return "bad-length";
-    case RL_QUANT_BADARG: return "bad-argument";
-    case RL_QUANT_BADTYPE: return "unsupported-type";
-    }
-    return "unknown status";
-}
-
 size_t rl_quant_bytes(uint32_t ggml_type, size_t n) {
     const rl_quant_traits *t = rl_quant_traits_of(ggml_type);
     return t ? n / t->block * t->bytes : 0;
@@ -83,20 +71,20 @@ static int rl_quant_block_overflows(const rl_quant_traits *t, const unsigned cha
     return 0;
 }
 
-rl_quant_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *y,
+rl_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *y,
                             size_t *where) {
     const rl_quant_traits *t = rl_quant_traits_of(ggml_type);
     if (!t)
-        return RL_QUANT_BADTYPE;
+        return RL_UNSUPPORTED;
     if (n % t->block)
-        return RL_QUANT_BADLEN;
+        return RL_BADLEN;
     if (n && (!x || !y))
-        return RL_QUANT_BADARG;
+        return RL_BADARG;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             if (where)
                 *where = i;
-            return RL_QUANT_NONFINITE;
+            return RL_NONFINITE;
         }
     }
     size_t nb = n / t->block;
@@ -104,7 +92,7 @@ rl_quant_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *
         if (fabsf(x[i]) > t->limit) {
             if (where)
                 *where = i / t->block;
-            return RL_QUANT_OVERFLOW;
+            return RL_OVERFLOW;
         }
     }
     t->quantize(x, y, nb);
@@ -113,20 +101,20 @@ rl_quant_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *
         if (rl_quant_block_overflows(t, b + i * t->bytes)) {
             if (where)
                 *where = i;
-            return RL_QUANT_OVERFLOW;
+            return RL_OVERFLOW;
         }
     }
-    return RL_QUANT_OK;
+    return RL_OK;
 }
 
-rl_quant_status rl_dequantize(uint32_t ggml_type, const void *x, size_t n, float *y) {
+rl_status rl_dequantize(uint32_t ggml_type, const void *x, size_t n, float *y) {
     const rl_quant_traits *t = rl_quant_traits_of(ggml_type);
     if (!t)
-        return RL_QUANT_BADTYPE;
+        return RL_UNSUPPORTED;
     if (n % t->block)
-        return RL_QUANT_BADLEN;
+        return RL_BADLEN;
     if (n && (!x || !y))
-        return RL_QUANT_BADARG;
+        return RL_BADARG;
     t->dequantize(x, y, n / t->block);
-    return RL_QUANT_OK;
+    return RL_OK;
 }

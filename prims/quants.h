@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
+#include "prims/kernel.h"
 
 #define RL_QK_LEGACY 32 /* values per legacy block */
 #define RL_QK_K 256     /* values per K-quant super-block */
@@ -156,34 +157,20 @@ typedef struct rl_quant_traits {
  * (Q8_0 included: see prims/q8.h). */
 const rl_quant_traits *rl_quant_traits_of(uint32_t ggml_type);
 
-typedef enum {
-    RL_QUANT_OK = 0,
-    RL_QUANT_NONFINITE, /* a NaN or infinity in the input; where = its flat index */
-    RL_QUANT_OVERFLOW,  /* a block's binary16 scale is infinite; where = flat block index */
-    RL_QUANT_BADLEN,    /* n is not a multiple of the type's block */
-    RL_QUANT_BADARG,    /* NULL data */
-    RL_QUANT_BADTYPE    /* not a type of this table */
-} rl_quant_status;
-
-/* The status's name, spelled as the Lisp keyword it becomes ("ok",
- * "non-finite", "scale-overflow", "bad-length", "bad-argument",
- * "unsupported-type"). */
-const char *rl_quant_status_name(rl_quant_status st);
-
-/* Quantize n values (n a multiple of the type's block) at x into the type's
- * blocks at y (rl_quant_bytes(type, n) bytes).  Refuses, in this order: a
- * type not in the table, a bad n, NULL data (nothing written); a NaN or
- * infinity (*where = flat index of the first; nothing written); a value
- * beyond the type's limit, or else a block whose binary16 scale rounds to
- * infinity (RL_QUANT_OVERFLOW, *where = flat index of the first such block;
- * y's contents unspecified).  where may be NULL. */
-rl_quant_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *y,
-                            size_t *where);
+/* The statuses are kernel.h's.  Quantize n values (n a multiple of the
+ * type's block) at x into the type's blocks at y (rl_quant_bytes(type, n)
+ * bytes).  Refuses, in this order: a type not in the table (RL_UNSUPPORTED),
+ * a bad n (RL_BADLEN), NULL data (RL_BADARG), nothing written; a NaN or
+ * infinity (RL_NONFINITE, *where = flat index of the first; nothing
+ * written); a value beyond the type's limit, or else a block whose binary16
+ * scale rounds to infinity (RL_OVERFLOW, *where = flat index of the first
+ * such block; y's contents unspecified).  where may be NULL. */
+rl_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *y, size_t *where);
 
 /* Dequantize n values from the blocks at x into y.  Any bytes are accepted
- * (infinite or NaN scales give what ggml gives).  BADTYPE, BADLEN, BADARG
- * as above. */
-rl_quant_status rl_dequantize(uint32_t ggml_type, const void *x, size_t n, float *y);
+ * (infinite or NaN scales give what ggml gives).  RL_UNSUPPORTED,
+ * RL_BADLEN, RL_BADARG as above. */
+rl_status rl_dequantize(uint32_t ggml_type, const void *x, size_t n, float *y);
 
 /* Bytes of n values of the type (n a multiple of its block); 0 for a type
  * not in the table. */

@@ -17,7 +17,7 @@ static cl_object rl_prim_quant_quantize(cl_object type, cl_object src) {
     cl_index n = 0;
     const float *x = rl_simple_data(src, ecl_aet_sf, &n);
     size_t where = 0;
-    rl_quant_status st;
+    rl_status st;
     cl_object out;
     if (!q)
         rl_signal(RL_C_ERROR, "%s: expected a legacy, K-quant or IQ4 ggml type id, found %ld", fn,
@@ -28,12 +28,12 @@ static cl_object rl_prim_quant_quantize(cl_object type, cl_object src) {
         rl_signal(RL_C_SHAPE, "quantize: expected a total size that is a multiple of %s's block "
                   "of %u, found %lu", q->name, q->block, (unsigned long)n);
     out = ecl_alloc_simple_vector(rl_quant_bytes(t, n), ecl_aet_b8);
-    st = RL_QUANT_OK;
+    st = RL_OK;
     if (n)
         RL_RUN_KERNEL(env, st = rl_quantize(t, x, n, out->vector.self.b8, &where));
-    if (st == RL_QUANT_OK)
+    if (st == RL_OK)
         ecl_return1(env, out);
-    ecl_return3(env, ECL_NIL, rl_keyword(rl_quant_status_name(st)),
+    ecl_return3(env, ECL_NIL, rl_keyword(rl_status_name(st)),
                 ecl_make_unsigned_integer(where));
 }
 

@@ -57,7 +57,7 @@ static void test_to_types(void) {
     for (size_t t = 0; t < N_TYPES; t++) {
         size_t bytes = rl_quant_bytes(types[t], N);
         unsigned char *ref = malloc(bytes), *got = malloc(bytes);
-        CHECK(rl_quantize(types[t], x, N, ref, NULL) == RL_QUANT_OK);
+        CHECK(rl_quantize(types[t], x, N, ref, NULL) == RL_OK);
         for (int nth = 1; nth <= 5; nth += (nth == 2 ? 3 : 1)) {
             memset(got, 0xa5, bytes);
             size_t w = 0;
@@ -87,15 +87,15 @@ static void test_from_types(void) {
             CHECK(rl_q8_quantize_f32(x, N, (rl_block_q8_0 *)src, NULL) == RL_OK);
             rl_q8_dequantize((const rl_block_q8_0 *)src, N / 32, deq);
         } else {
-            CHECK(rl_quantize(s, x, N, src, NULL) == RL_QUANT_OK);
-            CHECK(rl_dequantize(s, src, N, deq) == RL_QUANT_OK);
+            CHECK(rl_quantize(s, x, N, src, NULL) == RL_OK);
+            CHECK(rl_dequantize(s, src, N, deq) == RL_OK);
         }
         if (d == RL_GGUF_GGML_Q8_0)
             CHECK(rl_q8_quantize_f32(deq, N, (rl_block_q8_0 *)ref, NULL) == RL_OK);
         else if (d == RL_GGUF_GGML_F16)
             rl_gguf_row_from_f32(d, deq, ref, N);
         else
-            CHECK(rl_quantize(d, deq, N, ref, NULL) == RL_QUANT_OK);
+            CHECK(rl_quantize(d, deq, N, ref, NULL) == RL_OK);
         for (int nth = 1; nth <= 3; nth += 2) {
             size_t w = 0;
             memset(got, 0x5a, db);

@@ -166,17 +166,17 @@ static void test_refusals(void) {
     static unsigned char y[ROW * 2];
     size_t where = 12345;
     float f[32];
-    CHECK(rl_quantize(RL_GGUF_GGML_Q8_0, x, 32, y, &where) == RL_QUANT_BADTYPE);
-    CHECK(rl_dequantize(RL_GGUF_GGML_IQ2_XXS, y, 256, f) == RL_QUANT_BADTYPE);
-    CHECK(rl_quantize(RL_GGUF_GGML_Q4_K, x, 128, y, &where) == RL_QUANT_BADLEN);
-    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 33, y, &where) == RL_QUANT_BADLEN);
-    CHECK(rl_dequantize(RL_GGUF_GGML_Q6_K, y, 255, f) == RL_QUANT_BADLEN);
-    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 32, y, &where) == RL_QUANT_BADARG);
-    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 32, NULL, &where) == RL_QUANT_BADARG);
-    CHECK(rl_dequantize(RL_GGUF_GGML_Q4_0, NULL, 32, f) == RL_QUANT_BADARG);
-    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 0, NULL, &where) == RL_QUANT_OK);
-    CHECK(strcmp(rl_quant_status_name(RL_QUANT_OVERFLOW), "scale-overflow") == 0);
-    CHECK(strcmp(rl_quant_status_name(RL_QUANT_NONFINITE), "non-finite") == 0);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q8_0, x, 32, y, &where) == RL_UNSUPPORTED);
+    CHECK(rl_dequantize(RL_GGUF_GGML_IQ2_XXS, y, 256, f) == RL_UNSUPPORTED);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_K, x, 128, y, &where) == RL_BADLEN);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 33, y, &where) == RL_BADLEN);
+    CHECK(rl_dequantize(RL_GGUF_GGML_Q6_K, y, 255, f) == RL_BADLEN);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 32, y, &where) == RL_BADARG);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, x, 32, NULL, &where) == RL_BADARG);
+    CHECK(rl_dequantize(RL_GGUF_GGML_Q4_0, NULL, 32, f) == RL_BADARG);
+    CHECK(rl_quantize(RL_GGUF_GGML_Q4_0, NULL, 0, NULL, &where) == RL_OK);
+    CHECK(strcmp(rl_status_name(RL_OVERFLOW), "scale-overflow") == 0);
+    CHECK(strcmp(rl_status_name(RL_NONFINITE), "non-finite") == 0);
     for (size_t t = 0; t < N_TYPES; t++) {
         const rl_quant_traits *q = rl_quant_traits_of(types[t]);
         /* the first non-finite value is named, wherever it is */
@@ -186,16 +186,16 @@ static void test_refusals(void) {
         x[900] = INFINITY;
         memset(y, 0xa5, sizeof y);
         where = 0;
-        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE &&
+        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE &&
                       where == 700,
                   "%s: NaN at 700 not reported (where %zu)", q->name, where);
         CHECK_MSG(y[0] == 0xa5, "%s: wrote before refusing a NaN", q->name);
         x[700] = 0;
-        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE && where == 900);
+        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE && where == 900);
         x[900] = -INFINITY;
-        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_NONFINITE && where == 900);
+        CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE && where == 900);
         x[900] = 0;
-        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_OK, "%s: ordinary row",
+        CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_OK, "%s: ordinary row",
                   q->name);
         /* beyond the limit (3e38, and the next float above it), in the
          * third block and again in the fourth: the third is named */
@@ -204,7 +204,7 @@ static void test_refusals(void) {
             x[2 * q->block + 5] = big[b];
             x[3 * q->block + 1] = -big[b];
             where = 0;
-            CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_QUANT_OVERFLOW &&
+            CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_OVERFLOW &&
                           where == 2,
                       "%s: %g not refused at block 2 (where %zu)", q->name, big[b], where);
             x[3 * q->block + 1] = 0;
@@ -213,10 +213,10 @@ static void test_refusals(void) {
          * that is refused at the same block */
         for (int sign = -1; sign <= 1; sign += 2) {
             x[2 * q->block + 5] = (float)sign * q->limit;
-            rl_quant_status st = rl_quantize(types[t], x, ROW, y, &where);
-            CHECK_MSG(st == RL_QUANT_OK || (st == RL_QUANT_OVERFLOW && where == 2),
+            rl_status st = rl_quantize(types[t], x, ROW, y, &where);
+            CHECK_MSG(st == RL_OK || (st == RL_OVERFLOW && where == 2),
                       "%s: %g gives %s at block %zu", q->name, x[2 * q->block + 5],
-                      rl_quant_status_name(st), where);
+                      rl_status_name(st), where);
         }
     }
 }
@@ -264,8 +264,8 @@ static void test_round_trip(void) {
         for (int r = 0; r < NROWS; r++) {
             int k = r % 3 == 0 ? K_GAUSS : r % 3 == 1 ? K_HEAVY : K_OUTLIER_COLS;
             gen_row(x, k, 0, 8); /* scales mostly binary16 normals */
-            if (rl_quantize(types[t], x, ROW, q, NULL) != RL_QUANT_OK ||
-                rl_dequantize(types[t], q, ROW, z) != RL_QUANT_OK) {
+            if (rl_quantize(types[t], x, ROW, q, NULL) != RL_OK ||
+                rl_dequantize(types[t], q, ROW, z) != RL_OK) {
                 bad++;
                 continue;
             }
@@ -421,9 +421,9 @@ static void test_against_ggml(void) {
         memset(qb, 0x5a, nbytes);
         /* the kernel itself: rl_quantize writes nothing for a row beyond
          * the type's limit, and ggml's bytes are wanted for every row */
-        rl_quant_status st = rl_quantize(types[t], x, ROW * nrows, qa, &where);
-        CHECK_MSG(st == RL_QUANT_OK || st == RL_QUANT_OVERFLOW, "%s: %s", tr->name,
-                  rl_quant_status_name(st));
+        rl_status st = rl_quantize(types[t], x, ROW * nrows, qa, &where);
+        CHECK_MSG(st == RL_OK || st == RL_OVERFLOW, "%s: %s", tr->name,
+                  rl_status_name(st));
         tr->quantize(x, qa, nb);
         size_t got = ll.quantize_chunk((int)types[t], x, qb, 0, (int64_t)nrows, ROW, NULL);
         CHECK_MSG(got == nbytes, "%s: ggml_quantize_chunk wrote %zu bytes, expected %zu",
@@ -477,7 +477,7 @@ static void test_against_ggml(void) {
                 "%s: %zu rows x %d (%zu blocks, %d kinds) quantized: %zu blocks identical%s; "
                 "dequantized %zu + %zu floats: %zu + %zu bit-identical\n",
                 tr->name, nrows, ROW, nb, K_COUNT, nb - (size_t)diff,
-                st == RL_QUANT_OVERFLOW ? " (some scales overflow binary16)" : "",
+                st == RL_OVERFLOW ? " (some scales overflow binary16)" : "",
                 (size_t)ROW * nrows, (size_t)ROW * nrows, ROW * nrows - (size_t)fd,
                 ROW * nrows - (size_t)rd);
     }
@@ -538,7 +538,7 @@ static int our_bytes(uint32_t type, const float *x, size_t n, void *y, size_t *b
         return rl_q8_quantize_path(RL_SRC_F32, x, n, y, &where, path) == RL_OK;
     }
     *bytes = rl_quant_bytes(type, n);
-    return *bytes && rl_quantize(type, x, n, y, &where) == RL_QUANT_OK;
+    return *bytes && rl_quantize(type, x, n, y, &where) == RL_OK;
 }
 
 /* Our dequantization of the N values of TYPE at X into Y. */
