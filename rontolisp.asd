@@ -48,6 +48,8 @@ command-line tools built on them."
                (:file "vec/encoder")
                (:file "vec/outlier-matrix")
                (:file "text/json")
+               (:file "text/template-lexer")
+               (:file "text/template-parser")
                (:file "text/template")
                (:file "text/regex")
                (:file "gguf/conditions")
