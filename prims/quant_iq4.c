@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/quant_internal.h"
 
 /* The 16 levels (ggml's kvalues_iq4nl), ascending. */
 static const int8_t rl_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -40,13 +41,6 @@ static int rl_iq4_index(float v) {
             ml = mav;
     }
     return v - val[mu - 1] < val[mu] - v ? mu - 1 : mu;
-}
-
-static inline int rl_iq4_nearest_int(float v) { /* as quant_k.c's */
-    float t = v + 12582912.f;
-    int32_t i;
-    memcpy(&i, &t, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
 }
 
 /* One 32-value sub-block: the x^2-weighted least-squares scale over the
@@ -135,7 +129,7 @@ void rl_quantize_iq4_xs_ref(const float *x, void *vy, size_t nb) {
         y[i].d = rl_gguf_f32_to_f16(d);
         float id = d ? 1 / d : 0.f;
         for (int ib = 0; ib < RL_QK_K / 32; ib++) {
-            int l = rl_iq4_nearest_int(id * scales[ib]);
+            int l = rl_nearest_int(id * scales[ib]);
             l = l < -32 ? -32 : l > 31 ? 31 : l;
             float dl = d * l;
             float idl = dl ? 1 / dl : 0.f;
