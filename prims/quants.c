@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
+#include "prims/nn.h"
 
 #define RL_F16_AT(T, f) ((int)offsetof(T, f))
 #define RL_F16_MAX 65504.0f
@@ -80,12 +81,11 @@ rl_status rl_quantize(uint32_t ggml_type, const float *x, size_t n, void *y,
         return RL_BADLEN;
     if (n && (!x || !y))
         return RL_BADARG;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(x[i])) {
-            if (where)
-                *where = i;
-            return RL_NONFINITE;
-        }
+    size_t bad = rl_first_non_finite_f32(x, n);
+    if (bad < n) {
+        if (where)
+            *where = bad;
+        return RL_NONFINITE;
     }
     size_t nb = n / t->block;
     for (size_t i = 0; i < n; i++) {
