@@ -253,11 +253,17 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
                         "expected UTF-8 text for token %zu, found byte 0x%02x at offset %zu",
                         i, s[bad], bad);
         }
+        if (ty < RL_TOK_TYPE_NORMAL || ty > RL_TOK_TYPE_BYTE) {
+            rl_tok_free(t);
+            return fail(RL_TOK_BAD_SPEC, msg, msgsz,
+                        "expected the type of token %zu to be from 1 to 6 (normal, unknown, "
+                        "control, user-defined, unused, byte), found %ld", i, (long)ty);
+        }
         memcpy(t->pool + at, s, len);
         t->pool[at + len] = 0;
         t->off[i] = at;
         t->len[i] = len;
-        t->type[i] = (uint8_t)(ty >= 0 && ty < 256 ? ty : 0);
+        t->type[i] = (uint8_t)ty;
         at += len + 1;
         if (vocab_find(t, s, len) >= 0) {
             int32_t first = vocab_find(t, s, len);

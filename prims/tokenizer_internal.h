@@ -50,7 +50,7 @@ struct rl_tok {
     size_t n;
     char *pool;        /* every token's text, each NUL-terminated */
     size_t *off, *len; /* per id, into pool */
-    uint8_t *type;     /* per id: RL_TOK_TYPE_* (0 when out of range) */
+    uint8_t *type;     /* per id: RL_TOK_TYPE_* */
     uint8_t *strip;    /* per id: bit 0 lstrip, bit 1 rstrip */
     int32_t *vslot;    /* vocab hash: ids, -1 empty */
     size_t vmask;

@@ -378,6 +378,17 @@ static void test_bad_spec(void) {
     v.spec.n_lstrip = 1;
     CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_BAD_SPEC);
     CHECK(strcmp(rl_tok_status_name(RL_TOK_UNKNOWN), "unknown-symbol") == 0);
+    /* a token type outside llama.cpp's 1..6 (0 is its "undefined") */
+    static const int32_t bad_types[] = {99, -1, 0, 7};
+    for (size_t k = 0; k < sizeof bad_types / sizeof *bad_types; k++) {
+        char want[64];
+        small_init(&v);
+        v.type[T_CAB] = bad_types[k];
+        snprintf(want, sizeof want, "found %d", (int)bad_types[k]);
+        CHECK_MSG(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_BAD_SPEC && !t &&
+                      strstr(msg, "token 261") && strstr(msg, want),
+                  "type %d: %s", (int)bad_types[k], msg);
+    }
 }
 
 static void test_bad_utf8(void) {
