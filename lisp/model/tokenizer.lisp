@@ -457,14 +457,18 @@ refused by the encoder with its offset)."
                              (length (%utf8-octets (subseq text 0 bad))))))
   (%utf8-octets text))
 
-(defun tokenize-octets (tok octets add-special parse-special)
+(defun tokenize-octets (tok octets add-special parse-special &optional text)
   "The ids of the UTF-8 bytes OCTETS (a fixnum vector), or
 MODEL:TOKENIZER-ERROR with the message of the C tokenizer (bytes that are
-not UTF-8 named by their offset)."
+not UTF-8 named by their offset).  TEXT, when given, names the text for
+the message (\"text 2\", \"F line 3\"): bytes that are not UTF-8 are the
+text's fault and the message names the text alone; any other failure
+names the tokenizer's file, then the text."
   (multiple-value-bind (ids status message)
       (%tok-encode (tokenizer-handle tok) octets add-special parse-special)
-    (declare (ignore status))
-    (or ids (model:tokenizer-error (tokenizer-path tok) "~A" message))))
+    (or ids
+        (model:tokenizer-error (and (not (and text (eq status :bad-utf-8))) (tokenizer-path tok))
+                               "~@[~A: ~]~A" text message))))
 
 (defun tokenize (tokenizer text &key (add-special t) (parse-special t))
   "The token ids of TEXT (a string) as a vector of fixnums, by TOKENIZER (from

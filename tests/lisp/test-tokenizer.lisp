@@ -329,6 +329,31 @@ function of the parsed data that changes it) was applied, or NIL."
       (declare (ignore out))
       (is (= 2 code) "~A" err))))
 
+(test tokenize-and-embed-blame-the-text-not-the-tokenizer
+  ;; Bytes that are not UTF-8 are the text's fault: the message names the
+  ;; text (its number, --text, or the file and line), not the tokenizer's
+  ;; file, which it used to name for every text given as an argument.
+  (flet ((refused (args &rest needles)
+           (multiple-value-bind (code out err) (run-exe-octets args)
+             (let ((err (rontolisp::%utf8-string err)))
+               (is (= 1 code) "~A: exit ~D" err code)
+               (is (= 1 (count #\Newline err)) "~A" err)
+               (is (not (search ".gguf" err)) "~A" err)
+               (dolist (n needles) (is (contains err n) "~S does not say ~S" err n))
+               out))))
+    (let ((out (refused (list "tokenize" (gpt2-file) "Hello" (octets "ab" #xff "cd"))
+                        "text 2: expected UTF-8 text" "offset 2")))
+      (is (= 1 (count 10 out)) "the first text's ids come first"))
+    (let ((texts (tmp-path "bad-texts.txt")))
+      (write-octets-file texts (octets "Hello" 10 "ab" #xff 10))
+      (refused (list "tokenize" (gpt2-file) "--file" texts)
+               (format nil "~A line 2: expected UTF-8 text" texts))
+      (refused (list "embed" (car (converted)) "--text-file" texts)
+               (format nil "~A line 2: expected UTF-8 text" texts))
+      (delete-file texts))
+    (refused (list "embed" (car (converted)) "--text" (octets "ab" #xff))
+             "--text: expected UTF-8 text" "offset 2")))
+
 (test tokenize-command-file-streams
   (let ((file (gpt2-file))
         (texts (tmp-path "texts.txt"))
