@@ -34,6 +34,28 @@ values: a config beyond them is refused before anything is allocated.")
     (double-float (json-float-string value))
     (t (format nil "~A" value))))
 
+(defun json-array-p (value)
+  "True when the parsed JSON VALUE is an array: a vector that is not a
+string (a string is a vector to Lisp, and would pass for an array of its
+characters)."
+  (and (vectorp value) (not (stringp value))))
+
+(defun json-type-mismatch (value type)
+  "NIL when the parsed JSON VALUE is of TYPE: string, hash-table (an
+object), vector (an array, JSON-ARRAY-P) or boolean; else the words
+\"expected T, found V\" for a message."
+  (unless (case type
+            (vector (json-array-p value))
+            (boolean (member value '(t nil)))
+            (t (typep value type)))
+    (format nil "expected ~A, found ~A"
+            (ecase type
+              (string "a string") (hash-table "a JSON object") (vector "an array")
+              (boolean "true or false"))
+            (if (and (stringp value) (<= (length value) 40))
+                (format nil "the string ~S" value)
+                (json-brief value)))))
+
 (defun json-object (value path &optional key)
   "VALUE when it is a JSON object; else a CONVERT-ERROR naming PATH (and
 KEY, the member it was read from)."
@@ -51,11 +73,11 @@ loses its precision) and a larger one infinity."
 
 (defun cfg (table key path &key (type 'integer) (default nil default-p))
   "The value of KEY in the JSON object TABLE of the file PATH, of TYPE
-(integer, real, positive-real, string, hash-table, vector or boolean);
-DEFAULT when the key is absent (an error without one).  A real is 0 or a
-finite number whose magnitude a normal single-float holds (the file keeps
-it as f32); a positive-real is such a number above 0; an integer named in
-*CONFIG-LIMITS* is within its limits."
+(integer, real, positive-real, string, hash-table, vector: an array, which
+a string is not, or boolean); DEFAULT when the key is absent (an error
+without one).  A real is 0 or a finite number whose magnitude a normal
+single-float holds (the file keeps it as f32); a positive-real is such a
+number above 0; an integer named in *CONFIG-LIMITS* is within its limits."
   (multiple-value-bind (v found) (gethash key table)
     (flet ((bad (what) (convert-error path "key ~S: expected ~A, found ~A" key what (json-brief v))))
       (cond ((not found)
@@ -77,9 +99,9 @@ it as f32); a positive-real is such a number above 0; an integer named in
                      ((and limits (not (<= (first limits) v (second limits))))
                       (bad (format nil "an integer from ~D to ~D" (first limits) (second limits))))
                      (t v))))
-            ((typep v type) v)
-            (t (bad (ecase type (string "a string") (hash-table "a JSON object")
-                      (vector "an array"))))))))
+            ((json-type-mismatch v type)
+             (convert-error path "key ~S: ~A" key (json-type-mismatch v type)))
+            (t v)))))
 
 (defun encoder-hparams (encoder path)
   "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON

@@ -515,6 +515,9 @@ what the JSON writer cannot write, such as 1e999."
     ("an added token at 999999" "tokenizer.json" ("added_tokens[1]" "below 1024" "found 999999")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (gethash "id" (aref (gethash "added_tokens" h) 1)) 999999) h)))
+    ("added tokens as a string" "tokenizer.json" ("\"added_tokens\"" "expected an array"
+                                                 "found the string \"\"")
+     ("tokenizer/tokenizer.json" ,(lambda (h) (setf (gethash "added_tokens" h) "") h)))
     ("a merge with a NUL" "tokenizer.json" ("\\u0000 is not allowed")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (format nil "a~C b" (code-char 0))) h)))

@@ -521,6 +521,27 @@ count."
                (is (contains err "expected token ids") "~A" err))))
       (dolist (f (list accented empty blank)) (ignore-errors (delete-file f))))))
 
+(test embed-command-token-refusals-name-the-file-and-line
+  ;; An id beyond the vocabulary or a sequence beyond the context was
+  ;; refused as model:encode's, naming neither the file nor the line.
+  (let ((file (encoder-file "s1-pico" :f32))
+        (big (write-file-string (tmp-path "tokens-big.txt") (format nil "1,2~%~%3,999999~%")))
+        (long (write-file-string (tmp-path "tokens-long.txt")
+                                 (format nil "1~%~{~D~^,~}~%" (make-list 5000 :initial-element 7)))))
+    (unwind-protect
+         (flet ((refused (args &rest needles)
+                  (multiple-value-bind (code out err) (run-exe (list* "embed" file args))
+                    (is (= 1 code) "~A: exit ~D" args code)
+                    (is (string= "" out) "~A printed ~S" args out)
+                    (is (= 1 (count #\Newline err)) "~A" err)
+                    (is (not (contains err "model:encode")) "~A" err)
+                    (dolist (n needles)
+                      (is (contains err n) "~A: ~S does not say ~S" args err n)))))
+           (refused (list "--tokens-file" big) (format nil "~A line 3: " big) "999999" "position 1")
+           (refused (list "--tokens-file" long) (format nil "~A line 2: " long) "found 5000")
+           (refused (list "--tokens" "1,99999") "--tokens: " "99999"))
+      (dolist (f (list big long)) (ignore-errors (delete-file f))))))
+
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32
   ;; itself) and llama.cpp's column are.
