@@ -2,7 +2,9 @@
  * refused without blocking; the atomic writer replaces only regular files,
  * writes through symbolic links, keeps the old file when a write fails,
  * and leaves no temporary file behind, not even when a signal ends the
- * process in the middle of a write; a set of files is replaced all or none. */
+ * process in the middle of a write; a set of files is replaced all or none;
+ * a caller's own temporary file goes with a signal too; what an ended
+ * process left is removed by the next write of its target, that only. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
