@@ -127,6 +127,14 @@ WAIT-CHILD."
             (if (eq how :exited) code (list how code)))
           (values process stream)))))
 
+(defun dead-pid ()
+  "The process id of a child that has ended and been reaped (for a file
+named after a process that is gone)."
+  (let* ((p (run-child "/bin/sh" '("-c" "exit 0") :input nil :output nil :error nil :wait nil))
+         (pid (ext:external-process-pid p)))
+    (wait-child p :deadline 30 :what "sh -c 'exit 0'")
+    pid))
+
 (defun run-exe (args &key (input ""))
   "Run the rontolisp executable with ARGS (strings), INPUT (a string) on its
 standard input; answer (values exit-status stdout stderr)."

@@ -678,6 +678,27 @@ llama-quantize's order (split.no, split.count, split.tensors.count)."
             (is (search "s-00002-of-00002.gguf" (princ-to-string c)) "~A" c)))
         (is (null (directory (format nil "~A/q*" dir))))))))
 
+(test quantize-tool-removes-temporaries-of-ended-runs
+  "The temporary file a SIGKILLed quantize left beside OUT is removed by
+the next write of OUT, with a note on stderr, once its process has ended;
+one of a living process stays."
+  (with-tmp-dir (dir)
+    (let* ((out (format nil "~A/q.gguf" dir))
+           (dead (dead-pid))
+           (stale (format nil "~A.rontolisp-tmp.~D.0" out dead))
+           (live (format nil "~A.rontolisp-tmp.1.0" out)))
+      (write-file-string stale "x")
+      (write-file-string live "x")
+      (multiple-value-bind (code stdout stderr)
+          (run-exe (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+        (declare (ignore stdout))
+        (is (= 0 code))
+        (is (contains stderr (format nil "rontolisp: removed ~A, a temporary file of process ~D, ~
+which has ended" stale dead))
+            "~A" stderr))
+      (is (null (probe-file stale)))
+      (is (probe-file live)))))
+
 (test quantize-tool-split-failure-removes-every-shard
   (with-tmp-dir (dir)
     (multiple-value-bind (whole first-shard) (write-split-set dir :nan t)
