@@ -292,6 +292,53 @@ a #! first line skipped, each form as it is read."
     (is (search "--type expects one of f32, q8_0, found \"q4\""
                 (usage-message (lambda () (funcall types "--type" "q4")))))))
 
+(test runtime-scan-number-reads-decimals-without-the-reader
+  ;; the value, and whether it was written as a float
+  (loop for (text value float) in '(("12" 12 nil) ("-7" -7 nil) ("+3" 3 nil) ("1.5" 3/2 t)
+                                    ("5." 5 t) (".5" 1/2 t) ("-0.25e-3" -1/4000 t) ("1E2" 100 t)
+                                    ("0e999999999999" 0 t) ("1e-999999999" 0 t)
+                                    ("1e999999999" :overflow t) ("-1e400" :-overflow t)
+                                    ("1e399" #.(expt 10 399) t))
+        do (is (equal (list value float) (multiple-value-list (rontolisp::scan-number text)))
+               "~S" text))
+  (dolist (bad '("" "." "e5" "1e" "1e+" "1x" " 1" "1 " "--1" "1.5.2" "0x10" "inf" "nan" "1_000"))
+    (is (null (rontolisp::scan-number bad)) "~S is not a number" bad))
+  ;; past 800 significant digits the rest only says "more": the digits kept
+  ;; plus a sticky 1
+  (is (= (/ (1+ (expt 10 800)) (expt 10 699))
+         (rontolisp::scan-number (format nil "1~800,,,'0A1e-700" "")))))
+
+(test runtime-number-argument-rounds-and-refuses-by-range
+  (flet ((refusal (string type)
+           (usage-message (lambda () (rontolisp::number-argument "--set a" string type)))))
+    ;; as strtod rounds, subnormals and ties included
+    (is (= 1.5d0 (rontolisp::number-argument "--set a" "1.5" :f64)))
+    (is (eql 0.1d0 (rontolisp::number-argument "--set a" "0.1" :f64)))
+    (is (eql 0.1 (rontolisp::number-argument "--set a" "0.1" :f32)))
+    (is (eql (* 2024 least-positive-double-float) (rontolisp::number-argument "--set a" "1e-320" :f64)))
+    (is (zerop (rontolisp::number-argument "--set a" "2.4703282292062327e-324" :f64)))
+    (is (eql least-positive-double-float (rontolisp::number-argument "--set a" "2.4703282292062328e-324" :f64)))
+    (is (eql most-positive-double-float
+             (rontolisp::number-argument "--set a" "1.7976931348623158e308" :f64)))
+    (is (eql most-positive-single-float (rontolisp::number-argument "--set a" "3.4028235e38" :f32)))
+    (is (eql -7 (rontolisp::number-argument "--set a" "-7" '(-128 127))))
+    ;; one rule: a number that rounds beyond the type's largest value is
+    ;; refused with the range, whatever its exponent's length
+    (loop for (string type range) in '(("1e999999999" :f64 "the f64 range")
+                                       ("1e999" :f64 "the f64 range")
+                                       ("1.7976931348623159e308" :f64 "the f64 range")
+                                       ("1e39" :f32 "the f32 range")
+                                       ("3.4028235677973366e38" :f32 "the f32 range")
+                                       ("-1e999999999" :f32 "the f32 range")
+                                       ("x" :f32 "the f32 range")
+                                       ("128" (-128 127) "an integer from -128 to 127")
+                                       ("1e2" (-128 127) "an integer from -128 to 127")
+                                       ("99999999999999999999999999999999" (0 255) "from 0 to 255"))
+          do (let ((message (refusal string type)))
+               (is (search "--set a: expected" message) "~S: ~A" string message)
+               (is (search range message) "~S: ~A" string message)
+               (is (search (prin1-to-string string) message) "~S: ~A" string message)))))
+
 (test cli-every-command-answers-help
   (dolist (name *command-names*)
     (is (rontolisp::find-command name) "no command ~S" name))
