@@ -483,6 +483,21 @@ started, and the test fails with a message, instead of waiting for ever."
       (is (contains out "78 ff"))
       (is (contains out "79 fe")))))
 
+(test cli-bad-threads-after-a-command-names-the-command
+  ;; --threads after a command is still taken by the host: its refusal
+  ;; names the command and the range, and no "bad global flag" follows
+  (multiple-value-bind (code out err) (run-exe '("bench" "--threads" "100000"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp bench: --threads expects a count from 1 to 256") "~A" err)
+    (is (contains err "rontolisp bench --help") "~A" err)
+    (is (not (contains err "global")) "~A" err))
+  (multiple-value-bind (code out err) (run-exe '("--threads" "0"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp: --threads expects a count from 1 to 256 (the kernels' limit), found \"0\"") "~A" err)
+    (is (not (contains err "global")) "~A" err)))
+
 (test cli-threads-beyond-the-limit-are-refused
   (multiple-value-bind (code out err) (run-exe '("--threads" "1024" "--version"))
     (declare (ignore out))
