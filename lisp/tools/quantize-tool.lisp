@@ -267,11 +267,15 @@ order llama-quantize decides them in: the mixture's counts run in it)."
 TARGETS (QUANTIZE-TARGETS); a tensor whose type quantize cannot convert
 (a quantized one without ALLOW-REQUANTIZE, as llama-quantize refuses it by
 default, or one of a type it cannot read) signals TENSOR-DATA-ERROR
-naming PATH."
+naming PATH, and so does a tensor of no elements (a dimension of 0), which
+has no rows to convert or copy."
   (loop for name in names
         collect (let* ((info (gguf:tensor-info f name))
                        (ne (gguf:tensor-info-dims info))
                        (source (gguf:tensor-info-type-id info)))
+                  (when (member 0 ne)
+                    (tensor-data-error path name "has dimensions [~{~D~^, ~}]: expected at least ~
+one element in each dimension to convert or copy it, found none" ne))
                   (destructuring-bind (target fallback) (gethash name targets)
                     (cond ((or (= target source) (float-type-id-p source)))
                           ((not (quantized-type-id-p source))
