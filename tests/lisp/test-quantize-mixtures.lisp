@@ -82,7 +82,10 @@ not write, and a bad thread count are refused with exit 2 and no file."
                             (("q4_k_m" "--override-kv" "x=float:1e99") . "f32 range")
                             ;; the Lisp reader once built this bignum for ever
                             (("q4_k_m" "--override-kv" "x=float:1e999999999") . "f32 range")
-                            (("q4_k_m" "--override-kv" "x=int:1e3") . "from -4294967295 to 4294967295"))
+                            (("q4_k_m" "--override-kv" "x=int:1e3") . "from -4294967295 to 4294967295")
+                            ;; nested counts once took all memory
+                            (("q4_k_m" "--tensor-type" "((a{1000}){1000}){1000}=q8_0")
+                             . "--tensor-type: regular expression"))
                      do (multiple-value-bind (code stdout stderr)
                             (run-exe (append (list "quantize" in out) args))
                           (declare (ignore stdout))
