@@ -172,6 +172,13 @@ number of magnitude 10^400 or more, and 0 for a nonzero float below
                        (setf m (1+ (* 10 m)) e (1- e)))
                      (values (* sign m (expt 10 e)) float))))))))))
 
+(defun scan-integer (string)
+  "The integer STRING writes, read as SCAN-NUMBER reads it (a sign and
+digits, no point, no exponent), or NIL (for one of 400 digits or more
+too)."
+  (multiple-value-bind (x float) (scan-number string)
+    (and (integerp x) (not float) x)))
+
 (defun number-range-text (type)
   "What a number of TYPE may be, for messages: the integer range (LOW
 HIGH), or :F32 / :F64 (a float that rounds to a finite value)."
@@ -222,9 +229,10 @@ range."
 ;;; value or signal USAGE-ERROR naming the option.
 
 (defun integer-parser (&key min max)
-  "A parser of integers from MIN to MAX (NIL: no limit on that side)."
+  "A parser of integers from MIN to MAX (NIL: no limit on that side),
+written as SCAN-NUMBER reads them."
   (lambda (option string)
-    (let ((n (ignore-errors (parse-integer string))))
+    (let ((n (scan-integer string)))
       (unless (and n (or (null min) (<= min n)) (or (null max) (<= n max)))
         (usage-error "~A expects an integer~:[~; ~:*~A~], found ~S" option
                      (cond ((and min max) (format nil "from ~D to ~D" min max))

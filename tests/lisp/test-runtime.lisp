@@ -289,6 +289,13 @@ a #! first line skipped, each form as it is read."
     (is (string= "Q8_0" (funcall types "--type" "Q8_0")))
     (is (search "--n expects an integer of 0 or more, found \"-1\""
                 (usage-message (lambda () (funcall ints "--n" "-1")))))
+    ;; integers are read as every number on the command line (SCAN-NUMBER)
+    (dolist (bad '(" 5" "5 " "1e3" "5.0" "0x10" ""))
+      (is (search "--n expects an integer of 0 or more"
+                  (usage-message (lambda () (funcall ints "--n" bad))))
+          "~S" bad))
+    (is (search "--n expects an integer of 0 or more"
+                (usage-message (lambda () (funcall ints "--n" (make-string 500 :initial-element #\9))))))
     (is (search "--type expects one of f32, q8_0, found \"q4\""
                 (usage-message (lambda () (funcall types "--type" "q4")))))))
 
