@@ -71,7 +71,9 @@
  * rl_gguf_retain / rl_gguf_close use an atomic reference count.
  *
  * A mapped file that another process truncates while it is mapped makes
- * later accesses fault (SIGBUS); that cannot be checked in advance.
+ * later accesses fault (SIGBUS); that cannot be checked in advance.  An
+ * opened file keeps its descriptor (rl_gguf_fd): pread through it meets a
+ * truncation as a short read instead.
  */
 #ifndef RL_GGUF_GGUF_H
 #define RL_GGUF_GGUF_H
@@ -251,6 +253,10 @@ uint64_t rl_gguf_file_size(const rl_gguf_file *f);
 uint64_t rl_gguf_header_end(const rl_gguf_file *f);  /* end of tensor infos */
 uint64_t rl_gguf_data_offset(const rl_gguf_file *f); /* header_end padded */
 const uint8_t *rl_gguf_bytes(const rl_gguf_file *f); /* the whole file */
+/* A read-only descriptor of the file rl_gguf_open mapped (the same file
+ * even if its path now names another), owned by F: for pread, never to be
+ * closed; -1 for a file rl_gguf_parse read from a buffer. */
+int rl_gguf_fd(const rl_gguf_file *f);
 
 /* Metadata, in file order.  i out of range: key NULL, type -1, E_ARG. */
 uint64_t rl_gguf_kv_count(const rl_gguf_file *f);

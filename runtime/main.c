@@ -29,14 +29,10 @@
 /* Made by c:build-static-library from lisp/ (see the Makefile). */
 extern void init_rontolisp_lisp(cl_object);
 
-static int rl_usage_exit(const char *what) {
-    fprintf(stderr, "rontolisp: %s\n(rontolisp --help shows the usage)\n", what);
-    return 2;
-}
-
 /* Takes a global flag at argv[*i]; answers 1 if it was one, 0 if not, -1
- * (after printing why) if it was malformed. */
-static int rl_take_global_flag(int argc, char **argv, int *i) {
+ * (after printing why, naming the subcommand CMD it follows, or none when
+ * CMD is NULL) if it was malformed. */
+static int rl_take_global_flag(int argc, char **argv, int *i, const char *cmd) {
     const char *a = argv[*i];
     if (strcmp(a, "--simd") == 0) {
         rl_set_simd(1);
@@ -51,14 +47,15 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
         char *end;
         long n;
         if (!v) {
-            fprintf(stderr, "rontolisp: --threads expects a count, found nothing\n");
+            fprintf(stderr, "rontolisp%s%s: --threads expects a count, found nothing\n", cmd ? " " : "",
+                    cmd ? cmd : "");
             return -1;
         }
         errno = 0;
         n = strtol(v, &end, 10);
         if (errno || *end || end == v || n < 1 || n > RL_MAX_THREADS) {
-            fprintf(stderr, "rontolisp: --threads expects a count from 1 to %d (the kernels' limit), found \"%s\"\n",
-                    RL_MAX_THREADS, v);
+            fprintf(stderr, "rontolisp%s%s: --threads expects a count from 1 to %d (the kernels' limit), found \"%s\"\n",
+                    cmd ? " " : "", cmd ? cmd : "", RL_MAX_THREADS, v);
             return -1;
         }
         rl_set_threads((int)n);
@@ -100,10 +97,16 @@ int main(int argc, char **argv) {
             rest[nrest++] = argv[i];
             continue;
         }
-        taken = rl_take_global_flag(argc, argv, &i);
+        taken = rl_take_global_flag(argc, argv, &i, sub >= 0 ? argv[sub] : NULL);
         if (taken < 0) {
+            /* the flag said what was wrong; after a command (`bench
+             * --threads N') the flag is that command's option too */
+            if (sub >= 0)
+                fprintf(stderr, "Try `rontolisp %s --help' for its options.\n", argv[sub]);
+            else
+                fprintf(stderr, "(rontolisp --help shows the usage)\n");
             free(rest);
-            return rl_usage_exit("bad global flag");
+            return 2;
         }
         if (taken)
             continue;

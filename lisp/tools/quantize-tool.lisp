@@ -267,11 +267,15 @@ order llama-quantize decides them in: the mixture's counts run in it)."
 TARGETS (QUANTIZE-TARGETS); a tensor whose type quantize cannot convert
 (a quantized one without ALLOW-REQUANTIZE, as llama-quantize refuses it by
 default, or one of a type it cannot read) signals TENSOR-DATA-ERROR
-naming PATH."
+naming PATH, and so does a tensor of no elements (a dimension of 0), which
+has no rows to convert or copy."
   (loop for name in names
         collect (let* ((info (gguf:tensor-info f name))
                        (ne (gguf:tensor-info-dims info))
                        (source (gguf:tensor-info-type-id info)))
+                  (when (member 0 ne)
+                    (tensor-data-error path name "has dimensions [~{~D~^, ~}]: expected at least ~
+one element in each dimension to convert or copy it, found none" ne))
                   (destructuring-bind (target fallback) (gethash name targets)
                     (cond ((or (= target source) (float-type-id-p source)))
                           ((not (quantized-type-id-p source))
@@ -361,22 +365,6 @@ overflows binary16 (quantized data validation failed, as llama-quantize)"
 overflows it (quantized data validation failed, as llama-quantize)"
                           (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
 
-(defun strict-real-p (string)
-  "True when STRING is a decimal number: sign, digits, point, exponent."
-  (let ((i 0) (n (length string)) (digits 0))
-    (flet ((skip-digits () (loop while (and (< i n) (digit-char-p (char string i)))
-                                 do (incf i) (incf digits))))
-      (when (and (< i n) (find (char string i) "+-")) (incf i))
-      (skip-digits)
-      (when (and (< i n) (char= (char string i) #\.)) (incf i) (skip-digits))
-      (when (and (plusp digits) (< i n) (char-equal (char string i) #\e))
-        (incf i)
-        (when (and (< i n) (find (char string i) "+-")) (incf i))
-        (let ((before digits))
-          (skip-digits)
-          (when (= before digits) (return-from strict-real-p nil))))
-      (and (plusp digits) (= i n)))))
-
 (defun parse-kv-override (string)
   "A --override-kv KEY=TYPE:VALUE argument as llama-quantize reads it (TYPE
 int, float, bool or str) as the metadata entry llama-quantize writes:
@@ -396,22 +384,13 @@ characters" string))
              (usage-error "--override-kv ~A: expected another key (the alignment is the input's)"
                           key))
             ((value-after "int:")
-             (let* ((v (value-after "int:"))
-                    (n (and (plusp (length v)) (every (lambda (c) (or (digit-char-p c) (find c "+-"))) v)
-                            (ignore-errors (parse-integer v)))))
-               (unless (and n (< (abs n) (expt 2 32)))
-                 (usage-error "--override-kv ~A: expected an integer of magnitude below 2^32 after ~
-int:, found ~S" key v))
-               (list key :u32 (abs n))))
+             ;; llama-quantize writes |VALUE| as a u32
+             (list key :u32 (abs (number-argument (format nil "--override-kv ~A (int:)" key)
+                                                  (value-after "int:")
+                                                  (list (- 1 (expt 2 32)) (1- (expt 2 32)))))))
             ((value-after "float:")
-             (let* ((v (value-after "float:"))
-                    (d (and (strict-real-p v)
-                            (let ((*read-eval* nil) (*read-default-float-format* 'double-float))
-                              (ignore-errors (coerce (read-from-string v) 'double-float))))))
-               (unless (and d (< (abs d) 3.4028234663852886d38))
-                 (usage-error "--override-kv ~A: expected a decimal number within the f32 range ~
-after float:, found ~S" key v))
-               (list key :f32 (%double-to-single d))))
+             (list key :f32 (number-argument (format nil "--override-kv ~A (float:)" key)
+                                             (value-after "float:") :f32)))
             ((value-after "bool:")
              (let ((v (value-after "bool:")))
                (unless (member v '("true" "false") :test #'string=)

@@ -7,7 +7,11 @@
 ;;;; shape and dtype of a safetensors file before anything is built from it.
 ;;;; JSON maps to Lisp as: object -> EQUAL hash table, array -> simple
 ;;;; vector, string -> string, integer -> integer, real -> double-float,
-;;;; true -> T, false -> NIL, null -> :NULL.
+;;;; true -> T, false -> NIL, null -> :NULL.  A lone surrogate escape
+;;;; \udc80..\udcff, which WRITE-JSON writes for a byte that was not UTF-8,
+;;;; reads back as that byte's character U+DC80..U+DCFF (jansson alone
+;;;; refuses it; see prims/ecl/safetensors.c); any other lone surrogate is
+;;;; refused.
 ;;;;
 ;;;; The writer is Lisp: it lays out the little-endian bytes of each array
 ;;;; after a JSON header padded to 8 bytes and hands them to the atomic

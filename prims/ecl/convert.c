@@ -80,21 +80,6 @@ static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
     return st;
 }
 
-/* The file PATH opened for reading, when it is still the file mapped at
- * BYTES (SIZE bytes: same size, same first bytes); else -1. */
-static int open_same(const char *path, const uint8_t *bytes, uint64_t size) {
-    char msg[RL_GGUF_MSG_SIZE], head[4096];
-    struct stat st;
-    int fd = rl_gguf_open_regular(path, "GGUF file", msg, sizeof msg);
-    size_t n = size < sizeof head ? (size_t)size : sizeof head;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size ||
-                    pread(fd, head, n, 0) != (ssize_t)n || memcmp(head, bytes, n) != 0)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* (%stream-tensor w base offset src-type count row-len dst-type mask release
  * path) -> T, or (values nil status where) for a failed check (status
  * :non-finite or :scale-overflow, WHERE as prims/convert.h says), or
@@ -102,14 +87,17 @@ static int open_same(const char *path, const uint8_t *bytes, uint64_t size) {
  * :read-error message offset) when reading the input did.  BASE is a
  * mapped GGUF file, OFFSET the tensor's byte offset in it, COUNT its values
  * in rows of ROW-LEN; MASK NIL or an (unsigned-byte 8) vector of ROW-LEN
- * outlier flags (Q8_0 only).  PATH (octets), the file BASE maps: the
- * values are read from it with pread, much faster than first touches of
- * the mapping; when it is NIL, or no longer that file, the mapping is read,
- * and RELEASE true then drops its pages once used. */
+ * outlier flags (Q8_0 only).  With PREAD true and BASE a file opened from
+ * a path, the values are read with pread through the descriptor of the
+ * file mapped (rl_gguf_fd), much faster than first touches of the mapping,
+ * and a file truncated meanwhile is a short read, answered as :read-error;
+ * otherwise the mapping is read, and RELEASE true then drops its pages once
+ * used (a truncation under the mapping would fault there: no other way
+ * reads what a buffer holds). */
 static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object offset,
                                        cl_object src, cl_object count, cl_object row_len,
                                        cl_object dst, cl_object mask, cl_object release,
-                                       cl_object path) {
+                                       cl_object use_pread) {
     static const char fn[] = "%STREAM-TENSOR";
     const cl_env_ptr env = ecl_process_env();
     rl_gguf_writer *wr = rl_handle(fn, w, RL_H_GGUF_WRITER, RL_C_ERROR, "GGUF writer");
@@ -137,14 +125,13 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
                   (unsigned)c.src, (unsigned)c.dst, (unsigned long)c.n,
                   (unsigned long)c.row_len);
     size_t rows_per_piece = rbytes >= RL_STREAM_PIECE ? 1 : RL_STREAM_PIECE / rbytes;
-    char pbuf[4096];
-    const char *cpath = path == ECL_NIL ? NULL : rl_path_arg(fn, path, pbuf, sizeof pbuf);
+    int want_fd = use_pread != ECL_NIL && rl_handle_p(base, RL_H_GGUF_FILE);
     uint8_t *buf = NULL, *inbuf = NULL;
     if (c.src != c.dst)
         buf = malloc(dbytes_row * rows_per_piece);
-    if (cpath)
+    if (want_fd)
         inbuf = malloc(rbytes * rows_per_piece);
-    if ((c.src != c.dst && !buf) || (cpath && !inbuf)) {
+    if ((c.src != c.dst && !buf) || (want_fd && !inbuf)) {
         free(buf);
         free(inbuf);
         rl_signal(RL_C_ERROR, "%s: out of memory for a piece of %lu rows", fn,
@@ -152,7 +139,8 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     }
     const uint8_t *bytes;
     uint64_t size;
-    if (!rl_pin(base, &bytes, &size)) {
+    void *owner = rl_pin(base, &bytes, &size);
+    if (!owner) {
         free(buf);
         free(inbuf);
         rl_signal(RL_C_FILE_CLOSED, "%s: the source GGUF file was closed", fn);
@@ -166,12 +154,13 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
                   (unsigned long long)size);
     }
     c.x = bytes + off;
-    c.fd = cpath ? open_same(cpath, bytes, size) : -1;
+    c.fd = want_fd ? rl_gguf_fd(owner) : -1; /* the file's own: not ours to close */
     c.from_fd = c.fd >= 0;
     c.fd_offset = off;
     c.populate = c.fd < 0;
     c.release = c.fd < 0 && release != ECL_NIL;
     int ioerr = 0;
+    struct stat now = {.st_size = -1};
     c.io_error = &ioerr;
     char msg[RL_GGUF_MSG_SIZE] = "";
     uint64_t woff = 0;
@@ -181,16 +170,23 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     RL_RUN_KERNEL(env, {
         st = stream_pieces(wr, c, inbuf, buf, rows_per_piece, &where, &wst, msg,
                            sizeof msg, &woff);
+        /* a failed read: the file's size now, to tell a truncation */
+        if (ioerr && c.fd >= 0 && fstat(c.fd, &now) != 0)
+            now.st_size = -1;
         /* all let go before an interrupt that came meanwhile is handled */
         rl_unpin(base);
-        if (c.fd >= 0)
-            close(c.fd);
         free(buf);
         free(inbuf);
     });
     if (ioerr) {
-        snprintf(msg, sizeof msg, "at byte %llu: cannot read the tensor's values: %s",
-                 (unsigned long long)off, strerror(ioerr));
+        if (now.st_size >= 0 && (uint64_t)now.st_size < size)
+            snprintf(msg, sizeof msg, "at byte %llu: cannot read the tensor's values: the file "
+                     "was truncated while being read (%llu bytes when opened, %llu now)",
+                     (unsigned long long)off, (unsigned long long)size,
+                     (unsigned long long)now.st_size);
+        else
+            snprintf(msg, sizeof msg, "at byte %llu: cannot read the tensor's values: %s",
+                     (unsigned long long)off, strerror(ioerr));
         return rl_status_values("read-error", msg, off);
     }
     if (wst != RL_GGUF_OK)

@@ -181,6 +181,61 @@ tensor, whatever signalled it; a GGUF file error keeps its own condition."
   (signals gguf:gguf-error
     (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
 
+(test quantize-tool-refuses-a-tensor-of-no-elements
+  "A tensor with a dimension of 0 is refused before anything is written,
+naming the file, the tensor and its dimensions (it once named the
+primitive %STREAM-TENSOR and its sixth argument)."
+  (let ((in (tmp-path "zero.gguf")) (out (tmp-path "zero.q8.gguf")))
+    (unwind-protect
+         (dolist (dims '((0 32) (32 0)))
+           (gguf:write in (gguf:make-file
+                           :tensors (list (list "a.weight" (make-array '(2 32) :element-type 'single-float
+                                                                               :initial-element 1.0))
+                                          (list "blk.0.ffn_up.weight"
+                                                (make-array dims :element-type 'single-float)))))
+           (dolist (threads '("1" "2"))
+             (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "q8_0" threads))
+               (declare (ignore stdout))
+               (is (= 1 code) "~S: exit ~D" dims code)
+               (is (contains stderr in) "~A" stderr)
+               (is (contains stderr "tensor \"blk.0.ffn_up.weight\" has dimensions") "~A" stderr)
+               (is (contains stderr "expected at least one element") "~A" stderr)
+               (is (not (contains stderr "STREAM")) "~A" stderr)
+               (is (not (contains stderr "argument")) "~A" stderr)
+               (is (not (probe-file out))))))
+      (dolist (p (list in out)) (ignore-errors (delete-file p))))))
+
+(test quantize-tool-input-truncated-while-read-is-an-error-naming-it
+  "An input truncated after it was opened (here before its tensor is read,
+so no timing is involved) is a read error naming the file, with one thread
+as with two: exit 1, nothing written.  Reading the mapping past the new end
+once faulted with interrupts disabled, and ECL printed an internal error."
+  (let ((in (tmp-path "shrinks.gguf")) (out (tmp-path "shrinks.q8.gguf"))
+        (script (tmp-path "shrink.lisp")))
+    (unwind-protect
+         (progn
+           (write-file-string script (format nil "(in-package \"RONTOLISP\")
+(gguf:with-file (f ~S)
+  (ext:run-program \"truncate\" (list \"-s\" \"4096\" ~:*~S) :output nil)
+  (let ((dims (gguf:tensor-info-dims (gguf:tensor-info f \"blk.0.ffn_up.weight\"))))
+    (gguf:write ~S (gguf:make-file :tensors (list (list \"blk.0.ffn_up.weight\" :stream :type 8 :dims dims)))
+                :stream (lambda (w) (gguf:stream-put-tensor w f \"blk.0.ffn_up.weight\" :type 8)))))~%"
+                                             in out))
+           (dolist (threads '("1" "2"))
+             (gguf:write in (gguf:make-file
+                             :tensors (list (list "blk.0.ffn_up.weight"
+                                                  (make-array '(256 1024) :element-type 'single-float
+                                                                          :initial-element 1.0)))))
+             (multiple-value-bind (code stdout stderr)
+                 (run-exe (list "--threads" threads "script" script))
+               (declare (ignore stdout))
+               (is (= 1 code) "~A thread(s): exit ~D: ~A" threads code stderr)
+               (is (contains stderr in) "~A" stderr)
+               (is (contains stderr "truncated while being read") "~A" stderr)
+               (is (not (contains stderr "Internal error")) "~A" stderr)
+               (is (not (probe-file out))))))
+      (dolist (p (list in out script)) (ignore-errors (delete-file p))))))
+
 (test quantize-tool-and-inspect-many-tensors-in-linear-time
   "Files of 5,000 and 50,000 tensors are made, inspected (text and JSON)
 and quantized, and each step's processor time grows less than 30 times for

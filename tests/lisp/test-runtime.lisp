@@ -289,8 +289,62 @@ a #! first line skipped, each form as it is read."
     (is (string= "Q8_0" (funcall types "--type" "Q8_0")))
     (is (search "--n expects an integer of 0 or more, found \"-1\""
                 (usage-message (lambda () (funcall ints "--n" "-1")))))
+    ;; integers are read as every number on the command line (SCAN-NUMBER)
+    (dolist (bad '(" 5" "5 " "1e3" "5.0" "0x10" ""))
+      (is (search "--n expects an integer of 0 or more"
+                  (usage-message (lambda () (funcall ints "--n" bad))))
+          "~S" bad))
+    (is (search "--n expects an integer of 0 or more"
+                (usage-message (lambda () (funcall ints "--n" (make-string 500 :initial-element #\9))))))
     (is (search "--type expects one of f32, q8_0, found \"q4\""
                 (usage-message (lambda () (funcall types "--type" "q4")))))))
+
+(test runtime-scan-number-reads-decimals-without-the-reader
+  ;; the value, and whether it was written as a float
+  (loop for (text value float) in '(("12" 12 nil) ("-7" -7 nil) ("+3" 3 nil) ("1.5" 3/2 t)
+                                    ("5." 5 t) (".5" 1/2 t) ("-0.25e-3" -1/4000 t) ("1E2" 100 t)
+                                    ("0e999999999999" 0 t) ("1e-999999999" 0 t)
+                                    ("1e999999999" :overflow t) ("-1e400" :-overflow t)
+                                    ("1e399" #.(expt 10 399) t))
+        do (is (equal (list value float) (multiple-value-list (rontolisp::scan-number text)))
+               "~S" text))
+  (dolist (bad '("" "." "e5" "1e" "1e+" "1x" " 1" "1 " "--1" "1.5.2" "0x10" "inf" "nan" "1_000"))
+    (is (null (rontolisp::scan-number bad)) "~S is not a number" bad))
+  ;; past 800 significant digits the rest only says "more": the digits kept
+  ;; plus a sticky 1
+  (is (= (/ (1+ (expt 10 800)) (expt 10 699))
+         (rontolisp::scan-number (format nil "1~800,,,'0A1e-700" "")))))
+
+(test runtime-number-argument-rounds-and-refuses-by-range
+  (flet ((refusal (string type)
+           (usage-message (lambda () (rontolisp::number-argument "--set a" string type)))))
+    ;; as strtod rounds, subnormals and ties included
+    (is (= 1.5d0 (rontolisp::number-argument "--set a" "1.5" :f64)))
+    (is (eql 0.1d0 (rontolisp::number-argument "--set a" "0.1" :f64)))
+    (is (eql 0.1 (rontolisp::number-argument "--set a" "0.1" :f32)))
+    (is (eql (* 2024 least-positive-double-float) (rontolisp::number-argument "--set a" "1e-320" :f64)))
+    (is (zerop (rontolisp::number-argument "--set a" "2.4703282292062327e-324" :f64)))
+    (is (eql least-positive-double-float (rontolisp::number-argument "--set a" "2.4703282292062328e-324" :f64)))
+    (is (eql most-positive-double-float
+             (rontolisp::number-argument "--set a" "1.7976931348623158e308" :f64)))
+    (is (eql most-positive-single-float (rontolisp::number-argument "--set a" "3.4028235e38" :f32)))
+    (is (eql -7 (rontolisp::number-argument "--set a" "-7" '(-128 127))))
+    ;; one rule: a number that rounds beyond the type's largest value is
+    ;; refused with the range, whatever its exponent's length
+    (loop for (string type range) in '(("1e999999999" :f64 "the f64 range")
+                                       ("1e999" :f64 "the f64 range")
+                                       ("1.7976931348623159e308" :f64 "the f64 range")
+                                       ("1e39" :f32 "the f32 range")
+                                       ("3.4028235677973366e38" :f32 "the f32 range")
+                                       ("-1e999999999" :f32 "the f32 range")
+                                       ("x" :f32 "the f32 range")
+                                       ("128" (-128 127) "an integer from -128 to 127")
+                                       ("1e2" (-128 127) "an integer from -128 to 127")
+                                       ("99999999999999999999999999999999" (0 255) "from 0 to 255"))
+          do (let ((message (refusal string type)))
+               (is (search "--set a: expected" message) "~S: ~A" string message)
+               (is (search range message) "~S: ~A" string message)
+               (is (search (prin1-to-string string) message) "~S: ~A" string message)))))
 
 (test cli-every-command-answers-help
   (dolist (name *command-names*)
@@ -435,6 +489,21 @@ started, and the test fails with a message, instead of waiting for ever."
       (is (= 0 code) "~A" err)
       (is (contains out "78 ff"))
       (is (contains out "79 fe")))))
+
+(test cli-bad-threads-after-a-command-names-the-command
+  ;; --threads after a command is still taken by the host: its refusal
+  ;; names the command and the range, and no "bad global flag" follows
+  (multiple-value-bind (code out err) (run-exe '("bench" "--threads" "100000"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp bench: --threads expects a count from 1 to 256") "~A" err)
+    (is (contains err "rontolisp bench --help") "~A" err)
+    (is (not (contains err "global")) "~A" err))
+  (multiple-value-bind (code out err) (run-exe '("--threads" "0"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp: --threads expects a count from 1 to 256 (the kernels' limit), found \"0\"") "~A" err)
+    (is (not (contains err "global")) "~A" err)))
 
 (test cli-threads-beyond-the-limit-are-refused
   (multiple-value-bind (code out err) (run-exe '("--threads" "1024" "--version"))
