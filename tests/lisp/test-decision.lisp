@@ -579,3 +579,44 @@ reuse the compiled template kept in the head and render the same text."
       (is (string= (systemone-text q) text))
       (is (string= text (model:render model q)))
       (is (eq compiled (model::decision-head-template head))))))
+
+;;; Hostile templates, long lines and the values errors report.
+
+(defun question-json (type instructions options state)
+  "A question as one line of JSON."
+  (with-output-to-string (s)
+    (rontolisp::write-json (list :object (cons "type" type) (cons "instructions" instructions)
+                                (cons "options" (coerce options 'vector)) (cons "state" state))
+                          s)))
+
+(test decide-command-reports-found-values-as-json
+  "A question's wrong value is reported as the JSON it was written in:
+null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
+  (let* ((file (decision-file "s1-pico" :f32))
+         (lines '(("{\"type\": null, \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"type\": expected a string, found null")
+                  ("{\"type\": 1.5, \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"type\": expected a string, found 1.5")
+                  ("{\"type\": \"choice\", \"instructions\": [[1, 2], [3]], \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"instructions\": expected a string, found [[1, 2], [3]]")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [[[\"a\"]]], \"state\": \"s\"}"
+                   "option 1: expected a string or {\"text\": string}, found [[\"a\"]]")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": 2.5, \"state\": \"s\"}"
+                   "field \"options\": expected an array of options, found 2.5")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [{\"text\": null}], \"state\": \"s\"}"
+                   "option 1: expected a string or an object with a string \"text\", found {\"text\": null}")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a\"], \"state\": false}"
+                   "field \"state\": expected a string, found false")
+                  ("[[1.5, null]]" "expected a question as a JSON object, found [[1.5, null]]")))
+         (path (write-file-string (tmp-path "questions.jsonl")
+                                  (format nil "~{~A~%~}" (mapcar #'first lines)))))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "decide" file path))
+           (is (= 1 code))
+           (is (string= "" out))
+           (is (= (length lines) (count #\Newline err)) "~A" err)
+           (loop for (nil message) in lines for n from 1
+                 do (is (contains err (format nil "line ~D: ~A" n message)) "~A~%~A" message err))
+           (dolist (lisp '(":NULL" "d0" "#(" "NIL"))
+             (is (not (contains err lisp)) "~A in ~A" lisp err)))
+      (ignore-errors (delete-file path)))))
