@@ -20,10 +20,12 @@ keys (question TYPES, a vector of strings; HEADS; ACTIVATION :relu or
 of (type low high temperature) in key order; MASK-ID), the type embedding
 rows (one d-vector per type), one plist of weights per block (FIRST, the
 GGUF block index of the first) and the scorer's tensors; TEMPLATE, the
-file's chat template compiled on first use (CHAT-TEMPLATE)."
+file's chat template compiled on first use (CHAT-TEMPLATE), and
+TEXT-LIMIT, the longest text a question may render to, found on first use
+(RENDERED-TEXT-LIMIT)."
   types heads activation norm-first eps max-head-tokens max-tokens temperatures mask-id
   type-rows blocks first cls cls-bias cls-norm cls-norm-bias cls-output cls-output-bias
-  (template nil))
+  (template nil) (text-limit nil))
 
 ;;; Reading the keys.
 
@@ -467,10 +469,29 @@ template again; MODEL-ERROR when its file has none."
         ;; Two threads rendering at once may both compile it: the same result.
         (setf (decision-head-template head) (compile-template template)))))
 
+(defun rendered-text-limit (model head)
+  "The longest text a question may render to, as (CHARACTERS . NAME), NAME
+the limit in words: decision.max_tokens times the length of the
+vocabulary's longest token (in bytes, its characters as the vocabulary
+stores it).  A token stands for at most that many bytes of text, and a
+character for at least one, so a longer text is more tokens than the head
+takes (doc/decision.md).  Found once and kept in HEAD."
+  (or (decision-head-text-limit head)
+      (let ((longest (loop for id below (model:vocabulary-size model)
+                           maximize (length (model:token-piece model id))))
+            (tokens (decision-head-max-tokens head)))
+        ;; Two threads may both find it: the same result.
+        (setf (decision-head-text-limit head)
+              (cons (* tokens (max longest 1))
+                    (format nil "decision.max_tokens ~D times ~D, the longest token's bytes"
+                            tokens longest))))))
+
 (defun render (model question)
   "The text of QUESTION for MODEL (from MODEL:LOAD, with a decision head):
 its file's tokenizer.chat_template rendered with the variables type,
-instructions, options and state (doc/template.md).  QUESTION is a plist
+instructions, options and state (doc/template.md), stopping at the
+longest text that can be decision.max_tokens tokens (RENDERED-TEXT-LIMIT)
+with a TEMPLATE-ERROR naming the limit.  QUESTION is a plist
 (:type :instructions :options :state) or an EQUAL hash table with those
 JSON names (as PARSE-JSON gives an object); each option is a string or a
 {\"text\": string} object (a hash table or a plist (:text string)).
@@ -480,7 +501,9 @@ or template."
   (let* ((head (head-of model 'model:render))
          (bindings (question-bindings question)))
     (type-index head (gethash "type" bindings))
-    (render-template (chat-template model head) bindings)))
+    (destructuring-bind (limit . name) (rendered-text-limit model head)
+      (render-template (chat-template model head) bindings
+                       :max-length limit :max-length-name name))))
 
 (defun question-markers (head ids options)
   "The positions of the head's mask token in IDS, one per option;
