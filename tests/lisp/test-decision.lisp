@@ -675,6 +675,34 @@ before the text is made and tokenized."
              (is (contains (princ-to-string c) "decision.max_tokens 1024 times") "~A" c)))
       (ignore-errors (delete-file file)))))
 
+(test decide-command-answers-the-lines-after-an-over-long-one
+  "A line over the longest a questions file may hold (64 MiB; lowered
+here) is an error on that line, skipped without being kept, and the lines
+after it are answered."
+  (is (= (* 64 1024 1024) model::*max-line-bytes*))
+  (let* ((file (decision-file "s1-pico" :f32))
+         (good (question-json "choice" "ok?" '("yes" "no") "s"))
+         (long (question-json "choice" (make-string 5000 :initial-element #\x) '("yes") "s"))
+         (path (write-file-string (tmp-path "questions.jsonl")
+                                  (format nil "~A~%~A~%~A~%~A" good long good long))))
+    (unwind-protect
+         (let* ((out (make-string-output-stream))
+                (err (make-string-output-stream))
+                (code (let ((*standard-output* out) (*error-output* err)
+                            (model::*max-line-bytes* 1000))
+                        (handler-case (rontolisp::command-decide (list file path))
+                          (error (c) (format nil "~A" c)))))
+                (out (get-output-stream-string out))
+                (err (get-output-stream-string err)))
+           (is (eql 1 code) "~A" code)
+           (is (= 2 (count #\Newline err)) "~A" err)
+           (dolist (line '(2 4))
+             (is (contains err (format nil "line ~D: expected a line of at most 1000 bytes" line))
+                 "~A" err))
+           (is (contains out "question 1 (choice, 2 options)") "~A" out)
+           (is (contains out "question 3 (choice, 2 options)") "~A" out))
+      (ignore-errors (delete-file path)))))
+
 (test decide-command-reports-found-values-as-json
   "A question's wrong value is reported as the JSON it was written in:
 null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
