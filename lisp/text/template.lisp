@@ -15,9 +15,10 @@
 ;;;; compared data) stops at *TEMPLATE-NESTING-LIMIT* with a TEMPLATE-ERROR
 ;;;; instead of exhausting the stack.  Loops nested in loops multiply, so a
 ;;;; rendering counts its loop iterations (*TEMPLATE-MAX-ITERATIONS*) and
-;;;; the characters it writes (RENDER-TEMPLATE's MAX-LENGTH) as it goes and
-;;;; stops at either limit with a TEMPLATE-ERROR naming it.  A template is compiled once
-;;;; (COMPILE-TEMPLATE) and rendered any number of times, from any threads.
+;;;; the characters it writes and joins (RENDER-TEMPLATE's MAX-LENGTH) as it
+;;;; goes, and stops at either limit with a TEMPLATE-ERROR naming it.  A
+;;;; template is compiled once (COMPILE-TEMPLATE) and rendered any number of
+;;;; times, from any threads.
 ;;;;
 ;;;; The lexer is template-lexer.lisp, the parser and COMPILE-TEMPLATE
 ;;;; template-parser.lisp; this file holds the values as Python sees them
