@@ -61,7 +61,8 @@ the command line, and the root of every error the project signals.")
    "THREAD-LIMIT-ERROR" "THREAD-LIMIT-ERROR-LIMIT" "*THREAD-LIMIT*"
    ;; template.lisp
    "COMPILE-TEMPLATE" "RENDER-TEMPLATE" "COMPILED-TEMPLATE" "COMPILED-TEMPLATE-P"
-   "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*")
+   "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*"
+   "*TEMPLATE-MAX-ITERATIONS*" "*TEMPLATE-MAX-LENGTH*")
   ;; The internal interface the other modules import (see above).
   (:intern
    ;; conditions.lisp: the modules define and signal their conditions

@@ -513,12 +513,14 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
 (defparameter *max-line-bytes* (* 64 1024 1024)
   "The longest line a text file may hold (bytes).")
 
-(defun map-file-lines (fn path &key dash-is-stdin)
+(defun map-file-lines (fn path &key dash-is-stdin too-long)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
 blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
-else FILE-IO-ERROR).  A final line without a newline counts; an empty file
-has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
+else FILE-IO-ERROR; with TOO-LONG, a function, a longer line is skipped to
+its newline without being kept and TOO-LONG is called with its number and
+the limit instead of FN).  A final line without a newline counts; an empty
+file has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
 Answers the number of lines."
   (let* ((stdin (and dash-is-stdin (equal path "-")))
          (name (if stdin "standard input" (absolute-namestring path)))
@@ -528,16 +530,22 @@ Answers the number of lines."
     (with-open-stream (s stream)
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))
-            (fill 0) (number 0) (pending nil))
+            (fill 0) (number 0) (pending nil) (skipping nil))
         (declare (type (simple-array (unsigned-byte 8) (*)) block line) (fixnum fill number))
         (flet ((emit ()
-                 (funcall fn (subseq line 0 fill) (incf number))
-                 (setf fill 0 pending nil))
+                 (if skipping
+                     (funcall too-long (incf number) *max-line-bytes*)
+                     (funcall fn (subseq line 0 fill) (incf number)))
+                 (setf fill 0 pending nil skipping nil))
                (add (start end)
                  (let ((need (+ fill (- end start))))
+                   (when skipping (return-from add))
                    (when (> need *max-line-bytes*)
-                     (file-io-error name "line ~D: expected at most ~D bytes, found more"
-                                    (1+ number) *max-line-bytes*))
+                     (unless too-long
+                       (file-io-error name "line ~D: expected at most ~D bytes, found more"
+                                      (1+ number) *max-line-bytes*))
+                     (setf skipping t pending t fill 0)
+                     (return-from add))
                    (when (> need (length line))
                      (let ((bigger (make-array (min *max-line-bytes* (max need (* 2 (length line))))
                                                :element-type '(unsigned-byte 8))))
@@ -554,7 +562,7 @@ Answers the number of lines."
                             (emit)
                             (setf start (1+ nl))
                             (when (>= start n) (return))))
-          (when (and pending (plusp fill))
+          (when (and pending (or skipping (plusp fill)))
             (emit))
           number)))))
 

@@ -20,20 +20,6 @@
   "The integer configuration keys with their least and greatest sane
 values: a config beyond them is refused before anything is allocated.")
 
-(defun json-brief (value)
-  "VALUE (parsed JSON) described in a few words, for a message."
-  (typecase value
-    (hash-table "an object")
-    (string (if (> (length value) 40) "a long string" (format nil "~S" value)))
-    (vector (if (and (<= (length value) 4) (every (lambda (x) (or (stringp x) (integerp x))) value))
-                (format nil "[~{~S~^, ~}]" (coerce value 'list))
-                (format nil "an array of ~D" (length value))))
-    ((eql t) "true")
-    (null "false")
-    ((eql :null) "null")
-    (double-float (json-float-string value))
-    (t (format nil "~A" value))))
-
 (defun json-array-p (value)
   "True when the parsed JSON VALUE is an array: a vector that is not a
 string (a string is a vector to Lisp, and would pass for an array of its
@@ -52,8 +38,8 @@ object), vector (an array, JSON-ARRAY-P) or boolean; else the words
             (ecase type
               (string "a string") (hash-table "a JSON object") (vector "an array")
               (boolean "true or false"))
-            (if (and (stringp value) (<= (length value) 40))
-                (format nil "the string ~S" value)
+            (if (stringp value)
+                (format nil "the string ~A" (json-brief value))
                 (json-brief value)))))
 
 (defun json-object (value path &optional key)

@@ -503,7 +503,7 @@ what the JSON writer cannot write, such as 1e999."
                                           "found [\"\", \"b\"]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (vector "" "b")) h)))
-    ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found an array of 2")
+    ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found [[\"x\"], 5]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector (vector "x") 5)) h)))
     ("\"false\" as a boolean" "tokenizer.json" ("\"special\"" "true or false" "found \"false\"")
