@@ -8,6 +8,7 @@
 
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
+#include "prims/matmul.h"
 #include "prims/matvec.h"
 #include "prims/pool.h"
 #include "prims/q8.h"
