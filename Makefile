@@ -128,8 +128,8 @@ bad-corpus: $(B)/tools/make_bad_gguf
 deps:
 	@sh tests/ensure-deps.sh
 
-# SUITE=NAME runs one suite instead of all: the Lisp suite NAME or the C
-# test program test_NAME (check-c: TEST=NAME); tests/run-all.sh reads them.
+# SUITE=NAME runs one suite instead of all: the Lisp suite NAME and/or the
+# C test program test_NAME (check-c: TEST=NAME); tests/run-all.sh reads them.
 check: deps
 	@$(MAKE) --no-print-directory all $(C_TESTS) tools $(B)/asdf/stamp
 	@sh tests/fetch-llama-lib.sh

@@ -9,7 +9,8 @@
 # program and run also says how many checks (compared values) it made, on
 # a line of its own that is not summed.
 # SUITE=NAME runs one suite: the Lisp suite NAME (tests/lisp/test-NAME.lisp,
-# loaded alone with the fixtures) or the C test program test_NAME; TEST=NAME
+# loaded alone with the fixtures) and the C test program test_NAME, either
+# or both as they exist (and as --c-only or --lisp-only allow); TEST=NAME
 # only the C program (make check SUITE=NAME, make check-c TEST=NAME).
 #   tests/run-all.sh [--c-only | --lisp-only] [C-TEST-PROGRAM ...]
 mode=all
@@ -19,11 +20,16 @@ lisp_suite=
 one=${SUITE:-$TEST}
 if [ -n "$one" ]; then
   program=
-  for t in "$@"; do [ "$(basename "$t")" = "test_$one" ] && program=$t; done
-  if [ -n "$program" ] && [ "$mode" != lisp-only ]; then
+  [ "$mode" != lisp-only ] &&
+    for t in "$@"; do [ "$(basename "$t")" = "test_$one" ] && program=$t; done
+  [ -z "$TEST" ] && [ "$mode" != c-only ] && [ -f "tests/lisp/test-$one.lisp" ] &&
+    lisp_suite="=$one"
+  if [ -n "$program" ] && [ -n "$lisp_suite" ]; then
+    set -- "$program"
+  elif [ -n "$program" ]; then
     mode=c-only; set -- "$program"
-  elif [ -z "$TEST" ] && [ "$mode" != c-only ] && [ -f "tests/lisp/test-$one.lisp" ]; then
-    mode=lisp-only; lisp_suite="=$one"
+  elif [ -n "$lisp_suite" ]; then
+    mode=lisp-only
   else
     echo "No test suite named $one.  The Lisp suites:" \
       $(ls tests/lisp/test-*.lisp | sed 's,.*/test-,,; s,\.lisp$,,')
