@@ -128,13 +128,15 @@ bad-corpus: $(B)/tools/make_bad_gguf
 deps:
 	@sh tests/ensure-deps.sh
 
+# SUITE=NAME runs one suite instead of all: the Lisp suite NAME and/or the
+# C test program test_NAME (check-c: TEST=NAME); tests/run-all.sh reads them.
 check: deps
 	@$(MAKE) --no-print-directory all $(C_TESTS) tools $(B)/asdf/stamp
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/fetch-tokenizer-refs.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
-check-c: $(C_TESTS)
+check-c: $(if $(TEST),$(filter $(B)/tests/test_$(TEST),$(C_TESTS)),$(C_TESTS))
 	@sh tests/run-all.sh --c-only $(C_TESTS)
 
 check-lisp: all $(B)/asdf/stamp

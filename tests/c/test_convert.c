@@ -148,8 +148,8 @@ static void test_failures(void) {
 int main(void) {
     for (size_t i = 0; i < N; i++)
         x[i] = gauss() * (i % 97 == 0 ? 20.0f : 0.05f);
-    test_to_types();
-    test_from_types();
-    test_failures();
+    CHECK_CASE(test_to_types());
+    CHECK_CASE(test_from_types());
+    CHECK_CASE(test_failures());
     return check_report("convert");
 }

@@ -364,14 +364,14 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    test_inputs();
-    test_targets();
-    test_signal(SIGINT);
-    test_signal(SIGTERM);
-    test_signal(SIGHUP);
-    test_set();
-    test_own_temporary();
-    test_stale();
+    CHECK_CASE(test_inputs());
+    CHECK_CASE(test_targets());
+    CHECK_CASE(test_signal(SIGINT));
+    CHECK_CASE(test_signal(SIGTERM));
+    CHECK_CASE(test_signal(SIGHUP));
+    CHECK_CASE(test_set());
+    CHECK_CASE(test_own_temporary());
+    CHECK_CASE(test_stale());
     const char *names[] = {"null", "fifo", "out.json", "new.json", "link1", "link2", "dangling",
                            "dirlink", "loop"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -670,9 +670,9 @@ static void test_goldens(int have_ll) {
 }
 
 int main(void) {
-    test_table();
-    test_refusals();
-    test_round_trip();
+    CHECK_CASE(test_table());
+    CHECK_CASE(test_refusals());
+    CHECK_CASE(test_round_trip());
     int have_ll = ll_load();
     /* Both paths: the K-quant fits run eight sub-blocks per AVX2 vector
      * when SIMD is on (and the CPU has it), the scalar code when off. */
@@ -680,10 +680,10 @@ int main(void) {
         rl_set_simd(simd);
         printf("SIMD %s (path %s):\n", simd ? "on" : "off", rl_simd_path());
         if (have_ll)
-            test_against_ggml();
+            CHECK_CASE(test_against_ggml());
         else
             CHECK_SKIP("legacy and K-quants against ggml_quantize_chunk / to_float");
-        test_goldens(have_ll);
+        CHECK_CASE(test_goldens(have_ll));
     }
     rl_set_simd(1);
     return check_report("quants");

@@ -741,17 +741,17 @@ static void test_long_piece(void) {
 }
 
 int main(void) {
-    test_classes();
-    test_split();
-    test_nfc_conformance();
-    test_small_bpe();
-    test_special();
-    test_unknown();
-    test_bad_spec();
-    test_bad_utf8();
-    test_decode();
-    test_many_added_tokens();
-    test_gpt2();
-    test_long_piece();
+    CHECK_CASE(test_classes());
+    CHECK_CASE(test_split());
+    CHECK_CASE(test_nfc_conformance());
+    CHECK_CASE(test_small_bpe());
+    CHECK_CASE(test_special());
+    CHECK_CASE(test_unknown());
+    CHECK_CASE(test_bad_spec());
+    CHECK_CASE(test_bad_utf8());
+    CHECK_CASE(test_decode());
+    CHECK_CASE(test_many_added_tokens());
+    CHECK_CASE(test_gpt2());
+    CHECK_CASE(test_long_piece());
     return check_report("tokenizer");
 }

@@ -324,25 +324,6 @@ a lossless F16 output, the same bytes as the Laya encoder."
 ;;; Broken inputs: each refused before anything is written, in one line
 ;;; naming the input file and the key or tensor.
 
-(defun edit-json (path fn)
-  "Replace the JSON file PATH by FN of its parsed object (edited in place
-or answered)."
-  (let* ((v (rontolisp:read-json-file path))
-         (new (or (funcall fn v) v)))
-    (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
-      (rontolisp::write-json (json-data new) s))))
-
-(defun json-data (v)
-  "Parsed JSON V in the form WRITE-JSON takes."
-  (cond ((hash-table-p v)
-         (cons :object (loop for k being the hash-keys of v using (hash-value x)
-                             collect (cons k (json-data x)))))
-        ((stringp v) v)
-        ((vectorp v) (map 'vector #'json-data v))
-        ((eq v t) :true)
-        ((null v) :false)
-        (t v)))
-
 (defun edit-text (path old new)
   "Replace the text OLD (which must be there) by NEW in the file PATH: for
 what the JSON writer cannot write, such as 1e999."

@@ -89,25 +89,6 @@ path (the caller removes it)."
 
 ;;; Names of any characters.
 
-(defun names-in (dir)
-  "The names in the directory DIR (a path of any characters) sorted as
-bytes, each decoded from its bytes as UTF-8 (a byte that is not UTF-8 kept
-as U+DC80..U+DCFF, so the bytes are compared exactly)."
-  (let ((out (tmp-path "ls")))
-    (sh "LC_ALL=C ls -A \"$1\" > \"$2\"" (rontolisp::native-namestring dir) out)
-    (prog1 (let ((bytes (file-octets out)) (start 0) (names '()))
-             (loop for nl = (position 10 bytes :start start)
-                   while nl
-                   do (push (rontolisp::%utf8-string (subseq bytes start nl)) names)
-                      (setf start (1+ nl)))
-             (nreverse names))
-      (delete-file out))))
-
-(defun native-arg (string)
-  "STRING (any characters) as an argument ECL's run-program passes as its
-UTF-8 bytes (see OCTETS-ARG)."
-  (octets-arg (rontolisp::%utf8-octets string)))
-
 (test files-of-non-ascii-names
   ;; script and --load of scrïpt.lisp, --write-laya lâya, convert of the
   ;; directory mödel/: every name written and read as its UTF-8 bytes, and

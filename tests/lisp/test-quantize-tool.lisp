@@ -371,18 +371,6 @@ four."
                             (ignore-errors (delete-file ref)))))))
     (is (= 24 compared))))
 
-(defun poke-f32-bits (path tensor index bits)
-  "Overwrite element INDEX (row-major) of the F32 TENSOR of the GGUF file
-PATH with the 32-bit pattern BITS (a NaN, say, which Lisp will not make)."
-  (let ((pos (gguf:with-file (f path)
-               (+ (gguf:data-offset f) (gguf:tensor-info-offset (gguf:tensor-info f tensor))
-                  (* 4 index)))))
-    (with-open-file (s path :direction :io :element-type '(unsigned-byte 8) :if-exists :overwrite)
-      (file-position s pos)
-      (write-sequence (coerce (loop for b below 4 collect (ldb (byte 8 (* 8 b)) bits))
-                              '(vector (unsigned-byte 8)))
-                      s))))
-
 (defun big-f32-file (path &key nan overflow)
   "A file of tensors spanning several of quantize's pieces (4 MiB): a
 1024 x 1536 matrix, a 2100 x 1000 one (rows not a multiple of 32: F16),
@@ -655,13 +643,6 @@ paths of the whole file and of the first shard."
       (when nan
         (poke-f32-bits second-shard "output.weight" 5 #x7fc00000))
       (values whole first-shard))))
-
-(defmacro with-tmp-dir ((var) &body body)
-  `(let ((,var (string-right-trim "/" (tmp-path "dir"))))
-     (ensure-directories-exist (format nil "~A/" ,var))
-     (unwind-protect (progn ,@body)
-       (dolist (f (directory (format nil "~A/*.*" ,var))) (ignore-errors (delete-file f)))
-       (ignore-errors (si:rmdir ,var)))))
 
 (test quantize-tool-split-sets
   "The first shard of a set stands for the set: without --keep-split the
