@@ -311,3 +311,12 @@ output), stdout and stderr together, or NIL when it is not built."
                                         :if-output-exists :supersede)
                    (read-file-string out))
         (ignore-errors (delete-file out))))))
+
+;;; Templates (the template and decision suites).
+
+(defun nested-loops (n body)
+  "A template of N loops over `options', one inside the other, around BODY."
+  (with-output-to-string (s)
+    (dotimes (k n) (format s "{% for x~D in options %}" k))
+    (write-string body s)
+    (dotimes (k n) (write-string "{% endfor %}" s))))

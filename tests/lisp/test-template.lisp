@@ -187,13 +187,6 @@ Jinja2 refuses to iterate a bool."
                            (bindings "a" ext:double-float-positive-infinity
                                      "b" ext:double-float-negative-infinity)))))
 
-(defun nested-loops (n body)
-  "A template of N loops over `options', one inside the other, around BODY."
-  (with-output-to-string (s)
-    (dotimes (k n) (format s "{% for x~D in options %}" k))
-    (write-string body s)
-    (dotimes (k n) (write-string "{% endfor %}" s))))
-
 (defun hundred-options ()
   (bindings "options" (coerce (loop for i below 100 collect (format nil "option ~D" i)) 'vector)
             "instructions" (make-string 300 :initial-element #\x)))
