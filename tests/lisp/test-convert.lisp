@@ -744,7 +744,8 @@ file).  A header whose tensor runs past the end of the file is refused too."
 
 (defun hf-convert-seconds (layers)
   "The seconds converting a Hugging Face ModernBERT of LAYERS tiny layers
-takes in this process (the least of two runs)."
+takes in this process, in CPU time (the least of two runs): the wall clock of a
+loaded machine made the ratio below a coin toss."
   (let ((rontolisp::*presets* (cons (list "many" :hidden 2 :vocab 300 :layers layers
                                           :intermediate 1 :head-layers 1 :heads 1)
                                     rontolisp::*presets*))
@@ -754,9 +755,9 @@ takes in this process (the least of two runs)."
          (progn
            (rontolisp:write-random-hf dir "many")
            (loop repeat 2
-                 minimize (let ((start (get-internal-real-time)))
+                 minimize (let ((start (get-internal-run-time)))
                             (rontolisp::convert-hf dir out :type :f32)
-                            (/ (- (get-internal-real-time) start) internal-time-units-per-second))))
+                            (/ (- (get-internal-run-time) start) internal-time-units-per-second))))
       (ignore-errors (delete-file out))
       (sh "rm -rf \"$1\"" dir))))
 
@@ -767,7 +768,8 @@ tensors were sorted and matched by a search of the expected list each:
   (let* ((small (hf-convert-seconds 300))
          (large (hf-convert-seconds 1200))
          (ratio (/ large (max small 1/1000))))
-    (is (< ratio 7) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))
+    ;; linear is 4, the quadratic search it guards against 16
+    (is (< ratio 10) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))
 
 (test convert-summary-names-the-head-the-file-has
   "The summary line names the head the written file holds: the decision
