@@ -106,7 +106,7 @@ $(TEST_SUPPORT_OBJ): $(TEST_HDR)
 
 $(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lmicrohttpd -lpthread -lm -ldl
 
 # Helper programs that are not tests: the generator of the bad-file corpus
 # and a speed report for the C kernels (see the head of each file).
