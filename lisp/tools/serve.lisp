@@ -357,22 +357,27 @@ asked for something the model cannot do), 500 for the rest."
 
 (defun answer-request (server id)
   "Answer the held request ID; it is answered (500 at worst) however this
-ends."
+ends.  The counters are updated before the answer leaves, so that a client
+that asks /metrics next finds its request counted."
   (let ((answered nil))
     (mp:with-lock ((server-lock server)) (incf (server-processing server)))
-    (unwind-protect
-         (multiple-value-bind (method path body) (%http-request id)
-           (when method
-             (multiple-value-bind (status type octets) (request-answer server method path body)
-               (setf answered t)
-               (%http-respond id status (%utf8-octets type) octets))))
-      (unless answered
-        (ignore-errors
-         (%http-respond id 500 (%utf8-octets *json-type*)
-                        (json-octets (error-body 500 "server_error" "the request was not answered")))))
-      (mp:with-lock ((server-lock server))
-        (decf (server-processing server))
-        (incf (server-answered server))))))
+    (flet ((done ()
+             (mp:with-lock ((server-lock server))
+               (decf (server-processing server))
+               (incf (server-answered server)))))
+      (unwind-protect
+           (multiple-value-bind (method path body) (%http-request id)
+             (when method
+               (multiple-value-bind (status type octets) (request-answer server method path body)
+                 (setf answered t)
+                 (done)
+                 (%http-respond id status (%utf8-octets type) octets))))
+        (unless answered
+          (done)
+          (ignore-errors
+           (%http-respond id 500 (%utf8-octets *json-type*)
+                          (json-octets (error-body 500 "server_error"
+                                                   "the request was not answered")))))))))
 
 (defun serve-requests (server)
   "A worker: answer requests until the server stops."

@@ -56,8 +56,9 @@ then check that SIGTERM ended it with status 0."
 (defun http-raw (port request &key (deadline 30) (close t))
   "Send REQUEST (a string of Latin-1 characters, one a byte) on a new
 connection to 127.0.0.1:PORT and answer what comes back until the server
-closes the connection (or, after DEADLINE seconds, what came until then).
-With CLOSE false the connection is closed at once, without reading."
+closes the connection (or, after DEADLINE seconds, what came until then),
+and :CLOSED or :DEADLINE, which of the two ended the wait.  With CLOSE
+false the connection is closed at once, without reading."
   (require 'sockets)
   (flet ((sym (name) (find-symbol name "SB-BSD-SOCKETS")))
     (let* ((socket (make-instance (sym "INET-SOCKET") :type :stream :protocol 6))
@@ -73,12 +74,17 @@ With CLOSE false the connection is closed at once, without reading."
                (handler-case (progn (write-string request s) (finish-output s))
                  (stream-error () nil))
                (when close
-                 (with-output-to-string (out)
-                   (loop (let ((c (ignore-errors (read-char-no-hang s nil :eof))))
-                           (cond ((or (eq c :eof) (and (null c) (not (open-stream-p s)))) (return))
-                                 (c (write-char c out))
-                                 ((> (get-internal-real-time) end) (return))
-                                 (t (sleep 0.005))))))))
+                 (let ((how :deadline))
+                   (values
+                    (with-output-to-string (out)
+                      (loop (let ((c (ignore-errors (read-char-no-hang s nil :eof))))
+                              (cond ((or (eq c :eof) (and (null c) (not (open-stream-p s))))
+                                     (setf how :closed)
+                                     (return))
+                                    (c (write-char c out))
+                                    ((> (get-internal-real-time) end) (return))
+                                    (t (sleep 0.005))))))
+                    how))))
           (ignore-errors (close s :abort t)))))))
 
 (defun latin1-octets (string)
@@ -363,10 +369,10 @@ KEY (401 without it or with another key); SIGINT ends the server with 0."
 
 (test serve-survives-abuse
   "Each bad request gets its status or a closed connection, and the server
-goes on answering: a malformed request line, a body over --max-body (with
-a length and chunked), invalid JSON, invalid UTF-8, JSON nested 100,000
+goes on answering: a malformed request line, a 1 MB header, a body over
+--max-body (with a length and chunked), invalid JSON, invalid UTF-8, JSON nested 100,000
 deep, a text over the model's context (400 naming both numbers), clients
-that leave mid-request."
+that leave mid-request, a connection left idle (closed after --timeout)."
   (with-server (port (serve-file) "--max-body" "200000" "--timeout" "5")
     (let ((answer (http-raw port (crlf-join (list "GARBAGE" "" "")))))
       (is (or (string= "" answer) (string= "HTTP/1.1 400" answer :end2 (min 12 (length answer))))
@@ -388,6 +394,11 @@ that leave mid-request."
                                    (crlf-join (list "0" ""))))))
       (is (string= "HTTP/1.1 413" answer :end2 (min 12 (length answer))) "~S"
           (subseq answer 0 (min 200 (length answer)))))
+    (multiple-value-bind (status text)
+        (http port "GET" "/health"
+                   :headers (list (format nil "X-Big: ~A" (make-string (* 1024 1024)
+                                                                       :initial-element #\h))))
+      (is (or (null status) (<= 400 status 499)) "a 1 MB header: ~S ~S" status text))
     (multiple-value-bind (status json) (http-json port "POST" "/tokenize" "{\"content\": ")
       (is (eql 400 status))
       (is (search "invalid JSON" (error-message-of json))))
@@ -419,5 +430,8 @@ that leave mid-request."
                                 "{\"content\"")
               :close nil)
     (http-raw port "GET /health HTTP/1.1" :close nil)
+    ;; One that sends half a header and waits: closed after --timeout.
+    (multiple-value-bind (answer how) (http-raw port "GET /health HTTP/1.1" :deadline 60)
+      (is (eq :closed how) "an idle connection stayed open: ~S" answer))
     (is (eql 200 (http port "POST" "/tokenize" :body "{\"content\": \"still here\"}")))
     (is (eql 200 (http port "GET" "/health")))))
