@@ -44,6 +44,7 @@ typedef struct {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_mutex_t daemon_mu;   /* held around quiescing and stopping the daemon */
     pthread_cond_t work;         /* a request queued, or stopping */
     pthread_cond_t idle;         /* in_flight fell to 0 */
     struct MHD_Daemon *daemon;
@@ -61,6 +62,7 @@ static struct {
     int quiesced_fd;             /* the listening socket once quiesced, or -1 */
     struct sigaction old_int, old_term;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .daemon_mu = PTHREAD_MUTEX_INITIALIZER,
        .work = PTHREAD_COND_INITIALIZER,
        .idle = PTHREAD_COND_INITIALIZER,
        .pipe_r = -1,
@@ -369,18 +371,21 @@ void rl_http_shutdown(void) {
     errno = saved;
 }
 
-/* Stop accepting and wake the workers; idempotent. */
+/* Stop accepting and wake the workers; idempotent.  Called from the
+ * watcher and from rl_http_stop, which may race: the daemon lock keeps the
+ * quiesce from meeting a daemon being stopped (or already gone). */
 static void rl_begin_stop(void) {
     pthread_mutex_lock(&S.mu);
-    int first = S.running && !S.stopping;
     S.stopping = 1;
     pthread_cond_broadcast(&S.work);
     pthread_mutex_unlock(&S.mu);
     /* The listening socket is closed after libmicrohttpd stopped
      * (rl_http_stop): closed here, libmicrohttpd 0.9.75 sometimes closed
      * it again and aborted. */
-    if (first)
+    pthread_mutex_lock(&S.daemon_mu);
+    if (S.daemon && S.quiesced_fd < 0)
         S.quiesced_fd = MHD_quiesce_daemon(S.daemon);
+    pthread_mutex_unlock(&S.daemon_mu);
 }
 
 static void *rl_watch(void *arg) {
@@ -512,19 +517,22 @@ void rl_http_stop(unsigned deadline) {
         if (pthread_cond_timedwait(&S.idle, &S.mu, &until) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&S.mu);
+    pthread_mutex_lock(&S.daemon_mu);
     MHD_stop_daemon(S.daemon);
     S.daemon = NULL;
     if (S.quiesced_fd >= 0 && fcntl(S.quiesced_fd, F_GETFD) != -1)
         close(S.quiesced_fd);
     S.quiesced_fd = -1;
+    pthread_mutex_unlock(&S.daemon_mu);
     sigaction(SIGINT, &S.old_int, NULL);
     sigaction(SIGTERM, &S.old_term, NULL);
     S.watcher_exit = 1;
     rl_http_shutdown();
     pthread_join(S.watcher, NULL);
-    close(S.pipe_r);
-    close(S.pipe_w);
-    S.pipe_r = S.pipe_w = -1;
+    int r = S.pipe_r, w = S.pipe_w;
+    S.pipe_r = S.pipe_w = -1; /* before the close: a late rl_http_shutdown writes nowhere */
+    close(r);
+    close(w);
     pthread_mutex_lock(&S.mu);
     S.running = 0;
     pthread_mutex_unlock(&S.mu);

@@ -4,7 +4,8 @@
  * still handed out and answered; bodies over the limit are 413 (declared
  * or chunked); the API key is wanted everywhere but /health; SIGTERM
  * wakes a waiting worker with no request, and the old handler is back
- * after the stop.  Every wait has a deadline. */
+ * after the stop; a signal racing the stop is harmless.  Every wait has a
+ * deadline. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -180,9 +181,28 @@ static void test_sigterm_wakes_a_worker(void) {
     CHECK(now.sa_handler == SIG_DFL);
 }
 
+/* A signal's stop (on the watcher thread) racing the worker's own stop:
+ * the daemon must be quiesced before it is stopped, or not at all (a
+ * quiesce of a daemon being stopped crashed). */
+static void test_signal_racing_the_stop(void) {
+    char msg[256];
+    int ok = 1;
+    for (int i = 0; i < 200 && ok; i++) {
+        int port = 0;
+        rl_http_config cfg = {.listen_fd = listen_any(&port), .max_body = 10, .timeout = 30,
+                              .queue = 1};
+        ok = rl_http_start(&cfg, msg, sizeof msg) == 0;
+        raise(SIGTERM);
+        usleep((useconds_t)(i % 20) * 10); /* the watcher ahead of the stop, or behind */
+        rl_http_stop(1);
+    }
+    CHECK_MSG(ok, "start: %s", msg);
+}
+
 int main(void) {
     test_queue_full_then_stop();
     test_limits_and_key();
     test_sigterm_wakes_a_worker();
+    test_signal_racing_the_stop();
     return check_report("http");
 }
