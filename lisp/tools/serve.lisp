@@ -385,16 +385,19 @@ that asks /metrics next finds its request counted."
         while id
         do (answer-request server id)))
 
-(defun listen-socket (host port)
-  "A listening socket on HOST (an address as inet_pton(3) reads it, or
-localhost) and PORT (0: a free one): its descriptor and its port."
-  (let ((address (parse-address host)))
-    (unless address
-      (usage-error "--host expects an IPv4 or IPv6 address (or localhost), found ~S" host))
-    (multiple-value-bind (fd message) (%tcp-listen address port 512)
-      (unless fd
-        (rontolisp-error 'serve "cannot listen on ~A port ~D: ~A" host port message))
-      (values fd (%tcp-local-port fd)))))
+(defun host-address (host)
+  "The octets of HOST, an address as inet_pton(3) reads it or localhost;
+USAGE-ERROR naming it when it is neither."
+  (or (parse-address host)
+      (usage-error "--host expects an IPv4 or IPv6 address (or localhost), found ~S" host)))
+
+(defun listen-socket (host address port)
+  "A listening socket on ADDRESS (the octets of HOST) and PORT (0: a free
+one): its descriptor and its port."
+  (multiple-value-bind (fd message) (%tcp-listen address port 512)
+    (unless fd
+      (rontolisp-error nil "cannot listen on ~A port ~D: ~A" host port message))
+    (values fd (%tcp-local-port fd))))
 
 (defun serve (file &key (host "127.0.0.1") (port 8080) (parallel 4) (queue 64) api-key
                      (timeout 600) (max-body (* 16 1024 1024)) metrics (stream *standard-output*))
@@ -403,17 +406,18 @@ with PARALLEL workers (doc/serve.md) until SIGINT, SIGTERM or
 %HTTP-SHUTDOWN; then finish what is in flight (at most TIMEOUT seconds)
 and answer the number of requests answered.  The first line on STREAM
 says where it listens: \"listening on http://HOST:PORT\"."
-  (let* ((model (model:load file))
+  (let* ((address (host-address host))
+         (model (model:load file))
          (server (make-server :model model :path file :parallel parallel :metrics metrics
                               :started (get-universal-time)
                               :head (handler-case (progn (head-of model 'serve) t)
                                       (model:model-error () nil))
                               :pooling (file-pooling model))))
-    (multiple-value-bind (fd bound) (listen-socket host port)
+    (multiple-value-bind (fd bound) (listen-socket host address port)
       (multiple-value-bind (ok message)
           (%http-start fd max-body timeout queue (and api-key (%utf8-octets api-key)))
         (unless ok
-          (rontolisp-error 'serve "cannot start the HTTP server: ~A" message)))
+          (rontolisp-error nil "cannot start the HTTP server: ~A" message)))
       (unwind-protect
            (let ((workers (loop for i from 1 below parallel
                                 collect (mp:process-run-function
