@@ -380,10 +380,14 @@ that asks /metrics next finds its request counted."
                                                    "the request was not answered")))))))))
 
 (defun serve-requests (server)
-  "A worker: answer requests until the server stops."
+  "A worker: answer requests until the server stops.  A failure outside
+the computing of an answer (ANSWER-REQUEST has answered the request) is
+one line on standard error, and the worker goes on."
   (loop for id = (%http-next)
         while id
-        do (answer-request server id)))
+        do (handler-case (answer-request server id)
+             (serious-condition (c)
+               (ignore-errors (report-error "rontolisp serve" c))))))
 
 (defun host-address (host)
   "The octets of HOST, an address as inet_pton(3) reads it or localhost;

@@ -267,6 +267,27 @@ numbers for the same texts and ids, with the same normalization."
                            collect (loop for j below 4
                                          sum (ash (aref octets (+ i j)) (* 8 j)))))))))))
 
+(test serve-embeds-every-token-of-a-file-that-does-not-pool
+  "A file without pooling (pooling_type 0): /embedding answers a row per
+token, as `embed --json' prints them; /v1/embeddings refuses it, as
+llama-server does."
+  (let ((file (tmp-path "nopool.gguf")))
+    (multiple-value-bind (code out err)
+        (run-exe (list "edit" (serve-file) file "--set" "modern-bert.pooling_type=0:u32"))
+      (declare (ignore out))
+      (is (eql 0 code) "edit: ~A" err))
+    (let ((expected (first (embed-json (list file "--text" "ab")))))
+      (is (= 4 (length (gethash "embeddings" expected))))
+      (with-server (port file)
+        (multiple-value-bind (status json) (http-json port "POST" "/embedding" "{\"content\": \"ab\"}")
+          (is (eql 200 status))
+          (is (equal (gethash "embeddings" expected) (gethash "embedding" (first json)))))
+        (multiple-value-bind (status json)
+            (http-json port "POST" "/v1/embeddings" "{\"input\": \"ab\"}")
+          (is (eql 400 status))
+          (is (search "Pooling type 'none' is not OAI compatible" (error-message-of json))))))
+    (delete-file file)))
+
 (defparameter *serve-questions*
   '("{\"type\": \"score\", \"instructions\": \"2 + 2 = 4?\", \"options\": [\"yes\", \"no\"], \"state\": \"quiz 3/10\"}"
     "{\"type\": \"choice\", \"instructions\": \"Tokenizer file?\", \"options\": [\"tokenizer.json\", {\"text\": \"config.json\"}, \"model.safetensors\"], \"state\": \"ls: 3 files\"}"
