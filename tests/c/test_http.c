@@ -200,9 +200,9 @@ static void test_signal_racing_the_stop(void) {
 }
 
 int main(void) {
-    test_queue_full_then_stop();
-    test_limits_and_key();
-    test_sigterm_wakes_a_worker();
-    test_signal_racing_the_stop();
+    CHECK_CASE(test_queue_full_then_stop());
+    CHECK_CASE(test_limits_and_key());
+    CHECK_CASE(test_sigterm_wakes_a_worker());
+    CHECK_CASE(test_signal_racing_the_stop());
     return check_report("http");
 }
