@@ -64,7 +64,7 @@ $(B)/lisp/librontolisp-lisp.a: rontolisp.asd $(or $(LISP_SRC),FORCE) runtime/bui
 
 $(B)/rontolisp: $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a $(B)/librl.a
 	$(ECL_CHECK)$(CC) $(RL_CFLAGS) -rdynamic -o $@ $(HOST_OBJ) $(B)/lisp/librontolisp-lisp.a \
-	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lpthread -lm -ldl
+	  $(B)/librl.a $(ECL_LIBS) -ledit -ljansson -lmicrohttpd -lpthread -lm -ldl
 
 # The objects of that library as the output of ASDF's compile-op (a .fas
 # beside each .o, under $(B)/asdf/ as lisp/ is laid out), so that the test
@@ -81,7 +81,7 @@ PRIM_ECL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard prims/ecl/*.c))
 $(B)/rontolisp-prims.fas: runtime/prims-module.lisp runtime/build-lisp.lisp $(PRIM_ECL_OBJ) $(B)/librl.a
 	@mkdir -p $(B)/module
 	$(ECL) --norc --shell runtime/build-lisp.lisp --module $(B)/module/rontolisp-prims.fas \
-	  runtime/prims-module.lisp $(abspath $(PRIM_ECL_OBJ) $(B)/librl.a) -ljansson -lpthread -lm
+	  runtime/prims-module.lisp $(abspath $(PRIM_ECL_OBJ) $(B)/librl.a) -ljansson -lmicrohttpd -lpthread -lm
 	mv $(B)/module/rontolisp-prims.fas $@
 
 # Debian's cl-swank compiled for `rontolisp swank' (lisp/swank.lisp,
@@ -106,7 +106,7 @@ $(TEST_SUPPORT_OBJ): $(TEST_HDR)
 
 $(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a
 	@mkdir -p $(B)/tests
-	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lpthread -lm -ldl
+	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/librl.a -ljansson -lmicrohttpd -lpthread -lm -ldl
 
 # Helper programs that are not tests: the generator of the bad-file corpus
 # and a speed report for the C kernels (see the head of each file).

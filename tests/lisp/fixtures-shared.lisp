@@ -263,6 +263,34 @@ NAN-AT (row-major) is a NaN; answer its path."
 
 ;;; embed's JSON.
 
+;;; The decision suite's model files, which the server's suite serves too.
+
+(defvar *decision-files* (make-hash-table :test 'equal)
+  "Random model files with their head, written once per run, by (preset head-type).")
+
+(defun decision-file (preset head-type)
+  "The path of a GGUF file of the random PRESET with its decision head of
+HEAD-TYPE (encoder F32), written on first use."
+  (let ((key (list preset head-type)))
+    (or (gethash key *decision-files*)
+        (let ((path (tmp-path (format nil "~A-head-~(~A~).gguf" preset head-type))))
+          (gguf:write path (rontolisp::random-model preset :type :f32 :head-type head-type))
+          (setf (gethash key *decision-files*) path)))))
+
+;;; Servers in child processes (swank, serve) announce their port on a line.
+
+(defun wait-for-line (path pattern deadline)
+  "The first line of the file PATH that contains PATTERN, waiting for it
+until the internal real time DEADLINE; NIL when it never came."
+  (loop
+    (let ((line (ignore-errors
+                 (with-open-file (s path)
+                   (loop for l = (read-line s nil) while l
+                         when (search pattern l) return l)))))
+      (when line (return line))
+      (when (> (get-internal-real-time) deadline) (return nil))
+      (sleep 0.2))))
+
 (defun embed-json (args)
   "The parsed JSON lines of `rontolisp embed ARGS --json'."
   (multiple-value-bind (code out err) (run-exe (append (list "embed") args (list "--json")))

@@ -10,18 +10,6 @@
 (def-suite decision :in all :description "The decision head and `decide'.")
 (in-suite decision)
 
-(defvar *decision-files* (make-hash-table :test 'equal)
-  "Random model files with their head, written once per run, by (preset head-type).")
-
-(defun decision-file (preset head-type)
-  "The path of a GGUF file of the random PRESET with its decision head of
-HEAD-TYPE (encoder F32), written on first use."
-  (let ((key (list preset head-type)))
-    (or (gethash key *decision-files*)
-        (let ((path (tmp-path (format nil "~A-head-~(~A~).gguf" preset head-type))))
-          (gguf:write path (rontolisp::random-model preset :type :f32 :head-type head-type))
-          (setf (gethash key *decision-files*) path)))))
-
 (defun systemone-text (q)
   "The text the converter's chat template renders for the plist question Q:
 [CLS]type question: instructions[SEP]([MASK]option)*[SEP]state[SEP]."

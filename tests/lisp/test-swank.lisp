@@ -7,18 +7,6 @@
 (def-suite swank :in all :description "The Swank server and source locations.")
 (in-suite swank)
 
-(defun wait-for-line (path pattern deadline)
-  "The first line of the file PATH that contains PATTERN, waiting for it
-until the internal real time DEADLINE; NIL when it never came."
-  (loop
-    (let ((line (ignore-errors
-                 (with-open-file (s path)
-                   (loop for l = (read-line s nil) while l
-                         when (search pattern l) return l)))))
-      (when line (return line))
-      (when (> (get-internal-real-time) deadline) (return nil))
-      (sleep 0.2))))
-
 (defun swank-send (stream form-string)
   "Send one Swank message: six hex digits of length, then the form."
   (format stream "~6,'0X~A" (length form-string) form-string)
