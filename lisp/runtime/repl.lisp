@@ -188,7 +188,7 @@ evaluate them in order."
   "Load the rc file (when RC and it exists), then run ACTIONS in order.
 Answers NIL when all went well, or an exit status after one line on
 stderr naming what failed."
-  (let ((hook *debugger-hook*))
+  (let ((hooks (debugger-hooks)))
     (install-batch-debugger)
     (flet ((run (prefix fn arg)
              (let ((status (with-batch-errors (prefix) (funcall fn arg) 0)))
@@ -203,7 +203,7 @@ stderr naming what failed."
                  (:eval (run (one-line (format nil "rontolisp: --eval ~S" value))
                              #'eval-option value))
                  (:load (run (format nil "rontolisp: ~A" value) #'load-source value))))
-      (setf *debugger-hook* hook)
+      (install-batch-debugger hooks)
       nil)))
 
 (defun rc-file ()

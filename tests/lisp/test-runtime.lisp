@@ -87,6 +87,32 @@ end a script with one short line naming them."
       (is (plusp (length err))))
     (delete-file f)))
 
+(test script-break-exits-1-without-a-debugger
+  ;; (break) printed ECL's debugger on stdout, read its commands from
+  ;; stdin and, at the end of input, exited 0 with the rest skipped.  A
+  ;; script has no debugger: one line on stderr, exit 1.  Standard input
+  ;; here is a pipe that stays open: a debugger waiting on it would hang
+  ;; to the deadline.
+  (let ((f (write-file-string (tmp-path "break.lisp")
+                              (format nil "(princ \"before\")~%(break \"stop ~~A\" 7)~%(princ \"after\")~%")))
+        (out (tmp-path "out")) (err (tmp-path "err")))
+    (unwind-protect
+         (multiple-value-bind (process input)
+             (run-child *exe* (list "script" f) :input :stream :output out :error err
+                                                :if-output-exists :supersede
+                                                :if-error-exists :supersede :wait nil)
+           (multiple-value-bind (how code)
+               (unwind-protect (wait-child process :deadline 60 :what "a script calling break")
+                 (ignore-errors (close input))
+                 (end-child process))
+             (let ((out (read-file-string out)) (err (read-file-string err)))
+               (is (eq :exited how))
+               (is (eql 1 code) "exit ~S: ~A" code err)
+               (is (string= "before" out) "stdout: ~S" out)
+               (is (= 1 (length (split-lines err))) "stderr: ~S" err)
+               (is (contains err "stop 7") "stderr: ~S" err))))
+      (dolist (p (list f out err)) (ignore-errors (delete-file p))))))
+
 (test script-exit-code
   (let ((f (write-file-string (tmp-path "exit.lisp")
                               (format nil "(rontolisp:exit 9)~%(princ \"not here\")~%"))))
