@@ -249,6 +249,55 @@ head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
     (is (eq :accepted again) "after one closed: ~S" again)
     (is (contains log "connection refused: expected fewer than 3 open connections") "~S" log)))
 
+(defun swank-eval (stream form-string id deadline)
+  "Evaluate FORM-STRING in the server of STREAM (request ID) and answer the
+printed value as Swank returns it (\"NIL\", \"T\"...); NIL when no answer
+came before DEADLINE."
+  (swank-send stream (format nil "(:emacs-rex (swank:eval-and-grab-output ~S) nil t ~D)"
+                             form-string id))
+  (let* ((reply (swank-reply stream id deadline))
+         (start (and reply (search "(:ok (\"\" " reply))))
+    (and start (ignore-errors (read-from-string reply t nil :start (+ start 9))))))
+
+(defun swank-poll (stream form-string value deadline)
+  "Evaluate FORM-STRING on STREAM (SWANK-EVAL) until it answers the string
+VALUE, or until DEADLINE; answers the last answer."
+  (loop for id from 100
+        for answer = (swank-eval stream form-string id deadline)
+        until (or (equal answer value) (> (get-internal-real-time) deadline))
+        do (sleep 0.1)
+        finally (return answer)))
+
+(test swank-ends-the-evaluations-of-a-closed-connection
+  ;; A client starts an endless evaluation and goes away: the evaluation
+  ;; ran on (an endless COLLECT grew the server to 1.6 GB).  Now its
+  ;; thread ends with the connection; a second client watches it.
+  (let ((started nil) (running :unknown))
+    (multiple-value-bind (value how code)
+        (call-with-swank-server
+         '() (lambda (port out err)
+               (declare (ignore err))
+               (is (integerp port) "no port announced in ~S" out)
+               (when port
+                 (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+                       (client (swank-connect port))
+                       (watcher (swank-connect port)))
+                   (unwind-protect
+                        (progn
+                          (swank-send client "(:emacs-rex (swank:eval-and-grab-output \"(progn (defparameter *endless* mp:*current-process*) (loop))\") nil t 1)")
+                          (setf started (swank-poll watcher "(and (boundp '*endless*) (mp:process-active-p *endless*) t)"
+                                                    "T" deadline))
+                          (close client)
+                          (setf running (swank-poll watcher "(mp:process-active-p *endless*)" "NIL" deadline)))
+                     (ignore-errors (close client))
+                     (ignore-errors (close watcher)))
+                   t))))
+      (is (eq t value))
+      (is (eq :exited how))
+      (is (eql 143 code) "the server ended ~S ~S" how code))
+    (is (equal "T" started) "the evaluation started: ~S" started)
+    (is (equal "NIL" running) "the evaluation still running after its client closed: ~S" running)))
+
 (defun swank-message-with (stream text deadline)
   "Read Swank messages from STREAM until one that contains TEXT, answered
 as a string; NIL when none came before DEADLINE or the stream ended."
