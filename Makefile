@@ -225,11 +225,13 @@ fuzz: $(FUZZ_TARGETS)
 # AddressSanitizer and UBSan (ECL itself is not instrumented; its collector
 # keeps memory on purpose, so leak detection is off; ECL's headers read
 # tagged pointers through object types, which UBSan's alignment check
-# flags, so that one check is off).
+# flags, so that one check is off).  cl-swank is compiled beside that
+# executable too (build/asan/swank/), as `make' does for build/rontolisp,
+# so that no test compiles it into a cache.
 check-asan: deps
-	@$(MAKE) --no-print-directory B=build/asan \
+	@ASAN_OPTIONS=detect_leaks=0 $(MAKE) --no-print-directory B=build/asan \
 	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
-	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
+	  build/asan/rontolisp build/asan/swank/stamp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
 	@$(MAKE) --no-print-directory tools $(B)/asdf/stamp
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \
