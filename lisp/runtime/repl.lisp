@@ -423,6 +423,10 @@ the status is 0, or 1 when any form failed to read or evaluate."
 exit status."
   (let ((*package* (find-package "RONTOLISP-USER")))
     (or (run-startup actions :rc rc)
-        (if (/= 0 (%isatty 0))
-            (terminal-repl)
-            (piped-repl)))))
+        (progn
+          ;; Until here Ctrl-C ends the program (runtime/main.c); from the
+          ;; prompt on it is ECL's interrupt, which returns to the prompt.
+          (ext:catch-signal ext:+sigint+ t)
+          (if (/= 0 (%isatty 0))
+              (terminal-repl)
+              (piped-repl))))))

@@ -515,29 +515,35 @@ started, and the test fails with a message, instead of waiting for ever."
     (is (eql 129 (interrupted-status (list "script" f) "HUP")))
     (delete-file f)))
 
-(defun early-signal-status (args signal delay &key ignored)
+(defun early-signal-status (args signal delay &key ignored output)
   "Start the executable with ARGS (with SIGNAL ignored when IGNORED, as a
 shell leaves SIGINT for a background job), wait until its main function
 runs (ECL's threads exist), send it SIGNAL DELAY seconds later; answer its
-exit status, (:signaled n) when the signal ended it."
-  (let ((p (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
-                                                    ignored signal)
-                                       *exe* args)
-                      :input nil :output nil :error nil :wait nil))
-        (end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
-    (unwind-protect
-         (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
-           (loop until (or (> (length (directory tasks)) 1)
-                           (not (eq :running (ext:external-process-wait p nil)))
-                           (> (get-internal-real-time) end))
-                 do (sleep 0.001))
-           (sleep delay)
-           (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
-           (multiple-value-bind (how n)
-               (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
-                                                        args signal))
-             (if (eq how :exited) n (list how n))))
-      (end-child p))))
+exit status, (:signaled n) when the signal ended it.  With OUTPUT (a
+path), its standard output goes there and its standard input is a pipe
+closed only once the signal is sent (a REPL waits on it)."
+  (multiple-value-bind (p in)
+      (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
+                                               ignored signal)
+                                  *exe* args)
+                 :input (and output :stream) :output output :if-output-exists :supersede
+                 :error nil :wait nil)
+    (let ((end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+      (unwind-protect
+           (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
+             (loop until (or (> (length (directory tasks)) 1)
+                             (not (eq :running (ext:external-process-wait p nil)))
+                             (> (get-internal-real-time) end))
+                   do (sleep 0.001))
+             (sleep delay)
+             (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
+             (when in (ignore-errors (close in)))
+             (multiple-value-bind (how n)
+                 (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
+                                                          args signal))
+               (if (eq how :exited) n (list how n))))
+        (when in (ignore-errors (close in)))
+        (end-child p)))))
 
 (test batch-signal-at-start-up-is-not-lost
   "SIGINT, SIGTERM and SIGHUP in the first milliseconds, while ECL boots,
@@ -579,6 +585,21 @@ most DEADLINE seconds; at the deadline an error naming WHAT."
       (when (> (get-internal-real-time) end)
         (error "~A did not happen within ~D s" what deadline))
       (sleep 0.005))))
+
+(test repl-ctrl-c-while-starting-ends-it
+  ;; SIGINT while the REPL starts landed in ECL's own debugger wherever the
+  ;; boot was: its "Console interrupt" on stdout, the REPL's input read as
+  ;; debugger commands, then a crash (status 139) or a loop of "Detected
+  ;; access to protected memory" that SIGTERM did not end.  Before the
+  ;; prompt it ends the program (130); at the prompt it returns there, and
+  ;; the end of input then exits 0.
+  (let ((out (tmp-path "early-out")))
+    (dolist (delay '(0 0.002 0.005 0.01 0.02 0.04 0.08 0.16))
+      (let ((status (early-signal-status '("--norc") "INT" delay :output out)))
+        (is (member status '(130 0)) "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) status)
+        (is (not (contains (read-file-string out) "INTERACTIVE-INTERRUPT"))
+            "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) (read-file-string out))))
+    (ignore-errors (delete-file out))))
 
 (test repl-survives-ctrl-c-at-the-prompt
   ;; The signal went a second after the start, its input half a second
