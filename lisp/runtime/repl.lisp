@@ -380,10 +380,17 @@ through the line editor.  Answers 0; (rontolisp:exit n) leaves with N."
           (si::tpl :commands (cons *repl-commands* si::*tpl-commands*) :quiet t))))
     0))
 
+(defun fail-piped-form (condition hook)
+  "The debugger of a form the piped REPL evaluates (see PIPED-REPL): no
+one is there to answer it, so the form fails with CONDITION, as with an
+error."
+  (declare (ignore hook))
+  (throw 'piped-form-failed condition))
+
 (defun piped-repl ()
   "The REPL without a terminal: each form's values are printed; an error
-prints one line on stderr and the next form runs; at the end of input
-the status is 0, or 1 when any form failed to read or evaluate."
+(or BREAK) prints one line on stderr and the next form runs; at the end of
+input the status is 0, or 1 when any form failed to read or evaluate."
   (let ((failed nil)
         (* nil) (** nil) (*** nil) (+ nil) (++ nil) (+++ nil)
         (/ nil) (// nil) (/// nil) (- nil))
@@ -403,16 +410,23 @@ the status is 0, or 1 when any form failed to read or evaluate."
           (:eof (return (if failed 1 0)))
           (:again)
           (t
-           (handler-case
-               (let ((values (multiple-value-list
-                              (let ((- form)) (eval form)))))
-                 (setf /// // // / / values
-                       *** ** ** * * (first values)
-                       +++ ++ ++ + + form)
-                 (fresh-line)
-                 (dolist (v values) (format t "~S~%" v))
-                 (finish-output))
-             (serious-condition (c)
+           (let ((c (catch 'piped-form-failed
+                      (handler-case
+                          (let ((values (multiple-value-list
+                                         ;; BREAK binds *DEBUGGER-HOOK* to NIL,
+                                         ;; not this one.
+                                         (let ((- form)
+                                               (ext:*invoke-debugger-hook* #'fail-piped-form))
+                                           (eval form)))))
+                            (setf /// // // / / values
+                                  *** ** ** * * (first values)
+                                  +++ ++ ++ + + form)
+                            (fresh-line)
+                            (dolist (v values) (format t "~S~%" v))
+                            (finish-output)
+                            nil)
+                        (serious-condition (c) c)))))
+             (when c
                (setf failed t)
                (format *error-output* "~&; ~A: ~A~%" (type-of c) (condition-line c))
                (finish-output *error-output*)))))))))
