@@ -544,16 +544,26 @@ output is a closed pipe)."
 
 (defun die-in-any-thread (condition hook)
   "The debugger hook of batch runs: no one is there to answer a debugger,
-so an unhandled serious condition in any thread prints one line and ends
-the process with status 1 (temporary files of unfinished writes removed)."
+so a condition that reaches it in any thread (an unhandled serious
+condition, or BREAK) prints one line and ends the process with status 1
+(temporary files of unfinished writes removed)."
   (declare (ignore hook))
   (let ((status (failure-status "rontolisp" condition)))
     (ignore-errors (finish-output *standard-output*))
     (%exit-process status)))
 
-(defun install-batch-debugger ()
+(defun debugger-hooks ()
+  "The debugger hooks in force, to be given back to INSTALL-BATCH-DEBUGGER."
+  (list *debugger-hook* ext:*invoke-debugger-hook*))
+
+(defun install-batch-debugger (&optional (hooks (list #'die-in-any-thread #'die-in-any-thread)))
+  "Make DIE-IN-ANY-THREAD the debugger of every thread, or put back HOOKS
+(as DEBUGGER-HOOKS answered them).  BREAK binds *DEBUGGER-HOOK* to NIL
+before it enters the debugger; EXT:*INVOKE-DEBUGGER-HOOK* is still
+called (as SBCL's --disable-debugger does it)."
   ;; SETF, not LET: threads see the global value, not the caller's binding.
-  (setf *debugger-hook* #'die-in-any-thread))
+  (setf *debugger-hook* (first hooks)
+        ext:*invoke-debugger-hook* (second hooks)))
 
 ;;; The script runner.
 
