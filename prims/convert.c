@@ -16,6 +16,7 @@
 #include "prims/pool.h"
 #include "prims/q8_outlier.h"
 #include "prims/quants.h"
+#include "prims/type_traits.h"
 
 /* MADV_POPULATE_READ (Linux 5.14), for headers that predate it. */
 #ifndef MADV_POPULATE_READ
@@ -39,29 +40,11 @@ void rl_pages_advise(const void *p, size_t n, int advice) {
 /* Values converted at a time through the f32 scratch on the stack. */
 #define RL_CONVERT_PIECE 1024
 
-size_t rl_convert_bytes(uint32_t type, size_t n) {
-    switch (type) {
-    case RL_GGUF_GGML_F32: return n * 4;
-    case RL_GGUF_GGML_F16:
-    case RL_GGUF_GGML_BF16: return n * 2;
-    case RL_GGUF_GGML_Q8_0: return rl_q8_bytes(n);
-    default: return rl_quant_bytes(type, n);
-    }
-}
-
-size_t rl_convert_block(uint32_t type) {
-    const rl_quant_traits *t = rl_quant_traits_of(type);
-    return type == RL_GGUF_GGML_Q8_0 ? RL_QK8_0 : t ? t->block : 1;
-}
-
 static int float_type(uint32_t t) {
-    return t == RL_GGUF_GGML_F32 || t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16;
+    const rl_type_traits *tt = rl_type_traits_of(t);
+    return tt && tt->family == RL_FAMILY_FLOAT;
 }
 
-/* Quantized: Q8_0 or a type of prims/quants.h's table. */
-static int quant_type(uint32_t t) {
-    return t == RL_GGUF_GGML_Q8_0 || rl_quant_traits_of(t) != NULL;
-}
 
 static int half_type(uint32_t t) { return t == RL_GGUF_GGML_F16 || t == RL_GGUF_GGML_BF16; }
 
@@ -97,7 +80,7 @@ static size_t first_nonfinite(uint32_t t, const void *x, size_t i0, size_t i1) {
 /* Values I0..I1-1 of a non-Q8_0 conversion; answers OVERFLOW with *where
  * when a half destination becomes infinite. */
 static rl_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
-    size_t sb = rl_convert_bytes(c->src, 1), db = rl_convert_bytes(c->dst, 1);
+    size_t sb = rl_type_bytes(c->src, 1), db = rl_type_bytes(c->dst, 1);
     float buf[RL_CONVERT_PIECE];
     for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
         size_t k = i1 - a < RL_CONVERT_PIECE ? i1 - a : RL_CONVERT_PIECE;
@@ -122,12 +105,10 @@ static rl_status convert_plain(const rl_convert *c, size_t i0, size_t i1, size_t
 /* Values I..I+K-1 of X (type T, I and K whole blocks of it) as f32 in
  * OUT: halves widened exactly, quantized blocks dequantized as ggml does. */
 static void to_f32(uint32_t t, const uint8_t *x, size_t i, size_t k, float *out) {
-    if (t == RL_GGUF_GGML_Q8_0)
+    if (t == RL_GGUF_GGML_Q8_0) /* its fast dequantizer: the same floats, exactly */
         rl_q8_dequantize((const rl_block_q8_0 *)(x + rl_q8_bytes(i)), k / RL_QK8_0, out);
-    else if (quant_type(t))
-        rl_dequantize(t, x + rl_quant_bytes(t, i), k, out);
     else
-        rl_gguf_row_to_f32(t, x + rl_convert_bytes(t, i), out, k);
+        rl_type_traits_of(t)->to_float(x + rl_type_bytes(t, i), out, k / rl_type_block(t));
 }
 
 /* Values I0..I1-1 of a conversion through f32 (a quantized source, or a
@@ -139,7 +120,7 @@ static void to_f32(uint32_t t, const uint8_t *x, size_t i, size_t k, float *out)
 static rl_status convert_via_f32(const rl_convert *c, size_t i0, size_t i1, size_t *where) {
     float buf[RL_CONVERT_PIECE];
     rl_status st = RL_OK;
-    size_t over = 0, dblock = rl_convert_block(c->dst);
+    size_t over = 0, dblock = rl_type_block(c->dst);
     for (size_t a = i0; a < i1; a += RL_CONVERT_PIECE) {
         size_t k = i1 - a < RL_CONVERT_PIECE ? i1 - a : RL_CONVERT_PIECE, w = 0;
         to_f32(c->src, c->x, a, k, buf);
@@ -154,11 +135,11 @@ static rl_status convert_via_f32(const rl_convert *c, size_t i0, size_t i1, size
                 }
         if (st != RL_OK || c->src == c->dst) /* a copy is only checked */
             continue;
-        uint8_t *out = (uint8_t *)c->y + rl_convert_bytes(c->dst, a);
+        uint8_t *out = (uint8_t *)c->y + rl_type_bytes(c->dst, a);
         if (c->dst == RL_GGUF_GGML_Q8_0) {
             st = rl_q8_quantize_path(RL_SRC_F32, buf, k, (rl_block_q8_0 *)out, &w, rl_path_best());
             over = a / dblock + w;
-        } else if (quant_type(c->dst)) {
+        } else if (rl_type_quantized(c->dst)) {
             st = rl_quantize(c->dst, buf, k, out, &w);
             over = a / dblock + w;
         } else {
@@ -200,8 +181,8 @@ static void convert_slice(void *ctx, int ith, int nth) {
     rl_pool_chunk(c->n / j->unit, ith, nth, 1, &u0, &u1);
     size_t i0 = u0 * j->unit, i1 = u1 * j->unit;
     rl_status st = RL_OK;
-    const uint8_t *xs = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
-    size_t xn = rl_convert_bytes(c->src, i1) - rl_convert_bytes(c->src, i0);
+    const uint8_t *xs = (const uint8_t *)c->x + rl_type_bytes(c->src, i0);
+    size_t xn = rl_type_bytes(c->src, i1) - rl_type_bytes(c->src, i0);
     if (i0 < i1 && c->populate)
         rl_pages_advise(xs, xn, MADV_POPULATE_READ);
     if (i0 < i1 && c->from_fd) {
@@ -220,10 +201,10 @@ static void convert_slice(void *ctx, int ith, int nth) {
         }
     }
     if (i0 < i1) {
-        if (!float_type(c->src) || (quant_type(c->dst) && c->dst != RL_GGUF_GGML_Q8_0)) {
+        if (!float_type(c->src) || (rl_type_quantized(c->dst) && c->dst != RL_GGUF_GGML_Q8_0)) {
             st = convert_via_f32(c, i0, i1, &w);
         } else if (c->dst == RL_GGUF_GGML_Q8_0) {
-            const uint8_t *x = (const uint8_t *)c->x + rl_convert_bytes(c->src, i0);
+            const uint8_t *x = (const uint8_t *)c->x + rl_type_bytes(c->src, i0);
             rl_block_q8_0 *y = (rl_block_q8_0 *)((uint8_t *)c->y + rl_q8_bytes(i0));
             st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x, (i1 - i0) / c->row_len,
                                                            c->row_len, c->outliers, y, &w)
@@ -251,12 +232,12 @@ rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
         where = &w;
     if (!c || (!c->x && c->n) || c->row_len == 0)
         return RL_BADARG;
-    if (!(float_type(c->src) || quant_type(c->src)) || (c->src != c->dst && !c->y && c->n))
+    if (!(float_type(c->src) || rl_type_quantized(c->src)) || (c->src != c->dst && !c->y && c->n))
         return RL_BADARG;
-    if (!float_type(c->dst) && !quant_type(c->dst))
+    if (!float_type(c->dst) && !rl_type_quantized(c->dst))
         return RL_BADARG;
-    if (c->n % c->row_len || c->row_len % rl_convert_block(c->dst) ||
-        c->row_len % rl_convert_block(c->src) || (c->outliers && c->dst != RL_GGUF_GGML_Q8_0))
+    if (c->n % c->row_len || c->row_len % rl_type_block(c->dst) ||
+        c->row_len % rl_type_block(c->src) || (c->outliers && c->dst != RL_GGUF_GGML_Q8_0))
         return RL_BADLEN;
     if (nth < 1)
         nth = 1;
@@ -266,8 +247,8 @@ rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
     j.c = c;
     /* whole blocks of both types (every block size divides the larger one) */
     j.unit = c->outliers ? c->row_len
-             : rl_convert_block(c->src) > rl_convert_block(c->dst) ? rl_convert_block(c->src)
-                                                                  : rl_convert_block(c->dst);
+             : rl_type_block(c->src) > rl_type_block(c->dst) ? rl_type_block(c->src)
+                                                                  : rl_type_block(c->dst);
     rl_pool_run(nth, convert_slice, &j);
     /* The first failure one thread would have met: a non-finite value
      * anywhere first, then the lowest overflow. */

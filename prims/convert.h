@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "prims/q8.h"
+#include "prims/type_traits.h"
 
 typedef struct rl_convert {
     uint32_t src, dst;       /* ggml type ids */
@@ -57,14 +58,6 @@ typedef struct rl_convert {
  * pages wholly inside it, for the others every page it touches.  Errors are
  * ignored (advice only; an old kernel refuses MADV_POPULATE_READ). */
 void rl_pages_advise(const void *p, size_t n, int advice);
-
-/* Bytes of N values of TYPE (F32, F16, BF16, or a quantized type with N a
- * multiple of its block); 0 for other types. */
-size_t rl_convert_bytes(uint32_t type, size_t n);
-
-/* Values per block of TYPE: 32 for Q8_0, the block of prims/quants.h's
- * types, 1 for F32, F16 and BF16. */
-size_t rl_convert_block(uint32_t type);
 
 /* Run the conversion on NTH threads.  RL_BADARG for unsupported types or
  * NULL data, RL_BADLEN for a length that is not whole rows or blocks; else

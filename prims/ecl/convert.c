@@ -33,7 +33,7 @@ static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
                                rl_gguf_status *wst, char *msg, size_t msgsz, uint64_t *off) {
     const uint8_t *x = c.x;
     uint64_t x_off = c.fd_offset;
-    size_t sb = rl_convert_bytes(c.src, c.row_len), n = c.n;
+    size_t sb = rl_type_bytes(c.src, c.row_len), n = c.n;
     rl_status st = RL_OK, late;
     size_t late_where;
     for (size_t r = 0; r * c.row_len < n; r += rows_per_piece) {
@@ -66,12 +66,12 @@ static rl_status stream_pieces(rl_gguf_writer *wr, rl_convert c, uint8_t *inbuf,
             if (st == RL_NONFINITE)
                 *where += i0;
             else if (st == RL_OVERFLOW)
-                *where += i0 / rl_convert_block(c.dst);
+                *where += i0 / rl_type_block(c.dst);
             if (st == RL_NONFINITE || (st != RL_OK && st != RL_OVERFLOW))
                 return st;
             if (st == RL_OK) {
                 *wst = rl_gguf_writer_stream_put(wr, c.src == c.dst ? piece : buf,
-                                                 rl_convert_bytes(c.dst, k), msg, msgsz, off);
+                                                 rl_type_bytes(c.dst, k), msg, msgsz, off);
                 if (*wst != RL_GGUF_OK)
                     return RL_OK;
             }
@@ -116,10 +116,10 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
     }
     if (!rl_mapped_p(base))
         rl_type_error(fn, 2, base, RL_T_FOREIGN_DATA);
-    size_t sbytes = rl_convert_bytes(c.src, c.n), rbytes = rl_convert_bytes(c.src, c.row_len);
-    size_t dbytes_row = rl_convert_bytes(c.dst, c.row_len);
-    if (!sbytes || !dbytes_row || c.n % c.row_len || c.row_len % rl_convert_block(c.src) ||
-        c.row_len % rl_convert_block(c.dst) || c.n > SIZE_MAX / 4)
+    size_t sbytes = rl_type_bytes(c.src, c.n), rbytes = rl_type_bytes(c.src, c.row_len);
+    size_t dbytes_row = rl_type_bytes(c.dst, c.row_len);
+    if (!sbytes || !dbytes_row || c.n % c.row_len || c.row_len % rl_type_block(c.src) ||
+        c.row_len % rl_type_block(c.dst) || c.n > SIZE_MAX / 4)
         rl_signal(RL_C_ERROR, "%s: expected values of F32, F16, BF16 or a quantized type in "
                   "whole rows to one of those, found types %u to %u, %lu values in rows of %lu", fn,
                   (unsigned)c.src, (unsigned)c.dst, (unsigned long)c.n,

@@ -267,15 +267,15 @@ static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl
     static const char fn[] = "%GGUF-DEQUANTIZE-TENSOR";
     rl_gguf_file *f = rl_gguf_pin(fn, h);
     uint64_t i = rl_tensor_index_arg(fn, h, f, index);
-    const rl_quant_traits *t = rl_quant_traits_of(rl_gguf_tensor_type(f, i));
-    if (!t) {
-        uint32_t type = rl_gguf_tensor_type(f, i);
+    uint32_t type = rl_gguf_tensor_type(f, i);
+    if (!rl_quant_traits_of(type)) {
         rl_unpin(h);
         rl_signal(RL_C_ERROR, "%s: tensor %llu: expected a type it dequantizes, found %s", fn,
                   (unsigned long long)i, rl_gguf_ggml_type_name(type));
     }
     /* the reader checked nbytes = element count / block * block bytes */
-    uint64_t n = rl_gguf_tensor_nbytes(f, i) / t->bytes * t->block;
+    uint64_t n = rl_gguf_tensor_nbytes(f, i) / rl_gguf_ggml_block_bytes(type) *
+                 rl_gguf_ggml_block_size(type);
     cl_index m = 0;
     float *y = rl_simple_data(dest, ecl_aet_sf, &m);
     if (!y || (uint64_t)m != n) {
@@ -284,7 +284,8 @@ static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl
     }
     {
         RL_FP_HOLD();
-        t->dequantize(rl_gguf_tensor_data(f, i), y, (size_t)(n / t->block));
+        rl_type_traits_of(type)->to_float(rl_gguf_tensor_data(f, i), y,
+                                          (size_t)(n / rl_gguf_ggml_block_size(type)));
         RL_FP_RELEASE();
     }
     rl_unpin(h);

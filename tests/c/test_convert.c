@@ -62,9 +62,9 @@ static void test_to_types(void) {
             memset(got, 0xa5, bytes);
             size_t w = 0;
             CHECK_MSG(run(RL_GGUF_GGML_F32, x, types[t], got, nth, &w) == RL_OK,
-                      "%s, %d threads", rl_quant_traits_of(types[t])->name, nth);
+                      "%s, %d threads", rl_gguf_ggml_type_name(types[t]), nth);
             CHECK_MSG(memcmp(ref, got, bytes) == 0, "%s, %d threads: bytes differ",
-                      rl_quant_traits_of(types[t])->name, nth);
+                      rl_gguf_ggml_type_name(types[t]), nth);
         }
         free(ref);
         free(got);
@@ -81,7 +81,7 @@ static void test_from_types(void) {
         {RL_GGUF_GGML_Q5_1, RL_GGUF_GGML_IQ4_NL}};
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
         uint32_t s = pairs[p][0], d = pairs[p][1];
-        size_t sb = rl_convert_bytes(s, N), db = rl_convert_bytes(d, N);
+        size_t sb = rl_type_bytes(s, N), db = rl_type_bytes(d, N);
         unsigned char *src = malloc(sb), *ref = malloc(db), *got = malloc(db);
         if (s == RL_GGUF_GGML_Q8_0) {
             CHECK(rl_q8_quantize_f32(x, N, (rl_block_q8_0 *)src, NULL) == RL_OK);
