@@ -69,6 +69,15 @@ const rl_type_traits *rl_type_traits_of(uint32_t id) {
                                                                                  : NULL;
 }
 
+const char *rl_type_family_name(rl_type_family f) {
+    switch (f) {
+    case RL_FAMILY_FLOAT: return "float";
+    case RL_FAMILY_Q8_0: return "q8_0";
+    case RL_FAMILY_QUANT: return "quant";
+    default: return "none";
+    }
+}
+
 int rl_type_quantized(uint32_t id) {
     const rl_type_traits *t = rl_type_traits_of(id);
     return t && t->family != RL_FAMILY_FLOAT;

@@ -28,6 +28,9 @@ typedef enum rl_type_family {
     RL_FAMILY_QUANT     /* the legacy, K and IQ4 types (prims/quants.h) */
 } rl_type_family;
 
+/* "float", "q8_0", "quant" (Lisp keywords); "none". */
+const char *rl_type_family_name(rl_type_family f);
+
 typedef struct rl_type_traits {
     rl_type_family family;
     /* NB blocks at X to NB * block floats at Y: halves widened exactly,
