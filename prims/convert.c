@@ -6,9 +6,13 @@
 #include "prims/convert.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/numfmt.h"
@@ -266,4 +270,144 @@ rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where) {
             *c->io_error = j.io_error[i];
     }
     return best;
+}
+
+/* ---- the stream ---------------------------------------------------------- */
+
+/* Source bytes per piece by default: a few MiB, so every thread has work and
+ * the buffers stay small. */
+#define RL_STREAM_PIECE (4u << 20)
+
+/* Convert and write values [0, c.n) of the tensor, a piece of ROWS rows at
+ * a time, into S->w; the first failure in R. */
+static rl_stream_outcome stream_pieces(const rl_stream *s, rl_convert c, uint8_t *inbuf,
+                                       uint8_t *buf, size_t rows, int nth, rl_stream_result *r) {
+    const uint8_t *x = c.x;
+    uint64_t x_off = c.fd_offset;
+    size_t sb = rl_type_bytes(c.src, c.row_len), n = c.n, where = 0;
+    rl_status st = RL_OK;
+    for (size_t row = 0; row * c.row_len < n; row += rows) {
+        size_t i0 = row * c.row_len;
+        size_t k = n - i0 < rows * c.row_len ? n - i0 : rows * c.row_len;
+        const uint8_t *piece = x + row * sb;
+        if (c.from_fd) { /* read into INBUF by the threads; the next piece read ahead */
+            if (i0 + k < n)
+                posix_fadvise(c.fd, (off_t)(x_off + (row + rows) * sb), (off_t)(sb * rows),
+                              POSIX_FADV_WILLNEED);
+            piece = inbuf;
+            c.fd_offset = x_off + row * sb;
+        } else if (i0 + k < n) {
+            rl_pages_advise(piece + k / c.row_len * sb, sb * rows, MADV_WILLNEED);
+        }
+        c.x = piece;
+        c.n = k;
+        c.y = buf;
+        if (st == RL_OVERFLOW) {
+            /* An overflow is reported only when no value after it is NaN
+             * or infinite (a NaN anywhere is reported first): the rest is
+             * only checked. */
+            size_t late_where = 0;
+            c.dst = c.src;
+            rl_status late = rl_convert_run(&c, nth, &late_where);
+            if (late == RL_NONFINITE)
+                where = i0 + late_where;
+            if (late != RL_OK) {
+                st = late;
+                break;
+            }
+        } else {
+            st = rl_convert_run(&c, nth, &where);
+            if (st == RL_NONFINITE)
+                where += i0;
+            else if (st == RL_OVERFLOW)
+                where += i0 / rl_type_block(c.dst);
+            if (st != RL_OK && st != RL_OVERFLOW)
+                break;
+            if (st == RL_OK) {
+                r->gguf_status = rl_gguf_writer_stream_put(s->w, c.src == c.dst ? piece : buf,
+                                                           rl_type_bytes(c.dst, k), r->msg,
+                                                           sizeof r->msg, &r->offset);
+                if (r->gguf_status != RL_GGUF_OK)
+                    return r->outcome = RL_STREAM_WRITE;
+            }
+        }
+    }
+    if (st == RL_OK)
+        return r->outcome = RL_STREAM_OK;
+    r->status = st;
+    r->where = where;
+    /* a failed read shows as RL_BADARG with *c.io_error set: the caller's */
+    return r->outcome = st == RL_NONFINITE || st == RL_OVERFLOW ? RL_STREAM_CHECK : RL_STREAM_ARG;
+}
+
+rl_stream_outcome rl_stream_run(const rl_stream *s, rl_stream_result *r) {
+    rl_convert c = {0};
+    memset(r, 0, sizeof *r);
+    if (!s || !s->w || (!s->bytes && s->size)) {
+        snprintf(r->msg, sizeof r->msg, "expected a writer and the source's bytes, found none");
+        r->status = RL_BADARG;
+        return r->outcome = RL_STREAM_ARG;
+    }
+    c.src = s->src;
+    c.dst = s->dst;
+    c.n = s->n;
+    c.row_len = s->row_len;
+    c.outliers = s->outliers;
+    size_t sbytes = rl_type_bytes(c.src, c.n), rbytes = rl_type_bytes(c.src, c.row_len);
+    size_t dbytes_row = rl_type_bytes(c.dst, c.row_len);
+    if (!sbytes || !dbytes_row || c.row_len == 0 || c.n % c.row_len ||
+        c.row_len % rl_type_block(c.src) || c.row_len % rl_type_block(c.dst) ||
+        c.n > SIZE_MAX / 4) {
+        snprintf(r->msg, sizeof r->msg, "expected values of F32, F16, BF16 or a quantized type "
+                 "in whole rows to one of those, found types %u to %u, %zu values in rows of %zu",
+                 (unsigned)c.src, (unsigned)c.dst, c.n, c.row_len);
+        r->status = RL_BADLEN;
+        return r->outcome = RL_STREAM_ARG;
+    }
+    if (s->offset > s->size || sbytes > s->size - s->offset) {
+        snprintf(r->msg, sizeof r->msg, "bytes %llu to %llu are outside the file's %llu",
+                 (unsigned long long)s->offset, (unsigned long long)(s->offset + sbytes),
+                 (unsigned long long)s->size);
+        r->status = RL_BADARG;
+        return r->outcome = RL_STREAM_ARG;
+    }
+    size_t piece = s->piece_bytes ? s->piece_bytes : RL_STREAM_PIECE;
+    size_t rows = rbytes >= piece ? 1 : piece / rbytes;
+    int nth = s->threads >= 1 ? s->threads : rl_threads();
+    uint8_t *buf = c.src != c.dst ? malloc(dbytes_row * rows) : NULL;
+    uint8_t *inbuf = s->fd >= 0 ? malloc(rbytes * rows) : NULL;
+    if ((c.src != c.dst && !buf) || (s->fd >= 0 && !inbuf)) {
+        free(buf);
+        free(inbuf);
+        snprintf(r->msg, sizeof r->msg, "out of memory for a piece of %zu rows", rows);
+        r->status = RL_NOMEM;
+        return r->outcome = RL_STREAM_ARG;
+    }
+    int ioerr = 0;
+    c.x = s->bytes + s->offset;
+    c.fd = s->fd;
+    c.from_fd = s->fd >= 0;
+    c.fd_offset = s->offset;
+    c.populate = s->fd < 0;
+    c.release = s->fd < 0 && s->release;
+    c.io_error = &ioerr;
+    rl_stream_outcome out = stream_pieces(s, c, inbuf, buf, rows, nth, r);
+    free(buf);
+    free(inbuf);
+    if (ioerr) {
+        /* the file's size now, to tell a truncation */
+        struct stat now;
+        r->io_error = ioerr;
+        r->offset = s->offset;
+        if (fstat(s->fd, &now) == 0 && (uint64_t)now.st_size < s->size)
+            snprintf(r->msg, sizeof r->msg, "at byte %llu: cannot read the tensor's values: the "
+                     "file was truncated while being read (%llu bytes when opened, %llu now)",
+                     (unsigned long long)s->offset, (unsigned long long)s->size,
+                     (unsigned long long)now.st_size);
+        else
+            snprintf(r->msg, sizeof r->msg, "at byte %llu: cannot read the tensor's values: %s",
+                     (unsigned long long)s->offset, strerror(ioerr));
+        return r->outcome = RL_STREAM_READ;
+    }
+    return out;
 }
