@@ -210,8 +210,9 @@ static void convert_slice(void *ctx, int ith, int nth) {
         } else if (c->dst == RL_GGUF_GGML_Q8_0) {
             const uint8_t *x = (const uint8_t *)c->x + rl_type_bytes(c->src, i0);
             rl_block_q8_0 *y = (rl_block_q8_0 *)((uint8_t *)c->y + rl_q8_bytes(i0));
-            st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x, (i1 - i0) / c->row_len,
-                                                           c->row_len, c->outliers, y, &w)
+            st = c->outliers ? rl_q8_quantize_outliers_ref(q8_src(c->src), x,
+                                                           (i1 - i0) / c->row_len, c->row_len,
+                                                           c->outliers, y, &w)
                              : rl_q8_quantize_path(q8_src(c->src), x, i1 - i0, y, &w,
                                                    rl_path_best());
             w += st == RL_NONFINITE ? i0 : i0 / RL_QK8_0;

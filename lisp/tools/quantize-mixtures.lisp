@@ -162,7 +162,8 @@ it advances), for the ftypes of *QUANTIZE-FTYPES*."
       (cond
         ((or (eq category :output) (and (mixture-tied m) (eq category :token-embd)))
          (cond (output-type (setf new output-type))
-               ((or falcon (plusp (mod (first ne) (type-block-size new)))) (setf new (ggml-id "Q8_0")))
+               ((or falcon (plusp (mod (first ne) (type-block-size new))))
+                (setf new (ggml-id "Q8_0")))
                ((/= new (ggml-id "Q8_0")) (setf new (ggml-id "Q6_K")))))
         ((eq category :token-embd)
          (when token-embedding-type (setf new token-embedding-type)))

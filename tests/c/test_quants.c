@@ -196,15 +196,15 @@ static void test_refusals(void) {
         where = 0;
         CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE &&
                       where == 700,
-                  "%s: NaN at 700 not reported (where %zu)", rl_gguf_ggml_type_name(types[t]), where);
-        CHECK_MSG(y[0] == 0xa5, "%s: wrote before refusing a NaN", rl_gguf_ggml_type_name(types[t]));
+                  "%s: NaN at 700 not reported (where %zu)", q->name, where);
+        CHECK_MSG(y[0] == 0xa5, "%s: wrote before refusing a NaN", q->name);
         x[700] = 0;
         CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE && where == 900);
         x[900] = -INFINITY;
         CHECK(rl_quantize(types[t], x, ROW, y, &where) == RL_NONFINITE && where == 900);
         x[900] = 0;
         CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_OK, "%s: ordinary row",
-                  rl_gguf_ggml_type_name(types[t]));
+                  q->name);
         /* beyond the limit (3e38, and the next float above it), in the
          * third block and again in the fourth: the third is named */
         float big[2] = {3e38f, nextafterf(q->t->limit, INFINITY)};
@@ -214,7 +214,7 @@ static void test_refusals(void) {
             where = 0;
             CHECK_MSG(rl_quantize(types[t], x, ROW, y, &where) == RL_OVERFLOW &&
                           where == 2,
-                      "%s: %g not refused at block 2 (where %zu)", rl_gguf_ggml_type_name(types[t]), big[b], where);
+                      "%s: %g not refused at block 2 (where %zu)", q->name, big[b], where);
             x[3 * q->block + 1] = 0;
         }
         /* at the limit: accepted, or its scale rounds up to infinity and
@@ -223,7 +223,7 @@ static void test_refusals(void) {
             x[2 * q->block + 5] = (float)sign * q->t->limit;
             rl_status st = rl_quantize(types[t], x, ROW, y, &where);
             CHECK_MSG(st == RL_OK || (st == RL_OVERFLOW && where == 2),
-                      "%s: %g gives %s at block %zu", rl_gguf_ggml_type_name(types[t]), x[2 * q->block + 5],
+                      "%s: %g gives %s at block %zu", q->name, x[2 * q->block + 5],
                       rl_status_name(st), where);
         }
     }
@@ -560,8 +560,9 @@ static void our_floats(uint32_t type, const void *x, size_t n, float *y) {
 }
 
 static const char *golden_type_name(uint32_t type) {
-    return rl_quant_traits_of(type) ? rl_gguf_ggml_type_name(type) : type == RL_GGUF_GGML_Q8_0 ? "Q8_0" : type == RL_GGUF_GGML_F16 ? "F16"
-                                                                                          : "?";
+    return rl_quant_traits_of(type) || type == RL_GGUF_GGML_Q8_0 || type == RL_GGUF_GGML_F16
+               ? rl_gguf_ggml_type_name(type)
+               : "?";
 }
 
 /* One output of llama-quantize against its F32 input; adds to SEEN[type]
