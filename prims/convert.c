@@ -116,7 +116,7 @@ static void to_f32(uint32_t t, const uint8_t *x, size_t i, size_t k, float *out)
 }
 
 /* Values I0..I1-1 of a conversion through f32 (a quantized source, or a
- * destination of prims/quants.h's table), a piece at a time: the piece is
+ * destination of prims/quants.h's types), a piece at a time: the piece is
  * widened or dequantized, checked for NaN and infinity (which are reported
  * first, wherever they are), then converted, until a conversion
  * overflows (*where its flat block index, or its value's index for a half

@@ -2,8 +2,9 @@
  * on the thread pool, with the checks llama-quantize makes: what `rontolisp
  * quantize' does to each piece of each tensor it streams.
  *
- * Types: SRC F32, F16, BF16, Q8_0 or a type of prims/quants.h's table
- * (legacy, K-quant, IQ4); DST any of those.  SRC == DST is a copy, for
+ * Types: SRC any type with a row in prims/type_traits.h (F32, F16, BF16,
+ * Q8_0, the legacy, K-quant and IQ4 types of prims/quants.h); DST any of
+ * those.  SRC == DST is a copy, for
  * which only the check runs (the caller writes the source bytes
  * themselves).  Values go through f32 (halves widened exactly, quantized
  * blocks dequantized as ggml does, f32 to binary16 or bfloat16 rounded to
