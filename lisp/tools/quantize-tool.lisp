@@ -173,11 +173,11 @@ Q5_K Q6_K IQ4_NL IQ4_XS); with FTYPE, STRING is a file type instead (a
 name or ftype number of *QUANTIZE-FTYPES*) and the answer its main type.
 Anything else is a USAGE-ERROR that names it."
   (if ftype
-      (third (find-ftype string))
-      (let ((names (mapcar #'%ggml-type *quantize-write-types*)))
+      (ggml-id (third (find-ftype string)))
+      (let ((names (mapcar #'%ggml-type (quantize-write-types))))
         (cond ((find string names :test #'string-equal)
-               (nth (position string names :test #'string-equal) *quantize-write-types*))
-              ((loop for id below 64 thereis (equalp (%ggml-type id) string))
+               (nth (position string names :test #'string-equal) (quantize-write-types)))
+              ((find-ggml-type string)
                (usage-error "~A: expected one of ~{~A~^ ~}, found a type rontolisp quantize ~
 does not write" (string-upcase string) names))
               (t (usage-error "expected a type ~{~A~^ ~}, found ~S" names string))))))
@@ -219,7 +219,7 @@ per-tensor rules of the MIXTURE (MIXTURE-TYPE; it advances its counts);
 then a type whose block does not divide the rows falls back (TYPE-FALLBACK).
 Answers the type id and whether it is a fall back."
   (flet ((fit (type)
-           (if (quantized-type-id-p type) (type-fallback type (first ne)) (values type nil))))
+           (if (quantized-type-p type) (type-fallback type (first ne)) (values type nil))))
     (cond ((not (quantizable-tensor-p name ne :leave-output leave-output)) (values source nil))
           ((and token-embedding-type
                 (eq (tensor-category name) :token-embd)
@@ -227,7 +227,7 @@ Answers the type id and whether it is a fall back."
                           (tensor-type-rule-for name rules))))
            (fit token-embedding-type))
           ((and output-type (string= name "output.weight")) (fit output-type))
-          ((not (quantized-type-id-p main)) (values main nil))
+          ((not (quantized-type-p main)) (values main nil))
           (t (fit (or (tensor-type-rule-for name rules)
                       (if (or pure (null mixture))
                           main
@@ -278,13 +278,13 @@ has no rows to convert or copy."
 one element in each dimension to convert or copy it, found none" ne))
                   (destructuring-bind (target fallback) (gethash name targets)
                     (cond ((or (= target source) (float-type-id-p source)))
-                          ((not (quantized-type-id-p source))
+                          ((not (quantized-type-p source))
                            (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or ~
 a quantized type quantize reads (~{~A~^ ~}) to convert it to ~A"
                                               (gguf:tensor-info-type info)
                                               (mapcar #'%ggml-type
-                                                      (remove-if-not #'quantized-type-id-p
-                                                                     *quantize-write-types*))
+                                                      (remove-if-not #'quantized-type-p
+                                                                     (quantize-write-types)))
                                               (target-type-name target)))
                           ((not allow-requantize)
                            (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
@@ -343,7 +343,7 @@ GGUF:STREAM-PUT-TENSOR) of the planned tensor P of F."
          (info (planned-info p))
          (cols (first (planned-ne p))))
     (cond
-      ((and (eq status :non-finite) (quantized-type-id-p (planned-source p)))
+      ((and (eq status :non-finite) (quantized-type-p (planned-source p)))
        (tensor-data-error path name "has invalid data: expected finite values, found NaN or an ~
 infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (planned-source p))))
       ((eq status :non-finite)
@@ -354,7 +354,7 @@ infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (plann
           (tensor-data-error path name "has invalid data: expected finite values, found ~A at ~
 element ~D (byte ~D)" (if (zerop mantissa) "an infinity" "NaN") where
                              (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size)))))
-      ((quantized-type-id-p (planned-target p))
+      ((quantized-type-p (planned-target p))
        (let ((per-row (/ cols (type-block-size (planned-target p)))))
          (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the ~A scale ~
 overflows binary16 (quantized data validation failed, as llama-quantize)"
@@ -474,7 +474,7 @@ plus PLAN's length (REPORT is called after each).  An error names the file
                  path (gguf:path (planned-file p)))
            (unless (planned-copied-p p)
              (let ((columns (gethash name outliers)))
-               (when (and columns (/= (planned-target p) 8))
+               (when (and columns (/= (planned-target p) (ggml-id "Q8_0")))
                  (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
 Q8_0" (gguf:type-name (planned-target p))))
                (multiple-value-bind (ok status where)
@@ -544,7 +544,7 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
          (entry (handler-case (find-ftype (if (keywordp type) (symbol-name type) (string type)))
                   (usage-error (c)
                     (unknown-format-error 'quantize-file type "~A" (condition-line c)))))
-         (main (third entry))
+         (main (ggml-id (third entry)))
          (ftype (second entry))
          (overrides (mapcar (lambda (o) (if (consp o) o (parse-kv-override o))) override-kv))
          (options (list :pure pure :leave-output leave-output-tensor
