@@ -2,7 +2,7 @@
  * doc/tokenizer.md): building a tokenizer from its spec (vocab hash, merges,
  * the byte-to-unicode table, added tokens), control tokens matched in the
  * raw text, NFC, user-defined tokens matched in the normalized text, the
- * encode driver and decoding.  The GPT-2 split is prims/tokenizer_split.c,
+ * encode driver with each id's byte offsets when asked, and decoding.  The GPT-2 split is prims/tokenizer_split.c,
  * BPE and the cache of pieces prims/tokenizer_bpe.c, what they share
  * prims/tokenizer_internal.h. */
 #define _GNU_SOURCE /* qsort_r */
