@@ -338,7 +338,8 @@ option's name and the string, turns it into the value; by default it stays
 a string), one without is a flag, DEFAULT (evaluated) is the value when the
 option is absent, and a REPEAT option collects its values in a list.
 USAGE is the argument part of the usage line, SUMMARY one line for the
-top-level --help, DETAILS more text for the command's --help.  With
+top-level --help, DETAILS more text for the command's --help (a string, or
+a function answering one when the help is printed).  With
 OPTIONS-FIRST, the options end at the first positional argument (the rest
 belongs to it).  BODY answers the exit status (an integer; NIL means 0) and
 signals USAGE-ERROR for bad usage.  `--help' prints the command's usage and
@@ -403,8 +404,9 @@ its exit status; see DEFINE-COMMAND." name)
                              do (write-char c s)
                                 (when (char= c #\Newline)
                                   (dotimes (i (+ width 4)) (write-char #\Space s))))))))
-  (when (command-details command)
-    (format stream "~%~A~%" (command-details command)))
+  (let ((details (command-details command)))
+    (when details
+      (format stream "~%~A~%" (if (functionp details) (funcall details) details))))
   (format stream "~%Exit status: 0 success, 1 an error (one line on stderr), 2 bad usage.~%")
   (finish-output stream))
 

@@ -41,6 +41,52 @@ number (general.file_type) and the ggml name of its main type.")
   "llama-quantize's other file types: name, ftype number, and whether
 llama-quantize itself needs an importance matrix for them.")
 
+(defparameter *quantize-ftype-uses*
+  '(("F32" "no loss: a reference, or the input to quantize from")
+    ("F16" "no loss for weights trained in 16 bits, half of F32's size")
+    ("BF16" "F32's range in 16 bits: for checkpoints trained in bf16")
+    ("Q8_0" "nearly lossless, the safe choice (llama.cpp: +0.0026 ppl @ Llama-3-8B)")
+    ("Q4_0" "legacy 4-bit: prefer Q4_K_S or Q4_K_M (+0.4685 ppl)")
+    ("Q4_1" "legacy 4-bit with offsets: prefer Q4_K_M (+0.4511 ppl)")
+    ("Q5_0" "legacy 5-bit: prefer Q5_K_S (+0.1316 ppl)")
+    ("Q5_1" "legacy 5-bit with offsets: prefer Q5_K_M (+0.1062 ppl)")
+    ("Q2_K" "the smallest without an importance matrix, at a large loss (+3.5199 ppl)")
+    ("Q3_K_S" "3-bit throughout: only when memory is very tight (+1.6321 ppl)")
+    ("Q3_K_M" "3-bit, attention values and feed-forward down at 4-5 bits (+0.6569 ppl)")
+    ("Q3_K_L" "3-bit, those at 5 bits: larger than Q3_K_M, better (+0.5562 ppl)")
+    ("Q4_K_S" "4-bit, a few tensors at 5 bits (+0.2689 ppl)")
+    ("Q4_K_M" "the usual balance of size and quality: some tensors at 6 bits (+0.1754 ppl)")
+    ("Q5_K_S" "5-bit: close to the original (+0.1049 ppl)")
+    ("Q5_K_M" "5-bit, some tensors at 6 bits: very close (+0.0569 ppl)")
+    ("Q6_K" "nearly Q8_0's quality at 3/4 of its size (+0.0217 ppl)")
+    ("IQ4_NL" "non-linear 4-bit in blocks of 32, for rows that do not split into 256s")
+    ("IQ4_XS" "non-linear 4-bit: about Q4_K_S's quality in less space"))
+  "When to use each file type quantize makes, one line each for `quantize
+--help' (the perplexity figures are llama-quantize's own table, measured
+by llama.cpp on Llama-3-8B).")
+
+(defun quantize-types-help ()
+  "The table of file types of `rontolisp quantize --help': per type its
+ftype number, name, the bits per weight of its main type and when to use
+it; then the aliases and the types refused, with the reason."
+  (with-output-to-string (s)
+    (format s "Types (ftype number or name, bits per weight of the main type, when to use it;~%~
+the K-quant mixtures _S _M _L give some tensors more bits, --dry-run prints a file's own):~%")
+    (loop for (name ftype type) in *quantize-ftypes*
+          for use = (second (assoc name *quantize-ftype-uses* :test #'string=))
+          when use
+            do (multiple-value-bind (type-name block-size block-bytes) (%ggml-type type)
+                 (declare (ignore type-name))
+                 (format s "  ~2D  ~7A ~5,2F bpw  ~A~%" ftype name (/ (* 8 block-bytes) block-size) use)))
+    (format s "Aliases: ~{~A~^, ~}.~%"
+            (loop for (name ftype) in *quantize-ftypes*
+                  unless (assoc name *quantize-ftype-uses* :test #'string=)
+                    collect (format nil "~A = ~A" name (ftype-name ftype))))
+    (format s "Refused, needing an importance matrix, which quantize does not take:~%  ~{~A~^ ~}~%~
+Refused, not written: ~{~A~^ ~}~%"
+            (loop for (name nil imatrix) in *quantize-refused-ftypes* when imatrix collect name)
+            (loop for (name nil imatrix) in *quantize-refused-ftypes* unless imatrix collect name))))
+
 (defun ftype-name (ftype)
   "llama-quantize's name of the ftype number FTYPE."
   (first (find ftype *quantize-ftypes* :key #'second)))
@@ -57,9 +103,10 @@ a name in any case or an ftype number; a USAGE-ERROR names any other."
     (or (funcall match *quantize-ftypes*)
         (let ((refused (funcall match *quantize-refused-ftypes*)))
           (cond ((and refused (third refused))
-                 (usage-error "~A: this file type needs an importance matrix, which rontolisp ~
-quantize does not take (expected one of ~{~A~^ ~})" (first refused)
-                              (mapcar #'first *quantize-ftypes*)))
+                 (usage-error "~A: this file type needs an importance matrix (llama-quantize ~
+refuses it without --imatrix: so few bits are only usable with each column's error weighed by its ~
+activations), which rontolisp quantize does not take; quantize --help lists the types it makes"
+                              (first refused)))
                 (refused
                  (usage-error "~A: expected one of ~{~A~^ ~} (or their ftype numbers), found a ~
 file type rontolisp quantize does not write" (first refused) (mapcar #'first *quantize-ftypes*)))

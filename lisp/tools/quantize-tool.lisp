@@ -287,14 +287,29 @@ a quantized type quantize reads (~{~A~^ ~}) to convert it to ~A"
                                                                      (quantize-write-types)))
                                               (target-type-name target)))
                           ((not allow-requantize)
-                           (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
-done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
+                           (tensor-data-error path name "has type ~A: expected F32, F16 or BF16 ~
+data to quantize to ~A; add --allow-requantize to dequantize it and quantize it again (as ~
+llama-quantize asks; the errors of the two quantizations add up)"
                                               (gguf:tensor-info-type info) (target-type-name target))))
                     (make-planned name info ne source target fallback f)))))
 
 ;;; The conversion.
 
-(defun mib (bytes) (/ bytes 1048576.0d0))
+(defun size-string (bytes)
+  "BYTES in the binary unit that fits, three significant digits: \"0 B\",
+\"512 B\", \"12.5 KiB\", \"3.20 MiB\", \"1.50 GiB\" (never \"0.00 MiB\")."
+  (if (< bytes 1024)
+      (format nil "~D B" bytes)
+      (let* ((units '("KiB" "MiB" "GiB" "TiB" "PiB"))
+             (power (min (length units) (floor (log bytes 1024))))
+             (value (/ bytes (expt 1024d0 power))))
+        ;; 1023.9 KiB rounds to 1024 KiB: say 1.00 MiB instead
+        (when (and (>= (round value) 1024) (< power (length units)))
+          (incf power)
+          (setf value (/ value 1024)))
+        (if (< value 99.95d0)
+            (format nil "~,vF ~A" (if (< value 9.995d0) 2 1) value (nth (1- power) units))
+            (format nil "~D ~A" (round value) (nth (1- power) units))))))
 
 (defun quantize-summary (stream out plan seconds &key dry-run)
   "One line: tensors, the types written, the sizes before and after, bits
@@ -305,14 +320,14 @@ per weight and the time."
          (types (remove-duplicates (mapcar (lambda (p) (gguf:type-name (planned-target p))) plan)
                                    :test #'string= :from-end t)))
     (format stream "~A~:[~; (dry run, nothing written)~]: ~D tensor~:P (~{~A~^, ~}~[~:;, ~:*~D ~
-fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
+fall back~:P~]), ~A -> ~A, ~,2F -> ~,2F bits per weight, ~,2F s~%"
             out dry-run (length plan)
             (mapcar (lambda (ty) (format nil "~D ~A" (count ty plan :key (lambda (p) (gguf:type-name (planned-target p)))
                                                                      :test #'string=)
                                          ty))
                     types)
             (count-if #'planned-fallback plan)
-            (mib before) (mib after)
+            (size-string before) (size-string after)
             (if (plusp weights) (/ (* 8.0d0 before) weights) 0)
             (if (plusp weights) (/ (* 8.0d0 after) weights) 0)
             seconds)))
@@ -320,11 +335,11 @@ fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
 (defun write-plan-line (stream done total p)
   "The line of the planned tensor P, the DONE-th of TOTAL, on STREAM: its
 name, types and sizes."
-  (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
+  (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10@A -> ~10@A~:[~; (fall back)~]~%"
           done total (planned-name p) (gguf:type-name (planned-source p))
           (gguf:type-name (planned-target p))
-          (mib (gguf:tensor-info-bytes (planned-info p)))
-          (mib (planned-bytes p (planned-target p)))
+          (size-string (gguf:tensor-info-bytes (planned-info p)))
+          (size-string (planned-bytes p (planned-target p)))
           (planned-fallback p)))
 
 (defun tensor-progress (total)

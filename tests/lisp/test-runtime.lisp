@@ -858,3 +858,161 @@ UTF-8: %utf8-octets gives the bytes back; other surrogates become U+FFFD."
     (is (equal '(#xef #xbf #xbd) (octets #xd800)))
     (is (equal '(#xef #xbf #xbd) (octets #xdc7f)))
     (is (equal '(#xe2 #x82 #xac) (octets #x20ac)))))
+
+;;; The manual: doc/command-line.md, the man page and --help name the same
+;;; commands and options.  Each source is read generically (a command is
+;;; whatever each lists), so a command or option added to all three passes
+;;; and one missing from any fails, naming it and where it is missing.
+
+(defun manual-option-tokens (text)
+  "The long options (--name) written in TEXT, once each, in order; man
+escapes (\\- and \\fB...) already removed."
+  (let ((found '()))
+    (loop for start = (search "--" text) then (search "--" text :start2 end)
+          for end = (and start (or (position-if-not (lambda (c) (or (alphanumericp c) (char= c #\-)))
+                                                    text :start (+ start 2))
+                                   (length text)))
+          while start
+          do (let ((token (string-right-trim "-" (subseq text start end))))
+               (when (and (> (length token) 2) (alphanumericp (char token 2))
+                          (or (zerop start) (not (alphanumericp (char text (1- start))))))
+                 (pushnew token found :test #'string=))))
+    (nreverse found)))
+
+(defun manual-man-text (line)
+  "LINE of the man page as text: \\- a dash, font changes (\\fB \\fI \\fR
+\\fP) gone."
+  (with-output-to-string (s)
+    (loop with i = 0
+          while (< i (length line))
+          do (let ((c (char line i)))
+               (cond ((and (char= c #\\) (< (1+ i) (length line)) (char= (char line (1+ i)) #\-))
+                      (write-char #\- s) (incf i 2))
+                     ((and (char= c #\\) (< (+ i 2) (length line)) (char= (char line (1+ i)) #\f))
+                      (incf i 3))
+                     (t (write-char c s) (incf i)))))))
+
+(defun manual-first-word (text)
+  "The first word of TEXT made of lower-case letters and dashes, after any
+leading request (.BI, .B), quotes and spaces; NIL when it starts otherwise."
+  (let* ((text (if (and (plusp (length text)) (char= (char text 0) #\.))
+                   (subseq text (or (position #\Space text) (length text)))
+                   text))
+         (start (position-if-not (lambda (c) (member c '(#\Space #\"))) text)))
+    (when (and start (lower-case-p (char text start)))
+      (subseq text start (position-if-not (lambda (c) (or (lower-case-p c) (char= c #\-)))
+                                          text :start start)))))
+
+(defun manual-help ()
+  "From `rontolisp --help' and each command's --help: (values commands
+global-options table), the table mapping a command to its options."
+  (multiple-value-bind (code out) (run-exe '("--help"))
+    (is (= 0 code))
+    (let ((commands '()) (global '()) (table (make-hash-table :test 'equal)) (in-global nil))
+      (dolist (line (split-lines out))
+        (cond ((and (> (length line) 12) (string= "  rontolisp " line :end2 12)
+                    (lower-case-p (char line 12)))
+               (pushnew (manual-first-word (subseq line 12)) commands :test #'string=))
+              ((search "Global flags" line) (setf in-global t))
+              ((and in-global (> (length line) 4) (string= "  --" line :end2 4))
+               (setf global (union global (manual-option-tokens
+                                           (subseq line 0 (or (search "   " line :start2 2)
+                                                              (length line))))
+                                   :test #'string=)))))
+      (dolist (command commands)
+        (multiple-value-bind (code out) (run-exe (list command "--help"))
+          (is (= 0 code) "~A --help exited ~A" command code)
+          (setf (gethash command table)
+                (loop with in-options = nil
+                      for line in (split-lines out)
+                      do (cond ((string= line "Options:") (setf in-options t))
+                               ((string= line "") (when in-options (setf in-options :done))))
+                      when (and (eq in-options t) (> (length line) 4) (string= "  --" line :end2 4))
+                        append (remove "--help" (manual-option-tokens
+                                                 (subseq line 0 (or (search "  " line :start2 2)
+                                                                    (length line))))
+                                       :test #'string=)))))
+      (values (reverse commands) global table))))
+
+(defun manual-man-page ()
+  "From rontolisp.1: (values table global-options) where the table maps a
+command of the COMMANDS section to (header-options . entry-options): the
+options of its .TP header lines and of its whole entries."
+  (let ((table (make-hash-table :test 'equal)) (global '()) (section nil) (command nil) (header nil))
+    (dolist (raw (split-lines (read-file-string (namestring (merge-pathnames "rontolisp.1" *root*)))))
+      (let ((line (manual-man-text raw)))
+        (cond ((and (> (length raw) 4) (string= ".SH " raw :end2 4))
+               (setf section (string-trim " \"" (subseq raw 4)) command nil))
+              ((string= raw ".TP") (setf header t command nil))
+              ((string= section "OPTIONS")
+               (setf global (union global (manual-option-tokens line) :test #'string=)))
+              ((and (string= section "COMMANDS") header)
+               (setf header nil command (manual-first-word line))
+               (when command
+                 (let ((entry (or (gethash command table) (cons '() '())))
+                       (options (manual-option-tokens line)))
+                   (setf (gethash command table)
+                         (cons (union (car entry) options :test #'string=)
+                               (union (cdr entry) options :test #'string=))))))
+              ((and (string= section "COMMANDS") command)
+               (push-options-to-man-entry table command (manual-option-tokens line))))))
+    (values table global)))
+
+(defun push-options-to-man-entry (table command options)
+  (let ((entry (gethash command table)))
+    (setf (cdr entry) (union (cdr entry) options :test #'string=))))
+
+(defun manual-command-line-md ()
+  "From doc/command-line.md's section 1: (values table global-options),
+the table mapping each command of the synopsis block (lines
+`    rontolisp NAME ...' and the lines indented under them) to its options;
+the global options are those of the section's text outside the block."
+  (let ((table (make-hash-table :test 'equal)) (global '()) (in-section nil) (command nil))
+    (dolist (line (split-lines (read-file-string (namestring (merge-pathnames "doc/command-line.md" *root*)))))
+      (cond ((and (> (length line) 3) (string= "## " line :end2 3))
+             (setf in-section (and (> (length line) 5) (string= "## 1." line :end2 5)) command nil))
+            ((not in-section))
+            ((and (> (length line) 14) (string= "    rontolisp " line :end2 14)
+                  (lower-case-p (char line 14)))
+             (setf command (manual-first-word (subseq line 14)))
+             (setf (gethash command table)
+                   (union (gethash command table) (manual-option-tokens (subseq line 14))
+                          :test #'string=)))
+            ((and command (> (length line) 5) (string= "     " line :end2 5))
+             (setf (gethash command table)
+                   (union (gethash command table) (manual-option-tokens line) :test #'string=)))
+            ((and (> (length line) 4) (string= "    " line :end2 4)) (setf command nil))
+            (t (setf command nil
+                     global (union global (manual-option-tokens line) :test #'string=)))))
+    (values table global)))
+
+(test manual-names-every-command-and-option
+  (multiple-value-bind (commands global help) (manual-help)
+    (multiple-value-bind (man man-global) (manual-man-page)
+      (multiple-value-bind (doc doc-global) (manual-command-line-md)
+        (is (< 10 (length commands)) "~A" commands)
+        (flet ((keys (table) (loop for k being the hash-keys of table collect k))
+               (missing (what from where)
+                 (let ((gone (set-difference what from :test #'string=)))
+                   (is (null gone) "~A: ~{~A~^ ~}" where gone))))
+          (missing commands (keys man) "commands of --help missing from rontolisp.1")
+          (missing commands (keys doc) "commands of --help missing from doc/command-line.md")
+          (missing (keys man) commands "commands of rontolisp.1 that --help does not list")
+          (missing (keys doc) commands "commands of doc/command-line.md that --help does not list")
+          (missing global man-global "global options of --help missing from rontolisp.1's OPTIONS")
+          (missing global doc-global "global options of --help missing from doc/command-line.md")
+          (dolist (command commands)
+            (let ((options (gethash command help)))
+              (when (gethash command man)
+                (missing options (cdr (gethash command man))
+                         (format nil "options of ~A --help missing from its rontolisp.1 entry" command))
+                (missing (car (gethash command man)) options
+                         (format nil "options in rontolisp.1's ~A synopsis that ~A --help does not list"
+                                 command command)))
+              (when (gethash command doc)
+                (missing options (gethash command doc)
+                         (format nil "options of ~A --help missing from doc/command-line.md's ~A line"
+                                 command command))
+                (missing (gethash command doc) options
+                         (format nil "options in doc/command-line.md's ~A line that ~A --help does not list"
+                                 command command))))))))))
