@@ -261,10 +261,15 @@ ff(norm2(x))."
         (if norm-first
             (let ((a (f32-matrix m d)))
               (residual x (attention (ln x :attn-norm a)))
-              (residual x (feed-forward (ln x :ffn-norm a))))
+              (stage-mark :head-attention)
+              (residual x (feed-forward (ln x :ffn-norm a)))
+              (stage-mark :head-ffn))
             (progn
               (ln (residual (attention x) x) :attn-norm x)
-              (ln (residual (feed-forward x) x) :ffn-norm x)))))))
+              (stage-mark :head-attention)
+              (ln (residual (feed-forward x) x) :ffn-norm x)
+              (stage-mark :head-ffn)))
+        x))))
 
 (defun marker-rows (x markers)
   "The rows of X at MARKERS, a fresh k x d matrix."
@@ -296,9 +301,10 @@ naming the known ones otherwise."
       (question-error "expected a question type ~{~S~^, ~}, found ~S"
                       (coerce (decision-head-types head) 'list) type)))
 
-(defun decision-logits (model head ids markers type activations)
-  "The logits (a single-float vector, one per marker) of the head of
-MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
+(defun decision-logits (model head ids markers type activations out)
+  "The logits of the head of MODEL for the token IDS (a list), MARKERS
+(positions) and question TYPE, one per marker, stored in OUT (a
+single-float vector of that length) and answered."
   (let* ((n (length ids))
          (ti (type-index head type))
          (m (check-markers head markers n))
@@ -307,6 +313,7 @@ MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
          (x (f32-matrix m (array-dimension hidden 1))))
     (kernel-call 'model:decide (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
     (check-finite-steps path nil :head-input x)
+    (stage-mark :head-input)
     (loop for block in (decision-head-blocks head) for i from (decision-head-first head)
           do (setf x (head-block head block i x activations path)))
     (let* ((d (array-dimension x 1))
@@ -323,9 +330,10 @@ MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
         (kernel-call 'model:decide
                      (%bias-act logits (decision-head-cls-output-bias head) :none logits))
         (check-finite-steps path nil :logits logits)
-        (let ((out (make-array (length markers) :element-type 'single-float)))
-          (dotimes (k (length markers) out)
-            (setf (aref out k) (aref logits k 0))))))))
+        (dotimes (k (length markers))
+          (setf (aref out k) (aref logits k 0)))
+        (stage-mark :cls)
+        out))))
 
 (defun temperature (head type options)
   "The temperature of questions of TYPE with OPTIONS options:
@@ -365,8 +373,11 @@ and the logits, single-float vectors."
          (ids (check-decide-ids model head ids)))
     (unless (member activations '(:q8 :q8x2))
       (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
-    (let ((logits (decision-logits model head ids markers type activations)))
-      (values (softmax logits (temperature head type (length markers))) logits))))
+    (let* ((logits (decision-logits model head ids markers type activations
+                                    (make-array (length markers) :element-type 'single-float)))
+           (probabilities (softmax logits (temperature head type (length markers)))))
+      (stage-mark :softmax)
+      (values probabilities logits))))
 
 ;;; Questions.
 
@@ -506,10 +517,12 @@ unknown type, no options, a marker count other than the option count, more
 tokens than decision.max_tokens, a marker at or past the head's window
 (min(tokens, decision.max_head_tokens)); MODEL:MODEL-ERROR for a model
 without a decision head or when a step's output is not finite."
+  (stage-start)
   (let* ((head (head-of model 'model:decide))
-         (text (model:render model question))
+         (text (prog1 (model:render model question) (stage-mark :render)))
          (options (length (gethash "options" (question-bindings question))))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
+    (stage-mark :tokenize)
     (when (> (length ids) (decision-head-max-tokens head))
       (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
@@ -546,3 +559,36 @@ file on standard output, as `decide' prints it."
                   do (format t "  ~A " (float-text p))
                      (write-escaped (option-text o) *standard-output* :quotes nil)
                      (terpri)))))))
+
+;;; What a question costs at the least (`bench --questions --breakdown').
+
+(defun window-keys (n window)
+  "The (query, key) pairs of attention over N tokens with the symmetric
+WINDOW (0: every key), as the attention kernel ranges them."
+  (if (zerop window)
+      (* n n)
+      (let ((half (floor window 2)))
+        (loop for i below n sum (- (min n (+ i half 1)) (max 0 (- i half)))))))
+
+(defun question-macs (model n k)
+  "The multiply-adds of MODEL's forward pass (encoder and head) on a
+question of N tokens and K options, as (values weight-macs other-macs):
+those of the encoder's weight matrices (int8 products for Q8_0 weights),
+and the rest (attention's scores and sums, the head's products, cls), in
+single-float.  The head's last block counts keys and values for its m
+rows and everything else for the K marker rows only: the work whose
+result is read."
+  (let* ((h (encoder-hyperparameters model))
+         (head (head-of model 'question-macs))
+         (d (getf h :embedding-length)) (ff (getf h :feed-forward-length))
+         (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
+         (m (min n (decision-head-max-head-tokens head)))
+         (blocks (decision-head-blocks head)))
+    (values (* (getf h :layers) n (+ (* 4 d d) (* 3 ff d)))
+            (+ (loop for i below (getf h :layers)
+                     sum (* 2 d (window-keys n (if (zerop (mod i pattern)) 0 window))))
+               (loop for (block . more) on blocks
+                     for rows = (if more m k)
+                     sum (+ (* 2 m d d) (* rows d d) (* 2 rows m d) (* rows d d)
+                            (* 2 rows d (getf block :ff))))
+               (* k (+ (* d d) d))))))

@@ -437,6 +437,7 @@ using."
         (%gather-rows (encoder-token-embedding encoder) ids a)
         (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
         (check-finite-steps path nil :token-embd a :token-norm x)
+        (stage-mark :embed)
         ;; The hyper-parameters read once: GETF checks the whole plist.
         (let ((heads (getf h :heads)) (hd (getf h :head-dim))
               (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
@@ -445,13 +446,15 @@ using."
                 for global = (zerop (mod i pattern))
                 do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
                                   (if (or global (not (plusp window))) 0 window)
-                                  activations gelu path)))
+                                  activations gelu path)
+                   (stage-mark i)))
         ;; Only the result is fresh: it must outlive the scratch.
         (let ((out (if (eq pooling :none)
                        (make-array (list n d) :element-type 'single-float)
                        a)))
           (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
           (check-finite-steps path nil :output-norm out)
+          (stage-mark :output-norm)
           (pool out pooling))))))
 
 ;;; Calibration (doc/outliers.md): max |x| per input channel of every encoder
