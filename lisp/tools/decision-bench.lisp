@@ -22,6 +22,11 @@ EVAL-ENCODERS' alist), activations, and the file llama.cpp runs for the row
 (quantize at load keeps outlier columns in f32, which no file holds: its
 llama.cpp figure is the plain Q8_0 file's).")
 
+(defparameter *breakdown-labels*
+  '(("F32" . "F32") ("F16" . "F16") ("Q8_0 :q8" . "Q8_0 q8") ("Q8_0 :q8x2" . "Q8_0 q8x2")
+    ("quantize at load" . "at load") ("outlier-aware Q8_0" . "outlier"))
+  "The breakdown's column heading for each row of *QUESTION-BENCH-ROWS*.")
+
 (defun question-bench-path (key)
   "A fresh temporary path for the encoder-only copy of the format KEY."
   (format nil "~A/rl-qbench-~D-~(~A~).gguf"
@@ -153,11 +158,6 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%"
       (when file (gguf:close source)))))
 
 ;;; `bench --questions --breakdown': where a question's time goes.
-
-(defparameter *breakdown-labels*
-  '(("F32" . "F32") ("F16" . "F16") ("Q8_0 :q8" . "Q8_0 q8") ("Q8_0 :q8x2" . "Q8_0 q8x2")
-    ("quantize at load" . "at load") ("outlier-aware Q8_0" . "outlier"))
-  "The breakdown's column heading for each row of *QUESTION-BENCH-ROWS*.")
 
 (defun bytes-consed ()
   "The octets the Lisp heap has handed out since start (Boehm's count as

@@ -579,3 +579,47 @@ reuse the compiled template kept in the head and render the same text."
       (is (string= (systemone-text q) text))
       (is (string= text (model:render model q)))
       (is (eq compiled (model::decision-head-template head))))))
+
+;;; The last block: only the marker rows go on after attention.
+
+(defun copy-matrix-into (to from)
+  "The elements of the single-float matrix FROM stored in TO (of at least
+as many), answered."
+  (dotimes (i (array-total-size from) to)
+    (setf (row-major-aref to i) (row-major-aref from i))))
+
+(test decision-last-block-answers-the-full-block-rows-at-the-markers
+  "The head's last block makes keys and values for every row of the window
+and the rest for the marker rows only: those rows have the bits the whole
+block gives them, post-norm and norm-first, relu and gelu, F32 and Q8_0
+weights, markers in any order and repeated, every SIMD setting and thread
+count."
+  (let ((f32 (decision-file "s1-pico" :f32)) (edited '()))
+    (unwind-protect
+         (dolist (path (list f32
+                             (first (push (edited-file f32 "modern-bert.decision.norm_first=true:bool"
+                                                       "modern-bert.decision.activation=gelu:string")
+                                          edited))
+                             (decision-file "s1-pico" :q8_0)))
+           (let* ((model (model:load path))
+                  (h (model:hyperparameters model))
+                  (head (model::encoder-decision model))
+                  (block (first (model::decision-head-blocks head)))
+                  (d (getf h :embedding-length)) (m 40) (markers '(3 17 0 39 17))
+                  (s (model::make-encode-scratch m d (getf h :feed-forward-length)))
+                  (hs (model::head-scratch-of s head m (length markers) d))
+                  (input (random-matrix m d :state (make-random-state 7))))
+             (flet ((run (markers)
+                      (copy-matrix-into (model::head-scratch-x hs) input)
+                      (model::head-block head block 2 hs (svref (model::head-scratch-ups hs) 0)
+                                         :q8 path markers)))
+               (enc-with-knobs
+                (lambda (on n)
+                  (let* ((full (run nil))
+                         (want (make-array (list (length markers) d) :element-type 'single-float)))
+                    (loop for p in markers for r from 0
+                          do (dotimes (j d) (setf (aref want r j) (aref full p j))))
+                    (is (matrix-same-bits-p want (run markers))
+                        "~A simd ~A threads ~D: the marker rows differ from the whole block's"
+                        path on n)))))))
+      (mapc #'delete-file edited))))

@@ -130,15 +130,107 @@ bits (signs of zeros included)."
       (setf (rontolisp:threads) old-threads))
     (is (= 0 (first bad)) "~D of 50 concurrent encodes differ" (first bad))))
 
-(test scratch-cache-keeps-a-bounded-number
-  (let ((e (model:load (encoder-file "s1-pico" :f32))))
-    (loop for n from 1 to 9 do (model:encode e (token-sequence n)))
-    (let ((free (model::scratch-cache-free (model::encoder-scratch e))))
-      (is (<= (length free) model::+scratch-cache-entries+))
-      (is (= 9 (model::encode-scratch-n (first free))) "the most recent first"))
-    (model:encode e (token-sequence 3))
-    (is (= 3 (model::encode-scratch-n
-              (first (model::scratch-cache-free (model::encoder-scratch e))))))))
+(test scratch-pool-grows-only-for-a-longer-sequence
+  ;; One scratch serves every shorter sequence: encodes of 9, 3 and 9
+  ;; tokens reuse it; a longer one replaces it.
+  (let* ((e (model:load (encoder-file "s1-pico" :f32)))
+         (free (model::scratch-cache-free (model::encoder-scratch e))))
+    (flet ((kept () (coerce (remove nil free) (quote list))))
+      (model:encode e (token-sequence 9))
+      (let ((s (first (kept))))
+        (is (= 1 (length (kept))))
+        (is (= 9 (model::encode-scratch-capacity s)))
+        (model:encode e (token-sequence 3))
+        (model:encode e (token-sequence 9 :seed 2))
+        (is (equal (list s) (kept)) "a shorter sequence made another scratch")
+        (is (= 9 (model::encode-scratch-n s)))
+        (model:encode e (token-sequence 20))
+        (is (= 1 (length (kept))) "the shorter scratch stayed beside the longer")
+        (is (= 20 (model::encode-scratch-capacity (first (kept)))))
+        (is (<= (length free) model::+scratch-cache-entries+))))))
+
+(test scratch-set-matrix-rows-stays-within-the-storage
+  (let* ((a (make-array '(6 8) :element-type 'single-float :initial-element 1.0))
+         (b (make-array '(6 3) :element-type 'single-float :initial-element 2.0))
+         (both (vector a b)))
+    (is (eq both (rontolisp::%set-matrix-rows both 2)))
+    (is (equal '(2 8) (array-dimensions a)))
+    (is (equal '(2 3) (array-dimensions b)))
+    (is (= 16 (array-total-size a)))
+    (rontolisp::%set-matrix-rows both 6)
+    (is (equal '(6 8) (array-dimensions a)))
+    (is (= 1.0 (aref a 5 7)))
+    ;; far past the storage: refused, nothing changed
+    (signals rontolisp:shape-error (rontolisp::%set-matrix-rows both 1000))
+    (is (equal '(6 8) (array-dimensions a)))
+    (signals error (rontolisp::%set-matrix-rows (list a) 2))
+    (signals error (rontolisp::%set-matrix-rows (vector (make-array 4 :element-type 'single-float)) 2))
+    (signals error (rontolisp::%set-matrix-rows both -1))))
+
+(defun decide-round-thunk ()
+  "A natively compiled function of (model head inputs rounds) calling the
+decision head's forward pass (ids to logits) on each input (ids markers
+type out) ROUNDS times: compiled, since the tests load as source and the
+interpreter conses on its own."
+  (or (get 'decide-round-thunk 'fn)
+      (setf (get 'decide-round-thunk 'fn)
+            (let ((*error-output* (make-broadcast-stream))
+                  (*standard-output* (make-broadcast-stream)))
+              (compile nil '(lambda (model head inputs rounds)
+                             (dotimes (r rounds)
+                               (loop for (ids markers type out) in inputs
+                                     do (model::decision-logits model head ids markers type
+                                                                :q8 out)))))))))
+
+(defun decide-inputs (model)
+  "(ids markers type out) for each built-in question of MODEL, OUT a fresh
+vector for its logits."
+  (loop for q in model:*questions*
+        collect (multiple-value-bind (ids markers) (question-ids model q)
+                  (list ids markers (getf q :type)
+                        (make-array (length markers) :element-type 'single-float)))))
+
+(test scratch-decide-conses-nothing-per-question
+  ;; The forward pass of a question (ids to logits) works in its model's
+  ;; scratch: once a round has grown it, further rounds cons nothing.  The
+  ;; heap's count moves a free-list refill (some KB) at a time, so 400
+  ;; questions show any consing of more than a few octets per question.
+  (let ((run (decide-round-thunk)))
+    (dolist (spec '((:f32 nil) (:f16 nil) (:q8_0 nil) (:f32 :q8_0)))
+      (destructuring-bind (head-type quantize) spec
+        (let* ((model (model:load (decision-file "s1-pico" head-type) :quantize quantize))
+               (head (model::encoder-decision model))
+               (inputs (decide-inputs model)))
+          (funcall run model head inputs 1)
+          (let ((before (rontolisp::bytes-consed)))
+            (funcall run model head inputs 50)
+            (is (= 0 (- (rontolisp::bytes-consed) before))
+                "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions" head-type quantize
+                (- (rontolisp::bytes-consed) before))))))))
+
+(test scratch-decides-in-threads-have-the-bits-of-one
+  ;; Three threads deciding with one model at once each take a scratch of
+  ;; their own from its pool: the same logits as one thread alone.
+  (let* ((model (model:load (decision-file "s1-pico" :q8_0)))
+         (want (mapcar (lambda (q) (nth-value 1 (decide-plist model q))) model:*questions*))
+         (old-threads (rontolisp:threads))
+         (bad (list 0)) (lock (mp:make-lock)))
+    (unwind-protect
+         (progn
+           (setf (rontolisp:threads) 1)
+           (mapc #'mp:process-join
+                 (loop repeat 3
+                       collect (mp:process-run-function
+                                "decide"
+                                (lambda ()
+                                  (dotimes (r 10)
+                                    (loop for q in model:*questions* for w in want
+                                          unless (same-bits-p (nth-value 1 (decide-plist model q)) w)
+                                            do (mp:with-lock (lock) (incf (first bad))))))))))
+      (setf (rontolisp:threads) old-threads))
+    (is (= 0 (first bad)) "~D of 240 concurrent decisions differ" (first bad))
+    (is (<= (count-if #'identity (model::scratch-cache-free (model::encoder-scratch model)))
+            model::+scratch-cache-entries+))))
 
 (test scratch-primitives-signal-on-bad-operands
   (flet ((m (r c) (make-array (list r c) :element-type 'single-float :initial-element 1.0)))
