@@ -252,6 +252,39 @@ static void test_attention(void) {
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
 }
 
+/* rl_attention_rows: a few queries (any rows, repeated, in any order)
+ * against every key have the bits of those rows of the whole global
+ * attention, on every path and thread count; fewer keys than the window
+ * or a window at all is refused, as are an out that overlaps. */
+static void test_attention_rows(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 16; rep++) {
+        size_t n = (size_t)rnd_int(1, 120), heads = (size_t)rnd_int(1, 4);
+        size_t hd = (size_t)rnd_int(1, 70), nq = (size_t)rnd_int(1, 9);
+        if (rep < 2) /* enough work that the pool splits it */
+            n = 300, heads = 4, hd = 64, nq = 7;
+        size_t row = heads * hd;
+        float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f);
+        float *v = rnd_floats(n * row, 1.0f);
+        float *full = malloc(n * row * sizeof *full), *qs = malloc(nq * row * sizeof *qs);
+        float *want = malloc(nq * row * sizeof *want), *y = malloc(nq * row * sizeof *y);
+        CHECK(rl_attention_ex(q, k, v, n, heads, hd, 0, full, RL_PATH_REF, 1) == RL_OK);
+        for (size_t r = 0; r < nq; r++) {
+            size_t i = (size_t)rnd_int(0, (int)n - 1);
+            memcpy(qs + r * row, q + i * row, row * sizeof *qs);
+            memcpy(want + r * row, full + i * row, row * sizeof *want);
+        }
+        ALL_PATHS(want, y, nq * row, bad,
+                  rl_attention_rows_ex(qs, nq, k, v, n, heads, hd, y, path, th));
+        free(q), free(k), free(v), free(full), free(qs), free(want), free(y);
+    }
+    CHECK_MSG(!bad, "attention rows: %ld runs differ from the whole attention's rows", bad);
+    float x[32] = {0}, y[32];
+    CHECK(rl_attention_rows(x, 1, x, x, 0, 2, 8, y) == RL_BADARG);  /* no keys */
+    CHECK(rl_attention_rows(x, 1, x, x, 2, 2, 8, x) == RL_BADARG);  /* out is q */
+    CHECK(rl_attention_rows(x, 0, x, x, 2, 2, 8, y) == RL_OK);      /* no queries */
+}
+
 /* Window 1 and 0 tokens either side: each query sees only itself, so the
  * output is its own value row exactly (softmax of one score is 1). */
 static void test_attention_self_window(void) {
@@ -392,6 +425,7 @@ int main(void) {
     test_rope();
     test_attention();
     test_attention_self_window();
+    test_attention_rows();
     test_geglu();
     test_errors();
     return check_report("nn");

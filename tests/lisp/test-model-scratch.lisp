@@ -248,6 +248,14 @@ vector for its logits."
       (is (eq a (rontolisp::%add-into a a (m 2 3))))
       (is (= 2.0 (aref a 0 1)))  ; the four-at-a-time part
       (is (= 2.0 (aref a 1 2)))) ; the rest
+    (let ((q (m 2 16)) (k (m 5 16)) (v (m 5 16)) (out (m 2 16)))
+      (is (eq out (rontolisp::%attention-rows q k v 2 8 out)))
+      (is (= 1.0 (aref out 1 15))) ; equal values: any weights average to them
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k (m 4 16) 2 8 out))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k v 2 8 (m 3 16)))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q (m 0 16) (m 0 16) 2 8 out))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k v 3 8 out))
+      (signals rontolisp:rontolisp-error (rontolisp::%attention-rows q k v 2 8 q)))
     (let ((qkv (m 4 48)) (q (m 4 16)) (k (m 4 16)) (v (m 4 16)))
       (signals rontolisp:rontolisp-error (rontolisp::%qkv-rope qkv q q v 2 8 10000.0))
       (signals rontolisp:shape-error (rontolisp::%qkv-rope qkv q k (m 4 8) 2 8 10000.0))
