@@ -180,14 +180,14 @@ hundreds of calls, not over one."
 round first (the scratch grown to its size), then ROUNDS rounds timed by
 stage on the monotonic clock, then ROUNDS rounds counting the octets
 consed, by the whole path and by the forward pass alone (ids to logits).
-A plist: :stages, an alist (stage . µs per question); :total-us, the timed
-rounds' whole wall time per question; :floor-us, the forward pass's
-multiply-adds over PEAKS (f32 . int8), in G per second, the encoder's
-matrices at the int8 peak when INT8-P; :bytes and :forward-bytes per
-question."
+A plist: :stages, an alist (stage . µs per question), each stage's median
+over the rounds (a busy machine's pauses land in one round's stage, not in
+the figure); :total-us, the median round's wall time per question;
+:floor-us, the forward pass's multiply-adds over PEAKS (f32 . int8), in G
+per second, the encoder's matrices at the int8 peak when INT8-P; :bytes
+and :forward-bytes per question, over all the rounds."
   (let* ((questions model:*questions*)
-         (n (* rounds (length questions)))
-         (clock (make-stage-clock))
+         (n (length questions))
          (inputs (mapcar (lambda (q)
                            (multiple-value-bind (p logits ids markers)
                                (model:decide encoder q :activations activations)
@@ -196,11 +196,12 @@ question."
                                    (make-array (length logits) :element-type 'single-float))))
                          questions)))
     (flet ((run () (dolist (q questions) (model:decide encoder q :activations activations)))
-           (per-question (x) (/ x (float n 1d0))))
-      (let* ((total (let ((t0 (%bench-now-ns)))
-                      (let ((*stage-clock* clock))
-                        (dotimes (r rounds) (run)))
-                      (- (%bench-now-ns) t0)))
+           (per-question (x) (/ x (float (* rounds n) 1d0))))
+      (let* ((timed (loop repeat rounds
+                          collect (let ((clock (make-stage-clock)) (t0 (%bench-now-ns)))
+                                    (let ((*stage-clock* clock))
+                                      (run))
+                                    (cons (- (%bench-now-ns) t0) (stage-clock-totals clock)))))
              (bytes (let ((b0 (bytes-consed)))
                       (dotimes (r rounds) (run))
                       (- (bytes-consed) b0)))
@@ -214,17 +215,19 @@ question."
                                   (question-macs encoder (length ids) (length markers))
                                 (/ (+ (/ w (if int8-p (cdr peaks) (car peaks))) (/ o (car peaks)))
                                    1d3)))))
-        (list :stages (let ((totals (stage-clock-totals clock)))
-                        (loop for stage being the hash-keys of totals using (hash-value ns)
-                              collect (cons stage (per-question (/ ns 1d3)))))
-              :total-us (per-question (/ total 1d3))
-              :floor-us (/ floor (length inputs))
-              :bytes (per-question bytes) :forward-bytes (per-question forward))))))
+        (flet ((us (ns) (/ ns (* 1d3 n))))
+          (list :stages (loop for stage being the hash-keys of (cdr (first timed))
+                              collect (cons stage
+                                            (us (median (mapcar (lambda (r) (gethash stage (cdr r) 0))
+                                                                timed)))))
+                :total-us (us (median (mapcar #'car timed)))
+                :floor-us (/ floor n)
+                :bytes (per-question bytes) :forward-bytes (per-question forward)))))))
 
 (defun print-breakdown (out stages rows rounds peaks)
   "The breakdown table of ROWS ((label . breakdown-plist) ...) on OUT."
-  (format out "~&breakdown: µs per question by stage, 1 thread, the mean of ~D round~:P (monotonic ~
-nanosecond clock); floor: the forward pass's multiply-adds over one core's peak measured now, ~
+  (format out "~&breakdown: µs per question by stage, 1 thread, the median of ~D round~:P (monotonic ~
+nanosecond clock; the sum of the stages' medians need not be the median total); floor: the forward pass's multiply-adds over one core's peak measured now, ~
 f32 FMA ~,1F G/s, int8 ~,1F G/s (~A); octets consed per question, the whole path and ids to logits~%"
           rounds (car peaks) (cdr peaks) (getf (%cpu-info) :best))
   (format out "~18A~{ ~10@A~}~%" "stage" (mapcar #'car rows))

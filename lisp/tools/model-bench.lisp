@@ -223,6 +223,11 @@ load, doc/encoder.md)."
              collect type)
      :test #'string= :from-end t)))
 
+(defun median (xs)
+  "The median of the non-empty list of reals XS (the upper of the middle
+two for an even count)."
+  (nth (floor (length xs) 2) (sort (copy-list xs) #'<)))
+
 (defun median-microseconds (thunk reps)
   "The median over REPS rounds of THUNK's wall time per call, in
 microseconds, on the monotonic nanosecond clock: a round calls THUNK until
@@ -231,16 +236,14 @@ timed over many."
   (flet ((now () (%bench-now-ns)))
     ;; A call of half a second or more is timed once: rounds would only
     ;; make a slow row slower to report.
-    (let ((times (sort (loop repeat reps
-                             for first = t then nil
-                             for time = (let ((t0 (now)) (calls 0))
-                                       (loop do (funcall thunk) (incf calls)
-                                             until (>= (- (now) t0) 100000000))
-                                       (/ (- (now) t0) (* 1d3 calls)))
-                             collect time
-                             until (and first (>= time 5d5)))
-                       #'<)))
-      (nth (floor (length times) 2) times))))
+    (median (loop repeat reps
+                  for first = t then nil
+                  for time = (let ((t0 (now)) (calls 0))
+                               (loop do (funcall thunk) (incf calls)
+                                     until (>= (- (now) t0) 100000000))
+                               (/ (- (now) t0) (* 1d3 calls)))
+                  collect time
+                  until (and first (>= time 5d5))))))
 
 (defun bench-token-ids (n vocab)
   "A fixed token sequence of length N below VOCAB."

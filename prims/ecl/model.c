@@ -411,8 +411,7 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     if (theta == ECL_NIL)
         ecl_return1(env, q);
     rl_status st;
-    RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
-                  if (st == RL_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
+    RL_RUN_KERNEL(env, st = rl_rope_neox2(qp, kp, n, h, hd, base, qp, kp));
     if (st == RL_OK)
         ecl_return1(env, q);
     return rl_return_status(env, st, "rope-neox: the kernel refused its operands");

@@ -178,6 +178,34 @@ static void test_rope(void) {
     CHECK_MSG(!bad_path, "rope: %ld runs differ from ref", bad_path);
 }
 
+/* rl_rope_neox2: q and k turned in one pass have the bits of a call
+ * each, on every path and thread count, into other arrays and in place;
+ * a missing k or overlapping pairs are refused. */
+static void test_rope_pair(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        size_t n = (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
+        size_t hd = 2 * (size_t)rnd_int(1, 40), row = heads * hd, nd = n * row;
+        float base = rep % 2 ? 10000.0f : 160000.0f;
+        float *q = rnd_floats(nd, 1.0f), *k = rnd_floats(nd, 1.0f);
+        float *ref = malloc(2 * nd * sizeof *ref), *y = malloc(2 * nd * sizeof *y);
+        CHECK(rl_rope_neox_ex(q, n, heads, hd, base, ref, RL_PATH_REF, 1) == RL_OK);
+        CHECK(rl_rope_neox_ex(k, n, heads, hd, base, ref + nd, RL_PATH_REF, 1) == RL_OK);
+        ALL_PATHS(ref, y, 2 * nd, bad,
+                  rl_rope_neox2_ex(q, k, n, heads, hd, base, y, y + nd, path, th));
+        memcpy(y, q, nd * sizeof *y);
+        memcpy(y + nd, k, nd * sizeof *y);
+        CHECK(rl_rope_neox2(y, y + nd, n, heads, hd, base, y, y + nd) == RL_OK);
+        bad += check_floats_differ(y, ref, 2 * nd, "rope pair in place, best path");
+        free(q), free(k), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "rope pair: %ld runs differ from two rope calls", bad);
+    float x[64] = {0}, y[64];
+    CHECK(rl_rope_neox2(x, NULL, 2, 2, 8, 10000.0f, x, y) == RL_BADARG);
+    CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, y, y) == RL_BADARG); /* one out twice */
+    CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, x + 32, y) == RL_BADARG); /* q into k */
+}
+
 /* ---- attention ------------------------------------------------------ */
 
 /* Double reference for query i, head h, window w (0 = all). */
@@ -426,6 +454,7 @@ int main(void) {
     test_attention();
     test_attention_self_window();
     test_attention_rows();
+    test_rope_pair();
     test_geglu();
     test_errors();
     return check_report("nn");
