@@ -1,5 +1,7 @@
 ;;;; rontolisp-tests.asd - the test system: the fixtures and one FiveAM suite
-;;;; per Lisp file, in the order of the code they test.  tests/lisp/run.lisp
+;;;; per Lisp file, in the order of the code they test.  A suite's file needs
+;;;; only the fixtures (tests/lisp/run.lisp loads just those and the files of
+;;;; the suites it runs).  tests/lisp/run.lisp
 ;;;; loads it inside the built rontolisp executable, which already holds the
 ;;;; code under test, so no rontolisp system is loaded here.
 
@@ -26,6 +28,7 @@ no C compilation."))
   :default-component-class rontolisp-test-file
   :components ((:file "package")
                (:file "fixtures")
+               (:file "fixtures-shared")
                (:file "test-conditions")
                (:file "test-packages")
                (:file "test-runtime")
@@ -63,6 +66,7 @@ no C compilation."))
                (:file "test-export")
                (:file "test-tokenizer-refs")
                (:file "test-decision-refs")
+               (:file "test-serve")
                (:file "test-gguf-py")
                (:file "test-quant-goldens")
                (:file "test-quantize-mixtures")))

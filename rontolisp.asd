@@ -80,6 +80,7 @@ command-line tools built on them."
                (:file "tools/eval")
                (:file "tools/decision-bench")
                (:file "tools/export")
+               (:file "tools/serve")
                (:file "commands/script")
                (:file "commands/swank")
                (:file "commands/inspect")
@@ -93,6 +94,7 @@ command-line tools built on them."
                (:file "commands/tokenize")
                (:file "commands/embed")
                (:file "commands/decide")
+               (:file "commands/serve")
                (:file "commands/eval")
                (:file "commands/export")))
 

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* sync_file_range */
 #include "gguf/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -170,6 +171,112 @@ void rl_gguf_atomic_trap_signals(int with_sigint) {
         sigaction(SIGINT, &sa, NULL);
 }
 
+int rl_gguf_temp_begin(const char *name) {
+    return slot_take(name);
+}
+
+void rl_gguf_temp_end(int slot) {
+    if (slot < 0 || slot >= RL_ATOMIC_SLOTS)
+        return;
+    unlink(tmp_names[slot]); /* a signal here unlinks it again: harmless */
+    slot_free(slot);
+}
+
+/* ------------------------------------------------ stale temporary files */
+
+/* The number of the decimal digits at *S (no leading zero, at most
+ * INT_MAX), *S moved past them; 0 when there are none. */
+static long take_pid(const char **s) {
+    const char *p = *s;
+    long pid = 0;
+    if (*p < '1' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((pid = pid * 10 + (*p - '0')) > INT_MAX)
+            return 0;
+    *s = p;
+    return pid;
+}
+
+static int all_digits(const char *s) {
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+/* The PID in NAME when NAME is a temporary name of the target whose last
+ * component is the BASELEN bytes at BASE (one of the forms fileio.h
+ * lists), else 0. */
+static long temp_name_pid(const char *name, const char *base, size_t baselen) {
+    static const char infix[] = RL_GGUF_TMP_INFIX;
+    const size_t ilen = sizeof infix - 1;
+    const char *p, *word;
+    long pid;
+    if (strncmp(name, base, baselen) != 0 || strncmp(name + baselen, infix, ilen) != 0)
+        return 0;
+    p = name + baselen + ilen;
+    if (!(pid = take_pid(&p)) || *p++ != '.')
+        return 0;
+    if (all_digits(p))
+        return pid;                               /* BASE.rontolisp-tmp.PID.N */
+    word = p;
+    if (*p < 'a' || *p > 'z')
+        return 0;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+        p++;
+    if (p - word > 16)
+        return 0;
+    if (!*p)
+        return pid;                               /* BASE.rontolisp-tmp.PID.WORD */
+    if (strncmp(p, infix, ilen) != 0)
+        return 0;
+    p += ilen;
+    if (take_pid(&p) != pid || *p++ != '.' || !all_digits(p))
+        return 0;
+    return pid;                                   /* ...WORD.rontolisp-tmp.PID.N */
+}
+
+int rl_gguf_remove_stale(const char *target, FILE *note) {
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    const char *cut = strstr(base, RL_GGUF_TMP_INFIX);
+    size_t baselen = cut ? (size_t)(cut - base) : strlen(base);
+    int dirlen = slash ? (int)(slash - target) : 0; /* the directory's name, no slash */
+    char dir[PATH_MAX];
+    long self = (long)getpid();
+    struct dirent *e;
+    DIR *d;
+    int n = 0;
+    if (baselen == 0 || (size_t)dirlen >= sizeof dir)
+        return 0;
+    snprintf(dir, sizeof dir, "%.*s", dirlen, target);
+    d = opendir(!slash ? "." : dirlen == 0 ? "/" : dir);
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        long pid = temp_name_pid(e->d_name, base, baselen);
+        if (pid == 0 || pid == self)
+            continue;
+        /* Alive (or another user's): it may be writing this very file. */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0)
+            continue;
+        n++;
+        if (note)
+            fprintf(note, "rontolisp: removed %.*s%s%s, a temporary file of process %ld, which "
+                    "has ended\n", dirlen, target, slash ? "/" : "", e->d_name, pid);
+    }
+    closedir(d);
+    return n;
+}
+
 /* --------------------------------------------------------------- output */
 
 char *rl_gguf_resolve_target(const char *path) {
@@ -229,6 +336,7 @@ int rl_gguf_atomic_begin(rl_gguf_atomic *a, const char *path, char *msg, size_t 
         rl_gguf_atomic_abort(a);
         return S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
     }
+    rl_gguf_remove_stale(a->target, stderr);
     size_t tmpsz = strlen(a->target) + sizeof RL_GGUF_TMP_INFIX + 32;
     a->tmp = malloc(tmpsz);
     if (!a->tmp) {

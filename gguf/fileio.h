@@ -14,7 +14,9 @@
  * a symbolic link is followed and the file it names is replaced.  While a
  * temporary file exists its name is kept in a table that
  * rl_gguf_atomic_remove_all clears from a signal handler, so an interrupt
- * leaves nothing behind (rl_gguf_atomic_trap_signals installs one).
+ * leaves nothing behind (rl_gguf_atomic_trap_signals installs one).  What
+ * a SIGKILL or a crash leaves is removed by the next write of the same
+ * target, once the process that made it has ended (rl_gguf_remove_stale).
  *
  * Messages leave out the path the caller gave (callers put it first, as
  * every reader's message does) and name any other file concerned (the
@@ -25,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The infix of temporary file names (see above). */
 #define RL_GGUF_TMP_INFIX ".rontolisp-tmp."
@@ -92,6 +95,41 @@ char *rl_gguf_resolve_target(const char *path);
 int rl_gguf_set_begin(const char *const *temps, size_t n, char *msg, size_t msgsz);
 int rl_gguf_set_commit(const char *const *targets, size_t n, char *msg, size_t msgsz);
 void rl_gguf_set_end(void);
+
+/* A temporary file the caller writes and uses itself (export's F32
+ * comparison file): rl_gguf_temp_begin enters NAME in the table
+ * rl_gguf_atomic_remove_all clears, before the file exists, so that a
+ * signal removes it as it removes the writer's own; it answers the entry
+ * (>= 0), or -1 when NAME is too long or the table is full.
+ * rl_gguf_temp_end removes the file and frees the entry; it accepts -1. */
+int rl_gguf_temp_begin(const char *name);
+void rl_gguf_temp_end(int slot);
+
+/* Temporary files left by a process that ended without removing them
+ * (SIGKILL, a crash, a power cut).  Every temporary name of a target
+ * TARGET (its last component BASE) has one of the forms
+ *     BASE.rontolisp-tmp.PID.N          the writer's (N a number)
+ *     BASE.rontolisp-tmp.PID.WORD       a file of a set (set), a set's
+ *                                       backup (old), export's F32
+ *                                       comparison (f32): WORD is 1 to 16
+ *                                       lowercase letters and digits,
+ *                                       starting with a letter
+ *     BASE.rontolisp-tmp.PID.WORD.rontolisp-tmp.PID.N
+ *                                       the writer's temporary of the one
+ *                                       before (the same PID twice)
+ * PID being the process that made it (decimal, no leading zero).
+ * rl_gguf_remove_stale removes, in TARGET's directory, the regular files
+ * of those exact forms for TARGET whose PID is not this process and names
+ * no process of this machine (kill(PID, 0) fails with ESRCH).  A PID that
+ * was taken again by another process keeps its file (it could be a
+ * writer's), nothing else is touched, and a directory that cannot be read
+ * is left alone.  A TARGET that is itself a temporary name stands for its
+ * BASE (the part before the first infix).  When NOTE is not NULL each file
+ * removed gets a line there:
+ *     rontolisp: removed PATH, a temporary file of process PID, which has ended
+ * Answers the number of files removed.  rl_gguf_atomic_begin calls it
+ * (NOTE stderr) for every target before it creates its temporary file. */
+int rl_gguf_remove_stale(const char *target, FILE *note);
 
 /* Installs handlers for SIGTERM and SIGHUP, and SIGINT when WITH_SIGINT,
  * that remove every temporary file and end the process with status

@@ -50,6 +50,7 @@ struct rl_gguf_file {
     uint64_t size;
     void *map; /* our mmap, or NULL for a caller's buffer */
     size_t map_len;
+    int fd;    /* the file mapped, kept open for rl_gguf_fd; -1 for a buffer */
     int refs;
     uint32_t version, alignment;
     uint64_t header_end, data_offset;
@@ -636,6 +637,8 @@ static void file_free(rl_gguf_file *f) {
     free(f->tab);
     if (f->map)
         munmap(f->map, f->map_len);
+    if (f->fd >= 0)
+        close(f->fd);
     free(f);
 }
 
@@ -668,6 +671,7 @@ rl_gguf_status rl_gguf_parse(const void *buf, uint64_t size, rl_gguf_file **out,
         return fail(&r, RL_GGUF_E_NOMEM, 0, "out of memory");
     f->base = size ? buf : empty_file;
     f->size = size;
+    f->fd = -1;
     return parse_into(f, out, msg, msgsz, err_off);
 }
 
@@ -696,6 +700,7 @@ rl_gguf_status rl_gguf_open(const char *path, rl_gguf_file **out, char *msg, siz
     }
     f->size = (uint64_t)st.st_size;
     f->base = empty_file;
+    f->fd = -1;
     if (st.st_size > 0) {
         if ((uint64_t)st.st_size > SIZE_MAX) {
             close(fd);
@@ -713,7 +718,10 @@ rl_gguf_status rl_gguf_open(const char *path, rl_gguf_file **out, char *msg, siz
         f->map_len = (size_t)st.st_size;
         f->base = m;
     }
-    close(fd); /* the mapping stays valid */
+    /* Kept open: the mapping stays valid without it, but a read through it
+     * (rl_gguf_fd) of a file truncated meanwhile is a short read, where the
+     * mapping's pages past the new end fault (SIGBUS). */
+    f->fd = fd;
     return parse_into(f, out, msg, msgsz, err_off);
 }
 
@@ -733,6 +741,7 @@ void rl_gguf_close(rl_gguf_file *f) {
 uint32_t rl_gguf_version(const rl_gguf_file *f) { return f->version; }
 uint32_t rl_gguf_alignment(const rl_gguf_file *f) { return f->alignment; }
 uint64_t rl_gguf_file_size(const rl_gguf_file *f) { return f->size; }
+int rl_gguf_fd(const rl_gguf_file *f) { return f->fd; }
 uint64_t rl_gguf_header_end(const rl_gguf_file *f) { return f->header_end; }
 uint64_t rl_gguf_data_offset(const rl_gguf_file *f) { return f->data_offset; }
 const uint8_t *rl_gguf_bytes(const rl_gguf_file *f) { return f->base; }

@@ -71,13 +71,17 @@
  * rl_gguf_retain / rl_gguf_close use an atomic reference count.
  *
  * A mapped file that another process truncates while it is mapped makes
- * later accesses fault (SIGBUS); that cannot be checked in advance.
+ * later accesses fault (SIGBUS); that cannot be checked in advance.  An
+ * opened file keeps its descriptor (rl_gguf_fd): pread through it meets a
+ * truncation as a short read instead.
  */
 #ifndef RL_GGUF_GGUF_H
 #define RL_GGUF_GGUF_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gguf/blocks.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "tensor data are handed out in place: little-endian hosts only");
@@ -251,6 +255,10 @@ uint64_t rl_gguf_file_size(const rl_gguf_file *f);
 uint64_t rl_gguf_header_end(const rl_gguf_file *f);  /* end of tensor infos */
 uint64_t rl_gguf_data_offset(const rl_gguf_file *f); /* header_end padded */
 const uint8_t *rl_gguf_bytes(const rl_gguf_file *f); /* the whole file */
+/* A read-only descriptor of the file rl_gguf_open mapped (the same file
+ * even if its path now names another), owned by F: for pread, never to be
+ * closed; -1 for a file rl_gguf_parse read from a buffer. */
+int rl_gguf_fd(const rl_gguf_file *f);
 
 /* Metadata, in file order.  i out of range: key NULL, type -1, E_ARG. */
 uint64_t rl_gguf_kv_count(const rl_gguf_file *f);
@@ -324,19 +332,9 @@ enum {
     RL_GGUF_GGML_TYPE_COUNT = 43
 };
 
-/* Q8_0 block (ggml's block_q8_0): the scale as binary16, little-endian,
- * then 32 signed quants; 34 bytes, 2-aligned.  The one definition: the
- * kernels in prims/ use it too (prims/q8.h). */
-#define RL_GGUF_QK8_0 32
-#define RL_GGUF_Q8_0_BYTES 34
-typedef struct rl_gguf_block_q8_0 {
-    uint16_t d;
-    int8_t qs[RL_GGUF_QK8_0];
-} rl_gguf_block_q8_0;
-_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0 &&
-                   sizeof(rl_gguf_block_q8_0) == RL_GGUF_Q8_0_BYTES,
-               "Q8_0 block is 34 bytes, no padding");
-_Static_assert(_Alignof(rl_gguf_block_q8_0) == 2, "Q8_0 block is 2-aligned");
+/* Q8_0's geometry (its block struct and every other type's are in
+ * gguf/blocks.h, the one header of block structs). */
+#define RL_GGUF_Q8_0_BYTES ((int)sizeof(rl_gguf_block_q8_0))
 
 /* The one scalar Q8_0 dequantizer: nblocks blocks at x (any alignment: it
  * reads bytes) into 32 * nblocks floats at y.  q * d is exact in f32 (8

@@ -244,6 +244,18 @@ template; the message reads \"template offset OFFSET: \" + CONTROL."
 *THREAD-LIMIT*) threads were alive already, or the system refused one.")
   (:signal (limit) "Signal THREAD-LIMIT-ERROR: a thread not started with LIMIT threads allowed."))
 
+;;; The HTTP server (tools/serve.lisp).
+
+(define-error request-error ()
+    ((status "The HTTP status a REQUEST-ERROR answers (400, 404, 405, 501, ...).")
+     (type "llama-server's error type of a REQUEST-ERROR (\"invalid_request_error\", ...)."))
+  (:documentation "A request `rontolisp serve' refuses: STATUS is the HTTP
+status of the answer, TYPE the error type of its JSON body
+{\"error\": {\"code\", \"message\", \"type\"}}, as llama-server names them.")
+  (:signal (status type) "Signal REQUEST-ERROR answering STATUS with the error TYPE and the
+message CONTROL formatted with ARGS."
+   :message (error-message nil control args)))
+
 ;;; Messages.
 (defun operation-name (where)
   "WHERE as the start of an error message: a string as it is, a symbol of

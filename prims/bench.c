@@ -25,8 +25,6 @@ uint64_t rl_bench_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-double rl_bench_seconds(void) { return (double)rl_bench_ns() * 1e-9; }
-
 size_t rl_bench_llc_bytes(void) {
     size_t best = 0;
     for (int i = 0; i < 8; i++) {

@@ -7,12 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "prims/matvec.h"
+#include "prims/matmul.h"
 #include "prims/q8.h"
 
-/* Monotonic time (CLOCK_MONOTONIC), nanoseconds and seconds. */
+/* Monotonic time (CLOCK_MONOTONIC) in nanoseconds. */
 uint64_t rl_bench_ns(void);
-double rl_bench_seconds(void);
 
 /* Last-level cache size in bytes as the OS reports it (sysfs), 0 if
  * unknown. */

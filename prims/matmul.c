@@ -5,8 +5,10 @@
  * a few MB.  A product per token would stream the weights once per token;
  * here each weight tile is read from memory once and reused from L1 by every
  * token, using matvec.c's row kernels unchanged, so a row of the result is
- * the same computation as matvec's, not a re-implementation of it.  This
- * file is built with -ffp-contract=off: the Q8x2 residual's f32 product and
+ * the same computation as one vector's, not a re-implementation of it.
+ * One vector is the one-token case (rl_matvec_q8_ex, rl_matvec_run; the
+ * f32 baseline's vector has its own driver at the end).  This file is
+ * built with -ffp-contract=off: the Q8x2 residual's f32 product and
  * difference must stay two roundings.
  */
 #include "prims/matmul.h"
@@ -27,11 +29,12 @@
 /* Weight bytes per tile: about half of a 32 KB L1 data cache, leaving the
  * rest for the activation block streaming past it. */
 #define RL_MM_TILE_BYTES 16384
-/* Rows per SIMD group (matvec.c's); tiles and thread chunks are multiples. */
-#define RL_MM_GROUP 4
+/* Rows per SIMD group (matvec.h's); tiles and thread chunks are multiples. */
+#define RL_MM_GROUP RL_MATVEC_ROWS
 /* With min_work, at least this many row-block-tokens per thread: for one
- * token matvec's RL_MV_MIN_BLOCKS, the point where waking a worker pays
- * for a product that streams its weights from memory; for a sequence, whose
+ * token 4096 (~140 KB of Q8_0 weights, tens of microseconds), the point
+ * where waking a worker pays for a product that streams its weights from
+ * memory; for a sequence, whose
  * products run from cache at several times the speed, about 2M
  * multiply-adds (some 25 us on one AVX-512 core), below which a split's
  * wake-up and the wait for a preempted worker's chunk cost more than the
@@ -693,4 +696,108 @@ rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                               char *msg, size_t msglen, rl_mm_fault *fault) {
     return rl_mm_core("matvec", RL_WT_Q8_0, w, rows, cols, xsrc, x, 1, yd, yf, act, path,
                       threads, min_work, msg, msglen, fault);
+}
+
+/* ---- one vector ----------------------------------------------------- */
+
+/* The f32 baseline's driver (matvec.h's rows); a Q8_0 vector runs
+ * rl_mm_core as the one-token case of a sequence. */
+typedef struct {
+    rl_matvec_f32_kernel kf;
+    const float *m;
+    size_t rows, cols;
+    const float *xf;
+    double *yd;
+    float *yf;
+} rl_mv_job;
+
+static void rl_mv_job_run(void *ctx, int ith, int nth) {
+    const rl_mv_job *j = ctx;
+    size_t r0, r1;
+    rl_pool_chunk(j->rows, ith, nth, RL_MM_GROUP, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
+}
+
+/* Threads for a product of `work` units (row-blocks): at most one per group
+ * of rows, and with min_work at most one per RL_MM_MIN_WORK units. */
+static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
+    return rl_pool_threads(threads, (rows + RL_MM_GROUP - 1) / RL_MM_GROUP, work,
+                           min_work ? RL_MM_MIN_WORK : 0);
+}
+
+rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen) {
+    return rl_matvec_q8_act_ex(w, rows, cols, xsrc, x, yd, yf, RL_ACT_Q8, path, threads,
+                               min_work, msg, msglen, NULL);
+}
+
+rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
+                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                           rl_path path, int threads, int min_work) {
+    const rl_status run = rl_check_run(path, threads);
+    if ((rows && cols && !m) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
+        run == RL_BADARG || (cols && rows > SIZE_MAX / sizeof(float) / cols))
+        return RL_BADARG;
+    if (run != RL_OK)
+        return run;
+    if (rows == 0)
+        return RL_OK;
+    float *xbuf = NULL;
+    const float *xf = x;
+    if (xsrc != RL_SRC_F32 && cols) {
+        xbuf = malloc(cols * sizeof *xbuf);
+        if (!xbuf)
+            return RL_NOMEM;
+        rl_q8_widen_ref(xsrc, x, 0, cols, xbuf);
+        xf = xbuf;
+    }
+    rl_mv_job job = {.kf = rl_matvec_f32_table[path],
+                     .m = m, .rows = rows, .cols = cols, .xf = xf, .yd = yd, .yf = yf};
+    if (threads > RL_MAX_THREADS)
+        threads = RL_MAX_THREADS;
+    /* Work in the Q8_0 unit: 32 f32 values per row-block. */
+    size_t work = rows * ((cols + RL_QK8_0 - 1) / RL_QK8_0);
+    rl_pool_run(rl_mv_threads(threads, rows, work, min_work), rl_mv_job_run, &job);
+    free(xbuf);
+    return RL_OK;
+}
+
+rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                       const float *x, float *y, char *msg, size_t msglen) {
+    return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
+                           rl_threads(), 1, msg, msglen);
+}
+
+rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                           const double *x, double *y, char *msg, size_t msglen) {
+    return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
+                           rl_threads(), 1, msg, msglen);
+}
+
+rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
+                        const float *x, float *y) {
+    return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
+                            rl_threads(), 1);
+}
+
+rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                        char *msg, size_t msglen, size_t *where) {
+    rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
+    double *yd = o->dbl ? o->y : NULL;
+    float *yf = o->dbl ? NULL : o->y;
+    if (o->w) {
+        rl_mm_fault fault = {0, 0};
+        rl_status st = rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act,
+                                           path, threads, min_work, msg, msglen, &fault);
+        if (where)
+            *where = fault.where;
+        return st;
+    }
+    if (msg && msglen)
+        msg[0] = 0;
+    return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);
 }

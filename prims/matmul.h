@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "prims/cpu.h"
+#include "prims/kernel.h"
 #include "prims/q8.h"
 
 /* Weight element types (the GGUF tensor types the encoder uses). */
@@ -77,12 +78,70 @@ rl_status rl_matmul_ex(rl_wtype wt, const void *w, size_t rows, size_t cols,
  * xsrc (any rl_q8_src, widened to f32 first as the quantizer does),
  * written to yd and/or yf (either may be NULL, not both): the one-token
  * case of rl_matmul_ex, through the same driver, and what rl_matvec_q8_ex
- * and rl_matvec_run (matvec.h) run; messages start "matvec:".  Errors as
+ * and rl_matvec_run run; messages start "matvec:".  Errors as
  * rl_matmul_ex (fault->row is then 0). */
 rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                               rl_q8_src xsrc, const void *x, double *yd, float *yf,
                               rl_act act, rl_path path, int threads, int min_work,
                               char *msg, size_t msglen, rl_mm_fault *fault);
+
+/* ---- one vector: paths and threads from the knobs -------------------- */
+
+/* y[rows] = W x with f32 x and f32 y.  cols % 32 != 0 -> RL_BADLEN;
+ * non-finite x -> RL_NONFINITE (msg names the index); x whose block
+ * absmax overflows the f16 scale -> RL_OVERFLOW (msg names the block);
+ * RL_NOMEM.  msg (may be NULL) gets one line on failure. */
+rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                       const float *x, float *y, char *msg, size_t msglen);
+
+/* The same with double x (each element cast to f32 first) and double y. */
+rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                           const double *x, double *y, char *msg, size_t msglen);
+
+/* f32 baseline, m row-major rows x cols (any cols).  Errors only for NULL
+ * pointers (RL_BADARG) or scratch (RL_NOMEM, the f64 form). */
+rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
+                        const float *x, float *y);
+
+/* ---- one vector on an explicit path and thread count (tests, benchmarks) */
+
+/* xsrc is RL_SRC_F32 or RL_SRC_F64 (RL_SRC_F16 / RL_SRC_BF16 work too).
+ * yd and yf may each be NULL but not both; both are written when given.
+ * path must be rl_path_supported (else RL_UNSUPPORTED); threads >= 1
+ * (else RL_BADARG), clamped to RL_MAX_THREADS.  With min_work != 0 the
+ * thread count is cut for small products (as the knob entries do);
+ * benchmarks pass 0 to get exactly `threads` threads.  rl_matvec_q8_act_ex
+ * with RL_ACT_Q8. */
+rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
+                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                          rl_path path, int threads, int min_work,
+                          char *msg, size_t msglen);
+
+rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
+                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
+                           rl_path path, int threads, int min_work);
+
+/* One product's operands, as the Lisp primitives resolve them: Q8_0
+ * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or (w NULL)
+ * the f32 baseline's row-major mf; x has cols and y rows floats, double
+ * when dbl, else single. */
+typedef struct {
+    const rl_block_q8_0 *w;
+    const float *mf;
+    size_t rows, cols;
+    const void *x;
+    void *y;
+    int dbl;
+    rl_act act;
+} rl_matvec_operands;
+
+/* The product of o on path with threads chunks (min_work as in
+ * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32), and
+ * *where (may be NULL) where quantizing x failed: the flat index of a
+ * non-finite value (RL_NONFINITE) or the overflowing block
+ * (RL_OVERFLOW). */
+rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
+                        char *msg, size_t msglen, size_t *where);
 
 /* Residual quants of doc/products.md §2 for n values x (n % 32 == 0) already
  * quantized to xq: r_j = clamp(round_half_away((x_j - d * qx_j) * (128 /

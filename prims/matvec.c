@@ -16,15 +16,6 @@
 #include <string.h>
 
 #include "gguf/numfmt.h"
-#include "prims/matmul.h"
-#include "prims/pool.h"
-
-/* Rows per SIMD group; thread chunks are multiples of it. */
-#define RL_MV_ROWS 4
-/* With min_work, each thread gets at least this many row-blocks (~140 KB of
- * Q8_0 weights, tens of microseconds): below that, waking a worker costs
- * more than it saves. */
-#define RL_MV_MIN_BLOCKS 4096
 
 static void rl_mv_store(double v, size_t r, double *yd, float *yf) {
     if (yd)
@@ -170,12 +161,12 @@ RL_MV_ROWS4_PAIR(rl_mv_q8_rows4_avx2, rl_mv_q8_rows4_avx2_body, RL_TARGET_AVX2)
 /* Rows in groups of four; a short last group repeats its last row and
  * drops the extra results (a row's value does not depend on its company). */
 #define RL_MV_Q8_GROUPS(rows4)                                                    \
-    for (size_t r = r0; r < r1; r += RL_MV_ROWS) {                               \
-        size_t n = r1 - r < RL_MV_ROWS ? r1 - r : RL_MV_ROWS;                    \
-        const rl_block_q8_0 *p[RL_MV_ROWS];                                       \
-        for (size_t k = 0; k < RL_MV_ROWS; k++)                                   \
+    for (size_t r = r0; r < r1; r += RL_MATVEC_ROWS) {                               \
+        size_t n = r1 - r < RL_MATVEC_ROWS ? r1 - r : RL_MATVEC_ROWS;                    \
+        const rl_block_q8_0 *p[RL_MATVEC_ROWS];                                       \
+        for (size_t k = 0; k < RL_MATVEC_ROWS; k++)                                   \
             p[k] = w + (r + (k < n ? k : n - 1)) * nb;                            \
-        double out[RL_MV_ROWS];                                                   \
+        double out[RL_MATVEC_ROWS];                                                   \
         rows4(p[0], p[1], p[2], p[3], nb, xq, xr, dx, out);                       \
         for (size_t k = 0; k < n; k++)                                            \
             rl_mv_store(out[k], r + k, yd, yf);                                   \
@@ -340,10 +331,10 @@ rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i mk0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), iota);
     const __m256i mk1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem - 8), iota);
-    for (size_t r = r0; r < r1; r += RL_MV_ROWS) {
-        size_t n = r1 - r < RL_MV_ROWS ? r1 - r : RL_MV_ROWS;
-        const float *p[RL_MV_ROWS];
-        for (size_t k = 0; k < RL_MV_ROWS; k++)
+    for (size_t r = r0; r < r1; r += RL_MATVEC_ROWS) {
+        size_t n = r1 - r < RL_MATVEC_ROWS ? r1 - r : RL_MATVEC_ROWS;
+        const float *p[RL_MATVEC_ROWS];
+        for (size_t k = 0; k < RL_MATVEC_ROWS; k++)
             p[k] = m + (r + (k < n ? k : n - 1)) * cols;
         __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps();
         __m256 a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
@@ -373,41 +364,14 @@ rl_matvec_f32_rows_avx2(const float *m, size_t cols, const float *x,
             RL_MV_TAIL(a3, b3, p[3])
 #undef RL_MV_TAIL
         }
-        float out[RL_MV_ROWS] = {rl_mv_f32_hsum_avx2(a0, b0), rl_mv_f32_hsum_avx2(a1, b1),
+        float out[RL_MATVEC_ROWS] = {rl_mv_f32_hsum_avx2(a0, b0), rl_mv_f32_hsum_avx2(a1, b1),
                                  rl_mv_f32_hsum_avx2(a2, b2), rl_mv_f32_hsum_avx2(a3, b3)};
         for (size_t k = 0; k < n; k++)
             rl_mv_store(out[k], r + k, yd, yf);
     }
 }
 
-/* ---- drivers -------------------------------------------------------- */
-
-/* The f32 baseline's driver; Q8_0 products run matmul.c's (one vector is
- * the one-token case of a sequence). */
-typedef struct {
-    rl_matvec_f32_kernel kf;
-    const float *m;
-    size_t rows, cols;
-    const float *xf;
-    double *yd;
-    float *yf;
-} rl_mv_job;
-
-static void rl_mv_job_run(void *ctx, int ith, int nth) {
-    const rl_mv_job *j = ctx;
-    size_t r0, r1;
-    rl_pool_chunk(j->rows, ith, nth, RL_MV_ROWS, &r0, &r1);
-    if (r0 >= r1)
-        return;
-    j->kf(j->m, j->cols, j->xf, r0, r1, j->yd, j->yf);
-}
-
-/* Threads for a product of `work` units (row-blocks): at most one per group
- * of rows, and with min_work at most one per RL_MV_MIN_BLOCKS units. */
-static int rl_mv_threads(int threads, size_t rows, size_t work, int min_work) {
-    return rl_pool_threads(threads, (rows + RL_MV_ROWS - 1) / RL_MV_ROWS, work,
-                           min_work ? RL_MV_MIN_BLOCKS : 0);
-}
+/* ---- the tables a driver indexes by path -------------------------- */
 
 const rl_matvec_q8_kernel rl_matvec_q8_table[RL_PATH_COUNT] = {
     [RL_PATH_REF] = rl_matvec_q8_rows_ref,
@@ -430,90 +394,3 @@ const rl_matvec_f32_kernel rl_matvec_f32_table[RL_PATH_COUNT] = {
     [RL_PATH_AVX512] = rl_matvec_f32_rows_avx2,
     [RL_PATH_AVX512VNNI] = rl_matvec_f32_rows_avx2,
 };
-
-rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen) {
-    return rl_matvec_q8_act_ex(w, rows, cols, xsrc, x, yd, yf, RL_ACT_Q8, path, threads,
-                               min_work, msg, msglen, NULL);
-}
-
-rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
-                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                           rl_path path, int threads, int min_work) {
-    const rl_status run = rl_check_run(path, threads);
-    if ((rows && cols && !m) || (cols && !x) || (!yd && !yf) || (unsigned)xsrc > RL_SRC_BF16 ||
-        run == RL_BADARG || (cols && rows > SIZE_MAX / sizeof(float) / cols))
-        return RL_BADARG;
-    if (run != RL_OK)
-        return run;
-    if (rows == 0)
-        return RL_OK;
-    float *xbuf = NULL;
-    const float *xf = x;
-    if (xsrc != RL_SRC_F32 && cols) {
-        xbuf = malloc(cols * sizeof *xbuf);
-        if (!xbuf)
-            return RL_NOMEM;
-        for (size_t j = 0; j < cols; j++) {
-            switch (xsrc) {
-            case RL_SRC_F64: xbuf[j] = (float)((const double *)x)[j]; break;
-            case RL_SRC_F16: xbuf[j] = rl_gguf_f16_to_f32(((const uint16_t *)x)[j]); break;
-            default: xbuf[j] = rl_gguf_bf16_to_f32(((const uint16_t *)x)[j]); break;
-            }
-        }
-        xf = xbuf;
-    }
-    rl_mv_job job = {.kf = rl_matvec_f32_table[path],
-                     .m = m, .rows = rows, .cols = cols, .xf = xf, .yd = yd, .yf = yf};
-    if (threads > RL_MAX_THREADS)
-        threads = RL_MAX_THREADS;
-    /* Work in the Q8_0 unit: 32 f32 values per row-block. */
-    size_t work = rows * ((cols + RL_QK8_0 - 1) / RL_QK8_0);
-    rl_pool_run(rl_mv_threads(threads, rows, work, min_work), rl_mv_job_run, &job);
-    free(xbuf);
-    return RL_OK;
-}
-
-rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                       const float *x, float *y, char *msg, size_t msglen) {
-    return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
-                           rl_threads(), 1, msg, msglen);
-}
-
-rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                           const double *x, double *y, char *msg, size_t msglen) {
-    return rl_matvec_q8_ex(w, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
-                           rl_threads(), 1, msg, msglen);
-}
-
-rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
-                        const float *x, float *y) {
-    return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F32, x, NULL, y, rl_path_best(),
-                            rl_threads(), 1);
-}
-
-rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
-                            const double *x, double *y) {
-    return rl_matvec_f32_ex(m, rows, cols, RL_SRC_F64, x, y, NULL, rl_path_best(),
-                            rl_threads(), 1);
-}
-
-rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                        char *msg, size_t msglen, size_t *where) {
-    rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
-    double *yd = o->dbl ? o->y : NULL;
-    float *yf = o->dbl ? NULL : o->y;
-    if (o->w) {
-        rl_mm_fault fault = {0, 0};
-        rl_status st = rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act,
-                                           path, threads, min_work, msg, msglen, &fault);
-        if (where)
-            *where = fault.where;
-        return st;
-    }
-    if (msg && msglen)
-        msg[0] = 0;
-    return rl_matvec_f32_ex(o->mf, o->rows, o->cols, src, o->x, yd, yf, path, threads, min_work);
-}

@@ -1,4 +1,6 @@
-/* matvec.h - matrix times vector: Q8_0 weights (doc/products.md §1) and the f32 baseline.
+/* matvec.h - the row kernels every product runs: rows of Q8_0 weights
+ * (doc/products.md §1, §2) or f32 weights (the baseline) times one vector,
+ * per path, in the tables matmul.c's driver indexes.
  *
  * Q8_0: y = W x for W rows x cols in Q8_0 (rows * cols/32 blocks, row after
  * row), fixed so that every path and thread count answers the same bits:
@@ -21,12 +23,11 @@
  * b_k = a_k + a_{k+4} (k < 4), c_k = b_k + b_{k+2} (k < 2), y = c_0 + c_1,
  * all in f32.  Bit-identical across paths for finite data.
  *
- * Threads: rows are split in multiples of 4; a row's arithmetic never
- * depends on the split.  Small products run on one thread.  The Q8_0
- * entries run matmul.c's driver (a vector is a sequence of one token, the
- * same bits); this file has the row kernels every path runs and the f32
- * baseline's driver.  Plain C, no ECL.  Every entry point validates and allocates before any
- * worker starts and never longjmps.
+ * Threads: a driver splits rows in multiples of RL_MATVEC_ROWS; a row's
+ * arithmetic never depends on the split.  The products themselves, of one
+ * vector and of a sequence, are matmul.h's (a vector is a sequence of one
+ * token, the same bits); this file calls nothing of theirs.  Plain C, no
+ * ECL.
  */
 #ifndef RL_PRIMS_MATVEC_H
 #define RL_PRIMS_MATVEC_H
@@ -35,69 +36,11 @@
 
 #include "prims/cpu.h"
 #include "prims/kernel.h"
-#include "prims/matmul.h"
 #include "prims/q8.h"
 
-/* ---- what the Lisp glue calls: paths and threads from the knobs ------ */
-
-/* y[rows] = W x with f32 x and f32 y.  cols % 32 != 0 -> RL_BADLEN;
- * non-finite x -> RL_NONFINITE (msg names the index); x whose block
- * absmax overflows the f16 scale -> RL_OVERFLOW (msg names the block);
- * RL_NOMEM.  msg (may be NULL) gets one line on failure. */
-rl_status rl_matvec_q8(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                       const float *x, float *y, char *msg, size_t msglen);
-
-/* The same with double x (each element cast to f32 first) and double y. */
-rl_status rl_matvec_q8_f64(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                           const double *x, double *y, char *msg, size_t msglen);
-
-/* f32 baseline, m row-major rows x cols (any cols).  Errors only for NULL
- * pointers (RL_BADARG) or scratch (RL_NOMEM, the f64 form). */
-rl_status rl_matvec_f32(const float *m, size_t rows, size_t cols,
-                        const float *x, float *y);
-/* double x cast to f32, the f32 sum widened into double y. */
-rl_status rl_matvec_f32_f64(const float *m, size_t rows, size_t cols,
-                            const double *x, double *y);
-
-/* ---- explicit path and thread count (tests, benchmarks) --------------- */
-
-/* xsrc is RL_SRC_F32 or RL_SRC_F64 (RL_SRC_F16 / RL_SRC_BF16 work too).
- * yd and yf may each be NULL but not both; both are written when given.
- * path must be rl_path_supported (else RL_UNSUPPORTED); threads >= 1
- * (else RL_BADARG), clamped to RL_MAX_THREADS.  With min_work != 0 the
- * thread count is cut for small products (as the knob entries do);
- * benchmarks pass 0 to get exactly `threads` threads.  rl_matvec_q8_act_ex
- * (matmul.h) with RL_ACT_Q8. */
-rl_status rl_matvec_q8_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
-                          rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                          rl_path path, int threads, int min_work,
-                          char *msg, size_t msglen);
-
-rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
-                           rl_q8_src xsrc, const void *x, double *yd, float *yf,
-                           rl_path path, int threads, int min_work);
-
-/* One product's operands, as the Lisp primitives resolve them: Q8_0
- * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or (w NULL)
- * the f32 baseline's row-major mf; x has cols and y rows floats, double
- * when dbl, else single. */
-typedef struct {
-    const rl_block_q8_0 *w;
-    const float *mf;
-    size_t rows, cols;
-    const void *x;
-    void *y;
-    int dbl;
-    rl_act act;
-} rl_matvec_operands;
-
-/* The product of o on path with threads chunks (min_work as in
- * rl_matvec_q8_ex); msg gets the reason of a failure (empty for f32), and
- * *where (may be NULL) where quantizing x failed: the flat index of a
- * non-finite value (RL_NONFINITE) or the overflowing block
- * (RL_OVERFLOW). */
-rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, int min_work,
-                        char *msg, size_t msglen, size_t *where);
+/* Rows per SIMD group: a kernel runs four rows at once, and a driver's
+ * thread chunks are multiples of it. */
+#define RL_MATVEC_ROWS 4
 
 /* ---- kernels: rows [r0, r1) with x already quantized ------------------ */
 

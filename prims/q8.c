@@ -315,18 +315,6 @@ rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t 
     return rl_q8_quantize_path(RL_SRC_F32, x, n, y, where, rl_path_best());
 }
 
-rl_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where) {
-    return rl_q8_quantize_path(RL_SRC_F64, x, n, y, where, rl_path_best());
-}
-
-rl_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
-    return rl_q8_quantize_path(RL_SRC_F16, x, n, y, where, rl_path_best());
-}
-
-rl_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where) {
-    return rl_q8_quantize_path(RL_SRC_BF16, x, n, y, where, rl_path_best());
-}
-
 /* ---- dequantize ----------------------------------------------------- */
 
 /* The reference is gguf's one scalar dequantizer; q * d is exact in f32,

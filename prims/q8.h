@@ -31,7 +31,7 @@
 #include "prims/cpu.h"
 #include "prims/kernel.h"
 
-/* The block and its geometry are gguf's (gguf/gguf.h), the one definition
+/* The block and its geometry are gguf's (gguf/blocks.h), the one definition
  * for the file reader and the kernels; these are the kernels' names for
  * them. */
 #define RL_QK8_0 RL_GGUF_QK8_0
@@ -66,11 +66,9 @@ typedef enum {
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
                               rl_block_q8_0 *y, size_t *where, rl_path path);
 
-/* The same with the path from rl_path_best() (the SIMD knob and the CPU). */
+/* The same for f32 x with the path from rl_path_best() (the SIMD knob and
+ * the CPU). */
 rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_status rl_q8_quantize_f64(const double *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_status rl_q8_quantize_f16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
-rl_status rl_q8_quantize_bf16(const uint16_t *x, size_t n, rl_block_q8_0 *y, size_t *where);
 
 /* Values i0..i0+n-1 of a run of type src as the quantizers see them (f64
  * by the C cast, halves widened exactly) into out.  src must be valid. */

@@ -67,7 +67,9 @@ void rl_tok_free(rl_tok *t) {
     free(t->strip);
     free(t->vslot);
     free(t->mslot);
-    free(t->sp_ids);
+    free(t->tr_kid);
+    free(t->tr_lab);
+    free(t->tr_id);
     free(t->cache);
     free(t);
 }
@@ -92,19 +94,99 @@ static int special_class(const rl_tok *t, int32_t id) {
     return t->type[id] == RL_TOK_TYPE_USER_DEFINED;
 }
 
+/* The order of the added tokens in their tries: by class, then by their
+ * bytes, a token before the longer ones it begins. */
 static int cmp_special(const void *a, const void *b, void *arg) {
     const rl_tok *sort_tok = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     int cx = special_class(sort_tok, x), cy = special_class(sort_tok, y);
     if (cx != cy)
         return cx - cy;
-    uint8_t fx = (uint8_t)sort_tok->pool[sort_tok->off[x]],
-            fy = (uint8_t)sort_tok->pool[sort_tok->off[y]];
-    if (fx != fy)
-        return fx < fy ? -1 : 1;
-    if (sort_tok->len[x] != sort_tok->len[y])
-        return sort_tok->len[x] > sort_tok->len[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
+    size_t lx = sort_tok->len[x], ly = sort_tok->len[y];
+    int c = memcmp(sort_tok->pool + sort_tok->off[x], sort_tok->pool + sort_tok->off[y],
+                   lx < ly ? lx : ly);
+    if (c != 0)
+        return c;
+    return lx < ly ? -1 : lx > ly;
+}
+
+/* The tries of the added tokens (struct rl_tok says how they are laid
+ * out), built breadth first over the tokens in cmp_special's order: node k
+ * stands for the first depth[k] bytes, which the tokens ids[lo[k] ..
+ * hi[k]) share; its token is the first of them when it is that long, its
+ * children the runs of the rest by their next byte.  Time and memory are
+ * linear in the tokens' bytes (9 bytes a node, at most one node a byte). */
+static rl_tok_status build_tries(rl_tok *t, char *msg, size_t msgsz) {
+    size_t nsp = 0, cap = 2;
+    for (size_t i = 0; i < t->n; i++)
+        if (special_p(t, (int32_t)i)) {
+            nsp++;
+            cap += t->len[i];
+        }
+    if (cap >= UINT32_MAX)
+        return fail(RL_TOK_BAD_SPEC, msg, msgsz,
+                    "expected the added tokens to hold fewer than %lu bytes, found %zu",
+                    (unsigned long)UINT32_MAX - 2, cap - 2);
+    rl_tok_status st = RL_TOK_OK;
+    int32_t *ids = malloc((nsp + 1) * sizeof *ids);
+    uint32_t *lo = malloc(cap * sizeof *lo), *hi = malloc(cap * sizeof *hi),
+             *depth = malloc(cap * sizeof *depth);
+    t->tr_kid = malloc((cap + 1) * sizeof *t->tr_kid);
+    t->tr_lab = malloc(cap);
+    t->tr_id = malloc(cap * sizeof *t->tr_id);
+    if (!ids || !lo || !hi || !depth || !t->tr_kid || !t->tr_lab || !t->tr_id) {
+        st = fail(RL_TOK_NOMEM, msg, msgsz, "out of memory building the tokenizer");
+        goto done;
+    }
+    nsp = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (special_p(t, (int32_t)i))
+            ids[nsp++] = (int32_t)i;
+    qsort_r(ids, nsp, sizeof *ids, cmp_special, t);
+    uint32_t split = 0;
+    while (split < nsp && special_class(t, ids[split]) == 0)
+        split++;
+    t->sp_count[0] = split;
+    t->sp_count[1] = (uint32_t)nsp - split;
+    lo[0] = 0, hi[0] = split, lo[1] = split, hi[1] = (uint32_t)nsp;
+    depth[0] = depth[1] = 0;
+    t->tr_lab[0] = t->tr_lab[1] = 0;
+    uint32_t next = 2;
+    for (uint32_t k = 0; k < next; k++) {
+        uint32_t a = lo[k], b = hi[k], d = depth[k];
+        t->tr_id[k] = -1;
+        if (a < b && t->len[ids[a]] == d)
+            t->tr_id[k] = ids[a++];
+        t->tr_kid[k] = next;
+        while (a < b) {
+            uint8_t c = (uint8_t)t->pool[t->off[ids[a]] + d];
+            uint32_t e = a + 1;
+            while (e < b && (uint8_t)t->pool[t->off[ids[e]] + d] == c)
+                e++;
+            t->tr_lab[next] = c;
+            lo[next] = a, hi[next] = e, depth[next] = d + 1;
+            next++;
+            a = e;
+        }
+    }
+    t->tr_kid[next] = next;
+    t->tr_n = next;
+    for (int c = 0; c < 2; c++)
+        for (uint32_t k = t->tr_kid[c]; k < t->tr_kid[c + 1]; k++)
+            t->sp_root[c][t->tr_lab[k]] = k;
+    /* Give back what shared prefixes left unused. */
+    uint32_t *kid = realloc(t->tr_kid, (next + 1) * sizeof *kid);
+    uint8_t *lab = realloc(t->tr_lab, next);
+    int32_t *tid = realloc(t->tr_id, next * sizeof *tid);
+    t->tr_kid = kid ? kid : t->tr_kid;
+    t->tr_lab = lab ? lab : t->tr_lab;
+    t->tr_id = tid ? tid : t->tr_id;
+done:
+    free(ids);
+    free(lo);
+    free(hi);
+    free(depth);
+    return st;
 }
 
 static rl_tok_status check_id(int32_t id, size_t n, const char *what, char *msg, size_t msgsz) {
@@ -171,11 +253,17 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
                         "expected UTF-8 text for token %zu, found byte 0x%02x at offset %zu",
                         i, s[bad], bad);
         }
+        if (ty < RL_TOK_TYPE_NORMAL || ty > RL_TOK_TYPE_BYTE) {
+            rl_tok_free(t);
+            return fail(RL_TOK_BAD_SPEC, msg, msgsz,
+                        "expected the type of token %zu to be from 1 to 6 (normal, unknown, "
+                        "control, user-defined, unused, byte), found %ld", i, (long)ty);
+        }
         memcpy(t->pool + at, s, len);
         t->pool[at + len] = 0;
         t->off[i] = at;
         t->len[i] = len;
-        t->type[i] = (uint8_t)(ty >= 0 && ty < 256 ? ty : 0);
+        t->type[i] = (uint8_t)ty;
         at += len + 1;
         if (vocab_find(t, s, len) >= 0) {
             int32_t first = vocab_find(t, s, len);
@@ -256,32 +344,9 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
         }
         t->strip[id] |= lst ? 1 : 2;
     }
-    size_t nsp = 0;
-    for (size_t i = 0; i < n; i++)
-        nsp += special_p(t, (int32_t)i);
-    t->sp_ids = malloc((nsp + 1) * sizeof *t->sp_ids);
-    if (!t->sp_ids) {
+    if ((st = build_tries(t, msg, msgsz))) {
         rl_tok_free(t);
-        return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory building the tokenizer");
-    }
-    nsp = 0;
-    for (size_t i = 0; i < n; i++)
-        if (special_p(t, (int32_t)i))
-            t->sp_ids[nsp++] = (int32_t)i;
-    qsort_r(t->sp_ids, nsp, sizeof *t->sp_ids, cmp_special, t);
-    {
-        size_t k = 0;
-        for (int c = 0; c < 2; c++) {
-            for (int b = 0; b < 256; b++) {
-                while (k < nsp && special_class(t, t->sp_ids[k]) == c &&
-                       (uint8_t)t->pool[t->off[t->sp_ids[k]]] < b)
-                    k++;
-                t->sp_first[c][b] = (uint32_t)k;
-            }
-            while (k < nsp && special_class(t, t->sp_ids[k]) == c)
-                k++;
-            t->sp_first[c][256] = (uint32_t)k;
-        }
+        return st;
     }
     *out = t;
     return RL_TOK_OK;
@@ -289,18 +354,36 @@ rl_tok_status rl_tok_new(const rl_tok_spec *spec, rl_tok **out, char *msg, size_
 
 /* ---- encoding ---- */
 
-/* The added token of class C at s[i] (the longest), or -1; *e its end. */
+/* The child of trie node K for byte B, or 0. */
+static uint32_t trie_child(const rl_tok *t, uint32_t k, uint8_t b) {
+    uint32_t lo = t->tr_kid[k], end = t->tr_kid[k + 1], hi = end;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->tr_lab[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < end && t->tr_lab[lo] == b ? lo : 0;
+}
+
+/* The added token of class C at s[i] (the longest), or -1; *e its end: a
+ * walk down C's trie along s[i..n), as deep as the longest token there
+ * can reach. */
 static int32_t special_at(const rl_tok *t, int c, const uint8_t *s, size_t n, size_t i,
                           size_t *e) {
-    for (uint32_t k = t->sp_first[c][s[i]]; k < t->sp_first[c][s[i] + 1]; k++) {
-        int32_t id = t->sp_ids[k];
-        size_t len = t->len[id];
-        if (len <= n - i && memcmp(t->pool + t->off[id], s + i, len) == 0) {
-            *e = i + len;
-            return id;
+    int32_t id = -1;
+    uint32_t k = t->sp_root[c][s[i]];
+    for (size_t j = i + 1; k != 0; j++) {
+        if (t->tr_id[k] >= 0) {
+            id = t->tr_id[k];
+            *e = j;
         }
+        if (j == n)
+            break;
+        k = trie_child(t, k, s[j]);
     }
-    return -1;
+    return id;
 }
 
 /* Start of the white space run that ends at s[e] (not before lo). */
@@ -355,9 +438,7 @@ static rl_tok_status split_added(const rl_tok *t, int c, const uint8_t *s, size_
     size_t from = 0, i = 0;
     while (i < n && st == RL_TOK_OK) {
         size_t e;
-        int32_t id = t->sp_first[c][s[i]] < t->sp_first[c][s[i] + 1]
-                         ? special_at(t, c, s, n, i, &e)
-                         : -1;
+        int32_t id = special_at(t, c, s, n, i, &e);
         if (id < 0) {
             i++;
             continue;
@@ -395,7 +476,7 @@ static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, id
         s = norm;
         n = nn;
     }
-    rl_tok_status st = parse && t->sp_first[1][256] > t->sp_first[1][0]
+    rl_tok_status st = parse && t->sp_count[1] > 0
                            ? split_added(t, 1, s, n, o, cx, parse)
                            : encode_plain(t, s, n, o, cx);
     free(norm);
@@ -420,7 +501,7 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
                     "expected UTF-8 text, found byte 0x%02x at offset %zu", s[bad], bad);
     if (add_special && t->add_bos && push(&o, t->bos_id))
         goto nomem;
-    if (parse_special && t->sp_first[0][256] > 0)
+    if (parse_special && t->sp_count[0] > 0)
         st = split_added(t, 0, s, len, &o, &cx, parse_special);
     else
         st = encode_span(t, s, len, &o, &cx, parse_special);

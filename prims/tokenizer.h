@@ -32,7 +32,9 @@ typedef enum {
  * "bad-spec", "unknown-symbol", "bad-id", "out-of-memory". */
 const char *rl_tok_status_name(rl_tok_status st);
 
-/* GGUF's tokenizer.ggml.token_type values. */
+/* GGUF's tokenizer.ggml.token_type values (llama.cpp's llama_token_type
+ * but its 0, undefined, which no converter writes); the builder refuses
+ * any other. */
 enum {
     RL_TOK_TYPE_NORMAL = 1,
     RL_TOK_TYPE_UNKNOWN = 2,

@@ -50,7 +50,7 @@ struct rl_tok {
     size_t n;
     char *pool;        /* every token's text, each NUL-terminated */
     size_t *off, *len; /* per id, into pool */
-    uint8_t *type;     /* per id: RL_TOK_TYPE_* (0 when out of range) */
+    uint8_t *type;     /* per id: RL_TOK_TYPE_* */
     uint8_t *strip;    /* per id: bit 0 lstrip, bit 1 rstrip */
     int32_t *vslot;    /* vocab hash: ids, -1 empty */
     size_t vmask;
@@ -60,12 +60,21 @@ struct rl_tok {
     uint8_t bu[256][2];     /* byte b as its byte-to-unicode character's UTF-8 */
     uint8_t bulen[256];
     int16_t ubyte[0x144];   /* byte-to-unicode character -> byte, -1 none */
-    /* Added tokens, control ones (class 0, matched in the raw text) then
+    /* Added tokens: control ones (class 0, matched in the raw text) and
      * user-defined ones (class 1, matched in the normalized spans between),
-     * each class by first byte, longest first:
-     * sp_ids[sp_first[c][b] .. sp_first[c][b + 1]). */
-    int32_t *sp_ids;
-    uint32_t sp_first[2][257];
+     * each class a trie over the tokens' bytes.  The nodes are numbered
+     * breadth first, so the children of node k are the nodes tr_kid[k] ..
+     * tr_kid[k + 1] (tr_kid has tr_n + 1 entries), in increasing order of
+     * their byte, tr_lab; tr_id is the token that ends at a node, or -1.
+     * Nodes 0 and 1 are the roots of classes 0 and 1 (no byte, no token);
+     * sp_root[c][b] is the child of class c's root for byte b, or 0 (a root
+     * is nobody's child). */
+    uint32_t *tr_kid;
+    uint8_t *tr_lab;
+    int32_t *tr_id;
+    uint32_t tr_n;
+    uint32_t sp_root[2][256];
+    uint32_t sp_count[2]; /* tokens per class */
     int32_t unk_id, bos_id, eos_id;
     int add_bos, add_eos, nfc, ignore_merges;
     cache_slot *cache;

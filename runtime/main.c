@@ -10,9 +10,10 @@
  * come before the subcommand too, so they and their values are passed on
  * without being taken for it.
  *
- * Signals: SIGTERM and SIGHUP (and SIGINT outside the REPL, where Ctrl-C
- * returns to the prompt instead) remove the temporary files of unfinished
- * writes and end the process with 128 + the signal's number. */
+ * Signals: SIGTERM, SIGHUP and SIGINT remove the temporary files of
+ * unfinished writes and end the process with 128 + the signal's number;
+ * once the REPL is at its prompt, Ctrl-C (SIGINT) returns to the prompt
+ * instead (RONTOLISP::REPL gives SIGINT to ECL there). */
 #include <ecl/ecl.h>
 #include <errno.h>
 #include <stdint.h>
@@ -29,14 +30,10 @@
 /* Made by c:build-static-library from lisp/ (see the Makefile). */
 extern void init_rontolisp_lisp(cl_object);
 
-static int rl_usage_exit(const char *what) {
-    fprintf(stderr, "rontolisp: %s\n(rontolisp --help shows the usage)\n", what);
-    return 2;
-}
-
 /* Takes a global flag at argv[*i]; answers 1 if it was one, 0 if not, -1
- * (after printing why) if it was malformed. */
-static int rl_take_global_flag(int argc, char **argv, int *i) {
+ * (after printing why, naming the subcommand CMD it follows, or none when
+ * CMD is NULL) if it was malformed. */
+static int rl_take_global_flag(int argc, char **argv, int *i, const char *cmd) {
     const char *a = argv[*i];
     if (strcmp(a, "--simd") == 0) {
         rl_set_simd(1);
@@ -51,14 +48,15 @@ static int rl_take_global_flag(int argc, char **argv, int *i) {
         char *end;
         long n;
         if (!v) {
-            fprintf(stderr, "rontolisp: --threads expects a count, found nothing\n");
+            fprintf(stderr, "rontolisp%s%s: --threads expects a count, found nothing\n", cmd ? " " : "",
+                    cmd ? cmd : "");
             return -1;
         }
         errno = 0;
         n = strtol(v, &end, 10);
         if (errno || *end || end == v || n < 1 || n > RL_MAX_THREADS) {
-            fprintf(stderr, "rontolisp: --threads expects a count from 1 to %d (the kernels' limit), found \"%s\"\n",
-                    RL_MAX_THREADS, v);
+            fprintf(stderr, "rontolisp%s%s: --threads expects a count from 1 to %d (the kernels' limit), found \"%s\"\n",
+                    cmd ? " " : "", cmd ? cmd : "", RL_MAX_THREADS, v);
             return -1;
         }
         rl_set_threads((int)n);
@@ -100,10 +98,16 @@ int main(int argc, char **argv) {
             rest[nrest++] = argv[i];
             continue;
         }
-        taken = rl_take_global_flag(argc, argv, &i);
+        taken = rl_take_global_flag(argc, argv, &i, sub >= 0 ? argv[sub] : NULL);
         if (taken < 0) {
+            /* the flag said what was wrong; after a command (`bench
+             * --threads N') the flag is that command's option too */
+            if (sub >= 0)
+                fprintf(stderr, "Try `rontolisp %s --help' for its options.\n", argv[sub]);
+            else
+                fprintf(stderr, "(rontolisp --help shows the usage)\n");
             free(rest);
-            return rl_usage_exit("bad global flag");
+            return 2;
         }
         if (taken)
             continue;
@@ -115,17 +119,19 @@ int main(int argc, char **argv) {
         rest[nrest++] = argv[i];
     }
 
-    /* Outside the REPL an interrupt ends the run (see above), so ECL must
-     * not turn SIGINT into a Lisp condition there.  The handlers go in
-     * before cl_boot, which takes a tenth of a second or more: installed
-     * after it, a signal during the boot met the disposition inherited
-     * from the parent, and one that came in ignored (SIGINT of a
-     * background job started by a shell) was lost for good while the
-     * script ran on.  ECL leaves SIGTERM and SIGHUP alone, and SIGINT
-     * when it does not trap it, so the handlers stay in place. */
-    if (sub >= 0)
-        ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
-    rl_gguf_atomic_trap_signals(sub >= 0);
+    /* Until the REPL's prompt an interrupt ends the run (see above), so
+     * ECL must not turn SIGINT into a Lisp condition: one that came while
+     * the REPL started landed in ECL's own debugger, at whatever point the
+     * boot was, which read the REPL's input as its commands, crashed or
+     * hung.  The handlers go in before cl_boot, which takes a tenth of a
+     * second or more: installed after it, a signal during the boot met
+     * the disposition inherited from the parent, and one that came in
+     * ignored (SIGINT of a background job started by a shell) was lost
+     * for good while the script ran on.  ECL leaves SIGTERM and SIGHUP
+     * alone, and SIGINT when it does not trap it, so the handlers stay in
+     * place. */
+    ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
+    rl_gguf_atomic_trap_signals(1);
     cl_boot(argc, argv);
     /* Each compiled function records its source file as a pathname
      * RONTOLISP:LISP;NAME.LISP (runtime/build-lisp.lisp), made again as

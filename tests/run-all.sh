@@ -5,9 +5,38 @@
 # RONTOLISP_EXE names the executable to test (default build/rontolisp).
 # Every test program has a deadline, RL_TEST_SECONDS (default 7200 s):
 # one that overruns it is killed and counts as failed.
+# The counts are of test cases (C test functions, FiveAM tests); each
+# program and run also says how many checks (compared values) it made, on
+# a line of its own that is not summed.
+# SUITE=NAME runs one suite: the Lisp suite NAME (tests/lisp/test-NAME.lisp,
+# loaded alone with the fixtures) and the C test program test_NAME, either
+# or both as they exist (and as --c-only or --lisp-only allow); TEST=NAME
+# only the C program (make check SUITE=NAME, make check-c TEST=NAME).
 #   tests/run-all.sh [--c-only | --lisp-only] [C-TEST-PROGRAM ...]
 mode=all
 case "$1" in --c-only|--lisp-only) mode=${1#--}; shift ;; esac
+
+lisp_suite=
+one=${SUITE:-$TEST}
+if [ -n "$one" ]; then
+  program=
+  [ "$mode" != lisp-only ] &&
+    for t in "$@"; do [ "$(basename "$t")" = "test_$one" ] && program=$t; done
+  [ -z "$TEST" ] && [ "$mode" != c-only ] && [ -f "tests/lisp/test-$one.lisp" ] &&
+    lisp_suite="=$one"
+  if [ -n "$program" ] && [ -n "$lisp_suite" ]; then
+    set -- "$program"
+  elif [ -n "$program" ]; then
+    mode=c-only; set -- "$program"
+  elif [ -n "$lisp_suite" ]; then
+    mode=lisp-only
+  else
+    echo "No test suite named $one.  The Lisp suites:" \
+      $(ls tests/lisp/test-*.lisp | sed 's,.*/test-,,; s,\.lisp$,,')
+    echo "The C test programs:" $(for t in "$@"; do basename "$t" | sed 's/^test_//'; done)
+    exit 2
+  fi
+fi
 
 passed=0; failed=0; broken=0
 deadline=${RL_TEST_SECONDS:-7200}
@@ -66,7 +95,8 @@ if [ "$mode" != c-only ]; then
   # does not list).  Each run is its own process, so suites that share
   # nothing but the file system run side by side.
   jobs=${RL_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-  groups=$(ls tests/lisp/test-*.lisp | sed 's,.*/test-,,; s,\.lisp$,,' |
+  groups=$lisp_suite
+  [ -n "$groups" ] || groups=$(ls tests/lisp/test-*.lisp | sed 's,.*/test-,,; s,\.lisp$,,' |
     awk 'FILENAME != "-" { if ($1 !~ /^#/) w[$1] = $2; next }
          { print (($1 in w) ? w[$1] : 10), $1 }' \
       tests/lisp/suite-seconds.txt - | sort -k1,1nr -k2 |

@@ -10,6 +10,7 @@
 
 #include "prims/bench.h"
 #include "prims/cpu.h"
+#include "prims/matmul.h"
 #include "prims/matvec.h"
 #include "prims/q8.h"
 

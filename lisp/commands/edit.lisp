@@ -8,7 +8,8 @@
      :summary "copy a GGUF file with metadata set or removed and tensors renamed (tensor bytes unchanged)"
      :details "TYPE is one of u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool string.  Without
 it an existing key keeps its type; a new key gets bool for true/false, i32
-for an integer, f32 for a number, else string (as gguf-py infers).  Kept
+for an integer, f32 for a number, else string (as gguf-py infers); a
+number beyond its type's range (1e39 for f32) is refused.  Kept
 keys stay in place, new keys go at the end.  Each change is printed as the
 written file shows it, a long string or array cut to its start and its
 length.  general.alignment cannot be removed (every file written has it)

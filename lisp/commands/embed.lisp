@@ -15,11 +15,14 @@ says otherwise (llama-embedding's --embd-normalize).  With --json, one JSON
 object per sequence and line: file, tokens, pooling, normalize,
 activations, embeddings.  FILE may be the first shard of a
 llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is UTF-8
-text; one with no token id is an error.  --text and --text-file (one text per
-line, read line by line) are tokenized by the file's own tokenizer with its
-bos and eos tokens, then embedded: the same numbers as --tokens with those
-ids; a text that is not UTF-8 is an error naming its byte offset.  A NaN or infinity in the hidden
-states is an error naming the layer and the step that made it."
+text; one with no token id is an error, and so is an id the file's
+vocabulary does not hold or a sequence longer than its context, naming the
+file and the line.  --text and --text-file (one text per line, read line by
+line) are tokenized by the file's own tokenizer with its bos and eos tokens,
+then embedded: the same numbers as --tokens with those ids; a text that is
+not UTF-8 is an error naming --text or the file and line, and the byte
+offset.  A NaN or infinity in the hidden states is an error naming the
+layer and the step that made it."
      :options ((tokens "--tokens IDS" :help "one sequence: token ids separated by commas")
                (tokens-file "--tokens-file F"
                             :help "a file of sequences, one per line (ids separated by
@@ -43,9 +46,9 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))
   (unless (= 1 (count-if #'identity (list tokens tokens-file text text-file)))
     (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
-  (let* ((sequences (cond (tokens (list (parse-token-list tokens "--tokens")))
-                          (tokens-file (read-token-file tokens-file))))
-         (encoder (model:load file))
+  (let* ((encoder (model:load file))
+         (sequences (cond (tokens (list (parse-token-list tokens "--tokens" encoder)))
+                          (tokens-file (read-token-file tokens-file encoder))))
          (pooling (or pooling (file-pooling encoder))))
     (when (some #'null sequences)
       (usage-error "--tokens: expected at least one token id, found none"))
@@ -64,16 +67,16 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                     (terpri))
                   (loop for row across rows
                         do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
-      (cond (text (embed (coerce (model:tokenize encoder text) 'list)))
+      (cond (text
+             (let ((tok (tokenizer-of encoder 'model:tokenize)))
+               (embed (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) t t "--text")
+                              'list))))
             (text-file
              (let ((tok (tokenizer-of encoder 'model:tokenize)))
                (when (zerop (map-file-lines
                              (lambda (octets number)
-                               (embed (coerce (handler-case (tokenize-octets tok octets t t)
-                                                (model:tokenizer-error (c)
-                                                  (model:tokenizer-error
-                                                   nil "~A line ~D: ~A" text-file number
-                                                   (rontolisp-error-message c))))
+                               (embed (coerce (tokenize-octets tok octets t t
+                                                               (format nil "~A line ~D" text-file number))
                                               'list)))
                              text-file))
                  (file-io-error text-file "expected texts, one per line, found an empty file"))))

@@ -13,8 +13,10 @@ median of --iters rounds) beside an F32 conversion of the same directory
 (max |dp| against it).  OUT_DIR/manifest.json lists per model its file,
 bytes, parameters, tensor types and sha256; OUT_DIR/bench.json its figures
 and the machine (layouts in doc/export.md; a missing figure is null).  A
-model that fails gets a line on stderr and an error in the manifest, the
-others go on, and the command exits 1.  A re-run replaces the results."
+model that fails (or a subdirectory that cannot be read) gets a line on
+stderr and an error in the manifest, the others go on, and the command
+exits 1.  A symbolic link to a directory is a model under the link's name.
+A re-run replaces the results; export deletes only .gguf files it wrote."
      :options ((type "--type TYPE" :parse (choice-parser '("f16" "q8_0") :key #'type-keyword)
                      :default :f16 :help "the encoder matrices' type (default f16)")
                (head-type "--head-type TYPE" :parse (choice-parser *convert-types* :key #'type-keyword)

@@ -58,8 +58,7 @@ line each) and the summary on stdout, write nothing")))
   (when token-embedding-type (target-type-id token-embedding-type))
   (let ((overrides (mapcar #'parse-kv-override override-kv))
         (threads (and nthreads
-                      (let ((n (and (every (lambda (c) (or (digit-char-p c) (find c "+-"))) nthreads)
-                                    (ignore-errors (parse-integer nthreads)))))
+                      (let ((n (scan-integer nthreads)))
                         (unless n
                           (usage-error "expected a thread count NTHREADS (an integer) after TYPE, ~
 found ~S" nthreads))

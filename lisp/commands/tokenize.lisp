@@ -15,8 +15,9 @@ bos and eos tokens added as the tokenizer says.  Text form: one line per
 text, the ids separated by spaces.  --json: one object per text and line,
 {\"text\", \"ids\", \"pieces\"}.  --file F takes one text per line (read line by
 line, so a file of any size streams; an empty file has no texts).  A text
-that is not UTF-8 is an error naming its byte offset (and line).  \"--\" ends
-the options, so a text may start with a dash."
+that is not UTF-8 is an error naming the text (\"text 2\", or the file and
+line) and the byte offset.  \"--\" ends the options, so a text may start
+with a dash."
      :options ((text-file "--file F" :help "a file of texts, one per line")
                (no-special "--no-special" :help "add no bos/eos tokens")
                (no-parse-special "--no-parse-special"
@@ -28,11 +29,7 @@ the options, so a text may start with a dash."
     (usage-error "expected at least one text or --file F, found neither"))
   (let ((tok (model:load-tokenizer file)))
     (flet ((one (octets where)
-             (let ((ids (handler-case (tokenize-octets tok octets (not no-special) (not no-parse-special))
-                          (model:tokenizer-error (c)
-                            (if where
-                                (model:tokenizer-error nil "~A: ~A" where (rontolisp-error-message c))
-                                (error c))))))
+             (let ((ids (tokenize-octets tok octets (not no-special) (not no-parse-special) where)))
                (if json
                    (progn
                      (write-json (list :object (cons "text" (%utf8-string octets))
@@ -46,6 +43,7 @@ the options, so a text may start with a dash."
           (map-file-lines (lambda (octets number)
                             (one octets (format nil "~A line ~D" text-file number)))
                           text-file)
-          (dolist (text texts)
-            (one (check-text text tok 'model:tokenize) nil)))))
+          (loop for text in texts
+                for i from 1
+                do (one (check-text text tok 'model:tokenize) (format nil "text ~D" i))))))
   0)

@@ -516,8 +516,10 @@ of the quantized types is dequantized first; the tensor's own type copies
 it, checked) in
 pieces of a few MiB, on the thread pool, the values read from F's file
 (for a set of shards, the tensor's own shard's)
-(pread: much faster than the first touches of its mapping) while it is
-the file F mapped, else from the mapping.  MASK, an (unsigned-byte 8)
+with pread through the descriptor of the file mapped (much faster than
+the first touches of its mapping, and a file truncated meanwhile is a
+:read-error GGUF-ERROR naming it, not a fault), or from the mapping for a
+file parsed from memory.  MASK, an (unsigned-byte 8)
 vector of one flag per column, gives Q8_0 its outlier-aware scales.
 RELEASE drops the mapping's pages once read.  Answers T, or (values NIL status
 where) when a value is NaN or infinite (:non-finite, WHERE its element
@@ -531,8 +533,8 @@ quantized type's block); a failure of the output signals GGUF-ERROR."
         (%stream-tensor w (gguf-file-base source) (ti-absolute info)
                                    (tensor-info-type-id info) (reduce #'* dims) (first dims)
                                    type mask release
-                                   (and (gguf-file-path source)
-                                        (path-octets (gguf-file-path source))))
+                                   ;; pread through the file's own descriptor
+                                   (and (gguf-file-path source) t))
       (cond (ok t)
             ((eq status :read-error) (gguf-error (gguf-file-path source) status offset "~A" where))
             (offset (gguf-error *writing* status offset "~A" where))

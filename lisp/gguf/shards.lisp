@@ -236,7 +236,7 @@ file it names is replaced, the link stays).  Answers NAMES."
                                   (%resolve-target (path-octets name))
                                 (or file (gguf-error name :write-failed nil "~A" message)))))
          (temps (loop for file in files
-                      collect (format nil "~A~A~D.set" file ".rontolisp-tmp." (ext:getpid)))))
+                      collect (temporary-name file "set"))))
     (multiple-value-bind (ok message) (%set-begin (mapcar #'path-octets temps))
       (unless ok
         (gguf-error (first names) :write-failed nil "~A" message)))

@@ -20,10 +20,12 @@ keys (question TYPES, a vector of strings; HEADS; ACTIVATION :relu or
 of (type low high temperature) in key order; MASK-ID), the type embedding
 rows (one d-vector per type), one plist of weights per block (FIRST, the
 GGUF block index of the first) and the scorer's tensors; TEMPLATE, the
-file's chat template compiled on first use (CHAT-TEMPLATE)."
+file's chat template compiled on first use (CHAT-TEMPLATE), and
+TEXT-LIMIT, the longest text a question may render to, found on first use
+(RENDERED-TEXT-LIMIT)."
   types heads activation norm-first eps max-head-tokens max-tokens temperatures mask-id
   type-rows blocks first cls cls-bias cls-norm cls-norm-bias cls-output cls-output-bias
-  (template nil))
+  (template nil) (text-limit nil))
 
 ;;; Reading the keys.
 
@@ -112,7 +114,7 @@ otherwise."
     (declare (ignore type))
     (unless (and found (typep value 'fixnum) (< -1 value vocab))
       (model-error path "key \"tokenizer.ggml.mask_token_id\": expected a token id from ~
-0 to ~D (the options' markers), found ~:[none~;~:*~S~]" (1- vocab) (and found value)))
+0 to ~D (the options' markers), found ~:[none~;~:*~A~]" (1- vocab) (and found (json-brief value))))
     value))
 
 ;;; Reading the tensors.
@@ -344,8 +346,8 @@ as the whole block's rows at MARKERS."
       (question-error "expected at least one option marker, found none"))
     (loop for p in markers for k from 0
           unless (and (typep p 'fixnum) (<= 0 p) (< p n))
-            do (question-error "expected marker positions from 0 to ~D, found ~S (option ~D)"
-                               (1- n) p (1+ k))
+            do (question-error "expected marker positions from 0 to ~D, found ~A (option ~D)"
+                               (1- n) (json-brief p) (1+ k))
           unless (< p m)
             do (question-error "option ~D: expected its marker within the head's first ~D ~
 tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
@@ -355,8 +357,8 @@ tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
   "The index of the question TYPE among the head's types; QUESTION-ERROR
 naming the known ones otherwise."
   (or (and (stringp type) (position type (decision-head-types head) :test #'string=))
-      (question-error "expected a question type ~{~S~^, ~}, found ~S"
-                      (coerce (decision-head-types head) 'list) type)))
+      (question-error "expected a question type ~{~S~^, ~}, found ~A"
+                      (coerce (decision-head-types head) 'list) (json-brief type))))
 
 (defun decision-logits (model head ids markers type activations out)
   "The logits of the head of MODEL for the token IDS (a list), MARKERS
@@ -501,12 +503,12 @@ plist (:text string))."
          (multiple-value-bind (text found) (question-field option "text")
            (unless (and found (stringp text))
              (question-error "option ~D: expected a string or an object with a string \"text\", ~
-found an object without one" k))
+found ~A" k (json-brief option)))
            (let ((table (make-hash-table :test 'equal)))
              (setf (gethash "text" table) text)
              table)))
-        (t (question-error "option ~D: expected a string or {\"text\": string}, found ~S"
-                           k option))))
+        (t (question-error "option ~D: expected a string or {\"text\": string}, found ~A"
+                           k (json-brief option)))))
 
 (defun option-text (option)
   "The text of an option as OPTION-BINDING answers it."
@@ -521,20 +523,21 @@ plist or object, a missing or mistyped field, or no options."
                                                                      (loop for k in question by #'cddr
                                                                            collect k))))
     (question-error "expected a question (a plist or a JSON object with type, instructions, ~
-options, state), found ~S" question))
+options, state), found ~A" (json-brief question)))
   (let ((b (make-hash-table :test 'equal)))
     (dolist (name '("type" "instructions" "state"))
       (multiple-value-bind (value found) (question-field question name)
         (unless found
           (question-error "expected the field ~S, found none" name))
         (unless (stringp value)
-          (question-error "field ~S: expected a string, found ~S" name value))
+          (question-error "field ~S: expected a string, found ~A" name (json-brief value)))
         (setf (gethash name b) value)))
     (multiple-value-bind (options found) (question-field question "options")
       (unless found
         (question-error "expected the field \"options\", found none"))
       (unless (and (typep options 'sequence) (not (stringp options)))
-        (question-error "field \"options\": expected an array of options, found ~S" options))
+        (question-error "field \"options\": expected an array of options, found ~A"
+                        (json-brief options)))
       (when (zerop (length options))
         (question-error "field \"options\": expected at least one option, found none"))
       (setf (gethash "options" b)
@@ -551,14 +554,33 @@ template again; MODEL-ERROR when its file has none."
       (let ((template (gguf:value (encoder-file model) "tokenizer.chat_template")))
         (unless (stringp template)
           (model-error (encoder-path model) "expected the key \"tokenizer.chat_template\" ~
-(a string), found ~:[none~;~:*~S~]" template))
+(a string), found ~:[none~;~:*~A~]" (and template (json-brief template))))
         ;; Two threads rendering at once may both compile it: the same result.
         (setf (decision-head-template head) (compile-template template)))))
+
+(defun rendered-text-limit (model head)
+  "The longest text a question may render to, as (CHARACTERS . NAME), NAME
+the limit in words: decision.max_tokens times the length of the
+vocabulary's longest token (in bytes, its characters as the vocabulary
+stores it).  A token stands for at most that many bytes of text, and a
+character for at least one, so a longer text is more tokens than the head
+takes (doc/decision.md).  Found once and kept in HEAD."
+  (or (decision-head-text-limit head)
+      (let ((longest (loop for id below (model:vocabulary-size model)
+                           maximize (length (model:token-piece model id))))
+            (tokens (decision-head-max-tokens head)))
+        ;; Two threads may both find it: the same result.
+        (setf (decision-head-text-limit head)
+              (cons (* tokens (max longest 1))
+                    (format nil "decision.max_tokens ~D times ~D, the longest token's bytes"
+                            tokens longest))))))
 
 (defun render (model question)
   "The text of QUESTION for MODEL (from MODEL:LOAD, with a decision head):
 its file's tokenizer.chat_template rendered with the variables type,
-instructions, options and state (doc/template.md).  QUESTION is a plist
+instructions, options and state (doc/template.md), stopping at the
+longest text that can be decision.max_tokens tokens (RENDERED-TEXT-LIMIT)
+with a TEMPLATE-ERROR naming the limit.  QUESTION is a plist
 (:type :instructions :options :state) or an EQUAL hash table with those
 JSON names (as PARSE-JSON gives an object); each option is a string or a
 {\"text\": string} object (a hash table or a plist (:text string)).
@@ -568,7 +590,9 @@ or template."
   (let* ((head (head-of model 'model:render))
          (bindings (question-bindings question)))
     (type-index head (gethash "type" bindings))
-    (render-template (chat-template model head) bindings)))
+    (destructuring-bind (limit . name) (rendered-text-limit model head)
+      (render-template (chat-template model head) bindings
+                       :max-length limit :max-length-name name))))
 
 (defun question-markers (head ids options)
   "The positions of the head's mask token in IDS, one per option;

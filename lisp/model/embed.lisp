@@ -6,11 +6,12 @@
 
 ;;; `rontolisp embed'.
 
-(defun parse-token-list (string where)
+(defun parse-token-list (string where &optional encoder)
   "The token ids of STRING, integers separated by a comma or by blanks
 (a comma may have blanks around it); WHERE names its source for the usage
 error, which an empty place between commas (\"2,,3\", a leading or a
-trailing comma) signals too."
+trailing comma) signals too.  Given ENCODER, ids that it cannot take (beyond
+its vocabulary, more than its context) are refused naming WHERE."
   (flet ((blankp (c) (find c '(#\Space #\Tab #\Return)))
          (bad (what)
            (usage-error "~A: expected token ids (integers from 0) separated by commas, found ~A"
@@ -35,15 +36,20 @@ trailing comma) signals too."
                    (bad (format nil "~S" (subseq string start end))))
                  (push id ids)
                  (setf start end comma nil any t)))))
-      (nreverse ids))))
+      (setf ids (nreverse ids))
+      (when (and encoder ids)
+        (check-token-ids encoder ids where))
+      ids)))
 
-(defun read-token-file (path)
+(defun read-token-file (path encoder)
   "The token sequences of the file PATH (UTF-8 text), one per non-empty
-line; FILE-IO-ERROR naming PATH when it holds no token id at all."
+line, each one ENCODER can take (PARSE-TOKEN-LIST); a refusal names PATH
+and the line, FILE-IO-ERROR names PATH when it holds no token id at all."
   (let* ((octets (read-file-octets path :what "a text file"))
          (sequences (loop for line in (split-lines (%utf8-string octets))
                           for i from 1
-                          for ids = (parse-token-list line (format nil "~A line ~D" path i))
+                          for ids = (parse-token-list line (format nil "~A line ~D" path i)
+                                                      encoder)
                           when ids collect ids)))
     (or sequences
         (file-io-error path "expected token ids, one sequence per line, found ~:[only blank ~

@@ -246,25 +246,25 @@ status message); signal for the status in the latter case."
     `(multiple-value-bind (,r ,st ,msg) ,form
        (or ,r (kernel-failure ,fn ,st ,msg)))))
 
-(defun check-token-ids (encoder ids)
-  "IDS as a list of integers, or an error naming what is wrong."
+(defun check-token-ids (encoder ids &optional (where 'model:encode))
+  "IDS as a list of integers, or an error naming what is wrong and WHERE
+the ids came from (by default, the caller of MODEL:ENCODE)."
   (let* ((h (encoder-hyperparameters encoder))
          (vocab (getf h :vocab-size))
          (ctx (getf h :context-length)))
     (unless (and (typep ids 'sequence) (not (stringp ids)))
-      (element-type-error 'model:encode ids "expected a sequence of token ids, found ~S" ids))
+      (element-type-error where ids "expected a sequence of token ids, found ~S" ids))
     (let ((ids (if (listp ids) ids (coerce ids 'list))))
       (when (null ids)
-        (shape-error 'model:encode '(1) '(0) "expected at least one token id, found none"))
+        (shape-error where '(1) '(0) "expected at least one token id, found none"))
       (unless (typep (list-length ids) 'fixnum)
-        (element-type-error 'model:encode ids "expected a proper list of token ids, found ~S"
-                            ids))
+        (element-type-error where ids "expected a proper list of token ids, found ~S" ids))
       (when (> (length ids) ctx)
-        (shape-error 'model:encode (list ctx) (list (length ids))
+        (shape-error where (list ctx) (list (length ids))
                      "expected at most context_length = ~D tokens, found ~D" ctx (length ids)))
       (loop for id in ids for pos fixnum from 0
             unless (and (typep id 'fixnum) (< -1 id vocab))
-              do (index-error 'model:encode "expected token ids from 0 to ~D, found ~S at ~
+              do (index-error where "expected token ids from 0 to ~D, found ~S at ~
 position ~D" (1- vocab) id pos))
       ids)))
 

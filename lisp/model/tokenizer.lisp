@@ -212,11 +212,8 @@ naming PATH, the key and what it found."
            (member-of (table key what &key (type t) default)
              (multiple-value-bind (v found) (gethash key table)
                (cond ((or (not found) (eq v :null)) default)
-                     ((typep v type) v)
-                     (t (fail "~A: expected ~A, found ~A" what
-                              (case type (string "a string") (hash-table "a JSON object")
-                                (boolean "true or false") (t (format nil "~(~A~)" type)))
-                              (json-brief v)))))))
+                     ((json-type-mismatch v type) (fail "~A: ~A" what (json-type-mismatch v type)))
+                     (t v)))))
     (unless (hash-table-p tok)
       (fail "expected a JSON object (a tokenizer.json), found ~A" (json-brief tok)))
     (let* ((model (let ((m (gethash "model" tok)))
@@ -313,7 +310,7 @@ found ~D without one (the first: ~D)" (1- n) *max-id-gaps* (- n (hash-table-coun
             (kind "normalizer" normalizer))
           ;; pre-tokenizer: ByteLevel, alone or the one member of a Sequence
           (when (and (equal (json-type-of pre) "Sequence")
-                     (vectorp (gethash "pretokenizers" pre))
+                     (json-array-p (gethash "pretokenizers" pre))
                      (= 1 (length (gethash "pretokenizers" pre))))
             (setf pre (aref (gethash "pretokenizers" pre) 0)))
           (unless (equal (json-type-of pre) "ByteLevel")
@@ -345,22 +342,22 @@ single text; IDS maps token strings to ids; KIND and FAIL signal."
             ((equal type "Sequence")
              (let ((bos nil) (eos nil))
                (loop for p across (let ((v (gethash "processors" post)))
-                                    (if (vectorp v) v (funcall kind "post_processor" post)))
+                                    (if (json-array-p v) v (funcall kind "post_processor" post)))
                      do (multiple-value-bind (b e) (post-processor-ids p ids kind fail)
                           (setf bos (or b bos) eos (or e eos))))
                (values bos eos)))
             ((member type '("BertProcessing" "RobertaProcessing") :test #'equal)
              (flet ((pair (key)
                       (let ((v (gethash key post)))
-                        (if (and (vectorp v) (= 2 (length v)))
+                        (if (and (json-array-p v) (= 2 (length v)))
                             (token-id (aref v 0) (format nil "post_processor.~A" key))
                             (funcall fail "post_processor.~A: expected [token, id], found ~A" key
                                      (json-brief v))))))
                (values (pair "cls") (pair "sep"))))
             ((equal type "TemplateProcessing")
              (let ((single (gethash "single" post)) (bos nil) (eos nil) (seen nil))
-               (unless (vectorp single)
-                 (funcall fail "post_processor.single: expected an array, found ~A" (json-brief single)))
+               (when (json-type-mismatch single 'vector)
+                 (funcall fail "post_processor.single: ~A" (json-type-mismatch single 'vector)))
                (loop for item across single
                      for i from 0
                      for what = (format nil "post_processor.single[~D]" i)
@@ -372,7 +369,7 @@ single text; IDS maps token strings to ids; KIND and FAIL signal."
                                       (special (let ((s (gethash "special_tokens" post)))
                                                  (and (hash-table-p s) (gethash name s))))
                                       (listed (and (hash-table-p special) (gethash "ids" special)))
-                                      (id (if (and (vectorp listed) (= 1 (length listed))
+                                      (id (if (and (json-array-p listed) (= 1 (length listed))
                                                    (integerp (aref listed 0)))
                                               (aref listed 0)
                                               (token-id name what))))
@@ -460,14 +457,18 @@ refused by the encoder with its offset)."
                              (length (%utf8-octets (subseq text 0 bad))))))
   (%utf8-octets text))
 
-(defun tokenize-octets (tok octets add-special parse-special)
+(defun tokenize-octets (tok octets add-special parse-special &optional text)
   "The ids of the UTF-8 bytes OCTETS (a fixnum vector), or
 MODEL:TOKENIZER-ERROR with the message of the C tokenizer (bytes that are
-not UTF-8 named by their offset)."
+not UTF-8 named by their offset).  TEXT, when given, names the text for
+the message (\"text 2\", \"F line 3\"): bytes that are not UTF-8 are the
+text's fault and the message names the text alone; any other failure
+names the tokenizer's file, then the text."
   (multiple-value-bind (ids status message)
       (%tok-encode (tokenizer-handle tok) octets add-special parse-special)
-    (declare (ignore status))
-    (or ids (model:tokenizer-error (tokenizer-path tok) "~A" message))))
+    (or ids
+        (model:tokenizer-error (and (not (and text (eq status :bad-utf-8))) (tokenizer-path tok))
+                               "~@[~A: ~]~A" text message))))
 
 (defun tokenize (tokenizer text &key (add-special t) (parse-special t))
   "The token ids of TEXT (a string) as a vector of fixnums, by TOKENIZER (from
@@ -512,12 +513,14 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
 (defparameter *max-line-bytes* (* 64 1024 1024)
   "The longest line a text file may hold (bytes).")
 
-(defun map-file-lines (fn path &key dash-is-stdin)
+(defun map-file-lines (fn path &key dash-is-stdin too-long)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
 blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
-else FILE-IO-ERROR).  A final line without a newline counts; an empty file
-has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
+else FILE-IO-ERROR; with TOO-LONG, a function, a longer line is skipped to
+its newline without being kept and TOO-LONG is called with its number and
+the limit instead of FN).  A final line without a newline counts; an empty
+file has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
 Answers the number of lines."
   (let* ((stdin (and dash-is-stdin (equal path "-")))
          (name (if stdin "standard input" (absolute-namestring path)))
@@ -527,16 +530,22 @@ Answers the number of lines."
     (with-open-stream (s stream)
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))
-            (fill 0) (number 0) (pending nil))
+            (fill 0) (number 0) (pending nil) (skipping nil))
         (declare (type (simple-array (unsigned-byte 8) (*)) block line) (fixnum fill number))
         (flet ((emit ()
-                 (funcall fn (subseq line 0 fill) (incf number))
-                 (setf fill 0 pending nil))
+                 (if skipping
+                     (funcall too-long (incf number) *max-line-bytes*)
+                     (funcall fn (subseq line 0 fill) (incf number)))
+                 (setf fill 0 pending nil skipping nil))
                (add (start end)
                  (let ((need (+ fill (- end start))))
+                   (when skipping (return-from add))
                    (when (> need *max-line-bytes*)
-                     (file-io-error name "line ~D: expected at most ~D bytes, found more"
-                                    (1+ number) *max-line-bytes*))
+                     (unless too-long
+                       (file-io-error name "line ~D: expected at most ~D bytes, found more"
+                                      (1+ number) *max-line-bytes*))
+                     (setf skipping t pending t fill 0)
+                     (return-from add))
                    (when (> need (length line))
                      (let ((bigger (make-array (min *max-line-bytes* (max need (* 2 (length line))))
                                                :element-type '(unsigned-byte 8))))
@@ -553,7 +562,7 @@ Answers the number of lines."
                             (emit)
                             (setf start (1+ nl))
                             (when (>= start n) (return))))
-          (when (and pending (plusp fill))
+          (when (and pending (or skipping (plusp fill)))
             (emit))
           number)))))
 

@@ -17,11 +17,17 @@
 ;;;; namestring to the system one character per byte, refuse a character
 ;;;; above U+00FF, and merge relative names in ways that move files (its
 ;;;; RENAME-FILE fills in a missing directory or type from the old name).  So
-;;;; the files' existence, kinds, removal, directories and sets of files
-;;;; renamed together are asked of C by the bytes (PATH-KIND, DELETE-PATH,
-;;;; ENSURE-DIRECTORIES, GGUF:WRITE-STAGED); what must go through ECL gets
-;;;; NATIVE-NAMESTRING (one character per byte), and a name ECL answers
-;;;; (TRUENAME, DIRECTORY, *LOAD-TRUENAME*) comes back with USER-NAMESTRING.
+;;;; the files' existence, kinds, removal, directories, listings and sets
+;;;; of files renamed together are asked of C by the bytes (PATH-KIND,
+;;;; DELETE-PATH, ENSURE-DIRECTORIES, DIRECTORY-ENTRIES, GGUF:WRITE-STAGED);
+;;;; what must go through ECL gets NATIVE-NAMESTRING (one character per
+;;;; byte), and a name ECL answers (TRUENAME, DIRECTORY, *LOAD-TRUENAME*)
+;;;; comes back with USER-NAMESTRING.
+;;;;
+;;;; Temporary files.  Every temporary name is TARGET.rontolisp-tmp.PID.SUFFIX
+;;;; (the writer's, a set's, WITH-TEMPORARY-FILE's), entered in one table
+;;;; that an interrupt clears; what a SIGKILL leaves is removed by the next
+;;;; write of TARGET once process PID has ended (gguf/fileio.h).
 
 (in-package "RONTOLISP")
 
@@ -63,6 +69,46 @@ of one character per byte of its UTF-8 form."
   "What the path PATH names, symbolic links followed: :FILE, :DIRECTORY,
 :FIFO, :DEVICE, :SOCKET or :OTHER, or NIL when nothing is there."
   (%path-kind (path-octets path)))
+
+(defun directory-entries (dir)
+  "The entries of the directory DIR but . and .., as a list of (NAME . KIND)
+in the byte order of their names: NAME as the user writes it (any name, a
+\"*\" or \"\\\" included: DIRECTORY would take it for a pattern), KIND the
+entry's own, as PATH-KIND names kinds, with :LINK for a symbolic link (not
+followed) and NIL for an entry gone while listed.  A DIR that cannot be read
+as a directory signals FILE-IO-ERROR naming it."
+  (multiple-value-bind (entries message) (%directory-entries (path-octets dir))
+    (when (and (null entries) message)
+      (file-io-error (namestring dir) "~A" message))
+    entries))
+
+(defun temporary-name (target word)
+  "The name TARGET.rontolisp-tmp.PID.WORD beside the file TARGET, of a
+temporary file of this process (WORD: lowercase letters and digits, as
+\"set\" or \"f32\"), in the form the writer takes for a temporary of TARGET
+(gguf/fileio.h), so that what a killed run leaves is removed by the next
+write of TARGET."
+  (format nil "~A.rontolisp-tmp.~D.~A" target (ext:getpid) word))
+
+(defun call-with-temporary-file (target word function)
+  "Call FUNCTION with (TEMPORARY-NAME TARGET WORD), entered first in the
+table of files an interrupt removes; remove the file when FUNCTION returns
+or exits.  Answers FUNCTION's values."
+  (let ((name (temporary-name target word)) (entry nil))
+    (unwind-protect
+         (multiple-value-bind (slot message) (%temporary-begin (path-octets name))
+           (unless slot
+             (file-io-error (namestring target) "~A" message))
+           (setf entry slot)
+           (funcall function name))
+      (when entry (%temporary-end entry)))))
+
+(defmacro with-temporary-file ((var target word) &body body)
+  "Run BODY with VAR bound to the name of a temporary file beside TARGET
+(TEMPORARY-NAME), for BODY to write and use: however BODY is left the file
+is removed, and an interrupt (SIGINT, SIGTERM, SIGHUP) removes it as it
+removes the writer's own temporary files."
+  `(call-with-temporary-file ,target ,word (lambda (,var) ,@body)))
 
 (defun delete-path (path)
   "Remove the file PATH (not a directory); a failure signals FILE-IO-ERROR

@@ -99,13 +99,140 @@ list of COMMAND structures.")
         (setf *commands* (append *commands* (list command))))
     command))
 
+;;; Numbers typed on the command line (edit --set, quantize --override-kv)
+;;; are read here and not by the Lisp reader, which builds every digit of
+;;; 1e999999999 as a bignum before anything could refuse it: the work here
+;;; is bounded whatever the length of the exponent, and every number past
+;;; 10^400 is refused as out of range at once.
+
+(defconstant +number-max-digits+ 800
+  "The significant digits SCAN-NUMBER keeps; any further ones only tell
+whether the number lies above the digits kept (enough to round to a double
+as the whole would: a double's halfway points have at most 767).")
+
+(defun scan-number (string)
+  "STRING as a decimal number: [+-]DIGITS[.DIGITS][(e|E)[+-]DIGITS], with
+digits on at least one side of the point, nothing before or after.
+Answers NIL for anything else, else the number and whether it was written
+as a float (a point or an exponent): an integer for an integer; an exact
+rational for a float (rounded to +NUMBER-MAX-DIGITS+ significant digits,
+the last one sticky); :OVERFLOW (or :-OVERFLOW when negative) for any
+number of magnitude 10^400 or more, and 0 for a nonzero float below
+10^-400, which no double holds.  Bounded work for any exponent."
+  (let ((n (length string)) (i 0) (sign 1) int-start int-end frac-start frac-end
+        (exponent 0) (float nil))
+    (flet ((digits ()
+             (let ((start i))
+               (loop while (and (< i n) (digit-char-p (char string i))) do (incf i))
+               (values start i))))
+      (when (and (< i n) (find (char string i) "+-"))
+        (when (char= (char string i) #\-) (setf sign -1))
+        (incf i))
+      (setf (values int-start int-end) (digits))
+      (setf (values frac-start frac-end) (values i i))
+      (when (and (< i n) (char= (char string i) #\.))
+        (incf i)
+        (setf float t (values frac-start frac-end) (digits)))
+      (when (and (= int-start int-end) (= frac-start frac-end))
+        (return-from scan-number nil))
+      (when (and (< i n) (char-equal (char string i) #\e))
+        (incf i)
+        (let ((exponent-sign 1))
+          (when (and (< i n) (find (char string i) "+-"))
+            (when (char= (char string i) #\-) (setf exponent-sign -1))
+            (incf i))
+          (multiple-value-bind (start end) (digits)
+            (when (= start end) (return-from scan-number nil))
+            (let ((first (or (position #\0 string :start start :end end :test #'char/=) end)))
+              ;; past 7 digits the exponent alone says the number is out of range
+              (setf exponent (* exponent-sign (if (> (- end first) 7)
+                                                  100000000
+                                                  (if (= first end) 0
+                                                      (parse-integer string :start first :end end)))))))
+          (setf float t)))
+      (unless (= i n) (return-from scan-number nil))
+      ;; the significant digits, from the first nonzero one of both parts
+      (let* ((all (concatenate 'string (subseq string int-start int-end)
+                               (subseq string frac-start frac-end)))
+             (first (position #\0 all :test #'char/=))
+             (point (- exponent (- frac-end frac-start))))
+        (unless first
+          (return-from scan-number (values 0 float)))
+        (let* ((significant (- (length all) first))
+               (magnitude (+ significant point))) ; 10^(magnitude-1) <= |x| < 10^magnitude
+          (cond ((> magnitude 400)
+                 (values (if (minusp sign) :-overflow :overflow) float))
+                ((< magnitude -400) (values 0 float))
+                (t
+                 (let ((kept (min significant +number-max-digits+)))
+                   (let ((m (parse-integer all :start first :end (+ first kept)))
+                         (e (+ point (- significant kept))))
+                     (when (find #\0 all :start (+ first kept) :test #'char/=)
+                       ;; a digit dropped was not zero: the sticky last digit says so
+                       (setf m (1+ (* 10 m)) e (1- e)))
+                     (values (* sign m (expt 10 e)) float))))))))))
+
+(defun scan-integer (string)
+  "The integer STRING writes, read as SCAN-NUMBER reads it (a sign and
+digits, no point, no exponent), or NIL (for one of 400 digits or more
+too)."
+  (multiple-value-bind (x float) (scan-number string)
+    (and (integerp x) (not float) x)))
+
+(defun number-range-text (type)
+  "What a number of TYPE may be, for messages: the integer range (LOW
+HIGH), or :F32 / :F64 (a float that rounds to a finite value)."
+  (case type
+    (:f32 "a number of magnitude at most 3.4028235e38 (the f32 range)")
+    (:f64 "a number of magnitude at most 1.7976931348623157e308 (the f64 range)")
+    (t (format nil "an integer from ~D to ~D" (first type) (second type)))))
+
+(defun round-to-float (x format)
+  "The rational X rounded to the nearest float of FORMAT (:F32 or :F64),
+ties to even, subnormals included (as C's strtod and strtof round; Lisp's
+COERCE of a ratio need not), or NIL when it rounds beyond the largest
+finite value."
+  (multiple-value-bind (precision min-exponent prototype)
+      (if (eq format :f32) (values 24 -149 1.0) (values 53 -1074 1d0))
+    (if (zerop x)
+        (float 0 prototype)
+        (let* ((r (abs x))
+               ;; R in [2^(E-1), 2^E)
+               (e (- (integer-length (numerator r)) (integer-length (denominator r)))))
+          (when (>= r (expt 2 e)) (incf e))
+          (when (< r (expt 2 (1- e))) (decf e))
+          ;; S scales R to PRECISION bits, or to the subnormals' fixed step
+          (let* ((s (min (- precision e) (- min-exponent)))
+                 (q (round (* r (expt 2 s))))
+                 (limit (if (eq format :f32) most-positive-single-float most-positive-double-float)))
+            (and (<= (* q (expt 2 (- s))) limit)
+                 (* (signum x) (scale-float (float q prototype) (- s)))))))))
+
+(defun number-argument (argument string type)
+  "STRING, the value given to ARGUMENT (such as \"--set KEY\"), as a number
+of TYPE: an integer range (LOW HIGH), written as an integer, or :F32 or :F64
+(a double-float for :F64; for :F32 the double rounded to a single-float, as
+strtod and a cast do).  Anything else, or a number that rounds beyond the
+type's largest finite value, signals USAGE-ERROR naming ARGUMENT and the
+range."
+  (multiple-value-bind (x float) (scan-number string)
+    (flet ((bad () (usage-error "~A: expected ~A, found ~S" argument (number-range-text type) string)))
+      (cond ((consp type)
+             (unless (and (integerp x) (not float) (<= (first type) x (second type))) (bad))
+             x)
+            ((or (null x) (symbolp x)) (bad))
+            (t (let ((d (round-to-float x :f64)))
+                 (or (if (and d (eq type :f32)) (round-to-float (rational d) :f32) d)
+                     (bad))))))))
+
 ;;; Parsers of option values: functions of (option string) that answer the
 ;;; value or signal USAGE-ERROR naming the option.
 
 (defun integer-parser (&key min max)
-  "A parser of integers from MIN to MAX (NIL: no limit on that side)."
+  "A parser of integers from MIN to MAX (NIL: no limit on that side),
+written as SCAN-NUMBER reads them."
   (lambda (option string)
-    (let ((n (ignore-errors (parse-integer string))))
+    (let ((n (scan-integer string)))
       (unless (and n (or (null min) (<= min n)) (or (null max) (<= n max)))
         (usage-error "~A expects an integer~:[~; ~:*~A~], found ~S" option
                      (cond ((and min max) (format nil "from ~D to ~D" min max))
@@ -417,16 +544,26 @@ output is a closed pipe)."
 
 (defun die-in-any-thread (condition hook)
   "The debugger hook of batch runs: no one is there to answer a debugger,
-so an unhandled serious condition in any thread prints one line and ends
-the process with status 1 (temporary files of unfinished writes removed)."
+so a condition that reaches it in any thread (an unhandled serious
+condition, or BREAK) prints one line and ends the process with status 1
+(temporary files of unfinished writes removed)."
   (declare (ignore hook))
   (let ((status (failure-status "rontolisp" condition)))
     (ignore-errors (finish-output *standard-output*))
     (%exit-process status)))
 
-(defun install-batch-debugger ()
+(defun debugger-hooks ()
+  "The debugger hooks in force, to be given back to INSTALL-BATCH-DEBUGGER."
+  (list *debugger-hook* ext:*invoke-debugger-hook*))
+
+(defun install-batch-debugger (&optional (hooks (list #'die-in-any-thread #'die-in-any-thread)))
+  "Make DIE-IN-ANY-THREAD the debugger of every thread, or put back HOOKS
+(as DEBUGGER-HOOKS answered them).  BREAK binds *DEBUGGER-HOOK* to NIL
+before it enters the debugger; EXT:*INVOKE-DEBUGGER-HOOK* is still
+called (as SBCL's --disable-debugger does it)."
   ;; SETF, not LET: threads see the global value, not the caller's binding.
-  (setf *debugger-hook* #'die-in-any-thread))
+  (setf *debugger-hook* (first hooks)
+        ext:*invoke-debugger-hook* (second hooks)))
 
 ;;; The script runner.
 

@@ -109,3 +109,51 @@ one member a line."
              (when (and nested (plusp (length value))) (newline level))
              (write-char #\] stream)))
           (t (rontolisp-error 'write-json "expected a JSON value, found ~S" value)))))
+
+(defun json-brief (value &optional (width 48))
+  "VALUE, as PARSE-JSON makes it, written as the JSON it came from, for a
+message: null, true, 1.5, \"text\", [[1, 2], {\"text\": 5}] (an object's
+keys in the order of their text).  Past about WIDTH characters a string or
+a container is cut, its end written \"...\".  A value JSON has not
+(from a Lisp caller) is written as Lisp prints it."
+  (let ((left width))
+    (with-output-to-string (s)
+      (labels ((out (text)
+                 (write-string text s)
+                 (decf left (length text)))
+               (items (open close list)
+                 (out open)
+                 (loop for (item . more) on list for first = t then nil
+                       do (unless first (out ", "))
+                          (when (<= left 0) (out "...") (return))
+                          (funcall item))
+                 (out close))
+               (walk (v)
+                 (typecase v
+                   ((eql t) (out "true"))
+                   (null (out "false"))
+                   ((eql :null) (out "null"))
+                   (integer (out (format nil "~D" v)))
+                   (float (out (json-float-string v)))
+                   (string
+                    (let* ((keep (max left 8)) (cut (> (length v) keep)))
+                      (out "\"")
+                      (out (with-output-to-string (e)
+                             (write-escaped (if cut (subseq v 0 keep) v) e)))
+                      (out (if cut "...\"" "\""))))
+                   (vector
+                    (items "[" "]" (loop for x across v
+                                         for i below (max left 1)
+                                         collect (let ((x x)) (lambda () (walk x))))))
+                   (hash-table
+                    (let ((keys (sort (loop for k being the hash-keys of v collect k)
+                                      #'string< :key #'princ-to-string)))
+                      (items "{" "}" (loop for k in keys
+                                           for i below (max left 1)
+                                           collect (let ((k k))
+                                                     (lambda ()
+                                                       (walk k)
+                                                       (out ": ")
+                                                       (walk (gethash k v))))))))
+                   (t (out (prin1-to-string v))))))
+        (walk value)))))

@@ -13,8 +13,12 @@
 ;;;; The pattern is parsed into a tree, compiled into a program for a Pike
 ;;;; VM and run as a set of threads over the string, one step per
 ;;;; character: time linear in the string for any pattern, so no pattern
-;;;; can make a search take exponential time.  A malformed pattern signals
-;;;; REGEX-ERROR naming the character at fault.
+;;;; can make a search take exponential time.  A counted repetition is
+;;;; compiled as that many copies of what it repeats, so nested counts
+;;;; multiply ((a{1000}){1000} is a million copies): a pattern whose program
+;;;; would pass +REGEX-MAX-PROGRAM+ instructions is refused before any is
+;;;; made, which bounds both the memory and the time of a search.  A
+;;;; malformed pattern signals REGEX-ERROR naming the character at fault.
 
 (in-package "RONTOLISP")
 
@@ -25,6 +29,21 @@
 
 (defconstant +regex-max-repeat+ 1000
   "The largest count a {m,n} repetition may give.")
+
+(defconstant +regex-max-program+ 10000
+  "The most instructions a compiled pattern may have: a search takes time
+and memory in proportion to it for each character.")
+
+(defun regex-program-size (node)
+  "How many instructions REGEX-COMPILE-TREE makes for the parsed NODE (an
+exact count, computed without making them)."
+  (ecase (first node)
+    ((:char :any :class :bol :eol) 1)
+    (:seq (reduce #'+ (rest node) :key #'regex-program-size))
+    (:alt (+ 2 (regex-program-size (second node)) (regex-program-size (third node))))
+    (:repeat (destructuring-bind (sub min max) (rest node)
+               (let ((s (regex-program-size sub)))
+                 (+ (* min s) (if max (* (- max min) (1+ s)) (+ s 2))))))))
 
 ;;; Parsing: (:char c) (:any) (:class negated items) (:bol) (:eol)
 ;;; (:seq nodes...) (:alt a b) (:repeat node min max-or-nil)
@@ -49,14 +68,18 @@ a REGEX for REGEX-SEARCH; a malformed pattern signals REGEX-ERROR."
                      collect (repetition) into nodes
                      finally (return (cons :seq nodes))))
              (repetition ()
-               (let ((node (atom*))
-                     (c (peek)))
+               (let* ((start pos)
+                      (node (atom*))
+                      (c (peek)))
                  (multiple-value-bind (min max)
                      (case c
                        (#\* (next) (values 0 nil))
                        (#\+ (next) (values 1 nil))
                        (#\? (next) (values 0 1))
-                       (#\{ (or (counted) (return-from repetition node)))
+                       ;; both values of COUNTED (OR would keep the first only,
+                       ;; and {m} would become {m,})
+                       (#\{ (multiple-value-bind (min max) (counted)
+                              (if min (values min max) (return-from repetition node))))
                        (t (return-from repetition node)))
                    (when (member (first node) '(:bol :eol))
                      (bad "expected something to repeat before ~A, found an anchor" c))
@@ -64,7 +87,16 @@ a REGEX for REGEX-SEARCH; a malformed pattern signals REGEX-ERROR."
                    (when (or (member (peek) '(#\* #\+ #\?))
                              (and (eql (peek) #\{) (let ((at pos)) (prog1 (counted) (setf pos at)))))
                      (bad "expected one repetition, found ~A after ~A" (peek) c))
-                   (list :repeat node min max))))
+                   (let ((repeat (list :repeat node min max)))
+                     (bounded repeat start)))))
+             (bounded (node start)
+               ;; NODE, parsed from START, when its program is within the limit
+               (let ((size (regex-program-size node)))
+                 (when (> size +regex-max-program+)
+                   (setf pos start)
+                   (bad "expected at most ~D pattern elements once counted repetitions are ~
+expanded (a{3} is aaa), found ~D" +regex-max-program+ size))
+                 node))
              (number* ()
                (let ((start pos))
                  (loop while (and (peek) (digit-char-p (peek))) do (next))
@@ -142,6 +174,7 @@ punctuation, found \\~A" c))
       (let ((tree (alternation)))
         (when (< pos n)
           (bad "expected the end of the pattern, found an unmatched )"))
+        (bounded tree 0)
         (%make-regex pattern (regex-compile-tree tree))))))
 
 ;;; Compiling: instructions (:char c) (:any) (:class negated items)

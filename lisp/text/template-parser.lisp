@@ -9,7 +9,7 @@
 ;;; and `for' iterables without an inline if, tests binding tighter than
 ;;; `~', `not' looser than `==', names like `in' or `if' in operand place
 ;;; being plain names).  Expressions are TX structures; statements are
-;;; strings (text), (:output TX), (:for OFFSET NAME TX BODY) and
+;;; (:text OFFSET STRING), (:output TX), (:for OFFSET NAME TX BODY) and
 ;;; (:if ((TX . BODY)...) ELSE-BODY).
 
 (defstruct (tx (:constructor %make-tx (kind offset height args)) (:copier nil) (:predicate nil))
@@ -80,7 +80,7 @@ the tree would be deeper than *TEMPLATE-NESTING-LIMIT*."
                  (loop
                    (let ((token (cur)))
                      (case (first token)
-                       (:data (push (second token) body) (advance))
+                       (:data (push (list :text (third token) (second token)) body) (advance))
                        (:var-begin
                         (advance)
                         (push (list :output (tuple-expression t)) body)

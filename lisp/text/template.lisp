@@ -13,8 +13,12 @@
 ;;;; Templates come from model files, so from anyone: the lexer is a loop,
 ;;;; and every recursion (nested tags, parentheses, expression trees,
 ;;;; compared data) stops at *TEMPLATE-NESTING-LIMIT* with a TEMPLATE-ERROR
-;;;; instead of exhausting the stack.  A template is compiled once
-;;;; (COMPILE-TEMPLATE) and rendered any number of times, from any threads.
+;;;; instead of exhausting the stack.  Loops nested in loops multiply, so a
+;;;; rendering counts its loop iterations (*TEMPLATE-MAX-ITERATIONS*) and
+;;;; the characters it writes and joins (RENDER-TEMPLATE's MAX-LENGTH) as it
+;;;; goes, and stops at either limit with a TEMPLATE-ERROR naming it.  A
+;;;; template is compiled once (COMPILE-TEMPLATE) and rendered any number of
+;;;; times, from any threads.
 ;;;;
 ;;;; The lexer is template-lexer.lisp, the parser and COMPILE-TEMPLATE
 ;;;; template-parser.lisp; this file holds the values as Python sees them
@@ -193,6 +197,52 @@ method or attribute of the type under it (or NAME starts with __)."
                           the undefined name ~:*~S~]"
                   what (and (eq (tx-kind node) :name) (first (tx-args node)))))
 
+;;; The limits of one rendering.
+
+(defparameter *template-max-iterations* 65536
+  "The most loop iterations one rendering may run, every loop counted (a
+loop inside another runs once per item of the outer one); more signals
+TEMPLATE-ERROR.")
+
+(defparameter *template-max-length* 16777216
+  "The most characters a rendering may write, those of every string `~'
+joins counted too, when RENDER-TEMPLATE is not given its own MAX-LENGTH;
+more signals TEMPLATE-ERROR.")
+
+(defvar *template-length-limit* nil
+  "The length limit of the render under way: (CHARACTERS . NAME), NAME
+saying where the limit comes from.")
+(defvar *template-written* 0
+  "The characters the render under way has written and joined.")
+(defvar *template-iterations-left* 0
+  "The loop iterations the render under way may still run.")
+
+(defun count-characters (n offset)
+  "Add N characters, written or joined by the construct at OFFSET, to what
+the render under way has made; past its length limit, signal
+TEMPLATE-ERROR naming the limit."
+  (let ((written (+ *template-written* n)))
+    (destructuring-bind (limit . name) *template-length-limit*
+      (when (> written limit)
+        (template-error offset "expected a rendered text of at most ~D characters, strings ~
+                                joined with ~~ counted too (~A), found more" limit name)))
+    (setf *template-written* written)))
+
+(defun template-write (string stream offset)
+  "Write STRING, the output of the construct at OFFSET, to STREAM, counted
+by COUNT-CHARACTERS first."
+  (count-characters (length string) offset)
+  (write-string string stream))
+
+(defun count-iterations (n offset)
+  "Take N loop iterations of the loop at OFFSET from what the render may
+still run; more than are left signals TEMPLATE-ERROR."
+  (when (> n *template-iterations-left*)
+    (template-error offset "expected at most ~D loop iterations in one rendering ~
+                            (rontolisp:*template-max-iterations*), found more"
+                    *template-max-iterations*))
+  (decf *template-iterations-left* n))
+
 (defvar *template-bindings* nil "The bindings of the render under way.")
 (defvar *template-locals* '() "The loop variables in scope: an alist.")
 (defvar *template-loop* nil "The innermost loop: (INDEX0 . LENGTH).")
@@ -287,7 +337,9 @@ else the key NAME of a mapping, else undefined."
                         finally (return t))))
       (:concat (with-output-to-string (s)
                  (dolist (e (first args))
-                   (write-string (python-str (template-eval e) (tx-offset e)) s))))
+                   (let ((part (python-str (template-eval e) (tx-offset e))))
+                     (count-characters (length part) offset)
+                     (write-string part s)))))
       (:if (destructuring-bind (then test else) args
              (cond ((truthy (template-eval test)) (template-eval then))
                    (else (template-eval else))
@@ -297,44 +349,56 @@ else the key NAME of a mapping, else undefined."
                      (python-strip (python-str value offset))
                      (template-length value offset)))))))
 
-(defun template-sequence (value offset)
-  "The items a {% for %} takes from VALUE, as a simple vector."
+(defun template-sequence (value offset loop)
+  "The items a {% for %} (at LOOP) takes from VALUE (at OFFSET), as a
+simple vector, their count first taken from the iterations the render may
+still run (COUNT-ITERATIONS)."
   (let ((kind (value-kind value offset)))
     (case kind
       (:undefined #())
-      (:list (coerce value 'simple-vector))
-      (:string (map 'simple-vector #'string value))
+      (:list (count-iterations (length value) loop)
+       (coerce value 'simple-vector))
+      (:string (count-iterations (length value) loop)
+       (map 'simple-vector #'string value))
       (:dict (refuse-construct offset "a loop over a mapping (its key order is not kept)"))
       (t (template-error offset "expected a sequence to loop over, found ~A" (kind-name kind))))))
 
 (defun render-statements (body stream)
   (dolist (s body)
-    (if (stringp s)
-        (write-string s stream)
-        (ecase (first s)
-          (:output (let ((x (second s)))
-                     (write-string (python-str (template-eval x) (tx-offset x)) stream)))
-          (:if (loop for (test . clause) in (second s)
-                     when (truthy (template-eval test))
-                       do (render-statements clause stream) (return)
-                     finally (render-statements (third s) stream)))
-          (:for (destructuring-bind (offset name sequence loop-body) (rest s)
-                  (declare (ignore offset))
-                  (let ((items (template-sequence (template-eval sequence) (tx-offset sequence))))
-                    (loop for item across items
-                          for index from 0
-                          do (let ((*template-locals* (acons name item *template-locals*))
-                                   (*template-loop* (cons index (length items))))
-                               (render-statements loop-body stream))))))))))
+    (ecase (first s)
+      (:text (template-write (third s) stream (second s)))
+      (:output (let ((x (second s)))
+                 (template-write (python-str (template-eval x) (tx-offset x)) stream
+                                 (tx-offset x))))
+      (:if (loop for (test . clause) in (second s)
+                 when (truthy (template-eval test))
+                   do (render-statements clause stream) (return)
+                 finally (render-statements (third s) stream)))
+      (:for (destructuring-bind (offset name sequence loop-body) (rest s)
+              (let ((items (template-sequence (template-eval sequence) (tx-offset sequence)
+                                              offset)))
+                (loop for item across items
+                      for index from 0
+                      do (let ((*template-locals* (acons name item *template-locals*))
+                               (*template-loop* (cons index (length items))))
+                           (render-statements loop-body stream)))))))))
 
-(defun render-template (template bindings)
+(defun render-template (template bindings &key (max-length *template-max-length*)
+                                               (max-length-name "rontolisp:*template-max-length*"))
   "The text Jinja2 renders from TEMPLATE (a string, or a COMPILED-TEMPLATE
 from COMPILE-TEMPLATE) with BINDINGS, an EQUAL hash table from variable
 names to values as PARSE-JSON gives them (hash tables, vectors, strings,
 integers, double-floats, T, NIL for false, :NULL) or Lisp lists as
 sequences; NIL is false, never an empty list.  NIL BINDINGS binds nothing.
 Anything outside the subset of doc/template.md, and anything Jinja2
-raises on, signals TEMPLATE-ERROR naming its offset in the template."
+raises on, signals TEMPLATE-ERROR naming its offset in the template.  So
+does a rendering that would write more than MAX-LENGTH characters (or join
+a longer string with ~), the message naming the limit by MAX-LENGTH-NAME,
+or run more than *TEMPLATE-MAX-ITERATIONS* loop iterations: both are
+counted as the rendering goes, so it stops there in bounded memory."
+  (unless (typep max-length '(integer 0))
+    (element-type-error 'render-template max-length
+                        "expected a non-negative integer :max-length, found ~S" max-length))
   (unless (or (null bindings)
               (and (hash-table-p bindings) (member (hash-table-test bindings)
                                                    '(equal equalp))))
@@ -343,6 +407,9 @@ raises on, signals TEMPLATE-ERROR naming its offset in the template."
   (let ((compiled (if (compiled-template-p template) template (compile-template template)))
         (*template-bindings* bindings)
         (*template-locals* '())
-        (*template-loop* nil))
+        (*template-loop* nil)
+        (*template-length-limit* (cons max-length max-length-name))
+        (*template-written* 0)
+        (*template-iterations-left* *template-max-iterations*))
     (with-output-to-string (s)
       (render-statements (compiled-template-body compiled) s))))

@@ -136,7 +136,7 @@ matrix (or NIL), Q8 its quantized matrix (or NIL when it has none)."
                          "no f32 form"
                          (or (bench-matrix-note bm) "no Q8_0 form"))))
               (t
-               (bench-progress "~A ~A ~A, ~D thread~:P" (bench-matrix-name bm)
+               (bench-progress "~A ~A ~A, ~D thread~:P" (escape-control (bench-matrix-name bm))
                                (bench-format-name run) (bench-run-path-name run)
                                (bench-run-threads run))
                (setf (bench-run-bytes run)
@@ -215,7 +215,7 @@ name)."
         for seed from 1
         collect (let* ((bm (make-bench-matrix (or name (format nil "~Dx~D" rows cols))
                                               rows cols "random"))
-                       (f32 (progn (bench-progress "~A: making random weights" (bench-matrix-name bm))
+                       (f32 (progn (bench-progress "~A: making random weights" (escape-control (bench-matrix-name bm)))
                                    (%bench-fill-random
                                     (make-array (list rows cols) :element-type 'single-float)
                                     (* 1000 seed))))
@@ -399,7 +399,9 @@ the oldest time of the cached figures used, or NIL when none is cached."
   (destructuring-bind (&key cpu threads iters probes probe-source probe-time quantize
                          matrices source &allow-other-keys)
       report
-    (format stream "rontolisp bench: ~A~%" source)
+    ;; a file or tensor name escaped as inspect prints it: a newline in
+    ;; one must not break the table's lines
+    (format stream "rontolisp bench: ~A~%" (escape-control source))
     (format stream "machine: ~D core~:P, kernel paths ~{~A~^ ~} (SIMD path ~A), last-level cache ~
 ~:[unknown~;~:*~,1F MiB~]~%"
             (getf cpu :cores) (mapcar #'cdr (getf cpu :paths)) (cdr (first (last (getf cpu :paths))))
@@ -443,11 +445,13 @@ the oldest time of the cached figures used, or NIL when none is cached."
     (print-bench-matmul stream (getf report :matmul))))
 
 (defun bench-label (bm)
-  "BM's name, with its shape unless the name is the shape."
-  (let ((shape (format nil "~Dx~D" (bench-matrix-rows bm) (bench-matrix-cols bm))))
-    (if (search shape (bench-matrix-name bm))
-        (bench-matrix-name bm)
-        (format nil "~A ~A" (bench-matrix-name bm) shape))))
+  "BM's name escaped as inspect prints it (ESCAPE-CONTROL), with its shape
+unless the name is the shape."
+  (let ((shape (format nil "~Dx~D" (bench-matrix-rows bm) (bench-matrix-cols bm)))
+        (name (escape-control (bench-matrix-name bm))))
+    (if (search shape name)
+        name
+        (format nil "~A ~A" name shape))))
 
 (defun bench-json (report)
   (destructuring-bind (&key cpu threads iters probes probe-source probe-time quantize

@@ -20,19 +20,27 @@
   "The integer configuration keys with their least and greatest sane
 values: a config beyond them is refused before anything is allocated.")
 
-(defun json-brief (value)
-  "VALUE (parsed JSON) described in a few words, for a message."
-  (typecase value
-    (hash-table "an object")
-    (string (if (> (length value) 40) "a long string" (format nil "~S" value)))
-    (vector (if (and (<= (length value) 4) (every (lambda (x) (or (stringp x) (integerp x))) value))
-                (format nil "[~{~S~^, ~}]" (coerce value 'list))
-                (format nil "an array of ~D" (length value))))
-    ((eql t) "true")
-    (null "false")
-    ((eql :null) "null")
-    (double-float (json-float-string value))
-    (t (format nil "~A" value))))
+(defun json-array-p (value)
+  "True when the parsed JSON VALUE is an array: a vector that is not a
+string (a string is a vector to Lisp, and would pass for an array of its
+characters)."
+  (and (vectorp value) (not (stringp value))))
+
+(defun json-type-mismatch (value type)
+  "NIL when the parsed JSON VALUE is of TYPE: string, hash-table (an
+object), vector (an array, JSON-ARRAY-P) or boolean; else the words
+\"expected T, found V\" for a message."
+  (unless (case type
+            (vector (json-array-p value))
+            (boolean (member value '(t nil)))
+            (t (typep value type)))
+    (format nil "expected ~A, found ~A"
+            (ecase type
+              (string "a string") (hash-table "a JSON object") (vector "an array")
+              (boolean "true or false"))
+            (if (stringp value)
+                (format nil "the string ~A" (json-brief value))
+                (json-brief value)))))
 
 (defun json-object (value path &optional key)
   "VALUE when it is a JSON object; else a CONVERT-ERROR naming PATH (and
@@ -51,11 +59,11 @@ loses its precision) and a larger one infinity."
 
 (defun cfg (table key path &key (type 'integer) (default nil default-p))
   "The value of KEY in the JSON object TABLE of the file PATH, of TYPE
-(integer, real, positive-real, string, hash-table, vector or boolean);
-DEFAULT when the key is absent (an error without one).  A real is 0 or a
-finite number whose magnitude a normal single-float holds (the file keeps
-it as f32); a positive-real is such a number above 0; an integer named in
-*CONFIG-LIMITS* is within its limits."
+(integer, real, positive-real, string, hash-table, vector: an array, which
+a string is not, or boolean); DEFAULT when the key is absent (an error
+without one).  A real is 0 or a finite number whose magnitude a normal
+single-float holds (the file keeps it as f32); a positive-real is such a
+number above 0; an integer named in *CONFIG-LIMITS* is within its limits."
   (multiple-value-bind (v found) (gethash key table)
     (flet ((bad (what) (convert-error path "key ~S: expected ~A, found ~A" key what (json-brief v))))
       (cond ((not found)
@@ -77,9 +85,9 @@ it as f32); a positive-real is such a number above 0; an integer named in
                      ((and limits (not (<= (first limits) v (second limits))))
                       (bad (format nil "an integer from ~D to ~D" (first limits) (second limits))))
                      (t v))))
-            ((typep v type) v)
-            (t (bad (ecase type (string "a string") (hash-table "a JSON object")
-                      (vector "an array"))))))))
+            ((json-type-mismatch v type)
+             (convert-error path "key ~S: ~A" key (json-type-mismatch v type)))
+            (t v)))))
 
 (defun encoder-hparams (encoder path)
   "The ModernBERT hyper-parameters of the config ENCODER (a parsed JSON

@@ -211,8 +211,10 @@ each tensor is made."
     (terpri s)))
 
 (defun directory-prefix (dir)
-  "DIR as a string that ends in a slash, for appending file names."
-  (concatenate 'string (string-right-trim "/" (namestring dir)) "/"))
+  "DIR (a string as the user wrote it, or a pathname) as a string that ends
+in a slash, for appending file names; a string is taken as it is (NAMESTRING
+would read \"~\" as the home directory)."
+  (concatenate 'string (string-right-trim "/" (if (stringp dir) dir (namestring dir))) "/"))
 
 (defun write-random-laya (dir preset-name &key (seed 1) (massive 0) (massive-ratio 20))
   "Write a Laya model directory DIR (created if needed) for a random model

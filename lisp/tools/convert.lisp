@@ -431,7 +431,7 @@ reads it), or NIL when there is none."
   (let ((modules-path (concatenate 'string root "modules.json")))
     (when (path-kind modules-path)
       (let ((modules (read-json-file modules-path)))
-        (unless (vectorp modules)
+        (unless (json-array-p modules)
           (convert-error modules-path "expected a JSON array, found ~A" (json-brief modules)))
         (loop for m across modules
               for i from 0

@@ -92,7 +92,7 @@ plists."
                      (push (cons key path) llama-files))))
                (format out "~&questions benchmark: ~A, ~D built-in questions (~D to ~D tokens), ~
 µs per question: render, tokenize, encode, head (median of ~D round~:P); llama.cpp ~A~%"
-                       label n (reduce #'min ids :key #'length) (reduce #'max ids :key #'length)
+                       (escape-control label) n (reduce #'min ids :key #'length) (reduce #'max ids :key #'length)
                        reps (if llama-p
                                 "the encoder alone on the same ids and threads (an encoder-only copy)"
                                 "not run (its libraries or tools/llama_embed are missing)"))

@@ -4,9 +4,14 @@
 ;;;; questions at one thread beside its F32 conversion, and listed in
 ;;;; OUT_DIR/manifest.json and OUT_DIR/bench.json (doc/export.md).
 ;;;;
-;;;; One model that fails is reported and skipped; the command exits 1 at
-;;;; the end.  Every file is written atomically (GGUF:WRITE,
-;;;; WRITE-JSON-FILE), and a re-run replaces the previous results whole.
+;;;; One model that fails (or a subdirectory that cannot be read) is
+;;;; reported and skipped; the command exits 1 at the end.  Every file is
+;;;; written atomically (GGUF:WRITE, WRITE-JSON-FILE), the F32 comparison
+;;;; file is a WITH-TEMPORARY-FILE (an interrupt removes it), and a re-run
+;;;; replaces the previous results whole, deleting only the .gguf files the
+;;;; previous run wrote (PREVIOUS-EXPORTS: the old manifest is a claim to
+;;;; check, not an order).  Directories are listed and files named through
+;;;; runtime/files.lisp, so any name works, as for every other command.
 
 (in-package "RONTOLISP")
 
@@ -49,18 +54,22 @@ FILE-IO-ERROR when it cannot be read."
         (path-kind (concatenate 'string root "config.json")))))
 
 (defun model-subdirectories (models-dir)
-  "The names of MODELS-DIR's subdirectories that are model directories
-(MODEL-DIRECTORY-P), sorted."
+  "The names of MODELS-DIR's subdirectories to export, in the byte order of
+their names: those that are model directories (MODEL-DIRECTORY-P) and
+those that cannot be read, so cannot be told (EXPORT-MODEL reports them).
+A symbolic link to a directory is a subdirectory under its own name."
   (let ((root (directory-prefix models-dir))
         (kind (path-kind models-dir)))
     (unless (eq kind :directory)
       (file-io-error (namestring models-dir) "expected a directory of model directories, found ~
 ~:[nothing~;~:*a ~(~A~)~]" kind))
-    (sort (loop for sub in (directory (concatenate 'string root "*/"))
-                for name = (car (last (pathname-directory sub)))
-                when (and (stringp name) (model-directory-p (concatenate 'string root name)))
-                  collect name)
-          #'string<)))
+    (loop for (name . kind) in (directory-entries models-dir)
+          for dir = (concatenate 'string root name)
+          when (and (or (eq kind :directory)
+                        (and (eq kind :link) (eq (path-kind dir) :directory)))
+                    (or (not (ignore-errors (directory-entries dir) t))
+                        (model-directory-p dir)))
+            collect name)))
 
 (defun file-type-counts (f)
   "The tensor types of the GGUF file object F as a JSON object: type name
@@ -92,29 +101,28 @@ decision head."
 (defun export-model (dir out &key type head-type reps)
   "Convert the model directory DIR to the GGUF file OUT (TYPE, HEAD-TYPE)
 and bench it at one thread against an F32 conversion (written beside OUT
-under a temporary name, then deleted).  Answers the manifest entry and the
-bench rows as plists; a failed conversion of OUT signals."
+under a temporary name, WITH-TEMPORARY-FILE, and removed).  Answers the
+manifest entry and the bench rows as plists; a DIR that cannot be read or
+a failed conversion of OUT signals."
+  (directory-entries dir)               ; a directory that cannot be read, named
   (convert-directory dir out :type type :head-type head-type)
-  (let* ((f32-path (and (not (and (eq type :f32) (eq head-type :f32)))
-                        (format nil "~A.f32-~D.tmp" out (ext:getpid))))
-         (entry (gguf:with-file (f out)
-                  (list :bytes (with-open-file (s out :element-type '(unsigned-byte 8))
-                                 (file-length s))
-                        :parameters (file-parameters f) :types (file-type-counts f)
-                        :tensors (length (gguf:tensor-infos f))))))
+  (let ((entry (gguf:with-file (f out)
+                 (list :bytes (gguf:file-size f)
+                       :parameters (file-parameters f) :types (file-type-counts f)
+                       :tensors (length (gguf:tensor-infos f))))))
     (setf (getf entry :sha256) (file-sha256 out))
-    (unwind-protect
-         (multiple-value-bind (us probabilities) (file-question-probabilities out reps)
-           (multiple-value-bind (f32-us references)
-               (cond ((null f32-path) (values us probabilities))
-                     ((ignore-errors (convert-directory dir f32-path :type :f32 :head-type :f32))
-                      (file-question-probabilities f32-path reps)))
-             (values entry
-                     (list (list :format (string-upcase (symbol-name type)) :us us
-                                 :dp (and probabilities references
-                                          (max-probability-error probabilities references)))
-                           (list :format "F32" :us f32-us :dp (and references 0d0))))))
-      (when f32-path (ignore-errors (delete-path f32-path))))))
+    (multiple-value-bind (us probabilities) (file-question-probabilities out reps)
+      (multiple-value-bind (f32-us references)
+          (if (and (eq type :f32) (eq head-type :f32))
+              (values us probabilities)
+              (with-temporary-file (f32-path out "f32")
+                (when (ignore-errors (convert-directory dir f32-path :type :f32 :head-type :f32))
+                  (file-question-probabilities f32-path reps))))
+        (values entry
+                (list (list :format (string-upcase (symbol-name type)) :us us
+                            :dp (and probabilities references
+                                     (max-probability-error probabilities references)))
+                      (list :format "F32" :us f32-us :dp (and references 0d0))))))))
 
 (defun export-machine ()
   "The machine the figures of bench.json were measured on (doc/export.md)."
@@ -160,6 +168,7 @@ Answers the number of failed models."
   (let* ((names (model-subdirectories models-dir))
          (root (directory-prefix models-dir))
          (out (directory-prefix out-dir))
+         (previous (previous-exports out))
          (tty (/= 0 (%isatty 2)))
          (old-threads (threads))
          (manifest '()) (bench '()) (failures 0)
@@ -186,7 +195,7 @@ Answers the number of failed models."
                                     (getf (first rows) :us))))
                       (error (c)
                         (incf failures)
-                        (ignore-errors (when (path-kind path) (delete-path path)))
+                        (remove-previous-export out name previous)
                         (format *error-output* "rontolisp export: ~A: ~A~%" name (condition-line c))
                         (push (manifest-model name type head-type :error (condition-line c))
                               manifest)
@@ -195,7 +204,9 @@ Answers the number of failed models."
                               bench)))
                     (finish-output *error-output*)))
       (setf (threads) old-threads))
-    (remove-stale-exports out names)
+    (loop for (name . nil) in previous
+          unless (member name names :test #'string=)
+            do (remove-previous-export out name previous))
     (write-json-file (concatenate 'string out "manifest.json")
                      (list :object (cons "models" (coerce (reverse manifest) 'vector))))
     (write-json-file (concatenate 'string out "bench.json")
@@ -204,17 +215,33 @@ Answers the number of failed models."
                            (cons "models" (coerce (reverse bench) 'vector))))
     failures))
 
-(defun remove-stale-exports (out names)
-  "Delete the files the previous OUT/manifest.json listed for models not in
-NAMES (a re-run replaces the results whole); an unreadable manifest is
-left to be replaced."
-  (let ((old (ignore-errors (read-json-file (concatenate 'string out "manifest.json")))))
-    (when (hash-table-p old)
-      (let ((models (gethash "models" old)))
-        (when (vectorp models)
-          (loop for m across models
-                for name = (and (hash-table-p m) (gethash "name" m))
-                for file = (and (hash-table-p m) (gethash "file" m))
-                when (and (stringp name) (stringp file) (not (member name names :test #'string=))
-                          (not (find #\/ file)))
-                  do (ignore-errors (delete-path (concatenate 'string out file)))))))))
+(defun previous-exports (out)
+  "What OUT/manifest.json, left by an earlier run, says export wrote in
+OUT: an alist of (NAME . SHA256), one per model whose file was NAME.gguf.
+The manifest may have been edited by anyone: an entry of any other form (a
+file that is not its name followed by .gguf, a name with a slash, a
+SHA-256 that is not 64 hex digits) says nothing, nor does a manifest that
+cannot be read."
+  (let* ((old (ignore-errors (read-json-file (concatenate 'string out "manifest.json"))))
+         (models (and (hash-table-p old) (gethash "models" old))))
+    (when (vectorp models)
+      (loop for m across models
+            for name = (and (hash-table-p m) (gethash "name" m))
+            for file = (and (hash-table-p m) (gethash "file" m))
+            for sha = (and (hash-table-p m) (gethash "sha256" m))
+            when (and (stringp name) (plusp (length name))
+                      (not (find-if (lambda (c) (member c (list #\/ (code-char 0)))) name))
+                      (stringp file) (string= file (concatenate 'string name ".gguf"))
+                      (stringp sha) (= 64 (length sha)) (every (lambda (c) (digit-char-p c 16)) sha))
+              collect (cons name (string-downcase sha))))))
+
+(defun remove-previous-export (out name previous)
+  "Delete OUT/NAME.gguf when PREVIOUS (PREVIOUS-EXPORTS) lists it and it is
+still the file export wrote: a regular file (not a symbolic link) with the
+SHA-256 the manifest gave.  Anything else is left as it is."
+  (let ((sha (cdr (assoc name previous :test #'string=)))
+        (file (concatenate 'string name ".gguf")))
+    (when (and sha
+               (eq :file (cdr (assoc file (ignore-errors (directory-entries out)) :test #'string=)))
+               (equal sha (ignore-errors (file-sha256 (concatenate 'string out file)))))
+      (ignore-errors (delete-path (concatenate 'string out file))))))

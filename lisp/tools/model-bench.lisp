@@ -283,7 +283,7 @@ count) on STREAM.  Answers the rows as a list of plists."
                 (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
                 (tiles0 (multiple-value-list (%matmul-q8-tiles))))
            (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
-llama.cpp ~A~]~%" label reps
+llama.cpp ~A~]~%" (escape-control label) reps
                    (if llama-p
                        "on the same file and threads"
                        "not run (its libraries or tools/llama_embed are missing)"))

@@ -173,11 +173,11 @@ Q5_K Q6_K IQ4_NL IQ4_XS); with FTYPE, STRING is a file type instead (a
 name or ftype number of *QUANTIZE-FTYPES*) and the answer its main type.
 Anything else is a USAGE-ERROR that names it."
   (if ftype
-      (third (find-ftype string))
-      (let ((names (mapcar #'%ggml-type *quantize-write-types*)))
+      (ggml-id (third (find-ftype string)))
+      (let ((names (mapcar #'%ggml-type (quantize-write-types))))
         (cond ((find string names :test #'string-equal)
-               (nth (position string names :test #'string-equal) *quantize-write-types*))
-              ((loop for id below 64 thereis (equalp (%ggml-type id) string))
+               (nth (position string names :test #'string-equal) (quantize-write-types)))
+              ((find-ggml-type string)
                (usage-error "~A: expected one of ~{~A~^ ~}, found a type rontolisp quantize ~
 does not write" (string-upcase string) names))
               (t (usage-error "expected a type ~{~A~^ ~}, found ~S" names string))))))
@@ -219,7 +219,7 @@ per-tensor rules of the MIXTURE (MIXTURE-TYPE; it advances its counts);
 then a type whose block does not divide the rows falls back (TYPE-FALLBACK).
 Answers the type id and whether it is a fall back."
   (flet ((fit (type)
-           (if (quantized-type-id-p type) (type-fallback type (first ne)) (values type nil))))
+           (if (quantized-type-p type) (type-fallback type (first ne)) (values type nil))))
     (cond ((not (quantizable-tensor-p name ne :leave-output leave-output)) (values source nil))
           ((and token-embedding-type
                 (eq (tensor-category name) :token-embd)
@@ -227,7 +227,7 @@ Answers the type id and whether it is a fall back."
                           (tensor-type-rule-for name rules))))
            (fit token-embedding-type))
           ((and output-type (string= name "output.weight")) (fit output-type))
-          ((not (quantized-type-id-p main)) (values main nil))
+          ((not (quantized-type-p main)) (values main nil))
           (t (fit (or (tensor-type-rule-for name rules)
                       (if (or pure (null mixture))
                           main
@@ -267,20 +267,24 @@ order llama-quantize decides them in: the mixture's counts run in it)."
 TARGETS (QUANTIZE-TARGETS); a tensor whose type quantize cannot convert
 (a quantized one without ALLOW-REQUANTIZE, as llama-quantize refuses it by
 default, or one of a type it cannot read) signals TENSOR-DATA-ERROR
-naming PATH."
+naming PATH, and so does a tensor of no elements (a dimension of 0), which
+has no rows to convert or copy."
   (loop for name in names
         collect (let* ((info (gguf:tensor-info f name))
                        (ne (gguf:tensor-info-dims info))
                        (source (gguf:tensor-info-type-id info)))
+                  (when (member 0 ne)
+                    (tensor-data-error path name "has dimensions [~{~D~^, ~}]: expected at least ~
+one element in each dimension to convert or copy it, found none" ne))
                   (destructuring-bind (target fallback) (gethash name targets)
                     (cond ((or (= target source) (float-type-id-p source)))
-                          ((not (quantized-type-id-p source))
+                          ((not (quantized-type-p source))
                            (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or ~
 a quantized type quantize reads (~{~A~^ ~}) to convert it to ~A"
                                               (gguf:tensor-info-type info)
                                               (mapcar #'%ggml-type
-                                                      (remove-if-not #'quantized-type-id-p
-                                                                     *quantize-write-types*))
+                                                      (remove-if-not #'quantized-type-p
+                                                                     (quantize-write-types)))
                                               (target-type-name target)))
                           ((not allow-requantize)
                            (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
@@ -339,7 +343,7 @@ GGUF:STREAM-PUT-TENSOR) of the planned tensor P of F."
          (info (planned-info p))
          (cols (first (planned-ne p))))
     (cond
-      ((and (eq status :non-finite) (quantized-type-id-p (planned-source p)))
+      ((and (eq status :non-finite) (quantized-type-p (planned-source p)))
        (tensor-data-error path name "has invalid data: expected finite values, found NaN or an ~
 infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (planned-source p))))
       ((eq status :non-finite)
@@ -350,7 +354,7 @@ infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (plann
           (tensor-data-error path name "has invalid data: expected finite values, found ~A at ~
 element ~D (byte ~D)" (if (zerop mantissa) "an infinity" "NaN") where
                              (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size)))))
-      ((quantized-type-id-p (planned-target p))
+      ((quantized-type-p (planned-target p))
        (let ((per-row (/ cols (type-block-size (planned-target p)))))
          (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the ~A scale ~
 overflows binary16 (quantized data validation failed, as llama-quantize)"
@@ -360,22 +364,6 @@ overflows binary16 (quantized data validation failed, as llama-quantize)"
        (tensor-data-error path name "cannot ~:[be converted to ~A~;fall back to ~A~]: element ~D ~
 overflows it (quantized data validation failed, as llama-quantize)"
                           (planned-fallback p) (gguf:type-name (planned-target p)) where)))))
-
-(defun strict-real-p (string)
-  "True when STRING is a decimal number: sign, digits, point, exponent."
-  (let ((i 0) (n (length string)) (digits 0))
-    (flet ((skip-digits () (loop while (and (< i n) (digit-char-p (char string i)))
-                                 do (incf i) (incf digits))))
-      (when (and (< i n) (find (char string i) "+-")) (incf i))
-      (skip-digits)
-      (when (and (< i n) (char= (char string i) #\.)) (incf i) (skip-digits))
-      (when (and (plusp digits) (< i n) (char-equal (char string i) #\e))
-        (incf i)
-        (when (and (< i n) (find (char string i) "+-")) (incf i))
-        (let ((before digits))
-          (skip-digits)
-          (when (= before digits) (return-from strict-real-p nil))))
-      (and (plusp digits) (= i n)))))
 
 (defun parse-kv-override (string)
   "A --override-kv KEY=TYPE:VALUE argument as llama-quantize reads it (TYPE
@@ -396,22 +384,13 @@ characters" string))
              (usage-error "--override-kv ~A: expected another key (the alignment is the input's)"
                           key))
             ((value-after "int:")
-             (let* ((v (value-after "int:"))
-                    (n (and (plusp (length v)) (every (lambda (c) (or (digit-char-p c) (find c "+-"))) v)
-                            (ignore-errors (parse-integer v)))))
-               (unless (and n (< (abs n) (expt 2 32)))
-                 (usage-error "--override-kv ~A: expected an integer of magnitude below 2^32 after ~
-int:, found ~S" key v))
-               (list key :u32 (abs n))))
+             ;; llama-quantize writes |VALUE| as a u32
+             (list key :u32 (abs (number-argument (format nil "--override-kv ~A (int:)" key)
+                                                  (value-after "int:")
+                                                  (list (- 1 (expt 2 32)) (1- (expt 2 32)))))))
             ((value-after "float:")
-             (let* ((v (value-after "float:"))
-                    (d (and (strict-real-p v)
-                            (let ((*read-eval* nil) (*read-default-float-format* 'double-float))
-                              (ignore-errors (coerce (read-from-string v) 'double-float))))))
-               (unless (and d (< (abs d) 3.4028234663852886d38))
-                 (usage-error "--override-kv ~A: expected a decimal number within the f32 range ~
-after float:, found ~S" key v))
-               (list key :f32 (%double-to-single d))))
+             (list key :f32 (number-argument (format nil "--override-kv ~A (float:)" key)
+                                             (value-after "float:") :f32)))
             ((value-after "bool:")
              (let ((v (value-after "bool:")))
                (unless (member v '("true" "false") :test #'string=)
@@ -495,7 +474,7 @@ plus PLAN's length (REPORT is called after each).  An error names the file
                  path (gguf:path (planned-file p)))
            (unless (planned-copied-p p)
              (let ((columns (gethash name outliers)))
-               (when (and columns (/= (planned-target p) 8))
+               (when (and columns (/= (planned-target p) (ggml-id "Q8_0")))
                  (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
 Q8_0" (gguf:type-name (planned-target p))))
                (multiple-value-bind (ok status where)
@@ -565,7 +544,7 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
          (entry (handler-case (find-ftype (if (keywordp type) (symbol-name type) (string type)))
                   (usage-error (c)
                     (unknown-format-error 'quantize-file type "~A" (condition-line c)))))
-         (main (third entry))
+         (main (ggml-id (third entry)))
          (ftype (second entry))
          (overrides (mapcar (lambda (o) (if (consp o) o (parse-kv-override o))) override-kv))
          (options (list :pure pure :leave-output leave-output-tensor

@@ -7,6 +7,7 @@
  *
  * Paths arrive as UTF-8 octet vectors (RONTOLISP::%UTF8-OCTETS), so a path
  * taken from the command line reaches open(2) as the bytes it was given. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -217,20 +218,133 @@ static cl_object rl_prim_set_end(void) {
     ecl_return1(ecl_process_env(), ECL_T);
 }
 
+/* The kind of file of the mode M, as %PATH-KIND and %DIRECTORY-ENTRIES
+ * name it. */
+static const char *rl_mode_kind(mode_t m) {
+    return S_ISREG(m) ? "file" : S_ISDIR(m) ? "directory" : S_ISLNK(m) ? "link"
+        : S_ISFIFO(m) ? "fifo" : (S_ISCHR(m) || S_ISBLK(m)) ? "device"
+        : S_ISSOCK(m) ? "socket" : "other";
+}
+
 /* (%path-kind path-octets) -> :file, :directory, :fifo, :device, :socket
  * or :other for what PATH names (symbolic links followed), NIL when
  * nothing (or a dangling link) is there. */
 static cl_object rl_prim_path_kind(cl_object path) {
     char buf[4096];
     struct stat st;
-    const char *kind;
     rl_path_arg("%PATH-KIND", path, buf, sizeof buf);
     if (stat(buf, &st) != 0)
         ecl_return1(ecl_process_env(), ECL_NIL);
-    kind = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory"
-        : S_ISFIFO(st.st_mode) ? "fifo" : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "device"
-        : S_ISSOCK(st.st_mode) ? "socket" : "other";
-    ecl_return1(ecl_process_env(), rl_keyword(kind));
+    ecl_return1(ecl_process_env(), rl_keyword(rl_mode_kind(st.st_mode)));
+}
+
+typedef struct rl_dir_entry {
+    char *name;
+    const char *kind; /* rl_mode_kind's, NULL when it went meanwhile */
+} rl_dir_entry;
+
+static int rl_dir_entry_cmp(const void *a, const void *b) {
+    return strcmp(((const rl_dir_entry *)a)->name, ((const rl_dir_entry *)b)->name);
+}
+
+static void rl_dir_entries_free(rl_dir_entry *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+/* The entries of the directory D but . and .. (malloc'd, *N of them, in
+ * the byte order of their names), or NULL with errno set. */
+static rl_dir_entry *rl_read_entries(DIR *d, size_t *n) {
+    rl_dir_entry *v = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    *n = 0;
+    for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (*n == cap) {
+            rl_dir_entry *w = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+        }
+        if (!(v[*n].name = strdup(e->d_name)))
+            break;
+        v[*n].kind = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0
+            ? rl_mode_kind(st.st_mode) : NULL;
+        ++*n;
+    }
+    if (errno) {
+        int saved = errno;
+        rl_dir_entries_free(v, *n);
+        errno = saved;
+        return NULL;
+    }
+    if (*n)
+        qsort(v, *n, sizeof *v, rl_dir_entry_cmp);
+    return v ? v : malloc(1);
+}
+
+/* ECL_UNWIND_PROTECT's frame variable draws this warning (see above). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"
+/* (%directory-entries path-octets) -> a list of (name . kind), one per
+ * entry of the directory PATH but . and .., in the byte order of their
+ * names (a name as %UTF8-STRING decodes it); KIND is the entry's own, as
+ * %PATH-KIND names kinds, with :link for a symbolic link (not followed),
+ * NIL for an entry gone while listed.  Or NIL and a message when PATH
+ * cannot be read as a directory. */
+static cl_object rl_prim_directory_entries(cl_object path) {
+    const cl_env_ptr env = ecl_process_env();
+    char buf[4096], msg[256];
+    rl_dir_entry *v;
+    size_t n = 0;
+    cl_object out = ECL_NIL;
+    DIR *d;
+    rl_path_arg("%DIRECTORY-ENTRIES", path, buf, sizeof buf);
+    d = opendir(buf);
+    v = d ? rl_read_entries(d, &n) : NULL;
+    if (!v) {
+        snprintf(msg, sizeof msg, "cannot read the directory: %s", strerror(errno));
+        if (d)
+            closedir(d);
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    closedir(d);
+    /* Allocating may signal: the entries are freed on the way out. */
+    ECL_UNWIND_PROTECT_BEGIN(env) {
+        for (size_t i = n; i-- > 0;)
+            out = ecl_cons(ecl_cons(rl_string_from_utf8(v[i].name, strlen(v[i].name)),
+                                    v[i].kind ? rl_keyword(v[i].kind) : ECL_NIL),
+                           out);
+    } ECL_UNWIND_PROTECT_EXIT {
+        rl_dir_entries_free(v, n);
+    } ECL_UNWIND_PROTECT_END;
+    ecl_return1(env, out);
+}
+#pragma GCC diagnostic pop
+
+/* (%temporary-begin path-octets) -> an entry (a fixnum), or NIL and a
+ * message: PATH, a temporary file the caller is about to make and use,
+ * entered in the table of files a signal removes (rl_gguf_temp_begin). */
+static cl_object rl_prim_temporary_begin(cl_object path) {
+    char buf[4096];
+    int slot;
+    rl_path_arg("%TEMPORARY-BEGIN", path, buf, sizeof buf);
+    slot = rl_gguf_temp_begin(buf);
+    if (slot < 0)
+        ecl_return2(ecl_process_env(), ECL_NIL,
+                    ecl_make_simple_base_string("too many files are being written at once", -1));
+    ecl_return1(ecl_process_env(), ecl_make_fixnum(slot));
+}
+
+/* (%temporary-end entry) -> T: the file of ENTRY (of %TEMPORARY-BEGIN)
+ * removed and its entry freed. */
+static cl_object rl_prim_temporary_end(cl_object slot) {
+    rl_gguf_temp_end((int)rl_arg_fixnum("%TEMPORARY-END", 1, slot, 0, 1 << 20));
+    ecl_return1(ecl_process_env(), ECL_T);
 }
 
 /* (%open-input path-octets what) -> (values fd size): the regular file
@@ -390,6 +504,9 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
     RL_PRIM("%SET-END", rl_prim_set_end, 0),
     RL_PRIM("%PATH-KIND", rl_prim_path_kind, 1),
+    RL_PRIM("%DIRECTORY-ENTRIES", rl_prim_directory_entries, 1),
+    RL_PRIM("%TEMPORARY-BEGIN", rl_prim_temporary_begin, 1),
+    RL_PRIM("%TEMPORARY-END", rl_prim_temporary_end, 1),
     RL_PRIM("%OPEN-INPUT", rl_prim_open_input, 2),
     RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),

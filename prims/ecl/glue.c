@@ -90,8 +90,6 @@ cl_object rl_fn_symbol(const char *fn) {
     abort();
 }
 
-cl_object rl_type(rl_type_id t) { return rl_types[t]; }
-
 void rl_type_error(const char *fn, int pos, cl_object x, rl_type_id type) {
     FEwrong_type_nth_arg(rl_fn_symbol(fn), pos, x, rl_types[type]);
     abort(); /* not reached */

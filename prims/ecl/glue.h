@@ -115,8 +115,6 @@ void rl_glue_define(const rl_prim_table *table);
  * the glue, found by the test that calls every primitive wrongly. */
 cl_object rl_fn_symbol(const char *fn);
 
-cl_object rl_type(rl_type_id t);
-
 /* A type error for argument POS (1-based) of primitive FN: X is not TYPE. */
 void rl_type_error(const char *fn, int pos, cl_object x, rl_type_id type)
     __attribute__((noreturn));

@@ -5,7 +5,7 @@
 #define RL_PRIMS_ECL_VEC_H
 
 #include "prims/ecl/glue.h"
-#include "prims/matvec.h"
+#include "prims/matmul.h"
 
 /* Check and resolve (m x out) for the primitive FN.  M a quantized matrix
  * of rank 2 or a simple rank-2 single-float array; X and OUT simple vectors

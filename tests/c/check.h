@@ -1,9 +1,11 @@
 /* check.h - the smallest test harness that can count: every C unit test in
- * tests/c/ includes it, calls CHECK/CHECK_EQ_U, and ends main with
- * `return check_report("name");`, which prints the line `make check` sums
- * ("C test NAME: N passed, M failed") and returns the exit status.
- * Assertions count and report; they never abort, so one bug shows all its
- * symptoms. */
+ * tests/c/ includes it, runs each test function as one case,
+ * CHECK_CASE(test_foo()), whose checks are CHECK, CHECK_EQ_U, CHECK_EACH...,
+ * and ends main with `return check_report("name");`, which prints the line
+ * `make check` sums ("C test NAME: N passed, M failed, K skipped", in cases)
+ * and, on a line of its own, how many values the checks compared; it
+ * returns the exit status.  Assertions count and report; they never abort,
+ * so one bug shows all its symptoms. */
 #ifndef RL_TEST_CHECK_H
 #define RL_TEST_CHECK_H
 
@@ -18,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static long check_passed_, check_failed_;
+/* The checks (each compared value counts one) and the skips so far. */
+static long check_passed_, check_failed_, check_skips_;
 
 #define CHECK(cond) CHECK_MSG(cond, "%s", #cond)
 #define CHECK_MSG(cond, ...)                                                 \
@@ -157,9 +160,11 @@ check_floats_differ(const float *y, const float *ref, size_t n, const char *fmt,
     return 1;
 }
 
-/* Skips are reported, never counted as passes. */
+/* Skips are reported, never counted as passes: a case that skipped and
+ * checked nothing counts as skipped. */
 #define CHECK_SKIP(...)                                                      \
     do {                                                                     \
+        check_skips_++;                                                      \
         fprintf(stderr, "SKIP: ");                                           \
         fprintf(stderr, __VA_ARGS__);                                        \
         fputc('\n', stderr);                                                 \
@@ -182,6 +187,7 @@ static inline int check_ci(void) {
             fprintf(stderr, "%s:%d: FAILED (CI=true, a reference is missing): ", \
                     __FILE__, __LINE__);                                     \
         } else {                                                             \
+            check_skips_++;                                                  \
             fprintf(stderr, "SKIP: ");                                       \
         }                                                                    \
         fprintf(stderr, __VA_ARGS__);                                        \
@@ -270,10 +276,70 @@ static inline int check_system(const char *cmd) {
     return check_wait(pid, cmd);
 }
 
+/* Test cases.  CHECK_CASE(CALL) runs CALL (a test function and its
+ * arguments) as one case: it fails when any of its checks failed, is
+ * skipped when it only skipped, and fails when it neither checked nor
+ * skipped anything (no case passes vacuously).  Checks made outside any
+ * case (in main) count as one more case.  check_report prints the cases,
+ * which `make check` sums, and the compared values on a line of their own. */
+static struct {
+    long passed, failed, skipped;         /* cases */
+    long in_passed, in_failed, in_skips;  /* checks made inside cases */
+} check_cases_;
+
+static inline void check_case_close_(const char *name, long passed, long failed, long skips) {
+    if (failed) {
+        check_cases_.failed++;
+        fprintf(stderr, "FAILED case %s: %ld of %ld checks failed\n", name, failed,
+                passed + failed);
+    } else if (passed) {
+        check_cases_.passed++;
+    } else if (skips) {
+        check_cases_.skipped++;
+    } else {
+        check_cases_.failed++;
+        fprintf(stderr, "FAILED case %s: it checked nothing and skipped nothing\n", name);
+    }
+}
+
+#define CHECK_CASE(call)                                                     \
+    do {                                                                     \
+        long p_ = check_passed_, f_ = check_failed_, s_ = check_skips_;      \
+        call;                                                                \
+        p_ = check_passed_ - p_, f_ = check_failed_ - f_;                    \
+        s_ = check_skips_ - s_;                                              \
+        check_cases_.in_passed += p_, check_cases_.in_failed += f_;          \
+        check_cases_.in_skips += s_;                                         \
+        check_case_close_(#call, p_, f_, s_);                                \
+    } while (0)
+
+/* N with a comma between each three digits, in BUF. */
+static inline const char *check_grouped(long n, char *buf, size_t cap) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%ld", n < 0 ? -n : n), k = 0;
+    if (n < 0 && (size_t)k + 1 < cap)
+        buf[k++] = '-';
+    for (int i = 0; i < len && (size_t)k + 2 < cap; i++) {
+        buf[k++] = digits[i];
+        if ((len - i - 1) % 3 == 0 && i < len - 1)
+            buf[k++] = ',';
+    }
+    buf[k] = 0;
+    return buf;
+}
+
 static inline int check_report(const char *name) {
-    printf("C test %s: %ld passed, %ld failed\n", name, check_passed_,
-           check_failed_);
-    return check_failed_ ? 1 : 0;
+    long p = check_passed_ - check_cases_.in_passed, f = check_failed_ - check_cases_.in_failed;
+    long s = check_skips_ - check_cases_.in_skips;
+    char compared[32], differed[32];
+    if (p || f || s)
+        check_case_close_("(checks outside any case)", p, f, s);
+    printf("  %s values compared, %s differed\n",
+           check_grouped(check_passed_ + check_failed_, compared, sizeof compared),
+           check_grouped(check_failed_, differed, sizeof differed));
+    printf("C test %s: %ld passed, %ld failed, %ld skipped\n", name, check_cases_.passed,
+           check_cases_.failed, check_cases_.skipped);
+    return check_cases_.failed ? 1 : 0;
 }
 
 #endif

@@ -75,7 +75,7 @@ static void test_cpu(void) {
 }
 
 int main(void) {
-    test_cpu();
-    test_kernel_contract();
+    CHECK_CASE(test_cpu());
+    CHECK_CASE(test_kernel_contract());
     return check_report("cpu");
 }

@@ -2,7 +2,9 @@
  * refused without blocking; the atomic writer replaces only regular files,
  * writes through symbolic links, keeps the old file when a write fails,
  * and leaves no temporary file behind, not even when a signal ends the
- * process in the middle of a write; a set of files is replaced all or none. */
+ * process in the middle of a write; a set of files is replaced all or none;
+ * a caller's own temporary file goes with a signal too; what an ended
+ * process left is removed by the next write of its target, that only. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -21,7 +23,7 @@
 static char dir[256];
 
 static char *at(const char *name) {
-    static char buf[4][512];
+    static char buf[4][4400]; /* dir and any name of the tests */
     static int k;
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
@@ -180,6 +182,120 @@ static void test_signal(int sig) {
     CHECK(access(at("sig.gguf"), F_OK) != 0 && temporaries() == 0);
 }
 
+/* A temporary file of the caller's own (rl_gguf_temp_begin) goes with a
+ * signal as the writer's do, and with rl_gguf_temp_end. */
+static void test_own_temporary(void) {
+    char msg[256];
+    int slot = rl_gguf_temp_begin(at("own.f32"));
+    CHECK(slot >= 0 && write_text(at("own.f32"), "x", msg, sizeof msg) == 0);
+    rl_gguf_temp_end(slot);
+    rl_gguf_temp_end(-1);
+    CHECK(temporaries() == 0);
+    pid_t pid = check_fork();
+    if (pid == 0) {
+        rl_gguf_atomic_trap_signals(1);
+        if (rl_gguf_temp_begin(at("own.f32")) < 0 ||
+            write_text(at("own.f32"), "a whole F32 file", msg, sizeof msg) != 0)
+            _exit(99);
+        raise(SIGINT);
+        _exit(98); /* not reached */
+    }
+    int status = check_wait(pid, "the child holding own.f32");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT, "status %#x", status);
+    CHECK(access(at("own.f32"), F_OK) != 0);
+}
+
+/* The PID of a process that has ended and been reaped. */
+static long dead_pid(void) {
+    pid_t pid = check_fork();
+    if (pid == 0)
+        _exit(0);
+    check_wait(pid, "a child that exits at once");
+    return (long)pid;
+}
+
+static void make_file(const char *name) {
+    FILE *f = fopen(at(name), "wb");
+    if (f)
+        fclose(f);
+}
+
+/* Temporary files of a process that has ended are removed by the next
+ * write of their target, those of the exact forms only: not another
+ * target's, not a living process's (PID 1's, ours), not a name that only
+ * looks like one, not a directory or a symbolic link. */
+static void test_stale(void) {
+    char name[256], gone[16][256], kept[16][256];
+    int ngone = 0, nkept = 0;
+    long dead = dead_pid(), self = (long)getpid();
+#define STALE(list, n, ...) snprintf(list[n++], sizeof list[0], __VA_ARGS__)
+    STALE(gone, ngone, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.0", dead);
+    STALE(gone, ngone, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.12", dead);
+    STALE(gone, ngone, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.old", dead);
+    STALE(gone, ngone, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.f32", dead);
+    STALE(gone, ngone, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.f32" RL_GGUF_TMP_INFIX "%ld.3", dead,
+          dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "1.0");
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.0", self);
+    STALE(kept, nkept, "other.gguf" RL_GGUF_TMP_INFIX "%ld.0", dead);
+    STALE(kept, nkept, "xstale.gguf" RL_GGUF_TMP_INFIX "%ld.0", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "0%ld.0", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.0x", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.F32", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.abcdefghijklmnopq", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.f32" RL_GGUF_TMP_INFIX "1.3", dead);
+    STALE(kept, nkept, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.f32.tmp", dead);
+    for (int i = 0; i < ngone; i++)
+        make_file(gone[i]);
+    for (int i = 0; i < nkept; i++)
+        make_file(kept[i]);
+    snprintf(name, sizeof name, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.set", dead);
+    CHECK(mkdir(at(name), 0755) == 0);
+    char link[256];
+    snprintf(link, sizeof link, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.7", dead);
+    CHECK(symlink("other.gguf", at(link)) == 0);
+
+    /* A note per file removed, naming it and the process. */
+    char notes[4096] = "";
+    FILE *note = fmemopen(notes, sizeof notes - 1, "w");
+    CHECK(rl_gguf_remove_stale(at("stale.gguf"), note) == ngone);
+    fclose(note);
+    for (int i = 0; i < ngone; i++) {
+        char line[600];
+        snprintf(line, sizeof line, "rontolisp: removed %s, a temporary file of process %ld, "
+                 "which has ended\n", at(gone[i]), dead);
+        CHECK_MSG(access(at(gone[i]), F_OK) != 0, "%s was kept", gone[i]);
+        CHECK_MSG(strstr(notes, line) != NULL, "no note for %s in: %s", gone[i], notes);
+    }
+    for (int i = 0; i < nkept; i++)
+        CHECK_MSG(access(at(kept[i]), F_OK) == 0, "%s was removed", kept[i]);
+    struct stat st;
+    CHECK(lstat(at(name), &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK(lstat(at(link), &st) == 0 && S_ISLNK(st.st_mode));
+
+    /* The writer does it before it writes the target, and a temporary
+     * target (a set's file, export's F32 file) stands for its own target. */
+    make_file(gone[0]);
+    CHECK(write_text(at("stale.gguf"), "new", name, sizeof name) == 0);
+    CHECK(access(at(gone[0]), F_OK) != 0 && file_is(at("stale.gguf"), "new"));
+    make_file(gone[2]);
+    char temp[256];
+    snprintf(temp, sizeof temp, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.f32", self);
+    CHECK(write_text(at(temp), "f32", name, sizeof name) == 0);
+    CHECK(access(at(gone[2]), F_OK) != 0);
+    CHECK(rl_gguf_remove_stale("stale.gguf", NULL) == 0); /* a relative name: ".", not ours */
+
+    unlink(at(temp));
+    unlink(at("stale.gguf"));
+    unlink(at(link));
+    snprintf(name, sizeof name, "stale.gguf" RL_GGUF_TMP_INFIX "%ld.set", dead);
+    rmdir(at(name));
+    for (int i = 0; i < nkept; i++)
+        unlink(at(kept[i]));
+#undef STALE
+}
+
 static const char *set_names[] = {"set1", "set2", "set3"};
 static const char *set_temps[] = {"set1.t", "set2.t", "set3.t"};
 
@@ -248,12 +364,14 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    test_inputs();
-    test_targets();
-    test_signal(SIGINT);
-    test_signal(SIGTERM);
-    test_signal(SIGHUP);
-    test_set();
+    CHECK_CASE(test_inputs());
+    CHECK_CASE(test_targets());
+    CHECK_CASE(test_signal(SIGINT));
+    CHECK_CASE(test_signal(SIGTERM));
+    CHECK_CASE(test_signal(SIGHUP));
+    CHECK_CASE(test_set());
+    CHECK_CASE(test_own_temporary());
+    CHECK_CASE(test_stale());
     const char *names[] = {"null", "fifo", "out.json", "new.json", "link1", "link2", "dangling",
                            "dirlink", "loop"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

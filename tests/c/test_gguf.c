@@ -568,13 +568,13 @@ static void test_contracts(void) {
 
 
 int main(void) {
-    test_contracts();
+    CHECK_CASE(test_contracts());
     for (size_t i = 0; i < N_GOLDEN; i++)
-        check_golden(golden_ok[i]);
-    test_golden_facts();
-    test_reader_refuses_nul_in_names();
-    test_bad_corpus();
-    test_truncations();
-    test_damage();
+        CHECK_CASE(check_golden(golden_ok[i]));
+    CHECK_CASE(test_golden_facts());
+    CHECK_CASE(test_reader_refuses_nul_in_names());
+    CHECK_CASE(test_bad_corpus());
+    CHECK_CASE(test_truncations());
+    CHECK_CASE(test_damage());
     return check_report("gguf");
 }

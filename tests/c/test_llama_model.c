@@ -188,51 +188,11 @@ static int convert_and_load(const char *exe, const char *args, const char *tmpdi
     return ok;
 }
 
-int main(void) {
-    const char *exe = getenv("RONTOLISP_EXE");
-    char dir[512];
-    if (ll_lib_dir(dir, sizeof dir) != 0) {
-        printf("C test llama_model: RL_LLAMA_LIB is longer than %zu bytes\n", sizeof dir - 1);
-        return 1;
-    }
-    if (!exe || !*exe)
-        exe = "build/rontolisp";
-    if (!ll_load(dir))
-        return check_report("llama_model");
-    if (access(exe, X_OK) != 0) {
-        CHECK_SKIP("%s not built: no --encoder-only file to load", exe);
-        return check_report("llama_model");
-    }
-    /* ggml_abort would otherwise run gdb on the child for a backtrace. */
-    setenv("GGML_NO_BACKTRACE", "1", 1);
-    const char *t = getenv("TMPDIR");
-    char tmpdir[256];
-    snprintf(tmpdir, sizeof tmpdir, "%s/rl-test-llama-model.XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    static const char *presets[] = {"s1-pico", "s1-nano", "s1-micro"};
-    static const char *types[] = {"f32", "f16", "bf16", "q8_0"};
-    int loaded = 0;
-    for (size_t p = 0; p < 3; p++) {
-        for (size_t k = 0; k < 4; k++) {
-            char args[200];
-            snprintf(args, sizeof args, "--random %s --type %s --encoder-only", presets[p],
-                     types[k]);
-            loaded += convert_and_load(exe, args, tmpdir, dir);
-        }
-    }
-    fprintf(stderr, "llama.cpp loaded and encoded %d of 12 --encoder-only files\n", loaded);
-    /* massive residual channels (20x in the embedding and norm weights)
-     * change values, not the file's shape: still a model llama.cpp runs */
-    convert_and_load(exe, "--random s1-nano --massive 4 --type f16 --encoder-only", tmpdir, dir);
-    convert_and_load(exe, "--random s1-pico --massive 2 --massive-ratio 50 --type q8_0 "
-                     "--encoder-only", tmpdir, dir);
-
-    /* Hugging Face directories the executable writes (a script calling
-     * write-random-hf): no head; the masked-LM head, three bf16 shards,
-     * names without "model."; the classifier head in f16. */
+/* Hugging Face directories the executable writes (a script calling
+ * write-random-hf): no head; the masked-LM head, three bf16 shards, names
+ * without "model."; the classifier head in f16.  EXE converts them in
+ * TMPDIR and llama.cpp's library in DIR loads them. */
+static void test_hf_directories(const char *exe, const char *tmpdir, const char *dir) {
     static const struct { const char *dir, *args, *type; } hf[] = {
         {"hf-model", ":dtype :f32", "q8_0"},
         {"hf-mlm", ":dtype :bf16 :shards 3 :prefix \"\" :head :masked-lm", "f16"},
@@ -273,9 +233,11 @@ int main(void) {
         CHECK(check_system(cmd) == 0);
     }
     unlink(script);
+}
 
-    /* The full decision file: the head's blocks are not ModernBERT blocks,
-     * and the loader refuses tensors it does not know (README says so). */
+/* The full decision file: the head's blocks are not ModernBERT blocks,
+ * and the loader refuses tensors it does not know (README says so). */
+static void test_decision_file(const char *exe, const char *tmpdir, const char *dir) {
     char out[400], log[400], cmd[1400], why[200] = "";
     snprintf(out, sizeof out, "%s/full.gguf", tmpdir);
     snprintf(log, sizeof log, "%s/run.log", tmpdir);
@@ -286,6 +248,53 @@ int main(void) {
               "found %s", v == LOADED ? "it loaded" : v < 0 ? why : verdict_name(v));
     unlink(out);
     unlink(log);
+}
+
+int main(void) {
+    const char *exe = getenv("RONTOLISP_EXE");
+    char dir[512];
+    if (ll_lib_dir(dir, sizeof dir) != 0) {
+        printf("C test llama_model: RL_LLAMA_LIB is longer than %zu bytes\n", sizeof dir - 1);
+        return 1;
+    }
+    if (!exe || !*exe)
+        exe = "build/rontolisp";
+    if (!ll_load(dir))
+        return check_report("llama_model");
+    if (access(exe, X_OK) != 0) {
+        CHECK_SKIP("%s not built: no --encoder-only file to load", exe);
+        return check_report("llama_model");
+    }
+    /* ggml_abort would otherwise run gdb on the child for a backtrace. */
+    setenv("GGML_NO_BACKTRACE", "1", 1);
+    const char *t = getenv("TMPDIR");
+    char tmpdir[256];
+    snprintf(tmpdir, sizeof tmpdir, "%s/rl-test-llama-model.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    static const char *presets[] = {"s1-pico", "s1-nano", "s1-micro"};
+    static const char *types[] = {"f32", "f16", "bf16", "q8_0"};
+    int loaded = 0;
+    for (size_t p = 0; p < 3; p++) {
+        for (size_t k = 0; k < 4; k++) {
+            char args[200];
+            snprintf(args, sizeof args, "--random %s --type %s --encoder-only", presets[p],
+                     types[k]);
+            CHECK_CASE(loaded += convert_and_load(exe, args, tmpdir, dir));
+        }
+    }
+    fprintf(stderr, "llama.cpp loaded and encoded %d of 12 --encoder-only files\n", loaded);
+    /* massive residual channels (20x in the embedding and norm weights)
+     * change values, not the file's shape: still a model llama.cpp runs */
+    CHECK_CASE(convert_and_load(exe, "--random s1-nano --massive 4 --type f16 --encoder-only",
+                                tmpdir, dir));
+    CHECK_CASE(convert_and_load(exe, "--random s1-pico --massive 2 --massive-ratio 50 "
+                                "--type q8_0 --encoder-only", tmpdir, dir));
+
+    CHECK_CASE(test_hf_directories(exe, tmpdir, dir));
+    CHECK_CASE(test_decision_file(exe, tmpdir, dir));
     rmdir(tmpdir);
     return check_report("llama_model");
 }

@@ -599,15 +599,15 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    test_q8_matmul();
-    test_q8_matches_matvec();
-    test_q8_whole_sums();
-    test_q8_token_runs();
-    test_outlier_product();
-    test_q8x2_spec();
-    test_q8x2_residual();
-    test_float_matmul();
-    test_f16_nan_weights();
-    test_errors();
+    CHECK_CASE(test_q8_matmul());
+    CHECK_CASE(test_q8_matches_matvec());
+    CHECK_CASE(test_q8_whole_sums());
+    CHECK_CASE(test_q8_token_runs());
+    CHECK_CASE(test_outlier_product());
+    CHECK_CASE(test_q8x2_spec());
+    CHECK_CASE(test_q8x2_residual());
+    CHECK_CASE(test_float_matmul());
+    CHECK_CASE(test_f16_nan_weights());
+    CHECK_CASE(test_errors());
     return check_report("matmul");
 }

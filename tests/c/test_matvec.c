@@ -8,6 +8,7 @@
 
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
+#include "prims/matmul.h"
 #include "prims/matvec.h"
 #include "prims/pool.h"
 #include "prims/q8.h"
@@ -403,11 +404,11 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    test_q8_paths();
-    test_q8_knobs();
-    test_q8_naive();
-    test_f32();
-    test_errors();
+    CHECK_CASE(test_q8_paths());
+    CHECK_CASE(test_q8_knobs());
+    CHECK_CASE(test_q8_naive());
+    CHECK_CASE(test_f32());
+    CHECK_CASE(test_errors());
     rl_pool_shutdown();
     return check_report("matvec");
 }

@@ -445,17 +445,17 @@ static void test_bias_act(void) {
 }
 
 int main(void) {
-    test_layer_norm();
-    test_layer_norm_overflow();
-    test_layer_norm_bias();
-    test_bias_act();
-    test_first_non_finite();
-    test_rope();
-    test_attention();
-    test_attention_self_window();
-    test_attention_rows();
-    test_rope_pair();
-    test_geglu();
-    test_errors();
+    CHECK_CASE(test_layer_norm());
+    CHECK_CASE(test_layer_norm_overflow());
+    CHECK_CASE(test_layer_norm_bias());
+    CHECK_CASE(test_bias_act());
+    CHECK_CASE(test_first_non_finite());
+    CHECK_CASE(test_rope());
+    CHECK_CASE(test_attention());
+    CHECK_CASE(test_attention_self_window());
+    CHECK_CASE(test_attention_rows());
+    CHECK_CASE(test_rope_pair());
+    CHECK_CASE(test_geglu());
+    CHECK_CASE(test_errors());
     return check_report("nn");
 }

@@ -277,11 +277,11 @@ static void test_non_finite(void) {
 }
 
 int main(void) {
-    test_non_finite();
-    test_f16_exhaustive();
-    test_f16_edges();
-    test_bf16();
-    test_rows();
-    test_f16c();
+    CHECK_CASE(test_non_finite());
+    CHECK_CASE(test_f16_exhaustive());
+    CHECK_CASE(test_f16_edges());
+    CHECK_CASE(test_bf16());
+    CHECK_CASE(test_rows());
+    CHECK_CASE(test_f16c());
     return check_report("numfmt");
 }

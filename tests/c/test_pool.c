@@ -82,8 +82,8 @@ static void test_split(void) {
 }
 
 int main(void) {
-    test_pool();
-    test_split();
+    CHECK_CASE(test_pool());
+    CHECK_CASE(test_split());
     rl_pool_shutdown();
     return check_report("pool");
 }

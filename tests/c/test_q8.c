@@ -571,16 +571,16 @@ static void test_dequantize(void) {
 }
 
 int main(void) {
-    test_corner_table(GOLDEN "q8_main.edge_blocks.expected.json", 19);
-    test_corner_table(GOLDEN "q8_main.tiny_d.expected.json", 3);
-    test_golden_file("q8_main.f32", "q8_main.q8_0");
-    test_golden_file("q8_f16src.f16", "q8_f16src.q8_0");
-    test_golden_file("q8_bf16src.bf16", "q8_bf16src.q8_0");
-    test_golden_file("q8_align64.f32", "q8_align64.q8_0");
-    test_golden_errors();
-    test_errors();
-    test_random_blocks(3L << 20);
-    test_sources();
-    test_dequantize();
+    CHECK_CASE(test_corner_table(GOLDEN "q8_main.edge_blocks.expected.json", 19));
+    CHECK_CASE(test_corner_table(GOLDEN "q8_main.tiny_d.expected.json", 3));
+    CHECK_CASE(test_golden_file("q8_main.f32", "q8_main.q8_0"));
+    CHECK_CASE(test_golden_file("q8_f16src.f16", "q8_f16src.q8_0"));
+    CHECK_CASE(test_golden_file("q8_bf16src.bf16", "q8_bf16src.q8_0"));
+    CHECK_CASE(test_golden_file("q8_align64.f32", "q8_align64.q8_0"));
+    CHECK_CASE(test_golden_errors());
+    CHECK_CASE(test_errors());
+    CHECK_CASE(test_random_blocks(3L << 20));
+    CHECK_CASE(test_sources());
+    CHECK_CASE(test_dequantize());
     return check_report("q8");
 }

@@ -273,8 +273,8 @@ static void test_matrix(void) {
 }
 
 int main(void) {
-    test_random_blocks();
-    test_corners();
-    test_matrix();
+    CHECK_CASE(test_random_blocks());
+    CHECK_CASE(test_corners());
+    CHECK_CASE(test_matrix());
     return check_report("q8_outlier");
 }

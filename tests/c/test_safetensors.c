@@ -36,7 +36,8 @@ static rl_st_status parse(const char *header, size_t datalen, char *msg) {
     return st;
 }
 
-int main(void) {
+/* A file with three tensors and metadata, read back. */
+static void test_parse(void) {
     char msg[RL_ST_MSG_SIZE];
     float vals[3] = {1.0f, -2.5f, 3.0f};
     uint16_t halves[2] = {0x3c00, 0xc000};
@@ -68,7 +69,11 @@ int main(void) {
         rl_st_close(f);
         free(b);
     }
-    /* Bad files, one per status. */
+}
+
+/* Bad files, one per status. */
+static void test_bad_files(void) {
+    char msg[RL_ST_MSG_SIZE];
     {
         rl_st_file *f = NULL;
         CHECK_EQ_U(rl_st_parse("\1\0\0", 3, &f, msg, sizeof msg, NULL), RL_ST_E_TRUNCATED);
@@ -108,5 +113,10 @@ int main(void) {
     }
     CHECK(!strcmp(rl_st_status_name(RL_ST_E_OVERLAP), "overlap"));
     rl_st_close(NULL);
+}
+
+int main(void) {
+    CHECK_CASE(test_parse());
+    CHECK_CASE(test_bad_files());
     return check_report("safetensors");
 }

@@ -378,6 +378,17 @@ static void test_bad_spec(void) {
     v.spec.n_lstrip = 1;
     CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_BAD_SPEC);
     CHECK(strcmp(rl_tok_status_name(RL_TOK_UNKNOWN), "unknown-symbol") == 0);
+    /* a token type outside llama.cpp's 1..6 (0 is its "undefined") */
+    static const int32_t bad_types[] = {99, -1, 0, 7};
+    for (size_t k = 0; k < sizeof bad_types / sizeof *bad_types; k++) {
+        char want[64];
+        small_init(&v);
+        v.type[T_CAB] = bad_types[k];
+        snprintf(want, sizeof want, "found %d", (int)bad_types[k]);
+        CHECK_MSG(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_BAD_SPEC && !t &&
+                      strstr(msg, "token 261") && strstr(msg, want),
+                  "type %d: %s", (int)bad_types[k], msg);
+    }
 }
 
 static void test_bad_utf8(void) {
@@ -542,6 +553,143 @@ static void test_gpt2(void) {
     tok_gguf_free(&g);
 }
 
+/* Many added tokens sharing a first byte, against a naive matcher: the
+ * tries find what trying every token at every position finds
+ * (leftmost-longest per class, control tokens first, lstrip and rstrip),
+ * on random texts.  Tokens 0..255 are the bytes and there are no merges,
+ * so the text between matches is one id a byte. */
+enum { MANY = 3000, MANY_TEXTS = 2000 };
+
+typedef struct {
+    char *tok[256 + MANY];
+    size_t len[256 + MANY];
+    int32_t type[256 + MANY];
+    uint8_t strip[256 + MANY];
+} many_vocab;
+
+static uint32_t many_rand(uint32_t *state) {
+    *state = *state * 1103515245u + 12345u;
+    return *state >> 8;
+}
+
+/* The longest token of class CLS (3 control, 4 user-defined) at s[i], or
+ * -1; *e its end. */
+static int32_t naive_at(const many_vocab *v, int32_t cls, const char *s, size_t n, size_t i,
+                        size_t *e) {
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 256; id < 256 + MANY; id++)
+        if (v->type[id] == cls && v->len[id] > best_len && v->len[id] <= n - i &&
+            memcmp(v->tok[id], s + i, v->len[id]) == 0) {
+            best = id;
+            best_len = v->len[id];
+        }
+    *e = i + best_len;
+    return best;
+}
+
+/* The ids of s[0..n) by the naive matcher, appended at out[*no]. */
+static void naive_encode(const many_vocab *v, int32_t cls, const char *s, size_t n,
+                         int32_t *out, size_t *no) {
+    size_t from = 0, i = 0;
+    while (i <= n) {
+        size_t e = i, start = i, stop = i;
+        int32_t id = i < n ? naive_at(v, cls, s, n, i, &e) : -1;
+        if (i < n && id < 0) {
+            i++;
+            continue;
+        }
+        if (id >= 0) {
+            while ((v->strip[id] & 1) && start > from && s[start - 1] == ' ')
+                start--;
+            stop = e;
+            while ((v->strip[id] & 2) && stop < n && s[stop] == ' ')
+                stop++;
+        }
+        if (from < start) {
+            if (cls == 3)
+                naive_encode(v, 4, s + from, start - from, out, no);
+            else
+                for (size_t k = from; k < start; k++)
+                    out[(*no)++] = (uint8_t)s[k];
+        }
+        if (id < 0)
+            break;
+        out[(*no)++] = id;
+        from = stop;
+        i = e;
+    }
+}
+
+static void test_many_added_tokens(void) {
+    static many_vocab v;
+    static const char alphabet[] = "<<<ab >";
+    char bytes[256][3], msg[256], text[256];
+    int32_t want[256], *ids;
+    uint32_t rng = 36;
+    size_t n;
+    static int32_t lstrip[MANY], rstrip[MANY];
+    size_t nl = 0, nr = 0;
+    for (int b = 0; b < 256; b++) {
+        v.len[b] = byte_char(b, bytes[b]);
+        v.tok[b] = bytes[b];
+        v.type[b] = 1;
+    }
+    for (int32_t id = 256; id < 256 + MANY;) {
+        size_t len = 2 + many_rand(&rng) % 6;
+        char *tok = malloc(len);
+        tok[0] = many_rand(&rng) % 8 ? '<' : 'a'; /* most share their first byte */
+        for (size_t k = 1; k < len; k++)
+            tok[k] = alphabet[many_rand(&rng) % (sizeof alphabet - 1)];
+        int dup = 0;
+        for (int32_t j = 256; j < id && !dup; j++)
+            dup = v.len[j] == len && memcmp(v.tok[j], tok, len) == 0;
+        if (dup) {
+            free(tok);
+            continue;
+        }
+        v.tok[id] = tok;
+        v.len[id] = len;
+        v.type[id] = many_rand(&rng) % 3 ? 3 : 4;
+        v.strip[id] = (uint8_t)(many_rand(&rng) % 8 == 0 ? many_rand(&rng) % 4 : 0);
+        if (v.strip[id] & 1)
+            lstrip[nl++] = id;
+        if (v.strip[id] & 2)
+            rstrip[nr++] = id;
+        id++;
+    }
+    rl_tok_spec spec = {.n_tokens = 256 + MANY, .tokens = (const char *const *)v.tok,
+                        .token_lens = v.len, .token_types = v.type, .unk_id = -1,
+                        .bos_id = -1, .eos_id = -1, .lstrip_ids = lstrip, .n_lstrip = nl,
+                        .rstrip_ids = rstrip, .n_rstrip = nr};
+    rl_tok *t;
+    CHECK_MSG(rl_tok_new(&spec, &t, msg, sizeof msg) == RL_TOK_OK, "%s", msg);
+    long mismatches = 0, matched = 0;
+    for (int k = 0; k < MANY_TEXTS; k++) {
+        size_t len = many_rand(&rng) % 200, nw = 0;
+        for (size_t i = 0; i < len; i++)
+            text[i] = alphabet[many_rand(&rng) % (sizeof alphabet - 1)];
+        naive_encode(&v, 3, text, len, want, &nw);
+        for (size_t i = 0; i < nw; i++)
+            matched += want[i] >= 256;
+        if (rl_tok_encode(t, text, len, 0, 1, &ids, &n, msg, sizeof msg) != RL_TOK_OK) {
+            CHECK_MSG(0, "encoding text %d: %s", k, msg);
+            continue;
+        }
+        if (n != nw || memcmp(ids, want, n * sizeof *ids) != 0) {
+            if (mismatches++ < 3)
+                CHECK_MSG(0, "text %d \"%.*s\": %zu ids, the naive matcher %zu", k, (int)len,
+                          text, n, nw);
+        }
+        free(ids);
+    }
+    CHECK_MSG(mismatches == 0, "%ld of %d texts differ", mismatches, MANY_TEXTS);
+    CHECK_MSG(matched > 10 * MANY_TEXTS, "only %ld added tokens matched", matched);
+    rl_tok_free(t);
+    for (int32_t id = 256; id < 256 + MANY; id++)
+        free(v.tok[id]);
+}
+
 /* A long piece without white space costs time about linear in it (the BPE
  * is not quadratic): 1 MiB takes less than 40 times as long as 128 KiB, 8
  * times the bytes (measured: 10 to 26, the caches' share growing; quadratic
@@ -593,16 +741,17 @@ static void test_long_piece(void) {
 }
 
 int main(void) {
-    test_classes();
-    test_split();
-    test_nfc_conformance();
-    test_small_bpe();
-    test_special();
-    test_unknown();
-    test_bad_spec();
-    test_bad_utf8();
-    test_decode();
-    test_gpt2();
-    test_long_piece();
+    CHECK_CASE(test_classes());
+    CHECK_CASE(test_split());
+    CHECK_CASE(test_nfc_conformance());
+    CHECK_CASE(test_small_bpe());
+    CHECK_CASE(test_special());
+    CHECK_CASE(test_unknown());
+    CHECK_CASE(test_bad_spec());
+    CHECK_CASE(test_bad_utf8());
+    CHECK_CASE(test_decode());
+    CHECK_CASE(test_many_added_tokens());
+    CHECK_CASE(test_gpt2());
+    CHECK_CASE(test_long_piece());
     return check_report("tokenizer");
 }

@@ -86,6 +86,6 @@ static void test_tables(void) {
 }
 
 int main(void) {
-    test_tables();
+    CHECK_CASE(test_tables());
     return check_report("types");
 }

@@ -146,11 +146,11 @@ static void test_ascii_p(void) {
 }
 
 int main(void) {
-    test_round_trip();
-    test_lengths();
-    test_encode_replaces();
-    test_decode_invalid();
-    test_bytes_round_trip();
-    test_ascii_p();
+    CHECK_CASE(test_round_trip());
+    CHECK_CASE(test_lengths());
+    CHECK_CASE(test_encode_replaces());
+    CHECK_CASE(test_decode_invalid());
+    CHECK_CASE(test_bytes_round_trip());
+    CHECK_CASE(test_ascii_p());
     return check_report("utf8");
 }

@@ -695,11 +695,11 @@ int main(void) {
         return 1;
     }
     rl_gguf_writer_free(NULL);
-    test_round_trips();
-    test_all_types();
-    test_writer_failures();
-    test_many_names_linear();
-    test_streaming();
+    CHECK_CASE(test_round_trips());
+    CHECK_CASE(test_all_types());
+    CHECK_CASE(test_writer_failures());
+    CHECK_CASE(test_many_names_linear());
+    CHECK_CASE(test_streaming());
     rmdir(tmpdir);
     return check_report("write");
 }

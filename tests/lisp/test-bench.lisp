@@ -131,6 +131,28 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
            (is (not (contains out "norm")) "a 1-D tensor was benchmarked"))
       (ignore-errors (delete-file path)))))
 
+(test bench-escapes-file-and-tensor-names
+  ;; a newline in a name once broke the table's lines: names are escaped as
+  ;; inspect prints them
+  (let ((path (tmp-path (format nil "bench~%name.gguf")))
+        (name (format nil "odd~%weight~C[2J" (code-char 27)))
+        (state (make-random-state t)))
+    (gguf:write path (gguf:make-file :tensors (list (list name (vec-random-matrix 4 64 1.0 state)))))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "bench" path "--iters" "1" "--no-probe"))
+           (is (= 0 code) "stderr: ~A" err)
+           (is (contains out "odd\\nweight\\u001b[2J") "~A" out)
+           (is (contains out "bench\\nname.gguf") "~A" out)
+           (is (not (contains out name)) "~A" out)
+           (is (not (contains err name)) "~A" err)
+           (is (not (find (code-char 27) out)))
+           ;; every table line starts with the escaped name or is a header
+           (is (not (find-if (lambda (line) (and (plusp (length line)) (search "weight" line)
+                                                 (not (search "odd" line))))
+                             (split-lines out)))
+               "~A" out))
+      (ignore-errors (delete-file path)))))
+
 (test bench-command-random-preset
   (if (find "convert" rontolisp::*commands* :key #'rontolisp::command-name :test #'string=)
       (multiple-value-bind (code out err) (run-exe '("bench" "--random" "s1-pico" "--iters" "1"))

@@ -324,25 +324,6 @@ a lossless F16 output, the same bytes as the Laya encoder."
 ;;; Broken inputs: each refused before anything is written, in one line
 ;;; naming the input file and the key or tensor.
 
-(defun edit-json (path fn)
-  "Replace the JSON file PATH by FN of its parsed object (edited in place
-or answered)."
-  (let* ((v (rontolisp:read-json-file path))
-         (new (or (funcall fn v) v)))
-    (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
-      (rontolisp::write-json (json-data new) s))))
-
-(defun json-data (v)
-  "Parsed JSON V in the form WRITE-JSON takes."
-  (cond ((hash-table-p v)
-         (cons :object (loop for k being the hash-keys of v using (hash-value x)
-                             collect (cons k (json-data x)))))
-        ((stringp v) v)
-        ((vectorp v) (map 'vector #'json-data v))
-        ((eq v t) :true)
-        ((null v) :false)
-        (t v)))
-
 (defun edit-text (path old new)
   "Replace the text OLD (which must be there) by NEW in the file PATH: for
 what the JSON writer cannot write, such as 1e999."
@@ -503,7 +484,7 @@ what the JSON writer cannot write, such as 1e999."
                                           "found [\"\", \"b\"]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (vector "" "b")) h)))
-    ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found an array of 2")
+    ("a merge [[\"x\"],5]" "tokenizer.json" ("model.merges[0]" "found [[\"x\"], 5]")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 0) (vector (vector "x") 5)) h)))
     ("\"false\" as a boolean" "tokenizer.json" ("\"special\"" "true or false" "found \"false\"")
@@ -515,6 +496,9 @@ what the JSON writer cannot write, such as 1e999."
     ("an added token at 999999" "tokenizer.json" ("added_tokens[1]" "below 1024" "found 999999")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (gethash "id" (aref (gethash "added_tokens" h) 1)) 999999) h)))
+    ("added tokens as a string" "tokenizer.json" ("\"added_tokens\"" "expected an array"
+                                                 "found the string \"\"")
+     ("tokenizer/tokenizer.json" ,(lambda (h) (setf (gethash "added_tokens" h) "") h)))
     ("a merge with a NUL" "tokenizer.json" ("\\u0000 is not allowed")
      ("tokenizer/tokenizer.json"
       ,(lambda (h) (setf (aref (gethash "merges" (gethash "model" h)) 1) (format nil "a~C b" (code-char 0))) h)))
@@ -760,7 +744,8 @@ file).  A header whose tensor runs past the end of the file is refused too."
 
 (defun hf-convert-seconds (layers)
   "The seconds converting a Hugging Face ModernBERT of LAYERS tiny layers
-takes in this process (the least of two runs)."
+takes in this process, in CPU time (the least of two runs): the wall clock of a
+loaded machine made the ratio below a coin toss."
   (let ((rontolisp::*presets* (cons (list "many" :hidden 2 :vocab 300 :layers layers
                                           :intermediate 1 :head-layers 1 :heads 1)
                                     rontolisp::*presets*))
@@ -770,9 +755,9 @@ takes in this process (the least of two runs)."
          (progn
            (rontolisp:write-random-hf dir "many")
            (loop repeat 2
-                 minimize (let ((start (get-internal-real-time)))
+                 minimize (let ((start (get-internal-run-time)))
                             (rontolisp::convert-hf dir out :type :f32)
-                            (/ (- (get-internal-real-time) start) internal-time-units-per-second))))
+                            (/ (- (get-internal-run-time) start) internal-time-units-per-second))))
       (ignore-errors (delete-file out))
       (sh "rm -rf \"$1\"" dir))))
 
@@ -783,7 +768,8 @@ tensors were sorted and matched by a search of the expected list each:
   (let* ((small (hf-convert-seconds 300))
          (large (hf-convert-seconds 1200))
          (ratio (/ large (max small 1/1000))))
-    (is (< ratio 7) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))
+    ;; linear is 4, the quadratic search it guards against 16
+    (is (< ratio 10) "300 layers ~,2Fs, 1200 layers ~,2Fs: ratio ~,1F" small large ratio)))
 
 (test convert-summary-names-the-head-the-file-has
   "The summary line names the head the written file holds: the decision

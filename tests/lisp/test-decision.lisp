@@ -10,18 +10,6 @@
 (def-suite decision :in all :description "The decision head and `decide'.")
 (in-suite decision)
 
-(defvar *decision-files* (make-hash-table :test 'equal)
-  "Random model files with their head, written once per run, by (preset head-type).")
-
-(defun decision-file (preset head-type)
-  "The path of a GGUF file of the random PRESET with its decision head of
-HEAD-TYPE (encoder F32), written on first use."
-  (let ((key (list preset head-type)))
-    (or (gethash key *decision-files*)
-        (let ((path (tmp-path (format nil "~A-head-~(~A~).gguf" preset head-type))))
-          (gguf:write path (rontolisp::random-model preset :type :f32 :head-type head-type))
-          (setf (gethash key *decision-files*) path)))))
-
 (defun systemone-text (q)
   "The text the converter's chat template renders for the plist question Q:
 [CLS]type question: instructions[SEP]([MASK]option)*[SEP]state[SEP]."
@@ -579,6 +567,161 @@ reuse the compiled template kept in the head and render the same text."
       (is (string= (systemone-text q) text))
       (is (string= text (model:render model q)))
       (is (eq compiled (model::decision-head-template head))))))
+
+;;; Hostile templates, long lines and the values errors report.
+
+(defun decision-file-with-template (template)
+  "A fresh copy of the s1-pico decision file whose chat template is TEMPLATE."
+  (let ((path (tmp-path "template.gguf")))
+    (gguf:write path (file-with (decision-file "s1-pico" :f32) :key "tokenizer.chat_template"
+                                                            :type :string :value template))
+    path))
+
+(defun question-json (type instructions options state)
+  "A question as one line of JSON."
+  (with-output-to-string (s)
+    (rontolisp::write-json (list :object (cons "type" type) (cons "instructions" instructions)
+                                (cons "options" (coerce options 'vector)) (cons "state" state))
+                          s)))
+
+(defun longest-token-length (model)
+  (loop for id below (model:vocabulary-size model)
+        maximize (length (model:token-piece model id))))
+
+(defparameter *multiplying-template*
+  (concatenate 'string "[CLS]{{ type }} question: "
+               "{% if state == 'spin' %}" (nested-loops 4 "") "{% endif %}"
+               (nested-loops 6 "{{ instructions }}")
+               "[SEP]{% for o in options %}[MASK]{{ o.text if o.text is defined else o }}~
+{% endfor %}[SEP]{{ state }}[SEP]")
+  "The converter's template with loops that multiply: six nested ones print
+the instructions once per combination of options, and with the state
+\"spin\" four more print nothing.")
+
+(test decide-command-stops-a-multiplying-template-and-goes-on
+  "A template whose loops multiply stops at the rendered-text limit
+(decision.max_tokens times the longest token's bytes) or the loop limit,
+as an error on its line naming the limit, and the next lines are answered."
+  (let* ((file (decision-file-with-template *multiplying-template*))
+         (model (model:load file))
+         (limit (* 1024 (longest-token-length model)))
+         (options (loop for i from 1 to 20 collect (format nil "o~D" i)))
+         (path (write-file-string
+                (tmp-path "questions.jsonl")
+                (format nil "~A~%~A~%~A~%"
+                        (question-json "choice" (make-string 300 :initial-element #\x)
+                                       (subseq options 0 5) "s")
+                        (question-json "choice" "x" options "spin")
+                        (question-json "choice" "ok?" '("yes") "s")))))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "decide" file path))
+           (is (= 1 code))
+           (is (= 2 (count #\Newline err)) "~A" err)
+           (is (contains err (format nil "line 1: template offset ~D: expected a rendered text of ~
+at most ~D characters" (search "instructions }}" *multiplying-template*) limit))
+               "~A" err)
+           (is (contains err (format nil "(decision.max_tokens 1024 times ~D, the longest token's bytes)"
+                                     (longest-token-length model)))
+               "~A" err)
+           (is (contains err "line 2: template offset") "~A" err)
+           (is (contains err "expected at most 65536 loop iterations") "~A" err)
+           (is (contains out "question 3 (choice, 1 option)") "~A" out)
+           (is (not (contains out "question 1")) "~A" out))
+      (ignore-errors (delete-file file))
+      (ignore-errors (delete-file path)))))
+
+(test render-stops-six-loops-over-100-options
+  "Six loops over 100 options printing 300 characters asked for 3e14
+characters (memory grew until the process was killed): the rendering
+stops at the limit with an error naming it."
+  (let* ((file (decision-file-with-template *multiplying-template*))
+         (model (model:load file))
+         (question (list :type "choice" :instructions (make-string 300 :initial-element #\x)
+                         :options (loop for i below 100 collect (format nil "o~D" i))
+                         :state "s")))
+    (unwind-protect
+         (dolist (call (list #'model:render #'model:decide))
+           (handler-case (progn (funcall call model question)
+                                (fail "~A answered" call))
+             (rontolisp:template-error (c)
+               (is (contains (princ-to-string c) "decision.max_tokens 1024 times")
+                   "~A" c))))
+      (ignore-errors (delete-file file)))))
+
+(test decide-refuses-a-long-literal-template-at-the-limit
+  "A template of one long literal is refused at the rendered-text limit,
+before the text is made and tokenized."
+  (let* ((file (decision-file-with-template
+                (concatenate 'string "[CLS]" (make-string 1000000 :initial-element #\z)
+                             "{% for o in options %}[MASK]{% endfor %}")))
+         (model (model:load file)))
+    (unwind-protect
+         (handler-case (progn (model:decide model (first model:*questions*))
+                              (fail "answered"))
+           (rontolisp:template-error (c)
+             (is (= 0 (rontolisp:template-error-offset c)))
+             (is (contains (princ-to-string c) "decision.max_tokens 1024 times") "~A" c)))
+      (ignore-errors (delete-file file)))))
+
+(test decide-command-answers-the-lines-after-an-over-long-one
+  "A line over the longest a questions file may hold (64 MiB; lowered
+here) is an error on that line, skipped without being kept, and the lines
+after it are answered."
+  (is (= (* 64 1024 1024) model::*max-line-bytes*))
+  (let* ((file (decision-file "s1-pico" :f32))
+         (good (question-json "choice" "ok?" '("yes" "no") "s"))
+         (long (question-json "choice" (make-string 5000 :initial-element #\x) '("yes") "s"))
+         (path (write-file-string (tmp-path "questions.jsonl")
+                                  (format nil "~A~%~A~%~A~%~A" good long good long))))
+    (unwind-protect
+         (let* ((out (make-string-output-stream))
+                (err (make-string-output-stream))
+                (code (let ((*standard-output* out) (*error-output* err)
+                            (model::*max-line-bytes* 1000))
+                        (handler-case (rontolisp::command-decide (list file path))
+                          (error (c) (format nil "~A" c)))))
+                (out (get-output-stream-string out))
+                (err (get-output-stream-string err)))
+           (is (eql 1 code) "~A" code)
+           (is (= 2 (count #\Newline err)) "~A" err)
+           (dolist (line '(2 4))
+             (is (contains err (format nil "line ~D: expected a line of at most 1000 bytes" line))
+                 "~A" err))
+           (is (contains out "question 1 (choice, 2 options)") "~A" out)
+           (is (contains out "question 3 (choice, 2 options)") "~A" out))
+      (ignore-errors (delete-file path)))))
+
+(test decide-command-reports-found-values-as-json
+  "A question's wrong value is reported as the JSON it was written in:
+null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
+  (let* ((file (decision-file "s1-pico" :f32))
+         (lines '(("{\"type\": null, \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"type\": expected a string, found null")
+                  ("{\"type\": 1.5, \"instructions\": \"x\", \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"type\": expected a string, found 1.5")
+                  ("{\"type\": \"choice\", \"instructions\": [[1, 2], [3]], \"options\": [\"a\"], \"state\": \"s\"}"
+                   "field \"instructions\": expected a string, found [[1, 2], [3]]")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [[[\"a\"]]], \"state\": \"s\"}"
+                   "option 1: expected a string or {\"text\": string}, found [[\"a\"]]")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": 2.5, \"state\": \"s\"}"
+                   "field \"options\": expected an array of options, found 2.5")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [{\"text\": null}], \"state\": \"s\"}"
+                   "option 1: expected a string or an object with a string \"text\", found {\"text\": null}")
+                  ("{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a\"], \"state\": false}"
+                   "field \"state\": expected a string, found false")
+                  ("[[1.5, null]]" "expected a question as a JSON object, found [[1.5, null]]")))
+         (path (write-file-string (tmp-path "questions.jsonl")
+                                  (format nil "~{~A~%~}" (mapcar #'first lines)))))
+    (unwind-protect
+         (multiple-value-bind (code out err) (run-exe (list "decide" file path))
+           (is (= 1 code))
+           (is (string= "" out))
+           (is (= (length lines) (count #\Newline err)) "~A" err)
+           (loop for (nil message) in lines for n from 1
+                 do (is (contains err (format nil "line ~D: ~A" n message)) "~A~%~A" message err))
+           (dolist (lisp '(":NULL" "d0" "#(" "NIL"))
+             (is (not (contains err lisp)) "~A in ~A" lisp err)))
+      (ignore-errors (delete-file path)))))
 
 ;;; The last block: only the marker rows go on after attention.
 

@@ -106,6 +106,28 @@ type (from test-gguf.lisp)."
       (is (search "--rename-tensor OLD NEW" stdout)))
     (delete-file in)))
 
+(test edit-refuses-numbers-beyond-their-type
+  ;; one rule for every number: 1e999999999 once ran for ever (the Lisp
+  ;; reader built the bignum), and an untyped 1e999 was kept as a string
+  ;; while 1e39 was refused
+  (let ((in (edit-input)) (out (tmp-path "edit-range.gguf")))
+    (loop for (arg range) in '(("new.d=1e999999999:f64" "the f64 range")
+                               ("new.d=1e999:f64" "the f64 range")
+                               ("new.x=1e999" "the f32 range")
+                               ("new.x=1e39" "the f32 range")
+                               ("new.x=1e39:f32" "the f32 range")
+                               ("new.i=300:u8" "an integer from 0 to 255"))
+          do (multiple-value-bind (code stdout stderr) (run-exe (list "edit" in out "--set" arg))
+               (declare (ignore stdout))
+               (is (= 2 code) "~S: exit ~D" arg code)
+               (is (search "--set new." stderr) "~S: ~S" arg stderr)
+               (is (search range stderr) "~S: ~S" arg stderr)))
+    (is (null (probe-file out)))
+    (is (= 0 (run-exe (list "edit" in out "--set" "new.d=1e308:f64" "--set" "new.x=-2.5e-3"))))
+    (is (equalp '(("new.d" :f64 1d308) ("new.x" :f32 -2.5e-3))
+                (last (metadata-of out) 2)))
+    (delete-file in) (ignore-errors (delete-file out))))
+
 ;;; The report: brief whatever the size of a value, and always what the
 ;;; written file shows.
 

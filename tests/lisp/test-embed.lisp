@@ -57,15 +57,6 @@ taxicab, Euclidean and p-norms, on random vectors and on zeros."
               do (is (equal ref (map 'list #'single-bits (rontolisp::normalize-embedding v norm)))
                      "norm ~D differs from common_embd_normalize" norm)))))
 
-(defun embed-json (args)
-  "The parsed JSON lines of `rontolisp embed ARGS --json'."
-  (multiple-value-bind (code out err) (run-exe (append (list "embed") args (list "--json")))
-    (is (eql 0 code) "embed ~{~A~^ ~}: ~A" args err)
-    (mapcar #'yason:parse (split-lines out))))
-
-(defun json-floats (row)
-  (map '(simple-array single-float (*)) (lambda (x) (coerce x 'single-float)) row))
-
 (test embed-pools-as-the-file-says-and-normalizes-as-llama
   "Without --pooling, embed pools as modern-bert.pooling_type says (none
 without the key; rank refused by name); every line is scaled to unit

@@ -22,16 +22,6 @@
   (loop for i below n
         always (same-bits-p (enc-row y i) (funcall fn i))))
 
-(defun enc-with-knobs (fn)
-  "Call FN with SIMD off and on and 1 to 3 threads; the knobs restored."
-  (let ((simd (rontolisp:simd)) (threads (rontolisp:threads)))
-    (unwind-protect
-         (dolist (on '(nil t))
-           (loop for n from 1 to 3
-                 do (setf (rontolisp:simd) on (rontolisp:threads) n)
-                    (funcall fn on n)))
-      (setf (rontolisp:simd) simd (rontolisp:threads) threads))))
-
 ;;; Matrix times a sequence.
 
 (test matmul-q8-rows-are-matvec-of-each-token

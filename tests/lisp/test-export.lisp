@@ -170,3 +170,224 @@ last block with and without room for the length) and across the reader's
   (let ((h (make-array 8 :element-type '(unsigned-byte 32))))
     (signals rontolisp::index-error
       (rontolisp::%sha256-blocks h (make-array 64 :element-type '(unsigned-byte 8)) 63))))
+
+;;; Only its own files (issue 36): the previous manifest, names, links,
+;;; unreadable directories, temporary files.
+
+(defun entry-names (dir)
+  "The names in the directory DIR, in byte order."
+  (mapcar #'car (rontolisp::directory-entries dir)))
+
+(defun manifest-names (out)
+  (map 'list (lambda (m) (gethash "name" m))
+       (gethash "models" (rontolisp:read-json-file (format nil "~A/manifest.json" out)))))
+
+(test export-deletes-only-the-gguf-files-it-wrote
+  "A manifest.json already in OUT_DIR is no order to delete: of the files
+it lists for models that are gone (or that fail), only a NAME.gguf that is
+still the regular file export wrote (its SHA-256 the manifest's) is
+deleted; another name, a symbolic link, an edited file, a path out of
+OUT_DIR and a file the user put there for a failing model stay."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")) (outside (tmp-path "outside")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (rontolisp::write-random-laya (format nil "~A/c-broken" models) "s1-pico")
+           (sh "truncate -s 1000 \"$1\"/c-broken/model.safetensors" models)
+           (rontolisp::ensure-directories (format nil "~A/" out))
+           (loop for (name text) in '(("notes.txt" "notes") ("README" "readme")
+                                      ("edited.gguf" "edited") ("c-broken.gguf" "mine")
+                                      ("target" "target"))
+                 do (write-file-string (format nil "~A/~A" out name) (format nil "~A~%" text)))
+           (write-file-string outside "x")
+           (sh "ln -s target \"$1\"/link.gguf" out)
+           (let* ((old (format nil "~A/old.gguf" out))
+                  (sha (progn (write-file-string old "an old export") (rontolisp::file-sha256 old)))
+                  (zeros (make-string 64 :initial-element #\0))
+                  (outside-name (subseq outside (1+ (position #\/ outside :from-end t)))))
+             (write-file-string
+              (format nil "~A/manifest.json" out)
+              (format nil "{\"models\": [~{{\"name\": ~S, \"file\": ~S, \"sha256\": ~S}~^, ~}]}"
+                      (list "gone" "notes.txt" sha "README" "README" sha
+                            "link" "link.gguf" (rontolisp::file-sha256 (format nil "~A/target" out))
+                            "edited" "edited.gguf" zeros
+                            (format nil "../~A" outside-name) (format nil "../~A" outside-name) sha
+                            "c-broken" "c-broken.gguf" zeros
+                            "old" "old.gguf" sha)))
+             (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+               (declare (ignore stdout))
+               (is (= 1 code))
+               (is (= 1 (length (split-lines stderr))) "stderr: ~A" stderr))
+             (is (equal '("README" "a-pico.gguf" "bench.json" "c-broken.gguf" "edited.gguf"
+                          "link.gguf" "manifest.json" "notes.txt" "target")
+                        (entry-names out)))
+             (is (eq :link (cdr (assoc "link.gguf" (rontolisp::directory-entries out)
+                                       :test #'string=))))
+             (is (string= (format nil "mine~%") (read-file-string (format nil "~A/c-broken.gguf" out))))
+             (is (eq :file (rontolisp::path-kind outside)))))
+      (sh "rm -rf \"$1\" \"$2\" \"$3\"" models out outside))))
+
+(test export-deletes-its-own-file-of-a-failing-model
+  "The file a previous run wrote for a model that now fails, unchanged
+since, is deleted (the model has no file)."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (is (= 0 (run-exe (list "export" models out "--iters" "1"))))
+           (is (eq :file (rontolisp::path-kind (format nil "~A/a-pico.gguf" out))))
+           (sh "truncate -s 1000 \"$1\"/a-pico/model.safetensors" models)
+           (is (= 1 (run-exe (list "export" models out "--iters" "1"))))
+           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
+(test export-takes-any-directory-name
+  "MODELS_DIR, OUT_DIR and the model directories may be named with any
+characters, as every other command takes them: non-ASCII letters and the
+characters CL's pathnames read as wildcards or escapes (* ? [ \\ ~)."
+  (let* ((base (tmp-path "names"))
+         (models (format nil "~A/mödels *?[x]\\~~" base))
+         (out (format nil "~A/oüt *?\\" base))
+         (names '("a*b?" "modèle" "x\\y")))
+    (unwind-protect
+         (progn
+           (dolist (name names)
+             (rontolisp::write-random-laya (format nil "~A/~A" models name) "s1-pico"))
+           (multiple-value-bind (code stdout stderr)
+               (run-exe-octets (list "export" (rontolisp::%utf8-octets models)
+                                     (rontolisp::%utf8-octets out) "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 0 code) "exit ~A: ~A" code (rontolisp::%utf8-string stderr)))
+           (is (equal names (manifest-names out)))
+           (is (equal (sort (append (mapcar (lambda (n) (format nil "~A.gguf" n)) names)
+                                    (list "bench.json" "manifest.json"))
+                            #'string<)
+                      (entry-names out))))
+      (sh "rm -rf \"$1\"" base))))
+
+(test export-lists-a-link-under-its-own-name
+  "A symbolic link to a model directory is a model under the link's name,
+converted from the directory it names; the directory itself is listed
+once, under its own name."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (sh "ln -s a-pico \"$1\"/b-link" models)
+           (is (= 0 (run-exe (list "export" models out "--iters" "1"))))
+           (is (equal '("a-pico" "b-link") (manifest-names out)))
+           (is (equal '("a-pico.gguf" "b-link.gguf" "bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
+(defun run-exe-unprivileged (args)
+  "Run the executable with ARGS as the user nobody when this process is
+root (whom permissions do not stop), else as it is: (values exit-status
+stdout stderr), or NIL when root cannot become nobody (no setpriv)."
+  (cond ((/= 0 (nth-value 0 (sh "test \"$(id -u)\" = 0")))
+         (run-exe args))
+        ((/= 0 (nth-value 0 (sh "command -v setpriv")))
+         nil)
+        (t (sh "exec setpriv --reuid=65534 --regid=65534 --clear-groups -- \"$0\" \"$@\""
+               (first args) (second args) (third args) (fourth args) (fifth args)))))
+
+(test export-reports-an-unreadable-subdirectory
+  "A subdirectory export cannot read (so cannot tell whether it is a
+model) is reported as a model that fails: a line on stderr naming it, an
+error in the manifest, exit 1; the other models are exported."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (rontolisp::write-random-laya (format nil "~A/b-secret" models) "s1-pico")
+           (sh "chmod 000 \"$1\"/b-secret" models)
+           (multiple-value-bind (code stdout stderr)
+               (run-exe-unprivileged (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (if (null code)
+                 (skip "running as root without setpriv: no user whom a directory's permissions stop")
+                 (progn
+                   (is (= 1 code))
+                   (is (= 1 (length (split-lines stderr))) "stderr: ~A" stderr)
+                   (is (contains stderr "rontolisp export: b-secret: ") "stderr: ~A" stderr)
+                   (is (contains stderr "cannot read the directory") "stderr: ~A" stderr)
+                   (is (equal '("a-pico" "b-secret") (manifest-names out)))
+                   (is (equal '("a-pico.gguf" "bench.json" "manifest.json") (entry-names out)))))))
+      (sh "chmod 755 \"$1\"/b-secret; rm -rf \"$1\" \"$2\"" models out))))
+
+(defun wait-for-entry (dir test process &key (deadline 120))
+  "Wait until an entry of the directory DIR satisfies TEST (a function of
+its name) while PROCESS runs, at most DEADLINE seconds; answers the name, or
+NIL when PROCESS ended or the deadline passed first."
+  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second))))
+    (loop
+      (let ((found (find-if test (ignore-errors (entry-names dir)))))
+        (cond (found (return found))
+              ((or (not (eq :running (ext:external-process-wait process nil)))
+                   (> (get-internal-real-time) end))
+               (return nil))))
+      (sleep 0.002))))
+
+(defun whole-f32-file-p (name)
+  "True when NAME is that of export's F32 comparison file once written
+whole (not the writer's temporary file of it)."
+  (let ((at (search "f32" name)))
+    (and at (not (search ".rontolisp-tmp." name :start2 at)))))
+
+(test export-interrupt-removes-the-f32-file
+  "SIGINT or SIGTERM while the F32 comparison file exists ends the run with
+128 + the signal and removes that file; no temporary file is left."
+  (dolist (signal '(2 15))
+    (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+      (unwind-protect
+           (progn
+             (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+             ;; Enough rounds that the F32 file stays while the signal comes.
+             (let ((p (run-child *exe* (list "export" models out "--iters" "100")
+                                 :input nil :output nil :error nil :wait nil)))
+               (unwind-protect
+                    (let ((f32 (wait-for-entry out #'whole-f32-file-p p)))
+                      (is-true f32 "no F32 file appeared in ~A" out)
+                      (when f32
+                        (is (signal-process p signal))
+                        (multiple-value-bind (how code)
+                            (wait-child p :deadline 60 :what "export after a signal")
+                          (is (eq :exited how))
+                          (is (eql (+ 128 signal) code)))
+                        (is (equal '() (remove-if-not (lambda (n) (or (search "f32" n)
+                                                                      (search "rontolisp-tmp" n)))
+                                                      (entry-names out))))))
+                 (end-child p))))
+        (sh "rm -rf \"$1\" \"$2\"" models out)))))
+
+(test export-removes-temporaries-of-ended-runs
+  "Temporary files a killed run left for a model's file (the writer's, the
+F32 comparison file's) are removed, with a note on stderr, once their
+process has ended; a living process's, another file's and other names
+stay."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")) (dead (dead-pid)))
+    (unwind-protect
+         (let ((stale (list (format nil "a-pico.gguf.rontolisp-tmp.~D.0" dead)
+                            (format nil "a-pico.gguf.rontolisp-tmp.~D.f32" dead)
+                            (format nil "a-pico.gguf.rontolisp-tmp.~D.f32.rontolisp-tmp.~D.1"
+                                    dead dead)
+                            (format nil "manifest.json.rontolisp-tmp.~D.3" dead)))
+               (kept (list "a-pico.gguf.rontolisp-tmp.1.0" ; PID 1 lives
+                           (format nil "a-pico.gguf.rontolisp-tmp.~D.0" (ext:getpid))
+                           (format nil "notes.txt.rontolisp-tmp.~D.0" dead)
+                           (format nil "a-pico.gguf.rontolisp-tmp.~D.0.bak" dead)
+                           "keep.txt")))
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (rontolisp::ensure-directories (format nil "~A/" out))
+           (dolist (name (append stale kept))
+             (write-file-string (format nil "~A/~A" out name) "x"))
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 0 code))
+             (is (= (length stale) (length (split-lines stderr))) "stderr: ~A" stderr)
+             (dolist (name stale)
+               (is (contains stderr (format nil "removed ~A/~A, a temporary file of process ~D, ~
+which has ended" out name dead))
+                   "no note for ~A: ~A" name stderr)))
+           (is (equal (sort (append (list "a-pico.gguf" "bench.json" "manifest.json") kept) #'string<)
+                      (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))

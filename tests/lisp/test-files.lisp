@@ -89,25 +89,6 @@ path (the caller removes it)."
 
 ;;; Names of any characters.
 
-(defun names-in (dir)
-  "The names in the directory DIR (a path of any characters) sorted as
-bytes, each decoded from its bytes as UTF-8 (a byte that is not UTF-8 kept
-as U+DC80..U+DCFF, so the bytes are compared exactly)."
-  (let ((out (tmp-path "ls")))
-    (sh "LC_ALL=C ls -A \"$1\" > \"$2\"" (rontolisp::native-namestring dir) out)
-    (prog1 (let ((bytes (file-octets out)) (start 0) (names '()))
-             (loop for nl = (position 10 bytes :start start)
-                   while nl
-                   do (push (rontolisp::%utf8-string (subseq bytes start nl)) names)
-                      (setf start (1+ nl)))
-             (nreverse names))
-      (delete-file out))))
-
-(defun native-arg (string)
-  "STRING (any characters) as an argument ECL's run-program passes as its
-UTF-8 bytes (see OCTETS-ARG)."
-  (octets-arg (rontolisp::%utf8-octets string)))
-
 (test files-of-non-ascii-names
   ;; script and --load of scrïpt.lisp, --write-laya lâya, convert of the
   ;; directory mödel/: every name written and read as its UTF-8 bytes, and
@@ -145,3 +126,40 @@ UTF-8 bytes (see OCTETS-ARG)."
     (is (equalp (file-octets (rontolisp::native-namestring (concatenate 'string dir "x.gguf")))
                 (file-octets (rontolisp::native-namestring (concatenate 'string dir "wéights.gguf")))))
     (sh "rm -rf \"$1\"" (rontolisp::native-namestring (concatenate 'string dir "../")))))
+
+(test directory-entries-names-and-kinds
+  "DIRECTORY-ENTRIES lists every name as it is (non-ASCII, bytes that are
+not UTF-8, the characters CL reads as wildcards), in byte order, each with
+its own kind (a symbolic link not followed); a directory it cannot read
+signals FILE-IO-ERROR naming it."
+  (let* ((dir (concatenate 'string (tmp-path "entries") "/*?[ü]\\/")))
+    (rontolisp::ensure-directories (concatenate 'string dir "sub/"))
+    (dolist (name (list "a*b" "modèle" "x\\y" (rontolisp::%utf8-string (octets "bad" #xff))))
+      (rontolisp::write-file-atomically (concatenate 'string dir name) '()))
+    (sh "cd \"$1\" && ln -s sub link && ln -s nowhere dangling && mkfifo fifo"
+        (rontolisp::native-namestring dir))
+    (let ((entries (rontolisp::directory-entries dir)))
+      (is (equal (names-in dir) (mapcar #'car entries)))
+      (is (equal '(("a*b" . :file) ("dangling" . :link) ("fifo" . :fifo) ("link" . :link)
+                   ("modèle" . :file) ("sub" . :directory) ("x\\y" . :file))
+                 (remove-if (lambda (e) (search "bad" (car e))) entries))))
+    (handler-case (progn (rontolisp::directory-entries (concatenate 'string dir "a*b")) (fail "no error"))
+      (rontolisp:file-io-error (c)
+        (is (contains (princ-to-string c) "a*b: cannot read the directory: Not a directory")
+            "~A" c)))
+    (sh "rm -rf \"$1\"" (rontolisp::native-namestring (concatenate 'string dir "../")))))
+
+(test temporary-file-goes-however-the-body-is-left
+  "WITH-TEMPORARY-FILE names the file after its target in the writer's
+form and removes it when the body returns or exits."
+  (let ((target (tmp-path "target.gguf")) (seen nil))
+    (rontolisp::with-temporary-file (name target "f32")
+      (setf seen name)
+      (is (string= (format nil "~A.rontolisp-tmp.~D.f32" target (ext:getpid)) name))
+      (rontolisp::write-file-atomically name '()))
+    (is (null (rontolisp::path-kind seen)))
+    (ignore-errors
+     (rontolisp::with-temporary-file (name target "f32")
+       (rontolisp::write-file-atomically name '())
+       (error "leaving")))
+    (is (null (rontolisp::path-kind seen)))))

@@ -13,35 +13,11 @@
   :description "gguf-py's gguf_new_metadata and gguf_dump on the files we write.")
 (in-suite gguf-py)
 
-(defparameter *gguf-py-deadline* 300
-  "Seconds one gguf-py script may run on one of the small test files.")
-
 (defun gguf-py-script (name)
   "The path of gguf-py's script NAME (gguf_dump) in build/cache/gguf-py/, or
 NIL when it was not fetched."
   (let ((p (merge-pathnames (format nil "build/cache/gguf-py/gguf/scripts/~A.py" name) *root*)))
     (and (probe-file p) (namestring p))))
-
-(defun gguf-py-python ()
-  "A python3 that imports numpy, tqdm and yaml (what gguf-py's scripts need): the
-first of $RL_PYTHON, /usr/bin/python3 (Debian's, where python3-numpy
-installs) and the python3 on PATH that does; NIL when none does."
-  (multiple-value-bind (code out)
-      (sh "for p in \"$RL_PYTHON\" /usr/bin/python3 python3; do
-             [ -n \"$p\" ] && \"$p\" -c 'import numpy, tqdm, yaml' >/dev/null 2>&1 && { echo \"$p\"; exit 0; }
-           done; exit 1")
-    (and (eql code 0) (first (split-lines out)))))
-
-(defun run-gguf-py (python script &rest args)
-  "Run gguf-py's SCRIPT with PYTHON and ARGS within *GGUF-PY-DEADLINE*;
-answer (values exit-status output) with stdout and stderr together."
-  (let ((out (tmp-path "gguf-py-out")))
-    (unwind-protect
-         (values (run-child python (list* script args)
-                            :input nil :output out :error :output :if-output-exists :supersede
-                            :deadline *gguf-py-deadline*)
-                 (read-file-string out))
-      (ignore-errors (delete-file out)))))
 
 (defun same-gguf-content-p (a b)
   "True when the GGUF files A and B hold the same metadata (keys, types,

@@ -212,16 +212,6 @@ written as an infinity: refused, naming the key."
 ;;; has a block layout, two rows of two blocks each, bytes that differ per
 ;;; type and per position.
 
-(defun every-type-tensors ()
-  "(name octets :type id :dims ne) for every ggml type with a block layout."
-  (loop for id below 256
-        for (name block-size block-bytes known) = (multiple-value-list (rontolisp::%ggml-type id))
-        when known
-          collect (let* ((n (* 2 2 block-bytes))
-                         (v (make-array n :element-type '(unsigned-byte 8))))
-                    (dotimes (i n) (setf (aref v i) (mod (+ (* 7 i) (* 13 id)) 256)))
-                    (list (format nil "t.~A" name) v :type id :dims (list (* 2 block-size) 2)))))
-
 (test gguf-every-type-copies-byte-identical
   (let* ((tensors (every-type-tensors))
          (a (tmp-path "every-a.gguf")) (b (tmp-path "every-b.gguf")) (c (tmp-path "every-c.gguf")))

@@ -8,38 +8,12 @@
 (def-suite model :in all :description "The ModernBERT encoder and `embed'.")
 (in-suite model)
 
-(defvar *encoder-files* (make-hash-table :test 'equal)
-  "Encoder-only random model files written once per run, by (preset type).")
-
-(defun encoder-file (preset type)
-  "The path of an encoder-only GGUF file of the random PRESET with encoder
-matrices of TYPE, written on first use."
-  (let ((key (list preset type)))
-    (or (gethash key *encoder-files*)
-        (let ((path (tmp-path (format nil "~A-~(~A~).gguf" preset type))))
-          (gguf:write path (rontolisp::random-model preset :type type :encoder-only t))
-          (setf (gethash key *encoder-files*) path)))))
-
-(defun token-sequence (n &key (vocab 1000) (seed 3))
-  (loop for i below n collect (mod (+ seed (* i 37)) vocab)))
-
-(defun relative-error (ours reference)
-  "max |OURS - REFERENCE| over max |REFERENCE|, and the cosine."
-  (multiple-value-bind (diff big cos) (rontolisp::hidden-state-error ours reference)
-    (values (/ diff big) cos)))
-
 ;;; Against llama.cpp.
 
 (defparameter *agreement-cases*
   ;; 300 tokens with the window of 128: local layers see only |i - j| <= 64.
   '(("s1-pico" 5) ("s1-pico" 300) ("s1-nano" 7) ("s1-nano" 300) ("s1-micro" 9) ("s1-micro" 300))
   "(preset tokens) of the agreement test.")
-
-(defun llama-or-skip (file sequences)
-  (or (rontolisp::llama-encode file sequences)
-      (progn (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
-tests/fetch-llama-lib.sh, or set RL_LLAMA_LIB)")
-             nil)))
 
 (test model-agrees-with-llama-cpp-on-f32-files
   ;; doc/encoder.md with GELU :tanh is llama.cpp's graph: on F32 weights only f32
@@ -77,22 +51,6 @@ cosine ~,10F~%" type rel cos)
           (is (< rel (if (eq type :f16) 1d-4 1d-2)) "~A: ~,3e" type rel))))))
 
 ;;; Properties without a reference.
-
-(defun dequantized-file (file)
-  "An F32 in-memory copy of FILE, its Q8_0 matrices dequantized."
-  (let ((f (gguf:read file)))
-    (gguf:make-file
-     :metadata (remove "general.alignment" (gguf:metadata f) :key #'first :test #'string=)
-     :tensors (loop for info in (gguf:tensor-infos f)
-                    for name = (gguf:tensor-info-name info)
-                    for data = (gguf:tensor f name)
-                    collect (list name (cond ((rontolisp:quantized-matrix-p data)
-                                              (rontolisp:dequantize data))
-                                             ((or (rontolisp:float16-array-p data)
-                                                  (rontolisp:bfloat16-array-p data))
-                                              (rontolisp:half-array-to-single data))
-                                             (t data))
-                                  :dims (gguf:tensor-info-dims info))))))
 
 ;;; Types the encoder reads dequantized (gguf:tensor answers their values as
 ;;; single-float arrays): byte patterns of each, their scales set so that
@@ -162,25 +120,6 @@ encodes exactly as the file with those matrices dequantized to F32."
     (is (< q8x2 (/ q8 4)) "q8x2 ~,3e, q8 ~,3e" q8x2 q8)
     (is (< 0 q8) "q8 should not be exact")))
 
-(defun check-same-bits-on-every-path (e ids &key (thread-counts '(1 2)))
-  "Check that the encoder E answers the same bits for IDS with SIMD off and
-on and each of THREAD-COUNTS, for :q8 and for :q8x2 activations."
-  (let ((old-threads (rontolisp:threads)) (old-simd (rontolisp:simd))
-        (results '()))
-    (unwind-protect
-         (dolist (simd '(nil t))
-           (dolist (threads thread-counts)
-             (setf (rontolisp:simd) simd (rontolisp:threads) threads)
-             (dolist (act '(:q8 :q8x2))
-               (push (list simd threads act (model:encode e ids :activations act)) results))))
-      (setf (rontolisp:threads) old-threads (rontolisp:simd) old-simd))
-    (dolist (act '(:q8 :q8x2))
-      (let ((runs (remove act results :key #'third :test-not #'eq)))
-        (dolist (r (rest runs))
-          (is (equalp (fourth (first runs)) (fourth r))
-              "~A: simd ~A threads ~D differs from simd ~A threads ~D" act (first r) (second r)
-              (first (first runs)) (second (first runs))))))))
-
 (test model-same-bits-on-every-path-and-thread-count
   (check-same-bits-on-every-path (model:load (encoder-file "s1-pico" :q8_0)) (token-sequence 70)))
 
@@ -209,19 +148,6 @@ on and each of THREAD-COUNTS, for :q8 and for :q8x2 activations."
     (signals rontolisp:rontolisp-error (model:encode e '(1 2) :pooling :max))
     (signals rontolisp:rontolisp-error (model:encode e '(1 2) :activations :q4))
     (signals rontolisp:element-type-error (model:encode 'not-a-model '(1 2)))))
-
-(defun file-without (path &key key tensor)
-  "An in-memory copy of the GGUF file PATH without the metadata KEY or the
-TENSOR."
-  (let ((f (gguf:read path)))
-    (gguf:make-file
-     :metadata (remove-if (lambda (e) (or (string= (first e) "general.alignment")
-                                          (equal (first e) key)))
-                          (gguf:metadata f))
-     :tensors (loop for info in (gguf:tensor-infos f)
-                    for name = (gguf:tensor-info-name info)
-                    unless (equal name tensor)
-                      collect (list name (gguf:tensor f name) :dims (gguf:tensor-info-dims info))))))
 
 (test model-load-signals-on-missing-keys-and-tensors
   (let ((file (encoder-file "s1-pico" :f32)))
@@ -255,38 +181,6 @@ TENSOR."
 ;;; Hostile files: every numeric key checked at load, a non-finite hidden
 ;;; state an error naming the step that made it, loading linear in tensors.
 
-(defun file-with (path &key key value type tensor change)
-  "An in-memory copy of the GGUF file PATH with the metadata KEY set to
-VALUE of the GGUF TYPE (added when absent), and the data of TENSOR (a
-fresh single-float copy) passed to CHANGE, which alters it in place."
-  (let ((f (gguf:read path)))
-    (gguf:make-file
-     :metadata (append (loop for e in (gguf:metadata f)
-                             unless (member (first e) (list "general.alignment" key)
-                                            :test #'equal)
-                               collect e)
-                       (and key (list (list key type value))))
-     :tensors (loop for info in (gguf:tensor-infos f)
-                    for name = (gguf:tensor-info-name info)
-                    for data = (gguf:tensor f name)
-                    collect (list name (if (equal name tensor)
-                                           (let ((copy (copy-seq* data)))
-                                             (funcall change copy)
-                                             copy)
-                                           data)
-                                  :dims (gguf:tensor-info-dims info))))))
-
-(defun copy-seq* (a)
-  "A fresh copy of the single-float array A."
-  (let ((copy (make-array (array-dimensions a) :element-type 'single-float)))
-    (dotimes (i (array-total-size a) copy)
-      (setf (row-major-aref copy i) (row-major-aref a i)))))
-
-(defun model-error-message (thunk)
-  "The message of the MODEL-ERROR THUNK signals, or NIL when it signals none."
-  (handler-case (progn (funcall thunk) nil)
-    (model:model-error (c) (rontolisp:rontolisp-error-message c))))
-
 (test model-load-checks-every-numeric-key
   ;; Each value meaningless for its key is refused at load, by a message
   ;; naming the key, what it expected and what it found (before: a division
@@ -319,16 +213,6 @@ fresh single-float copy) passed to CHANGE, which alters it in place."
                (when msg
                  (is (contains msg (format nil "key ~S: expected " full)) "~A" msg)
                  (is (contains msg found) "~A" msg))))))
-
-(defun hostile-file (file tensor &key change nan-at)
-  "Write a temporary copy of the F32 GGUF FILE whose TENSOR CHANGE altered
-(a function of a fresh copy of its data) and whose TENSOR's element
-NAN-AT (row-major) is a NaN; answer its path."
-  (let ((path (tmp-path "hostile.gguf")))
-    (gguf:write path (file-with file :tensor tensor :change (or change #'identity)))
-    (when nan-at
-      (poke-f32-bits path tensor nan-at #x7fc00000))
-    path))
 
 (defun hostile-encode-message (file tensor &key change nan-at (ids '(1 2 3 4 5)))
   "The MODEL-ERROR message of encoding IDS with a HOSTILE-FILE of FILE, or
@@ -520,6 +404,27 @@ count."
                (is (contains err f) "~A" err)
                (is (contains err "expected token ids") "~A" err))))
       (dolist (f (list accented empty blank)) (ignore-errors (delete-file f))))))
+
+(test embed-command-token-refusals-name-the-file-and-line
+  ;; An id beyond the vocabulary or a sequence beyond the context was
+  ;; refused as model:encode's, naming neither the file nor the line.
+  (let ((file (encoder-file "s1-pico" :f32))
+        (big (write-file-string (tmp-path "tokens-big.txt") (format nil "1,2~%~%3,999999~%")))
+        (long (write-file-string (tmp-path "tokens-long.txt")
+                                 (format nil "1~%~{~D~^,~}~%" (make-list 5000 :initial-element 7)))))
+    (unwind-protect
+         (flet ((refused (args &rest needles)
+                  (multiple-value-bind (code out err) (run-exe (list* "embed" file args))
+                    (is (= 1 code) "~A: exit ~D" args code)
+                    (is (string= "" out) "~A printed ~S" args out)
+                    (is (= 1 (count #\Newline err)) "~A" err)
+                    (is (not (contains err "model:encode")) "~A" err)
+                    (dolist (n needles)
+                      (is (contains err n) "~A: ~S does not say ~S" args err n)))))
+           (refused (list "--tokens-file" big) (format nil "~A line 3: " big) "999999" "position 1")
+           (refused (list "--tokens-file" long) (format nil "~A line 2: " long) "found 5000")
+           (refused (list "--tokens" "1,99999") "--tokens: " "99999"))
+      (dolist (f (list big long)) (ignore-errors (delete-file f))))))
 
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32

@@ -2,7 +2,8 @@
 ;;;; rontolisp through ASDF with the primitives module
 ;;;; (runtime/prims-module.lisp, build/rontolisp-prims.fas) and passes the
 ;;;; suites of the number formats, half arrays, the quantized matrix and
-;;;; vec there too.
+;;;; vec there too (loading those four suite files only, and counting
+;;;; their tests).
 
 (in-package "RONTOLISP-TESTS")
 
@@ -26,8 +27,26 @@
     (let* ((summary (find-if (lambda (l) (search "Lisp tests: " l))
                              (split-sequence-lines out)))
            (passed (and summary (parse-integer summary :start (+ 12 (search "Lisp tests: " summary))
-                                                       :junk-allowed t))))
+                                                       :junk-allowed t)))
+           (skipped (and summary (search "failed, " summary)
+                         (parse-integer summary :start (+ 8 (search "failed, " summary))
+                                                :junk-allowed t)))
+           ;; every test of the four suites ran, and none only skipped
+           (tests (loop for suite in '("formats" "halfarrays" "qmatrix" "vec")
+                        sum (count-if (lambda (l) (and (> (length l) 6) (string= "(test " l :end2 6)))
+                                      (split-sequence-lines
+                                       (read-file-string
+                                        (merge-pathnames (format nil "tests/lisp/test-~A.lisp" suite)
+                                                         *root*)))))))
       (is (eql 0 code) "stock ECL exited ~A; its stderr ends ~S" code
           (subseq err (max 0 (- (length err) 400))))
-      (is (and passed (> passed 300)) "stock ECL's summary: ~S" (and summary (subseq summary 6)))
-      (is (and summary (search " 0 failed" summary))))))
+      (is (and passed (eql passed tests) (eql skipped 0))
+          "stock ECL's summary: ~S, for the ~D tests of the four suites" (and summary (subseq summary 6))
+          tests)
+      (is (and summary (search " 0 failed" summary)))
+      ;; a run loads the fixtures and its suites' files, not every suite's
+      (is (search (format nil "Loaded the fixtures and 4 of ~D suite files."
+                          (length (directory (merge-pathnames "tests/lisp/test-*.lisp" *root*))))
+                  out)
+          "stock ECL's run did not say it loaded 4 suite files: ~S"
+          (subseq out (max 0 (- (length out) 400)))))))

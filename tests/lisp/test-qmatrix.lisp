@@ -10,10 +10,6 @@
   (handler-case (progn (funcall thunk) nil)
     (condition (c) (typep c type))))
 
-(defun error-message (thunk)
-  (handler-case (progn (funcall thunk) nil)
-    (error (c) (princ-to-string c))))
-
 (defparameter *golden-pairs*
   '(("q8_main.f32.gguf" . "q8_main.q8_0.gguf")
     ("q8_f16src.f16.gguf" . "q8_f16src.q8_0.gguf")

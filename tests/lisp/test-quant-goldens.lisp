@@ -111,18 +111,6 @@ GGUF:TENSOR answers it, has the bits gguf-py's numpy dequantizer gives."
 
 ;;; tools/llama_quantize, the command line the goldens were made with.
 
-(defun run-llama-quantize (&rest args)
-  "Run build/tools/llama_quantize with ARGS; answer (values exit-status
-output), stdout and stderr together, or NIL when it is not built."
-  (let ((tool (namestring (merge-pathnames "build/tools/llama_quantize" *root*)))
-        (out (tmp-path "llama-quantize-out")))
-    (when (probe-file tool)
-      (unwind-protect
-           (values (run-child tool args :input nil :output out :error :output
-                                        :if-output-exists :supersede)
-                   (read-file-string out))
-        (ignore-errors (delete-file out))))))
-
 (test llama-quantize-tool-remakes-the-goldens
   "build/tools/llama_quantize over the fetched libllama writes every golden
 of quant_odd.f32.gguf and two of quant_main.f32.gguf again byte for byte,

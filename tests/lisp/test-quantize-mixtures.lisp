@@ -79,7 +79,13 @@ not write, and a bad thread count are refused with exit 2 and no file."
                             (("q4_k_m" "--override-kv" "general.name=text:x") . "int:, float:, bool: or str:")
                             (("q4_k_m" "--override-kv" "llama.block_count=int:4x") . "expected an integer")
                             (("q4_k_m" "--override-kv" "x=bool:yes") . "true or false")
-                            (("q4_k_m" "--override-kv" "x=float:1e99") . "f32 range"))
+                            (("q4_k_m" "--override-kv" "x=float:1e99") . "f32 range")
+                            ;; the Lisp reader once built this bignum for ever
+                            (("q4_k_m" "--override-kv" "x=float:1e999999999") . "f32 range")
+                            (("q4_k_m" "--override-kv" "x=int:1e3") . "from -4294967295 to 4294967295")
+                            ;; nested counts once took all memory
+                            (("q4_k_m" "--tensor-type" "((a{1000}){1000}){1000}=q8_0")
+                             . "--tensor-type: regular expression"))
                      do (multiple-value-bind (code stdout stderr)
                             (run-exe (append (list "quantize" in out) args))
                           (declare (ignore stdout))
@@ -95,7 +101,9 @@ magnitude, float as f32, bool, str; each key removed and appended."
   (is (equal '("a" :f32 0.25) (rontolisp::parse-kv-override "a=float:.25")))
   (is (equal '("a" :bool nil) (rontolisp::parse-kv-override "a=bool:false")))
   (is (equal '("a" :string "x=y") (rontolisp::parse-kv-override "a=str:x=y")))
+  (is (equal '("a" :f32 1.0e-3) (rontolisp::parse-kv-override "a=float:1e-3")))
   (dolist (bad '("=int:1" "a" "a=int:" "a=int:99999999999" "a=float:1.5.2" "a=float:e3"
+                 "a=float:1e39" "a=float:1e999999999" "a=float:-1e99999999999999"
                  "general.alignment=int:64"))
     (signals rontolisp:usage-error (rontolisp::parse-kv-override bad)))
   (is (equal '(("c" :u32 3) ("b" :string "z") ("a" :bool t))

@@ -181,6 +181,61 @@ tensor, whatever signalled it; a GGUF file error keeps its own condition."
   (signals gguf:gguf-error
     (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
 
+(test quantize-tool-refuses-a-tensor-of-no-elements
+  "A tensor with a dimension of 0 is refused before anything is written,
+naming the file, the tensor and its dimensions (it once named the
+primitive %STREAM-TENSOR and its sixth argument)."
+  (let ((in (tmp-path "zero.gguf")) (out (tmp-path "zero.q8.gguf")))
+    (unwind-protect
+         (dolist (dims '((0 32) (32 0)))
+           (gguf:write in (gguf:make-file
+                           :tensors (list (list "a.weight" (make-array '(2 32) :element-type 'single-float
+                                                                               :initial-element 1.0))
+                                          (list "blk.0.ffn_up.weight"
+                                                (make-array dims :element-type 'single-float)))))
+           (dolist (threads '("1" "2"))
+             (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" in out "q8_0" threads))
+               (declare (ignore stdout))
+               (is (= 1 code) "~S: exit ~D" dims code)
+               (is (contains stderr in) "~A" stderr)
+               (is (contains stderr "tensor \"blk.0.ffn_up.weight\" has dimensions") "~A" stderr)
+               (is (contains stderr "expected at least one element") "~A" stderr)
+               (is (not (contains stderr "STREAM")) "~A" stderr)
+               (is (not (contains stderr "argument")) "~A" stderr)
+               (is (not (probe-file out))))))
+      (dolist (p (list in out)) (ignore-errors (delete-file p))))))
+
+(test quantize-tool-input-truncated-while-read-is-an-error-naming-it
+  "An input truncated after it was opened (here before its tensor is read,
+so no timing is involved) is a read error naming the file, with one thread
+as with two: exit 1, nothing written.  Reading the mapping past the new end
+once faulted with interrupts disabled, and ECL printed an internal error."
+  (let ((in (tmp-path "shrinks.gguf")) (out (tmp-path "shrinks.q8.gguf"))
+        (script (tmp-path "shrink.lisp")))
+    (unwind-protect
+         (progn
+           (write-file-string script (format nil "(in-package \"RONTOLISP\")
+(gguf:with-file (f ~S)
+  (ext:run-program \"truncate\" (list \"-s\" \"4096\" ~:*~S) :output nil)
+  (let ((dims (gguf:tensor-info-dims (gguf:tensor-info f \"blk.0.ffn_up.weight\"))))
+    (gguf:write ~S (gguf:make-file :tensors (list (list \"blk.0.ffn_up.weight\" :stream :type 8 :dims dims)))
+                :stream (lambda (w) (gguf:stream-put-tensor w f \"blk.0.ffn_up.weight\" :type 8)))))~%"
+                                             in out))
+           (dolist (threads '("1" "2"))
+             (gguf:write in (gguf:make-file
+                             :tensors (list (list "blk.0.ffn_up.weight"
+                                                  (make-array '(256 1024) :element-type 'single-float
+                                                                          :initial-element 1.0)))))
+             (multiple-value-bind (code stdout stderr)
+                 (run-exe (list "--threads" threads "script" script))
+               (declare (ignore stdout))
+               (is (= 1 code) "~A thread(s): exit ~D: ~A" threads code stderr)
+               (is (contains stderr in) "~A" stderr)
+               (is (contains stderr "truncated while being read") "~A" stderr)
+               (is (not (contains stderr "Internal error")) "~A" stderr)
+               (is (not (probe-file out))))))
+      (dolist (p (list in out script)) (ignore-errors (delete-file p))))))
+
 (test quantize-tool-and-inspect-many-tensors-in-linear-time
   "Files of 5,000 and 50,000 tensors are made, inspected (text and JSON)
 and quantized, and each step's processor time grows less than 30 times for
@@ -315,18 +370,6 @@ four."
                                      (setf (rontolisp::threads) saved))))
                             (ignore-errors (delete-file ref)))))))
     (is (= 24 compared))))
-
-(defun poke-f32-bits (path tensor index bits)
-  "Overwrite element INDEX (row-major) of the F32 TENSOR of the GGUF file
-PATH with the 32-bit pattern BITS (a NaN, say, which Lisp will not make)."
-  (let ((pos (gguf:with-file (f path)
-               (+ (gguf:data-offset f) (gguf:tensor-info-offset (gguf:tensor-info f tensor))
-                  (* 4 index)))))
-    (with-open-file (s path :direction :io :element-type '(unsigned-byte 8) :if-exists :overwrite)
-      (file-position s pos)
-      (write-sequence (coerce (loop for b below 4 collect (ldb (byte 8 (* 8 b)) bits))
-                              '(vector (unsigned-byte 8)))
-                      s))))
 
 (defun big-f32-file (path &key nan overflow)
   "A file of tensors spanning several of quantize's pieces (4 MiB): a
@@ -601,13 +644,6 @@ paths of the whole file and of the first shard."
         (poke-f32-bits second-shard "output.weight" 5 #x7fc00000))
       (values whole first-shard))))
 
-(defmacro with-tmp-dir ((var) &body body)
-  `(let ((,var (string-right-trim "/" (tmp-path "dir"))))
-     (ensure-directories-exist (format nil "~A/" ,var))
-     (unwind-protect (progn ,@body)
-       (dolist (f (directory (format nil "~A/*.*" ,var))) (ignore-errors (delete-file f)))
-       (ignore-errors (si:rmdir ,var)))))
-
 (test quantize-tool-split-sets
   "The first shard of a set stands for the set: without --keep-split the
 output is the file quantizing the unsplit model gives, byte for byte;
@@ -677,6 +713,27 @@ llama-quantize's order (split.no, split.count, split.tensors.count)."
             (is (typep c 'gguf:missing-shard-error))
             (is (search "s-00002-of-00002.gguf" (princ-to-string c)) "~A" c)))
         (is (null (directory (format nil "~A/q*" dir))))))))
+
+(test quantize-tool-removes-temporaries-of-ended-runs
+  "The temporary file a SIGKILLed quantize left beside OUT is removed by
+the next write of OUT, with a note on stderr, once its process has ended;
+one of a living process stays."
+  (with-tmp-dir (dir)
+    (let* ((out (format nil "~A/q.gguf" dir))
+           (dead (dead-pid))
+           (stale (format nil "~A.rontolisp-tmp.~D.0" out dead))
+           (live (format nil "~A.rontolisp-tmp.1.0" out)))
+      (write-file-string stale "x")
+      (write-file-string live "x")
+      (multiple-value-bind (code stdout stderr)
+          (run-exe (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
+        (declare (ignore stdout))
+        (is (= 0 code))
+        (is (contains stderr (format nil "rontolisp: removed ~A, a temporary file of process ~D, ~
+which has ended" stale dead))
+            "~A" stderr))
+      (is (null (probe-file stale)))
+      (is (probe-file live)))))
 
 (test quantize-tool-split-failure-removes-every-shard
   (with-tmp-dir (dir)

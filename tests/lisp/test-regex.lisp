@@ -92,3 +92,35 @@
     (is (not (rontolisp::regex-search "(a*)*b" s)))
     (is (not (rontolisp::regex-search "(a|aa)*c" s)))
     (is (< (- (get-internal-real-time) start) (* 20 internal-time-units-per-second)))))
+
+(test regex-refuses-patterns-past-the-program-limit
+  ;; counted repetitions nest by multiplying: a billion copies once took all
+  ;; memory; now each is refused before anything is built, naming the limit
+  (dolist (bad '("((a{1000}){1000}){1000}" "(a{1000}){11}" "(?:[a-z]{100}|b){1000}"))
+    (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+               (rontolisp::regex-error (c) c))))
+      (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
+      (when c
+        (is (search "at most 10000 pattern elements" (princ-to-string c)))
+        (is (search (prin1-to-string bad) (princ-to-string c))))))
+  ;; at the limit it compiles (the count is the program's, less its final match), and matches
+  (is (= 10001 (length (rontolisp::regex-program (rontolisp::compile-regex "(a{1000}){10}")))))
+  (is (= (+ (* 2 4) (* 3 5) 1)
+         (length (rontolisp::regex-program (rontolisp::compile-regex "(?:a|b){2,5}")))))
+  (is (rontolisp::regex-search "(a{1000}){10}" (make-string 10000 :initial-element #\a))))
+
+(test regex-parser-names-the-option-and-the-limit
+  (let ((c (handler-case (progn (rontolisp::regex-parser "--filter" "((a{1000}){1000}){1000}") nil)
+             (rontolisp::usage-error (c) c))))
+    (is (typep c 'rontolisp::usage-error))
+    (when c
+      (is (search "--filter" (princ-to-string c)))
+      (is (search "10000" (princ-to-string c))))))
+
+(test regex-counted-repetition-has-its-maximum
+  ;; {m} and {m,n} once lost their maximum and matched as {m,}
+  (is (not (rontolisp::regex-search "^a{2}$" "aaa")))
+  (is (rontolisp::regex-search "^a{2}$" "aa"))
+  (is (not (rontolisp::regex-search "^a{1,2}$" "aaa")))
+  (is (rontolisp::regex-search "^a{2,}$" "aaaa"))
+  (is (= 1001 (length (rontolisp::regex-program (rontolisp::compile-regex "a{1000}"))))))

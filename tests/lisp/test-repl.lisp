@@ -8,24 +8,6 @@
 (def-suite repl :in all :description "The REPL and how rontolisp starts.")
 (in-suite repl)
 
-(defparameter *pty-run*
-  (or (ext:getenv "RONTOLISP_PTY_RUN")
-      (namestring (merge-pathnames "build/tools/pty_run" *root*)))
-  "The pseudo-terminal driver (make tools builds it).")
-
-(defun fresh-home ()
-  "A new empty directory to serve as HOME, as a string ending in /."
-  (let ((dir (format nil "~A/" (tmp-path "home"))))
-    (ensure-directories-exist dir)
-    dir))
-
-(defun remove-home (home)
-  (dolist (f (directory (merge-pathnames "*.*" home)))
-    (ignore-errors (delete-file f)))
-  (dolist (f (directory (merge-pathnames ".*" home)))
-    (ignore-errors (delete-file f)))
-  (ignore-errors (si:rmdir home)))
-
 (defun run-at-home (home args &key (input ""))
   "Run the executable with ARGS, HOME set to HOME and INPUT piped in;
 answer (values exit-status stdout stderr)."
@@ -33,21 +15,6 @@ answer (values exit-status stdout stderr)."
     (unwind-protect
          (apply #'sh "h=$1; i=$2; shift 2; HOME=\"$h\" exec \"$0\" \"$@\" <\"$i\"" home in args)
       (ignore-errors (delete-file in)))))
-
-(defun pty-session (steps &key (args '()) (home nil) (seconds 30))
-  "Run the executable with ARGS on a pseudo-terminal, HOME set to HOME (a
-fresh directory when NIL), driven by STEPS (a list of strings, each
-\"expect TEXT\", \"send TEXT\" or \"sleep MS\" as tools/pty_run.c takes
-them), for SECONDS at most; answer (values exit-status output)."
-  (let ((file (write-file-string (tmp-path "steps") (format nil "~{~A~%~}" steps)))
-        (home* (or home (fresh-home))))
-    (unwind-protect
-         (multiple-value-bind (code out err)
-             (apply #'sh "h=$1; p=$2; t=$3; f=$4; shift 4; HOME=\"$h\" exec \"$p\" \"$t\" \"$f\" -- \"$0\" \"$@\""
-                    home* *pty-run* (princ-to-string seconds) file args)
-           (values code (concatenate 'string out err)))
-      (ignore-errors (delete-file file))
-      (unless home (remove-home home*)))))
 
 (test pty-driver-has-a-deadline-after-the-output-ends
   "A program that closes the terminal and runs on is killed at the
@@ -163,6 +130,18 @@ driver's deadline, as one that keeps the terminal open is."
     (is (= 1 code))
     (is (contains err "division by zero in (/ 1 0)") "~A" err)
     (is (not (contains err "#<")))))
+
+(test repl-piped-break-fails-the-form-and-goes-on
+  ;; (break) on piped input entered ECL's debugger, which printed itself
+  ;; on stdout and took the next forms as its commands.  It fails the form
+  ;; as an error does: one line on stderr, the next form runs, status 1.
+  (multiple-value-bind (code out err)
+      (run-exe '("--norc") :input (format nil "(break \"stop ~~A\" 7)~%(princ :after)~%"))
+    (is (eql 1 code) "exit ~S: ~A" code err)
+    (is (contains out "AFTER") "~S" out)
+    (is (not (contains out "restarts")) "~S" out)
+    (is (= 1 (length (split-lines err))) "~S" err)
+    (is (contains err "stop 7") "~S" err)))
 
 ;;; Start-up conventions.
 

@@ -87,6 +87,32 @@ end a script with one short line naming them."
       (is (plusp (length err))))
     (delete-file f)))
 
+(test script-break-exits-1-without-a-debugger
+  ;; (break) printed ECL's debugger on stdout, read its commands from
+  ;; stdin and, at the end of input, exited 0 with the rest skipped.  A
+  ;; script has no debugger: one line on stderr, exit 1.  Standard input
+  ;; here is a pipe that stays open: a debugger waiting on it would hang
+  ;; to the deadline.
+  (let ((f (write-file-string (tmp-path "break.lisp")
+                              (format nil "(princ \"before\")~%(break \"stop ~~A\" 7)~%(princ \"after\")~%")))
+        (out (tmp-path "out")) (err (tmp-path "err")))
+    (unwind-protect
+         (multiple-value-bind (process input)
+             (run-child *exe* (list "script" f) :input :stream :output out :error err
+                                                :if-output-exists :supersede
+                                                :if-error-exists :supersede :wait nil)
+           (multiple-value-bind (how code)
+               (unwind-protect (wait-child process :deadline 60 :what "a script calling break")
+                 (ignore-errors (close input))
+                 (end-child process))
+             (let ((out (read-file-string out)) (err (read-file-string err)))
+               (is (eq :exited how))
+               (is (eql 1 code) "exit ~S: ~A" code err)
+               (is (string= "before" out) "stdout: ~S" out)
+               (is (= 1 (length (split-lines err))) "stderr: ~S" err)
+               (is (contains err "stop 7") "stderr: ~S" err))))
+      (dolist (p (list f out err)) (ignore-errors (delete-file p))))))
+
 (test script-exit-code
   (let ((f (write-file-string (tmp-path "exit.lisp")
                               (format nil "(rontolisp:exit 9)~%(princ \"not here\")~%"))))
@@ -289,8 +315,62 @@ a #! first line skipped, each form as it is read."
     (is (string= "Q8_0" (funcall types "--type" "Q8_0")))
     (is (search "--n expects an integer of 0 or more, found \"-1\""
                 (usage-message (lambda () (funcall ints "--n" "-1")))))
+    ;; integers are read as every number on the command line (SCAN-NUMBER)
+    (dolist (bad '(" 5" "5 " "1e3" "5.0" "0x10" ""))
+      (is (search "--n expects an integer of 0 or more"
+                  (usage-message (lambda () (funcall ints "--n" bad))))
+          "~S" bad))
+    (is (search "--n expects an integer of 0 or more"
+                (usage-message (lambda () (funcall ints "--n" (make-string 500 :initial-element #\9))))))
     (is (search "--type expects one of f32, q8_0, found \"q4\""
                 (usage-message (lambda () (funcall types "--type" "q4")))))))
+
+(test runtime-scan-number-reads-decimals-without-the-reader
+  ;; the value, and whether it was written as a float
+  (loop for (text value float) in '(("12" 12 nil) ("-7" -7 nil) ("+3" 3 nil) ("1.5" 3/2 t)
+                                    ("5." 5 t) (".5" 1/2 t) ("-0.25e-3" -1/4000 t) ("1E2" 100 t)
+                                    ("0e999999999999" 0 t) ("1e-999999999" 0 t)
+                                    ("1e999999999" :overflow t) ("-1e400" :-overflow t)
+                                    ("1e399" #.(expt 10 399) t))
+        do (is (equal (list value float) (multiple-value-list (rontolisp::scan-number text)))
+               "~S" text))
+  (dolist (bad '("" "." "e5" "1e" "1e+" "1x" " 1" "1 " "--1" "1.5.2" "0x10" "inf" "nan" "1_000"))
+    (is (null (rontolisp::scan-number bad)) "~S is not a number" bad))
+  ;; past 800 significant digits the rest only says "more": the digits kept
+  ;; plus a sticky 1
+  (is (= (/ (1+ (expt 10 800)) (expt 10 699))
+         (rontolisp::scan-number (format nil "1~800,,,'0A1e-700" "")))))
+
+(test runtime-number-argument-rounds-and-refuses-by-range
+  (flet ((refusal (string type)
+           (usage-message (lambda () (rontolisp::number-argument "--set a" string type)))))
+    ;; as strtod rounds, subnormals and ties included
+    (is (= 1.5d0 (rontolisp::number-argument "--set a" "1.5" :f64)))
+    (is (eql 0.1d0 (rontolisp::number-argument "--set a" "0.1" :f64)))
+    (is (eql 0.1 (rontolisp::number-argument "--set a" "0.1" :f32)))
+    (is (eql (* 2024 least-positive-double-float) (rontolisp::number-argument "--set a" "1e-320" :f64)))
+    (is (zerop (rontolisp::number-argument "--set a" "2.4703282292062327e-324" :f64)))
+    (is (eql least-positive-double-float (rontolisp::number-argument "--set a" "2.4703282292062328e-324" :f64)))
+    (is (eql most-positive-double-float
+             (rontolisp::number-argument "--set a" "1.7976931348623158e308" :f64)))
+    (is (eql most-positive-single-float (rontolisp::number-argument "--set a" "3.4028235e38" :f32)))
+    (is (eql -7 (rontolisp::number-argument "--set a" "-7" '(-128 127))))
+    ;; one rule: a number that rounds beyond the type's largest value is
+    ;; refused with the range, whatever its exponent's length
+    (loop for (string type range) in '(("1e999999999" :f64 "the f64 range")
+                                       ("1e999" :f64 "the f64 range")
+                                       ("1.7976931348623159e308" :f64 "the f64 range")
+                                       ("1e39" :f32 "the f32 range")
+                                       ("3.4028235677973366e38" :f32 "the f32 range")
+                                       ("-1e999999999" :f32 "the f32 range")
+                                       ("x" :f32 "the f32 range")
+                                       ("128" (-128 127) "an integer from -128 to 127")
+                                       ("1e2" (-128 127) "an integer from -128 to 127")
+                                       ("99999999999999999999999999999999" (0 255) "from 0 to 255"))
+          do (let ((message (refusal string type)))
+               (is (search "--set a: expected" message) "~S: ~A" string message)
+               (is (search range message) "~S: ~A" string message)
+               (is (search (prin1-to-string string) message) "~S: ~A" string message)))))
 
 (test cli-every-command-answers-help
   (dolist (name *command-names*)
@@ -436,6 +516,21 @@ started, and the test fails with a message, instead of waiting for ever."
       (is (contains out "78 ff"))
       (is (contains out "79 fe")))))
 
+(test cli-bad-threads-after-a-command-names-the-command
+  ;; --threads after a command is still taken by the host: its refusal
+  ;; names the command and the range, and no "bad global flag" follows
+  (multiple-value-bind (code out err) (run-exe '("bench" "--threads" "100000"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp bench: --threads expects a count from 1 to 256") "~A" err)
+    (is (contains err "rontolisp bench --help") "~A" err)
+    (is (not (contains err "global")) "~A" err))
+  (multiple-value-bind (code out err) (run-exe '("--threads" "0"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "rontolisp: --threads expects a count from 1 to 256 (the kernels' limit), found \"0\"") "~A" err)
+    (is (not (contains err "global")) "~A" err)))
+
 (test cli-threads-beyond-the-limit-are-refused
   (multiple-value-bind (code out err) (run-exe '("--threads" "1024" "--version"))
     (declare (ignore out))
@@ -489,29 +584,35 @@ started, and the test fails with a message, instead of waiting for ever."
     (is (eql 129 (interrupted-status (list "script" f) "HUP")))
     (delete-file f)))
 
-(defun early-signal-status (args signal delay &key ignored)
+(defun early-signal-status (args signal delay &key ignored output)
   "Start the executable with ARGS (with SIGNAL ignored when IGNORED, as a
 shell leaves SIGINT for a background job), wait until its main function
 runs (ECL's threads exist), send it SIGNAL DELAY seconds later; answer its
-exit status, (:signaled n) when the signal ended it."
-  (let ((p (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
-                                                    ignored signal)
-                                       *exe* args)
-                      :input nil :output nil :error nil :wait nil))
-        (end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
-    (unwind-protect
-         (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
-           (loop until (or (> (length (directory tasks)) 1)
-                           (not (eq :running (ext:external-process-wait p nil)))
-                           (> (get-internal-real-time) end))
-                 do (sleep 0.001))
-           (sleep delay)
-           (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
-           (multiple-value-bind (how n)
-               (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
-                                                        args signal))
-             (if (eq how :exited) n (list how n))))
-      (end-child p))))
+exit status, (:signaled n) when the signal ended it.  With OUTPUT (a
+path), its standard output goes there and its standard input is a pipe
+closed only once the signal is sent (a REPL waits on it)."
+  (multiple-value-bind (p in)
+      (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
+                                               ignored signal)
+                                  *exe* args)
+                 :input (and output :stream) :output output :if-output-exists :supersede
+                 :error nil :wait nil)
+    (let ((end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+      (unwind-protect
+           (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
+             (loop until (or (> (length (directory tasks)) 1)
+                             (not (eq :running (ext:external-process-wait p nil)))
+                             (> (get-internal-real-time) end))
+                   do (sleep 0.001))
+             (sleep delay)
+             (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
+             (when in (ignore-errors (close in)))
+             (multiple-value-bind (how n)
+                 (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
+                                                          args signal))
+               (if (eq how :exited) n (list how n))))
+        (when in (ignore-errors (close in)))
+        (end-child p)))))
 
 (test batch-signal-at-start-up-is-not-lost
   "SIGINT, SIGTERM and SIGHUP in the first milliseconds, while ECL boots,
@@ -528,11 +629,76 @@ disposition came in as the default or as ignored (a background job)."
           "SIG~A at start-up" signal))
     (delete-file f)))
 
+(defun reading-standard-input (pid)
+  "When the main thread of the process PID waits in read(2) on descriptor 0
+(/proc/PID/syscall; read is system call 0 on x86-64, 63 on AArch64), the
+number of times it has gone to sleep so far (its voluntary context
+switches); else NIL."
+  (flet ((proc-line (file prefix)
+           (ignore-errors
+            (with-open-file (s (format nil "/proc/~D/task/~D/~A" pid pid file))
+              (loop for line = (read-line s nil) while line
+                    when (eql 0 (search prefix line)) return line)))))
+    (let ((call (proc-line "syscall" "")))
+      (when (and call (or (eql 0 (search "0 0x0 " call)) (eql 0 (search "63 0x0 " call))))
+        (let ((line (proc-line "status" "voluntary_ctxt_switches:")))
+          (and line (parse-integer line :start (1+ (position #\: line)) :junk-allowed t)))))))
+
+(defun wait-for (what deadline predicate)
+  "The first true value of PREDICATE, called every few milliseconds for at
+most DEADLINE seconds; at the deadline an error naming WHAT."
+  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second))))
+    (loop
+      (let ((value (funcall predicate)))
+        (when value (return value)))
+      (when (> (get-internal-real-time) end)
+        (error "~A did not happen within ~D s" what deadline))
+      (sleep 0.005))))
+
+(test repl-ctrl-c-while-starting-ends-it
+  ;; SIGINT while the REPL starts landed in ECL's own debugger wherever the
+  ;; boot was: its "Console interrupt" on stdout, the REPL's input read as
+  ;; debugger commands, then a crash (status 139) or a loop of "Detected
+  ;; access to protected memory" that SIGTERM did not end.  Before the
+  ;; prompt it ends the program (130); at the prompt it returns there, and
+  ;; the end of input then exits 0.
+  (let ((out (tmp-path "early-out")))
+    (dolist (delay '(0 0.002 0.005 0.01 0.02 0.04 0.08 0.16))
+      (let ((status (early-signal-status '("--norc") "INT" delay :output out)))
+        (is (member status '(130 0)) "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) status)
+        (is (not (contains (read-file-string out) "INTERACTIVE-INTERRUPT"))
+            "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) (read-file-string out))))
+    (ignore-errors (delete-file out))))
+
 (test repl-survives-ctrl-c-at-the-prompt
-  (multiple-value-bind (code out)
-      (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
-    (is (eql 0 code))
-    (is (contains out "5"))))
+  ;; The signal went a second after the start, its input half a second
+  ;; later: on a loaded machine the REPL was not at its prompt yet, or had
+  ;; not taken the signal before the input came.  Each step now waits for
+  ;; the REPL's main thread to be reading its input: before the signal,
+  ;; and again after it, once it has woken up.
+  (let ((out (tmp-path "sig-out")))
+    (unwind-protect
+         (multiple-value-bind (p in)
+             (run-child *exe* '("--norc") :input :stream :output out :error nil
+                                          :if-output-exists :supersede :wait nil)
+           (unwind-protect
+                (let* ((pid (ext:external-process-pid p))
+                       (sleeps (wait-for "the REPL reading its input" 60
+                                         (lambda () (reading-standard-input pid)))))
+                  (is (signal-process p (cdr (assoc "INT" *signal-numbers* :test #'string=))))
+                  (wait-for "the REPL reading its input again after SIGINT" 60
+                            (lambda () (let ((now (reading-standard-input pid)))
+                                         (and now (> now sleeps)))))
+                  (ignore-errors (write-line "(+ 2 3)" in) (finish-output in))
+                  (ignore-errors (close in))
+                  (multiple-value-bind (how code)
+                      (wait-child p :deadline 60 :what "the REPL after SIGINT")
+                    (is (eq :exited how))
+                    (is (eql 0 code))
+                    (is (contains (read-file-string out) "5"))))
+             (ignore-errors (close in))
+             (end-child p)))
+      (ignore-errors (delete-file out)))))
 
 (test cli-utf-8-name-reaches-the-metadata
   (let ((out (tmp-path "named.gguf")))

@@ -186,3 +186,69 @@ Jinja2 refuses to iterate a bool."
                            "{{ a }} {{ b }}"
                            (bindings "a" ext:double-float-positive-infinity
                                      "b" ext:double-float-negative-infinity)))))
+
+(defun hundred-options ()
+  (bindings "options" (coerce (loop for i below 100 collect (format nil "option ~D" i)) 'vector)
+            "instructions" (make-string 300 :initial-element #\x)))
+
+(test template-render-stops-nested-loops-at-the-iteration-limit
+  "Loops inside loops multiply: a rendering runs at most
+*TEMPLATE-MAX-ITERATIONS* iterations in all, then a TEMPLATE-ERROR names
+the limit and the loop that passed it (six loops over 100 options, 10^12
+iterations, once ran on without end)."
+  (dolist (body '("" "{% if x0 == instructions %}{% endif %}"))
+    (dolist (n '(3 6))
+      (destructuring-bind (kind &optional message offset)
+          (template-outcome (nested-loops n body) (hundred-options))
+        (is (eq :template-error kind) "~D loops: ~S" n message)
+        (is (eql (+ 3 (* 23 (1- n))) offset) "~S" offset)
+        (is (contains message "expected at most 65536 loop iterations in one rendering")
+            "~A" message)
+        (is (contains message "rontolisp:*template-max-iterations*") "~A" message))))
+  ;; A loop over a long string is refused before its items are made.
+  (destructuring-bind (kind &optional message offset)
+      (template-outcome "{% for c in s %}{% endfor %}"
+                        (bindings "s" (make-string 100000 :initial-element #\y)))
+    (is (eq :template-error kind) "~S" message)
+    (is (eql 3 offset))
+    (is (contains message "loop iterations")))
+  ;; Up to the limit is fine.
+  (let ((rontolisp::*template-max-iterations* 10100))
+    (is (string= "" (rontolisp:render-template (nested-loops 2 "") (hundred-options))))
+    (setf rontolisp::*template-max-iterations* 10099)
+    (is (eq :template-error (first (template-outcome (nested-loops 2 "") (hundred-options)))))))
+
+(test template-render-stops-at-the-length-limit
+  "A rendering writes at most MAX-LENGTH characters, those of strings
+joined with ~ counted too, and stops there with a TEMPLATE-ERROR naming
+the limit and the construct that passed it: nothing past the limit is
+built, a long literal included."
+  (flet ((refused (template b max offset)
+           (handler-case
+               (progn (rontolisp:render-template template b :max-length max
+                                                            :max-length-name "the test's limit")
+                      (fail "~S rendered" (subseq template 0 (min 40 (length template)))))
+             (rontolisp:template-error (c)
+               (let ((message (princ-to-string c)))
+                 (is (eql offset (rontolisp:template-error-offset c)) "~A" message)
+                 (is (contains message (format nil "expected a rendered text of at most ~D ~
+characters" max))
+                     "~A" message)
+                 (is (contains message "(the test's limit)") "~A" message))))))
+    ;; {{ }} in six loops over 100 options: 3e14 characters
+    (refused (nested-loops 6 "{{ instructions }}") (hundred-options) 6144 141)
+    ;; a literal inside the loops, and a long literal alone
+    (refused (nested-loops 6 "abc") (hundred-options) 6144 138)
+    (refused (concatenate 'string "{{ 1 }}" (make-string 50000 :initial-element #\z)) nil 6144 7)
+    ;; strings joined and compared, never written
+    (refused (nested-loops 3 "{% if (instructions ~ instructions) == x0 %}{% endif %}")
+             (hundred-options) 6144 76))
+  ;; Exactly the limit is fine; the default limit is the parameter's.
+  (is (= 6144 (length (rontolisp:render-template (make-string 6144 :initial-element #\z) nil
+                                                 :max-length 6144))))
+  (let ((rontolisp::*template-max-length* 10))
+    (destructuring-bind (kind &optional message offset)
+        (template-outcome "{{ 'abcdefghijk' }}" nil)
+      (is (eq :template-error kind))
+      (is (eql 3 offset))
+      (is (contains message "rontolisp:*template-max-length*") "~A" message))))

@@ -181,6 +181,44 @@ function of the parsed data that changes it) was applied, or NIL."
     (check (lambda (d) (setf (gethash "far" (gethash "vocab" (gethash "model" d))) 16000000))
            "without a token" "16000000")))
 
+(test json-reader-refuses-a-string-where-an-array-belongs
+  ;; A string is a vector to Lisp: "merges": "" was read as no merges (other
+  ;; ids, no error), "a b" as three merges named by their characters.
+  (flet ((check (mutate key)
+           (let ((m (json-refusal mutate)))
+             (is (and m (contains m "tokenizer.json") (contains m key)
+                      (contains m "expected an array") (contains m "found the string"))
+                 "~A: ~A" key m))))
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) "")) "model.merges")
+    (check (lambda (d) (setf (gethash "merges" (gethash "model" d)) "a b")) "model.merges")
+    (check (lambda (d) (setf (gethash "added_tokens" d) "")) "added_tokens")
+    (check (lambda (d) (setf (gethash "added_tokens" d) "[CLS]")) "added_tokens")
+    (check (lambda (d) (setf (gethash "post_processor" d)
+                             (obj "type" "TemplateProcessing" "single" "$A")))
+           "post_processor.single"))
+  ;; a one-character string is no one-member Sequence of pre-tokenizers
+  (let ((m (json-refusal (lambda (d) (setf (gethash "pre_tokenizer" d)
+                                           (obj "type" "Sequence" "pretokenizers" "x"))))))
+    (is (and m (contains m "pre_tokenizer") (contains m "\"Sequence\"")) "~A" m)))
+
+(test gguf-reader-refuses-unknown-token-types
+  ;; llama.cpp's types are 1 (normal) to 6 (byte); another was taken as
+  ;; none at all.
+  (multiple-value-bind (types type)
+      (let ((f (gguf:read (car (converted)))))
+        (unwind-protect (gguf:value f "tokenizer.ggml.token_type")
+          (gguf:close f)))
+    (dolist (bad '(99 -1 0 7))
+      (let ((v (copy-seq types)))
+        (setf (aref v 5) bad)
+        (let ((m (tokenizer-error-message
+                  (lambda ()
+                    (model::gguf-file-tokenizer
+                     (gguf-with (list (list "tokenizer.ggml.token_type" type v))) "x.gguf")))))
+          (is (and m (contains m "x.gguf") (contains m "token 5")
+                   (contains m (format nil "found ~D" bad)))
+              "type ~D: ~A" bad m))))))
+
 (test json-reader-fills-a-few-gaps
   ;; Ids without a token become unused [PADn] tokens, as the converter
   ;; writes them into the GGUF file; the other ids are unchanged.
@@ -290,6 +328,31 @@ function of the parsed data that changes it) was applied, or NIL."
     (multiple-value-bind (code out err) (run-exe (list "tokenize" file))
       (declare (ignore out))
       (is (= 2 code) "~A" err))))
+
+(test tokenize-and-embed-blame-the-text-not-the-tokenizer
+  ;; Bytes that are not UTF-8 are the text's fault: the message names the
+  ;; text (its number, --text, or the file and line), not the tokenizer's
+  ;; file, which it used to name for every text given as an argument.
+  (flet ((refused (args &rest needles)
+           (multiple-value-bind (code out err) (run-exe-octets args)
+             (let ((err (rontolisp::%utf8-string err)))
+               (is (= 1 code) "~A: exit ~D" err code)
+               (is (= 1 (count #\Newline err)) "~A" err)
+               (is (not (search ".gguf" err)) "~A" err)
+               (dolist (n needles) (is (contains err n) "~S does not say ~S" err n))
+               out))))
+    (let ((out (refused (list "tokenize" (gpt2-file) "Hello" (octets "ab" #xff "cd"))
+                        "text 2: expected UTF-8 text" "offset 2")))
+      (is (= 1 (count 10 out)) "the first text's ids come first"))
+    (let ((texts (tmp-path "bad-texts.txt")))
+      (write-octets-file texts (octets "Hello" 10 "ab" #xff 10))
+      (refused (list "tokenize" (gpt2-file) "--file" texts)
+               (format nil "~A line 2: expected UTF-8 text" texts))
+      (refused (list "embed" (car (converted)) "--text-file" texts)
+               (format nil "~A line 2: expected UTF-8 text" texts))
+      (delete-file texts))
+    (refused (list "embed" (car (converted)) "--text" (octets "ab" #xff))
+             "--text: expected UTF-8 text" "offset 2")))
 
 (test tokenize-command-file-streams
   (let ((file (gpt2-file))

@@ -23,13 +23,6 @@
   (handler-case (progn (funcall thunk) nil)
     (error (c) c)))
 
-(defun same-bits-p (a b)
-  "True when the float vectors A and B (no NaNs) hold the same values with
-the same signs, zeros included: for floats, the same bits."
-  (and (= (length a) (length b))
-       (equal (array-element-type a) (array-element-type b))
-       (every (lambda (u v) (and (= u v) (= (float-sign u) (float-sign v)))) a b)))
-
 ;;; The reference.
 
 (defun f16-double (h)

@@ -1,0 +1,437 @@
+;;;; serve.lisp - `rontolisp serve': one model answering HTTP requests in
+;;;; llama-server's shapes (doc/serve.md), plus POST /decide.
+;;;;
+;;;; The HTTP layer is C (prims/http.c on libmicrohttpd): it reads each
+;;;; request, refuses what it can on its own (a body over --max-body, a
+;;;; missing API key, a full queue) and queues the rest.  Here, --parallel
+;;;; Lisp workers take requests from that queue, compute the answer with
+;;;; the same functions as the commands (so /tokenize, /embedding and
+;;;; /decide give `tokenize', `embed --json' and `decide --json''s numbers,
+;;;; printed by the same JSON writer) and hand it back.  Every request a
+;;;; worker takes is answered, whatever happens while it computes; every
+;;;; refusal is one JSON shape, {"error": {"code", "message", "type"}}.
+
+(in-package "RONTOLISP")
+
+(defstruct (server (:constructor make-server))
+  "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
+it has a decision head (HEAD), its pooling, the worker count, whether
+/metrics answers, when it started (universal time) and the counters
+/metrics reports, under LOCK."
+  model path head pooling parallel metrics started
+  (lock (mp:make-lock :name "serve counters"))
+  (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0))
+
+(defparameter *json-type* "application/json; charset=utf-8")
+
+;;; Reading requests.
+
+(defun invalid-request (control &rest args)
+  "Refuse the request: 400, invalid_request_error, the message CONTROL
+formatted with ARGS."
+  (apply #'request-error 400 "invalid_request_error" control args))
+
+(defun request-object (body)
+  "The JSON object of the request BODY (octets) as an EQUAL hash table; a
+400 naming what is wrong when it is not JSON or not an object."
+  (let ((value (handler-case (parse-json-octets body)
+                 (json-error (c)
+                   (invalid-request "expected a JSON body, found ~A" (rontolisp-error-message c))))))
+    (unless (hash-table-p value)
+      (invalid-request "expected a JSON object, found ~A" (json-brief value)))
+    value))
+
+(defun field (object name &key (type t) (default nil default-p) (what "a value"))
+  "The field NAME of the request OBJECT, which must be of TYPE (WHAT names
+it in the message); DEFAULT when absent, or a 400 when there is none."
+  (multiple-value-bind (value found) (gethash name object)
+    (cond ((not found)
+           (if default-p default (invalid-request "expected the field ~S, found none" name)))
+          ((typep value type) value)
+          (t (invalid-request "field ~S: expected ~A, found ~A" name what (json-brief value))))))
+
+(defun flag-field (object name default)
+  "The boolean field NAME of OBJECT, DEFAULT when absent."
+  (field object name :type '(member t nil) :default default :what "true or false"))
+
+(defun token-id-vector-p (x)
+  (and (vectorp x) (not (stringp x)) (plusp (length x))
+       (every (lambda (id) (typep id '(integer 0 #.(1- (expt 2 31))))) x)))
+
+(defun prompt-list (value name)
+  "The prompts of the field NAME as llama-server reads them: a string, an
+array of token ids, or an array of strings and arrays of token ids; a list
+of strings and lists of ids."
+  (flet ((one (x)
+           (cond ((stringp x) x)
+                 ((token-id-vector-p x) (coerce x 'list))
+                 (t (invalid-request "field ~S: expected a string or an array of token ids ~
+(integers from 0), found ~A" name (json-brief x))))))
+    (cond ((stringp value) (list value))
+          ((token-id-vector-p value) (list (coerce value 'list)))
+          ((and (vectorp value) (plusp (length value)))
+           (map 'list #'one value))
+          (t (invalid-request "field ~S: expected a string, an array of token ids or an array ~
+of them, found ~A" name (json-brief value))))))
+
+(defun prompt-ids (server prompt)
+  "The token ids of PROMPT (a string, tokenized with the file's bos and eos
+as `embed --text' does, or a list of ids); a 400 for an empty one."
+  (let ((ids (if (stringp prompt)
+                 (coerce (model:tokenize (server-model server) prompt) 'list)
+                 prompt)))
+    (when (null ids)
+      (invalid-request "Input content cannot be empty"))
+    ids))
+
+;;; The endpoints.  Each takes the server and the request body and answers
+;;; the JSON value of a 200.
+
+(defun count-prompt (server tokens seconds)
+  (mp:with-lock ((server-lock server))
+    (incf (server-prompt-tokens server) tokens)
+    (incf (server-prompt-seconds server) seconds)))
+
+(defun embed-prompts (server prompts normalize)
+  "The embedding rows of each of PROMPTS, as `embed --json' prints them,
+and the token count of them all."
+  (let* ((start (get-internal-real-time))
+         (tokens 0)
+         (rows (mapcar (lambda (prompt)
+                         (let ((ids (prompt-ids server prompt)))
+                           (incf tokens (length ids))
+                           (map 'vector (lambda (row) (normalize-embedding row normalize))
+                                (embedding-rows (embed-pooled (server-model server) ids
+                                                              (server-pooling server) :q8 :erf)))))
+                       prompts)))
+    (count-prompt server tokens (seconds-since start))
+    (values rows tokens)))
+
+(defun seconds-since (start)
+  "Seconds (a double) since the internal real time START."
+  (/ (float (- (get-internal-real-time) start) 1d0) internal-time-units-per-second))
+
+(defun normalize-field (object)
+  (field object "embd_normalize" :type '(integer -1 1000) :default 2
+                                 :what "an integer from -1 to 1000"))
+
+(defun handle-embedding (server body)
+  "POST /embedding: llama-server's non-OpenAI answer, one {index,
+embedding} per prompt, the embedding an array of rows."
+  (let* ((object (request-object body))
+         (prompts (prompt-list (or (gethash "content" object) (gethash "input" object)
+                                   (invalid-request "expected the field \"content\", found none"))
+                               "content")))
+    (coerce (loop for rows in (embed-prompts server prompts (normalize-field object))
+                  for i from 0
+                  collect (list :object (cons "index" i) (cons "embedding" rows)))
+            'vector)))
+
+(defun base64-octets (octets)
+  "OCTETS in base64 (RFC 4648, padded)."
+  (let ((alphabet "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        (n (length octets)))
+    (with-output-to-string (s)
+      (loop for i from 0 below n by 3
+            for k = (min 3 (- n i))
+            for w = (loop for j below 3
+                          sum (ash (if (< j k) (aref octets (+ i j)) 0) (* 8 (- 2 j))))
+            do (loop for j below 4
+                     do (write-char (if (<= j k) (char alphabet (ldb (byte 6 (* 6 (- 3 j))) w)) #\=)
+                                    s))))))
+
+(defun float32-base64 (row)
+  "The single-floats of ROW as little-endian binary32, in base64."
+  (let ((octets (make-array (* 4 (length row)) :element-type '(unsigned-byte 8))))
+    (loop for x across row for i from 0 by 4
+          for bits = (%single-bits x)
+          do (loop for j below 4 do (setf (aref octets (+ i j)) (ldb (byte 8 (* 8 j)) bits))))
+    (base64-octets octets)))
+
+(defun handle-v1-embeddings (server body)
+  "POST /v1/embeddings: OpenAI's answer (data, model, object, usage)."
+  (let* ((object (request-object body))
+         (prompts (prompt-list (or (gethash "input" object) (gethash "content" object)
+                                   (invalid-request "expected the field \"input\", found none"))
+                               "input"))
+         (encoding (field object "encoding_format" :type 'string :default "float"
+                                                 :what "\"float\" or \"base64\"")))
+    (unless (member encoding '("float" "base64") :test #'string=)
+      (invalid-request "field \"encoding_format\": expected \"float\" or \"base64\", found ~S"
+                       encoding))
+    (when (eq (server-pooling server) :none)
+      (invalid-request "Pooling type 'none' is not OAI compatible. Please use a different ~
+pooling type"))
+    (multiple-value-bind (results tokens) (embed-prompts server prompts (normalize-field object))
+      (list :object
+            (cons "data" (coerce (loop for rows in results for i from 0
+                                       for row = (aref rows 0)
+                                       collect (list :object
+                                                     (cons "embedding"
+                                                           (if (equal encoding "base64")
+                                                               (float32-base64 row)
+                                                               row))
+                                                     (cons "index" i)
+                                                     (cons "object" "embedding")))
+                                 'vector))
+            (cons "model" (field object "model" :type 'string :default (server-path server)
+                                                :what "a string"))
+            (cons "object" "list")
+            (cons "usage" (list :object (cons "prompt_tokens" tokens)
+                                (cons "total_tokens" tokens)))))))
+
+(defun token-piece-json (server id)
+  "The text of token ID as llama-server's /tokenize gives it: a string when
+its bytes are UTF-8, else the array of its bytes."
+  (let ((text (model:detokenize (server-model server) (list id))))
+    (if (some (lambda (c) (<= #xdc80 (char-code c) #xdcff)) text)
+        (%utf8-octets text)
+        text)))
+
+(defun handle-tokenize (server body)
+  "POST /tokenize: content, add_special (default false), parse_special
+(default true), with_pieces (default false)."
+  (let* ((object (request-object body))
+         (content (field object "content" :type 'string :what "a string"))
+         (tok (tokenizer-of (server-model server) 'model:tokenize))
+         (ids (tokenize-octets tok (check-text content tok 'model:tokenize)
+                               (flag-field object "add_special" nil)
+                               (flag-field object "parse_special" t))))
+    (list :object
+          (cons "tokens" (if (flag-field object "with_pieces" nil)
+                             (map 'vector (lambda (id)
+                                            (list :object (cons "id" id)
+                                                  (cons "piece" (token-piece-json server id))))
+                                  ids)
+                             ids)))))
+
+(defun handle-detokenize (server body)
+  "POST /detokenize: tokens, an array of ids."
+  (let* ((object (request-object body))
+         (ids (field object "tokens" :type '(and vector (not string)) :what "an array of token ids")))
+    (list :object (cons "content" (model:detokenize (server-model server) ids)))))
+
+(defun decide-answer (server question)
+  "The answer to QUESTION (a parsed JSON value) as `decide --json' gives
+it, with the options' texts."
+  (unless (hash-table-p question)
+    (model:question-error "expected a question as a JSON object, found ~A" (json-brief question)))
+  (let ((start (get-internal-real-time)))
+    (multiple-value-bind (probabilities logits ids markers)
+        (model:decide (server-model server) question)
+      (count-prompt server (length ids) (seconds-since start))
+      (list :object
+            (cons "options" (map 'vector #'option-text
+                                 (gethash "options" (question-bindings question))))
+            (cons "ids" ids) (cons "markers" (coerce markers 'vector))
+            (cons "logits" logits) (cons "probabilities" probabilities)))))
+
+(defun handle-decide (server body)
+  "POST /decide: one question, or {\"questions\": [...]} answered as
+{\"answers\": [...]}; a question that cannot be answered is a 400 naming
+it (from 1 in a list) and why."
+  (unless (server-head server)
+    (request-error 501 "not_supported_error" "expected a file with a decision head ~
+(modern-bert.decision.block_count above 0), found none"))
+  (let ((object (request-object body)))
+    (flet ((answer (question where)
+             (handler-case (decide-answer server question)
+               (model:question-error (c)
+                 (invalid-request "~@[question ~D: ~]~A" where (rontolisp-error-message c))))))
+      (multiple-value-bind (questions found) (gethash "questions" object)
+        (if found
+            (progn
+              (unless (and (vectorp questions) (not (stringp questions)))
+                (invalid-request "field \"questions\": expected an array of questions, found ~A"
+                                 (json-brief questions)))
+              (list :object (cons "answers" (map 'vector (let ((k 0))
+                                                           (lambda (q) (answer q (incf k))))
+                                                 questions))))
+            (answer object nil))))))
+
+(defun handle-health (server body)
+  (declare (ignore server body))
+  (list :object (cons "status" "ok")))
+
+(defun handle-props (server body)
+  "GET /props: llama-server's global properties that mean something here."
+  (declare (ignore body))
+  (let* ((model (server-model server))
+         (template (gguf:value (encoder-file model) "tokenizer.chat_template")))
+    (list :object
+          (cons "default_generation_settings"
+                (list :object (cons "n_ctx" (getf (model:hyperparameters model) :context-length))))
+          (cons "total_slots" (server-parallel server))
+          (cons "model_path" (server-path server))
+          (cons "chat_template" (if (stringp template) template ""))
+          (cons "modalities" (list :object (cons "vision" :false)))
+          (cons "build_info" (version)))))
+
+(defun handle-models (server body)
+  "GET /v1/models: OpenAI's list, with llama-server's meta."
+  (declare (ignore body))
+  (let* ((model (server-model server))
+         (h (model:hyperparameters model)))
+    (list :object
+          (cons "object" "list")
+          (cons "data"
+                (vector (list :object (cons "id" (server-path server)) (cons "object" "model")
+                              (cons "created" (- (server-started server)
+                                                 (encode-universal-time 0 0 0 1 1 1970 0)))
+                              (cons "owned_by" "rontolisp")
+                              (cons "meta" (list :object
+                                                 (cons "n_vocab" (getf h :vocab-size))
+                                                 (cons "n_ctx_train" (getf h :context-length))
+                                                 (cons "n_embd" (getf h :embedding-length))))))))))
+
+(defun metrics-text (server)
+  "GET /metrics: the counters in Prometheus's text format."
+  (multiple-value-bind (received queued held rejected) (%http-stats)
+    (declare (ignore held))
+    (with-output-to-string (s)
+      (flet ((metric (name type help value)
+               (format s "# HELP ~A ~A~%# TYPE ~A ~A~%~A ~A~%" name help name type name value)))
+        (mp:with-lock ((server-lock server))
+          (metric "llamacpp:prompt_tokens_total" "counter" "Number of prompt tokens processed."
+                  (server-prompt-tokens server))
+          (metric "llamacpp:prompt_seconds_total" "counter" "Prompt process time in seconds."
+                  (json-float-string (server-prompt-seconds server)))
+          (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
+                  (server-processing server))
+          (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
+                  queued)
+          (metric "rontolisp:requests_received_total" "counter"
+                  "Number of requests received." received)
+          (metric "rontolisp:requests_answered_total" "counter"
+                  "Number of requests answered by a worker." (server-answered server))
+          (metric "rontolisp:requests_rejected_total" "counter"
+                  "Number of requests refused because the queue was full." rejected))))))
+
+(defparameter *routes*
+  '(("/health" :get handle-health) ("/v1/health" :get handle-health)
+    ("/props" :get handle-props)
+    ("/v1/models" :get handle-models) ("/models" :get handle-models)
+    ("/tokenize" :post handle-tokenize) ("/detokenize" :post handle-detokenize)
+    ("/embedding" :post handle-embedding) ("/embeddings" :post handle-embedding)
+    ("/v1/embeddings" :post handle-v1-embeddings)
+    ("/decide" :post handle-decide)
+    ("/metrics" :get :metrics))
+  "Each endpoint: its path, its method and the function that answers it.")
+
+;;; Answering.
+
+(defun error-body (status type message)
+  (list :object (cons "error" (list :object (cons "code" status) (cons "message" message)
+                                    (cons "type" type)))))
+
+(defun json-octets (value)
+  (%utf8-octets (with-output-to-string (s) (write-json value s))))
+
+(defun route (server method path body)
+  "The answer to one request: (values status content-type octets)."
+  (let ((route (assoc path *routes* :test #'string=)))
+    (unless route
+      (request-error 404 "not_found_error" "File Not Found"))
+    (destructuring-bind (verb handler) (rest route)
+      (unless (string= method (symbol-name verb))
+        (request-error 405 "invalid_request_error" "~A expects ~A, found ~A" path verb method))
+      (if (eq handler :metrics)
+          (if (server-metrics server)
+              (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
+              (request-error 501 "not_supported_error" "This server does not support metrics ~
+endpoint. Start it with `--metrics`"))
+          (values 200 *json-type* (json-octets (funcall handler server body)))))))
+
+(defun request-answer (server method path body)
+  "ROUTE's answer, or the JSON error of whatever it signalled: a
+REQUEST-ERROR's own status, 400 for any other error of ours (the request
+asked for something the model cannot do), 500 for the rest."
+  (flet ((fail (status type condition)
+           (values status *json-type*
+                   (json-octets (error-body status type (condition-line condition))))))
+    (handler-case (route server method path body)
+      (request-error (c) (fail (request-error-status c) (request-error-type c) c))
+      (model:model-error (c) (fail 500 "server_error" c))
+      (rontolisp-error (c) (fail 400 "invalid_request_error" c))
+      (serious-condition (c) (fail 500 "server_error" c)))))
+
+(defun answer-request (server id)
+  "Answer the held request ID; it is answered (500 at worst) however this
+ends.  The counters are updated before the answer leaves, so that a client
+that asks /metrics next finds its request counted."
+  (let ((answered nil))
+    (mp:with-lock ((server-lock server)) (incf (server-processing server)))
+    (flet ((done ()
+             (mp:with-lock ((server-lock server))
+               (decf (server-processing server))
+               (incf (server-answered server)))))
+      (unwind-protect
+           (multiple-value-bind (method path body) (%http-request id)
+             (when method
+               (multiple-value-bind (status type octets) (request-answer server method path body)
+                 (setf answered t)
+                 (done)
+                 (%http-respond id status (%utf8-octets type) octets))))
+        (unless answered
+          (done)
+          (ignore-errors
+           (%http-respond id 500 (%utf8-octets *json-type*)
+                          (json-octets (error-body 500 "server_error"
+                                                   "the request was not answered")))))))))
+
+(defun serve-requests (server)
+  "A worker: answer requests until the server stops.  A failure outside
+the computing of an answer (ANSWER-REQUEST has answered the request) is
+one line on standard error, and the worker goes on."
+  (loop for id = (%http-next)
+        while id
+        do (handler-case (answer-request server id)
+             (serious-condition (c)
+               (ignore-errors (report-error "rontolisp serve" c))))))
+
+(defun host-address (host)
+  "The octets of HOST, an address as inet_pton(3) reads it or localhost;
+USAGE-ERROR naming it when it is neither."
+  (or (parse-address host)
+      (usage-error "--host expects an IPv4 or IPv6 address (or localhost), found ~S" host)))
+
+(defun listen-socket (host address port)
+  "A listening socket on ADDRESS (the octets of HOST) and PORT (0: a free
+one): its descriptor and its port."
+  (multiple-value-bind (fd message) (%tcp-listen address port 512)
+    (unless fd
+      (rontolisp-error nil "cannot listen on ~A port ~D: ~A" host port message))
+    (values fd (%tcp-local-port fd))))
+
+(defun serve (file &key (host "127.0.0.1") (port 8080) (parallel 4) (queue 64) api-key
+                     (timeout 600) (max-body (* 16 1024 1024)) metrics (stream *standard-output*))
+  "Load the model of FILE once and answer HTTP requests on HOST and PORT
+with PARALLEL workers (doc/serve.md) until SIGINT, SIGTERM or
+%HTTP-SHUTDOWN; then finish what is in flight (at most TIMEOUT seconds)
+and answer the number of requests answered.  The first line on STREAM
+says where it listens: \"listening on http://HOST:PORT\"."
+  (let* ((address (host-address host))
+         (model (model:load file))
+         (server (make-server :model model :path file :parallel parallel :metrics metrics
+                              :started (get-universal-time)
+                              :head (handler-case (progn (head-of model 'serve) t)
+                                      (model:model-error () nil))
+                              :pooling (file-pooling model))))
+    (multiple-value-bind (fd bound) (listen-socket host address port)
+      (multiple-value-bind (ok message)
+          (%http-start fd max-body timeout queue (and api-key (%utf8-octets api-key)))
+        (unless ok
+          (rontolisp-error nil "cannot start the HTTP server: ~A" message)))
+      (unwind-protect
+           (let ((workers (loop for i from 1 below parallel
+                                collect (mp:process-run-function
+                                         (format nil "serve worker ~D" i)
+                                         (lambda () (serve-requests server))))))
+             (format stream "listening on http://~A:~D~%"
+                     (if (find #\: host) (format nil "[~A]" host) host) bound)
+             (finish-output stream)
+             (unwind-protect (serve-requests server)
+               (%http-shutdown)
+               (mapc #'mp:process-join workers)))
+        (%http-stop timeout)))
+    (server-answered server)))
