@@ -274,6 +274,14 @@ static cl_object rl_prim_rope_neox(cl_object xs, cl_object heads, cl_object head
     RL_NN_RETURN(env, out, rl_rope_neox(x, n, h, hd, base, y), "rope-neox: the kernel refused its operands");
 }
 
+/* Signal unless OUT, an attention's result, is none of Q, K and V. */
+static void rl_out_not_qkv(const char *fn, cl_object out, cl_object q, cl_object k,
+                           cl_object v) {
+    rl_out_not_input(fn, out, q, "q");
+    rl_out_not_input(fn, out, k, "k");
+    rl_out_not_input(fn, out, v, "v");
+}
+
 /* (%attention q k v n-heads head-dim window out) -> OUT or (values nil
  * status message): Q, K, V and OUT n x (n-heads * head-dim), OUT none of
  * the others; WINDOW 0 for global attention. */
@@ -288,11 +296,8 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
-    if (n && d) {
-        rl_out_not_input(fn, out, q, "q");
-        rl_out_not_input(fn, out, k, "k");
-        rl_out_not_input(fn, out, v, "v");
-    }
+    if (n && d)
+        rl_out_not_qkv(fn, out, q, k, v);
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
                  "attention: the kernel refused its operands");
 }
@@ -314,11 +319,8 @@ static cl_object rl_prim_attention_rows(cl_object q, cl_object k, cl_object v, c
     const float *vp = rl_sf_matrix_of(fn, 3, v, "v", n, d);
     rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     float *y = rl_sf_matrix_of(fn, 6, out, "out", nq, d);
-    if (nq && d) {
-        rl_out_not_input(fn, out, q, "q");
-        rl_out_not_input(fn, out, k, "k");
-        rl_out_not_input(fn, out, v, "v");
-    }
+    if (nq && d)
+        rl_out_not_qkv(fn, out, q, k, v);
     RL_NN_RETURN(env, out, rl_attention_rows(qp, nq, kp, vp, n, h, hd, y),
                  "attention: the kernel refused its operands");
 }
