@@ -3,7 +3,9 @@
 ;;;; double-float reference of doc/decision.md written here (post-norm and
 ;;;; norm-first, relu and gelu), the spread of the --random heads' logits,
 ;;;; Q8_0 and F16 heads, the same bits on every SIMD setting and thread
-;;;; count, every refusal at the API and at `rontolisp decide'.
+;;;; count, every refusal at the API and at `rontolisp decide'; the last
+;;;; block's marker rows against the whole block's, a forward pass that
+;;;; conses nothing, decisions in several threads at once.
 
 (in-package "RONTOLISP-TESTS")
 
@@ -725,6 +727,10 @@ null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
 
 ;;; The last block: only the marker rows go on after attention.
 
+(defun flat (m)
+  "The elements of the matrix M as a vector over its storage."
+  (make-array (array-total-size m) :element-type (array-element-type m) :displaced-to m))
+
 (defun copy-matrix-into (to from)
   "The elements of the single-float matrix FROM stored in TO (of at least
 as many), answered."
@@ -762,7 +768,74 @@ count."
                          (want (make-array (list (length markers) d) :element-type 'single-float)))
                     (loop for p in markers for r from 0
                           do (dotimes (j d) (setf (aref want r j) (aref full p j))))
-                    (is (matrix-same-bits-p want (run markers))
+                    (is (same-bits-p (flat want) (flat (run markers)))
                         "~A simd ~A threads ~D: the marker rows differ from the whole block's"
                         path on n)))))))
       (mapc #'delete-file edited))))
+
+;;; The forward pass in the model's scratch (lisp/model/model-scratch.lisp).
+
+(defun decide-round-thunk ()
+  "A natively compiled function of (model head inputs rounds) calling the
+decision head's forward pass (ids to logits) on each input (ids markers
+type out) ROUNDS times: compiled, since the tests load as source and the
+interpreter conses on its own."
+  (or (get 'decide-round-thunk 'fn)
+      (setf (get 'decide-round-thunk 'fn)
+            (let ((*error-output* (make-broadcast-stream))
+                  (*standard-output* (make-broadcast-stream)))
+              (compile nil '(lambda (model head inputs rounds)
+                             (dotimes (r rounds)
+                               (loop for (ids markers type out) in inputs
+                                     do (model::decision-logits model head ids markers type
+                                                                :q8 out)))))))))
+
+(defun decide-inputs (model)
+  "(ids markers type out) for each built-in question of MODEL, OUT a fresh
+vector for its logits."
+  (loop for q in model:*questions*
+        collect (multiple-value-bind (ids markers) (question-ids model q)
+                  (list ids markers (getf q :type)
+                        (make-array (length markers) :element-type 'single-float)))))
+
+(test decision-forward-pass-conses-nothing-per-question
+  ;; The forward pass of a question (ids to logits) works in its model's
+  ;; scratch: once a round has grown it, further rounds cons nothing.  The
+  ;; heap's count moves a free-list refill (some KB) at a time, so 400
+  ;; questions show any consing of more than a few octets per question;
+  ;; the least of three counts, so that another thread's allocation (the
+  ;; runtime's, a child's exit) is not taken for the pass's.
+  (let ((run (decide-round-thunk)))
+    (dolist (spec '((:f32 nil) (:f16 nil) (:q8_0 nil) (:f32 :q8_0)))
+      (destructuring-bind (head-type quantize) spec
+        (let* ((model (model:load (decision-file "s1-pico" head-type) :quantize quantize))
+               (head (model::encoder-decision model))
+               (inputs (decide-inputs model)))
+          (funcall run model head inputs 1)
+          (let ((consed (rontolisp::least-consed run model head inputs 50)))
+            (is (= 0 consed) "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions"
+                head-type quantize consed)))))))
+
+(test decision-in-threads-has-the-bits-of-one-thread
+  ;; Three threads deciding with one model at once each take a scratch of
+  ;; their own from its pool: the same logits as one thread alone.
+  (let* ((model (model:load (decision-file "s1-pico" :q8_0)))
+         (want (mapcar (lambda (q) (nth-value 1 (decide-plist model q))) model:*questions*))
+         (old-threads (rontolisp:threads))
+         (bad (list 0)) (lock (mp:make-lock)))
+    (unwind-protect
+         (progn
+           (setf (rontolisp:threads) 1)
+           (mapc #'mp:process-join
+                 (loop repeat 3
+                       collect (mp:process-run-function
+                                "decide"
+                                (lambda ()
+                                  (dotimes (r 10)
+                                    (loop for q in model:*questions* for w in want
+                                          unless (same-bits-p (nth-value 1 (decide-plist model q)) w)
+                                            do (mp:with-lock (lock) (incf (first bad))))))))))
+      (setf (rontolisp:threads) old-threads))
+    (is (= 0 (first bad)) "~D of 240 concurrent decisions differ" (first bad))
+    (is (<= (count-if #'identity (model::scratch-cache-free (model::encoder-scratch model)))
+            model::+scratch-cache-entries+))))
