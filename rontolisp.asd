@@ -69,6 +69,7 @@ command-line tools built on them."
                (:file "tools/convert")
                (:file "tools/bench")
                (:file "model/conditions")
+               (:file "model/stage-clock")
                (:file "model/model-scratch")
                (:file "model/model")
                (:file "model/tokenizer")
