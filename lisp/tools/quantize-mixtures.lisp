@@ -75,9 +75,7 @@ the K-quant mixtures _S _M _L give some tensors more bits, --dry-run prints a fi
     (loop for (name ftype type) in *quantize-ftypes*
           for use = (second (assoc name *quantize-ftype-uses* :test #'string=))
           when use
-            do (multiple-value-bind (type-name block-size block-bytes) (%ggml-type type)
-                 (declare (ignore type-name))
-                 (format s "  ~2D  ~7A ~5,2F bpw  ~A~%" ftype name (/ (* 8 block-bytes) block-size) use)))
+            do (format s "  ~2D  ~7A ~5,2F bpw  ~A~%" ftype name (ggml-type-bits type) use))
     (format s "Aliases: ~{~A~^, ~}.~%"
             (loop for (name ftype) in *quantize-ftypes*
                   unless (assoc name *quantize-ftype-uses* :test #'string=)
