@@ -184,12 +184,6 @@ any other in upper case."
     ("blk" . "Block") ("enc" . "Encoder") ("dec" . "Decoder"))
   "gguf_dump's words for the parts of tensor names.")
 
-(defun split-on (char string)
-  (loop for start = 0 then (1+ end)
-        for end = (position char string :start start)
-        collect (subseq string start end)
-        while end))
-
 (defun replace-all (string old new)
   (with-output-to-string (s)
     (loop with start = 0
