@@ -26,7 +26,9 @@
 ;;;; each part between slashes is taken on its own, as ECL's form when its
 ;;;; characters are all below U+0100 and, read as bytes, are UTF-8 with at
 ;;;; least one byte above 127, as the user's text otherwise.  (So a part
-;;;; typed as "Ã¼" means the bytes C3 BC, that is "ü".)
+;;;; typed as "Ã¼" means the bytes C3 BC, that is "ü".)  A caller whose
+;;;; name was all in ECL's form gets ECL's form back: compiled code that
+;;;; had its names from ECL (ASDF's) hands them on to ECL's C functions.
 
 (in-package "RONTOLISP")
 
@@ -49,14 +51,20 @@ character per byte, the bytes UTF-8 and not all ASCII."
 
 (defun native-filespec (filespec)
   "FILESPEC (a string, pathname or stream) as ECL's file functions take it:
-itself when its name is ASCII (or it is a stream), else the base string of
-its name's UTF-8 bytes, one character per byte (see the file's header)."
+itself when its name is ASCII, already in ECL's form (see the file's
+header) or it is a stream, else the base string of its name's UTF-8 bytes,
+one character per byte.  A second value is true when the name was not
+ASCII and already all in ECL's form: the caller then wants names answered
+in that form."
   (let ((name (and (or (stringp filespec) (pathnamep filespec))
                    (ignore-errors (namestring filespec)))))
     (if (or (null name) (ascii-string-p name))
-        filespec
-        (coerce (format nil "~{~A~^/~}" (mapcar #'native-part (split-on #\/ name)))
-                'base-string))))
+        (values filespec nil)
+        (let ((parts (split-on #\/ name)))
+          (if (every (lambda (p) (or (ascii-string-p p) (native-part-p p))) parts)
+              (values filespec t)
+              (values (coerce (format nil "~{~A~^/~}" (mapcar #'native-part parts)) 'base-string)
+                      nil))))))
 
 (defun split-on (char string)
   "The parts of STRING between occurrences of CHAR (one more than there are
@@ -67,9 +75,19 @@ occurrences)."
         while end))
 
 (defvar *answer-native-names* nil
-  "True while ECL's own COMPILE-FILE runs: the compiler asks these functions
-for names (through their cells) and hands what they answer to ECL's C
-functions, so they answer it ECL's form.")
+  "True when the names these functions answer are to be in ECL's form: for
+a caller that named its file in that form, as compiled code does that got
+its names from ECL (ASDF), and while ECL's own COMPILE-FILE runs, which
+asks these functions for names through their cells and hands what they
+answer to ECL's C functions.")
+
+(defmacro with-native-filespec ((var filespec) &body body)
+  "Run BODY with VAR bound to (NATIVE-FILESPEC FILESPEC), answering names in
+ECL's form when FILESPEC was in it."
+  (let ((ecl-form (gensym "ECL-FORM")))
+    `(multiple-value-bind (,var ,ecl-form) (native-filespec ,filespec)
+       (let ((*answer-native-names* (or ,ecl-form *answer-native-names*)))
+         ,@body))))
 
 (defun user-pathname (pathname)
   "PATHNAME as ECL answered it, with the user's characters: itself when its
@@ -108,9 +126,11 @@ loading the compiler replaces it: ours becomes the one it keeps."
                                       &allow-other-keys)
   ;; ECL's ";;; Loading" line would show the name's bytes: ours shows the name.
   (when verbose
-    (format t "~&;;; Loading ~S~%" (user-pathname (or (ignore-errors (pathname filespec))
-                                                      filespec))))
-  (user-pathname (apply original (native-filespec filespec) :verbose nil keys)))
+    (let ((*answer-native-names* nil))
+      (format t "~&;;; Loading ~S~%" (user-pathname (or (ignore-errors (pathname filespec))
+                                                        filespec)))))
+  (with-native-filespec (file filespec)
+    (user-pathname (apply original file :verbose nil keys))))
 
 (defun native-output-file (keys)
   "KEYS (of COMPILE-FILE) with the :OUTPUT-FILE name in ECL's form."
@@ -118,35 +138,41 @@ loading the compiler replaces it: ours becomes the one it keeps."
         append (list key (if (eq key :output-file) (native-filespec value) value))))
 
 (define-native-names compile-file (input &rest keys)
-  (multiple-value-bind (output warnings-p failure-p)
-      (let ((source-format ext:*default-external-format*)
-            (*answer-native-names* t)
-            ;; The C file it writes names its header by ECL's form of the
-            ;; name: written a byte per character, it names the file.
-            (ext:*default-external-format* :latin-1))
-        (apply original (native-filespec input)
-               (append (native-output-file keys) (list :external-format source-format))))
-    (values (user-pathname output) warnings-p failure-p)))
+  (with-native-filespec (file input)
+    (multiple-value-bind (output warnings-p failure-p)
+        (let ((source-format ext:*default-external-format*)
+              (*answer-native-names* t)
+              ;; The C file it writes names its header by ECL's form of the
+              ;; name: written a byte per character, it names the file.
+              (ext:*default-external-format* :latin-1))
+          (apply original file
+                 (append (native-output-file keys) (list :external-format source-format))))
+      (values (user-pathname output) warnings-p failure-p))))
 
 (define-native-names compile-file-pathname (input &rest keys)
-  (user-pathname (apply original (native-filespec input) (native-output-file keys))))
+  (with-native-filespec (file input)
+    (user-pathname (apply original file (native-output-file keys)))))
 
 (define-native-names probe-file (filespec)
-  (user-pathname (funcall original (native-filespec filespec))))
+  (with-native-filespec (file filespec)
+    (user-pathname (funcall original file))))
 
 (define-native-names truename (filespec)
-  (user-pathname (funcall original (native-filespec filespec))))
+  (with-native-filespec (file filespec)
+    (user-pathname (funcall original file))))
 
 (define-native-names directory (filespec &rest keys)
-  (mapcar #'user-pathname (apply original (native-filespec filespec) keys)))
+  (with-native-filespec (file filespec)
+    (mapcar #'user-pathname (apply original file keys))))
 
 (define-native-names delete-file (filespec)
   (funcall original (native-filespec filespec)))
 
 (define-native-names rename-file (filespec new-name)
-  (multiple-value-bind (new old-truename new-truename)
-      (funcall original (native-filespec filespec) (native-filespec new-name))
-    (values (user-pathname new) (user-pathname old-truename) (user-pathname new-truename))))
+  (with-native-filespec (file filespec)
+    (multiple-value-bind (new old-truename new-truename)
+        (funcall original file (native-filespec new-name))
+      (values (user-pathname new) (user-pathname old-truename) (user-pathname new-truename)))))
 
 (define-native-names file-write-date (filespec)
   (funcall original (native-filespec filespec)))

@@ -116,3 +116,19 @@ with the user's text, is not encoded twice; ASCII names pass untouched."
                   (concatenate 'string "/" ecl-form "/тест-ü.txt"))))
     (let ((ascii "/tmp/x.txt"))
       (is (eq ascii (rontolisp::native-filespec ascii))))))
+
+(test cl-file-functions-answer-ecls-form-to-a-name-in-it
+  "A name given in ECL's form (its UTF-8 bytes a character each, as compiled
+code such as ASDF's has it from ECL) is answered in that form, which ECL's
+C functions take as they are."
+  (let* ((dir (extended-name-dir))
+         (file (concatenate 'string dir "тест-ü.txt"))
+         (ecl-form (lambda (name) (map 'string #'code-char (rontolisp::%utf8-octets name)))))
+    (unwind-protect
+         (progn
+           (sh "echo x >\"$1\"" (utf8-arg file))
+           (is (string= (funcall ecl-form file) (namestring (probe-file (funcall ecl-form file)))))
+           (is (equal (list (funcall ecl-form file))
+                      (mapcar #'namestring (directory (funcall ecl-form (concatenate 'string dir "*.*"))))))
+           (is (string= file (namestring (probe-file file)))))
+      (sh "rm -rf \"$1\"" (utf8-arg dir)))))
