@@ -132,3 +132,20 @@ C functions take as they are."
                       (mapcar #'namestring (directory (funcall ecl-form (concatenate 'string dir "*.*"))))))
            (is (string= file (namestring (probe-file file)))))
       (sh "rm -rf \"$1\"" (utf8-arg dir)))))
+
+(test cl-file-functions-take-extended-names-at-the-repl
+  "The REPL (reading a pipe) writes, lists and deletes a file named in
+Cyrillic and ü."
+  (let* ((dir (extended-name-dir))
+         (file (concatenate 'string dir "тест-ü.txt")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe '()
+                      :input (format nil "(with-open-file (s ~S :direction :output) (write-line \"x\" s))~%~
+                                          (mapcar #'namestring (directory ~S))~%~
+                                          (delete-file ~S)~%"
+                                     file (concatenate 'string dir "*.*") file))
+           (is (= 0 code) "~A" err)
+           (is (contains out (format nil "(~S)" file)) "~A~A" out err)
+           (is (null (disk-names dir))))
+      (sh "rm -rf \"$1\"" (utf8-arg dir)))))
