@@ -66,6 +66,16 @@ in that form."
               (values (coerce (format nil "~{~A~^/~}" (mapcar #'native-part parts)) 'base-string)
                       nil))))))
 
+(defun replace-all (string old new)
+  "STRING with every occurrence of OLD replaced by NEW."
+  (with-output-to-string (s)
+    (loop with start = 0
+          for at = (search old string :start2 start)
+          do (write-string string s :start start :end at)
+          while at
+          do (write-string new s)
+             (setf start (+ at (length old))))))
+
 (defun split-on (char string)
   "The parts of STRING between occurrences of CHAR (one more than there are
 occurrences)."
@@ -98,6 +108,17 @@ parsed from USER-NAMESTRING."
       (pathname (user-namestring pathname))
       pathname))
 
+(defun tell-user-name (condition)
+  "Handle CONDITION, a FILE-ERROR, when ECL signalled it about a name in
+its form that the caller gave in the user's: signal FILE-NAME-ERROR with
+the user's name instead."
+  (unless (or *answer-native-names* (typep condition 'file-name-error))
+    (let ((native (ignore-errors (namestring (file-error-pathname condition)))))
+      (when (and native (not (ascii-string-p native)))
+        (let ((user (user-namestring native)))
+          (error 'file-name-error :path user :pathname user
+                                  :message (replace-all (princ-to-string condition) native user)))))))
+
 (defvar *ecl-file-functions* (make-hash-table :test 'eq)
   "ECL's own function (or the wrapper it was already in) for each CL file
 function whose cell holds ours.")
@@ -106,12 +127,15 @@ function whose cell holds ours.")
   "Put in NAME's function cell a function of LAMBDA-LIST running BODY, with
 ORIGINAL bound to the function the cell held before.  ecl-aref.lisp keeps
 its own wrapper in the cell of a compiler entry point (COMPILE-FILE) when
-loading the compiler replaces it: ours becomes the one it keeps."
+loading the compiler replaces it: ours becomes the one it keeps.  ECL's
+FILE-ERROR about a name it had in its form is told with the user's name
+(TELL-USER-NAME)."
   (let ((fn (intern (format nil "NATIVE-NAMES-~A" (symbol-name name)))))
     `(progn
        (defun ,fn ,lambda-list
          (let ((original (gethash ',name *ecl-file-functions*)))
-           ,@body))
+           (handler-bind ((file-error #'tell-user-name))
+             ,@body)))
        (unless (gethash ',name *ecl-file-functions*)
          (let ((inner (fdefinition ',name)))
            (setf (gethash ',name *ecl-file-functions*) inner)

@@ -149,3 +149,17 @@ Cyrillic and ü."
            (is (contains out (format nil "(~S)" file)) "~A~A" out err)
            (is (null (disk-names dir))))
       (sh "rm -rf \"$1\"" (utf8-arg dir)))))
+
+(test cl-file-errors-name-the-file-as-given
+  "ECL's FILE-ERROR about a missing file named beyond ASCII names it as the
+user wrote it, not by its bytes, and is still a FILE-ERROR."
+  (let ((missing (tmp-path "нет-ü.txt")))
+    (dolist (call (list (lambda () (open missing))
+                        (lambda () (truename missing))
+                        (lambda () (delete-file missing))
+                        (lambda () (load missing))))
+      (handler-case (progn (funcall call) (fail "no error for ~A" missing))
+        (file-error (e)
+          (is (typep e 'rontolisp:file-io-error))
+          (is (equal missing (namestring (file-error-pathname e))))
+          (is (contains (princ-to-string e) missing) "~A" e))))))
