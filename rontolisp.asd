@@ -44,6 +44,7 @@ command-line tools built on them."
                (:file "quant/qmatrix")
                (:file "quant/qmatrix-types")
                (:file "quant/ecl-aref")
+               (:file "runtime/ecl-filenames")
                (:file "vec/vec")
                (:file "vec/encoder")
                (:file "vec/outlier-matrix")
