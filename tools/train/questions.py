@@ -3,8 +3,8 @@
 Three question types, each with 2 to 6 options, whose right option depends on the text:
 - `pick`:  the instructions name one of the options ("Open lamp."); the state mentions another.
 - `count`: the state lists 1 to 6 items; the options are numbers; the right one is the count.
-- `most`:  the state gives each option a distinct value 0-9; the instructions ask for the
-  largest or the smallest; the right option is the name with that value.
+- `most`:  the options are distinct numbers 0-9; the instructions ask for the largest or the
+  smallest; the right option is that number.
 generate(seed, n) is deterministic: the same seed gives the same questions, each a dict with
 "type", "instructions", "options", "state" and "answer" (the right option's index).
 
@@ -27,8 +27,9 @@ PICK_STATE = ["last used: {x}", "{x} is open", "cwd ~/{x}", "ready", "{x} and {y
 COUNT = ["How many items are in the state?", "Count the items.", "How many files are listed?",
          "Count the entries."]
 COUNT_STATE = ["items: {l}", "files: {l}", "{l}", "ls: {l}"]
-MOST = {"largest": ["Which has the largest value?", "Pick the biggest.", "Choose the highest score."],
-        "smallest": ["Which has the smallest value?", "Pick the lowest.", "Choose the lowest score."]}
+MOST = {"largest": ["Which value is the largest?", "Pick the biggest.", "Choose the highest score."],
+        "smallest": ["Which value is the smallest?", "Pick the lowest.", "Choose the lowest score."]}
+MOST_STATE = ["scores of {w}", "sizes in MB", "{w} results", "ready"]
 
 TYPES = ["pick", "count", "most"]
 
@@ -51,15 +52,12 @@ def question(r):
         instructions = r.choice(COUNT)
         state = r.choice(COUNT_STATE).format(l=" ".join(r.choice(WORDS) for _ in range(n)))
     else:
-        options = r.sample(WORDS, k)
         values = r.sample(range(10), k)
         which = r.choice(sorted(MOST))
         best = max(values) if which == "largest" else min(values)
-        answer = values.index(best)
-        order = list(range(k))
-        r.shuffle(order)
+        options, answer = [str(v) for v in values], values.index(best)
         instructions = r.choice(MOST[which])
-        state = ", ".join("%s %d" % (options[i], values[i]) for i in order)
+        state = r.choice(MOST_STATE).format(w=r.choice(WORDS))
     options = [{"text": o} if r.random() < 0.25 else o for o in options]
     return {"type": qtype, "instructions": instructions, "options": options, "state": state,
             "answer": answer}

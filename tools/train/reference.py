@@ -12,11 +12,14 @@ import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # ------------------------------------------------------------------------------------------
 # safetensors (the format is a little-endian u64 header length, a JSON header, the raw data)
@@ -169,16 +172,11 @@ class Head(nn.Module):
         return logits.masked_fill(~marker_valid, float("-inf"))
 
     def temperature(self, qtype, n):
-        """doc/decision.md section 2 step 4, on rl_agent_config.json's buckets TYPE:N and TYPE:LO-HI."""
-        if "%s:%d" % (qtype, n) in self.temperatures:
-            return self.temperatures["%s:%d" % (qtype, n)]
-        for key, v in self.temperatures.items():
-            t, _, rng = key.rpartition(":")
-            if t == qtype and "-" in rng:
-                lo, hi = rng.split("-")
-                if int(lo) <= n <= int(hi):
-                    return v
-        return 1.0
+        """doc/decision.md section 2 step 4, on rl_agent_config.json's buckets TYPE:N and TYPE:LO-HI
+        (the GGUF keys TYPE.N and TYPE.LO_HI, in the same order)."""
+        from gen_decision_goldens import temperature
+        keys = {k.replace(":", ".").replace("-", "_"): v for k, v in self.temperatures.items()}
+        return temperature({"temperatures": keys}, qtype, n)
 
 
 def question_types(rl):

@@ -89,9 +89,9 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--stop-accuracy", type=float, default=0.985,
+    ap.add_argument("--stop-accuracy", type=float, default=0.97,
                     help="stop when the validation questions reach this accuracy ...")
-    ap.add_argument("--stop-p", type=float, default=0.95, help="... and this mean winning probability")
+    ap.add_argument("--stop-p", type=float, default=0.93, help="... and this mean winning probability")
     ap.add_argument("--aux", type=float, default=1.0, help="the weight of the auxiliary loss")
     args = ap.parse_args()
     torch.set_num_threads(1)
