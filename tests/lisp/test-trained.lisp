@@ -148,10 +148,10 @@ answer (values max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
         (is (<= 3 (length (remove-duplicates (mapcar (lambda (q) (gethash "type" q)) questions)
                                              :test #'string=))))
         (is (>= (gethash "accuracy" golden) *trained-min-accuracy*)
-            "PyTorch's held-out accuracy ~A, expected at least ~A" (gethash "accuracy" golden)
+            "PyTorch's held-out accuracy ~,3f, expected at least ~,2f" (gethash "accuracy" golden)
             *trained-min-accuracy*)
         (is (>= (gethash "mean_winning_p" golden) 0.9d0)
-            "PyTorch's mean winning probability ~A, expected at least 0.9"
+            "PyTorch's mean winning probability ~,3f, expected at least 0.9"
             (gethash "mean_winning_p" golden))))))
 
 (test trained-formats-within-bounds
@@ -177,10 +177,11 @@ answer (values max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
                                   name (float bound 1.0) (float max-dp 1.0) other accuracy)
                           (is-true same "~A: ids or markers other than the golden's" name)
                           (is (<= max-dp bound) "~A: max |dp| ~,3e against PyTorch, bound ~,1e"
-                              name (float max-dp 1d0) bound)
+                              name (float max-dp 1.0) (float bound 1.0))
                           (when (and (eq file :f32) (null quantize))
                             (is (>= accuracy *trained-min-accuracy*)
-                                "~A: held-out accuracy ~A" name accuracy))))))
+                                "~A: held-out accuracy ~,3f, expected at least ~,2f" name accuracy
+                                *trained-min-accuracy*))))))
         (delete-tree dir)))))
 
 (test trained-decide-command-answers-the-golden
@@ -206,6 +207,7 @@ answer (values max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
                               "question ~D: other markers" i)
                           (is (every (lambda (p gp) (<= (abs (- p gp)) 1d-3))
                                      (gethash "probabilities" a) (gethash "probabilities" e))
-                              "question ~D: probabilities ~A, PyTorch ~A" i
-                              (gethash "probabilities" a) (gethash "probabilities" e))))))
+                              "question ~D: probabilities ~{~,6f~^ ~}, PyTorch ~{~,6f~^ ~}" i
+                              (coerce (gethash "probabilities" a) 'list)
+                              (coerce (gethash "probabilities" e) 'list))))))
         (ignore-errors (delete-file gguf))))))
