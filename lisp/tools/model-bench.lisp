@@ -166,6 +166,42 @@ ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
                                                              outliers))
                                   :dims (gguf:tensor-info-dims info)))))
 
+(defun model-difference (reference file)
+  "The first way the GGUF file object FILE is not the model REFERENCE is, as
+a phrase, or NIL when they agree: general.architecture, then each
+tensor of REFERENCE in order (present in FILE, with the same shape), then
+any tensor of FILE that REFERENCE lacks.  Types may differ: that is what
+a reference is for."
+  (let ((a (gguf:value reference "general.architecture")) (b (gguf:value file "general.architecture")))
+    (unless (equal a b)
+      (return-from model-difference
+        (format nil "general.architecture ~:[(none)~;~:*~S~] in the reference, ~:[(none)~;~:*~S~] in the file" a b))))
+  (dolist (info (gguf:tensor-infos reference))
+    (let* ((name (gguf:tensor-info-name info))
+           (other (find name (gguf:tensor-infos file) :key #'gguf:tensor-info-name :test #'string=)))
+      (cond ((null other)
+             (return-from model-difference
+               (format nil "the tensor ~A is in the reference, not in the file" name)))
+            ((not (equal (gguf:tensor-info-shape info) (gguf:tensor-info-shape other)))
+             (return-from model-difference
+               (format nil "the tensor ~A is ~{~D~^ x ~} in the reference, ~{~D~^ x ~} in the file"
+                       name (gguf:tensor-info-shape info) (gguf:tensor-info-shape other)))))))
+  (let ((extra (find-if-not (lambda (info)
+                              (find (gguf:tensor-info-name info) (gguf:tensor-infos reference)
+                                    :key #'gguf:tensor-info-name :test #'string=))
+                            (gguf:tensor-infos file))))
+    (and extra (format nil "the tensor ~A is in the file, not in the reference"
+                       (gguf:tensor-info-name extra)))))
+
+(defun check-same-model (reference file reference-label file-label)
+  "Signal RONTOLISP-ERROR naming REFERENCE-LABEL, FILE-LABEL and the first
+difference (MODEL-DIFFERENCE) unless the GGUF file objects REFERENCE and
+FILE hold the same model."
+  (let ((difference (model-difference reference file)))
+    (when difference
+      (rontolisp-error 'reference "~A: expected the same model as the reference ~A (the same ~
+architecture, tensor names and shapes), found a difference: ~A" file-label reference-label difference))))
+
 (defun encoder-only-file (enc)
   "The GGUF file object ENC without its decision head, as `convert
 --encoder-only' writes the same model: the head's tensors, the
