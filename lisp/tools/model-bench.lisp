@@ -285,7 +285,7 @@ timed over many."
   "A fixed token sequence of length N below VOCAB."
   (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
 
-(defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
+(defun run-model-bench (&key file ((:reference reference-path)) random token-counts (thread-counts '(1 2)) (reps 3)
                           (stream *standard-output*))
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
 preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
@@ -294,11 +294,19 @@ other types (Q4_K etc., a row named after them), for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
-count) on STREAM.  Answers the rows as a list of plists."
+count) on STREAM.  With REFERENCE (a GGUF path, the model FILE was made
+from; CHECK-SAME-MODEL) the F16, Q8_0 and F32 copies are made from
+REFERENCE's weights, the errors are against REFERENCE widened to F32, and
+FILE as stored always gets a row, \"file as stored\".  Answers the rows as a
+list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
+         (original (and reference-path (gguf:read reference-path :shards t)))
          (label (or file (format nil "random ~A" random)))
          (own (and file (stored-only-types source)))
-         (files (loop for format in (if own '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
+         (stored-row (cond (original (check-same-model original source reference-path file)
+                                     "file as stored")
+                           (own (format nil "~{~A~^+~} (f32)" own))))
+         (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
                       collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
                                                   (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
                                                   (ext:getpid) format)))
@@ -306,7 +314,8 @@ count) on STREAM.  Answers the rows as a list of plists."
                                 (gguf:write path (encoder-only-file
                                                   (if (eq format :file)
                                                       source
-                                                      (file-in-format source format))))
+                                                      (file-in-format (or original source)
+                                                                      format))))
                                 (cons format path))))
          (old-threads (threads))
          (rows '()))
@@ -325,9 +334,8 @@ llama.cpp ~A~]~%" (escape-control label) reps
                        "not run (its libraries or tools/llama_embed are missing)"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
-           (dolist (row (if own
-                            (append *model-bench-rows*
-                                    (list (list (format nil "~{~A~^+~} (f32)" own) :file :q8)))
+           (dolist (row (if stored-row
+                            (append *model-bench-rows* (list (list stored-row :file :q8)))
                             *model-bench-rows*))
              (destructuring-bind (name format activations) row
                (let* ((e (cdr (assoc format encoders)))
@@ -354,7 +362,8 @@ llama.cpp ~A~]~%" (escape-control label) reps
                                        :ratio ratio :max-abs-error err :cosine cos)
                                  rows)))))))))
            (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's, ~D tokens~%" (first token-counts))
+states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%"
+                   (and reference-path (escape-control reference-path)) (first token-counts))
            (destructuring-bind (whole lanes)
                (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
              (when (plusp (+ whole lanes))
@@ -362,5 +371,6 @@ states against the F32 file's, ~D tokens~%" (first token-counts))
 the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
       (setf (threads) old-threads)
       (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
+      (when original (gguf:close original))
       (when file (gguf:close source)))
     (nreverse rows)))
