@@ -55,8 +55,9 @@ stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
 format's error against F32")
                (reference "--reference ORIG.gguf"
                           :help "with --model FILE (the encoder benchmark): the formats made from
-ORIG.gguf, the model FILE was made from (the same architecture, tensor names
-and shapes), their errors against it, and FILE as stored a row of its own")
+ORIG.gguf (or the model directory), the model FILE was made from (the same
+architecture, tensor names and shapes), their errors against it, and FILE as
+stored a row of its own")
                (tokenizer "--tokenizer FILE"
                           :help "the tokenizer benchmark instead: FILE's tokenizer (a GGUF or a
 tokenizer.json) on the lines of --text-file")

@@ -22,10 +22,12 @@ With --reference ORIG.gguf (the model FILE.gguf was made from: the same
 architecture, tensor names and shapes, or an error naming the first
 difference) the ways are made from ORIG.gguf's weights, each is measured
 against ORIG.gguf widened to F32, and FILE.gguf as stored gets the first
-row, \"file as stored\": what its type cost."
+row, \"file as stored\": what its type cost.  ORIG.gguf may also be the
+model directory FILE.gguf was converted from (as convert reads it)."
      :options ((reference "--reference ORIG.gguf"
-                          :help "measure against ORIG.gguf, the model FILE.gguf was made from, and
-give FILE.gguf as stored a row of its own")
+                          :help "measure against ORIG.gguf (or the Laya or Hugging Face model
+directory), the model FILE.gguf was made from, and give FILE.gguf as stored
+a row of its own")
                (random "--random NAME" :parse (choice-parser (mapcar #'first *presets*))
                        :help "a random encoder of that preset instead of FILE.gguf")
                (massive "--massive K" :parse (integer-parser :min 0) :default 0

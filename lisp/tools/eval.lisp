@@ -112,8 +112,8 @@ path; its matrices are first widened to F32, the reference) or of a random
 model of the preset RANDOM (encoder only unless QUESTIONS, F32, MASSIVE
 channels MASSIVE-RATIO times larger, weights from SEED) against the F32
 model over the built-in calibration sequences (only the first SEQUENCES of
-them when given), timing each REPS times.  With REFERENCE (a GGUF path, the
-original FILE was made from) the ways are made from REFERENCE's weights
+them when given), timing each REPS times.  With REFERENCE (the model FILE
+was made from: a GGUF path or a model directory, READ-REFERENCE) the ways are made from REFERENCE's weights
 instead, every way is measured against REFERENCE widened to F32, and FILE
 as stored gets the first row, \"file as stored\"; REFERENCE must hold the
 same model as FILE (CHECK-SAME-MODEL).  When the model has a decision
@@ -122,21 +122,24 @@ signals RONTOLISP-ERROR) each way also gets :max-abs-dp, its largest
 probability difference from the F32 model's over MODEL:*QUESTIONS* (the
 head as the file holds it).  Prints the table on STREAM, or one JSON
 object with JSON.  Answers the rows as a list of plists."
-  (let* ((source (cond (reference (gguf:read reference :shards t))
+  (let* ((stored (and reference (gguf:read file :shards t)))
+         (temporary nil)
+         (source (cond (reference
+                        (multiple-value-bind (f tmp)
+                            (read-reference reference :encoder-only (not (decision-head-p stored)))
+                          (setf temporary tmp)
+                          f))
                        (file (gguf:read file))
                        (t (random-model random :type :f32 :encoder-only (not questions)
                                                :massive massive
                                                :massive-ratio massive-ratio :seed seed))))
-         (stored nil)
          (label (if file
                     file
                     (format nil "random ~A~[~:;~:* --massive ~D~] --seed ~D~:[~; --questions~]"
                             random massive seed questions))))
     (unwind-protect
          (multiple-value-bind (encoders all)
-             (progn (when reference
-                      (setf stored (gguf:read file :shards t))
-                      (check-same-model source stored reference file))
+             (progn (when reference (check-same-model source stored reference file))
                     (when questions (require-decision-head source label))
                     (eval-encoders source))
            (let* ((sequences (if sequences (subseq all 0 (min sequences (length all))) all))
@@ -173,7 +176,8 @@ object with JSON.  Answers the rows as a list of plists."
                  (print-eval-table stream label reference lengths rows))
              rows))
       (when stored (gguf:close stored))
-      (when (or file reference) (gguf:close source)))))
+      (cond (reference (close-reference source temporary))
+            (file (gguf:close source))))))
 
 (defun eval-row-json (row)
   (list :object (cons "way" (getf row :way))

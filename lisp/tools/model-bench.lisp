@@ -166,6 +166,38 @@ ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
                                                              outliers))
                                   :dims (gguf:tensor-info-dims info)))))
 
+;;; The reference of `eval --reference' and `bench --model --reference': the
+;;; model a file was made from, a GGUF file or the model directory itself.
+
+(defun temporary-path (name)
+  "A path for a temporary file NAME in $TMPDIR (/tmp without it), made
+unique to this process."
+  (format nil "~A/rl-~D-~A" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+          (ext:getpid) name))
+
+(defun read-reference (path &key encoder-only)
+  "The GGUF file object of the reference PATH: a GGUF file (the first shard
+of a set stands for the set), or a Laya or Hugging Face ModernBERT directory
+(CONVERT-DIRECTORY), converted with F32 matrices to a temporary file first
+(ENCODER-ONLY leaves its decision head out, as for a file converted with
+--encoder-only).  A second value is that temporary file, for
+CLOSE-REFERENCE to delete."
+  (if (eq (path-kind path) :directory)
+      (let ((temporary (temporary-path "reference.gguf")))
+        (handler-bind ((error (lambda (c)
+                                (declare (ignore c))
+                                (ignore-errors (delete-file temporary)))))
+          (let ((*standard-output* *error-output*))
+            (convert-directory path temporary :type :f32 :head-type :f32
+                                              :encoder-only encoder-only))
+          (values (gguf:read temporary) temporary)))
+      (values (gguf:read path :shards t) nil)))
+
+(defun close-reference (f temporary)
+  "Close the reference F of READ-REFERENCE and delete its TEMPORARY file."
+  (gguf:close f)
+  (when temporary (ignore-errors (delete-file temporary))))
+
 (defun model-difference (reference file)
   "The first way the GGUF file object FILE is not the model REFERENCE is, as
 a phrase, or NIL when they agree: general.architecture, then each
@@ -294,22 +326,24 @@ other types (Q4_K etc., a row named after them), for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
-count) on STREAM.  With REFERENCE (a GGUF path, the model FILE was made
-from; CHECK-SAME-MODEL) the F16, Q8_0 and F32 copies are made from
+count) on STREAM.  With REFERENCE (the model FILE was made from, a GGUF
+path or a model directory, READ-REFERENCE; CHECK-SAME-MODEL) the F16, Q8_0 and F32 copies are made from
 REFERENCE's weights, the errors are against REFERENCE widened to F32, and
 FILE as stored always gets a row, \"file as stored\".  Answers the rows as a
 list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
-         (original (and reference-path (gguf:read reference-path :shards t)))
+         (original nil) (original-temporary nil)
          (label (or file (format nil "random ~A" random)))
          (own (and file (stored-only-types source)))
-         (stored-row (cond (original (check-same-model original source reference-path file)
-                                     "file as stored")
+         (stored-row (cond (reference-path
+                            (setf (values original original-temporary)
+                                  (read-reference reference-path
+                                                  :encoder-only (not (decision-head-p source))))
+                            (check-same-model original source reference-path file)
+                            "file as stored")
                            (own (format nil "~{~A~^+~} (f32)" own))))
          (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
-                      collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
-                                                  (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                                                  (ext:getpid) format)))
+                      collect (let ((path (temporary-path (format nil "bench-~(~A~).gguf" format))))
                                 ;; llama.cpp refuses a decision head's tensors.
                                 (gguf:write path (encoder-only-file
                                                   (if (eq format :file)
@@ -371,6 +405,6 @@ states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%"
 the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
       (setf (threads) old-threads)
       (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
-      (when original (gguf:close original))
+      (when original (close-reference original original-temporary))
       (when file (gguf:close source)))
     (nreverse rows)))

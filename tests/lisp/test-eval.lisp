@@ -174,6 +174,21 @@ difference, and --reference without FILE.gguf is a usage error."
              (is (equal "q8" (gethash "activations" (first rows))))
              (is (close-to (gethash "token_max_abs_error" (first rows))
                            (gethash "token_max_abs_error" (way rows "Q8_0 file" "q8")))))
+           ;; The model directory the F32 file was converted from is the
+           ;; same reference.
+           (let ((dir (tmp-path "eval-reference-laya")) (out (tmp-path "eval-reference-laya.gguf")))
+             (unwind-protect
+                  (progn
+                    (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" out "--encoder-only"
+                                                  "--massive" "4" "--type" "f32" "--write-laya" dir))))
+                    (let ((by-dir (first (gethash "rows" (eval-json f16 "--reference" dir
+                                                                     "--sequences" "2" "--reps" "1"))))
+                          (by-file (first (rows f16))))
+                      (is (equal "file as stored" (gethash "way" by-dir)))
+                      (is (= (gethash "token_max_abs_error" by-file)
+                             (gethash "token_max_abs_error" by-dir)))))
+               (ignore-errors (delete-file out))
+               (sh "rm -rf \"$1\"" dir)))
            (let ((stored (first (rows q4k))))
              (is (equal "file as stored" (gethash "way" stored)))
              (is (plusp (gethash "token_max_abs_error" stored))))
