@@ -4,7 +4,7 @@
 (in-package "RONTOLISP")
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N | --questions [--breakdown]] [--tokenizer FILE --text-file F]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf [--reference ORIG.gguf]] [--tokens N | --questions [--breakdown]] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -53,6 +53,11 @@ several times): report the figures the last probe cached, or n/a")
 stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
 2 threads, with llama.cpp's time on the same file as a ratio and each
 format's error against F32")
+               (reference "--reference ORIG.gguf"
+                          :help "with --model FILE (the encoder benchmark): the formats made from
+ORIG.gguf (or the model directory), the model FILE was made from (the same
+architecture, tensor names and shapes), their errors against it, and FILE as
+stored a row of its own")
                (tokenizer "--tokenizer FILE"
                           :help "the tokenizer benchmark instead: FILE's tokenizer (a GGUF or a
 tokenizer.json) on the lines of --text-file")
@@ -74,6 +79,8 @@ question")
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
   (check-json-target json)
+  (when (and reference (or (not model) questions tokenizer text-file))
+    (usage-error "--reference goes with --model FILE (the encoder benchmark)"))
   (when (or tokenizer text-file)
     (unless (and tokenizer text-file)
       (usage-error "the tokenizer benchmark takes --tokenizer FILE and --text-file F together"))
@@ -98,7 +105,7 @@ or with --random NAME for a random model of that preset)")))
       (usage-error "the encoder benchmark takes --model FILE or --random NAME, nothing else"))
     (unless (or model (and random (not (string= random "shapes"))))
       (usage-error "--tokens goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
-    (run-model-bench :file model :random random
+    (run-model-bench :file model :reference reference :random random
                      :token-counts (if tokens (list tokens) '(16 128 512)))
     (return-from command-bench 0))
   (when (> (count-if #'identity (list file random shapes)) 1)

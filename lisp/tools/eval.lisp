@@ -99,47 +99,73 @@ the largest probability difference of its decisions on them."
                                reps)
                               (length sequences)))))
 
-(defun run-eval (&key file random (massive 0) (massive-ratio 20) (seed 1) sequences (reps 3)
-                   questions (stream *standard-output*) json)
+(defun stored-file-activations (f)
+  "The activations the row of the GGUF file object F as stored runs with:
+:q8 when it holds a Q8_0 tensor (the int8 product), else NIL (float weights,
+and the K-quants and the like are widened to F32 at load)."
+  (and (find "Q8_0" (gguf:tensor-infos f) :key #'gguf:tensor-info-type :test #'string=) :q8))
+
+(defun run-eval (&key file reference random (massive 0) (massive-ratio 20) (seed 1) sequences
+                   (reps 3) questions (stream *standard-output*) json)
   "Measure every way of *EVAL-WAYS* of running the encoder of FILE (a GGUF
 path; its matrices are first widened to F32, the reference) or of a random
 model of the preset RANDOM (encoder only unless QUESTIONS, F32, MASSIVE
 channels MASSIVE-RATIO times larger, weights from SEED) against the F32
 model over the built-in calibration sequences (only the first SEQUENCES of
-them when given), timing each REPS times.  When the model has a decision
+them when given), timing each REPS times.  With REFERENCE (the model FILE
+was made from: a GGUF path or a model directory, READ-REFERENCE) the ways are made from REFERENCE's weights
+instead, every way is measured against REFERENCE widened to F32, and FILE
+as stored gets the first row, \"file as stored\"; REFERENCE must hold the
+same model as FILE (CHECK-SAME-MODEL).  When the model has a decision
 head (FILE's, or RANDOM's with QUESTIONS; QUESTIONS on a FILE without one
 signals RONTOLISP-ERROR) each way also gets :max-abs-dp, its largest
 probability difference from the F32 model's over MODEL:*QUESTIONS* (the
 head as the file holds it).  Prints the table on STREAM, or one JSON
 object with JSON.  Answers the rows as a list of plists."
-  (let* ((source (if file
-                     (gguf:read file)
-                     (random-model random :type :f32 :encoder-only (not questions)
-                                          :massive massive
-                                          :massive-ratio massive-ratio :seed seed)))
+  (let* ((stored (and reference (gguf:read file :shards t)))
+         (temporary nil)
+         (source (cond (reference
+                        (multiple-value-bind (f tmp)
+                            (read-reference reference :encoder-only (not (decision-head-p stored)))
+                          (setf temporary tmp)
+                          f))
+                       (file (gguf:read file))
+                       (t (random-model random :type :f32 :encoder-only (not questions)
+                                               :massive massive
+                                               :massive-ratio massive-ratio :seed seed))))
          (label (if file
                     file
                     (format nil "random ~A~[~:;~:* --massive ~D~] --seed ~D~:[~; --questions~]"
                             random massive seed questions))))
     (unwind-protect
          (multiple-value-bind (encoders all)
-             (progn (when questions (require-decision-head source label))
+             (progn (when reference (check-same-model source stored reference file))
+                    (when questions (require-decision-head source label))
                     (eval-encoders source))
            (let* ((sequences (if sequences (subseq all 0 (min sequences (length all))) all))
                   (f32 (cdr (assoc :f32 encoders)))
                   (references (mapcar (lambda (ids) (model:encode f32 ids)) sequences))
                   (probabilities (and (decision-head-p source) (question-probabilities f32 :q8)))
-                  (report (progress-reporter (length *eval-ways*)))
-                  (rows (loop for (name key activations) in *eval-ways*
-                              for i from 1
-                              collect (list* :way name :activations activations
-                                             (eval-row (cdr (assoc key encoders)) activations
-                                                       sequences references reps probabilities))
-                              do (funcall report i name)))
+                  (report (progress-reporter (+ (length *eval-ways*) (if stored 1 0))))
+                  (stored-row (and stored
+                                   (let ((act (stored-file-activations stored)))
+                                     (prog1 (list* :way "file as stored" :activations act
+                                                   (eval-row (model:load stored) act sequences
+                                                             references reps probabilities))
+                                       (funcall report 1 "file as stored")))))
+                  (rows (append
+                         (and stored-row (list stored-row))
+                         (loop for (name key activations) in *eval-ways*
+                               for i from (if stored 2 1)
+                               collect (list* :way name :activations activations
+                                              (eval-row (cdr (assoc key encoders)) activations
+                                                        sequences references reps probabilities))
+                               do (funcall report i name))))
                   (lengths (mapcar #'length sequences)))
              (if json
                  (progn
                    (write-json (list :object (cons "source" label)
+                                     (cons "reference" (or reference :null))
                                      (cons "sequences" (length sequences))
                                      (cons "tokens" (reduce #'+ lengths))
                                      (cons "threads" (threads))
@@ -147,9 +173,11 @@ object with JSON.  Answers the rows as a list of plists."
                                      (cons "rows" (map 'vector #'eval-row-json rows)))
                                stream :indent 2)
                    (terpri stream))
-                 (print-eval-table stream label lengths rows))
+                 (print-eval-table stream label reference lengths rows))
              rows))
-      (when file (gguf:close source)))))
+      (when stored (gguf:close stored))
+      (cond (reference (close-reference source temporary))
+            (file (gguf:close source))))))
 
 (defun eval-row-json (row)
   (list :object (cons "way" (getf row :way))
@@ -163,10 +191,12 @@ object with JSON.  Answers the rows as a list of plists."
         (cons "us_per_sequence" (getf row :us-per-sequence))
         (cons "max_abs_dp" (or (getf row :max-abs-dp) :null))))
 
-(defun print-eval-table (stream label lengths rows)
+(defun print-eval-table (stream label reference lengths rows)
   (format stream "~&eval: ~A, ~D calibration sequence~:P (~D to ~D tokens), ~D thread~:P~%~
-error against the F32 model: worst max |error|, least cosine; mean pooling and per token~%"
-          label (length lengths) (reduce #'min lengths) (reduce #'max lengths) (threads))
+error against the F32 model~@[ of the reference ~A~]: worst max |error|, least cosine; ~
+mean pooling and per token~%"
+          label (length lengths) (reduce #'min lengths) (reduce #'max lengths) (threads)
+          reference)
   (let ((dp-p (getf (first rows) :max-abs-dp)))
     (when dp-p
       (format stream "max |Δp|: the largest probability difference from the F32 model's over ~

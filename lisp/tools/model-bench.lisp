@@ -166,6 +166,74 @@ ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
                                                              outliers))
                                   :dims (gguf:tensor-info-dims info)))))
 
+;;; The reference of `eval --reference' and `bench --model --reference': the
+;;; model a file was made from, a GGUF file or the model directory itself.
+
+(defun temporary-path (name)
+  "A path for a temporary file NAME in $TMPDIR (/tmp without it), made
+unique to this process."
+  (format nil "~A/rl-~D-~A" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+          (ext:getpid) name))
+
+(defun read-reference (path &key encoder-only)
+  "The GGUF file object of the reference PATH: a GGUF file (the first shard
+of a set stands for the set), or a Laya or Hugging Face ModernBERT directory
+(CONVERT-DIRECTORY), converted with F32 matrices to a temporary file first
+(ENCODER-ONLY leaves its decision head out, as for a file converted with
+--encoder-only).  A second value is that temporary file, for
+CLOSE-REFERENCE to delete."
+  (if (eq (path-kind path) :directory)
+      (let ((temporary (temporary-path "reference.gguf")))
+        (handler-bind ((error (lambda (c)
+                                (declare (ignore c))
+                                (ignore-errors (delete-file temporary)))))
+          (let ((*standard-output* *error-output*))
+            (convert-directory path temporary :type :f32 :head-type :f32
+                                              :encoder-only encoder-only))
+          (values (gguf:read temporary) temporary)))
+      (values (gguf:read path :shards t) nil)))
+
+(defun close-reference (f temporary)
+  "Close the reference F of READ-REFERENCE and delete its TEMPORARY file."
+  (gguf:close f)
+  (when temporary (ignore-errors (delete-file temporary))))
+
+(defun model-difference (reference file)
+  "The first way the GGUF file object FILE is not the model REFERENCE is, as
+a phrase, or NIL when they agree: general.architecture, then each
+tensor of REFERENCE in order (present in FILE, with the same shape), then
+any tensor of FILE that REFERENCE lacks.  Types may differ: that is what
+a reference is for."
+  (let ((a (gguf:value reference "general.architecture")) (b (gguf:value file "general.architecture")))
+    (unless (equal a b)
+      (return-from model-difference
+        (format nil "general.architecture ~:[(none)~;~:*~S~] in the reference, ~:[(none)~;~:*~S~] in the file" a b))))
+  (dolist (info (gguf:tensor-infos reference))
+    (let* ((name (gguf:tensor-info-name info))
+           (other (find name (gguf:tensor-infos file) :key #'gguf:tensor-info-name :test #'string=)))
+      (cond ((null other)
+             (return-from model-difference
+               (format nil "the tensor ~A is in the reference, not in the file" name)))
+            ((not (equal (gguf:tensor-info-shape info) (gguf:tensor-info-shape other)))
+             (return-from model-difference
+               (format nil "the tensor ~A is ~{~D~^ x ~} in the reference, ~{~D~^ x ~} in the file"
+                       name (gguf:tensor-info-shape info) (gguf:tensor-info-shape other)))))))
+  (let ((extra (find-if-not (lambda (info)
+                              (find (gguf:tensor-info-name info) (gguf:tensor-infos reference)
+                                    :key #'gguf:tensor-info-name :test #'string=))
+                            (gguf:tensor-infos file))))
+    (and extra (format nil "the tensor ~A is in the file, not in the reference"
+                       (gguf:tensor-info-name extra)))))
+
+(defun check-same-model (reference file reference-label file-label)
+  "Signal RONTOLISP-ERROR naming REFERENCE-LABEL, FILE-LABEL and the first
+difference (MODEL-DIFFERENCE) unless the GGUF file objects REFERENCE and
+FILE hold the same model."
+  (let ((difference (model-difference reference file)))
+    (when difference
+      (rontolisp-error 'reference "~A: expected the same model as the reference ~A (the same ~
+architecture, tensor names and shapes), found a difference: ~A" file-label reference-label difference))))
+
 (defun encoder-only-file (enc)
   "The GGUF file object ENC without its decision head, as `convert
 --encoder-only' writes the same model: the head's tensors, the
@@ -249,7 +317,7 @@ timed over many."
   "A fixed token sequence of length N below VOCAB."
   (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
 
-(defun run-model-bench (&key file random token-counts (thread-counts '(1 2)) (reps 3)
+(defun run-model-bench (&key file ((:reference reference-path)) random token-counts (thread-counts '(1 2)) (reps 3)
                           (stream *standard-output*))
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
 preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
@@ -258,19 +326,30 @@ other types (Q4_K etc., a row named after them), for each token count of
 TOKEN-COUNTS and thread count of THREAD-COUNTS, with llama.cpp on the same
 file and threads where its libraries are present; print the table and the
 error of each format against F32 (max abs, cosine, for the first token
-count) on STREAM.  Answers the rows as a list of plists."
+count) on STREAM.  With REFERENCE (the model FILE was made from, a GGUF
+path or a model directory, READ-REFERENCE; CHECK-SAME-MODEL) the F16, Q8_0 and F32 copies are made from
+REFERENCE's weights, the errors are against REFERENCE widened to F32, and
+FILE as stored always gets a row, \"file as stored\".  Answers the rows as a
+list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
+         (original nil) (original-temporary nil)
          (label (or file (format nil "random ~A" random)))
          (own (and file (stored-only-types source)))
-         (files (loop for format in (if own '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
-                      collect (let ((path (format nil "~A/rl-bench-~D-~(~A~).gguf"
-                                                  (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                                                  (ext:getpid) format)))
+         (stored-row (cond (reference-path
+                            (setf (values original original-temporary)
+                                  (read-reference reference-path
+                                                  :encoder-only (not (decision-head-p source))))
+                            (check-same-model original source reference-path file)
+                            "file as stored")
+                           (own (format nil "~{~A~^+~} (f32)" own))))
+         (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
+                      collect (let ((path (temporary-path (format nil "bench-~(~A~).gguf" format))))
                                 ;; llama.cpp refuses a decision head's tensors.
                                 (gguf:write path (encoder-only-file
                                                   (if (eq format :file)
                                                       source
-                                                      (file-in-format source format))))
+                                                      (file-in-format (or original source)
+                                                                      format))))
                                 (cons format path))))
          (old-threads (threads))
          (rows '()))
@@ -289,9 +368,8 @@ llama.cpp ~A~]~%" (escape-control label) reps
                        "not run (its libraries or tools/llama_embed are missing)"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
-           (dolist (row (if own
-                            (append *model-bench-rows*
-                                    (list (list (format nil "~{~A~^+~} (f32)" own) :file :q8)))
+           (dolist (row (if stored-row
+                            (append *model-bench-rows* (list (list stored-row :file :q8)))
                             *model-bench-rows*))
              (destructuring-bind (name format activations) row
                (let* ((e (cdr (assoc format encoders)))
@@ -318,7 +396,8 @@ llama.cpp ~A~]~%" (escape-control label) reps
                                        :ratio ratio :max-abs-error err :cosine cos)
                                  rows)))))))))
            (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's, ~D tokens~%" (first token-counts))
+states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%"
+                   (and reference-path (escape-control reference-path)) (first token-counts))
            (destructuring-bind (whole lanes)
                (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
              (when (plusp (+ whole lanes))
@@ -326,5 +405,6 @@ states against the F32 file's, ~D tokens~%" (first token-counts))
 the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
       (setf (threads) old-threads)
       (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
+      (when original (close-reference original original-temporary))
       (when file (gguf:close source)))
     (nreverse rows)))

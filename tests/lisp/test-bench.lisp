@@ -373,3 +373,43 @@ refuses the head, times the encoder-only copy (it was left out before)."
                  (when (ci-p)
                    (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
       (ignore-errors (delete-file file)))))
+
+(test bench-model-reference-measures-the-stored-file
+  "`bench --model FILE --reference ORIG': the formats are made from ORIG and
+measured against it, and FILE as stored gets a row: an F16 file against the
+F32 file of the same model shows the F16 error (none without the
+reference, where the file is its own F32), the F32 file against itself none.
+A reference that is not the same model is refused naming the first
+difference; --reference without --model is a usage error."
+  (let ((f32 (tmp-path "bench-reference-f32.gguf")) (f16 (tmp-path "bench-reference-f16.gguf"))
+        (other (tmp-path "bench-reference-other.gguf")))
+    (unwind-protect
+         (flet ((rows (file &optional reference)
+                  (rontolisp::run-model-bench :file file :reference reference :token-counts '(4)
+                                              :thread-counts '(1) :reps 1
+                                              :stream (make-broadcast-stream)))
+                (error-of (rows name)
+                  (getf (find name rows :key (lambda (r) (getf r :format)) :test #'string=)
+                        :max-abs-error)))
+           (dolist (args `(("s1-pico" ,f32 "f32") ("s1-pico" ,f16 "f16") ("s1-nano" ,other "f32")))
+             (assert (eql 0 (run-exe (list "convert" "--random" (first args) (second args)
+                                           "--encoder-only" "--type" (third args))))))
+           (let ((rows (rows f16 f32)))
+             (is (= 5 (length rows)) "~S" (mapcar (lambda (r) (getf r :format)) rows))
+             (is (plusp (error-of rows "file as stored")))
+             (is (= (error-of rows "file as stored") (error-of rows "F16 (f32 compute)")))
+             (is (zerop (error-of rows "F32"))))
+           (let ((rows (rows f16)))
+             (is (= 4 (length rows)))
+             (is (zerop (error-of rows "F16 (f32 compute)"))))
+           (is (zerop (error-of (rows f32 f32) "file as stored")))
+           (multiple-value-bind (code out err)
+               (run-exe (list "bench" "--model" f16 "--reference" other "--tokens" "4"))
+             (declare (ignore out))
+             (is (= 1 code))
+             (is (contains err "expected the same model as the reference") "~A" err)
+             (is (contains err "token_embd.weight") "~A" err))
+           (is (= 2 (run-exe (list "bench" "--random" "s1-pico" "--reference" f32))))
+           (is (= 2 (run-exe (list "bench" "--model" f16 "--reference" f32 "--questions")))))
+      (dolist (f (list f32 f16 other))
+        (ignore-errors (delete-file f))))))

@@ -132,3 +132,80 @@ converter writes as F32 and as F16; without a head the column is absent
     (is (every (lambda (r) (multiple-value-bind (v found) (gethash "max_abs_dp" r)
                              (and found (null v))))
                rows))))
+
+(test eval-reference-measures-the-stored-file
+  "With --reference ORIG.gguf the file as stored gets the first row,
+measured against ORIG.gguf: an F16 file against the F32 file of the same
+model shows a non-zero error (the same as the F16 way made from the
+reference), the F32 file against itself none, a Q8_0 file its q8 error and a
+K-quant file a row of its own; the ways are made from the reference.  A
+reference that is not the same model is refused naming the first
+difference, and --reference without FILE.gguf is a usage error."
+  (let* ((f32 (pico-massive-file "--type" "f32"))
+         (f16 (pico-massive-file "--type" "f16"))
+         (q8 (pico-massive-file "--type" "q8_0"))
+         (q4k (tmp-path "pico-massive-q4_k_m.gguf"))
+         (other (tmp-path "eval-reference-other.gguf")))
+    (unwind-protect
+         (flet ((rows (file)
+                  (let ((json (eval-json file "--reference" f32 "--sequences" "2" "--reps" "1")))
+                    (is (equal f32 (gethash "reference" json)))
+                    (gethash "rows" json)))
+                (way (rows name &optional act)
+                  (find-if (lambda (r) (and (equal name (gethash "way" r))
+                                            (equal act (gethash "activations" r))))
+                           rows)))
+           (assert (eql 0 (run-exe (list "quantize" f32 q4k "q4_k_m"))))
+           (assert (eql 0 (run-exe (list "convert" "--random" "s1-nano" other "--encoder-only"
+                                         "--type" "f32"))))
+           (let ((rows (rows f16)))
+             (is (equal "file as stored" (gethash "way" (first rows))))
+             (is (null (gethash "activations" (first rows))))
+             (is (plusp (gethash "token_max_abs_error" (first rows))))
+             (is (plusp (gethash "pooled_max_abs_error" (first rows))))
+             (is (close-to (gethash "token_max_abs_error" (first rows))
+                           (gethash "token_max_abs_error" (way rows "F16 file"))))
+             (is (zerop (gethash "token_max_abs_error" (way rows "F32"))))
+             (is (= 9 (length rows))))
+           (let ((stored (first (rows f32))))
+             (is (zerop (gethash "token_max_abs_error" stored)))
+             (is (zerop (gethash "pooled_max_abs_error" stored))))
+           (let ((rows (rows q8)))
+             (is (equal "q8" (gethash "activations" (first rows))))
+             (is (close-to (gethash "token_max_abs_error" (first rows))
+                           (gethash "token_max_abs_error" (way rows "Q8_0 file" "q8")))))
+           ;; The model directory the F32 file was converted from is the
+           ;; same reference.
+           (let ((dir (tmp-path "eval-reference-laya")) (out (tmp-path "eval-reference-laya.gguf")))
+             (unwind-protect
+                  (progn
+                    (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" out "--encoder-only"
+                                                  "--massive" "4" "--type" "f32" "--write-laya" dir))))
+                    (let ((by-dir (first (gethash "rows" (eval-json f16 "--reference" dir
+                                                                     "--sequences" "2" "--reps" "1"))))
+                          (by-file (first (rows f16))))
+                      (is (equal "file as stored" (gethash "way" by-dir)))
+                      (is (= (gethash "token_max_abs_error" by-file)
+                             (gethash "token_max_abs_error" by-dir)))))
+               (ignore-errors (delete-file out))
+               (sh "rm -rf \"$1\"" dir)))
+           (let ((stored (first (rows q4k))))
+             (is (equal "file as stored" (gethash "way" stored)))
+             (is (plusp (gethash "token_max_abs_error" stored))))
+           ;; Without --reference the file is its own reference: no stored row.
+           (let ((json (eval-json f16 "--sequences" "1" "--reps" "1")))
+             (is (multiple-value-bind (v found) (gethash "reference" json) (and found (null v))))
+             (is (equal "F32" (gethash "way" (first (gethash "rows" json))))))
+           (multiple-value-bind (code out err) (run-exe (list "eval" f16 "--reference" other
+                                                              "--sequences" "1" "--reps" "1"))
+             (declare (ignore out))
+             (is (= 1 code))
+             (is (contains err "expected the same model as the reference") "~A" err)
+             (is (contains err "token_embd.weight") "~A" err))
+           (is (= 2 (run-exe (list "eval" "--random" "s1-pico" "--reference" f32))))
+           (multiple-value-bind (code out) (run-exe (list "eval" f16 "--reference" f32
+                                                          "--sequences" "1" "--reps" "1"))
+             (is (= 0 code))
+             (is (contains out (format nil "error against the F32 model of the reference ~A" f32)))
+             (is (contains out "file as stored"))))
+      (dolist (f (list f32 f16 q8 q4k other)) (ignore-errors (delete-file f))))))
