@@ -192,10 +192,11 @@ FILE-ERROR about a name it had in its form is told with the user's name
 (define-native-names delete-file (filespec)
   (funcall original (native-filespec filespec)))
 
-(define-native-names rename-file (filespec new-name)
+(define-native-names rename-file (filespec new-name &rest keys)
+  ;; KEYS: ECL's own :if-exists
   (with-native-filespec (file filespec)
     (multiple-value-bind (new old-truename new-truename)
-        (funcall original file (native-filespec new-name))
+        (apply original file (native-filespec new-name) keys)
       (values (user-pathname new) (user-pathname old-truename) (user-pathname new-truename)))))
 
 (define-native-names file-write-date (filespec)

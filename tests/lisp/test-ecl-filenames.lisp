@@ -163,3 +163,19 @@ user wrote it, not by its bytes, and is still a FILE-ERROR."
           (is (typep e 'rontolisp:file-io-error))
           (is (equal missing (namestring (file-error-pathname e))))
           (is (contains (princ-to-string e) missing) "~A" e))))))
+
+(test cl-rename-file-keeps-its-keywords
+  "RENAME-FILE passes ECL's own :IF-EXISTS on: :SUPERSEDE replaces a file
+of the new name (the wrapper once took two arguments only, and a caller
+with the keyword got a wrong-number-of-arguments error)."
+  (let* ((dir (extended-name-dir))
+         (a (concatenate 'string dir "а-ü.txt"))
+         (b (concatenate 'string dir "б-ü.txt")))
+    (unwind-protect
+         (progn
+           (with-open-file (s a :direction :output) (write-line "first" s))
+           (with-open-file (s b :direction :output) (write-line "second" s))
+           (finishes (rename-file a b :if-exists :supersede))
+           (is (null (probe-file a)))
+           (is (string= "first" (with-open-file (s b) (read-line s)))))
+      (sh "rm -rf \"$1\"" (utf8-arg dir)))))
