@@ -110,5 +110,20 @@ convert and quantize show theirs); through a pipe stderr stays empty."
       (is (search "[1/" output) "~A" output))
     (multiple-value-bind (code out err) (run-exe (list "calibrate" model cal))
       (is (= 0 code) "~A" err)
-      (is (string= "" out))
+      (is (contains out (format nil "~A: 8 matrices, " cal)) "~A" out)
+      (is (= 1 (count #\Newline out)) "~A" out)
       (is (string= "" err) "~A" err))))
+
+(test calibrate-reports-progress-in-a-log
+  "Without a terminal, `calibrate' writes a plain progress line at most
+every RL_PROGRESS_SECONDS (0: one per sequence) and a summary at the end."
+  (with-tmp-files (model cal)
+    (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"))))
+    (multiple-value-bind (code out err)
+        (sh "RL_PROGRESS_SECONDS=0 exec \"$0\" calibrate \"$1\" \"$2\"" model cal)
+      (is (= 0 code) "~A" err)
+      (is (contains err (format nil "[1/")) "~A" err)
+      (is (contains err "] calibrating: a sequence of 1 token") "~A" err)
+      (is (not (find #\Return err)) "~A" err)
+      (is (not (find #\Esc err)) "~A" err)
+      (is (contains out (format nil "~A: 8 matrices, " cal)) "~A" out))))
