@@ -373,3 +373,21 @@ refuses the head, times the encoder-only copy (it was left out before)."
                  (when (ci-p)
                    (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
       (ignore-errors (delete-file file)))))
+
+(test bench-model-names-rl-llama-lib-outside-the-source-tree
+  "Away from a source tree (no build/cache/llama/) and without RL_LLAMA_LIB,
+the table says llama.cpp was not run and names the variable that finds it."
+  (multiple-value-bind (code out err)
+      (sh "cd / && env -u RL_LLAMA_LIB \"$0\" bench --random s1-pico --tokens 4 --iters 1")
+    (is (= 0 code) "~A" err)
+    (is (contains out "llama.cpp not run: its libraries were not found (set RL_LLAMA_LIB")
+        "~A" out)))
+
+(test ratio-text-marks-noise
+  "A ratio whose llama.cpp time on more threads is slower than its own
+1-thread time is marked as noise; any other ratio is plain."
+  (is (string= "1.50x*" (rontolisp::ratio-text 1.5 200.0 100.0)))
+  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 100.0)))
+  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 nil)))
+  (is (string= "-" (rontolisp::ratio-text nil nil nil)))
+  (is (contains rontolisp::*ratio-noise-note* "*: noise")))
