@@ -51,8 +51,8 @@ several times): report the figures the last probe cached, or n/a")
                (model "--model FILE"
                       :help "the encoder benchmark instead: MODEL:ENCODE on FILE's encoder
 stored as F16, Q8_0 (:q8 and :q8x2) and F32, 16, 128 and 512 tokens, 1 and
-2 threads, with llama.cpp's time on the same file as a ratio and each
-format's error against F32")
+2 threads, with llama.cpp's time on the same file as a ratio (RL_LLAMA_LIB
+finds it; * marks noise) and each format's error against F32")
                (reference "--reference ORIG.gguf"
                           :help "with --model FILE (the encoder benchmark): the formats made from
 ORIG.gguf (or the model directory), the model FILE was made from (the same

@@ -44,6 +44,32 @@ work in (lisp/model/model-scratch.lisp), its tokenizer once asked for
       (format stream "~A ~D layers d=~D" (encoder-path e)
               (getf h :layers) (getf h :embedding-length)))))
 
+(defmethod describe-object ((e model:encoder) stream)
+  ;; A summary, not the slots: those hold every weight array (megabytes of
+  ;; text for the smallest model).
+  (let* ((f (encoder-file e))
+         (infos (and (gguf:gguf-file-p f) (gguf:tensor-infos f)))
+         (types (let ((counts '()))
+                  (dolist (ti infos (nreverse counts))
+                    (let ((entry (assoc (gguf:tensor-info-type ti) counts :test #'string=)))
+                      (if entry
+                          (incf (cdr entry))
+                          (push (cons (gguf:tensor-info-type ti) 1) counts))))))
+         (head (encoder-decision e)))
+    (format stream "~&~S~%  A ModernBERT encoder read by model:load from ~A.~%" e (encoder-path e))
+    (format stream "  Hyper-parameters:~{~%    ~(~A~) ~A~}~%"
+            (loop for (key value) on (encoder-hyperparameters e) by #'cddr
+                  collect key collect (if (floatp value) (float-text value) value)))
+    (when infos
+      (format stream "  Tensors: ~D, ~,1F MiB (~{~{~D ~A~}~^, ~})~%"
+              (length infos)
+              (/ (reduce #'+ infos :key #'gguf:tensor-info-bytes) 1048576.0)
+              (mapcar (lambda (c) (list (cdr c) (car c))) types)))
+    (format stream "  Tokenizer: ~:[not read yet~;read~]~%" (encoder-tokenizer e))
+    (format stream "  Decision head: ~:[none~;~:*~D question type~:P~]~%"
+            (and head (length (decision-head-types head))))
+    (values)))
+
 ;;; Reading the file.
 
 (defun model-key (f path key &key (type 'integer) (default nil default-p))

@@ -75,7 +75,9 @@ plists."
            (require-decision-head source label)
            (multiple-value-bind (encoders sequences files) (eval-encoders source)
              (declare (ignore sequences))
-             (let* ((llama-p (and (llama-library-directory) (llama-embed-program) t))
+             (let* ((missing (llama-reference-missing))
+                    (llama-p (not missing))
+                    (noise nil)
                     (f32 (cdr (assoc :f32 encoders)))
                     (decisions (mapcar (lambda (q) (multiple-value-list (model:decide f32 q)))
                                        model:*questions*))
@@ -93,9 +95,8 @@ plists."
                (format out "~&questions benchmark: ~A, ~D built-in questions (~D to ~D tokens), ~
 µs per question: render, tokenize, encode, head (median of ~D round~:P); llama.cpp ~A~%"
                        (escape-control label) n (reduce #'min ids :key #'length) (reduce #'max ids :key #'length)
-                       reps (if llama-p
-                                "the encoder alone on the same ids and threads (an encoder-only copy)"
-                                "not run (its libraries or tools/llama_embed are missing)"))
+                       reps (or missing
+                                "the encoder alone on the same ids and threads (an encoder-only copy)"))
                (format out "~20A ~7@A ~12@A ~12@A ~9@A ~11@A~%"
                        "format" "threads" "µs/question" "llama.cpp µs" "ratio" "max |Δp|")
                (dolist (row *question-bench-rows*)
@@ -119,16 +120,19 @@ plists."
                                                                       ids :threads th :repeat reps)
                                                                  :key #'car)
                                                          n))))))
-                              (ratio (and llama (/ us llama))))
+                              (ratio (and llama (/ us llama)))
+                              (one (and llama (/= th 1) (gethash (list llama-key 1) llama-times))))
+                         (when (and one (> llama one)) (setf noise t))
                          (format out "~20A ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE~%"
                                  name th us (if llama (format nil "~,1F" llama) "-")
-                                 (if ratio (format nil "~,2Fx" ratio) "-") dp)
+                                 (ratio-text ratio llama one) dp)
                          (finish-output out)
                          (push (list :format name :activations activations :threads th :us us
                                      :llama-us llama :ratio ratio :max-abs-dp dp)
                                rows))))))
                (format out "ratio: our whole path over llama.cpp's encoder alone (below 1: faster); ~
-max |Δp|: against the F32 row's probabilities; the head as the file holds it~%")
+max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~@[~A~%~]"
+                       (and noise *ratio-noise-note*))
                (setf rows (nreverse rows))
                (when breakdown
                  (setf (threads) 1)

@@ -169,7 +169,6 @@ Answers the number of failed models."
          (root (directory-prefix models-dir))
          (out (directory-prefix out-dir))
          (previous (previous-exports out))
-         (tty (/= 0 (%isatty 2)))
          (old-threads (threads))
          (manifest '()) (bench '()) (failures 0)
          (*progress* nil))              ; one line per model, ours
@@ -188,11 +187,13 @@ Answers the number of failed models."
                           (push (manifest-model name type head-type :file file :entry entry)
                                 manifest)
                           (push (bench-model name rows) bench)
-                          (when tty
-                            (format *error-output* "[~D/~D] ~A: ~D bytes, ~
-~@[~,1F µs/question~]~:*~:[no decision head~;~]~%"
-                                    i (length names) name (getf entry :bytes)
-                                    (getf (first rows) :us))))
+                          (format t "[~D/~D] ~A: ~D bytes, ~
+~:[no decision head~;~:*~,1F µs/question, max |dp| ~A~]~%"
+                                  i (length names) name (getf entry :bytes)
+                                  (getf (first rows) :us)
+                                  (let ((dp (getf (first rows) :dp)))
+                                    (if dp (float-text dp) "not measured")))
+                          (finish-output))
                       (error (c)
                         (incf failures)
                         (remove-previous-export out name previous)

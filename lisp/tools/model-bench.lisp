@@ -33,6 +33,29 @@ stock ECL running the code); NIL when none exists."
                                            "build/tools/llama_embed")))))
     (and found (namestring (truename found)))))
 
+(defun llama-reference-missing ()
+  "NIL when llama.cpp can be run as the reference (its libraries and
+tools/llama_embed are found), else what the table says in its place,
+naming the environment variable that finds the missing piece."
+  (cond ((not (llama-library-directory))
+         (format nil "not run: its libraries were not found (set RL_LLAMA_LIB to the path of ~
+libllama.v0.5.0.so, or run from a source tree that has build/cache/llama/)"))
+        ((not (llama-embed-program))
+         "not run: tools/llama_embed was not found (set RL_LLAMA_EMBED to its path)")))
+
+(defun ratio-text (ratio llama one-thread)
+  "The ratio column's text for RATIO (NIL: -), our time over llama.cpp's
+time LLAMA; marked with * (noise) when LLAMA, a time on more threads than
+one, is slower than ONE-THREAD, llama.cpp's own 1-thread time on the same
+work, since then the reference was disturbed, not faster or slower."
+  (cond ((null ratio) "-")
+        ((and one-thread (> llama one-thread)) (format nil "~,2Fx*" ratio))
+        (t (format nil "~,2Fx" ratio))))
+
+(defparameter *ratio-noise-note*
+  "*: noise, llama.cpp took longer than on 1 thread; the ratio says little"
+  "The line under a table in which RATIO-TEXT marked a ratio.")
+
 (defparameter *llama-encode-deadline* 1800
   "Seconds llama.cpp's encoder (tools/llama_embed, a child process) may
 take for one LLAMA-ENCODE call before it is killed and an error signalled.")
@@ -357,15 +380,16 @@ list of plists."
          (let* ((encoders (loop for (format . path) in files
                                 collect (cons format (model:load path))))
                 (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
-                (llama-p (and (llama-library-directory) (llama-embed-program)))
+                (missing (llama-reference-missing))
+                (llama-p (not missing))
+                (one-thread (make-hash-table :test 'equal))
+                (noise nil)
                 (ids0 (bench-token-ids (first token-counts) vocab))
                 (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
                 (tiles0 (multiple-value-list (%matmul-q8-tiles))))
            (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
 llama.cpp ~A~]~%" (escape-control label) reps
-                   (if llama-p
-                       "on the same file and threads"
-                       "not run (its libraries or tools/llama_embed are missing)"))
+                   (or missing "on the same file and threads"))
            (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                    "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
            (dolist (row (if stored-row
@@ -387,17 +411,22 @@ llama.cpp ~A~]~%" (escape-control label) reps
                                 (llama (and llama-p
                                             (car (first (llama-encode path (list ids) :threads th
                                                                                       :repeat reps)))))
-                                (ratio (and llama (/ us llama))))
+                                (ratio (and llama (/ us llama)))
+                                (one (and llama (/= th 1) (gethash (list name n) one-thread))))
+                           (when (and llama (= th 1))
+                             (setf (gethash (list name n) one-thread) llama))
+                           (when (and one (> llama one)) (setf noise t))
                            (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
                                    name n th us (if llama (format nil "~,1F" llama) "-")
-                                   (if ratio (format nil "~,2Fx" ratio) "-") err cos)
+                                   (ratio-text ratio llama one) err cos)
                            (finish-output stream)
                            (push (list :format name :tokens n :threads th :us us :llama-us llama
                                        :ratio ratio :max-abs-error err :cosine cos)
                                  rows)))))))))
            (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%"
-                   (and reference-path (escape-control reference-path)) (first token-counts))
+states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~A~%~]"
+                   (and reference-path (escape-control reference-path)) (first token-counts)
+                   (and noise *ratio-noise-note*))
            (destructuring-bind (whole lanes)
                (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
              (when (plusp (+ whole lanes))

@@ -413,3 +413,21 @@ difference; --reference without --model is a usage error."
            (is (= 2 (run-exe (list "bench" "--model" f16 "--reference" f32 "--questions")))))
       (dolist (f (list f32 f16 other))
         (ignore-errors (delete-file f))))))
+
+(test bench-model-names-rl-llama-lib-outside-the-source-tree
+  "Away from a source tree (no build/cache/llama/) and without RL_LLAMA_LIB,
+the table says llama.cpp was not run and names the variable that finds it."
+  (multiple-value-bind (code out err)
+      (sh "cd / && env -u RL_LLAMA_LIB \"$0\" bench --random s1-pico --tokens 4 --iters 1")
+    (is (= 0 code) "~A" err)
+    (is (contains out "llama.cpp not run: its libraries were not found (set RL_LLAMA_LIB")
+        "~A" out)))
+
+(test ratio-text-marks-noise
+  "A ratio whose llama.cpp time on more threads is slower than its own
+1-thread time is marked as noise; any other ratio is plain."
+  (is (string= "1.50x*" (rontolisp::ratio-text 1.5 200.0 100.0)))
+  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 100.0)))
+  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 nil)))
+  (is (string= "-" (rontolisp::ratio-text nil nil nil)))
+  (is (contains rontolisp::*ratio-noise-note* "*: noise")))

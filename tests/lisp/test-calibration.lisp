@@ -110,5 +110,41 @@ convert and quantize show theirs); through a pipe stderr stays empty."
       (is (search "[1/" output) "~A" output))
     (multiple-value-bind (code out err) (run-exe (list "calibrate" model cal))
       (is (= 0 code) "~A" err)
-      (is (string= "" out))
+      (is (contains out (format nil "~A: 8 matrices, " cal)) "~A" out)
+      (is (= 1 (count #\Newline out)) "~A" out)
       (is (string= "" err) "~A" err))))
+
+(test calibrate-show-prints-each-matrix-outlier-columns
+  "--show prints a line per matrix with the outlier columns its recorded
+magnitudes give (OUTLIER-COLUMNS), before the summary."
+  (with-tmp-files (model cal)
+    (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"
+                            "--massive" "2"))))
+    (multiple-value-bind (code out err) (run-exe (list "calibrate" model cal "--show"))
+      (is (= 0 code) "~A" err)
+      (let ((lines (split-lines out)))
+        (is (= 9 (length lines)) "~A" out)
+        (loop for (name . magnitudes) in (rontolisp::read-calibration cal)
+              for columns = (rontolisp::outlier-columns magnitudes)
+              do (is (member (if columns
+                                 (format nil "~A: ~D outlier column~:P:~{ ~D~}"
+                                         name (length columns) columns)
+                                 (format nil "~A: no outlier columns" name))
+                             lines :test #'string=)
+                     "~A not in ~A" name out))
+        (is (some (lambda (l) (search "outlier column" l)) lines) "~A" out)
+        (is (contains (car (last lines)) "8 matrices") "~A" out)))))
+
+(test calibrate-reports-progress-in-a-log
+  "Without a terminal, `calibrate' writes a plain progress line at most
+every RL_PROGRESS_SECONDS (0: one per sequence) and a summary at the end."
+  (with-tmp-files (model cal)
+    (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"))))
+    (multiple-value-bind (code out err)
+        (sh "RL_PROGRESS_SECONDS=0 exec \"$0\" calibrate \"$1\" \"$2\"" model cal)
+      (is (= 0 code) "~A" err)
+      (is (contains err (format nil "[1/")) "~A" err)
+      (is (contains err "] calibrating: a sequence of 1 token") "~A" err)
+      (is (not (find #\Return err)) "~A" err)
+      (is (not (find #\Esc err)) "~A" err)
+      (is (contains out (format nil "~A: 8 matrices, " cal)) "~A" out))))

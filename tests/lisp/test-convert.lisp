@@ -591,6 +591,20 @@ tensor, not only the final write."
           (is (contains text "[1/33] converting encoder.model.embeddings.tok_embeddings.weight")))
         (ignore-errors (delete-file out)))))
 
+(test convert-progress-in-a-log
+  "Without a terminal, plain progress lines at most every
+RL_PROGRESS_SECONDS (0: one per tensor), then the summary on stdout."
+  (let ((out (tmp-path "log.gguf")))
+    (unwind-protect
+         (multiple-value-bind (code stdout stderr)
+             (sh "RL_PROGRESS_SECONDS=0 exec \"$0\" convert --random s1-pico \"$1\"" out)
+           (is (= 0 code) "~A" stderr)
+           (is (contains stderr (format nil "[33/33] converting head.out.bias~%")) "~A" stderr)
+           (is (contains stderr (format nil "[1/33] generating ")) "~A" stderr)
+           (is (not (find #\Return stderr)) "~A" stderr)
+           (is (contains stdout "33 tensors") "~A" stdout))
+      (ignore-errors (delete-file out)))))
+
 (test convert-refuses-a-weight-whose-q8-0-scale-overflows
   (with-hf-dir (dir)
     (edit-tensors (concatenate 'string dir "/model.safetensors")

@@ -123,9 +123,12 @@ without pico replaces the results (its file and entries go)."
            ;; pico's file and entries gone.
            (sh "rm -rf \"$1\"/a-pico \"$1\"/c-broken" models)
            (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
-             (declare (ignore stdout))
              (is (= 0 code))
-             (is (string= "" stderr)))
+             (is (string= "" stderr))
+             ;; its table on stdout, terminal or not: a line per model
+             (is (= 1 (length (split-lines stdout))) "stdout: ~A" stdout)
+             (is (contains stdout "[1/1] b-nano: ") "stdout: ~A" stdout)
+             (is (contains stdout " µs/question, max |dp| ") "stdout: ~A" stdout))
            (let ((manifest (rontolisp:read-json-file (format nil "~A/manifest.json" out)))
                  (bench (rontolisp:read-json-file (format nil "~A/bench.json" out))))
              (is (equal '("b-nano") (map 'list (lambda (m) (gethash "name" m)) (gethash "models" manifest))))

@@ -73,6 +73,21 @@ cosine ~,10F~%" type rel cos)
                               (aref v (+ at off 1)) (ldb (byte 8 8) bits))))
       v)))
 
+(test model-describe-is-a-bounded-summary
+  "DESCRIBE of an encoder summarizes it (hyper-parameters, tensors, head)
+in a few lines instead of printing every weight array."
+  (let ((path (tmp-path "describe.gguf")))
+    (unwind-protect
+         (progn
+           (gguf:write path (rontolisp::random-model "s1-pico" :type :f32))
+           (let ((text (with-output-to-string (s) (describe (model:load path) s))))
+             (is (< (length text) 2000) "~D characters: ~A" (length text) (subseq text 0 (min 500 (length text))))
+             (is (contains text "layers 2") "~A" text)
+             (is (contains text "Tensors: 33, ") "~A" text)
+             (is (contains text "Decision head: ") "~A" text)
+             (is (not (contains text "Decision head: none")) "~A" text)))
+      (ignore-errors (delete-file path)))))
+
 (test model-runs-dequantized-weight-types
   "An encoder whose matrices are K-quants, IQ4_XS and Q5_0 loads, and
 encodes exactly as the file with those matrices dequantized to F32."

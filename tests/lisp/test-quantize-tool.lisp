@@ -662,6 +662,37 @@ on stderr when it is not a terminal."
                (is (contains stdout "KiB ->") "~A" stdout)))
         (ignore-errors (delete-file out))))))
 
+(test quantize-tool-progress-in-a-log
+  "Without a terminal, a tensor's line at most every RL_PROGRESS_SECONDS
+(0: every tensor's) on stderr, and the summary on stdout."
+  (with-tracked-fixture ((golden "q8_main.f32.gguf"))
+    (let ((out (tmp-path "log.gguf")))
+      (unwind-protect
+           (multiple-value-bind (code stdout stderr)
+               (sh "RL_PROGRESS_SECONDS=0 exec \"$0\" quantize \"$1\" \"$2\" q8_0"
+                   (golden "q8_main.f32.gguf") out)
+             (is (= 0 code) "~A" stderr)
+             (is (= 17 (count #\Newline stderr)) "~A" stderr)
+             (is (contains stderr "[   1/17] output.weight") "~A" stderr)
+             (is (contains stderr "[  17/17]") "~A" stderr)
+             (is (contains stdout "KiB ->") "~A" stdout))
+        (ignore-errors (delete-file out))))))
+
+(test progress-interval-reads-the-environment
+  "RL_PROGRESS_SECONDS, a whole number, sets the interval; anything else
+leaves *PROGRESS-INTERVAL*."
+  (let ((rontolisp::*progress-interval* 7)
+        (old (ext:getenv "RL_PROGRESS_SECONDS")))
+    (unwind-protect
+         (progn
+           (ext:setenv "RL_PROGRESS_SECONDS" "0")
+           (is (= 0 (rontolisp::progress-interval)))
+           (ext:setenv "RL_PROGRESS_SECONDS" "often")
+           (is (= 7 (rontolisp::progress-interval)))
+           (ext:setenv "RL_PROGRESS_SECONDS" "-3")
+           (is (= 7 (rontolisp::progress-interval))))
+      (ext:setenv "RL_PROGRESS_SECONDS" old))))
+
 ;;; Split sets (llama-gguf-split's shards).
 
 (defun write-split-set (dir &key nan)
