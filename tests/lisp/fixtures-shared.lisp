@@ -348,3 +348,34 @@ output), stdout and stderr together, or NIL when it is not built."
     (dotimes (k n) (format s "{% for x~D in options %}" k))
     (write-string body s)
     (dotimes (k n) (write-string "{% endfor %}" s))))
+
+;;; Model recipes and JSON answers (the decision-refs and trained suites).
+
+(defun recipe-path (template dir)
+  "TEMPLATE (a recipe's path or argument) with {dir} replaced by DIR."
+  (let ((at (search "{dir}" template)))
+    (if at
+        (concatenate 'string (subseq template 0 at) dir (subseq template (+ at 5)))
+        template)))
+
+(defun delete-tree (dir)
+  "Delete the directory DIR (a namestring ending in /) and everything in it."
+  (dolist (f (directory (merge-pathnames "**/*.*" dir)))
+    (unless (or (pathname-name f) (pathname-type f)) (setf f nil))
+    (when f (ignore-errors (delete-file f))))
+  (dolist (d (sort (mapcar #'namestring (directory (merge-pathnames "**/" dir))) #'>
+                   :key #'length))
+    (ignore-errors (si:rmdir d))))
+
+(defun json-same (a b)
+  "True when the parsed JSON values A and B are equal (strings by STRING=,
+objects by their keys and values)."
+  (typecase a
+    (string (and (stringp b) (string= a b)))
+    (hash-table (and (hash-table-p b) (= (hash-table-count a) (hash-table-count b))
+                     (loop for k being the hash-keys of a using (hash-value v)
+                           always (multiple-value-bind (w found) (gethash k b)
+                                    (and found (json-same v w))))))
+    (vector (and (vectorp b) (not (stringp b)) (= (length a) (length b))
+                 (every #'json-same a b)))
+    (t (eql a b))))

@@ -47,22 +47,6 @@ makes it)" path)
              (setf a (mod a 65521) b (mod b 65521)))
     (+ (* b 65536) a)))
 
-(defun recipe-path (template dir)
-  "TEMPLATE (a recipe's path or argument) with {dir} replaced by DIR."
-  (let ((at (search "{dir}" template)))
-    (if at
-        (concatenate 'string (subseq template 0 at) dir (subseq template (+ at 5)))
-        template)))
-
-(defun delete-tree (dir)
-  "Delete the directory DIR (a namestring ending in /) and everything in it."
-  (dolist (f (directory (merge-pathnames "**/*.*" dir)))
-    (unless (or (pathname-name f) (pathname-type f)) (setf f nil))
-    (when f (ignore-errors (delete-file f))))
-  (dolist (d (sort (mapcar #'namestring (directory (merge-pathnames "**/" dir))) #'>
-                   :key #'length))
-    (ignore-errors (si:rmdir d))))
-
 (defun rebuild-decision-model (golden dir done)
   "Run GOLDEN's recipe in DIR (steps already in the list DONE are not run
 again) and answer (values model-path done), or NIL after failing the test
@@ -87,19 +71,6 @@ tools/gen_decision_goldens.py again" (gethash "variant" golden) (length octets) 
               (gethash "model_bytes" golden) (gethash "model_adler32" golden))
         (return-from rebuild-decision-model (values nil done)))
       (values model done))))
-
-(defun json-same (a b)
-  "True when the parsed JSON values A and B are equal (strings by STRING=,
-objects by their keys and values)."
-  (typecase a
-    (string (and (stringp b) (string= a b)))
-    (hash-table (and (hash-table-p b) (= (hash-table-count a) (hash-table-count b))
-                     (loop for k being the hash-keys of a using (hash-value v)
-                           always (multiple-value-bind (w found) (gethash k b)
-                                    (and found (json-same v w))))))
-    (vector (and (vectorp b) (not (stringp b)) (= (length a) (length b))
-                 (every #'json-same a b)))
-    (t (eql a b))))
 
 (defun questions-jsonl ()
   "The questions of tests/golden/decision/questions.jsonl, parsed."
