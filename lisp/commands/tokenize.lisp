@@ -14,11 +14,12 @@ pre-tokenizer expression, the byte-to-unicode table, then the merges; the
 bos and eos tokens added as the tokenizer says.  Text form: one line per
 text, the ids separated by spaces.  --json: one object per text and line,
 {\"text\", \"ids\", \"pieces\"}.  --file F takes one text per line (read line by
-line, so a file of any size streams; an empty file has no texts).  A text
+line, so a file of any size streams; an empty file has no texts; - is
+standard input, each answer written as its line arrives).  A text
 that is not UTF-8 is an error naming the text (\"text 2\", or the file and
 line) and the byte offset.  \"--\" ends the options, so a text may start
 with a dash."
-     :options ((text-file "--file F" :help "a file of texts, one per line")
+     :options ((text-file "--file F" :help "a file of texts, one per line (- standard input)")
                (no-special "--no-special" :help "add no bos/eos tokens")
                (no-parse-special "--no-parse-special"
                                  :help "treat special tokens in the text as plain text")
@@ -41,8 +42,8 @@ with a dash."
                    (write-ids-line ids *standard-output*)))))
       (if text-file
           (map-file-lines (lambda (octets number)
-                            (one octets (format nil "~A line ~D" text-file number)))
-                          text-file)
+                            (one octets (format nil "~A line ~D" (lines-name text-file) number)))
+                          text-file :dash-is-stdin t :flush *standard-output*)
           (loop for text in texts
                 for i from 1
                 do (one (check-text text tok 'model:tokenize) (format nil "text ~D" i))))))

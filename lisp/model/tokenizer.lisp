@@ -513,21 +513,26 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
 (defparameter *max-line-bytes* (* 64 1024 1024)
   "The longest line a text file may hold (bytes).")
 
-(defun map-file-lines (fn path &key dash-is-stdin too-long)
+(defun lines-name (path)
+  "How messages name the file of lines PATH: \"standard input\" for \"-\"."
+  (if (equal path "-") "standard input" path))
+
+(defun map-file-lines (fn path &key dash-is-stdin too-long flush)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
 blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
 else FILE-IO-ERROR; with TOO-LONG, a function, a longer line is skipped to
 its newline without being kept and TOO-LONG is called with its number and
 the limit instead of FN).  A final line without a newline counts; an empty
-file has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input.
-Answers the number of lines."
+file has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input;
+PATH may be a pipe or device too (/dev/stdin).  Each read takes what the
+input holds, without waiting for a block to fill, and FLUSH (an output
+stream) is flushed before each read: a program that writes a line and waits
+for its answer gets it.  Answers the number of lines."
   (let* ((stdin (and dash-is-stdin (equal path "-")))
-         (name (if stdin "standard input" (absolute-namestring path)))
-         (stream (if stdin
-                     (ext:make-stream-from-fd 0 :input :element-type '(unsigned-byte 8))
-                     (open-input-octets name :what "a file of texts"))))
-    (with-open-stream (s stream)
+         (name (if stdin (lines-name path) (absolute-namestring path)))
+         (fd (if stdin 0 (open-input-fd name :what "a file of texts" :streams t))))
+    (unwind-protect
       (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
             (line (make-array 4096 :element-type '(unsigned-byte 8)))
             (fill 0) (number 0) (pending nil) (skipping nil))
@@ -552,8 +557,12 @@ Answers the number of lines."
                        (replace bigger line :end2 fill)
                        (setf line bigger)))
                    (replace line block :start1 fill :start2 start :end2 end)
-                   (setf fill need pending t))))
-          (loop for n fixnum = (read-sequence block s)
+                   (setf fill need pending t)))
+               (next ()
+                 (when flush (finish-output flush))
+                 (multiple-value-bind (n message) (%read-some fd block)
+                   (or n (file-io-error name "~A" message)))))
+          (loop for n fixnum = (next)
                 while (plusp n)
                 do (loop with start fixnum = 0
                          for nl = (position 10 block :start start :end n)
@@ -564,7 +573,8 @@ Answers the number of lines."
                             (when (>= start n) (return))))
           (when (and pending (or skipping (plusp fill)))
             (emit))
-          number)))))
+          number))
+      (unless stdin (%close-fd fd)))))
 
 ;;; `rontolisp tokenize'.
 
