@@ -66,7 +66,8 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                                 *standard-output*)
                     (terpri))
                   (loop for row across rows
-                        do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
+                        do (write-numbers row *standard-output*)
+                           (terpri))))))
       (cond (text
              (let ((tok (tokenizer-of encoder 'model:tokenize)))
                (embed (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) t t "--text")
