@@ -32,8 +32,23 @@ static int reads_back(const char *d, int p, int e, float x) {
     int ex;
     frexpf(x, &ex);
     double half = ldexp(1.0, ex - 25); /* x in [2^(ex-1), 2^ex): ulp 2^(ex-24) */
-    snprintf(buf, sizeof buf, "%.*se%d", p, d, e - p + 1);
-    return fabs(strtod(buf, NULL) - (double)x) < half;
+    int k = e - p + 1;
+    double v;
+    if (k >= -22 && k <= 22) {
+        /* D and 10^|K| are exact doubles, so one multiplication or division
+         * rounds the candidate once, as strtod would */
+        static const double tens[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+        double dv = 0;
+        for (int i = 0; i < p; i++)
+            dv = dv * 10 + (d[i] - '0');
+        v = k >= 0 ? dv * tens[k] : dv / tens[-k];
+    } else {
+        snprintf(buf, sizeof buf, "%.*se%d", p, d, k);
+        v = strtod(buf, NULL);
+    }
+    return fabs(v - (double)x) < half;
 }
 
 /* The digits of D plus one in its last of P places: answers 1 when it
