@@ -124,9 +124,10 @@ bad-corpus: $(B)/tools/make_bad_gguf
 
 -include $(CORE_OBJ:.o=.d) $(HOST_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(C_TESTS:=.d) $(TOOLS:=.d)
 
-# Installs ECL, FiveAM and friends from Debian when they are missing.
+# Installs from Debian what the build and every test need when it is
+# missing (`make demo' installs only what the build and the demo need).
 deps:
-	@sh tests/ensure-deps.sh
+	@sh tests/ensure-deps.sh --check
 
 # SUITE=NAME runs one suite instead of all: the Lisp suite NAME and/or the
 # C test program test_NAME (check-c: TEST=NAME); tests/run-all.sh reads them.
@@ -142,7 +143,8 @@ check-c: $(if $(TEST),$(filter $(B)/tests/test_$(TEST),$(C_TESTS)),$(C_TESTS))
 check-lisp: all $(B)/asdf/stamp
 	@sh tests/run-all.sh --lisp-only
 
-demo: deps
+demo:
+	@sh tests/ensure-deps.sh --demo
 	@$(MAKE) --no-print-directory all tools
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/demo.sh
@@ -150,19 +152,20 @@ demo: deps
 # The benchmark (not a test): `rontolisp bench' on the standard shapes, or
 # on what BENCH_ARGS names (make bench BENCH_ARGS="model.gguf --iters 50");
 # the table in build/bench.txt, the numbers in build/bench.json and the plot
-# build/bench.png (gnuplot, installed only here when missing).  Then
+# build/bench.png (gnuplot, installed only here when missing, with what
+# `make check' installs).  Then
 # `rontolisp quantize' against llama.cpp's quantizer on a 512 MiB file, to Q8_0,
 # Q4_K_M and Q6_K
 # (tools/bench_quantize.c; build/bench-quantize.txt), when the llama.cpp
 # library could be fetched.
 BENCH_ARGS ?=
-bench: deps
+bench:
+	@sh tests/ensure-deps.sh --bench
 	@$(MAKE) --no-print-directory all $(B)/tools/bench_quantize
 	@sh tests/fetch-llama-lib.sh
 	@if [ -f $(B)/cache/llama/libllama.v0.5.0.so ]; then \
 	  $(B)/tools/bench_quantize $(B)/cache/llama $(B)/rontolisp $(B) | tee $(B)/bench-quantize.txt; \
 	else echo "bench_quantize: skipped, no llama.cpp library in $(B)/cache/llama"; fi
-	@sh tests/ensure-deps.sh --bench
 	$(B)/rontolisp bench $(BENCH_ARGS) --json $(B)/bench.json > $(B)/bench.txt
 	@cat $(B)/bench.txt
 	@$(B)/rontolisp script tools/bench/plot-data.lisp $(B)/bench.json $(B)/bench.dat \
@@ -224,11 +227,13 @@ fuzz: $(FUZZ_TARGETS)
 # AddressSanitizer and UBSan (ECL itself is not instrumented; its collector
 # keeps memory on purpose, so leak detection is off; ECL's headers read
 # tagged pointers through object types, which UBSan's alignment check
-# flags, so that one check is off).
+# flags, so that one check is off).  cl-swank is compiled beside that
+# executable too (build/asan/swank/), as `make' does for build/rontolisp,
+# so that no test compiles it into a cache.
 check-asan: deps
-	@$(MAKE) --no-print-directory B=build/asan \
+	@ASAN_OPTIONS=detect_leaks=0 $(MAKE) --no-print-directory B=build/asan \
 	  CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize=alignment -fno-sanitize-recover=undefined" \
-	  build/asan/rontolisp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
+	  build/asan/rontolisp build/asan/swank/stamp $(patsubst $(B)/%,build/asan/%,$(C_TESTS))
 	@$(MAKE) --no-print-directory tools $(B)/asdf/stamp
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RONTOLISP_EXE=build/asan/rontolisp RONTOLISP_BUILD=build/asan \

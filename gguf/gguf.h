@@ -81,6 +81,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf/blocks.h"
+
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "tensor data are handed out in place: little-endian hosts only");
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE float sizes");
@@ -330,19 +332,9 @@ enum {
     RL_GGUF_GGML_TYPE_COUNT = 43
 };
 
-/* Q8_0 block (ggml's block_q8_0): the scale as binary16, little-endian,
- * then 32 signed quants; 34 bytes, 2-aligned.  The one definition: the
- * kernels in prims/ use it too (prims/q8.h). */
-#define RL_GGUF_QK8_0 32
-#define RL_GGUF_Q8_0_BYTES 34
-typedef struct rl_gguf_block_q8_0 {
-    uint16_t d;
-    int8_t qs[RL_GGUF_QK8_0];
-} rl_gguf_block_q8_0;
-_Static_assert(sizeof(rl_gguf_block_q8_0) == sizeof(uint16_t) + RL_GGUF_QK8_0 &&
-                   sizeof(rl_gguf_block_q8_0) == RL_GGUF_Q8_0_BYTES,
-               "Q8_0 block is 34 bytes, no padding");
-_Static_assert(_Alignof(rl_gguf_block_q8_0) == 2, "Q8_0 block is 2-aligned");
+/* Q8_0's geometry (its block struct and every other type's are in
+ * gguf/blocks.h, the one header of block structs). */
+#define RL_GGUF_Q8_0_BYTES ((int)sizeof(rl_gguf_block_q8_0))
 
 /* The one scalar Q8_0 dequantizer: nblocks blocks at x (any alignment: it
  * reads bytes) into 32 * nblocks floats at y.  q * d is exact in f32 (8

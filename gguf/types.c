@@ -81,7 +81,11 @@ uint32_t rl_gguf_type_size(uint32_t type) {
     return type < RL_GGUF_TYPE_COUNT ? value_types[type].size : 0;
 }
 
-/* ggml's types.  A removed id keeps its old name and has block 0. */
+/* ggml's types: what reading a file needs of every id (prims/type_traits.c adds
+ * the functions of the types rontolisp computes with).  A removed id keeps
+ * its old name and has block 0.  The types rontolisp reads and writes take
+ * their bytes from their block structs (gguf/blocks.h); the others are
+ * counted from ggml-common.h's. */
 static const struct {
     const char *name;
     uint32_t block;   /* elements per block */
@@ -89,28 +93,28 @@ static const struct {
 } ggml_types[RL_GGUF_GGML_TYPE_COUNT] = {
     [0] = {"F32", 1, 4},
     [1] = {"F16", 1, 2},
-    [2] = {"Q4_0", 32, 2 + 16},          /* d, 32 nibbles */
-    [3] = {"Q4_1", 32, 2 + 2 + 16},      /* d, m, 32 nibbles */
+    [2] = {"Q4_0", RL_GGUF_QK_LEGACY, sizeof(rl_gguf_block_q4_0)},
+    [3] = {"Q4_1", RL_GGUF_QK_LEGACY, sizeof(rl_gguf_block_q4_1)},
     [4] = {"Q4_2", 0, 0},                /* removed */
     [5] = {"Q4_3", 0, 0},                /* removed */
-    [6] = {"Q5_0", 32, 2 + 4 + 16},      /* d, high bits, nibbles */
-    [7] = {"Q5_1", 32, 2 + 2 + 4 + 16},
-    [8] = {"Q8_0", 32, 2 + 32},
+    [6] = {"Q5_0", RL_GGUF_QK_LEGACY, sizeof(rl_gguf_block_q5_0)},
+    [7] = {"Q5_1", RL_GGUF_QK_LEGACY, sizeof(rl_gguf_block_q5_1)},
+    [8] = {"Q8_0", RL_GGUF_QK8_0, sizeof(rl_gguf_block_q8_0)},
     [9] = {"Q8_1", 32, 2 + 2 + 32},      /* d, s, 32 int8 */
-    [10] = {"Q2_K", 256, 16 + 64 + 2 + 2},
-    [11] = {"Q3_K", 256, 32 + 64 + 12 + 2},
-    [12] = {"Q4_K", 256, 2 + 2 + 12 + 128},
-    [13] = {"Q5_K", 256, 2 + 2 + 12 + 32 + 128},
-    [14] = {"Q6_K", 256, 128 + 64 + 16 + 2},
+    [10] = {"Q2_K", RL_GGUF_QK_K, sizeof(rl_gguf_block_q2_K)},
+    [11] = {"Q3_K", RL_GGUF_QK_K, sizeof(rl_gguf_block_q3_K)},
+    [12] = {"Q4_K", RL_GGUF_QK_K, sizeof(rl_gguf_block_q4_K)},
+    [13] = {"Q5_K", RL_GGUF_QK_K, sizeof(rl_gguf_block_q5_K)},
+    [14] = {"Q6_K", RL_GGUF_QK_K, sizeof(rl_gguf_block_q6_K)},
     [15] = {"Q8_K", 256, 4 + 256 + 32},  /* f32 d, quants, i16 block sums */
     [16] = {"IQ2_XXS", 256, 2 + 64},
     [17] = {"IQ2_XS", 256, 2 + 64 + 8},
     [18] = {"IQ3_XXS", 256, 2 + 96},
     [19] = {"IQ1_S", 256, 2 + 32 + 16},
-    [20] = {"IQ4_NL", 32, 2 + 16},
+    [20] = {"IQ4_NL", RL_GGUF_QK_LEGACY, sizeof(rl_gguf_block_iq4_nl)},
     [21] = {"IQ3_S", 256, 2 + 64 + 8 + 32 + 4},
     [22] = {"IQ2_S", 256, 2 + 64 + 8 + 8},
-    [23] = {"IQ4_XS", 256, 2 + 2 + 4 + 128},
+    [23] = {"IQ4_XS", RL_GGUF_QK_K, sizeof(rl_gguf_block_iq4_xs)},
     [24] = {"I8", 1, 1},
     [25] = {"I16", 1, 2},
     [26] = {"I32", 1, 4},
@@ -223,7 +227,7 @@ static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); 
 void rl_gguf_q8_0_to_f32(const void *x, uint64_t nblocks, float *y) {
     const uint8_t *s = x;
     for (uint64_t b = 0; b < nblocks; b++) {
-        const uint8_t *blk = s + b * RL_GGUF_Q8_0_BYTES;
+        const uint8_t *blk = s + b * sizeof(rl_gguf_block_q8_0);
         float d = rl_gguf_f16_to_f32(ld16(blk));
         for (int j = 0; j < RL_GGUF_QK8_0; j++)
             y[b * RL_GGUF_QK8_0 + j] = (float)(int8_t)blk[2 + j] * d;

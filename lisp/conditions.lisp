@@ -175,6 +175,13 @@ array is wanted."))
 the message says what was expected and what was found.")
   (:signal (path) "Signal FILE-IO-ERROR about the file PATH."))
 
+(define-error file-name-error (file-io-error file-error)
+    ()
+  (:documentation "ECL's own FILE-ERROR about a file named beyond ASCII,
+told with the name as the user wrote it (runtime/ecl-filenames.lisp): PATH
+and FILE-ERROR-PATHNAME are that name, the message is ECL's with that name
+in place of its bytes."))
+
 ;;; Regular expressions (regex.lisp).
 
 (define-error regex-error ()

@@ -205,6 +205,7 @@ static void rl_attn_range(size_t n, size_t window, size_t i, size_t *j0, size_t 
 typedef struct {
     const float *q, *kh, *v;
     float *out;
+    size_t nq; /* queries: n, or fewer for rl_attention_rows (global only) */
     size_t n, heads, hd, window;
     size_t np; /* AVX-512: n rounded up to 16, the stride of the transposed keys */
     float scale;
@@ -221,9 +222,9 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
     size_t p0, p1;
     /* Items are (head, query) pairs, query fastest: one head's keys stay
      * hot in cache across consecutive queries. */
-    rl_pool_chunk(j->heads * j->n, ith, nth, 1, &p0, &p1);
+    rl_pool_chunk(j->heads * j->nq, ith, nth, 1, &p0, &p1);
     for (size_t it = p0; it < p1; it++) {
-        const size_t h = it / j->n, i = it % j->n;
+        const size_t h = it / j->nq, i = it % j->nq;
         size_t j0, j1;
         rl_attn_range(j->n, j->window, i, &j0, &j1);
         const float *qi = j->q + i * row + h * j->hd;
@@ -333,13 +334,13 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_run_avx512(void *ctx, int ith, int nth) {
     const rl_attn_job *j = ctx;
-    const size_t row = j->heads * j->hd, tiles = (j->n + RL_ATTN_QT - 1) / RL_ATTN_QT;
+    const size_t row = j->heads * j->hd, tiles = (j->nq + RL_ATTN_QT - 1) / RL_ATTN_QT;
     float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;
     size_t p0, p1;
     rl_pool_chunk(j->heads * tiles, ith, nth, 1, &p0, &p1);
     for (size_t it = p0; it < p1; it++) {
         const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
-        const size_t nq = j->n - i0 < RL_ATTN_QT ? j->n - i0 : RL_ATTN_QT;
+        const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
         const float *kt = j->kh + h * j->hd * j->np;
         size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
         for (size_t k = 0; k < nq; k++) {
@@ -372,18 +373,21 @@ static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
     [RL_PATH_AVX512VNNI] = {rl_attn_run_avx512, 1, rl_wsum_avx2, rl_softmax_avx2},
 };
 
-rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
-                          size_t n_heads, size_t head_dim, size_t window, float *out,
-                          rl_path path, int threads) {
+/* Queries [0, nq) of q against the n keys and values (nq == n, or any nq
+ * with window 0): rl_attention_ex and rl_attention_rows_ex. */
+static rl_status rl_attention_run(const float *q, size_t nq, const float *k, const float *v,
+                                  size_t n, size_t n_heads, size_t head_dim, size_t window,
+                                  float *out, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
-    size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
-    if (!row || (n && !nd) || (n && (!q || !k || !v || !out)) ||
-        rl_nn_overlap(out, nd, q, nd) || rl_nn_overlap(out, nd, k, nd) ||
-        rl_nn_overlap(out, nd, v, nd))
+    size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0,
+           qd = row ? rl_nn_elems(nq, row) : 0;
+    if (!row || (n && !nd) || (nq && !qd) || (nq && !n) || (nq != n && window) ||
+        (nq && (!q || !k || !v || !out)) || rl_nn_overlap(out, qd, q, qd) ||
+        rl_nn_overlap(out, qd, k, nd) || rl_nn_overlap(out, qd, v, nd))
         return RL_BADARG;
-    if (n == 0)
+    if (nq == 0)
         return RL_OK;
     const rl_attn_kernels *ker = &rl_attn_table[path];
     const int wide = ker->tiled;
@@ -394,10 +398,10 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
      * sum's multiply-add each; a thread wants some 25 us of them.  With a
      * smaller share (s1-nano's 8 heads of 16 at 32 tokens took 2 threads)
      * the split's wake-up and waits cost more than it saves. */
-    int nth = rl_nn_threads(threads, n_heads * n, n * head_dim, RL_ATTN_MIN_VALUES);
+    int nth = rl_nn_threads(threads, n_heads * nq, n * head_dim, RL_ATTN_MIN_VALUES);
     /* chunks of (head, query) items or (head, query tile) items; scores per chunk */
     const int chunks = rl_pool_split_chunks(
-        nth, n_heads * (wide ? (n + RL_ATTN_QT - 1) / RL_ATTN_QT : n));
+        nth, n_heads * (wide ? (nq + RL_ATTN_QT - 1) / RL_ATTN_QT : nq));
     /* keys (AVX-512: transposed and padded to np), then per-chunk scores */
     const size_t kn = wide ? rl_nn_elems(np, row) : nd;
     const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
@@ -424,7 +428,7 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
                 memcpy(kh + (h * n + t) * head_dim, k + t * row + h * head_dim,
                        head_dim * sizeof(float));
     }
-    rl_attn_job job = {.q = q, .kh = kh, .v = v, .out = out, .n = n, .heads = n_heads,
+    rl_attn_job job = {.q = q, .kh = kh, .v = v, .out = out, .nq = nq, .n = n, .heads = n_heads,
                        .hd = head_dim, .window = window, .np = np,
                        .scale = 1.0f / sqrtf((float)head_dim),
                        .dot = rl_matvec_f32_table[path], .wsum = ker->wsum,
@@ -432,6 +436,24 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
     rl_pool_run_split(chunks, nth, ker->run, &job);
     free(scratch);
     return RL_OK;
+}
+
+rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          rl_path path, int threads) {
+    return rl_attention_run(q, n, k, v, n, n_heads, head_dim, window, out, path, threads);
+}
+
+rl_status rl_attention_rows_ex(const float *q, size_t nq, const float *k, const float *v,
+                               size_t n, size_t n_heads, size_t head_dim, float *out,
+                               rl_path path, int threads) {
+    return rl_attention_run(q, nq, k, v, n, n_heads, head_dim, 0, out, path, threads);
+}
+
+rl_status rl_attention_rows(const float *q, size_t nq, const float *k, const float *v,
+                            size_t n, size_t n_heads, size_t head_dim, float *out) {
+    return rl_attention_rows_ex(q, nq, k, v, n, n_heads, head_dim, out, rl_path_best(),
+                                rl_threads());
 }
 
 rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,

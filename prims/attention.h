@@ -31,4 +31,18 @@ rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t
                           size_t n_heads, size_t head_dim, size_t window, float *out,
                           rl_path path, int threads);
 
+/* Global attention (window 0) of nq queries, each against all n keys and
+ * values: q and out are nq x (n_heads * head_dim), k and v n x (n_heads *
+ * head_dim).  Row i of out has the bits rl_attention gives row i when the
+ * queries are the n rows (a query's result depends on its own row and the
+ * keys only), so a caller that reads a few rows computes only those: the
+ * decision head's last block, whose marker rows alone go on.  nq may be
+ * 0; n must be at least 1 when nq is not.  Same status and scratch as
+ * rl_attention. */
+rl_status rl_attention_rows(const float *q, size_t nq, const float *k, const float *v,
+                            size_t n, size_t n_heads, size_t head_dim, float *out);
+rl_status rl_attention_rows_ex(const float *q, size_t nq, const float *k, const float *v,
+                               size_t n, size_t n_heads, size_t head_dim, float *out,
+                               rl_path path, int threads);
+
 #endif

@@ -7,6 +7,7 @@
 #include "prims/bench.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,4 +192,176 @@ rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path 
         times[i] = (double)(rl_bench_ns() - t0);
     }
     return st;
+}
+
+/* ---- one core's multiply-add peak ------------------------------------ */
+
+/* Independent chains, so that neither an instruction's latency nor a
+ * single port limits the rate.  Each chain starts from its own value, so
+ * that the compiler cannot merge them; a = a * 0.5 + 1 converges to 2 (no
+ * overflow, no subnormals).  The int8 products' operands pass through an
+ * empty asm each iteration, so that the products cannot be hoisted out of
+ * the loop.  Each loop answers a value the caller keeps. */
+#define RL_PEAK_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define RL_PEAK_CHAINS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+static double rl_peak_f32_ref(size_t iters) {
+    float a[12];
+    for (int c = 0; c < 12; c++)
+        a[c] = (float)c;
+    for (size_t i = 0; i < iters; i++)
+        for (int c = 0; c < 12; c++)
+            a[c] = fmaf(a[c], 0.5f, 1.0f);
+    double s = 0;
+    for (int c = 0; c < 12; c++)
+        s += a[c];
+    return s;
+}
+
+__attribute__((target(RL_TARGET_AVX2))) static double rl_peak_f32_avx2(size_t iters) {
+    const __m256 h = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+#define RL_PEAK_DECL(c) __m256 a##c = _mm256_set1_ps((float)(c));
+    RL_PEAK_CHAINS(RL_PEAK_DECL)
+#undef RL_PEAK_DECL
+    for (size_t i = 0; i < iters; i++) {
+#define RL_PEAK_STEP(c) a##c = _mm256_fmadd_ps(a##c, h, one);
+        RL_PEAK_CHAINS(RL_PEAK_STEP)
+#undef RL_PEAK_STEP
+    }
+    __m256 s = _mm256_setzero_ps();
+#define RL_PEAK_SUM(c) s = _mm256_add_ps(s, a##c);
+    RL_PEAK_CHAINS(RL_PEAK_SUM)
+#undef RL_PEAK_SUM
+    return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target(RL_TARGET_AVX512))) static double rl_peak_f32_avx512(size_t iters) {
+    const __m512 h = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+#define RL_PEAK_DECL(c) __m512 a##c = _mm512_set1_ps((float)(c));
+    RL_PEAK_CHAINS(RL_PEAK_DECL)
+#undef RL_PEAK_DECL
+    for (size_t i = 0; i < iters; i++) {
+#define RL_PEAK_STEP(c) a##c = _mm512_fmadd_ps(a##c, h, one);
+        RL_PEAK_CHAINS(RL_PEAK_STEP)
+#undef RL_PEAK_STEP
+    }
+    __m512 s = _mm512_setzero_ps();
+#define RL_PEAK_SUM(c) s = _mm512_add_ps(s, a##c);
+    RL_PEAK_CHAINS(RL_PEAK_SUM)
+#undef RL_PEAK_SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+static double rl_peak_int8_ref(size_t iters) {
+    int32_t a[12] = {0};
+    int8_t u[12];
+    for (int c = 0; c < 12; c++)
+        u[c] = (int8_t)(c + 1);
+    for (size_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : : "r"(u) : "memory");
+        for (int c = 0; c < 12; c++)
+            a[c] += (int32_t)u[c] * -2;
+    }
+    double s = 0;
+    for (int c = 0; c < 12; c++)
+        s += a[c];
+    return s;
+}
+
+/* u8 x i8 pairs summed to i16 (maddubs), pairs of those to i32 (madd by
+ * ones), added: the Q8_0 kernels' three instructions per 32 products.  Six
+ * chains: sixteen registers hold their sums and operands. */
+__attribute__((target(RL_TARGET_AVX2))) static double rl_peak_int8_avx2(size_t iters) {
+    const __m256i w = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+#define RL_PEAK_DECL(c) __m256i a##c = _mm256_setzero_si256(), u##c = _mm256_set1_epi8((char)(c + 1));
+    RL_PEAK_CHAINS6(RL_PEAK_DECL)
+#undef RL_PEAK_DECL
+    for (size_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : "+x"(u0), "+x"(u1), "+x"(u2), "+x"(u3), "+x"(u4), "+x"(u5));
+#define RL_PEAK_STEP(c) a##c = _mm256_add_epi32(a##c, _mm256_madd_epi16(_mm256_maddubs_epi16(u##c, w), ones));
+        RL_PEAK_CHAINS6(RL_PEAK_STEP)
+#undef RL_PEAK_STEP
+    }
+    __m256i s = _mm256_setzero_si256();
+#define RL_PEAK_SUM(c) s = _mm256_add_epi32(s, a##c);
+    RL_PEAK_CHAINS6(RL_PEAK_SUM)
+#undef RL_PEAK_SUM
+    return (double)_mm256_extract_epi32(s, 0);
+}
+
+__attribute__((target(RL_TARGET_AVX512))) static double rl_peak_int8_avx512(size_t iters) {
+    const __m512i w = _mm512_set1_epi8(-2), ones = _mm512_set1_epi16(1);
+#define RL_PEAK_DECL(c) __m512i a##c = _mm512_setzero_si512(), u##c = _mm512_set1_epi8((char)(c + 1));
+    RL_PEAK_CHAINS(RL_PEAK_DECL)
+#undef RL_PEAK_DECL
+    for (size_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : "+v"(u0), "+v"(u1), "+v"(u2), "+v"(u3), "+v"(u4), "+v"(u5),
+                         "+v"(u6), "+v"(u7), "+v"(u8), "+v"(u9), "+v"(u10), "+v"(u11));
+#define RL_PEAK_STEP(c) a##c = _mm512_add_epi32(a##c, _mm512_madd_epi16(_mm512_maddubs_epi16(u##c, w), ones));
+        RL_PEAK_CHAINS(RL_PEAK_STEP)
+#undef RL_PEAK_STEP
+    }
+    __m512i s = _mm512_setzero_si512();
+#define RL_PEAK_SUM(c) s = _mm512_add_epi32(s, a##c);
+    RL_PEAK_CHAINS(RL_PEAK_SUM)
+#undef RL_PEAK_SUM
+    return (double)_mm512_reduce_add_epi32(s);
+}
+
+__attribute__((target(RL_TARGET_VNNI))) static double rl_peak_int8_vnni(size_t iters) {
+    const __m512i u = _mm512_set1_epi8(3), w = _mm512_set1_epi8(-2);
+#define RL_PEAK_DECL(c) __m512i a##c = _mm512_set1_epi32(c);
+    RL_PEAK_CHAINS(RL_PEAK_DECL)
+#undef RL_PEAK_DECL
+    for (size_t i = 0; i < iters; i++) {
+#define RL_PEAK_STEP(c) a##c = _mm512_dpbusd_epi32(a##c, u, w);
+        RL_PEAK_CHAINS(RL_PEAK_STEP)
+#undef RL_PEAK_STEP
+    }
+    __m512i s = _mm512_setzero_si512();
+#define RL_PEAK_SUM(c) s = _mm512_add_epi32(s, a##c);
+    RL_PEAK_CHAINS(RL_PEAK_SUM)
+#undef RL_PEAK_SUM
+    return (double)_mm512_reduce_add_epi32(s);
+}
+#undef RL_PEAK_CHAINS
+#undef RL_PEAK_CHAINS6
+
+/* Each path's peak loops and the multiply-adds one iteration of each does
+ * (kernel.h's table rule: every entry filled). */
+typedef struct {
+    double (*f32)(size_t iters);
+    double (*int8)(size_t iters);
+    unsigned f32_macs, int8_macs;
+} rl_peak_kernels;
+
+static const rl_peak_kernels rl_peak_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = {rl_peak_f32_ref, rl_peak_int8_ref, 12, 12},
+    [RL_PATH_AVX2] = {rl_peak_f32_avx2, rl_peak_int8_avx2, 12 * 8, 6 * 32},
+    [RL_PATH_AVX512] = {rl_peak_f32_avx512, rl_peak_int8_avx512, 12 * 16, 12 * 64},
+    [RL_PATH_AVX512VNNI] = {rl_peak_f32_avx512, rl_peak_int8_vnni, 12 * 16, 12 * 64},
+};
+
+rl_status rl_bench_peak(rl_path path, int int8, int reps, double *best_gmacs) {
+    rl_status st = rl_check_run(path, 1);
+    if (st != RL_OK)
+        return st;
+    if (reps < 1 || !best_gmacs)
+        return RL_BADARG;
+    const rl_peak_kernels *k = &rl_peak_table[path];
+    double (*run)(size_t) = int8 ? k->int8 : k->f32;
+    const double per_iter = (double)(int8 ? k->int8_macs : k->f32_macs);
+    const size_t iters = 200000; /* some 1 to 5 ms a rep with SIMD */
+    double best = 0, sink = run(iters / 10); /* warm the core's clock */
+    for (int r = 0; r < reps; r++) {
+        const uint64_t t0 = rl_bench_ns();
+        sink += run(iters);
+        const uint64_t dt = rl_bench_ns() - t0;
+        const double g = per_iter * (double)iters / (double)(dt ? dt : 1);
+        if (g > best)
+            best = g;
+    }
+    __asm__ volatile("" : : "x"(sink));
+    *best_gmacs = best;
+    return RL_OK;
 }

@@ -45,4 +45,13 @@ rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads
 rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,
                             size_t reps, double *times);
 
+/* One core's multiply-add peak on path, in G multiply-adds per second:
+ * independent chains of f32 FMAs (int8 0) or of int8 products summed to
+ * int32 as the Q8_0 kernels sum them (int8 1: u8 x i8 pairs, VNNI's
+ * dpbusd on that path), the best of reps (>= 1) runs of about 2.4 M
+ * instructions.  The yardstick of `bench --questions --breakdown''s floor:
+ * a question's multiply-adds over it.  RL_BADARG for reps < 1 or a NULL
+ * result, RL_UNSUPPORTED for a path this CPU cannot run. */
+rl_status rl_bench_peak(rl_path path, int int8, int reps, double *best_gmacs);
+
 #endif

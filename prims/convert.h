@@ -2,8 +2,9 @@
  * on the thread pool, with the checks llama-quantize makes: what `rontolisp
  * quantize' does to each piece of each tensor it streams.
  *
- * Types: SRC F32, F16, BF16, Q8_0 or a type of prims/quants.h's table
- * (legacy, K-quant, IQ4); DST any of those.  SRC == DST is a copy, for
+ * Types: SRC any type with a row in prims/type_traits.h (F32, F16, BF16,
+ * Q8_0, the legacy, K-quant and IQ4 types of prims/quants.h); DST any of
+ * those.  SRC == DST is a copy, for
  * which only the check runs (the caller writes the source bytes
  * themselves).  Values go through f32 (halves widened exactly, quantized
  * blocks dequantized as ggml does, f32 to binary16 or bfloat16 rounded to
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "prims/q8.h"
+#include "prims/type_traits.h"
 
 typedef struct rl_convert {
     uint32_t src, dst;       /* ggml type ids */
@@ -58,17 +60,61 @@ typedef struct rl_convert {
  * ignored (advice only; an old kernel refuses MADV_POPULATE_READ). */
 void rl_pages_advise(const void *p, size_t n, int advice);
 
-/* Bytes of N values of TYPE (F32, F16, BF16, or a quantized type with N a
- * multiple of its block); 0 for other types. */
-size_t rl_convert_bytes(uint32_t type, size_t n);
-
-/* Values per block of TYPE: 32 for Q8_0, the block of prims/quants.h's
- * types, 1 for F32, F16 and BF16. */
-size_t rl_convert_block(uint32_t type);
-
 /* Run the conversion on NTH threads.  RL_BADARG for unsupported types or
  * NULL data, RL_BADLEN for a length that is not whole rows or blocks; else
  * RL_OK or a failed check (above).  WHERE may be NULL. */
 rl_status rl_convert_run(const rl_convert *c, int nth, size_t *where);
+
+/* ---- a tensor streamed, converted, into a GGUF writer ------------------ */
+
+/* What `rontolisp quantize' does per tensor: values [0, N) of a tensor of
+ * a file that stays open (its bytes BYTES, SIZE long: a mapping), taken in
+ * pieces of whole rows, converted on the thread pool as rl_convert_run
+ * does, and appended to W's open stream (gguf.h, rl_gguf_writer_stream_*).
+ * Peak memory is one piece of input and one of output, not the tensor.
+ *
+ * With FD >= 0 (the descriptor of the file the mapping is of, rl_gguf_fd:
+ * the file that was read, not one opened again by its path) the threads
+ * read their slices with pread, and a file truncated meanwhile is a short
+ * read; otherwise each thread maps its slice's pages in one call, and
+ * RELEASE drops them once used.  The next piece is read ahead. */
+typedef struct rl_stream {
+    rl_gguf_writer *w;        /* a writer whose stream is open, at this tensor */
+    const uint8_t *bytes;     /* the source file's bytes */
+    uint64_t size;
+    int fd;                   /* its descriptor, or -1 */
+    uint64_t offset;          /* the tensor's byte offset in the file */
+    uint32_t src, dst;        /* ggml type ids */
+    size_t n, row_len;        /* values, in rows of ROW_LEN */
+    const uint8_t *outliers;  /* Q8_0: ROW_LEN outlier flags, or NULL */
+    int release;
+    size_t piece_bytes;       /* source bytes per piece (whole rows, at least one); 0: 4 MiB */
+    int threads;              /* < 1: rl_threads() */
+} rl_stream;
+
+/* The outcome of rl_stream_run. */
+typedef enum {
+    RL_STREAM_OK = 0,     /* every value checked, converted and written */
+    RL_STREAM_CHECK,      /* a failed check: STATUS and WHERE as rl_convert_run's,
+                           * over the whole tensor (a NaN anywhere first) */
+    RL_STREAM_WRITE,      /* the writer failed: GGUF_STATUS, MSG, OFFSET */
+    RL_STREAM_READ,       /* reading the source failed: IO_ERROR (errno), MSG
+                           * (naming a truncation), OFFSET the tensor's */
+    RL_STREAM_ARG         /* bad arguments or no memory: STATUS, MSG */
+} rl_stream_outcome;
+
+typedef struct rl_stream_result {
+    rl_stream_outcome outcome;
+    rl_status status;
+    size_t where;
+    rl_gguf_status gguf_status;
+    int io_error;
+    uint64_t offset;
+    char msg[RL_GGUF_MSG_SIZE];
+} rl_stream_result;
+
+/* Run S.  After any outcome but RL_STREAM_OK the caller aborts the
+ * writer's stream (nothing is committed).  Plain C: signals nothing. */
+rl_stream_outcome rl_stream_run(const rl_stream *s, rl_stream_result *r);
 
 #endif

@@ -202,8 +202,8 @@ rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_
 /* ---- NEOX RoPE ------------------------------------------------------ */
 
 typedef struct {
-    const float *x;
-    float *out;
+    const float *x[2];
+    float *out[2]; /* out[1] NULL: one array to turn */
     size_t n, heads, hd;
     float theta_scale;
     float *cache; /* per chunk: hd floats (cos, sin per pair) */
@@ -224,45 +224,75 @@ static void rl_rope_run(void *ctx, int ith, int nth) {
             sn[i] = sinf(theta);
             theta *= j->theta_scale;
         }
-        for (size_t h = 0; h < j->heads; h++) {
-            const float *x = j->x + t * row + h * j->hd;
-            float *y = j->out + t * row + h * j->hd;
-            for (size_t i = 0; i < half; i++) {
-                const float x0 = x[i], x1 = x[i + half];
-                y[i] = x0 * cs[i] - x1 * sn[i];
-                y[i + half] = x0 * sn[i] + x1 * cs[i];
+        /* one position's angles turn both arrays (q and k): the same
+         * table either way, computed once */
+        for (int a = 0; a < 2 && j->out[a]; a++)
+            for (size_t h = 0; h < j->heads; h++) {
+                const float *x = j->x[a] + t * row + h * j->hd;
+                float *y = j->out[a] + t * row + h * j->hd;
+                for (size_t i = 0; i < half; i++) {
+                    const float x0 = x[i], x1 = x[i + half];
+                    y[i] = x0 * cs[i] - x1 * sn[i];
+                    y[i + half] = x0 * sn[i] + x1 * cs[i];
+                }
             }
-        }
     }
 }
 
-rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
-                          float freq_base, float *out, rl_path path, int threads) {
+/* x2 and out2 NULL: x alone (rl_rope_neox_ex); else both pairs. */
+static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t n, size_t n_heads,
+                                    size_t head_dim, float freq_base, float *out, float *out2,
+                                    rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
     size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
     if (!row || head_dim % 2 || (n && !nd) || (n && (!x || !out)) ||
-        (out != x && rl_nn_overlap(out, nd, x, nd)))
+        (out != x && rl_nn_overlap(out, nd, x, nd)) || (!x2 != !out2) ||
+        (n && x2 && ((out2 != x2 && rl_nn_overlap(out2, nd, x2, nd)) ||
+                     rl_nn_overlap(out2, nd, x, nd) || rl_nn_overlap(out, nd, x2, nd) ||
+                     rl_nn_overlap(out, nd, out2, nd))))
         return RL_BADARG;
     if (n == 0)
         return RL_OK;
-    int nth = rl_nn_threads(threads, n, row, RL_NN_MIN_VALUES), chunks = rl_pool_split_chunks(nth, n);
+    int nth = rl_nn_threads(threads, n, x2 ? 2 * row : row, RL_NN_MIN_VALUES),
+        chunks = rl_pool_split_chunks(nth, n);
     float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
         return RL_NOMEM;
-    rl_rope_job job = {.x = x, .out = out, .n = n, .heads = n_heads, .hd = head_dim,
-                       .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
+    rl_rope_job job = {.x = {x, x2}, .out = {out, out2}, .n = n, .heads = n_heads,
+                       .hd = head_dim, .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
                        .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
     free(cache);
     return RL_OK;
 }
 
+rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
+                          float freq_base, float *out, rl_path path, int threads) {
+    return rl_rope_run_arrays(x, NULL, n, n_heads, head_dim, freq_base, out, NULL, path,
+                              threads);
+}
+
 rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim,
                        float freq_base, float *out) {
     return rl_rope_neox_ex(x, n, n_heads, head_dim, freq_base, out, rl_path_best(),
                            rl_threads());
+}
+
+rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_heads,
+                           size_t head_dim, float freq_base, float *q_out, float *k_out,
+                           rl_path path, int threads) {
+    if (!k || !k_out)
+        return RL_BADARG;
+    return rl_rope_run_arrays(q, k, n, n_heads, head_dim, freq_base, q_out, k_out, path,
+                              threads);
+}
+
+rl_status rl_rope_neox2(const float *q, const float *k, size_t n, size_t n_heads,
+                        size_t head_dim, float freq_base, float *q_out, float *k_out) {
+    return rl_rope_neox2_ex(q, k, n, n_heads, head_dim, freq_base, q_out, k_out,
+                            rl_path_best(), rl_threads());
 }
 
 /* ---- GeGLU ---------------------------------------------------------- */

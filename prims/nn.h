@@ -81,6 +81,17 @@ rl_status rl_rope_neox(const float *x, size_t n, size_t n_heads, size_t head_dim
 rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
                           float freq_base, float *out, rl_path path, int threads);
 
+/* rl_rope_neox of q into q_out and of k into k_out (each may be its
+ * input; neither overlaps the other pair), both of n x (n_heads *
+ * head_dim): the same bits as two calls, the angles' cosines and sines
+ * computed once per position for both (an encoder layer's queries and
+ * keys).  k or k_out NULL is RL_BADARG. */
+rl_status rl_rope_neox2(const float *q, const float *k, size_t n, size_t n_heads,
+                        size_t head_dim, float freq_base, float *q_out, float *k_out);
+rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_heads,
+                           size_t head_dim, float freq_base, float *q_out, float *k_out,
+                           rl_path path, int threads);
+
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
  *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *

@@ -31,7 +31,7 @@
 #include "prims/cpu.h"
 #include "prims/kernel.h"
 
-/* The block and its geometry are gguf's (gguf/gguf.h), the one definition
+/* The block and its geometry are gguf's (gguf/blocks.h), the one definition
  * for the file reader and the kernels; these are the kernels' names for
  * them. */
 #define RL_QK8_0 RL_GGUF_QK8_0

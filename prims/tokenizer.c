@@ -2,7 +2,7 @@
  * doc/tokenizer.md): building a tokenizer from its spec (vocab hash, merges,
  * the byte-to-unicode table, added tokens), control tokens matched in the
  * raw text, NFC, user-defined tokens matched in the normalized text, the
- * encode driver and decoding.  The GPT-2 split is prims/tokenizer_split.c,
+ * encode driver with each id's byte offsets when asked, and decoding.  The GPT-2 split is prims/tokenizer_split.c,
  * BPE and the cache of pieces prims/tokenizer_bpe.c, what they share
  * prims/tokenizer_internal.h. */
 #define _GNU_SOURCE /* qsort_r */
@@ -410,13 +410,155 @@ static size_t space_after(const uint8_t *s, size_t n, size_t i) {
     return i;
 }
 
+/* ---- offsets: per id the bytes of the caller's text it stands for ---- */
+
+/* Room for the offsets of o's ids (and one more). */
+static int off_room(const ctx *cx, const idvec *o) {
+    offvec *f = cx->off;
+    if (2 * o->n + 2 <= f->cap)
+        return 0;
+    size_t cap = f->cap ? f->cap : 128;
+    while (cap < 2 * o->n + 2)
+        cap *= 2;
+    size_t *v = realloc(f->v, cap * sizeof *v);
+    if (!v)
+        return -1;
+    f->v = v;
+    f->cap = cap;
+    return 0;
+}
+
+/* Id K of o stands for span bytes [a, b). */
+static int note_one(const ctx *cx, const idvec *o, size_t k, size_t a, size_t b) {
+    if (!cx->off)
+        return 0;
+    if (off_room(cx, o))
+        return -1;
+    cx->off->v[2 * k] = cx->base + a;
+    cx->off->v[2 * k + 1] = cx->base + b;
+    return 0;
+}
+
+/* Ids K.. of o are the BPE of span bytes [a, b): one after the other,
+ * each as many bytes as its text has characters (one byte each in the
+ * byte-to-unicode form), the last one ending at b. */
+static int note_piece(const rl_tok *t, const ctx *cx, const idvec *o, size_t k, size_t a,
+                      size_t b) {
+    if (!cx->off)
+        return 0;
+    for (; k < o->n; k++) {
+        size_t chars = 0, len = t->len[o->v[k]];
+        const uint8_t *p = (const uint8_t *)t->pool + t->off[o->v[k]];
+        for (size_t i = 0; i < len; i++)
+            chars += (p[i] & 0xc0) != 0x80;
+        size_t e = k + 1 == o->n || a + chars > b ? b : a + chars;
+        if (note_one(cx, o, k, a, e))
+            return -1;
+        a = e;
+    }
+    return 0;
+}
+
+/* The offsets of ids K.. of o, bytes of the NFC form of s[0..n) (after
+ * cx->base), made offsets into s, as Hugging Face tokenizers aligns an NFC
+ * form with its text.  The text is cut in stretches, each from a character
+ * nothing composes with to the next one, whose NFC forms follow one
+ * another.  In a stretch, each character of the text has as many slots as
+ * its own NFC has characters; the NFC form's first character takes the
+ * first slot and, when the NFC form is shorter than the slots (something
+ * was composed), the slots it is short by; the others take the remaining
+ * slots in order.  A character stands for the text's character of its
+ * slot. */
+static int nfc_offsets(const ctx *cx, const idvec *o, size_t k, const uint8_t *s, size_t n,
+                       size_t nn) {
+    size_t *from = malloc((2 * nn + 2) * sizeof *from), *starts = NULL, *owner = NULL;
+    size_t at = 0, cap = 0;
+    int bad = !from;
+    for (size_t i = 0; i < n && !bad;) {
+        size_t j = i, m = 0, slots = 0;
+        /* the stretch's characters: starts[0..m], slots owner[0..slots) */
+        for (int first = 1; j < n; first = 0) {
+            size_t nx = j;
+            uint32_t c = rl_utf8_next(s, n, &nx);
+            unsigned w = rl_uni_word(c);
+            if (!first && (w & RL_UNI_CCC_MASK) == 0 && !(w & RL_UNI_NFC_MAYBE))
+                break;
+            uint8_t *one = NULL;
+            size_t ol = 0, chars = 0;
+            if (rl_uni_nfc(s + j, nx - j, &one, &ol)) {
+                bad = 1;
+                break;
+            }
+            for (size_t q = 0; q < ol; q++)
+                chars += (one[q] & 0xc0) != 0x80;
+            free(one);
+            if (slots + chars + 2 > cap || m + 2 > cap) {
+                size_t c2 = 2 * (cap + chars + 8);
+                size_t *s2 = realloc(starts, c2 * sizeof *s2), *o2;
+                if (s2)
+                    starts = s2;
+                o2 = s2 ? realloc(owner, c2 * sizeof *o2) : NULL;
+                if (!o2) {
+                    bad = 1;
+                    break;
+                }
+                owner = o2;
+                cap = c2;
+            }
+            for (size_t q = 0; q < chars; q++)
+                owner[slots++] = m;
+            starts[m++] = j;
+            j = nx;
+        }
+        if (bad)
+            break;
+        starts[m] = j;
+        uint8_t *norm = NULL;
+        size_t nl = 0, chars = 0;
+        if (rl_uni_nfc(s + i, j - i, &norm, &nl)) {
+            bad = 1;
+            break;
+        }
+        for (size_t q = 0; q < nl; q++)
+            chars += (norm[q] & 0xc0) != 0x80;
+        size_t skip = slots > chars ? slots - chars : 0;
+        for (size_t q = 0, ch = 0; q < nl && at < nn; ch++) {
+            size_t q2 = q;
+            rl_utf8_next(norm, nl, &q2);
+            size_t slot = ch == 0 ? 0 : ch + skip;
+            size_t c = slots == 0 ? 0 : owner[slot < slots ? slot : slots - 1];
+            for (; q < q2 && at < nn; q++, at++) {
+                from[2 * at] = starts[c];
+                from[2 * at + 1] = starts[c + 1];
+            }
+        }
+        free(norm);
+        i = j;
+    }
+    if (!bad)
+        for (; k < o->n; k++) {
+            size_t a = cx->off->v[2 * k] - cx->base, b = cx->off->v[2 * k + 1] - cx->base;
+            if (a >= nn || b <= a)
+                continue;
+            size_t a2 = from[2 * a], b2 = from[2 * (b - 1) + 1];
+            cx->off->v[2 * k] = cx->base + a2;
+            cx->off->v[2 * k + 1] = cx->base + (b2 > a2 ? b2 : a2);
+        }
+    free(from);
+    free(starts);
+    free(owner);
+    return bad ? -1 : 0;
+}
+
 /* Split + BPE of a span without added tokens. */
 static rl_tok_status encode_plain(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
                                   const ctx *cx) {
     rl_tok_status st = RL_TOK_OK;
     for (size_t i = 0; i < n && st == RL_TOK_OK;) {
-        size_t e = tok_split_next(s, n, i);
+        size_t e = tok_split_next(s, n, i), before = o->n;
         st = tok_encode_piece(t, s + i, e - i, o, cx, i);
+        if (st == RL_TOK_OK && note_piece(t, cx, o, before, i, e))
+            return fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
         i = e;
     }
     return st;
@@ -450,7 +592,7 @@ static rl_tok_status split_added(const rl_tok *t, int c, const uint8_t *s, size_
             st = c == 0 ? encode_span(t, s + from, start - from, o, &cx, parse)
                         : encode_plain(t, s + from, start - from, o, &cx);
         }
-        if (st == RL_TOK_OK && push(o, id))
+        if (st == RL_TOK_OK && (push(o, id) || note_one(cx0, o, o->n - 1, start, stop)))
             return fail(RL_TOK_NOMEM, cx.msg, cx.msgsz, "out of memory encoding a text");
         from = stop;
         i = e;
@@ -467,6 +609,8 @@ static rl_tok_status split_added(const rl_tok *t, int c, const uint8_t *s, size_
 static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, idvec *o,
                                  const ctx *cx, int parse) {
     uint8_t *norm = NULL;
+    const uint8_t *raw = s;
+    size_t rawn = n, before = o->n;
     if (n == 0)
         return RL_TOK_OK;
     if (t->nfc && rl_uni_nfc_quick(s, n) < n) {
@@ -479,18 +623,23 @@ static rl_tok_status encode_span(const rl_tok *t, const uint8_t *s, size_t n, id
     rl_tok_status st = parse && t->sp_count[1] > 0
                            ? split_added(t, 1, s, n, o, cx, parse)
                            : encode_plain(t, s, n, o, cx);
+    if (st == RL_TOK_OK && norm && cx->off && nfc_offsets(cx, o, before, raw, rawn, n))
+        st = fail(RL_TOK_NOMEM, cx->msg, cx->msgsz, "out of memory encoding a text");
     free(norm);
     return st;
 }
 
-rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int add_special,
-                            int parse_special, int32_t **ids, size_t *n, char *msg,
-                            size_t msgsz) {
+rl_tok_status rl_tok_encode_offsets(const rl_tok *t, const char *text, size_t len,
+                                    int add_special, int parse_special, int32_t **ids,
+                                    size_t **offsets, size_t *n, char *msg, size_t msgsz) {
     const uint8_t *s = (const uint8_t *)text;
     idvec o = {0};
+    offvec off = {0};
     rl_tok_status st = RL_TOK_OK;
-    ctx cx = {msg, msgsz, 0};
+    ctx cx = {msg, msgsz, 0, offsets ? &off : NULL};
     *ids = NULL;
+    if (offsets)
+        *offsets = NULL;
     *n = 0;
     if (msgsz > 0)
         msg[0] = 0;
@@ -499,7 +648,7 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
     if (bad < len)
         return fail(RL_TOK_BAD_UTF8, msg, msgsz,
                     "expected UTF-8 text, found byte 0x%02x at offset %zu", s[bad], bad);
-    if (add_special && t->add_bos && push(&o, t->bos_id))
+    if (add_special && t->add_bos && (push(&o, t->bos_id) || note_one(&cx, &o, 0, 0, 0)))
         goto nomem;
     if (parse_special && t->sp_count[0] > 0)
         st = split_added(t, 0, s, len, &o, &cx, parse_special);
@@ -507,18 +656,42 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
         st = encode_span(t, s, len, &o, &cx, parse_special);
     if (st != RL_TOK_OK) {
         free(o.v);
+        free(off.v);
         return st;
     }
-    if (add_special && t->add_eos && push(&o, t->eos_id))
+    if (add_special && t->add_eos && (push(&o, t->eos_id) || note_one(&cx, &o, o.n - 1, 0, 0)))
         goto nomem;
     if (!o.v && !(o.v = malloc(sizeof *o.v)))
         goto nomem;
+    if (offsets) {
+        if (off_room(&cx, &o))
+            goto nomem;
+        /* A token of some of a character's bytes stands for all of it. */
+        for (size_t k = 0; k < 2 * o.n; k += 2) {
+            size_t a = off.v[k], b = off.v[k + 1];
+            while (a > 0 && a < len && (s[a] & 0xc0) == 0x80)
+                a--;
+            while (b > a && b < len && (s[b] & 0xc0) == 0x80)
+                b++;
+            off.v[k] = a;
+            off.v[k + 1] = b;
+        }
+        *offsets = off.v;
+    }
     *ids = o.v;
     *n = o.n;
     return RL_TOK_OK;
 nomem:
     free(o.v);
+    free(off.v);
     return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory encoding a text");
+}
+
+rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int add_special,
+                            int parse_special, int32_t **ids, size_t *n, char *msg,
+                            size_t msgsz) {
+    return rl_tok_encode_offsets(t, text, len, add_special, parse_special, ids, NULL, n, msg,
+                                 msgsz);
 }
 
 /* ---- decoding ---- */

@@ -82,6 +82,16 @@ rl_tok_status rl_tok_encode(const rl_tok *t, const char *text, size_t len, int a
                             int parse_special, int32_t **ids, size_t *n, char *msg,
                             size_t msgsz);
 
+/* As rl_tok_encode, and when OFFSETS is not NULL *OFFSETS (malloc'd, free
+ * it) the bytes of TEXT each id stands for: id k is bytes
+ * [(*OFFSETS)[2k], (*OFFSETS)[2k+1]), whole characters; an added token
+ * with the white space it strips, a token of some bytes of a character the
+ * whole character, a character NFC composed the first of those it was made
+ * of, bos and eos [0, 0) (Hugging Face tokenizers' offsets, in bytes). */
+rl_tok_status rl_tok_encode_offsets(const rl_tok *t, const char *text, size_t len,
+                                    int add_special, int parse_special, int32_t **ids,
+                                    size_t **offsets, size_t *n, char *msg, size_t msgsz);
+
 /* The text of IDS: each token's bytes back through the byte-to-unicode
  * table (control and user-defined tokens as their text).  *TEXT is
  * malloc'd and NUL-terminated (free it), *LEN its length. */

@@ -135,10 +135,17 @@ static inline int push(idvec *o, int32_t id) {
     return 0;
 }
 
+/* Per id, its start and end byte (two entries an id), when asked for. */
+typedef struct {
+    size_t *v;
+    size_t cap;
+} offvec;
+
 typedef struct {
     char *msg;
     size_t msgsz;
-    size_t base; /* byte offset of the span in the caller's text (for messages) */
+    size_t base; /* byte offset of the span in the caller's text (messages, offsets) */
+    offvec *off; /* NULL unless the caller wants offsets */
 } ctx;
 
 enum { C_OTHER = 0, C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3 };

@@ -10,9 +10,10 @@
  * come before the subcommand too, so they and their values are passed on
  * without being taken for it.
  *
- * Signals: SIGTERM and SIGHUP (and SIGINT outside the REPL, where Ctrl-C
- * returns to the prompt instead) remove the temporary files of unfinished
- * writes and end the process with 128 + the signal's number. */
+ * Signals: SIGTERM, SIGHUP and SIGINT remove the temporary files of
+ * unfinished writes and end the process with 128 + the signal's number;
+ * once the REPL is at its prompt, Ctrl-C (SIGINT) returns to the prompt
+ * instead (RONTOLISP::REPL gives SIGINT to ECL there). */
 #include <ecl/ecl.h>
 #include <errno.h>
 #include <stdint.h>
@@ -118,17 +119,19 @@ int main(int argc, char **argv) {
         rest[nrest++] = argv[i];
     }
 
-    /* Outside the REPL an interrupt ends the run (see above), so ECL must
-     * not turn SIGINT into a Lisp condition there.  The handlers go in
-     * before cl_boot, which takes a tenth of a second or more: installed
-     * after it, a signal during the boot met the disposition inherited
-     * from the parent, and one that came in ignored (SIGINT of a
-     * background job started by a shell) was lost for good while the
-     * script ran on.  ECL leaves SIGTERM and SIGHUP alone, and SIGINT
-     * when it does not trap it, so the handlers stay in place. */
-    if (sub >= 0)
-        ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
-    rl_gguf_atomic_trap_signals(sub >= 0);
+    /* Until the REPL's prompt an interrupt ends the run (see above), so
+     * ECL must not turn SIGINT into a Lisp condition: one that came while
+     * the REPL started landed in ECL's own debugger, at whatever point the
+     * boot was, which read the REPL's input as its commands, crashed or
+     * hung.  The handlers go in before cl_boot, which takes a tenth of a
+     * second or more: installed after it, a signal during the boot met
+     * the disposition inherited from the parent, and one that came in
+     * ignored (SIGINT of a background job started by a shell) was lost
+     * for good while the script ran on.  ECL leaves SIGTERM and SIGHUP
+     * alone, and SIGINT when it does not trap it, so the handlers stay in
+     * place. */
+    ecl_set_option(ECL_OPT_TRAP_SIGINT, 0);
+    rl_gguf_atomic_trap_signals(1);
     cl_boot(argc, argv);
     /* Each compiled function records its source file as a pathname
      * RONTOLISP:LISP;NAME.LISP (runtime/build-lisp.lisp), made again as

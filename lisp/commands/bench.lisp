@@ -4,7 +4,7 @@
 (in-package "RONTOLISP")
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N | --questions] [--tokenizer FILE --text-file F]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf] [--tokens N | --questions [--breakdown]] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -64,6 +64,12 @@ questions on --model FILE (with a decision head) or --random NAME's model
 with its head, per encoder format (F32, F16, Q8_0 :q8 and :q8x2, quantize
 at load, outlier-aware Q8_0), 1 and 2 threads, against llama.cpp's encoder
 on the same ids, and each format's max |dp| against F32")
+               (breakdown "--breakdown"
+                          :help "with --questions: also each format's µs per question by stage
+(render, tokenize, each encoder layer, the head's attention and FFN, cls,
+softmax) at 1 thread, the floor (the multiply-adds over one core's f32 FMA
+and int8 peaks, measured in the same run) and the octets consed per
+question")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
@@ -76,13 +82,16 @@ or with --random NAME for a random model of that preset)")))
     (run-tokenizer-bench tokenizer text-file
                          :rounds (if (= iters *bench-default-iters*) 3 iters))
     (return-from command-bench 0))
+  (when (and breakdown (not questions))
+    (usage-error "--breakdown goes with --questions"))
   (when questions
     (when (or file shapes tokens (and model random))
       (usage-error "the questions benchmark takes --model FILE or --random NAME, --iters N and --json, nothing else"))
     (unless (or model (and random (not (string= random "shapes"))))
       (usage-error "--questions goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
     (run-question-bench :file model :random random
-                        :reps (if (= iters *bench-default-iters*) 3 iters) :json json)
+                        :reps (if (= iters *bench-default-iters*) 3 iters) :json json
+                        :breakdown breakdown)
     (return-from command-bench 0))
   (when (or model tokens)
     (when (or file shapes (and model random))

@@ -6,10 +6,9 @@
 (define-command "quantize" (in out type &optional nthreads)
     (:usage "IN.gguf OUT.gguf TYPE [NTHREADS] [options]"
      :summary "quantize a GGUF file as llama-quantize does (same tensor types and bytes)"
-     :details "TYPE is one of llama-quantize's file types that need no importance matrix,
-in any case, or its ftype number: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k_s
-q3_k_m (q3_k) q3_k_l q4_k_s q4_k_m (q4_k) q5_k_s q5_k_m (q5_k) q6_k iq4_nl
-iq4_xs f16 bf16 f32; others are refused by name.  Tensors of two or more
+     :details (lambda () (concatenate 'string "TYPE is one of llama-quantize's file types that need no importance matrix,
+in any case, or its ftype number (the table below); others are refused by
+name.  Tensors of two or more
 dimensions whose name ends in `weight' (norms, token types and position
 embeddings excepted) are quantized, each to the type llama-quantize's
 per-tensor rules choose for TYPE (the K-quant mixtures give the output,
@@ -21,7 +20,10 @@ on the thread pool and written one piece at a time: memory holds a few
 MiB, not the model.  On a terminal each tensor is reported as it is done;
 the last line sums up sizes, bits per weight and time.  With
 --calibration, the matrices the calibration file names get outlier-aware
-scales (Q8_0 only).  The rules in full: doc/command-line.md, section 3."
+scales (Q8_0 only).  Sizes print in the unit that fits (B, KiB, MiB, GiB).
+The rules in full: doc/command-line.md, section 3.
+
+" (string-right-trim '(#\Newline) (quantize-types-help))))
      :options ((calibration "--calibration CAL"
                             :help "a calibration file: max |x| per input channel of each
 matrix, one F32 vector named after its tensor")
@@ -29,6 +31,9 @@ matrix, one F32 vector named after its tensor")
                                  :help "quantize tensors that are already
 quantized (dequantized first, as llama-quantize
 does); refused without it")
+               (imatrix "--imatrix FILE"
+                        :help "refused, saying why: quantize takes no importance
+matrix (it writes what llama-quantize writes without one)")
                (leave-output-tensor "--leave-output-tensor"
                                     :help "leave output.weight in its type")
                (output-tensor-type "--output-tensor-type T"
@@ -53,6 +58,10 @@ as IN: one output shard per input shard, OUT minus .gguf then
 -0000I-of-0000N.gguf (without it the shards make one file)")
                (dry-run "--dry-run" :help "print the plan (each tensor's types and sizes, one
 line each) and the summary on stdout, write nothing")))
+  (when imatrix
+    (usage-error "--imatrix ~A: expected no importance matrix, found one: rontolisp quantize ~
+writes what llama-quantize writes without one and does not weigh errors by activations (so the ~
+types that need one are refused too); for Q8_0, --calibration gives outlier-aware scales" imatrix))
   (target-type-id type :ftype t)
   (when output-tensor-type (target-type-id output-tensor-type))
   (when token-embedding-type (target-type-id token-embedding-type))

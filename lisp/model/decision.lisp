@@ -214,19 +214,72 @@ Every key and tensor is checked as MODEL:LOAD checks the encoder's."
 (defun f32-matrix (rows cols)
   (make-array (list rows cols) :element-type 'single-float))
 
-(defun head-product (w x rows activations)
-  "W times the rows of X, a fresh n x ROWS matrix."
-  (vec:matmul-into w x (f32-matrix (array-dimension x 0) rows) :activations activations))
+(defstruct (head-scratch (:constructor %make-head-scratch))
+  "The decision head's matrices in an encode scratch (model-scratch.lisp),
+each CAPACITY rows of storage.  The m rows of the head's window: X the
+head's hidden states, QKV, Q, K, V, ATT, OUT (attention's projection), A
+(the normed input with norm-first), UPS (the feed-forward's, one per
+block), DOWN; ROWS a vector of them.  The k rows of the options' markers,
+all that the last block goes on with after attention: MX (its hidden
+states, then its output), MQ, MATT, MOUT, MA, MUP, MDOWN, then the
+scorer's CLS and LOGITS (k x 1); MARKER-ROWS a vector of them."
+  (capacity 0 :type fixnum)
+  x qkv q k v att out a ups down rows
+  mx mq matt mout ma mup mdown cls logits marker-rows)
 
-(defun head-block (head block i x activations path)
-  "The head block I (weights BLOCK) on X (m x d), answered (X itself
-replaced or a fresh matrix): post-norm x = norm1(x + attn(x)), x =
+(defun make-head-scratch (head capacity d)
+  "A head scratch for up to CAPACITY rows (window and markers) of HEAD,
+of width D."
+  (flet ((m (cols) (make-array (list capacity cols) :element-type 'single-float)))
+    (let* ((blocks (decision-head-blocks head))
+           (s (%make-head-scratch
+               :capacity capacity
+               :x (m d) :qkv (m (* 3 d)) :q (m d) :k (m d) :v (m d) :att (m d) :out (m d)
+               :a (m d) :ups (map 'simple-vector (lambda (b) (m (getf b :ff))) blocks)
+               :down (m d)
+               :mx (m d) :mq (m d) :matt (m d) :mout (m d) :ma (m d)
+               :mup (m (getf (car (last blocks)) :ff)) :mdown (m d) :cls (m d) :logits (m 1))))
+      (setf (head-scratch-rows s)
+            (concatenate 'simple-vector
+                         (vector (head-scratch-x s) (head-scratch-qkv s) (head-scratch-q s)
+                                 (head-scratch-k s) (head-scratch-v s) (head-scratch-att s)
+                                 (head-scratch-out s) (head-scratch-a s) (head-scratch-down s))
+                         (head-scratch-ups s))
+            (head-scratch-marker-rows s)
+            (vector (head-scratch-mx s) (head-scratch-mq s) (head-scratch-matt s)
+                    (head-scratch-mout s) (head-scratch-ma s) (head-scratch-mup s)
+                    (head-scratch-mdown s) (head-scratch-cls s) (head-scratch-logits s)))
+      s)))
+
+(defun head-scratch-of (s head m k d)
+  "The head scratch of the encode scratch S, set to M window rows and K
+marker rows: the one S keeps, or (the first time, or for more rows than
+it holds) a new one of min(S's capacity, decision.max_head_tokens) rows
+or M and K, whichever is more, kept in S."
+  (let ((hs (encode-scratch-head s)))
+    (unless (and hs (<= (max m k) (head-scratch-capacity hs)))
+      (setf hs (make-head-scratch head (max m k (min (encode-scratch-capacity s)
+                                                      (decision-head-max-head-tokens head)))
+                                  d)
+            (encode-scratch-head s) hs))
+    (%set-matrix-rows (head-scratch-rows hs) m)
+    (%set-matrix-rows (head-scratch-marker-rows hs) k)
+    hs))
+
+(defun head-block (head block i hs up activations path markers)
+  "The head block I (weights BLOCK, UP its feed-forward matrix in the head
+scratch HS) on the rows of HS's X: post-norm x = norm1(x + attn(x)), x =
 norm2(x + ff(x)), or with norm-first x = x + attn(norm1(x)), x = x +
-ff(norm2(x))."
-  (let* ((m (array-dimension x 0)) (d (array-dimension x 1))
+ff(norm2(x)).  With MARKERS NIL every row goes on and the output replaces
+X.  With MARKERS (the last block), keys and values are made for every
+row and the rest (queries, attention, its projection, the feed-forward,
+the norms) for the marker rows only, the output in HS's MX, row r that of
+marker r: the same arithmetic on the rows that are read, so the same bits
+as the whole block's rows at MARKERS."
+  (let* ((x (head-scratch-x hs)) (d (array-dimension x 1))
          (heads (decision-head-heads head)) (hd (floor d heads))
          (eps (decision-head-eps head)) (norm-first (decision-head-norm-first head))
-         (ff (getf block :ff)))
+         (q (head-scratch-q hs)) (k (head-scratch-k hs)) (v (head-scratch-v hs)))
     (flet ((ln (in key out)
              (kernel-call 'model:decide
                           (%layer-norm-bias in (getf block key)
@@ -235,46 +288,55 @@ ff(norm2(x))."
                                             eps out))
              (check-finite-steps path i key out)
              out)
-           (linear (key in rows act)
-             (let ((y (head-product (getf block key) in rows activations)))
-               (kernel-call 'model:decide
-                            (%bias-act y (getf block (ecase key
+           (linear (key in out act)
+             (vec:matmul-into (getf block key) in out :activations activations)
+             (kernel-call 'model:decide
+                          (%bias-act out (getf block (ecase key
                                                        (:qkv :qkv-bias) (:out :out-bias)
                                                        (:up :up-bias) (:down :down-bias)))
-                                       act y))
-               (check-finite-steps path i (case key (:out :head-out) (:down :head-down)
-                                                (:up :head-up) (t key))
-                                   y)
-               y)))
-      (flet ((attention (in)
-               (let ((qkv (linear :qkv in (* 3 d) :none))
-                     (q (f32-matrix m d)) (k (f32-matrix m d)) (v (f32-matrix m d))
-                     (att (f32-matrix m d)))
-                 (kernel-call 'model:decide (%qkv-rope qkv q k v heads hd nil))
-                 (kernel-call 'model:decide (%attention q k v heads hd 0 att))
-                 (check-finite-steps path i :attention att)
-                 (linear :out att d :none)))
-             (feed-forward (in)
-               (linear :down (linear :up in ff (decision-head-activation head)) d :none))
-             (residual (a b)
-               (%add-into a a b)
-               (check-finite-steps path i :residual a)
-               a))
-        (if norm-first
-            (let ((a (f32-matrix m d)))
-              (residual x (attention (ln x :attn-norm a)))
-              (residual x (feed-forward (ln x :ffn-norm a))))
-            (progn
-              (ln (residual (attention x) x) :attn-norm x)
-              (ln (residual (feed-forward x) x) :ffn-norm x)))))))
-
-(defun marker-rows (x markers)
-  "The rows of X at MARKERS, a fresh k x d matrix."
-  (let* ((d (array-dimension x 1))
-         (out (f32-matrix (length markers) d)))
-    (loop for p in markers for r from 0
-          do (dotimes (j d) (setf (aref out r j) (aref x p j))))
-    out))
+                                     act out))
+             (case key
+               (:out (check-finite-steps path i :head-out out))
+               (:down (check-finite-steps path i :head-down out))
+               (:up (check-finite-steps path i :head-up out))
+               (t (check-finite-steps path i :qkv out)))
+             out)
+           (residual (a b)
+             (%add-into a a b)
+             (check-finite-steps path i :residual a)
+             a))
+      ;; Keys and values (and queries) of every row.
+      (linear :qkv (if norm-first (ln x :attn-norm (head-scratch-a hs)) x)
+              (head-scratch-qkv hs) :none)
+      (kernel-call 'model:decide (%qkv-rope (head-scratch-qkv hs) q k v heads hd nil))
+      (multiple-value-bind (rx att out a up down)
+          (if markers
+              (values (head-scratch-mx hs) (head-scratch-matt hs) (head-scratch-mout hs)
+                      (head-scratch-ma hs) (head-scratch-mup hs) (head-scratch-mdown hs))
+              (values x (head-scratch-att hs) (head-scratch-out hs) (head-scratch-a hs) up
+                      (head-scratch-down hs)))
+        (if markers
+            (let ((rq (head-scratch-mq hs)))
+              (%gather-rows x markers rx)
+              (%gather-rows q markers rq)
+              (kernel-call 'model:decide (%attention-rows rq k v heads hd att)))
+            (kernel-call 'model:decide (%attention q k v heads hd 0 att)))
+        (check-finite-steps path i :attention att)
+        (linear :out att out :none)
+        (flet ((feed-forward (in)
+                 (linear :down (linear :up in up (decision-head-activation head)) down :none)))
+          (if norm-first
+              (progn
+                (residual rx out)
+                (stage-mark :head-attention)
+                (residual rx (feed-forward (ln rx :ffn-norm a)))
+                (stage-mark :head-ffn))
+              (progn
+                (ln (residual out rx) :attn-norm rx)
+                (stage-mark :head-attention)
+                (ln (residual (feed-forward rx) rx) :ffn-norm rx)
+                (stage-mark :head-ffn))))
+        rx))))
 
 (defun check-markers (head markers n)
   "MARKERS, a list of positions below N, each below the head's window m
@@ -298,36 +360,60 @@ naming the known ones otherwise."
       (question-error "expected a question type ~{~S~^, ~}, found ~A"
                       (coerce (decision-head-types head) 'list) (json-brief type))))
 
-(defun decision-logits (model head ids markers type activations)
-  "The logits (a single-float vector, one per marker) of the head of
-MODEL for the token IDS (a list), MARKERS (positions) and question TYPE."
+(defun decision-logits (model head ids markers type activations out)
+  "The logits of the head of MODEL for the token IDS (a list), MARKERS
+(positions) and question TYPE, one per marker, stored in OUT (a
+single-float vector of that length) and answered.  Every intermediate
+lives in a scratch of MODEL's pool (model-scratch.lisp): nothing is
+consed."
   (let* ((n (length ids))
          (ti (type-index head type))
          (m (check-markers head markers n))
+         (k (length markers))
          (path (encoder-path model))
-         (hidden (model:encode model ids :activations activations))
-         (x (f32-matrix m (array-dimension hidden 1))))
-    (kernel-call 'model:decide (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
-    (check-finite-steps path nil :head-input x)
-    (loop for block in (decision-head-blocks head) for i from (decision-head-first head)
-          do (setf x (head-block head block i x activations path)))
-    (let* ((d (array-dimension x 1))
-           (rows (marker-rows x markers))
-           (c (head-product (decision-head-cls head) rows d activations)))
-      (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
-      (check-finite-steps path nil :cls c)
-      (kernel-call 'model:decide
-                   (%layer-norm-bias c (decision-head-cls-norm head)
-                                     (decision-head-cls-norm-bias head)
-                                     (getf (encoder-hyperparameters model) :eps) c))
-      (check-finite-steps path nil :cls-norm c)
-      (let ((logits (head-product (decision-head-cls-output head) c 1 activations)))
-        (kernel-call 'model:decide
-                     (%bias-act logits (decision-head-cls-output-bias head) :none logits))
-        (check-finite-steps path nil :logits logits)
-        (let ((out (make-array (length markers) :element-type 'single-float)))
-          (dotimes (k (length markers) out)
-            (setf (aref out k) (aref logits k 0))))))))
+         (h (encoder-hyperparameters model))
+         (d (getf h :embedding-length))
+         (eps (getf h :eps)))
+    (with-encoder-scratch (s model n)
+      (let ((hidden (encode-scratch-a s)))
+        (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
+                                                (encoder-output-norm model) eps hidden))
+        (check-finite-steps path nil :output-norm hidden)
+        (stage-mark :output-norm)
+        (let* ((hs (head-scratch-of s head m k d))
+               (x (head-scratch-x hs)))
+          (kernel-call 'model:decide
+                       (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
+          (check-finite-steps path nil :head-input x)
+          (stage-mark :head-input)
+          (loop for (block . more) on (decision-head-blocks head)
+                for i from (decision-head-first head)
+                for up across (head-scratch-ups hs)
+                do (head-block head block i hs up activations path (and (null more) markers)))
+          (let ((rows (head-scratch-mx hs)) (c (head-scratch-cls hs))
+                (logits (head-scratch-logits hs)))
+            (vec:matmul-into (decision-head-cls head) rows c :activations activations)
+            (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
+            (check-finite-steps path nil :cls c)
+            (kernel-call 'model:decide
+                         (%layer-norm-bias c (decision-head-cls-norm head)
+                                           (decision-head-cls-norm-bias head) eps c))
+            (check-finite-steps path nil :cls-norm c)
+            (vec:matmul-into (decision-head-cls-output head) c logits :activations activations)
+            (kernel-call 'model:decide
+                         (%bias-act logits (decision-head-cls-output-bias head) :none logits))
+            (check-finite-steps path nil :logits logits)
+            (copy-logits logits out)
+            (stage-mark :cls)
+            out))))))
+
+(defun copy-logits (logits out)
+  "The k x 1 LOGITS into the k-vector OUT.  Typed, so that no float is
+boxed on the way (an untyped AREF conses each one)."
+  (declare (type (simple-array single-float (* *)) logits)
+           (type (simple-array single-float (*)) out))
+  (dotimes (r (length out) out)
+    (setf (aref out r) (aref logits r 0))))
 
 (defun temperature (head type options)
   "The temperature of questions of TYPE with OPTIONS options:
@@ -367,8 +453,11 @@ and the logits, single-float vectors."
          (ids (check-decide-ids model head ids)))
     (unless (member activations '(:q8 :q8x2))
       (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
-    (let ((logits (decision-logits model head ids markers type activations)))
-      (values (softmax logits (temperature head type (length markers))) logits))))
+    (let* ((logits (decision-logits model head ids markers type activations
+                                    (make-array (length markers) :element-type 'single-float)))
+           (probabilities (softmax logits (temperature head type (length markers)))))
+      (stage-mark :softmax)
+      (values probabilities logits))))
 
 ;;; Questions.
 
@@ -530,10 +619,12 @@ unknown type, no options, a marker count other than the option count, more
 tokens than decision.max_tokens, a marker at or past the head's window
 (min(tokens, decision.max_head_tokens)); MODEL:MODEL-ERROR for a model
 without a decision head or when a step's output is not finite."
+  (stage-start)
   (let* ((head (head-of model 'model:decide))
-         (text (model:render model question))
+         (text (prog1 (model:render model question) (stage-mark :render)))
          (options (length (gethash "options" (question-bindings question))))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
+    (stage-mark :tokenize)
     (when (> (length ids) (decision-head-max-tokens head))
       (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
                       (decision-head-max-tokens head) (length ids)))
@@ -570,3 +661,36 @@ file on standard output, as `decide' prints it."
                   do (format t "  ~A " (float-text p))
                      (write-escaped (option-text o) *standard-output* :quotes nil)
                      (terpri)))))))
+
+;;; What a question costs at the least (`bench --questions --breakdown').
+
+(defun window-keys (n window)
+  "The (query, key) pairs of attention over N tokens with the symmetric
+WINDOW (0: every key), as the attention kernel ranges them."
+  (if (zerop window)
+      (* n n)
+      (let ((half (floor window 2)))
+        (loop for i below n sum (- (min n (+ i half 1)) (max 0 (- i half)))))))
+
+(defun question-macs (model n k)
+  "The multiply-adds of MODEL's forward pass (encoder and head) on a
+question of N tokens and K options, as (values weight-macs other-macs):
+those of the encoder's weight matrices (int8 products for Q8_0 weights),
+and the rest (attention's scores and sums, the head's products, cls), in
+single-float.  The head's last block counts keys and values for its m
+rows and everything else for the K marker rows only: the work whose
+result is read."
+  (let* ((h (encoder-hyperparameters model))
+         (head (head-of model 'question-macs))
+         (d (getf h :embedding-length)) (ff (getf h :feed-forward-length))
+         (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
+         (m (min n (decision-head-max-head-tokens head)))
+         (blocks (decision-head-blocks head)))
+    (values (* (getf h :layers) n (+ (* 4 d d) (* 3 ff d)))
+            (+ (loop for i below (getf h :layers)
+                     sum (* 2 d (window-keys n (if (zerop (mod i pattern)) 0 window))))
+               (loop for (block . more) on blocks
+                     for rows = (if more m k)
+                     sum (+ (* 2 m d d) (* rows d d) (* 2 rows m d) (* rows d d)
+                            (* 2 rows d (getf block :ff))))
+               (* k (+ (* d d) d))))))

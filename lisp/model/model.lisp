@@ -326,7 +326,19 @@ layers) in a message: the product or step, and the tensor it used."
       (:cls-norm "the LayerNorm by cls.norm.weight")
       (:logits "the product by cls.output.weight plus its bias"))))
 
-(defun check-finite-steps (path layer &rest steps)
+(defun report-non-finite (path layer steps)
+  "Signal MODEL-ERROR about the file PATH naming the first of STEPS,
+(step-1 m-1 ...) as CHECK-FINITE-STEPS takes them, whose output M holds a
+NaN or an infinity (one of them does)."
+  (loop for (step m) on steps by #'cddr
+        for at = (%first-non-finite m 0)
+        when at
+          do (multiple-value-bind (token column) (floor at (array-dimension m 1))
+               (model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
+found ~A at token ~D, column ~D" layer (step-description layer step)
+                                   (float-text (row-major-aref m at)) token column))))
+
+(defmacro check-finite-steps (path layer &rest steps)
   "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
 of STEP-DESCRIPTION) of LAYER (NIL outside the layers) in the order they
 ran, each the input of the next.  When the last M holds a NaN or an
@@ -334,15 +346,10 @@ infinity, signal MODEL-ERROR about the file PATH naming the first step whose
 output holds one.  Only the last is scanned unless it fails (one scan in C),
 so the check costs little beside the steps: a non-finite value reaches
 every later step's output, so that of the last step of a run stands for
-the run."
-  (when (%first-non-finite (car (last steps)) 0)
-    (loop for (step m) on steps by #'cddr
-          for at = (%first-non-finite m 0)
-          when at
-            do (multiple-value-bind (token column) (floor at (array-dimension m 1))
-                 (model-error path "~@[layer ~D, ~]~A: expected finite hidden states, ~
-found ~A at token ~D, column ~D" layer (step-description layer step)
-                                     (float-text (row-major-aref m at)) token column)))))
+the run.  A macro, so that a check that passes conses no list of its
+steps.  The Ms are variables (evaluated twice)."
+  `(when (%first-non-finite ,(car (last steps)) 0)
+     (report-non-finite ,path ,layer (list ,@steps))))
 
 (defun encoder-layer (s layer i heads hd eps theta window activations gelu path)
   "One encoder layer of doc/encoder.md (layer I, its weights the plist LAYER, its
@@ -372,6 +379,50 @@ the file PATH) by the step that made it."
     (check-finite-steps path i :up up :geglu gate)
     (%add-into x (layer-product layer :down i gate down activations) ffn-in)
     (check-finite-steps path i :down x)))
+
+(defmacro with-encoder-scratch ((var encoder n) &body body)
+  "Run BODY with VAR bound to a scratch of ENCODER's pool set to N rows
+(model-scratch.lisp): made, when none is free, for the longest question
+of ENCODER's decision head (decision.max_tokens, at most context_length)
+or N tokens, whichever is more."
+  (let ((e (gensym "ENCODER")) (h (gensym "H")))
+    `(let* ((,e ,encoder) (,h (encoder-hyperparameters ,e)))
+       (with-encode-scratch (,var (encoder-scratch ,e) ,n (scratch-capacity ,e)
+                                  (getf ,h :embedding-length) (getf ,h :feed-forward-length))
+         ,@body))))
+
+(defun scratch-capacity (encoder)
+  "The rows a new scratch of ENCODER is made for at least: its decision
+head's decision.max_tokens (at most context_length), or 1 without a head."
+  (let ((head (encoder-decision encoder)))
+    (if head
+        (min (decision-head-max-tokens head)
+             (getf (encoder-hyperparameters encoder) :context-length))
+        1)))
+
+(defun encode-layers (encoder ids s activations gelu)
+  "The embeddings and the layers of ENCODER on the token IDS (checked, a
+list) in the scratch S (set to their count): the hidden states before the
+output norm are left in S's X."
+  (let* ((h (encoder-hyperparameters encoder))
+         (eps (getf h :eps))
+         (path (encoder-path encoder))
+         (x (encode-scratch-x s)) (a (encode-scratch-a s)))
+    (%gather-rows (encoder-token-embedding encoder) ids a)
+    (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
+    (check-finite-steps path nil :token-embd a :token-norm x)
+    (stage-mark :embed)
+    ;; The hyper-parameters read once: GETF checks the whole plist.
+    (let ((heads (getf h :heads)) (hd (getf h :head-dim))
+          (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
+          (theta (getf h :rope-theta)) (theta-swa (getf h :rope-theta-swa)))
+      (loop for layer in (encoder-layers encoder) for i fixnum from 0
+            for global = (zerop (mod i pattern))
+            do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
+                              (if (or global (not (plusp window))) 0 window)
+                              activations gelu path)
+               (stage-mark i)))
+    x))
 
 (defun matrix-row (m i)
   "Row I of the n x d single-float matrix M as a fresh d-vector."
@@ -413,8 +464,9 @@ tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden
 state is a NaN or an infinity (hostile weights), naming the layer and the
 product or step that made it.
 
-The intermediates live in scratch matrices ENCODER keeps per token count
-(model-scratch.lisp); the result is always fresh.  Several threads may
+The intermediates live in scratch matrices ENCODER keeps and reuses for
+any token count up to the rows they were made for (model-scratch.lisp);
+the result is always fresh.  Several threads may
 encode with one encoder at once: each encode takes a scratch no other is
 using."
   (unless (model:encoder-p encoder)
@@ -432,27 +484,16 @@ using."
          (d (getf h :embedding-length))
          (eps (getf h :eps))
          (path (encoder-path encoder)))
-    (with-encode-scratch (s (encoder-scratch encoder) n d (getf h :feed-forward-length))
-      (let ((x (encode-scratch-x s)) (a (encode-scratch-a s)))
-        (%gather-rows (encoder-token-embedding encoder) ids a)
-        (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
-        (check-finite-steps path nil :token-embd a :token-norm x)
-        ;; The hyper-parameters read once: GETF checks the whole plist.
-        (let ((heads (getf h :heads)) (hd (getf h :head-dim))
-              (pattern (getf h :sliding-window-pattern)) (window (getf h :sliding-window))
-              (theta (getf h :rope-theta)) (theta-swa (getf h :rope-theta-swa)))
-          (loop for layer in (encoder-layers encoder) for i fixnum from 0
-                for global = (zerop (mod i pattern))
-                do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
-                                  (if (or global (not (plusp window))) 0 window)
-                                  activations gelu path)))
-        ;; Only the result is fresh: it must outlive the scratch.
-        (let ((out (if (eq pooling :none)
-                       (make-array (list n d) :element-type 'single-float)
-                       a)))
-          (kernel-call 'model:encode (%layer-norm x (encoder-output-norm encoder) eps out))
-          (check-finite-steps path nil :output-norm out)
-          (pool out pooling))))))
+    (with-encoder-scratch (s encoder n)
+      (encode-layers encoder ids s activations gelu)
+      ;; Only the result is fresh: it must outlive the scratch.
+      (let ((out (if (eq pooling :none)
+                     (make-array (list n d) :element-type 'single-float)
+                     (encode-scratch-a s))))
+        (kernel-call 'model:encode (%layer-norm (encode-scratch-x s) (encoder-output-norm encoder)
+                                                eps out))
+        (check-finite-steps path nil :output-norm out)
+        (pool out pooling)))))
 
 ;;; Calibration (doc/outliers.md): max |x| per input channel of every encoder
 ;;; matrix, from the f32 model over built-in sequences.

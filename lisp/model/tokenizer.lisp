@@ -457,16 +457,21 @@ refused by the encoder with its offset)."
                              (length (%utf8-octets (subseq text 0 bad))))))
   (%utf8-octets text))
 
-(defun tokenize-octets (tok octets add-special parse-special &optional text)
+(defun tokenize-octets (tok octets add-special parse-special &optional text offsets)
   "The ids of the UTF-8 bytes OCTETS (a fixnum vector), or
 MODEL:TOKENIZER-ERROR with the message of the C tokenizer (bytes that are
 not UTF-8 named by their offset).  TEXT, when given, names the text for
 the message (\"text 2\", \"F line 3\"): bytes that are not UTF-8 are the
 text's fault and the message names the text alone; any other failure
-names the tokenizer's file, then the text."
+names the tokenizer's file, then the text.  With OFFSETS, a second value:
+per id the bytes of OCTETS it stands for, two fixnums an id (start, end;
+see doc/tokenizer.md, \"Offsets\")."
   (multiple-value-bind (ids status message)
-      (%tok-encode (tokenizer-handle tok) octets add-special parse-special)
-    (or ids
+      (if offsets
+          (%tok-encode-offsets (tokenizer-handle tok) octets add-special parse-special)
+          (%tok-encode (tokenizer-handle tok) octets add-special parse-special))
+    (if ids
+        (values ids status)
         (model:tokenizer-error (and (not (and text (eq status :bad-utf-8))) (tokenizer-path tok))
                                "~@[~A: ~]~A" text message))))
 

@@ -67,13 +67,80 @@ even on the top 16 bits of the single-float, NaN made quiet."
   (check-type bits f16-bits)
   (%bf16-value bits))
 
-;;; The tensor types rontolisp holds in Lisp, in one table.  Ids, ggml names
-;;; and block geometry come from C's table (gguf/types.c, through
-;;; %GGML-TYPE and %FORMAT-TABLES), never retyped here; only the Lisp side
-;;; of each type is: its keyword (ggml's name in lower case) and the Lisp
-;;; type of its data.  The GGUF value types and the array kind codes of the
-;;; primitives come from C the same way.  The tables are built on first use:
-;;; the primitives are registered after this module loads.
+;;; ggml's tensor types, in one table built from C's (%TYPE-TABLE: the
+;;; names and geometry of gguf/types.c, the families of the rows of
+;;; prims/type_traits.c), never retyped here.  The tensor types rontolisp
+;;; holds in Lisp are a view of it that adds only the Lisp side of each:
+;;; its keyword (ggml's name in lower case) and the Lisp type of its data.
+;;; The GGUF value types and the array kind codes of the primitives come
+;;; from C the same way.  The tables are built on first use: the primitives
+;;; are registered after this module loads.
+
+(defstruct (ggml-type (:constructor %make-ggml-type (id name block-size block-bytes family))
+                      (:copier nil) (:predicate nil))
+  "One of ggml's tensor types: its ID and NAME (\"Q4_K\"), the BLOCK-SIZE
+values stored in BLOCK-BYTES bytes (0 and 0 for an id ggml retired), and
+the FAMILY of C's row for it: :FLOAT (F32, F16, BF16), :Q8_0, :QUANT (the
+legacy, K and IQ4 types), or NIL when rontolisp only reads its name."
+  (id 0 :type fixnum :read-only t)
+  (name "" :type string :read-only t)
+  (block-size 0 :type fixnum :read-only t)
+  (block-bytes 0 :type fixnum :read-only t)
+  (family nil :type (member nil :float :q8_0 :quant) :read-only t))
+
+(defvar *ggml-types* nil "The GGML-TYPEs by id (NIL for an id without a name).")
+
+(defun ggml-types ()
+  "The GGML-TYPE of every id ggml named, in id order."
+  (unless *ggml-types*
+    (let ((rows (%type-table)))
+      (setf *ggml-types*
+            (let ((v (make-array (1+ (reduce #'max rows :key #'first :initial-value -1))
+                                 :initial-element nil)))
+              (dolist (row rows v)
+                (setf (aref v (first row)) (apply #'%make-ggml-type row)))))))
+  (coerce (remove nil *ggml-types*) 'list))
+
+(defun find-ggml-type (key)
+  "The GGML-TYPE named by KEY -- a ggml id, or its name in any case (a
+string or a keyword such as :q4_k) -- or NIL."
+  (ggml-types)
+  (etypecase key
+    (integer (and (< -1 key (length *ggml-types*)) (aref *ggml-types* key)))
+    ((or string symbol)
+     (find (string key) *ggml-types* :test #'string-equal
+                                     :key (lambda (g) (and g (ggml-type-name g)))))))
+
+(defun ggml-id (name)
+  "The id of the ggml type NAME (\"Q4_K\", any case)."
+  (let ((type (find-ggml-type name)))
+    (unless type
+      (rontolisp-error 'ggml-id "expected a ggml type name, found ~S" name))
+    (ggml-type-id type)))
+
+(defun computed-types (&rest families)
+  "The GGML-TYPEs rontolisp computes with (C's rows), of FAMILIES (:float
+:q8_0 :quant; all three when none is given), floats first, then Q8_0,
+then the others, each in id order: the order quantize lists them."
+  (let ((families (or families '(:float :q8_0 :quant))))
+    (loop for family in '(:float :q8_0 :quant)
+          when (member family families)
+            append (remove family (ggml-types) :key #'ggml-type-family :test-not #'eq))))
+
+(defun quantized-type-p (key)
+  "True when KEY (an id or a name) is a type of quantized blocks rontolisp
+reads and writes: Q8_0, the legacy, K and IQ4 types."
+  (let ((type (find-ggml-type key)))
+    (and type (member (ggml-type-family type) '(:q8_0 :quant)) t)))
+
+(defun ggml-type-bits (key)
+  "Bits per value of the ggml type KEY (an id or a name): 8 times the
+bytes of a block over its values (Q4_K: 4.5), a rational."
+  (let ((type (or (find-ggml-type key)
+                  (rontolisp-error 'ggml-type-bits "expected a ggml type, found ~S" key))))
+    (if (zerop (ggml-type-block-size type))
+        0
+        (/ (* 8 (ggml-type-block-bytes type)) (ggml-type-block-size type)))))
 
 (defstruct (tensor-type (:constructor %make-tensor-type
                             (keyword lisp-type id name block-size block-bytes))
@@ -104,15 +171,14 @@ order type tests try them.")
   "Build the tables from C's on first use; answers the tensor types."
   (unless *tensor-types*
     (multiple-value-bind (count value-types kinds) (%format-tables)
+      (declare (ignore count))
       (flet ((tensor-type-from-c (keyword lisp-type)
-               (let ((id (loop for id below count
-                               when (equal (%ggml-type id) (string-upcase keyword))
-                                 return id)))
-                 (unless id
-                   (rontolisp-error 'format-tables "expected ggml to know the type ~A, found no ~
-such name in C's table" (string-upcase keyword)))
-                 (multiple-value-bind (name block-size block-bytes) (%ggml-type id)
-                   (%make-tensor-type keyword lisp-type id name block-size block-bytes)))))
+               (let ((type (find-ggml-type keyword)))
+                 (unless (and type (ggml-type-family type))
+                   (rontolisp-error 'format-tables "expected C's type table to have a row for ~
+~A, found ~:[no such name~;a type without one~]" (string-upcase keyword) type))
+                 (%make-tensor-type keyword lisp-type (ggml-type-id type) (ggml-type-name type)
+                                    (ggml-type-block-size type) (ggml-type-block-bytes type)))))
         (setf *gguf-value-types* value-types
               *number-kinds* kinds
               *tensor-types* (loop for (keyword lisp-type) in *tensor-lisp-types*

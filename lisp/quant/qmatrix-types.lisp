@@ -23,26 +23,21 @@
 
 (defun format-layout (format)
   "(ggml-id values-per-block bytes-per-block) of FORMAT, or NIL when no
-quantized matrix holds that format."
+quantized matrix holds that format (the types of C's table that are
+quantized: Q8_0, the legacy, K and IQ4 types)."
   (multiple-value-bind (layout found) (gethash format *format-layouts*)
     (if found
         layout
         (setf (gethash format *format-layouts*)
-              (let* ((name (format-ggml-name format))
-                     (id (loop for i below 64
-                               when (equal (%ggml-type i) name) return i)))
-                (when (and id (or (eq format 'q8-0) (%dequantizable-type-p id)))
-                  (multiple-value-bind (nm block bytes) (%ggml-type id)
-                    (declare (ignore nm))
-                    (list id block bytes))))))))
+              (let ((type (find-ggml-type (format-ggml-name format))))
+                (when (and type (quantized-type-p (ggml-type-id type)))
+                  (list (ggml-type-id type) (ggml-type-block-size type)
+                        (ggml-type-block-bytes type))))))))
 
 (defun quantized-format-of-type-id (id)
   "The FORMAT symbol for a tensor of ggml type ID held as a quantized
 matrix (Q8_0, the legacy, K-quant and IQ4 types), or NIL."
-  (let ((name (%ggml-type id)))
-    (and name (or (= id (tensor-type-id (find-tensor-type :q8_0)))
-                  (%dequantizable-type-p id))
-         (ggml-name-format name))))
+  (and (quantized-type-p id) (ggml-name-format (ggml-type-name (find-ggml-type id)))))
 
 (defun quantized-matrix-type (m)
   "The ggml type name of the blocks the quantized matrix M holds: \"Q8_0\",

@@ -15,7 +15,9 @@
 ;;;; characters) and becomes bytes only here: C gets its UTF-8 bytes.  ECL's
 ;;;; own file functions (OPEN, LOAD, PROBE-FILE, DIRECTORY ...) hand a
 ;;;; namestring to the system one character per byte, refuse a character
-;;;; above U+00FF, and merge relative names in ways that move files (its
+;;;; above U+00FF (ecl-filenames.lisp mends that for a user's code, not for
+;;;; ours, which is compiled to call ECL's C functions), and merge relative
+;;;; names in ways that move files (its
 ;;;; RENAME-FILE fills in a missing directory or type from the old name).  So
 ;;;; the files' existence, kinds, removal, directories, listings and sets
 ;;;; of files renamed together are asked of C by the bytes (PATH-KIND,

@@ -188,7 +188,7 @@ evaluate them in order."
   "Load the rc file (when RC and it exists), then run ACTIONS in order.
 Answers NIL when all went well, or an exit status after one line on
 stderr naming what failed."
-  (let ((hook *debugger-hook*))
+  (let ((hooks (debugger-hooks)))
     (install-batch-debugger)
     (flet ((run (prefix fn arg)
              (let ((status (with-batch-errors (prefix) (funcall fn arg) 0)))
@@ -203,7 +203,7 @@ stderr naming what failed."
                  (:eval (run (one-line (format nil "rontolisp: --eval ~S" value))
                              #'eval-option value))
                  (:load (run (format nil "rontolisp: ~A" value) #'load-source value))))
-      (setf *debugger-hook* hook)
+      (install-batch-debugger hooks)
       nil)))
 
 (defun rc-file ()
@@ -380,10 +380,17 @@ through the line editor.  Answers 0; (rontolisp:exit n) leaves with N."
           (si::tpl :commands (cons *repl-commands* si::*tpl-commands*) :quiet t))))
     0))
 
+(defun fail-piped-form (condition hook)
+  "The debugger of a form the piped REPL evaluates (see PIPED-REPL): no
+one is there to answer it, so the form fails with CONDITION, as with an
+error."
+  (declare (ignore hook))
+  (throw 'piped-form-failed condition))
+
 (defun piped-repl ()
   "The REPL without a terminal: each form's values are printed; an error
-prints one line on stderr and the next form runs; at the end of input
-the status is 0, or 1 when any form failed to read or evaluate."
+(or BREAK) prints one line on stderr and the next form runs; at the end of
+input the status is 0, or 1 when any form failed to read or evaluate."
   (let ((failed nil)
         (* nil) (** nil) (*** nil) (+ nil) (++ nil) (+++ nil)
         (/ nil) (// nil) (/// nil) (- nil))
@@ -403,16 +410,23 @@ the status is 0, or 1 when any form failed to read or evaluate."
           (:eof (return (if failed 1 0)))
           (:again)
           (t
-           (handler-case
-               (let ((values (multiple-value-list
-                              (let ((- form)) (eval form)))))
-                 (setf /// // // / / values
-                       *** ** ** * * (first values)
-                       +++ ++ ++ + + form)
-                 (fresh-line)
-                 (dolist (v values) (format t "~S~%" v))
-                 (finish-output))
-             (serious-condition (c)
+           (let ((c (catch 'piped-form-failed
+                      (handler-case
+                          (let ((values (multiple-value-list
+                                         ;; BREAK binds *DEBUGGER-HOOK* to NIL,
+                                         ;; not this one.
+                                         (let ((- form)
+                                               (ext:*invoke-debugger-hook* #'fail-piped-form))
+                                           (eval form)))))
+                            (setf /// // // / / values
+                                  *** ** ** * * (first values)
+                                  +++ ++ ++ + + form)
+                            (fresh-line)
+                            (dolist (v values) (format t "~S~%" v))
+                            (finish-output)
+                            nil)
+                        (serious-condition (c) c)))))
+             (when c
                (setf failed t)
                (format *error-output* "~&; ~A: ~A~%" (type-of c) (condition-line c))
                (finish-output *error-output*)))))))))
@@ -423,6 +437,10 @@ the status is 0, or 1 when any form failed to read or evaluate."
 exit status."
   (let ((*package* (find-package "RONTOLISP-USER")))
     (or (run-startup actions :rc rc)
-        (if (/= 0 (%isatty 0))
-            (terminal-repl)
-            (piped-repl)))))
+        (progn
+          ;; Until here Ctrl-C ends the program (runtime/main.c); from the
+          ;; prompt on it is ECL's interrupt, which returns to the prompt.
+          (ext:catch-signal ext:+sigint+ t)
+          (if (/= 0 (%isatty 0))
+              (terminal-repl)
+              (piped-repl))))))

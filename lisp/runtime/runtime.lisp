@@ -338,7 +338,8 @@ option's name and the string, turns it into the value; by default it stays
 a string), one without is a flag, DEFAULT (evaluated) is the value when the
 option is absent, and a REPEAT option collects its values in a list.
 USAGE is the argument part of the usage line, SUMMARY one line for the
-top-level --help, DETAILS more text for the command's --help.  With
+top-level --help, DETAILS more text for the command's --help (a string, or
+a function answering one when the help is printed).  With
 OPTIONS-FIRST, the options end at the first positional argument (the rest
 belongs to it).  BODY answers the exit status (an integer; NIL means 0) and
 signals USAGE-ERROR for bad usage.  `--help' prints the command's usage and
@@ -403,8 +404,9 @@ its exit status; see DEFINE-COMMAND." name)
                              do (write-char c s)
                                 (when (char= c #\Newline)
                                   (dotimes (i (+ width 4)) (write-char #\Space s))))))))
-  (when (command-details command)
-    (format stream "~%~A~%" (command-details command)))
+  (let ((details (command-details command)))
+    (when details
+      (format stream "~%~A~%" (if (functionp details) (funcall details) details))))
   (format stream "~%Exit status: 0 success, 1 an error (one line on stderr), 2 bad usage.~%")
   (finish-output stream))
 
@@ -544,16 +546,26 @@ output is a closed pipe)."
 
 (defun die-in-any-thread (condition hook)
   "The debugger hook of batch runs: no one is there to answer a debugger,
-so an unhandled serious condition in any thread prints one line and ends
-the process with status 1 (temporary files of unfinished writes removed)."
+so a condition that reaches it in any thread (an unhandled serious
+condition, or BREAK) prints one line and ends the process with status 1
+(temporary files of unfinished writes removed)."
   (declare (ignore hook))
   (let ((status (failure-status "rontolisp" condition)))
     (ignore-errors (finish-output *standard-output*))
     (%exit-process status)))
 
-(defun install-batch-debugger ()
+(defun debugger-hooks ()
+  "The debugger hooks in force, to be given back to INSTALL-BATCH-DEBUGGER."
+  (list *debugger-hook* ext:*invoke-debugger-hook*))
+
+(defun install-batch-debugger (&optional (hooks (list #'die-in-any-thread #'die-in-any-thread)))
+  "Make DIE-IN-ANY-THREAD the debugger of every thread, or put back HOOKS
+(as DEBUGGER-HOOKS answered them).  BREAK binds *DEBUGGER-HOOK* to NIL
+before it enters the debugger; EXT:*INVOKE-DEBUGGER-HOOK* is still
+called (as SBCL's --disable-debugger does it)."
   ;; SETF, not LET: threads see the global value, not the caller's binding.
-  (setf *debugger-hook* #'die-in-any-thread))
+  (setf *debugger-hook* (first hooks)
+        ext:*invoke-debugger-hook* (second hooks)))
 
 ;;; The script runner.
 

@@ -13,8 +13,9 @@
 ;;;; /etc/protocols (absent from a minimal system), resolves the interface
 ;;;; with gethostbyname (which reads 0127.0.0.1 as octal, 87.0.0.1) and
 ;;;; knows no IPv6.  The address is read once, as inet_pton(3) reads it,
-;;;; checked to be loopback and bound as read.  Connections beyond
-;;;; *SWANK-CONNECTION-LIMIT* are told so and closed.
+;;;; checked to be loopback and bound as read, before cl-swank loads.
+;;;; Connections beyond *SWANK-CONNECTION-LIMIT* are told so and closed; a
+;;;; connection that closes takes its evaluations with it.
 
 (in-package "RONTOLISP")
 
@@ -325,15 +326,26 @@ RONTOLISP's sources is located at its definition (SOURCE-FILE-LOCATION)."
   (or (find-symbol name package)
       (rontolisp-error 'swank "expected ~A::~A in cl-swank, found none" package name)))
 
-(defun swank-create-socket (host port &key backlog)
-  "Swank's CREATE-SOCKET: a listening socket on the loopback address HOST
-(see LOOPBACK-ADDRESS) and PORT, made by %TCP-LISTEN (no protocol lookup)
-and wrapped as an sb-bsd-sockets INET-SOCKET, whose accept Swank calls."
+(defvar *swank-bound-socket* nil
+  "The descriptor of the socket START-SWANK bound before loading cl-swank,
+until SWANK-CREATE-SOCKET hands it to cl-swank.")
+
+(defun swank-listen (host port &optional (backlog 16))
+  "The descriptor of a socket listening on the loopback address HOST (see
+LOOPBACK-ADDRESS) and PORT, made by %TCP-LISTEN (no protocol lookup);
+signals RONTOLISP-ERROR saying why when it cannot be (a port in use)."
   (let ((octets (loopback-address host)))
-    (multiple-value-bind (fd message) (%tcp-listen octets port (or backlog 16))
+    (multiple-value-bind (fd message) (%tcp-listen octets port backlog)
       (unless fd
         (rontolisp-error 'swank "expected to listen on ~A port ~D, found ~A" host port message))
-      (make-instance (swank-symbol "INET-SOCKET" "SB-BSD-SOCKETS") :descriptor fd :protocol 0))))
+      fd)))
+
+(defun swank-create-socket (host port &key backlog)
+  "Swank's CREATE-SOCKET: the socket START-SWANK bound (*SWANK-BOUND-SOCKET*),
+else a new one (SWANK-LISTEN) on HOST and PORT, wrapped as an
+sb-bsd-sockets INET-SOCKET, whose accept Swank calls."
+  (let ((fd (or (shiftf *swank-bound-socket* nil) (swank-listen host port (or backlog 16)))))
+    (make-instance (swank-symbol "INET-SOCKET" "SB-BSD-SOCKETS") :descriptor fd :protocol 0)))
 
 (defun swank-local-port (socket)
   "Swank's LOCAL-PORT: the port SOCKET listens on (IPv4 or IPv6)."
@@ -365,6 +377,16 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
                  (return stream))
                 (t (refuse-swank-connection stream open))))))))
 
+(defun end-connection-threads (connection)
+  "Swank's *CONNECTION-CLOSED-HOOK*: end the threads still evaluating a
+request of CONNECTION, which has closed.  cl-swank ends the threads that
+serve a connection (reader, control, REPL) but not its workers: an
+evaluation whose client had gone ran on, holding its memory."
+  (when (typep connection (swank-symbol "MULTITHREADED-CONNECTION" "SWANK"))
+    (dolist (thread (funcall (swank-symbol "MCONN.ACTIVE-THREADS" "SWANK") connection))
+      (when (and (not (eq thread mp:*current-process*)) (mp:process-active-p thread))
+        (ignore-errors (mp:process-kill thread))))))
+
 (defvar *swank-backend-installed* nil
   "True once INSTALL-SWANK-BACKEND has replaced cl-swank's functions.")
 
@@ -373,7 +395,8 @@ connection beyond *SWANK-CONNECTION-LIMIT* open ones is refused
 ACCEPT-CONNECTION, FIND-DEFINITIONS, FRAME-SOURCE-LOCATION and PRINT-FRAME
 (once) by SWANK-CREATE-SOCKET, SWANK-LOCAL-PORT, LIMIT-SWANK-CONNECTIONS,
 SWANK-FIND-DEFINITIONS and SWANK-FRAME-SOURCE-LOCATION around the
-backend's own, and SWANK-PRINT-FRAME, and add our inspector views
+backend's own, and SWANK-PRINT-FRAME; add END-CONNECTION-THREADS to
+the hooks run when a connection closes and our inspector views
 (INSTALL-SWANK-INSPECTORS)."
   (unless *swank-backend-installed*
     (let ((impl (swank-symbol "IMPLEMENTATION" "SWANK/BACKEND")))
@@ -387,14 +410,17 @@ backend's own, and SWANK-PRINT-FRAME, and add our inspector views
               (get (backend "FRAME-SOURCE-LOCATION") impl)
               (swank-frame-source-location (get (backend "FRAME-SOURCE-LOCATION") impl))
               (get (backend "PRINT-FRAME") impl) #'swank-print-frame)))
+    (push 'end-connection-threads
+          (symbol-value (swank-symbol "*CONNECTION-CLOSED-HOOK*" "SWANK")))
     (install-swank-inspectors)
     (setf *swank-backend-installed* t)))
 
 (defun start-swank (&key (port 4005) (interface "127.0.0.1"))
   "Start a Swank server on INTERFACE (a loopback address) and PORT (0: a
 free one) whose threads start in package RONTOLISP-USER; answers the
-port it listens on."
-  (loopback-address interface)
+port it listens on.  The port is bound before cl-swank loads, so a port
+in use is told at once, whatever loading takes."
+  (setf *swank-bound-socket* (swank-listen interface port))
   (load-swank)
   ;; Swank reads its messages under WITH-STANDARD-IO-SYNTAX: bounded, a
   ;; deeply nested message is a reader error sent back, not a crash.

@@ -7,8 +7,11 @@
 ;;;; groups `(...)' and `(?:...)', the repetitions `*' `+' `?' `{m}' `{m,}'
 ;;;; `{m,n}' (a lazy `?' after one is accepted: only whether a string
 ;;;; matches is asked), and escapes: `\d' `\w' `\s' and their negations
-;;;; `\D' `\W' `\S' (also inside brackets), `\n' `\t' `\r', and a backslash
-;;;; before any other punctuation for that character.  Case matters.
+;;;; `\D' `\W' `\S' (also inside brackets), `\n' `\t' `\r', the word
+;;;; boundary `\b' and its negation `\B' (as in ECMAScript and Python; `\b'
+;;;; inside brackets is a backspace), and a backslash before any other
+;;;; punctuation for that character.  Case matters; inline flags such as
+;;;; `(?i)' and look-arounds are refused by name.
 ;;;;
 ;;;; The pattern is parsed into a tree, compiled into a program for a Pike
 ;;;; VM and run as a set of threads over the string, one step per
@@ -38,7 +41,7 @@ and memory in proportion to it for each character.")
   "How many instructions REGEX-COMPILE-TREE makes for the parsed NODE (an
 exact count, computed without making them)."
   (ecase (first node)
-    ((:char :any :class :bol :eol) 1)
+    ((:char :any :class :bol :eol :boundary :not-boundary) 1)
     (:seq (reduce #'+ (rest node) :key #'regex-program-size))
     (:alt (+ 2 (regex-program-size (second node)) (regex-program-size (third node))))
     (:repeat (destructuring-bind (sub min max) (rest node)
@@ -46,7 +49,7 @@ exact count, computed without making them)."
                  (+ (* min s) (if max (* (- max min) (1+ s)) (+ s 2))))))))
 
 ;;; Parsing: (:char c) (:any) (:class negated items) (:bol) (:eol)
-;;; (:seq nodes...) (:alt a b) (:repeat node min max-or-nil)
+;;; (:boundary) (:not-boundary) (:seq nodes...) (:alt a b) (:repeat node min max-or-nil)
 
 (defun compile-regex (pattern)
   "Compile the string PATTERN (see the file's header for the syntax) into
@@ -81,7 +84,7 @@ a REGEX for REGEX-SEARCH; a malformed pattern signals REGEX-ERROR."
                        (#\{ (multiple-value-bind (min max) (counted)
                               (if min (values min max) (return-from repetition node))))
                        (t (return-from repetition node)))
-                   (when (member (first node) '(:bol :eol))
+                   (when (member (first node) '(:bol :eol :boundary :not-boundary))
                      (bad "expected something to repeat before ~A, found an anchor" c))
                    (when (eql (peek) #\?) (next))
                    (when (or (member (peek) '(#\* #\+ #\?))
@@ -125,7 +128,8 @@ expanded (a{3} is aaa), found ~D" +regex-max-program+ size))
                    (#\( (when (and (eql (peek) #\?) (< (1+ pos) n) (char= #\: (char pattern (1+ pos))))
                           (incf pos 2))
                     (when (eql (peek) #\?)
-                      (bad "expected a group ( or (?: , found an unsupported (? group"))
+                      (bad "expected a group ( or (?: , found ~A"
+                           (regex-group-name (subseq pattern pos (min n (+ pos 3))))))
                     (let ((inner (alternation)))
                       (unless (eql (peek) #\)) (bad "expected ) to close the group, found ~
 ~:[the end~;~:*~S~]" (peek)))
@@ -133,7 +137,9 @@ expanded (a{3} is aaa), found ~D" +regex-max-program+ size))
                       inner))
                    (#\[ (bracket))
                    (#\\ (let ((e (escape)))
-                          (if (characterp e) (list :char e) (list :class nil (list e)))))
+                          (cond ((characterp e) (list :char e))
+                                ((member e '(:boundary :not-boundary)) (list e))
+                                (t (list :class nil (list e))))))
                    ((#\* #\+ #\?) (decf pos) (bad "expected something to repeat before ~A" c))
                    (t (list :char c)))))
              (escape ()
@@ -143,11 +149,12 @@ expanded (a{3} is aaa), found ~D" +regex-max-program+ size))
                    (#\d :digit) (#\D '(:not :digit))
                    (#\w :word) (#\W '(:not :word))
                    (#\s :space) (#\S '(:not :space))
+                   (#\b :boundary) (#\B :not-boundary)
                    (#\n #\Newline) (#\t #\Tab) (#\r #\Return)
                    (t (when (alphanumericp c)
                         (decf pos)
-                        (bad "expected \\d \\w \\s \\D \\W \\S \\n \\t \\r or \\ before ~
-punctuation, found \\~A" c))
+                        (bad "expected \\d \\w \\s \\D \\W \\S \\b \\B \\n \\t \\r or \\ ~
+before punctuation, found \\~A" c))
                       c))))
              (bracket ()
                (let ((negated (and (eql (peek) #\^) (next) t))
@@ -161,6 +168,10 @@ punctuation, found \\~A" c))
                      (setf first nil)
                      (next)
                      (let ((lo (if (char= c #\\) (escape) c)))
+                       (case lo                ; [\b] is a backspace, as in ECMAScript
+                         (:boundary (setf lo (code-char 8)))
+                         (:not-boundary (decf pos)
+                          (bad "expected \\B outside brackets, found it inside")))
                        (if (and (characterp lo) (eql (peek) #\-) (< (1+ pos) n)
                                 (char/= #\] (char pattern (1+ pos))))
                            (progn
@@ -187,7 +198,7 @@ punctuation, found \\~A" c))
              (here () (length code))
              (gen (node)
                (ecase (first node)
-                 ((:char :any :class :bol :eol) (apply #'emit node))
+                 ((:char :any :class :bol :eol :boundary :not-boundary) (apply #'emit node))
                  (:seq (mapc #'gen (rest node)))
                  (:alt (let ((split (emit :split 0 0)))
                          (gen (second node))
@@ -211,6 +222,24 @@ punctuation, found \\~A" c))
       (emit :match)
       (coerce code 'simple-vector))))
 
+(defun regex-group-name (start)
+  "What the group START (the text after an opening parenthesis, `?' and at
+most two characters more) is, for the refusal of anything but (?:."
+  (flet ((is (prefix) (and (>= (length start) (length prefix)) (string= prefix start :end2 (length prefix)))))
+    (cond ((is "?=") "the look-ahead (?=, which is not supported")
+          ((is "?!") "the negative look-ahead (?!, which is not supported")
+          ((or (is "?<=") (is "?<!")) "a look-behind (?<= or (?<!, which is not supported")
+          ((or (is "?<") (is "?P")) "a named group (?<name> or (?P<name>, which is not supported: use ( or (?:")
+          ((and (> (length start) 1) (alpha-char-p (char start 1)))
+           (format nil "the inline flag ~A (flags are not supported; ~
+ECMAScript, what llama-quantize's std::regex speaks, has none: write the cases in brackets, [Aa])"
+                   (concatenate 'string "(" (subseq start 0 2) ")")))
+          (t "an unsupported (? group"))))
+
+(defun regex-word-char-p (c)
+  "A character of \\w: a letter, a digit or `_'."
+  (or (alphanumericp c) (char= c #\_)))
+
 (defun regex-class-member-p (c item)
   (cond ((characterp item) (char= c item))
         ((consp item)
@@ -219,7 +248,7 @@ punctuation, found \\~A" c))
              (char<= (car item) c (cdr item))))
         (t (ecase item
              (:digit (digit-char-p c))
-             (:word (or (alphanumericp c) (char= c #\_)))
+             (:word (regex-word-char-p c))
              (:space (member c '(#\Space #\Tab #\Newline #\Return #\Page #.(code-char 11))))))))
 
 (defun regex-search (regex string)
@@ -241,6 +270,11 @@ STRING, as Python's re.search."
                      (:bol (when (= i 0) (add list (1+ pc) i)))
                      (:eol (when (or (= i n) (and (= i (1- n)) (char= #\Newline (char string i))))
                              (add list (1+ pc) i)))
+                     ((:boundary :not-boundary)
+                      (when (eq (eq (first inst) :boundary)
+                                (not (eq (and (> i 0) (regex-word-char-p (char string (1- i))))
+                                         (and (< i n) (regex-word-char-p (char string i))))))
+                        (add list (1+ pc) i)))
                      (t (vector-push pc list)))))))
       (loop for i from 0 to n
             do (add current 0 i)

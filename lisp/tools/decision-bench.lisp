@@ -22,6 +22,11 @@ EVAL-ENCODERS' alist), activations, and the file llama.cpp runs for the row
 (quantize at load keeps outlier columns in f32, which no file holds: its
 llama.cpp figure is the plain Q8_0 file's).")
 
+(defparameter *breakdown-labels*
+  '(("F32" . "F32") ("F16" . "F16") ("Q8_0 :q8" . "Q8_0 q8") ("Q8_0 :q8x2" . "Q8_0 q8x2")
+    ("quantize at load" . "at load") ("outlier-aware Q8_0" . "outlier"))
+  "The breakdown's column heading for each row of *QUESTION-BENCH-ROWS*.")
+
 (defun question-bench-path (key)
   "A fresh temporary path for the encoder-only copy of the format KEY."
   (format nil "~A/rl-qbench-~D-~(~A~).gguf"
@@ -43,7 +48,7 @@ llama.cpp figure is the plain Q8_0 file's).")
                           rows))))
 
 (defun run-question-bench (&key file random (thread-counts '(1 2)) (reps 3)
-                             (stream *standard-output*) json)
+                             (stream *standard-output*) json breakdown)
   "Time MODEL:DECIDE over MODEL:*QUESTIONS* (render, tokenize, encode,
 head) on the model of FILE (with its decision head; RONTOLISP-ERROR when it
 has none) or on a random model of the preset RANDOM with its head, for each
@@ -54,7 +59,10 @@ encoder-only copy of the row's file; when its libraries are present) and
 the ratio, and the row's max |dp| against the F32 row's probabilities.
 Prints the table on STREAM; JSON T or \"-\" writes the JSON on
 *STANDARD-OUTPUT* and the table on *ERROR-OUTPUT*, another JSON a file of
-that path.  Answers the rows as a list of plists."
+that path.  BREAKDOWN adds, per row at 1 thread, the time by stage, the
+floor and the octets consed per question (QUESTION-BREAKDOWN), after the
+table and under \"breakdown\" in the JSON.  Answers the rows as a list of
+plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32)))
          (label (or file (format nil "random ~A" random)))
          (to-stdout (member json '(t "-") :test #'equal))
@@ -122,8 +130,23 @@ that path.  Answers the rows as a list of plists."
                (format out "ratio: our whole path over llama.cpp's encoder alone (below 1: faster); ~
 max |Δp|: against the F32 row's probabilities; the head as the file holds it~%")
                (setf rows (nreverse rows))
+               (when breakdown
+                 (setf (threads) 1)
+                 (let* ((rounds (max reps 10))
+                        (peaks (cons (%bench-peak nil 5) (%bench-peak t 5)))
+                        (stages (breakdown-stages
+                                 (getf (encoder-hyperparameters f32) :layers))))
+                   (setf breakdown
+                         (loop for (name key activations) in *question-bench-rows*
+                               collect (cons (cdr (assoc name *breakdown-labels* :test #'string=))
+                                             (question-breakdown
+                                              (cdr (assoc key encoders)) activations rounds
+                                              (member key '(:q8_0 :load :outlier-aware)) peaks))))
+                   (print-breakdown out stages breakdown rounds peaks)
+                   (setf breakdown (breakdown-json stages breakdown peaks))))
                (when json
-                 (let ((j (question-bench-json label reps llama-p rows)))
+                 (let ((j (append (question-bench-json label reps llama-p rows)
+                                  (and breakdown (list (cons "breakdown" breakdown))))))
                    (if to-stdout
                        (progn (write-json j *standard-output* :indent 1) (terpri *standard-output*))
                        (with-output-to-file (s json)
@@ -133,3 +156,121 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%"
       (setf (threads) old-threads)
       (dolist (p paths) (ignore-errors (delete-file p)))
       (when file (gguf:close source)))))
+
+;;; `bench --questions --breakdown': where a question's time goes.
+
+(defun bytes-consed ()
+  "The octets the Lisp heap has handed out since start (Boehm's count as
+ECL's GC statistics keep it).  Threads allocate from free lists they
+refill a few KB at a time, and the count moves at a refill: exact over
+hundreds of calls, not over one."
+  (values (si::gc-stats t)))
+
+(defun least-consed (function &rest arguments)
+  "The fewest octets consed by one of three calls of FUNCTION on
+ARGUMENTS.  What it conses, it conses every time; a thread of the runtime
+that allocates now and then (the one that takes signals, a child's exit)
+lands in one call's count, not in all three."
+  (loop repeat 3
+        minimize (let ((b0 (bytes-consed)))
+                   (apply function arguments)
+                   (- (bytes-consed) b0))))
+
+(defun breakdown-stages (layers)
+  "The stages of the breakdown in the order a question runs them, as
+(stage . label): the stage keys MODEL:DECIDE charges (model/stage-clock.lisp)."
+  (append '((:render . "render") (:tokenize . "tokenize") (:embed . "embeddings"))
+          (loop for i below layers collect (cons i (format nil "encoder layer ~D" i)))
+          '((:output-norm . "output norm") (:head-input . "head input")
+            (:head-attention . "head attention") (:head-ffn . "head FFN") (:cls . "cls")
+            (:softmax . "softmax"))))
+
+(defun question-breakdown (encoder activations rounds int8-p peaks)
+  "MODEL:DECIDE of ENCODER with ACTIVATIONS over MODEL:*QUESTIONS*, one
+round first (the scratch grown to its size), then ROUNDS rounds timed by
+stage on the monotonic clock, then ROUNDS rounds counting the octets
+consed (LEAST-CONSED), by the whole path and by the forward pass alone
+(ids to logits).
+A plist: :stages, an alist (stage . µs per question), each stage's median
+over the rounds (a busy machine's pauses land in one round's stage, not in
+the figure); :total-us, the median round's wall time per question;
+:floor-us, the forward pass's multiply-adds over PEAKS (f32 . int8), in G
+per second, the encoder's matrices at the int8 peak when INT8-P; :bytes
+and :forward-bytes per question."
+  (let* ((questions model:*questions*)
+         (n (length questions))
+         (inputs (mapcar (lambda (q)
+                           (multiple-value-bind (p logits ids markers)
+                               (model:decide encoder q :activations activations)
+                             (declare (ignore p))
+                             (list (coerce ids 'list) markers (question-field q "type")
+                                   (make-array (length logits) :element-type 'single-float))))
+                         questions)))
+    (flet ((run () (dolist (q questions) (model:decide encoder q :activations activations)))
+           (per-question (x) (/ x (float (* rounds n) 1d0))))
+      (let* ((timed (loop repeat rounds
+                          collect (let ((clock (make-stage-clock)) (t0 (%bench-now-ns)))
+                                    (let ((*stage-clock* clock))
+                                      (run))
+                                    (cons (- (%bench-now-ns) t0) (stage-clock-totals clock)))))
+             (bytes (least-consed (lambda () (dotimes (r rounds) (run)))))
+             (forward (let ((head (head-of encoder 'model:decide)))
+                        (least-consed
+                         (lambda ()
+                           (dotimes (r rounds)
+                             (loop for (ids markers type out) in inputs
+                                   do (decision-logits encoder head ids markers type activations
+                                                       out)))))))
+             (floor (loop for (ids markers) in inputs
+                          sum (multiple-value-bind (w o)
+                                  (question-macs encoder (length ids) (length markers))
+                                (/ (+ (/ w (if int8-p (cdr peaks) (car peaks))) (/ o (car peaks)))
+                                   1d3)))))
+        (flet ((us (ns) (/ ns (* 1d3 n))))
+          (list :stages (loop for stage being the hash-keys of (cdr (first timed))
+                              collect (cons stage
+                                            (us (median (mapcar (lambda (r) (gethash stage (cdr r) 0))
+                                                                timed)))))
+                :total-us (us (median (mapcar #'car timed)))
+                :floor-us (/ floor n)
+                :bytes (per-question bytes) :forward-bytes (per-question forward)))))))
+
+(defun print-breakdown (out stages rows rounds peaks)
+  "The breakdown table of ROWS ((label . breakdown-plist) ...) on OUT."
+  (format out "~&breakdown: µs per question by stage, 1 thread, the median of ~D round~:P (monotonic ~
+nanosecond clock; the sum of the stages' medians need not be the median total); floor: the forward pass's multiply-adds over one core's peak measured now, ~
+f32 FMA ~,1F G/s, int8 ~,1F G/s (~A); octets consed per question, the whole path and ids to logits~%"
+          rounds (car peaks) (cdr peaks) (getf (%cpu-info) :best))
+  (format out "~18A~{ ~10@A~}~%" "stage" (mapcar #'car rows))
+  (flet ((line (label fn fmt)
+           (format out "~18A~{ ~10@A~}~%" label
+                   (mapcar (lambda (r) (let ((v (funcall fn (cdr r))))
+                                         (if v (format nil fmt v) "-")))
+                           rows))))
+    (loop for (stage . label) in stages
+          do (let ((stage stage))
+               (line label (lambda (b) (cdr (assoc stage (getf b :stages)))) "~,1F")))
+    (line "sum of stages" (lambda (b) (reduce #'+ (getf b :stages) :key #'cdr)) "~,1F")
+    (line "total" (lambda (b) (getf b :total-us)) "~,1F")
+    (line "floor" (lambda (b) (getf b :floor-us)) "~,1F")
+    (line "bytes/question" (lambda (b) (round (getf b :bytes))) "~D")
+    (line "bytes, forward" (lambda (b) (round (getf b :forward-bytes))) "~D")))
+
+(defun breakdown-json (stages rows peaks)
+  (list :object
+        (cons "peak_gmacs" (list :object (cons "f32" (car peaks)) (cons "int8" (cdr peaks))))
+        (cons "rows"
+              (map 'vector
+                   (lambda (r)
+                     (let ((b (cdr r)))
+                       (list :object (cons "format" (car r))
+                             (cons "stages_us"
+                                   (cons :object
+                                         (loop for (stage . label) in stages
+                                               collect (cons label (or (cdr (assoc stage (getf b :stages)))
+                                                                       0d0)))))
+                             (cons "total_us" (getf b :total-us))
+                             (cons "floor_us" (getf b :floor-us))
+                             (cons "bytes_per_question" (getf b :bytes))
+                             (cons "forward_bytes_per_question" (getf b :forward-bytes)))))
+                   rows))))

@@ -184,21 +184,6 @@ any other in upper case."
     ("blk" . "Block") ("enc" . "Encoder") ("dec" . "Decoder"))
   "gguf_dump's words for the parts of tensor names.")
 
-(defun split-on (char string)
-  (loop for start = 0 then (1+ end)
-        for end = (position char string :start start)
-        collect (subseq string start end)
-        while end))
-
-(defun replace-all (string old new)
-  (with-output-to-string (s)
-    (loop with start = 0
-          for at = (search old string :start2 start)
-          do (write-string string s :start start :end at)
-          while at
-          do (write-string new s)
-             (setf start (+ at (length old))))))
-
 (defun human-tensor-name (name)
   "gguf_dump's translate_tensor_name: each dotted part in words, title-cased."
   (format nil "~{~A~^ ~}"

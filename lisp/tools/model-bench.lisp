@@ -223,25 +223,27 @@ load, doc/encoder.md)."
              collect type)
      :test #'string= :from-end t)))
 
+(defun median (xs)
+  "The median of the non-empty list of reals XS (the upper of the middle
+two for an even count)."
+  (nth (floor (length xs) 2) (sort (copy-list xs) #'<)))
+
 (defun median-microseconds (thunk reps)
   "The median over REPS rounds of THUNK's wall time per call, in
-microseconds.  ECL's real-time clock counts milliseconds, so a round calls
-THUNK until 100 ms have passed and divides."
-  (flet ((now () (get-internal-real-time)))
+microseconds, on the monotonic nanosecond clock: a round calls THUNK until
+100 ms have passed and divides, so that a call of a few microseconds is
+timed over many."
+  (flet ((now () (%bench-now-ns)))
     ;; A call of half a second or more is timed once: rounds would only
     ;; make a slow row slower to report.
-    (let ((times (sort (loop repeat reps
-                             for first = t then nil
-                             for time = (let ((t0 (now)) (calls 0))
-                                       (loop do (funcall thunk) (incf calls)
-                                             until (>= (- (now) t0)
-                                                       (/ internal-time-units-per-second 10)))
-                                       (/ (* 1d6 (- (now) t0))
-                                          (* calls internal-time-units-per-second)))
-                             collect time
-                             until (and first (>= time 5d5)))
-                       #'<)))
-      (nth (floor (length times) 2) times))))
+    (median (loop repeat reps
+                  for first = t then nil
+                  for time = (let ((t0 (now)) (calls 0))
+                               (loop do (funcall thunk) (incf calls)
+                                     until (>= (- (now) t0) 100000000))
+                               (/ (- (now) t0) (* 1d3 calls)))
+                  collect time
+                  until (and first (>= time 5d5))))))
 
 (defun bench-token-ids (n vocab)
   "A fixed token sequence of length N below VOCAB."

@@ -7,49 +7,31 @@
 
 (in-package "RONTOLISP")
 
-;;; Types by ggml id.
+;;; Types.  Ids, names and blocks are C's type table's (lisp/quant/formats.lisp);
+;;; the rules below name types as llama.cpp's code does, by ggml name.
 
-(defconstant +ggml-f32+ 0)
-(defconstant +ggml-f16+ 1)
-(defconstant +ggml-q4-0+ 2)
-(defconstant +ggml-q4-1+ 3)
-(defconstant +ggml-q5-0+ 6)
-(defconstant +ggml-q5-1+ 7)
-(defconstant +ggml-q8-0+ 8)
-(defconstant +ggml-q2-k+ 10)
-(defconstant +ggml-q3-k+ 11)
-(defconstant +ggml-q4-k+ 12)
-(defconstant +ggml-q5-k+ 13)
-(defconstant +ggml-q6-k+ 14)
-(defconstant +ggml-iq4-nl+ 20)
-(defconstant +ggml-iq4-xs+ 23)
-(defconstant +ggml-bf16+ 30)
-
-(defparameter *quantize-write-types* '(0 1 30 8 2 3 6 7 10 11 12 13 14 20 23)
-  "The ggml type ids quantize writes: F32, F16, BF16, Q8_0, the legacy
-quants, the K-quants and IQ4.")
-
-(defun quantized-type-id-p (id)
-  "True for a ggml type id of quantized blocks that quantize reads and
-writes (Q8_0, legacy, K-quant, IQ4)."
-  (and (member id *quantize-write-types*) (not (member id '(0 1 30)))))
+(defun quantize-write-types ()
+  "The ggml type ids quantize writes: every type C's table has a row for
+(F32, F16, BF16, Q8_0, the legacy quants, the K-quants and IQ4), in that
+order."
+  (mapcar #'ggml-type-id (computed-types)))
 
 (defun type-block-size (id)
   "Values per block of the ggml type ID (1 for F32, F16 and BF16)."
-  (nth-value 1 (%ggml-type id)))
+  (ggml-type-block-size (find-ggml-type id)))
 
 ;;; File types.
 
 (defparameter *quantize-ftypes*
-  '(("F32" 0 0) ("F16" 1 1) ("BF16" 32 30) ("Q8_0" 7 8)
-    ("Q4_0" 2 2) ("Q4_1" 3 3) ("Q5_0" 8 6) ("Q5_1" 9 7)
-    ("Q2_K" 10 10) ("Q3_K_S" 11 11) ("Q3_K_M" 12 11) ("Q3_K_L" 13 11)
-    ("Q4_K_S" 14 12) ("Q4_K_M" 15 12) ("Q5_K_S" 16 13) ("Q5_K_M" 17 13)
-    ("Q6_K" 18 14) ("IQ4_NL" 25 20) ("IQ4_XS" 30 23)
+  '(("F32" 0 "F32") ("F16" 1 "F16") ("BF16" 32 "BF16") ("Q8_0" 7 "Q8_0")
+    ("Q4_0" 2 "Q4_0") ("Q4_1" 3 "Q4_1") ("Q5_0" 8 "Q5_0") ("Q5_1" 9 "Q5_1")
+    ("Q2_K" 10 "Q2_K") ("Q3_K_S" 11 "Q3_K") ("Q3_K_M" 12 "Q3_K") ("Q3_K_L" 13 "Q3_K")
+    ("Q4_K_S" 14 "Q4_K") ("Q4_K_M" 15 "Q4_K") ("Q5_K_S" 16 "Q5_K") ("Q5_K_M" 17 "Q5_K")
+    ("Q6_K" 18 "Q6_K") ("IQ4_NL" 25 "IQ4_NL") ("IQ4_XS" 30 "IQ4_XS")
     ;; llama-quantize's aliases
-    ("Q3_K" 12 11) ("Q4_K" 15 12) ("Q5_K" 17 13))
+    ("Q3_K" 12 "Q3_K") ("Q4_K" 15 "Q4_K") ("Q5_K" 17 "Q5_K"))
   "The file types quantize makes: llama-quantize's name, llama.cpp's ftype
-number (general.file_type) and the ggml type id of its main type.")
+number (general.file_type) and the ggml name of its main type.")
 
 (defparameter *quantize-refused-ftypes*
   '(("IQ2_XXS" 19 t) ("IQ2_XS" 20 t) ("IQ2_S" 28 t) ("IQ2_M" 29 t) ("IQ1_S" 24 t)
@@ -59,12 +41,56 @@ number (general.file_type) and the ggml type id of its main type.")
   "llama-quantize's other file types: name, ftype number, and whether
 llama-quantize itself needs an importance matrix for them.")
 
+(defparameter *quantize-ftype-uses*
+  '(("F32" "no loss: a reference, or the input to quantize from")
+    ("F16" "no loss for weights trained in 16 bits, half of F32's size")
+    ("BF16" "F32's range in 16 bits: for checkpoints trained in bf16")
+    ("Q8_0" "nearly lossless, the safe choice (llama.cpp: +0.0026 ppl @ Llama-3-8B)")
+    ("Q4_0" "legacy 4-bit: prefer Q4_K_S or Q4_K_M (+0.4685 ppl)")
+    ("Q4_1" "legacy 4-bit with offsets: prefer Q4_K_M (+0.4511 ppl)")
+    ("Q5_0" "legacy 5-bit: prefer Q5_K_S (+0.1316 ppl)")
+    ("Q5_1" "legacy 5-bit with offsets: prefer Q5_K_M (+0.1062 ppl)")
+    ("Q2_K" "the smallest without an importance matrix, at a large loss (+3.5199 ppl)")
+    ("Q3_K_S" "3-bit throughout: only when memory is very tight (+1.6321 ppl)")
+    ("Q3_K_M" "3-bit, attention values and feed-forward down at 4-5 bits (+0.6569 ppl)")
+    ("Q3_K_L" "3-bit, those at 5 bits: larger than Q3_K_M, better (+0.5562 ppl)")
+    ("Q4_K_S" "4-bit, a few tensors at 5 bits (+0.2689 ppl)")
+    ("Q4_K_M" "the usual balance of size and quality: some tensors at 6 bits (+0.1754 ppl)")
+    ("Q5_K_S" "5-bit: close to the original (+0.1049 ppl)")
+    ("Q5_K_M" "5-bit, some tensors at 6 bits: very close (+0.0569 ppl)")
+    ("Q6_K" "nearly Q8_0's quality at 3/4 of its size (+0.0217 ppl)")
+    ("IQ4_NL" "non-linear 4-bit in blocks of 32, for rows that do not split into 256s")
+    ("IQ4_XS" "non-linear 4-bit: about Q4_K_S's quality in less space"))
+  "When to use each file type quantize makes, one line each for `quantize
+--help' (the perplexity figures are llama-quantize's own table, measured
+by llama.cpp on Llama-3-8B).")
+
+(defun quantize-types-help ()
+  "The table of file types of `rontolisp quantize --help': per type its
+ftype number, name, the bits per weight of its main type and when to use
+it; then the aliases and the types refused, with the reason."
+  (with-output-to-string (s)
+    (format s "Types (ftype number or name, bits per weight of the main type, when to use it;~%~
+the K-quant mixtures _S _M _L give some tensors more bits, --dry-run prints a file's own):~%")
+    (loop for (name ftype type) in *quantize-ftypes*
+          for use = (second (assoc name *quantize-ftype-uses* :test #'string=))
+          when use
+            do (format s "  ~2D  ~7A ~5,2F bpw  ~A~%" ftype name (ggml-type-bits type) use))
+    (format s "Aliases: ~{~A~^, ~}.~%"
+            (loop for (name ftype) in *quantize-ftypes*
+                  unless (assoc name *quantize-ftype-uses* :test #'string=)
+                    collect (format nil "~A = ~A" name (ftype-name ftype))))
+    (format s "Refused, needing an importance matrix, which quantize does not take:~%  ~{~A~^ ~}~%~
+Refused, not written: ~{~A~^ ~}~%"
+            (loop for (name nil imatrix) in *quantize-refused-ftypes* when imatrix collect name)
+            (loop for (name nil imatrix) in *quantize-refused-ftypes* unless imatrix collect name))))
+
 (defun ftype-name (ftype)
   "llama-quantize's name of the ftype number FTYPE."
   (first (find ftype *quantize-ftypes* :key #'second)))
 
 (defun find-ftype (string)
-  "The entry (name ftype type-id) of *QUANTIZE-FTYPES* named by STRING,
+  "The entry (name ftype main-type-name) of *QUANTIZE-FTYPES* named by STRING,
 a name in any case or an ftype number; a USAGE-ERROR names any other."
   (let* ((number (and (plusp (length string))
                       (every (lambda (c) (or (digit-char-p c) (char= c #\-))) string)
@@ -75,9 +101,10 @@ a name in any case or an ftype number; a USAGE-ERROR names any other."
     (or (funcall match *quantize-ftypes*)
         (let ((refused (funcall match *quantize-refused-ftypes*)))
           (cond ((and refused (third refused))
-                 (usage-error "~A: this file type needs an importance matrix, which rontolisp ~
-quantize does not take (expected one of ~{~A~^ ~})" (first refused)
-                              (mapcar #'first *quantize-ftypes*)))
+                 (usage-error "~A: this file type needs an importance matrix (llama-quantize ~
+refuses it without --imatrix: so few bits are only usable with each column's error weighed by its ~
+activations), which rontolisp quantize does not take; quantize --help lists the types it makes"
+                              (first refused)))
                 (refused
                  (usage-error "~A: expected one of ~{~A~^ ~} (or their ftype numbers), found a ~
 file type rontolisp quantize does not write" (first refused) (mapcar #'first *quantize-ftypes*)))
@@ -180,51 +207,52 @@ it advances), for the ftypes of *QUANTIZE-FTYPES*."
       (cond
         ((or (eq category :output) (and (mixture-tied m) (eq category :token-embd)))
          (cond (output-type (setf new output-type))
-               ((or falcon (plusp (mod (first ne) (type-block-size new)))) (setf new +ggml-q8-0+))
-               ((/= new +ggml-q8-0+) (setf new +ggml-q6-k+))))
+               ((or falcon (plusp (mod (first ne) (type-block-size new))))
+                (setf new (ggml-id "Q8_0")))
+               ((/= new (ggml-id "Q8_0")) (setf new (ggml-id "Q6_K")))))
         ((eq category :token-embd)
          (when token-embedding-type (setf new token-embedding-type)))
         ((attn-v-like-p category)
          (let ((i (mixture-i-attention-wv m)))
-           (cond ((ft "Q2_K") (setf new (if (>= gqa 4) +ggml-q4-k+ +ggml-q3-k+)))
-                 ((ft "Q3_K_M") (setf new (if (< i 2) +ggml-q5-k+ +ggml-q4-k+)))
-                 ((ft "Q3_K_L") (setf new +ggml-q5-k+))
-                 ((and (ft "IQ4_NL" "IQ4_XS") (>= gqa 4)) (setf new +ggml-q5-k+))
+           (cond ((ft "Q2_K") (setf new (if (>= gqa 4) (ggml-id "Q4_K") (ggml-id "Q3_K"))))
+                 ((ft "Q3_K_M") (setf new (if (< i 2) (ggml-id "Q5_K") (ggml-id "Q4_K"))))
+                 ((ft "Q3_K_L") (setf new (ggml-id "Q5_K")))
+                 ((and (ft "IQ4_NL" "IQ4_XS") (>= gqa 4)) (setf new (ggml-id "Q5_K")))
                  ((and (ft "Q4_K_M" "Q5_K_M") (use-more-bits-p i (mixture-n-attention-wv m)))
-                  (setf new +ggml-q6-k+))
-                 ((and (ft "Q4_K_S") (< i 4)) (setf new +ggml-q5-k+)))
-           (when (and (mixture-size-70b m) (member new (list +ggml-q3-k+ +ggml-q4-k+)))
-             (setf new +ggml-q5-k+))
-           (when (= experts 8) (setf new +ggml-q8-0+))
+                  (setf new (ggml-id "Q6_K")))
+                 ((and (ft "Q4_K_S") (< i 4)) (setf new (ggml-id "Q5_K"))))
+           (when (and (mixture-size-70b m) (member new (list (ggml-id "Q3_K") (ggml-id "Q4_K"))))
+             (setf new (ggml-id "Q5_K")))
+           (when (= experts 8) (setf new (ggml-id "Q8_0")))
            (incf (mixture-i-attention-wv m))))
         ((eq category :attn-k)
-         (when (= experts 8) (setf new +ggml-q8-0+)))
+         (when (= experts 8) (setf new (ggml-id "Q8_0"))))
         ((eq category :ffn-down)
          (multiple-value-bind (i n) (mixture-layer m (mixture-i-ffn-down m) name)
-           (cond ((ft "Q2_K") (setf new +ggml-q3-k+))
+           (cond ((ft "Q2_K") (setf new (ggml-id "Q3_K")))
                  ((ft "Q3_K_M")
-                  (setf new (cond ((< i (floor n 16)) +ggml-q5-k+)
-                                  ((or (not falcon) (use-more-bits-p i n)) +ggml-q4-k+)
-                                  (t +ggml-q3-k+))))
-                 ((ft "Q3_K_L") (setf new (if falcon +ggml-q4-k+ +ggml-q5-k+)))
+                  (setf new (cond ((< i (floor n 16)) (ggml-id "Q5_K"))
+                                  ((or (not falcon) (use-more-bits-p i n)) (ggml-id "Q4_K"))
+                                  (t (ggml-id "Q3_K")))))
+                 ((ft "Q3_K_L") (setf new (if falcon (ggml-id "Q4_K") (ggml-id "Q5_K"))))
                  ((ft "Q4_K_M")
                   (if falcon
-                      (setf new (cond ((< i (floor n 16)) +ggml-q6-k+)
-                                      ((use-more-bits-p i n) +ggml-q5-k+)
-                                      (t +ggml-q4-k+)))
-                      (when (use-more-bits-p i n) (setf new +ggml-q6-k+))))
-                 ((and (< i (floor n 8)) (ft "IQ4_NL" "IQ4_XS")) (setf new +ggml-q5-k+))
-                 ((and (ft "Q5_K_M") (use-more-bits-p i n)) (setf new +ggml-q6-k+))
-                 ((and (ft "Q4_K_S") (not falcon) (< i (floor n 8))) (setf new +ggml-q5-k+))))
+                      (setf new (cond ((< i (floor n 16)) (ggml-id "Q6_K"))
+                                      ((use-more-bits-p i n) (ggml-id "Q5_K"))
+                                      (t (ggml-id "Q4_K"))))
+                      (when (use-more-bits-p i n) (setf new (ggml-id "Q6_K")))))
+                 ((and (< i (floor n 8)) (ft "IQ4_NL" "IQ4_XS")) (setf new (ggml-id "Q5_K")))
+                 ((and (ft "Q5_K_M") (use-more-bits-p i n)) (setf new (ggml-id "Q6_K")))
+                 ((and (ft "Q4_K_S") (not falcon) (< i (floor n 8))) (setf new (ggml-id "Q5_K")))))
          (incf (mixture-i-ffn-down m)))
         ((eq category :attn-output)
-         (cond (falcon (when (ft "Q3_K_L") (setf new +ggml-q4-k+)))
+         (cond (falcon (when (ft "Q3_K_L") (setf new (ggml-id "Q4_K"))))
                ((= experts 8)
                 (when (ft "Q2_K" "Q3_K_S" "Q3_K_M" "IQ4_NL" "Q4_K_S" "Q4_K_M" "IQ4_XS")
-                  (setf new +ggml-q5-k+)))
-               ((ft "Q2_K") (setf new +ggml-q3-k+))
-               ((ft "Q3_K_M") (setf new +ggml-q4-k+))
-               ((ft "Q3_K_L") (setf new +ggml-q5-k+))))
+                  (setf new (ggml-id "Q5_K"))))
+               ((ft "Q2_K") (setf new (ggml-id "Q3_K")))
+               ((ft "Q3_K_M") (setf new (ggml-id "Q4_K")))
+               ((ft "Q3_K_L") (setf new (ggml-id "Q5_K")))))
         ((eq category :ffn-gate)
          (mixture-layer m (mixture-i-ffn-gate m) name)
          (incf (mixture-i-ffn-gate m)))
@@ -241,10 +269,10 @@ and F16 when that does not fit either.  Answers the type and whether it
 fell back."
   (if (zerop (mod cols (type-block-size type)))
       (values type nil)
-      (let ((next (cond ((= type +ggml-iq4-xs+) +ggml-iq4-nl+)
-                        ((member type (list +ggml-q2-k+ +ggml-q3-k+)) +ggml-q4-0+)
-                        ((= type +ggml-q4-k+) +ggml-q5-0+)
-                        ((= type +ggml-q5-k+) +ggml-q5-1+)
-                        ((= type +ggml-q6-k+) +ggml-q8-0+)
+      (let ((next (cond ((= type (ggml-id "IQ4_XS")) (ggml-id "IQ4_NL"))
+                        ((member type (list (ggml-id "Q2_K") (ggml-id "Q3_K"))) (ggml-id "Q4_0"))
+                        ((= type (ggml-id "Q4_K")) (ggml-id "Q5_0"))
+                        ((= type (ggml-id "Q5_K")) (ggml-id "Q5_1"))
+                        ((= type (ggml-id "Q6_K")) (ggml-id "Q8_0"))
                         (t type))))
-        (values (if (zerop (mod cols (type-block-size next))) next +ggml-f16+) t))))
+        (values (if (zerop (mod cols (type-block-size next))) next (ggml-id "F16")) t))))

@@ -173,11 +173,11 @@ Q5_K Q6_K IQ4_NL IQ4_XS); with FTYPE, STRING is a file type instead (a
 name or ftype number of *QUANTIZE-FTYPES*) and the answer its main type.
 Anything else is a USAGE-ERROR that names it."
   (if ftype
-      (third (find-ftype string))
-      (let ((names (mapcar #'%ggml-type *quantize-write-types*)))
+      (ggml-id (third (find-ftype string)))
+      (let ((names (mapcar #'%ggml-type (quantize-write-types))))
         (cond ((find string names :test #'string-equal)
-               (nth (position string names :test #'string-equal) *quantize-write-types*))
-              ((loop for id below 64 thereis (equalp (%ggml-type id) string))
+               (nth (position string names :test #'string-equal) (quantize-write-types)))
+              ((find-ggml-type string)
                (usage-error "~A: expected one of ~{~A~^ ~}, found a type rontolisp quantize ~
 does not write" (string-upcase string) names))
               (t (usage-error "expected a type ~{~A~^ ~}, found ~S" names string))))))
@@ -219,7 +219,7 @@ per-tensor rules of the MIXTURE (MIXTURE-TYPE; it advances its counts);
 then a type whose block does not divide the rows falls back (TYPE-FALLBACK).
 Answers the type id and whether it is a fall back."
   (flet ((fit (type)
-           (if (quantized-type-id-p type) (type-fallback type (first ne)) (values type nil))))
+           (if (quantized-type-p type) (type-fallback type (first ne)) (values type nil))))
     (cond ((not (quantizable-tensor-p name ne :leave-output leave-output)) (values source nil))
           ((and token-embedding-type
                 (eq (tensor-category name) :token-embd)
@@ -227,7 +227,7 @@ Answers the type id and whether it is a fall back."
                           (tensor-type-rule-for name rules))))
            (fit token-embedding-type))
           ((and output-type (string= name "output.weight")) (fit output-type))
-          ((not (quantized-type-id-p main)) (values main nil))
+          ((not (quantized-type-p main)) (values main nil))
           (t (fit (or (tensor-type-rule-for name rules)
                       (if (or pure (null mixture))
                           main
@@ -278,23 +278,38 @@ has no rows to convert or copy."
 one element in each dimension to convert or copy it, found none" ne))
                   (destructuring-bind (target fallback) (gethash name targets)
                     (cond ((or (= target source) (float-type-id-p source)))
-                          ((not (quantized-type-id-p source))
+                          ((not (quantized-type-p source))
                            (tensor-data-error path name "has type ~A: expected F32, F16, BF16 or ~
 a quantized type quantize reads (~{~A~^ ~}) to convert it to ~A"
                                               (gguf:tensor-info-type info)
                                               (mapcar #'%ggml-type
-                                                      (remove-if-not #'quantized-type-id-p
-                                                                     *quantize-write-types*))
+                                                      (remove-if-not #'quantized-type-p
+                                                                     (quantize-write-types)))
                                               (target-type-name target)))
                           ((not allow-requantize)
-                           (tensor-data-error path name "has type ~A: requantizing it to ~A is not ~
-done (expected F32, F16 or BF16 data, as llama-quantize without --allow-requantize)"
+                           (tensor-data-error path name "has type ~A: expected F32, F16 or BF16 ~
+data to quantize to ~A; add --allow-requantize to dequantize it and quantize it again (as ~
+llama-quantize asks; the errors of the two quantizations add up)"
                                               (gguf:tensor-info-type info) (target-type-name target))))
                     (make-planned name info ne source target fallback f)))))
 
 ;;; The conversion.
 
-(defun mib (bytes) (/ bytes 1048576.0d0))
+(defun size-string (bytes)
+  "BYTES in the binary unit that fits, three significant digits: \"0 B\",
+\"512 B\", \"12.5 KiB\", \"3.20 MiB\", \"1.50 GiB\" (never \"0.00 MiB\")."
+  (if (< bytes 1024)
+      (format nil "~D B" bytes)
+      (let* ((units '("KiB" "MiB" "GiB" "TiB" "PiB"))
+             (power (min (length units) (floor (log bytes 1024))))
+             (value (/ bytes (expt 1024d0 power))))
+        ;; 1023.9 KiB rounds to 1024 KiB: say 1.00 MiB instead
+        (when (and (>= (round value) 1024) (< power (length units)))
+          (incf power)
+          (setf value (/ value 1024)))
+        (if (< value 99.95d0)
+            (format nil "~,vF ~A" (if (< value 9.995d0) 2 1) value (nth (1- power) units))
+            (format nil "~D ~A" (round value) (nth (1- power) units))))))
 
 (defun quantize-summary (stream out plan seconds &key dry-run)
   "One line: tensors, the types written, the sizes before and after, bits
@@ -305,14 +320,14 @@ per weight and the time."
          (types (remove-duplicates (mapcar (lambda (p) (gguf:type-name (planned-target p))) plan)
                                    :test #'string= :from-end t)))
     (format stream "~A~:[~; (dry run, nothing written)~]: ~D tensor~:P (~{~A~^, ~}~[~:;, ~:*~D ~
-fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
+fall back~:P~]), ~A -> ~A, ~,2F -> ~,2F bits per weight, ~,2F s~%"
             out dry-run (length plan)
             (mapcar (lambda (ty) (format nil "~D ~A" (count ty plan :key (lambda (p) (gguf:type-name (planned-target p)))
                                                                      :test #'string=)
                                          ty))
                     types)
             (count-if #'planned-fallback plan)
-            (mib before) (mib after)
+            (size-string before) (size-string after)
             (if (plusp weights) (/ (* 8.0d0 before) weights) 0)
             (if (plusp weights) (/ (* 8.0d0 after) weights) 0)
             seconds)))
@@ -320,11 +335,11 @@ fall back~:P~]), ~,2F MiB -> ~,2F MiB, ~,2F -> ~,2F bits per weight, ~,2F s~%"
 (defun write-plan-line (stream done total p)
   "The line of the planned tensor P, the DONE-th of TOTAL, on STREAM: its
 name, types and sizes."
-  (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10,2F MiB -> ~10,2F MiB~:[~; (fall back)~]~%"
+  (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10@A -> ~10@A~:[~; (fall back)~]~%"
           done total (planned-name p) (gguf:type-name (planned-source p))
           (gguf:type-name (planned-target p))
-          (mib (gguf:tensor-info-bytes (planned-info p)))
-          (mib (planned-bytes p (planned-target p)))
+          (size-string (gguf:tensor-info-bytes (planned-info p)))
+          (size-string (planned-bytes p (planned-target p)))
           (planned-fallback p)))
 
 (defun tensor-progress (total)
@@ -343,7 +358,7 @@ GGUF:STREAM-PUT-TENSOR) of the planned tensor P of F."
          (info (planned-info p))
          (cols (first (planned-ne p))))
     (cond
-      ((and (eq status :non-finite) (quantized-type-id-p (planned-source p)))
+      ((and (eq status :non-finite) (quantized-type-p (planned-source p)))
        (tensor-data-error path name "has invalid data: expected finite values, found NaN or an ~
 infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (planned-source p))))
       ((eq status :non-finite)
@@ -354,7 +369,7 @@ infinity at element ~D (its ~A blocks dequantized)" where (gguf:type-name (plann
           (tensor-data-error path name "has invalid data: expected finite values, found ~A at ~
 element ~D (byte ~D)" (if (zerop mantissa) "an infinity" "NaN") where
                              (+ (gguf:data-offset f) (gguf:tensor-info-offset info) (* where size)))))
-      ((quantized-type-id-p (planned-target p))
+      ((quantized-type-p (planned-target p))
        (let ((per-row (/ cols (type-block-size (planned-target p)))))
          (tensor-data-error path name "cannot be quantized: row ~D, block ~D: the ~A scale ~
 overflows binary16 (quantized data validation failed, as llama-quantize)"
@@ -474,7 +489,7 @@ plus PLAN's length (REPORT is called after each).  An error names the file
                  path (gguf:path (planned-file p)))
            (unless (planned-copied-p p)
              (let ((columns (gethash name outliers)))
-               (when (and columns (/= (planned-target p) 8))
+               (when (and columns (/= (planned-target p) (ggml-id "Q8_0")))
                  (tensor-data-error path name "is calibrated, but quantize makes it ~A: expected ~
 Q8_0" (gguf:type-name (planned-target p))))
                (multiple-value-bind (ok status where)
@@ -544,7 +559,7 @@ backs, and the plan's summary line (after the plan's lines in a dry run)."
          (entry (handler-case (find-ftype (if (keywordp type) (symbol-name type) (string type)))
                   (usage-error (c)
                     (unknown-format-error 'quantize-file type "~A" (condition-line c)))))
-         (main (third entry))
+         (main (ggml-id (third entry)))
          (ftype (second entry))
          (overrides (mapcar (lambda (o) (if (consp o) o (parse-kv-override o))) override-kv))
          (options (list :pure pure :leave-output leave-output-tensor

@@ -56,10 +56,11 @@ OUT NIL makes a fresh result): the int8 product of XS without the outlier
 columns with ACTIVATIONS, plus the f32 product of the outlier columns,
 added in single-float."
   (check-activations fn activations)
-  ;; %outlier-matmul checks the dimensions and that out is not xs
+  ;; %outlier-matmul checks the dimensions and that out is not xs; VALUES,
+  ;; not NTH-VALUE, takes the rows: ECL conses a list for NTH-VALUE
   (let* ((q (outlier-matrix-quantized m))
          (n (check-f32-matrix fn "xs" xs))
-         (out (check-out-matrix fn out n (nth-value 0 (matvec-matrix-shape fn q))))
+         (out (check-out-matrix fn out n (values (matvec-matrix-shape fn q))))
          (columns (outlier-matrix-columns m)))
     ;; One C call (prims/matmul_outlier.c): the steps SPLIT-COLUMNS,
     ;; the two products and their sum, without arrays of their own.

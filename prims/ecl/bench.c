@@ -137,6 +137,21 @@ static cl_object rl_prim_bench_now_ns(void) {
     ecl_return1(ecl_process_env(), ecl_make_unsigned_integer(rl_bench_ns()));
 }
 
+/* (%bench-peak int8-p reps) -> G multiply-adds per second, one core, on
+ * the knobs' path (rl_bench_peak): f32 FMAs, or int8 products with
+ * INT8-P; the best of REPS runs.  Nothing is allocated; interrupts stay
+ * off for the few milliseconds it runs. */
+static cl_object rl_prim_bench_peak(cl_object int8_p, cl_object reps) {
+    const int r = (int)rl_arg_fixnum("%BENCH-PEAK", 2, reps, 1, 1000);
+    const cl_env_ptr env = ecl_process_env();
+    double g = 0;
+    rl_status st;
+    RL_RUN_KERNEL(env, st = rl_bench_peak(rl_path_best(), int8_p != ECL_NIL, r, &g));
+    if (st != RL_OK)
+        ecl_return2(env, ECL_NIL, rl_keyword(rl_status_name(st)));
+    ecl_return1(env, ecl_make_double_float(g));
+}
+
 /* (%matmul-q8-tiles) -> (values whole lanes): the tiles the :q8 matmul
  * kernel has summed by whole blocks and lane by lane since the start
  * (prims/matmul_q8.c; the same bits either way). */
@@ -205,6 +220,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BENCH-FILL-RANDOM", rl_prim_bench_fill_random, 2),
     RL_PRIM("%CPU-INFO", rl_prim_cpu_info, 0),
     RL_PRIM("%BENCH-NOW-NS", rl_prim_bench_now_ns, 0),
+    RL_PRIM("%BENCH-PEAK", rl_prim_bench_peak, 2),
     RL_PRIM("%MATMUL-Q8-TILES", rl_prim_matmul_q8_tiles, 0),
 };
 RL_PRIM_TABLE(rl_bench_prims, "RONTOLISP", rl_defs);

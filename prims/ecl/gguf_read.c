@@ -267,15 +267,15 @@ static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl
     static const char fn[] = "%GGUF-DEQUANTIZE-TENSOR";
     rl_gguf_file *f = rl_gguf_pin(fn, h);
     uint64_t i = rl_tensor_index_arg(fn, h, f, index);
-    const rl_quant_traits *t = rl_quant_traits_of(rl_gguf_tensor_type(f, i));
-    if (!t) {
-        uint32_t type = rl_gguf_tensor_type(f, i);
+    uint32_t type = rl_gguf_tensor_type(f, i);
+    if (!rl_quant_traits_of(type)) {
         rl_unpin(h);
         rl_signal(RL_C_ERROR, "%s: tensor %llu: expected a type it dequantizes, found %s", fn,
                   (unsigned long long)i, rl_gguf_ggml_type_name(type));
     }
     /* the reader checked nbytes = element count / block * block bytes */
-    uint64_t n = rl_gguf_tensor_nbytes(f, i) / t->bytes * t->block;
+    uint64_t n = rl_gguf_tensor_nbytes(f, i) / rl_gguf_ggml_block_bytes(type) *
+                 rl_gguf_ggml_block_size(type);
     cl_index m = 0;
     float *y = rl_simple_data(dest, ecl_aet_sf, &m);
     if (!y || (uint64_t)m != n) {
@@ -284,7 +284,8 @@ static cl_object rl_prim_gguf_dequantize_tensor(cl_object h, cl_object index, cl
     }
     {
         RL_FP_HOLD();
-        t->dequantize(rl_gguf_tensor_data(f, i), y, (size_t)(n / t->block));
+        rl_type_traits_of(type)->to_float(rl_gguf_tensor_data(f, i), y,
+                                          (size_t)(n / rl_gguf_ggml_block_size(type)));
         RL_FP_RELEASE();
     }
     rl_unpin(h);
@@ -347,11 +348,25 @@ static cl_object rl_prim_ggml_type(cl_object id) {
                rl_gguf_ggml_type_known(t) ? ECL_T : ECL_NIL);
 }
 
-/* (%dequantizable-type-p id) -> T when prims/quants.h quantizes and
- * dequantizes ggml type ID, else NIL. */
-static cl_object rl_prim_dequantizable_type_p(cl_object id) {
-    uint32_t t = (uint32_t)rl_arg_fixnum("%DEQUANTIZABLE-TYPE-P", 1, id, 0, 0xffffffffL);
-    ecl_return1(ecl_process_env(), rl_quant_traits_of(t) ? ECL_T : ECL_NIL);
+/* (%type-table) -> a list, by id, of (id name block-size block-bytes family)
+ * for every ggml id with a name (gguf/types.c), FAMILY the keyword of its
+ * row in prims/type_traits.c (:FLOAT :Q8_0 :QUANT) or NIL when rontolisp
+ * does not compute with it.  What lisp/quant/formats.lisp builds its type
+ * table from. */
+static cl_object rl_prim_type_table(void) {
+    cl_object out = ECL_NIL;
+    for (uint32_t t = RL_GGUF_GGML_TYPE_COUNT; t-- > 0;) {
+        const char *name = rl_gguf_ggml_type_name(t);
+        const rl_type_traits *tr = rl_type_traits_of(t);
+        if (!name)
+            continue;
+        out = ecl_cons(cl_list(5, ecl_make_fixnum(t), ecl_make_simple_base_string(name, -1),
+                               ecl_make_fixnum(rl_gguf_ggml_block_size(t)),
+                               ecl_make_fixnum(rl_gguf_ggml_block_bytes(t)),
+                               tr ? rl_keyword(rl_type_family_name(tr->family)) : ECL_NIL),
+                       out);
+    }
+    ecl_return1(ecl_process_env(), out);
 }
 
 /* The names of the ids 0 .. count-1 of a C table, as keywords. */
@@ -369,7 +384,7 @@ static cl_object rl_name_keywords(const char *(*name)(uint32_t), uint32_t count)
  * typed twice.  VALUE-TYPES lists the GGUF metadata value type keywords by
  * id (:U8 ... :F64); NUMBER-KINDS the array kind keywords by code (:F32
  * :F64 :F16 :BF16, rl_gguf_num_kind).  ggml types are read one at a time
- * with %GGML-TYPE. */
+ * with %GGML-TYPE, or all at once with %TYPE-TABLE. */
 static cl_object rl_prim_format_tables(void) {
     ecl_return3(ecl_process_env(), ecl_make_fixnum(RL_GGUF_GGML_TYPE_COUNT),
                 rl_name_keywords(rl_gguf_type_name, RL_GGUF_TYPE_COUNT),
@@ -382,7 +397,7 @@ static cl_object rl_prim_format_tables(void) {
 static const rl_prim_def rl_format_defs[] = {
     RL_PRIM("%FORMAT-TABLES", rl_prim_format_tables, 0),
     RL_PRIM("%GGML-TYPE", rl_prim_ggml_type, 1),
-    RL_PRIM("%DEQUANTIZABLE-TYPE-P", rl_prim_dequantizable_type_p, 1),
+    RL_PRIM("%TYPE-TABLE", rl_prim_type_table, 0),
 };
 RL_PRIM_TABLE(rl_format_prims, "RONTOLISP", rl_format_defs);
 

@@ -231,12 +231,22 @@ static cl_object rl_prim_bias_act(cl_object xs, cl_object bias, cl_object act, c
     size_t n, d, m, od;
     const float *x = rl_sf_matrix(fn, 1, xs, &n, &d);
     const float *b = bias == ECL_NIL ? NULL : rl_sf_vector(fn, 2, bias, d);
+    /* Interned once: rl_keyword conses the name on every call, and this
+     * runs a few times per layer of every question.  Keywords live in
+     * their package, so the statics need no GC root; two threads that
+     * fill them at once store the same symbols. */
+    static cl_object none, relu, gelu;
+    if (!none || !relu || !gelu) {
+        none = rl_keyword("NONE");
+        relu = rl_keyword("RELU");
+        gelu = rl_keyword("GELU");
+    }
     rl_nn_act a;
-    if (act == rl_keyword("NONE"))
+    if (act == none)
         a = RL_NN_NONE;
-    else if (act == rl_keyword("RELU"))
+    else if (act == relu)
         a = RL_NN_RELU;
-    else if (act == rl_keyword("GELU"))
+    else if (act == gelu)
         a = RL_NN_GELU;
     else
         rl_signal(RL_C_ERROR, "%s: expected the activation :none, :relu or :gelu, found another "
@@ -264,6 +274,14 @@ static cl_object rl_prim_rope_neox(cl_object xs, cl_object heads, cl_object head
     RL_NN_RETURN(env, out, rl_rope_neox(x, n, h, hd, base, y), "rope-neox: the kernel refused its operands");
 }
 
+/* Signal unless OUT, an attention's result, is none of Q, K and V. */
+static void rl_out_not_qkv(const char *fn, cl_object out, cl_object q, cl_object k,
+                           cl_object v) {
+    rl_out_not_input(fn, out, q, "q");
+    rl_out_not_input(fn, out, k, "k");
+    rl_out_not_input(fn, out, v, "v");
+}
+
 /* (%attention q k v n-heads head-dim window out) -> OUT or (values nil
  * status message): Q, K, V and OUT n x (n-heads * head-dim), OUT none of
  * the others; WINDOW 0 for global attention. */
@@ -278,13 +296,68 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
     const size_t win = (size_t)rl_arg_fixnum(fn, 6, window, 0, MOST_POSITIVE_FIXNUM);
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
-    if (n && d) {
-        rl_out_not_input(fn, out, q, "q");
-        rl_out_not_input(fn, out, k, "k");
-        rl_out_not_input(fn, out, v, "v");
-    }
+    if (n && d)
+        rl_out_not_qkv(fn, out, q, k, v);
     RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
                  "attention: the kernel refused its operands");
+}
+
+/* (%attention-rows q k v n-heads head-dim out) -> OUT or (values nil status
+ * message): global attention of the nq rows of Q (nq x d) against the n
+ * rows of K and V (n x d, n at least 1), into OUT (nq x d, none of the
+ * inputs); row i has the bits %ATTENTION gives it among all n queries. */
+static cl_object rl_prim_attention_rows(cl_object q, cl_object k, cl_object v, cl_object heads,
+                                        cl_object head_dim, cl_object out) {
+    static const char fn[] = "%ATTENTION-ROWS";
+    const cl_env_ptr env = ecl_process_env();
+    size_t nq, d, n, kd, h, hd;
+    const float *qp = rl_sf_matrix(fn, 1, q, &nq, &d);
+    const float *kp = rl_sf_matrix(fn, 2, k, &n, &kd);
+    rl_same_dims(fn, "k", n, kd, n, d);
+    if (n == 0)
+        rl_signal(RL_C_SHAPE, "%s: expected at least one key, found none", fn);
+    const float *vp = rl_sf_matrix_of(fn, 3, v, "v", n, d);
+    rl_heads_args(fn, 4, heads, head_dim, d, &h, &hd);
+    float *y = rl_sf_matrix_of(fn, 6, out, "out", nq, d);
+    if (nq && d)
+        rl_out_not_qkv(fn, out, q, k, v);
+    RL_NN_RETURN(env, out, rl_attention_rows(qp, nq, kp, vp, n, h, hd, y),
+                 "attention: the kernel refused its operands");
+}
+
+/* (%set-matrix-rows matrices rows) -> MATRICES: each single-float matrix
+ * of the simple vector MATRICES made ROWS x its columns in place, over the
+ * storage it was made with, so that one scratch serves questions of any
+ * length up to the rows it was made for without consing (lisp/model/
+ * model-scratch.lisp).  The storage is the garbage collector's object the
+ * matrix's data lies in: more rows than it holds signals SHAPE-ERROR and
+ * changes nothing. */
+static cl_object rl_prim_set_matrix_rows(cl_object ms, cl_object rows) {
+    static const char fn[] = "%SET-MATRIX-ROWS";
+    if (ECL_IMMEDIATE(ms) || ms->d.t != t_vector || ms->vector.elttype != ecl_aet_object)
+        rl_type_error(fn, 1, ms, RL_T_VECTOR);
+    const size_t r = (size_t)rl_arg_fixnum(fn, 2, rows, 0, MOST_POSITIVE_FIXNUM);
+    const cl_index count = ms->vector.fillp;
+    for (int pass = 0; pass < 2; pass++) /* check every matrix, then change them */
+        for (cl_index i = 0; i < count; i++) {
+            cl_object m = ms->vector.self.t[i];
+            size_t mr, mc;
+            (void)rl_sf_matrix(fn, 1, m, &mr, &mc);
+            const char *data = (const char *)m->array.self.sf;
+            const char *base = data ? GC_base((void *)data) : NULL;
+            if (!base)
+                rl_type_error(fn, 1, m, RL_T_ARRAY);
+            const size_t avail = GC_size((void *)base) - (size_t)(data - base);
+            if (mc && r > avail / (mc * sizeof(float)))
+                rl_signal_shape(rl_dims2(avail / (mc * sizeof(float)), mc), rl_dims2(r, mc),
+                                "%s: expected at most %zu rows (the matrix's storage), found %zu",
+                                fn, avail / (mc * sizeof(float)), r);
+            if (pass) {
+                m->array.dims[0] = r;
+                m->array.dim = r * mc;
+            }
+        }
+    ecl_return1(ecl_process_env(), ms);
 }
 
 /* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
@@ -340,8 +413,7 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     if (theta == ECL_NIL)
         ecl_return1(env, q);
     rl_status st;
-    RL_RUN_KERNEL(env, st = rl_rope_neox(qp, n, h, hd, base, qp);
-                  if (st == RL_OK) st = rl_rope_neox(kp, n, h, hd, base, kp));
+    RL_RUN_KERNEL(env, st = rl_rope_neox2(qp, kp, n, h, hd, base, qp, kp));
     if (st == RL_OK)
         ecl_return1(env, q);
     return rl_return_status(env, st, "rope-neox: the kernel refused its operands");
@@ -402,6 +474,8 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BIAS-ACT", rl_prim_bias_act, 4),
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
     RL_PRIM("%ATTENTION", rl_prim_attention, 7),
+    RL_PRIM("%ATTENTION-ROWS", rl_prim_attention_rows, 6),
+    RL_PRIM("%SET-MATRIX-ROWS", rl_prim_set_matrix_rows, 2),
     RL_PRIM("%GEGLU", rl_prim_geglu, 3),
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),

@@ -43,11 +43,8 @@ static void rl_qm_add_format(const char *ggml_name, uint32_t type) {
 /* Values per block and bytes per block of a matrix's ggml type; 0 when it
  * is none of the matrix's types. */
 static uint32_t rl_qm_block(uint32_t type, uint32_t *bytes) {
-    const rl_quant_traits *q = rl_quant_traits_of(type);
-    if (type == RL_GGUF_GGML_Q8_0)
-        return *bytes = RL_Q8_BLOCK_BYTES, RL_QK8_0;
-    if (q)
-        return *bytes = q->bytes, q->block;
+    if (rl_type_quantized(type))
+        return *bytes = rl_gguf_ggml_block_bytes(type), rl_gguf_ggml_block_size(type);
     return *bytes = 0, 0;
 }
 
@@ -70,10 +67,9 @@ void rl_qm_init(void) {
     int i = 0;
     rl_qm_class = cl_find_class(1, ecl_make_symbol("QUANTIZED-MATRIX", "RONTOLISP"));
     ecl_register_root(&rl_qm_class);
-    rl_qm_add_format("Q8_0", RL_GGUF_GGML_Q8_0);
     for (uint32_t t = 0; t < RL_GGUF_GGML_TYPE_COUNT && rl_qm_nformats < RL_QM_MAX_FORMATS; t++)
-        if (rl_quant_traits_of(t))
-            rl_qm_add_format(rl_quant_traits_of(t)->name, t);
+        if (rl_type_quantized(t))
+            rl_qm_add_format(rl_gguf_ggml_type_name(t), t);
     slots = cl_funcall(2, ecl_make_symbol("CLASS-SLOTS", "CLOS"), rl_qm_class);
     for (cl_object l = slots; l != ECL_NIL; l = ECL_CONS_CDR(l), i++) {
         cl_object name = cl_funcall(2, ecl_make_symbol("SLOT-DEFINITION-NAME", "CLOS"),
@@ -213,12 +209,13 @@ static double rl_qm_get(cl_object m, cl_index k) {
     if (v.blocks) {
         d = rl_q8_get(v.blocks, k);
     } else {
-        const rl_quant_traits *q = rl_quant_traits_of(v.ggml_type);
+        const rl_type_traits *t = rl_type_traits_of(v.ggml_type);
+        size_t block = rl_type_block(v.ggml_type);
         float y[RL_QK_K];
         RL_FP_HOLD();
-        q->dequantize(v.data + (size_t)(k / q->block) * q->bytes, y, 1);
+        t->to_float(v.data + rl_type_bytes(v.ggml_type, (size_t)k / block * block), y, 1);
         RL_FP_RELEASE();
-        d = y[k % q->block];
+        d = y[k % block];
     }
     rl_qm_unpin(&v);
     return d;

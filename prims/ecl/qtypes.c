@@ -13,7 +13,7 @@ static cl_object rl_prim_quant_quantize(cl_object type, cl_object src) {
     static const char fn[] = "%QUANT-QUANTIZE";
     const cl_env_ptr env = ecl_process_env();
     uint32_t t = (uint32_t)rl_arg_fixnum(fn, 1, type, 0, 0xffff);
-    const rl_quant_traits *q = rl_quant_traits_of(t);
+    const rl_type_traits *q = rl_quant_traits_of(t);
     cl_index n = 0;
     const float *x = rl_simple_data(src, ecl_aet_sf, &n);
     size_t where = 0;
@@ -24,9 +24,10 @@ static cl_object rl_prim_quant_quantize(cl_object type, cl_object src) {
                   (long)t);
     if (!x && n)
         rl_type_error(fn, 2, src, RL_T_ARRAY);
-    if (n % q->block)
+    if (n % rl_type_block(t))
         rl_signal(RL_C_SHAPE, "quantize: expected a total size that is a multiple of %s's block "
-                  "of %u, found %lu", q->name, q->block, (unsigned long)n);
+                  "of %u, found %lu", rl_gguf_ggml_type_name(t), (unsigned)rl_type_block(t),
+                  (unsigned long)n);
     out = ecl_alloc_simple_vector(rl_quant_bytes(t, n), ecl_aet_b8);
     st = RL_OK;
     if (n)

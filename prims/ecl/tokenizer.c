@@ -140,22 +140,23 @@ static rl_tok *rl_tok_arg(const char *fn, cl_object h) {
     return rl_handle(fn, h, RL_H_TOKENIZER, RL_C_ERROR, "tokenizer");
 }
 
-/* (%tok-encode handle octets add-special parse-special) -> a simple vector
- * of fixnum ids, or (values nil status message). */
-static cl_object rl_prim_tok_encode(cl_object h, cl_object text, cl_object add_special,
-                                    cl_object parse_special) {
-    static const char fn[] = "%TOK-ENCODE";
+/* The ids of TEXT, and with WANT_OFFSETS their offsets (see below). */
+static cl_object tok_encode(const char *fn, cl_object h, cl_object text, cl_object add_special,
+                            cl_object parse_special, int want_offsets) {
     rl_tok *t = rl_tok_arg(fn, h);
     cl_index n = 0;
     const uint8_t *p = rl_octets(fn, 2, text, &n);
     int32_t *ids = NULL;
-    size_t nids = 0;
+    size_t nids = 0, *offs = NULL;
     char msg[RL_TOK_MSG] = "";
-    rl_tok_status st = rl_tok_encode(t, (const char *)p, n, add_special != ECL_NIL,
-                                     parse_special != ECL_NIL, &ids, &nids, msg, sizeof msg);
-    cl_object out;
+    rl_tok_status st = rl_tok_encode_offsets(t, (const char *)p, n, add_special != ECL_NIL,
+                                             parse_special != ECL_NIL, &ids,
+                                             want_offsets ? &offs : NULL, &nids, msg,
+                                             sizeof msg);
+    cl_object out, where = ECL_NIL;
     if (st != RL_TOK_OK) {
         free(ids);
+        free(offs);
         return rl_tok_failure(st, msg);
     }
     /* Only allocation happens while IDS is live, and ECL treats running
@@ -164,7 +165,29 @@ static cl_object rl_prim_tok_encode(cl_object h, cl_object text, cl_object add_s
     for (size_t i = 0; i < nids; i++)
         out->vector.self.fix[i] = ids[i];
     free(ids);
+    if (want_offsets) {
+        where = ecl_alloc_simple_vector((cl_index)(2 * nids), ecl_aet_fix);
+        for (size_t i = 0; i < 2 * nids; i++)
+            where->vector.self.fix[i] = (cl_fixnum)offs[i];
+        free(offs);
+        ecl_return2(ecl_process_env(), out, where);
+    }
     ecl_return1(ecl_process_env(), out);
+}
+
+/* (%tok-encode handle octets add-special parse-special) -> a simple vector
+ * of fixnum ids, or (values nil status message). */
+static cl_object rl_prim_tok_encode(cl_object h, cl_object text, cl_object add_special,
+                                    cl_object parse_special) {
+    return tok_encode("%TOK-ENCODE", h, text, add_special, parse_special, 0);
+}
+
+/* (%tok-encode-offsets handle octets add-special parse-special) -> the ids
+ * and a fixnum vector of two byte offsets per id (start, end), or (values
+ * nil status message). */
+static cl_object rl_prim_tok_encode_offsets(cl_object h, cl_object text, cl_object add_special,
+                                            cl_object parse_special) {
+    return tok_encode("%TOK-ENCODE-OFFSETS", h, text, add_special, parse_special, 1);
 }
 
 /* (%tok-decode handle ids) -> the text of IDS (a (signed-byte 32) vector)
@@ -208,6 +231,7 @@ static cl_object rl_prim_tok_vocab_size(cl_object h) {
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-NEW", rl_prim_tok_new, 8),
     RL_PRIM("%TOK-ENCODE", rl_prim_tok_encode, 4),
+    RL_PRIM("%TOK-ENCODE-OFFSETS", rl_prim_tok_encode_offsets, 4),
     RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 2),
     RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),
     RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),

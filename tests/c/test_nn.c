@@ -178,6 +178,34 @@ static void test_rope(void) {
     CHECK_MSG(!bad_path, "rope: %ld runs differ from ref", bad_path);
 }
 
+/* rl_rope_neox2: q and k turned in one pass have the bits of a call
+ * each, on every path and thread count, into other arrays and in place;
+ * a missing k or overlapping pairs are refused. */
+static void test_rope_pair(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        size_t n = (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
+        size_t hd = 2 * (size_t)rnd_int(1, 40), row = heads * hd, nd = n * row;
+        float base = rep % 2 ? 10000.0f : 160000.0f;
+        float *q = rnd_floats(nd, 1.0f), *k = rnd_floats(nd, 1.0f);
+        float *ref = malloc(2 * nd * sizeof *ref), *y = malloc(2 * nd * sizeof *y);
+        CHECK(rl_rope_neox_ex(q, n, heads, hd, base, ref, RL_PATH_REF, 1) == RL_OK);
+        CHECK(rl_rope_neox_ex(k, n, heads, hd, base, ref + nd, RL_PATH_REF, 1) == RL_OK);
+        ALL_PATHS(ref, y, 2 * nd, bad,
+                  rl_rope_neox2_ex(q, k, n, heads, hd, base, y, y + nd, path, th));
+        memcpy(y, q, nd * sizeof *y);
+        memcpy(y + nd, k, nd * sizeof *y);
+        CHECK(rl_rope_neox2(y, y + nd, n, heads, hd, base, y, y + nd) == RL_OK);
+        bad += check_floats_differ(y, ref, 2 * nd, "rope pair in place, best path");
+        free(q), free(k), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "rope pair: %ld runs differ from two rope calls", bad);
+    float x[64] = {0}, y[64];
+    CHECK(rl_rope_neox2(x, NULL, 2, 2, 8, 10000.0f, x, y) == RL_BADARG);
+    CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, y, y) == RL_BADARG); /* one out twice */
+    CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, x + 32, y) == RL_BADARG); /* q into k */
+}
+
 /* ---- attention ------------------------------------------------------ */
 
 /* Double reference for query i, head h, window w (0 = all). */
@@ -250,6 +278,39 @@ static void test_attention(void) {
     }
     CHECK_MSG(!bad_path, "attention: %ld runs differ from ref", bad_path);
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
+}
+
+/* rl_attention_rows: a few queries (any rows, repeated, in any order)
+ * against every key have the bits of those rows of the whole global
+ * attention, on every path and thread count; fewer keys than the window
+ * or a window at all is refused, as are an out that overlaps. */
+static void test_attention_rows(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 16; rep++) {
+        size_t n = (size_t)rnd_int(1, 120), heads = (size_t)rnd_int(1, 4);
+        size_t hd = (size_t)rnd_int(1, 70), nq = (size_t)rnd_int(1, 9);
+        if (rep < 2) /* enough work that the pool splits it */
+            n = 300, heads = 4, hd = 64, nq = 7;
+        size_t row = heads * hd;
+        float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f);
+        float *v = rnd_floats(n * row, 1.0f);
+        float *full = malloc(n * row * sizeof *full), *qs = malloc(nq * row * sizeof *qs);
+        float *want = malloc(nq * row * sizeof *want), *y = malloc(nq * row * sizeof *y);
+        CHECK(rl_attention_ex(q, k, v, n, heads, hd, 0, full, RL_PATH_REF, 1) == RL_OK);
+        for (size_t r = 0; r < nq; r++) {
+            size_t i = (size_t)rnd_int(0, (int)n - 1);
+            memcpy(qs + r * row, q + i * row, row * sizeof *qs);
+            memcpy(want + r * row, full + i * row, row * sizeof *want);
+        }
+        ALL_PATHS(want, y, nq * row, bad,
+                  rl_attention_rows_ex(qs, nq, k, v, n, heads, hd, y, path, th));
+        free(q), free(k), free(v), free(full), free(qs), free(want), free(y);
+    }
+    CHECK_MSG(!bad, "attention rows: %ld runs differ from the whole attention's rows", bad);
+    float x[32] = {0}, y[32];
+    CHECK(rl_attention_rows(x, 1, x, x, 0, 2, 8, y) == RL_BADARG);  /* no keys */
+    CHECK(rl_attention_rows(x, 1, x, x, 2, 2, 8, x) == RL_BADARG);  /* out is q */
+    CHECK(rl_attention_rows(x, 0, x, x, 2, 2, 8, y) == RL_OK);      /* no queries */
 }
 
 /* Window 1 and 0 tokens either side: each query sees only itself, so the
@@ -392,6 +453,8 @@ int main(void) {
     CHECK_CASE(test_rope());
     CHECK_CASE(test_attention());
     CHECK_CASE(test_attention_self_window());
+    CHECK_CASE(test_attention_rows());
+    CHECK_CASE(test_rope_pair());
     CHECK_CASE(test_geglu());
     CHECK_CASE(test_errors());
     return check_report("nn");

@@ -37,11 +37,26 @@
 #include "prims/cpu.h"
 #include "prims/q8.h"
 #include "prims/quants.h"
+#include "prims/type_traits.h"
 #include "tests/c/check.h"
 #include "tests/c/support/json.h"
 #include "tests/c/testutil.h"
 
 #define DEFAULT_LIB "build/cache/llama/libggml-base.so"
+
+/* A type's row with its name and geometry (gguf/types.c's), for the
+ * checks below. */
+typedef struct qtype {
+    const rl_type_traits *t;
+    const char *name;
+    uint32_t block, bytes;
+} qtype;
+
+static qtype qtype_of(uint32_t id) {
+    qtype q = {rl_quant_traits_of(id), rl_gguf_ggml_type_name(id), rl_gguf_ggml_block_size(id),
+               rl_gguf_ggml_block_bytes(id)};
+    return q;
+}
 
 static const uint32_t types[] = {
     RL_GGUF_GGML_Q4_0, RL_GGUF_GGML_Q4_1, RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q5_1,
@@ -143,17 +158,10 @@ static void gen_row(float *x, int k, int elo, int ehi) {
 /* ------------------------------------------------ table and entry points */
 
 static void test_table(void) {
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const rl_quant_traits *q = rl_quant_traits_of(types[t]);
-        CHECK(q != NULL);
-        if (!q)
-            continue;
-        CHECK_MSG(q->block == rl_gguf_ggml_block_size(types[t]) &&
-                      q->bytes == rl_gguf_ggml_block_bytes(types[t]) &&
-                      strcmp(q->name, rl_gguf_ggml_type_name(types[t])) == 0,
-                  "%s: block %u bytes %u, gguf's table says %u, %u", q->name, q->block,
-                  q->bytes, rl_gguf_ggml_block_size(types[t]), rl_gguf_ggml_block_bytes(types[t]));
-    }
+    for (size_t t = 0; t < N_TYPES; t++)
+        CHECK_MSG(rl_quant_traits_of(types[t]) != NULL &&
+                      rl_quant_traits_of(types[t]) == rl_type_traits_of(types[t]),
+                  "%s: no row of prims/type_traits.h", rl_gguf_ggml_type_name(types[t]));
     CHECK(rl_quant_traits_of(RL_GGUF_GGML_Q8_0) == NULL); /* prims/q8.h's */
     CHECK(rl_quant_traits_of(RL_GGUF_GGML_F32) == NULL);
     CHECK(rl_quant_traits_of(9999) == NULL);
@@ -178,7 +186,7 @@ static void test_refusals(void) {
     CHECK(strcmp(rl_status_name(RL_OVERFLOW), "scale-overflow") == 0);
     CHECK(strcmp(rl_status_name(RL_NONFINITE), "non-finite") == 0);
     for (size_t t = 0; t < N_TYPES; t++) {
-        const rl_quant_traits *q = rl_quant_traits_of(types[t]);
+        const qtype q_ = qtype_of(types[t]), *q = &q_;
         /* the first non-finite value is named, wherever it is */
         for (int j = 0; j < ROW; j++)
             x[j] = (float)(j % 7) - 3.f;
@@ -199,7 +207,7 @@ static void test_refusals(void) {
                   q->name);
         /* beyond the limit (3e38, and the next float above it), in the
          * third block and again in the fourth: the third is named */
-        float big[2] = {3e38f, nextafterf(q->limit, INFINITY)};
+        float big[2] = {3e38f, nextafterf(q->t->limit, INFINITY)};
         for (int b = 0; b < 2; b++) {
             x[2 * q->block + 5] = big[b];
             x[3 * q->block + 1] = -big[b];
@@ -212,7 +220,7 @@ static void test_refusals(void) {
         /* at the limit: accepted, or its scale rounds up to infinity and
          * that is refused at the same block */
         for (int sign = -1; sign <= 1; sign += 2) {
-            x[2 * q->block + 5] = (float)sign * q->limit;
+            x[2 * q->block + 5] = (float)sign * q->t->limit;
             rl_status st = rl_quantize(types[t], x, ROW, y, &where);
             CHECK_MSG(st == RL_OK || (st == RL_OVERFLOW && where == 2),
                       "%s: %g gives %s at block %zu", q->name, x[2 * q->block + 5],
@@ -258,7 +266,7 @@ static void test_round_trip(void) {
     float *x = malloc(sizeof(float) * ROW), *z = malloc(sizeof(float) * ROW);
     unsigned char *q = malloc(ROW * 2), *q2 = malloc(ROW * 2);
     for (size_t t = 0; t < N_TYPES; t++) {
-        const rl_quant_traits *tr = rl_quant_traits_of(types[t]);
+        const qtype tr_ = qtype_of(types[t]), *tr = &tr_;
         long bad = 0, blocks = 0, skipped = 0, unstable = 0, stable_tried = 0;
         double se = 0, sx = 0;
         for (int r = 0; r < NROWS; r++) {
@@ -280,9 +288,9 @@ static void test_round_trip(void) {
                 int subnormal = 0;
                 for (int k = 0; k < 2; k++) {
                     uint16_t h;
-                    if (tr->f16_at[k] < 0)
+                    if (tr->t->f16_at[k] < 0)
                         continue;
-                    memcpy(&h, q + b * tr->bytes + tr->f16_at[k], 2);
+                    memcpy(&h, q + b * tr->bytes + tr->t->f16_at[k], 2);
                     subnormal |= (h & 0x7c00) == 0 && (h & 0x3ff) != 0;
                 }
                 if (subnormal) {
@@ -414,7 +422,7 @@ static void test_against_ggml(void) {
         gen_row(x + r * ROW, kind_of[r], -20, 10);
     }
     for (size_t t = 0; t < N_TYPES; t++) {
-        const rl_quant_traits *tr = rl_quant_traits_of(types[t]);
+        const qtype tr_ = qtype_of(types[t]), *tr = &tr_;
         const size_t nb = ROW * nrows / tr->block, nbytes = nb * tr->bytes;
         size_t where = 0;
         memset(qa, 0, nbytes);
@@ -424,7 +432,7 @@ static void test_against_ggml(void) {
         rl_status st = rl_quantize(types[t], x, ROW * nrows, qa, &where);
         CHECK_MSG(st == RL_OK || st == RL_OVERFLOW, "%s: %s", tr->name,
                   rl_status_name(st));
-        tr->quantize(x, qa, nb);
+        tr->t->from_float(x, qa, nb);
         size_t got = ll.quantize_chunk((int)types[t], x, qb, 0, (int64_t)nrows, ROW, NULL);
         CHECK_MSG(got == nbytes, "%s: ggml_quantize_chunk wrote %zu bytes, expected %zu",
                   tr->name, got, nbytes);
@@ -463,8 +471,8 @@ static void test_against_ggml(void) {
             qa[i] = (unsigned char)rnd();
         for (size_t b = 0; b < nb; b++)
             for (int k = 0; k < 2; k++)
-                if (tr->f16_at[k] >= 0) {
-                    unsigned char *hb = qa + b * tr->bytes + tr->f16_at[k] + 1;
+                if (tr->t->f16_at[k] >= 0) {
+                    unsigned char *hb = qa + b * tr->bytes + tr->t->f16_at[k] + 1;
                     if ((*hb & 0x7c) == 0x7c)
                         *hb &= 0xbf;
                 }
@@ -552,9 +560,9 @@ static void our_floats(uint32_t type, const void *x, size_t n, float *y) {
 }
 
 static const char *golden_type_name(uint32_t type) {
-    const rl_quant_traits *tr = rl_quant_traits_of(type);
-    return tr ? tr->name : type == RL_GGUF_GGML_Q8_0 ? "Q8_0" : type == RL_GGUF_GGML_F16 ? "F16"
-                                                                                          : "?";
+    return rl_quant_traits_of(type) || type == RL_GGUF_GGML_Q8_0 || type == RL_GGUF_GGML_F16
+               ? rl_gguf_ggml_type_name(type)
+               : "?";
 }
 
 /* One output of llama-quantize against its F32 input; adds to SEEN[type]

@@ -321,6 +321,55 @@ static void test_special(void) {
     rl_tok_free(t);
 }
 
+/* Encode TEXT with offsets and compare them with WANT: two per id. */
+static void check_offsets(const rl_tok *t, const char *text, int add, const size_t *want,
+                          size_t nwant) {
+    int32_t *ids;
+    size_t *off, n;
+    char msg[256];
+    rl_tok_status st = rl_tok_encode_offsets(t, text, strlen(text), add, 1, &ids, &off, &n, msg,
+                                             sizeof msg);
+    CHECK_MSG(st == RL_TOK_OK, "encode \"%s\" with offsets: %s", text, msg);
+    if (st != RL_TOK_OK)
+        return;
+    int ok = 2 * n == nwant && (nwant == 0 || memcmp(off, want, nwant * sizeof *off) == 0);
+    char got[512] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < 2 * n && o < 400; i += 2)
+        o += (size_t)snprintf(got + o, sizeof got - o, " %zu-%zu", off[i], off[i + 1]);
+    CHECK_MSG(ok, "offsets of \"%s\":%s", text, got);
+    free(ids);
+    free(off);
+}
+
+#define OFFS(...) ((const size_t[]){__VA_ARGS__}), sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t)
+
+static void test_offsets(void) {
+    small_vocab v;
+    rl_tok *t;
+    char msg[256];
+    small_init(&v);
+    v.spec.add_bos = v.spec.add_eos = 1;
+    CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_OK);
+    check_offsets(t, "cab", 0, OFFS(0, 1, 1, 3));                  /* c, ab */
+    check_offsets(t, "cab", 1, OFFS(0, 0, 0, 1, 1, 3, 0, 0));      /* bos and eos: 0, 0 */
+    check_offsets(t, "<s>ab</s>", 0, OFFS(0, 3, 3, 5, 5, 9));
+    check_offsets(t, "x  <m>", 0, OFFS(0, 1, 1, 6));               /* lstrip's white space */
+    check_offsets(t, "<r>  y", 0, OFFS(0, 5, 5, 6));               /* rstrip's */
+    check_offsets(t, "\xc3\xbc", 0, OFFS(0, 2, 0, 2));            /* two bytes of one character */
+    check_offsets(t, "", 0, NULL, 0);
+    rl_tok_free(t);
+    v.spec.nfc = 1;
+    CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_OK);
+    /* e + U+0301 composed: stands for the e; et from the e to the t */
+    check_offsets(t, "e\xcc\x81t", 0, OFFS(0, 4));
+    check_offsets(t, "a e\xcc\x81", 0, OFFS(0, 1, 1, 2, 2, 3, 2, 3));
+    /* a mark canonical ordering moved (U+0316 below, before U+0301 above)
+     * stands for itself; the composed character for the first it took */
+    check_offsets(t, "e\xcc\x81\xcc\x96", 0, OFFS(0, 1, 0, 1, 3, 5, 3, 5));
+    rl_tok_free(t);
+}
+
 static void test_unknown(void) {
     small_vocab v;
     rl_tok *t;
@@ -740,12 +789,58 @@ static void test_long_piece(void) {
     tok_gguf_free(&g);
 }
 
+/* Offsets on random texts of characters NFC recomposes, reorders and
+ * expands (marks, jamo, Tibetan, precomposed letters), with the added
+ * tokens between: every pair inside the text, in order of start, on
+ * character boundaries. */
+static void test_offsets_random(void) {
+    static const uint32_t pool[] = {'a', 'b', 'c', ' ', 'e', 't', 0x301, 0x316, 0x308, 0x304,
+                                    0x1100, 0x1161, 0x11a8, 0xac00, 0xf57, 0xfb7, 0x362, 0xe9,
+                                    0x1d5, 0x212b, 0x344, 0x4e2d, 0x1f600, '<', 'm', '>', '\t'};
+    small_vocab v;
+    rl_tok *t;
+    char msg[256];
+    uint32_t rng = 37;
+    int bad = 0;
+    small_init(&v);
+    v.spec.nfc = 1;
+    v.spec.add_bos = 1;
+    CHECK(rl_tok_new(&v.spec, &t, msg, sizeof msg) == RL_TOK_OK);
+    for (int k = 0; k < 3000 && !bad; k++) {
+        uint8_t text[128];
+        size_t len = 0, n;
+        for (size_t c = many_rand(&rng) % 24; c > 0; c--)
+            len += rl_utf8_encode(pool[many_rand(&rng) % (sizeof pool / sizeof *pool)], text + len);
+        int32_t *ids;
+        size_t *off;
+        if (rl_tok_encode_offsets(t, (const char *)text, len, 1, 1, &ids, &off, &n, msg,
+                                  sizeof msg) != RL_TOK_OK) {
+            CHECK_MSG(0, "random text %d: %s", k, msg);
+            break;
+        }
+        for (size_t i = 1; i < n && !bad; i++) {
+            size_t a = off[2 * i], b = off[2 * i + 1];
+            bad = !(a <= b && b <= len && a >= off[2 * i - 2] &&
+                    (a == len || (text[a] & 0xc0) != 0x80) && (b == len || (text[b] & 0xc0) != 0x80));
+            if (bad)
+                CHECK_MSG(0, "random text %d: id %zu has offsets %zu-%zu in %zu bytes", k, i, a, b,
+                          len);
+        }
+        free(ids);
+        free(off);
+    }
+    CHECK(!bad);
+    rl_tok_free(t);
+}
+
 int main(void) {
     CHECK_CASE(test_classes());
     CHECK_CASE(test_split());
     CHECK_CASE(test_nfc_conformance());
     CHECK_CASE(test_small_bpe());
     CHECK_CASE(test_special());
+    CHECK_CASE(test_offsets());
+    CHECK_CASE(test_offsets_random());
     CHECK_CASE(test_unknown());
     CHECK_CASE(test_bad_spec());
     CHECK_CASE(test_bad_utf8());

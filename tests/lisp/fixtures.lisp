@@ -8,10 +8,14 @@
   (asdf:system-source-directory "rontolisp-tests")
   "The repository's root directory: every path the tests name is relative
 to it.")
-(defparameter *exe* (or (ext:getenv "RONTOLISP_EXE")
-                        (namestring (merge-pathnames "build/rontolisp" *root*)))
+(defparameter *exe* (let ((exe (ext:getenv "RONTOLISP_EXE")))
+                      (namestring (if exe
+                                      (merge-pathnames exe (ext:getcwd))
+                                      (merge-pathnames "build/rontolisp" *root*))))
   "The executable under test, for tests of the command line (the environment
-variable RONTOLISP_EXE overrides build/rontolisp).")
+variable RONTOLISP_EXE overrides build/rontolisp), as an absolute path,
+so that tests that change directory run it too (a relative
+RONTOLISP_EXE is taken from the directory the tests start in).")
 (defvar *tmp-counter* 0)
 
 (defun tmp-path (name)

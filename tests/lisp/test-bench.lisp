@@ -164,7 +164,7 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
 (test bench-command-usage-errors
   (dolist (args '(("bench" "--iters" "0") ("bench" "--iters") ("bench" "--bogus")
                   ("bench" "--random" "nothing") ("bench" "--shape" "12") ("bench" "a.gguf" "b.gguf")
-                  ("bench" "a.gguf" "--shape" "4x32")))
+                  ("bench" "a.gguf" "--shape" "4x32") ("bench" "--random" "s1-pico" "--breakdown")))
     (multiple-value-bind (code out err) (run-exe args)
       (declare (ignore out))
       (is (= 2 code) "~S exited ~D" args code)
@@ -231,14 +231,17 @@ file there is refused (exit 2, one line) and left as it was."
     (mapcar (lambda (q) (model:decide model q)) model:*questions*)))
 
 (test bench-questions-table-and-json
-  "`bench --random s1-pico --questions': every format row at 1 and 2
-threads with a time, llama.cpp's column when its libraries are there, and
-max |dp| 0 for F32 and for Q8_0 :q8 the difference between the models the
-converter writes as F32 and as Q8_0 (head F32 in both)."
+  "`bench --random s1-pico --questions --breakdown': every format row at 1
+and 2 threads with a time, llama.cpp's column when its libraries are
+there, and max |dp| 0 for F32 and for Q8_0 :q8 the difference between the
+models the converter writes as F32 and as Q8_0 (head F32 in both); the
+breakdown of each format: every stage timed, the floor below the total,
+and no octet consed by the forward pass of a question."
   (let ((f32 (tmp-path "qbench-f32.gguf")) (q8 (tmp-path "qbench-q8.gguf")))
     (unwind-protect
          (multiple-value-bind (code out err)
-             (run-exe '("bench" "--random" "s1-pico" "--questions" "--iters" "1" "--json"))
+             (run-exe '("bench" "--random" "s1-pico" "--questions" "--iters" "1" "--json"
+                        "--breakdown"))
            (is (= 0 code) "stderr: ~A" err)
            (let* ((j (yason:parse out))
                   (rows (gethash "rows" j))
@@ -259,6 +262,25 @@ converter writes as F32 and as Q8_0 (head F32 in both)."
                (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing: ~
 no llama.cpp column"))
              (is (zerop (gethash "max_abs_dp" (first rows))))
+             (let ((b (gethash "breakdown" j)))
+               (is (and (plusp (gethash "f32" (gethash "peak_gmacs" b)))
+                        (plusp (gethash "int8" (gethash "peak_gmacs" b)))))
+               (is (= (length *question-bench-formats*) (length (gethash "rows" b))))
+               (loop for r in (gethash "rows" b)
+                     for stages = (gethash "stages_us" r)
+                     do (is (= 11 (hash-table-count stages)) "~A: ~D stages"
+                            (gethash "format" r) (hash-table-count stages))
+                        (dolist (stage '("render" "tokenize" "embeddings" "encoder layer 0"
+                                         "encoder layer 1" "output norm" "head input"
+                                         "head attention" "head FFN" "cls" "softmax"))
+                          (is (plusp (gethash stage stages 0)) "~A: no time for ~A"
+                              (gethash "format" r) stage))
+                        (is (< 0 (gethash "floor_us" r) (gethash "total_us" r)))
+                        (is (plusp (gethash "bytes_per_question" r)))
+                        (is (zerop (gethash "forward_bytes_per_question" r))
+                            "~A: the forward pass consed ~A octets a question" (gethash "format" r)
+                            (gethash "forward_bytes_per_question" r)))
+               (is (contains err "bytes, forward")))
              ;; The table went to stderr: a line per row with its numbers.
              (dolist (f *question-bench-formats*)
                (is (= 2 (count-if (lambda (l) (and (eql 0 (search f l))

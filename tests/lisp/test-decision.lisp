@@ -3,7 +3,9 @@
 ;;;; double-float reference of doc/decision.md written here (post-norm and
 ;;;; norm-first, relu and gelu), the spread of the --random heads' logits,
 ;;;; Q8_0 and F16 heads, the same bits on every SIMD setting and thread
-;;;; count, every refusal at the API and at `rontolisp decide'.
+;;;; count, every refusal at the API and at `rontolisp decide'; the last
+;;;; block's marker rows against the whole block's, a forward pass that
+;;;; conses nothing, decisions in several threads at once.
 
 (in-package "RONTOLISP-TESTS")
 
@@ -730,3 +732,118 @@ null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
            (dolist (lisp '(":NULL" "d0" "#(" "NIL"))
              (is (not (contains err lisp)) "~A in ~A" lisp err)))
       (ignore-errors (delete-file path)))))
+
+;;; The last block: only the marker rows go on after attention.
+
+(defun flat (m)
+  "The elements of the matrix M as a vector over its storage."
+  (make-array (array-total-size m) :element-type (array-element-type m) :displaced-to m))
+
+(defun copy-matrix-into (to from)
+  "The elements of the single-float matrix FROM stored in TO (of at least
+as many), answered."
+  (dotimes (i (array-total-size from) to)
+    (setf (row-major-aref to i) (row-major-aref from i))))
+
+(test decision-last-block-answers-the-full-block-rows-at-the-markers
+  "The head's last block makes keys and values for every row of the window
+and the rest for the marker rows only: those rows have the bits the whole
+block gives them, post-norm and norm-first, relu and gelu, F32 and Q8_0
+weights, markers in any order and repeated, every SIMD setting and thread
+count."
+  (let ((f32 (decision-file "s1-pico" :f32)) (edited '()))
+    (unwind-protect
+         (dolist (path (list f32
+                             (first (push (edited-file f32 "modern-bert.decision.norm_first=true:bool"
+                                                       "modern-bert.decision.activation=gelu:string")
+                                          edited))
+                             (decision-file "s1-pico" :q8_0)))
+           (let* ((model (model:load path))
+                  (h (model:hyperparameters model))
+                  (head (model::encoder-decision model))
+                  (block (first (model::decision-head-blocks head)))
+                  (d (getf h :embedding-length)) (m 40) (markers '(3 17 0 39 17))
+                  (s (model::make-encode-scratch m d (getf h :feed-forward-length)))
+                  (hs (model::head-scratch-of s head m (length markers) d))
+                  (input (random-matrix m d :state (make-random-state 7))))
+             (flet ((run (markers)
+                      (copy-matrix-into (model::head-scratch-x hs) input)
+                      (model::head-block head block 2 hs (svref (model::head-scratch-ups hs) 0)
+                                         :q8 path markers)))
+               (enc-with-knobs
+                (lambda (on n)
+                  (let* ((full (run nil))
+                         (want (make-array (list (length markers) d) :element-type 'single-float)))
+                    (loop for p in markers for r from 0
+                          do (dotimes (j d) (setf (aref want r j) (aref full p j))))
+                    (is (same-bits-p (flat want) (flat (run markers)))
+                        "~A simd ~A threads ~D: the marker rows differ from the whole block's"
+                        path on n)))))))
+      (mapc #'delete-file edited))))
+
+;;; The forward pass in the model's scratch (lisp/model/model-scratch.lisp).
+
+(defun decide-round-thunk ()
+  "A natively compiled function of (model head inputs rounds) calling the
+decision head's forward pass (ids to logits) on each input (ids markers
+type out) ROUNDS times: compiled, since the tests load as source and the
+interpreter conses on its own."
+  (or (get 'decide-round-thunk 'fn)
+      (setf (get 'decide-round-thunk 'fn)
+            (let ((*error-output* (make-broadcast-stream))
+                  (*standard-output* (make-broadcast-stream)))
+              (compile nil '(lambda (model head inputs rounds)
+                             (dotimes (r rounds)
+                               (loop for (ids markers type out) in inputs
+                                     do (model::decision-logits model head ids markers type
+                                                                :q8 out)))))))))
+
+(defun decide-inputs (model)
+  "(ids markers type out) for each built-in question of MODEL, OUT a fresh
+vector for its logits."
+  (loop for q in model:*questions*
+        collect (multiple-value-bind (ids markers) (question-ids model q)
+                  (list ids markers (getf q :type)
+                        (make-array (length markers) :element-type 'single-float)))))
+
+(test decision-forward-pass-conses-nothing-per-question
+  ;; The forward pass of a question (ids to logits) works in its model's
+  ;; scratch: once a round has grown it, further rounds cons nothing.  The
+  ;; heap's count moves a free-list refill (some KB) at a time, so 400
+  ;; questions show any consing of more than a few octets per question;
+  ;; the least of three counts, so that another thread's allocation (the
+  ;; runtime's, a child's exit) is not taken for the pass's.
+  (let ((run (decide-round-thunk)))
+    (dolist (spec '((:f32 nil) (:f16 nil) (:q8_0 nil) (:f32 :q8_0)))
+      (destructuring-bind (head-type quantize) spec
+        (let* ((model (model:load (decision-file "s1-pico" head-type) :quantize quantize))
+               (head (model::encoder-decision model))
+               (inputs (decide-inputs model)))
+          (funcall run model head inputs 1)
+          (let ((consed (rontolisp::least-consed run model head inputs 50)))
+            (is (= 0 consed) "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions"
+                head-type quantize consed)))))))
+
+(test decision-in-threads-has-the-bits-of-one-thread
+  ;; Three threads deciding with one model at once each take a scratch of
+  ;; their own from its pool: the same logits as one thread alone.
+  (let* ((model (model:load (decision-file "s1-pico" :q8_0)))
+         (want (mapcar (lambda (q) (nth-value 1 (decide-plist model q))) model:*questions*))
+         (old-threads (rontolisp:threads))
+         (bad (list 0)) (lock (mp:make-lock)))
+    (unwind-protect
+         (progn
+           (setf (rontolisp:threads) 1)
+           (mapc #'mp:process-join
+                 (loop repeat 3
+                       collect (mp:process-run-function
+                                "decide"
+                                (lambda ()
+                                  (dotimes (r 10)
+                                    (loop for q in model:*questions* for w in want
+                                          unless (same-bits-p (nth-value 1 (decide-plist model q)) w)
+                                            do (mp:with-lock (lock) (incf (first bad))))))))))
+      (setf (rontolisp:threads) old-threads))
+    (is (= 0 (first bad)) "~D of 240 concurrent decisions differ" (first bad))
+    (is (<= (count-if #'identity (model::scratch-cache-free (model::encoder-scratch model)))
+            model::+scratch-cache-entries+))))

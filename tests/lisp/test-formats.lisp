@@ -69,3 +69,39 @@
   (signals gguf:gguf-error (gguf:make-file :metadata (list (list "a" '(:array :f32)
                                                                   (vector 1d0 -1d40)))))
   (finishes (gguf:make-file :metadata '(("a" :f32 1d30) ("b" :f64 1d300)))))
+
+(test formats-ggml-types-are-c-table
+  "Every ggml type Lisp knows is a row of C's table (%TYPE-TABLE): the
+names and geometry %GGML-TYPE answers for each id, the families C's rows
+give, and the lists quantize builds from them, none typed in Lisp."
+  (let ((types (rontolisp::ggml-types)))
+    (is (= 43 (length types)))
+    (dolist (g types)
+      (multiple-value-bind (name block bytes) (rontolisp::%ggml-type (rontolisp::ggml-type-id g))
+        (is (equal (list name block bytes)
+                   (list (rontolisp::ggml-type-name g) (rontolisp::ggml-type-block-size g)
+                         (rontolisp::ggml-type-block-bytes g))))))
+    (is (equal '("F32" "F16" "BF16" "Q8_0" "Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K" "Q4_K"
+                 "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
+               (mapcar #'rontolisp::ggml-type-name (rontolisp::computed-types))))
+    (is (equal (mapcar #'rontolisp::ggml-type-id (rontolisp::computed-types))
+               (rontolisp::quantize-write-types)))
+    (is (equal '(:float :float :float :q8_0 :quant)
+               (mapcar (lambda (n) (rontolisp::ggml-type-family (rontolisp::find-ggml-type n)))
+                       '("F32" "f16" :bf16 "Q8_0" "IQ4_XS"))))
+    (is (null (rontolisp::ggml-type-family (rontolisp::find-ggml-type "IQ2_XXS"))))
+    (is (eq (rontolisp::find-ggml-type 12) (rontolisp::find-ggml-type "q4_k")))
+    (is (= 12 (rontolisp::ggml-id "Q4_K")))
+    (is (null (rontolisp::find-ggml-type 9999)))
+    (signals rontolisp:rontolisp-error (rontolisp::ggml-id "Q9_9"))
+    (is (rontolisp::quantized-type-p 8))
+    (is (not (rontolisp::quantized-type-p 0)))
+    (is (not (rontolisp::quantized-type-p 16)))))
+
+(test formats-ggml-type-bits
+  "Bits per value, from C's block geometry (what quantize --help can list)."
+  (is (= 32 (rontolisp::ggml-type-bits "F32")))
+  (is (= 17/2 (rontolisp::ggml-type-bits "Q8_0")))
+  (is (= 9/2 (rontolisp::ggml-type-bits "Q4_K")))
+  (is (= 105/16 (rontolisp::ggml-type-bits 14)))
+  (is (= 0 (rontolisp::ggml-type-bits "Q4_2"))))

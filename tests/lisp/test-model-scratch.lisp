@@ -130,15 +130,42 @@ bits (signs of zeros included)."
       (setf (rontolisp:threads) old-threads))
     (is (= 0 (first bad)) "~D of 50 concurrent encodes differ" (first bad))))
 
-(test scratch-cache-keeps-a-bounded-number
-  (let ((e (model:load (encoder-file "s1-pico" :f32))))
-    (loop for n from 1 to 9 do (model:encode e (token-sequence n)))
-    (let ((free (model::scratch-cache-free (model::encoder-scratch e))))
-      (is (<= (length free) model::+scratch-cache-entries+))
-      (is (= 9 (model::encode-scratch-n (first free))) "the most recent first"))
-    (model:encode e (token-sequence 3))
-    (is (= 3 (model::encode-scratch-n
-              (first (model::scratch-cache-free (model::encoder-scratch e))))))))
+(test scratch-pool-grows-only-for-a-longer-sequence
+  ;; One scratch serves every shorter sequence: encodes of 9, 3 and 9
+  ;; tokens reuse it; a longer one replaces it.
+  (let* ((e (model:load (encoder-file "s1-pico" :f32)))
+         (free (model::scratch-cache-free (model::encoder-scratch e))))
+    (flet ((kept () (coerce (remove nil free) (quote list))))
+      (model:encode e (token-sequence 9))
+      (let ((s (first (kept))))
+        (is (= 1 (length (kept))))
+        (is (= 9 (model::encode-scratch-capacity s)))
+        (model:encode e (token-sequence 3))
+        (model:encode e (token-sequence 9 :seed 2))
+        (is (equal (list s) (kept)) "a shorter sequence made another scratch")
+        (is (= 9 (model::encode-scratch-n s)))
+        (model:encode e (token-sequence 20))
+        (is (= 1 (length (kept))) "the shorter scratch stayed beside the longer")
+        (is (= 20 (model::encode-scratch-capacity (first (kept)))))
+        (is (<= (length free) model::+scratch-cache-entries+))))))
+
+(test scratch-set-matrix-rows-stays-within-the-storage
+  (let* ((a (make-array '(6 8) :element-type 'single-float :initial-element 1.0))
+         (b (make-array '(6 3) :element-type 'single-float :initial-element 2.0))
+         (both (vector a b)))
+    (is (eq both (rontolisp::%set-matrix-rows both 2)))
+    (is (equal '(2 8) (array-dimensions a)))
+    (is (equal '(2 3) (array-dimensions b)))
+    (is (= 16 (array-total-size a)))
+    (rontolisp::%set-matrix-rows both 6)
+    (is (equal '(6 8) (array-dimensions a)))
+    (is (= 1.0 (aref a 5 7)))
+    ;; far past the storage: refused, nothing changed
+    (signals rontolisp:shape-error (rontolisp::%set-matrix-rows both 1000))
+    (is (equal '(6 8) (array-dimensions a)))
+    (signals error (rontolisp::%set-matrix-rows (list a) 2))
+    (signals error (rontolisp::%set-matrix-rows (vector (make-array 4 :element-type 'single-float)) 2))
+    (signals error (rontolisp::%set-matrix-rows both -1))))
 
 (test scratch-primitives-signal-on-bad-operands
   (flet ((m (r c) (make-array (list r c) :element-type 'single-float :initial-element 1.0)))
@@ -156,6 +183,14 @@ bits (signs of zeros included)."
       (is (eq a (rontolisp::%add-into a a (m 2 3))))
       (is (= 2.0 (aref a 0 1)))  ; the four-at-a-time part
       (is (= 2.0 (aref a 1 2)))) ; the rest
+    (let ((q (m 2 16)) (k (m 5 16)) (v (m 5 16)) (out (m 2 16)))
+      (is (eq out (rontolisp::%attention-rows q k v 2 8 out)))
+      (is (= 1.0 (aref out 1 15))) ; equal values: any weights average to them
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k (m 4 16) 2 8 out))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k v 2 8 (m 3 16)))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q (m 0 16) (m 0 16) 2 8 out))
+      (signals rontolisp:shape-error (rontolisp::%attention-rows q k v 3 8 out))
+      (signals rontolisp:rontolisp-error (rontolisp::%attention-rows q k v 2 8 q)))
     (let ((qkv (m 4 48)) (q (m 4 16)) (k (m 4 16)) (v (m 4 16)))
       (signals rontolisp:rontolisp-error (rontolisp::%qkv-rope qkv q q v 2 8 10000.0))
       (signals rontolisp:shape-error (rontolisp::%qkv-rope qkv q k (m 4 8) 2 8 10000.0))

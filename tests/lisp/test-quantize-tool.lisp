@@ -557,7 +557,7 @@ main type."
           (is (= 18 (length lines)) "~A" stdout)
           (is (= 17 (count-if (lambda (l) (eql 0 (search "[" l))) lines)))
           (is (contains (first lines) "[   1/17]"))
-          (is (some (lambda (l) (and (contains l "F32   -> Q8_0") (contains l "MiB"))) lines) "~A" stdout)
+          (is (some (lambda (l) (and (contains l "F32   -> Q8_0") (contains l "B ->"))) lines) "~A" stdout)
           (is (= 2 (count-if (lambda (l) (contains l "(fall back)")) lines)))
           (is (contains (car (last lines)) "dry run"))))
       (is (not (probe-file out)))
@@ -577,6 +577,55 @@ main type."
                  (is (= 2 code) "~S exited ~D" args code)
                  (is (contains stderr needle) "~S: ~A" args stderr)
                  (is (not (probe-file out))))))))
+
+(test quantize-tool-speaks-like-llama-quantize
+  ;; What a llama-quantize user reaches for.  Before: --help listed no
+  ;; types, a quantized input said "is not done", --imatrix was an unknown
+  ;; option, \\b in a --tensor-type pattern an unknown escape, and a small
+  ;; file's sizes printed as "0.00 MiB".
+  (let ((in (golden "quants/quant_main.f32.gguf"))
+        (q8 (tmp-path "speaks-q8.gguf"))
+        (out (tmp-path "speaks.gguf")))
+    (with-tracked-fixture (in)
+      (unwind-protect
+           (progn
+             (multiple-value-bind (code stdout) (run-exe (list "quantize" "--help"))
+               (is (= 0 code))
+               ;; every type it makes on a line of its own with its bits per weight
+               (loop for (name ftype) in rontolisp::*quantize-ftypes*
+                     unless (member name '("Q3_K" "Q4_K" "Q5_K") :test #'string=)
+                       do (is (some (lambda (l) (and (contains l (format nil " ~D  ~A " ftype name))
+                                                     (contains l " bpw  ")))
+                                    (split-lines stdout))
+                              "~A missing from --help: ~A" name stdout))
+               (is (contains stdout "Q4_K = Q4_K_M") "~A" stdout)
+               (is (contains stdout " 8.50 bpw") "~A" stdout)
+               (is (contains stdout "IQ2_XXS") "~A" stdout))
+             (rontolisp:quantize-file in q8 :type "q8_0")
+             (multiple-value-bind (code stdout stderr) (run-exe (list "quantize" q8 out "q4_k_m"))
+               (declare (ignore stdout))
+               (is (= 1 code))
+               (is (contains stderr "add --allow-requantize") "~A" stderr))
+             (loop for (args . needle)
+                     in '((("--imatrix" "imatrix.dat" "q4_k_m") . "expected no importance matrix")
+                          (("iq2_xs") . "llama-quantize refuses it without --imatrix")
+                          (("q4_k_m" "--tensor-type" "(?i)attn_v=q8_0") . "inline flag (?i)"))
+                   do (multiple-value-bind (code stdout stderr)
+                          (run-exe (append (list "quantize" in out) args))
+                        (declare (ignore stdout))
+                        (is (= 2 code) "~S exited ~D" args code)
+                        (is (contains stderr needle) "~S: ~A" args stderr)))
+             ;; ECMAScript's \\d and \\b, as llama-quantize's users write them
+             (multiple-value-bind (code stdout stderr)
+                 (run-exe (list "quantize" "--dry-run" "--tensor-type" "blk\\.\\d+\\.attn_v\\b=q8_0"
+                                in out "q4_k_m"))
+               (is (= 0 code) "~A" stderr)
+               (is (contains stdout "blk.1.attn_v.weight                  F32   -> Q8_0") "~A" stdout)
+               (is (not (or (contains stdout "0.00 MiB") (contains stdout "0.00 KiB"))) "~A" stdout)
+               (is (contains stdout " KiB") "~A" stdout))
+             (is (not (probe-file out))))
+        (ignore-errors (delete-file q8))
+        (ignore-errors (delete-file out))))))
 
 (test quantize-tool-hostile-inputs
   "Every file of the bad-file corpus gives our own condition (exit 1, one
@@ -610,7 +659,7 @@ on stderr when it is not a terminal."
                  (run-exe (list "quantize" (golden "q8_main.f32.gguf") out "q8_0"))
                (is (= 0 code))
                (is (string= "" stderr))
-               (is (contains stdout "MiB ->") "~A" stdout)))
+               (is (contains stdout "KiB ->") "~A" stdout)))
         (ignore-errors (delete-file out))))))
 
 ;;; Split sets (llama-gguf-split's shards).

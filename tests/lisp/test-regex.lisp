@@ -124,3 +124,22 @@
   (is (not (rontolisp::regex-search "^a{1,2}$" "aaa")))
   (is (rontolisp::regex-search "^a{2,}$" "aaaa"))
   (is (= 1001 (length (rontolisp::regex-program (rontolisp::compile-regex "a{1000}"))))))
+
+(test regex-word-boundaries-and-named-refusals
+  ;; \b and \B as ECMAScript (llama-quantize's std::regex) and Python read
+  ;; them; the answers are Python 3.11's re.search.  Before, \b was refused
+  ;; as an unknown escape and (?i) as "an unsupported (? group".
+  (loop for (pattern string expected)
+          in `(("\\bffn\\b" "blk.1.ffn.weight" t) ("\\bffn\\b" "blk.1.ffn_up" nil)
+               ("\\Bn_up" "blk.1.ffn_up" t) ("\\Bffn" "blk.1.ffn_up" nil)
+               ("^\\b" "a" t) ("\\b$" "a." nil) ("\\b" "" nil) ("x\\b" "x" t)
+               ("blk\\.\\d+\\.attn_v\\b" "blk.12.attn_v.weight" t)
+               ("[\\b]" ,(format nil "a~C" (code-char 8)) t))
+        do (is (eq expected (and (rontolisp::regex-search pattern string) t))
+               "~S on ~S: expected ~:[no match~;a match~]" pattern string expected))
+  (loop for (bad named) in '(("(?i)attn" "inline flag (?i)") ("(?=a)" "look-ahead")
+                             ("(?<n>a)" "named group") ("\\b+" "anchor"))
+        do (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+                      (rontolisp::regex-error (c) c))))
+             (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
+             (when c (is (search named (princ-to-string c)) "~S: ~A" bad c)))))

@@ -131,6 +131,18 @@ driver's deadline, as one that keeps the terminal open is."
     (is (contains err "division by zero in (/ 1 0)") "~A" err)
     (is (not (contains err "#<")))))
 
+(test repl-piped-break-fails-the-form-and-goes-on
+  ;; (break) on piped input entered ECL's debugger, which printed itself
+  ;; on stdout and took the next forms as its commands.  It fails the form
+  ;; as an error does: one line on stderr, the next form runs, status 1.
+  (multiple-value-bind (code out err)
+      (run-exe '("--norc") :input (format nil "(break \"stop ~~A\" 7)~%(princ :after)~%"))
+    (is (eql 1 code) "exit ~S: ~A" code err)
+    (is (contains out "AFTER") "~S" out)
+    (is (not (contains out "restarts")) "~S" out)
+    (is (= 1 (length (split-lines err))) "~S" err)
+    (is (contains err "stop 7") "~S" err)))
+
 ;;; Start-up conventions.
 
 (test startup-rc-file-loads-before-the-repl

@@ -87,6 +87,32 @@ end a script with one short line naming them."
       (is (plusp (length err))))
     (delete-file f)))
 
+(test script-break-exits-1-without-a-debugger
+  ;; (break) printed ECL's debugger on stdout, read its commands from
+  ;; stdin and, at the end of input, exited 0 with the rest skipped.  A
+  ;; script has no debugger: one line on stderr, exit 1.  Standard input
+  ;; here is a pipe that stays open: a debugger waiting on it would hang
+  ;; to the deadline.
+  (let ((f (write-file-string (tmp-path "break.lisp")
+                              (format nil "(princ \"before\")~%(break \"stop ~~A\" 7)~%(princ \"after\")~%")))
+        (out (tmp-path "out")) (err (tmp-path "err")))
+    (unwind-protect
+         (multiple-value-bind (process input)
+             (run-child *exe* (list "script" f) :input :stream :output out :error err
+                                                :if-output-exists :supersede
+                                                :if-error-exists :supersede :wait nil)
+           (multiple-value-bind (how code)
+               (unwind-protect (wait-child process :deadline 60 :what "a script calling break")
+                 (ignore-errors (close input))
+                 (end-child process))
+             (let ((out (read-file-string out)) (err (read-file-string err)))
+               (is (eq :exited how))
+               (is (eql 1 code) "exit ~S: ~A" code err)
+               (is (string= "before" out) "stdout: ~S" out)
+               (is (= 1 (length (split-lines err))) "stderr: ~S" err)
+               (is (contains err "stop 7") "stderr: ~S" err))))
+      (dolist (p (list f out err)) (ignore-errors (delete-file p))))))
+
 (test script-exit-code
   (let ((f (write-file-string (tmp-path "exit.lisp")
                               (format nil "(rontolisp:exit 9)~%(princ \"not here\")~%"))))
@@ -558,29 +584,35 @@ started, and the test fails with a message, instead of waiting for ever."
     (is (eql 129 (interrupted-status (list "script" f) "HUP")))
     (delete-file f)))
 
-(defun early-signal-status (args signal delay &key ignored)
+(defun early-signal-status (args signal delay &key ignored output)
   "Start the executable with ARGS (with SIGNAL ignored when IGNORED, as a
 shell leaves SIGINT for a background job), wait until its main function
 runs (ECL's threads exist), send it SIGNAL DELAY seconds later; answer its
-exit status, (:signaled n) when the signal ended it."
-  (let ((p (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
-                                                    ignored signal)
-                                       *exe* args)
-                      :input nil :output nil :error nil :wait nil))
-        (end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
-    (unwind-protect
-         (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
-           (loop until (or (> (length (directory tasks)) 1)
-                           (not (eq :running (ext:external-process-wait p nil)))
-                           (> (get-internal-real-time) end))
-                 do (sleep 0.001))
-           (sleep delay)
-           (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
-           (multiple-value-bind (how n)
-               (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
-                                                        args signal))
-             (if (eq how :exited) n (list how n))))
-      (end-child p))))
+exit status, (:signaled n) when the signal ended it.  With OUTPUT (a
+path), its standard output goes there and its standard input is a pipe
+closed only once the signal is sent (a REPL waits on it)."
+  (multiple-value-bind (p in)
+      (run-child "/bin/sh" (list* "-c" (format nil "~:[~;trap '' ~A; ~]exec \"$0\" \"$@\""
+                                               ignored signal)
+                                  *exe* args)
+                 :input (and output :stream) :output output :if-output-exists :supersede
+                 :error nil :wait nil)
+    (let ((end (+ (get-internal-real-time) (* 30 internal-time-units-per-second))))
+      (unwind-protect
+           (let ((tasks (format nil "/proc/~D/task/*/" (ext:external-process-pid p))))
+             (loop until (or (> (length (directory tasks)) 1)
+                             (not (eq :running (ext:external-process-wait p nil)))
+                             (> (get-internal-real-time) end))
+                   do (sleep 0.001))
+             (sleep delay)
+             (signal-process p (cdr (assoc signal *signal-numbers* :test #'string=)))
+             (when in (ignore-errors (close in)))
+             (multiple-value-bind (how n)
+                 (wait-child p :deadline 20 :what (format nil "rontolisp~{ ~A~} after an early SIG~A"
+                                                          args signal))
+               (if (eq how :exited) n (list how n))))
+        (when in (ignore-errors (close in)))
+        (end-child p)))))
 
 (test batch-signal-at-start-up-is-not-lost
   "SIGINT, SIGTERM and SIGHUP in the first milliseconds, while ECL boots,
@@ -597,11 +629,76 @@ disposition came in as the default or as ignored (a background job)."
           "SIG~A at start-up" signal))
     (delete-file f)))
 
+(defun reading-standard-input (pid)
+  "When the main thread of the process PID waits in read(2) on descriptor 0
+(/proc/PID/syscall; read is system call 0 on x86-64, 63 on AArch64), the
+number of times it has gone to sleep so far (its voluntary context
+switches); else NIL."
+  (flet ((proc-line (file prefix)
+           (ignore-errors
+            (with-open-file (s (format nil "/proc/~D/task/~D/~A" pid pid file))
+              (loop for line = (read-line s nil) while line
+                    when (eql 0 (search prefix line)) return line)))))
+    (let ((call (proc-line "syscall" "")))
+      (when (and call (or (eql 0 (search "0 0x0 " call)) (eql 0 (search "63 0x0 " call))))
+        (let ((line (proc-line "status" "voluntary_ctxt_switches:")))
+          (and line (parse-integer line :start (1+ (position #\: line)) :junk-allowed t)))))))
+
+(defun wait-for (what deadline predicate)
+  "The first true value of PREDICATE, called every few milliseconds for at
+most DEADLINE seconds; at the deadline an error naming WHAT."
+  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second))))
+    (loop
+      (let ((value (funcall predicate)))
+        (when value (return value)))
+      (when (> (get-internal-real-time) end)
+        (error "~A did not happen within ~D s" what deadline))
+      (sleep 0.005))))
+
+(test repl-ctrl-c-while-starting-ends-it
+  ;; SIGINT while the REPL starts landed in ECL's own debugger wherever the
+  ;; boot was: its "Console interrupt" on stdout, the REPL's input read as
+  ;; debugger commands, then a crash (status 139) or a loop of "Detected
+  ;; access to protected memory" that SIGTERM did not end.  Before the
+  ;; prompt it ends the program (130); at the prompt it returns there, and
+  ;; the end of input then exits 0.
+  (let ((out (tmp-path "early-out")))
+    (dolist (delay '(0 0.002 0.005 0.01 0.02 0.04 0.08 0.16))
+      (let ((status (early-signal-status '("--norc") "INT" delay :output out)))
+        (is (member status '(130 0)) "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) status)
+        (is (not (contains (read-file-string out) "INTERACTIVE-INTERRUPT"))
+            "SIGINT ~D ms into start-up: ~S" (round delay 1/1000) (read-file-string out))))
+    (ignore-errors (delete-file out))))
+
 (test repl-survives-ctrl-c-at-the-prompt
-  (multiple-value-bind (code out)
-      (interrupted-status '() "INT" :input (format nil "(+ 2 3)~%"))
-    (is (eql 0 code))
-    (is (contains out "5"))))
+  ;; The signal went a second after the start, its input half a second
+  ;; later: on a loaded machine the REPL was not at its prompt yet, or had
+  ;; not taken the signal before the input came.  Each step now waits for
+  ;; the REPL's main thread to be reading its input: before the signal,
+  ;; and again after it, once it has woken up.
+  (let ((out (tmp-path "sig-out")))
+    (unwind-protect
+         (multiple-value-bind (p in)
+             (run-child *exe* '("--norc") :input :stream :output out :error nil
+                                          :if-output-exists :supersede :wait nil)
+           (unwind-protect
+                (let* ((pid (ext:external-process-pid p))
+                       (sleeps (wait-for "the REPL reading its input" 60
+                                         (lambda () (reading-standard-input pid)))))
+                  (is (signal-process p (cdr (assoc "INT" *signal-numbers* :test #'string=))))
+                  (wait-for "the REPL reading its input again after SIGINT" 60
+                            (lambda () (let ((now (reading-standard-input pid)))
+                                         (and now (> now sleeps)))))
+                  (ignore-errors (write-line "(+ 2 3)" in) (finish-output in))
+                  (ignore-errors (close in))
+                  (multiple-value-bind (how code)
+                      (wait-child p :deadline 60 :what "the REPL after SIGINT")
+                    (is (eq :exited how))
+                    (is (eql 0 code))
+                    (is (contains (read-file-string out) "5"))))
+             (ignore-errors (close in))
+             (end-child p)))
+      (ignore-errors (delete-file out)))))
 
 (test cli-utf-8-name-reaches-the-metadata
   (let ((out (tmp-path "named.gguf")))
@@ -761,3 +858,161 @@ UTF-8: %utf8-octets gives the bytes back; other surrogates become U+FFFD."
     (is (equal '(#xef #xbf #xbd) (octets #xd800)))
     (is (equal '(#xef #xbf #xbd) (octets #xdc7f)))
     (is (equal '(#xe2 #x82 #xac) (octets #x20ac)))))
+
+;;; The manual: doc/command-line.md, the man page and --help name the same
+;;; commands and options.  Each source is read generically (a command is
+;;; whatever each lists), so a command or option added to all three passes
+;;; and one missing from any fails, naming it and where it is missing.
+
+(defun manual-option-tokens (text)
+  "The long options (--name) written in TEXT, once each, in order; man
+escapes (\\- and \\fB...) already removed."
+  (let ((found '()))
+    (loop for start = (search "--" text) then (search "--" text :start2 end)
+          for end = (and start (or (position-if-not (lambda (c) (or (alphanumericp c) (char= c #\-)))
+                                                    text :start (+ start 2))
+                                   (length text)))
+          while start
+          do (let ((token (string-right-trim "-" (subseq text start end))))
+               (when (and (> (length token) 2) (alphanumericp (char token 2))
+                          (or (zerop start) (not (alphanumericp (char text (1- start))))))
+                 (pushnew token found :test #'string=))))
+    (nreverse found)))
+
+(defun manual-man-text (line)
+  "LINE of the man page as text: \\- a dash, font changes (\\fB \\fI \\fR
+\\fP) gone."
+  (with-output-to-string (s)
+    (loop with i = 0
+          while (< i (length line))
+          do (let ((c (char line i)))
+               (cond ((and (char= c #\\) (< (1+ i) (length line)) (char= (char line (1+ i)) #\-))
+                      (write-char #\- s) (incf i 2))
+                     ((and (char= c #\\) (< (+ i 2) (length line)) (char= (char line (1+ i)) #\f))
+                      (incf i 3))
+                     (t (write-char c s) (incf i)))))))
+
+(defun manual-first-word (text)
+  "The first word of TEXT made of lower-case letters and dashes, after any
+leading request (.BI, .B), quotes and spaces; NIL when it starts otherwise."
+  (let* ((text (if (and (plusp (length text)) (char= (char text 0) #\.))
+                   (subseq text (or (position #\Space text) (length text)))
+                   text))
+         (start (position-if-not (lambda (c) (member c '(#\Space #\"))) text)))
+    (when (and start (lower-case-p (char text start)))
+      (subseq text start (position-if-not (lambda (c) (or (lower-case-p c) (char= c #\-)))
+                                          text :start start)))))
+
+(defun manual-help ()
+  "From `rontolisp --help' and each command's --help: (values commands
+global-options table), the table mapping a command to its options."
+  (multiple-value-bind (code out) (run-exe '("--help"))
+    (is (= 0 code))
+    (let ((commands '()) (global '()) (table (make-hash-table :test 'equal)) (in-global nil))
+      (dolist (line (split-lines out))
+        (cond ((and (> (length line) 12) (string= "  rontolisp " line :end2 12)
+                    (lower-case-p (char line 12)))
+               (pushnew (manual-first-word (subseq line 12)) commands :test #'string=))
+              ((search "Global flags" line) (setf in-global t))
+              ((and in-global (> (length line) 4) (string= "  --" line :end2 4))
+               (setf global (union global (manual-option-tokens
+                                           (subseq line 0 (or (search "   " line :start2 2)
+                                                              (length line))))
+                                   :test #'string=)))))
+      (dolist (command commands)
+        (multiple-value-bind (code out) (run-exe (list command "--help"))
+          (is (= 0 code) "~A --help exited ~A" command code)
+          (setf (gethash command table)
+                (loop with in-options = nil
+                      for line in (split-lines out)
+                      do (cond ((string= line "Options:") (setf in-options t))
+                               ((string= line "") (when in-options (setf in-options :done))))
+                      when (and (eq in-options t) (> (length line) 4) (string= "  --" line :end2 4))
+                        append (remove "--help" (manual-option-tokens
+                                                 (subseq line 0 (or (search "  " line :start2 2)
+                                                                    (length line))))
+                                       :test #'string=)))))
+      (values (reverse commands) global table))))
+
+(defun manual-man-page ()
+  "From rontolisp.1: (values table global-options) where the table maps a
+command of the COMMANDS section to (header-options . entry-options): the
+options of its .TP header lines and of its whole entries."
+  (let ((table (make-hash-table :test 'equal)) (global '()) (section nil) (command nil) (header nil))
+    (dolist (raw (split-lines (read-file-string (namestring (merge-pathnames "rontolisp.1" *root*)))))
+      (let ((line (manual-man-text raw)))
+        (cond ((and (> (length raw) 4) (string= ".SH " raw :end2 4))
+               (setf section (string-trim " \"" (subseq raw 4)) command nil))
+              ((string= raw ".TP") (setf header t command nil))
+              ((string= section "OPTIONS")
+               (setf global (union global (manual-option-tokens line) :test #'string=)))
+              ((and (string= section "COMMANDS") header)
+               (setf header nil command (manual-first-word line))
+               (when command
+                 (let ((entry (or (gethash command table) (cons '() '())))
+                       (options (manual-option-tokens line)))
+                   (setf (gethash command table)
+                         (cons (union (car entry) options :test #'string=)
+                               (union (cdr entry) options :test #'string=))))))
+              ((and (string= section "COMMANDS") command)
+               (push-options-to-man-entry table command (manual-option-tokens line))))))
+    (values table global)))
+
+(defun push-options-to-man-entry (table command options)
+  (let ((entry (gethash command table)))
+    (setf (cdr entry) (union (cdr entry) options :test #'string=))))
+
+(defun manual-command-line-md ()
+  "From doc/command-line.md's section 1: (values table global-options),
+the table mapping each command of the synopsis block (lines
+`    rontolisp NAME ...' and the lines indented under them) to its options;
+the global options are those of the section's text outside the block."
+  (let ((table (make-hash-table :test 'equal)) (global '()) (in-section nil) (command nil))
+    (dolist (line (split-lines (read-file-string (namestring (merge-pathnames "doc/command-line.md" *root*)))))
+      (cond ((and (> (length line) 3) (string= "## " line :end2 3))
+             (setf in-section (and (> (length line) 5) (string= "## 1." line :end2 5)) command nil))
+            ((not in-section))
+            ((and (> (length line) 14) (string= "    rontolisp " line :end2 14)
+                  (lower-case-p (char line 14)))
+             (setf command (manual-first-word (subseq line 14)))
+             (setf (gethash command table)
+                   (union (gethash command table) (manual-option-tokens (subseq line 14))
+                          :test #'string=)))
+            ((and command (> (length line) 5) (string= "     " line :end2 5))
+             (setf (gethash command table)
+                   (union (gethash command table) (manual-option-tokens line) :test #'string=)))
+            ((and (> (length line) 4) (string= "    " line :end2 4)) (setf command nil))
+            (t (setf command nil
+                     global (union global (manual-option-tokens line) :test #'string=)))))
+    (values table global)))
+
+(test manual-names-every-command-and-option
+  (multiple-value-bind (commands global help) (manual-help)
+    (multiple-value-bind (man man-global) (manual-man-page)
+      (multiple-value-bind (doc doc-global) (manual-command-line-md)
+        (is (< 10 (length commands)) "~A" commands)
+        (flet ((keys (table) (loop for k being the hash-keys of table collect k))
+               (missing (what from where)
+                 (let ((gone (set-difference what from :test #'string=)))
+                   (is (null gone) "~A: ~{~A~^ ~}" where gone))))
+          (missing commands (keys man) "commands of --help missing from rontolisp.1")
+          (missing commands (keys doc) "commands of --help missing from doc/command-line.md")
+          (missing (keys man) commands "commands of rontolisp.1 that --help does not list")
+          (missing (keys doc) commands "commands of doc/command-line.md that --help does not list")
+          (missing global man-global "global options of --help missing from rontolisp.1's OPTIONS")
+          (missing global doc-global "global options of --help missing from doc/command-line.md")
+          (dolist (command commands)
+            (let ((options (gethash command help)))
+              (when (gethash command man)
+                (missing options (cdr (gethash command man))
+                         (format nil "options of ~A --help missing from its rontolisp.1 entry" command))
+                (missing (car (gethash command man)) options
+                         (format nil "options in rontolisp.1's ~A synopsis that ~A --help does not list"
+                                 command command)))
+              (when (gethash command doc)
+                (missing options (gethash command doc)
+                         (format nil "options of ~A --help missing from doc/command-line.md's ~A line"
+                                 command command))
+                (missing (gethash command doc) options
+                         (format nil "options in doc/command-line.md's ~A line that ~A --help does not list"
+                                 command command))))))))))

@@ -237,6 +237,64 @@ head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
     (is (eq :accepted again) "after one closed: ~S" again)
     (is (contains log "connection refused: expected fewer than 3 open connections") "~S" log)))
 
+(defun call-with-swank-port (function &rest keys)
+  "Start a server (CALL-WITH-SWANK-SERVER with KEYS), call FUNCTION with
+the port it announces and a deadline 60 s away (checking that a port came;
+FUNCTION is not called without one), stop the server and check that
+SIGTERM ended it; answers FUNCTION's value."
+  (multiple-value-bind (value how code)
+      (apply #'call-with-swank-server
+             '() (lambda (port out err)
+                   (is (integerp port) "no port announced in ~S: ~A" out
+                       (ignore-errors (read-file-string err)))
+                   (when port
+                     (funcall function port (+ (get-internal-real-time)
+                                               (* 60 internal-time-units-per-second)))))
+             keys)
+    (is (eq :exited how))
+    (is (eql 143 code) "the server ended ~S ~S" how code)
+    value))
+
+(defun swank-eval (stream form-string id deadline)
+  "Evaluate FORM-STRING in the server of STREAM (request ID) and answer the
+printed value as Swank returns it (\"NIL\", \"T\"...); NIL when no answer
+came before DEADLINE."
+  (swank-send stream (format nil "(:emacs-rex (swank:eval-and-grab-output ~S) nil t ~D)"
+                             form-string id))
+  (let* ((reply (swank-reply stream id deadline))
+         (start (and reply (search "(:ok (\"\" " reply))))
+    (and start (ignore-errors (read-from-string reply t nil :start (+ start 9))))))
+
+(defun swank-poll (stream form-string value deadline)
+  "Evaluate FORM-STRING on STREAM (SWANK-EVAL) until it answers the string
+VALUE, or until DEADLINE; answers the last answer."
+  (loop for id from 100
+        for answer = (swank-eval stream form-string id deadline)
+        until (or (equal answer value) (> (get-internal-real-time) deadline))
+        do (sleep 0.1)
+        finally (return answer)))
+
+(test swank-ends-the-evaluations-of-a-closed-connection
+  ;; A client starts an endless evaluation and goes away: the evaluation
+  ;; ran on (an endless COLLECT grew the server to 1.6 GB).  Now its
+  ;; thread ends with the connection; a second client watches it.
+  (let ((started nil) (running :unknown))
+    (call-with-swank-port
+     (lambda (port deadline)
+       (let ((client (swank-connect port))
+             (watcher (swank-connect port)))
+         (unwind-protect
+              (progn
+                (swank-send client "(:emacs-rex (swank:eval-and-grab-output \"(progn (defparameter *endless* mp:*current-process*) (loop))\") nil t 1)")
+                (setf started (swank-poll watcher "(and (boundp '*endless*) (mp:process-active-p *endless*) t)"
+                                          "T" deadline))
+                (close client)
+                (setf running (swank-poll watcher "(mp:process-active-p *endless*)" "NIL" deadline)))
+           (ignore-errors (close client))
+           (ignore-errors (close watcher))))))
+    (is (equal "T" started) "the evaluation started: ~S" started)
+    (is (equal "NIL" running) "the evaluation still running after its client closed: ~S" running)))
+
 (defun swank-message-with (stream text deadline)
   "Read Swank messages from STREAM until one that contains TEXT, answered
 as a string; NIL when none came before DEADLINE or the stream ended."
@@ -259,14 +317,9 @@ as a string; NIL when none came before DEADLINE or the stream ended."
   ;; the debugger, and the server goes on answering.
   (let ((deep (make-string 50000 :initial-element #\())
         (answers '()))
-    (multiple-value-bind (value how code)
-        (call-with-swank-server
-         '() (lambda (port out err)
-               (declare (ignore err))
-               (is (integerp port) "no port announced in ~S" out)
-               (when port
-                 (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
-                       (s (swank-connect port)))
+    (is (eq t (call-with-swank-port
+               (lambda (port deadline)
+                 (let ((s (swank-connect port)))
                    (unwind-protect
                         (progn
                           (swank-send s deep)
@@ -275,14 +328,11 @@ as a string; NIL when none came before DEADLINE or the stream ended."
                           (swank-send s (format nil "(:emacs-rex (swank:eval-and-grab-output ~S) nil t 3)"
                                                 deep))
                           (push (swank-message-with s "(:debug " deadline) answers))
-                     (ignore-errors (close s)))
-                   (let ((s (swank-connect port)))
-                     (unwind-protect (push (swank-greeting s 4 deadline) answers)
-                       (ignore-errors (close s))))
-                   t))))
-      (is (eq t value))
-      (is (eq :exited how))
-      (is (eql 143 code) "the server ended ~S ~S" how code))
+                     (ignore-errors (close s))))
+                 (let ((s (swank-connect port)))
+                   (unwind-protect (push (swank-greeting s 4 deadline) answers)
+                     (ignore-errors (close s))))
+                 t))))
     (destructuring-bind (&optional fourth third second first) answers
       (is (and first (search "nested" first)) "the deep message: ~S" (and first (subseq first 0 (min 300 (length first)))))
       (is (eq :accepted second) "after the deep message: ~S" second)
@@ -403,19 +453,14 @@ it names no existing file and position."
   "Send the string REQUEST (an :emacs-rex of id 1) to a new server and
 answer the first message back that contains MESSAGE (\"\" when none
 came within 60 s)."
-  (let ((answer ""))
-    (call-with-swank-server
-     '() (lambda (port out err)
-           (declare (ignore err))
-           (is (integerp port) "no port announced in ~S" out)
-           (when port
-             (let ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
-                   (s (swank-connect port)))
-               (unwind-protect
-                    (progn (swank-send s request)
-                           (setf answer (or (swank-message-with s message deadline) "")))
-                 (ignore-errors (close s)))))))
-    answer))
+  (or (call-with-swank-port
+       (lambda (port deadline)
+         (let ((s (swank-connect port)))
+           (unwind-protect
+                (progn (swank-send s request)
+                       (swank-message-with s message deadline))
+             (ignore-errors (close s))))))
+      ""))
 
 (test swank-backtraces-name-frames
   ;; An error in RONTOLISP:QUANTIZE: SLIME's backtrace has a frame naming

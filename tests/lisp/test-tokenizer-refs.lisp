@@ -171,6 +171,35 @@ tests/fetch-tokenizer-refs.sh)")
           (run-hf tokenizer-json (mapcar #'show-text texts)
                   (if add-special '() '("--no-special")))))
 
+(defun hf-byte-offsets (tokenizer-json texts &key add-special)
+  "Hugging Face tokenizers' offsets of TEXTS with TOKENIZER-JSON, each text's
+a list of (start end) in bytes of its UTF-8 (the library reports them in
+characters), or NIL (see RUN-HF)."
+  (loop for text in texts
+        for pairs in (run-hf tokenizer-json (mapcar #'show-text texts)
+                             (list* "--offsets" (if add-special '() '("--no-special"))))
+        collect (let ((bytes (make-array (1+ (length text)) :initial-element 0)))
+                  ;; bytes[i]: the UTF-8 length of the first i characters
+                  (loop for c across text for i from 1
+                        do (setf (aref bytes i)
+                                 (+ (aref bytes (1- i))
+                                    (let ((code (char-code c)))
+                                      (cond ((< code #x80) 1) ((< code #x800) 2)
+                                            ((< code #x10000) 3) (t 4))))))
+                  (map 'list (lambda (pair) (list (aref bytes (aref pair 0)) (aref bytes (aref pair 1))))
+                       pairs))))
+
+(defun our-byte-offsets (file texts &key add-special)
+  "Our offsets (lists of (start end), bytes) of TEXTS with the tokenizer of
+FILE: what `rontolisp tokenize --json' prints."
+  (let ((tok (model:load-tokenizer file)))
+    (mapcar (lambda (text)
+              (let ((offsets (nth-value 1 (rontolisp::tokenize-octets
+                                           tok (rontolisp::%utf8-octets text) add-special t nil t))))
+                (loop for i from 0 below (length offsets) by 2
+                      collect (list (aref offsets i) (aref offsets (1+ i))))))
+            texts)))
+
 (defun hf-texts (tokenizer-json id-lists)
   "Hugging Face tokenizers' texts of ID-LISTS (special tokens kept) with
 TOKENIZER-JSON, or NIL (see RUN-HF)."
@@ -402,6 +431,26 @@ OBJECT, or :MISSING when some key is absent."
           (check-agreement (format nil "HF tokenizers vs ours on the converter GGUF, add-special ~A"
                                    add-special)
                            *ref-texts* (our-ids gguf *ref-texts* :add-special add-special) theirs))))))
+
+(test tokenize-offsets-agree-with-hf
+  ;; The byte offsets of `tokenize --json' are Hugging Face's offsets: on
+  ;; the converter's tokenizer.json (NFC, [MASK] with lstrip, [CLS] and
+  ;; [SEP] added) and on GPT-2's.  Before, there were none.
+  (let ((gpt2 (gpt2-tokenizer-json)))
+    (unwind-protect
+         (with-converted-files ((gguf json))
+           (loop for (what file add-special) in (list (list "converter tokenizer.json" json t)
+                                                      (list "converter tokenizer.json" json nil)
+                                                      (list "GPT-2 tokenizer.json" gpt2 nil))
+                 when file
+                   do (let ((theirs (hf-byte-offsets file *ref-texts* :add-special add-special)))
+                        (when theirs
+                          (check-agreement (format nil "HF tokenizers' offsets, ~A, add-special ~A"
+                                                   what add-special)
+                                           *ref-texts*
+                                           (our-byte-offsets file *ref-texts* :add-special add-special)
+                                           theirs)))))
+      (when gpt2 (ignore-errors (delete-file gpt2))))))
 
 (test tokenize-agrees-with-hf-on-gpt-2
   (let ((json (gpt2-tokenizer-json)))

@@ -329,6 +329,45 @@ function of the parsed data that changes it) was applied, or NIL."
       (declare (ignore out))
       (is (= 2 code) "~A" err))))
 
+(test tokenize-command-speaks-like-llama-tokenize
+  ;; llama-tokenize's --ids ([1, 2, 3]) and --show-count, byte offsets in
+  ;; --json, and detokenize taking the ids back in either form; before,
+  ;; each option was a usage error and there was no detokenize.
+  (let ((file (gpt2-file)))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--ids" "--show-count"
+                                                       "Hello world" "x"))
+      (is (= 0 code) "~A" err)
+      (is (equal (list "[15496, 995]" "Total number of tokens: 2" "[87]" "Total number of tokens: 1")
+                 (split-lines out))
+          "~A" out))
+    (let ((texts (tmp-path "texts")))
+      (with-open-file (s texts :direction :output :external-format :utf-8)
+        (write-line (format nil "~C world" (code-char #xe9)) s))
+      (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--json" "--show-count"
+                                                         "--file" texts))
+      (delete-file texts)
+      (is (= 0 code) "~A" err)
+      (let ((j (yason:parse out)))
+        ;; é is two bytes: the token(s) of "é" end at byte 2, " world" is bytes 2..8
+        (is (equal '((2 8)) (last (map 'list (lambda (p) (coerce p 'list)) (gethash "offsets" j))))
+            "~A" out)
+        (is (eql (length (gethash "ids" j)) (gethash "count" j)) "~A" out))))
+    (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--ids" "--json" "x"))
+      (declare (ignore out))
+      (is (= 2 code) "~A" err))
+    (dolist (ids '(("15496" "995") ("[15496, 995]") ("15496,995")))
+      (multiple-value-bind (code out err) (run-exe (list* "detokenize" file ids))
+        (is (= 0 code) "~A: ~A" ids err)
+        (is (equal (list "Hello world") (split-lines out)) "~A: ~A" ids out)))
+    (multiple-value-bind (code out err) (run-exe (list "detokenize" file "15496" "world"))
+      (declare (ignore out))
+      (is (= 2 code))
+      (is (contains err "\"world\"") "~A" err))
+    (multiple-value-bind (code out err) (run-exe (list "detokenize" file "99999999"))
+      (declare (ignore out))
+      (is (= 1 code))
+      (is (contains err "99999999") "~A" err))))
+
 (test tokenize-and-embed-blame-the-text-not-the-tokenizer
   ;; Bytes that are not UTF-8 are the text's fault: the message names the
   ;; text (its number, --text, or the file and line), not the tokenizer's

@@ -1,14 +1,16 @@
 // hf-tokenize.js - Hugging Face tokenizers (the Rust library, through the
 // npm package @anush008/tokenizers) as the reference of the tokenizer tests:
 //
-//   node tests/ref/hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special] < TEXTS
+//   node tests/ref/hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special] [--offsets] < TEXTS
 //   node tests/ref/hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json --decode < IDS
 //
 // TOKENIZERS_DIR is the package's directory (build/cache/tokenizer-refs/
 // tokenizers, which tests/fetch-tokenizer-refs.sh fills).  TEXTS holds one
 // JSON string per line (so a text may hold newlines); for each, one line
 // with the JSON array of its token ids, encoded with add_special_tokens
-// true (false with --no-special).  With --decode, IDS holds one JSON array
+// true (false with --no-special); with --offsets, the JSON array of its
+// tokens' offsets instead, [start, end] pairs as the library reports them
+// (in characters, code points, of the text).  With --decode, IDS holds one JSON array
 // of ids per line; for each, one line with the JSON string of their text
 // (decoded with the special tokens kept).  A tokenizer.json the library
 // refuses is one line on stderr and exit 1; bad usage exit 2.
@@ -19,9 +21,10 @@ const path = require('path');
 const args = process.argv.slice(2);
 const noSpecial = args.includes('--no-special');
 const decode = args.includes('--decode');
-const rest = args.filter((a) => a !== '--no-special' && a !== '--decode');
+const offsets = args.includes('--offsets');
+const rest = args.filter((a) => a !== '--no-special' && a !== '--decode' && a !== '--offsets');
 if (rest.length !== 2) {
-  process.stderr.write('usage: hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special | --decode] < INPUT\n');
+  process.stderr.write('usage: hf-tokenize.js TOKENIZERS_DIR TOKENIZER.json [--no-special] [--offsets | --decode] < INPUT\n');
   process.exit(2);
 }
 const { Tokenizer } = require(path.resolve(rest[0]));
@@ -56,7 +59,7 @@ async function main() {
       continue;
     }
     const enc = await tok.encode(text, null, { addSpecialTokens: !noSpecial });
-    out.push(JSON.stringify(enc.getIds()));
+    out.push(JSON.stringify(offsets ? enc.getOffsets() : enc.getIds()));
   }
   process.stdout.write(out.map((l) => l + '\n').join(''));
 }
