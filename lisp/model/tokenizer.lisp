@@ -522,6 +522,14 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
   "How messages name the file of lines PATH: \"standard input\" for \"-\"."
   (if (equal path "-") "standard input" path))
 
+(defun newline-position (block start end)
+  "The index of the first newline byte of BLOCK from START below END, or
+NIL (an open-coded loop: POSITION took a third of `tokenize --file')."
+  (declare (type (simple-array (unsigned-byte 8) (*)) block) (fixnum start end)
+           (optimize (speed 3) (safety 0)))
+  (loop for i fixnum from start below end
+        when (= 10 (aref block i)) return i))
+
 (defun map-file-lines (fn path &key dash-is-stdin too-long flush)
   "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
 vector, without its newline) and the line's number, reading the file in
@@ -570,7 +578,7 @@ for its answer gets it.  Answers the number of lines."
           (loop for n fixnum = (next)
                 while (plusp n)
                 do (loop with start fixnum = 0
-                         for nl = (position 10 block :start start :end n)
+                         for nl = (newline-position block start n)
                          do (add start (or nl n))
                             (unless nl (return))
                             (emit)
