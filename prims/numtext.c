@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "prims/numtext.h"
@@ -100,9 +101,54 @@ static int candidate(const char *all, int n, int e, float a, int p, char *d, int
     return 1;
 }
 
+/* The decimal digits of A (positive, normal) exactly, in 128-bit integer
+ * arithmetic: at least 12 of them into ALL (then one "1" more when digits
+ * that are not all zero follow), *N their count and *E the exponent of the
+ * first.  Answers 0 for an A too small or too large for it (below about
+ * 1e-19, from 2^128 on), which the caller reads from printf. */
+static int exact_digits(float a, char *all, int *n, int *e) {
+    int ex, q, j, k = 0, len = 0;
+    char rev[48];
+    unsigned __int128 m, N, R = 0;
+    float f = frexpf(a, &ex);
+    m = (unsigned __int128)(uint32_t)ldexpf(f, 24);
+    q = ex - 24; /* a = m 2^q */
+    if (q >= 0) {
+        if (q > 103)
+            return 0;
+        N = m << q;
+        j = 0;
+    } else {
+        int e10 = (int)floor(log10((double)a));
+        j = 11 - e10;
+        if (j < 0 || j > 30 || -q > 127)
+            return 0;
+        N = m;
+        for (int i = 0; i < j; i++)
+            N *= 10;
+        R = N & ((((unsigned __int128)1) << -q) - 1);
+        N >>= -q;
+    }
+    do {
+        rev[k++] = (char)('0' + (int)(N % 10));
+        N /= 10;
+    } while (N);
+    while (k)
+        all[len++] = rev[--k];
+    *e = len - 1 - j;
+    while (len < 41)
+        all[len++] = '0';
+    if (R)
+        all[len++] = '1';
+    all[len] = 0;
+    *n = len;
+    return 1;
+}
+
 size_t rl_float_text(float x, char *out) {
-    /* The first 41 digits of |x| ("d.ddd...e+E"; a float widens exactly to
-     * a double, and its digits to the 9th are never rounded here). */
+    /* The digits of |x|: exactly, or else the first 41 from printf
+     * ("d.ddd...e+E"; a float widens exactly to a double, and its digits to
+     * the 9th are never rounded there). */
     char exact[64], all[64], digits[16];
     int e, n = 0, ndig = 9, de = 0;
     size_t len = 0;
@@ -115,12 +161,15 @@ size_t rl_float_text(float x, char *out) {
         memcpy(out + len, "0.0", 3);
         return len + 3;
     }
-    snprintf(exact, sizeof exact, "%.40e", (double)a);
-    for (char *c = exact; *c != 'e'; c++)
-        if (*c != '.')
-            all[n++] = *c;
-    all[n] = 0;
-    e = atoi(strchr(exact, 'e') + 1);
+    if (!exact_digits(a, all, &n, &e)) {
+        snprintf(exact, sizeof exact, "%.40e", (double)a);
+        n = 0;
+        for (char *c = exact; *c != 'e'; c++)
+            if (*c != '.')
+                all[n++] = *c;
+        all[n] = 0;
+        e = atoi(strchr(exact, 'e') + 1);
+    }
     /* The shortest P that has a candidate: a longer P always has one too,
      * and most floats take 8 or 9 digits, so look from 8 down. */
     if (!candidate(all, n, e, a, 8, digits, &de)) {
