@@ -30,6 +30,10 @@ static const char *file_kind(mode_t m) {
 }
 
 int rl_gguf_open_regular(const char *path, const char *what, char *msg, size_t msgsz) {
+    return rl_gguf_open_input(path, what, 0, msg, msgsz);
+}
+
+int rl_gguf_open_input(const char *path, const char *what, int streams, char *msg, size_t msgsz) {
     struct stat st;
     /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -43,7 +47,7 @@ int rl_gguf_open_regular(const char *path, const char *what, char *msg, size_t m
         snprintf(msg, msgsz, "cannot stat: %s", strerror(e));
         return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (streams ? S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
         close(fd);
         snprintf(msg, msgsz, "%s: expected %s", file_kind(st.st_mode), what);
         return -1;

@@ -3,7 +3,8 @@
  * safetensors, JSON); plain C, no ECL.
  *
  * Reading: rl_gguf_open_regular opens without blocking (a FIFO would hang a
- * plain open) and refuses anything but a regular file.
+ * plain open) and refuses anything but a regular file; rl_gguf_open_input
+ * can take a pipe or device too.
  *
  * Writing: the bytes go to a temporary file beside the target, named
  *     TARGET.rontolisp-tmp.PID.N
@@ -36,6 +37,11 @@
  * exec) or -1 with MSG saying why ("is a directory: expected a GGUF
  * file").  WHAT names the kind of file expected. */
 int rl_gguf_open_regular(const char *path, const char *what, char *msg, size_t msgsz);
+
+/* As rl_gguf_open_regular; with STREAMS a FIFO, device or socket is taken
+ * too (a file of lines read as they come: /dev/stdin, a named pipe), a
+ * directory still refused. */
+int rl_gguf_open_input(const char *path, const char *what, int streams, char *msg, size_t msgsz);
 
 /* Reads the whole regular file PATH into a malloc'd buffer (*out, *len;
  * one spare NUL byte after the data).  Answers 0, or an errno with MSG set

@@ -35,13 +35,12 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                  (setf failed t)
                  (finish-output *standard-output*)
                  (report-error (format nil "rontolisp decide: ~A line ~D"
-                                       (if (equal questions "-") "standard input" questions)
-                                       number)
+                                       (lines-name questions) number)
                                c)))))
       (map-file-lines (lambda (octets number)
                         (answer number
                                 (lambda () (decide-line model octets number activations json))))
-                      questions :dash-is-stdin t
+                      questions :dash-is-stdin t :flush *standard-output*
                       :too-long (lambda (number limit)
                                   (answer number
                                           (lambda ()

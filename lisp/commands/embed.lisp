@@ -18,7 +18,8 @@ llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is
 text; one with no token id is an error, and so is an id the file's
 vocabulary does not hold or a sequence longer than its context, naming the
 file and the line.  --text and --text-file (one text per line, read line by
-line) are tokenized by the file's own tokenizer with its bos and eos tokens,
+line; with --tokens-file, - is standard input and each answer is written as
+its line arrives) are tokenized by the file's own tokenizer with its bos and eos tokens,
 then embedded: the same numbers as --tokens with those ids; a text that is
 not UTF-8 is an error naming --text or the file and line, and the byte
 offset.  A NaN or infinity in the hidden states is an error naming the
@@ -47,10 +48,9 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
   (unless (= 1 (count-if #'identity (list tokens tokens-file text text-file)))
     (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
   (let* ((encoder (model:load file))
-         (sequences (cond (tokens (list (parse-token-list tokens "--tokens" encoder)))
-                          (tokens-file (read-token-file tokens-file encoder))))
+         (sequence (and tokens (parse-token-list tokens "--tokens" encoder)))
          (pooling (or pooling (file-pooling encoder))))
-    (when (some #'null sequences)
+    (when (and tokens (null sequence))
       (usage-error "--tokens: expected at least one token id, found none"))
     (flet ((embed (ids)
             (let ((rows (map 'vector (lambda (row) (normalize-embedding row normalize))
@@ -66,7 +66,8 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                                 *standard-output*)
                     (terpri))
                   (loop for row across rows
-                        do (format t "~{~A~^ ~}~%" (map 'list #'float-text row)))))))
+                        do (write-numbers row *standard-output*)
+                           (terpri))))))
       (cond (text
              (let ((tok (tokenizer-of encoder 'model:tokenize)))
                (embed (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) t t "--text")
@@ -76,9 +77,12 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                (when (zerop (map-file-lines
                              (lambda (octets number)
                                (embed (coerce (tokenize-octets tok octets t t
-                                                               (format nil "~A line ~D" text-file number))
+                                                               (format nil "~A line ~D"
+                                                                       (lines-name text-file) number))
                                               'list)))
-                             text-file))
-                 (file-io-error text-file "expected texts, one per line, found an empty file"))))
-            (t (mapc #'embed sequences)))))
+                             text-file :dash-is-stdin t :flush *standard-output*))
+                 (file-io-error (lines-name text-file)
+                                "expected texts, one per line, found an empty file"))))
+            (tokens-file (map-token-file #'embed tokens-file encoder :flush *standard-output*))
+            (t (embed sequence)))))
   0)

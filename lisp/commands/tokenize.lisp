@@ -19,10 +19,11 @@ text's UTF-8 (Hugging Face's offsets, counted in bytes; [0, 0] for the bos
 and eos tokens added).  --show-count: after each text, the line \"Total
 number of tokens: N\" (in --json, a member \"count\").  --file F takes one
 text per line (read line by line, so a file of any size streams; an empty
-file has no texts).  A text that is not UTF-8 is an error naming the text
+file has no texts; - is standard input, each answer written as its line
+arrives).  A text that is not UTF-8 is an error naming the text
 (\"text 2\", or the file and line) and the byte offset.  \"--\" ends the
 options, so a text may start with a dash."
-     :options ((text-file "--file F" :help "a file of texts, one per line")
+     :options ((text-file "--file F" :help "a file of texts, one per line (- standard input)")
                (no-special "--no-special" :help "add no bos/eos tokens")
                (no-parse-special "--no-parse-special"
                                  :help "treat special tokens in the text as plain text")
@@ -54,14 +55,16 @@ options, so a text may start with a dash."
                                   *standard-output*)
                       (terpri))
                      (bracketed
-                      (format t "[~{~D~^, ~}]~%" (coerce ids 'list)))
+                      (write-char #\[)
+                      (write-numbers ids *standard-output* :separator ", ")
+                      (write-line "]"))
                      (t (write-ids-line ids *standard-output*)))
                (when (and show-count (not json))
                  (format t "Total number of tokens: ~D~%" (length ids))))))
       (if text-file
           (map-file-lines (lambda (octets number)
-                            (one octets (format nil "~A line ~D" text-file number)))
-                          text-file)
+                            (one octets (format nil "~A line ~D" (lines-name text-file) number)))
+                          text-file :dash-is-stdin t :flush *standard-output*)
           (loop for text in texts
                 for i from 1
                 do (one (check-text text tok 'model:tokenize) (format nil "text ~D" i))))))

@@ -41,19 +41,25 @@ its vocabulary, more than its context) are refused naming WHERE."
         (check-token-ids encoder ids where))
       ids)))
 
-(defun read-token-file (path encoder)
-  "The token sequences of the file PATH (UTF-8 text), one per non-empty
-line, each one ENCODER can take (PARSE-TOKEN-LIST); a refusal names PATH
-and the line, FILE-IO-ERROR names PATH when it holds no token id at all."
-  (let* ((octets (read-file-octets path :what "a text file"))
-         (sequences (loop for line in (split-lines (%utf8-string octets))
-                          for i from 1
-                          for ids = (parse-token-list line (format nil "~A line ~D" path i)
-                                                      encoder)
-                          when ids collect ids)))
-    (or sequences
-        (file-io-error path "expected token ids, one sequence per line, found ~:[only blank ~
-lines~;an empty file~]" (zerop (length octets))))))
+(defun map-token-file (fn path encoder &key flush)
+  "Call FN on the token ids of each non-blank line of the file PATH (UTF-8
+text; \"-\" the standard input), read line by line (MAP-FILE-LINES, FLUSH
+flushed before each read), each sequence one ENCODER can take
+(PARSE-TOKEN-LIST); a refusal names PATH and the line, FILE-IO-ERROR names
+PATH when it holds no token id at all."
+  (let* ((any nil)
+         (lines (map-file-lines (lambda (octets number)
+                                  (let ((ids (parse-token-list (%utf8-string octets)
+                                                               (format nil "~A line ~D"
+                                                                       (lines-name path) number)
+                                                               encoder)))
+                                    (when ids
+                                      (setf any t)
+                                      (funcall fn ids))))
+                                path :dash-is-stdin t :flush flush)))
+    (unless any
+      (file-io-error (lines-name path) "expected token ids, one sequence per line, found ~:[only ~
+blank lines~;an empty file~]" (zerop lines)))))
 
 (defun split-lines (text)
   (loop with start = 0

@@ -141,11 +141,18 @@ WHAT (a string such as \"a JSON file\") says what was expected."
 \"*\" or \"[\" is no wildcard) and the file's size, to be closed by the
 caller.  A missing file, a directory, FIFO or device signals FILE-IO-ERROR
 naming PATH; WHAT says what was expected."
-  (multiple-value-bind (fd size-or-message) (%open-input (path-octets path) what)
+  (multiple-value-bind (fd size) (open-input-fd path :what what)
+    (values (ext:make-stream-from-fd fd :input :element-type '(unsigned-byte 8))
+            size)))
+
+(defun open-input-fd (path &key (what "a regular file") streams)
+  "The descriptor of the file PATH opened for reading and its size, as
+OPEN-INPUT-OCTETS opens it; with STREAMS a FIFO or a device (/dev/stdin, a
+named pipe) is taken too, its size 0.  The caller closes it (%CLOSE-FD)."
+  (multiple-value-bind (fd size-or-message) (%open-input (path-octets path) what streams)
     (unless fd
       (file-io-error (namestring path) "~A" size-or-message))
-    (values (ext:make-stream-from-fd fd :input :element-type '(unsigned-byte 8))
-            size-or-message)))
+    (values fd size-or-message)))
 
 (defun write-file-atomically (path chunks)
   "Write CHUNKS, a list of (unsigned-byte 8) vectors, one after the other

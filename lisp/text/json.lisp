@@ -35,6 +35,23 @@ format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
                (setf s (concatenate 'string (subseq s 0 (1+ dot)) "0" (subseq s (1+ dot))))))
            s))))
 
+(defun write-numbers (vector stream &key (separator " ") json)
+  "Write the numbers of VECTOR (integers or single-floats) to STREAM with
+SEPARATOR between them: integers in decimal, floats as FLOAT-TEXT writes
+them (as JSON-FLOAT-STRING with JSON true).  A simple vector of fixnums, of
+(signed-byte 64 or 32) or of single-floats is written from C in one string
+(a FORMAT per number was most of a command's time)."
+  (let ((text (%numbers-text vector separator json)))
+    (if text
+        (write-string text stream)
+        (loop for i from 0 below (length vector)
+              for x = (aref vector i)
+              do (when (plusp i) (write-string separator stream))
+                 (cond ((integerp x) (format stream "~D" x))
+                       (json (write-string (json-float-string x) stream))
+                       (t (write-string (float-text x) stream))))))
+  vector)
+
 (defun escaped-char-p (code)
   "True when the character CODE is written as \\uXXXX: C0 and DEL, C1
 (U+0080-U+009F, CSI U+009B among them, which a terminal obeys), the
@@ -96,6 +113,13 @@ one member a line."
                     (when more (write-char #\, stream)))
            (when (rest value) (newline level))
            (write-char #\} stream))
+          ;; a vector of fixnums or single-floats: its text from C, at once
+          ((let ((text (and (vectorp value) (%numbers-text value (if indent ", " ",") t))))
+             (when text
+               (write-char #\[ stream)
+               (write-string text stream)
+               (write-char #\] stream)
+               t)))
           ((vectorp value)
            (let ((nested (and indent (some (lambda (v) (and (consp v) (eq (first v) :object)))
                                            value))))

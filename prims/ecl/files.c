@@ -347,11 +347,12 @@ static cl_object rl_prim_temporary_end(cl_object slot) {
     ecl_return1(ecl_process_env(), ECL_T);
 }
 
-/* (%open-input path-octets what) -> (values fd size): the regular file
- * PATH opened for reading (as the C readers open theirs; WHAT names the
- * kind expected), for a Lisp stream to read in blocks; or NIL and a
- * message.  OPEN on the name would take "*" and "[" for wildcards. */
-static cl_object rl_prim_open_input(cl_object path, cl_object what) {
+/* (%open-input path-octets what streams) -> (values fd size): the regular
+ * file PATH opened for reading (as the C readers open theirs; WHAT names
+ * the kind expected), for a Lisp stream to read in blocks; or NIL and a
+ * message.  With STREAMS true a FIFO or device is opened too (its size is
+ * 0).  OPEN on the name would take "*" and "[" for wildcards. */
+static cl_object rl_prim_open_input(cl_object path, cl_object what, cl_object streams) {
     char pbuf[4096], wbuf[128], msg[RL_GGUF_MSG_SIZE];
     struct stat st;
     int fd;
@@ -362,7 +363,7 @@ static cl_object rl_prim_open_input(cl_object path, cl_object what) {
     snprintf(wbuf, sizeof wbuf, "%.*s", (int)ecl_length(what), (const char *)what->base_string.self);
     if (!rl_path("%OPEN-INPUT", path, pbuf, sizeof pbuf, msg, sizeof msg))
         ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
-    fd = rl_gguf_open_regular(pbuf, wbuf, msg, sizeof msg);
+    fd = rl_gguf_open_input(pbuf, wbuf, !Null(streams), msg, sizeof msg);
     if (fd < 0)
         ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
     if (fstat(fd, &st) != 0) {
@@ -370,7 +371,35 @@ static cl_object rl_prim_open_input(cl_object path, cl_object what) {
         close(fd);
         ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
     }
-    ecl_return2(ecl_process_env(), ecl_make_fixnum(fd), ecl_make_uint64_t((uint64_t)st.st_size));
+    ecl_return2(ecl_process_env(), ecl_make_fixnum(fd),
+                ecl_make_uint64_t(S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0));
+}
+
+/* (%read-some fd buffer) -> the count of bytes read into BUFFER (an
+ * (unsigned-byte 8) vector) by one read(2), 0 at the end of the input; or
+ * NIL and a message.  Unlike READ-SEQUENCE it answers what a pipe holds
+ * without waiting for the buffer to fill, so a line is answered as it
+ * comes. */
+static cl_object rl_prim_read_some(cl_object fd, cl_object buffer) {
+    cl_index n;
+    uint8_t *p = (uint8_t *)rl_octets("%READ-SOME", 2, buffer, &n);
+    int f = (int)rl_arg_fixnum("%READ-SOME", 1, fd, 0, 1 << 20);
+    ssize_t k;
+    char msg[256];
+    do {
+        k = read(f, p, n);
+    } while (k < 0 && errno == EINTR);
+    if (k < 0) {
+        snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
+        ecl_return2(ecl_process_env(), ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    }
+    ecl_return1(ecl_process_env(), ecl_make_fixnum(k));
+}
+
+/* (%close-fd fd) -> T: the descriptor FD (of %OPEN-INPUT) closed. */
+static cl_object rl_prim_close_fd(cl_object fd) {
+    close((int)rl_arg_fixnum("%CLOSE-FD", 1, fd, 0, 1 << 20));
+    ecl_return1(ecl_process_env(), ECL_T);
 }
 
 /* (%delete-path path-octets) -> T, or NIL and a message: the file (not a
@@ -507,7 +536,9 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%DIRECTORY-ENTRIES", rl_prim_directory_entries, 1),
     RL_PRIM("%TEMPORARY-BEGIN", rl_prim_temporary_begin, 1),
     RL_PRIM("%TEMPORARY-END", rl_prim_temporary_end, 1),
-    RL_PRIM("%OPEN-INPUT", rl_prim_open_input, 2),
+    RL_PRIM("%OPEN-INPUT", rl_prim_open_input, 3),
+    RL_PRIM("%READ-SOME", rl_prim_read_some, 2),
+    RL_PRIM("%CLOSE-FD", rl_prim_close_fd, 1),
     RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
     RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),

@@ -1,10 +1,13 @@
 /* numbers.c - the knobs (SIMD, threads) and single numbers: f16/bf16 bits,
  * the bits of a single-float, C's double -> float cast. */
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gguf/numfmt.h"
 #include "prims/cpu.h"
 #include "prims/ecl/glue.h"
+#include "prims/numtext.h"
 
 static cl_object rl_prim_simd(void) {
     ecl_return1(ecl_process_env(), rl_simd() ? ECL_T : ECL_NIL);
@@ -77,6 +80,80 @@ static cl_object rl_prim_double_to_single(cl_object x) {
     ecl_return1(ecl_process_env(), ecl_make_single_float(f));
 }
 
+/* (%numbers-text vector separator json) -> a base-string: the numbers of
+ * VECTOR (a simple vector of fixnums, of (signed-byte 64 or 32) or of
+ * single-floats) as text, SEPARATOR (a string of base characters) between
+ * them, in one call rather than a FORMAT per number (numtext.h); NIL for a
+ * vector of any other kind, which the caller writes itself.  A float is
+ * written as FLOAT-TEXT writes it (JSON-FLOAT-STRING with JSON true: NaN
+ * and the infinities quoted); a subnormal is left to that function. */
+static cl_object rl_prim_numbers_text(cl_object v, cl_object sep, cl_object json) {
+    cl_index n = 0, seplen;
+    cl_elttype aet;
+    char *buf, *grown;
+    size_t cap, len = 0;
+    cl_object out;
+    if (ECL_IMMEDIATE(v) || v->d.t != t_vector)
+        ecl_return1(ecl_process_env(), ECL_NIL);
+    aet = (cl_elttype)v->vector.elttype;
+    if ((aet != ecl_aet_fix && aet != ecl_aet_i64 && aet != ecl_aet_i32 && aet != ecl_aet_sf) ||
+        !rl_simple_data(v, aet, &n))
+        ecl_return1(ecl_process_env(), ECL_NIL);
+    if (!ECL_STRINGP(sep) || !ecl_fits_in_base_string(sep))
+        rl_type_error("%NUMBERS-TEXT", 2, sep, RL_T_STRING);
+    sep = si_coerce_to_base_string(sep);
+    seplen = ecl_length(sep);
+    cap = (size_t)n * (RL_NUMTEXT_MAX + seplen) + 1;
+    buf = malloc(cap);
+    if (!buf)
+        rl_signal(RL_C_ERROR, "%%NUMBERS-TEXT: out of memory for %lu numbers", (unsigned long)n);
+    for (cl_index i = 0; i < n; i++) {
+        if (i) {
+            memcpy(buf + len, sep->base_string.self, seplen);
+            len += seplen;
+        }
+        if (aet == ecl_aet_fix) {
+            len += rl_int_text(v->vector.self.fix[i], buf + len);
+        } else if (aet == ecl_aet_i64) {
+            len += rl_int_text(v->vector.self.i64[i], buf + len);
+        } else if (aet == ecl_aet_i32) {
+            len += rl_int_text(v->vector.self.i32[i], buf + len);
+        } else {
+            float x = v->vector.self.sf[i];
+            size_t k;
+            {
+                RL_FP_HOLD();
+                k = rl_float_text(x, buf + len);
+                RL_FP_RELEASE();
+            }
+            if (k == 0) {
+                /* NaN, an infinity or a subnormal: the Lisp printer's text */
+                cl_object s = cl_funcall(2, ecl_make_symbol(Null(json) ? "FLOAT-TEXT" : "JSON-FLOAT-STRING",
+                                                            "RONTOLISP"),
+                                         ecl_make_single_float(x));
+                s = si_coerce_to_base_string(s);
+                k = ecl_length(s);
+                if (len + k + (n - i) * (RL_NUMTEXT_MAX + seplen) + 1 > cap) {
+                    cap = len + k + (n - i) * (RL_NUMTEXT_MAX + seplen) + 1;
+                    grown = realloc(buf, cap);
+                    if (!grown) {
+                        free(buf);
+                        rl_signal(RL_C_ERROR, "%%NUMBERS-TEXT: out of memory for %lu numbers",
+                                  (unsigned long)n);
+                    }
+                    buf = grown;
+                }
+                memcpy(buf + len, s->base_string.self, k);
+            }
+            len += k;
+        }
+    }
+    out = ecl_alloc_simple_base_string(len);
+    memcpy(out->base_string.self, buf, len);
+    free(buf);
+    ecl_return1(ecl_process_env(), out);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SIMD", rl_prim_simd, 0),
     RL_PRIM("%SET-SIMD", rl_prim_set_simd, 1),
@@ -92,5 +169,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SINGLE-BITS", rl_prim_single_bits, 1),
     RL_PRIM("%BITS-SINGLE", rl_prim_bits_single, 1),
     RL_PRIM("%DOUBLE-TO-SINGLE", rl_prim_double_to_single, 1),
+    RL_PRIM("%NUMBERS-TEXT", rl_prim_numbers_text, 3),
 };
 RL_PRIM_TABLE(rl_number_prims, "RONTOLISP", rl_defs);

@@ -379,3 +379,54 @@ objects by their keys and values)."
     (vector (and (vectorp b) (not (stringp b)) (= (length a) (length b))
                  (every #'json-same a b)))
     (t (eql a b))))
+
+;;; A command as a co-process: one line in, its answer out, then the next.
+
+(defun complete-lines (path)
+  "The lines of the file PATH that end in a newline so far (NIL for none
+or no file)."
+  (let ((text (ignore-errors (read-file-string path))))
+    (and text (split-lines (subseq text 0 (1+ (or (position #\Newline text :from-end t) -1)))))))
+
+(defun co-process-answers (args inputs &key (seconds 30))
+  "Run the executable with ARGS, its standard input a pipe: write each line
+of INPUTS (strings) in turn, and before writing the next wait (at most
+SECONDS from the start) for the answer line it printed.  Answers the list of
+answers, one line each, a NIL for an answer that never came (the rest are
+then not written), and the standard error.  The child is killed however
+this is left."
+  (let ((out (tmp-path "co-out")) (err (tmp-path "co-err")))
+    (multiple-value-bind (process stream)
+        (run-child *exe* args :wait nil :input :stream :output out :error err
+                              :if-output-exists :supersede :if-error-exists :supersede)
+      (unwind-protect
+           (let ((deadline (+ (get-internal-real-time) (* seconds internal-time-units-per-second)))
+                 (answers '()))
+             (loop for input in inputs
+                   for k from 1
+                   do (write-line input stream)
+                      (finish-output stream)
+                      (let ((line (loop for lines = (complete-lines out)
+                                        when (>= (length lines) k) return (nth (1- k) lines)
+                                        when (> (get-internal-real-time) deadline) return nil
+                                        do (sleep 0.05))))
+                        (push line answers)
+                        (unless line (return))))
+             (close stream)
+             (wait-child process :deadline seconds :what (format nil "rontolisp~{ ~A~}" args))
+             (values (nreverse answers) (ignore-errors (read-file-string err))))
+        (ignore-errors (close stream))
+        (end-child process)
+        (dolist (f (list out err)) (ignore-errors (delete-file f)))))))
+
+(defun check-co-process (args inputs)
+  "Check that ARGS (a command reading standard input with \"-\") answers
+each of INPUTS as its line comes, and with the line the same command
+prints for INPUTS written at once."
+  (multiple-value-bind (answers err) (co-process-answers args inputs)
+    (is (every #'stringp answers) "~{~A~^ ~}: answers ~S before the next line; stderr ~A"
+        args answers err)
+    (is (= (length inputs) (length answers)))
+    (multiple-value-bind (code out err2) (run-exe args :input (format nil "~{~A~%~}" inputs))
+      (is (eql 0 code) "~A" err2)
+      (is (equal (split-lines out) answers) "~S~%~S" (split-lines out) answers))))

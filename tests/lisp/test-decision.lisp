@@ -579,6 +579,14 @@ reuse the compiled template kept in the head and render the same text."
                                                             :type :string :value template))
     path))
 
+(test decide-command-answers-each-line-of-a-pipe
+  ;; Standard output was fully buffered and the input read in 64 KiB blocks:
+  ;; a co-process waited for its first answer until it closed the pipe.
+  (let ((file (decision-file "s1-pico" :f32)))
+    (check-co-process (list "decide" file "-" "--json")
+                      (list (question-json "choice" "pick one" '("ls -la" "rm -rf .") "s")
+                            (question-json "score" "ok?" '("yes" "no") "t")))))
+
 (defun question-json (type instructions options state)
   "A question as one line of JSON."
   (with-output-to-string (s)

@@ -97,3 +97,81 @@ Lisp's :NULL, 1.5d0 or #(#(...))), a long one cut short with \"...\"."
     (let ((s (rontolisp::json-brief (let ((v 1)) (dotimes (k 100000 v) (setf v (vector v)))))))
       (is (< (length s) 200) "~A" s)
       (is (search "[[[[...]]]]" s) "~A" s))))
+
+;;; Numbers written from C (write-numbers) against the Lisp printer.
+
+(defun single-from-bits (bits)
+  (rontolisp::%bits-single bits))
+
+(defun printer-test-floats ()
+  "Single-floats for comparing the printers: the edges (zeros, infinities,
+NaNs, the largest and smallest normals and subnormals, every power of two,
+the neighbours of 1e-3 and 1e7, ties between two shortest candidates), then
+random bit patterns over every exponent and random subnormals."
+  (let ((state (make-random-state t))
+        (bits (list 0 #x80000000 #x7f800000 #xff800000 #x7fc00000 #xffc00001 #x7fc00001
+                    #x7f7fffff #xff7fffff #x00800000 #x007fffff #x00000001 #x80000001
+                    #x4a000001 #x4a000003 #x49800001 #x49800003)))
+    (loop for e from 1 below 255
+          do (push (ash e 23) bits)
+             (push (1+ (ash e 23)) bits)
+             (push (1- (ash e 23)) bits))
+    (dolist (x '(1e-3 1e7 1e-4 1e6 0.1 0.3 100.0))
+      (let ((b (rontolisp::%single-bits x)))
+        (loop for d from -3 to 3 do (push (+ b d) bits))))
+    (loop repeat 60000 do (push (random (expt 2 32) state) bits))
+    (loop repeat 5000 do (push (logior (random 2 state) (ash (random (expt 2 23) state) 0)) bits)
+                         (push (logior #x80000000 (random (expt 2 23) state)) bits))
+    ;; a signalling NaN traps in Lisp arithmetic before any printer sees it
+    (map '(simple-array single-float (*))
+         (lambda (b) (single-from-bits (if (and (= (ldb (byte 8 23) b) 255) (plusp (ldb (byte 23 0) b)))
+                                           (logior b #x400000)
+                                           b)))
+         bits)))
+
+(defun split-at (char string)
+  "The pieces of STRING between the characters CHAR."
+  (loop with start = 0
+        for at = (position char string :start start)
+        collect (subseq string start at)
+        while at
+        do (setf start (1+ at))))
+
+(test write-numbers-floats-are-the-lisp-printers-text
+  ;; embed and decide printed each float through FORMAT and PRIN1; the C
+  ;; printer must write the very same text (shortest digits, ties up, the
+  ;; printer's notation, subnormals with the printer's extra digits).
+  (let* ((floats (printer-test-floats))
+         (text (split-at #\Space (with-output-to-string (s)
+                                             (rontolisp::write-numbers floats s))))
+         (json (split-at #\, (with-output-to-string (s)
+                                          (rontolisp::write-numbers floats s :separator ","
+                                                                             :json t))))
+         (bad 0))
+    (is (= (length floats) (length text) (length json)))
+    (loop for x across floats for a in text for b in json
+          unless (and (string= a (rontolisp::float-text x))
+                      (string= b (rontolisp::json-float-string x)))
+            do (when (< (incf bad) 10)
+                 (fail "bits ~8,'0X: ~S and ~S, the printer ~S and ~S" (rontolisp::%single-bits x)
+                       a b (rontolisp::float-text x) (rontolisp::json-float-string x))))
+    (is (zerop bad) "~D of ~D floats differ" bad (length floats))
+    ;; a JSON array of them is what the element-by-element writer made
+    (is (string= (with-output-to-string (s) (rontolisp::write-json (coerce floats 'simple-vector) s))
+                 (with-output-to-string (s) (rontolisp::write-json floats s))))
+    (is (string= (with-output-to-string (s) (rontolisp::write-json (coerce floats 'simple-vector) s
+                                                                  :indent 2))
+                 (with-output-to-string (s) (rontolisp::write-json floats s :indent 2))))))
+
+(test write-numbers-integers-are-decimal
+  (let* ((state (make-random-state t))
+         (values (append (list 0 1 -1 9 10 99 100 most-positive-fixnum most-negative-fixnum)
+                         (loop repeat 5000 collect (- (random (expt 2 40) state) (expt 2 39)))))
+         (fixnums (coerce values '(simple-array fixnum (*))))
+         (small (coerce (list 0 -1 2147483647 -2147483648 50256) '(simple-array (signed-byte 32) (*))))
+         (expected (format nil "~{~D~^ ~}" values)))
+    (is (string= expected (with-output-to-string (s) (rontolisp::write-numbers fixnums s))))
+    (is (string= "0 -1 2147483647 -2147483648 50256"
+                 (with-output-to-string (s) (rontolisp::write-numbers small s))))
+    (is (string= (format nil "[~{~D~^,~}]" values)
+                 (with-output-to-string (s) (rontolisp::write-json fixnums s))))))

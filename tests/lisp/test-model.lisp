@@ -428,18 +428,30 @@ count."
         (long (write-file-string (tmp-path "tokens-long.txt")
                                  (format nil "1~%~{~D~^,~}~%" (make-list 5000 :initial-element 7)))))
     (unwind-protect
-         (flet ((refused (args &rest needles)
+         (flet ((refused (args answered &rest needles)
+                  ;; the lines before the refused one are answered as they come
                   (multiple-value-bind (code out err) (run-exe (list* "embed" file args))
                     (is (= 1 code) "~A: exit ~D" args code)
-                    (is (string= "" out) "~A printed ~S" args out)
+                    (is (= answered (count #\Newline out)) "~A printed ~S" args out)
                     (is (= 1 (count #\Newline err)) "~A" err)
                     (is (not (contains err "model:encode")) "~A" err)
                     (dolist (n needles)
                       (is (contains err n) "~A: ~S does not say ~S" args err n)))))
-           (refused (list "--tokens-file" big) (format nil "~A line 3: " big) "999999" "position 1")
-           (refused (list "--tokens-file" long) (format nil "~A line 2: " long) "found 5000")
-           (refused (list "--tokens" "1,99999") "--tokens: " "99999"))
+           (refused (list "--tokens-file" big) 1 (format nil "~A line 3: " big) "999999" "position 1")
+           (refused (list "--tokens-file" long) 1 (format nil "~A line 2: " long) "found 5000")
+           (refused (list "--tokens" "1,99999") 0 "--tokens: " "99999"))
       (dolist (f (list big long)) (ignore-errors (delete-file f))))))
+
+(test embed-command-answers-each-line-of-a-pipe
+  ;; --text-file - and /dev/stdin were refused (not a regular file), and
+  ;; --tokens-file read its whole file before the first answer.
+  (let ((file (encoder-file "s1-pico" :f32)))
+    (check-co-process (list "embed" file "--text-file" "-" "--json")
+                      '("Hello world" "a second text" "and a third"))
+    (check-co-process (list "embed" file "--text-file" "/dev/stdin" "--json")
+                      '("Hello world" "again"))
+    (check-co-process (list "embed" file "--tokens-file" "-" "--json")
+                      '("1,2,3" "4 5" "6"))))
 
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32

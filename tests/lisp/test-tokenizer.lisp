@@ -393,6 +393,12 @@ function of the parsed data that changes it) was applied, or NIL."
     (refused (list "embed" (car (converted)) "--text" (octets "ab" #xff))
              "--text: expected UTF-8 text" "offset 2")))
 
+(test tokenize-command-answers-each-line-of-a-pipe
+  ;; --file - was refused; a pipe's lines were answered at its end.
+  (let ((file (encoder-file "s1-pico" :f32)))
+    (check-co-process (list "tokenize" file "--file" "-") '("Hello world" "" "a third line"))
+    (check-co-process (list "tokenize" file "--file" "-" "--json") '("Hello world" "again"))))
+
 (test tokenize-command-file-streams
   (let ((file (gpt2-file))
         (texts (tmp-path "texts.txt"))
