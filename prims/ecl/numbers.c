@@ -93,14 +93,15 @@ static cl_object rl_prim_numbers_text(cl_object v, cl_object sep, cl_object json
     char *buf, *grown;
     size_t cap, len = 0;
     cl_object out;
+    /* the separator is checked first: whatever V is, a bad one is an error */
+    if (!ECL_STRINGP(sep) || !ecl_fits_in_base_string(sep))
+        rl_type_error("%NUMBERS-TEXT", 2, sep, RL_T_STRING);
     if (ECL_IMMEDIATE(v) || v->d.t != t_vector)
         ecl_return1(ecl_process_env(), ECL_NIL);
     aet = (cl_elttype)v->vector.elttype;
     if ((aet != ecl_aet_fix && aet != ecl_aet_i64 && aet != ecl_aet_i32 && aet != ecl_aet_sf) ||
         !rl_simple_data(v, aet, &n))
         ecl_return1(ecl_process_env(), ECL_NIL);
-    if (!ECL_STRINGP(sep) || !ecl_fits_in_base_string(sep))
-        rl_type_error("%NUMBERS-TEXT", 2, sep, RL_T_STRING);
     sep = si_coerce_to_base_string(sep);
     seplen = ecl_length(sep);
     cap = (size_t)n * (RL_NUMTEXT_MAX + seplen) + 1;
