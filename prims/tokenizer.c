@@ -447,10 +447,7 @@ static int note_piece(const rl_tok *t, const ctx *cx, const idvec *o, size_t k, 
     if (!cx->off)
         return 0;
     for (; k < o->n; k++) {
-        size_t chars = 0, len = t->len[o->v[k]];
-        const uint8_t *p = (const uint8_t *)t->pool + t->off[o->v[k]];
-        for (size_t i = 0; i < len; i++)
-            chars += (p[i] & 0xc0) != 0x80;
+        size_t chars = rl_utf8_chars((const uint8_t *)t->pool + t->off[o->v[k]], t->len[o->v[k]]);
         size_t e = k + 1 == o->n || a + chars > b ? b : a + chars;
         if (note_one(cx, o, k, a, e))
             return -1;
@@ -484,13 +481,12 @@ static int nfc_offsets(const ctx *cx, const idvec *o, size_t k, const uint8_t *s
             if (!first && (w & RL_UNI_CCC_MASK) == 0 && !(w & RL_UNI_NFC_MAYBE))
                 break;
             uint8_t *one = NULL;
-            size_t ol = 0, chars = 0;
+            size_t ol = 0, chars;
             if (rl_uni_nfc(s + j, nx - j, &one, &ol)) {
                 bad = 1;
                 break;
             }
-            for (size_t q = 0; q < ol; q++)
-                chars += (one[q] & 0xc0) != 0x80;
+            chars = rl_utf8_chars(one, ol);
             free(one);
             if (slots + chars + 2 > cap || m + 2 > cap) {
                 size_t c2 = 2 * (cap + chars + 8);
@@ -514,13 +510,12 @@ static int nfc_offsets(const ctx *cx, const idvec *o, size_t k, const uint8_t *s
             break;
         starts[m] = j;
         uint8_t *norm = NULL;
-        size_t nl = 0, chars = 0;
+        size_t nl = 0, chars;
         if (rl_uni_nfc(s + i, j - i, &norm, &nl)) {
             bad = 1;
             break;
         }
-        for (size_t q = 0; q < nl; q++)
-            chars += (norm[q] & 0xc0) != 0x80;
+        chars = rl_utf8_chars(norm, nl);
         size_t skip = slots > chars ? slots - chars : 0;
         for (size_t q = 0, ch = 0; q < nl && at < nn; ch++) {
             size_t q2 = q;

@@ -45,6 +45,13 @@ int rl_utf8_escaped_byte_p(uint32_t c) {
     return c >= RL_UTF8_ESCAPE_BASE + 0x80 && c <= RL_UTF8_ESCAPE_BASE + 0xff;
 }
 
+size_t rl_utf8_chars(const uint8_t *s, size_t n) {
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += (s[i] & 0xc0) != 0x80;
+    return chars;
+}
+
 size_t rl_utf8_length(uint32_t c) {
     if (rl_utf8_escaped_byte_p(c))
         return 1;

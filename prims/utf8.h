@@ -37,6 +37,10 @@ int rl_utf8_escaped_byte_p(uint32_t c);
  * U+FFFD substitution). */
 size_t rl_utf8_length(uint32_t c);
 
+/* The characters of the valid UTF-8 s[0..n): its bytes that are not
+ * continuation bytes. */
+size_t rl_utf8_chars(const uint8_t *s, size_t n);
+
 /* Encode c into y (room for 4 bytes); answers the byte count. */
 size_t rl_utf8_encode(uint32_t c, uint8_t *y);
 

@@ -23,9 +23,9 @@ static void test_round_trip(void) {
             continue;
         n = rl_utf8_encode(c, y);
         uint32_t back = rl_utf8_next(y, n, &i);
-        CHECK_EACH(n == rl_utf8_length(c) && back == c && i == n,
-                   "U+%04X: %zu bytes (length says %zu), decoded U+%04X in %zu bytes", c, n,
-                   rl_utf8_length(c), back, i);
+        CHECK_EACH(n == rl_utf8_length(c) && back == c && i == n && rl_utf8_chars(y, n) == 1,
+                   "U+%04X: %zu bytes (length says %zu), decoded U+%04X in %zu bytes, %zu chars",
+                   c, n, rl_utf8_length(c), back, i, rl_utf8_chars(y, n));
     }
 }
 
