@@ -363,9 +363,10 @@ fall back~:P~]), ~A -> ~A, ~,2F -> ~,2F bits per weight, ~,2F s~%"
 
 (defun write-plan-line (stream done total p)
   "The line of the planned tensor P, the DONE-th of TOTAL, on STREAM: its
-name, types and sizes."
+name (escaped as inspect prints names, so that a newline in one keeps the
+lines), types and sizes."
   (format stream "[~4D/~D] ~36A ~5A -> ~5A ~10@A -> ~10@A~:[~; (fall back)~]~%"
-          done total (planned-name p) (gguf:type-name (planned-source p))
+          done total (escape-control (planned-name p)) (gguf:type-name (planned-source p))
           (gguf:type-name (planned-target p))
           (size-string (gguf:tensor-info-bytes (planned-info p)))
           (size-string (planned-bytes p (planned-target p)))

@@ -928,3 +928,20 @@ byte offset in that shard (with or without --keep-split)."
                    (byte (and at (parse-integer stderr :start (+ at 6) :junk-allowed t))))
               (is (and byte (equalp #(0 0 #xc0 #x7f) (octets-at (file-octets second-shard) byte 4)))
                   "the NaN is not at the byte named: ~A" stderr))))))))
+
+(test quantize-tool-plan-lines-escape-tensor-names
+  "--dry-run's lines and the progress lines name each tensor escaped as
+inspect prints names: a newline or an escape sequence in a name once broke
+the line or reached the terminal."
+  (let ((in (tmp-path "plan-names.gguf")) (out (tmp-path "plan-names-out.gguf"))
+        (name (format nil "odd~%blk.0.ffn_up~C[2J.weight" (code-char 27))))
+    (gguf:write in (gguf:make-file :tensors (list (list name (vec-random-matrix 4 64 1.0
+                                                                                (make-random-state t))))))
+    (unwind-protect
+         (multiple-value-bind (code stdout err) (run-exe (list "quantize" "--dry-run" in out "q8_0"))
+           (is (= 0 code) "~A" err)
+           (is (contains stdout "odd\\nblk.0.ffn_up\\u001b[2J.weight") "~A" stdout)
+           (is (not (find (code-char 27) stdout)) "~A" stdout)
+           (is (not (contains stdout name)) "~A" stdout))
+      (ignore-errors (delete-file in))
+      (ignore-errors (delete-file out)))))
