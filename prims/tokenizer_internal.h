@@ -97,6 +97,13 @@ static inline uint64_t hash_bytes(const uint8_t *s, size_t n) {
     return h ^ (h >> 29);
 }
 
+/* An added token (control or user-defined) with text: what encoding
+ * matches in the raw text and decoding writes as its text. */
+static inline int special_p(const rl_tok *t, int32_t id) {
+    return (t->type[id] == RL_TOK_TYPE_CONTROL || t->type[id] == RL_TOK_TYPE_USER_DEFINED) &&
+           t->len[id] > 0;
+}
+
 /* The id of the token whose text is s[0..n), or -1. */
 static inline int32_t vocab_find(const rl_tok *t, const void *sv, size_t n) {
     const uint8_t *s = sv;
