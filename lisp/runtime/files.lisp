@@ -84,6 +84,12 @@ as a directory signals FILE-IO-ERROR naming it."
       (file-io-error (namestring dir) "~A" message))
     entries))
 
+(defun temporary-path (name)
+  "A path for a temporary file NAME in $TMPDIR (/tmp without it), made
+unique to this process: the benchmarks' copies of a model."
+  (format nil "~A/rl-~D-~A" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
+          (ext:getpid) name))
+
 (defun temporary-name (target word)
   "The name TARGET.rontolisp-tmp.PID.WORD beside the file TARGET, of a
 temporary file of this process (WORD: lowercase letters and digits, as

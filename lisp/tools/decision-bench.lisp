@@ -29,8 +29,7 @@ llama.cpp figure is the plain Q8_0 file's).")
 
 (defun question-bench-path (key)
   "A fresh temporary path for the encoder-only copy of the format KEY."
-  (format nil "~A/rl-qbench-~D-~(~A~).gguf"
-          (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp")) (ext:getpid) key))
+  (temporary-path (format nil "qbench-~(~A~).gguf" key)))
 
 (defun question-bench-json (label reps llama-p rows)
   (list :object (cons "source" label) (cons "questions" (length model:*questions*))

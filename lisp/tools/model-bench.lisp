@@ -88,8 +88,7 @@ threads.  NIL when llama.cpp's libraries or the tool are missing; a refusal
 by llama.cpp signals RONTOLISP-ERROR with its message."
   (let ((dir (llama-library-directory)) (program (llama-embed-program)))
     (when (and dir program)
-      (let* ((base (format nil "~A/rl-llama-~D-~D" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-                           (ext:getpid) (random 1000000000)))
+      (let* ((base (temporary-path (format nil "llama-~D" (random 1000000000))))
              (in (concatenate 'string base ".in")) (out (concatenate 'string base ".out"))
              (err (concatenate 'string base ".err")))
         (unwind-protect
@@ -191,12 +190,6 @@ ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
 
 ;;; The reference of `eval --reference' and `bench --model --reference': the
 ;;; model a file was made from, a GGUF file or the model directory itself.
-
-(defun temporary-path (name)
-  "A path for a temporary file NAME in $TMPDIR (/tmp without it), made
-unique to this process."
-  (format nil "~A/rl-~D-~A" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
-          (ext:getpid) name))
 
 (defun read-reference (path &key encoder-only)
   "The GGUF file object of the reference PATH: a GGUF file (the first shard
