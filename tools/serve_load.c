@@ -35,8 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "prims/bench.h"
 
 #define RL_LOAD_MAX_CONNS 4096
 #define RL_LOAD_MAX_ANSWER (64u << 20) /* bytes of one answer kept */
@@ -58,11 +59,7 @@ typedef struct {
     double deadline;
 } options;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now(void) { return 1e-9 * (double)rl_bench_ns(); }
 
 static void usage(FILE *f) {
     fputs("usage: serve_load --port N [--host ADDR] [--path P] [--body TEXT | --body-file F\n"
@@ -129,7 +126,6 @@ static char *read_file(const char *path, size_t *n) {
 
 /* The requests to send, in turn: one per body (or one GET). */
 static char **build_requests(const options *o, size_t *count) {
-    const char *bodies[1] = {o->body};
     char *text = NULL;
     size_t text_len = 0, nb = 0, cap = 16;
     const char **list = malloc(cap * sizeof *list);
@@ -166,7 +162,7 @@ static char **build_requests(const options *o, size_t *count) {
             nb = 1;
         }
     } else if (o->body) {
-        list[0] = bodies[0];
+        list[0] = o->body;
         lens[0] = strlen(o->body);
         nb = 1;
     }
