@@ -308,7 +308,8 @@ int main(int argc, char **argv) {
         }
     }
     if (o.port < 0 || (o.body && o.body_file)) {
-        fprintf(stderr, "serve_load: expected --port, and --body or --body-file (not both)\n");
+        fprintf(stderr, o.port < 0 ? "serve_load: expected --port N, found none\n"
+                                   : "serve_load: expected --body or --body-file, found both\n");
         usage(stderr);
         return 2;
     }
