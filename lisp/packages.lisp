@@ -134,8 +134,9 @@ row of a quantized matrix."))
   (:import-from "RONTOLISP"
    "%JSON-PARSE" "%NUMBERS-TEXT" "%UTF8-OCTETS" "ABSOLUTE-NAMESTRING" "READ-FILE-OCTETS"
    "REGEX-ERROR")
-  ;; what the model and the command line take
-  (:intern
+  ;; the layer's interface: what the model and the command line take
+  ;; (the user's names are RONTOLISP's, above)
+  (:export
    "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
    "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS")

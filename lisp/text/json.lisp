@@ -183,6 +183,8 @@ a container is cut, its end written \"...\".  A value JSON has not
         (walk value)))))
 
 (defun float-text (x)
+  "The text of the float X as the commands print it: nan, inf and -inf by
+name, any other value as JSON writes it."
   (cond ((ext:float-nan-p x) "nan")
         ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
         (t (json-float-string x))))
