@@ -95,7 +95,7 @@ SWANK_SRC := $(wildcard /usr/share/common-lisp/source/slime/*.lisp \
 $(B)/swank/stamp: $(SWANK_SRC) | $(B)/rontolisp
 	rm -rf $(B)/swank
 	@mkdir -p $(B)/swank
-	$(B)/rontolisp --eval '(rontolisp::build-swank-fasls "$(B)/swank/")' --eval '(rontolisp:exit 0)' </dev/null
+	$(B)/rontolisp --eval '(command-line::build-swank-fasls "$(B)/swank/")' --eval '(rontolisp:exit 0)' </dev/null
 	@touch $@
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.
