@@ -1,7 +1,7 @@
 /* blocks.h - every block struct of the ggml tensor types rontolisp reads
  * and writes (ggml keeps them in ggml-common.h): Q8_0, the legacy types
  * (Q4_0, Q4_1, Q5_0, Q5_1), the K-quants (Q2_K .. Q6_K) and IQ4 (IQ4_NL,
- * IQ4_XS).  The one definition: gguf/types.c takes each type's bytes per
+ * IQ4_XS), and Q8_1, the activations of two legacy products.  The one definition: gguf/types.c takes each type's bytes per
  * block from these sizes, and the kernels in prims/ read and write these
  * structs.  The layouts in words are in doc/formats.md (§2 Q8_0, §3 legacy,
  * §4 K-quants, §4a IQ4).
@@ -25,6 +25,14 @@ typedef struct rl_gguf_block_q8_0 {
     uint16_t d;
     int8_t qs[RL_GGUF_QK8_0];
 } rl_gguf_block_q8_0;
+
+/* Q8_1 (ggml's block_q8_1): the activations of the Q4_1 and Q5_1 row
+ * products.  The scale d and s = d * (the sum of the 32 quants), both as
+ * binary16, then the quants. */
+typedef struct rl_gguf_block_q8_1 {
+    uint16_t d, s;
+    int8_t qs[RL_GGUF_QK8_0];
+} rl_gguf_block_q8_1;
 
 /* Legacy blocks: 32 values, binary16 scale d (and offset m for _1). */
 typedef struct rl_gguf_block_q4_0 {
@@ -91,6 +99,7 @@ typedef struct rl_gguf_block_iq4_xs {
 /* ggml's sizes; no padding anywhere. */
 _Static_assert(sizeof(rl_gguf_block_q8_0) == 2 + 32, "Q8_0 block is 34 bytes");
 _Static_assert(_Alignof(rl_gguf_block_q8_0) == 2, "Q8_0 block is 2-aligned");
+_Static_assert(sizeof(rl_gguf_block_q8_1) == 4 + 32, "Q8_1 block is 36 bytes");
 _Static_assert(sizeof(rl_gguf_block_q4_0) == 2 + 16, "Q4_0 block is 18 bytes");
 _Static_assert(sizeof(rl_gguf_block_q4_1) == 4 + 16, "Q4_1 block is 20 bytes");
 _Static_assert(sizeof(rl_gguf_block_q5_0) == 2 + 4 + 16, "Q5_0 block is 22 bytes");

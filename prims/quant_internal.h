@@ -29,6 +29,10 @@ static inline int rl_nearest_int(float v) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* IQ4_NL's and IQ4_XS's 16 levels (ggml's kvalues_iq4nl), ascending
+ * (quant_iq4.c). */
+extern const int8_t rl_iq4_levels[16];
+
 static inline float rl_h2f(uint16_t h) { return rl_gguf_f16_to_f32(h); }
 static inline uint16_t rl_f2h(float f) { return rl_gguf_f32_to_f16(f); }
 
