@@ -1,10 +1,10 @@
-/* quant_dot.c - the row products of the legacy and IQ4_NL types: one weight
- * row times one quantized activation row (Q8_0, or Q8_1 for Q4_1 and Q5_1),
- * in ggml's order of sums (doc/products.md §4), so that every path answers
- * ggml's AVX2 vec_dot's bits.
+/* quant_dot.c - the row products of the legacy types, IQ4_NL, Q4_K and
+ * Q6_K: one weight row times one quantized activation row (Q8_0; Q8_1 for
+ * Q4_1 and Q5_1; Q8_K for the K types), in ggml's order of sums
+ * (doc/products.md §4, §5), so that every path answers ggml's AVX2
+ * vec_dot's bits; and the quantizers of the Q8_1 and Q8_K activations.
  *
- * The order, per type (the arithmetic in words is doc/products.md §4):
- * eight f32 lanes start at +0; for block b, lane k takes the exact int32 sum
+ * The order of the 32-value types (in words: §4): eight f32 lanes start at +0; for block b, lane k takes the exact int32 sum
  * of w_j * x_j over the block's values j = 4k .. 4k+3 (w_j the weight's
  * integer level as ggml's SIMD code holds it: signed for Q4_0, Q5_0 and
  * IQ4_NL, the unsigned nibble for Q4_1 and Q5_1), converted to f32 (exact),
@@ -13,7 +13,9 @@
  * add the f32 running sum of mw_b * sx_b over the blocks; IQ4_NL runs two
  * sets of lanes, one for even blocks and one for odd, over pairs of blocks,
  * adds them lane by lane before the reduction and takes a last odd block
- * apart.
+ * apart.  The K types (§5) keep the eight lanes per super-block, each lane
+ * the scaled sum over its eight runs of 32, and fold the mins (Q4_K) or the
+ * offset 32 (Q6_K) in through the activations' sums of 16.
  *
  * Activation quants must lie in [-127, 127] (every quantizer gives that):
  * the SIMD paths move the weight's sign onto them.  Weight bytes may be
@@ -152,6 +154,103 @@ float rl_vec_dot_iq4_nl_ref(const void *w, const void *x, size_t nb) {
     return b < nb ? rl_dot_iq4_tail(sumf, wb + b, xb + b) : sumf;
 }
 
+/* ---- Q4_K and Q6_K against Q8_K ------------------------------------ */
+
+/* Q4_K's 256 levels (0..15) in value order: in each 64, the low nibbles of
+ * 32 bytes, then their high nibbles. */
+static void rl_dot_q4k_levels(const uint8_t *qs, int8_t v[256]) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            v[64 * c + l] = (int8_t)(qs[32 * c + l] & 15);
+            v[64 * c + 32 + l] = (int8_t)(qs[32 * c + l] >> 4);
+        }
+}
+
+/* Q6_K's 256 levels (0..63, the offset 32 not subtracted) in value order:
+ * in each 128, four runs of 32 from ql's low nibbles (bytes 0..31, then
+ * 32..63), then its high nibbles, with qh's bit pairs 0, 1, 2, 3 above. */
+static void rl_dot_q6k_levels(const uint8_t *ql, const uint8_t *qh, int8_t v[256]) {
+    for (int h = 0; h < 2; h++, ql += 64, qh += 32)
+        for (int l = 0; l < 32; l++) {
+            v[128 * h + l] = (int8_t)((ql[l] & 15) | (qh[l] & 3) << 4);
+            v[128 * h + 32 + l] = (int8_t)((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4);
+            v[128 * h + 64 + l] = (int8_t)((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+            v[128 * h + 96 + l] = (int8_t)((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+        }
+}
+
+/* Q4_K's eight scales and mins. */
+static inline void rl_dot_q4k_scales(const uint8_t *scales, int16_t sc[8], int16_t m[8]) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t s8, m8;
+        rl_k4_scale_min(j, scales, &s8, &m8);
+        sc[j] = s8, m[j] = m8;
+    }
+}
+
+/* Lane k of a super-block: the sum over its 32-value runs g of
+ * scale(g, k) * (the int sum of w_j * q_j over the run's values 4k..4k+3),
+ * scale(g, k) that of the 16-value sub-block (Q6_K, sub = 2 per run) or of
+ * the run (Q4_K, sub = 1). */
+static void rl_dot_k_lanes(const int8_t v[256], const int8_t *q, const int16_t *scale, int sub,
+                           int32_t lane[8]) {
+    for (int k = 0; k < 8; k++) {
+        lane[k] = 0;
+        for (int g = 0; g < 8; g++) {
+            int32_t s = 0;
+            for (int t = 0; t < 4; t++)
+                s += (int32_t)v[32 * g + 4 * k + t] * (int32_t)q[32 * g + 4 * k + t];
+            lane[k] += scale[sub == 1 ? g : 2 * g + (k >= 4)] * s;
+        }
+    }
+}
+
+float rl_vec_dot_q4_K_ref(const void *w, const void *x, size_t nb) {
+    const rl_block_q4_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    float acc[8] = {0}, accm[4] = {0};
+    int8_t v[256];
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d), dmin = -xb[b].d * rl_h2f(wb[b].dmin);
+        int16_t sc[8], m[8];
+        rl_dot_q4k_scales(wb[b].scales, sc, m);
+        for (int i = 0; i < 4; i++) {
+            const int32_t p = m[2 * i] * (xb[b].bsums[4 * i] + xb[b].bsums[4 * i + 1]) +
+                              m[2 * i + 1] * (xb[b].bsums[4 * i + 2] + xb[b].bsums[4 * i + 3]);
+            accm[i] = fmaf(dmin, (float)p, accm[i]);
+        }
+        int32_t lane[8];
+        rl_dot_q4k_levels(wb[b].qs, v);
+        rl_dot_k_lanes(v, xb[b].qs, sc, 1, lane);
+        for (int k = 0; k < 8; k++)
+            acc[k] = fmaf(d, (float)lane[k], acc[k]);
+    }
+    return rl_dot_hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb) {
+    const rl_block_q6_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    float acc[8] = {0};
+    int8_t v[256];
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d);
+        int16_t sc[16];
+        for (int j = 0; j < 16; j++)
+            sc[j] = wb[b].scales[j];
+        int32_t lane[8];
+        rl_dot_q6k_levels(wb[b].ql, wb[b].qh, v);
+        rl_dot_k_lanes(v, xb[b].qs, sc, 2, lane);
+        for (int k = 0; k < 8; k++) {
+            /* the offset 32 of the levels, from the sums of 16 quants */
+            lane[k] -= 32 * (xb[b].bsums[2 * k] * sc[2 * k] + xb[b].bsums[2 * k + 1] * sc[2 * k + 1]);
+            acc[k] = fmaf(d, (float)lane[k], acc[k]);
+        }
+    }
+    return rl_dot_hsum8(acc);
+}
+
+
 /* ---- AVX2 ---------------------------------------------------------- */
 
 __attribute__((target(RL_TARGET_AVX2))) static inline float rl_dot_hsum8_avx2(__m256 a) {
@@ -245,6 +344,86 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_nl_avx2(const void 
     return b < nb ? rl_dot_iq4_tail(sumf, wb + b, xb + b) : sumf;
 }
 
+
+__attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q4_K_avx2(const void *w, const void *x,
+                                                                  size_t nb) {
+    const rl_block_q4_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d), dmin = -xb[b].d * rl_h2f(wb[b].dmin);
+        int16_t sc[8], m[8];
+        rl_dot_q4k_scales(wb[b].scales, sc, m);
+        /* mins times the sums of the 32-value runs, as pairs */
+        const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xb[b].bsums);
+        const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(xb[b].bsums + 8));
+        const __m128i prod = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(const void *)m),
+                                            _mm_hadd_epi16(bs0, bs1));
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(wb[b].qs + 32 * c));
+            const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(bits, m4),
+                                                    RL_LOADQ(xb[b].qs + 64 * c));
+            const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                                                    RL_LOADQ(xb[b].qs + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(
+                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), lo),
+                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), hi)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return rl_dot_hsum8_avx2(acc) + _mm_cvtss_f32(accm);
+}
+
+__attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w, const void *x,
+                                                                  size_t nb) {
+    const rl_block_q6_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)wb[b].scales);
+        const __m256i off = _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)xb[b].bsums),
+                              _mm256_cvtepi8_epi16(sc8)), 5);
+        int16_t sc[16];
+        for (int j = 0; j < 16; j++)
+            sc[j] = wb[b].scales[j];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = wb[b].ql + 64 * h;
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i bh = _mm256_loadu_si256((const __m256i *)(const void *)(wb[b].qh + 32 * h));
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
+                                   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+            for (int r = 0; r < 4; r++) {
+                const int g = 4 * h + r; /* the 32-value run: sub-blocks 2g, 2g + 1 */
+                const __m256i p = _mm256_maddubs_epi16(v[r], RL_LOADQ(xb[b].qs + 32 * g));
+                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]),
+                                                   _mm_set1_epi16(sc[2 * g]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, off);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return rl_dot_hsum8_avx2(acc);
+}
+
 /* ---- Q8_1 activations ---------------------------------------------- */
 
 void rl_quantize_q8_1_ref(const float *x, void *y, size_t nb) {
@@ -262,6 +441,30 @@ void rl_quantize_q8_1_ref(const float *x, void *y, size_t nb) {
             sum += yb[b].qs[j];
         }
         yb[b].s = rl_f2h((float)sum * d);
+    }
+}
+
+void rl_quantize_q8_K_ref(const float *x, void *y, size_t nb) {
+    rl_block_q8_K *yb = y;
+    for (size_t b = 0; b < nb; b++, x += 256) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(x[j]) > amax)
+                amax = fabsf(x[j]), max = x[j];
+        if (amax == 0.0f) {
+            memset(&yb[b], 0, sizeof yb[b]); /* ggml leaves bsums as they were */
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < 256; j++)
+            yb[b].qs[j] = (int8_t)rl_imin(127, rl_nearest_int(iscale * x[j]));
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int i = 0; i < 16; i++)
+                sum += yb[b].qs[16 * j + i];
+            yb[b].bsums[j] = (int16_t)sum;
+        }
+        yb[b].d = 1 / iscale;
     }
 }
 
@@ -294,3 +497,5 @@ RL_DOT_TABLE(q4_1)
 RL_DOT_TABLE(q5_0)
 RL_DOT_TABLE(q5_1)
 RL_DOT_TABLE(iq4_nl)
+RL_DOT_TABLE(q4_K)
+RL_DOT_TABLE(q6_K)

@@ -33,6 +33,19 @@ static inline int rl_nearest_int(float v) {
  * (quant_iq4.c). */
 extern const int8_t rl_iq4_levels[16];
 
+/* Q4_K/Q5_K's 12 scale bytes: sub-blocks 0..3 keep scale and min in the
+ * low six bits of bytes j and j+4; 4..7 split theirs into a low nibble pair
+ * in byte j+4 and the top two bits in bits 6..7 of bytes j-4 and j. */
+static inline void rl_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4);
+        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+    }
+}
+
 static inline float rl_h2f(uint16_t h) { return rl_gguf_f16_to_f32(h); }
 static inline uint16_t rl_f2h(float f) { return rl_gguf_f32_to_f16(f); }
 

@@ -63,7 +63,7 @@ typedef struct rl_type_traits {
     const rl_matvec_f32_kernel *rows_f32;
     const rl_matvec_q8_kernel *rows_q8;
     /* The row product by path (prims/kernel.h's table shape), or NULL; and
-     * the ggml id of the activation blocks it takes (Q8_0 or Q8_1), 0
+     * the ggml id of the activation blocks it takes (Q8_0, Q8_1, Q8_K), 0
      * where vec_dot is NULL. */
     const rl_vec_dot_kernel *vec_dot;
     uint32_t vec_dot_type;

@@ -25,13 +25,13 @@
  * each tensor gets; with the library, the golden bytes dequantized by ours
  * and by ggml's to_float must agree bit for bit.
  *
- * The row products (doc/products.md §4): every path of each type gives the
- * reference's bits on random rows of 1 to 64 blocks, and is near the exact
- * product of the dequantized rows; with llama.cpp's CPU library built for
- * Haswell (beside libggml-base.so; skipped without it or without AVX2),
- * those rows and every golden row of the five types give ggml's
- * ggml_vec_dot_* bits, and rl_quantize_q8_1_ref gives
- * quantize_row_q8_1_ref's bytes.  Run from the repository root.
+ * The row products (doc/products.md §4, §5: Q4_0, Q4_1, Q5_0, Q5_1,
+ * IQ4_NL, Q4_K, Q6_K): every path of each type gives the reference's bits
+ * on random rows of 1 to 64 blocks, and is near the exact product of the
+ * dequantized rows; with llama.cpp's CPU library built for Haswell (beside
+ * libggml-base.so; skipped without it or without AVX2), those rows and
+ * every golden row of these types give ggml's ggml_vec_dot_* bits, and
+ * rl_quantize_q8_1_ref and rl_quantize_q8_K_ref give ggml's bytes.  Run from the repository root.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -697,6 +697,8 @@ static const struct {
     {RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_q5_0_q8_0"},
     {RL_GGUF_GGML_Q5_1, RL_GGUF_GGML_Q8_1, "ggml_vec_dot_q5_1_q8_1"},
     {RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_iq4_nl_q8_0"},
+    {RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q4_K_q8_K"},
+    {RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q6_K_q8_K"},
 };
 #define N_DOT (sizeof dot_types / sizeof dot_types[0])
 
@@ -704,10 +706,12 @@ typedef void (*ll_vec_dot)(int n, float *s, size_t bs, const void *x, size_t bx,
                            size_t by, int nrc);
 
 /* ggml's AVX2 vec_dots (the CPU backend built for Haswell, beside the
- * base library), and its quantize_row_q8_1_ref; 0 when not loadable. */
+ * base library), and its quantize_row_q8_1_ref and _q8_K_ref; 0 when not
+ * loadable. */
 static struct {
     ll_vec_dot dot[N_DOT];
     void (*q8_1_ref)(const float *x, void *y, int64_t k);
+    void (*q8_K_ref)(const float *x, void *y, int64_t k);
 } lc;
 
 static int lc_load(void) {
@@ -740,42 +744,48 @@ static int lc_load(void) {
         ok &= lc.dot[t] != NULL;
     }
     *(void **)&lc.q8_1_ref = dlsym(h, "quantize_row_q8_1_ref");
-    CHECK_MSG(lc.q8_1_ref, "%s (or the base library) lacks quantize_row_q8_1_ref", path);
-    return ok && lc.q8_1_ref;
+    *(void **)&lc.q8_K_ref = dlsym(h, "quantize_row_q8_K_ref");
+    CHECK_MSG(lc.q8_1_ref && lc.q8_K_ref,
+              "%s (or the base library) lacks quantize_row_q8_1_ref or _q8_K_ref", path);
+    return ok && lc.q8_1_ref && lc.q8_K_ref;
 }
 
-/* NB activation blocks of XTYPE for the 32 * NB floats at X. */
-static void dot_activations(uint32_t xtype, const float *x, size_t nb, void *y) {
+/* The activation blocks of XTYPE for the N floats at X. */
+static void dot_activations(uint32_t xtype, const float *x, size_t n, void *y) {
     if (xtype == RL_GGUF_GGML_Q8_1)
-        rl_quantize_q8_1_ref(x, y, nb);
+        rl_quantize_q8_1_ref(x, y, n / 32);
+    else if (xtype == RL_GGUF_GGML_Q8_K)
+        rl_quantize_q8_K_ref(x, y, n / 256);
     else
-        (void)rl_q8_quantize_f32_ref(x, 32 * nb, y, NULL);
+        (void)rl_q8_quantize_f32_ref(x, n, y, NULL);
 }
 
-/* The exact product of the dequantized rows, and the sum of the magnitudes
- * of its terms: Q8_1 dequantized as d * q. */
-static double dot_exact(uint32_t type, const void *w, const void *x, size_t nb, double *mag) {
-    float wf[32], xf[32];
-    double s = 0, m = 0;
-    const size_t wbytes = rl_gguf_ggml_block_bytes(type);
-    for (size_t b = 0; b < nb; b++) {
-        rl_dequantize(type, (const unsigned char *)w + b * wbytes, 32, wf);
-        const int8_t *q;
-        uint16_t d;
-        if (type == RL_GGUF_GGML_Q4_1 || type == RL_GGUF_GGML_Q5_1) {
-            const rl_block_q8_1 *xb = (const rl_block_q8_1 *)x + b;
-            q = xb->qs, d = xb->d;
-        } else {
-            const rl_block_q8_0 *xb = (const rl_block_q8_0 *)x + b;
-            q = xb->qs, d = xb->d;
-        }
-        for (int j = 0; j < 32; j++)
-            xf[j] = rl_gguf_f16_to_f32(d) * (float)q[j];
-        for (int j = 0; j < 32; j++) {
-            s += (double)wf[j] * xf[j];
-            m += fabs((double)wf[j] * xf[j]);
-        }
+/* Activation value j of the blocks of XTYPE at X, dequantized. */
+static float dot_activation(uint32_t xtype, const void *x, size_t j) {
+    if (xtype == RL_GGUF_GGML_Q8_1) {
+        const rl_block_q8_1 *b = (const rl_block_q8_1 *)x + j / 32;
+        return rl_gguf_f16_to_f32(b->d) * (float)b->qs[j % 32];
     }
+    if (xtype == RL_GGUF_GGML_Q8_K) {
+        const rl_block_q8_K *b = (const rl_block_q8_K *)x + j / 256;
+        return b->d * (float)b->qs[j % 256];
+    }
+    const rl_block_q8_0 *b = (const rl_block_q8_0 *)x + j / 32;
+    return rl_gguf_f16_to_f32(b->d) * (float)b->qs[j % 32];
+}
+
+/* The exact product of the N dequantized values of the rows, and the sum
+ * of the magnitudes of its terms (Q8_1 dequantized as d * q). */
+static double dot_exact(size_t t, const void *w, const void *x, size_t n, double *mag) {
+    float *wf = malloc(4 * n);
+    double s = 0, m = 0;
+    rl_dequantize(dot_types[t].type, w, n, wf);
+    for (size_t j = 0; j < n; j++) {
+        const double p = (double)wf[j] * dot_activation(dot_types[t].xtype, x, j);
+        s += p;
+        m += fabs(p);
+    }
+    free(wf);
     *mag = m;
     return s;
 }
@@ -785,41 +795,41 @@ static double dot_exact(uint32_t type, const void *w, const void *x, size_t nb, 
  * reference's bits, and ggml's AVX2 vec_dot's; the products are near the
  * exact product of the dequantized rows. */
 static void test_vec_dot_paths(int have_lc) {
+    enum { MAXN = 64 * 32 + 256 };
     static const size_t counts[] = {1, 2, 3, 7, 9, 17, 33, 64};
-    enum { MAXB = 64 };
-    unsigned char w[MAXB * 24], x[MAXB * 36];
+    static unsigned char w[MAXN], x[MAXN * 2];
+    static float xf[MAXN];
     long compared = 0, vs_ggml = 0;
     for (size_t t = 0; t < N_DOT; t++) {
         const rl_type_traits *tr = rl_type_traits_of(dot_types[t].type);
         const char *name = rl_gguf_ggml_type_name(dot_types[t].type);
         CHECK_MSG(tr && tr->vec_dot && tr->vec_dot_type == dot_types[t].xtype,
-                  "%s: no row product on Q8_%c in its row", name,
-                  dot_types[t].xtype == RL_GGUF_GGML_Q8_1 ? '1' : '0');
+                  "%s: no row product on %s in its row", name,
+                  rl_gguf_ggml_type_name(dot_types[t].xtype));
         if (!tr || !tr->vec_dot)
             continue;
         for (int p = RL_PATH_REF; p < RL_PATH_COUNT; p++)
             CHECK_MSG(tr->vec_dot[p], "%s: no product for path %d", name, p);
         const size_t wbytes = rl_gguf_ggml_block_bytes(dot_types[t].type);
+        const size_t block = rl_gguf_ggml_block_size(dot_types[t].type);
         for (int rep = 0; rep < 40; rep++) {
             for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-                const size_t nb = counts[c];
-                float xf[MAXB * 32];
+                const size_t nb = counts[c], n = nb * block;
+                if (n > MAXN)
+                    continue;
                 for (size_t i = 0; i < nb * wbytes; i++)
                     w[i] = (unsigned char)rnd();
-                for (size_t b = 0; b < nb; b++) { /* scales: finite, 2^-14 .. 2^3 */
-                    uint16_t d = (uint16_t)((rnd() & 0x8000) | (uint16_t)rnd_int(1, 17) << 10 |
-                                            (rnd() & 0x3ff));
-                    memcpy(w + b * wbytes, &d, 2);
-                    if (dot_types[t].xtype == RL_GGUF_GGML_Q8_1) {
-                        d ^= (uint16_t)(rnd() & 0x8000);
-                        memcpy(w + b * wbytes + 2, &d, 2);
+                for (size_t b = 0; b < nb; b++) /* scales: finite, 2^-14 .. 2^3, either sign */
+                    for (int k = 0; k < 2 && tr->f16_at[k] >= 0; k++) {
+                        uint16_t d = (uint16_t)((rnd() & 0x8000) |
+                                                (uint16_t)rnd_int(1, 17) << 10 | (rnd() & 0x3ff));
+                        memcpy(w + b * wbytes + tr->f16_at[k], &d, 2);
                     }
-                }
-                for (size_t i = 0; i < 32 * nb; i++)
+                for (size_t i = 0; i < n; i++)
                     xf[i] = ldexpf(rnd_gauss(), rnd_int(-6, 4));
                 if (rep == 0)
                     xf[5] = -xf[5] * 1e3f; /* one large value: quants at +-127 */
-                dot_activations(dot_types[t].xtype, xf, nb, x);
+                dot_activations(dot_types[t].xtype, xf, n, x);
                 const float ref = tr->vec_dot[RL_PATH_REF](w, x, nb);
                 for (int p = RL_PATH_AVX2; p < RL_PATH_COUNT; p++) {
                     if (!rl_path_supported((rl_path)p))
@@ -832,13 +842,13 @@ static void test_vec_dot_paths(int have_lc) {
                 }
                 if (have_lc) {
                     float g = NAN;
-                    lc.dot[t]((int)(32 * nb), &g, 0, w, 0, x, 0, 1);
+                    lc.dot[t]((int)n, &g, 0, w, 0, x, 0, 1);
                     CHECK_MSG(rl_gguf_f32_bits(g) == rl_gguf_f32_bits(ref),
                               "%s, %zu blocks: %a, ggml's %s %a", name, nb, ref,
                               dot_types[t].ggml, g);
                     vs_ggml++;
                 }
-                double mag, exact = dot_exact(dot_types[t].type, w, x, nb, &mag);
+                double mag, exact = dot_exact(t, w, x, n, &mag);
                 CHECK_MSG(fabs((double)ref - exact) <= 0x1p-9 * mag + 0x1p-60,
                           "%s, %zu blocks: %a, the exact product %a (terms %g)", name, nb, ref,
                           exact, mag);
@@ -849,11 +859,13 @@ static void test_vec_dot_paths(int have_lc) {
             compared, vs_ggml);
 }
 
-/* Q8_1 activations: rl_quantize_q8_1_ref's bytes are ggml's. */
-static void test_q8_1_activations(void) {
+/* Q8_1 and Q8_K activations: rl_quantize_q8_1_ref's and
+ * rl_quantize_q8_K_ref's bytes are ggml's. */
+static void test_q8_activations(void) {
     enum { NB = 512 };
     static float x[NB * 32];
     static rl_block_q8_1 a[NB], b[NB];
+    static rl_block_q8_K ak[NB / 8], bk[NB / 8];
     for (size_t i = 0; i < NB; i++) {
         int k = (int)(i % (K_COUNT - 1));
         gen32(x + 32 * i, k, rnd_int(-20, 6), (int)(32 * i % ROW));
@@ -861,20 +873,27 @@ static void test_q8_1_activations(void) {
     rl_quantize_q8_1_ref(x, a, NB);
     memset(b, 0x5a, sizeof b);
     lc.q8_1_ref(x, b, 32 * NB);
-    long d = 0;
+    rl_quantize_q8_K_ref(x, ak, NB / 8);
+    memset(bk, 0, sizeof bk); /* ggml leaves an all-zero block's sums alone */
+    lc.q8_K_ref(x, bk, 32 * NB);
+    long d = 0, dk = 0;
     for (size_t i = 0; i < NB; i++)
         d += memcmp(a + i, b + i, sizeof *a) != 0;
+    for (size_t i = 0; i < NB / 8; i++)
+        dk += memcmp(ak + i, bk + i, sizeof *ak) != 0;
     CHECK_MSG(d == 0, "rl_quantize_q8_1_ref: %ld of %d blocks differ from ggml's", d, NB);
+    CHECK_MSG(dk == 0, "rl_quantize_q8_K_ref: %ld of %d blocks differ from ggml's", dk, NB / 8);
 }
 
-/* Every tensor of the five types in tests/golden/quants/ (llama-quantize's
- * bytes; rows of 3, 8, 9 and 17 blocks), each row times the next row of
- * its F32 input quantized as activations: ggml's vec_dot's bits. */
+/* Every tensor of the types with products in tests/golden/quants/
+ * (llama-quantize's bytes; legacy rows of 3, 8, 9 and 17 blocks, K rows
+ * of one), each row times the next row of its F32 input quantized as
+ * activations: ggml's vec_dot's bits. */
 static void test_vec_dot_goldens(int have_lc) {
-    static const char *const ftypes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"};
+    static const char *const *const ftypes = golden_ftypes;
     long rows_seen[N_DOT] = {0};
     for (size_t i = 0; i < sizeof golden_inputs / sizeof *golden_inputs; i++)
-        for (size_t f = 0; f < sizeof ftypes / sizeof *ftypes; f++) {
+        for (size_t f = 0; f < sizeof golden_ftypes / sizeof *golden_ftypes; f++) {
             char path[256];
             uint64_t lin = 0, lout = 0;
             snprintf(path, sizeof path, QGOLDEN "%s.f32.gguf", golden_inputs[i]);
@@ -905,15 +924,15 @@ static void test_vec_dot_goldens(int have_lc) {
                     if (k == N_DOT)
                         continue;
                     const size_t cols = (size_t)json_integer_value(json_array_get(ne, 0));
-                    const size_t rows = n / cols, nb = cols / 32;
+                    const size_t rows = n / cols, nb = cols / rl_gguf_ggml_block_size(ty);
                     const size_t wbytes = rl_gguf_ggml_block_bytes(ty);
                     const rl_type_traits *tr = rl_type_traits_of(ty);
                     float *xf = malloc(4 * cols);
-                    unsigned char *x = malloc(36 * nb), *w = malloc(wbytes * nb);
+                    unsigned char *x = malloc(2 * cols), *w = malloc(wbytes * nb);
                     for (size_t r = 0; r < rows; r++) {
                         memcpy(xf, din + at_i + 4 * cols * ((r + 1) % rows), 4 * cols);
                         memcpy(w, dout + at + wbytes * nb * r, wbytes * nb);
-                        dot_activations(dot_types[k].xtype, xf, nb, x);
+                        dot_activations(dot_types[k].xtype, xf, cols, x);
                         const float ref = tr->vec_dot[RL_PATH_REF](w, x, nb);
                         if (rl_path_supported(RL_PATH_AVX2)) {
                             const float a = tr->vec_dot[RL_PATH_AVX2](w, x, nb);
@@ -942,9 +961,10 @@ static void test_vec_dot_goldens(int have_lc) {
     for (size_t k = 0; k < N_DOT; k++)
         CHECK_MSG(rows_seen[k] > 0, "no %s rows in tests/golden/quants/",
                   rl_gguf_ggml_type_name(dot_types[k].type));
-    fprintf(stderr, "golden rows: Q4_0 x%ld, Q4_1 x%ld, Q5_0 x%ld, Q5_1 x%ld, IQ4_NL x%ld%s\n",
-            rows_seen[0], rows_seen[1], rows_seen[2], rows_seen[3], rows_seen[4],
-            have_lc ? ", every product ggml's vec_dot's bits" : "");
+    fprintf(stderr, "golden rows:");
+    for (size_t k = 0; k < N_DOT; k++)
+        fprintf(stderr, " %s x%ld", rl_gguf_ggml_type_name(dot_types[k].type), rows_seen[k]);
+    fprintf(stderr, "%s\n", have_lc ? "; every product ggml's vec_dot's bits" : "");
 }
 
 int main(void) {
@@ -966,7 +986,7 @@ int main(void) {
     rl_set_simd(1);
     int have_lc = lc_load();
     if (have_lc)
-        CHECK_CASE(test_q8_1_activations());
+        CHECK_CASE(test_q8_activations());
     CHECK_CASE(test_vec_dot_paths(have_lc));
     CHECK_CASE(test_vec_dot_goldens(have_lc));
     return check_report("quants");
