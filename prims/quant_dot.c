@@ -1,21 +1,23 @@
-/* quant_dot.c - the row products of the legacy types, IQ4_NL, Q4_K and
- * Q6_K: one weight row times one quantized activation row (Q8_0; Q8_1 for
- * Q4_1 and Q5_1; Q8_K for the K types), in ggml's order of sums
- * (doc/products.md §4, §5), so that every path answers ggml's AVX2
+/* quant_dot.c - the row products of the legacy types, IQ4_NL, Q4_K, Q5_K,
+ * Q6_K and IQ4_XS: one weight row times one quantized activation row (Q8_0;
+ * Q8_1 for Q4_1 and Q5_1; Q8_K for the 256-value types), in ggml's order
+ * of sums (doc/products.md §4, §5), so that every path answers ggml's AVX2
  * vec_dot's bits; and the quantizers of the Q8_1 and Q8_K activations.
  *
- * The order of the 32-value types (in words: §4): eight f32 lanes start at +0; for block b, lane k takes the exact int32 sum
- * of w_j * x_j over the block's values j = 4k .. 4k+3 (w_j the weight's
- * integer level as ggml's SIMD code holds it: signed for Q4_0, Q5_0 and
- * IQ4_NL, the unsigned nibble for Q4_1 and Q5_1), converted to f32 (exact),
- * and lane_k = fma(dw_b * dx_b, that, lane_k) (the scale product exact in
+ * The order of the 32-value types (in words: §4): eight f32 lanes start at
+ * +0; for block b, lane k takes the exact int32 sum of w_j * x_j over the
+ * block's values j = 4k .. 4k+3 (w_j the weight's integer level as ggml's
+ * SIMD code holds it: signed for Q4_0, Q5_0 and IQ4_NL, the unsigned
+ * nibble for Q4_1 and Q5_1), converted to f32 (exact), and
+ * lane_k = fma(dw_b * dx_b, that, lane_k) (the scale product exact in
  * f32).  The lanes are reduced as ggml's hsum_float_8.  Q4_1 and Q5_1 then
  * add the f32 running sum of mw_b * sx_b over the blocks; IQ4_NL runs two
  * sets of lanes, one for even blocks and one for odd, over pairs of blocks,
  * adds them lane by lane before the reduction and takes a last odd block
- * apart.  The K types (§5) keep the eight lanes per super-block, each lane
- * the scaled sum over its eight runs of 32, and fold the mins (Q4_K) or the
- * offset 32 (Q6_K) in through the activations' sums of 16.
+ * apart.  The 256-value types (§5) keep the eight lanes per super-block,
+ * each lane the scaled sum over its eight runs of 32, and fold the mins
+ * (Q4_K, Q5_K) or the offset 32 (Q6_K) in through the activations' sums
+ * of 16.
  *
  * Activation quants must lie in [-127, 127] (every quantizer gives that):
  * the SIMD paths move the weight's sign onto them.  Weight bytes may be
@@ -157,13 +159,26 @@ float rl_vec_dot_iq4_nl_ref(const void *w, const void *x, size_t nb) {
 /* ---- Q4_K and Q6_K against Q8_K ------------------------------------ */
 
 /* Q4_K's 256 levels (0..15) in value order: in each 64, the low nibbles of
- * 32 bytes, then their high nibbles. */
-static void rl_dot_q4k_levels(const uint8_t *qs, int8_t v[256]) {
+ * 32 bytes, then their high nibbles; Q5_K's (0..31) add bit 2c (then
+ * 2c + 1) of qh[l] as 16 to value l of the 64 numbered c. */
+static void rl_dot_k45_levels(const uint8_t *qs, const uint8_t *qh, int8_t v[256]) {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
-            v[64 * c + l] = (int8_t)(qs[32 * c + l] & 15);
-            v[64 * c + 32 + l] = (int8_t)(qs[32 * c + l] >> 4);
+            const int h = qh ? qh[l] >> 2 * c : 0;
+            v[64 * c + l] = (int8_t)((qs[32 * c + l] & 15) | (h & 1) << 4);
+            v[64 * c + 32 + l] = (int8_t)((qs[32 * c + l] >> 4) | (h & 2) << 3);
         }
+}
+
+/* IQ4_XS's eight run scales (6 bits less 32) and its 256 levels, each run
+ * of 32 as an IQ4_NL block. */
+static void rl_dot_iq4xs_block(const rl_block_iq4_xs *w, int16_t ls[8], int8_t *v) {
+    for (int g = 0; g < 8; g++) {
+        ls[g] = (int16_t)((((w->scales_l[g / 2] >> 4 * (g % 2)) & 15) |
+                           ((w->scales_h >> 2 * g) & 3) << 4) - 32);
+        if (v)
+            rl_dot_iq4_levels(w->qs + 16 * g, v + 32 * g);
+    }
 }
 
 /* Q6_K's 256 levels (0..63, the offset 32 not subtracted) in value order:
@@ -205,27 +220,73 @@ static void rl_dot_k_lanes(const int8_t v[256], const int8_t *q, const int16_t *
     }
 }
 
-float rl_vec_dot_q4_K_ref(const void *w, const void *x, size_t nb) {
-    const rl_block_q4_K *wb = w;
+/* Super-block b of Q4_K or Q5_K: d, dmin (exact as ggml: one rounding
+ * each), the scales and mins, the levels. */
+static void rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, int q5,
+                             float *d, float *dmin, int16_t sc[8], int16_t m[8],
+                             const uint8_t **qs, const uint8_t **qh) {
+    uint16_t dw, mw;
+    const uint8_t *scales;
+    if (q5) {
+        const rl_block_q5_K *wb = (const rl_block_q5_K *)w + b;
+        dw = wb->d, mw = wb->dmin, scales = wb->scales, *qs = wb->qs, *qh = wb->qh;
+    } else {
+        const rl_block_q4_K *wb = (const rl_block_q4_K *)w + b;
+        dw = wb->d, mw = wb->dmin, scales = wb->scales, *qs = wb->qs, *qh = NULL;
+    }
+    *d = xb[b].d * rl_h2f(dw);
+    *dmin = -xb[b].d * rl_h2f(mw);
+    rl_dot_q4k_scales(scales, sc, m);
+}
+
+/* The mins' products of Q4_K's four lanes (or, summed, Q5_K's): pairs of
+ * mins times the sums of the 32-value runs. */
+static int32_t rl_dot_k45_min(const int16_t m[8], const int16_t *bsums, int i) {
+    return m[2 * i] * (bsums[4 * i] + bsums[4 * i + 1]) +
+           m[2 * i + 1] * (bsums[4 * i + 2] + bsums[4 * i + 3]);
+}
+
+/* Q4_K keeps four f32 lanes of mins, Q5_K one f32 sum of each block's
+ * whole int32 mins product (doc/products.md §5). */
+static float rl_dot_k45_ref(const void *w, const void *x, size_t nb, int q5) {
     const rl_block_q8_K *xb = x;
-    float acc[8] = {0}, accm[4] = {0};
+    float acc[8] = {0}, accm[4] = {0}, summs = 0.0f;
     int8_t v[256];
     for (size_t b = 0; b < nb; b++) {
-        const float d = xb[b].d * rl_h2f(wb[b].d), dmin = -xb[b].d * rl_h2f(wb[b].dmin);
+        float d, dmin;
         int16_t sc[8], m[8];
-        rl_dot_q4k_scales(wb[b].scales, sc, m);
+        const uint8_t *qs, *qh;
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh);
+        int32_t mins = 0;
         for (int i = 0; i < 4; i++) {
-            const int32_t p = m[2 * i] * (xb[b].bsums[4 * i] + xb[b].bsums[4 * i + 1]) +
-                              m[2 * i + 1] * (xb[b].bsums[4 * i + 2] + xb[b].bsums[4 * i + 3]);
+            const int32_t p = rl_dot_k45_min(m, xb[b].bsums, i);
+            mins += p;
             accm[i] = fmaf(dmin, (float)p, accm[i]);
         }
+        summs = fmaf(dmin, (float)mins, summs);
         int32_t lane[8];
-        rl_dot_q4k_levels(wb[b].qs, v);
+        rl_dot_k45_levels(qs, qh, v);
         rl_dot_k_lanes(v, xb[b].qs, sc, 1, lane);
         for (int k = 0; k < 8; k++)
             acc[k] = fmaf(d, (float)lane[k], acc[k]);
     }
-    return rl_dot_hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+    return rl_dot_hsum8(acc) + (q5 ? summs : (accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+float rl_vec_dot_iq4_xs_ref(const void *w, const void *x, size_t nb) {
+    const rl_block_iq4_xs *wb = w;
+    const rl_block_q8_K *xb = x;
+    float acc[8] = {0};
+    int8_t v[256];
+    for (size_t b = 0; b < nb; b++) {
+        int16_t ls[8];
+        int32_t lane[8];
+        rl_dot_iq4xs_block(wb + b, ls, v);
+        rl_dot_k_lanes(v, xb[b].qs, ls, 1, lane);
+        for (int k = 0; k < 8; k++)
+            acc[k] = fmaf(rl_h2f(wb[b].d) * xb[b].d, (float)lane[k], acc[k]);
+    }
+    return rl_dot_hsum8(acc);
 }
 
 float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb) {
@@ -345,36 +406,55 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_nl_avx2(const void 
 }
 
 
-__attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q4_K_avx2(const void *w, const void *x,
-                                                                  size_t nb) {
-    const rl_block_q4_K *wb = w;
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline float
+rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
     const rl_block_q8_K *xb = x;
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
+    float summs = 0.0f;
     for (size_t b = 0; b < nb; b++) {
-        const float d = xb[b].d * rl_h2f(wb[b].d), dmin = -xb[b].d * rl_h2f(wb[b].dmin);
+        float d, dmin;
         int16_t sc[8], m[8];
-        rl_dot_q4k_scales(wb[b].scales, sc, m);
-        /* mins times the sums of the 32-value runs, as pairs */
-        const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xb[b].bsums);
-        const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(xb[b].bsums + 8));
-        const __m128i prod = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(const void *)m),
-                                            _mm_hadd_epi16(bs0, bs1));
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+        const uint8_t *qs, *qh;
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh);
+        if (q5) {
+            int32_t mins = 0;
+            for (int i = 0; i < 4; i++)
+                mins += rl_dot_k45_min(m, xb[b].bsums, i);
+            summs = fmaf(dmin, (float)mins, summs);
+        } else { /* mins times the sums of the 32-value runs, as pairs */
+            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xb[b].bsums);
+            const __m128i bs1 =
+                _mm_loadu_si128((const __m128i *)(const void *)(xb[b].bsums + 8));
+            const __m128i prod = _mm_madd_epi16(
+                _mm_loadu_si128((const __m128i *)(const void *)m), _mm_hadd_epi16(bs0, bs1));
+            accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+        }
+        const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(const void *)qh)
+                              : _mm256_setzero_si256();
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(wb[b].qs + 32 * c));
-            const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(bits, m4),
-                                                    RL_LOADQ(xb[b].qs + 64 * c));
-            const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
-                                                    RL_LOADQ(xb[b].qs + 64 * c + 32));
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(bits, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            if (q5) { /* 16 where bit 2c (2c + 1) of the qh byte is set */
+                const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c));
+                const __m256i b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+                const __m256i sixteen = _mm256_set1_epi8(16);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), sixteen));
+            }
+            const __m256i pl = _mm256_maddubs_epi16(lo, RL_LOADQ(xb[b].qs + 64 * c));
+            const __m256i ph = _mm256_maddubs_epi16(hi, RL_LOADQ(xb[b].qs + 64 * c + 32));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(
-                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), lo),
-                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), hi)));
+                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), pl),
+                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), ph)));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
+    if (q5)
+        return rl_dot_hsum8_avx2(acc) + summs;
     accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
     accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
     return rl_dot_hsum8_avx2(acc) + _mm_cvtss_f32(accm);
@@ -420,6 +500,28 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
         }
         sumi = _mm256_sub_epi32(sumi, off);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return rl_dot_hsum8_avx2(acc);
+}
+
+__attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_xs_avx2(const void *w,
+                                                                    const void *x, size_t nb) {
+    const rl_block_iq4_xs *wb = w;
+    const rl_block_q8_K *xb = x;
+    const __m128i levels = _mm_loadu_si128((const __m128i *)(const void *)rl_iq4_levels);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        int16_t ls[8];
+        rl_dot_iq4xs_block(wb + b, ls, NULL);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            const __m256i v = rl_dot_iq4_avx2(wb[b].qs + 16 * g, levels);
+            const __m256i q = RL_LOADQ(xb[b].qs + 32 * g);
+            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(q, v));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(rl_h2f(wb[b].d) * xb[b].d),
+                              _mm256_cvtepi32_ps(sumi), acc);
     }
     return rl_dot_hsum8_avx2(acc);
 }
@@ -470,6 +572,17 @@ void rl_quantize_q8_K_ref(const float *x, void *y, size_t nb) {
 
 /* ---- the entries and their tables ---------------------------------- */
 
+#define RL_DOT_K45(q, Q5)                                                                  \
+    float rl_vec_dot_##q##_ref(const void *w, const void *x, size_t nb) {                  \
+        return rl_dot_k45_ref(w, x, nb, Q5);                                               \
+    }                                                                                      \
+    __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_##q##_avx2(                   \
+        const void *w, const void *x, size_t nb) {                                         \
+        return rl_dot_k45_avx2(w, x, nb, Q5);                                              \
+    }
+RL_DOT_K45(q4_K, 0)
+RL_DOT_K45(q5_K, 1)
+
 #define RL_DOT_LEGACY(q, SHAPE)                                                            \
     float rl_vec_dot_##q##_ref(const void *w, const void *x, size_t nb) {                  \
         return rl_dot_legacy_ref(SHAPE, w, x, nb);                                         \
@@ -498,4 +611,6 @@ RL_DOT_TABLE(q5_0)
 RL_DOT_TABLE(q5_1)
 RL_DOT_TABLE(iq4_nl)
 RL_DOT_TABLE(q4_K)
+RL_DOT_TABLE(q5_K)
 RL_DOT_TABLE(q6_K)
+RL_DOT_TABLE(iq4_xs)

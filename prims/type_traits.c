@@ -64,10 +64,10 @@ static const rl_type_traits rl_types[RL_GGUF_GGML_TYPE_COUNT] = {
     RL_QUANT_ROW(Q2_K, q2_K, RL_AT(q2_K, d), RL_AT(q2_K, dmin), 45 * RL_F16_MAX),
     RL_QUANT_ROW(Q3_K, q3_K, RL_AT(q3_K, d), -1, 128 * RL_F16_MAX),
     RL_QUANT_ROW_DOT(Q4_K, q4_K, RL_AT(q4_K, d), RL_AT(q4_K, dmin), 945 * RL_F16_MAX, Q8_K),
-    RL_QUANT_ROW(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX),
+    RL_QUANT_ROW_DOT(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX, Q8_K),
     RL_QUANT_ROW_DOT(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K),
     RL_QUANT_ROW_DOT(IQ4_NL, iq4_nl, RL_AT(iq4_nl, d), -1, 127 * RL_F16_MAX, Q8_0),
-    RL_QUANT_ROW(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX),
+    RL_QUANT_ROW_DOT(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX, Q8_K),
 };
 
 const rl_type_traits *rl_type_traits_of(uint32_t id) {
