@@ -1,7 +1,7 @@
-/* quant_dot.c - the row products of the legacy types, IQ4_NL, Q4_K, Q5_K,
- * Q6_K and IQ4_XS: one weight row times one quantized activation row (Q8_0;
- * Q8_1 for Q4_1 and Q5_1; Q8_K for the 256-value types), in ggml's order
- * of sums (doc/products.md §4, §5), so that every path answers ggml's AVX2
+/* quant_dot.c - the row products of the legacy, K and IQ4 types: one
+ * weight row times one quantized activation row (Q8_0; Q8_1 for Q4_1 and
+ * Q5_1; Q8_K for the 256-value types), in ggml's order of sums
+ * (doc/products.md §4, §5), so that every path answers ggml's AVX2
  * vec_dot's bits; and the quantizers of the Q8_1 and Q8_K activations.
  *
  * The order of the 32-value types (in words: §4): eight f32 lanes start at
@@ -16,8 +16,8 @@
  * adds them lane by lane before the reduction and takes a last odd block
  * apart.  The 256-value types (§5) keep the eight lanes per super-block,
  * each lane the scaled sum over its eight runs of 32, and fold the mins
- * (Q4_K, Q5_K) or the offset 32 (Q6_K) in through the activations' sums
- * of 16.
+ * (Q2_K, Q4_K, Q5_K) or the offset 32 (Q6_K) in through the activations'
+ * sums of 16.
  *
  * Activation quants must lie in [-127, 127] (every quantizer gives that):
  * the SIMD paths move the weight's sign onto them.  Weight bytes may be
@@ -181,6 +181,18 @@ static void rl_dot_iq4xs_block(const rl_block_iq4_xs *w, int16_t ls[8], int8_t *
     }
 }
 
+/* Q2_K's levels (0..3) and Q3_K's (-4..3) in value order: per 128, four
+ * runs of 32 from bit pairs 0, 1, 2, 3 of 32 bytes; Q3_K subtracts 4 where
+ * bit 4h + r of hmask[l] is clear (run r of the 128 numbered h). */
+static void rl_dot_k23_levels(const uint8_t *qs, const uint8_t *hmask, int8_t v[256]) {
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < 4; r++)
+            for (int l = 0; l < 32; l++)
+                v[128 * h + 32 * r + l] =
+                    (int8_t)(((qs[32 * h + l] >> 2 * r) & 3) -
+                             (hmask && !((hmask[l] >> (4 * h + r)) & 1) ? 4 : 0));
+}
+
 /* Q6_K's 256 levels (0..63, the offset 32 not subtracted) in value order:
  * in each 128, four runs of 32 from ql's low nibbles (bytes 0..31, then
  * 32..63), then its high nibbles, with qh's bit pairs 0, 1, 2, 3 above. */
@@ -285,6 +297,48 @@ float rl_vec_dot_iq4_xs_ref(const void *w, const void *x, size_t nb) {
         rl_dot_k_lanes(v, xb[b].qs, ls, 1, lane);
         for (int k = 0; k < 8; k++)
             acc[k] = fmaf(rl_h2f(wb[b].d) * xb[b].d, (float)lane[k], acc[k]);
+    }
+    return rl_dot_hsum8(acc);
+}
+
+float rl_vec_dot_q2_K_ref(const void *w, const void *x, size_t nb) {
+    const rl_block_q2_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    float acc[8] = {0};
+    int8_t v[256];
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d), dmin = -xb[b].d * rl_h2f(wb[b].dmin);
+        int16_t sc[16];
+        int32_t lane[8];
+        for (int j = 0; j < 16; j++)
+            sc[j] = wb[b].scales[j] & 15;
+        rl_dot_k23_levels(wb[b].qs, NULL, v);
+        rl_dot_k_lanes(v, xb[b].qs, sc, 2, lane);
+        for (int k = 0; k < 8; k++) { /* the mins first, then the levels */
+            const int32_t mk = (wb[b].scales[2 * k] >> 4) * xb[b].bsums[2 * k] +
+                               (wb[b].scales[2 * k + 1] >> 4) * xb[b].bsums[2 * k + 1];
+            acc[k] = fmaf(d, (float)lane[k], fmaf(dmin, (float)mk, acc[k]));
+        }
+    }
+    return rl_dot_hsum8(acc);
+}
+
+float rl_vec_dot_q3_K_ref(const void *w, const void *x, size_t nb) {
+    const rl_block_q3_K *wb = w;
+    const rl_block_q8_K *xb = x;
+    float acc[8] = {0};
+    int8_t v[256], sc8[16];
+    for (size_t b = 0; b < nb; b++) {
+        const float d = xb[b].d * rl_h2f(wb[b].d);
+        int16_t sc[16];
+        int32_t lane[8];
+        rl_q3k_scales(wb[b].scales, sc8);
+        for (int j = 0; j < 16; j++)
+            sc[j] = sc8[j];
+        rl_dot_k23_levels(wb[b].qs, wb[b].hmask, v);
+        rl_dot_k_lanes(v, xb[b].qs, sc, 2, lane);
+        for (int k = 0; k < 8; k++)
+            acc[k] = fmaf(d, (float)lane[k], acc[k]);
     }
     return rl_dot_hsum8(acc);
 }
@@ -460,6 +514,14 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
     return rl_dot_hsum8_avx2(acc) + _mm_cvtss_f32(accm);
 }
 
+/* Run g's pair products P (int16 pairs) into sumi: lanes 0..3 times the
+ * scale of sub-block 2g, lanes 4..7 times that of 2g + 1. */
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i
+rl_dot_run2_avx2(__m256i sumi, __m256i p, const int16_t *sc, int g) {
+    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+    return _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+}
+
 __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w, const void *x,
                                                                   size_t nb) {
     const rl_block_q6_K *wb = w;
@@ -492,10 +554,8 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
             for (int r = 0; r < 4; r++) {
                 const int g = 4 * h + r; /* the 32-value run: sub-blocks 2g, 2g + 1 */
-                const __m256i p = _mm256_maddubs_epi16(v[r], RL_LOADQ(xb[b].qs + 32 * g));
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]),
-                                                   _mm_set1_epi16(sc[2 * g]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+                sumi = rl_dot_run2_avx2(
+                    sumi, _mm256_maddubs_epi16(v[r], RL_LOADQ(xb[b].qs + 32 * g)), sc, g);
             }
         }
         sumi = _mm256_sub_epi32(sumi, off);
@@ -522,6 +582,63 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_xs_avx2(const void 
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(rl_h2f(wb[b].d) * xb[b].d),
                               _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return rl_dot_hsum8_avx2(acc);
+}
+
+/* Q2_K and Q3_K: the two low bits of each level, run r of the 128 at BITS;
+ * Q3_K less 4 where bit 4h + r of HM is clear. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline float
+rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
+    const rl_block_q8_K *xb = x;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const rl_block_q2_K *w2 = (const rl_block_q2_K *)w + b;
+        const rl_block_q3_K *w3 = (const rl_block_q3_K *)w + b;
+        const float d = xb[b].d * rl_h2f(q3 ? w3->d : w2->d);
+        int16_t sc[16];
+        if (q3) {
+            int8_t sc8[16];
+            rl_q3k_scales(w3->scales, sc8);
+            for (int j = 0; j < 16; j++)
+                sc[j] = sc8[j];
+        } else {
+            for (int j = 0; j < 16; j++)
+                sc[j] = w2->scales[j] & 15;
+            const float dmin = -xb[b].d * rl_h2f(w2->dmin);
+            const __m128i mins8 = _mm_and_si128(
+                _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(const void *)w2->scales), 4),
+                _mm_set1_epi8(15));
+            const __m256i prod = _mm256_madd_epi16(
+                _mm256_cvtepi8_epi16(mins8),
+                _mm256_loadu_si256((const __m256i *)(const void *)xb[b].bsums));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
+        }
+        const uint8_t *qs = q3 ? w3->qs : w2->qs;
+        const __m256i hm = q3 ? _mm256_loadu_si256((const __m256i *)(const void *)w3->hmask)
+                              : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+            for (int r = 0; r < 4; r++) {
+                const int g = 4 * h + r;
+                __m256i lv = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * r)), m3);
+                const __m256i q = RL_LOADQ(xb[b].qs + 32 * g);
+                __m256i p;
+                if (q3) {
+                    const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + r)));
+                    const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit),
+                                                            _mm256_setzero_si256());
+                    lv = _mm256_sub_epi8(lv, _mm256_and_si256(clear, _mm256_set1_epi8(4)));
+                    p = _mm256_maddubs_epi16(_mm256_sign_epi8(lv, lv), _mm256_sign_epi8(q, lv));
+                } else {
+                    p = _mm256_maddubs_epi16(lv, q);
+                }
+                sumi = rl_dot_run2_avx2(sumi, p, sc, g);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return rl_dot_hsum8_avx2(acc);
 }
@@ -580,6 +697,14 @@ void rl_quantize_q8_K_ref(const float *x, void *y, size_t nb) {
         const void *w, const void *x, size_t nb) {                                         \
         return rl_dot_k45_avx2(w, x, nb, Q5);                                              \
     }
+#define RL_DOT_K23(q, Q3)                                                                  \
+    __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_##q##_avx2(                   \
+        const void *w, const void *x, size_t nb) {                                         \
+        return rl_dot_k23_avx2(w, x, nb, Q3);                                              \
+    }
+RL_DOT_K23(q2_K, 0)
+RL_DOT_K23(q3_K, 1)
+
 RL_DOT_K45(q4_K, 0)
 RL_DOT_K45(q5_K, 1)
 
@@ -610,6 +735,8 @@ RL_DOT_TABLE(q4_1)
 RL_DOT_TABLE(q5_0)
 RL_DOT_TABLE(q5_1)
 RL_DOT_TABLE(iq4_nl)
+RL_DOT_TABLE(q2_K)
+RL_DOT_TABLE(q3_K)
 RL_DOT_TABLE(q4_K)
 RL_DOT_TABLE(q5_K)
 RL_DOT_TABLE(q6_K)

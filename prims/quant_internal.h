@@ -46,6 +46,17 @@ static inline void rl_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
     }
 }
 
+/* Q3_K's 16 signed scales from its 12 bytes: the low nibbles of bytes
+ * 0..7, then their high nibbles, each with two high bits from bytes 8..11,
+ * less 32. */
+static inline void rl_q3k_scales(const uint8_t *q, int8_t sc[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? q[j] & 0xf : q[j - 8] >> 4;
+        int hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+        sc[j] = (int8_t)((lo | hi << 4) - 32);
+    }
+}
+
 static inline float rl_h2f(uint16_t h) { return rl_gguf_f16_to_f32(h); }
 static inline uint16_t rl_f2h(float f) { return rl_gguf_f32_to_f16(f); }
 

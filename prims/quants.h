@@ -75,10 +75,10 @@ void rl_dequantize_iq4_nl(const void *x, float *y, size_t nb);
 void rl_dequantize_iq4_xs(const void *x, float *y, size_t nb);
 
 /* The row products (prims/type_traits.h's vec_dot; quant_dot.c,
- * doc/products.md §4, §5) of the legacy types, IQ4_NL, Q4_K, Q5_K, Q6_K
- * and IQ4_XS: nb weight blocks times nb activation blocks, Q8_1 ones for Q4_1 and Q5_1,
- * Q8_K ones for the K types and IQ4_XS, Q8_0 ones for the others, whose quants lie
- * in [-127, 127].  Every path of a type answers the same bits, ggml's AVX2
+ * doc/products.md §4, §5) of every type here (legacy, K and IQ4): nb weight
+ * blocks times nb activation blocks, Q8_1 ones for Q4_1 and Q5_1, Q8_K ones
+ * for the K types and IQ4_XS, Q8_0 ones for the others, whose quants lie in
+ * [-127, 127].  Every path of a type answers the same bits, ggml's AVX2
  * vec_dot's. */
 float rl_vec_dot_q4_0_ref(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q4_1_ref(const void *w, const void *x, size_t nb);
@@ -90,10 +90,14 @@ float rl_vec_dot_q4_1_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q5_0_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q5_1_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_iq4_nl_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q2_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q3_K_ref(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q4_K_ref(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q5_K_ref(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb);
 float rl_vec_dot_iq4_xs_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q2_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q3_K_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q4_K_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q5_K_avx2(const void *w, const void *x, size_t nb);
 float rl_vec_dot_q6_K_avx2(const void *w, const void *x, size_t nb);
@@ -103,6 +107,8 @@ extern const rl_vec_dot_kernel rl_vec_dot_q4_1_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q5_0_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q5_1_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_iq4_nl_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q2_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q3_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q4_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q5_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q6_K_table[RL_PATH_COUNT];

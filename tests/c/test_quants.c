@@ -25,13 +25,14 @@
  * each tensor gets; with the library, the golden bytes dequantized by ours
  * and by ggml's to_float must agree bit for bit.
  *
- * The row products (doc/products.md §4, §5: Q4_0, Q4_1, Q5_0, Q5_1,
- * IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS): every path of each type gives the reference's bits
- * on random rows of 1 to 64 blocks, and is near the exact product of the
- * dequantized rows; with llama.cpp's CPU library built for Haswell (beside
- * libggml-base.so; skipped without it or without AVX2), those rows and
- * every golden row of these types give ggml's ggml_vec_dot_* bits, and
- * rl_quantize_q8_1_ref and rl_quantize_q8_K_ref give ggml's bytes.  Run from the repository root.
+ * The row products of every type here (doc/products.md §4, §5): every
+ * path of each type gives the reference's bits on random rows of 1 to 64
+ * blocks, and is near the exact product of the dequantized rows; with
+ * llama.cpp's CPU library built for Haswell (beside libggml-base.so;
+ * skipped without it or without AVX2), those rows and every golden row of
+ * these types give ggml's ggml_vec_dot_* bits, and rl_quantize_q8_1_ref
+ * and rl_quantize_q8_K_ref give ggml's bytes.  Run from the repository
+ * root.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -697,6 +698,8 @@ static const struct {
     {RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_q5_0_q8_0"},
     {RL_GGUF_GGML_Q5_1, RL_GGUF_GGML_Q8_1, "ggml_vec_dot_q5_1_q8_1"},
     {RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_iq4_nl_q8_0"},
+    {RL_GGUF_GGML_Q2_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q2_K_q8_K"},
+    {RL_GGUF_GGML_Q3_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q3_K_q8_K"},
     {RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q4_K_q8_K"},
     {RL_GGUF_GGML_Q5_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q5_K_q8_K"},
     {RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q6_K_q8_K"},
