@@ -91,20 +91,20 @@ static uint16_t rl_dot_u16(const unsigned char *p) {
 
 /* Block b of a legacy product: *wb the weight block, *d the product of
  * the two scales (exact in f32), *summs plus the _1 types' mw_b * sx_b
- * (exact); answers the activation quants. */
-static inline const int8_t *rl_dot_legacy_block(rl_legacy_shape sh, const void *w,
-                                                const void *x, size_t b,
-                                                const unsigned char **wb, float *d,
-                                                float *summs) {
+ * (exact); answers the activation quants.  H widens a binary16 (exactly,
+ * on every path: the SIMD ones pass F16C's instruction). */
+__attribute__((always_inline)) static inline const int8_t *
+rl_dot_legacy_block(rl_legacy_shape sh, const void *w, const void *x, size_t b,
+                    const unsigned char **wb, float *d, float *summs, float (*H)(uint16_t)) {
     *wb = (const unsigned char *)w + b * sh.wbytes;
     if (sh.m_at >= 0) {
         const rl_block_q8_1 *xb = (const rl_block_q8_1 *)x + b;
-        *summs += rl_h2f(rl_dot_u16(*wb + sh.m_at)) * rl_h2f(xb->s);
-        *d = rl_h2f(rl_dot_u16(*wb)) * rl_h2f(xb->d);
+        *summs += H(rl_dot_u16(*wb + sh.m_at)) * H(xb->s);
+        *d = H(rl_dot_u16(*wb)) * H(xb->d);
         return xb->qs;
     }
     const rl_block_q8_0 *xb = (const rl_block_q8_0 *)x + b;
-    *d = rl_h2f(rl_dot_u16(*wb)) * rl_h2f(xb->d);
+    *d = H(rl_dot_u16(*wb)) * H(xb->d);
     return xb->qs;
 }
 
@@ -114,7 +114,7 @@ static float rl_dot_legacy_ref(rl_legacy_shape sh, const void *w, const void *x,
     for (size_t b = 0; b < nb; b++) {
         const unsigned char *wb;
         float d;
-        const int8_t *xq = rl_dot_legacy_block(sh, w, x, b, &wb, &d, &summs);
+        const int8_t *xq = rl_dot_legacy_block(sh, w, x, b, &wb, &d, &summs, rl_h2f);
         rl_dot_levels(wb + sh.qs_at, sh.qh_at >= 0 ? wb + sh.qh_at : NULL, sh.off, v);
         rl_dot_block(acc, d, v, xq);
     }
@@ -232,11 +232,12 @@ static void rl_dot_k_lanes(const int8_t v[256], const int8_t *q, const int16_t *
     }
 }
 
-/* Super-block b of Q4_K or Q5_K: d, dmin (exact as ggml: one rounding
- * each), the scales and mins, the levels. */
-static void rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, int q5,
-                             float *d, float *dmin, int16_t sc[8], int16_t m[8],
-                             const uint8_t **qs, const uint8_t **qh) {
+/* Super-block b of Q4_K or Q5_K: d, dmin (as ggml: one rounding each),
+ * the scales and mins, the levels; H as rl_dot_legacy_block's. */
+__attribute__((always_inline)) static inline void
+rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, int q5, float *d,
+                 float *dmin, int16_t sc[8], int16_t m[8], const uint8_t **qs,
+                 const uint8_t **qh, float (*H)(uint16_t)) {
     uint16_t dw, mw;
     const uint8_t *scales;
     if (q5) {
@@ -246,8 +247,8 @@ static void rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, i
         const rl_block_q4_K *wb = (const rl_block_q4_K *)w + b;
         dw = wb->d, mw = wb->dmin, scales = wb->scales, *qs = wb->qs, *qh = NULL;
     }
-    *d = xb[b].d * rl_h2f(dw);
-    *dmin = -xb[b].d * rl_h2f(mw);
+    *d = xb[b].d * H(dw);
+    *dmin = -xb[b].d * H(mw);
     rl_dot_q4k_scales(scales, sc, m);
 }
 
@@ -268,7 +269,7 @@ static float rl_dot_k45_ref(const void *w, const void *x, size_t nb, int q5) {
         float d, dmin;
         int16_t sc[8], m[8];
         const uint8_t *qs, *qh;
-        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh);
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh, rl_h2f);
         int32_t mins = 0;
         for (int i = 0; i < 4; i++) {
             const int32_t p = rl_dot_k45_min(m, xb[b].bsums, i);
@@ -358,7 +359,8 @@ float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb) {
         rl_dot_k_lanes(v, xb[b].qs, sc, 2, lane);
         for (int k = 0; k < 8; k++) {
             /* the offset 32 of the levels, from the sums of 16 quants */
-            lane[k] -= 32 * (xb[b].bsums[2 * k] * sc[2 * k] + xb[b].bsums[2 * k + 1] * sc[2 * k + 1]);
+            lane[k] -= 32 * (xb[b].bsums[2 * k] * sc[2 * k] +
+                             xb[b].bsums[2 * k + 1] * sc[2 * k + 1]);
             acc[k] = fmaf(d, (float)lane[k], acc[k]);
         }
     }
@@ -367,6 +369,12 @@ float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb) {
 
 
 /* ---- AVX2 ---------------------------------------------------------- */
+
+/* A binary16 widened by F16C: the same value as rl_h2f (NaN payloads
+ * apart, which only a corrupt scale has). */
+__attribute__((target(RL_TARGET_AVX2))) static inline float rl_dot_h2f_avx2(uint16_t h) {
+    return _cvtsh_ss(h);
+}
 
 __attribute__((target(RL_TARGET_AVX2))) static inline float rl_dot_hsum8_avx2(__m256 a) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
@@ -390,6 +398,12 @@ __attribute__((target(RL_TARGET_AVX2))) static inline __m256i rl_dot_bits(const 
     __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
     b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
     return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+/* VAL in the bytes of V that have every bit of BIT set, else 0. */
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i
+rl_dot_where_avx2(__m256i v, __m256i bit, __m256i val) {
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), val);
 }
 
 /* The eight lane sums of unsigned levels u times signed quants q, as f32.
@@ -416,7 +430,8 @@ rl_dot_legacy_avx2(rl_legacy_shape sh, const void *w, const void *x, size_t nb) 
     for (size_t b = 0; b < nb; b++) {
         const unsigned char *wb;
         float db;
-        const int8_t *xq = rl_dot_legacy_block(sh, w, x, b, &wb, &db, &summs);
+        const int8_t *xq =
+            rl_dot_legacy_block(sh, w, x, b, &wb, &db, &summs, rl_dot_h2f_avx2);
         const __m256 d = _mm256_set1_ps(db);
         __m256i v = rl_dot_nibbles(wb + sh.qs_at);
         if (sh.qh_at >= 0) /* Q5_0: the nibble with 0xf0 where the bit is clear (level - 16) */
@@ -451,9 +466,10 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_nl_avx2(const void 
         const __m256 q1 = rl_dot_s8(rl_dot_iq4_avx2(wb[b].qs, levels), RL_LOADQ(xb[b].qs));
         const __m256 q2 =
             rl_dot_s8(rl_dot_iq4_avx2(wb[b + 1].qs, levels), RL_LOADQ(xb[b + 1].qs));
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(rl_h2f(xb[b].d) * rl_h2f(wb[b].d)), q1, acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_set1_ps(rl_h2f(xb[b + 1].d) * rl_h2f(wb[b + 1].d)), q2,
-                               acc2);
+        const float d1 = rl_dot_h2f_avx2(xb[b].d) * rl_dot_h2f_avx2(wb[b].d);
+        const float d2 = rl_dot_h2f_avx2(xb[b + 1].d) * rl_dot_h2f_avx2(wb[b + 1].d);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), q1, acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d2), q2, acc2);
     }
     const float sumf = rl_dot_hsum8_avx2(_mm256_add_ps(acc1, acc2));
     return b < nb ? rl_dot_iq4_tail(sumf, wb + b, xb + b) : sumf;
@@ -471,7 +487,7 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
         float d, dmin;
         int16_t sc[8], m[8];
         const uint8_t *qs, *qh;
-        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh);
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh, rl_dot_h2f_avx2);
         if (q5) {
             int32_t mins = 0;
             for (int i = 0; i < 4; i++)
@@ -496,14 +512,13 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
                 const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c));
                 const __m256i b1 = _mm256_set1_epi8((char)(2 << 2 * c));
                 const __m256i sixteen = _mm256_set1_epi8(16);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), sixteen));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), sixteen));
+                lo = _mm256_or_si256(lo, rl_dot_where_avx2(hb, b0, sixteen));
+                hi = _mm256_or_si256(hi, rl_dot_where_avx2(hb, b1, sixteen));
             }
             const __m256i pl = _mm256_maddubs_epi16(lo, RL_LOADQ(xb[b].qs + 64 * c));
             const __m256i ph = _mm256_maddubs_epi16(hi, RL_LOADQ(xb[b].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(
-                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), pl),
-                                              _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), ph)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), pl));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), ph));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
@@ -529,7 +544,7 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
     const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        const float d = xb[b].d * rl_h2f(wb[b].d);
+        const float d = xb[b].d * rl_dot_h2f_avx2(wb[b].d);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)wb[b].scales);
         const __m256i off = _mm256_slli_epi32(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)xb[b].bsums),
@@ -542,16 +557,15 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
             const uint8_t *ql = wb[b].ql + 64 * h;
             const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
             const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-            const __m256i bh = _mm256_loadu_si256((const __m256i *)(const void *)(wb[b].qh + 32 * h));
+            const __m256i bh = RL_LOADQ(wb[b].qh + 32 * h);
             __m256i v[4];
-            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+            /* bit pair r of qh, moved to bits 4..5 */
+#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
+#undef RL_Q6_HI
             for (int r = 0; r < 4; r++) {
                 const int g = 4 * h + r; /* the 32-value run: sub-blocks 2g, 2g + 1 */
                 sumi = rl_dot_run2_avx2(
@@ -580,7 +594,7 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_xs_avx2(const void 
             const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(q, v));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[g])));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(rl_h2f(wb[b].d) * xb[b].d),
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(rl_dot_h2f_avx2(wb[b].d) * xb[b].d),
                               _mm256_cvtepi32_ps(sumi), acc);
     }
     return rl_dot_hsum8_avx2(acc);
@@ -596,7 +610,7 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
     for (size_t b = 0; b < nb; b++) {
         const rl_block_q2_K *w2 = (const rl_block_q2_K *)w + b;
         const rl_block_q3_K *w3 = (const rl_block_q3_K *)w + b;
-        const float d = xb[b].d * rl_h2f(q3 ? w3->d : w2->d);
+        const float d = xb[b].d * rl_dot_h2f_avx2(q3 ? w3->d : w2->d);
         int16_t sc[16];
         if (q3) {
             int8_t sc8[16];
@@ -606,7 +620,7 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
         } else {
             for (int j = 0; j < 16; j++)
                 sc[j] = w2->scales[j] & 15;
-            const float dmin = -xb[b].d * rl_h2f(w2->dmin);
+            const float dmin = -xb[b].d * rl_dot_h2f_avx2(w2->dmin);
             const __m128i mins8 = _mm_and_si128(
                 _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(const void *)w2->scales), 4),
                 _mm_set1_epi8(15));
