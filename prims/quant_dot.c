@@ -206,15 +206,6 @@ static void rl_dot_q6k_levels(const uint8_t *ql, const uint8_t *qh, int8_t v[256
         }
 }
 
-/* Q4_K's eight scales and mins. */
-static inline void rl_dot_q4k_scales(const uint8_t *scales, int16_t sc[8], int16_t m[8]) {
-    for (int j = 0; j < 8; j++) {
-        uint8_t s8, m8;
-        rl_k4_scale_min(j, scales, &s8, &m8);
-        sc[j] = s8, m[j] = m8;
-    }
-}
-
 /* Lane k of a super-block: the sum over its 32-value runs g of
  * scale(g, k) * (the int sum of w_j * q_j over the run's values 4k..4k+3),
  * scale(g, k) that of the 16-value sub-block (Q6_K, sub = 2 per run) or of
@@ -233,11 +224,12 @@ static void rl_dot_k_lanes(const int8_t v[256], const int8_t *q, const int16_t *
 }
 
 /* Super-block b of Q4_K or Q5_K: d, dmin (as ggml: one rounding each),
- * the scales and mins, the levels; H as rl_dot_legacy_block's. */
+ * the scales and mins packed as rl_k4_scales_mins gives them, the levels;
+ * H as rl_dot_legacy_block's. */
 __attribute__((always_inline)) static inline void
 rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, int q5, float *d,
-                 float *dmin, int16_t sc[8], int16_t m[8], const uint8_t **qs,
-                 const uint8_t **qh, float (*H)(uint16_t)) {
+                 float *dmin, uint32_t u[4], const uint8_t **qs, const uint8_t **qh,
+                 float (*H)(uint16_t)) {
     uint16_t dw, mw;
     const uint8_t *scales;
     if (q5) {
@@ -249,7 +241,7 @@ rl_dot_k45_block(const void *w, const rl_block_q8_K *xb, size_t b, int q5, float
     }
     *d = xb[b].d * H(dw);
     *dmin = -xb[b].d * H(mw);
-    rl_dot_q4k_scales(scales, sc, m);
+    rl_k4_scales_mins(scales, u);
 }
 
 /* The mins' products of Q4_K's four lanes (or, summed, Q5_K's): pairs of
@@ -267,9 +259,14 @@ static float rl_dot_k45_ref(const void *w, const void *x, size_t nb, int q5) {
     int8_t v[256];
     for (size_t b = 0; b < nb; b++) {
         float d, dmin;
+        uint32_t u[4];
         int16_t sc[8], m[8];
         const uint8_t *qs, *qh;
-        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh, rl_h2f);
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, u, &qs, &qh, rl_h2f);
+        for (int j = 0; j < 8; j++) {
+            sc[j] = (int16_t)((u[j / 4] >> 8 * (j % 4)) & 0xff);
+            m[j] = (int16_t)((u[2 + j / 4] >> 8 * (j % 4)) & 0xff);
+        }
         int32_t mins = 0;
         for (int i = 0; i < 4; i++) {
             const int32_t p = rl_dot_k45_min(m, xb[b].bsums, i);
@@ -485,20 +482,23 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
     float summs = 0.0f;
     for (size_t b = 0; b < nb; b++) {
         float d, dmin;
-        int16_t sc[8], m[8];
+        uint32_t u[4];
         const uint8_t *qs, *qh;
-        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, sc, m, &qs, &qh, rl_dot_h2f_avx2);
+        rl_dot_k45_block(w, xb, b, q5, &d, &dmin, u, &qs, &qh, rl_dot_h2f_avx2);
+        /* int16 scales 0..7 in the low half, mins 0..7 in the high */
+        const __m256i ms =
+            _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+        const __m256i scl = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+        /* mins times the sums of the 32-value runs, as pairs */
+        const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xb[b].bsums);
+        const __m128i bs1 = _mm_loadu_si128((const __m128i *)(const void *)(xb[b].bsums + 8));
+        const __m128i prod =
+            _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), _mm_hadd_epi16(bs0, bs1));
         if (q5) {
-            int32_t mins = 0;
-            for (int i = 0; i < 4; i++)
-                mins += rl_dot_k45_min(m, xb[b].bsums, i);
+            const __m128i p2 = _mm_add_epi32(prod, _mm_unpackhi_epi64(prod, prod));
+            const int32_t mins = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_srli_epi64(p2, 32)));
             summs = fmaf(dmin, (float)mins, summs);
-        } else { /* mins times the sums of the 32-value runs, as pairs */
-            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xb[b].bsums);
-            const __m128i bs1 =
-                _mm_loadu_si128((const __m128i *)(const void *)(xb[b].bsums + 8));
-            const __m128i prod = _mm_madd_epi16(
-                _mm_loadu_si128((const __m128i *)(const void *)m), _mm_hadd_epi16(bs0, bs1));
+        } else {
             accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
         }
         const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(const void *)qh)
@@ -517,8 +517,12 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
             }
             const __m256i pl = _mm256_maddubs_epi16(lo, RL_LOADQ(xb[b].qs + 64 * c));
             const __m256i ph = _mm256_maddubs_epi16(hi, RL_LOADQ(xb[b].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), pl));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), ph));
+            /* scale 2c (2c + 1) in every int16 lane: its two bytes picked */
+            const short i0 = (short)(0x0100 * (4 * c + 1) + 4 * c), i1 = (short)(i0 + 0x0202);
+            const __m256i s0 = _mm256_shuffle_epi8(scl, _mm256_set1_epi16(i0));
+            const __m256i s1 = _mm256_shuffle_epi8(scl, _mm256_set1_epi16(i1));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s0, pl));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s1, ph));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
@@ -530,10 +534,12 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
 }
 
 /* Run g's pair products P (int16 pairs) into sumi: lanes 0..3 times the
- * scale of sub-block 2g, lanes 4..7 times that of 2g + 1. */
+ * scale of sub-block 2g, lanes 4..7 times that of 2g + 1, SC8 the 16
+ * scales as signed bytes. */
 __attribute__((target(RL_TARGET_AVX2))) static inline __m256i
-rl_dot_run2_avx2(__m256i sumi, __m256i p, const int16_t *sc, int g) {
-    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+rl_dot_run2_avx2(__m256i sumi, __m256i p, __m128i sc8, int g) {
+    const long long lo = 0x0101010101010101LL * (2 * g), hi = 0x0101010101010101LL * (2 * g + 1);
+    const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_set_epi64x(hi, lo)));
     return _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
 }
 
@@ -549,9 +555,6 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
         const __m256i off = _mm256_slli_epi32(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)xb[b].bsums),
                               _mm256_cvtepi8_epi16(sc8)), 5);
-        int16_t sc[16];
-        for (int j = 0; j < 16; j++)
-            sc[j] = wb[b].scales[j];
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = wb[b].ql + 64 * h;
@@ -569,7 +572,7 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
             for (int r = 0; r < 4; r++) {
                 const int g = 4 * h + r; /* the 32-value run: sub-blocks 2g, 2g + 1 */
                 sumi = rl_dot_run2_avx2(
-                    sumi, _mm256_maddubs_epi16(v[r], RL_LOADQ(xb[b].qs + 32 * g)), sc, g);
+                    sumi, _mm256_maddubs_epi16(v[r], RL_LOADQ(xb[b].qs + 32 * g)), sc8, g);
             }
         }
         sumi = _mm256_sub_epi32(sumi, off);
@@ -611,21 +614,19 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
         const rl_block_q2_K *w2 = (const rl_block_q2_K *)w + b;
         const rl_block_q3_K *w3 = (const rl_block_q3_K *)w + b;
         const float d = xb[b].d * rl_dot_h2f_avx2(q3 ? w3->d : w2->d);
-        int16_t sc[16];
+        __m128i sc8;
         if (q3) {
-            int8_t sc8[16];
-            rl_q3k_scales(w3->scales, sc8);
-            for (int j = 0; j < 16; j++)
-                sc[j] = sc8[j];
+            uint32_t o[4];
+            rl_q3k_scale_words(w3->scales, o);
+            sc8 = _mm_sub_epi8(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]),
+                               _mm_set1_epi8(32));
         } else {
-            for (int j = 0; j < 16; j++)
-                sc[j] = w2->scales[j] & 15;
+            const __m128i sm = _mm_loadu_si128((const __m128i *)(const void *)w2->scales);
+            const __m128i m15 = _mm_set1_epi8(15);
+            sc8 = _mm_and_si128(sm, m15);
             const float dmin = -xb[b].d * rl_dot_h2f_avx2(w2->dmin);
-            const __m128i mins8 = _mm_and_si128(
-                _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(const void *)w2->scales), 4),
-                _mm_set1_epi8(15));
             const __m256i prod = _mm256_madd_epi16(
-                _mm256_cvtepi8_epi16(mins8),
+                _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m15)),
                 _mm256_loadu_si256((const __m256i *)(const void *)xb[b].bsums));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
         }
@@ -649,7 +650,7 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
                 } else {
                     p = _mm256_maddubs_epi16(lv, q);
                 }
-                sumi = rl_dot_run2_avx2(sumi, p, sc, g);
+                sumi = rl_dot_run2_avx2(sumi, p, sc8, g);
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);

@@ -33,28 +33,35 @@ static inline int rl_nearest_int(float v) {
  * (quant_iq4.c). */
 extern const int8_t rl_iq4_levels[16];
 
-/* Q4_K/Q5_K's 12 scale bytes: sub-blocks 0..3 keep scale and min in the
- * low six bits of bytes j and j+4; 4..7 split theirs into a low nibble pair
- * in byte j+4 and the top two bits in bits 6..7 of bytes j-4 and j. */
-static inline void rl_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4);
-        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
-    }
+/* Q3_K's 16 scales from its 12 bytes, 6 bits each before the offset 32 is
+ * taken off: the low nibbles of bytes 0..7, then their high nibbles, each
+ * with two high bits from bytes 8..11 (bit pair j / 4 of byte 8 + j % 4).
+ * Four at a time, byte j of the little-endian words o[0..3] scale j. */
+static inline void rl_q3k_scale_words(const uint8_t *q, uint32_t o[4]) {
+    uint32_t a[3];
+    memcpy(a, q, 12);
+    for (int i = 0; i < 4; i++)
+        o[i] = ((a[i % 2] >> 4 * (i / 2)) & 0x0f0f0f0fu) | ((a[2] >> 2 * i) & 0x03030303u) << 4;
 }
 
-/* Q3_K's 16 signed scales from its 12 bytes: the low nibbles of bytes
- * 0..7, then their high nibbles, each with two high bits from bytes 8..11,
- * less 32. */
+/* Q3_K's 16 signed scales: rl_q3k_scale_words's less 32. */
 static inline void rl_q3k_scales(const uint8_t *q, int8_t sc[16]) {
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? q[j] & 0xf : q[j - 8] >> 4;
-        int hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
-        sc[j] = (int8_t)((lo | hi << 4) - 32);
-    }
+    uint32_t o[4];
+    rl_q3k_scale_words(q, o);
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int8_t)((int)((o[j / 4] >> 8 * (j % 4)) & 0xff) - 32);
+}
+
+/* Q4_K's and Q5_K's 8 scales and 8 mins (rl_k4_scale_min's), four bytes
+ * at a time: byte j of the little-endian words u[0..1] the scale of
+ * sub-block j, byte j of u[2..3] its min. */
+static inline void rl_k4_scales_mins(const uint8_t *q, uint32_t u[4]) {
+    memcpy(u, q, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    u[2] = mins_lo;
+    u[0] &= 0x3f3f3f3fu;
 }
 
 static inline float rl_h2f(uint16_t h) { return rl_gguf_f16_to_f32(h); }

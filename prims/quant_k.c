@@ -23,6 +23,19 @@
 #include "prims/kernel.h"
 #include "prims/quant_internal.h"
 
+/* Q4_K/Q5_K's 12 scale bytes: sub-blocks 0..3 keep scale and min in the
+ * low six bits of bytes j and j+4; 4..7 split theirs into a low nibble pair
+ * in byte j+4 and the top two bits in bits 6..7 of bytes j-4 and j. */
+static inline void rl_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4);
+        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+    }
+}
+
 static inline void rl_k4_pack_scales(uint8_t *s, const float *scales, const float *mins,
                                      float max_scale, float max_min) {
     float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
