@@ -824,16 +824,21 @@ static void test_vec_dot_paths(int have_lc) {
                     continue;
                 for (size_t i = 0; i < nb * wbytes; i++)
                     w[i] = (unsigned char)rnd();
-                for (size_t b = 0; b < nb; b++) /* scales: finite, 2^-14 .. 2^3, either sign */
+                /* scales: finite, either sign; mostly 2^-14 .. 2^3, one in
+                 * eight zero, subnormal or up to 2^15 */
+                for (size_t b = 0; b < nb; b++)
                     for (int k = 0; k < 2 && tr->f16_at[k] >= 0; k++) {
-                        uint16_t d = (uint16_t)((rnd() & 0x8000) |
-                                                (uint16_t)rnd_int(1, 17) << 10 | (rnd() & 0x3ff));
+                        const int e = rnd() % 8 ? rnd_int(1, 17) : rnd_int(0, 30);
+                        uint16_t d = (uint16_t)((rnd() & 0x8000) | (uint16_t)e << 10 |
+                                                (rnd() % 4 ? rnd() & 0x3ff : 0));
                         memcpy(w + b * wbytes + tr->f16_at[k], &d, 2);
                     }
                 for (size_t i = 0; i < n; i++)
                     xf[i] = ldexpf(rnd_gauss(), rnd_int(-6, 4));
                 if (rep == 0)
                     xf[5] = -xf[5] * 1e3f; /* one large value: quants at +-127 */
+                if (rep == 1) /* an all-zero first block (Q8_K: d = 0) */
+                    memset(xf, 0, sizeof *xf * block);
                 dot_activations(dot_types[t].xtype, xf, n, x);
                 const float ref = tr->vec_dot[RL_PATH_REF](w, x, nb);
                 for (int p = RL_PATH_AVX2; p < RL_PATH_COUNT; p++) {
