@@ -34,6 +34,7 @@ typedef struct {
     char *method, *path;
     uint8_t *body;
     size_t len, cap;
+    size_t dropped;              /* body bytes read, once refused */
     int too_big, no_memory, state;
     int refused;                 /* a status to answer instead (401), or 0 */
     int status;                  /* the answer, once ANSWERED */
@@ -126,16 +127,26 @@ static void rl_req_free(rl_http_req *r) {
     free(r);
 }
 
-/* Append N bytes of body; over the limit (or out of memory) the rest is
- * read and dropped, and the request answered 413 (500). */
-static void rl_req_append(rl_http_req *r, const char *data, size_t n) {
-    if (r->too_big || r->no_memory)
-        return;
-    if (n > S.cfg.max_body || r->len > S.cfg.max_body - n) { /* no size_t overflow */
+/* Append N bytes of body; over the limit (or out of memory, or refused)
+ * the rest is read and dropped, and the request answered 413 (500, 401).
+ * 0, or -1 once the body is over twice max_body: a body that goes on
+ * past that (a chunked one that never ends, a length of a
+ * terabyte) has its connection closed rather than read for ever. */
+static int rl_req_append(rl_http_req *r, const char *data, size_t n) {
+    if (!r->too_big && !r->no_memory && !r->refused &&
+        (n > S.cfg.max_body || r->len > S.cfg.max_body - n)) { /* no size_t overflow */
         r->too_big = 1;
+        r->dropped = r->len;
         free(r->body);
         r->body = NULL;
-        return;
+        r->len = r->cap = 0;
+    }
+    if (r->too_big || r->no_memory || r->refused) {
+        r->dropped = n > SIZE_MAX - r->dropped ? SIZE_MAX : r->dropped + n;
+        /* Over twice max_body (without overflow)? */
+        return r->dropped > S.cfg.max_body && r->dropped - S.cfg.max_body > S.cfg.max_body
+                   ? -1
+                   : 0;
     }
     if (r->len + n > r->cap) {
         size_t cap = r->cap ? r->cap : 4096;
@@ -144,13 +155,14 @@ static void rl_req_append(rl_http_req *r, const char *data, size_t n) {
         uint8_t *p = realloc(r->body, cap);
         if (!p) {
             r->no_memory = 1;
-            return;
+            return 0;
         }
         r->body = p;
         r->cap = cap;
     }
     memcpy(r->body + r->len, data, n);
     r->len += n;
+    return 0;
 }
 
 static enum MHD_Result rl_on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -187,14 +199,19 @@ static enum MHD_Result rl_on_request(void *cls, struct MHD_Connection *c, const 
             char *end;
             errno = 0;
             unsigned long long n = strtoull(length, &end, 10);
-            if (errno == 0 && end != length && n > S.cfg.max_body)
+            if (errno == 0 && end != length && n > S.cfg.max_body) {
+                /* Read and dropped for a 413 up to twice max_body; a
+                 * body longer still is not read at all. */
+                if (n - S.cfg.max_body > S.cfg.max_body)
+                    return MHD_NO;
                 r->too_big = 1;
+            }
         }
         return MHD_YES;
     }
     if (*size) {
-        if (r->state == RL_REQ_READING && !r->refused)
-            rl_req_append(r, data, *size);
+        if (r->state == RL_REQ_READING && rl_req_append(r, data, *size) != 0)
+            return MHD_NO; /* libmicrohttpd closes the connection */
         *size = 0;
         return MHD_YES;
     }
@@ -438,6 +455,8 @@ int rl_http_start(const rl_http_config *cfg, char *msg, size_t msgsz) {
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, rl_on_request,
         NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)cfg->listen_fd,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)RL_HTTP_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RL_HTTP_CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, rl_on_completed, NULL, MHD_OPTION_END);
     if (!S.daemon) {
         S.running = 0;

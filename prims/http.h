@@ -27,6 +27,14 @@
 
 #define RL_HTTP_MAX_HELD 256 /* requests held by workers at once */
 
+/* Connections open at once: libmicrohttpd accepts no more until one
+ * closes (the others wait in the listening socket's backlog). */
+#define RL_HTTP_MAX_CONNECTIONS 1000
+
+/* Bytes a connection's request line and headers may take, with its read
+ * buffer (libmicrohttpd's per-connection memory): more is a 431. */
+#define RL_HTTP_CONNECTION_MEMORY (32 * 1024)
+
 typedef struct {
     int listen_fd;          /* a bound, listening TCP socket; the server owns it */
     size_t max_body;        /* bytes */

@@ -25,7 +25,10 @@ and input.  The first line on standard output is \"listening on
 http://ADDR:PORT\".  Errors are answered {\"error\": {\"code\", \"message\",
 \"type\"}}: 400 for a request that cannot be answered (naming why), 401
 without the API key (every path but /health), 404, 413 for a body over
---max-body, 503 when the queue is full.  SIGINT or SIGTERM stops accepting,
+--max-body (a body past twice that has its connection closed), 431 for a
+request line and headers over 32 KiB, 503 when the queue is full.  At most
+1000 connections are open at once; one idle for --timeout seconds is
+closed.  SIGINT or SIGTERM stops accepting,
 finishes the requests in flight and exits 0.  --threads (a global flag) is
 the kernels' threads per request.  See doc/serve.md."
      :options ((host "--host ADDR" :default "127.0.0.1"
@@ -43,7 +46,8 @@ for every interface)")
                         :help "seconds a connection may stay idle (default 600)")
                (max-body "--max-body BYTES" :parse (integer-parser :min 1 :max (expt 2 34))
                          :default (* 16 1024 1024)
-                         :help "the largest request body (default 16 MiB)")
+                         :help "the largest request body (default 16 MiB); a larger
+one is a 413, one past twice this a closed connection")
                (metrics "--metrics" :help "answer GET /metrics (Prometheus text)")))
   (when (and api-key api-key-file)
     (usage-error "expected --api-key or --api-key-file, found both"))

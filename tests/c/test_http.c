@@ -2,7 +2,8 @@
  * this test as its only worker, over loopback sockets: a full queue is a
  * 503 while a queued request waits; a request queued before the stop is
  * still handed out and answered; bodies over the limit are 413 (declared
- * or chunked); the API key is wanted everywhere but /health; SIGTERM
+ * or chunked) and a body past twice the limit has its connection closed;
+ * the API key is wanted everywhere but /health; SIGTERM
  * wakes a waiting worker with no request, and the old handler is back
  * after the stop; a signal racing the stop is harmless.  Every wait has a
  * deadline. */
@@ -167,6 +168,40 @@ static void test_limits_and_key(void) {
     rl_http_stop(5);
 }
 
+/* True when the server closed FD (end of file or a reset) without an
+ * answer, within FD's 10 s read timeout; FD is closed. */
+static int closed_without_answer(int fd) {
+    char b[256];
+    ssize_t k;
+    int answered = 0;
+    while ((k = recv(fd, b, sizeof b, 0)) > 0)
+        answered = 1;
+    int closed = k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    close(fd);
+    return closed && !answered;
+}
+
+/* A body that goes on past twice max_body (a chunked one that never ends,
+ * a declared length far over the limit) has its connection closed: it is
+ * not read for ever. */
+static void test_endless_body_closed(void) {
+    char msg[256];
+    int port = 0;
+    rl_http_config cfg = {.listen_fd = listen_any(&port), .max_body = 10, .timeout = 30,
+                          .queue = 1};
+    CHECK_MSG(rl_http_start(&cfg, msg, sizeof msg) == 0, "start: %s", msg);
+    static const char head[] = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    int fd = send_request(port, head, sizeof head - 1);
+    for (int i = 0; i < 1000; i++) /* never the last chunk */
+        if (send(fd, "8\r\n01234567\r\n", 13, MSG_NOSIGNAL) != 13)
+            break;
+    CHECK_MSG(closed_without_answer(fd), "an endless chunked body was still read after 10 s");
+    static const char declared[] = "POST /t HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123";
+    CHECK_MSG(closed_without_answer(send_request(port, declared, sizeof declared - 1)),
+              "a body declared 1 MB long was waited for");
+    rl_http_stop(5);
+}
+
 static void test_sigterm_wakes_a_worker(void) {
     char msg[256];
     int port = 0;
@@ -202,6 +237,7 @@ static void test_signal_racing_the_stop(void) {
 int main(void) {
     CHECK_CASE(test_queue_full_then_stop());
     CHECK_CASE(test_limits_and_key());
+    CHECK_CASE(test_endless_body_closed());
     CHECK_CASE(test_sigterm_wakes_a_worker());
     CHECK_CASE(test_signal_racing_the_stop());
     return check_report("http");
