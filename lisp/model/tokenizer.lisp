@@ -490,8 +490,9 @@ why."
 (defun detokenize (tokenizer ids)
   "The text of the token ids IDS (a sequence of integers) by TOKENIZER (a
 tokenizer or an encoder, as MODEL:TOKENIZE takes): each token's bytes back
-through GPT-2's byte table, special tokens as their text; bytes that do not
-form UTF-8 become U+DC80..U+DCFF.  An id outside the vocabulary signals
+through GPT-2's byte table, special tokens as their text; each maximal
+run of bytes that is not UTF-8 becomes U+FFFD, as Hugging Face's decoder has
+it.  An id outside the vocabulary signals
 MODEL:TOKENIZER-ERROR naming it."
   (let ((tok (tokenizer-of tokenizer 'model:detokenize)))
     (unless (and (typep ids 'sequence) (not (stringp ids))
