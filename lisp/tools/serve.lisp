@@ -166,13 +166,17 @@ pooling type"))
       (list :object
             (cons "data" (coerce (loop for rows in results for i from 0
                                        for row = (aref rows 0)
-                                       collect (list :object
+                                       collect (list* :object
                                                      (cons "embedding"
                                                            (if (equal encoding "base64")
                                                                (float32-base64 row)
                                                                row))
                                                      (cons "index" i)
-                                                     (cons "object" "embedding")))
+                                                     (cons "object" "embedding")
+                                                     ;; llama-server names a base64 one's format
+                                                     (and (equal encoding "base64")
+                                                          (list (cons "encoding_format"
+                                                                      "base64")))))
                                  'vector))
             (cons "model" (field object "model" :type 'string :default (server-path server)
                                                 :what "a string"))
@@ -181,11 +185,17 @@ pooling type"))
                                 (cons "total_tokens" tokens)))))))
 
 (defun token-piece-json (server id)
-  "The text of token ID as llama-server's /tokenize gives it: a string when
-its bytes are UTF-8, else the array of its bytes."
-  (let ((text (model:detokenize (server-model server) (list id))))
+  "The bytes of token ID as llama-server's /tokenize gives them: a string
+when they are UTF-8, else the array of them (a byte-level token holding
+part of a character)."
+  (let* ((tok (tokenizer-of (server-model server) 'model:detokenize))
+         (octets (%tok-decode-octets (tokenizer-handle tok)
+                                     (make-array 1 :element-type '(signed-byte 32)
+                                                   :initial-element id)))
+         (text (%utf8-string octets)))
+    ;; %UTF8-STRING keeps a byte that is not UTF-8 as U+DC80..U+DCFF
     (if (some (lambda (c) (<= #xdc80 (char-code c) #xdcff)) text)
-        (%utf8-octets text)
+        octets
         text)))
 
 (defun handle-tokenize (server body)
@@ -254,35 +264,119 @@ it (from 1 in a list) and why."
   (list :object (cons "status" "ok")))
 
 (defun handle-props (server body)
-  "GET /props: llama-server's global properties that mean something here."
+  "GET /props: llama-server's global properties that mean something for an
+encoder (doc/serve.md's table says which it leaves out)."
   (declare (ignore body))
   (let* ((model (server-model server))
-         (template (gguf:value (encoder-file model) "tokenizer.chat_template")))
-    (list :object
-          (cons "default_generation_settings"
-                (list :object (cons "n_ctx" (getf (model:hyperparameters model) :context-length))))
-          (cons "total_slots" (server-parallel server))
-          (cons "model_path" (server-path server))
-          (cons "chat_template" (if (stringp template) template ""))
-          (cons "modalities" (list :object (cons "vision" :false)))
-          (cons "build_info" (version)))))
+         (file (encoder-file model))
+         (template (gguf:value file "tokenizer.chat_template")))
+    (flet ((special-text (key)
+             (let ((id (gguf:value file key)))
+               (or (and (integerp id) (model:token-piece model id)) ""))))
+      (list :object
+            (cons "default_generation_settings"
+                  (list :object
+                        (cons "n_ctx" (getf (model:hyperparameters model) :context-length))))
+            (cons "total_slots" (server-parallel server))
+            (cons "model_alias" (server-path server))
+            (cons "model_ftype" (llama-ftype-name file))
+            (cons "model_path" (server-path server))
+            (cons "modalities" (list :object (cons "vision" :false) (cons "video" :false)
+                                     (cons "audio" :false)))
+            (cons "endpoint_slots" :false)
+            (cons "endpoint_props" :false)
+            (cons "endpoint_metrics" (if (server-metrics server) :true :false))
+            (cons "ui" :false)
+            (cons "ui_settings" (list :object))
+            (cons "chat_template" (if (stringp template) template ""))
+            (cons "bos_token" (special-text "tokenizer.ggml.bos_token_id"))
+            (cons "eos_token" (special-text "tokenizer.ggml.eos_token_id"))
+            (cons "build_info" (version))
+            (cons "is_sleeping" :false)
+            (cons "cors_proxy_enabled" :false)))))
+
+(defparameter *llama-ftype-names*
+  '(("ALL_F32" . "all F32") ("MOSTLY_MXFP4_MOE" . "MXFP4 MoE")
+    ("MOSTLY_Q2_K" . "Q2_K - Medium") ("MOSTLY_Q2_K_S" . "Q2_K - Small")
+    ("MOSTLY_Q3_K_S" . "Q3_K - Small") ("MOSTLY_Q3_K_M" . "Q3_K - Medium")
+    ("MOSTLY_Q3_K_L" . "Q3_K - Large") ("MOSTLY_Q4_K_S" . "Q4_K - Small")
+    ("MOSTLY_Q4_K_M" . "Q4_K - Medium") ("MOSTLY_Q5_K_S" . "Q5_K - Small")
+    ("MOSTLY_Q5_K_M" . "Q5_K - Medium")
+    ("MOSTLY_TQ1_0" . "TQ1_0 - 1.69 bpw ternary") ("MOSTLY_TQ2_0" . "TQ2_0 - 2.06 bpw ternary")
+    ("MOSTLY_IQ2_XXS" . "IQ2_XXS - 2.0625 bpw") ("MOSTLY_IQ2_XS" . "IQ2_XS - 2.3125 bpw")
+    ("MOSTLY_IQ2_S" . "IQ2_S - 2.5 bpw") ("MOSTLY_IQ2_M" . "IQ2_M - 2.7 bpw")
+    ("MOSTLY_IQ3_XS" . "IQ3_XS - 3.3 bpw") ("MOSTLY_IQ3_XXS" . "IQ3_XXS - 3.0625 bpw")
+    ("MOSTLY_IQ1_S" . "IQ1_S - 1.5625 bpw") ("MOSTLY_IQ1_M" . "IQ1_M - 1.75 bpw")
+    ("MOSTLY_IQ4_NL" . "IQ4_NL - 4.5 bpw") ("MOSTLY_IQ4_XS" . "IQ4_XS - 4.25 bpw")
+    ("MOSTLY_IQ3_S" . "IQ3_S - 3.4375 bpw") ("MOSTLY_IQ3_M" . "IQ3_S mix - 3.66 bpw"))
+  "llama.cpp's wording (llama_ftype_name) of the general.file_type names
+that are not the type's own name after MOSTLY_.")
+
+(defun llama-ftype-name (file)
+  "The file type of the GGUF FILE as llama.cpp names it in /props and
+/v1/models: from general.file_type (\"all F32\", \"Q8_0\", \"Q4_K -
+Medium\"), or, without the key, from the type most tensors have, as llama.cpp
+guesses it."
+  (let* ((n (gguf:value file "general.file_type"))
+         (name (if (integerp n)
+                   (file-type-name (logandc2 n 1024))
+                   (let ((types (mapcar #'first (type-summary (gguf:tensor-infos file)))))
+                     (if (every (lambda (type) (string= type "F32")) types)
+                         "ALL_F32"
+                         (let ((counts (type-summary (remove "F32" (gguf:tensor-infos file)
+                                                             :key #'gguf:tensor-info-type
+                                                             :test #'string=))))
+                           (concatenate 'string "MOSTLY_"
+                                        (first (first (sort counts #'> :key #'second))))))))))
+    (cond ((null name) "unknown, may not work")
+          ((cdr (assoc name *llama-ftype-names* :test #'string=)))
+          ((and (> (length name) 7) (string= "MOSTLY_" name :end2 7)) (subseq name 7))
+          (t name))))
 
 (defun handle-models (server body)
-  "GET /v1/models: OpenAI's list, with llama-server's meta."
+  "GET /v1/models: OpenAI's list with llama-server's meta, and the same
+model in the \"models\" list llama-server adds for Ollama's clients."
   (declare (ignore body))
   (let* ((model (server-model server))
-         (h (model:hyperparameters model)))
+         (file (encoder-file model))
+         (h (model:hyperparameters model))
+         (params 0) (bytes 0))
+    (loop for (nil nil p b) in (type-summary (gguf:tensor-infos file))
+          do (incf params p) (incf bytes b))
     (list :object
+          (cons "models"
+                (vector (list :object (cons "name" (server-path server))
+                              (cons "model" (server-path server))
+                              (cons "modified_at" "") (cons "size" "") (cons "digest" "")
+                              (cons "type" "model") (cons "description" "") (cons "tags" #())
+                              (cons "capabilities" (vector "embedding"))
+                              (cons "parameters" "")
+                              (cons "details" (list :object (cons "parent_model" "")
+                                                    (cons "format" "gguf") (cons "family" "")
+                                                    (cons "families" #())
+                                                    (cons "parameter_size" "")
+                                                    (cons "quantization_level" ""))))))
           (cons "object" "list")
           (cons "data"
-                (vector (list :object (cons "id" (server-path server)) (cons "object" "model")
+                (vector (list :object (cons "id" (server-path server))
+                              (cons "aliases" (vector (server-path server)))
+                              (cons "tags" #())
+                              (cons "object" "model")
                               (cons "created" (- (server-started server)
                                                  (encode-universal-time 0 0 0 1 1 1970 0)))
                               (cons "owned_by" "rontolisp")
                               (cons "meta" (list :object
+                                                 ;; llama.cpp's LLAMA_VOCAB_TYPE_BPE: the
+                                                 ;; byte-level BPE of tokenizer.ggml.model "gpt2",
+                                                 ;; the one vocabulary model:load reads
+                                                 (cons "vocab_type" 2)
                                                  (cons "n_vocab" (getf h :vocab-size))
+                                                 (cons "n_ctx" (getf h :context-length))
                                                  (cons "n_ctx_train" (getf h :context-length))
-                                                 (cons "n_embd" (getf h :embedding-length))))))))))
+                                                 (cons "n_embd" (getf h :embedding-length))
+                                                 (cons "n_params" params)
+                                                 (cons "size" bytes)
+                                                 (cons "ftype" (llama-ftype-name file))))))))))
 
 (defun metrics-text (server)
   "GET /metrics: the counters in Prometheus's text format."
