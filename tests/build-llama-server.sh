@@ -116,10 +116,12 @@ const std::array<llama_ui_asset, 0> & llama_ui_get_assets() {
 EOF
 
 S=$DIR/src
-srcs=$(cd "$DIR" && ls src/tools/server/*.cpp src/tools/mtmd/*.cpp src/tools/mtmd/models/*.cpp \
+# The server's and mtmd's sources but mtmd's command-line tools.
+srcs=$(cd "$DIR" && for f in src/tools/server/*.cpp src/tools/mtmd/*.cpp src/tools/mtmd/models/*.cpp \
          src/vendor/hash/hash.cpp src/vendor/hash/xxhash/xxhash.c src/vendor/hash/sha256/sha256.c \
-         src/vendor/hash/sha1/sha1.c gen/ui.cpp |
-       grep -v -e 'mtmd-cli\.cpp$' -e 'deprecation-warning\.cpp$')
+         src/vendor/hash/sha1/sha1.c gen/ui.cpp; do
+         case $f in *mtmd-cli.cpp|*deprecation-warning.cpp) ;; *) echo "$f" ;; esac
+       done)
 objs=""
 for s in $srcs; do objs="$objs obj/$(echo "$s" | tr '/' '_').o"; done
 {

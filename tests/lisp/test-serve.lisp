@@ -1,5 +1,6 @@
 ;;;; test-serve.lisp - `rontolisp serve' (lisp/tools/serve.lisp, prims/http.c)
-;;;; in a child process on a free loopback port: llama-server's shapes, the
+;;;; in a child process on a free loopback port: llama-server's shapes,
+;;;; checked against llama-server itself (tests/build-llama-server.sh), the
 ;;;; numbers of `tokenize', `embed --json' and `decide --json' bit for bit,
 ;;;; the API key, abuse that must not stop it, and SIGINT/SIGTERM ending it
 ;;;; with status 0.
