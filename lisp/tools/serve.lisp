@@ -17,10 +17,12 @@
   "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
 it has a decision head (HEAD), its pooling, the worker count, whether
 /metrics answers, when it started (universal time) and the counters
-/metrics reports, under LOCK."
+/metrics reports, under LOCK: requests answered and in progress, the
+tokens encoded and the seconds it took, the encoder's passes (one a text or
+question) and the longest of them in tokens."
   model path head pooling parallel metrics started
   (lock (mp:make-lock :name "serve counters"))
-  (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0))
+  (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0) (passes 0) (tokens-max 0))
 
 (defparameter *json-type* "application/json; charset=utf-8")
 
@@ -87,25 +89,28 @@ as `embed --text' does, or a list of ids); a 400 for an empty one."
 ;;; The endpoints.  Each takes the server and the request body and answers
 ;;; the JSON value of a 200.
 
-(defun count-prompt (server tokens seconds)
+(defun count-prompt (server lengths seconds)
+  "Count encoder passes of LENGTHS tokens each (a list) that took SECONDS."
   (mp:with-lock ((server-lock server))
-    (incf (server-prompt-tokens server) tokens)
-    (incf (server-prompt-seconds server) seconds)))
+    (incf (server-prompt-tokens server) (reduce #'+ lengths))
+    (incf (server-prompt-seconds server) seconds)
+    (incf (server-passes server) (length lengths))
+    (setf (server-tokens-max server) (reduce #'max lengths :initial-value (server-tokens-max server)))))
 
 (defun embed-prompts (server prompts normalize)
   "The embedding rows of each of PROMPTS, as `embed --json' prints them,
 and the token count of them all."
   (let* ((start (get-internal-real-time))
-         (tokens 0)
+         (lengths '())
          (rows (mapcar (lambda (prompt)
                          (let ((ids (prompt-ids server prompt)))
-                           (incf tokens (length ids))
+                           (push (length ids) lengths)
                            (map 'vector (lambda (row) (normalize-embedding row normalize))
                                 (embedding-rows (embed-pooled (server-model server) ids
                                                               (server-pooling server) :q8 :erf)))))
                        prompts)))
-    (count-prompt server tokens (seconds-since start))
-    (values rows tokens)))
+    (count-prompt server lengths (seconds-since start))
+    (values rows (reduce #'+ lengths))))
 
 (defun seconds-since (start)
   "Seconds (a double) since the internal real time START."
@@ -229,7 +234,7 @@ it, with the options' texts."
   (let ((start (get-internal-real-time)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide (server-model server) question)
-      (count-prompt server (length ids) (seconds-since start))
+      (count-prompt server (list (length ids)) (seconds-since start))
       (list :object
             (cons "options" (map 'vector #'option-text
                                  (gethash "options" (question-bindings question))))
@@ -379,21 +384,46 @@ model in the \"models\" list llama-server adds for Ollama's clients."
                                                  (cons "ftype" (llama-ftype-name file))))))))))
 
 (defun metrics-text (server)
-  "GET /metrics: the counters in Prometheus's text format."
+  "GET /metrics: the counters in Prometheus's text format: llama-server's
+metrics (those of text generation, speculative decoding and its prompt
+cache always 0), then rontolisp's own."
   (multiple-value-bind (received queued held rejected) (%http-stats)
     (declare (ignore held))
     (with-output-to-string (s)
       (flet ((metric (name type help value)
                (format s "# HELP ~A ~A~%# TYPE ~A ~A~%~A ~A~%" name help name type name value)))
         (mp:with-lock ((server-lock server))
-          (metric "llamacpp:prompt_tokens_total" "counter" "Number of prompt tokens processed."
-                  (server-prompt-tokens server))
-          (metric "llamacpp:prompt_seconds_total" "counter" "Prompt process time in seconds."
-                  (json-float-string (server-prompt-seconds server)))
-          (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
-                  (server-processing server))
-          (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
-                  queued)
+          (let ((tokens (server-prompt-tokens server)) (seconds (server-prompt-seconds server))
+                (passes (server-passes server)))
+            (metric "llamacpp:prompt_tokens_total" "counter" "Number of prompt tokens processed."
+                    tokens)
+            (metric "llamacpp:prompt_tokens_cached_total" "counter"
+                    "Number of prompt tokens reused from the cache (none here)." 0)
+            (metric "llamacpp:prompt_seconds_total" "counter" "Prompt process time in seconds."
+                    (json-float-string seconds))
+            (metric "llamacpp:tokens_predicted_total" "counter"
+                    "Number of generation tokens processed (none here)." 0)
+            (metric "llamacpp:tokens_predicted_seconds_total" "counter"
+                    "Total time spent generating tokens (none here)." 0)
+            (metric "llamacpp:n_decode_total" "counter"
+                    "Number of encoder passes (one per text or question)." passes)
+            (metric "llamacpp:n_tokens_max" "counter" "Largest observed sequence length."
+                    (server-tokens-max server))
+            (dolist (name '("spec_decode_num_draft_tokens_total"
+                            "spec_decode_num_accepted_tokens_total" "spec_decode_num_drafts_total"))
+              (metric (concatenate 'string "llamacpp:" name) "counter"
+                      "Speculative decoding (none here)." 0))
+            (metric "llamacpp:prompt_tokens_seconds" "gauge"
+                    "Average prompt throughput in tokens/s."
+                    (if (plusp seconds) (json-float-string (/ tokens seconds)) 0))
+            (metric "llamacpp:predicted_tokens_seconds" "gauge"
+                    "Average generation throughput in tokens/s (none here)." 0)
+            (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
+                    (server-processing server))
+            (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
+                    queued)
+            (metric "llamacpp:n_busy_slots_per_decode" "gauge"
+                    "Average number of sequences per encoder pass." (if (plusp passes) 1 0)))
           (metric "rontolisp:requests_received_total" "counter"
                   "Number of requests received." received)
           (metric "rontolisp:requests_answered_total" "counter"

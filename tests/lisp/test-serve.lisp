@@ -207,7 +207,7 @@ one 1024-token batch, one thread) on a free loopback port, wait until its
 it; answers FUNCTION's value."
   (let* ((out (tmp-path "llama-server-out")) (err (tmp-path "llama-server-err"))
          (process (run-child program (list "-m" (namestring file) "--embedding" "--pooling" "mean"
-                                           "-ub" "1024" "-b" "1024" "-t" "1"
+                                           "-ub" "1024" "-b" "1024" "-t" "1" "--metrics"
                                            "--host" "127.0.0.1" "--port" "0")
                              :input nil :output out :error err :if-output-exists :supersede
                              :if-error-exists :supersede :wait nil)))
@@ -329,6 +329,24 @@ JSON), on the paths both have: integers and strings equal, embedding rows
                            (or (ignore-errors (json-line ours)) ours)
                            (or (ignore-errors (json-line theirs)) theirs)))))))
 
+(defun metric-types (text)
+  "The metrics of the Prometheus TEXT whose sample is a number: a list of
+(name type), from its # TYPE lines."
+  (loop for line in (split-lines text)
+        for words = (split-words line)
+        when (and (= 4 (length words)) (string= "#" (first words))
+                  (string= "TYPE" (second words))
+                  (loop for l in (split-lines text)
+                        thereis (let ((w (split-words l)))
+                                  (and (= 2 (length w)) (string= (third words) (first w))
+                                       (ignore-errors
+                                        (realp (let ((*read-eval* nil))
+                                                 (read-from-string (second w)))))))))
+          collect (list (third words) (fourth words))))
+
+(defun split-words (line)
+  (remove "" (rontolisp::split-on #\Space line) :test #'string=))
+
 (defun json-at (json path)
   "The value of the parsed JSON at PATH, a list of keys and indexes; NIL
 where there is none."
@@ -388,12 +406,22 @@ RL_LLAMA_SERVER)")
             (declare (ignore out))
             (is (eql 0 code) "edit: ~A" err))
           (flet ((ask-all (port)
-                   (loop for (method path body) in *llama-server-requests*
-                         collect (multiple-value-bind (status text)
-                                     (http port method path :body body)
-                                   (list status (shaped-json text) text)))))
+                   ;; the answers, then the metrics after them
+                   (append (loop for (method path body) in *llama-server-requests*
+                                 collect (multiple-value-bind (status text)
+                                             (http port method path :body body)
+                                           (list status (shaped-json text) text)))
+                           (list (metric-types (nth-value 1 (http port "GET" "/metrics")))))))
             (let ((theirs (call-with-llama-server program file #'ask-all))
-                  (ours (with-server (port file) (ask-all port))))
+                  (ours (with-server (port file "--metrics") (ask-all port))))
+              ;; Every metric of llama-server's, of the same type, a number.
+              (let ((mine (car (last ours))))
+                (is (< 10 (length (car (last theirs)))) "llama-server's metrics: ~S"
+                    (car (last theirs)))
+                (loop for (name type) in (car (last theirs))
+                      do (is (equal (list name type) (assoc name mine :test #'string=))
+                             "metric ~A: llama-server's is a ~A, ours ~:[missing~;~:*~{~*a ~A~}~]"
+                             name type (assoc name mine :test #'string=))))
               (loop for (method path body . keys) in *llama-server-requests*
                     for (status json text) in ours
                     for (their-status their-json their-text) in theirs
