@@ -95,7 +95,8 @@ as `embed --text' does, or a list of ids); a 400 for an empty one."
     (incf (server-prompt-tokens server) (reduce #'+ lengths))
     (incf (server-prompt-seconds server) seconds)
     (incf (server-passes server) (length lengths))
-    (setf (server-tokens-max server) (reduce #'max lengths :initial-value (server-tokens-max server)))))
+    (setf (server-tokens-max server)
+          (reduce #'max lengths :initial-value (server-tokens-max server)))))
 
 (defun embed-prompts (server prompts normalize)
   "The embedding rows of each of PROMPTS, as `embed --json' prints them,
