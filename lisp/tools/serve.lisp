@@ -56,35 +56,54 @@ it in the message); DEFAULT when absent, or a 400 when there is none."
   "The boolean field NAME of OBJECT, DEFAULT when absent."
   (field object name :type '(member t nil) :default default :what "true or false"))
 
-(defun token-id-vector-p (x)
-  (and (vectorp x) (not (stringp x)) (plusp (length x))
-       (every (lambda (id) (typep id '(integer 0 #.(1- (expt 2 31))))) x)))
+(defun token-id-p (x)
+  (typep x '(integer 0 #.(1- (expt 2 31)))))
+
+(defun mixed-prompt-p (x)
+  "True when X is an array of strings and token ids (llama-server's
+\"mixed\" prompt; of ids alone, a tokenized one)."
+  (and (vectorp x) (not (stringp x))
+       (every (lambda (e) (or (stringp e) (token-id-p e))) x)))
 
 (defun prompt-list (value name)
-  "The prompts of the field NAME as llama-server reads them: a string, an
-array of token ids, or an array of strings and arrays of token ids; a list
-of strings and lists of ids."
+  "The prompts of the field NAME as llama-server reads them: an array
+without numbers holds one prompt an element, anything else is one prompt;
+a prompt is a string, an array of strings and token ids (ids alone: the
+prompt tokenized), or an object whose \"prompt_string\" is either.  A
+list of strings and vectors."
   (flet ((one (x)
-           (cond ((stringp x) x)
-                 ((token-id-vector-p x) (coerce x 'list))
-                 (t (invalid-request "field ~S: expected a string or an array of token ids ~
-(integers from 0), found ~A" name (json-brief x))))))
-    (cond ((stringp value) (list value))
-          ((token-id-vector-p value) (list (coerce value 'list)))
-          ((and (vectorp value) (plusp (length value)))
+           (let ((prompt (if (hash-table-p x) (gethash "prompt_string" x) x)))
+             (if (or (stringp prompt) (mixed-prompt-p prompt))
+                 prompt
+                 (invalid-request "field ~S: expected a string, an array of strings and token ~
+ids (integers from 0) or an object with \"prompt_string\", found ~A" name (json-brief x))))))
+    (cond ((and (vectorp value) (not (stringp value)) (notany #'numberp value))
+           (when (zerop (length value))
+             (invalid-request "field ~S: expected one prompt or more, found []" name))
            (map 'list #'one value))
-          (t (invalid-request "field ~S: expected a string, an array of token ids or an array ~
-of them, found ~A" name (json-brief value))))))
+          (t (list (one value))))))
+
+(defun mixed-ids (server prompt add-special parse-special)
+  "The token ids of PROMPT as llama-server's tokenize_mixed makes them: a
+string tokenized (ADD-SPECIAL: with the file's bos and eos; PARSE-SPECIAL:
+the texts of special tokens as those tokens), or an array of strings and
+ids, each string tokenized so but with ADD-SPECIAL only for a first
+element, each id as it is."
+  (let ((tok (tokenizer-of (server-model server) 'model:tokenize)))
+    (flet ((text-ids (text add)
+             (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) add parse-special)
+                     'list)))
+      (if (stringp prompt)
+          (text-ids prompt add-special)
+          (loop for x across prompt
+                for first = t then nil
+                append (if (stringp x) (text-ids x (and first add-special)) (list x)))))))
 
 (defun prompt-ids (server prompt)
-  "The token ids of PROMPT (a string, tokenized with the file's bos and eos
-as `embed --text' does, or a list of ids); a 400 for an empty one."
-  (let ((ids (if (stringp prompt)
-                 (coerce (model:tokenize (server-model server) prompt) 'list)
-                 prompt)))
-    (when (null ids)
-      (invalid-request "Input content cannot be empty"))
-    ids))
+  "The token ids of PROMPT (of PROMPT-LIST), strings tokenized with the
+file's bos and eos as `embed --text' does; a 400 for an empty one."
+  (or (mixed-ids server prompt t t)
+      (invalid-request "Input content cannot be empty")))
 
 ;;; The endpoints.  Each takes the server and the request body and answers
 ;;; the JSON value of a 200.
@@ -205,14 +224,15 @@ part of a character)."
         text)))
 
 (defun handle-tokenize (server body)
-  "POST /tokenize: content, add_special (default false), parse_special
-(default true), with_pieces (default false)."
+  "POST /tokenize: content (a string, or an array of strings and ids, as
+MIXED-IDS reads it), add_special (default false), parse_special (default
+true), with_pieces (default false)."
   (let* ((object (request-object body))
-         (content (field object "content" :type 'string :what "a string"))
-         (tok (tokenizer-of (server-model server) 'model:tokenize))
-         (ids (tokenize-octets tok (check-text content tok 'model:tokenize)
-                               (flag-field object "add_special" nil)
-                               (flag-field object "parse_special" t))))
+         (content (field object "content" :type '(or string (satisfies mixed-prompt-p))
+                                          :what "a string or an array of strings and token ids"))
+         (ids (coerce (mixed-ids server content (flag-field object "add_special" nil)
+                                 (flag-field object "parse_special" t))
+                      'vector)))
     (list :object
           (cons "tokens" (if (flag-field object "with_pieces" nil)
                              (map 'vector (lambda (id)

@@ -325,9 +325,11 @@ JSON), on the paths both have: integers and strings equal, embedding rows
                (loop for x across ours for y across theirs for i from 0
                      append (value-differences x y (format nil "~A[~D]" path i)))))
           ((equal ours theirs) nil)
-          (t (list (format nil "~A: ours ~A, llama-server's ~A" path
-                           (or (ignore-errors (json-line ours)) ours)
-                           (or (ignore-errors (json-line theirs)) theirs)))))))
+          (t (flet ((brief (x)
+                      (let ((text (princ-to-string (or (ignore-errors (json-line x)) x))))
+                        (if (> (length text) 200) (format nil "~A..." (subseq text 0 200)) text))))
+               (list (format nil "~A: ours ~A, llama-server's ~A" path (brief ours)
+                             (brief theirs))))))))
 
 (defun metric-types (text)
   "The metrics of the Prometheus TEXT whose sample is a number: a list of
@@ -370,6 +372,8 @@ where there is none."
     ("POST" "/tokenize" "{\"content\": \"hello world, caf\\u00e9\"}")
     ("POST" "/tokenize" "{\"content\": \"hello [MASK] world\", \"add_special\": true}")
     ("POST" "/tokenize" "{\"content\": \"a [MASK] caf\\u00e9 \\ud83d\\ude00\", \"with_pieces\": true}")
+    ("POST" "/tokenize" "{\"content\": [\"hello\", 5, \" world [MASK]\"], \"add_special\": true}")
+    ("POST" "/tokenize" "{\"content\": [7, \"hello\"], \"add_special\": true}")
     ("POST" "/detokenize" "{\"tokens\": [109, 106, 113, 113, 116]}")
     ("POST" "/embedding" "{\"content\": \"hello world\"}")
     ("POST" "/embedding" "{\"content\": [\"hello world\", [5, 6, 7]], \"embd_normalize\": -1}")
@@ -378,6 +382,11 @@ where there is none."
     ("POST" "/v1/embeddings" "{\"input\": [\"hello world\", \"a second text\"]}")
     ("POST" "/v1/embeddings" "{\"input\": [[5, 6, 7], [8, 9]], \"encoding_format\": \"float\"}")
     ("POST" "/v1/embeddings" "{\"input\": \"hello world\", \"encoding_format\": \"base64\"}")
+    ;; a flat array holding ids is one prompt; strings in it are tokenized,
+    ;; the file's bos and eos only around a first one
+    ("POST" "/embedding" "{\"content\": [\"hello\", 5, 6, \"world\"]}")
+    ("POST" "/v1/embeddings" "{\"input\": [[\"hello\", 5], \"world\", [7, 8], {\"prompt_string\": \"hi\"}]}")
+    ("POST" "/embedding" "{\"content\": []}" :values nil :status (400 500))
     ("GET" "/nowhere" nil :values nil)
     ("POST" "/v1/embeddings" "{\"model\": \"m\"}" :values nil)
     ("POST" "/v1/embeddings" "{\"input\": \"a\", \"encoding_format\": \"hex\"}" :values nil)
