@@ -331,6 +331,27 @@ JSON), on the paths both have: integers and strings equal, embedding rows
                (list (format nil "~A: ours ~A, llama-server's ~A" path (brief ours)
                              (brief theirs))))))))
 
+(defun cors-headers (port)
+  "What a browser on another origin sees: the status and the
+Access-Control- headers (name and value, lowercase names, sorted) of a
+preflight OPTIONS /tokenize and of the POST that follows, both with an
+Origin header."
+  (flet ((cors (method body)
+           (multiple-value-bind (status text headers)
+               (http port method "/tokenize" :body body
+                                             :headers '("Origin: http://example.test"
+                                                        "Access-Control-Request-Method: POST"))
+             (declare (ignore text))
+             (list status
+                   (sort (loop for line in (split-lines (remove #\Return headers))
+                               for colon = (position #\: line)
+                               for name = (and colon (string-downcase (subseq line 0 colon)))
+                               when (and name (alexandria:starts-with-subseq "access-control-" name)
+                                         (string/= name "access-control-allow-methods"))
+                                 collect (list name (string-trim " " (subseq line (1+ colon)))))
+                         #'string< :key #'first)))))
+    (list (cors "OPTIONS" nil) (cors "POST" "{\"content\": \"ab\"}"))))
+
 (defun metric-types (text)
   "The metrics of the Prometheus TEXT whose sample is a number: a list of
 (name type), from its # TYPE lines."
@@ -420,9 +441,13 @@ RL_LLAMA_SERVER)")
                                  collect (multiple-value-bind (status text)
                                              (http port method path :body body)
                                            (list status (shaped-json text) text)))
+                           (list (cors-headers port))
                            (list (metric-types (nth-value 1 (http port "GET" "/metrics")))))))
             (let ((theirs (call-with-llama-server program file #'ask-all))
                   (ours (with-server (port file "--metrics") (ask-all port))))
+              ;; A browser's preflight and its request: the same CORS answer.
+              (is (equal (car (last theirs 2)) (car (last ours 2)))
+                  "CORS: ours ~S, llama-server's ~S" (car (last ours 2)) (car (last theirs 2)))
               ;; Every metric of llama-server's, of the same type, a number.
               (let ((mine (car (last ours))))
                 (is (< 10 (length (car (last theirs)))) "llama-server's metrics: ~S"
