@@ -395,6 +395,7 @@ where there is none."
     ("POST" "/tokenize" "{\"content\": \"a [MASK] caf\\u00e9 \\ud83d\\ude00\", \"with_pieces\": true}")
     ("POST" "/tokenize" "{\"content\": [\"hello\", 5, \" world [MASK]\"], \"add_special\": true}")
     ("POST" "/tokenize" "{\"content\": [7, \"hello\"], \"add_special\": true}")
+    ("POST" "/tokenize" "{\"content\": \"a [MASK] b\", \"parse_special\": false}")
     ("POST" "/detokenize" "{\"tokens\": [2, 109, 106, 113, 113, 116, 37, 4, 3]}")
     ("POST" "/embedding" "{\"content\": \"hello world\"}")
     ("POST" "/embedding" "{\"content\": [\"hello world\", [5, 6, 7]], \"embd_normalize\": -1}")
