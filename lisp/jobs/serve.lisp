@@ -11,7 +11,7 @@
 ;;;; worker takes is answered, whatever happens while it computes; every
 ;;;; refusal is one JSON shape, {"error": {"code", "message", "type"}}.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defstruct (server (:constructor make-server))
   "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
@@ -213,10 +213,7 @@ pooling type"))
   "The bytes of token ID as llama-server's /tokenize gives them: a string
 when they are UTF-8, else the array of them (a byte-level token holding
 part of a character)."
-  (let* ((tok (tokenizer-of (server-model server) 'model:detokenize))
-         (octets (%tok-decode-octets (tokenizer-handle tok)
-                                     (make-array 1 :element-type '(signed-byte 32)
-                                                   :initial-element id)))
+  (let* ((octets (model:detokenize-octets (server-model server) (list id)))
          (text (%utf8-string octets)))
     ;; %UTF8-STRING keeps a byte that is not UTF-8 as U+DC80..U+DCFF
     (if (some (lambda (c) (<= #xdc80 (char-code c) #xdcff)) text)
@@ -252,13 +249,13 @@ true), with_pieces (default false)."
 it, with the options' texts."
   (unless (hash-table-p question)
     (model:question-error "expected a question as a JSON object, found ~A" (json-brief question)))
-  (let ((start (get-internal-real-time)))
+  (let ((start (get-internal-real-time))
+        (question (parse-question question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide (server-model server) question)
       (count-prompt server (list (length ids)) (seconds-since start))
       (list :object
-            (cons "options" (map 'vector #'option-text
-                                 (gethash "options" (question-bindings question))))
+            (cons "options" (map 'vector #'option-text (parsed-question-options question)))
             (cons "ids" ids) (cons "markers" (coerce markers 'vector))
             (cons "logits" logits) (cons "probabilities" probabilities)))))
 
