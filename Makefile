@@ -135,6 +135,7 @@ check: deps
 	@$(MAKE) --no-print-directory all $(C_TESTS) tools $(B)/asdf/stamp
 	@sh tests/fetch-llama-lib.sh
 	@sh tests/fetch-tokenizer-refs.sh
+	@sh tests/build-llama-server.sh
 	@sh tests/run-all.sh $(C_TESTS)
 
 check-c: $(if $(TEST),$(filter $(B)/tests/test_$(TEST),$(C_TESTS)),$(C_TESTS))

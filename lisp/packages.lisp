@@ -221,8 +221,8 @@ RONTOLISP:VERSION in a package that uses both."))
    ;; decision.lisp
    "RENDER" "DECIDE" "QUESTION-ERROR" "*QUESTIONS*"
    ;; tokenizer.lisp
-   "LOAD-TOKENIZER" "TOKENIZE" "DETOKENIZE" "TOKENIZER" "TOKENIZER-P" "TOKEN-PIECE"
-   "VOCABULARY-SIZE" "TOKENIZER-ERROR" "TOKENIZER-ERROR-PATH")
+   "LOAD-TOKENIZER" "TOKENIZE" "DETOKENIZE" "DETOKENIZE-OCTETS" "TOKENIZER" "TOKENIZER-P"
+   "TOKEN-PIECE" "VOCABULARY-SIZE" "TOKENIZER-ERROR" "TOKENIZER-ERROR-PATH")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
 MODEL:LOAD reads its tensors and hyper-parameters, MODEL:ENCODE runs the
 forward pass (doc/encoder.md) on token ids, Lisp driving the graph and the VEC

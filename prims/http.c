@@ -72,6 +72,33 @@ static struct {
 
 /* ---- answers ----------------------------------------------------------- */
 
+/* CORS as llama-server answers by default (any origin, with credentials):
+ * the request's Origin echoed, and to a PREFLIGHT (OPTIONS) what may
+ * follow. */
+static void rl_add_cors(struct MHD_Response *r, struct MHD_Connection *c, int preflight) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin)
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    if (preflight) {
+        MHD_add_response_header(r, "Access-Control-Allow-Credentials", "true");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
+    }
+}
+
+/* A browser's preflight: 200, no body, on any path, without the API key
+ * (browsers send none with it). */
+static enum MHD_Result rl_send_preflight(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html");
+    rl_add_cors(r, c, 1);
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result rl_send(struct MHD_Connection *c, int status, const char *content_type,
                                const uint8_t *body, size_t n, int close_after) {
     struct MHD_Response *r =
@@ -79,6 +106,7 @@ static enum MHD_Result rl_send(struct MHD_Connection *c, int status, const char 
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    rl_add_cors(r, c, 0);
     if (close_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
@@ -190,8 +218,8 @@ static enum MHD_Result rl_on_request(void *cls, struct MHD_Connection *c, const 
         /* Refusals are answered once the body is read (and dropped):
          * answering before it confused libmicrohttpd 0.9.75 when the
          * client then reset the connection. */
-        if (S.api_key && strcmp(url, "/health") != 0 && strcmp(url, "/v1/health") != 0 &&
-            !rl_authorized(c))
+        if (S.api_key && strcmp(method, "OPTIONS") != 0 && strcmp(url, "/health") != 0 &&
+            strcmp(url, "/v1/health") != 0 && !rl_authorized(c))
             r->refused = 401;
         const char *length =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -218,6 +246,8 @@ static enum MHD_Result rl_on_request(void *cls, struct MHD_Connection *c, const 
     switch (r->state) {
     case RL_REQ_READING:
         r->state = RL_REQ_EARLY;
+        if (strcmp(r->method, "OPTIONS") == 0)
+            return rl_send_preflight(c);
         if (r->refused == 401)
             return rl_send_error(c, 401, "Invalid API Key", "authentication_error", 0);
         if (r->too_big)

@@ -92,9 +92,16 @@ rl_tok_status rl_tok_encode_offsets(const rl_tok *t, const char *text, size_t le
                                     int add_special, int parse_special, int32_t **ids,
                                     size_t **offsets, size_t *n, char *msg, size_t msgsz);
 
-/* The text of IDS: each token's bytes back through the byte-to-unicode
- * table (control and user-defined tokens as their text).  *TEXT is
- * malloc'd and NUL-terminated (free it), *LEN its length. */
+/* The bytes of IDS: each token's text back through the byte-to-unicode
+ * table (control and user-defined tokens, and a token with a character
+ * outside the table, as their text), whether or not they form UTF-8.
+ * *BYTES is malloc'd (free it), *LEN its length. */
+rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n, uint8_t **bytes,
+                                  size_t *len, char *msg, size_t msgsz);
+
+/* The text of IDS: rl_tok_decode_bytes's bytes as UTF-8, each maximal
+ * subpart that is not UTF-8 as U+FFFD, as Hugging Face's decoder has it.
+ * *TEXT is malloc'd and NUL-terminated (free it), *LEN its length. */
 rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
                             size_t *len, char *msg, size_t msgsz);
 

@@ -53,11 +53,11 @@ static size_t bad_subpart(const uint8_t *s, size_t n) {
     return k;
 }
 
-rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
-                            size_t *len, char *msg, size_t msgsz) {
-    uint8_t *raw = NULL, *outb = NULL;
-    size_t rl = 0, rc = 0, ol = 0, oc = 0;
-    *text = NULL;
+rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n, uint8_t **bytes,
+                                  size_t *len, char *msg, size_t msgsz) {
+    uint8_t *raw = NULL;
+    size_t rl = 0, rc = 0;
+    *bytes = NULL;
     *len = 0;
     if (msgsz > 0)
         msg[0] = 0;
@@ -85,6 +85,25 @@ rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char 
         if (asis && append(&raw, &rl, &rc, p, pl))
             goto nomem;
     }
+    if (!raw && !(raw = malloc(1)))
+        goto nomem;
+    *bytes = raw;
+    *len = rl;
+    return RL_TOK_OK;
+nomem:
+    free(raw);
+    return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory decoding token ids");
+}
+
+rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
+                            size_t *len, char *msg, size_t msgsz) {
+    uint8_t *raw = NULL, *outb = NULL;
+    size_t rl = 0, ol = 0, oc = 0;
+    *text = NULL;
+    *len = 0;
+    rl_tok_status st = rl_tok_decode_bytes(t, ids, n, &raw, &rl, msg, msgsz);
+    if (st != RL_TOK_OK)
+        return st;
     /* The bytes as UTF-8, each maximal invalid subpart as U+FFFD. */
     for (size_t i = 0; i < rl;) {
         size_t j = i;

@@ -17,10 +17,12 @@
   "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
 it has a decision head (HEAD), its pooling, the worker count, whether
 /metrics answers, when it started (universal time) and the counters
-/metrics reports, under LOCK."
+/metrics reports, under LOCK: requests answered and in progress, the
+tokens encoded and the seconds it took, the encoder's passes (one a text or
+question) and the longest of them in tokens."
   model path head pooling parallel metrics started
   (lock (mp:make-lock :name "serve counters"))
-  (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0))
+  (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0) (passes 0) (tokens-max 0))
 
 (defparameter *json-type* "application/json; charset=utf-8")
 
@@ -54,58 +56,81 @@ it in the message); DEFAULT when absent, or a 400 when there is none."
   "The boolean field NAME of OBJECT, DEFAULT when absent."
   (field object name :type '(member t nil) :default default :what "true or false"))
 
-(defun token-id-vector-p (x)
-  (and (vectorp x) (not (stringp x)) (plusp (length x))
-       (every (lambda (id) (typep id '(integer 0 #.(1- (expt 2 31))))) x)))
+(defun token-id-p (x)
+  (typep x '(integer 0 #.(1- (expt 2 31)))))
+
+(defun mixed-prompt-p (x)
+  "True when X is an array of strings and token ids (llama-server's
+\"mixed\" prompt; of ids alone, a tokenized one)."
+  (and (vectorp x) (not (stringp x))
+       (every (lambda (e) (or (stringp e) (token-id-p e))) x)))
 
 (defun prompt-list (value name)
-  "The prompts of the field NAME as llama-server reads them: a string, an
-array of token ids, or an array of strings and arrays of token ids; a list
-of strings and lists of ids."
+  "The prompts of the field NAME as llama-server reads them: an array
+without numbers holds one prompt an element, anything else is one prompt;
+a prompt is a string, an array of strings and token ids (ids alone: the
+prompt tokenized), or an object whose \"prompt_string\" is either.  A
+list of strings and vectors."
   (flet ((one (x)
-           (cond ((stringp x) x)
-                 ((token-id-vector-p x) (coerce x 'list))
-                 (t (invalid-request "field ~S: expected a string or an array of token ids ~
-(integers from 0), found ~A" name (json-brief x))))))
-    (cond ((stringp value) (list value))
-          ((token-id-vector-p value) (list (coerce value 'list)))
-          ((and (vectorp value) (plusp (length value)))
+           (let ((prompt (if (hash-table-p x) (gethash "prompt_string" x) x)))
+             (if (or (stringp prompt) (mixed-prompt-p prompt))
+                 prompt
+                 (invalid-request "field ~S: expected a string, an array of strings and token ~
+ids (integers from 0) or an object with \"prompt_string\", found ~A" name (json-brief x))))))
+    (cond ((and (vectorp value) (not (stringp value)) (notany #'numberp value))
+           (when (zerop (length value))
+             (invalid-request "field ~S: expected one prompt or more, found []" name))
            (map 'list #'one value))
-          (t (invalid-request "field ~S: expected a string, an array of token ids or an array ~
-of them, found ~A" name (json-brief value))))))
+          (t (list (one value))))))
+
+(defun mixed-ids (server prompt add-special parse-special)
+  "The token ids of PROMPT as llama-server's tokenize_mixed makes them: a
+string tokenized (ADD-SPECIAL: with the file's bos and eos; PARSE-SPECIAL:
+the texts of special tokens as those tokens), or an array of strings and
+ids, each string tokenized so but with ADD-SPECIAL only for a first
+element, each id as it is."
+  (let ((tok (tokenizer-of (server-model server) 'model:tokenize)))
+    (flet ((text-ids (text add)
+             (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) add parse-special)
+                     'list)))
+      (if (stringp prompt)
+          (text-ids prompt add-special)
+          (loop for x across prompt
+                for first = t then nil
+                append (if (stringp x) (text-ids x (and first add-special)) (list x)))))))
 
 (defun prompt-ids (server prompt)
-  "The token ids of PROMPT (a string, tokenized with the file's bos and eos
-as `embed --text' does, or a list of ids); a 400 for an empty one."
-  (let ((ids (if (stringp prompt)
-                 (coerce (model:tokenize (server-model server) prompt) 'list)
-                 prompt)))
-    (when (null ids)
-      (invalid-request "Input content cannot be empty"))
-    ids))
+  "The token ids of PROMPT (of PROMPT-LIST), strings tokenized with the
+file's bos and eos as `embed --text' does; a 400 for an empty one."
+  (or (mixed-ids server prompt t t)
+      (invalid-request "Input content cannot be empty")))
 
 ;;; The endpoints.  Each takes the server and the request body and answers
 ;;; the JSON value of a 200.
 
-(defun count-prompt (server tokens seconds)
+(defun count-prompt (server lengths seconds)
+  "Count encoder passes of LENGTHS tokens each (a list) that took SECONDS."
   (mp:with-lock ((server-lock server))
-    (incf (server-prompt-tokens server) tokens)
-    (incf (server-prompt-seconds server) seconds)))
+    (incf (server-prompt-tokens server) (reduce #'+ lengths))
+    (incf (server-prompt-seconds server) seconds)
+    (incf (server-passes server) (length lengths))
+    (setf (server-tokens-max server)
+          (reduce #'max lengths :initial-value (server-tokens-max server)))))
 
 (defun embed-prompts (server prompts normalize)
   "The embedding rows of each of PROMPTS, as `embed --json' prints them,
 and the token count of them all."
   (let* ((start (get-internal-real-time))
-         (tokens 0)
+         (lengths '())
          (rows (mapcar (lambda (prompt)
                          (let ((ids (prompt-ids server prompt)))
-                           (incf tokens (length ids))
+                           (push (length ids) lengths)
                            (map 'vector (lambda (row) (normalize-embedding row normalize))
                                 (embedding-rows (embed-pooled (server-model server) ids
                                                               (server-pooling server) :q8 :erf)))))
                        prompts)))
-    (count-prompt server tokens (seconds-since start))
-    (values rows tokens)))
+    (count-prompt server lengths (seconds-since start))
+    (values rows (reduce #'+ lengths))))
 
 (defun seconds-since (start)
   "Seconds (a double) since the internal real time START."
@@ -166,13 +191,17 @@ pooling type"))
       (list :object
             (cons "data" (coerce (loop for rows in results for i from 0
                                        for row = (aref rows 0)
-                                       collect (list :object
+                                       collect (list* :object
                                                      (cons "embedding"
                                                            (if (equal encoding "base64")
                                                                (float32-base64 row)
                                                                row))
                                                      (cons "index" i)
-                                                     (cons "object" "embedding")))
+                                                     (cons "object" "embedding")
+                                                     ;; llama-server names a base64 one's format
+                                                     (and (equal encoding "base64")
+                                                          (list (cons "encoding_format"
+                                                                      "base64")))))
                                  'vector))
             (cons "model" (field object "model" :type 'string :default (server-path server)
                                                 :what "a string"))
@@ -181,22 +210,26 @@ pooling type"))
                                 (cons "total_tokens" tokens)))))))
 
 (defun token-piece-json (server id)
-  "The text of token ID as llama-server's /tokenize gives it: a string when
-its bytes are UTF-8, else the array of its bytes."
-  (let ((text (model:detokenize (server-model server) (list id))))
+  "The bytes of token ID as llama-server's /tokenize gives them: a string
+when they are UTF-8, else the array of them (a byte-level token holding
+part of a character)."
+  (let* ((octets (model:detokenize-octets (server-model server) (list id)))
+         (text (%utf8-string octets)))
+    ;; %UTF8-STRING keeps a byte that is not UTF-8 as U+DC80..U+DCFF
     (if (some (lambda (c) (<= #xdc80 (char-code c) #xdcff)) text)
-        (%utf8-octets text)
+        octets
         text)))
 
 (defun handle-tokenize (server body)
-  "POST /tokenize: content, add_special (default false), parse_special
-(default true), with_pieces (default false)."
+  "POST /tokenize: content (a string, or an array of strings and ids, as
+MIXED-IDS reads it), add_special (default false), parse_special (default
+true), with_pieces (default false)."
   (let* ((object (request-object body))
-         (content (field object "content" :type 'string :what "a string"))
-         (tok (tokenizer-of (server-model server) 'model:tokenize))
-         (ids (tokenize-octets tok (check-text content tok 'model:tokenize)
-                               (flag-field object "add_special" nil)
-                               (flag-field object "parse_special" t))))
+         (content (field object "content" :type '(or string (satisfies mixed-prompt-p))
+                                          :what "a string or an array of strings and token ids"))
+         (ids (coerce (mixed-ids server content (flag-field object "add_special" nil)
+                                 (flag-field object "parse_special" t))
+                      'vector)))
     (list :object
           (cons "tokens" (if (flag-field object "with_pieces" nil)
                              (map 'vector (lambda (id)
@@ -220,7 +253,7 @@ it, with the options' texts."
         (question (parse-question question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide (server-model server) question)
-      (count-prompt server (length ids) (seconds-since start))
+      (count-prompt server (list (length ids)) (seconds-since start))
       (list :object
             (cons "options" (map 'vector #'option-text (parsed-question-options question)))
             (cons "ids" ids) (cons "markers" (coerce markers 'vector))
@@ -254,52 +287,161 @@ it (from 1 in a list) and why."
   (list :object (cons "status" "ok")))
 
 (defun handle-props (server body)
-  "GET /props: llama-server's global properties that mean something here."
+  "GET /props: llama-server's global properties that mean something for an
+encoder (doc/serve.md's table says which it leaves out)."
   (declare (ignore body))
   (let* ((model (server-model server))
-         (template (gguf:value (encoder-file model) "tokenizer.chat_template")))
-    (list :object
-          (cons "default_generation_settings"
-                (list :object (cons "n_ctx" (getf (model:hyperparameters model) :context-length))))
-          (cons "total_slots" (server-parallel server))
-          (cons "model_path" (server-path server))
-          (cons "chat_template" (if (stringp template) template ""))
-          (cons "modalities" (list :object (cons "vision" :false)))
-          (cons "build_info" (version)))))
+         (file (encoder-file model))
+         (template (gguf:value file "tokenizer.chat_template")))
+    (flet ((special-text (key)
+             (let ((id (gguf:value file key)))
+               (or (and (integerp id) (model:token-piece model id)) ""))))
+      (list :object
+            (cons "default_generation_settings"
+                  (list :object
+                        (cons "n_ctx" (getf (model:hyperparameters model) :context-length))))
+            (cons "total_slots" (server-parallel server))
+            (cons "model_alias" (server-path server))
+            (cons "model_ftype" (llama-ftype-name file))
+            (cons "model_path" (server-path server))
+            (cons "modalities" (list :object (cons "vision" :false) (cons "video" :false)
+                                     (cons "audio" :false)))
+            (cons "endpoint_slots" :false)
+            (cons "endpoint_props" :false)
+            (cons "endpoint_metrics" (if (server-metrics server) :true :false))
+            (cons "ui" :false)
+            (cons "ui_settings" (list :object))
+            (cons "chat_template" (if (stringp template) template ""))
+            (cons "bos_token" (special-text "tokenizer.ggml.bos_token_id"))
+            (cons "eos_token" (special-text "tokenizer.ggml.eos_token_id"))
+            (cons "build_info" (version))
+            (cons "is_sleeping" :false)
+            (cons "cors_proxy_enabled" :false)))))
+
+(defparameter *llama-ftype-names*
+  '(("ALL_F32" . "all F32") ("MOSTLY_MXFP4_MOE" . "MXFP4 MoE")
+    ("MOSTLY_Q2_K" . "Q2_K - Medium") ("MOSTLY_Q2_K_S" . "Q2_K - Small")
+    ("MOSTLY_Q3_K_S" . "Q3_K - Small") ("MOSTLY_Q3_K_M" . "Q3_K - Medium")
+    ("MOSTLY_Q3_K_L" . "Q3_K - Large") ("MOSTLY_Q4_K_S" . "Q4_K - Small")
+    ("MOSTLY_Q4_K_M" . "Q4_K - Medium") ("MOSTLY_Q5_K_S" . "Q5_K - Small")
+    ("MOSTLY_Q5_K_M" . "Q5_K - Medium")
+    ("MOSTLY_TQ1_0" . "TQ1_0 - 1.69 bpw ternary") ("MOSTLY_TQ2_0" . "TQ2_0 - 2.06 bpw ternary")
+    ("MOSTLY_IQ2_XXS" . "IQ2_XXS - 2.0625 bpw") ("MOSTLY_IQ2_XS" . "IQ2_XS - 2.3125 bpw")
+    ("MOSTLY_IQ2_S" . "IQ2_S - 2.5 bpw") ("MOSTLY_IQ2_M" . "IQ2_M - 2.7 bpw")
+    ("MOSTLY_IQ3_XS" . "IQ3_XS - 3.3 bpw") ("MOSTLY_IQ3_XXS" . "IQ3_XXS - 3.0625 bpw")
+    ("MOSTLY_IQ1_S" . "IQ1_S - 1.5625 bpw") ("MOSTLY_IQ1_M" . "IQ1_M - 1.75 bpw")
+    ("MOSTLY_IQ4_NL" . "IQ4_NL - 4.5 bpw") ("MOSTLY_IQ4_XS" . "IQ4_XS - 4.25 bpw")
+    ("MOSTLY_IQ3_S" . "IQ3_S - 3.4375 bpw") ("MOSTLY_IQ3_M" . "IQ3_S mix - 3.66 bpw"))
+  "llama.cpp's wording (llama_ftype_name) of the general.file_type names
+that are not the type's own name after MOSTLY_.")
+
+(defun llama-ftype-name (file)
+  "The file type of the GGUF FILE as llama.cpp names it in /props and
+/v1/models: from general.file_type (\"all F32\", \"Q8_0\", \"Q4_K -
+Medium\"), or, without the key, from the type most tensors have, as llama.cpp
+guesses it."
+  (let* ((n (gguf:value file "general.file_type"))
+         (name (if (integerp n)
+                   (file-type-name (logandc2 n 1024))
+                   (let ((types (mapcar #'first (type-summary (gguf:tensor-infos file)))))
+                     (if (every (lambda (type) (string= type "F32")) types)
+                         "ALL_F32"
+                         (let ((counts (type-summary (remove "F32" (gguf:tensor-infos file)
+                                                             :key #'gguf:tensor-info-type
+                                                             :test #'string=))))
+                           (concatenate 'string "MOSTLY_"
+                                        (first (first (sort counts #'> :key #'second))))))))))
+    (cond ((null name) "unknown, may not work")
+          ((cdr (assoc name *llama-ftype-names* :test #'string=)))
+          ((and (> (length name) 7) (string= "MOSTLY_" name :end2 7)) (subseq name 7))
+          (t name))))
 
 (defun handle-models (server body)
-  "GET /v1/models: OpenAI's list, with llama-server's meta."
+  "GET /v1/models: OpenAI's list with llama-server's meta, and the same
+model in the \"models\" list llama-server adds for Ollama's clients."
   (declare (ignore body))
   (let* ((model (server-model server))
-         (h (model:hyperparameters model)))
+         (file (encoder-file model))
+         (h (model:hyperparameters model))
+         (params 0) (bytes 0))
+    (loop for (nil nil p b) in (type-summary (gguf:tensor-infos file))
+          do (incf params p) (incf bytes b))
     (list :object
+          (cons "models"
+                (vector (list :object (cons "name" (server-path server))
+                              (cons "model" (server-path server))
+                              (cons "modified_at" "") (cons "size" "") (cons "digest" "")
+                              (cons "type" "model") (cons "description" "") (cons "tags" #())
+                              (cons "capabilities" (vector "embedding"))
+                              (cons "parameters" "")
+                              (cons "details" (list :object (cons "parent_model" "")
+                                                    (cons "format" "gguf") (cons "family" "")
+                                                    (cons "families" #())
+                                                    (cons "parameter_size" "")
+                                                    (cons "quantization_level" ""))))))
           (cons "object" "list")
           (cons "data"
-                (vector (list :object (cons "id" (server-path server)) (cons "object" "model")
+                (vector (list :object (cons "id" (server-path server))
+                              (cons "aliases" (vector (server-path server)))
+                              (cons "tags" #())
+                              (cons "object" "model")
                               (cons "created" (- (server-started server)
                                                  (encode-universal-time 0 0 0 1 1 1970 0)))
                               (cons "owned_by" "rontolisp")
                               (cons "meta" (list :object
+                                                 ;; llama.cpp's LLAMA_VOCAB_TYPE_BPE: the
+                                                 ;; byte-level BPE of tokenizer.ggml.model "gpt2",
+                                                 ;; the one vocabulary model:load reads
+                                                 (cons "vocab_type" 2)
                                                  (cons "n_vocab" (getf h :vocab-size))
+                                                 (cons "n_ctx" (getf h :context-length))
                                                  (cons "n_ctx_train" (getf h :context-length))
-                                                 (cons "n_embd" (getf h :embedding-length))))))))))
+                                                 (cons "n_embd" (getf h :embedding-length))
+                                                 (cons "n_params" params)
+                                                 (cons "size" bytes)
+                                                 (cons "ftype" (llama-ftype-name file))))))))))
 
 (defun metrics-text (server)
-  "GET /metrics: the counters in Prometheus's text format."
+  "GET /metrics: the counters in Prometheus's text format: llama-server's
+metrics (those of text generation, speculative decoding and its prompt
+cache always 0), then rontolisp's own."
   (multiple-value-bind (received queued held rejected) (%http-stats)
     (declare (ignore held))
     (with-output-to-string (s)
       (flet ((metric (name type help value)
                (format s "# HELP ~A ~A~%# TYPE ~A ~A~%~A ~A~%" name help name type name value)))
         (mp:with-lock ((server-lock server))
-          (metric "llamacpp:prompt_tokens_total" "counter" "Number of prompt tokens processed."
-                  (server-prompt-tokens server))
-          (metric "llamacpp:prompt_seconds_total" "counter" "Prompt process time in seconds."
-                  (json-float-string (server-prompt-seconds server)))
-          (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
-                  (server-processing server))
-          (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
-                  queued)
+          (let ((tokens (server-prompt-tokens server)) (seconds (server-prompt-seconds server))
+                (passes (server-passes server)))
+            (metric "llamacpp:prompt_tokens_total" "counter" "Number of prompt tokens processed."
+                    tokens)
+            (metric "llamacpp:prompt_tokens_cached_total" "counter"
+                    "Number of prompt tokens reused from the cache (none here)." 0)
+            (metric "llamacpp:prompt_seconds_total" "counter" "Prompt process time in seconds."
+                    (json-float-string seconds))
+            (metric "llamacpp:tokens_predicted_total" "counter"
+                    "Number of generation tokens processed (none here)." 0)
+            (metric "llamacpp:tokens_predicted_seconds_total" "counter"
+                    "Total time spent generating tokens (none here)." 0)
+            (metric "llamacpp:n_decode_total" "counter"
+                    "Number of encoder passes (one per text or question)." passes)
+            (metric "llamacpp:n_tokens_max" "counter" "Largest observed sequence length."
+                    (server-tokens-max server))
+            (dolist (name '("spec_decode_num_draft_tokens_total"
+                            "spec_decode_num_accepted_tokens_total" "spec_decode_num_drafts_total"))
+              (metric (concatenate 'string "llamacpp:" name) "counter"
+                      "Speculative decoding (none here)." 0))
+            (metric "llamacpp:prompt_tokens_seconds" "gauge"
+                    "Average prompt throughput in tokens/s."
+                    (if (plusp seconds) (json-float-string (/ tokens seconds)) 0))
+            (metric "llamacpp:predicted_tokens_seconds" "gauge"
+                    "Average generation throughput in tokens/s (none here)." 0)
+            (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
+                    (server-processing server))
+            (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
+                    queued)
+            (metric "llamacpp:n_busy_slots_per_decode" "gauge"
+                    "Average number of sequences per encoder pass." (if (plusp passes) 1 0)))
           (metric "rontolisp:requests_received_total" "counter"
                   "Number of requests received." received)
           (metric "rontolisp:requests_answered_total" "counter"

@@ -487,20 +487,34 @@ why."
   (let ((tok (tokenizer-of tokenizer 'model:tokenize)))
     (tokenize-octets tok (check-text text tok 'model:tokenize) add-special parse-special)))
 
+(defun checked-decode (decode tokenizer ids where)
+  "DECODE (%TOK-DECODE or %TOK-DECODE-OCTETS) of the token ids IDS by
+TOKENIZER, for the function WHERE: its answer, or MODEL:TOKENIZER-ERROR
+naming an id outside the vocabulary."
+  (let ((tok (tokenizer-of tokenizer where)))
+    (unless (and (typep ids 'sequence) (not (stringp ids))
+                 (every (lambda (id) (typep id '(signed-byte 32))) ids))
+      (element-type-error where ids "expected a sequence of token ids, found ~S" ids))
+    (multiple-value-bind (answer status message)
+        (funcall decode (tokenizer-handle tok) (coerce ids '(simple-array (signed-byte 32) (*))))
+      (declare (ignore status))
+      (or answer (model:tokenizer-error (tokenizer-path tok) "~A" message)))))
+
 (defun detokenize (tokenizer ids)
   "The text of the token ids IDS (a sequence of integers) by TOKENIZER (a
 tokenizer or an encoder, as MODEL:TOKENIZE takes): each token's bytes back
-through GPT-2's byte table, special tokens as their text; bytes that do not
-form UTF-8 become U+DC80..U+DCFF.  An id outside the vocabulary signals
+through GPT-2's byte table, special tokens as their text; each maximal
+run of bytes that is not UTF-8 becomes U+FFFD, as Hugging Face's decoder has
+it.  An id outside the vocabulary signals
 MODEL:TOKENIZER-ERROR naming it."
-  (let ((tok (tokenizer-of tokenizer 'model:detokenize)))
-    (unless (and (typep ids 'sequence) (not (stringp ids))
-                 (every (lambda (id) (typep id '(signed-byte 32))) ids))
-      (element-type-error 'model:detokenize ids "expected a sequence of token ids, found ~S" ids))
-    (multiple-value-bind (text status message)
-        (%tok-decode (tokenizer-handle tok) (coerce ids '(simple-array (signed-byte 32) (*))))
-      (declare (ignore status))
-      (or text (model:tokenizer-error (tokenizer-path tok) "~A" message)))))
+  (checked-decode #'%tok-decode tokenizer ids 'model:detokenize))
+
+(defun detokenize-octets (tokenizer ids)
+  "The bytes of the token ids IDS by TOKENIZER, as MODEL:DETOKENIZE has
+them before U+FFFD replaces what is not UTF-8: an (unsigned-byte 8)
+vector, for a caller that must tell a token holding part of a character
+from one holding U+FFFD."
+  (checked-decode #'%tok-decode-octets tokenizer ids 'model:detokenize-octets))
 
 (defun token-piece (tokenizer id)
   "The text of token ID as the vocabulary stores it (GPT-2's byte-to-unicode

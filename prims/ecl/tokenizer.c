@@ -191,8 +191,8 @@ static cl_object rl_prim_tok_encode_offsets(cl_object h, cl_object text, cl_obje
 }
 
 /* (%tok-decode handle ids) -> the text of IDS (a (signed-byte 32) vector)
- * as a string, bytes that are not UTF-8 as U+DC80..U+DCFF; or (values nil
- * status message). */
+ * as a string, bytes that are not UTF-8 as U+FFFD (rl_tok_decode); or
+ * (values nil status message). */
 static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
     static const char fn[] = "%TOK-DECODE";
     rl_tok *t = rl_tok_arg(fn, h);
@@ -209,6 +209,30 @@ static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
     }
     out = rl_string_from_utf8(text, len); /* as in %tok-encode */
     free(text);
+    ecl_return1(ecl_process_env(), out);
+}
+
+/* (%tok-decode-octets handle ids) -> the bytes of IDS as an (unsigned-byte
+ * 8) vector, UTF-8 or not (rl_tok_decode_bytes); or (values nil status
+ * message). */
+static cl_object rl_prim_tok_decode_octets(cl_object h, cl_object ids) {
+    static const char fn[] = "%TOK-DECODE-OCTETS";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_index n = 0;
+    const int32_t *p = rl_tok_i32s(fn, 2, ids, &n);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    char msg[RL_TOK_MSG] = "";
+    rl_tok_status st = rl_tok_decode_bytes(t, p, n, &bytes, &len, msg, sizeof msg);
+    cl_object out;
+    if (st != RL_TOK_OK) {
+        free(bytes);
+        return rl_tok_failure(st, msg);
+    }
+    out = ecl_alloc_simple_vector((cl_index)len, ecl_aet_b8);
+    if (len)
+        memcpy(out->vector.self.b8, bytes, len);
+    free(bytes);
     ecl_return1(ecl_process_env(), out);
 }
 
@@ -233,6 +257,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-ENCODE", rl_prim_tok_encode, 4),
     RL_PRIM("%TOK-ENCODE-OFFSETS", rl_prim_tok_encode_offsets, 4),
     RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 2),
+    RL_PRIM("%TOK-DECODE-OCTETS", rl_prim_tok_decode_octets, 2),
     RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),
     RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),
 };

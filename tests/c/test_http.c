@@ -146,6 +146,24 @@ static void test_limits_and_key(void) {
         CHECK_MSG(strncmp(buf, "HTTP/1.1 401", 12) == 0, "refused %zu: %.60s", i, buf);
         CHECK(strstr(buf, "\"type\":\"authentication_error\"") != NULL);
     }
+    /* A browser's preflight needs no key and is answered here, with CORS;
+     * a refusal echoes the Origin too. */
+    static const char preflight[] = "OPTIONS /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                    "Origin: http://a.test\r\n\r\n";
+    read_answer(send_request(port, preflight, sizeof preflight - 1), buf, sizeof buf);
+    CHECK_MSG(strncmp(buf, "HTTP/1.1 200", 12) == 0, "preflight: %.60s", buf);
+    CHECK_MSG(strstr(buf, "Access-Control-Allow-Origin: http://a.test\r\n") &&
+                  strstr(buf, "Access-Control-Allow-Credentials: true\r\n") &&
+                  strstr(buf, "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n") &&
+                  strstr(buf, "Access-Control-Allow-Headers: *\r\n"),
+              "preflight: %s", buf);
+    static const char cross[] = "GET /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                "Origin: http://b.test\r\n\r\n";
+    read_answer(send_request(port, cross, sizeof cross - 1), buf, sizeof buf);
+    CHECK_MSG(strncmp(buf, "HTTP/1.1 401", 12) == 0 &&
+                  strstr(buf, "Access-Control-Allow-Origin: http://b.test\r\n") &&
+                  !strstr(buf, "Access-Control-Allow-Methods"),
+              "cross-origin refusal: %s", buf);
     const char *taken[] = {
         "POST /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer sekret\r\n"
         "Content-Length: 10\r\n\r\n0123456789",

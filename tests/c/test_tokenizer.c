@@ -484,6 +484,17 @@ static void test_decode(void) {
     CHECK(rl_tok_decode(t, whole, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
     CHECK(len == 2 && memcmp(text, "\xc3\xa9", 2) == 0);
     free(text);
+    /* the bytes themselves, UTF-8 or not */
+    uint8_t *bytes;
+    CHECK(rl_tok_decode_bytes(t, half, 2, &bytes, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 2 && memcmp(bytes, "a\xc3", 2) == 0);
+    free(bytes);
+    CHECK(rl_tok_decode_bytes(t, ids, 5, &bytes, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 14 && memcmp(bytes, "<s> abc <mask>", 14) == 0);
+    free(bytes);
+    CHECK(rl_tok_decode_bytes(t, NULL, 0, &bytes, &len, msg, sizeof msg) == RL_TOK_OK &&
+          len == 0 && bytes);
+    free(bytes);
     /* a token with a character outside the byte table: its text as it is */
     const int32_t xy[] = {T_XY, T_GA};
     CHECK(rl_tok_decode(t, xy, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
@@ -492,6 +503,8 @@ static void test_decode(void) {
     const int32_t bad[] = {'a', T_N};
     CHECK(rl_tok_decode(t, bad, 2, &text, &len, msg, sizeof msg) == RL_TOK_BAD_ID);
     CHECK_MSG(strstr(msg, "position 1") != NULL, "message: %s", msg);
+    CHECK(rl_tok_decode_bytes(t, bad, 2, &bytes, &len, msg, sizeof msg) == RL_TOK_BAD_ID &&
+          bytes == NULL);
     CHECK(rl_tok_decode(t, NULL, 0, &text, &len, msg, sizeof msg) == RL_TOK_OK && len == 0 &&
           text[0] == 0);
     free(text);

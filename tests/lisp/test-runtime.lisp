@@ -775,6 +775,19 @@ then restore it."
         (is (contains out "no npm") "~A" out)
         (is (eql (if (string= ci "true") 1 0) code) "CI=~A: exit ~A" ci code)))))
 
+(test build-llama-server-fails-under-ci-without-the-libraries
+  (let ((dir (tmp-path "build-server"))
+        (script (namestring (merge-pathnames "tests/build-llama-server.sh" *root*))))
+    (dolist (ci '("true" "false"))
+      ;; Run where nothing is cached: no llama.cpp libraries to build against.
+      (multiple-value-bind (code out err)
+          (sh (format nil "mkdir -p \"$1\" && cd \"$1\" && CI=~A /bin/sh \"$2\"; s=$?; rm -rf \"$1\"; exit $s" ci)
+              dir script)
+        (is (string= "" err) "~A" err)
+        (is (contains out (format nil "llama-server: not built (no build/cache/llama/~
+libllama-common.so: run sh tests/fetch-llama-lib.sh first)")) "~A" out)
+        (is (eql (if (string= ci "true") 1 0) code) "CI=~A: exit ~A" ci code)))))
+
 ;;; A fixture git tracks that is missing fails the test that needs it,
 ;;; whatever CI says: only files made or fetched outside the repository
 ;;; (SKIP-UNLESS-FILE, SKIP-REFERENCE) may skip.

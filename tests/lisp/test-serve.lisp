@@ -1,5 +1,6 @@
 ;;;; test-serve.lisp - `rontolisp serve' (lisp/jobs/serve.lisp, prims/http.c)
-;;;; in a child process on a free loopback port: llama-server's shapes, the
+;;;; in a child process on a free loopback port: llama-server's shapes,
+;;;; checked against llama-server itself (tests/build-llama-server.sh), the
 ;;;; numbers of `tokenize', `embed --json' and `decide --json' bit for bit,
 ;;;; the API key, abuse that must not stop it, and SIGINT/SIGTERM ending it
 ;;;; with status 0.
@@ -14,6 +15,18 @@
 (defvar *server-process* nil
   "While CALL-WITH-SERVER's function runs, the server's child process.")
 
+(defun announced-port (out err what)
+  "The port a server (WHAT names it) announces in the file OUT as
+\"listening on http://127.0.0.1:PORT\", waiting at most 60 s; an error
+quoting its standard error (the file ERR) when none came."
+  (let* ((deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
+         (line (wait-for-line out "listening on http://127.0.0.1:" deadline))
+         (port (and line (parse-integer line :start (1+ (position #\: line :from-end t))
+                                             :junk-allowed t))))
+    (or port
+        (error "~A announced no port within 60 s: ~A" what
+               (ignore-errors (read-file-string err))))))
+
 (defun call-with-server (args function)
   "Run `rontolisp serve --port 0 ARGS', call FUNCTION with the port it
 announces on its first line (the test fails when none came within 60 s),
@@ -24,15 +37,9 @@ it), its standard error as a third value."
          (process (run-child *exe* (append (list "serve") args (list "--port" "0"))
                              :input nil :output out :error err :if-output-exists :supersede
                              :if-error-exists :supersede :wait nil))
-         (deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second)))
          (value nil) (code nil) (log ""))
     (unwind-protect
-         (let* ((line (wait-for-line out "listening on http://127.0.0.1:" deadline))
-                (port (and line (parse-integer line :start (1+ (position #\: line :from-end t))
-                                                    :junk-allowed t))))
-           (unless port
-             (error "serve announced no port within 60 s: ~A"
-                    (ignore-errors (read-file-string err))))
+         (let ((port (announced-port out err "serve")))
            (setf value (let ((*server-process* process)) (funcall function port)))
            (signal-process process 15)
            (multiple-value-bind (how status)
@@ -225,6 +232,304 @@ method a 405, each in llama-server's error shape; /metrics only with
       (is (eql 200 status))
       (is (search "# TYPE llamacpp:requests_processing gauge" text))
       (is (search "rontolisp:requests_answered_total 1" text) "~A" text))))
+
+;;; Against llama-server itself (built by tests/build-llama-server.sh): the
+;;; same requests to both servers on the same file answer the same keys
+;;; and JSON types at every level, the same token ids and text, and
+;;; embeddings within the encoder's agreement with llama.cpp.
+
+(defun llama-server-program ()
+  "llama.cpp's llama-server: RL_LLAMA_SERVER when set, else the one
+tests/build-llama-server.sh builds; NIL when there is none."
+  (let ((env (ext:getenv "RL_LLAMA_SERVER")))
+    (find-if #'probe-file
+             (remove nil (list (and env (plusp (length env)) env)
+                               (namestring (merge-pathnames "build/cache/llama-server/llama-server"
+                                                            *root*)))))))
+
+(defun call-with-llama-server (program file function)
+  "Run llama-server PROGRAM on FILE as an embedding server (mean pooling,
+one 1024-token batch, one thread) on a free loopback port, wait until its
+/health answers 200 (at most 60 s), call FUNCTION with the port, then end
+it; answers FUNCTION's value."
+  (let* ((out (tmp-path "llama-server-out")) (err (tmp-path "llama-server-err"))
+         (process (run-child program (list "-m" (namestring file) "--embedding" "--pooling" "mean"
+                                           "-ub" "1024" "-b" "1024" "-t" "1" "--metrics"
+                                           "--host" "127.0.0.1" "--port" "0")
+                             :input nil :output out :error err :if-output-exists :supersede
+                             :if-error-exists :supersede :wait nil)))
+    (unwind-protect
+         (let ((port (announced-port err err "llama-server"))
+               (deadline (+ (get-internal-real-time) (* 60 internal-time-units-per-second))))
+           ;; It listens before the model is loaded, answering 503 until then.
+           (loop until (eql 200 (http port "GET" "/health"))
+                 do (when (> (get-internal-real-time) deadline)
+                      (error "llama-server did not load ~A within 60 s: ~A" file
+                             (ignore-errors (read-file-string err))))
+                    (sleep 0.1))
+           (funcall function port))
+      (end-child process)
+      (ignore-errors (delete-file out))
+      (ignore-errors (delete-file err)))))
+
+(defun shaped-json (text)
+  "TEXT parsed with every JSON type kept apart: arrays as vectors, true
+and false as YASON:TRUE and YASON:FALSE, null as :NULL; NIL when it is not
+JSON."
+  (let ((yason:*parse-json-arrays-as-vectors* t)
+        (yason:*parse-json-booleans-as-symbols* t)
+        (yason:*parse-json-null-as-keyword* t))
+    (ignore-errors (yason:parse text))))
+
+(defun json-type-name (value)
+  (cond ((hash-table-p value) "object")
+        ((stringp value) "string")
+        ((vectorp value) "array")
+        ((integerp value) "integer")
+        ((realp value) "number")
+        ((member value '(yason:true yason:false)) "boolean")
+        (t "null")))
+
+(defun json-shape (value &optional (path "") (table (make-hash-table :test 'equal)))
+  "The shape of the parsed JSON VALUE: a table from each path (\".data[].index\")
+to the list of the JSON types found there."
+  (pushnew (json-type-name value) (gethash path table) :test #'string=)
+  (cond ((hash-table-p value)
+         (maphash (lambda (k v) (json-shape v (format nil "~A.~A" path k) table)) value))
+        ((and (vectorp value) (not (stringp value)))
+         (loop for x across value do (json-shape x (format nil "~A[]" path) table))))
+  table)
+
+(defparameter *llama-server-only-paths*
+  '(".default_generation_settings.params" ".chat_template_caps" ".media_marker")
+  "The parts of llama-server's answers ours leave out (doc/serve.md says
+why): its text generation's sampling settings and its chat template's
+capabilities, and the marker of media in multimodal prompts.")
+
+(defun shape-differences (ours theirs)
+  "How the shape of OURS differs from that of THEIRS (both parsed JSON): a
+list of lines.  A path under an array that is empty on one side, or under
+*LLAMA-SERVER-ONLY-PATHS*, is no difference."
+  (let ((a (json-shape ours)) (b (json-shape theirs)) (lines '()))
+    (labels ((under-empty-array-p (path table)
+               (let ((at (search "[]" path :from-end t)))
+                 (and at (let ((array (subseq path 0 at)))
+                           (or (and (gethash array table)
+                                    (null (gethash (format nil "~A[]" array) table)))
+                               (under-empty-array-p array table))))))
+             (left-out-p (path)
+               (some (lambda (p) (alexandria:starts-with-subseq p path))
+                     *llama-server-only-paths*)))
+      (dolist (path (remove-duplicates (append (alexandria:hash-table-keys a)
+                                               (alexandria:hash-table-keys b))
+                                       :test #'string=))
+        (let ((mine (gethash path a)) (its (gethash path b)))
+          (unless (or (left-out-p path)
+                      (and (null mine) (under-empty-array-p path a))
+                      (and (null its) (under-empty-array-p path b))
+                      (null (set-exclusive-or mine its :test #'string=)))
+            (push (format nil "~A: ours ~:[none~;~:*~{~A~^|~}~], ~
+llama-server's ~:[none~;~:*~{~A~^|~}~]"
+                          path (sort (copy-list mine) #'string<) (sort (copy-list its) #'string<))
+                  lines)))))
+    (sort lines #'string<)))
+
+(defparameter *llama-server-tolerance* 1d-4
+  "The largest difference of an embedding from llama-server's, relative to
+its largest value: the encoder's agreement with llama.cpp on F32 files
+(test-model.lisp).")
+
+(defun float-row-p (x)
+  (and (vectorp x) (not (stringp x)) (plusp (length x)) (every #'realp x) (some #'floatp x)))
+
+(defun value-differences (ours theirs &optional (path ""))
+  "Where the values of OURS differ from llama-server's THEIRS (both parsed
+JSON), on the paths both have: integers and strings equal, embedding rows
+(arrays of numbers; base64 strings under an embedding) within
+*LLAMA-SERVER-TOLERANCE* of the largest of llama-server's; a list of lines."
+  (flet ((row-difference (mine its)
+           (cond ((/= (length mine) (length its))
+                  (list (format nil "~A: ~D numbers, llama-server's ~D" path
+                                (length mine) (length its))))
+                 (t (let ((big (reduce #'max its :key #'abs :initial-value 0d0))
+                          (diff (reduce #'max (map 'vector (lambda (x y) (abs (- x y))) mine its)
+                                        :initial-value 0d0)))
+                      (unless (<= diff (* *llama-server-tolerance* big))
+                        (list (format nil "~A: differs by ~,3e of the largest value (at most ~,0e)"
+                                      path (if (zerop big) diff (/ diff big))
+                                      *llama-server-tolerance*))))))))
+    (cond ((and (hash-table-p ours) (hash-table-p theirs))
+           (loop for k being the hash-keys of theirs using (hash-value v)
+                 for (mine found) = (multiple-value-list (gethash k ours))
+                 when found append (value-differences mine v (format nil "~A.~A" path k))))
+          ((and (float-row-p ours) (float-row-p theirs)) (row-difference ours theirs))
+          ((and (stringp ours) (stringp theirs) (contains path "embedding"))
+           (row-difference (octets-f32 (base64-decode ours)) (octets-f32 (base64-decode theirs))))
+          ((and (vectorp ours) (vectorp theirs) (not (stringp ours)) (not (stringp theirs)))
+           (if (/= (length ours) (length theirs))
+               (list (format nil "~A: ~D elements, llama-server's ~D" path
+                             (length ours) (length theirs)))
+               (loop for x across ours for y across theirs for i from 0
+                     append (value-differences x y (format nil "~A[~D]" path i)))))
+          ((equal ours theirs) nil)
+          (t (flet ((brief (x)
+                      (let ((text (princ-to-string (or (ignore-errors (json-line x)) x))))
+                        (if (> (length text) 200) (format nil "~A..." (subseq text 0 200)) text))))
+               (list (format nil "~A: ours ~A, llama-server's ~A" path (brief ours)
+                             (brief theirs))))))))
+
+(defun cors-headers (port)
+  "What a browser on another origin sees: the status and the
+Access-Control- headers (name and value, lowercase names, sorted) of a
+preflight OPTIONS /tokenize and of the POST that follows, both with an
+Origin header."
+  (flet ((cors (method body)
+           (multiple-value-bind (status text headers)
+               (http port method "/tokenize" :body body
+                                             :headers '("Origin: http://example.test"
+                                                        "Access-Control-Request-Method: POST"))
+             (declare (ignore text))
+             (list status
+                   (sort (loop for line in (split-lines (remove #\Return headers))
+                               for colon = (position #\: line)
+                               for name = (and colon (string-downcase (subseq line 0 colon)))
+                               when (and name (alexandria:starts-with-subseq "access-control-" name)
+                                         (string/= name "access-control-allow-methods"))
+                                 collect (list name (string-trim " " (subseq line (1+ colon)))))
+                         #'string< :key #'first)))))
+    (list (cors "OPTIONS" nil) (cors "POST" "{\"content\": \"ab\"}"))))
+
+(defun metric-types (text)
+  "The metrics of the Prometheus TEXT whose sample is a number: a list of
+(name type), from its # TYPE lines."
+  (loop for line in (split-lines text)
+        for words = (split-words line)
+        when (and (= 4 (length words)) (string= "#" (first words))
+                  (string= "TYPE" (second words))
+                  (loop for l in (split-lines text)
+                        thereis (let ((w (split-words l)))
+                                  (and (= 2 (length w)) (string= (third words) (first w))
+                                       (ignore-errors
+                                        (realp (let ((*read-eval* nil))
+                                                 (read-from-string (second w)))))))))
+          collect (list (third words) (fourth words))))
+
+(defun split-words (line)
+  (remove "" (rontolisp::split-on #\Space line) :test #'string=))
+
+(defun json-at (json path)
+  "The value of the parsed JSON at PATH, a list of keys and indexes; NIL
+where there is none."
+  (loop for step in path
+        do (setf json (cond ((and (stringp step) (hash-table-p json)) (gethash step json))
+                            ((and (integerp step) (vectorp json) (< step (length json)))
+                             (aref json step))))
+        finally (return json)))
+
+(defparameter *llama-server-requests*
+  ;; (method path body &key values status): VALUES T (compare every value),
+  ;; NIL (the shape only) or the paths of the values to compare (keys and
+  ;; indexes); STATUS (ours llama-server's) where they differ: doc/serve.md's
+  ;; table says why.
+  '(("GET" "/health" nil)
+    ("GET" "/props" nil :values (("default_generation_settings" "n_ctx") ("total_slots")
+                                 ("model_alias") ("model_path") ("model_ftype") ("modalities")
+                                 ("chat_template") ("bos_token") ("eos_token")))
+    ("GET" "/v1/models" nil :values (("data" 0 "id") ("data" 0 "aliases") ("data" 0 "meta")
+                                     ("models" 0 "name") ("models" 0 "model")))
+    ("POST" "/tokenize" "{\"content\": \"hello world, caf\\u00e9\"}")
+    ("POST" "/tokenize" "{\"content\": \"hello [MASK] world\", \"add_special\": true}")
+    ("POST" "/tokenize" "{\"content\": \"a [MASK] caf\\u00e9 \\ud83d\\ude00\", \"with_pieces\": true}")
+    ("POST" "/tokenize" "{\"content\": [\"hello\", 5, \" world [MASK]\"], \"add_special\": true}")
+    ("POST" "/tokenize" "{\"content\": [7, \"hello\"], \"add_special\": true}")
+    ("POST" "/tokenize" "{\"content\": \"a [MASK] b\", \"parse_special\": false}")
+    ("POST" "/detokenize" "{\"tokens\": [2, 109, 106, 113, 113, 116, 37, 4, 3]}")
+    ("POST" "/embedding" "{\"content\": \"hello world\"}")
+    ("POST" "/embedding" "{\"content\": [\"hello world\", [5, 6, 7]], \"embd_normalize\": -1}")
+    ("POST" "/embedding" "{\"content\": \"another text\", \"embd_normalize\": 1}")
+    ("POST" "/embedding" "{\"content\": [\"a third\", \"and a fourth\"], \"embd_normalize\": 0}")
+    ("POST" "/v1/embeddings" "{\"input\": \"hello world\"}")
+    ("POST" "/v1/embeddings" "{\"input\": [\"hello world\", \"a second text\"]}")
+    ("POST" "/v1/embeddings" "{\"input\": [[5, 6, 7], [8, 9]], \"encoding_format\": \"float\"}")
+    ("POST" "/v1/embeddings" "{\"input\": \"hello world\", \"encoding_format\": \"base64\"}")
+    ;; a flat array holding ids is one prompt; strings in it are tokenized,
+    ;; the file's bos and eos only around a first one
+    ("POST" "/embedding" "{\"content\": [\"hello\", 5, 6, \"world\"]}")
+    ("POST" "/v1/embeddings" "{\"input\": [[\"hello\", 5], \"world\", [7, 8], {\"prompt_string\": \"hi\"}]}")
+    ("POST" "/embedding" "{\"content\": []}" :values nil :status (400 500))
+    ("GET" "/nowhere" nil :values nil)
+    ("POST" "/v1/embeddings" "{\"model\": \"m\"}" :values nil)
+    ("POST" "/v1/embeddings" "{\"input\": \"a\", \"encoding_format\": \"hex\"}" :values nil)
+    ("POST" "/tokenize" "{\"content\": " :values nil :status (400 500))
+    ("POST" "/detokenize" "{\"tokens\": \"x\"}" :values nil :status (400 500))
+    ("GET" "/tokenize" nil :values nil :status (405 404)))
+  "The requests sent to both servers.")
+
+(test serve-answers-as-llama-server-does
+  "The same requests to `rontolisp serve' and to llama-server on the same
+mean-pooling file answer the same status, keys and JSON types at every
+level (*LLAMA-SERVER-ONLY-PATHS* aside), the same ids and texts, and
+embeddings within *LLAMA-SERVER-TOLERANCE*."
+  (let ((program (llama-server-program)))
+    (if (null program)
+        (skip-reference "llama-server is missing (run sh tests/build-llama-server.sh, or set ~
+RL_LLAMA_SERVER)")
+        (let ((file (tmp-path "mean.gguf")))
+          ;; llama.cpp strips the space before [MASK] (as the file's
+          ;; skycmd.tokenizer.lstrip_ids says) only when general.name
+          ;; names modern-bert.
+          (multiple-value-bind (code out err)
+              (run-exe (list "edit" (encoder-file "s1-nano" :f32) file
+                             "--set" "modern-bert.pooling_type=1:u32"
+                             "--set" "general.name=modern-bert-random:string"))
+            (declare (ignore out))
+            (is (eql 0 code) "edit: ~A" err))
+          (flet ((ask-all (port)
+                   ;; the answers, then the metrics after them
+                   (append (loop for (method path body) in *llama-server-requests*
+                                 collect (multiple-value-bind (status text)
+                                             (http port method path :body body)
+                                           (list status (shaped-json text) text)))
+                           (list (cors-headers port))
+                           (list (metric-types (nth-value 1 (http port "GET" "/metrics")))))))
+            (let ((theirs (call-with-llama-server program file #'ask-all))
+                  (ours (with-server (port file "--metrics") (ask-all port))))
+              ;; A browser's preflight and its request: the same CORS answer.
+              (is (equal (car (last theirs 2)) (car (last ours 2)))
+                  "CORS: ours ~S, llama-server's ~S" (car (last ours 2)) (car (last theirs 2)))
+              ;; Every metric of llama-server's, of the same type, a number.
+              (let ((mine (car (last ours))))
+                (is (< 10 (length (car (last theirs)))) "llama-server's metrics: ~S"
+                    (car (last theirs)))
+                (loop for (name type) in (car (last theirs))
+                      do (is (equal (list name type) (assoc name mine :test #'string=))
+                             "metric ~A: llama-server's is a ~A, ours ~:[missing~;~:*~{~*a ~A~}~]"
+                             name type (assoc name mine :test #'string=))))
+              (loop for (method path body . keys) in *llama-server-requests*
+                    for (status json text) in ours
+                    for (their-status their-json their-text) in theirs
+                    for what = (format nil "~A ~A~@[ ~A~]" method path body)
+                    do (destructuring-bind (&key (values t) ((:status status-pair))) keys
+                         (is (equal (or status-pair (list their-status their-status))
+                                    (list status their-status))
+                             "~A: status ~A, llama-server's ~A" what status their-status)
+                         (is (and json their-json) "~A: not JSON: ~A / ~A" what text their-text)
+                         (let ((shape (shape-differences json their-json)))
+                           (is (null shape) "~A: the shapes differ:~{~%  ~A~}" what shape))
+                         (when values
+                           (let ((diff (if (eq values t)
+                                           (value-differences json their-json)
+                                           (loop for at in values
+                                                 for where = (format nil "~{.~A~}" at)
+                                                 append (if (json-at their-json at)
+                                                            (value-differences
+                                                             (json-at json at)
+                                                             (json-at their-json at) where)
+                                                            (list (format nil "~A: llama-server ~
+has none" where)))))))
+                             (is (null diff) "~A: the values differ:~{~%  ~A~}" what
+                                 (subseq diff 0 (min 10 (length diff))))))))))
+          (delete-file file)))))
 
 ;;; The numbers of the command line.
 
