@@ -82,6 +82,7 @@ command-line tools built on them."
                (:file "tools/eval")
                (:file "tools/decision-bench")
                (:file "tools/export")
+               (:static-file "tools/serve-page.html")
                (:file "tools/serve")
                (:file "commands/script")
                (:file "commands/swank")

@@ -24,6 +24,11 @@ it has a decision head (HEAD), its pooling, the worker count, whether
 
 (defparameter *json-type* "application/json; charset=utf-8")
 
+(defparameter *page* (source-file-text "serve-page.html")
+  "The page GET / answers (lisp/tools/serve-page.html): a question form
+for /decide and a text box for /tokenize, HTML with its CSS and script
+inline.")
+
 ;;; Reading requests.
 
 (defun invalid-request (control &rest args)
@@ -315,7 +320,8 @@ it (from 1 in a list) and why."
     ("/embedding" :post handle-embedding) ("/embeddings" :post handle-embedding)
     ("/v1/embeddings" :post handle-v1-embeddings)
     ("/decide" :post handle-decide)
-    ("/metrics" :get :metrics))
+    ("/metrics" :get :metrics)
+    ("/" :get :page))
   "Each endpoint: its path, its method and the function that answers it.")
 
 ;;; Answering.
@@ -335,12 +341,14 @@ it (from 1 in a list) and why."
     (destructuring-bind (verb handler) (rest route)
       (unless (string= method (symbol-name verb))
         (request-error 405 "invalid_request_error" "~A expects ~A, found ~A" path verb method))
-      (if (eq handler :metrics)
-          (if (server-metrics server)
-              (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
-              (request-error 501 "not_supported_error" "This server does not support metrics ~
-endpoint. Start it with `--metrics`"))
-          (values 200 *json-type* (json-octets (funcall handler server body)))))))
+      (case handler
+        (:metrics
+         (if (server-metrics server)
+             (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
+             (request-error 501 "not_supported_error" "This server does not support metrics ~
+endpoint. Start it with `--metrics`")))
+        (:page (values 200 "text/html; charset=utf-8" (%utf8-octets *page*)))
+        (t (values 200 *json-type* (json-octets (funcall handler server body))))))))
 
 (defun request-answer (server method path body)
   "ROUTE's answer, or the JSON error of whatever it signalled: a
