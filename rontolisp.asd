@@ -81,6 +81,7 @@ command-line tools built on them."
                (:file "model/model-quantize")
                (:file "tools/eval")
                (:file "tools/decision-bench")
+               (:static-file "tools/bench-page.html")
                (:file "tools/export")
                (:static-file "tools/serve-page.html")
                (:file "tools/serve")
