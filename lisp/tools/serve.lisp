@@ -10,6 +10,8 @@
 ;;;; printed by the same JSON writer) and hand it back.  Every request a
 ;;;; worker takes is answered, whatever happens while it computes; every
 ;;;; refusal is one JSON shape, {"error": {"code", "message", "type"}}.
+;;;; GET / is the page of serve-page.html beside this file, read into the
+;;;; executable when this file is compiled.
 
 (in-package "RONTOLISP")
 
@@ -24,7 +26,7 @@ it has a decision head (HEAD), its pooling, the worker count, whether
 
 (defparameter *json-type* "application/json; charset=utf-8")
 
-(defparameter *page* (source-file-text "serve-page.html")
+(defparameter *serve-page* (source-file-text "serve-page.html")
   "The page GET / answers (lisp/tools/serve-page.html): a question form
 for /decide and a text box for /tokenize, HTML with its CSS and script
 inline.")
@@ -347,7 +349,7 @@ it (from 1 in a list) and why."
              (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
              (request-error 501 "not_supported_error" "This server does not support metrics ~
 endpoint. Start it with `--metrics`")))
-        (:page (values 200 "text/html; charset=utf-8" (%utf8-octets *page*)))
+        (:page (values 200 "text/html; charset=utf-8" (%utf8-octets *serve-page*)))
         (t (values 200 *json-type* (json-octets (funcall handler server body))))))))
 
 (defun request-answer (server method path body)
