@@ -117,8 +117,8 @@ per question and max |dp|), a placeholder for each null figure."
                    (page-figure bytes "~:D B")
                    (and (integerp bytes) (>= bytes 1024) (html-text (size-string bytes)))
                    (page-figure (object-value entry "tensors") "~D"))
-           (dolist (format formats)
-             (let* ((f (find format (object-value m "formats")
+           (dolist (kind formats)
+             (let* ((f (find kind figures
                              :key (lambda (f) (object-value f "format")) :test #'string=))
                     (dp (object-value f "max_abs_dp")))
                (format s "<td class=\"first\">~A</td><td>~A</td>"
