@@ -445,8 +445,8 @@ or NIL."
 
 (defun browse (url steps &key (deadline 90) (width 1200) (height 800))
   "Open URL in headless chromium, run STEPS (a list of hash tables or
-plists, as tests/ref/browse.js takes them: :type/:text, :click, :wait,
-:eval, :screenshot) and answer the values of the :eval steps in order and
+plists, as tests/ref/browse.js takes them: :type/:text, :click,
+:press/:ctrl, :wait, :eval, :screenshot) and answer the values of the :eval steps in order and
 the errors the page logged (console errors, uncaught exceptions, failed
 requests), each a list.  Without chromium or node the test is skipped, or
 fails under CI=true (SKIP-REFERENCE), and NIL is answered; a step that

@@ -436,10 +436,11 @@ needs."
 
 (test serve-page-answers-in-a-browser
   "In headless chromium, a question typed into the page's form (with the
-key typed into its field) is answered as bars whose values are the
-probabilities POST /decide answers, and a text as tokens whose ids and
-pieces are those of POST /tokenize (with_pieces); nothing is logged as an
-error.  The screenshot is README's picture."
+key typed into its field) and sent with its button is answered as bars
+whose values are the probabilities POST /decide answers, and a text sent
+with Ctrl+Enter as tokens whose ids and pieces are those of POST /tokenize
+(with_pieces); nothing is logged as an error.  The screenshot is README's
+picture."
   (let* ((file (trained-file))
          (key "page-key")
          (auth (list (format nil "Authorization: Bearer ~A" key)))
@@ -469,7 +470,7 @@ error.  The screenshot is README's picture."
                       (:eval "document.getElementById('decide-status').dataset.state")
                       (:eval "[...document.querySelectorAll('#decide-answer .option')].map(o => [o.querySelector('.text').textContent, o.querySelector('.bar').dataset.probability, o.querySelector('.bar').style.width])")
                       (:type "#t-text" :text ,text)
-                      (:click "#tokenize-button")
+                      (:press "Enter" :ctrl t)
                       (:wait ,(status-done "tokenize-status"))
                       (:eval "document.getElementById('tokenize-status').dataset.state")
                       (:eval "[...document.querySelectorAll('#tokenize-answer .token')].map(t => [Number(t.dataset.id), JSON.parse(t.dataset.piece)])")

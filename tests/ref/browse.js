@@ -10,6 +10,8 @@
 //   {"type": SELECTOR, "text": T}   focus the field, select what it holds,
 //                                   and type T (Input.insertText)
 //   {"click": SELECTOR}             a mouse click at the element's centre
+//   {"press": KEY, "ctrl": BOOL}    a key (Enter, Tab, ...) pressed and let go
+//                                   in the focused element, Ctrl held or not
 //   {"wait": EXPR}                  evaluate EXPR every 50 ms until it is true
 //   {"eval": EXPR}                  evaluate EXPR; its value (as JSON) is
 //                                   the next entry of "results"
@@ -161,6 +163,14 @@ async function main() {
       if (!box) throw new Error("no element " + step.click + " to click");
       for (const type of ["mousePressed", "mouseReleased"]) {
         await page("Input.dispatchMouseEvent", { type, x: box.x, y: box.y, button: "left", clickCount: 1 });
+      }
+    } else if (step.press !== undefined) {
+      const codes = { Enter: 13, Tab: 9, Escape: 27 };
+      if (!(step.press in codes)) throw new Error("no key " + step.press + " to press");
+      for (const type of ["rawKeyDown", "keyUp"]) {
+        await page("Input.dispatchKeyEvent", {
+          type, key: step.press, code: step.press, windowsVirtualKeyCode: codes[step.press],
+          modifiers: step.ctrl ? 2 : 0 });
       }
     } else if (step.wait !== undefined) {
       while (!(await evaluate(step.wait))) {
