@@ -443,20 +443,29 @@ or NIL."
     (let ((missing (string-trim " " out)))
       (and (plusp (length missing)) missing))))
 
+(defmacro with-browser (() &body body)
+  "Run BODY when the pages can be opened in a browser here; otherwise skip
+the test (fail under CI=true, SKIP-REFERENCE) saying what is missing.  A
+browser test puts all of its checks in BODY, so that without a browser it
+is skipped, never passed."
+  (let ((missing (gensym)))
+    `(let ((,missing (browser-missing)))
+       (if ,missing
+           (skip-reference "the browser tests need ~A (tests/ensure-deps.sh installs them)" ,missing)
+           (progn ,@body)))))
+
 (defun browse (url steps &key (deadline 90) (width 1200) (height 800))
   "Open URL in headless chromium, run STEPS (a list of hash tables or
 plists, as tests/ref/browse.js takes them: :type/:text, :click,
 :press/:ctrl, :wait, :eval, :screenshot) and answer the values of the :eval steps in order and
 the errors the page logged (console errors, uncaught exceptions, failed
-requests), each a list.  Without chromium or node the test is skipped, or
-fails under CI=true (SKIP-REFERENCE), and NIL is answered; a step that
-fails, or a run past DEADLINE seconds (the browser is then killed), fails
-the test.  The window is WIDTH by HEIGHT pixels (a screenshot takes the
+requests), each a list.  Called within WITH-BROWSER; a step that fails,
+or a run past DEADLINE seconds (the browser is then killed), fails the
+test.  The window is WIDTH by HEIGHT pixels (a screenshot takes the
 whole page, at least that)."
   (let ((missing (browser-missing)))
     (when missing
-      (skip-reference "the browser tests need ~A (tests/ensure-deps.sh installs them)" missing)
-      (return-from browse nil)))
+      (error "the browser tests need ~A: open pages within WITH-BROWSER" missing)))
   (let ((job (tmp-path "browse.json"))
         (*read-default-float-format* 'double-float))
     (unwind-protect

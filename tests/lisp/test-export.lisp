@@ -137,50 +137,68 @@ without pico replaces the results (its file and entries go)."
              (is-false (probe-file (format nil "~A/a-pico.gguf" out)))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
+(defun export-for-page (models out broken)
+  "Export a random s1-pico (a-pico) and a model whose safetensors file is
+cut short (named BROKEN) from MODELS into OUT (exit 1: the broken one)."
+  (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+  (rontolisp::write-random-laya (format nil "~A/~A" models broken) "s1-pico")
+  (sh "truncate -s 1000 \"$1/$2/model.safetensors\"" models broken)
+  (is (= 1 (run-exe (list "export" models out "--iters" "1")))))
+
+(defparameter *page-broken-name* "c-<broken> & \"quoted\""
+  "A model name that is HTML markup if it is not escaped.")
+
 (test export-writes-a-bench-page
-  "bench.html beside bench.json: one self-contained page with a row per
-model (its name as written, escaped), its sizes and per format its figures,
-a placeholder for each null; in headless chromium it loads with no error
-logged and shows the same.  The screenshot is README's picture."
+  "bench.html beside bench.json: one self-contained page (no script, no
+asset from elsewhere) with a row per model (its name escaped), its sizes
+and per format its figures, a placeholder for each null: the broken
+model's parameters, file, tensors and two figures of each format."
   (let ((models (tmp-path "models")) (out (tmp-path "exported"))
-        (broken "c-<broken> & \"quoted\"")
-        (shot (page-screenshot "bench")))
-    (ignore-errors (delete-file shot))
+        (placeholder "<span class=\"missing\" title=\"not measured\">&mdash;</span>"))
     (unwind-protect
          (progn
-           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
-           (rontolisp::write-random-laya (format nil "~A/~A" models broken) "s1-pico")
-           (sh "truncate -s 1000 \"$1/$2/model.safetensors\"" models broken)
-           (is (= 1 (run-exe (list "export" models out "--iters" "1"))))
-           (let* ((page (read-file-string (format nil "~A/bench.html" out)))
-                  (placeholder "<span class=\"missing\" title=\"not measured\">&mdash;</span>"))
+           (export-for-page models out *page-broken-name*)
+           (let ((page (read-file-string (format nil "~A/bench.html" out))))
              (is (search "<tr data-model=\"a-pico\">" page))
              (is (search "<tr data-model=\"c-&lt;broken&gt; &amp; &quot;quoted&quot;\">" page))
              (is (not (search "<broken>" page)))
-             ;; the broken model: parameters, file, tensors and the two
-             ;; figures of its two formats
-             (is (= 7 (loop for at = (search placeholder page) then (search placeholder page :start2 (1+ at))
+             (is (= 7 (loop for at = (search placeholder page)
+                              then (search placeholder page :start2 (1+ at))
                             while at count t))
                  "~A" page)
              (is (search "202,305" page))
              (dolist (external '("src=" "href=\"http" "@import" "url(" "<script"))
-               (is (not (search external page)) "the page loads ~A" external)))
-           (multiple-value-bind (results errors)
-               (browse (format nil "file://~A/bench.html" out)
-                       `((:eval "[...document.querySelectorAll('tbody tr')].map(r => [r.dataset.model, r.querySelectorAll('.missing').length, [...r.querySelectorAll('.missing')].map(m => m.textContent).join('')])")
-                         (:eval "[...document.querySelectorAll('thead th.format')].map(t => t.textContent)")
-                         (:screenshot ,shot))
-                       :height 400)
-             (when results
+               (is (not (search external page)) "the page loads ~A" external))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
+(test export-bench-page-in-a-browser
+  "In headless chromium, bench.html loads with no error logged and shows
+every model under its own name, the broken one with a dash for each of
+its seven missing figures and the benched one with none.  The screenshot
+is README's picture."
+  (with-browser ()
+    (let ((models (tmp-path "models")) (out (tmp-path "exported"))
+          (shot (page-screenshot "bench")))
+      (ignore-errors (delete-file shot))
+      (unwind-protect
+           (progn
+             (export-for-page models out *page-broken-name*)
+             (multiple-value-bind (results errors)
+                 (browse (format nil "file://~A/bench.html" out)
+                         `((:eval "[...document.querySelectorAll('tbody tr')].map(r => [r.dataset.model, r.querySelectorAll('.missing').length, [...r.querySelectorAll('.missing')].map(m => m.textContent).join('')])")
+                           (:eval "[...document.querySelectorAll('thead th.format')].map(t => t.textContent)")
+                           (:screenshot ,shot))
+                         :height 400)
                (destructuring-bind (rows formats) results
                  (is (equal (list (list "a-pico" 0 "")
-                                  (list broken 7 (format nil "~v@{~A~:*~}" 7 (code-char #x2014))))
+                                  (list *page-broken-name* 7
+                                        (make-string 7 :initial-element (code-char #x2014))))
                             rows)
                      "~S" rows)
                  (is (equal '("F16" "F32") formats)))
                (is (null errors) "the page logged ~S" errors)
-               (is (png-file-p shot)))))
-      (sh "rm -rf \"$1\" \"$2\"" models out))))
+               (is (png-file-p shot))))
+        (sh "rm -rf \"$1\" \"$2\"" models out)))))
 
 (test export-usage
   "Missing operands and a type export does not take are usage errors (2);

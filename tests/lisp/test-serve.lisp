@@ -441,41 +441,43 @@ whose values are the probabilities POST /decide answers, and a text sent
 with Ctrl+Enter as tokens whose ids and pieces are those of POST /tokenize
 (with_pieces); nothing is logged as an error.  The screenshot is README's
 picture."
-  (let* ((file (trained-file))
-         (key "page-key")
-         (auth (list (format nil "Authorization: Bearer ~A" key)))
-         (question (list "type" "count" "instructions" "Count the entries."
-                         "options" '("2" "3" "4" "5") "state" "items: tiger table zinc"))
-         (text "Count the files: notes.txt, main.c")
-         (shot (page-screenshot "serve"))
-         (*read-default-float-format* 'double-float))
-    (ignore-errors (delete-file shot))
-    (with-server (port file "--api-key" key)
-      (let ((expected (yason:parse (nth-value 1 (http port "POST" "/decide" :headers auth
-                                                      :body (json-line (alexandria:plist-hash-table
-                                                                        question :test 'equal))))))
-            (tokens (yason:parse (nth-value 1 (http port "POST" "/tokenize" :headers auth
-                                                    :body (json-line (alexandria:plist-hash-table
-                                                                      (list "content" text "with_pieces" t)
-                                                                      :test 'equal)))))))
-        (multiple-value-bind (results errors)
-            (browse (format nil "http://127.0.0.1:~D/" port)
-                    `((:type "#api-key" :text ,key)
-                      (:type "#q-type" :text "count")
-                      (:type "#q-instructions" :text "Count the entries.")
-                      (:type "#q-options" :text ,(format nil "2~%3~%4~%5"))
-                      (:type "#q-state" :text "items: tiger table zinc")
-                      (:click "#decide-button")
-                      (:wait ,(status-done "decide-status"))
-                      (:eval "document.getElementById('decide-status').dataset.state")
-                      (:eval "[...document.querySelectorAll('#decide-answer .option')].map(o => [o.querySelector('.text').textContent, o.querySelector('.bar').dataset.probability, o.querySelector('.bar').style.width])")
-                      (:type "#t-text" :text ,text)
-                      (:press "Enter" :ctrl t)
-                      (:wait ,(status-done "tokenize-status"))
-                      (:eval "document.getElementById('tokenize-status').dataset.state")
-                      (:eval "[...document.querySelectorAll('#tokenize-answer .token')].map(t => [Number(t.dataset.id), JSON.parse(t.dataset.piece)])")
-                      (:screenshot ,shot)))
-          (when results
+  (with-browser ()
+    (let* ((file (trained-file))
+           (key "page-key")
+           (auth (list (format nil "Authorization: Bearer ~A" key)))
+           (question (list "type" "count" "instructions" "Count the entries."
+                           "options" '("2" "3" "4" "5") "state" "items: tiger table zinc"))
+           (text "Count the files: notes.txt, main.c")
+           (shot (page-screenshot "serve"))
+           (*read-default-float-format* 'double-float))
+      (ignore-errors (delete-file shot))
+      (with-server (port file "--api-key" key)
+        (let ((expected (yason:parse
+                         (nth-value 1 (http port "POST" "/decide" :headers auth
+                                            :body (json-line (alexandria:plist-hash-table
+                                                              question :test 'equal))))))
+              (tokens (yason:parse
+                       (nth-value 1 (http port "POST" "/tokenize" :headers auth
+                                          :body (json-line (alexandria:plist-hash-table
+                                                            (list "content" text "with_pieces" t)
+                                                            :test 'equal)))))))
+          (multiple-value-bind (results errors)
+              (browse (format nil "http://127.0.0.1:~D/" port)
+                      `((:type "#api-key" :text ,key)
+                        (:type "#q-type" :text "count")
+                        (:type "#q-instructions" :text "Count the entries.")
+                        (:type "#q-options" :text ,(format nil "2~%3~%4~%5"))
+                        (:type "#q-state" :text "items: tiger table zinc")
+                        (:click "#decide-button")
+                        (:wait ,(status-done "decide-status"))
+                        (:eval "document.getElementById('decide-status').dataset.state")
+                        (:eval "[...document.querySelectorAll('#decide-answer .option')].map(o => [o.querySelector('.text').textContent, o.querySelector('.bar').dataset.probability, o.querySelector('.bar').style.width])")
+                        (:type "#t-text" :text ,text)
+                        (:press "Enter" :ctrl t)
+                        (:wait ,(status-done "tokenize-status"))
+                        (:eval "document.getElementById('tokenize-status').dataset.state")
+                        (:eval "[...document.querySelectorAll('#tokenize-answer .token')].map(t => [Number(t.dataset.id), JSON.parse(t.dataset.piece)])")
+                        (:screenshot ,shot)))
             (destructuring-bind (decide-state bars tokenize-state chips) results
               (is (equal "done" decide-state))
               (is (equal '("2" "3" "4" "5") (mapcar #'first bars)))
