@@ -93,10 +93,18 @@ rl_tok_status rl_tok_encode_offsets(const rl_tok *t, const char *text, size_t le
                                     size_t **offsets, size_t *n, char *msg, size_t msgsz);
 
 /* The text of IDS: each token's bytes back through the byte-to-unicode
- * table (control and user-defined tokens as their text).  *TEXT is
- * malloc'd and NUL-terminated (free it), *LEN its length. */
+ * table (control and user-defined tokens as their text), each maximal run
+ * of bytes that is not UTF-8 as U+FFFD.  *TEXT is malloc'd and
+ * NUL-terminated (free it), *LEN its length. */
 rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
                             size_t *len, char *msg, size_t msgsz);
+
+/* The bytes of IDS as rl_tok_decode finds them, before anything is
+ * replaced: a token that holds part of a character gives that part (as
+ * llama.cpp's token_to_piece does).  *BYTES is malloc'd and NUL-terminated
+ * (free it), *LEN its length. */
+rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n, char **bytes,
+                                  size_t *len, char *msg, size_t msgsz);
 
 /* Token ID's text as stored (byte-to-unicode form), or NULL when out of
  * range; *LEN its length. */

@@ -1,7 +1,8 @@
 /* tokenizer_decode.c - token ids back to text (rl_tok_decode, the contract
  * in prims/tokenizer.h and doc/tokenizer.md): each id's piece through the
- * byte-to-unicode table back to bytes, special tokens as their text, and
- * bytes that do not form UTF-8 replaced as Hugging Face's decoder does. */
+ * byte-to-unicode table back to bytes, special tokens as their text
+ * (rl_tok_decode_bytes), and bytes that do not form UTF-8 replaced as
+ * Hugging Face's decoder does. */
 #include "prims/tokenizer_internal.h"
 
 /* Append s[0..n) to (*buf, *len, *cap). */
@@ -53,11 +54,11 @@ static size_t bad_subpart(const uint8_t *s, size_t n) {
     return k;
 }
 
-rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
-                            size_t *len, char *msg, size_t msgsz) {
-    uint8_t *raw = NULL, *outb = NULL;
-    size_t rl = 0, rc = 0, ol = 0, oc = 0;
-    *text = NULL;
+rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n, char **bytes,
+                                  size_t *len, char *msg, size_t msgsz) {
+    uint8_t *raw = NULL;
+    size_t rl = 0, rc = 0;
+    *bytes = NULL;
     *len = 0;
     if (msgsz > 0)
         msg[0] = 0;
@@ -85,6 +86,28 @@ rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char 
         if (asis && append(&raw, &rl, &rc, p, pl))
             goto nomem;
     }
+    if (!raw && !(raw = malloc(1)))
+        goto nomem;
+    raw[rl] = 0;
+    *bytes = (char *)raw;
+    *len = rl;
+    return RL_TOK_OK;
+nomem:
+    free(raw);
+    return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory decoding token ids");
+}
+
+rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
+                            size_t *len, char *msg, size_t msgsz) {
+    char *bytes = NULL;
+    uint8_t *outb = NULL;
+    size_t rl = 0, ol = 0, oc = 0;
+    *text = NULL;
+    *len = 0;
+    rl_tok_status st = rl_tok_decode_bytes(t, ids, n, &bytes, &rl, msg, msgsz);
+    if (st != RL_TOK_OK)
+        return st;
+    const uint8_t *raw = (const uint8_t *)bytes;
     /* The bytes as UTF-8, each maximal invalid subpart as U+FFFD. */
     for (size_t i = 0; i < rl;) {
         size_t j = i;
@@ -103,12 +126,12 @@ rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char 
     if (!outb && !(outb = malloc(1)))
         goto nomem;
     outb[ol] = 0;
-    free(raw);
+    free(bytes);
     *text = (char *)outb;
     *len = ol;
     return RL_TOK_OK;
 nomem:
-    free(raw);
+    free(bytes);
     free(outb);
     return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory decoding token ids");
 }

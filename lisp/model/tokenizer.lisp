@@ -487,18 +487,21 @@ why."
   (let ((tok (tokenizer-of tokenizer 'model:tokenize)))
     (tokenize-octets tok (check-text text tok 'model:tokenize) add-special parse-special)))
 
-(defun detokenize (tokenizer ids)
+(defun detokenize (tokenizer ids &key raw)
   "The text of the token ids IDS (a sequence of integers) by TOKENIZER (a
 tokenizer or an encoder, as MODEL:TOKENIZE takes): each token's bytes back
-through GPT-2's byte table, special tokens as their text; bytes that do not
-form UTF-8 become U+DC80..U+DCFF.  An id outside the vocabulary signals
-MODEL:TOKENIZER-ERROR naming it."
+through GPT-2's byte table, special tokens as their text; each run of
+bytes that do not form UTF-8 becomes U+FFFD, as Hugging Face's decoder
+writes it, or with RAW each such byte is kept as U+DC80..U+DCFF (a token
+that holds part of a character is that part, as llama.cpp's token_to_piece
+gives it; %UTF8-OCTETS gives the bytes back).  An id outside the
+vocabulary signals MODEL:TOKENIZER-ERROR naming it."
   (let ((tok (tokenizer-of tokenizer 'model:detokenize)))
     (unless (and (typep ids 'sequence) (not (stringp ids))
                  (every (lambda (id) (typep id '(signed-byte 32))) ids))
       (element-type-error 'model:detokenize ids "expected a sequence of token ids, found ~S" ids))
     (multiple-value-bind (text status message)
-        (%tok-decode (tokenizer-handle tok) (coerce ids '(simple-array (signed-byte 32) (*))))
+        (%tok-decode (tokenizer-handle tok) (coerce ids '(simple-array (signed-byte 32) (*))) raw)
       (declare (ignore status))
       (or text (model:tokenizer-error (tokenizer-path tok) "~A" message)))))
 

@@ -190,7 +190,7 @@ pooling type"))
 (defun token-piece-json (server id)
   "The text of token ID as llama-server's /tokenize gives it: a string when
 its bytes are UTF-8, else the array of its bytes."
-  (let ((text (model:detokenize (server-model server) (list id))))
+  (let ((text (model:detokenize (server-model server) (list id) :raw t)))
     (if (some (lambda (c) (<= #xdc80 (char-code c) #xdcff)) text)
         (%utf8-octets text)
         text)))

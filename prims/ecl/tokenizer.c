@@ -190,10 +190,11 @@ static cl_object rl_prim_tok_encode_offsets(cl_object h, cl_object text, cl_obje
     return tok_encode("%TOK-ENCODE-OFFSETS", h, text, add_special, parse_special, 1);
 }
 
-/* (%tok-decode handle ids) -> the text of IDS (a (signed-byte 32) vector)
- * as a string, bytes that are not UTF-8 as U+DC80..U+DCFF; or (values nil
- * status message). */
-static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
+/* (%tok-decode handle ids raw) -> the text of IDS (a (signed-byte 32)
+ * vector) as a string: bytes that are not UTF-8 replaced by U+FFFD
+ * (rl_tok_decode), or with RAW true kept, each as U+DC80..U+DCFF
+ * (rl_tok_decode_bytes); or (values nil status message). */
+static cl_object rl_prim_tok_decode(cl_object h, cl_object ids, cl_object raw) {
     static const char fn[] = "%TOK-DECODE";
     rl_tok *t = rl_tok_arg(fn, h);
     cl_index n = 0;
@@ -201,7 +202,8 @@ static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
     char *text = NULL;
     size_t len = 0;
     char msg[RL_TOK_MSG] = "";
-    rl_tok_status st = rl_tok_decode(t, p, n, &text, &len, msg, sizeof msg);
+    rl_tok_status st = (raw == ECL_NIL ? rl_tok_decode : rl_tok_decode_bytes)(
+        t, p, n, &text, &len, msg, sizeof msg);
     cl_object out;
     if (st != RL_TOK_OK) {
         free(text);
@@ -232,7 +234,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-NEW", rl_prim_tok_new, 8),
     RL_PRIM("%TOK-ENCODE", rl_prim_tok_encode, 4),
     RL_PRIM("%TOK-ENCODE-OFFSETS", rl_prim_tok_encode_offsets, 4),
-    RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 2),
+    RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 3),
     RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),
     RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),
 };

@@ -484,6 +484,13 @@ static void test_decode(void) {
     CHECK(rl_tok_decode(t, whole, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
     CHECK(len == 2 && memcmp(text, "\xc3\xa9", 2) == 0);
     free(text);
+    /* the bytes before the replacement: half a character is that half */
+    CHECK(rl_tok_decode_bytes(t, half, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 2 && memcmp(text, "a\xc3", 3) == 0);
+    free(text);
+    CHECK(rl_tok_decode_bytes(t, ids, 5, &text, &len, msg, sizeof msg) == RL_TOK_OK);
+    CHECK(len == 14 && strcmp(text, "<s> abc <mask>") == 0);
+    free(text);
     /* a token with a character outside the byte table: its text as it is */
     const int32_t xy[] = {T_XY, T_GA};
     CHECK(rl_tok_decode(t, xy, 2, &text, &len, msg, sizeof msg) == RL_TOK_OK);

@@ -184,7 +184,8 @@ method a 405, each in llama-server's error shape; /metrics only with
 (test serve-tokenize-equals-tokenize
   "/tokenize answers `tokenize --json''s ids (add_special true) and
 `tokenize --no-special''s (the default, as llama-server's); /detokenize
-gives the text back; with_pieces gives each token's text."
+gives the text back; with_pieces gives each token's text, or its bytes
+when they are not UTF-8."
   (let* ((file (serve-file)) (text "hello [MASK] world, cafe")
          (with (yason:parse (nth-value 1 (run-exe (list "tokenize" file text "--json")))))
          (without (yason:parse (nth-value 1 (run-exe (list "tokenize" file text "--json"
@@ -212,7 +213,16 @@ gives the text back; with_pieces gives each token's text."
           (http-json port "POST" "/tokenize" "{\"content\": \"ab\", \"with_pieces\": true}")
         (is (eql 200 status))
         (is (equal '("a" "b") (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json))))
-        (is (every (lambda (p) (integerp (gethash "id" p))) (gethash "tokens" json)))))))
+        (is (every (lambda (p) (integerp (gethash "id" p))) (gethash "tokens" json))))
+      ;; "é" is two tokens of one byte each here: each piece is its byte in
+      ;; an array, as llama-server gives a piece that is not UTF-8.
+      (multiple-value-bind (status json)
+          (http-json port "POST" "/tokenize"
+                     (json-line (alexandria:plist-hash-table (list "content" "é" "with_pieces" t)
+                                                             :test 'equal)))
+        (is (eql 200 status))
+        (is (equal '((195) (169)) (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json)))
+            "~S" (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json)))))))
 
 (defun base64-decode (string)
   (let ((alphabet "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")

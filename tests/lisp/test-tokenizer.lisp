@@ -38,6 +38,11 @@
     (is (equalp #(18435 995) (model:tokenize tok " Hello world")))
     (is (equalp #(1212 318 257 1332) (model:tokenize tok "This is a test")))
     (is (string= "Hello world" (model:detokenize tok #(15496 995))))
+    (is (string= "Hello world" (model:detokenize tok #(15496 995) :raw t)))
+    ;; 127 is the byte C3, half of "é": U+FFFD, as Hugging Face decodes it,
+    ;; or with :raw that byte (U+DCC3), as llama.cpp's token_to_piece
+    (is (string= (string (code-char #xfffd)) (model:detokenize tok #(127))))
+    (is (equalp #(195) (rontolisp::%utf8-octets (model:detokenize tok #(127) :raw t))))
     (is (string= "Ġworld" (model:token-piece tok 995)))
     ;; no add_bos_token key: nothing is added
     (is (equalp (model:tokenize tok "Hello world" :add-special nil)
