@@ -449,7 +449,8 @@ needs."
 key typed into its field) and sent with its button is answered as bars
 whose values are the probabilities POST /decide answers, and a text sent
 with Ctrl+Enter as tokens whose ids and pieces are those of POST /tokenize
-(with_pieces); nothing is logged as an error.  The screenshot is README's
+(with_pieces), a piece that is not UTF-8 shown as its bytes; nothing is
+logged as an error.  The screenshot is README's
 picture."
   (with-browser ()
     (let* ((file (trained-file))
@@ -457,7 +458,7 @@ picture."
            (auth (list (format nil "Authorization: Bearer ~A" key)))
            (question (list "type" "count" "instructions" "Count the entries."
                            "options" '("2" "3" "4" "5") "state" "items: tiger table zinc"))
-           (text "Count the files: notes.txt, main.c")
+           (text "Count the files: notes.txt, main.c, café")
            (shot (page-screenshot "serve"))
            (*read-default-float-format* 'double-float))
       (ignore-errors (delete-file shot))
@@ -487,8 +488,9 @@ picture."
                         (:wait ,(status-done "tokenize-status"))
                         (:eval "document.getElementById('tokenize-status').dataset.state")
                         (:eval "[...document.querySelectorAll('#tokenize-answer .token')].map(t => [Number(t.dataset.id), JSON.parse(t.dataset.piece)])")
+                        (:eval "[...document.querySelectorAll('#tokenize-answer .piece.bytes')].map(p => p.textContent)")
                         (:screenshot ,shot)))
-            (destructuring-bind (decide-state bars tokenize-state chips) results
+            (destructuring-bind (decide-state bars tokenize-state chips byte-chips) results
               (is (equal "done" decide-state))
               (is (equal '("2" "3" "4" "5") (mapcar #'first bars)))
               (let ((shown (mapcar (lambda (b) (let ((*read-eval* nil)) (read-from-string (second b))))
@@ -504,7 +506,9 @@ picture."
               (is (equal (map 'list (lambda (tk) (list (gethash "id" tk) (gethash "piece" tk)))
                               (gethash "tokens" tokens))
                          chips)
-                  "page ~S" chips))
+                  "page ~S" chips)
+              ;; "é" is two tokens of a byte each: shown as those bytes
+              (is (equal '("<0xC3>" "<0xA9>") byte-chips) "~S" byte-chips))
             (is (null errors) "the page logged ~S" errors)
             (is (png-file-p shot))))))))
 
