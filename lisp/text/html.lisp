@@ -1,6 +1,6 @@
 ;;;; html.lisp - what the two HTML pages share: the `serve' page (GET /,
-;;;; lisp/tools/serve-page.html) and the page `export' writes beside its
-;;;; JSON (bench.html, lisp/tools/bench-page.html).
+;;;; lisp/jobs/serve-page.html) and the page `export' writes beside its
+;;;; JSON (bench.html, lisp/jobs/bench-page.html).
 ;;;;
 ;;;; Each page is a file of the source tree, HTML with its CSS and script
 ;;;; inline, kept as a page so that it is edited and checked as one.  It is
@@ -10,7 +10,7 @@
 ;;;; the Lisp file that reads it), so a change to the page rebuilds that
 ;;;; file.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 (defmacro source-file-text (name)
   "The text (UTF-8) of the file NAME in the folder of the Lisp file being

@@ -13,7 +13,7 @@
 ;;;; GET / is the page of serve-page.html beside this file, read into the
 ;;;; executable when this file is compiled.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defstruct (server (:constructor make-server))
   "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
@@ -27,7 +27,7 @@ it has a decision head (HEAD), its pooling, the worker count, whether
 (defparameter *json-type* "application/json; charset=utf-8")
 
 (defparameter *serve-page* (source-file-text "serve-page.html")
-  "The page GET / answers (lisp/tools/serve-page.html): a question form
+  "The page GET / answers (lisp/jobs/serve-page.html): a question form
 for /decide and a text box for /tokenize, HTML with its CSS and script
 inline.")
 
@@ -223,13 +223,13 @@ its bytes are UTF-8, else the array of its bytes."
 it, with the options' texts."
   (unless (hash-table-p question)
     (model:question-error "expected a question as a JSON object, found ~A" (json-brief question)))
-  (let ((start (get-internal-real-time)))
+  (let ((start (get-internal-real-time))
+        (question (parse-question question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide (server-model server) question)
       (count-prompt server (length ids) (seconds-since start))
       (list :object
-            (cons "options" (map 'vector #'option-text
-                                 (gethash "options" (question-bindings question))))
+            (cons "options" (map 'vector #'option-text (parsed-question-options question)))
             (cons "ids" ids) (cons "markers" (coerce markers 'vector))
             (cons "logits" logits) (cons "probabilities" probabilities)))))
 

@@ -12,9 +12,9 @@
 ;;;; replaces the previous results whole, deleting only the .gguf files the
 ;;;; previous run wrote (PREVIOUS-EXPORTS: the old manifest is a claim to
 ;;;; check, not an order).  Directories are listed and files named through
-;;;; runtime/files.lisp, so any name works, as for every other command.
+;;;; base/files.lisp, so any name works, as for every other command.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; SHA-256 (FIPS 180-4) of a file, for the manifest: the blocks are
 ;;; folded by the primitive %SHA256-BLOCKS (prims/sha256.c).
@@ -48,7 +48,7 @@ FILE-IO-ERROR when it cannot be read."
 ;;; bench.html: bench.json and the manifest's sizes as one page.
 
 (defparameter *bench-page* (source-file-text "bench-page.html")
-  "The page bench.html is made from (lisp/tools/bench-page.html), whose
+  "The page bench.html is made from (lisp/jobs/bench-page.html), whose
 markers {{machine}} and {{models}} BENCH-PAGE fills.")
 
 (defun object-value (object key)
