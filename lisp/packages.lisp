@@ -139,7 +139,9 @@ row of a quantized matrix."))
   (:export
    "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
-   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS")
+   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS"
+   ;; html.lisp: the pages of serve and export
+   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE")
   (:documentation "Text in and out: JSON reading and writing, the chat
 templates (a Jinja subset) and the regular expressions of inspect's filters.
 Its public names are RONTOLISP's (rontolisp:parse-json,
@@ -259,7 +261,8 @@ conflict and changes nothing."))
   (:import-from "TEXT"
    "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
-   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS")
+   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS"
+   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE")
   (:import-from "GGUF"
    "GGUF-FILE-BY-NAME" "GGUF-FILE-METADATA" "MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME")
   (:import-from "MODEL"

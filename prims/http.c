@@ -143,6 +143,14 @@ static int rl_authorized(struct MHD_Connection *c) {
     return diff == 0;
 }
 
+/* True for the paths anyone may ask without the key: the health check, and
+ * the page at / (it holds no data; a browser cannot send the header when it
+ * opens it, and the page sends the key the user types with its own
+ * requests). */
+static int rl_public_path(const char *url) {
+    return strcmp(url, "/health") == 0 || strcmp(url, "/v1/health") == 0 || strcmp(url, "/") == 0;
+}
+
 /* ---- requests ---------------------------------------------------------- */
 
 static void rl_req_free(rl_http_req *r) {
@@ -218,8 +226,8 @@ static enum MHD_Result rl_on_request(void *cls, struct MHD_Connection *c, const 
         /* Refusals are answered once the body is read (and dropped):
          * answering before it confused libmicrohttpd 0.9.75 when the
          * client then reset the connection. */
-        if (S.api_key && strcmp(method, "OPTIONS") != 0 && strcmp(url, "/health") != 0 &&
-            strcmp(url, "/v1/health") != 0 && !rl_authorized(c))
+        if (S.api_key && strcmp(method, "OPTIONS") != 0 && !rl_public_path(url) &&
+            !rl_authorized(c))
             r->refused = 401;
         const char *length =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -21,7 +21,9 @@
 ;;;; The .asd is read as data, never loaded: its DEFSYSTEM form must be
 ;;;; :serial t (file order is dependency order) with :file components under
 ;;;; an optional :pathname, naming every .lisp file there and in its
-;;;; subfolders ("gguf/gguf" is lisp/gguf/gguf.lisp).  Anything else
+;;;; subfolders ("gguf/gguf" is lisp/gguf/gguf.lisp), and :static-file
+;;;; components (a page a later file reads as it is compiled: listed by
+;;;; --list, so that a change to it rebuilds the library, never compiled).  Anything else
 ;;;; stops the build with one line, rather than guessing an order.  The library's init function is
 ;;;; init_rontolisp_lisp (runtime/main.c).
 
@@ -44,7 +46,9 @@
 
 (defun system-files (asd)
   "The source files of the one DEFSYSTEM form in the file ASD, in order,
-as strings relative to the directory the build runs in."
+as strings relative to the directory the build runs in; the directory of
+the sources, and the static files (pages a Lisp file reads when it is
+compiled) as a third value."
   (let ((form (system-form asd)))
     (let* ((options (cddr form))
            (dir (getf options :pathname ""))
@@ -52,19 +56,25 @@ as strings relative to the directory the build runs in."
       (unless (eq t (getf options :serial))
         (fail "~A: expected :serial t (file order is the load order), found ~S"
               asd (getf options :serial)))
-      (let ((files (loop for c in (getf options :components)
-                         collect (if (and (consp c) (string= "FILE" (symbol-name (first c)))
-                                          (stringp (second c)))
-                                     (format nil "~A~A~A.lisp" base dir (second c))
-                                     (fail "~A: expected components (:file \"name\"), found ~S"
-                                           asd c)))))
+      (let ((files '()) (statics '()))
+        (dolist (c (getf options :components))
+          (cond ((not (and (consp c) (symbolp (first c)) (stringp (second c))))
+                 (fail "~A: expected components (:file \"name\") or (:static-file \"name\"), ~
+found ~S" asd c))
+                ((string= "FILE" (symbol-name (first c)))
+                 (push (format nil "~A~A~A.lisp" base dir (second c)) files))
+                ((string= "STATIC-FILE" (symbol-name (first c)))
+                 (push (format nil "~A~A~A" base dir (second c)) statics))
+                (t (fail "~A: expected components (:file \"name\") or (:static-file \"name\"), ~
+found ~S" asd c))))
+        (setf files (nreverse files) statics (nreverse statics))
         ;; A source file the system does not list would silently stay out
         ;; of the executable.
         (dolist (p (directory (format nil "~A~A**/*.lisp" base dir)))
           (unless (member (truename p) files :test #'equal :key #'probe-file)
             (fail "~A: expected every ~A**/*.lisp among the components, found ~A missing"
                   asd dir (enough-namestring (truename p) (truename (format nil "~A~A" base dir))))))
-        (values files (format nil "~A~A" base dir))))))
+        (values files (format nil "~A~A" base dir) statics)))))
 
 (defun build (out files root)
   "Compile FILES (under the directory ROOT) in order into the static
@@ -167,8 +177,8 @@ outputs it is to reuse."
   (unless (= 2 (length args))
     (fail "expected --list SYSTEM.asd or OUT.a SYSTEM.asd, found ~S" args))
   (destructuring-bind (what asd) args
-    (multiple-value-bind (files root) (system-files asd)
+    (multiple-value-bind (files root statics) (system-files asd)
       (if (string= what "--list")
-          (format t "~{~A~%~}" files)
+          (format t "~{~A~%~}" (append files statics))
           (build what files root))
       (ext:quit 0))))

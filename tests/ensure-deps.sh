@@ -26,7 +26,11 @@
 # command's peak memory in the converter's tests.  emacs-nox and slime
 # (Emacs's side of SLIME): SLIME itself drives `rontolisp swank' in one
 # test.  unicode-data: NormalizationTest.txt, the NFC conformance test of
-# the tokenizer (Debian ships it compressed: bzip2 opens it).
+# the tokenizer (Debian ships it compressed: bzip2 opens it).  chromium:
+# the page tests open serve's page and export's bench.html in it, headless
+# (tests/ref/browse.js drives it with node over the DevTools protocol; its
+# recommendations, the sandbox helper among them, are not needed: the tests
+# run it with --no-sandbox, as root in a container must).
 set -e
 case "${1:---check}" in
   --demo) mode=demo ;;
@@ -63,6 +67,7 @@ if [ "$mode" != demo ]; then
   [ -f /usr/share/unicode/NormalizationTest.txt ] || [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] ||
     need="$need unicode-data"
   command -v bzip2 >/dev/null 2>&1 || need="$need bzip2"
+  command -v chromium >/dev/null 2>&1 || need="$need chromium"
 fi
 # gnuplot only for `make bench', never for the tests.
 if [ "$mode" = bench ] && ! command -v gnuplot >/dev/null 2>&1; then

@@ -12,7 +12,8 @@ is benched at one thread over the built-in questions (µs per question,
 median of --iters rounds) beside an F32 conversion of the same directory
 (max |dp| against it).  OUT_DIR/manifest.json lists per model its file,
 bytes, parameters, tensor types and sha256; OUT_DIR/bench.json its figures
-and the machine (layouts in doc/export.md; a missing figure is null).
+and the machine (layouts in doc/export.md; a missing figure is null);
+OUT_DIR/bench.html shows both as one self-contained page (a dash for null).
 Each model done prints its line of the table (bytes, µs per question,
 max |dp|) on stdout.  A
 model that fails (or a subdirectory that cannot be read) gets a line on

@@ -19,15 +19,16 @@ and surrounding blanks; FILE-IO-ERROR when that is empty."
      :details "Loads the model once and answers, in llama-server's request and response
 shapes: GET /health, /props, /v1/models, /metrics (with --metrics); POST
 /tokenize, /detokenize, /embedding, /v1/embeddings, and /decide (one
-question as `decide' reads them, or {\"questions\": [...]}).  The numbers are
+question as `decide' reads them, or {\"questions\": [...]}); GET / is a page
+that asks /decide and /tokenize from a browser.  The numbers are
 those of `tokenize', `embed --json' and `decide --json' for the same file
 and input.  The first line on standard output is \"listening on
 http://ADDR:PORT\".  Errors are answered {\"error\": {\"code\", \"message\",
 \"type\"}}: 400 for a request that cannot be answered (naming why), 401
-without the API key (every path but /health), 404, 413 for a body over
---max-body (a body past twice that has its connection closed), 431 for a
-request line and headers over 32 KiB, 503 when the queue is full.  At most
-1000 connections are open at once; one idle for --timeout seconds is
+without the API key (every path but /health and the page), 404, 413 for a
+body over --max-body (a body past twice that has its connection closed), 431
+for a request line and headers over 32 KiB, 503 when the queue is full.  At
+most 1000 connections are open at once; one idle for --timeout seconds is
 closed.  SIGINT or SIGTERM stops accepting,
 finishes the requests in flight and exits 0.  --threads (a global flag) is
 the kernels' threads per request.  See doc/serve.md."

@@ -2,7 +2,8 @@
 ;;;; directory under MODELS_DIR (Laya or Hugging Face, as `convert' takes
 ;;;; them) converted to OUT_DIR/NAME.gguf, benched over the built-in
 ;;;; questions at one thread beside its F32 conversion, and listed in
-;;;; OUT_DIR/manifest.json and OUT_DIR/bench.json (doc/export.md).
+;;;; OUT_DIR/manifest.json and OUT_DIR/bench.json, which OUT_DIR/bench.html
+;;;; shows as one page (doc/export.md).
 ;;;;
 ;;;; One model that fails (or a subdirectory that cannot be read) is
 ;;;; reported and skipped; the command exits 1 at the end.  Every file is
@@ -43,6 +44,88 @@ FILE-IO-ERROR when it cannot be read."
                      (return)))))
         (close in)))
     (format nil "~(~{~8,'0X~}~)" (coerce h 'list))))
+
+;;; bench.html: bench.json and the manifest's sizes as one page.
+
+(defparameter *bench-page* (source-file-text "bench-page.html")
+  "The page bench.html is made from (lisp/jobs/bench-page.html), whose
+markers {{machine}} and {{models}} BENCH-PAGE fills.")
+
+(defun object-value (object key)
+  "The value of KEY in OBJECT, a JSON object as WRITE-JSON takes it
+((:object (KEY . VALUE) ...)); NIL when it has none."
+  (cdr (assoc key (rest object) :test #'string=)))
+
+(defun page-figure (value control)
+  "VALUE formatted with the FORMAT CONTROL as HTML text, or the placeholder
+of a missing figure when it is NIL or JSON null."
+  (if (member value '(nil :null))
+      "<span class=\"missing\" title=\"not measured\">&mdash;</span>"
+      (html-text (format nil control value))))
+
+(defun dp-text (dp)
+  "A max |dp| in two significant digits (0 as 0)."
+  (if (zerop dp) "0" (string-downcase (format nil "~,1,,,,,'eE" dp))))
+
+(defun bench-page (manifest bench)
+  "The text of bench.html for the MANIFEST and BENCH objects of
+manifest.json and bench.json: the machine, then one row per model (its
+name, parameters, file size and tensors, and per format the microseconds
+per question and max |dp|), a placeholder for each null figure."
+  (let* ((models (coerce (object-value bench "models") 'list))
+         (entries (coerce (object-value manifest "models") 'list))
+         (formats (remove-duplicates
+                   (loop for m in models
+                         append (map 'list (lambda (f) (object-value f "format"))
+                                     (object-value m "formats")))
+                   :test #'string= :from-end t))
+         (machine (object-value bench "machine")))
+    (fill-page
+     *bench-page*
+     "{{machine}}"
+     (format nil "<b>~D</b> core~:P, last-level cache <b>~A</b>, SIMD path <b>~A</b>; ~
+<b>~D</b> thread, the median of <b>~D</b> round~:P over <b>~D</b> questions"
+             (object-value machine "cores")
+             (let ((llc (object-value machine "llc_bytes")))
+               (if (integerp llc) (html-text (size-string llc)) "unknown"))
+             (html-text (object-value machine "simd_path"))
+             (object-value bench "threads") (object-value bench "iters")
+             (object-value bench "questions"))
+     "{{models}}"
+     (with-output-to-string (s)
+       (format s "<table>~%<thead>~%<tr><th rowspan=\"2\">model</th><th rowspan=\"2\">parameters</th>~
+<th rowspan=\"2\">file</th><th rowspan=\"2\">tensors</th>~
+~{<th class=\"format\" colspan=\"2\">~A</th>~}</tr>~%<tr>~{~*<th class=\"first\">&micro;s / question</th>~
+<th>max |&Delta;p|</th>~}</tr>~%</thead>~%<tbody>~%"
+               (mapcar #'html-text formats) formats)
+       (dolist (m models)
+         (let* ((name (object-value m "name"))
+                (entry (find name entries :key (lambda (e) (object-value e "name"))
+                                          :test #'equal))
+                (bytes (object-value entry "bytes"))
+                (err (object-value entry "error"))
+                (figures (object-value m "formats")))
+           (format s "<tr data-model=\"~A\"><th scope=\"row\">~A~@[<span class=\"error\">~A</span>~]~
+~:[~;<span class=\"small\">no decision head</span>~]</th>~
+<td>~A</td><td>~A~@[<span class=\"small\">~A</span>~]</td><td>~A</td>"
+                   (html-text name) (html-text name)
+                   (and (stringp err) (html-text err))
+                   ;; Converted, yet no figure for its own format: no head.
+                   (and (not (stringp err)) (plusp (length figures))
+                        (eq :null (object-value (aref figures 0) "us_per_question")))
+                   (page-figure (object-value entry "parameters") "~:D")
+                   (page-figure bytes "~:D B")
+                   (and (integerp bytes) (>= bytes 1024) (html-text (size-string bytes)))
+                   (page-figure (object-value entry "tensors") "~D"))
+           (dolist (kind formats)
+             (let* ((f (find kind figures
+                             :key (lambda (f) (object-value f "format")) :test #'string=))
+                    (dp (object-value f "max_abs_dp")))
+               (format s "<td class=\"first\">~A</td><td>~A</td>"
+                       (page-figure (object-value f "us_per_question") "~,1F")
+                       (if (realp dp) (html-text (dp-text dp)) (page-figure dp "")))))
+           (format s "</tr>~%")))
+       (format s "</tbody>~%</table>")))))
 
 ;;; The export.
 
@@ -161,8 +244,8 @@ ENTRY (EXPORT-MODEL's plist), or null figures and the message ERROR."
 
 (defun export-models (models-dir out-dir &key (type :f16) (head-type :f32) (reps 3))
   "Convert every model directory under MODELS-DIR to OUT-DIR/NAME.gguf,
-bench each at one thread, and write OUT-DIR/manifest.json and
-OUT-DIR/bench.json (doc/export.md).  A model that fails gets a line on
+bench each at one thread, and write OUT-DIR/manifest.json,
+OUT-DIR/bench.json and OUT-DIR/bench.html (doc/export.md).  A model that fails gets a line on
 stderr, an \"error\" in the manifest and no file; the others go on.
 Answers the number of failed models."
   (let* ((names (model-subdirectories models-dir))
@@ -208,12 +291,14 @@ Answers the number of failed models."
     (loop for (name . nil) in previous
           unless (member name names :test #'string=)
             do (remove-previous-export out name previous))
-    (write-json-file (concatenate 'string out "manifest.json")
-                     (list :object (cons "models" (coerce (reverse manifest) 'vector))))
-    (write-json-file (concatenate 'string out "bench.json")
-                     (list :object (cons "machine" (export-machine)) (cons "threads" 1)
-                           (cons "iters" reps) (cons "questions" (length model:*questions*))
-                           (cons "models" (coerce (reverse bench) 'vector))))
+    (let ((manifest (list :object (cons "models" (coerce (reverse manifest) 'vector))))
+          (bench (list :object (cons "machine" (export-machine)) (cons "threads" 1)
+                       (cons "iters" reps) (cons "questions" (length model:*questions*))
+                       (cons "models" (coerce (reverse bench) 'vector)))))
+      (write-json-file (concatenate 'string out "manifest.json") manifest)
+      (write-json-file (concatenate 'string out "bench.json") bench)
+      (with-output-to-file (s (concatenate 'string out "bench.html"))
+        (write-string (bench-page manifest bench) s)))
     failures))
 
 (defun previous-exports (out)

@@ -10,6 +10,8 @@
 ;;;; printed by the same JSON writer) and hand it back.  Every request a
 ;;;; worker takes is answered, whatever happens while it computes; every
 ;;;; refusal is one JSON shape, {"error": {"code", "message", "type"}}.
+;;;; GET / is the page of serve-page.html beside this file, read into the
+;;;; executable when this file is compiled.
 
 (in-package "COMMAND-LINE")
 
@@ -25,6 +27,11 @@ question) and the longest of them in tokens."
   (answered 0) (processing 0) (prompt-tokens 0) (prompt-seconds 0d0) (passes 0) (tokens-max 0))
 
 (defparameter *json-type* "application/json; charset=utf-8")
+
+(defparameter *serve-page* (source-file-text "serve-page.html")
+  "The page GET / answers (lisp/jobs/serve-page.html): a question form
+for /decide and a text box for /tokenize, HTML with its CSS and script
+inline.")
 
 ;;; Reading requests.
 
@@ -309,7 +316,7 @@ encoder (doc/serve.md's table says which it leaves out)."
             (cons "endpoint_slots" :false)
             (cons "endpoint_props" :false)
             (cons "endpoint_metrics" (if (server-metrics server) :true :false))
-            (cons "ui" :false)
+            (cons "ui" :true)
             (cons "ui_settings" (list :object))
             (cons "chat_template" (if (stringp template) template ""))
             (cons "bos_token" (special-text "tokenizer.ggml.bos_token_id"))
@@ -457,7 +464,8 @@ cache always 0), then rontolisp's own."
     ("/embedding" :post handle-embedding) ("/embeddings" :post handle-embedding)
     ("/v1/embeddings" :post handle-v1-embeddings)
     ("/decide" :post handle-decide)
-    ("/metrics" :get :metrics))
+    ("/metrics" :get :metrics)
+    ("/" :get :page))
   "Each endpoint: its path, its method and the function that answers it.")
 
 ;;; Answering.
@@ -477,12 +485,14 @@ cache always 0), then rontolisp's own."
     (destructuring-bind (verb handler) (rest route)
       (unless (string= method (symbol-name verb))
         (request-error 405 "invalid_request_error" "~A expects ~A, found ~A" path verb method))
-      (if (eq handler :metrics)
-          (if (server-metrics server)
-              (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
-              (request-error 501 "not_supported_error" "This server does not support metrics ~
-endpoint. Start it with `--metrics`"))
-          (values 200 *json-type* (json-octets (funcall handler server body)))))))
+      (case handler
+        (:metrics
+         (if (server-metrics server)
+             (values 200 "text/plain; version=0.0.4" (%utf8-octets (metrics-text server)))
+             (request-error 501 "not_supported_error" "This server does not support metrics ~
+endpoint. Start it with `--metrics`")))
+        (:page (values 200 "text/html; charset=utf-8" (%utf8-octets *serve-page*)))
+        (t (values 200 *json-type* (json-octets (funcall handler server body))))))))
 
 (defun request-answer (server method path body)
   "ROUTE's answer, or the JSON error of whatever it signalled: a

@@ -3,7 +3,7 @@
  * 503 while a queued request waits; a request queued before the stop is
  * still handed out and answered; bodies over the limit are 413 (declared
  * or chunked) and a body past twice the limit has its connection closed;
- * the API key is wanted everywhere but /health; SIGTERM
+ * the API key is wanted everywhere but /health and the page at /; SIGTERM
  * wakes a waiting worker with no request, and the old handler is back
  * after the stop; a signal racing the stop is harmless.  Every wait has a
  * deadline. */
@@ -137,6 +137,7 @@ static void test_limits_and_key(void) {
     CHECK_MSG(strncmp(buf, "HTTP/1.1 413", 12) == 0, "chunked: %.60s", buf);
     const char *refused[] = {
         "GET /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         "GET /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer sekre\r\n\r\n",
         "GET /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer sekret2\r\n\r\n",
         "GET /props HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: sekret\r\n\r\n",
@@ -168,8 +169,10 @@ static void test_limits_and_key(void) {
         "POST /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer sekret\r\n"
         "Content-Length: 10\r\n\r\n0123456789",
         "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        /* the page: a browser opening it cannot send the key */
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     };
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
         int fd = send_request(port, taken[i], strlen(taken[i]));
         CHECK_MSG(wait_stats(1, 0), "request %zu was never queued", i);
         int id = rl_http_next();

@@ -430,3 +430,77 @@ prints for INPUTS written at once."
     (multiple-value-bind (code out err2) (run-exe args :input (format nil "~{~A~%~}" inputs))
       (is (eql 0 code) "~A" err2)
       (is (equal (split-lines out) answers) "~S~%~S" (split-lines out) answers))))
+
+;;; Pages in a real browser: Debian's chromium, headless, driven by
+;;; tests/ref/browse.js over the DevTools protocol (the serve page, bench.html).
+
+(defun browser-missing ()
+  "Why the pages cannot be opened in a browser here (no chromium, no node),
+or NIL."
+  (multiple-value-bind (code out) (sh "for p in chromium node; do
+  command -v \"$p\" >/dev/null 2>&1 || printf '%s ' \"$p\"; done; exit 0")
+    (declare (ignore code))
+    (let ((missing (string-trim " " out)))
+      (and (plusp (length missing)) missing))))
+
+(defmacro with-browser (() &body body)
+  "Run BODY when the pages can be opened in a browser here; otherwise skip
+the test (fail under CI=true, SKIP-REFERENCE) saying what is missing.  A
+browser test puts all of its checks in BODY, so that without a browser it
+is skipped, never passed."
+  (let ((missing (gensym)))
+    `(let ((,missing (browser-missing)))
+       (if ,missing
+           (skip-reference "the browser tests need ~A (tests/ensure-deps.sh installs them)" ,missing)
+           (progn ,@body)))))
+
+(defun browse (url steps &key (deadline 90) (width 1200) (height 800))
+  "Open URL in headless chromium, run STEPS (a list of hash tables or
+plists, as tests/ref/browse.js takes them: :type/:text, :click,
+:press/:ctrl, :wait, :eval, :screenshot) and answer the values of the :eval steps in order and
+the errors the page logged (console errors, uncaught exceptions, failed
+requests), each a list.  Called within WITH-BROWSER; a step that fails,
+or a run past DEADLINE seconds (the browser is then killed), fails the
+test.  The window is WIDTH by HEIGHT pixels (a screenshot takes the
+whole page, at least that)."
+  (let ((missing (browser-missing)))
+    (when missing
+      (error "the browser tests need ~A: open pages within WITH-BROWSER" missing)))
+  (let ((job (tmp-path "browse.json"))
+        (*read-default-float-format* 'double-float))
+    (unwind-protect
+         (progn
+           (with-open-file (s job :direction :output :if-exists :supersede :external-format :utf-8)
+             (yason:encode
+              (alexandria:plist-hash-table
+               (list "url" url "deadline" deadline "width" width "height" height
+                     "steps" (mapcar (lambda (step)
+                                       (if (hash-table-p step)
+                                           step
+                                           (alexandria:plist-hash-table
+                                            (loop for (k v) on step by #'cddr
+                                                  append (list (string-downcase k) v))
+                                            :test 'equal)))
+                                     steps))
+               :test 'equal)
+              s))
+           (multiple-value-bind (code out err)
+               (let ((*child-deadline* (+ deadline 30)))
+                 (sh "exec node \"$1\" \"$2\"" (namestring (merge-pathnames "tests/ref/browse.js" *root*))
+                     job))
+             (unless (eql 0 code)
+               (error "the browser at ~A: exit ~S: ~A" url code err))
+             (let ((answer (yason:parse out)))
+               (values (coerce (gethash "results" answer) 'list)
+                       (coerce (gethash "errors" answer) 'list)))))
+      (ignore-errors (delete-file job)))))
+
+(defun page-screenshot (name)
+  "Where a page test puts its screenshot NAME.png: build/pages/ (README's
+pictures, doc/images/, are copies of them)."
+  (namestring (ensure-directories-exist (merge-pathnames (format nil "build/pages/~A.png" name)
+                                                         *root*))))
+
+(defun png-file-p (path)
+  "True when PATH holds a PNG image (its eight-byte signature)."
+  (equalp (ignore-errors (read-octets path 0 8)) #(137 80 78 71 13 10 26 10)))

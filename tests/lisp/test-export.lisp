@@ -137,6 +137,69 @@ without pico replaces the results (its file and entries go)."
              (is-false (probe-file (format nil "~A/a-pico.gguf" out)))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
+(defun export-for-page (models out broken)
+  "Export a random s1-pico (a-pico) and a model whose safetensors file is
+cut short (named BROKEN) from MODELS into OUT (exit 1: the broken one)."
+  (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+  (rontolisp::write-random-laya (format nil "~A/~A" models broken) "s1-pico")
+  (sh "truncate -s 1000 \"$1/$2/model.safetensors\"" models broken)
+  (is (= 1 (run-exe (list "export" models out "--iters" "1")))))
+
+(defparameter *page-broken-name* "c-<broken> & \"quoted\""
+  "A model name that is HTML markup if it is not escaped.")
+
+(test export-writes-a-bench-page
+  "bench.html beside bench.json: one self-contained page (no script, no
+asset from elsewhere) with a row per model (its name escaped), its sizes
+and per format its figures, a placeholder for each null: the broken
+model's parameters, file, tensors and two figures of each format."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported"))
+        (placeholder "<span class=\"missing\" title=\"not measured\">&mdash;</span>"))
+    (unwind-protect
+         (progn
+           (export-for-page models out *page-broken-name*)
+           (let ((page (read-file-string (format nil "~A/bench.html" out))))
+             (is (search "<tr data-model=\"a-pico\">" page))
+             (is (search "<tr data-model=\"c-&lt;broken&gt; &amp; &quot;quoted&quot;\">" page))
+             (is (not (search "<broken>" page)))
+             (is (= 7 (loop for at = (search placeholder page)
+                              then (search placeholder page :start2 (1+ at))
+                            while at count t))
+                 "~A" page)
+             (is (search "202,305" page))
+             (dolist (external '("src=" "href=\"http" "@import" "url(" "<script"))
+               (is (not (search external page)) "the page loads ~A" external))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
+(test export-bench-page-in-a-browser
+  "In headless chromium, bench.html loads with no error logged and shows
+every model under its own name, the broken one with a dash for each of
+its seven missing figures and the benched one with none.  The screenshot
+is README's picture."
+  (with-browser ()
+    (let ((models (tmp-path "models")) (out (tmp-path "exported"))
+          (shot (page-screenshot "bench")))
+      (ignore-errors (delete-file shot))
+      (unwind-protect
+           (progn
+             (export-for-page models out *page-broken-name*)
+             (multiple-value-bind (results errors)
+                 (browse (format nil "file://~A/bench.html" out)
+                         `((:eval "[...document.querySelectorAll('tbody tr')].map(r => [r.dataset.model, r.querySelectorAll('.missing').length, [...r.querySelectorAll('.missing')].map(m => m.textContent).join('')])")
+                           (:eval "[...document.querySelectorAll('thead th.format')].map(t => t.textContent)")
+                           (:screenshot ,shot))
+                         :height 400)
+               (destructuring-bind (rows formats) results
+                 (is (equal (list (list "a-pico" 0 "")
+                                  (list *page-broken-name* 7
+                                        (make-string 7 :initial-element (code-char #x2014))))
+                            rows)
+                     "~S" rows)
+                 (is (equal '("F16" "F32") formats)))
+               (is (null errors) "the page logged ~S" errors)
+               (is (png-file-p shot))))
+        (sh "rm -rf \"$1\" \"$2\"" models out)))))
+
 (test export-usage
   "Missing operands and a type export does not take are usage errors (2);
 a MODELS_DIR that is a file is an error (1) naming it, before OUT_DIR is
@@ -221,7 +284,7 @@ OUT_DIR and a file the user put there for a failing model stay."
                (declare (ignore stdout))
                (is (= 1 code))
                (is (= 1 (length (split-lines stderr))) "stderr: ~A" stderr))
-             (is (equal '("README" "a-pico.gguf" "bench.json" "c-broken.gguf" "edited.gguf"
+             (is (equal '("README" "a-pico.gguf" "bench.html" "bench.json" "c-broken.gguf" "edited.gguf"
                           "link.gguf" "manifest.json" "notes.txt" "target")
                         (entry-names out)))
              (is (eq :link (cdr (assoc "link.gguf" (rontolisp::directory-entries out)
@@ -241,7 +304,7 @@ since, is deleted (the model has no file)."
            (is (eq :file (rontolisp::path-kind (format nil "~A/a-pico.gguf" out))))
            (sh "truncate -s 1000 \"$1\"/a-pico/model.safetensors" models)
            (is (= 1 (run-exe (list "export" models out "--iters" "1"))))
-           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+           (is (equal '("bench.html" "bench.json" "manifest.json") (entry-names out))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (test export-takes-any-directory-name
@@ -263,7 +326,7 @@ characters CL's pathnames read as wildcards or escapes (* ? [ \\ ~)."
              (is (= 0 code) "exit ~A: ~A" code (rontolisp::%utf8-string stderr)))
            (is (equal names (manifest-names out)))
            (is (equal (sort (append (mapcar (lambda (n) (format nil "~A.gguf" n)) names)
-                                    (list "bench.json" "manifest.json"))
+                                    (list "bench.html" "bench.json" "manifest.json"))
                             #'string<)
                       (entry-names out))))
       (sh "rm -rf \"$1\"" base))))
@@ -279,7 +342,7 @@ once, under its own name."
            (sh "ln -s a-pico \"$1\"/b-link" models)
            (is (= 0 (run-exe (list "export" models out "--iters" "1"))))
            (is (equal '("a-pico" "b-link") (manifest-names out)))
-           (is (equal '("a-pico.gguf" "b-link.gguf" "bench.json" "manifest.json") (entry-names out))))
+           (is (equal '("a-pico.gguf" "b-link.gguf" "bench.html" "bench.json" "manifest.json") (entry-names out))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (defun run-exe-unprivileged (args)
@@ -314,7 +377,7 @@ error in the manifest, exit 1; the other models are exported."
                    (is (contains stderr "rontolisp export: b-secret: ") "stderr: ~A" stderr)
                    (is (contains stderr "cannot read the directory") "stderr: ~A" stderr)
                    (is (equal '("a-pico" "b-secret") (manifest-names out)))
-                   (is (equal '("a-pico.gguf" "bench.json" "manifest.json") (entry-names out)))))))
+                   (is (equal '("a-pico.gguf" "bench.html" "bench.json" "manifest.json") (entry-names out)))))))
       (sh "chmod 755 \"$1\"/b-secret; rm -rf \"$1\" \"$2\"" models out))))
 
 (defun wait-for-entry (dir test process &key (deadline 120))
@@ -391,6 +454,6 @@ stay."
                (is (contains stderr (format nil "removed ~A/~A, a temporary file of process ~D, ~
 which has ended" out name dead))
                    "no note for ~A: ~A" name stderr)))
-           (is (equal (sort (append (list "a-pico.gguf" "bench.json" "manifest.json") kept) #'string<)
+           (is (equal (sort (append (list "a-pico.gguf" "bench.html" "bench.json" "manifest.json") kept) #'string<)
                       (entry-names out))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))

@@ -94,8 +94,9 @@ interfaces (the aim is 40).")
   (cdr (assoc (package-name package) *layers* :test #'string=)))
 
 (defun system-source-files ()
-  "The files of the system rontolisp, in load order, as paths under
-lisp/ without the type (\"gguf/gguf\"), read from rontolisp.asd as data."
+  "The Lisp files of the system rontolisp, in load order, as paths under
+lisp/ without the type (\"gguf/gguf\"), read from rontolisp.asd as data
+(its :static-file pages left out)."
   (with-open-file (s (merge-pathnames "rontolisp.asd" *root*))
     (let ((*read-eval* nil)
           (*package* (make-package "RONTOLISP-TESTS-ASD" :use '("CL"))))
@@ -103,7 +104,9 @@ lisp/ without the type (\"gguf/gguf\"), read from rontolisp.asd as data."
            (let ((form (loop for f = (read s)
                              when (and (consp f) (string= "DEFSYSTEM" (symbol-name (first f))))
                                return f)))
-             (mapcar #'second (getf (cddr form) :components)))
+             (loop for c in (getf (cddr form) :components)
+                   when (string= "FILE" (symbol-name (first c)))
+                     collect (second c)))
         (delete-package *package*)))))
 
 (defun source-forms (file)

@@ -536,7 +536,8 @@ has none" where)))))))
 (test serve-tokenize-equals-tokenize
   "/tokenize answers `tokenize --json''s ids (add_special true) and
 `tokenize --no-special''s (the default, as llama-server's); /detokenize
-gives the text back; with_pieces gives each token's text."
+gives the text back; with_pieces gives each token's text, or its bytes
+when they are not UTF-8."
   (let* ((file (serve-file)) (text "hello [MASK] world, cafe")
          (with (yason:parse (nth-value 1 (run-exe (list "tokenize" file text "--json")))))
          (without (yason:parse (nth-value 1 (run-exe (list "tokenize" file text "--json"
@@ -564,7 +565,16 @@ gives the text back; with_pieces gives each token's text."
           (http-json port "POST" "/tokenize" "{\"content\": \"ab\", \"with_pieces\": true}")
         (is (eql 200 status))
         (is (equal '("a" "b") (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json))))
-        (is (every (lambda (p) (integerp (gethash "id" p))) (gethash "tokens" json)))))))
+        (is (every (lambda (p) (integerp (gethash "id" p))) (gethash "tokens" json))))
+      ;; "é" is two tokens of one byte each here: each piece is its byte in
+      ;; an array, as llama-server gives a piece that is not UTF-8.
+      (multiple-value-bind (status json)
+          (http-json port "POST" "/tokenize"
+                     (json-line (alexandria:plist-hash-table (list "content" "é" "with_pieces" t)
+                                                             :test 'equal)))
+        (is (eql 200 status))
+        (is (equal '((195) (169)) (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json)))
+            "~S" (mapcar (lambda (p) (gethash "piece" p)) (gethash "tokens" json)))))))
 
 (defun base64-decode (string)
   (let ((alphabet "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
@@ -748,6 +758,111 @@ KEY (401 without it or with another key); SIGINT ends the server with 0."
                        (wait-child process :deadline 30 :what "serve after SIGINT")))))
       (end-child process)
       (ignore-errors (delete-file out)))))
+
+;;; The page at GET /.
+
+(defvar *trained-file* nil "The trained model (tests/models/pico-tasks) as a GGUF file.")
+
+(defun trained-file ()
+  "tests/models/pico-tasks converted by `convert' (F32), once per run: its
+probabilities are far from 1/N, so the page's bars show something."
+  (or *trained-file*
+      (let ((path (tmp-path "pico-tasks.gguf")))
+        (multiple-value-bind (code out err)
+            (run-exe (list "convert" (namestring (merge-pathnames "tests/models/pico-tasks" *root*))
+                           path "--type" "f32"))
+          (declare (ignore out))
+          (unless (eql 0 code) (error "convert tests/models/pico-tasks: ~A" err)))
+        (setf *trained-file* path))))
+
+(defun status-done (id)
+  "The page's condition that the request of the form whose status is ID
+has been answered (well or not)."
+  (format nil "['done', 'failed'].includes(document.getElementById('~A').dataset.state)" id))
+
+(test serve-page-is-served-without-the-key
+  "GET / answers the page, self-contained (no script, style or image from
+elsewhere), even with --api-key, which every request the page makes still
+needs."
+  (with-server (port (serve-file) "--api-key" "page-key")
+    (multiple-value-bind (status text headers) (http port "GET" "/")
+      (is (eql 200 status))
+      (is (search "Content-Type: text/html; charset=utf-8" headers) "~A" headers)
+      (is (search "<form id=\"decide-form\"" text))
+      (is (search "<form id=\"tokenize-form\"" text))
+      (is (search "id=\"api-key\"" text))
+      (dolist (external '("src=\"http" "href=\"http" "src=\"//" "href=\"//" "@import" "url("))
+        (is (not (search external text)) "the page loads ~A" external)))
+    (is (eql 401 (http port "POST" "/decide" :body "{}")))
+    (is (eql 405 (http port "POST" "/" :body "{}" :headers '("Authorization: Bearer page-key"))))))
+
+(test serve-page-answers-in-a-browser
+  "In headless chromium, a question typed into the page's form (with the
+key typed into its field) and sent with its button is answered as bars
+whose values are the probabilities POST /decide answers, and a text sent
+with Ctrl+Enter as tokens whose ids and pieces are those of POST /tokenize
+(with_pieces), a piece that is not UTF-8 shown as its bytes; nothing is
+logged as an error.  The screenshot is README's
+picture."
+  (with-browser ()
+    (let* ((file (trained-file))
+           (key "page-key")
+           (auth (list (format nil "Authorization: Bearer ~A" key)))
+           (question (list "type" "count" "instructions" "Count the entries."
+                           "options" '("2" "3" "4" "5") "state" "items: tiger table zinc"))
+           (text "Count the files: notes.txt, main.c, café")
+           (shot (page-screenshot "serve"))
+           (*read-default-float-format* 'double-float))
+      (ignore-errors (delete-file shot))
+      (with-server (port file "--api-key" key)
+        (let ((expected (yason:parse
+                         (nth-value 1 (http port "POST" "/decide" :headers auth
+                                            :body (json-line (alexandria:plist-hash-table
+                                                              question :test 'equal))))))
+              (tokens (yason:parse
+                       (nth-value 1 (http port "POST" "/tokenize" :headers auth
+                                          :body (json-line (alexandria:plist-hash-table
+                                                            (list "content" text "with_pieces" t)
+                                                            :test 'equal)))))))
+          (multiple-value-bind (results errors)
+              (browse (format nil "http://127.0.0.1:~D/" port)
+                      `((:type "#api-key" :text ,key)
+                        (:type "#q-type" :text "count")
+                        (:type "#q-instructions" :text "Count the entries.")
+                        (:type "#q-options" :text ,(format nil "2~%3~%4~%5"))
+                        (:type "#q-state" :text "items: tiger table zinc")
+                        (:click "#decide-button")
+                        (:wait ,(status-done "decide-status"))
+                        (:eval "document.getElementById('decide-status').dataset.state")
+                        (:eval "[...document.querySelectorAll('#decide-answer .option')].map(o => [o.querySelector('.text').textContent, o.querySelector('.bar').dataset.probability, o.querySelector('.bar').style.width])")
+                        (:type "#t-text" :text ,text)
+                        (:press "Enter" :ctrl t)
+                        (:wait ,(status-done "tokenize-status"))
+                        (:eval "document.getElementById('tokenize-status').dataset.state")
+                        (:eval "[...document.querySelectorAll('#tokenize-answer .token')].map(t => [Number(t.dataset.id), JSON.parse(t.dataset.piece)])")
+                        (:eval "[...document.querySelectorAll('#tokenize-answer .piece.bytes')].map(p => p.textContent)")
+                        (:screenshot ,shot)))
+            (destructuring-bind (decide-state bars tokenize-state chips byte-chips) results
+              (is (equal "done" decide-state))
+              (is (equal '("2" "3" "4" "5") (mapcar #'first bars)))
+              (let ((shown (mapcar (lambda (b) (let ((*read-eval* nil)) (read-from-string (second b))))
+                                   bars))
+                    (answered (gethash "probabilities" expected)))
+                (is (= 4 (length answered)))
+                (is (every (lambda (a b) (and (typep a 'double-float) (= a b))) shown answered)
+                    "bars ~S, /decide ~S" shown answered)
+                ;; The trained model is sure of "3": the bars show it.
+                (is (> (second shown) 0.5d0) "~S" shown))
+              (is (every (lambda (b) (search "%" (third b))) bars))
+              (is (equal "done" tokenize-state))
+              (is (equal (map 'list (lambda (tk) (list (gethash "id" tk) (gethash "piece" tk)))
+                              (gethash "tokens" tokens))
+                         chips)
+                  "page ~S" chips)
+              ;; "é" is two tokens of a byte each: shown as those bytes
+              (is (equal '("<0xC3>" "<0xA9>") byte-chips) "~S" byte-chips))
+            (is (null errors) "the page logged ~S" errors)
+            (is (png-file-p shot))))))))
 
 ;;; Abuse.
 

@@ -38,6 +38,12 @@
     (is (equalp #(18435 995) (model:tokenize tok " Hello world")))
     (is (equalp #(1212 318 257 1332) (model:tokenize tok "This is a test")))
     (is (string= "Hello world" (model:detokenize tok #(15496 995))))
+    (is (equalp (map 'vector #'char-code "Hello world")
+                (model:detokenize-octets tok #(15496 995))))
+    ;; 127 is the byte C3, half of "é": U+FFFD, as Hugging Face decodes it,
+    ;; or as octets that byte, as llama.cpp's token_to_piece gives it
+    (is (string= (string (code-char #xfffd)) (model:detokenize tok #(127))))
+    (is (equalp #(195) (model:detokenize-octets tok #(127))))
     (is (string= "Ġworld" (model:token-piece tok 995)))
     ;; no add_bos_token key: nothing is added
     (is (equalp (model:tokenize tok "Hello world" :add-special nil)
