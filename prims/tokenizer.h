@@ -105,13 +105,6 @@ rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n,
 rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char **text,
                             size_t *len, char *msg, size_t msgsz);
 
-/* The bytes of IDS as rl_tok_decode finds them, before anything is
- * replaced: a token that holds part of a character gives that part (as
- * llama.cpp's token_to_piece does).  *BYTES is malloc'd and NUL-terminated
- * (free it), *LEN its length. */
-rl_tok_status rl_tok_decode_bytes(const rl_tok *t, const int32_t *ids, size_t n, char **bytes,
-                                  size_t *len, char *msg, size_t msgsz);
-
 /* Token ID's text as stored (byte-to-unicode form), or NULL when out of
  * range; *LEN its length. */
 const char *rl_tok_piece(const rl_tok *t, int32_t id, size_t *len);

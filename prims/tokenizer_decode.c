@@ -1,8 +1,7 @@
 /* tokenizer_decode.c - token ids back to text (rl_tok_decode, the contract
  * in prims/tokenizer.h and doc/tokenizer.md): each id's piece through the
- * byte-to-unicode table back to bytes, special tokens as their text
- * (rl_tok_decode_bytes), and bytes that do not form UTF-8 replaced as
- * Hugging Face's decoder does. */
+ * byte-to-unicode table back to bytes, special tokens as their text, and
+ * bytes that do not form UTF-8 replaced as Hugging Face's decoder does. */
 #include "prims/tokenizer_internal.h"
 
 /* Append s[0..n) to (*buf, *len, *cap). */
@@ -123,12 +122,12 @@ rl_tok_status rl_tok_decode(const rl_tok *t, const int32_t *ids, size_t n, char 
     if (!outb && !(outb = malloc(1)))
         goto nomem;
     outb[ol] = 0;
-    free(bytes);
+    free(raw);
     *text = (char *)outb;
     *len = ol;
     return RL_TOK_OK;
 nomem:
-    free(bytes);
+    free(raw);
     free(outb);
     return fail(RL_TOK_NOMEM, msg, msgsz, "out of memory decoding token ids");
 }

@@ -201,8 +201,7 @@ static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
     char *text = NULL;
     size_t len = 0;
     char msg[RL_TOK_MSG] = "";
-    rl_tok_status st = (raw == ECL_NIL ? rl_tok_decode : rl_tok_decode_bytes)(
-        t, p, n, &text, &len, msg, sizeof msg);
+    rl_tok_status st = rl_tok_decode(t, p, n, &text, &len, msg, sizeof msg);
     cl_object out;
     if (st != RL_TOK_OK) {
         free(text);
