@@ -49,6 +49,7 @@ command-line tools built on them."
                (:file "vec/encoder")
                (:file "vec/outlier-matrix")
                (:file "text/json")
+               (:file "text/svg")
                (:file "text/template-lexer")
                (:file "text/template-parser")
                (:file "text/template")
