@@ -209,3 +209,44 @@ difference, and --reference without FILE.gguf is a usage error."
              (is (contains out (format nil "error against the F32 model of the reference ~A" f32)))
              (is (contains out "file as stored"))))
       (dolist (f (list f32 f16 q8 q4k other)) (ignore-errors (delete-file f))))))
+
+;;; eval --svg FILE: each way's error after each layer.
+
+(test eval-layer-errors-are-zero-for-the-reference-itself
+  "LAYER-ERRORS (eval --svg's figures): one per encoder layer, 0 for the F32
+encoder against itself, above 0 and finite for the F16 file."
+  (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+         (f32 (model:load (rontolisp::file-in-format source :f32)))
+         (f16 (model:load (rontolisp::file-in-format source :f16)))
+         (layers (getf (model:hyperparameters f32) :layers))
+         (sequences (subseq (rontolisp::calibration-sequences (model:hyperparameters f32)) 0 3))
+         (errors (rontolisp::layer-errors f32 (list (list "F32" f32 nil) (list "F16" f16 nil)) sequences)))
+    (is (= 2 (length errors)))
+    (is (every (lambda (e) (= layers (length e))) errors) "~S: ~D layers" errors layers)
+    (is (every #'zerop (first errors)) "~S" (first errors))
+    (is (every (lambda (e) (< 0 e 1)) (second errors)) "~S" (second errors))))
+
+(test eval-svg-draws-every-way-per-layer
+  (let ((svg (tmp-path "eval.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "eval" "--random" "s1-pico" "--sequences" "2" "--reps" "1" "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "quantize at load") "~A" out)
+           (let* ((names '("F32" "F16 file" "Q8_0 file :q8" "Q8_0 file :q8x2"
+                           "outlier-aware Q8_0 file :q8" "outlier-aware Q8_0 file :q8x2"
+                           "quantize at load :q8" "quantize at load :q8x2"))
+                  (report (check-svg-picture svg :series names
+                                                 :panels '("error after each layer against F32")
+                                                 :texts '("encoder layer" "max |error| of the hidden states"))))
+             (when report
+               (let ((marks (mapcar (lambda (n) (gethash "marks" (gethash n (gethash "series" report))))
+                                    names)))
+                 (is (and (< 1 (first marks)) (every (lambda (m) (eql m (first marks))) marks))
+                     "a mark per layer for every way: ~S" marks)))))
+      (ignore-errors (delete-file svg))))
+  (multiple-value-bind (code out err)
+      (run-exe (list "eval" "--random" "s1-pico" "--svg"
+                    (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))))
+    (is (= 1 code) "~A~A" out err)
+    (is (contains err "expected a regular file or no file for the SVG, found a directory") "~A" err)))
