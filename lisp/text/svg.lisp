@@ -33,7 +33,7 @@ past the tenth).")
 (defparameter *svg-panel-size* '(480 300)
   "A panel's width and height in pixels unless the figure says otherwise.")
 
-(defparameter *svg-legend-width* 250
+(defparameter *svg-legend-width* 280
   "The width of the legend column on the right of a figure.")
 
 ;;; Text and numbers.
@@ -215,7 +215,7 @@ stroke=\"#444444\"/>~%" (svg-coordinate left) (svg-coordinate top)
     (svg-text out (+ left (/ width 2)) (+ top height 34) (getf panel :x-label)
               :anchor "middle" :class "x-label"))
   (when (getf panel :y-label)
-    (svg-text out (- left 52) (+ top (/ height 2)) (getf panel :y-label)
+    (svg-text out (- left 56) (+ top (/ height 2)) (getf panel :y-label)
               :anchor "middle" :class "y-label" :rotate t)))
 
 (defun svg-line-series (out series colour x-axis y-axis left top width height)

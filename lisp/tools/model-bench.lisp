@@ -436,38 +436,50 @@ the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))
       (model-bench-svg svg (format nil "encoder benchmark: ~A" label) rows))
     rows))
 
+(defun llama-noise-p (row rows)
+  "True when ROW's llama.cpp time, on more threads than one, is above
+llama.cpp's own 1-thread time for the same format and tokens among ROWS:
+the noise RATIO-TEXT marks with *."
+  (let ((one (find-if (lambda (r) (and (= 1 (getf r :threads))
+                                       (string= (getf r :format) (getf row :format))
+                                       (eql (getf r :tokens) (getf row :tokens))))
+                      rows)))
+    (and (/= 1 (getf row :threads)) (getf row :llama-us) one (getf one :llama-us)
+         (> (getf row :llama-us) (getf one :llama-us)))))
+
 (defun model-bench-svg (path title rows)
   "The picture of the encoder benchmark's ROWS (RUN-MODEL-BENCH's) at PATH:
 a panel per thread count, µs per sequence against tokens on logarithmic
 axes, a line per format and a dashed one per file llama.cpp ran (the
-first of the rows on each file)."
+first of the rows on each file); a llama.cpp time that is noise
+(LLAMA-NOISE-P) is a grey mark of its own, not a point of the line."
   (let ((formats (remove-duplicates (mapcar (lambda (r) (getf r :format)) rows)
-                                    :test #'string= :from-end t)))
-    (write-svg-figure
-     path title
-     (loop for th in (remove-duplicates (mapcar (lambda (r) (getf r :threads)) rows) :from-end t)
-           collect (flet ((points (name key)
-                            (loop for r in rows
-                                  when (and (= th (getf r :threads)) (string= name (getf r :format)))
-                                    collect (cons (getf r :tokens) (getf r key)))))
-                     (list :title (format nil "~D thread~:P" th)
-                           :x-label "tokens per sequence" :y-label "µs per sequence"
-                           :x-log t :y-log t
-                           :series (append
-                                    (loop for name in formats
-                                          collect (list :name name :points (points name :us)))
-                                    (loop with seen = '()
-                                          for name in formats
-                                          for weights = (getf (find name rows :key (lambda (r) (getf r :format))
-                                                                              :test #'string=)
-                                                              :weights)
-                                          unless (member weights seen)
-                                            collect (progn (push weights seen)
-                                                           (list :name (format nil "llama.cpp, ~A"
-                                                                               (if (eq weights :file)
-                                                                                   name
-                                                                                   (subseq name 0 (position #\Space name))))
-                                                                 :dashed t
-                                                                 :points (points name :llama-us))))))))
-     :what "encoder timings")))
-
+                                    :test #'string= :from-end t))
+        (llama-rows (remove-duplicates rows :key (lambda (r) (getf r :weights)) :from-end t)))
+    (flet ((panel (th)
+             (flet ((points (name key &optional (keep (constantly t)))
+                      (loop for r in rows
+                            when (and (= th (getf r :threads)) (string= name (getf r :format)))
+                              collect (cons (getf r :tokens) (and (funcall keep r) (getf r key)))))
+                    (clean (r) (not (llama-noise-p r rows))))
+               (list :title (format nil "~D thread~:P" th)
+                     :x-label "tokens per sequence" :y-label "µs per sequence" :x-log t :y-log t
+                     :series (append
+                              (loop for name in formats
+                                    collect (list :name name :points (points name :us)))
+                              (loop for r in llama-rows
+                                    for name = (getf r :format)
+                                    collect (list :name (format nil "llama.cpp, ~A"
+                                                                (if (eq (getf r :weights) :file)
+                                                                    name
+                                                                    (subseq name 0 (position #\Space name))))
+                                                  :dashed t :points (points name :llama-us #'clean)))
+                              (list (list :name "llama.cpp noise (*)"
+                                          :line nil :colour "#999999"
+                                          :points (loop for r in llama-rows
+                                                        append (points (getf r :format) :llama-us
+                                                                       (lambda (r) (not (clean r))))))))))))
+      (write-svg-figure
+       path title
+       (mapcar #'panel (remove-duplicates (mapcar (lambda (r) (getf r :threads)) rows) :from-end t))
+       :what "encoder timings"))))
