@@ -26,7 +26,9 @@
 # command's peak memory in the converter's tests.  emacs-nox and slime
 # (Emacs's side of SLIME): SLIME itself drives `rontolisp swank' in one
 # test.  unicode-data: NormalizationTest.txt, the NFC conformance test of
-# the tokenizer (Debian ships it compressed: bzip2 opens it).
+# the tokenizer (Debian ships it compressed: bzip2 opens it).  chromium:
+# headless, it draws each --svg picture to a PNG in which the tests find
+# the marks (without it those checks skip; under CI=true they fail).
 set -e
 case "${1:---check}" in
   --demo) mode=demo ;;
@@ -63,6 +65,7 @@ if [ "$mode" != demo ]; then
   [ -f /usr/share/unicode/NormalizationTest.txt ] || [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] ||
     need="$need unicode-data"
   command -v bzip2 >/dev/null 2>&1 || need="$need bzip2"
+  command -v chromium >/dev/null 2>&1 || need="$need chromium"
 fi
 # gnuplot only for `make bench', never for the tests.
 if [ "$mode" = bench ] && ! command -v gnuplot >/dev/null 2>&1; then
