@@ -325,7 +325,11 @@ dashed series, a bar for bars) and the name."
 (defun check-svg-target (path)
   "Refuse, before any work, an SVG target PATH that cannot be written: a
 directory or other file that is not a regular file, a missing directory,
-one where a file cannot be made (FILE-IO-ERROR naming PATH)."
+one where a file cannot be made (FILE-IO-ERROR naming PATH); and - (USAGE-ERROR:
+standard output has the table)."
+  (when (string= path "-")
+    (usage-error "--svg -: expected a file name for the picture, found - (standard output ~
+has the table)"))
   (let ((kind (path-kind path)))
     (when (and kind (not (eq kind :file)))
       (file-io-error path "expected a regular file or no file for the SVG, found a ~(~A~)" kind)))

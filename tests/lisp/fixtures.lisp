@@ -574,7 +574,8 @@ check."
 external reference; each name of SERIES drawn (a mark, line or bar) and in
 the legend; each of PANELS a panel's title; each of TEXTS a text of it.
 Then draw it with chromium (RENDER-SVG) and find each series' colour
-inside the plotting areas.  Answers the report (SVG-REPORT) or NIL."
+inside the plotting areas (each series in sight: not every mark of it
+under a later series' mark).  Answers the report (SVG-REPORT) or NIL."
   (is (probe-file svg) "no picture at ~A" svg)
   (let ((report (and (probe-file svg) (svg-report svg))))
     (when report
@@ -599,8 +600,16 @@ inside the plotting areas.  Answers the report (SVG-REPORT) or NIL."
       (let ((png (render-svg svg (round (gethash "width" report)) (round (gethash "height" report)))))
         (when png
           (unwind-protect
-               (let ((pixels (gethash "pixels" (svg-report svg png))))
-                 (dolist (name series)
+               (let ((pixels (gethash "pixels" (svg-report svg png)))
+                     (drawn (gethash "series" report)))
+                 (is (some (lambda (name) (gethash "in_sight" (gethash name drawn))) series)
+                     "~A: every series is under another's marks" svg)
+                 ;; a series whose every mark lies under a later one (equal
+                 ;; times, say) cannot show its colour
+                 (dolist (name (remove-if-not (lambda (name)
+                                                (let ((s (gethash name drawn)))
+                                                  (and s (gethash "in_sight" s))))
+                                              series))
                    (is (and pixels (<= 5 (gethash name pixels 0)))
                        "~A drawn by chromium: ~D pixels of the series ~S in the plotting areas"
                        svg (and pixels (gethash name pixels 0)) name)))

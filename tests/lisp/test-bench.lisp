@@ -485,4 +485,27 @@ be written is refused before anything is measured, naming it."
         (run-exe (list "bench" "--random" "s1-pico" "--tokens" "4" "--svg" bad))
       (is (= 1 code) "~A" err)
       (is (contains err bad) "~A" err)
-      (is (not (contains out "encoder benchmark")) "measured before refusing: ~A" out))))
+      (is (not (contains out "encoder benchmark")) "measured before refusing: ~A" out)))
+  (multiple-value-bind (code out err) (run-exe (list "bench" "--random" "s1-pico" "--tokens" "4" "--svg" "-"))
+    (is (= 2 code) "~A~A" out err)
+    (is (contains err "--svg -: expected a file name for the picture") "~A" err)))
+
+(test bench-model-svg-draws-llama-noise-apart
+  "A llama.cpp time slower than its own 1-thread time for the same format
+and tokens (the table's *) is a mark of the noise series, not a point of
+llama.cpp's line; a format's own times are all drawn."
+  (let ((svg (tmp-path "noise.svg")))
+    (unwind-protect
+         (progn
+           (rontolisp::model-bench-svg
+            svg "noise"
+            (loop for (tokens threads us llama) in '((16 1 100 90) (16 2 80 50) (128 1 900 800) (128 2 700 5000))
+                  collect (list :format "F16 (f32 compute)" :weights :f16 :tokens tokens :threads threads
+                                :us us :llama-us llama)))
+           (let ((report (svg-report svg)))
+             (when report
+               (let ((series (gethash "series" report)))
+                 (is (= 4 (gethash "marks" (gethash "F16 (f32 compute)" series))))
+                 (is (= 3 (gethash "marks" (gethash "llama.cpp, F16" series))))
+                 (is (= 1 (gethash "marks" (gethash "llama.cpp noise (*)" series))))))))
+      (ignore-errors (delete-file svg)))))

@@ -4,9 +4,10 @@ back independently of the code that wrote it, as one JSON object on stdout.
 
   svg-check.py FILE.svg            the SVG parsed as XML (a parse error
                                    exits 1): its size, title, panels, the
-                                   series with their marks, the legend, every
-                                   text, and any coordinate that is not a
-                                   finite number
+                                   series with their marks (and whether any
+                                   is in sight, not under a later mark), the
+                                   legend, every text, and any coordinate
+                                   that is not a finite number
   svg-check.py FILE.svg FILE.png   that, and per series the pixels of the
                                    PNG (a rendering of FILE.svg at its own
                                    size) inside the panels' plotting areas
@@ -69,6 +70,7 @@ def structure(path):
         "external": [v for e in root.iter() for k, v in e.attrib.items()
                      if k.endswith("href") and not v.startswith("#")],
     }
+    marks = []  # (series, cx, cy, r) in drawing order
     for g in root.iter(NS + "g"):
         if "panel" in classes(g):
             rect = next(r for r in g.iter(NS + "rect") if "plot" in classes(r))
@@ -84,12 +86,22 @@ def structure(path):
                     s["colours"].append(colour)
                 if "mark" in c:
                     s["marks"] += 1
+                    marks.append((g.get("data-series"), float(e.get("cx")), float(e.get("cy")),
+                                  float(e.get("r"))))
                 elif "line" in c:
                     s["lines"] += 1
                 elif "bar" in c:
                     s["bars"] += 1
         elif "legend-entry" in classes(g):
             out["legend"].append(g.get("data-series"))
+    # A mark is in sight unless a mark drawn after it lies closer than its
+    # radius (then at most a sliver of it shows); a series is in sight when
+    # one of its marks, bars or, without marks, its lines is.
+    for name, s in out["series"].items():
+        s["in_sight"] = s["bars"] > 0 or (s["lines"] > 0 and s["marks"] == 0)
+    for i, (name, x, y, r) in enumerate(marks):
+        if all(math.hypot(x - x2, y - y2) >= r for _, x2, y2, _ in marks[i + 1:]):
+            out["series"][name]["in_sight"] = True
     return out
 
 
