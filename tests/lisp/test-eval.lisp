@@ -250,3 +250,23 @@ encoder against itself, above 0 and finite for the F16 file."
                     (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))))
     (is (= 1 code) "~A~A" out err)
     (is (contains err "expected a regular file or no file for the SVG, found a directory") "~A" err)))
+
+(test eval-svg-with-reference-draws-the-file-as-stored
+  "eval FILE --reference ORIG --svg: the file as stored is a series of its
+own (with its activations), a mark per layer, beside the JSON."
+  (let ((f32 (pico-massive-file "--type" "f32"))
+        (q8 (pico-massive-file "--type" "q8_0"))
+        (svg (tmp-path "eval-reference.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "eval" q8 "--reference" f32 "--sequences" "2" "--reps" "1" "--json"
+                            "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "\"file as stored\"") "~A" out)
+           (let ((report (svg-report svg)))
+             (when report
+               (let ((stored (gethash "file as stored :q8" (gethash "series" report))))
+                 (is (and stored (< 1 (gethash "marks" stored)))
+                     "no file-as-stored series among ~S"
+                     (loop for k being the hash-keys of (gethash "series" report) collect k))))))
+      (dolist (f (list f32 q8 svg)) (ignore-errors (delete-file f))))))
