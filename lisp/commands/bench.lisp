@@ -21,7 +21,8 @@ and tokens/s, with an empty cache and then warm (--iters passes, default 3).
 --questions with --model FILE or --random NAME: a question's whole path
 (render, tokenize, encode, head) per encoder format, 1 and 2 threads,
 against llama.cpp's encoder alone on the same ids (--iters rounds, default
-3), and each format's max |dp| against F32 (doc/decision.md).
+3), and each format's max |dp| against F32 (doc/decision.md).  --svg FILE
+with either also draws the run as a self-contained SVG picture.
 Progress goes to stderr, the table to stdout (to stderr when --json has
 stdout).  Each probe keeps its figures in $XDG_CACHE_HOME/rontolisp/
 read-bandwidth.json (~/.cache/rontolisp/ without XDG_CACHE_HOME), which

@@ -23,7 +23,9 @@ architecture, tensor names and shapes, or an error naming the first
 difference) the ways are made from ORIG.gguf's weights, each is measured
 against ORIG.gguf widened to F32, and FILE.gguf as stored gets the first
 row, \"file as stored\": what its type cost.  ORIG.gguf may also be the
-model directory FILE.gguf was converted from (as convert reads it)."
+model directory FILE.gguf was converted from (as convert reads it).  With
+--svg FILE each way's error after each encoder layer is drawn as well, a
+self-contained SVG picture."
      :options ((reference "--reference ORIG.gguf"
                           :help "measure against ORIG.gguf (or the Laya or Hugging Face model
 directory), the model FILE.gguf was made from, and give FILE.gguf as stored
