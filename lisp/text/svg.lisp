@@ -168,6 +168,7 @@ values are all on :x, and a stacked one's are the sums of its bars)."
       (svg-series-values panel key)))
 
 (defun svg-series-values (panel key)
+  "Every finite value of PANEL's series on the axis KEY, point by point."
   (loop for series in (getf panel :series)
         append (if (eq (getf panel :kind) :bars)
                    (loop for (nil . v) in (getf series :points)
@@ -183,9 +184,13 @@ for bars no (category . value) of a finite value."
           (getf series :points)))
 
 (defun svg-panel-empty-p (panel)
+  "True when PANEL has no finite value to draw."
   (null (svg-panel-values panel :x)))
 
 (defun svg-text (out x y text &key (anchor "start") (size 12) class (weight nil) rotate)
+  "A <text> element of TEXT (escaped) at X Y on OUT, anchored at ANCHOR's
+end, of font SIZE, with CLASS and WEIGHT when given, turned upright along
+the left edge with ROTATE."
   (format out "<text x=\"~A\" y=\"~A\" font-size=\"~D\" text-anchor=\"~A\"~@[ class=\"~A\"~]~
 ~@[ font-weight=\"~A\"~]~@[ transform=\"rotate(-90 ~A)\"~]>~A</text>~%"
           (svg-coordinate x) (svg-coordinate y) size anchor class weight
@@ -219,6 +224,9 @@ stroke=\"#444444\"/>~%" (svg-coordinate left) (svg-coordinate top)
               :anchor "middle" :class "y-label" :rotate t)))
 
 (defun svg-line-series (out series colour x-axis y-axis left top width height)
+  "SERIES of a lines panel on OUT in COLOUR: a polyline through its finite
+points (dashed with :dashed; none with :line NIL or one point) and a mark
+at each (none with :marker NIL)."
   (let ((points (loop for (x . y) in (getf series :points)
                       when (and (svg-finite-p x) (svg-finite-p y))
                         collect (cons (svg-scale x-axis x left (+ left width))
