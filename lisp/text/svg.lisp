@@ -93,14 +93,17 @@ million (trailing zeros dropped), else mantissa and exponent (2e-5)."
 (defun svg-axis (values &key log from-zero)
   "An axis covering the finite reals VALUES (positive ones only when LOG):
 (lo hi log ticks).  A linear axis starts at 0 with FROM-ZERO and ends on
-ticks; a logarithmic one on powers of ten, with 2 and 5 between them when
-it spans two decades or less."
+ticks; a logarithmic one on powers of ten (every second or more when it
+spans more than eight decades), with 2 and 5 between them when it spans
+two decades or less."
   (let ((xs (remove-if-not (lambda (x) (and (svg-finite-p x) (or (not log) (plusp x)))) values)))
     (if log
         (let* ((lo (if xs (floor (log (reduce #'min xs) 10d0)) 0))
                (hi (if xs (ceiling (log (reduce #'max xs) 10d0)) 1))
                (hi (if (<= hi lo) (1+ lo) hi))
-               (ticks (loop for e from lo to hi
+               (every (ceiling (- hi lo) 8)) ; at most 9 decades labelled
+               (hi (+ lo (* every (ceiling (- hi lo) every))))
+               (ticks (loop for e from lo to hi by every
                             for p = (expt 10d0 e)
                             collect p
                             when (and (<= (- hi lo) 2) (< e hi))

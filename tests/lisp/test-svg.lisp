@@ -73,3 +73,18 @@ legend under its own name, and each colour found in chromium's drawing."
     (let ((ok (format nil "~A/ok.svg" dir)))
       (is (equal ok (rontolisp::check-svg-target ok)))
       (is (null (names-in dir)) "the check left ~S" (names-in dir)))))
+
+(test svg-axis-ticks
+  "A linear axis ends on ticks, whole numbers get whole steps; a logarithmic
+one spans whole decades, with 2 and 5 within two decades and at most nine
+ticks over many."
+  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(0 1 2 3))
+    (is (and (= lo 0) (= hi 3) (not log)))
+    (is (equal '(0 1 2 3) (mapcar #'round ticks)) "~S" ticks))
+  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(0.3d0 4d0) :log t)
+    (is (and (= lo 0.1d0) (= hi 10d0) log))
+    (is (= 7 (length ticks)) "~S" ticks))
+  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(1d-20 1d0 0 -1) :log t)
+    (declare (ignore log))
+    (is (<= (length ticks) 9) "~S" ticks)
+    (is (and (<= lo 1d-20) (>= hi 1d0)))))
