@@ -25,7 +25,7 @@
 (in-package "RONTOLISP")
 
 (defparameter *svg-palette*
-  '("#1f77b4" "#ff7f0e" "#2ca02c" "#d62728" "#9467bd" "#8c564b" "#e377c2" "#7f7f7f"
+  '("#1f77b4" "#ff7f0e" "#2ca02c" "#d62728" "#9467bd" "#8c564b" "#e377c2" "#393b79"
     "#bcbd22" "#17becf")
   "The colours of a figure's series, in order of first appearance (cycled
 past the tenth).")

@@ -174,7 +174,8 @@ stage keys it sums (INTEGER: every encoder layer).")
 (defun question-bench-svg (path title rows breakdown)
   "The picture of the questions benchmark's ROWS (RUN-QUESTION-BENCH's) at
 PATH: µs per question per format, a bar per thread count and one per
-llama.cpp thread count; with BREAKDOWN ((label . breakdown-plist) ...,
+llama.cpp thread count (a time that is noise, LLAMA-NOISE-P, a grey bar of
+its own); with BREAKDOWN ((label . breakdown-plist) ...,
 QUESTION-BREAKDOWN's) a second panel of each format's stages stacked."
   (let ((formats (remove-duplicates (mapcar (lambda (r) (getf r :format)) rows)
                                     :test #'string= :from-end t))
@@ -184,13 +185,20 @@ QUESTION-BREAKDOWN's) a second panel of each format's stages stacked."
      (list* (list :kind :bars :title "µs per question, the whole path" :x-label "µs per question"
                   :x-log :auto
                   :categories formats
-                  :series (loop for (key who) in '((:us "") (:llama-us "llama.cpp encoder, "))
-                                append (loop for th in thread-counts
-                                             collect (list :name (format nil "~A~D thread~:P" who th)
-                                                           :points (loop for r in rows
-                                                                         when (= th (getf r :threads))
-                                                                           collect (cons (getf r :format)
-                                                                                         (getf r key)))))))
+                  :series (append
+                           (loop for (key who) in '((:us "") (:llama-us "llama.cpp encoder, "))
+                                 append (loop for th in thread-counts
+                                              collect (list :name (format nil "~A~D thread~:P" who th)
+                                                            :points (loop for r in rows
+                                                                          when (= th (getf r :threads))
+                                                                            collect (cons (getf r :format)
+                                                                                          (and (or (eq key :us)
+                                                                                                   (not (llama-noise-p r rows)))
+                                                                                               (getf r key)))))))
+                           (list (list :name "llama.cpp noise (*)" :colour "#999999"
+                                       :points (loop for r in rows
+                                                     when (llama-noise-p r rows)
+                                                       collect (cons (getf r :format) (getf r :llama-us)))))))
             (and breakdown
                  (list (list :kind :bars :stacked t :title "by stage, 1 thread"
                              :x-label "µs per question" :categories (mapcar #'car breakdown)

@@ -438,8 +438,9 @@ the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))
 
 (defun llama-noise-p (row rows)
   "True when ROW's llama.cpp time, on more threads than one, is above
-llama.cpp's own 1-thread time for the same format and tokens among ROWS:
-the noise RATIO-TEXT marks with *."
+llama.cpp's own 1-thread time for the same format and tokens among ROWS
+(the rows of the encoder or the questions benchmark; the latter's have no
+tokens): the noise RATIO-TEXT marks with *."
   (let ((one (find-if (lambda (r) (and (= 1 (getf r :threads))
                                        (string= (getf r :format) (getf row :format))
                                        (eql (getf r :tokens) (getf row :tokens))))
