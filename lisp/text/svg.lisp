@@ -22,7 +22,7 @@
 ;;;; is left out, and a value on a logarithmic axis at or below zero is
 ;;;; drawn on the axis's floor.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 (defparameter *svg-palette*
   '("#1f77b4" "#ff7f0e" "#2ca02c" "#d62728" "#9467bd" "#8c564b" "#e377c2" "#393b79"

@@ -34,7 +34,7 @@ to a fresh temporary file."
                       (cons "F16 file" (pico-massive-file "--type" "f16")))))
     (unwind-protect
          (let* ((reference (model:load f32))
-                (sequences (subseq (rontolisp::calibration-sequences
+                (sequences (subseq (model::calibration-sequences
                                     (model:hyperparameters reference))
                                    0 3))
                 (refs (mapcar (lambda (ids) (model:encode reference ids)) sequences)))
@@ -61,10 +61,10 @@ to a fresh temporary file."
                  do (let ((token 0d0) (pooled 0d0))
                       (loop for ids in sequences for ref in refs
                             do (let ((h (model:encode encoder ids :activations act)))
-                                 (setf token (max token (rontolisp::hidden-state-error h ref))
-                                       pooled (max pooled (rontolisp::hidden-state-error
-                                                           (rontolisp::pool h :mean)
-                                                           (rontolisp::pool ref :mean))))))
+                                 (setf token (max token (command-line::hidden-state-error h ref))
+                                       pooled (max pooled (command-line::hidden-state-error
+                                                           (model::pool h :mean)
+                                                           (model::pool ref :mean))))))
                       (is (close-to token (gethash "token_max_abs_error" r))
                           "~A ~A: token error ~A, eval says ~A" way act token
                           (gethash "token_max_abs_error" r))
@@ -116,7 +116,7 @@ converter writes as F32 and as F16; without a head the column is absent
            (flet ((decisions (path)
                     (let ((m (model:load path)))
                       (mapcar (lambda (q) (model:decide m q)) model:*questions*))))
-             (is (= (rontolisp::max-probability-error (decisions f16) (decisions f32))
+             (is (= (command-line::max-probability-error (decisions f16) (decisions f32))
                     (gethash "max_abs_dp" (second rows)))))
            ;; A file with a head gets the column without --questions.
            (let ((file-rows (gethash "rows" (eval-json f32 "--sequences" "1" "--reps" "1"))))
@@ -215,12 +215,12 @@ difference, and --reference without FILE.gguf is a usage error."
 (test eval-layer-errors-are-zero-for-the-reference-itself
   "LAYER-ERRORS (eval --svg's figures): one per encoder layer, 0 for the F32
 encoder against itself, above 0 and finite for the F16 file."
-  (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
-         (f32 (model:load (rontolisp::file-in-format source :f32)))
-         (f16 (model:load (rontolisp::file-in-format source :f16)))
+  (let* ((source (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
+         (f32 (model:load (command-line::file-in-format source :f32)))
+         (f16 (model:load (command-line::file-in-format source :f16)))
          (layers (getf (model:hyperparameters f32) :layers))
-         (sequences (subseq (rontolisp::calibration-sequences (model:hyperparameters f32)) 0 3))
-         (errors (rontolisp::layer-errors f32 (list (list "F32" f32 nil) (list "F16" f16 nil)) sequences)))
+         (sequences (subseq (model::calibration-sequences (model:hyperparameters f32)) 0 3))
+         (errors (command-line::layer-errors f32 (list (list "F32" f32 nil) (list "F16" f16 nil)) sequences)))
     (is (= 2 (length errors)))
     (is (every (lambda (e) (= layers (length e))) errors) "~S: ~D layers" errors layers)
     (is (every #'zerop (first errors)) "~S" (first errors))

@@ -9,15 +9,15 @@
 (in-suite svg)
 
 (test svg-escape-markup-and-characters-xml-refuses
-  (is (string= "a&lt;b&amp;&quot;c&apos;&gt;" (rontolisp::svg-escape "a<b&\"c'>")))
+  (is (string= "a&lt;b&amp;&quot;c&apos;&gt;" (text::svg-escape "a<b&\"c'>")))
   (is (string= (coerce (list #\x (code-char #xFFFD) #\y (code-char #xFFFD) #\Tab #\é) 'string)
-               (rontolisp::svg-escape (coerce (list #\x (code-char 7) #\y (code-char #xDC80) #\Tab #\é)
+               (text::svg-escape (coerce (list #\x (code-char 7) #\y (code-char #xDC80) #\Tab #\é)
                                               'string)))))
 
 (test svg-tick-text-is-short-and-plain
   (loop for (v text) in '((0 "0") (0.01d0 "0.01") (1d-5 "1e-5") (2d-4 "2e-4") (1000 "1000")
                           (2.5d6 "2.5e6") (0.5d0 "0.5") (100000d0 "100000") (1d6 "1e6"))
-        do (is (string= text (rontolisp::svg-tick-text v)) "~S: ~S" v (rontolisp::svg-tick-text v))))
+        do (is (string= text (text::svg-tick-text v)) "~S: ~S" v (text::svg-tick-text v))))
 
 (test svg-figure-reads-back-and-draws
   "A figure of a lines panel (a name with markup characters, a NaN, an
@@ -27,7 +27,7 @@ legend under its own name, and each colour found in chromium's drawing."
   (let ((path (tmp-path "figure.svg")))
     (unwind-protect
          (progn
-           (rontolisp::write-svg-figure
+           (text:write-svg-figure
             path "a <title> & more"
             (list (list :title "lines" :x-label "x" :y-label "y" :y-log t
                         :series (list (list :name "<F16 & co>"
@@ -54,7 +54,7 @@ legend under its own name, and each colour found in chromium's drawing."
   (let ((path (tmp-path "empty.svg")))
     (let ((message (error-message
                     (lambda ()
-                      (rontolisp::write-svg-figure
+                      (text:write-svg-figure
                        path "empty" (list (list :title "p" :series (list (list :name "s" :points '((1 . nil))))))
                        :what "encoder timings")))))
       (is (contains message path) "~A" message)
@@ -64,27 +64,27 @@ legend under its own name, and each colour found in chromium's drawing."
 (test svg-target-that-cannot-be-written-is-refused-first
   (with-tmp-dir (dir)
     (let ((missing (format nil "~A/no/such/dir/x.svg" dir)))
-      (let ((message (error-message (lambda () (rontolisp::check-svg-target missing)))))
+      (let ((message (error-message (lambda () (text:check-svg-target missing)))))
         (is (contains message missing) "~A" message)
         (is (contains message "expected an existing directory") "~A" message)))
-    (let ((message (error-message (lambda () (rontolisp::check-svg-target dir)))))
+    (let ((message (error-message (lambda () (text:check-svg-target dir)))))
       (is (contains message "expected a regular file or no file for the SVG, found a directory")
           "~A" message))
     (let ((ok (format nil "~A/ok.svg" dir)))
-      (is (equal ok (rontolisp::check-svg-target ok)))
+      (is (equal ok (text:check-svg-target ok)))
       (is (null (names-in dir)) "the check left ~S" (names-in dir)))))
 
 (test svg-axis-ticks
   "A linear axis ends on ticks, whole numbers get whole steps; a logarithmic
 one spans whole decades, with 2 and 5 within two decades and at most nine
 ticks over many."
-  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(0 1 2 3))
+  (destructuring-bind (lo hi log ticks) (text::svg-axis '(0 1 2 3))
     (is (and (= lo 0) (= hi 3) (not log)))
     (is (equal '(0 1 2 3) (mapcar #'round ticks)) "~S" ticks))
-  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(0.3d0 4d0) :log t)
+  (destructuring-bind (lo hi log ticks) (text::svg-axis '(0.3d0 4d0) :log t)
     (is (and (= lo 0.1d0) (= hi 10d0) log))
     (is (= 7 (length ticks)) "~S" ticks))
-  (destructuring-bind (lo hi log ticks) (rontolisp::svg-axis '(1d-20 1d0 0 -1) :log t)
+  (destructuring-bind (lo hi log ticks) (text::svg-axis '(1d-20 1d0 0 -1) :log t)
     (declare (ignore log))
     (is (<= (length ticks) 9) "~S" ticks)
     (is (and (<= lo 1d-20) (>= hi 1d0)))))

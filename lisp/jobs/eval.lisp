@@ -11,7 +11,7 @@
 ;;;; quantize-at-load; the errors are taken over the built-in calibration
 ;;;; sequences, against the F32 model's hidden states.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *eval-ways*
   '(("F32" :f32 nil) ("F16 file" :f16 nil)
@@ -226,9 +226,9 @@ the ~D built-in questions (model:*questions*)~%" (length model:*questions*)))
 (defun layer-states (encoder ids activations)
   "The hidden states of ENCODER with ACTIVATIONS (NIL: :q8) on the token
 IDS after each encoder layer (before the output norm), a list of n x d
-single-float matrices, one per layer (MODEL::*LAYER-HOOK*)."
+single-float matrices, one per layer (MODEL:*LAYER-HOOK*)."
   (let ((states '()))
-    (let ((*layer-hook* (lambda (i x n)
+    (let ((model:*layer-hook* (lambda (i x n)
                           (declare (ignore i))
                           (let ((copy (make-array (list n (array-dimension x 1))
                                                   :element-type 'single-float)))

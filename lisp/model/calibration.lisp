@@ -7,7 +7,7 @@
 ;;;; column of the matrix).  GGUF, so that it is written and inspected with
 ;;;; the tools that handle models.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defun read-calibration (path)
   "The calibration file PATH as a list of (tensor-name . magnitudes), in
@@ -65,23 +65,3 @@ outlier columns (OUTLIER-COLUMNS of its magnitudes)."
     (loop for (name . magnitudes) in calibration
           do (setf (gethash name table) (outlier-columns magnitudes)))
     table))
-
-(defun calibration-svg (path title calibration)
-  "The picture of CALIBRATION (a list of (name . magnitudes), as
-MODEL:CALIBRATE answers it) at PATH: a panel per matrix, max |x| against
-the input channel on a logarithmic axis, its outlier columns
-(OUTLIER-COLUMNS) marked."
-  (write-svg-figure
-   path title
-   (loop for (name . magnitudes) in calibration
-         collect (list :title name :x-label "input channel" :y-label "max |x|" :y-log t
-                       :series (list (list :name "max |x| per channel" :marker nil
-                                           :points (loop for m across magnitudes for i from 0
-                                                         collect (cons i m)))
-                                     (list :name "outlier column" :line nil :colour "#d62728"
-                                           :points (loop for c in (outlier-columns magnitudes)
-                                                         collect (cons c (aref magnitudes c)))))))
-   :columns 4 :panel-size '(360 240)
-   :notes (list (format nil "outlier column: max |x| above ~,1F times the median channel's, at most ~
-one column in ~D (doc/outliers.md)" +outlier-ratio+ +outlier-fraction+))
-   :what "channel magnitudes"))
