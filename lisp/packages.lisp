@@ -133,7 +133,7 @@ row of a quantized matrix."))
   (:use "CL" "RONTOLISP")
   (:import-from "RONTOLISP"
    "%JSON-PARSE" "%NUMBERS-TEXT" "%UTF8-OCTETS" "ABSOLUTE-NAMESTRING" "READ-FILE-OCTETS"
-   "REGEX-ERROR")
+   "REGEX-ERROR" "PATH-KIND" "WITH-OUTPUT-TO-FILE" "WITH-TEMPORARY-FILE" "WRITE-FILE-ATOMICALLY")
   ;; the layer's interface: what the model and the command line take
   ;; (the user's names are RONTOLISP's, above)
   (:export
@@ -141,9 +141,12 @@ row of a quantized matrix."))
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
    "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS"
    ;; html.lisp: the pages of serve and export
-   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE")
+   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE"
+   ;; svg.lisp: the --svg pictures
+   "CHECK-SVG-TARGET" "WRITE-SVG-FIGURE")
   (:documentation "Text in and out: JSON reading and writing, the chat
-templates (a Jinja subset) and the regular expressions of inspect's filters.
+templates (a Jinja subset), the regular expressions of inspect's filters and
+the SVG pictures of --svg.
 Its public names are RONTOLISP's (rontolisp:parse-json,
 rontolisp:compile-template, rontolisp:render-template)."))
 
@@ -218,7 +221,7 @@ RONTOLISP:VERSION in a package that uses both."))
    "STAGE-CLOCK-TOTALS" "TOKENIZE-OCTETS" "TOKENIZER-HANDLE" "TOKENIZER-OF" "TOKENIZER-PATH"
   )
   (:export
-   "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
+   "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS" "*LAYER-HOOK*"
    "MODEL-ERROR" "MODEL-ERROR-PATH"
    ;; decision.lisp
    "RENDER" "DECIDE" "QUESTION-ERROR" "*QUESTIONS*"
@@ -262,7 +265,7 @@ conflict and changes nothing."))
    "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
    "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS"
-   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE")
+   "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE" "CHECK-SVG-TARGET" "WRITE-SVG-FIGURE")
   (:import-from "GGUF"
    "GGUF-FILE-BY-NAME" "GGUF-FILE-METADATA" "MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME")
   (:import-from "MODEL"

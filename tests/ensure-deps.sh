@@ -30,7 +30,9 @@
 # the page tests open serve's page and export's bench.html in it, headless
 # (tests/ref/browse.js drives it with node over the DevTools protocol; its
 # recommendations, the sandbox helper among them, are not needed: the tests
-# run it with --no-sandbox, as root in a container must).
+# run it with --no-sandbox, as root in a container must), and it draws each
+# --svg picture to a PNG in which the tests find the marks (without it those
+# checks skip; under CI=true they fail).
 set -e
 case "${1:---check}" in
   --demo) mode=demo ;;

@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "bench" (&optional file)
-    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf [--reference ORIG.gguf]] [--tokens N | --questions [--breakdown]] [--tokenizer FILE --text-file F]"
+    (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf [--reference ORIG.gguf]] [--tokens N | --questions [--breakdown]] [--svg FILE] [--tokenizer FILE --text-file F]"
      :summary "time matrix-vector products (f32, Q8_0 scalar, SIMD, threads) against the read bandwidth"
      :details "Times y = W x for each matrix on the f32 path, the Q8_0 scalar reference
 and the Q8_0 SIMD path with 1 thread and with all threads, and prints the
@@ -21,7 +21,8 @@ and tokens/s, with an empty cache and then warm (--iters passes, default 3).
 --questions with --model FILE or --random NAME: a question's whole path
 (render, tokenize, encode, head) per encoder format, 1 and 2 threads,
 against llama.cpp's encoder alone on the same ids (--iters rounds, default
-3), and each format's max |dp| against F32 (doc/decision.md).
+3), and each format's max |dp| against F32 (doc/decision.md).  --svg FILE
+with either also draws the run as a self-contained SVG picture.
 Progress goes to stderr, the table to stdout (to stderr when --json has
 stdout).  Each probe keeps its figures in $XDG_CACHE_HOME/rontolisp/
 read-bandwidth.json (~/.cache/rontolisp/ without XDG_CACHE_HOME), which
@@ -75,10 +76,18 @@ on the same ids, and each format's max |dp| against F32")
 softmax) at 1 thread, the floor (the multiply-adds over one core's f32 FMA
 and int8 peaks, measured in the same run) and the octets consed per
 question")
+               (svg "--svg FILE"
+                    :help "with the encoder benchmark (--model, --tokens) or --questions: also
+draw the times as an SVG picture in FILE (µs against tokens per format with
+llama.cpp beside; µs per question per format, and with --breakdown by
+stage)")
                (tokens "--tokens N" :parse (integer-parser :min 1 :max 100000)
                        :help "the encoder benchmark with one token count N (with --model,
 or with --random NAME for a random model of that preset)")))
   (check-json-target json)
+  (when (and svg (not (or questions model tokens)))
+    (usage-error "--svg goes with the encoder benchmark (--model FILE, --tokens N) or --questions"))
+  (when svg (check-svg-target svg))
   (when (and reference (or (not model) questions tokenizer text-file))
     (usage-error "--reference goes with --model FILE (the encoder benchmark)"))
   (when (or tokenizer text-file)
@@ -98,7 +107,7 @@ or with --random NAME for a random model of that preset)")))
       (usage-error "--questions goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
     (run-question-bench :file model :random random
                         :reps (if (= iters *bench-default-iters*) 3 iters) :json json
-                        :breakdown breakdown)
+                        :breakdown breakdown :svg svg)
     (return-from command-bench 0))
   (when (or model tokens)
     (when (or file shapes (and model random))
@@ -106,7 +115,7 @@ or with --random NAME for a random model of that preset)")))
     (unless (or model (and random (not (string= random "shapes"))))
       (usage-error "--tokens goes with --model FILE or --random s1-pico|s1-nano|s1-micro"))
     (run-model-bench :file model :reference reference :random random
-                     :token-counts (if tokens (list tokens) '(16 128 512)))
+                     :token-counts (if tokens (list tokens) '(16 128 512)) :svg svg)
     (return-from command-bench 0))
   (when (> (count-if #'identity (list file random shapes)) 1)
     (usage-error "give at most one of FILE.gguf, --random NAME and --shape RxC"))

@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "calibrate" (file out)
-    (:usage "FILE.gguf OUT.gguf [--show]"
+    (:usage "FILE.gguf OUT.gguf [--show] [--svg FILE]"
      :summary "record max |x| per input channel of every encoder matrix"
      :details "Runs the encoder of FILE, its weights as f32, over built-in token
 sequences covering the vocabulary and lengths up to context_length, and
@@ -13,8 +13,13 @@ the matrix's tensor, as quantize --calibration reads it, then prints a line of w
 On a terminal each sequence is shown as it is run; otherwise a line at
 most every few seconds (RL_PROGRESS_SECONDS, 5 by default).  With --show
 each matrix gets a line of the outlier columns its magnitudes give (the
-columns quantize --calibration scales apart, largest first)."
-     :options ((show "--show" :help "print each matrix's outlier columns, largest first")))
+columns quantize --calibration scales apart, largest first).  With --svg
+FILE the magnitudes are drawn too: a panel per matrix, max |x| against
+the input channel, the outlier columns marked (a self-contained SVG)."
+     :options ((show "--show" :help "print each matrix's outlier columns, largest first")
+               (svg "--svg FILE" :help "also draw max |x| per input channel of each matrix, its outlier
+columns marked, as an SVG picture in FILE")))
+  (when svg (check-svg-target svg))
   (let* ((start (get-internal-real-time))
          (calibration (model:calibrate file :progress t)))
     (gguf:write out (gguf:make-file :tensors (loop for (name . v) in calibration
@@ -24,6 +29,8 @@ columns quantize --calibration scales apart, largest first)."
             for columns = (outlier-columns magnitudes)
             do (format t "~A: ~:[no outlier columns~;~:*~D outlier column~:P:~{ ~D~}~]~%"
                        name (and columns (length columns)) columns)))
+    (when svg
+      (calibration-svg svg (format nil "calibrate: ~A" file) calibration))
     (format t "~A: ~D ~:*~[matrices~;matrix~:;matrices~], ~,2F s~%" out (length calibration)
             (/ (- (get-internal-real-time) start) (float internal-time-units-per-second 1d0))))
   0)

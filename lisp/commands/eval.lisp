@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "eval" (&optional file)
-    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions] [--sequences N] [--reps N] [--json]"
+    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions] [--sequences N] [--reps N] [--json] [--svg FILE]"
      :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
      :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
 or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
@@ -23,7 +23,9 @@ architecture, tensor names and shapes, or an error naming the first
 difference) the ways are made from ORIG.gguf's weights, each is measured
 against ORIG.gguf widened to F32, and FILE.gguf as stored gets the first
 row, \"file as stored\": what its type cost.  ORIG.gguf may also be the
-model directory FILE.gguf was converted from (as convert reads it)."
+model directory FILE.gguf was converted from (as convert reads it).  With
+--svg FILE each way's error after each encoder layer is drawn as well, a
+self-contained SVG picture."
      :options ((reference "--reference ORIG.gguf"
                           :help "measure against ORIG.gguf (or the Laya or Hugging Face model
 directory), the model FILE.gguf was made from, and give FILE.gguf as stored
@@ -44,7 +46,9 @@ is an error)")
                           :help "only the first N calibration sequences (default: all)")
                (reps "--reps N" :parse (integer-parser :min 1 :max 1000) :default 3
                      :help "timings per way; the median is reported (default 3)")
-               (json "--json" :help "one JSON object instead of the table (bytes that are not UTF-8 as \\udcHH)")))
+               (json "--json" :help "one JSON object instead of the table (bytes that are not UTF-8 as \\udcHH)")
+               (svg "--svg FILE" :help "also draw each way's max |error| after each encoder layer against
+F32 as an SVG picture in FILE (the sequences run once more, layer by layer)")))
   (unless (and (or file random) (not (and file random)))
     (usage-error "expected FILE.gguf or --random NAME (one of them)"))
   (when (and reference (not file))
@@ -52,6 +56,8 @@ is an error)")
   (when (and seed (not random))
     (usage-error "--seed goes with --random"))
   (check-massive-options random massive massive-ratio)
+  (when svg (check-svg-target svg))
   (run-eval :file file :reference reference :random random :massive massive :massive-ratio (or massive-ratio 20)
-            :seed (or seed 1) :sequences sequences :reps reps :questions questions :json json)
+            :seed (or seed 1) :sequences sequences :reps reps :questions questions :json json
+            :svg svg)
   0)

@@ -47,7 +47,7 @@ llama.cpp figure is the plain Q8_0 file's).")
                           rows))))
 
 (defun run-question-bench (&key file random (thread-counts '(1 2)) (reps 3)
-                             (stream *standard-output*) json breakdown)
+                             (stream *standard-output*) json breakdown svg)
   "Time MODEL:DECIDE over MODEL:*QUESTIONS* (render, tokenize, encode,
 head) on the model of FILE (with its decision head; RONTOLISP-ERROR when it
 has none) or on a random model of the preset RANDOM with its head, for each
@@ -60,13 +60,14 @@ Prints the table on STREAM; JSON T or \"-\" writes the JSON on
 *STANDARD-OUTPUT* and the table on *ERROR-OUTPUT*, another JSON a file of
 that path.  BREAKDOWN adds, per row at 1 thread, the time by stage, the
 floor and the octets consed per question (QUESTION-BREAKDOWN), after the
-table and under \"breakdown\" in the JSON.  Answers the rows as a list of
-plists."
+table and under \"breakdown\" in the JSON.  SVG, a path, is where the
+picture goes (QUESTION-BENCH-SVG).  Answers the rows as a list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32)))
          (label (or file (format nil "random ~A" random)))
          (to-stdout (member json '(t "-") :test #'equal))
          (out (if to-stdout *error-output* stream))
          (paths '())
+         (breakdown-rows nil)
          (old-threads (threads))
          (rows '()))
     (unwind-protect
@@ -146,7 +147,11 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~
                                               (cdr (assoc key encoders)) activations rounds
                                               (member key '(:q8_0 :load :outlier-aware)) peaks))))
                    (print-breakdown out stages breakdown rounds peaks)
-                   (setf breakdown (breakdown-json stages breakdown peaks))))
+                   (setf breakdown-rows breakdown
+                         breakdown (breakdown-json stages breakdown peaks))))
+               (when svg
+                 (question-bench-svg svg (format nil "questions benchmark: ~A" label)
+                                     rows breakdown-rows))
                (when json
                  (let ((j (append (question-bench-json label reps llama-p rows)
                                   (and breakdown (list (cons "breakdown" breakdown))))))
@@ -159,6 +164,54 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~
       (setf (threads) old-threads)
       (dolist (p paths) (ignore-errors (delete-file p)))
       (when file (gguf:close source)))))
+
+(defparameter *breakdown-stage-groups*
+  '(("render" :render) ("tokenize" :tokenize) ("embeddings" :embed) ("encoder layers" integer)
+    ("head" :output-norm :head-input :head-attention :head-ffn :cls :softmax))
+  "The stages of the breakdown as the picture stacks them: a name and the
+stage keys it sums (INTEGER: every encoder layer).")
+
+(defun question-bench-svg (path title rows breakdown)
+  "The picture of the questions benchmark's ROWS (RUN-QUESTION-BENCH's) at
+PATH: µs per question per format, a bar per thread count and one per
+llama.cpp thread count (a time that is noise, LLAMA-NOISE-P, a grey bar of
+its own); with BREAKDOWN ((label . breakdown-plist) ...,
+QUESTION-BREAKDOWN's) a second panel of each format's stages stacked."
+  (let ((formats (remove-duplicates (mapcar (lambda (r) (getf r :format)) rows)
+                                    :test #'string= :from-end t))
+        (thread-counts (remove-duplicates (mapcar (lambda (r) (getf r :threads)) rows) :from-end t)))
+    (write-svg-figure
+     path title
+     (list* (list :kind :bars :title "µs per question, the whole path" :x-label "µs per question"
+                  :x-log :auto
+                  :categories formats
+                  :series (append
+                           (loop for (key who) in '((:us "") (:llama-us "llama.cpp encoder, "))
+                                 append (loop for th in thread-counts
+                                              collect (list :name (format nil "~A~D thread~:P" who th)
+                                                            :points (loop for r in rows
+                                                                          when (= th (getf r :threads))
+                                                                            collect (cons (getf r :format)
+                                                                                          (and (or (eq key :us)
+                                                                                                   (not (llama-noise-p r rows)))
+                                                                                               (getf r key)))))))
+                           (list (list :name "llama.cpp noise (*)" :colour "#999999"
+                                       :points (loop for r in rows
+                                                     when (llama-noise-p r rows)
+                                                       collect (cons (getf r :format) (getf r :llama-us)))))))
+            (and breakdown
+                 (list (list :kind :bars :stacked t :title "by stage, 1 thread"
+                             :x-label "µs per question" :categories (mapcar #'car breakdown)
+                             :series (loop for (name . keys) in *breakdown-stage-groups*
+                                           collect (list :name name
+                                                         :points (loop for (label . b) in breakdown
+                                                                       collect (cons label
+                                                                                     (loop for (stage . us) in (getf b :stages)
+                                                                                           when (if (equal keys '(integer))
+                                                                                                    (integerp stage)
+                                                                                                    (member stage keys))
+                                                                                             sum us)))))))))
+     :what "question timings")))
 
 ;;; `bench --questions --breakdown': where a question's time goes.
 

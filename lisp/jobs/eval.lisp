@@ -106,7 +106,7 @@ and the K-quants and the like are widened to F32 at load)."
   (and (find "Q8_0" (gguf:tensor-infos f) :key #'gguf:tensor-info-type :test #'string=) :q8))
 
 (defun run-eval (&key file reference random (massive 0) (massive-ratio 20) (seed 1) sequences
-                   (reps 3) questions (stream *standard-output*) json)
+                   (reps 3) questions (stream *standard-output*) json svg)
   "Measure every way of *EVAL-WAYS* of running the encoder of FILE (a GGUF
 path; its matrices are first widened to F32, the reference) or of a random
 model of the preset RANDOM (encoder only unless QUESTIONS, F32, MASSIVE
@@ -121,7 +121,8 @@ head (FILE's, or RANDOM's with QUESTIONS; QUESTIONS on a FILE without one
 signals RONTOLISP-ERROR) each way also gets :max-abs-dp, its largest
 probability difference from the F32 model's over MODEL:*QUESTIONS* (the
 head as the file holds it).  Prints the table on STREAM, or one JSON
-object with JSON.  Answers the rows as a list of plists."
+object with JSON.  With SVG (a path) also the picture of each way's error
+after each layer (EVAL-SVG).  Answers the rows as a list of plists."
   (let* ((stored (and reference (gguf:read file :shards t)))
          (temporary nil)
          (source (cond (reference
@@ -147,10 +148,11 @@ object with JSON.  Answers the rows as a list of plists."
                   (references (mapcar (lambda (ids) (model:encode f32 ids)) sequences))
                   (probabilities (and (decision-head-p source) (question-probabilities f32 :q8)))
                   (report (progress-reporter (+ (length *eval-ways*) (if stored 1 0))))
+                  (stored-encoder (and stored (model:load stored)))
                   (stored-row (and stored
                                    (let ((act (stored-file-activations stored)))
                                      (prog1 (list* :way "file as stored" :activations act
-                                                   (eval-row (model:load stored) act sequences
+                                                   (eval-row stored-encoder act sequences
                                                              references reps probabilities))
                                        (funcall report 1 "file as stored")))))
                   (rows (append
@@ -174,6 +176,12 @@ object with JSON.  Answers the rows as a list of plists."
                                stream :indent 2)
                    (terpri stream))
                  (print-eval-table stream label reference lengths rows))
+             (when svg
+               (eval-svg svg (format nil "eval: ~A" label) f32 sequences
+                         (append (and stored (list (list "file as stored" stored-encoder
+                                                         (getf stored-row :activations))))
+                                 (loop for (name key activations) in *eval-ways*
+                                       collect (list name (cdr (assoc key encoders)) activations)))))
              rows))
       (when stored (gguf:close stored))
       (cond (reference (close-reference source temporary))
@@ -212,3 +220,59 @@ the ~D built-in questions (model:*questions*)~%" (length model:*questions*)))
               (getf row :pooled-max-abs-error) (getf row :pooled-cosine)
               (getf row :token-max-abs-error) (getf row :token-cosine)
               (getf row :us-per-sequence) (getf row :max-abs-dp)))))
+
+;;; `eval --svg': the error after each layer.
+
+(defun layer-states (encoder ids activations)
+  "The hidden states of ENCODER with ACTIVATIONS (NIL: :q8) on the token
+IDS after each encoder layer (before the output norm), a list of n x d
+single-float matrices, one per layer (MODEL:*LAYER-HOOK*)."
+  (let ((states '()))
+    (let ((model:*layer-hook* (lambda (i x n)
+                          (declare (ignore i))
+                          (let ((copy (make-array (list n (array-dimension x 1))
+                                                  :element-type 'single-float)))
+                            (replace (make-array (array-total-size copy) :element-type 'single-float
+                                                                         :displaced-to copy)
+                                     (make-array (array-total-size x) :element-type 'single-float
+                                                                      :displaced-to x))
+                            (push copy states)))))
+      (model:encode encoder ids :activations (or activations :q8)))
+    (nreverse states)))
+
+(defun layer-errors (reference ways sequences)
+  "Per way of WAYS ((name encoder activations) ...), the largest max |error|
+of its hidden states after each layer against those of the encoder
+REFERENCE over SEQUENCES: a list of lists of double-floats, one per layer.
+One sequence's states are held at a time."
+  (let ((worst (mapcar (lambda (w) (declare (ignore w)) nil) ways)))
+    (dolist (ids sequences worst)
+      (let ((ref (layer-states reference ids nil)))
+        (setf worst
+              (loop for (nil encoder activations) in ways
+                    for old in worst
+                    collect (loop for a in (layer-states encoder ids activations)
+                                  for b in ref
+                                  for i from 0
+                                  collect (max (hidden-state-error a b) (or (nth i old) 0d0)))))))))
+
+(defun eval-svg (path title reference sequences ways)
+  "The picture of `eval': each way of WAYS ((name encoder activations) ...)
+as a line of its largest max |error| after each layer against the encoder
+REFERENCE's, over SEQUENCES, on a logarithmic axis (an error of 0, the
+F32 way's, on the axis's floor)."
+  (let ((errors (layer-errors reference ways sequences)))
+    (write-svg-figure
+     path title
+     (list (list :title "error after each layer against F32"
+                 :x-label "encoder layer" :y-label "max |error| of the hidden states" :y-log t
+                 :series (loop for (name nil activations) in ways
+                               for e in errors
+                               collect (list :name (format nil "~A~@[ :~(~A~)~]" name activations)
+                                             :dashed (eq activations :q8x2)
+                                             :points (loop for x in e for i from 0
+                                                           collect (cons i x))))))
+     :columns 1 :panel-size '(640 380)
+     :notes (list (format nil "~D calibration sequence~:P; the hidden states before the output norm; ~
+a way at 0 lies on the lowest tick" (length sequences)))
+     :what "layer errors")))

@@ -334,7 +334,7 @@ timed over many."
   (loop for i below n collect (mod (+ 3 (* i 37)) vocab)))
 
 (defun run-model-bench (&key file ((:reference reference-path)) random token-counts (thread-counts '(1 2)) (reps 3)
-                          (stream *standard-output*))
+                          (stream *standard-output*) svg)
   "Time MODEL:ENCODE on the encoder of FILE (or of a random model of the
 preset RANDOM) stored as F16, Q8_0 and F32 (encoder-only copies: a
 decision head is left out), and as FILE stores it when its matrices hold
@@ -345,7 +345,8 @@ error of each format against F32 (max abs, cosine, for the first token
 count) on STREAM.  With REFERENCE (the model FILE was made from, a GGUF
 path or a model directory, READ-REFERENCE; CHECK-SAME-MODEL) the F16, Q8_0 and F32 copies are made from
 REFERENCE's weights, the errors are against REFERENCE widened to F32, and
-FILE as stored always gets a row, \"file as stored\".  Answers the rows as a
+FILE as stored always gets a row, \"file as stored\".  With SVG (a path)
+also the picture of the times (MODEL-BENCH-SVG).  Answers the rows as a
 list of plists."
   (let* ((source (if file (gguf:read file :shards t) (random-model random :type :f32 :encoder-only t)))
          (original nil) (original-temporary nil)
@@ -413,7 +414,8 @@ llama.cpp ~A~]~%" (escape-control label) reps
                                    name n th us (if llama (format nil "~,1F" llama) "-")
                                    (ratio-text ratio llama one) err cos)
                            (finish-output stream)
-                           (push (list :format name :tokens n :threads th :us us :llama-us llama
+                           (push (list :format name :weights format :tokens n :threads th
+                                       :us us :llama-us llama
                                        :ratio ratio :max-abs-error err :cosine cos)
                                  rows)))))))))
            (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
@@ -429,4 +431,56 @@ the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))
       (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
       (when original (close-reference original original-temporary))
       (when file (gguf:close source)))
-    (nreverse rows)))
+    (setf rows (nreverse rows))
+    (when svg
+      (model-bench-svg svg (format nil "encoder benchmark: ~A" label) rows))
+    rows))
+
+(defun llama-noise-p (row rows)
+  "True when ROW's llama.cpp time, on more threads than one, is above
+llama.cpp's own 1-thread time for the same format and tokens among ROWS
+(the rows of the encoder or the questions benchmark; the latter's have no
+tokens): the noise RATIO-TEXT marks with *."
+  (let ((one (find-if (lambda (r) (and (= 1 (getf r :threads))
+                                       (string= (getf r :format) (getf row :format))
+                                       (eql (getf r :tokens) (getf row :tokens))))
+                      rows)))
+    (and (/= 1 (getf row :threads)) (getf row :llama-us) one (getf one :llama-us)
+         (> (getf row :llama-us) (getf one :llama-us)))))
+
+(defun model-bench-svg (path title rows)
+  "The picture of the encoder benchmark's ROWS (RUN-MODEL-BENCH's) at PATH:
+a panel per thread count, µs per sequence against tokens on logarithmic
+axes, a line per format and a dashed one per file llama.cpp ran (the
+first of the rows on each file); a llama.cpp time that is noise
+(LLAMA-NOISE-P) is a grey mark of its own, not a point of the line."
+  (let ((formats (remove-duplicates (mapcar (lambda (r) (getf r :format)) rows)
+                                    :test #'string= :from-end t))
+        (llama-rows (remove-duplicates rows :key (lambda (r) (getf r :weights)) :from-end t)))
+    (flet ((panel (th)
+             (flet ((points (name key &optional (keep (constantly t)))
+                      (loop for r in rows
+                            when (and (= th (getf r :threads)) (string= name (getf r :format)))
+                              collect (cons (getf r :tokens) (and (funcall keep r) (getf r key)))))
+                    (clean (r) (not (llama-noise-p r rows))))
+               (list :title (format nil "~D thread~:P" th)
+                     :x-label "tokens per sequence" :y-label "µs per sequence" :x-log t :y-log t
+                     :series (append
+                              (loop for name in formats
+                                    collect (list :name name :points (points name :us)))
+                              (loop for r in llama-rows
+                                    for name = (getf r :format)
+                                    collect (list :name (format nil "llama.cpp, ~A"
+                                                                (if (eq (getf r :weights) :file)
+                                                                    name
+                                                                    (subseq name 0 (position #\Space name))))
+                                                  :dashed t :points (points name :llama-us #'clean)))
+                              (list (list :name "llama.cpp noise (*)"
+                                          :line nil :colour "#999999"
+                                          :points (loop for r in llama-rows
+                                                        append (points (getf r :format) :llama-us
+                                                                       (lambda (r) (not (clean r))))))))))))
+      (write-svg-figure
+       path title
+       (mapcar #'panel (remove-duplicates (mapcar (lambda (r) (getf r :threads)) rows) :from-end t))
+       :what "encoder timings"))))

@@ -426,6 +426,13 @@ head's decision.max_tokens (at most context_length), or 1 without a head."
              (getf (encoder-hyperparameters encoder) :context-length))
         1)))
 
+(defvar *layer-hook* nil
+  "NIL, or a function MODEL:ENCODE calls after each encoder layer with the
+layer's index, the scratch matrix holding its output (the hidden states
+before the output norm) and the sequence's token count, its rows in use:
+`eval --svg' takes each layer's error this way.  The matrix is reused
+afterwards: a hook keeps a copy.")
+
 (defun encode-layers (encoder ids s activations gelu)
   "The embeddings and the layers of ENCODER on the token IDS (checked, a
 list) in the scratch S (set to their count): the hidden states before the
@@ -447,7 +454,9 @@ output norm are left in S's X."
             do (encoder-layer s layer i heads hd eps (if global theta theta-swa)
                               (if (or global (not (plusp window))) 0 window)
                               activations gelu path)
-               (stage-mark i)))
+               (stage-mark i)
+               (let ((hook *layer-hook*))
+                 (when hook (funcall hook i x (length ids))))))
     x))
 
 (defun matrix-row (m i)

@@ -509,3 +509,109 @@ different element types."
                    (,(octets "n.mixed") (:array :array (:array :u32 (:u32 7))
                                                 (:array :string (:string ,(octets "s")))
                                                 (:array :array (:array :f32 (:f32 0.5))))))))
+
+;;; Pictures (--svg FILE): read back as XML by tests/ref/svg-check.py, and
+;;; drawn by a headless chromium, in whose screenshot each series' colour
+;;; must show inside the plotting areas.
+
+(defparameter *chromium-deadline* 120
+  "Seconds headless chromium may take to draw one SVG to a PNG.")
+
+(defun svg-report (svg &optional png)
+  "tests/ref/svg-check.py's report on the file SVG (with PNG, its rendering,
+the pixels of each series' colour too): a hash table, or NIL after a
+failed check naming what went wrong."
+  (let ((out (tmp-path "svg-report.json")) (err (tmp-path "svg-report.err")))
+    (unwind-protect
+         (let ((code (run-child "/bin/sh" (list* "-c" "exec python3 \"$@\"" "sh"
+                                                 (namestring (merge-pathnames "tests/ref/svg-check.py" *root*))
+                                                 svg (and png (list png)))
+                                :input nil :output out :error err
+                                :if-output-exists :supersede :if-error-exists :supersede)))
+           (if (eql code 0)
+               (with-open-file (s out) (yason:parse s))
+               (progn (fail "svg-check.py ~A: exit ~A: ~A" svg code (read-file-string err)) nil)))
+      (ignore-errors (delete-file out))
+      (ignore-errors (delete-file err)))))
+
+(defun chromium-program ()
+  "The chromium to draw with: $RL_CHROMIUM, else chromium on PATH; NIL when
+there is none."
+  (multiple-value-bind (code out)
+      (sh "for p in \"$RL_CHROMIUM\" chromium; do
+             [ -n \"$p\" ] && command -v \"$p\" 2>/dev/null && exit 0
+           done; exit 1")
+    (and (eql code 0) (first (split-lines out)))))
+
+(defun render-svg (svg width height)
+  "The PNG headless chromium draws of the file SVG in a window WIDTH x
+HEIGHT (its own size), at a fresh temporary path (the caller deletes it),
+or NIL after a skip (no chromium; under CI=true a failure) or a failed
+check."
+  (let ((chromium (chromium-program)))
+    (if (null chromium)
+        (progn (skip-reference "no chromium to draw ~A (install Debian's chromium)" svg) nil)
+        (let ((png (tmp-path "picture.png")) (profile (tmp-path "chromium-profile"))
+              (log (tmp-path "chromium.log")))
+          (unwind-protect
+               (let ((code (run-child chromium
+                                      (list "--headless=new" "--no-sandbox" "--disable-gpu"
+                                            (format nil "--user-data-dir=~A" profile)
+                                            (format nil "--screenshot=~A" png)
+                                            (format nil "--window-size=~D,~D" width height)
+                                            svg)
+                                      :input nil :output log :error :output
+                                      :if-output-exists :supersede
+                                      :deadline *chromium-deadline*)))
+                 (cond ((and (eql code 0) (probe-file png)) png)
+                       (t (fail "chromium drew no ~A of ~A (exit ~A): ~A" png svg code
+                                (read-file-string log))
+                          nil)))
+            (sh "rm -rf \"$1\" \"$2\"" profile log))))))
+
+(defun check-svg-picture (svg &key series panels texts)
+  "Check the picture SVG: XML with finite coordinates, no script, image or
+external reference; each name of SERIES drawn (a mark, line or bar) and in
+the legend; each of PANELS a panel's title; each of TEXTS a text of it.
+Then draw it with chromium (RENDER-SVG) and find each series' colour
+inside the plotting areas (each series in sight: not every mark of it
+under a later series' mark).  Answers the report (SVG-REPORT) or NIL."
+  (is (probe-file svg) "no picture at ~A" svg)
+  (let ((report (and (probe-file svg) (svg-report svg))))
+    (when report
+      (is (null (gethash "bad_numbers" report)) "~A: coordinates that are not finite numbers: ~S"
+          svg (gethash "bad_numbers" report))
+      (is (zerop (gethash "scripts" report)) "~A holds a script or an image" svg)
+      (is (null (gethash "external" report)) "~A refers outside itself: ~S" svg (gethash "external" report))
+      (let ((drawn (gethash "series" report)))
+        (dolist (name series)
+          (let ((s (gethash name drawn)))
+            (is (and s (plusp (+ (gethash "marks" s) (gethash "lines" s) (gethash "bars" s))))
+                "~A: the series ~S is not drawn (series: ~{~S~^ ~})" svg name
+                (loop for k being the hash-keys of drawn collect k))
+            (is (member name (gethash "legend" report) :test #'equal)
+                "~A: ~S missing from the legend ~S" svg name (gethash "legend" report)))))
+      (let ((titles (mapcar (lambda (p) (gethash "title" p)) (gethash "panels" report))))
+        (dolist (title panels)
+          (is (member title titles :test #'equal) "~A: no panel ~S among ~S" svg title titles)))
+      (dolist (text texts)
+        (is (member text (gethash "texts" report) :test #'equal)
+            "~A: no text ~S" svg text))
+      (let ((png (render-svg svg (round (gethash "width" report)) (round (gethash "height" report)))))
+        (when png
+          (unwind-protect
+               (let ((pixels (gethash "pixels" (svg-report svg png)))
+                     (drawn (gethash "series" report)))
+                 (is (some (lambda (name) (gethash "in_sight" (gethash name drawn))) series)
+                     "~A: every series is under another's marks" svg)
+                 ;; a series whose every mark lies under a later one (equal
+                 ;; times, say) cannot show its colour
+                 (dolist (name (remove-if-not (lambda (name)
+                                                (let ((s (gethash name drawn)))
+                                                  (and s (gethash "in_sight" s))))
+                                              series))
+                   (is (and pixels (<= 5 (gethash name pixels 0)))
+                       "~A drawn by chromium: ~D pixels of the series ~S in the plotting areas"
+                       svg (and pixels (gethash name pixels 0)) name)))
+            (ignore-errors (delete-file png))))))
+    report))

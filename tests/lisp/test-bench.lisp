@@ -431,3 +431,88 @@ the table says llama.cpp was not run and names the variable that finds it."
   (is (string= "1.50x" (command-line::ratio-text 1.5 80.0 nil)))
   (is (string= "-" (command-line::ratio-text nil nil nil)))
   (is (contains command-line::*ratio-noise-note* "*: noise")))
+
+;;; --svg FILE: the pictures of the encoder and questions benchmarks.
+
+(test bench-model-svg-draws-each-format-and-llama-beside
+  "bench --tokens N --svg FILE: a panel per thread count, a series of marks
+per format, and llama.cpp's per file when its libraries are there."
+  (let ((svg (tmp-path "model-bench.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "bench" "--random" "s1-pico" "--tokens" "8" "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "encoder benchmark") "~A" out)
+           (check-svg-picture svg :series (append '("F16 (f32 compute)" "Q8_0 :q8" "Q8_0 :q8x2" "F32")
+                                                  (and (null (command-line::llama-reference-missing))
+                                                       '("llama.cpp, F16" "llama.cpp, Q8_0" "llama.cpp, F32")))
+                                  :panels '("1 thread" "2 threads")
+                                  :texts '("tokens per sequence" "µs per sequence"
+                                           "encoder benchmark: random s1-pico")))
+      (ignore-errors (delete-file svg)))))
+
+(test bench-questions-svg-draws-formats-and-stages
+  "bench --questions --breakdown --svg FILE: µs per question per format by
+thread count (and llama.cpp's when there), and each format's stages."
+  (let ((svg (tmp-path "questions.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "bench" "--random" "s1-pico" "--questions" "--breakdown" "--iters" "1"
+                            "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "questions benchmark") "~A" out)
+           (let ((report (check-svg-picture
+                          svg :series (append '("1 thread" "2 threads" "render" "tokenize" "embeddings"
+                                                "encoder layers" "head")
+                                              (and (null (command-line::llama-reference-missing))
+                                                   '("llama.cpp encoder, 1 thread")))
+                              :panels '("µs per question, the whole path" "by stage, 1 thread")
+                              :texts '("F32" "F16" "Q8_0 :q8" "outlier-aware Q8_0" "µs per question"))))
+             (when report
+               (let ((series (gethash "series" report)))
+                 (is (= 6 (gethash "bars" (gethash "1 thread" series))) "a bar per format")
+                 (unless (command-line::llama-reference-missing)
+                   ;; llama.cpp's 2-thread time is a bar of its own series,
+                   ;; or of the noise's when slower than on 1 thread
+                   (is (= 6 (+ (let ((s (gethash "llama.cpp encoder, 2 threads" series)))
+                                 (if s (gethash "bars" s) 0))
+                               (let ((s (gethash "llama.cpp noise (*)" series)))
+                                 (if s (gethash "bars" s) 0))))
+                       "llama.cpp's 2-thread bars: ~S" series))))))
+      (ignore-errors (delete-file svg)))))
+
+(test bench-svg-refusals
+  "--svg goes with the encoder or questions benchmark; a target that cannot
+be written is refused before anything is measured, naming it."
+  (multiple-value-bind (code out err) (run-exe (list "bench" "--shape" "64x64" "--svg" (tmp-path "x.svg")))
+    (is (= 2 code) "~A~A" out err)
+    (is (contains err "--svg goes with the encoder benchmark") "~A" err))
+  (let ((bad (format nil "~A/x.svg" (tmp-path "no-such-dir"))))
+    (multiple-value-bind (code out err)
+        (run-exe (list "bench" "--random" "s1-pico" "--tokens" "4" "--svg" bad))
+      (is (= 1 code) "~A" err)
+      (is (contains err bad) "~A" err)
+      (is (not (contains out "encoder benchmark")) "measured before refusing: ~A" out)))
+  (multiple-value-bind (code out err) (run-exe (list "bench" "--random" "s1-pico" "--tokens" "4" "--svg" "-"))
+    (is (= 2 code) "~A~A" out err)
+    (is (contains err "--svg -: expected a file name for the picture") "~A" err)))
+
+(test bench-model-svg-draws-llama-noise-apart
+  "A llama.cpp time slower than its own 1-thread time for the same format
+and tokens (the table's *) is a mark of the noise series, not a point of
+llama.cpp's line; a format's own times are all drawn."
+  (let ((svg (tmp-path "noise.svg")))
+    (unwind-protect
+         (progn
+           (command-line::model-bench-svg
+            svg "noise"
+            (loop for (tokens threads us llama) in '((16 1 100 90) (16 2 80 50) (128 1 900 800) (128 2 700 5000))
+                  collect (list :format "F16 (f32 compute)" :weights :f16 :tokens tokens :threads threads
+                                :us us :llama-us llama)))
+           (let ((report (svg-report svg)))
+             (when report
+               (let ((series (gethash "series" report)))
+                 (is (= 4 (gethash "marks" (gethash "F16 (f32 compute)" series))))
+                 (is (= 3 (gethash "marks" (gethash "llama.cpp, F16" series))))
+                 (is (= 1 (gethash "marks" (gethash "llama.cpp noise (*)" series))))))))
+      (ignore-errors (delete-file svg)))))

@@ -148,3 +148,26 @@ every RL_PROGRESS_SECONDS (0: one per sequence) and a summary at the end."
       (is (not (find #\Return err)) "~A" err)
       (is (not (find #\Esc err)) "~A" err)
       (is (contains out (format nil "~A: 8 matrices, " cal)) "~A" out))))
+
+(test calibrate-svg-draws-each-matrix-and-marks-its-outliers
+  "calibrate --svg FILE: a panel per matrix, max |x| per channel as a line,
+and a mark for each outlier column OUTLIER-COLUMNS picks."
+  (with-tmp-files (model cal)
+    (let ((svg (tmp-path "calibration.svg")))
+      (unwind-protect
+           (progn
+             (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"
+                                     "--massive" "2"))))
+             (multiple-value-bind (code out err) (run-exe (list "calibrate" model cal "--svg" svg))
+               (is (= 0 code) "~A" err)
+               (is (contains out "8 matrices") "~A" out)
+               (let* ((calibration (model::read-calibration cal))
+                      (report (check-svg-picture svg :series '("max |x| per channel" "outlier column")
+                                                     :panels (mapcar #'car calibration)
+                                                     :texts '("input channel" "max |x|"))))
+                 (when report
+                   (let ((series (gethash "series" report)))
+                     (is (= (length calibration) (gethash "lines" (gethash "max |x| per channel" series))))
+                     (is (= (loop for (nil . m) in calibration sum (length (rontolisp::outlier-columns m)))
+                            (gethash "marks" (gethash "outlier column" series)))))))))
+        (ignore-errors (delete-file svg))))))

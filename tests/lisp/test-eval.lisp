@@ -209,3 +209,64 @@ difference, and --reference without FILE.gguf is a usage error."
              (is (contains out (format nil "error against the F32 model of the reference ~A" f32)))
              (is (contains out "file as stored"))))
       (dolist (f (list f32 f16 q8 q4k other)) (ignore-errors (delete-file f))))))
+
+;;; eval --svg FILE: each way's error after each layer.
+
+(test eval-layer-errors-are-zero-for-the-reference-itself
+  "LAYER-ERRORS (eval --svg's figures): one per encoder layer, 0 for the F32
+encoder against itself, above 0 and finite for the F16 file."
+  (let* ((source (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
+         (f32 (model:load (command-line::file-in-format source :f32)))
+         (f16 (model:load (command-line::file-in-format source :f16)))
+         (layers (getf (model:hyperparameters f32) :layers))
+         (sequences (subseq (model::calibration-sequences (model:hyperparameters f32)) 0 3))
+         (errors (command-line::layer-errors f32 (list (list "F32" f32 nil) (list "F16" f16 nil)) sequences)))
+    (is (= 2 (length errors)))
+    (is (every (lambda (e) (= layers (length e))) errors) "~S: ~D layers" errors layers)
+    (is (every #'zerop (first errors)) "~S" (first errors))
+    (is (every (lambda (e) (< 0 e 1)) (second errors)) "~S" (second errors))))
+
+(test eval-svg-draws-every-way-per-layer
+  (let ((svg (tmp-path "eval.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "eval" "--random" "s1-pico" "--sequences" "2" "--reps" "1" "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "quantize at load") "~A" out)
+           (let* ((names '("F32" "F16 file" "Q8_0 file :q8" "Q8_0 file :q8x2"
+                           "outlier-aware Q8_0 file :q8" "outlier-aware Q8_0 file :q8x2"
+                           "quantize at load :q8" "quantize at load :q8x2"))
+                  (report (check-svg-picture svg :series names
+                                                 :panels '("error after each layer against F32")
+                                                 :texts '("encoder layer" "max |error| of the hidden states"))))
+             (when report
+               (let ((marks (mapcar (lambda (n) (gethash "marks" (gethash n (gethash "series" report))))
+                                    names)))
+                 (is (and (< 1 (first marks)) (every (lambda (m) (eql m (first marks))) marks))
+                     "a mark per layer for every way: ~S" marks)))))
+      (ignore-errors (delete-file svg))))
+  (multiple-value-bind (code out err)
+      (run-exe (list "eval" "--random" "s1-pico" "--svg"
+                    (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))))
+    (is (= 1 code) "~A~A" out err)
+    (is (contains err "expected a regular file or no file for the SVG, found a directory") "~A" err)))
+
+(test eval-svg-with-reference-draws-the-file-as-stored
+  "eval FILE --reference ORIG --svg: the file as stored is a series of its
+own (with its activations), a mark per layer, beside the JSON."
+  (let ((f32 (pico-massive-file "--type" "f32"))
+        (q8 (pico-massive-file "--type" "q8_0"))
+        (svg (tmp-path "eval-reference.svg")))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "eval" q8 "--reference" f32 "--sequences" "2" "--reps" "1" "--json"
+                            "--svg" svg))
+           (is (= 0 code) "~A" err)
+           (is (contains out "\"file as stored\"") "~A" out)
+           (let ((report (svg-report svg)))
+             (when report
+               (let ((stored (gethash "file as stored :q8" (gethash "series" report))))
+                 (is (and stored (< 1 (gethash "marks" stored)))
+                     "no file-as-stored series among ~S"
+                     (loop for k being the hash-keys of (gethash "series" report) collect k))))))
+      (dolist (f (list f32 q8 svg)) (ignore-errors (delete-file f))))))
