@@ -430,3 +430,13 @@ prints for INPUTS written at once."
     (multiple-value-bind (code out err2) (run-exe args :input (format nil "~{~A~%~}" inputs))
       (is (eql 0 code) "~A" err2)
       (is (equal (split-lines out) answers) "~S~%~S" (split-lines out) answers))))
+
+;;; The trained model of tests/models/pico-tasks (doc/trained-model.md).
+
+(defun trained-path (name)
+  "The path of NAME under tests/models/pico-tasks/, as a string."
+  (namestring (merge-pathnames (concatenate 'string "tests/models/pico-tasks/" name) *root*)))
+
+(defun trained-questions ()
+  "The held-out questions of questions.jsonl, parsed (each with its \"answer\")."
+  (rontolisp::read-question-file (trained-path "questions.jsonl")))
