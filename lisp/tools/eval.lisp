@@ -124,28 +124,37 @@ naming PATH and its line."
                                               (rontolisp-error-message c))
                         (error c))))))
 
+(defun decision-accuracy (probabilities questions)
+  "The share of QUESTIONS that carry an \"answer\" whose winning option in
+PROBABILITIES (one vector per question) is that answer, a double-float; NIL
+when none carries one."
+  (let ((right 0) (answered 0))
+    (loop for p in probabilities for q in questions
+          for answer = (question-answer q)
+          when answer
+            do (incf answered)
+               (when (= answer (winning-option p)) (incf right)))
+    (and (plusp answered) (/ right (float answered 1d0)))))
+
 (defun question-figures (model questions activations references)
   "MODEL's decisions with ACTIVATIONS on QUESTIONS against REFERENCES (the
 reference's probability vectors, one per question): a plist of :max-abs-dp
 (the largest |dp| over every option of every question), :other-winners (the
 share of questions whose winning option is not the reference's) and
-:accuracy (the share of the questions that carry an \"answer\" won by that
-option; NIL when none carries one).  The second value is a list of (ids
-markers) per question, as MODEL:DECIDE answers them."
-  (let ((worst 0d0) (other 0) (right 0) (answered 0) (tokens '()))
-    (loop for q in questions for r in references
-          do (multiple-value-bind (p logits ids markers) (model:decide model q :activations activations)
-               (declare (ignore logits))
-               (push (list ids markers) tokens)
-               (setf worst (max worst (max-probability-error (list p) (list r))))
-               (let ((win (winning-option p)) (answer (question-answer q)))
-                 (unless (= win (winning-option r)) (incf other))
-                 (when answer
-                   (incf answered)
-                   (when (= win answer) (incf right))))))
-    (values (list :max-abs-dp worst
-                  :other-winners (/ other (float (max 1 (length questions)) 1d0))
-                  :accuracy (and (plusp answered) (/ right (float answered 1d0))))
+:accuracy (DECISION-ACCURACY).  The second value is a list of (ids markers)
+per question, as MODEL:DECIDE answers them."
+  (let ((probabilities '()) (tokens '()))
+    (dolist (q questions)
+      (multiple-value-bind (p logits ids markers) (model:decide model q :activations activations)
+        (declare (ignore logits))
+        (push p probabilities)
+        (push (list ids markers) tokens)))
+    (setf probabilities (nreverse probabilities))
+    (values (list :max-abs-dp (max-probability-error probabilities references)
+                  :other-winners (/ (loop for p in probabilities for r in references
+                                          count (/= (winning-option p) (winning-option r)))
+                                    (float (max 1 (length questions)) 1d0))
+                  :accuracy (decision-accuracy probabilities questions))
             (nreverse tokens))))
 
 (defun eval-row (encoder activations sequences references reps &optional questions probabilities)
