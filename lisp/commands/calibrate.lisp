@@ -12,9 +12,12 @@ writes OUT: a GGUF file of one F32 vector per encoder matrix, named after
 the matrix's tensor, as quantize --calibration reads it, then prints a line of what it wrote.
 On a terminal each sequence is shown as it is run; otherwise a line at
 most every few seconds (RL_PROGRESS_SECONDS, 5 by default).  With --show
-each matrix gets a line of the outlier columns its magnitudes give (the
-columns quantize --calibration scales apart, largest first)."
-     :options ((show "--show" :help "print each matrix's outlier columns, largest first")))
+each matrix gets a line of its largest channel magnitude, how many times
+the median channel's it is (massive channels are tens of times), and the
+outlier columns its magnitudes give (the columns quantize --calibration
+scales apart, largest first)."
+     :options ((show "--show" :help "print each matrix's largest channel over the median and its outlier
+columns, largest first")))
   (let* ((start (get-internal-real-time))
          (calibration (model:calibrate file :progress t)))
     (gguf:write out (gguf:make-file :tensors (loop for (name . v) in calibration
@@ -22,8 +25,11 @@ columns quantize --calibration scales apart, largest first)."
     (when show
       (loop for (name . magnitudes) in calibration
             for columns = (outlier-columns magnitudes)
-            do (format t "~A: ~:[no outlier columns~;~:*~D outlier column~:P:~{ ~D~}~]~%"
-                       name (and columns (length columns)) columns)))
+            do (multiple-value-bind (largest median) (channel-spread magnitudes)
+                 (format t "~A: largest channel ~,2F, ~:[median~;~:*~,1F times the median~] ~,2F; ~
+~:[no outlier columns~;~:*~D outlier column~:P:~{ ~D~}~]~%"
+                         name largest (and (plusp median) (/ largest median)) median
+                         (and columns (length columns)) columns))))
     (format t "~A: ~D ~:*~[matrices~;matrix~:;matrices~], ~,2F s~%" out (length calibration)
             (/ (- (get-internal-real-time) start) (float internal-time-units-per-second 1d0))))
   0)
