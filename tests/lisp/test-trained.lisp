@@ -190,3 +190,29 @@ max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
                               (coerce (gethash "probabilities" a) 'list)
                               (coerce (gethash "probabilities" e) 'list))))))
         (ignore-errors (delete-file gguf))))))
+
+(test trained-calibration-has-no-massive-channels
+  ;; doc/trained-model.md §5: calibrating the trained model finds no massive
+  ;; channel (doc/outliers.md's are tens of times the median; a random
+  ;; model with --massive, hundreds): every matrix input's largest channel is
+  ;; under 5 times the median channel's, and the only outlier columns (over
+  ;; 3 times) are inputs of ffn_down, the GeGLU's output.
+  (let ((golden (trained-golden))
+        (gguf (tmp-path "trained-calibrate.gguf")))
+    (when golden
+      (unwind-protect
+           (progn
+             (is (eql 0 (run-exe (list "convert" (trained-path "") gguf "--type" "f32"))))
+             (let ((calibration (model:calibrate gguf)))
+               (is (= 8 (length calibration)))
+               (loop for (name . magnitudes) in calibration
+                     do (multiple-value-bind (largest median) (rontolisp::channel-spread magnitudes)
+                          (is (< largest (* 5 median)) "~A: largest channel ~,2F, median ~,2F"
+                              name largest median))
+                        (unless (search "ffn_down" name)
+                          (is (null (rontolisp::outlier-columns magnitudes))
+                              "~A: outlier columns ~A" name
+                              (rontolisp::outlier-columns magnitudes))))
+               (is (some (lambda (entry) (rontolisp::outlier-columns (cdr entry))) calibration)
+                   "expected the ffn_down inputs' outlier columns the README names")))
+        (ignore-errors (delete-file gguf))))))
