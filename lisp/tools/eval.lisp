@@ -210,7 +210,10 @@ F32 model (the head as the file holds it): :max-abs-dp, :other-winners and
 :accuracy over the questions of the file QUESTIONS when it is a path
 (READ-QUESTION-FILE), else over MODEL:*QUESTIONS*.  Prints the table on STREAM, or one JSON
 object with JSON.  Answers the rows as a list of plists."
-  (let* ((stored (and reference (gguf:read file :shards t)))
+  (let* ((question-file (and (stringp questions) questions))
+         ;; read before any file is opened: a bad line leaves nothing open
+         (question-list (if question-file (read-question-file question-file) model:*questions*))
+         (stored (and reference (gguf:read file :shards t)))
          (temporary nil)
          (source (cond (reference
                         (multiple-value-bind (f tmp)
@@ -224,9 +227,7 @@ object with JSON.  Answers the rows as a list of plists."
          (label (if file
                     file
                     (format nil "random ~A~[~:;~:* --massive ~D~] --seed ~D~:[~; --questions~]"
-                            random massive seed questions)))
-         (question-file (and (stringp questions) questions))
-         (question-list (if question-file (read-question-file question-file) model:*questions*)))
+                            random massive seed questions))))
     (unwind-protect
          (multiple-value-bind (encoders all)
              (progn (when reference (check-same-model source stored reference file))
