@@ -120,8 +120,8 @@ plists, and the number of questions and their file's name (NIL: the
 built-in ones); a DIR that cannot be read, a failed conversion of OUT or a
 question file that cannot be read signals."
   (directory-entries dir)               ; a directory that cannot be read, named
-  (convert-directory dir out :type type :head-type head-type)
-  (multiple-value-bind (questions question-file) (model-questions dir)
+  (multiple-value-bind (questions question-file) (model-questions dir) ; before OUT is written
+   (convert-directory dir out :type type :head-type head-type)
    (let ((entry (gguf:with-file (f out)
                  (list :bytes (gguf:file-size f)
                        :parameters (file-parameters f) :types (file-type-counts f)

@@ -195,6 +195,27 @@ format, the figures recomputed here from convert's files."
       (ignore-errors (delete-file f16))
       (ignore-errors (delete-file f32)))))
 
+(test export-model-with-a-bad-question-file-fails
+  "A model directory whose questions.jsonl has a line that is not a
+question fails as any model does: a line on stderr naming the file's line,
+an error in the manifest, no file written."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (write-file-string (format nil "~A/a-pico/questions.jsonl" models) "not json
+")
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 1 code))
+             (is (contains stderr "a-pico") "~A" stderr)
+             (is (contains stderr "questions.jsonl line 1") "~A" stderr))
+           (is (stringp (gethash "error" (aref (gethash "models" (rontolisp:read-json-file
+                                                                   (format nil "~A/manifest.json" out)))
+                                               0))))
+           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
 (test export-usage
   "Missing operands and a type export does not take are usage errors (2);
 a MODELS_DIR that is a file is an error (1) naming it, before OUT_DIR is
