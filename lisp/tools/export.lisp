@@ -117,12 +117,23 @@ and bench it at one thread against an F32 conversion (written beside OUT
 under a temporary name, WITH-TEMPORARY-FILE, and removed), over
 MODEL-QUESTIONS of DIR.  Answers the manifest entry, the bench rows as
 plists, and the number of questions and their file's name (NIL: the
-built-in ones); a DIR that cannot be read, a failed conversion of OUT or a
-question file that cannot be read signals."
+built-in ones); a DIR that cannot be read, a failed conversion of OUT, a
+question file that cannot be read or a bench that fails signals, and OUT,
+once written, is then removed (a model that fails has no file)."
   (directory-entries dir)               ; a directory that cannot be read, named
   (multiple-value-bind (questions question-file) (model-questions dir) ; before OUT is written
-   (convert-directory dir out :type type :head-type head-type)
-   (let ((entry (gguf:with-file (f out)
+    (convert-directory dir out :type type :head-type head-type)
+    (let ((done nil))
+      (unwind-protect
+           (multiple-value-prog1 (bench-exported-model dir out type head-type reps questions
+                                                       question-file)
+             (setf done t))
+        (unless done (ignore-errors (delete-path out)))))))
+
+(defun bench-exported-model (dir out type head-type reps questions question-file)
+  "EXPORT-MODEL's figures of OUT, converted from DIR, over QUESTIONS (from
+QUESTION-FILE, or NIL)."
+  (let ((entry (gguf:with-file (f out)
                  (list :bytes (gguf:file-size f)
                        :parameters (file-parameters f) :types (file-type-counts f)
                        :tensors (length (gguf:tensor-infos f))))))
@@ -142,7 +153,7 @@ question file that cannot be read signals."
                                            (decision-accuracy probabilities questions)))
                       (list :format "F32" :us f32-us :dp (and references 0d0)
                             :accuracy (and references (decision-accuracy references questions))))
-                (length questions) question-file))))))
+                (length questions) question-file)))))
 
 (defun export-machine ()
   "The machine the figures of bench.json were measured on (doc/export.md)."

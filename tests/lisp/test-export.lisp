@@ -195,6 +195,24 @@ format, the figures recomputed here from convert's files."
       (ignore-errors (delete-file f16))
       (ignore-errors (delete-file f32)))))
 
+(test export-model-that-fails-its-bench-leaves-no-file
+  "A model that converts but cannot be benched (the trained model without
+its questions.jsonl: its head knows none of the built-in questions' types)
+fails as any model does, and the file converted for it is removed: a model
+that fails has no file in OUT_DIR."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (sh "mkdir -p \"$1\" && cp -r \"$2\" \"$1\"/pico-tasks && rm \"$1\"/pico-tasks/questions.jsonl"
+               models (string-right-trim "/" (trained-path "")))
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 1 code))
+             (is (contains stderr "pico-tasks: ") "~A" stderr)
+             (is (contains stderr "question type") "~A" stderr))
+           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
 (test export-model-with-a-bad-question-file-fails
   "A model directory whose questions.jsonl has a line that is not a
 question fails as any model does: a line on stderr naming the file's line,
