@@ -9,7 +9,10 @@
 ;;;; weights as the converter's type policy stores them (FILE-IN-FORMAT), one
 ;;;; calibration (MODEL:CALIBRATE) serving the outlier-aware file and the
 ;;;; quantize-at-load; the errors are taken over the built-in calibration
-;;;; sequences, against the F32 model's hidden states.
+;;;; sequences, against the F32 model's hidden states.  With a decision head
+;;;; each way's decisions are measured too, over the built-in questions or a
+;;;; question file (READ-QUESTION-FILE): QUESTION-FIGURES, which the trained
+;;;; model's golden table uses as well.
 
 (in-package "RONTOLISP")
 
