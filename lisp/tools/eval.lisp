@@ -119,13 +119,13 @@ its options, and for a file without questions."
   "QUESTION-PROBABILITIES of MODEL (:q8) on QUESTIONS; when they come from
 the file PATH, a question MODEL cannot answer signals MODEL:QUESTION-ERROR
 naming PATH and its line."
-  (loop for q in questions for number from 1
-        collect (handler-case (model:decide model q :activations :q8)
-                  (rontolisp-error (c)
-                    (if path
+  (if (null path)
+      (question-probabilities model :q8 questions)
+      (loop for q in questions for number from 1
+            collect (handler-case (model:decide model q :activations :q8)
+                      (rontolisp-error (c)
                         (model:question-error "~A line ~D: ~A" (lines-name path) number
-                                              (rontolisp-error-message c))
-                        (error c))))))
+                                              (rontolisp-error-message c)))))))
 
 (defun decision-accuracy (probabilities questions)
   "The share of QUESTIONS that carry an \"answer\" whose winning option in
