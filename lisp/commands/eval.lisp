@@ -8,8 +8,8 @@
      :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
      :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
 or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
-outlier-aware Q8_0 file (convert --outlier-aware) and the F32 file quantized
-at load (model:load :quantize :q8_0), the Q8_0 ones with q8 and q8x2
+outlier-aware Q8_0 file (convert --outlier-aware) and the F32 and the F16
+files quantized at load (model:load :quantize :q8_0), the Q8_0 ones with q8 and q8x2
 activations, over the built-in calibration sequences.  Per way: the largest
 max |error| and the least cosine against the F32 model's hidden states, mean
 pooled and per token, and the microseconds per sequence (median of --reps

@@ -3,9 +3,9 @@
 ;;;; table measured on our own models.
 ;;;;
 ;;;; The ways: the F32 file itself, an F16 file, a Q8_0 file, an
-;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales) and the F32
-;;;; file quantized at load (MODEL:LOAD :quantize :q8_0), the Q8_0 ones with
-;;;; :q8 and :q8x2 activations.  The files are made in memory from the F32
+;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales), the F32
+;;;; file and the F16 file quantized at load (MODEL:LOAD :quantize :q8_0),
+;;;; the Q8_0 ones with :q8 and :q8x2 activations.  The files are made in memory from the F32
 ;;;; weights as the converter's type policy stores them (FILE-IN-FORMAT), one
 ;;;; calibration (MODEL:CALIBRATE) serving the outlier-aware file and the
 ;;;; quantize-at-load; the errors are taken over the built-in calibration
@@ -20,13 +20,15 @@
   '(("F32" :f32 nil) ("F16 file" :f16 nil)
     ("Q8_0 file" :q8_0 :q8) ("Q8_0 file" :q8_0 :q8x2)
     ("outlier-aware Q8_0 file" :outlier-aware :q8) ("outlier-aware Q8_0 file" :outlier-aware :q8x2)
-    ("quantize at load" :load :q8) ("quantize at load" :load :q8x2))
+    ("quantize at load" :load :q8) ("quantize at load" :load :q8x2)
+    ("F16 quantized at load" :load-f16 :q8) ("F16 quantized at load" :load-f16 :q8x2))
   "The rows of `rontolisp eval': label, encoder, activations (NIL: the
 weights are floats, and activations do not apply).")
 
 (defun eval-encoders (source)
   "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
-from :f32, :f16, :q8_0, :outlier-aware and :load to encoders, the
+from :f32, :f16, :q8_0, :outlier-aware, :load and :load-f16 (the F16 file
+quantized at load) to encoders, the
 calibration sequences, and an alist from :f32, :f16, :q8_0 and
 :outlier-aware to the in-memory files they were loaded from (FILE-IN-FORMAT;
 a decision head keeps its types)."
@@ -41,7 +43,8 @@ a decision head keeps its types)."
            (cons :f16 (model:load f16))
            (cons :q8_0 (model:load q8))
            (cons :outlier-aware (model:load outlier-aware))
-           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration)))
+           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
+           (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration)))
      (calibration-sequences (model:hyperparameters reference))
      (list (cons :f32 f32) (cons :f16 f16) (cons :q8_0 q8) (cons :outlier-aware outlier-aware)))))
 
@@ -308,7 +311,7 @@ mean pooling and per token~%"
 max |Δp| the largest probability difference from the F32 model's, other the share of ~
 questions whose winning option is not its~:[~;, right the share won by their \"answer\"~]~%"
               questions question-file right-p))
-    (format stream "~24A ~5A ~11@A ~12@A ~11@A ~12@A ~10@A~:[~; ~11@A ~6@A~]~:[~; ~6@A~]~%"
+    (format stream "~24A ~5A ~11@A ~12@A ~11@A ~12@A ~10@A~:[~2*~; ~11@A ~6@A~]~:[~*~; ~6@A~]~%"
             "way" "act" "pooled err" "pooled cos" "token err" "token cos" "µs/seq"
             dp-p "max |Δp|" "other" right-p "right")
     (dolist (row rows)
