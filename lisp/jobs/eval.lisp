@@ -14,7 +14,7 @@
 ;;;; question file (READ-QUESTION-FILE): QUESTION-FIGURES, which the trained
 ;;;; model's golden table uses as well.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *eval-ways*
   '(("F32" :f32 nil) ("F16 file" :f16 nil)
