@@ -439,4 +439,4 @@ prints for INPUTS written at once."
 
 (defun trained-questions ()
   "The held-out questions of questions.jsonl, parsed (each with its \"answer\")."
-  (rontolisp::read-question-file (trained-path "questions.jsonl")))
+  (command-line::read-question-file (trained-path "questions.jsonl")))

@@ -258,7 +258,7 @@ is not an option's index, is an error naming the line."
                (is (zerop (gethash "other_winners" (first rows))))
                (is (= (right reference) (gethash "accuracy" (first rows))))
                (is (<= 0.95 (gethash "accuracy" (first rows))))
-               (is (= (rontolisp::max-probability-error q8x2 reference) (gethash "max_abs_dp" row)))
+               (is (= (command-line::max-probability-error q8x2 reference) (gethash "max_abs_dp" row)))
                (is (= (/ (loop for p in q8x2 for r in reference
                                 count (/= (winner p) (winner r)))
                          (float (length qs) 1d0))

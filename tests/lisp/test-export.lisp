@@ -182,7 +182,7 @@ format, the figures recomputed here from convert's files."
                  (is (equal "questions.jsonl" (gethash "question_file" m)))
                  (is (= 200 (gethash "questions" m)))
                  (is (equal '("F16" "F32") (map 'list (lambda (f) (gethash "format" f)) formats)))
-                 (is (= (rontolisp::max-probability-error d16 d32)
+                 (is (= (command-line::max-probability-error d16 d32)
                         (gethash "max_abs_dp" (aref formats 0))))
                  (is (< 1d-4 (gethash "max_abs_dp" (aref formats 0)) 1d-2))
                  (is (zerop (gethash "max_abs_dp" (aref formats 1))))

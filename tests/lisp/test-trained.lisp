@@ -104,7 +104,7 @@ after failing the test when a command fails."
 (QUESTION-FIGURES, as `eval --questions' measures a way): answer (values
 max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
   (multiple-value-bind (figures tokens)
-      (rontolisp::question-figures model questions activations
+      (command-line::question-figures model questions activations
                                    (map 'list (lambda (e) (gethash "probabilities" e)) entries))
     (values (getf figures :max-abs-dp) (getf figures :other-winners) (getf figures :accuracy)
             (loop for (ids markers) in tokens for e across entries
@@ -206,7 +206,7 @@ max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
              (let ((calibration (model:calibrate gguf)))
                (is (= 8 (length calibration)))
                (loop for (name . magnitudes) in calibration
-                     do (multiple-value-bind (largest median) (rontolisp::channel-spread magnitudes)
+                     do (multiple-value-bind (largest median) (rontolisp:channel-spread magnitudes)
                           (is (< largest (* 5 median)) "~A: largest channel ~,2F, median ~,2F"
                               name largest median))
                         (unless (search "ffn_down" name)
