@@ -51,7 +51,7 @@ the command line, and the root of every error the project signals.")
    "QUANTIZED-MATRIX-OCTETS" "QUANTIZED-MATRIX-TYPE"
    "Q4-0" "Q4-1" "Q5-0" "Q5-1" "Q2-K" "Q3-K" "Q4-K" "Q5-K" "Q6-K" "IQ4-NL" "IQ4-XS"
    ;; outlier-aware Q8_0 (outliers.lisp)
-   "OUTLIER-COLUMNS"
+   "OUTLIER-COLUMNS" "CHANNEL-SPREAD"
    ;; conversion tools (quantize-tool.lisp, safetensors.lisp, convert.lisp)
    "QUANTIZE-FILE" "TENSOR-DATA-ERROR" "TENSOR-DATA-ERROR-PATH" "TENSOR-DATA-ERROR-TENSOR"
    "READ-JSON-FILE" "PARSE-JSON" "JSON-ERROR" "JSON-ERROR-PATH" "JSON-ERROR-OFFSET"

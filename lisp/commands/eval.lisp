@@ -4,20 +4,26 @@
 (in-package "COMMAND-LINE")
 
 (define-command "eval" (&optional file)
-    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions] [--sequences N] [--reps N] [--json] [--svg FILE]"
+    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions [QUESTIONS.jsonl]] [--sequences N] [--reps N] [--json] [--svg FILE]"
      :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
      :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
 or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
-outlier-aware Q8_0 file (convert --outlier-aware) and the F32 file quantized
-at load (model:load :quantize :q8_0), the Q8_0 ones with q8 and q8x2
+outlier-aware Q8_0 file (convert --outlier-aware) and the F32 and the F16
+files quantized at load (model:load :quantize :q8_0), the Q8_0 ones with q8 and q8x2
 activations, over the built-in calibration sequences.  Per way: the largest
 max |error| and the least cosine against the F32 model's hidden states, mean
 pooled and per token, and the microseconds per sequence (median of --reps
 timings of the set, with the --threads knob).  The files are made in memory;
 one calibration serves the outlier-aware file and quantize-at-load.  A
 model with a decision head (FILE.gguf's, or --random with --questions) also
-gets per way max |dp|: the largest probability difference from the F32
-model's over the built-in questions, the head kept as the file holds it.
+gets per way, over the built-in questions or those of --questions
+QUESTIONS.jsonl (decide's form), against the F32 model's decisions: max
+|dp|, the largest probability difference; other, the share of questions
+whose winning option differs; and, when questions carry \"answer\" (the
+right option's index), right, the share answered right.  The head is kept
+as the file holds it.  A line of QUESTIONS.jsonl that is not a question, an
+\"answer\" that is not an option's index, or a question the model cannot
+answer is an error naming the line.
 With --reference ORIG.gguf (the model FILE.gguf was made from: the same
 architecture, tensor names and shapes, or an error naming the first
 difference) the ways are made from ORIG.gguf's weights, each is measured
@@ -38,10 +44,10 @@ a row of its own")
                               :help "with --massive: how many times larger (default 20)")
                (seed "--seed S" :parse (integer-parser)
                      :help "with --random: the weights' seed (default 1)")
-               (questions "--questions"
-                          :help "with --random: the model with its decision head, and max |dp| over
-the built-in questions (a FILE.gguf with a head always gets it; one without
-is an error)")
+               (questions "--questions [QUESTIONS.jsonl]"
+                          :help "the decisions over the questions of QUESTIONS.jsonl (default: the
+built-in ones); with --random: the model with its decision head (a FILE.gguf
+with a head is always measured; one without is an error)")
                (sequences "--sequences N" :parse (integer-parser :min 1)
                           :help "only the first N calibration sequences (default: all)")
                (reps "--reps N" :parse (integer-parser :min 1 :max 1000) :default 3

@@ -8,7 +8,9 @@
      :summary "convert, bench and list every model directory under MODELS_DIR"
      :details "Every subdirectory of MODELS_DIR that is a Laya or Hugging Face ModernBERT
 directory (as `convert' takes them) becomes OUT_DIR/NAME.gguf.  Each file
-is benched at one thread over the built-in questions (µs per question,
+is benched at one thread over the model directory's questions.jsonl
+when it has one (and the share answered right where they carry
+\"answer\"), else over the built-in questions (µs per question,
 median of --iters rounds) beside an F32 conversion of the same directory
 (max |dp| against it).  OUT_DIR/manifest.json lists per model its file,
 bytes, parameters, tensor types and sha256; OUT_DIR/bench.json its figures

@@ -3,13 +3,16 @@
 ;;;; table measured on our own models.
 ;;;;
 ;;;; The ways: the F32 file itself, an F16 file, a Q8_0 file, an
-;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales) and the F32
-;;;; file quantized at load (MODEL:LOAD :quantize :q8_0), the Q8_0 ones with
-;;;; :q8 and :q8x2 activations.  The files are made in memory from the F32
+;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales), the F32
+;;;; file and the F16 file quantized at load (MODEL:LOAD :quantize :q8_0),
+;;;; the Q8_0 ones with :q8 and :q8x2 activations.  The files are made in memory from the F32
 ;;;; weights as the converter's type policy stores them (FILE-IN-FORMAT), one
 ;;;; calibration (MODEL:CALIBRATE) serving the outlier-aware file and the
 ;;;; quantize-at-load; the errors are taken over the built-in calibration
-;;;; sequences, against the F32 model's hidden states.
+;;;; sequences, against the F32 model's hidden states.  With a decision head
+;;;; each way's decisions are measured too, over the built-in questions or a
+;;;; question file (READ-QUESTION-FILE): QUESTION-FIGURES, which the trained
+;;;; model's golden table uses as well.
 
 (in-package "COMMAND-LINE")
 
@@ -17,13 +20,15 @@
   '(("F32" :f32 nil) ("F16 file" :f16 nil)
     ("Q8_0 file" :q8_0 :q8) ("Q8_0 file" :q8_0 :q8x2)
     ("outlier-aware Q8_0 file" :outlier-aware :q8) ("outlier-aware Q8_0 file" :outlier-aware :q8x2)
-    ("quantize at load" :load :q8) ("quantize at load" :load :q8x2))
+    ("quantize at load" :load :q8) ("quantize at load" :load :q8x2)
+    ("F16 quantized at load" :load-f16 :q8) ("F16 quantized at load" :load-f16 :q8x2))
   "The rows of `rontolisp eval': label, encoder, activations (NIL: the
 weights are floats, and activations do not apply).")
 
 (defun eval-encoders (source)
   "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
-from :f32, :f16, :q8_0, :outlier-aware and :load to encoders, the
+from :f32, :f16, :q8_0, :outlier-aware, :load and :load-f16 (the F16 file
+quantized at load) to encoders, the
 calibration sequences, and an alist from :f32, :f16, :q8_0 and
 :outlier-aware to the in-memory files they were loaded from (FILE-IN-FORMAT;
 a decision head keeps its types)."
@@ -38,7 +43,8 @@ a decision head keeps its types)."
            (cons :f16 (model:load f16))
            (cons :q8_0 (model:load q8))
            (cons :outlier-aware (model:load outlier-aware))
-           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration)))
+           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
+           (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration)))
      (calibration-sequences (model:hyperparameters reference))
      (list (cons :f32 f32) (cons :f16 f16) (cons :q8_0 q8) (cons :outlier-aware outlier-aware)))))
 
@@ -55,10 +61,10 @@ a decision head: --questions needs one."
     (rontolisp-error 'questions "~A: expected a decision head for --questions ~
 (modern-bert.decision.block_count above 0), found none" label)))
 
-(defun question-probabilities (model activations)
-  "MODEL:DECIDE's probabilities of MODEL with ACTIVATIONS for each question
-of MODEL:*QUESTIONS*, in order."
-  (mapcar (lambda (q) (model:decide model q :activations activations)) model:*questions*))
+(defun question-probabilities (model activations &optional (questions model:*questions*))
+  "MODEL:DECIDE's probabilities of MODEL with ACTIVATIONS for each of
+QUESTIONS (by default MODEL:*QUESTIONS*), in order."
+  (mapcar (lambda (q) (model:decide model q :activations activations)) questions))
 
 (defun max-probability-error (probabilities references)
   "The largest |p - r|, a double-float, over the probability vectors of the
@@ -69,14 +75,99 @@ list PROBABILITIES against those of REFERENCES (the same questions)."
                    do (setf worst (max worst (abs (- (float a 1d0) (float b 1d0)))))))
     worst))
 
-(defun eval-row (encoder activations sequences references reps &optional probabilities)
+;;; Questions from a file (eval --questions FILE, export): decide's form,
+;;; and an "answer" for the accuracy.
+
+(defun winning-option (probabilities)
+  "The index of the largest of the vector PROBABILITIES, the first on ties."
+  (let ((best 0))
+    (dotimes (i (length probabilities) best)
+      (when (> (aref probabilities i) (aref probabilities best)) (setf best i)))))
+
+(defun question-answer (question)
+  "The \"answer\" of QUESTION (the right option's index), or NIL when it
+carries none (the built-in questions carry none)."
+  (and (hash-table-p question) (gethash "answer" question)))
+
+(defun read-question-file (path)
+  "The questions of the JSONL file PATH, one per line in `decide''s form (a
+JSON object; \"answer\", when there, the index of the right option), in
+order.  Signals MODEL:QUESTION-ERROR naming PATH and the line for a line
+that is not a JSON object or whose \"answer\" is not the index of one of
+its options, and for a file without questions."
+  (let ((questions '()))
+    (map-file-lines
+     (lambda (octets number)
+       (flet ((bad (control &rest args)
+                (model:question-error "~A line ~D: ~?" (lines-name path) number control args)))
+         (let ((q (handler-case (question-line-object octets)
+                    (model:question-error (c) (bad "~A" (rontolisp-error-message c))))))
+           (multiple-value-bind (answer found) (gethash "answer" q)
+             (let ((options (gethash "options" q)))
+               (when (and found (not (and (integerp answer) (vectorp options)
+                                          (< -1 answer (length options)))))
+                 (bad "expected \"answer\" to be the index of an option, 0 to ~D, found ~A"
+                      (if (vectorp options) (1- (length options)) "?") (json-brief answer)))))
+           (push q questions))))
+     path)
+    (unless questions
+      (model:question-error "~A: expected questions, one per line, found none" (lines-name path)))
+    (nreverse questions)))
+
+(defun reference-decisions (model questions path)
+  "QUESTION-PROBABILITIES of MODEL (:q8) on QUESTIONS; when they come from
+the file PATH, a question MODEL cannot answer signals MODEL:QUESTION-ERROR
+naming PATH and its line."
+  (if (null path)
+      (question-probabilities model :q8 questions)
+      (loop for q in questions for number from 1
+            collect (handler-case (model:decide model q :activations :q8)
+                      (rontolisp-error (c)
+                        (model:question-error "~A line ~D: ~A" (lines-name path) number
+                                              (rontolisp-error-message c)))))))
+
+(defun decision-accuracy (probabilities questions)
+  "The share of QUESTIONS that carry an \"answer\" whose winning option in
+PROBABILITIES (one vector per question) is that answer, a double-float; NIL
+when none carries one."
+  (let ((right 0) (answered 0))
+    (loop for p in probabilities for q in questions
+          for answer = (question-answer q)
+          when answer
+            do (incf answered)
+               (when (= answer (winning-option p)) (incf right)))
+    (and (plusp answered) (/ right (float answered 1d0)))))
+
+(defun question-figures (model questions activations references)
+  "MODEL's decisions with ACTIVATIONS on QUESTIONS against REFERENCES (the
+reference's probability vectors, one per question): a plist of :max-abs-dp
+(the largest |dp| over every option of every question), :other-winners (the
+share of questions whose winning option is not the reference's) and
+:accuracy (DECISION-ACCURACY).  The second value is a list of (ids markers)
+per question, as MODEL:DECIDE answers them."
+  (let ((probabilities '()) (tokens '()))
+    (dolist (q questions)
+      (multiple-value-bind (p logits ids markers) (model:decide model q :activations activations)
+        (declare (ignore logits))
+        (push p probabilities)
+        (push (list ids markers) tokens)))
+    (setf probabilities (nreverse probabilities))
+    (values (list :max-abs-dp (max-probability-error probabilities references)
+                  :other-winners (/ (loop for p in probabilities for r in references
+                                          count (/= (winning-option p) (winning-option r)))
+                                    (float (max 1 (length questions)) 1d0))
+                  :accuracy (decision-accuracy probabilities questions))
+            (nreverse tokens))))
+
+(defun eval-row (encoder activations sequences references reps &optional questions probabilities)
   "The figures of ENCODER with ACTIVATIONS (NIL: :q8, which float weights
 ignore) over SEQUENCES, against REFERENCES (the F32 model's hidden states of
 each): a plist of the worst max |error| and the least cosine of the mean
 pooled and of the per-token hidden states, and the microseconds per
 sequence (the median of REPS timings of the whole set, over its length).
-With PROBABILITIES (the F32 model's on MODEL:*QUESTIONS*) also :max-abs-dp,
-the largest probability difference of its decisions on them."
+With QUESTIONS and PROBABILITIES (the F32 model's on them) also
+QUESTION-FIGURES' :max-abs-dp, :other-winners and :accuracy of its decisions
+on them."
   (let ((act (or activations :q8))
         (pooled-error 0d0) (pooled-cosine 1d0) (token-error 0d0) (token-cosine 1d0))
     (loop for ids in sequences for ref in references
@@ -88,16 +179,14 @@ the largest probability difference of its decisions on them."
                    (hidden-state-error (pool hidden :mean) (pool ref :mean))
                  (declare (ignore big))
                  (setf pooled-error (max pooled-error err) pooled-cosine (min pooled-cosine cos)))))
-    (list :max-abs-dp (and probabilities
-                           (max-probability-error (question-probabilities encoder act)
-                                                  probabilities))
-          :pooled-max-abs-error pooled-error :pooled-cosine pooled-cosine
-          :token-max-abs-error token-error :token-cosine token-cosine
-          :us-per-sequence (/ (median-microseconds
-                               (lambda () (dolist (ids sequences)
-                                            (model:encode encoder ids :activations act)))
-                               reps)
-                              (length sequences)))))
+    (append (and probabilities (question-figures encoder questions act probabilities))
+            (list :pooled-max-abs-error pooled-error :pooled-cosine pooled-cosine
+                  :token-max-abs-error token-error :token-cosine token-cosine
+                  :us-per-sequence (/ (median-microseconds
+                                       (lambda () (dolist (ids sequences)
+                                                    (model:encode encoder ids :activations act)))
+                                       reps)
+                                      (length sequences))))))
 
 (defun stored-file-activations (f)
   "The activations the row of the GGUF file object F as stored runs with:
@@ -118,12 +207,16 @@ instead, every way is measured against REFERENCE widened to F32, and FILE
 as stored gets the first row, \"file as stored\"; REFERENCE must hold the
 same model as FILE (CHECK-SAME-MODEL).  When the model has a decision
 head (FILE's, or RANDOM's with QUESTIONS; QUESTIONS on a FILE without one
-signals RONTOLISP-ERROR) each way also gets :max-abs-dp, its largest
-probability difference from the F32 model's over MODEL:*QUESTIONS* (the
-head as the file holds it).  Prints the table on STREAM, or one JSON
+signals RONTOLISP-ERROR) each way also gets QUESTION-FIGURES against the
+F32 model (the head as the file holds it): :max-abs-dp, :other-winners and
+:accuracy over the questions of the file QUESTIONS when it is a path
+(READ-QUESTION-FILE), else over MODEL:*QUESTIONS*.  Prints the table on STREAM, or one JSON
 object with JSON.  With SVG (a path) also the picture of each way's error
 after each layer (EVAL-SVG).  Answers the rows as a list of plists."
-  (let* ((stored (and reference (gguf:read file :shards t)))
+  (let* ((question-file (and (stringp questions) questions))
+         ;; read before any file is opened: a bad line leaves nothing open
+         (question-list (if question-file (read-question-file question-file) model:*questions*))
+         (stored (and reference (gguf:read file :shards t)))
          (temporary nil)
          (source (cond (reference
                         (multiple-value-bind (f tmp)
@@ -146,14 +239,16 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
            (let* ((sequences (if sequences (subseq all 0 (min sequences (length all))) all))
                   (f32 (cdr (assoc :f32 encoders)))
                   (references (mapcar (lambda (ids) (model:encode f32 ids)) sequences))
-                  (probabilities (and (decision-head-p source) (question-probabilities f32 :q8)))
+                  (probabilities (and (decision-head-p source)
+                                      (reference-decisions f32 question-list question-file)))
                   (report (progress-reporter (+ (length *eval-ways*) (if stored 1 0))))
                   (stored-encoder (and stored (model:load stored)))
                   (stored-row (and stored
                                    (let ((act (stored-file-activations stored)))
                                      (prog1 (list* :way "file as stored" :activations act
                                                    (eval-row stored-encoder act sequences
-                                                             references reps probabilities))
+                                                             references reps question-list
+                                                             probabilities))
                                        (funcall report 1 "file as stored")))))
                   (rows (append
                          (and stored-row (list stored-row))
@@ -161,7 +256,8 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
                                for i from (if stored 2 1)
                                collect (list* :way name :activations activations
                                               (eval-row (cdr (assoc key encoders)) activations
-                                                        sequences references reps probabilities))
+                                                        sequences references reps question-list
+                                                        probabilities))
                                do (funcall report i name))))
                   (lengths (mapcar #'length sequences)))
              (if json
@@ -172,10 +268,12 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
                                      (cons "tokens" (reduce #'+ lengths))
                                      (cons "threads" (threads))
                                      (cons "questions" (if probabilities (length probabilities) 0))
+                                     (cons "question_file" (or (and probabilities question-file) :null))
                                      (cons "rows" (map 'vector #'eval-row-json rows)))
                                stream :indent 2)
                    (terpri stream))
-                 (print-eval-table stream label reference lengths rows))
+                 (print-eval-table stream label reference lengths rows
+                                   (and probabilities (length probabilities)) question-file))
              (when svg
                (eval-svg svg (format nil "eval: ~A" label) f32 sequences
                          (append (and stored (list (list "file as stored" stored-encoder
@@ -197,29 +295,42 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
         (cons "token_max_abs_error" (getf row :token-max-abs-error))
         (cons "token_cosine" (getf row :token-cosine))
         (cons "us_per_sequence" (getf row :us-per-sequence))
-        (cons "max_abs_dp" (or (getf row :max-abs-dp) :null))))
+        (cons "max_abs_dp" (or (getf row :max-abs-dp) :null))
+        (cons "other_winners" (or (getf row :other-winners) :null))
+        (cons "accuracy" (or (getf row :accuracy) :null))))
 
-(defun print-eval-table (stream label reference lengths rows)
+(defun print-eval-table (stream label reference lengths rows questions question-file)
+  "The table of RUN-EVAL's ROWS on STREAM; QUESTIONS the number of questions
+the decisions were measured on (NIL: none), QUESTION-FILE their file (NIL:
+the built-in ones)."
   (format stream "~&eval: ~A, ~D calibration sequence~:P (~D to ~D tokens), ~D thread~:P~%~
 error against the F32 model~@[ of the reference ~A~]: worst max |error|, least cosine; ~
 mean pooling and per token~%"
           label (length lengths) (reduce #'min lengths) (reduce #'max lengths) (threads)
           reference)
-  (let ((dp-p (getf (first rows) :max-abs-dp)))
+  (let ((dp-p (and questions t))
+        (right-p (getf (first rows) :accuracy)))
     (when dp-p
-      (format stream "max |Δp|: the largest probability difference from the F32 model's over ~
-the ~D built-in questions (model:*questions*)~%" (length model:*questions*)))
-    (format stream "~24A ~5A ~11@A ~12@A ~11@A ~12@A ~10@A~:[~; ~11@A~]~%"
+      (format stream "over the ~D ~:[built-in questions (model:*questions*)~;~:*questions of ~A~]: ~
+max |Δp| the largest probability difference from the F32 model's, other the share of ~
+questions whose winning option is not its~:[~;, right the share won by their \"answer\"~]~%"
+              questions question-file right-p))
+    (format stream "~24A ~5A ~11@A ~12@A ~11@A ~12@A ~10@A~:[~2*~; ~11@A ~6@A~]~:[~*~; ~6@A~]~%"
             "way" "act" "pooled err" "pooled cos" "token err" "token cos" "µs/seq"
-            dp-p "max |Δp|")
+            dp-p "max |Δp|" "other" right-p "right")
     (dolist (row rows)
-      (format stream "~24A ~5A ~11,3,2,,,,'eE ~12,8F ~11,3,2,,,,'eE ~12,8F ~10,1F~@[ ~11,3,2,,,,'eE~]~%"
+      (format stream "~24A ~5A ~11,3,2,,,,'eE ~12,8F ~11,3,2,,,,'eE ~12,8F ~10,1F"
               (getf row :way) (if (getf row :activations)
                                   (string-downcase (symbol-name (getf row :activations)))
                                   "-")
               (getf row :pooled-max-abs-error) (getf row :pooled-cosine)
               (getf row :token-max-abs-error) (getf row :token-cosine)
-              (getf row :us-per-sequence) (getf row :max-abs-dp)))))
+              (getf row :us-per-sequence))
+      (when dp-p
+        (format stream " ~11,3,2,,,,'eE ~6,3F" (getf row :max-abs-dp) (getf row :other-winners)))
+      (when right-p
+        (format stream " ~6,3F" (getf row :accuracy)))
+      (terpri stream))))
 
 ;;; `eval --svg': the error after each layer.
 

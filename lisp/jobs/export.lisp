@@ -167,45 +167,76 @@ to tensor count, in order of first appearance."
   "The number of weights in the GGUF file object F's tensors."
   (reduce #'+ (gguf:tensor-infos f) :key (lambda (i) (reduce #'* (gguf:tensor-info-dims i)))))
 
-(defun file-question-probabilities (path reps)
+(defun file-question-probabilities (path reps questions)
   "The microseconds per question (MEDIAN-MICROSECONDS of REPS rounds of
-MODEL:*QUESTIONS*) and the questions' probabilities of the model in the GGUF
-file PATH at the current thread count, or NIL and NIL when it has no
-decision head."
+QUESTIONS) and the questions' probabilities of the model in the GGUF file
+PATH at the current thread count, or NIL and NIL when it has no decision
+head."
   (gguf:with-file (f path)
     (when (decision-head-p f)
       (let ((m (model:load f)))
         (values (/ (median-microseconds
-                    (lambda () (dolist (q model:*questions*) (model:decide m q :activations :q8)))
+                    (lambda () (dolist (q questions) (model:decide m q :activations :q8)))
                     reps)
-                   (length model:*questions*))
-                (question-probabilities m :q8))))))
+                   (length questions))
+                (question-probabilities m :q8 questions))))))
+
+(defparameter *model-questions-file* "questions.jsonl"
+  "The file of a model directory whose questions export benches the model
+over, in place of the built-in ones (doc/export.md).")
+
+(defun model-questions (dir)
+  "The questions the model directory DIR is benched over: those of its
+*MODEL-QUESTIONS-FILE* when it has one (READ-QUESTION-FILE), else
+MODEL:*QUESTIONS*; the second value is the file's name, or NIL."
+  (let ((path (concatenate 'string (directory-prefix dir) *model-questions-file*)))
+    (if (path-kind path)
+        (values (read-question-file path) *model-questions-file*)
+        (values model:*questions* nil))))
 
 (defun export-model (dir out &key type head-type reps)
   "Convert the model directory DIR to the GGUF file OUT (TYPE, HEAD-TYPE)
 and bench it at one thread against an F32 conversion (written beside OUT
-under a temporary name, WITH-TEMPORARY-FILE, and removed).  Answers the
-manifest entry and the bench rows as plists; a DIR that cannot be read or
-a failed conversion of OUT signals."
+under a temporary name, WITH-TEMPORARY-FILE, and removed), over
+MODEL-QUESTIONS of DIR.  Answers the manifest entry, the bench rows as
+plists, and the number of questions and their file's name (NIL: the
+built-in ones); a DIR that cannot be read, a failed conversion of OUT, a
+question file that cannot be read or a bench that fails signals, and OUT,
+once written, is then removed (a model that fails has no file)."
   (directory-entries dir)               ; a directory that cannot be read, named
-  (convert-directory dir out :type type :head-type head-type)
+  (multiple-value-bind (questions question-file) (model-questions dir) ; before OUT is written
+    (convert-directory dir out :type type :head-type head-type)
+    (let ((done nil))
+      (unwind-protect
+           (multiple-value-prog1 (bench-exported-model dir out type head-type reps questions
+                                                       question-file)
+             (setf done t))
+        (unless done (ignore-errors (delete-path out)))))))
+
+(defun bench-exported-model (dir out type head-type reps questions question-file)
+  "EXPORT-MODEL's figures of OUT, converted from DIR, over QUESTIONS (from
+QUESTION-FILE, or NIL)."
   (let ((entry (gguf:with-file (f out)
                  (list :bytes (gguf:file-size f)
                        :parameters (file-parameters f) :types (file-type-counts f)
                        :tensors (length (gguf:tensor-infos f))))))
     (setf (getf entry :sha256) (file-sha256 out))
-    (multiple-value-bind (us probabilities) (file-question-probabilities out reps)
+    (multiple-value-bind (us probabilities) (file-question-probabilities out reps questions)
       (multiple-value-bind (f32-us references)
           (if (and (eq type :f32) (eq head-type :f32))
               (values us probabilities)
               (with-temporary-file (f32-path out "f32")
                 (when (ignore-errors (convert-directory dir f32-path :type :f32 :head-type :f32))
-                  (file-question-probabilities f32-path reps))))
+                  (file-question-probabilities f32-path reps questions))))
         (values entry
                 (list (list :format (string-upcase (symbol-name type)) :us us
                             :dp (and probabilities references
-                                     (max-probability-error probabilities references)))
-                      (list :format "F32" :us f32-us :dp (and references 0d0))))))))
+                                     (max-probability-error probabilities references))
+                            :accuracy (and probabilities
+                                           (decision-accuracy probabilities questions)))
+                      (list :format "F32" :us f32-us :dp (and references 0d0)
+                            :accuracy (and references (decision-accuracy references questions))))
+                (length questions) question-file)))))
 
 (defun export-machine ()
   "The machine the figures of bench.json were measured on (doc/export.md)."
@@ -231,15 +262,19 @@ ENTRY (EXPORT-MODEL's plist), or null figures and the message ERROR."
           (cons "sha256" (json-or-null (getf entry :sha256)))
           (cons "error" (json-or-null error)))))
 
-(defun bench-model (name rows)
-  "The bench.json object of the model NAME with EXPORT-MODEL's ROWS
+(defun bench-model (name rows &optional questions question-file)
+  "The bench.json object of the model NAME with EXPORT-MODEL's ROWS, the
+number of QUESTIONS it was benched over and their QUESTION-FILE
 (doc/export.md)."
   (list :object (cons "name" name)
+        (cons "questions" (json-or-null questions))
+        (cons "question_file" (json-or-null question-file))
         (cons "formats"
               (map 'vector (lambda (r)
                              (list :object (cons "format" (getf r :format))
                                    (cons "us_per_question" (json-or-null (getf r :us)))
-                                   (cons "max_abs_dp" (json-or-null (getf r :dp)))))
+                                   (cons "max_abs_dp" (json-or-null (getf r :dp)))
+                                   (cons "accuracy" (json-or-null (getf r :accuracy)))))
                    rows))))
 
 (defun export-models (models-dir out-dir &key (type :f16) (head-type :f32) (reps 3))
@@ -264,12 +299,12 @@ Answers the number of failed models."
                  for file = (concatenate 'string name ".gguf")
                  for path = (concatenate 'string out file)
                  do (handler-case
-                        (multiple-value-bind (entry rows)
+                        (multiple-value-bind (entry rows questions question-file)
                             (export-model (concatenate 'string root name) path
                                           :type type :head-type head-type :reps reps)
                           (push (manifest-model name type head-type :file file :entry entry)
                                 manifest)
-                          (push (bench-model name rows) bench)
+                          (push (bench-model name rows questions question-file) bench)
                           (format t "[~D/~D] ~A: ~D bytes, ~
 ~:[no decision head~;~:*~,1F µs/question, max |dp| ~A~]~%"
                                   i (length names) name (getf entry :bytes)

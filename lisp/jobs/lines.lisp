@@ -212,15 +212,21 @@ blank lines~;an empty file~]" (zerop lines)))))
 
 ;;; `rontolisp decide'.
 
-(defun decide-line (model octets number activations json)
-  "Answer the question of one line (OCTETS, line NUMBER) of a questions
-file on standard output, as `decide' prints it."
+(defun question-line-object (octets)
+  "The JSON object of a line (OCTETS) of a questions file;
+MODEL:QUESTION-ERROR when it is not JSON or not an object."
   (let ((object (handler-case (parse-json (%utf8-string octets))
                   (json-error (c)
                     (model:question-error "expected a question as a JSON object, found ~A"
                                           (rontolisp-error-message c))))))
     (unless (hash-table-p object)
       (model:question-error "expected a question as a JSON object, found ~A" (json-brief object)))
+    object))
+
+(defun decide-line (model octets number activations json)
+  "Answer the question of one line (OCTETS, line NUMBER) of a questions
+file on standard output, as `decide' prints it."
+  (let ((object (question-line-object octets)))
     (let ((question (parse-question object)))
       (multiple-value-bind (probabilities logits ids markers)
           (model:decide model question :activations activations)

@@ -40,13 +40,20 @@ vector."
         (setf (aref mags i) (float m 1d0))))
     (when (zerop cols)
       (return-from outlier-columns nil))
-    (let* ((sorted (sort (copy-seq mags) #'<))
-           (threshold (* +outlier-ratio+ (aref sorted (floor (1- cols) 2))))
+    (let* ((threshold (* +outlier-ratio+ (nth-value 1 (channel-spread mags))))
            (over (loop for i below cols
                        when (> (aref mags i) threshold) collect i))
            ;; stable: equal magnitudes keep column order
            (ranked (stable-sort over #'> :key (lambda (i) (aref mags i)))))
       (subseq ranked 0 (min (length ranked) (floor cols +outlier-fraction+))))))
+
+(defun channel-spread (magnitudes)
+  "The largest and the median of MAGNITUDES (a non-empty vector of reals,
+max |x| per channel), as double-floats: the median of an even count is the
+lower of the two middle values, as OUTLIER-COLUMNS takes it."
+  (let ((sorted (sort (map '(simple-array double-float (*)) (lambda (m) (float m 1d0)) magnitudes)
+                      #'<)))
+    (values (aref sorted (1- (length sorted))) (aref sorted (floor (1- (length sorted)) 2)))))
 
 (defun outlier-mask (where columns cols)
   "A fresh (unsigned-byte 8) vector of COLS bytes, 1 at each of COLUMNS (a

@@ -504,3 +504,12 @@ pictures, doc/images/, are copies of them)."
 (defun png-file-p (path)
   "True when PATH holds a PNG image (its eight-byte signature)."
   (equalp (ignore-errors (read-octets path 0 8)) #(137 80 78 71 13 10 26 10)))
+;;; The trained model of tests/models/pico-tasks (doc/trained-model.md).
+
+(defun trained-path (name)
+  "The path of NAME under tests/models/pico-tasks/, as a string."
+  (namestring (merge-pathnames (concatenate 'string "tests/models/pico-tasks/" name) *root*)))
+
+(defun trained-questions ()
+  "The held-out questions of questions.jsonl, parsed (each with its \"answer\")."
+  (command-line::read-question-file (trained-path "questions.jsonl")))

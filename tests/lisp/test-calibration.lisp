@@ -115,8 +115,10 @@ convert and quantize show theirs); through a pipe stderr stays empty."
       (is (string= "" err) "~A" err))))
 
 (test calibrate-show-prints-each-matrix-outlier-columns
-  "--show prints a line per matrix with the outlier columns its recorded
-magnitudes give (OUTLIER-COLUMNS), before the summary."
+  "--show prints a line per matrix with its largest channel magnitude, how
+many times the median channel's it is (the lower of the two middle values),
+and the outlier columns its recorded magnitudes give (OUTLIER-COLUMNS),
+before the summary."
   (with-tmp-files (model cal)
     (is (= 0 (run-exe (list "convert" "--random" "s1-pico" model "--encoder-only" "--type" "f32"
                             "--massive" "2"))))
@@ -126,12 +128,16 @@ magnitudes give (OUTLIER-COLUMNS), before the summary."
         (is (= 9 (length lines)) "~A" out)
         (loop for (name . magnitudes) in (model::read-calibration cal)
               for columns = (rontolisp::outlier-columns magnitudes)
-              do (is (member (if columns
-                                 (format nil "~A: ~D outlier column~:P:~{ ~D~}"
-                                         name (length columns) columns)
-                                 (format nil "~A: no outlier columns" name))
+              for sorted = (sort (copy-seq magnitudes) #'<)
+              for largest = (float (aref sorted (1- (length sorted))) 1d0)
+              for median = (float (aref sorted (floor (1- (length sorted)) 2)) 1d0)
+              do (is (member (format nil "~A: largest channel ~,2F, ~,1F times the median ~,2F; ~
+~:[no outlier columns~;~:*~D outlier column~:P:~{ ~D~}~]"
+                                     name largest (/ largest median) median
+                                     (and columns (length columns)) columns)
                              lines :test #'string=)
                      "~A not in ~A" name out))
+        (is (some (lambda (l) (search "times the median" l)) lines) "~A" out)
         (is (some (lambda (l) (search "outlier column" l)) lines) "~A" out)
         (is (contains (car (last lines)) "8 matrices") "~A" out)))))
 

@@ -19,7 +19,8 @@ to a fresh temporary file."
 (defun eval-json (&rest args)
   (multiple-value-bind (code out err) (run-exe (append (list "eval") args (list "--json")))
     (unless (eql code 0) (error "eval ~{~A~^ ~} failed (~A): ~A" args code err))
-    (yason:parse out)))
+    (let ((*read-default-float-format* 'double-float)) ; JSON numbers are doubles
+      (yason:parse out))))
 
 (defun close-to (a b)
   (<= (abs (- a b)) (* 1d-9 (max 1d0 (abs a) (abs b)))))
@@ -42,7 +43,8 @@ to a fresh temporary file."
            (is (= 3 (gethash "sequences" json)))
            (is (equal '(("F32" nil) ("F16 file" nil) ("Q8_0 file" "q8") ("Q8_0 file" "q8x2")
                         ("outlier-aware Q8_0 file" "q8") ("outlier-aware Q8_0 file" "q8x2")
-                        ("quantize at load" "q8") ("quantize at load" "q8x2"))
+                        ("quantize at load" "q8") ("quantize at load" "q8x2")
+                        ("F16 quantized at load" "q8") ("F16 quantized at load" "q8x2"))
                       (mapcar (lambda (r) (list (gethash "way" r) (gethash "activations" r)))
                            rows)))
            (loop for r in rows
@@ -55,9 +57,12 @@ to a fresh temporary file."
            (loop for r in (rest rows)
                  for way = (gethash "way" r)
                  for act = (if (equal (gethash "activations" r) "q8x2") :q8x2 :q8)
-                 for encoder = (if (equal way "quantize at load")
-                                   (model:load f32 :quantize :q8_0)
-                                   (model:load (cdr (assoc way files :test #'equal))))
+                 for encoder = (cond ((equal way "quantize at load")
+                                      (model:load f32 :quantize :q8_0))
+                                     ((equal way "F16 quantized at load")
+                                      (model:load (cdr (assoc "F16 file" files :test #'equal))
+                                                  :quantize :q8_0))
+                                     (t (model:load (cdr (assoc way files :test #'equal)))))
                  do (let ((token 0d0) (pooled 0d0))
                       (loop for ids in sequences for ref in refs
                             do (let ((h (model:encode encoder ids :activations act)))
@@ -80,7 +85,11 @@ to a fresh temporary file."
     (is (= 0 code))
     (is (contains out "eval: random s1-pico --seed 1, 2 calibration sequences"))
     (is (= 2 (count-if (lambda (l) (search "quantize at load" l)) (split-lines out))))
-    (is (= 11 (count-if (lambda (l) (plusp (length l))) (split-lines out)))))
+    (is (= 2 (count-if (lambda (l) (search "F16 quantized at load" l)) (split-lines out))))
+    (is (= 13 (count-if (lambda (l) (plusp (length l))) (split-lines out))))
+    ;; without a decision head, no column of the decisions
+    (is (not (contains out "other")) "~A" out)
+    (is (not (contains out "right")) "~A" out))
   (dolist (args '(() ("--random" "s1-pico" "x.gguf") ("--random" "s1-pico" "--massive-ratio" "3")
                   ("x.gguf" "--massive" "2") ("x.gguf" "--seed" "2")
                   ("--random" "s1-pico" "--massive" "65") ("--random" "s9")))
@@ -166,7 +175,7 @@ difference, and --reference without FILE.gguf is a usage error."
              (is (close-to (gethash "token_max_abs_error" (first rows))
                            (gethash "token_max_abs_error" (way rows "F16 file"))))
              (is (zerop (gethash "token_max_abs_error" (way rows "F32"))))
-             (is (= 9 (length rows))))
+             (is (= 11 (length rows))))
            (let ((stored (first (rows f32))))
              (is (zerop (gethash "token_max_abs_error" stored)))
              (is (zerop (gethash "pooled_max_abs_error" stored))))
@@ -270,3 +279,84 @@ own (with its activations), a mark per layer, beside the JSON."
                      "no file-as-stored series among ~S"
                      (loop for k being the hash-keys of (gethash "series" report) collect k))))))
       (dolist (f (list f32 q8 svg)) (ignore-errors (delete-file f))))))
+(defun winner (probabilities)
+  "The index of the largest of PROBABILITIES (the first on ties)."
+  (position (reduce #'max probabilities) probabilities))
+
+(test eval-question-file-per-way
+  "eval FILE --questions QUESTIONS.jsonl (the trained model's 200 held-out
+questions): per way max |dp| against the F32 model over the file's
+questions, the share of questions whose winning option is not the F32
+model's, and the share answered right (their \"answer\"): the figures
+recomputed here from convert's F32 and Q8_0 files.  A question file without
+answers gets no accuracy; a line that is not a question, or an answer that
+is not an option's index, is an error naming the line."
+  (let ((f32 (tmp-path "eval-trained-f32.gguf")) (q8 (tmp-path "eval-trained-q8.gguf"))
+        (bare (tmp-path "eval-bare.jsonl")) (bad (tmp-path "eval-bad.jsonl"))
+        (questions (trained-path "questions.jsonl")))
+    (unwind-protect
+         (progn
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") f32 "--type" "f32"))))
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") q8 "--type" "q8_0"))))
+           (let* ((json (eval-json f32 "--questions" questions "--sequences" "1" "--reps" "1"))
+                  (rows (gethash "rows" json))
+                  (qs (trained-questions))
+                  (reference (let ((m (model:load f32)))
+                               (mapcar (lambda (q) (model:decide m q)) qs)))
+                  (q8x2 (let ((m (model:load q8)))
+                          (mapcar (lambda (q) (model:decide m q :activations :q8x2)) qs)))
+                  (row (find-if (lambda (r) (and (equal "Q8_0 file" (gethash "way" r))
+                                                 (equal "q8x2" (gethash "activations" r))))
+                                rows)))
+             (flet ((right (decisions)
+                      (/ (loop for p in decisions for q in qs
+                               count (= (winner p) (gethash "answer" q)))
+                         (float (length qs) 1d0))))
+               (is (= 200 (gethash "questions" json)))
+               (is (equal questions (gethash "question_file" json)))
+               (is (zerop (gethash "max_abs_dp" (first rows))))
+               (is (zerop (gethash "other_winners" (first rows))))
+               (is (= (right reference) (gethash "accuracy" (first rows))))
+               (is (<= 0.95 (gethash "accuracy" (first rows))))
+               (is (= (command-line::max-probability-error q8x2 reference) (gethash "max_abs_dp" row)))
+               (is (= (/ (loop for p in q8x2 for r in reference
+                                count (/= (winner p) (winner r)))
+                         (float (length qs) 1d0))
+                      (gethash "other_winners" row)))
+               (is (= (right q8x2) (gethash "accuracy" row)))
+               (dolist (r rows)
+                 (is (< 0 (gethash "accuracy" r) 1.0000001) "~A: ~A" (gethash "way" r)
+                     (gethash "accuracy" r)))))
+           (multiple-value-bind (code out err) (run-exe (list "eval" f32 "--questions" questions
+                                                              "--sequences" "1" "--reps" "1"))
+             (is (= 0 code) "~A" err)
+             (is (contains out (format nil "the 200 questions of ~A" questions)) "~A" out)
+             (is (contains out " other ") "~A" out)
+             (is (contains out " right") "~A" out))
+           ;; Without "answer": no accuracy.
+           (write-file-string bare (format nil "~A~%~A~%"
+                                           "{\"type\": \"pick\", \"instructions\": \"Use cloud next.\", \"options\": [\"cloud\", \"vase\", \"moon\"], \"state\": \"ready\"}"
+                                           "{\"type\": \"count\", \"instructions\": \"How many items are in the state?\", \"options\": [\"1\", \"2\", \"3\"], \"state\": \"files: a b\"}"))
+           (let ((rows (gethash "rows" (eval-json f32 "--questions" bare "--sequences" "1"
+                                                  "--reps" "1"))))
+             (is (every (lambda (r) (multiple-value-bind (v found) (gethash "accuracy" r)
+                                      (and found (null v))))
+                        rows))
+             (is (zerop (gethash "max_abs_dp" (first rows)))))
+           (flet ((refused (line what)
+                    (write-file-string bad (format nil "~A~%~A~%"
+                                                   (first (split-lines (read-file-string questions)))
+                                                   line))
+                    (multiple-value-bind (code out err)
+                        (run-exe (list "eval" f32 "--questions" bad "--sequences" "1" "--reps" "1"))
+                      (declare (ignore out))
+                      (is (= 1 code) "~A: exit ~A" what code)
+                      (is (contains err (format nil "~A line 2" bad)) "~A: ~A" what err))))
+             (refused "not json" "not JSON")
+             (refused "{\"type\": \"pick\", \"instructions\": \"Use moon.\", \"options\": [\"cloud\", \"moon\"], \"state\": \"ready\", \"answer\": 2}"
+                      "an answer past the options")
+             (refused "{\"type\": \"pick\", \"instructions\": \"Use moon.\", \"options\": [\"cloud\", \"moon\"], \"state\": \"ready\", \"answer\": \"moon\"}"
+                      "an answer that is not an index")
+             (refused "{\"type\": \"nope\", \"instructions\": \"Use moon.\", \"options\": [\"cloud\", \"moon\"], \"state\": \"ready\"}"
+                      "an unknown type")))
+      (dolist (f (list f32 q8 bare bad)) (ignore-errors (delete-file f))))))

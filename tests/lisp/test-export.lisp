@@ -36,12 +36,17 @@ written `so` in the table's first column)."
   "The fields of a format of a model of bench.json, as doc/export.md lists them."
   (second (doc-tables "## `bench.json`")))
 
+(defun bench-model-fields ()
+  "The fields of a model of bench.json, as doc/export.md lists them."
+  (third (doc-tables "## `bench.json`")))
+
 (test export-doc-lists-the-fields
   "The layouts the tests check are read from doc/export.md's tables."
   (is (equal '("name" "file" "bytes" "parameters" "tensors" "type" "head_type" "types" "sha256" "error")
              (manifest-fields)))
   (is (equal '("machine" "threads" "iters" "questions" "models") (bench-fields)))
-  (is (equal '("format" "us_per_question" "max_abs_dp") (bench-format-fields))))
+  (is (equal '("format" "us_per_question" "max_abs_dp" "accuracy") (bench-format-fields)))
+  (is (equal '("name" "questions" "question_file" "formats") (bench-model-fields))))
 
 (defun field (object key)
   "KEY of the parsed JSON OBJECT, failing the test when it is absent."
@@ -86,9 +91,15 @@ written `so` in the table's first column)."
     (is (equal names (map 'list (lambda (m) (field m "name")) models)))
     (loop for m across models
           for name = (gethash "name" m)
-          do (is (equal '("F16" "F32") (map 'list (lambda (f) (field f "format")) (field m "formats"))))
+          do (dolist (k (bench-model-fields)) (field m k))
+             (is (json-null-p (gethash "question_file" m)))
+             (if (string= name broken)
+                 (is (json-null-p (gethash "questions" m)))
+                 (is (= (gethash "questions" bench) (gethash "questions" m))))
+             (is (equal '("F16" "F32") (map 'list (lambda (f) (field f "format")) (field m "formats"))))
              (loop for f across (gethash "formats" m)
                    do (dolist (k (bench-format-fields)) (field f k))
+                      (is (json-null-p (gethash "accuracy" f)))
                       (if (string= name broken)
                           (is (and (json-null-p (gethash "us_per_question" f))
                                    (json-null-p (gethash "max_abs_dp" f))))
@@ -199,6 +210,91 @@ is README's picture."
                (is (null errors) "the page logged ~S" errors)
                (is (png-file-p shot))))
         (sh "rm -rf \"$1\" \"$2\"" models out)))))
+(test export-trained-model-over-its-questions
+  "A model directory with questions.jsonl (the trained model of
+tests/models) is benched over those questions, not the built-in ones (whose
+types its head does not know): max |dp| of the F16 file against the F32
+conversion over its 200 questions, and the share answered right per
+format, the figures recomputed here from convert's files."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported"))
+        (f16 (tmp-path "trained-f16.gguf")) (f32 (tmp-path "trained-f32.gguf")))
+    (unwind-protect
+         (progn
+           (sh "mkdir -p \"$1\" && ln -s \"$2\" \"$1\"/pico-tasks" models
+               (string-right-trim "/" (trained-path "")))
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (is (= 0 code) "export: exit ~A: ~A" code stderr)
+             (is (contains stdout "[1/1] pico-tasks: ") "stdout: ~A" stdout))
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") f16 "--type" "f16"))))
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") f32 "--type" "f32"))))
+           (let* ((bench (let ((*read-default-float-format* 'double-float))
+                           (rontolisp:read-json-file (format nil "~A/bench.json" out))))
+                  (m (aref (gethash "models" bench) 0))
+                  (formats (gethash "formats" m))
+                  (questions (trained-questions)))
+             (flet ((decisions (path)
+                      (let ((model (model:load path)))
+                        (mapcar (lambda (q) (model:decide model q)) questions)))
+                    (right (decisions)
+                      (/ (loop for p in decisions for q in questions
+                               count (= (position (reduce #'max p) p) (gethash "answer" q)))
+                         200d0)))
+               (let ((d16 (decisions f16)) (d32 (decisions f32)))
+                 (is (equal "pico-tasks" (gethash "name" m)))
+                 (is (equal "questions.jsonl" (gethash "question_file" m)))
+                 (is (= 200 (gethash "questions" m)))
+                 (is (equal '("F16" "F32") (map 'list (lambda (f) (gethash "format" f)) formats)))
+                 (is (= (command-line::max-probability-error d16 d32)
+                        (gethash "max_abs_dp" (aref formats 0))))
+                 (is (< 1d-4 (gethash "max_abs_dp" (aref formats 0)) 1d-2))
+                 (is (zerop (gethash "max_abs_dp" (aref formats 1))))
+                 (is (= (right d16) (gethash "accuracy" (aref formats 0))))
+                 (is (= (right d32) (gethash "accuracy" (aref formats 1))))
+                 (is (<= 0.95 (gethash "accuracy" (aref formats 1))))
+                 (loop for f across formats
+                       do (is (plusp (gethash "us_per_question" f))))))))
+      (sh "rm -rf \"$1\" \"$2\"" models out)
+      (ignore-errors (delete-file f16))
+      (ignore-errors (delete-file f32)))))
+
+(test export-model-that-fails-its-bench-leaves-no-file
+  "A model that converts but cannot be benched (the trained model without
+its questions.jsonl: its head knows none of the built-in questions' types)
+fails as any model does, and the file converted for it is removed: a model
+that fails has no file in OUT_DIR."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (sh "mkdir -p \"$1\" && cp -r \"$2\" \"$1\"/pico-tasks && rm \"$1\"/pico-tasks/questions.jsonl"
+               models (string-right-trim "/" (trained-path "")))
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 1 code))
+             (is (contains stderr "pico-tasks: ") "~A" stderr)
+             (is (contains stderr "question type") "~A" stderr))
+           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
+
+(test export-model-with-a-bad-question-file-fails
+  "A model directory whose questions.jsonl has a line that is not a
+question fails as any model does: a line on stderr naming the file's line,
+an error in the manifest, no file written."
+  (let ((models (tmp-path "models")) (out (tmp-path "exported")))
+    (unwind-protect
+         (progn
+           (rontolisp::write-random-laya (format nil "~A/a-pico" models) "s1-pico")
+           (write-file-string (format nil "~A/a-pico/questions.jsonl" models) "not json
+")
+           (multiple-value-bind (code stdout stderr) (run-exe (list "export" models out "--iters" "1"))
+             (declare (ignore stdout))
+             (is (= 1 code))
+             (is (contains stderr "a-pico") "~A" stderr)
+             (is (contains stderr "questions.jsonl line 1") "~A" stderr))
+           (is (stringp (gethash "error" (aref (gethash "models" (rontolisp:read-json-file
+                                                                   (format nil "~A/manifest.json" out)))
+                                               0))))
+           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+      (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (test export-usage
   "Missing operands and a type export does not take are usage errors (2);

@@ -16,10 +16,6 @@
   :description "A trained decision model against its PyTorch goldens, per format.")
 (in-suite trained)
 
-(defun trained-path (name)
-  "The path of NAME under tests/models/pico-tasks/, as a string."
-  (namestring (merge-pathnames (concatenate 'string "tests/models/pico-tasks/" name) *root*)))
-
 (defparameter *trained-ways*
   ;; (name file activations quantize-at-load bound); FILE is a key of
   ;; *TRAINED-FILES*.
@@ -87,12 +83,6 @@ tools/train/train.py makes them)" missing)
                nil)
         (rontolisp::read-json-file (trained-path "golden.json")))))
 
-(defun trained-questions ()
-  "The held-out questions of questions.jsonl, parsed (each with its \"answer\")."
-  (mapcar #'rontolisp::parse-json
-          (remove "" (split-lines (read-file-string (trained-path "questions.jsonl")))
-                  :test #'string=)))
-
 (defun make-trained-files (dir)
   "Run *TRAINED-FILES*' recipes in DIR; answer an alist key -> path, or NIL
 after failing the test when a command fails."
@@ -109,28 +99,17 @@ after failing the test when a command fails."
                (return nil)))
         collect (cons key (find-if (lambda (a) (search ".gguf" a)) argv :from-end t))))
 
-(defun argmax (v)
-  "The index of V's largest entry (the first on ties)."
-  (let ((best 0))
-    (dotimes (i (length v) best)
-      (when (> (elt v i) (elt v best)) (setf best i)))))
-
 (defun measure-way (model entries questions activations)
-  "Run MODEL on QUESTIONS with ACTIVATIONS against the golden ENTRIES:
-answer (values max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
-  (let ((max-dp 0d0) (other 0) (right 0) (same t))
-    (loop for e across entries for q in questions
-          do (multiple-value-bind (probs logits ids markers) (model:decide model q :activations activations)
-               (declare (ignore logits))
-               (unless (and (equalp (coerce (gethash "ids" e) 'list) (coerce ids 'list))
-                            (equalp (coerce (gethash "markers" e) 'list) (coerce markers 'list)))
-                 (setf same nil))
-               (loop for p across probs for gp across (gethash "probabilities" e)
-                     do (setf max-dp (max max-dp (abs (- p gp)))))
-               (let ((win (argmax probs)))
-                 (unless (= win (gethash "winner" e)) (incf other))
-                 (when (= win (gethash "answer" q)) (incf right)))))
-    (values max-dp (/ other (float (length entries) 1d0)) (/ right (float (length entries) 1d0)) same)))
+  "Run MODEL on QUESTIONS with ACTIVATIONS against the golden ENTRIES
+(QUESTION-FIGURES, as `eval --questions' measures a way): answer (values
+max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
+  (multiple-value-bind (figures tokens)
+      (command-line::question-figures model questions activations
+                                   (map 'list (lambda (e) (gethash "probabilities" e)) entries))
+    (values (getf figures :max-abs-dp) (getf figures :other-winners) (getf figures :accuracy)
+            (loop for (ids markers) in tokens for e across entries
+                  always (and (equalp (coerce (gethash "ids" e) 'list) (coerce ids 'list))
+                              (equalp (coerce (gethash "markers" e) 'list) (coerce markers 'list)))))))
 
 (test trained-golden-holds-the-questions
   ;; golden.json was made from questions.jsonl as it is now, and the trained
@@ -210,4 +189,30 @@ answer (values max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
                               "question ~D: probabilities ~{~,6f~^ ~}, PyTorch ~{~,6f~^ ~}" i
                               (coerce (gethash "probabilities" a) 'list)
                               (coerce (gethash "probabilities" e) 'list))))))
+        (ignore-errors (delete-file gguf))))))
+
+(test trained-calibration-has-no-massive-channels
+  ;; doc/trained-model.md §5: calibrating the trained model finds no massive
+  ;; channel (doc/outliers.md's are tens of times the median; a random
+  ;; model with --massive, hundreds): every matrix input's largest channel is
+  ;; under 5 times the median channel's, and the only outlier columns (over
+  ;; 3 times) are inputs of ffn_down, the GeGLU's output.
+  (let ((golden (trained-golden))
+        (gguf (tmp-path "trained-calibrate.gguf")))
+    (when golden
+      (unwind-protect
+           (progn
+             (is (eql 0 (run-exe (list "convert" (trained-path "") gguf "--type" "f32"))))
+             (let ((calibration (model:calibrate gguf)))
+               (is (= 8 (length calibration)))
+               (loop for (name . magnitudes) in calibration
+                     do (multiple-value-bind (largest median) (rontolisp:channel-spread magnitudes)
+                          (is (< largest (* 5 median)) "~A: largest channel ~,2F, median ~,2F"
+                              name largest median))
+                        (unless (search "ffn_down" name)
+                          (is (null (rontolisp::outlier-columns magnitudes))
+                              "~A: outlier columns ~A" name
+                              (rontolisp::outlier-columns magnitudes))))
+               (is (some (lambda (entry) (rontolisp::outlier-columns (cdr entry))) calibration)
+                   "expected the ffn_down inputs' outlier columns the README names")))
         (ignore-errors (delete-file gguf))))))
