@@ -272,7 +272,7 @@ that fails has no file in OUT_DIR."
              (is (= 1 code))
              (is (contains stderr "pico-tasks: ") "~A" stderr)
              (is (contains stderr "question type") "~A" stderr))
-           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+           (is (equal '("bench.html" "bench.json" "manifest.json") (entry-names out))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (test export-model-with-a-bad-question-file-fails
@@ -293,7 +293,7 @@ an error in the manifest, no file written."
            (is (stringp (gethash "error" (aref (gethash "models" (rontolisp:read-json-file
                                                                    (format nil "~A/manifest.json" out)))
                                                0))))
-           (is (equal '("bench.json" "manifest.json") (entry-names out))))
+           (is (equal '("bench.html" "bench.json" "manifest.json") (entry-names out))))
       (sh "rm -rf \"$1\" \"$2\"" models out))))
 
 (test export-usage
