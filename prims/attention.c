@@ -153,11 +153,9 @@ rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
         _mm512_mask_storeu_ps(x + t, mk, v);
         mv = _mm512_mask_max_ps(mv, mk, v, mv);
     }
-    float mm[16], m = -INFINITY;
-    _mm512_storeu_ps(mm, mv);
-    for (int l = 0; l < 16; l++)
-        m = mm[l] > m ? mm[l] : m;
-    const __m256 m8 = _mm256_set1_ps(m);
+    /* no lane of mv is a NaN, so any order of the maxima answers the
+     * scalar loop's m */
+    const __m256 m8 = _mm256_set1_ps(_mm512_reduce_max_ps(mv));
     __m512d sv = _mm512_setzero_pd();
     size_t t0 = 0;
     /* sixteen at a time: two independent exponentials in flight (each is a

@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,36 +207,126 @@ typedef struct {
     float *out[2]; /* out[1] NULL: one array to turn */
     size_t n, heads, hd;
     float theta_scale;
-    float *cache; /* per chunk: hd floats (cos, sin per pair) */
+    const float *table; /* the angles of positions below RL_ROPE_TABLE_POS, or NULL */
+    void (*turn)(const float *x, float *y, size_t heads, size_t hd, const float *cs);
+    float *cache;       /* per chunk: hd floats (cos, sin per pair) */
 } rl_rope_job;
+
+/* Positions whose angles a table keeps, and tables kept: the angles of a
+ * position depend on theta_scale and head_dim alone, and an encoder asks
+ * for the same one or two pairs layer after layer, question after
+ * question, where computing them (two libm calls a pair) cost more than
+ * turning the rows.  A table of RL_ROPE_TABLE_POS positions of head_dim
+ * floats each is made on the first call that wants it and kept for the
+ * process; a pair past RL_ROPE_TABLES computes its angles per call. */
+#define RL_ROPE_TABLE_POS 1024
+#define RL_ROPE_TABLES 8
+
+/* Position t's cosines then sines, as the rows of a table hold them. */
+static void rl_rope_angles(size_t t, size_t half, float theta_scale, float *cs) {
+    /* llama.cpp's rope cache: the angle is multiplied up pair by pair in
+     * f32, not computed as p * theta_scale^i. */
+    float theta = (float)t;
+    for (size_t i = 0; i < half; i++) {
+        cs[i] = cosf(theta);
+        cs[half + i] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+static struct {
+    float theta_scale;
+    size_t hd;
+    const float *table;
+} rl_rope_tables[RL_ROPE_TABLES];
+static int rl_rope_ntables;
+static pthread_mutex_t rl_rope_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The table of (theta_scale, hd), made if there is room; NULL if not. */
+static const float *rl_rope_table(float theta_scale, size_t hd) {
+    const float *t = NULL;
+    pthread_mutex_lock(&rl_rope_lock);
+    for (int i = 0; i < rl_rope_ntables && !t; i++)
+        if (rl_rope_tables[i].hd == hd &&
+            memcmp(&rl_rope_tables[i].theta_scale, &theta_scale, sizeof theta_scale) == 0)
+            t = rl_rope_tables[i].table;
+    if (!t && rl_rope_ntables < RL_ROPE_TABLES && hd <= SIZE_MAX / sizeof(float) / RL_ROPE_TABLE_POS) {
+        float *m = malloc(RL_ROPE_TABLE_POS * hd * sizeof *m);
+        if (m) {
+            for (size_t p = 0; p < RL_ROPE_TABLE_POS; p++)
+                rl_rope_angles(p, hd / 2, theta_scale, m + p * hd);
+            rl_rope_tables[rl_rope_ntables].theta_scale = theta_scale;
+            rl_rope_tables[rl_rope_ntables].hd = hd;
+            rl_rope_tables[rl_rope_ntables++].table = t = m;
+        }
+    }
+    pthread_mutex_unlock(&rl_rope_lock);
+    return t;
+}
+
+/* Turn the heads of one row by a position's angles (cs: half cosines then
+ * half sines), y may be x: per pair, the f32 products and sums nn.h
+ * names, with no fma, so a path's form answers the scalar bits. */
+typedef void (*rl_rope_turn_fn)(const float *x, float *y, size_t heads, size_t hd,
+                                const float *cs);
+
+static void rl_rope_turn_ref(const float *x, float *y, size_t heads, size_t hd,
+                             const float *cs) {
+    const size_t half = hd / 2;
+    const float *sn = cs + half;
+    for (size_t h = 0; h < heads; h++, x += hd, y += hd)
+        for (size_t i = 0; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+}
+
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_rope_turn_avx2(const float *x, float *y, size_t heads, size_t hd, const float *cs) {
+    const size_t half = hd / 2, full = half / 8 * 8;
+    const float *sn = cs + half;
+    for (size_t h = 0; h < heads; h++, x += hd, y += hd) {
+        for (size_t i = 0; i < full; i += 8) {
+            const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+            const __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+            _mm256_storeu_ps(y + i + half,
+                             _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+        }
+        for (size_t i = full; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+/* RoPE's turn per path (kernel.h): AVX2's on the AVX-512 paths too (a
+ * head's half is 8 to 64 values). */
+static const rl_rope_turn_fn rl_rope_turn_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_rope_turn_ref,
+    [RL_PATH_AVX2] = rl_rope_turn_avx2,
+    [RL_PATH_AVX512] = rl_rope_turn_avx2,
+    [RL_PATH_AVX512VNNI] = rl_rope_turn_avx2,
+};
 
 static void rl_rope_run(void *ctx, int ith, int nth) {
     const rl_rope_job *j = ctx;
     const size_t half = j->hd / 2, row = j->heads * j->hd;
-    float *cs = j->cache + (size_t)ith * j->hd, *sn = cs + half;
+    float *own = j->cache + (size_t)ith * j->hd;
     size_t t0, t1;
     rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
     for (size_t t = t0; t < t1; t++) {
-        /* llama.cpp's rope cache: the angle is multiplied up pair by pair
-         * in f32, not computed as p * theta_scale^i. */
-        float theta = (float)t;
-        for (size_t i = 0; i < half; i++) {
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
-            theta *= j->theta_scale;
-        }
+        const float *cs = own;
+        if (j->table && t < RL_ROPE_TABLE_POS)
+            cs = j->table + t * j->hd;
+        else
+            rl_rope_angles(t, half, j->theta_scale, own);
         /* one position's angles turn both arrays (q and k): the same
          * table either way, computed once */
         for (int a = 0; a < 2 && j->out[a]; a++)
-            for (size_t h = 0; h < j->heads; h++) {
-                const float *x = j->x[a] + t * row + h * j->hd;
-                float *y = j->out[a] + t * row + h * j->hd;
-                for (size_t i = 0; i < half; i++) {
-                    const float x0 = x[i], x1 = x[i + half];
-                    y[i] = x0 * cs[i] - x1 * sn[i];
-                    y[i + half] = x0 * sn[i] + x1 * cs[i];
-                }
-            }
+            j->turn(j->x[a] + t * row, j->out[a] + t * row, j->heads, j->hd, cs);
     }
 }
 
@@ -260,9 +351,11 @@ static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t n, s
     float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
         return RL_NOMEM;
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim);
     rl_rope_job job = {.x = {x, x2}, .out = {out, out2}, .n = n, .heads = n_heads,
-                       .hd = head_dim, .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
-                       .cache = cache};
+                       .hd = head_dim, .theta_scale = theta_scale,
+                       .table = rl_rope_table(theta_scale, head_dim),
+                       .turn = rl_rope_turn_table[path], .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
     free(cache);
     return RL_OK;
