@@ -504,7 +504,9 @@ plist (:text string))."
            (unless (and found (stringp text))
              (question-error "option ~D: expected a string or an object with a string \"text\", ~
 found ~A" k (json-brief option)))
-           (let ((table (make-hash-table :test 'equal)))
+           ;; Sized for its one key: ECL's default size is 1024 entries,
+           ;; some 16 KB a table and most of what a question allocated.
+           (let ((table (make-hash-table :test 'equal :size 1)))
              (setf (gethash "text" table) text)
              table)))
         (t (question-error "option ~D: expected a string or {\"text\": string}, found ~A"
@@ -524,7 +526,7 @@ plist or object, a missing or mistyped field, or no options."
                                                                            collect k))))
     (question-error "expected a question (a plist or a JSON object with type, instructions, ~
 options, state), found ~A" (json-brief question)))
-  (let ((b (make-hash-table :test 'equal)))
+  (let ((b (make-hash-table :test 'equal :size 4)))
     (dolist (name '("type" "instructions" "state"))
       (multiple-value-bind (value found) (question-field question name)
         (unless found
