@@ -125,6 +125,102 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
         rl_ln_row(j, t);
 }
 
+/* Columns [i, i + 8) of the eight rows x[0..7] as eight registers,
+ * register c holding column i + c of rows 0..7 in its lanes. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_ln_columns8(const float *const x[8], size_t i, __m256 c[8]) {
+    __m256 r[8], u[8], v[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm256_loadu_ps(x[k] + i);
+    for (int k = 0; k < 8; k += 2) {
+        u[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        u[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+        v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
+        v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+        v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
+    }
+    for (int k = 0; k < 4; k++) {
+        c[k] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x20);
+        c[k + 4] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x31);
+    }
+}
+
+/* Column i of the eight rows x[0..7], one lane a row. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline __m256
+rl_ln_column(const float *const x[8], size_t i) {
+    return _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i], x[7][i]);
+}
+
+/* Rows [t0, t1) eight at a time with the eight rows' sums in the lanes of
+ * one register: lane k adds row k's values in increasing j, the chain of
+ * rl_ln_row, eight columns at a time transposed in registers (a last
+ * group of fewer rows repeats its last row in the lanes past them, and
+ * keeps only its own); then each row's centring, scale, weight and bias
+ * sixteen values at a time (the f32 steps of rl_ln_row, the centred value
+ * computed again rather than kept). */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_ln_run_avx512(void *ctx, int ith,
+                                                                      int nth) {
+    const rl_rows_job *j = ctx;
+    const size_t d = j->d, full = d / 8 * 8;
+    size_t t0, t1;
+    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
+    const __m512d dd = _mm512_set1_pd((double)d);
+    for (size_t t = t0; t < t1; t += RL_LN_ROWS) {
+        const size_t nr = t1 - t < RL_LN_ROWS ? t1 - t : RL_LN_ROWS;
+        const float *x[RL_LN_ROWS];
+        for (size_t k = 0; k < RL_LN_ROWS; k++)
+            x[k] = j->x + (t + (k < nr ? k : nr - 1)) * d;
+        __m512d sum = _mm512_setzero_pd(), sum2 = _mm512_setzero_pd();
+        __m256 c[8];
+        for (size_t i = 0; i < full; i += 8) {
+            rl_ln_columns8(x, i, c);
+            for (int k = 0; k < 8; k++)
+                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
+        }
+        for (size_t i = full; i < d; i++)
+            sum = _mm512_add_pd(sum, _mm512_cvtps_pd(rl_ln_column(x, i)));
+        const __m256 mean = _mm512_cvtpd_ps(_mm512_div_pd(sum, dd));
+        for (size_t i = 0; i < full; i += 8) {
+            rl_ln_columns8(x, i, c);
+            for (int k = 0; k < 8; k++) {
+                const __m256 e = _mm256_sub_ps(c[k], mean);
+                sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+            }
+        }
+        for (size_t i = full; i < d; i++) {
+            const __m256 e = _mm256_sub_ps(rl_ln_column(x, i), mean);
+            sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+        }
+        float var[RL_LN_ROWS], mk[RL_LN_ROWS];
+        _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2, dd)));
+        _mm256_storeu_ps(mk, mean);
+        for (size_t k = 0; k < nr; k++) {
+            const __m512 m = _mm512_set1_ps(mk[k]), sc = _mm512_set1_ps(rl_ln_scale(var[k], j->eps));
+            const float *xk = x[k];
+            float *yk = j->out + (t + k) * d;
+            for (size_t i = 0; i < d; i += 16) {
+                const __mmask16 mm = d - i >= 16 ? 0xffff : (__mmask16)((1u << (d - i)) - 1u);
+                const __m512 e = _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, xk + i), m);
+                __m512 r = _mm512_mul_ps(_mm512_mul_ps(e, sc), _mm512_maskz_loadu_ps(mm, j->w + i));
+                if (j->b)
+                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mm, j->b + i));
+                _mm512_mask_storeu_ps(yk + i, mm, r);
+            }
+        }
+    }
+}
+
+/* LayerNorm's runs per path (kernel.h): below AVX-512, the scalar one. */
+static const rl_pool_fn rl_ln_runs[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_ln_run,
+    [RL_PATH_AVX2] = rl_ln_run,
+    [RL_PATH_AVX512] = rl_ln_run_avx512,
+    [RL_PATH_AVX512VNNI] = rl_ln_run_avx512,
+};
+
 rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
                                 const float *b, float eps, float *out, rl_path path,
                                 int threads) {
@@ -139,7 +235,7 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
                        .row = rl_ln_row};
     if (n)
-        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_runs[path], &job);
     return RL_OK;
 }
 
@@ -179,6 +275,37 @@ static void rl_bias_act_row(const void *job, size_t t) {
     }
 }
 
+/* The GELU sixteen values at a time: the bias added in f32, then the
+ * f32 steps of rl_gelu_f32 around vmath.h's erf (its AVX-512 form). */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_bias_gelu_row_avx512(const void *job,
+                                                                             size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * j->d;
+    float *y = j->out + t * j->d;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 k = _mm512_set1_ps(RL_SQRT_2_INV);
+    for (size_t c = 0; c < j->d; c += 16) {
+        const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
+        __m512 a = _mm512_maskz_loadu_ps(m, x + c);
+        if (j->b)
+            a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, j->b + c));
+        const __m512 u = _mm512_mul_ps(a, k);
+        const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
+        const __m256 e1 = rl_erff8_avx512(
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
+        _mm512_mask_storeu_ps(y + c, m, _mm512_mul_ps(_mm512_mul_ps(half, a), _mm512_add_ps(one, e)));
+    }
+}
+
+/* The GELU rows per path (kernel.h): below AVX-512, the scalar one. */
+static void (*const rl_bias_gelu_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
+    [RL_PATH_REF] = rl_bias_act_row,
+    [RL_PATH_AVX2] = rl_bias_act_row,
+    [RL_PATH_AVX512] = rl_bias_gelu_row_avx512,
+    [RL_PATH_AVX512VNNI] = rl_bias_gelu_row_avx512,
+};
+
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
                          float *out, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
@@ -189,7 +316,7 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
-                       .row = rl_bias_act_row};
+                       .row = act == RL_NN_GELU ? rl_bias_gelu_rows[path] : rl_bias_act_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
