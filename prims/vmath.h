@@ -15,7 +15,8 @@
  *   rounded but for the rare value within that distance of a rounding
  *   boundary (then one ulp off).  The table halves the polynomial of a
  *   plain 2^k reduction (degree 12 for |r| <= 0.35): the chain of
- *   dependent fmas is what an exponential waits on.
+ *   dependent fmas is what an exponential waits on.  Both forms answer the
+ *   same bits on every f32 input of [-104, 89] (all compared once).
  * rl_erff, for f32 x: NaN -> x; |x| >= 4 -> +-1 (erf's distance from 1
  *   there is below a quarter of an f32 ulp); otherwise, in double, with a
  *   = |x| and i = floor(2a) (0..7): for i = 0, a * P0(a * a), P0 the
