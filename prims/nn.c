@@ -275,26 +275,31 @@ static void rl_bias_act_row(const void *job, size_t t) {
     }
 }
 
-/* The GELU sixteen values at a time: the bias added in f32, then the
- * f32 steps of rl_gelu_f32 around vmath.h's erf (its AVX-512 form). */
+/* Sixteen values of rl_gelu_f32's erf form: the same f32 steps around
+ * vmath.h's erf (its AVX-512 form). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
+rl_gelu16_avx512(__m512 a) {
+    const __m512 u = _mm512_mul_ps(a, _mm512_set1_ps(RL_SQRT_2_INV));
+    const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
+    const __m256 e1 =
+        rl_erff8_avx512(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+    const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), a),
+                         _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+/* The GELU sixteen values at a time, the bias added in f32 first. */
 __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_gelu_row_avx512(const void *job,
                                                                              size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * j->d;
     float *y = j->out + t * j->d;
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 k = _mm512_set1_ps(RL_SQRT_2_INV);
     for (size_t c = 0; c < j->d; c += 16) {
         const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
         __m512 a = _mm512_maskz_loadu_ps(m, x + c);
         if (j->b)
             a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, j->b + c));
-        const __m512 u = _mm512_mul_ps(a, k);
-        const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
-        const __m256 e1 = rl_erff8_avx512(
-            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
-        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
-        _mm512_mask_storeu_ps(y + c, m, _mm512_mul_ps(_mm512_mul_ps(half, a), _mm512_add_ps(one, e)));
+        _mm512_mask_storeu_ps(y + c, m, rl_gelu16_avx512(a));
     }
 }
 
@@ -532,25 +537,17 @@ static void rl_geglu_row(const void *job, size_t t) {
         y[c] = rl_gelu_f32(x[c], j->kind) * x[j->d + c];
 }
 
-/* The erf form sixteen values at a time: the same f32 steps around
- * vmath.h's erf (its AVX-512 form); tanh rows take rl_geglu_row. */
+/* The erf form sixteen values at a time (rl_gelu16_avx512); tanh rows
+ * take rl_geglu_row. */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_geglu_row_avx512(const void *job, size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * 2 * j->d;
     float *y = j->out + t * j->d;
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 k = _mm512_set1_ps(RL_SQRT_2_INV);
     for (size_t c = 0; c < j->d; c += 16) {
         const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
         const __m512 a = _mm512_maskz_loadu_ps(m, x + c), g = _mm512_maskz_loadu_ps(m, x + j->d + c);
-        const __m512 u = _mm512_mul_ps(a, k);
-        const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
-        const __m256 e1 = rl_erff8_avx512(
-            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
-        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
-        const __m512 r = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(half, a), _mm512_add_ps(one, e)), g);
-        _mm512_mask_storeu_ps(y + c, m, r);
+        _mm512_mask_storeu_ps(y + c, m, _mm512_mul_ps(rl_gelu16_avx512(a), g));
     }
 }
 
