@@ -141,21 +141,13 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
     }
 }
 
+/* The softmax of the scores a[j0..j1), already scaled, whose maximum is m
+ * (rl_attn_scores finds both as it writes them). */
 __attribute__((target(RL_TARGET_AVX512))) static void
-rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
+rl_softmax_avx512(float *a, size_t j0, size_t j1, float m) {
     const size_t n = j1 - j0;
     float *x = a + j0;
-    const __m512 sc = _mm512_set1_ps(scale);
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (size_t t = 0; t < n; t += 16) {
-        const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
-        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), sc);
-        _mm512_mask_storeu_ps(x + t, mk, v);
-        mv = _mm512_mask_max_ps(mv, mk, v, mv);
-    }
-    /* no lane of mv is a NaN, so any order of the maxima answers the
-     * scalar loop's m */
-    const __m256 m8 = _mm256_set1_ps(_mm512_reduce_max_ps(mv));
+    const __m256 m8 = _mm256_set1_ps(m);
     __m512d sv = _mm512_setzero_pd();
     size_t t0 = 0;
     /* sixteen at a time: two independent exponentials in flight (each is a
@@ -235,18 +227,24 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* ---- attention, AVX-512 ---------------------------------------------- */
 
-/* Scores of query qi against keys [t0, t1) (t0 a multiple of 16; up to
- * the next multiple of 16 is written): kt is the head's keys transposed
- * (column c of key t at kt[c * np + t]), so lane l of the matvec.h order
- * (columns c = l mod 16) is one register over 16 keys: the fmaf chain of
- * each lane in increasing c, then the same tree.  Sixteen named
- * accumulators (an array of them ends up in memory). */
+/* Scores of query qi against keys [j0, j1), times scale, written from
+ * j0 / 16 * 16 up to the next multiple of 16 past j1: kt is the head's
+ * keys transposed (column c of key t at kt[c * np + t]), so lane l of the
+ * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
+ * fmaf chain of each lane in increasing c, then the same tree, then the
+ * product by scale (the softmax's first step, nn.h).  Answers the largest
+ * scaled score of [j0, j1) as the scalar softmax's loop finds it (a NaN
+ * never taken; no lane's maximum is a NaN, so their order does not
+ * matter).  Sixteen named accumulators (an array of them ends up in
+ * memory). */
 #define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-__attribute__((target(RL_TARGET_AVX512))) static void
-rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, size_t t1,
-               float *a) {
+__attribute__((target(RL_TARGET_AVX512))) static float
+rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0, size_t j1,
+               float scale, float *a) {
     const size_t full = hd / 16 * 16;
-    for (size_t t = t0; t < t1; t += 16) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (size_t t = j0 / 16 * 16; t < j1; t += 16) {
 #define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
         RL_ATTN_L16(RL_ATTN_DECL)
 #undef RL_ATTN_DECL
@@ -271,8 +269,14 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0
         acc0 = _mm512_add_ps(acc0, acc4), acc1 = _mm512_add_ps(acc1, acc5);
         acc2 = _mm512_add_ps(acc2, acc6), acc3 = _mm512_add_ps(acc3, acc7);
         acc0 = _mm512_add_ps(acc0, acc2), acc1 = _mm512_add_ps(acc1, acc3);
-        _mm512_storeu_ps(a + t, _mm512_add_ps(acc0, acc1));
+        const __m512 v = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), sc);
+        _mm512_storeu_ps(a + t, v);
+        /* the lanes of [j0, j1) */
+        const __mmask16 lo = t < j0 ? (__mmask16)(0xffffu << (j0 - t)) : 0xffff;
+        const __mmask16 hi = j1 - t >= 16 ? 0xffff : (__mmask16)((1u << (j1 - t)) - 1u);
+        mv = _mm512_mask_max_ps(mv, lo & hi, v, mv);
     }
+    return _mm512_reduce_max_ps(mv);
 }
 #undef RL_ATTN_L16
 
@@ -344,9 +348,9 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         for (size_t k = 0; k < nq; k++) {
             float *ak = a + k * j->np;
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k] / 16 * 16,
-                           j1[k], ak);
-            rl_softmax_avx512(ak, j0[k], j1[k], j->scale);
+            const float m = rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd,
+                                           j0[k], j1[k], j->scale, ak);
+            rl_softmax_avx512(ak, j0[k], j1[k], m);
         }
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
                           j0, j1, nq, j->hd);
