@@ -350,6 +350,33 @@ static void test_attention_rows(void) {
     CHECK(rl_attention_rows(x, 0, x, x, 2, 2, 8, y) == RL_OK);      /* no queries */
 }
 
+/* Scores that are NaN or infinite (a NaN or an infinity in a query or a
+ * key; a +inf score makes its row's maximum +inf and every e NaN), with
+ * and without a window, at lengths around the AVX-512 kernels' 16-key
+ * blocks: every path and thread count has the reference's bits, the
+ * maximum the scores kernel finds included. */
+static void test_attention_non_finite(void) {
+    long bad = 0;
+    static const size_t ns[] = {1, 15, 16, 17, 33, 70};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (int kind = 0; kind < 4; kind++) {
+            const size_t n = ns[c], heads = 2, hd = 16, row = heads * hd, window = kind % 2 ? 9 : 0;
+            float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f),
+                  *v = rnd_floats(n * row, 1.0f);
+            float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+            const size_t at = (n / 2) * row + 3;
+            if (kind < 2)
+                k[at] = NAN;
+            else
+                q[at] = kind == 2 ? INFINITY : -INFINITY;
+            CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
+            ALL_PATHS(ref, y, n * row, bad,
+                      rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
+            free(q), free(k), free(v), free(ref), free(y);
+        }
+    CHECK_MSG(!bad, "attention, non-finite scores: %ld runs differ from ref", bad);
+}
+
 /* Window 1 and 0 tokens either side: each query sees only itself, so the
  * output is its own value row exactly (softmax of one score is 1). */
 static void test_attention_self_window(void) {
@@ -490,6 +517,7 @@ int main(void) {
     CHECK_CASE(test_rope());
     CHECK_CASE(test_attention());
     CHECK_CASE(test_attention_self_window());
+    CHECK_CASE(test_attention_non_finite());
     CHECK_CASE(test_attention_rows());
     CHECK_CASE(test_rope_pair());
     CHECK_CASE(test_rope_angle_tables());
