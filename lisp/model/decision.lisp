@@ -491,8 +491,12 @@ the --random tokenizer.  The random head's scale is measured on them, and
 :options :state) or an EQUAL hash table; (values value found-p)."
   (if (hash-table-p question)
       (gethash name question)
-      (let ((tail (member (intern (string-upcase name) "KEYWORD") question)))
-        (values (second tail) (and tail t)))))
+      ;; The keys compared by name, none interned: a question's fields are
+      ;; read several times a question.
+      (loop for (key value) on question by #'cddr
+            when (and (symbolp key) (string-equal (symbol-name key) name))
+              return (values value t)
+            finally (return (values nil nil)))))
 
 (defun option-binding (option k)
   "OPTION K (from 1) as the template sees it: a string, or a hash table
@@ -624,7 +628,9 @@ without a decision head or when a step's output is not finite."
   (stage-start)
   (let* ((head (head-of model 'model:decide))
          (text (prog1 (model:render model question) (stage-mark :render)))
-         (options (length (gethash "options" (question-bindings question))))
+         ;; render checked the options: their count, without building the
+         ;; template's variables again
+         (options (length (question-field question "options")))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
     (stage-mark :tokenize)
     (when (> (length ids) (decision-head-max-tokens head))
