@@ -288,9 +288,11 @@ rl_gelu16_avx512(__m512 a) {
                          _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
-/* The GELU sixteen values at a time, the bias added in f32 first. */
-__attribute__((target(RL_TARGET_AVX512))) static void rl_bias_gelu_row_avx512(const void *job,
-                                                                             size_t t) {
+/* A bias and an activation sixteen values at a time: the bias added in
+ * f32, then the identity, ReLU (v < 0 ? 0 : v: a NaN and -0 kept) or the
+ * GELU of rl_gelu16_avx512, the scalar row's steps. */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(const void *job,
+                                                                            size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * j->d;
     float *y = j->out + t * j->d;
@@ -299,16 +301,22 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_gelu_row_avx512(co
         __m512 a = _mm512_maskz_loadu_ps(m, x + c);
         if (j->b)
             a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, j->b + c));
-        _mm512_mask_storeu_ps(y + c, m, rl_gelu16_avx512(a));
+        if (j->act == RL_NN_GELU)
+            a = rl_gelu16_avx512(a);
+        else if (j->act == RL_NN_RELU)
+            a = _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ),
+                                   _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(y + c, m, a);
     }
 }
 
-/* The GELU rows per path (kernel.h): below AVX-512, the scalar one. */
-static void (*const rl_bias_gelu_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
+/* The bias-and-activation rows per path (kernel.h): below AVX-512, the
+ * scalar one. */
+static void (*const rl_bias_act_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
     [RL_PATH_REF] = rl_bias_act_row,
     [RL_PATH_AVX2] = rl_bias_act_row,
-    [RL_PATH_AVX512] = rl_bias_gelu_row_avx512,
-    [RL_PATH_AVX512VNNI] = rl_bias_gelu_row_avx512,
+    [RL_PATH_AVX512] = rl_bias_act_row_avx512,
+    [RL_PATH_AVX512VNNI] = rl_bias_act_row_avx512,
 };
 
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
@@ -321,7 +329,7 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
-                       .row = act == RL_NN_GELU ? rl_bias_gelu_rows[path] : rl_bias_act_row};
+                       .row = rl_bias_act_rows[path]};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
