@@ -167,9 +167,11 @@ rl_softmax_avx512(float *a, size_t j0, size_t j1, float m) {
         _mm256_mask_storeu_ps(x + t, mk, e);
         sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e));
     }
-    double s[8];
-    _mm512_storeu_pd(s, sv);
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / rl_softmax_tree(s)));
+    /* rl_softmax_tree in registers: lanes l + (l + 4), then + 2, + 1 */
+    const __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(sv), _mm512_extractf64x4_pd(sv, 1));
+    const __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
+    const double sum = _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
     for (size_t t = 0; t < n; t += 16) {
         const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
         _mm512_mask_storeu_ps(x + t, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), inv));
