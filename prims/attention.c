@@ -359,6 +359,46 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     }
 }
 
+/* kt[c * np + t] = k[t * row + c] for t < n, and 0 for n <= t < np (np a
+ * multiple of 16 past n): sixteen keys by sixteen columns at a time,
+ * transposed in registers (copies: the bits as they were). */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t np) {
+    for (size_t t0 = 0; t0 < np; t0 += 16) {
+        const size_t nt = t0 >= n ? 0 : n - t0 < 16 ? n - t0 : 16;
+        for (size_t c0 = 0; c0 < row; c0 += 16) {
+            const __mmask16 cm = row - c0 >= 16 ? 0xffff : (__mmask16)((1u << (row - c0)) - 1u);
+            __m512 r[16], u[16];
+            for (size_t i = 0; i < 16; i++)
+                r[i] = i < nt ? _mm512_maskz_loadu_ps(cm, k + (t0 + i) * row + c0)
+                              : _mm512_setzero_ps();
+            /* 2x2 blocks of single values, then of pairs, then of 128-bit
+             * lanes, then of 256-bit halves */
+            for (int i = 0; i < 16; i += 2) {
+                u[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                u[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) {
+                r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[i]), _mm512_castps_pd(u[i + 2])));
+                r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[i]), _mm512_castps_pd(u[i + 2])));
+                r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[i + 1]), _mm512_castps_pd(u[i + 3])));
+                r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[i + 1]), _mm512_castps_pd(u[i + 3])));
+            }
+            for (int i = 0; i < 16; i += 8)
+                for (int j = 0; j < 4; j++) {
+                    u[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+                    u[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+                }
+            for (int j = 0; j < 8; j++) {
+                r[j] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0x88);
+                r[j + 8] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0xdd);
+            }
+            for (size_t c = 0; c < 16 && c0 + c < row; c++)
+                _mm512_storeu_ps(kt + (c0 + c) * np + t0, r[c]);
+        }
+    }
+}
+
 /* Attention's kernels per path (kernel.h).  The AVX-512 paths run the
  * query-tiled worker on transposed keys (tiled = 1), the others one query
  * at a time with the weighted sum and softmax of their path (AVX2's on the
@@ -417,14 +457,9 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_NOMEM;
     float *kh = scratch;
     if (wide) {
-        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero past n */
-        for (size_t h = 0; h < n_heads; h++)
-            for (size_t c = 0; c < head_dim; c++) {
-                float *dst = kh + (h * head_dim + c) * np;
-                for (size_t t = 0; t < n; t++)
-                    dst[t] = k[t * row + h * head_dim + c];
-                memset(dst + n, 0, (np - n) * sizeof *dst);
-            }
+        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero
+         * past n: k (n x row) transposed into row x np */
+        rl_attn_transpose_avx512(k, n, row, kh, np);
     } else {
         /* Head-major keys: the dot kernels want rows of head_dim contiguous. */
         for (size_t t = 0; t < n; t++)
