@@ -1,4 +1,4 @@
-;;;; test-threads.lisp - the limit on live Lisp threads (lisp/runtime/threads.lisp):
+;;;; test-threads.lisp - the limit on live Lisp threads (lisp/base/threads.lisp):
 ;;;; more threads than ECL's first vector of 256 start and end (ECL alone
 ;;;; spins forever at the 256th), and one beyond *THREAD-LIMIT* is refused
 ;;;; with THREAD-LIMIT-ERROR.

@@ -5,7 +5,7 @@
 ;;;; MP:PROCESS-ENABLE are wrapped here: before a thread starts, the vector
 ;;;; is made large enough once (%RESERVE-THREAD-SLOTS, prims/ecl/threads.c)
 ;;;; and a thread beyond *THREAD-LIMIT* is refused with THREAD-LIMIT-ERROR.
-;;;; Swank's threads (lisp/runtime/swank.lisp) are made the same way.
+;;;; Swank's threads (lisp/session/swank.lisp) are made the same way.
 
 (in-package "RONTOLISP")
 
