@@ -836,7 +836,7 @@ vector for its logits."
                                 (dolist (q questions) (model::question-bindings q))))))))
     (funcall run model:*questions* 1)
     (let* ((rounds 50)
-           (per-question (/ (rontolisp::least-consed run model:*questions* rounds)
+           (per-question (/ (command-line::least-consed run model:*questions* rounds)
                             (* rounds (length model:*questions*)))))
       (is (< per-question 4096) "~,1F octets consed per question's bindings, expected under 4096"
           per-question))))
