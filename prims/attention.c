@@ -141,22 +141,12 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
     }
 }
 
+/* The softmax of the scores a[j0..j1), already scaled, whose maximum is m
+ * (rl_attn_scores finds both as it writes them). */
 __attribute__((target(RL_TARGET_AVX512))) static void
-rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
+rl_softmax_avx512(float *a, size_t j0, size_t j1, float m) {
     const size_t n = j1 - j0;
     float *x = a + j0;
-    const __m512 sc = _mm512_set1_ps(scale);
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (size_t t = 0; t < n; t += 16) {
-        const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
-        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), sc);
-        _mm512_mask_storeu_ps(x + t, mk, v);
-        mv = _mm512_mask_max_ps(mv, mk, v, mv);
-    }
-    float mm[16], m = -INFINITY;
-    _mm512_storeu_ps(mm, mv);
-    for (int l = 0; l < 16; l++)
-        m = mm[l] > m ? mm[l] : m;
     const __m256 m8 = _mm256_set1_ps(m);
     __m512d sv = _mm512_setzero_pd();
     size_t t0 = 0;
@@ -177,9 +167,11 @@ rl_softmax_avx512(float *a, size_t j0, size_t j1, float scale) {
         _mm256_mask_storeu_ps(x + t, mk, e);
         sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e));
     }
-    double s[8];
-    _mm512_storeu_pd(s, sv);
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / rl_softmax_tree(s)));
+    /* rl_softmax_tree in registers: lanes l + (l + 4), then + 2, + 1 */
+    const __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(sv), _mm512_extractf64x4_pd(sv, 1));
+    const __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
+    const double sum = _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
     for (size_t t = 0; t < n; t += 16) {
         const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
         _mm512_mask_storeu_ps(x + t, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), inv));
@@ -237,18 +229,24 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* ---- attention, AVX-512 ---------------------------------------------- */
 
-/* Scores of query qi against keys [t0, t1) (t0 a multiple of 16; up to
- * the next multiple of 16 is written): kt is the head's keys transposed
- * (column c of key t at kt[c * np + t]), so lane l of the matvec.h order
- * (columns c = l mod 16) is one register over 16 keys: the fmaf chain of
- * each lane in increasing c, then the same tree.  Sixteen named
- * accumulators (an array of them ends up in memory). */
+/* Scores of query qi against keys [j0, j1), times scale, written from
+ * j0 / 16 * 16 up to the next multiple of 16 past j1: kt is the head's
+ * keys transposed (column c of key t at kt[c * np + t]), so lane l of the
+ * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
+ * fmaf chain of each lane in increasing c, then the same tree, then the
+ * product by scale (the softmax's first step, nn.h).  Answers the largest
+ * scaled score of [j0, j1) as the scalar softmax's loop finds it (a NaN
+ * never taken; no lane's maximum is a NaN, so their order does not
+ * matter).  Sixteen named accumulators (an array of them ends up in
+ * memory). */
 #define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-__attribute__((target(RL_TARGET_AVX512))) static void
-rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0, size_t t1,
-               float *a) {
+__attribute__((target(RL_TARGET_AVX512))) static float
+rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0, size_t j1,
+               float scale, float *a) {
     const size_t full = hd / 16 * 16;
-    for (size_t t = t0; t < t1; t += 16) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (size_t t = j0 / 16 * 16; t < j1; t += 16) {
 #define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
         RL_ATTN_L16(RL_ATTN_DECL)
 #undef RL_ATTN_DECL
@@ -273,8 +271,14 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t t0
         acc0 = _mm512_add_ps(acc0, acc4), acc1 = _mm512_add_ps(acc1, acc5);
         acc2 = _mm512_add_ps(acc2, acc6), acc3 = _mm512_add_ps(acc3, acc7);
         acc0 = _mm512_add_ps(acc0, acc2), acc1 = _mm512_add_ps(acc1, acc3);
-        _mm512_storeu_ps(a + t, _mm512_add_ps(acc0, acc1));
+        const __m512 v = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), sc);
+        _mm512_storeu_ps(a + t, v);
+        /* the lanes of [j0, j1) */
+        const __mmask16 lo = t < j0 ? (__mmask16)(0xffffu << (j0 - t)) : 0xffff;
+        const __mmask16 hi = j1 - t >= 16 ? 0xffff : (__mmask16)((1u << (j1 - t)) - 1u);
+        mv = _mm512_mask_max_ps(mv, lo & hi, v, mv);
     }
+    return _mm512_reduce_max_ps(mv);
 }
 #undef RL_ATTN_L16
 
@@ -346,12 +350,52 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         for (size_t k = 0; k < nq; k++) {
             float *ak = a + k * j->np;
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k] / 16 * 16,
-                           j1[k], ak);
-            rl_softmax_avx512(ak, j0[k], j1[k], j->scale);
+            const float m = rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd,
+                                           j0[k], j1[k], j->scale, ak);
+            rl_softmax_avx512(ak, j0[k], j1[k], m);
         }
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
                           j0, j1, nq, j->hd);
+    }
+}
+
+/* kt[c * np + t] = k[t * row + c] for t < n, and 0 for n <= t < np (np a
+ * multiple of 16 past n): sixteen keys by sixteen columns at a time,
+ * transposed in registers (copies: the bits as they were). */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t np) {
+    for (size_t t0 = 0; t0 < np; t0 += 16) {
+        const size_t nt = t0 >= n ? 0 : n - t0 < 16 ? n - t0 : 16;
+        for (size_t c0 = 0; c0 < row; c0 += 16) {
+            const __mmask16 cm = row - c0 >= 16 ? 0xffff : (__mmask16)((1u << (row - c0)) - 1u);
+            __m512 r[16], u[16];
+            for (size_t i = 0; i < 16; i++)
+                r[i] = i < nt ? _mm512_maskz_loadu_ps(cm, k + (t0 + i) * row + c0)
+                              : _mm512_setzero_ps();
+            /* 2x2 blocks of single values, then of pairs, then of 128-bit
+             * lanes, then of 256-bit halves */
+            for (int i = 0; i < 16; i += 2) {
+                u[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                u[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) {
+                r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[i]), _mm512_castps_pd(u[i + 2])));
+                r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[i]), _mm512_castps_pd(u[i + 2])));
+                r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[i + 1]), _mm512_castps_pd(u[i + 3])));
+                r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[i + 1]), _mm512_castps_pd(u[i + 3])));
+            }
+            for (int i = 0; i < 16; i += 8)
+                for (int j = 0; j < 4; j++) {
+                    u[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+                    u[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+                }
+            for (int j = 0; j < 8; j++) {
+                r[j] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0x88);
+                r[j + 8] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0xdd);
+            }
+            for (size_t c = 0; c < 16 && c0 + c < row; c++)
+                _mm512_storeu_ps(kt + (c0 + c) * np + t0, r[c]);
+        }
     }
 }
 
@@ -413,14 +457,9 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_NOMEM;
     float *kh = scratch;
     if (wide) {
-        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero past n */
-        for (size_t h = 0; h < n_heads; h++)
-            for (size_t c = 0; c < head_dim; c++) {
-                float *dst = kh + (h * head_dim + c) * np;
-                for (size_t t = 0; t < n; t++)
-                    dst[t] = k[t * row + h * head_dim + c];
-                memset(dst + n, 0, (np - n) * sizeof *dst);
-            }
+        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero
+         * past n: k (n x row) transposed into row x np */
+        rl_attn_transpose_avx512(k, n, row, kh, np);
     } else {
         /* Head-major keys: the dot kernels want rows of head_dim contiguous. */
         for (size_t t = 0; t < n; t++)

@@ -127,6 +127,18 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
             float out[16];
             const __m512 res = RL_MM_T1(e0, e1);
             nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
+            if (!yd && nr == 4) {
+                /* each token's four rows, one 128-bit store apiece */
+                float *y0 = yf + t0 * ystride + yoff + r;
+                _mm_storeu_ps(y0, _mm512_castps512_ps128(res));
+                if (nt > 1)
+                    _mm_storeu_ps(y0 + ystride, _mm512_extractf32x4_ps(res, 1));
+                if (nt > 2)
+                    _mm_storeu_ps(y0 + 2 * ystride, _mm512_extractf32x4_ps(res, 2));
+                if (nt > 3)
+                    _mm_storeu_ps(y0 + 3 * ystride, _mm512_extractf32x4_ps(res, 3));
+                continue;
+            }
             _mm512_storeu_ps(out, res);
             for (size_t k = 0; k < nt; k++)
                 for (size_t i = 0; i < nr; i++) {

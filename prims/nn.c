@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,102 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
         rl_ln_row(j, t);
 }
 
+/* Columns [i, i + 8) of the eight rows x[0..7] as eight registers,
+ * register c holding column i + c of rows 0..7 in its lanes. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_ln_columns8(const float *const x[8], size_t i, __m256 c[8]) {
+    __m256 r[8], u[8], v[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm256_loadu_ps(x[k] + i);
+    for (int k = 0; k < 8; k += 2) {
+        u[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        u[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+        v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
+        v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+        v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
+    }
+    for (int k = 0; k < 4; k++) {
+        c[k] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x20);
+        c[k + 4] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x31);
+    }
+}
+
+/* Column i of the eight rows x[0..7], one lane a row. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline __m256
+rl_ln_column(const float *const x[8], size_t i) {
+    return _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i], x[7][i]);
+}
+
+/* Rows [t0, t1) eight at a time with the eight rows' sums in the lanes of
+ * one register: lane k adds row k's values in increasing j, the chain of
+ * rl_ln_row, eight columns at a time transposed in registers (a last
+ * group of fewer rows repeats its last row in the lanes past them, and
+ * keeps only its own); then each row's centring, scale, weight and bias
+ * sixteen values at a time (the f32 steps of rl_ln_row, the centred value
+ * computed again rather than kept). */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_ln_run_avx512(void *ctx, int ith,
+                                                                      int nth) {
+    const rl_rows_job *j = ctx;
+    const size_t d = j->d, full = d / 8 * 8;
+    size_t t0, t1;
+    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
+    const __m512d dd = _mm512_set1_pd((double)d);
+    for (size_t t = t0; t < t1; t += RL_LN_ROWS) {
+        const size_t nr = t1 - t < RL_LN_ROWS ? t1 - t : RL_LN_ROWS;
+        const float *x[RL_LN_ROWS];
+        for (size_t k = 0; k < RL_LN_ROWS; k++)
+            x[k] = j->x + (t + (k < nr ? k : nr - 1)) * d;
+        __m512d sum = _mm512_setzero_pd(), sum2 = _mm512_setzero_pd();
+        __m256 c[8];
+        for (size_t i = 0; i < full; i += 8) {
+            rl_ln_columns8(x, i, c);
+            for (int k = 0; k < 8; k++)
+                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
+        }
+        for (size_t i = full; i < d; i++)
+            sum = _mm512_add_pd(sum, _mm512_cvtps_pd(rl_ln_column(x, i)));
+        const __m256 mean = _mm512_cvtpd_ps(_mm512_div_pd(sum, dd));
+        for (size_t i = 0; i < full; i += 8) {
+            rl_ln_columns8(x, i, c);
+            for (int k = 0; k < 8; k++) {
+                const __m256 e = _mm256_sub_ps(c[k], mean);
+                sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+            }
+        }
+        for (size_t i = full; i < d; i++) {
+            const __m256 e = _mm256_sub_ps(rl_ln_column(x, i), mean);
+            sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+        }
+        float var[RL_LN_ROWS], mk[RL_LN_ROWS];
+        _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2, dd)));
+        _mm256_storeu_ps(mk, mean);
+        for (size_t k = 0; k < nr; k++) {
+            const __m512 m = _mm512_set1_ps(mk[k]), sc = _mm512_set1_ps(rl_ln_scale(var[k], j->eps));
+            const float *xk = x[k];
+            float *yk = j->out + (t + k) * d;
+            for (size_t i = 0; i < d; i += 16) {
+                const __mmask16 mm = d - i >= 16 ? 0xffff : (__mmask16)((1u << (d - i)) - 1u);
+                const __m512 e = _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, xk + i), m);
+                __m512 r = _mm512_mul_ps(_mm512_mul_ps(e, sc), _mm512_maskz_loadu_ps(mm, j->w + i));
+                if (j->b)
+                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mm, j->b + i));
+                _mm512_mask_storeu_ps(yk + i, mm, r);
+            }
+        }
+    }
+}
+
+/* LayerNorm's runs per path (kernel.h): below AVX-512, the scalar one. */
+static const rl_pool_fn rl_ln_runs[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_ln_run,
+    [RL_PATH_AVX2] = rl_ln_run,
+    [RL_PATH_AVX512] = rl_ln_run_avx512,
+    [RL_PATH_AVX512VNNI] = rl_ln_run_avx512,
+};
+
 rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
                                 const float *b, float eps, float *out, rl_path path,
                                 int threads) {
@@ -138,7 +235,7 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
                        .row = rl_ln_row};
     if (n)
-        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_run, &job);
+        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_runs[path], &job);
     return RL_OK;
 }
 
@@ -178,6 +275,50 @@ static void rl_bias_act_row(const void *job, size_t t) {
     }
 }
 
+/* Sixteen values of rl_gelu_f32's erf form: the same f32 steps around
+ * vmath.h's erf (its AVX-512 form). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
+rl_gelu16_avx512(__m512 a) {
+    const __m512 u = _mm512_mul_ps(a, _mm512_set1_ps(RL_SQRT_2_INV));
+    const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
+    const __m256 e1 =
+        rl_erff8_avx512(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+    const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), a),
+                         _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+/* A bias and an activation sixteen values at a time: the bias added in
+ * f32, then the identity, ReLU (v < 0 ? 0 : v: a NaN and -0 kept) or the
+ * GELU of rl_gelu16_avx512, the scalar row's steps. */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(const void *job,
+                                                                            size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * j->d;
+    float *y = j->out + t * j->d;
+    for (size_t c = 0; c < j->d; c += 16) {
+        const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
+        __m512 a = _mm512_maskz_loadu_ps(m, x + c);
+        if (j->b)
+            a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, j->b + c));
+        if (j->act == RL_NN_GELU)
+            a = rl_gelu16_avx512(a);
+        else if (j->act == RL_NN_RELU)
+            a = _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ),
+                                   _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(y + c, m, a);
+    }
+}
+
+/* The bias-and-activation rows per path (kernel.h): below AVX-512, the
+ * scalar one. */
+static void (*const rl_bias_act_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
+    [RL_PATH_REF] = rl_bias_act_row,
+    [RL_PATH_AVX2] = rl_bias_act_row,
+    [RL_PATH_AVX512] = rl_bias_act_row_avx512,
+    [RL_PATH_AVX512VNNI] = rl_bias_act_row_avx512,
+};
+
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
                          float *out, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
@@ -188,7 +329,7 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
-                       .row = rl_bias_act_row};
+                       .row = rl_bias_act_rows[path]};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
@@ -206,36 +347,126 @@ typedef struct {
     float *out[2]; /* out[1] NULL: one array to turn */
     size_t n, heads, hd;
     float theta_scale;
-    float *cache; /* per chunk: hd floats (cos, sin per pair) */
+    const float *table; /* the angles of positions below RL_ROPE_TABLE_POS, or NULL */
+    void (*turn)(const float *x, float *y, size_t heads, size_t hd, const float *cs);
+    float *cache;       /* per chunk: hd floats (cos, sin per pair) */
 } rl_rope_job;
+
+/* Positions whose angles a table keeps, and tables kept: the angles of a
+ * position depend on theta_scale and head_dim alone, and an encoder asks
+ * for the same one or two pairs layer after layer, question after
+ * question, where computing them (two libm calls a pair) cost more than
+ * turning the rows.  A table of RL_ROPE_TABLE_POS positions of head_dim
+ * floats each is made on the first call that wants it and kept for the
+ * process; a pair past RL_ROPE_TABLES computes its angles per call. */
+#define RL_ROPE_TABLE_POS 1024
+#define RL_ROPE_TABLES 8
+
+/* Position t's cosines then sines, as the rows of a table hold them. */
+static void rl_rope_angles(size_t t, size_t half, float theta_scale, float *cs) {
+    /* llama.cpp's rope cache: the angle is multiplied up pair by pair in
+     * f32, not computed as p * theta_scale^i. */
+    float theta = (float)t;
+    for (size_t i = 0; i < half; i++) {
+        cs[i] = cosf(theta);
+        cs[half + i] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+static struct {
+    float theta_scale;
+    size_t hd;
+    const float *table;
+} rl_rope_tables[RL_ROPE_TABLES];
+static int rl_rope_ntables;
+static pthread_mutex_t rl_rope_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The table of (theta_scale, hd), made if there is room; NULL if not. */
+static const float *rl_rope_table(float theta_scale, size_t hd) {
+    const float *t = NULL;
+    pthread_mutex_lock(&rl_rope_lock);
+    for (int i = 0; i < rl_rope_ntables && !t; i++)
+        if (rl_rope_tables[i].hd == hd &&
+            memcmp(&rl_rope_tables[i].theta_scale, &theta_scale, sizeof theta_scale) == 0)
+            t = rl_rope_tables[i].table;
+    if (!t && rl_rope_ntables < RL_ROPE_TABLES && hd <= SIZE_MAX / sizeof(float) / RL_ROPE_TABLE_POS) {
+        float *m = malloc(RL_ROPE_TABLE_POS * hd * sizeof *m);
+        if (m) {
+            for (size_t p = 0; p < RL_ROPE_TABLE_POS; p++)
+                rl_rope_angles(p, hd / 2, theta_scale, m + p * hd);
+            rl_rope_tables[rl_rope_ntables].theta_scale = theta_scale;
+            rl_rope_tables[rl_rope_ntables].hd = hd;
+            rl_rope_tables[rl_rope_ntables++].table = t = m;
+        }
+    }
+    pthread_mutex_unlock(&rl_rope_lock);
+    return t;
+}
+
+/* Turn the heads of one row by a position's angles (cs: half cosines then
+ * half sines), y may be x: per pair, the f32 products and sums nn.h
+ * names, with no fma, so a path's form answers the scalar bits. */
+typedef void (*rl_rope_turn_fn)(const float *x, float *y, size_t heads, size_t hd,
+                                const float *cs);
+
+static void rl_rope_turn_ref(const float *x, float *y, size_t heads, size_t hd,
+                             const float *cs) {
+    const size_t half = hd / 2;
+    const float *sn = cs + half;
+    for (size_t h = 0; h < heads; h++, x += hd, y += hd)
+        for (size_t i = 0; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+}
+
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_rope_turn_avx2(const float *x, float *y, size_t heads, size_t hd, const float *cs) {
+    const size_t half = hd / 2, full = half / 8 * 8;
+    const float *sn = cs + half;
+    for (size_t h = 0; h < heads; h++, x += hd, y += hd) {
+        for (size_t i = 0; i < full; i += 8) {
+            const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+            const __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+            _mm256_storeu_ps(y + i + half,
+                             _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+        }
+        for (size_t i = full; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+/* RoPE's turn per path (kernel.h): AVX2's on the AVX-512 paths too (a
+ * head's half is 8 to 64 values). */
+static const rl_rope_turn_fn rl_rope_turn_table[RL_PATH_COUNT] = {
+    [RL_PATH_REF] = rl_rope_turn_ref,
+    [RL_PATH_AVX2] = rl_rope_turn_avx2,
+    [RL_PATH_AVX512] = rl_rope_turn_avx2,
+    [RL_PATH_AVX512VNNI] = rl_rope_turn_avx2,
+};
 
 static void rl_rope_run(void *ctx, int ith, int nth) {
     const rl_rope_job *j = ctx;
     const size_t half = j->hd / 2, row = j->heads * j->hd;
-    float *cs = j->cache + (size_t)ith * j->hd, *sn = cs + half;
+    float *own = j->cache + (size_t)ith * j->hd;
     size_t t0, t1;
     rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
     for (size_t t = t0; t < t1; t++) {
-        /* llama.cpp's rope cache: the angle is multiplied up pair by pair
-         * in f32, not computed as p * theta_scale^i. */
-        float theta = (float)t;
-        for (size_t i = 0; i < half; i++) {
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
-            theta *= j->theta_scale;
-        }
+        const float *cs = own;
+        if (j->table && t < RL_ROPE_TABLE_POS)
+            cs = j->table + t * j->hd;
+        else
+            rl_rope_angles(t, half, j->theta_scale, own);
         /* one position's angles turn both arrays (q and k): the same
          * table either way, computed once */
         for (int a = 0; a < 2 && j->out[a]; a++)
-            for (size_t h = 0; h < j->heads; h++) {
-                const float *x = j->x[a] + t * row + h * j->hd;
-                float *y = j->out[a] + t * row + h * j->hd;
-                for (size_t i = 0; i < half; i++) {
-                    const float x0 = x[i], x1 = x[i + half];
-                    y[i] = x0 * cs[i] - x1 * sn[i];
-                    y[i + half] = x0 * sn[i] + x1 * cs[i];
-                }
-            }
+            j->turn(j->x[a] + t * row, j->out[a] + t * row, j->heads, j->hd, cs);
     }
 }
 
@@ -260,9 +491,11 @@ static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t n, s
     float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
     if (!cache)
         return RL_NOMEM;
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim);
     rl_rope_job job = {.x = {x, x2}, .out = {out, out2}, .n = n, .heads = n_heads,
-                       .hd = head_dim, .theta_scale = powf(freq_base, -2.0f / (float)head_dim),
-                       .cache = cache};
+                       .hd = head_dim, .theta_scale = theta_scale,
+                       .table = rl_rope_table(theta_scale, head_dim),
+                       .turn = rl_rope_turn_table[path], .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
     free(cache);
     return RL_OK;
@@ -312,25 +545,17 @@ static void rl_geglu_row(const void *job, size_t t) {
         y[c] = rl_gelu_f32(x[c], j->kind) * x[j->d + c];
 }
 
-/* The erf form sixteen values at a time: the same f32 steps around
- * vmath.h's erf (its AVX-512 form); tanh rows take rl_geglu_row. */
+/* The erf form sixteen values at a time (rl_gelu16_avx512); tanh rows
+ * take rl_geglu_row. */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_geglu_row_avx512(const void *job, size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * 2 * j->d;
     float *y = j->out + t * j->d;
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 k = _mm512_set1_ps(RL_SQRT_2_INV);
     for (size_t c = 0; c < j->d; c += 16) {
         const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
         const __m512 a = _mm512_maskz_loadu_ps(m, x + c), g = _mm512_maskz_loadu_ps(m, x + j->d + c);
-        const __m512 u = _mm512_mul_ps(a, k);
-        const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
-        const __m256 e1 = rl_erff8_avx512(
-            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
-        const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
-        const __m512 r = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(half, a), _mm512_add_ps(one, e)), g);
-        _mm512_mask_storeu_ps(y + c, m, r);
+        _mm512_mask_storeu_ps(y + c, m, _mm512_mul_ps(rl_gelu16_avx512(a), g));
     }
 }
 

@@ -6,12 +6,17 @@
  * attention's softmax, GELU; nn.h) uses these instead.  rl_expf, for f32 x:
  *   x NaN -> x; x > 89 -> +inf; x < -104 -> +0 (expf's own overflow and
  *   underflow thresholds lie inside these bounds);
- *   otherwise, in double: k = nearbyint(x * (1/ln 2)), r = fma(-k, ln 2, x)
- *   (|r| <= 0.35), p = the degree-12 Taylor polynomial of e^r by Horner
- *   with fma from the top coefficient 1/12! down to 1, and the result is
- *   (float)(p * 2^k): one f32 rounding of a value within about 1e-15
- *   relative of e^x, so it is expf correctly rounded but for the rare
- *   value within that distance of a rounding boundary (then one ulp off).
+ *   otherwise, in double: k = nearbyint(x * (16/ln 2)), r = fma(-k, ln 2/16,
+ *   x) (|r| <= 0.0217), p = the degree-6 Taylor polynomial of e^r by Horner
+ *   with fma from the top coefficient 1/6! down to 1, s = 2^((k mod 16)/16)
+ *   (a table of 16 doubles) times 2^floor(k/16) (an exponent added to the
+ *   entry's bits, exact), and the result is (float)(p * s): one f32 rounding
+ *   of a value within about 1e-14 relative of e^x, so it is expf correctly
+ *   rounded but for the rare value within that distance of a rounding
+ *   boundary (then one ulp off).  The table halves the polynomial of a
+ *   plain 2^k reduction (degree 12 for |r| <= 0.35): the chain of
+ *   dependent fmas is what an exponential waits on.  Both forms answer the
+ *   same bits on every f32 input of [-104, 89] (all compared once).
  * rl_erff, for f32 x: NaN -> x; |x| >= 4 -> +-1 (erf's distance from 1
  *   there is below a quarter of an f32 ulp); otherwise, in double, with a
  *   = |x| and i = floor(2a) (0..7): for i = 0, a * P0(a * a), P0 the
@@ -33,20 +38,36 @@
 
 #include "prims/kernel.h"
 
-#define RL_VM_INV_LN2 1.4426950408889634074
-#define RL_VM_LN2 0.69314718055994530942
 #define RL_VM_EXP_HI 89.0f
 #define RL_VM_EXP_LO -104.0f
 
-/* 1/12!, where Horner starts, then 1/i! for i = 11 down to 2, then 1, 1. */
-#define RL_VM_EXP_TOP 2.0876756987868098979e-09
+/* 16 / ln 2 and ln 2 / 16, the nearest doubles. */
+#define RL_VM_16_LN2 23.083120654223414
+#define RL_VM_LN2_16 0.04332169878499658
+/* 1/6!, where Horner starts, then 1/i! for i = 5 down to 2, then 1, 1. */
+#define RL_VM_EXP_TOP 1.3888888888888889e-03
 #define RL_VM_EXP_POLY(STEP)                                                  \
-    STEP(2.5052108385441718775e-08) STEP(2.7557319223985890653e-07)            \
-    STEP(2.7557319223985890653e-06) STEP(2.4801587301587301587e-05)            \
-    STEP(1.9841269841269841270e-04) STEP(1.3888888888888888889e-03)            \
-    STEP(8.3333333333333333333e-03) STEP(4.1666666666666666667e-02)            \
-    STEP(1.6666666666666666667e-01) STEP(5.0000000000000000000e-01)            \
-    STEP(1.0) STEP(1.0)
+    STEP(8.3333333333333333e-03) STEP(4.1666666666666667e-02)                  \
+    STEP(1.6666666666666667e-01) STEP(5.0e-01) STEP(1.0) STEP(1.0)
+
+/* 2^(j/16) for j = 0 .. 15, the nearest doubles. */
+static const double rl_vm_exp2_16[16] = {
+    1.0, 1.0442737824274138, 1.0905077326652577, 1.1387886347566916,
+    1.189207115002721, 1.241857812073484, 1.2968395546510096, 1.3542555469368927,
+    1.4142135623730951, 1.4768261459394993, 1.5422108254079407, 1.6104903319492543,
+    1.681792830507429, 1.7562521603732995, 1.8340080864093424, 1.9152065613971474,
+};
+
+/* 2^(j/16) * 2^e as a double, exactly (e in [-151, 129]: no overflow). */
+static inline double rl_vm_exp_scale(int64_t k) {
+    const int64_t e = (k - (k & 15)) / 16;
+    uint64_t bits;
+    memcpy(&bits, &rl_vm_exp2_16[k & 15], sizeof bits);
+    bits += (uint64_t)e << 52;
+    double s;
+    memcpy(&s, &bits, sizeof s);
+    return s;
+}
 
 static inline float rl_expf(float x) {
     if (x != x)
@@ -56,36 +77,36 @@ static inline float rl_expf(float x) {
     if (x < RL_VM_EXP_LO)
         return 0.0f;
     const double xd = (double)x;
-    const double k = nearbyint(xd * RL_VM_INV_LN2);
-    const double r = fma(-k, RL_VM_LN2, xd);
+    const double k = nearbyint(xd * RL_VM_16_LN2);
+    const double r = fma(-k, RL_VM_LN2_16, xd);
     double p = RL_VM_EXP_TOP;
 #define RL_VM_STEP(c) p = fma(p, r, (c));
     RL_VM_EXP_POLY(RL_VM_STEP)
 #undef RL_VM_STEP
-    const uint64_t bits = (uint64_t)((int64_t)k + 1023) << 52;
-    double s;
-    memcpy(&s, &bits, sizeof s);
-    return (float)(p * s);
+    return (float)(p * rl_vm_exp_scale((int64_t)k));
 }
 
 /* Eight lanes of rl_expf. */
 __attribute__((target(RL_TARGET_AVX512))) static inline __m256
 rl_expf8_avx512(__m256 x) {
     const __m512d xd = _mm512_cvtps_pd(x);
-    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xd, _mm512_set1_pd(RL_VM_INV_LN2)),
+    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xd, _mm512_set1_pd(RL_VM_16_LN2)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(RL_VM_LN2), xd);
+    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(RL_VM_LN2_16), xd);
     __m512d p = _mm512_set1_pd(RL_VM_EXP_TOP);
 #define RL_VM_STEP(c) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
     RL_VM_EXP_POLY(RL_VM_STEP)
 #undef RL_VM_STEP
-    /* k is an integer in [-151, 129] where it is used: its double's low
-     * bits after adding 2^52 + 2^51 are k, shifted into the exponent */
+    /* k is an integer in [-2401, 2055] where it is used: its double's low
+     * bits after adding 2^52 + 2^51 are k; the table entry k mod 16 with
+     * floor(k / 16) added to its exponent */
     const __m512i ki = _mm512_sub_epi64(
         _mm512_castpd_si512(_mm512_add_pd(k, _mm512_set1_pd(6755399441055744.0))),
         _mm512_castpd_si512(_mm512_set1_pd(6755399441055744.0)));
-    const __m512d s = _mm512_castsi512_pd(
-        _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52));
+    const __m512d t = _mm512_permutex2var_pd(_mm512_loadu_pd(rl_vm_exp2_16), ki,
+                                             _mm512_loadu_pd(rl_vm_exp2_16 + 8));
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(
+        _mm512_castpd_si512(t), _mm512_slli_epi64(_mm512_srai_epi64(ki, 4), 52)));
     __m256 y = _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
     const __mmask8 hi = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
     const __mmask8 lo = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);
@@ -98,18 +119,27 @@ rl_expf8_avx512(__m256 x) {
 /* Four lanes of rl_expf. */
 __attribute__((target(RL_TARGET_AVX2))) static inline __m128 rl_expf4_avx2(__m128 x) {
     const __m256d xd = _mm256_cvtps_pd(x);
-    const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, _mm256_set1_pd(RL_VM_INV_LN2)),
+    const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, _mm256_set1_pd(RL_VM_16_LN2)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(RL_VM_LN2), xd);
+    const __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(RL_VM_LN2_16), xd);
     __m256d p = _mm256_set1_pd(RL_VM_EXP_TOP);
 #define RL_VM_STEP(c) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c));
     RL_VM_EXP_POLY(RL_VM_STEP)
 #undef RL_VM_STEP
-    const __m256i ki = _mm256_sub_epi64(
-        _mm256_castpd_si256(_mm256_add_pd(k, _mm256_set1_pd(6755399441055744.0))),
-        _mm256_castpd_si256(_mm256_set1_pd(6755399441055744.0)));
+    /* x outside [-104, 89] is answered below: clamped, k's table index
+     * and exponent stay in range */
+    const __m256d kc = _mm256_min_pd(_mm256_max_pd(k, _mm256_set1_pd(-2401.0)),
+                                     _mm256_set1_pd(2055.0));
+    const __m256d fl = _mm256_floor_pd(_mm256_mul_pd(kc, _mm256_set1_pd(0.0625))); /* exact */
+    const __m256d jd = _mm256_fnmadd_pd(fl, _mm256_set1_pd(16.0), kc);             /* 0 .. 15 */
+    const __m256d magic = _mm256_set1_pd(6755399441055744.0);
+    const __m256i e = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(fl, magic)),
+                                       _mm256_castpd_si256(magic));
+    const __m256i j = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(jd, magic)),
+                                       _mm256_castpd_si256(magic));
+    const __m256d t = _mm256_i64gather_pd(rl_vm_exp2_16, j, 8);
     const __m256d s = _mm256_castsi256_pd(
-        _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52));
+        _mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(e, 52)));
     __m128 y = _mm256_cvtpd_ps(_mm256_mul_pd(p, s));
     const __m128 hi = _mm_cmp_ps(x, _mm_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
     const __m128 lo = _mm_cmp_ps(x, _mm_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);

@@ -498,8 +498,12 @@ the --random tokenizer.  The random head's scale is measured on them, and
 :options :state) or an EQUAL hash table; (values value found-p)."
   (if (hash-table-p question)
       (gethash name question)
-      (let ((tail (member (intern (string-upcase name) "KEYWORD") question)))
-        (values (second tail) (and tail t)))))
+      ;; The keys compared by name, none interned: a question's fields are
+      ;; read several times a question.
+      (loop for (key value) on question by #'cddr
+            when (and (symbolp key) (string-equal (symbol-name key) name))
+              return (values value t)
+            finally (return (values nil nil)))))
 
 (defun option-binding (option k)
   "OPTION K (from 1) as the template sees it: a string, or a hash table
@@ -511,7 +515,9 @@ plist (:text string))."
            (unless (and found (stringp text))
              (question-error "option ~D: expected a string or an object with a string \"text\", ~
 found ~A" k (json-brief option)))
-           (let ((table (make-hash-table :test 'equal)))
+           ;; Sized for its one key: ECL's default size is 1024 entries,
+           ;; some 16 KB a table and most of what a question allocated.
+           (let ((table (make-hash-table :test 'equal :size 1)))
              (setf (gethash "text" table) text)
              table)))
         (t (question-error "option ~D: expected a string or {\"text\": string}, found ~A"
@@ -531,7 +537,7 @@ plist or object, a missing or mistyped field, or no options."
                                                                            collect k))))
     (question-error "expected a question (a plist or a JSON object with type, instructions, ~
 options, state), found ~A" (json-brief question)))
-  (let ((b (make-hash-table :test 'equal)))
+  (let ((b (make-hash-table :test 'equal :size 4)))
     (dolist (name '("type" "instructions" "state"))
       (multiple-value-bind (value found) (question-field question name)
         (unless found

@@ -533,6 +533,37 @@ static void test_float_matmul(void) {
               combos);
 }
 
+/* The encoders' narrow products (d = 64 to 512 columns, a few hundred
+ * rows, 16 to 131 tokens: whole tiles of four rows and four tokens, and a
+ * last tile of fewer tokens) with f32 and F16 weights: every path and
+ * thread count has the reference's bits. */
+static void test_float_matmul_encoder_shapes(void) {
+    static const size_t shapes[][2] = {{192, 64}, {64, 64}, {256, 64}, {64, 128},
+                                       {384, 128}, {132, 512}, {512, 256}};
+    static const size_t ns[] = {16, 70, 131};
+    long bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            for (int wt = RL_WT_F32; wt <= RL_WT_F16; wt++) {
+                const size_t rows = shapes[s][0], cols = shapes[s][1], n = ns[k];
+                float *wf = malloc(rows * cols * sizeof *wf);
+                uint16_t *wh = malloc(rows * cols * sizeof *wh);
+                float *x = malloc(n * cols * sizeof *x);
+                float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
+                for (size_t i = 0; i < rows * cols; i++) {
+                    wf[i] = rnd_gauss() * 0.1f;
+                    wh[i] = rl_gguf_f32_to_f16(wf[i]);
+                }
+                act_rows(x, n * cols);
+                const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
+                CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8,
+                                   RL_PATH_REF, 1, 0, NULL, 0, NULL) == RL_OK);
+                bad += runs_differing((rl_wtype)wt, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+                free(wf), free(wh), free(x), free(ref), free(y);
+            }
+    CHECK_MSG(!bad, "float matmul, encoder shapes: %ld path/thread runs differ from ref", bad);
+}
+
 /* ---- F16 weights holding NaNs ----------------------------------------- */
 
 /* The AVX-512 tile reads F16 rows in place, widening in registers with
@@ -607,6 +638,7 @@ int main(void) {
     CHECK_CASE(test_q8x2_spec());
     CHECK_CASE(test_q8x2_residual());
     CHECK_CASE(test_float_matmul());
+    CHECK_CASE(test_float_matmul_encoder_shapes());
     CHECK_CASE(test_f16_nan_weights());
     CHECK_CASE(test_errors());
     return check_report("matmul");

@@ -178,6 +178,43 @@ static void test_rope(void) {
     CHECK_MSG(!bad_path, "rope: %ld runs differ from ref", bad_path);
 }
 
+/* RoPE's angles, kept in tables per (base, head_dim) for the first 1024
+ * positions and computed per call past them or past the tables kept
+ * (nn.c): every position, first call or later, on every path and thread
+ * count, has the bits of nn.h's recipe written out here (the angle
+ * multiplied up in f32, cosf and sinf, products and sums without fma). */
+static void test_rope_angle_tables(void) {
+    long bad = 0;
+    const size_t n = 1100, heads = 2;
+    static const size_t hds[] = {2, 6, 16, 20, 34};
+    for (int b = 0; b < 12; b++) {
+        const size_t hd = hds[b % 5], row = heads * hd, half = hd / 2;
+        const float base = 1000.0f + 7919.0f * (float)b;
+        float *x = rnd_floats(n * row, 1.0f), *want = malloc(n * row * sizeof *want),
+              *y = malloc(n * row * sizeof *y);
+        const float scale = powf(base, -2.0f / (float)hd);
+        for (size_t t = 0; t < n; t++) {
+            float theta = (float)t;
+            for (size_t i = 0; i < half; i++) {
+                const float c = cosf(theta), s = sinf(theta);
+                theta *= scale;
+                for (size_t h = 0; h < heads; h++) {
+                    const float *xs = x + t * row + h * hd;
+                    volatile float p0 = xs[i] * c, p1 = xs[i + half] * s;
+                    volatile float p2 = xs[i] * s, p3 = xs[i + half] * c;
+                    want[t * row + h * hd + i] = p0 - p1;
+                    want[t * row + h * hd + i + half] = p2 + p3;
+                }
+            }
+        }
+        for (int call = 0; call < 2; call++)
+            ALL_PATHS(want, y, n * row, bad,
+                      rl_rope_neox_ex(x, n, heads, hd, base, y, path, th));
+        free(x), free(want), free(y);
+    }
+    CHECK_MSG(!bad, "rope angle tables: %ld runs differ from the recipe", bad);
+}
+
 /* rl_rope_neox2: q and k turned in one pass have the bits of a call
  * each, on every path and thread count, into other arrays and in place;
  * a missing k or overlapping pairs are refused. */
@@ -311,6 +348,33 @@ static void test_attention_rows(void) {
     CHECK(rl_attention_rows(x, 1, x, x, 0, 2, 8, y) == RL_BADARG);  /* no keys */
     CHECK(rl_attention_rows(x, 1, x, x, 2, 2, 8, x) == RL_BADARG);  /* out is q */
     CHECK(rl_attention_rows(x, 0, x, x, 2, 2, 8, y) == RL_OK);      /* no queries */
+}
+
+/* Scores that are NaN or infinite (a NaN or an infinity in a query or a
+ * key; a +inf score makes its row's maximum +inf and every e NaN), with
+ * and without a window, at lengths around the AVX-512 kernels' 16-key
+ * blocks: every path and thread count has the reference's bits, the
+ * maximum the scores kernel finds included. */
+static void test_attention_non_finite(void) {
+    long bad = 0;
+    static const size_t ns[] = {1, 15, 16, 17, 33, 70};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (int kind = 0; kind < 4; kind++) {
+            const size_t n = ns[c], heads = 2, hd = 16, row = heads * hd, window = kind % 2 ? 9 : 0;
+            float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f),
+                  *v = rnd_floats(n * row, 1.0f);
+            float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+            const size_t at = (n / 2) * row + 3;
+            if (kind < 2)
+                k[at] = NAN;
+            else
+                q[at] = kind == 2 ? INFINITY : -INFINITY;
+            CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
+            ALL_PATHS(ref, y, n * row, bad,
+                      rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
+            free(q), free(k), free(v), free(ref), free(y);
+        }
+    CHECK_MSG(!bad, "attention, non-finite scores: %ld runs differ from ref", bad);
 }
 
 /* Window 1 and 0 tokens either side: each query sees only itself, so the
@@ -453,8 +517,10 @@ int main(void) {
     CHECK_CASE(test_rope());
     CHECK_CASE(test_attention());
     CHECK_CASE(test_attention_self_window());
+    CHECK_CASE(test_attention_non_finite());
     CHECK_CASE(test_attention_rows());
     CHECK_CASE(test_rope_pair());
+    CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());
     CHECK_CASE(test_errors());
     return check_report("nn");

@@ -824,6 +824,23 @@ vector for its logits."
             (is (= 0 consed) "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions"
                 head-type quantize consed)))))))
 
+(test decision-question-bindings-cons-little
+  ;; A question's template variables are a table of four keys and one
+  ;; {"text": ...} table per such option, sized for them: at ECL's
+  ;; default size (1024 entries) they were some 36 KB a question, the
+  ;; most of what a question allocated and of the collector's work.
+  (let ((run (let ((*error-output* (make-broadcast-stream))
+                   (*standard-output* (make-broadcast-stream)))
+               (compile nil '(lambda (questions rounds)
+                              (dotimes (r rounds)
+                                (dolist (q questions) (model::question-bindings q))))))))
+    (funcall run model:*questions* 1)
+    (let* ((rounds 50)
+           (per-question (/ (command-line::least-consed run model:*questions* rounds)
+                            (* rounds (length model:*questions*)))))
+      (is (< per-question 4096) "~,1F octets consed per question's bindings, expected under 4096"
+          per-question))))
+
 (test decision-in-threads-has-the-bits-of-one-thread
   ;; Three threads deciding with one model at once each take a scratch of
   ;; their own from its pool: the same logits as one thread alone.
