@@ -636,9 +636,9 @@ without a decision head or when a step's output is not finite."
 
 ;;; `rontolisp decide'.
 
-(defun decide-line (model octets number activations json)
+(defun decide-line (model octets number activations json stream)
   "Answer the question of one line (OCTETS, line NUMBER) of a questions
-file on standard output, as `decide' prints it."
+file on STREAM, as `decide' prints it."
   (let ((question (handler-case (parse-json (%utf8-string octets))
                     (json-error (c)
                       (question-error "expected a question as a JSON object, found ~A"
@@ -652,15 +652,15 @@ file on standard output, as `decide' prints it."
             (write-json (list :object (cons "question" number) (cons "ids" ids)
                               (cons "markers" (coerce markers 'vector))
                               (cons "logits" logits) (cons "probabilities" probabilities))
-                        *standard-output*)
-            (terpri))
+                        stream)
+            (terpri stream))
           (let ((options (gethash "options" (question-bindings question))))
-            (format t "question ~D (~A, ~D option~:P)~%" number (gethash "type" question)
+            (format stream "question ~D (~A, ~D option~:P)~%" number (gethash "type" question)
                     (length options))
             (loop for p across probabilities for o across options
-                  do (format t "  ~A " (float-text p))
-                     (write-escaped (option-text o) *standard-output* :quotes nil)
-                     (terpri)))))))
+                  do (format stream "  ~A " (float-text p))
+                     (write-escaped (option-text o) stream :quotes nil)
+                     (terpri stream)))))))
 
 ;;; What a question costs at the least (`bench --questions --breakdown').
 

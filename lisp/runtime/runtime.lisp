@@ -50,6 +50,20 @@ by default the machine's cores).  Set with (setf (threads) n)."
   (%set-threads n)
   n)
 
+(defmacro with-kernel-threads ((n) &body body)
+  "Run BODY with the kernels' thread count N (NIL: as it is), and the knob
+as it was set (never set included: the machine's cores) afterwards."
+  (let ((old (gensym "KNOB")) (count (gensym "N")))
+    `(let ((,old (%threads-knob nil)) (,count ,n))
+       (unwind-protect (progn (when ,count (setf (threads) ,count)) ,@body)
+         (%threads-knob ,old)))))
+
+(defun threads-given ()
+  "The thread count --threads N (or (setf threads)) set, or NIL when none
+was set."
+  (let ((n (%threads-knob nil)))
+    (and (plusp n) n)))
+
 (defun max-threads ()
   "The most threads the kernels can split their work across (the C
 kernels' limit): what --threads, (setf threads) and bench accept."

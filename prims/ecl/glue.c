@@ -23,7 +23,7 @@ static cl_object rl_handle_tags[RL_H_COUNT];
 /* Every defined primitive and its symbol, for rl_fn_symbol.  A fixed
  * array: the tables are static, so the count is known at build time and a
  * growing one would only hide a forgotten bound. */
-#define RL_MAX_PRIMS 128
+#define RL_MAX_PRIMS 160
 static struct {
     const char *name;
     cl_object sym;
