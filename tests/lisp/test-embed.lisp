@@ -128,3 +128,107 @@ llama-gguf-split set read every shard: the same numbers as the whole file."
                (is (eql 0 code) "~A" err)
                (is (contains out "F32") "~A" out))))
       (dolist (n names) (ignore-errors (delete-file n))))))
+
+;;; llama-embedding's output formats: --embd-output-format, --embd-separator,
+;;; --npy, and the JSON lines' index and text.
+
+(defun embed-output (args)
+  "The standard output of `rontolisp embed ARGS' (exit 0 checked)."
+  (multiple-value-bind (code out err) (run-exe (list* "embed" args))
+    (is (eql 0 code) "embed ~{~A~^ ~}: ~A" args err)
+    out))
+
+(defun float-rows (rows)
+  "JSON rows (lists of numbers) as single-float vectors."
+  (map 'list #'json-floats rows))
+
+(test embed-writes-llama-embedding-output-formats
+  "--embd-separator splits --text into inputs; array, json and json+ hold
+the rows of --json (the same floats), laid out as llama-embedding lays
+them out; json+ adds the cosine similarity of every pair of rows when
+there is more than one input; each JSON line names its input's index and
+text (null for token ids)."
+  (let* ((file (encoder-file "s1-pico" :f32))
+         (args (list file "--text" "a b<#>c d<#>a b" "--embd-separator" "<#>" "--pooling" "mean"))
+         (lines (embed-json args))
+         (rows (mapcar (lambda (j) (json-floats (elt (gethash "embeddings" j) 0))) lines)))
+    (is (equal '(0 1 2) (mapcar (lambda (j) (gethash "index" j)) lines)))
+    (is (equal '("a b" "c d" "a b") (mapcar (lambda (j) (gethash "text" j)) lines)))
+    (is (same-bits-p (first rows) (third rows)))
+    (let ((array (yason:parse (embed-output (append args '("--embd-output-format" "array"))))))
+      (is (= 3 (length array)))
+      (is (every #'same-bits-p rows (float-rows array))))
+    (let ((text (embed-output (append args '("--embd-output-format" "json")))))
+      (is (eql 0 (search (format nil "{~%  \"object\": \"list\",~%  \"data\": [~%    {~%      ~
+\"object\": \"embedding\",~%      \"index\": 0,~%      \"embedding\": [")
+                         text))
+          "~A" text)
+      (is (contains text (format nil "]~%    },~%    {~%      \"object\": \"embedding\",~%      ~
+\"index\": 1,~%")) "~A" text)
+      (let ((end (format nil "]~%    }~%  ]~%}~%")))
+        (is (string= end (subseq text (- (length text) (length end)))) "~A" text))
+      (let ((j (yason:parse text)))
+        (is (equal "list" (gethash "object" j)))
+        (is (null (gethash "cosineSimilarity" j)))
+        (is (equal '(0 1 2) (mapcar (lambda (d) (gethash "index" d)) (gethash "data" j))))
+        (is (every #'same-bits-p rows
+                   (float-rows (mapcar (lambda (d) (gethash "embedding" d)) (gethash "data" j)))))))
+    (let* ((text (embed-output (append args '("--embd-output-format" "json+"))))
+           (matrix (gethash "cosineSimilarity" (yason:parse text))))
+      (is (contains text (format nil "}~%  ],~%  \"cosineSimilarity\": [~%    [")) "~A" text)
+      (is (= 3 (length matrix)))
+      (loop for a in rows for mrow in matrix
+            do (loop for b in rows for m in mrow
+                     do (let ((cos (/ (loop for x across a for y across b sum (* (float x 1d0) y))
+                                      (sqrt (loop for x across a sum (* (float x 1d0) x)))
+                                      (sqrt (loop for y across b sum (* (float y 1d0) y))))))
+                          (is (< (abs (- cos m)) 1d-6) "~A against ~A" m cos))))
+      (is (= 1 (first (first matrix)) (third (first matrix)))))
+    ;; One input: json+ has no matrix (llama-embedding prints none).
+    (is (null (gethash "cosineSimilarity"
+                       (yason:parse (embed-output (list file "--text" "a b" "--pooling" "mean"
+                                                        "--embd-output-format" "json+"))))))
+    ;; Token ids have no text; raw is the default's lines.
+    (let ((j (first (embed-json (list file "--tokens" "2,17,9,3")))))
+      (is (eql 0 (gethash "index" j)))
+      (multiple-value-bind (text present) (gethash "text" j)
+        (is (and present (null text)) "~S" text)))
+    (is (string= (embed-output (list file "--tokens" "2,17,9,3"))
+                 (embed-output (list file "--tokens" "2,17,9,3" "--embd-output-format" "raw"))))
+    (dolist (bad (list (list "--json" "--embd-output-format" "json")
+                       (list "--tokens" "2,3" "--embd-separator" ",")
+                       (list "--text" "a" "--embd-separator" "")
+                       (list "--text" "a" "--embd-output-format" "yaml")))
+      (is (eql 2 (run-exe (list* "embed" file (if (member "--tokens" bad :test #'string=)
+                                                   bad
+                                                   (append bad (unless (member "--text" bad :test #'string=)
+                                                                 (list "--text" "a")))))))
+          "~{~A~^ ~}" bad))))
+
+(test embed-npy-loads-in-numpy
+  "--npy FILE writes every row (per token with pooling none, across inputs)
+as a float32 array of shape (rows, d) that numpy.load reads back bit for
+bit."
+  (let* ((file (encoder-file "s1-pico" :f32))
+         (npy (tmp-path "rows.npy"))
+         (args (list file "--text" "a b|c" "--embd-separator" "|" "--pooling" "none"))
+         (rows (loop for j in (embed-json args)
+                     append (float-rows (coerce (gethash "embeddings" j) 'list))))
+         (python (gguf-py-python)))
+    (unwind-protect
+         (progn
+           (embed-output (append args (list "--npy" npy)))
+           (if (null python)
+               (skip-reference "no python3 with numpy (tests/ensure-deps.sh installs python3-numpy)")
+               (multiple-value-bind (code out)
+                   (sh "\"$1\" -c 'import sys, numpy
+a = numpy.load(sys.argv[1])
+print(a.dtype, *a.shape)
+print(*a.view(\"<u4\").ravel())' \"$2\"" python npy)
+                 (is (eql 0 code) "~A" out)
+                 (let ((lines (split-lines out)))
+                   (is (equal (format nil "float32 ~D 64" (length rows)) (first lines)))
+                   (is (equal (format nil "~{~D~^ ~}"
+                                      (loop for r in rows append (map 'list #'single-bits r)))
+                              (second lines)))))))
+      (ignore-errors (delete-file npy)))))
