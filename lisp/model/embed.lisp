@@ -62,11 +62,8 @@ PATH when it holds no token id at all."
 blank lines~;an empty file~]" (zerop lines)))))
 
 (defun split-lines (text)
-  (loop with start = 0
-        for nl = (position #\Newline text :start start)
-        collect (subseq text start (or nl (length text)))
-        while nl
-        do (setf start (1+ nl))))
+  "The lines of TEXT, split at each newline (SPLIT-AT-SEPARATOR)."
+  (split-at-separator text (string #\Newline)))
 
 (defun embedding-rows (result)
   "The rows of an encode result (a matrix or one pooled vector) as vectors."
