@@ -9,36 +9,65 @@
 (def-suite embed :in all :description "embed's pooling, normalization and shard sets.")
 (in-suite embed)
 
-(defun llama-normalize-in-child (cases)
-  "llama.cpp's common_embd_normalize (libllama-common of
-build/cache/llama/) on each of CASES, a list of (norm single-float-vector),
-run in a child rontolisp: a list of the output vectors' bits, or NIL when
-the library is missing."
+(defun llama-common-in-child (symbol per-case cases)
+  "Call SYMBOL (a mangled C++ name) of llama.cpp's libllama-common (of
+build/cache/llama/) in a child rontolisp on each of CASES, a list of
+readable data: PER-CASE is the source of a form run per case with FN the
+function's address and C the case, which prints one line of integers.
+Answers the lines as lists of integers, or NIL when the library is
+missing."
   (let ((dir (rontolisp::llama-library-directory)))
     (when (and dir (probe-file (merge-pathnames "libllama-common.so" dir)))
       (let ((script (write-file-string
-                     (tmp-path "normalize.lisp")
+                     (tmp-path "llama-common.lisp")
                      (format nil "(si:load-foreign-module ~S)
-(let ((fn (si:find-foreign-symbol \"_Z21common_embd_normalizePKfPfii\" :default :pointer-void 0)))
+(let ((fn (si:find-foreign-symbol ~S :default :pointer-void 0)))
   (dolist (c '~S)
-    (destructuring-bind (norm bits) c
-      (let* ((n (length bits))
-             (in (ffi:allocate-foreign-object :float n))
-             (out (ffi:allocate-foreign-object :float n)))
-        (loop for b in bits for i from 0 do (setf (ffi:deref-array in '(:array :uint32-t) i) b))
-        (si:call-cfun fn :void '(:pointer-void :pointer-void :int :int) (list in out n norm))
-        (format t \"~~{~~D~~^ ~~}~~%\" (loop for i below n collect (ffi:deref-array out '(:array :uint32-t) i)))))))~%"
+    ~A))~%"
                              (namestring (merge-pathnames "libllama-common.so" dir))
-                             (loop for (norm v) in cases
-                                   collect (list norm (map 'list #'single-bits v)))))))
+                             symbol cases per-case))))
         (unwind-protect
              (multiple-value-bind (code out err) (run-exe (list "script" script))
-               (assert (eql 0 code) () "the child calling common_embd_normalize failed: ~A" err)
+               (assert (eql 0 code) () "the child calling ~A failed: ~A" symbol err)
                (mapcar (lambda (line)
                          (with-input-from-string (s line)
                            (loop for n = (read s nil) while n collect n)))
                        (split-lines out)))
           (delete-file script))))))
+
+(defun llama-normalize-in-child (cases)
+  "llama.cpp's common_embd_normalize on each of CASES, a list of (norm
+single-float-vector), run in a child (LLAMA-COMMON-IN-CHILD): a list of the
+output vectors' bits, or NIL when the library is missing."
+  (llama-common-in-child
+   "_Z21common_embd_normalizePKfPfii"
+   "(destructuring-bind (norm bits) c
+      (let* ((n (length bits))
+             (in (ffi:allocate-foreign-object :float n))
+             (out (ffi:allocate-foreign-object :float n)))
+        (loop for b in bits for i from 0 do (setf (ffi:deref-array in '(:array :uint32-t) i) b))
+        (si:call-cfun fn :void '(:pointer-void :pointer-void :int :int) (list in out n norm))
+        (format t \"~{~D~^ ~}~%\" (loop for i below n collect (ffi:deref-array out '(:array :uint32-t) i)))))"
+   (loop for (norm v) in cases collect (list norm (map 'list #'single-bits v)))))
+
+(defun llama-similarity-in-child (pairs)
+  "llama.cpp's common_embd_similarity_cos on each of PAIRS, a list of two
+single-float vectors of one length, run in a child: a list of the answers'
+bits, or NIL when the library is missing."
+  (mapcar #'first
+          (llama-common-in-child
+           "_Z26common_embd_similarity_cosPKfS0_i"
+           "(destructuring-bind (a b) c
+      (let* ((n (length a))
+             (x (ffi:allocate-foreign-object :float n))
+             (y (ffi:allocate-foreign-object :float n)))
+        (loop for u in a for v in b for i from 0
+              do (setf (ffi:deref-array x '(:array :uint32-t) i) u
+                       (ffi:deref-array y '(:array :uint32-t) i) v))
+        (format t \"~D~%\" (rontolisp::%single-bits
+                             (si:call-cfun fn :float '(:pointer-void :pointer-void :int) (list x y n))))))"
+           (loop for (a b) in pairs
+                 collect (list (map 'list #'single-bits a) (map 'list #'single-bits b))))))
 
 (test embed-normalize-matches-llama-cpp-bit-for-bit
   "NORMALIZE-EMBEDDING is llama.cpp's common_embd_normalize: none, max-abs,
@@ -128,6 +157,23 @@ llama-gguf-split set read every shard: the same numbers as the whole file."
                (is (eql 0 code) "~A" err)
                (is (contains out "F32") "~A" out))))
       (dolist (n names) (ignore-errors (delete-file n))))))
+
+(test embed-cosine-similarity-matches-llama-cpp-bit-for-bit
+  "COSINE-SIMILARITY (json+'s matrix) is llama.cpp's
+common_embd_similarity_cos: random vectors, a vector with itself, zeros."
+  (let* ((state (make-random-state 20261206))
+         (zero (make-array 64 :element-type 'single-float :initial-element 0.0))
+         (vectors (loop for scale in '(1.0 0.01 30.0) collect (vec-random-vector 64 scale state)))
+         (pairs (list* (list zero zero) (list zero (first vectors))
+                       (loop for a in vectors append (loop for b in vectors collect (list a b)))))
+         (reference (llama-similarity-in-child pairs)))
+    (if (null reference)
+        (skip-reference "llama.cpp's libllama-common is missing (run sh tests/fetch-llama-lib.sh)")
+        (loop for (a b) in pairs
+              for ref in reference
+              do (is (eql ref (single-bits (model::cosine-similarity a b)))
+                     "~A against common_embd_similarity_cos's ~A"
+                     (model::cosine-similarity a b) ref)))))
 
 ;;; llama-embedding's output formats: --embd-output-format, --embd-separator,
 ;;; --npy, and the JSON lines' index and text.
