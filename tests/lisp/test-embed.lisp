@@ -13,7 +13,8 @@
   "Call SYMBOL (a mangled C++ name) of llama.cpp's libllama-common (of
 build/cache/llama/) in a child rontolisp on each of CASES, a list of
 readable data: PER-CASE is the source of a form run per case with FN the
-function's address and C the case, which prints one line of integers.
+function's address and C the case, which prints one line of integers
+((FLOATS BITS) there is a fresh C float array of the single-floats BITS).
 Answers the lines as lists of integers, or NIL when the library is
 missing."
   (let ((dir (rontolisp::llama-library-directory)))
@@ -21,6 +22,10 @@ missing."
       (let ((script (write-file-string
                      (tmp-path "llama-common.lisp")
                      (format nil "(si:load-foreign-module ~S)
+(defun floats (bits)
+  (let ((p (ffi:allocate-foreign-object :float (length bits))))
+    (loop for b in bits for i from 0 do (setf (ffi:deref-array p '(:array :uint32-t) i) b))
+    p))
 (let ((fn (si:find-foreign-symbol ~S :default :pointer-void 0)))
   (dolist (c '~S)
     ~A))~%"
@@ -42,12 +47,11 @@ output vectors' bits, or NIL when the library is missing."
   (llama-common-in-child
    "_Z21common_embd_normalizePKfPfii"
    "(destructuring-bind (norm bits) c
-      (let* ((n (length bits))
-             (in (ffi:allocate-foreign-object :float n))
-             (out (ffi:allocate-foreign-object :float n)))
-        (loop for b in bits for i from 0 do (setf (ffi:deref-array in '(:array :uint32-t) i) b))
-        (si:call-cfun fn :void '(:pointer-void :pointer-void :int :int) (list in out n norm))
-        (format t \"~{~D~^ ~}~%\" (loop for i below n collect (ffi:deref-array out '(:array :uint32-t) i)))))"
+      (let ((out (floats bits)))
+        (si:call-cfun fn :void '(:pointer-void :pointer-void :int :int)
+                      (list (floats bits) out (length bits) norm))
+        (format t \"~{~D~^ ~}~%\" (loop for i below (length bits)
+                                       collect (ffi:deref-array out '(:array :uint32-t) i)))))"
    (loop for (norm v) in cases collect (list norm (map 'list #'single-bits v)))))
 
 (defun llama-similarity-in-child (pairs)
@@ -58,14 +62,9 @@ bits, or NIL when the library is missing."
           (llama-common-in-child
            "_Z26common_embd_similarity_cosPKfS0_i"
            "(destructuring-bind (a b) c
-      (let* ((n (length a))
-             (x (ffi:allocate-foreign-object :float n))
-             (y (ffi:allocate-foreign-object :float n)))
-        (loop for u in a for v in b for i from 0
-              do (setf (ffi:deref-array x '(:array :uint32-t) i) u
-                       (ffi:deref-array y '(:array :uint32-t) i) v))
-        (format t \"~D~%\" (rontolisp::%single-bits
-                             (si:call-cfun fn :float '(:pointer-void :pointer-void :int) (list x y n))))))"
+      (format t \"~D~%\" (rontolisp::%single-bits
+                           (si:call-cfun fn :float '(:pointer-void :pointer-void :int)
+                                         (list (floats a) (floats b) (length a))))))"
            (loop for (a b) in pairs
                  collect (list (map 'list #'single-bits a) (map 'list #'single-bits b))))))
 
