@@ -171,7 +171,7 @@ llama-embedding's --embd-output-format FORMAT writes them: :array one line
 \"embedding\", \"index\": i, \"embedding\": [...]} ...]} laid out over lines
 as llama-embedding lays it out; :json+ the same with \"cosineSimilarity\",
 the matrix of every row against every row, when there is more than one
-input.  Numbers as FLOAT-TEXT writes them (doc/command-line.md §6)."
+input.  Numbers as JSON-FLOAT-STRING writes them (doc/command-line.md §6)."
   (flet ((row (r) (write-char #\[ stream) (write-numbers r stream :separator "," :json t)
            (write-char #\] stream)))
     (if (eq format :array)
