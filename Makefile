@@ -49,9 +49,9 @@ $(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 $(B)/obj/prims/matmul.o $(B)/obj/prims/matmul_f32.o $(B)/obj/prims/matmul_narrow.o $(B)/obj/prims/matmul_q8.o \
   $(B)/obj/prims/nn.o $(B)/obj/prims/attention.o: RL_CFLAGS += -ffp-contract=off
 # The legacy, K-quant and IQ4 kernels are ggml's f32 operations in ggml's order
-# (doc/formats.md): an fma would change their bytes.
+# (doc/formats.md, doc/products.md §4): an fma would change their bytes.
 $(B)/obj/prims/quants.o $(B)/obj/prims/quant_legacy.o $(B)/obj/prims/quant_k.o \
-  $(B)/obj/prims/quant_k_fits.o $(B)/obj/prims/quant_iq4.o: \
+  $(B)/obj/prims/quant_k_fits.o $(B)/obj/prims/quant_iq4.o $(B)/obj/prims/quant_dot.o: \
   RL_CFLAGS += -ffp-contract=off
 
 $(B)/librl.a: $(CORE_OBJ)
@@ -95,7 +95,7 @@ SWANK_SRC := $(wildcard /usr/share/common-lisp/source/slime/*.lisp \
 $(B)/swank/stamp: $(SWANK_SRC) | $(B)/rontolisp
 	rm -rf $(B)/swank
 	@mkdir -p $(B)/swank
-	$(B)/rontolisp --eval '(rontolisp::build-swank-fasls "$(B)/swank/")' --eval '(rontolisp:exit 0)' </dev/null
+	$(B)/rontolisp --eval '(command-line::build-swank-fasls "$(B)/swank/")' --eval '(rontolisp:exit 0)' </dev/null
 	@touch $@
 
 # What several C tests share (the JSON loader, SHA-256), linked into each.

@@ -178,7 +178,7 @@ the message says what was expected and what was found.")
 (define-error file-name-error (file-io-error file-error)
     ()
   (:documentation "ECL's own FILE-ERROR about a file named beyond ASCII,
-told with the name as the user wrote it (runtime/ecl-filenames.lisp): PATH
+told with the name as the user wrote it (base/ecl-filenames.lisp): PATH
 and FILE-ERROR-PATHNAME are that name, the message is ECL's with that name
 in place of its bytes."))
 
@@ -251,7 +251,7 @@ template; the message reads \"template offset OFFSET: \" + CONTROL."
 *THREAD-LIMIT*) threads were alive already, or the system refused one.")
   (:signal (limit) "Signal THREAD-LIMIT-ERROR: a thread not started with LIMIT threads allowed."))
 
-;;; The HTTP server (tools/serve.lisp).
+;;; The HTTP server (jobs/serve.lisp).
 
 (define-error request-error ()
     ((status "The HTTP status a REQUEST-ERROR answers (400, 404, 405, 501, ...).")

@@ -3,21 +3,25 @@
 ;;;; rontolisp is ECL with native primitives for quantized language models:
 ;;;; ggml's Q8_0 format, a quantized matrix that answers CL's array functions,
 ;;;; a deterministic matrix-vector product and the GGUF container.  Each
-;;;; module is a package with its folder of lisp/: RONTOLISP (the runtime,
-;;;; the number formats and the quantized matrix, the tools and commands),
-;;;; VEC and LINALG (vec/), GGUF (gguf/), MODEL (model/).  User code reaches
-;;;; the public API by prefix (`rontolisp:quantize', `vec:matvec',
-;;;; `gguf:read'); GGUF and MODEL export names CL has too, so USE-PACKAGE of
-;;;; them needs a SHADOWING-IMPORT first (their docstrings say which).
-;;;; Primitives implemented in C are internal and start with %.  The REPL and
-;;;; scripts start in RONTOLISP-USER, which uses only CL.
+;;;; package is a layer of lisp/ (README.org's Layout draws them), from the
+;;;; bottom: RONTOLISP (conditions.lisp, base/, quant/: the conditions,
+;;;; files, threads, the number formats and the quantized matrix), TEXT
+;;;; (text/: JSON, templates, regular expressions) and VEC and LINALG (vec/),
+;;;; GGUF (gguf/), MODEL (model/), and COMMAND-LINE (session/, jobs/,
+;;;; commands/: main, the commands and the jobs behind them, the REPL,
+;;;; Swank).  A layer uses only the layers below it
+;;;; (tests/lisp/test-packages.lisp reads every file to check it).  User code
+;;;; reaches the public API by prefix (`rontolisp:quantize', `vec:matvec',
+;;;; `gguf:read'); what TEXT and COMMAND-LINE define for users is exported
+;;;; from RONTOLISP, which they use.  GGUF and MODEL export names CL has too,
+;;;; so USE-PACKAGE of them needs a SHADOWING-IMPORT first (their docstrings
+;;;; say which).  Primitives implemented in C are internal and start with %.
+;;;; The REPL and scripts start in RONTOLISP-USER, which uses only CL.
 ;;;;
-;;;; Modules use each other's internals only through the internal interface
-;;;; stated here: a module lists under :intern what it offers the others
-;;;; (names that are no public API) and under :import-from what it takes;
-;;;; the tools and commands (RONTOLISP) take theirs from GGUF and MODEL
-;;;; with IMPORT-INTERNALS at the end of this file.  A name in neither list
-;;;; is private to its module.
+;;;; A layer takes internal names from a lower one only as stated here: the
+;;;; lower one lists under :intern what it offers (names that are no public
+;;;; API), the higher one names them under :import-from.  A name in neither
+;;;; list is private to its package.
 
 (defpackage "RONTOLISP"
   (:use "CL")
@@ -63,45 +67,46 @@ the command line, and the root of every error the project signals.")
    "COMPILE-TEMPLATE" "RENDER-TEMPLATE" "COMPILED-TEMPLATE" "COMPILED-TEMPLATE-P"
    "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*"
    "*TEMPLATE-MAX-ITERATIONS*" "*TEMPLATE-MAX-LENGTH*")
-  ;; The internal interface the other modules import (see above).
+  ;; What the layers above take (see above).
   (:intern
-   ;; conditions.lisp: the modules define and signal their conditions
-   "DEFINE-ERROR" "ERROR-MESSAGE"
-   ;; files (runtime/files.lisp)
-   "PATH-OCTETS" "PATH-KIND" "ABSOLUTE-NAMESTRING" "TEMPORARY-NAME"
-   ;; arrays and the quantized matrix (quant/)
-   "DESCRIBE-OBJECT-TYPE" "PACKED-NUMBERS" "PACKED-DIMENSIONS" "BLOCK-ABSMAX"
-   "QUANTIZED-MATRIX-ROWS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS"
-   ;; ggml's tensor types (quant/formats.lisp)
-   "FIND-TENSOR-TYPE" "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-OF" "TENSOR-TYPE-ID"
-   "GGUF-VALUE-TYPES"
-   ;; the quantized types of a matrix (quant/qmatrix-types.lisp)
-   "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-TYPE-ID" "WEIGHT-FOR-PRODUCTS"
-   ;; primitives (prims/ecl/) the other modules call
-   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%GGML-TYPE"
-   "%MAKE-FLOAT16-ARRAY" "%MAKE-BFLOAT16-ARRAY" "%MAKE-QUANTIZED-MATRIX"
-   "%RELEASE" "%STREAM-TENSOR" "%RESOLVE-TARGET" "%SET-BEGIN" "%SET-COMMIT" "%SET-END"
-   "%MATVEC" "%MATVEC-Q8X2" "%Q8-ROW-INTO" "%MATMUL" "%OUTLIER-MATMUL" "%LAYER-NORM"
-   "%ROPE-NEOX" "%ATTENTION" "%GEGLU"
-   ;; what MODEL takes besides: files, JSON, calibration, progress
-   "OPEN-INPUT-OCTETS" "OPEN-INPUT-FD" "%READ-SOME" "%CLOSE-FD" "READ-FILE-OCTETS"
-   "WRITE-JSON" "WRITE-NUMBERS" "WRITE-ESCAPED" "JSON-BRIEF"
-   "JSON-ARRAY-P" "JSON-TYPE-MISMATCH"
-   "MERGE-STRING" "FLOAT-TEXT" "PROGRESS-REPORTER" "READ-CALIBRATION"
-   "CALIBRATION-OUTLIER-TABLE"
-   "WRITE-FILE-ATOMICALLY" "%SINGLE-BITS"
-   "%UTF8-STRING" "%FIRST-NON-FINITE" "%ADD-INTO" "%BIAS-ACT" "%GATHER-ROWS"
-   "%LAYER-NORM-BIAS" "%QKV-ROPE" "%BENCH-NOW-NS" "%ATTENTION-ROWS" "%SET-MATRIX-ROWS"
-   "%TOK-NEW" "%TOK-ENCODE" "%TOK-ENCODE-OFFSETS" "%TOK-DECODE" "%TOK-PIECE"
-   "%TOK-VOCAB-SIZE"))
+   "%EXIT"
+   "%ADD-INTO" "%ATTENTION" "%ATTENTION-ROWS" "%BENCH-FILL-RANDOM" "%BENCH-MATMUL"
+   "%BENCH-MATVEC" "%BENCH-NOW-NS" "%BENCH-PEAK" "%BENCH-QUANTIZE" "%BENCH-READ-GBPS"
+   "%BIAS-ACT" "%CLOSE-FD" "%CPU-INFO" "%DOUBLE-TO-SINGLE" "%EXIT-PROCESS" "%FIRST-NON-FINITE"
+   "%GATHER-ROWS" "%GEGLU" "%GGML-TYPE" "%HALF-TO-SINGLE-INTO"
+  
+   "%ISATTY" "%JSON-PARSE" "%KEEP-ESCAPED-BYTES" "%LAYER-NORM" "%LAYER-NORM-BIAS"
+   "%LINE-EDITOR-READ" "%LINE-EDITOR-START" "%MAKE-BFLOAT16-ARRAY" "%MAKE-FLOAT16-ARRAY"
+   "%MAKE-QUANTIZED-MATRIX" "%MATMUL" "%MATMUL-Q8-TILES" "%MATVEC" "%MATVEC-Q8X2"
+   "%NUMBERS-TEXT" "%OCTETS-OF" "%OUTLIER-MATMUL" "%OUTPUT-CLOSED-P" "%Q8-ROW-INTO" "%QKV-ROPE"
+   "%RANDOM-NORMAL-FILL" "%READ-FILE-OCTETS" "%READ-SOME" "%RELEASE" "%RESOLVE-TARGET"
+   "%ROPE-NEOX" "%SET-BEGIN" "%SET-COMMIT" "%SET-END" "%SET-MATRIX-ROWS" "%SHA256-BLOCKS"
+   "%SINGLE-BITS" "%ST-COPY-TENSOR" "%ST-METADATA" "%ST-OPEN" "%ST-TENSORS" "%STREAM-TENSOR"
+   "%THREADS-KNOB"
+  
+   "%UTF8-OCTETS" "%UTF8-STRING" "*PROGRESS*"
+   "ABSOLUTE-NAMESTRING" "BLOCK-ABSMAX" "COMPUTED-TYPES" "DEFINE-ERROR" "DELETE-PATH"
+   "DESCRIBE-OBJECT-TYPE" "DIRECTORY-ENTRIES" "ENDS-WITH" "ENSURE-DIRECTORIES" "ERROR-MESSAGE"
+   "FIND-GGML-TYPE" "FIND-TENSOR-TYPE" "FIRST-NON-FINITE" "FORMAT-DESCRIPTION" "GGML-ID"
+   "GGML-TYPE-BITS" "GGML-TYPE-BLOCK-SIZE" "GGML-TYPE-ID" "GGUF-VALUE-TYPES"
+   "LINE-EDITOR-PROMPT" "MAX-THREADS" "ONE-LINE" "OPEN-INPUT-FD" "OPEN-INPUT-OCTETS"
+   "OUTLIER-MASK" "PACKED-DIMENSIONS" "PACKED-NUMBERS" "PATH-KIND" "PATH-OCTETS"
+   "PROGRESS-LINES" "PROGRESS-REPORTER" "Q8-0-MATRIX-P" "QM-AREF" "QM-BYTE-SIZE"
+   "QUANTIZABLE-TENSOR-P" "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-COLS"
+   "QUANTIZED-MATRIX-DIMS" "QUANTIZED-MATRIX-FORMAT" "QUANTIZED-MATRIX-ROWS"
+   "QUANTIZED-MATRIX-TYPE-ID" "QUANTIZED-TYPE-P" "READ-FILE-OCTETS" "READ-NESTING-ERROR"
+   "REGEX-ERROR" "REPLACE-ALL" "REQUEST-ERROR" "REQUEST-ERROR-STATUS" "REQUEST-ERROR-TYPE"
+   "SPLIT-ON" "SUMMARIZE-ARGUMENT" "TEMPORARY-NAME" "TEMPORARY-PATH" "TENSOR-TYPE"
+   "TENSOR-TYPE-ID" "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-NAME" "TENSOR-TYPE-OF" "TRIM-DIMS"
+   "WEIGHT-FOR-PRODUCTS" "WITH-MESSAGE-PRINTING" "WITH-OUTPUT-TO-FILE" "WITH-TEMPORARY-FILE"
+   "WRITE-FILE-ATOMICALLY"))
 
 (defpackage "VEC"
   (:use "CL" "RONTOLISP")
   (:import-from "RONTOLISP"
-   "DESCRIBE-OBJECT-TYPE" "PACKED-NUMBERS" "BLOCK-ABSMAX"
-   "QUANTIZED-MATRIX-ROWS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS"
-   "%DOUBLE-TO-SINGLE" "%MATVEC" "%MATVEC-Q8X2" "%Q8-ROW-INTO" "%MATMUL" "%OUTLIER-MATMUL"
-   "%LAYER-NORM" "%ROPE-NEOX" "%ATTENTION" "%GEGLU")
+   "%ATTENTION" "%DOUBLE-TO-SINGLE" "%GEGLU" "%LAYER-NORM" "%MATMUL" "%MATVEC" "%MATVEC-Q8X2"
+   "%OUTLIER-MATMUL" "%Q8-ROW-INTO" "%ROPE-NEOX" "BLOCK-ABSMAX" "DESCRIBE-OBJECT-TYPE"
+   "PACKED-NUMBERS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS" "QUANTIZED-MATRIX-ROWS")
   ;; what MODEL takes: the kernels' status turned into a condition, and
   ;; the outlier matrix of quantize at load (vec/outlier-matrix.lisp)
   (:intern "KERNEL-FAILURE" "%MAKE-OUTLIER-MATRIX" "SPLIT-COLUMNS")
@@ -125,21 +130,37 @@ matrix-vector product of a quantized matrix, and the encoder's kernels
   (:documentation "Linear algebra on packed float arrays; LINALG:ROW reads a
 row of a quantized matrix."))
 
+(defpackage "TEXT"
+  (:use "CL" "RONTOLISP")
+  (:import-from "RONTOLISP"
+   "%JSON-PARSE" "%NUMBERS-TEXT" "%UTF8-OCTETS" "ABSOLUTE-NAMESTRING" "READ-FILE-OCTETS"
+   "REGEX-ERROR")
+  ;; the layer's interface: what the model and the command line take
+  ;; (the user's names are RONTOLISP's, above)
+  (:export
+   "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
+   "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
+   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS")
+  (:documentation "Text in and out: JSON reading and writing, the chat
+templates (a Jinja subset) and the regular expressions of inspect's filters.
+Its public names are RONTOLISP's (rontolisp:parse-json,
+rontolisp:compile-template, rontolisp:render-template)."))
+
 (defpackage "GGUF"
   (:use "CL")
   (:shadow "READ" "WRITE" "CLOSE")
   (:import-from "RONTOLISP"
-   "DEFINE-ERROR" "ERROR-MESSAGE" "RONTOLISP-ERROR"
-   "PATH-OCTETS" "PATH-KIND" "ABSOLUTE-NAMESTRING" "TEMPORARY-NAME" "PACKED-DIMENSIONS"
-   "FIND-TENSOR-TYPE" "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-OF" "TENSOR-TYPE-ID"
-   "GGUF-VALUE-TYPES" "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-TYPE-ID"
-   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%GGML-TYPE"
-   "%MAKE-FLOAT16-ARRAY" "%MAKE-BFLOAT16-ARRAY" "%MAKE-QUANTIZED-MATRIX"
-   "%RELEASE" "%STREAM-TENSOR" "%RESOLVE-TARGET" "%SET-BEGIN" "%SET-COMMIT" "%SET-END")
-  ;; what the tools (inspect, split, edit, quantize) take: a file's
-  ;; metadata and tensor table, array values element by element
-  (:intern "MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME" "TENSOR-TABLE"
-           "GGUF-FILE-METADATA" "GGUF-FILE-BY-NAME")
+   "%DOUBLE-TO-SINGLE" "%GGML-TYPE" "%MAKE-BFLOAT16-ARRAY" "%MAKE-FLOAT16-ARRAY"
+   "%MAKE-QUANTIZED-MATRIX" "%RELEASE" "%RESOLVE-TARGET" "%SET-BEGIN" "%SET-COMMIT" "%SET-END"
+   "%STREAM-TENSOR" "%UTF8-OCTETS" "ABSOLUTE-NAMESTRING" "DEFINE-ERROR" "ERROR-MESSAGE"
+   "FIND-TENSOR-TYPE" "GGUF-VALUE-TYPES" "PACKED-DIMENSIONS" "PATH-KIND" "PATH-OCTETS"
+   "QUANTIZED-FORMAT-OF-TYPE-ID" "QUANTIZED-MATRIX-TYPE-ID" "TEMPORARY-NAME" "TENSOR-TYPE-ID"
+   "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-OF")
+  ;; what the model and the jobs take: a file's metadata and tensor
+  ;; table, array values element by element
+  (:intern
+   "GGUF-FILE-BY-NAME" "GGUF-FILE-METADATA" "MAP-ELEMENTS" "PADDED" "TENSOR-TABLE"
+   "TI-ABSOLUTE" "TI-NAME")
   (:export
    ;; reading
    "READ" "CLOSE" "WITH-FILE" "GGUF-FILE" "GGUF-FILE-P"
@@ -169,32 +190,32 @@ RONTOLISP:VERSION in a package that uses both."))
   (:use "CL" "RONTOLISP")
   (:shadow "LOAD")
   (:import-from "RONTOLISP"
-   "DEFINE-ERROR" "ERROR-MESSAGE" "DESCRIBE-OBJECT-TYPE" "PACKED-DIMENSIONS"
-   "WEIGHT-FOR-PRODUCTS" "ABSOLUTE-NAMESTRING" "OPEN-INPUT-OCTETS" "READ-FILE-OCTETS" "WRITE-JSON" "WRITE-ESCAPED"
-   "OPEN-INPUT-FD" "%READ-SOME" "%CLOSE-FD" "WRITE-NUMBERS" "JSON-BRIEF" "JSON-ARRAY-P" "JSON-TYPE-MISMATCH" "MERGE-STRING" "FLOAT-TEXT" "PROGRESS-REPORTER" "READ-CALIBRATION"
-   "CALIBRATION-OUTLIER-TABLE"
-   "WRITE-FILE-ATOMICALLY" "%SINGLE-BITS"
-   "%DOUBLE-TO-SINGLE" "%UTF8-OCTETS" "%UTF8-STRING" "%FIRST-NON-FINITE" "%ADD-INTO"
-   "%BIAS-ACT" "%GATHER-ROWS" "%LAYER-NORM" "%LAYER-NORM-BIAS" "%QKV-ROPE" "%ATTENTION"
-   "%GEGLU" "%BENCH-NOW-NS" "%ATTENTION-ROWS" "%SET-MATRIX-ROWS" "%TOK-NEW" "%TOK-ENCODE"
-   "%TOK-ENCODE-OFFSETS" "%TOK-DECODE" "%TOK-PIECE" "%TOK-VOCAB-SIZE")
-  (:import-from "VEC" "KERNEL-FAILURE" "%MAKE-OUTLIER-MATRIX" "SPLIT-COLUMNS")
-  (:import-from "GGUF" "TENSOR-TABLE")
-  ;; what the tools and commands take (IMPORT-INTERNALS below): the
-  ;; encoder's and the tokenizer's parts, and the steps of the embed,
-  ;; tokenize and decide commands
-  (:intern "ENCODER-PATH" "ENCODER-TOKENIZER" "ENCODER-HYPERPARAMETERS"
-           "ENCODER-TOKEN-EMBEDDING" "ENCODER-LAYERS" "TOKENIZER-PATH" "TOKENIZER-HANDLE"
-           "BUILD-TOKENIZER" "JSON-TOKENIZER-SPEC" "TOKENIZER-OF" "TOKENIZE-OCTETS"
-           "CHECK-TEXT" "WRITE-IDS-LINE" "PARSE-TOKEN-LIST"
-           "MAP-FILE-LINES" "LINES-NAME" "MAP-TOKEN-FILE" "OPTION-KEYWORD" "RUN-TOKENIZER-BENCH" "SPLIT-LINES"
-           "NORMALIZED-EMBEDDINGS" "EMBEDDING-ROWS" "EMBEDDING-AS-SINGLE" "FILE-POOLING" "POOL"
-           "NORMALIZE-EMBEDDING" "PARSE-NORMALIZE" "CALIBRATION-SEQUENCES"
-           "SPLIT-AT-SEPARATOR" "WRITE-EMBEDDINGS-DOCUMENT" "WRITE-NPY" "FLOAT32-OCTETS"
-           "DECISION-HEAD-P" "HEAD-OF" "DECIDE-LINE" "QUESTION-BINDINGS" "OPTION-TEXT"
-           "ENCODER-FILE"
-           "*STAGE-CLOCK*" "MAKE-STAGE-CLOCK" "STAGE-CLOCK-TOTALS" "QUESTION-MACS"
-           "DECISION-LOGITS" "QUESTION-FIELD")
+   "%ADD-INTO" "%ATTENTION" "%ATTENTION-ROWS" "%BENCH-NOW-NS" "%BIAS-ACT"
+   "%DOUBLE-TO-SINGLE" "%FIRST-NON-FINITE" "%GATHER-ROWS" "%GEGLU" "%LAYER-NORM"
+   "%LAYER-NORM-BIAS" "%QKV-ROPE" "%SET-MATRIX-ROWS"
+   "%UTF8-OCTETS"
+   "ABSOLUTE-NAMESTRING" "DEFINE-ERROR" "DESCRIBE-OBJECT-TYPE"
+   "FIND-TENSOR-TYPE" "FIRST-NON-FINITE" "OPEN-INPUT-OCTETS"
+   "PACKED-DIMENSIONS" "PROGRESS-REPORTER" "QUANTIZABLE-TENSOR-P" "TENSOR-TYPE-KEYWORD"
+   "WEIGHT-FOR-PRODUCTS")
+  (:import-from "TEXT"
+   "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-TYPE-MISMATCH")
+  (:import-from "VEC"
+   "%MAKE-OUTLIER-MATRIX" "KERNEL-FAILURE" "SPLIT-COLUMNS")
+  (:import-from "GGUF"
+   "TENSOR-TABLE")
+  ;; what the command line takes: the encoder's and the tokenizer's parts
+  (:intern
+   "*STAGE-CLOCK*" "BUILD-TOKENIZER" "CALIBRATION-OUTLIER-TABLE" "CALIBRATION-OUTLIERS"
+   "CALIBRATION-SEQUENCES" "CHECK-TEXT" "DECISION-HEAD-P" "DECISION-LOGITS"
+   "EMBEDDING-AS-SINGLE" "EMBEDDING-ROWS" "ENCODER-FILE"
+   "ENCODER-HYPERPARAMETERS" "ENCODER-LAYERS" "ENCODER-PATH" "ENCODER-TOKEN-EMBEDDING"
+   "ENCODER-TOKENIZER" "FILE-POOLING" "HEAD-OF" "JSON-TOKENIZER-SPEC"
+   "MAKE-STAGE-CLOCK" "MERGE-STRING" "NORMALIZE-EMBEDDING"
+   "OPTION-TEXT" "POOL"
+   "QUESTION-FIELD" "CHECK-TOKEN-IDS" "%TOK-VOCAB-SIZE" "PARSE-QUESTION" "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE" "QUESTION-MACS"
+   "STAGE-CLOCK-TOTALS" "TOKENIZE-OCTETS" "TOKENIZER-HANDLE" "TOKENIZER-OF" "TOKENIZER-PATH"
+  )
   (:export
    "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS"
    "MODEL-ERROR" "MODEL-ERROR-PATH"
@@ -212,6 +233,55 @@ MODEL:LOAD is not CL:LOAD: to USE-PACKAGE MODEL, first
 (shadowing-import 'cl:load); without either, USE-PACKAGE signals a name
 conflict and changes nothing."))
 
+(defpackage "COMMAND-LINE"
+  (:use "CL" "RONTOLISP")
+  (:import-from "RONTOLISP"
+   "%CLOSE-FD" "%READ-SOME" "OPEN-INPUT-FD"
+   "%EXIT"
+   "%BENCH-FILL-RANDOM" "%BENCH-MATMUL" "%BENCH-MATVEC" "%BENCH-NOW-NS" "%BENCH-PEAK"
+   "%BENCH-QUANTIZE" "%BENCH-READ-GBPS" "%CPU-INFO" "%EXIT-PROCESS" "%GGML-TYPE"
+   "%HALF-TO-SINGLE-INTO"
+   "%ISATTY" "%KEEP-ESCAPED-BYTES"
+   "%LINE-EDITOR-READ" "%LINE-EDITOR-START" "%MAKE-BFLOAT16-ARRAY" "%MAKE-FLOAT16-ARRAY"
+   "%MATMUL-Q8-TILES" "%OCTETS-OF" "%OUTPUT-CLOSED-P" "%RANDOM-NORMAL-FILL" "%READ-FILE-OCTETS"
+   "%RELEASE" "%SHA256-BLOCKS" "%SINGLE-BITS" "%ST-COPY-TENSOR" "%ST-METADATA" "%ST-OPEN"
+   "%ST-TENSORS" "%THREADS-KNOB" "%UTF8-OCTETS"
+   "%UTF8-STRING" "*PROGRESS*" "ABSOLUTE-NAMESTRING" "COMPUTED-TYPES" "DELETE-PATH"
+   "DIRECTORY-ENTRIES" "ENDS-WITH" "ENSURE-DIRECTORIES" "FIND-GGML-TYPE" "FIND-TENSOR-TYPE"
+   "FIRST-NON-FINITE" "FORMAT-DESCRIPTION" "GGML-ID" "GGML-TYPE-BITS" "GGML-TYPE-BLOCK-SIZE"
+   "GGML-TYPE-ID" "LINE-EDITOR-PROMPT" "MAX-THREADS" "ONE-LINE" "OPEN-INPUT-OCTETS"
+   "OUTLIER-MASK" "PACKED-DIMENSIONS" "PATH-KIND" "PATH-OCTETS" "PROGRESS-LINES"
+   "PROGRESS-REPORTER" "Q8-0-MATRIX-P" "QM-AREF" "QM-BYTE-SIZE" "QUANTIZABLE-TENSOR-P"
+   "QUANTIZED-MATRIX-DIMS" "QUANTIZED-MATRIX-FORMAT" "QUANTIZED-TYPE-P" "READ-FILE-OCTETS"
+   "READ-NESTING-ERROR" "REPLACE-ALL" "REQUEST-ERROR" "REQUEST-ERROR-STATUS"
+   "REQUEST-ERROR-TYPE" "SPLIT-ON" "SUMMARIZE-ARGUMENT" "TEMPORARY-PATH" "TENSOR-TYPE"
+   "TENSOR-TYPE-KEYWORD" "TENSOR-TYPE-NAME" "TENSOR-TYPE-OF" "TRIM-DIMS"
+   "WITH-MESSAGE-PRINTING" "WITH-OUTPUT-TO-FILE" "WITH-TEMPORARY-FILE" "WRITE-FILE-ATOMICALLY")
+  (:import-from "TEXT"
+   "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
+   "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
+   "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NUMBERS")
+  (:import-from "GGUF"
+   "GGUF-FILE-BY-NAME" "GGUF-FILE-METADATA" "MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME")
+  (:import-from "MODEL"
+   "%TOK-VOCAB-SIZE"
+   "CHECK-TOKEN-IDS"
+   "*STAGE-CLOCK*" "BUILD-TOKENIZER" "CALIBRATION-OUTLIER-TABLE" "CALIBRATION-OUTLIERS"
+   "CALIBRATION-SEQUENCES" "CHECK-TEXT" "DECISION-HEAD-P" "DECISION-LOGITS"
+   "EMBEDDING-AS-SINGLE" "EMBEDDING-ROWS" "ENCODER-FILE"
+   "ENCODER-HYPERPARAMETERS" "ENCODER-LAYERS" "ENCODER-PATH" "ENCODER-TOKEN-EMBEDDING"
+   "ENCODER-TOKENIZER" "FILE-POOLING" "HEAD-OF" "JSON-TOKENIZER-SPEC"
+   "MAKE-STAGE-CLOCK" "MERGE-STRING" "NORMALIZE-EMBEDDING"
+   "OPTION-TEXT" "POOL"
+   "QUESTION-FIELD" "PARSE-QUESTION" "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE" "QUESTION-MACS"
+   "STAGE-CLOCK-TOTALS" "TOKENIZE-OCTETS" "TOKENIZER-HANDLE" "TOKENIZER-OF" "TOKENIZER-PATH"
+  )
+  (:documentation "The command line and the Lisp session: MAIN, the
+subcommands (define-command), the jobs they run (inspect, quantize, convert,
+bench, eval, export, serve, ...), the REPL, scripts and Swank.  Its public
+names are RONTOLISP's (rontolisp:main, rontolisp:quantize-file,
+rontolisp:convert-hf, ...)."))
+
 (defpackage "RONTOLISP-USER"
   (:use "CL")
   (:documentation "The package the REPL and scripts start in.  It uses only
@@ -219,31 +289,3 @@ CL: the other packages are reached by prefix.  RONTOLISP, VEC and LINALG
 can be USEd as they are; GGUF and MODEL export READ, WRITE, CLOSE and LOAD,
 which CL has too (see their docstrings for the SHADOWING-IMPORT to do
 first), and GGUF:VERSION and RONTOLISP:VERSION conflict."))
-
-(defun rontolisp::import-internals (from names)
-  "Make the internal symbols NAMES (strings) of the package FROM, which
-lists them under :intern, accessible in RONTOLISP: the tools and commands
-of RONTOLISP use them (the internal interface, see the top of this file)."
-  (import (mapcar (lambda (name)
-                    (or (find-symbol name from)
-                        (error "packages.lisp: expected ~A::~A in the internal interface, ~
-                                found no such symbol" from name)))
-                  names)
-          "RONTOLISP"))
-
-(rontolisp::import-internals "GGUF" '("MAP-ELEMENTS" "PADDED" "TI-ABSOLUTE" "TI-NAME"
-                                      "TENSOR-TABLE" "GGUF-FILE-METADATA"
-                                      "GGUF-FILE-BY-NAME"))
-(rontolisp::import-internals
- "MODEL" '("ENCODER-PATH" "ENCODER-TOKENIZER" "ENCODER-HYPERPARAMETERS"
-           "ENCODER-TOKEN-EMBEDDING" "ENCODER-LAYERS" "TOKENIZER-PATH" "TOKENIZER-HANDLE"
-           "BUILD-TOKENIZER" "JSON-TOKENIZER-SPEC" "TOKENIZER-OF" "TOKENIZE-OCTETS"
-           "CHECK-TEXT" "WRITE-IDS-LINE" "PARSE-TOKEN-LIST"
-           "MAP-FILE-LINES" "LINES-NAME" "MAP-TOKEN-FILE" "OPTION-KEYWORD" "RUN-TOKENIZER-BENCH" "SPLIT-LINES"
-           "NORMALIZED-EMBEDDINGS" "EMBEDDING-ROWS" "EMBEDDING-AS-SINGLE" "FILE-POOLING" "POOL"
-           "NORMALIZE-EMBEDDING" "PARSE-NORMALIZE" "CALIBRATION-SEQUENCES"
-           "SPLIT-AT-SEPARATOR" "WRITE-EMBEDDINGS-DOCUMENT" "WRITE-NPY" "FLOAT32-OCTETS"
-           "DECISION-HEAD-P" "HEAD-OF" "DECIDE-LINE" "QUESTION-BINDINGS" "OPTION-TEXT"
-           "ENCODER-FILE"
-           "*STAGE-CLOCK*" "MAKE-STAGE-CLOCK" "STAGE-CLOCK-TOTALS" "QUESTION-MACS"
-           "DECISION-LOGITS" "QUESTION-FIELD"))

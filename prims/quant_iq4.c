@@ -16,7 +16,7 @@
 #include "prims/quant_internal.h"
 
 /* The 16 levels (ggml's kvalues_iq4nl), ascending. */
-static const int8_t rl_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+const int8_t rl_iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                          1,    13,   25,  38,  53,  69,  89,  113};
 
 /* The tries each side of the first scale: 7 is what ggml_quantize_chunk

@@ -316,11 +316,7 @@ void rl_dequantize_q3_K(const void *vx, float *y, size_t nb) {
     for (size_t i = 0; i < nb; i++) {
         const float d_all = rl_h2f(x[i].d);
         int8_t scales[16];
-        for (int j = 0; j < 16; j++) {
-            int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
-            int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-            scales[j] = (int8_t)((lo | hi << 4) - 32);
-        }
+        rl_q3k_scales(x[i].scales, scales);
         const uint8_t *q = x[i].qs, *hm = x[i].hmask;
         uint8_t m = 1;
         int is = 0;

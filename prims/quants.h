@@ -44,6 +44,8 @@ typedef rl_gguf_block_q5_K rl_block_q5_K;
 typedef rl_gguf_block_q6_K rl_block_q6_K;
 typedef rl_gguf_block_iq4_nl rl_block_iq4_nl;
 typedef rl_gguf_block_iq4_xs rl_block_iq4_xs;
+typedef rl_gguf_block_q8_1 rl_block_q8_1;
+typedef rl_gguf_block_q8_K rl_block_q8_K;
 
 /* The per-block reference kernels.  x: nb * block values; y: nb blocks.
  * No checks: the callers (rl_quantize, rl_dequantize) make them. */
@@ -71,6 +73,55 @@ void rl_quantize_iq4_nl_ref(const float *x, void *y, size_t nb);
 void rl_quantize_iq4_xs_ref(const float *x, void *y, size_t nb);
 void rl_dequantize_iq4_nl(const void *x, float *y, size_t nb);
 void rl_dequantize_iq4_xs(const void *x, float *y, size_t nb);
+
+/* The row products (prims/type_traits.h's vec_dot; quant_dot.c,
+ * doc/products.md §4, §5) of every type here (legacy, K and IQ4): nb weight
+ * blocks times nb activation blocks, Q8_1 ones for Q4_1 and Q5_1, Q8_K ones
+ * for the K types and IQ4_XS, Q8_0 ones for the others, whose quants lie in
+ * [-127, 127].  Every path of a type answers the same bits, ggml's AVX2
+ * vec_dot's. */
+float rl_vec_dot_q4_0_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q4_1_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_0_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_1_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_iq4_nl_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q4_0_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q4_1_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_0_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_1_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_iq4_nl_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q2_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q3_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q4_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q6_K_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_iq4_xs_ref(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q2_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q3_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q4_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q5_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_q6_K_avx2(const void *w, const void *x, size_t nb);
+float rl_vec_dot_iq4_xs_avx2(const void *w, const void *x, size_t nb);
+extern const rl_vec_dot_kernel rl_vec_dot_q4_0_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q4_1_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q5_0_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q5_1_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_iq4_nl_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q2_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q3_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q4_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q5_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_q6_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot_kernel rl_vec_dot_iq4_xs_table[RL_PATH_COUNT];
+
+/* NB blocks of 32 floats at X into Q8_1 blocks at Y, as ggml's
+ * quantize_row_q8_1_ref (the activations of the Q4_1 and Q5_1 products);
+ * no checks. */
+void rl_quantize_q8_1_ref(const float *x, void *y, size_t nb);
+/* NB blocks of 256 floats at X into Q8_K blocks at Y, as ggml's
+ * quantize_row_q8_K_ref (the activations of the K-quant products); no
+ * checks. */
+void rl_quantize_q8_K_ref(const float *x, void *y, size_t nb);
 
 /* The row (prims/type_traits.h) of a type of this file, or NULL when the id is
  * not one of these (Q8_0 included: see prims/q8.h). */

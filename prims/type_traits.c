@@ -32,10 +32,12 @@ static void q8_0_from_float(const float *x, void *y, size_t nb) {
 #define RL_F16_MAX 65504.0f
 
 /* One quantized type of prims/quants.h: its kernels, its binary16 scales
- * D and M (or -1) and its limit. */
-#define RL_QUANT_ROW(ID, q, D, M, LIMIT)                                            \
+ * D and M (or -1), its limit, and its row products, which take
+ * activations of ggml type XT. */
+#define RL_QUANT_ROW(ID, q, D, M, LIMIT, XT)                                          \
     [RL_GGUF_GGML_##ID] = {RL_FAMILY_QUANT, rl_dequantize_##q, rl_quantize_##q##_ref, \
-                           {D, M}, LIMIT, NULL, NULL}
+                           {D, M}, LIMIT, NULL, NULL, rl_vec_dot_##q##_table,          \
+                           RL_GGUF_GGML_##XT}
 #define RL_AT(q, f) RL_F16_AT(rl_block_##q, f)
 
 /* limit: levels times scales at their largest.  Q4_0 8 (level -8); Q4_1 15
@@ -45,23 +47,24 @@ static void q8_0_from_float(const float *x, void *y, size_t nb) {
  * check's (prims/q8.h). */
 static const rl_type_traits rl_types[RL_GGUF_GGML_TYPE_COUNT] = {
     [RL_GGUF_GGML_F32] = {RL_FAMILY_FLOAT, f32_to_float, f32_from_float, {-1, -1}, 0,
-                          rl_matvec_f32_table, NULL},
-    [RL_GGUF_GGML_F16] = {RL_FAMILY_FLOAT, f16_to_float, f16_from_float, {-1, -1}, 0, NULL, NULL},
+                          rl_matvec_f32_table, NULL, NULL, 0},
+    [RL_GGUF_GGML_F16] = {RL_FAMILY_FLOAT, f16_to_float, f16_from_float, {-1, -1}, 0, NULL, NULL,
+                          NULL, 0},
     [RL_GGUF_GGML_BF16] = {RL_FAMILY_FLOAT, bf16_to_float, bf16_from_float, {-1, -1}, 0, NULL,
-                           NULL},
+                           NULL, NULL, 0},
     [RL_GGUF_GGML_Q8_0] = {RL_FAMILY_Q8_0, q8_0_to_float, q8_0_from_float,
-                           {RL_AT(q8_0, d), -1}, 0, NULL, rl_matvec_q8_table},
-    RL_QUANT_ROW(Q4_0, q4_0, RL_AT(q4_0, d), -1, 8 * RL_F16_MAX),
-    RL_QUANT_ROW(Q4_1, q4_1, RL_AT(q4_1, d), RL_AT(q4_1, m), 16 * RL_F16_MAX),
-    RL_QUANT_ROW(Q5_0, q5_0, RL_AT(q5_0, d), -1, 16 * RL_F16_MAX),
-    RL_QUANT_ROW(Q5_1, q5_1, RL_AT(q5_1, d), RL_AT(q5_1, m), 32 * RL_F16_MAX),
-    RL_QUANT_ROW(Q2_K, q2_K, RL_AT(q2_K, d), RL_AT(q2_K, dmin), 45 * RL_F16_MAX),
-    RL_QUANT_ROW(Q3_K, q3_K, RL_AT(q3_K, d), -1, 128 * RL_F16_MAX),
-    RL_QUANT_ROW(Q4_K, q4_K, RL_AT(q4_K, d), RL_AT(q4_K, dmin), 945 * RL_F16_MAX),
-    RL_QUANT_ROW(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX),
-    RL_QUANT_ROW(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX),
-    RL_QUANT_ROW(IQ4_NL, iq4_nl, RL_AT(iq4_nl, d), -1, 127 * RL_F16_MAX),
-    RL_QUANT_ROW(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX),
+                           {RL_AT(q8_0, d), -1}, 0, NULL, rl_matvec_q8_table, NULL, 0},
+    RL_QUANT_ROW(Q4_0, q4_0, RL_AT(q4_0, d), -1, 8 * RL_F16_MAX, Q8_0),
+    RL_QUANT_ROW(Q4_1, q4_1, RL_AT(q4_1, d), RL_AT(q4_1, m), 16 * RL_F16_MAX, Q8_1),
+    RL_QUANT_ROW(Q5_0, q5_0, RL_AT(q5_0, d), -1, 16 * RL_F16_MAX, Q8_0),
+    RL_QUANT_ROW(Q5_1, q5_1, RL_AT(q5_1, d), RL_AT(q5_1, m), 32 * RL_F16_MAX, Q8_1),
+    RL_QUANT_ROW(Q2_K, q2_K, RL_AT(q2_K, d), RL_AT(q2_K, dmin), 45 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW(Q3_K, q3_K, RL_AT(q3_K, d), -1, 128 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW(Q4_K, q4_K, RL_AT(q4_K, d), RL_AT(q4_K, dmin), 945 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW(IQ4_NL, iq4_nl, RL_AT(iq4_nl, d), -1, 127 * RL_F16_MAX, Q8_0),
+    RL_QUANT_ROW(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX, Q8_K),
 };
 
 const rl_type_traits *rl_type_traits_of(uint32_t id) {

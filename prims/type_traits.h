@@ -31,6 +31,12 @@ typedef enum rl_type_family {
 /* "float", "q8_0", "quant" (Lisp keywords); "none". */
 const char *rl_type_family_name(rl_type_family f);
 
+/* A row product (ggml's vec_dot): nb blocks of a weight row at W times nb
+ * blocks of the activation row at X, quantized to the type's vec_dot_type;
+ * the f32 result.  The order of sums of each type is doc/products.md §4's,
+ * the same bits on every path. */
+typedef float (*rl_vec_dot_kernel)(const void *w, const void *x, size_t nb);
+
 typedef struct rl_type_traits {
     rl_type_family family;
     /* NB blocks at X to NB * block floats at Y: halves widened exactly,
@@ -56,6 +62,11 @@ typedef struct rl_type_traits {
      * dequantized to f32 once, at load (doc/encoder.md). */
     const rl_matvec_f32_kernel *rows_f32;
     const rl_matvec_q8_kernel *rows_q8;
+    /* The row product by path (prims/kernel.h's table shape), or NULL; and
+     * the ggml id of the activation blocks it takes (Q8_0, Q8_1, Q8_K), 0
+     * where vec_dot is NULL. */
+    const rl_vec_dot_kernel *vec_dot;
+    uint32_t vec_dot_type;
 } rl_type_traits;
 
 /* The row of ggml type ID, or NULL when rontolisp does not compute with

@@ -1,7 +1,7 @@
 /* lineedit.c - line editing for the REPL at a terminal, with libedit (BSD
  * licence) through its readline-compatible interface: editing keys,
  * history kept in a file, completion of symbols asked from Lisp
- * (RONTOLISP::LINE-COMPLETIONS).  The REPL reads through a Lisp stream
+ * (COMMAND-LINE::LINE-COMPLETIONS).  The REPL reads through a Lisp stream
  * that calls %LINE-EDITOR-READ once per line; nothing here runs unless
  * standard input is a terminal.
  *
@@ -110,7 +110,7 @@ static cl_object rl_prim_line_editor_start(cl_object path) {
         (void)p;
     }
     if (!rl_le_started) {
-        rl_le_complete_fn = ecl_make_symbol("LINE-COMPLETIONS", "RONTOLISP");
+        rl_le_complete_fn = ecl_make_symbol("LINE-COMPLETIONS", "COMMAND-LINE");
         ecl_register_root(&rl_le_complete_fn);
         rl_readline_name = "rontolisp";
         /* A package-qualified symbol keeps its colons in the word. */

@@ -13,7 +13,7 @@
  * Signals: SIGTERM, SIGHUP and SIGINT remove the temporary files of
  * unfinished writes and end the process with 128 + the signal's number;
  * once the REPL is at its prompt, Ctrl-C (SIGINT) returns to the prompt
- * instead (RONTOLISP::REPL gives SIGINT to ECL there). */
+ * instead (COMMAND-LINE::REPL gives SIGINT to ECL there). */
 #include <ecl/ecl.h>
 #include <errno.h>
 #include <stdint.h>
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
      * RONTOLISP:LISP;NAME.LISP (runtime/build-lisp.lisp), made again as
      * the compiled code loads: it is a logical pathname only when the host
      * RONTOLISP exists by then, else a physical one that no translation
-     * reaches.  RONTOLISP::INSTALL-SOURCE-TRANSLATIONS points the host at
+     * reaches.  COMMAND-LINE::INSTALL-SOURCE-TRANSLATIONS points the host at
      * the sources once they are found. */
     si_pathname_translations(2, ecl_make_simple_base_string("RONTOLISP", -1), ECL_NIL);
     ecl_init_module(NULL, init_rontolisp_lisp);

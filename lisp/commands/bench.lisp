@@ -1,7 +1,7 @@
 ;;;; commands/bench.lisp - `rontolisp bench': its command line; the work
-;;;; is in tools/bench.lisp.
+;;;; is in jobs/bench.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "bench" (&optional file)
     (:usage "[FILE.gguf | --random NAME | --shape RxC ...] [--iters N] [--threads N] [--no-probe] [--json [FILE]] [--model FILE.gguf [--reference ORIG.gguf]] [--tokens N | --questions [--breakdown]] [--tokenizer FILE --text-file F]"

@@ -1,7 +1,7 @@
 ;;;; commands/calibrate.lisp - `rontolisp calibrate': its command line; the work
 ;;;; is in model/model.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "calibrate" (file out)
     (:usage "FILE.gguf OUT.gguf [--show]"

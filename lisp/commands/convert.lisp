@@ -1,7 +1,7 @@
 ;;;; commands/convert.lisp - `rontolisp convert': its command line; the work
-;;;; is in tools/convert.lisp.
+;;;; is in jobs/convert.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "convert" (&optional source out)
     (:usage "<model_dir | --random s1-pico|s1-nano|s1-micro> OUT.gguf [--type f32|f16|bf16|q8_0] [--head-type f32|f16|bf16|q8_0] [--encoder-only] [--pre NAME] [--name NAME] [--seed N] [--massive K [--massive-ratio R]] [--outlier-aware] [--write-laya DIR]"

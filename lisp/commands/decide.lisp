@@ -1,7 +1,7 @@
 ;;;; commands/decide.lisp - `rontolisp decide': its command line; the work
 ;;;; is in model/decision.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "decide" (file questions)
     (:usage "FILE.gguf (QUESTIONS.jsonl | -) [--activations q8|q8x2] [--threads N] [--json]"

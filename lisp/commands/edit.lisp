@@ -1,7 +1,7 @@
 ;;;; commands/edit.lisp - `rontolisp edit': its command line; the work
-;;;; is in tools/edit.lisp.
+;;;; is in jobs/edit.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "edit" (in out)
     (:usage "IN.gguf OUT.gguf [--set KEY=VALUE[:TYPE]]... [--remove KEY]... [--rename-tensor OLD NEW]... [--set-chat-template FILE] [--dry-run]"

@@ -1,7 +1,7 @@
 ;;;; commands/embed.lisp - `rontolisp embed': its command line; the work
 ;;;; is in model/embed.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "embed" (file)
     (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls|last] [--normalize N] [--activations q8|q8x2] [--gelu erf|tanh] [--json | --embd-output-format raw|array|json|json+] [--embd-separator SEP] [--npy FILE]"

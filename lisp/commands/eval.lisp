@@ -1,7 +1,7 @@
 ;;;; commands/eval.lisp - `rontolisp eval': its command line; the work
-;;;; is in tools/eval.lisp.
+;;;; is in jobs/eval.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "eval" (&optional file)
     (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions] [--sequences N] [--reps N] [--json]"

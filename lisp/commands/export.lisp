@@ -1,7 +1,7 @@
 ;;;; commands/export.lisp - `rontolisp export': its command line; the work
-;;;; is in tools/export.lisp.
+;;;; is in jobs/export.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "export" (&optional models-dir out-dir)
     (:usage "MODELS_DIR OUT_DIR [--type f16|q8_0] [--head-type TYPE] [--iters N]"

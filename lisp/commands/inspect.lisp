@@ -1,7 +1,7 @@
 ;;;; commands/inspect.lisp - `rontolisp inspect': its command line; the work
-;;;; is in tools/inspect.lisp.
+;;;; is in jobs/inspect.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "inspect" (file)
     (:usage "FILE.gguf [--max-array N] [--max-string N] [--json | --markdown] [--no-tensors | --tensors-only] [--filter REGEX]"

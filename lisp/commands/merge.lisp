@@ -1,7 +1,7 @@
 ;;;; commands/merge.lisp - `rontolisp merge': its command line; the work
-;;;; is in tools/split.lisp.
+;;;; is in jobs/split.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "merge" (first out)
     (:usage "FIRST-SHARD.gguf OUT.gguf"

@@ -1,7 +1,7 @@
 ;;;; commands/quantize.lisp - `rontolisp quantize': its command line; the work
-;;;; is in tools/quantize-tool.lisp.
+;;;; is in jobs/quantize-tool.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "quantize" (in out type &optional nthreads)
     (:usage "IN.gguf OUT.gguf TYPE [NTHREADS] [options]"

@@ -1,7 +1,7 @@
 ;;;; commands/script.lisp - `rontolisp script': its command line; the work
-;;;; is in runtime/runtime.lisp.
+;;;; is in session/command-line.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "script" (file &rest args)
     (:usage "FILE [ARGS...]"

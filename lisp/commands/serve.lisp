@@ -1,7 +1,7 @@
 ;;;; commands/serve.lisp - `rontolisp serve': its command line; the work
-;;;; is in tools/serve.lisp.
+;;;; is in jobs/serve.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defun read-api-key-file (path)
   "The API key in the file PATH: its first line, without the line's end

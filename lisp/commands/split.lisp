@@ -1,7 +1,7 @@
 ;;;; commands/split.lisp - `rontolisp split': its command line; the work
-;;;; is in tools/split.lisp.
+;;;; is in jobs/split.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "split" (in prefix)
     (:usage "IN.gguf PREFIX [--max-tensors N | --max-size N(M|G)] [--dry-run]"

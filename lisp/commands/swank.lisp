@@ -1,7 +1,7 @@
 ;;;; commands/swank.lisp - `rontolisp swank': its command line; the work
-;;;; is in runtime/swank.lisp.
+;;;; is in session/swank.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "swank" ()
     (:usage "[--port N] [--interface ADDRESS]"

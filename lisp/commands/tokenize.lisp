@@ -1,7 +1,7 @@
 ;;;; commands/tokenize.lisp - `rontolisp tokenize' and `rontolisp
 ;;;; detokenize': their command lines; the work is in model/tokenizer.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (define-command "tokenize" (file &rest texts)
     (:usage "FILE (TEXT... | --file F) [--no-special] [--no-parse-special] [--ids | --json] [--show-count]"

@@ -203,6 +203,10 @@ Every key and tensor is checked as MODEL:LOAD checks the encoder's."
 
 ;;; The forward pass.
 
+;; Called through their names, not directly from this file, so that a test
+;; can count them: each runs once per question (test-decision.lisp).
+(declaim (notinline head-of question-bindings))
+
 (defun head-of (model where)
   "MODEL's decision head; MODEL-ERROR when its file has none."
   (unless (model:encoder-p model)
@@ -449,8 +453,11 @@ both numbers otherwise (other checks are MODEL:ENCODE's)."
 ids), MARKERS (the positions of the options' [MASK] tokens, in option
 order) and TYPE (a question type of the head).  Answers the probabilities
 and the logits, single-float vectors."
-  (let* ((head (head-of model 'model:decide))
-         (ids (check-decide-ids model head ids)))
+  (head-decide-ids model (head-of model 'model:decide) ids markers type activations))
+
+(defun head-decide-ids (model head ids markers type activations)
+  "DECIDE-IDS with MODEL's decision HEAD already found."
+  (let ((ids (check-decide-ids model head ids)))
     (unless (member activations '(:q8 :q8x2))
       (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
     (let* ((logits (decision-logits model head ids markers type activations
@@ -546,6 +553,23 @@ options, state), found ~A" (json-brief question)))
                     'simple-vector)))
     b))
 
+(defstruct (parsed-question (:constructor %make-parsed-question (type options bindings)))
+  "A question checked and turned into the template's variables once, so
+that rendering, counting its options and naming its type read the same
+fields without parsing it again: TYPE (a string), OPTIONS (a simple vector
+of OPTION-BINDING's values) and BINDINGS (QUESTION-BINDINGS' table)."
+  (type "" :type string :read-only t)
+  (options #() :type simple-vector :read-only t)
+  (bindings nil :type hash-table :read-only t))
+
+(defun parse-question (question)
+  "QUESTION (as MODEL:RENDER takes it, or a PARSED-QUESTION) as a
+PARSED-QUESTION; QUESTION-ERROR as QUESTION-BINDINGS signals it."
+  (if (parsed-question-p question)
+      question
+      (let ((b (question-bindings question)))
+        (%make-parsed-question (gethash "type" b) (gethash "options" b) b))))
+
 (defun chat-template (model head)
   "MODEL's tokenizer.chat_template compiled (COMPILE-TEMPLATE), once: kept
 in its decision HEAD, so that rendering a question does not parse the
@@ -587,12 +611,14 @@ JSON names (as PARSE-JSON gives an object); each option is a string or a
 Signals MODEL:QUESTION-ERROR for a malformed question or one of a type the
 head does not know, MODEL:MODEL-ERROR for a model without a decision head
 or template."
-  (let* ((head (head-of model 'model:render))
-         (bindings (question-bindings question)))
-    (type-index head (gethash "type" bindings))
-    (destructuring-bind (limit . name) (rendered-text-limit model head)
-      (render-template (chat-template model head) bindings
-                       :max-length limit :max-length-name name))))
+  (render-question model (head-of model 'model:render) (parse-question question)))
+
+(defun render-question (model head question)
+  "MODEL:RENDER of the PARSED-QUESTION QUESTION with MODEL's decision HEAD."
+  (type-index head (parsed-question-type question))
+  (destructuring-bind (limit . name) (rendered-text-limit model head)
+    (render-template (chat-template model head) (parsed-question-bindings question)
+                     :max-length limit :max-length-name name)))
 
 (defun question-markers (head ids options)
   "The positions of the head's mask token in IDS, one per option;
@@ -621,8 +647,9 @@ tokens than decision.max_tokens, a marker at or past the head's window
 without a decision head or when a step's output is not finite."
   (stage-start)
   (let* ((head (head-of model 'model:decide))
-         (text (prog1 (model:render model question) (stage-mark :render)))
-         (options (length (gethash "options" (question-bindings question))))
+         (question (parse-question question))
+         (text (prog1 (render-question model head question) (stage-mark :render)))
+         (options (length (parsed-question-options question)))
          (ids (model:tokenize model text :add-special nil :parse-special t)))
     (stage-mark :tokenize)
     (when (> (length ids) (decision-head-max-tokens head))
@@ -630,37 +657,8 @@ without a decision head or when a step's output is not finite."
                       (decision-head-max-tokens head) (length ids)))
     (let ((markers (question-markers head ids options)))
       (multiple-value-bind (probabilities logits)
-          (decide-ids model ids markers (question-field question "type")
-                      :activations activations)
+          (head-decide-ids model head ids markers (parsed-question-type question) activations)
         (values probabilities logits ids markers)))))
-
-;;; `rontolisp decide'.
-
-(defun decide-line (model octets number activations json stream)
-  "Answer the question of one line (OCTETS, line NUMBER) of a questions
-file on STREAM, as `decide' prints it."
-  (let ((question (handler-case (parse-json (%utf8-string octets))
-                    (json-error (c)
-                      (question-error "expected a question as a JSON object, found ~A"
-                                      (rontolisp-error-message c))))))
-    (unless (hash-table-p question)
-      (question-error "expected a question as a JSON object, found ~A" (json-brief question)))
-    (multiple-value-bind (probabilities logits ids markers)
-        (model:decide model question :activations activations)
-      (if json
-          (progn
-            (write-json (list :object (cons "question" number) (cons "ids" ids)
-                              (cons "markers" (coerce markers 'vector))
-                              (cons "logits" logits) (cons "probabilities" probabilities))
-                        stream)
-            (terpri stream))
-          (let ((options (gethash "options" (question-bindings question))))
-            (format stream "question ~D (~A, ~D option~:P)~%" number (gethash "type" question)
-                    (length options))
-            (loop for p across probabilities for o across options
-                  do (format stream "  ~A " (float-text p))
-                     (write-escaped (option-text o) stream :quotes nil)
-                     (terpri stream)))))))
 
 ;;; What a question costs at the least (`bench --questions --breakdown').
 

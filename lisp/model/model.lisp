@@ -483,8 +483,9 @@ output norm are left in S's X."
 TOKEN-IDS (integers from 0 below the vocabulary size, at most
 context_length of them): with POOLING :none an n x d (simple-array
 single-float (* *)), with :mean the mean of the rows, with :cls the first
-row and with :last the last (llama.cpp's LAST pooling), each a d-vector.  ACTIVATIONS (:q8 or :q8x2, doc/products.md §2) is how
-Q8_0 weights see the activations; GELU :erf is the exact GELU of the
+row and with :last the last (llama.cpp's LAST pooling), each a d-vector.
+ACTIVATIONS (:q8 or :q8x2, doc/products.md §2) is how Q8_0 weights see the
+activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 doc/encoder.md.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
 tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden

@@ -513,130 +513,21 @@ form, \"Ġworld\" for \" world\"), or NIL for an id outside the vocabulary."
   "The number of tokens of TOKENIZER (a tokenizer or an encoder)."
   (%tok-vocab-size (tokenizer-handle (tokenizer-of tokenizer 'model:vocabulary-size))))
 
-;;; Texts from a file, one per line, in bounded memory.
-
-(defparameter *max-line-bytes* (* 64 1024 1024)
-  "The longest line a text file may hold (bytes).")
-
-(defun lines-name (path)
-  "How messages name the file of lines PATH: \"standard input\" for \"-\"."
-  (if (equal path "-") "standard input" path))
-
-(defun newline-position (block start end)
-  "The index of the first newline byte of BLOCK from START below END, or
-NIL (an open-coded loop: POSITION took a third of `tokenize --file')."
-  (declare (type (simple-array (unsigned-byte 8) (*)) block) (fixnum start end)
-           (optimize (speed 3) (safety 0)))
-  (loop for i fixnum from start below end
-        when (= 10 (aref block i)) return i))
-
-(defun map-file-lines (fn path &key dash-is-stdin too-long flush)
-  "Call FN on the bytes of each line of the file PATH (an (unsigned-byte 8)
-vector, without its newline) and the line's number, reading the file in
-blocks: memory is bounded by the longest line (at most *MAX-LINE-BYTES*,
-else FILE-IO-ERROR; with TOO-LONG, a function, a longer line is skipped to
-its newline without being kept and TOO-LONG is called with its number and
-the limit instead of FN).  A final line without a newline counts; an empty
-file has no lines.  With DASH-IS-STDIN, PATH \"-\" is the standard input;
-PATH may be a pipe or device too (/dev/stdin).  Each read takes what the
-input holds, without waiting for a block to fill, and FLUSH (an output
-stream) is flushed before each read: a program that writes a line and waits
-for its answer gets it.  Answers the number of lines."
-  (let* ((stdin (and dash-is-stdin (equal path "-")))
-         (name (if stdin (lines-name path) (absolute-namestring path)))
-         (fd (if stdin 0 (open-input-fd name :what "a file of texts" :streams t))))
-    (unwind-protect
-      (let ((block (make-array 65536 :element-type '(unsigned-byte 8)))
-            (line (make-array 4096 :element-type '(unsigned-byte 8)))
-            (fill 0) (number 0) (pending nil) (skipping nil))
-        (declare (type (simple-array (unsigned-byte 8) (*)) block line) (fixnum fill number))
-        (flet ((emit ()
-                 (if skipping
-                     (funcall too-long (incf number) *max-line-bytes*)
-                     (funcall fn (subseq line 0 fill) (incf number)))
-                 (setf fill 0 pending nil skipping nil))
-               (add (start end)
-                 (let ((need (+ fill (- end start))))
-                   (when skipping (return-from add))
-                   (when (> need *max-line-bytes*)
-                     (unless too-long
-                       (file-io-error name "line ~D: expected at most ~D bytes, found more"
-                                      (1+ number) *max-line-bytes*))
-                     (setf skipping t pending t fill 0)
-                     (return-from add))
-                   (when (> need (length line))
-                     (let ((bigger (make-array (min *max-line-bytes* (max need (* 2 (length line))))
-                                               :element-type '(unsigned-byte 8))))
-                       (replace bigger line :end2 fill)
-                       (setf line bigger)))
-                   (replace line block :start1 fill :start2 start :end2 end)
-                   (setf fill need pending t)))
-               (next ()
-                 (when flush (finish-output flush))
-                 (multiple-value-bind (n message) (%read-some fd block)
-                   (or n (file-io-error name "~A" message)))))
-          (loop for n fixnum = (next)
-                while (plusp n)
-                do (loop with start fixnum = 0
-                         for nl = (newline-position block start n)
-                         do (add start (or nl n))
-                            (unless nl (return))
-                            (emit)
-                            (setf start (1+ nl))
-                            (when (>= start n) (return))))
-          (when (and pending (or skipping (plusp fill)))
-            (emit))
-          number))
-      (unless stdin (%close-fd fd)))))
-
-;;; `rontolisp tokenize'.
-
-(defun write-ids-line (ids stream)
-  "Write the ids IDS separated by spaces and a newline to STREAM (from C:
-FORMAT per id was most of the command's time)."
-  (write-numbers ids stream)
-  (terpri stream))
-
-;;; `rontolisp bench --tokenizer': the tokenizer's throughput.
-
-(defun run-tokenizer-bench (file text-file &key (rounds 3) (stream *standard-output*))
-  "Time the tokenizer of FILE (a GGUF or a tokenizer.json) on every line of
-TEXT-FILE (add-special off, special tokens parsed), one thread: a first
-pass with an empty cache of pieces, then ROUNDS passes whose median is the
-warm figure.  Prints MB/s (of the lines' bytes) and tokens/s to STREAM,
-progress to standard error; answers a plist of the figures."
-  (let* ((tok (model:load-tokenizer file))
-         (lines (let ((acc '()))
-                  (map-file-lines (lambda (octets number) (declare (ignore number)) (push octets acc))
-                                  text-file)
-                  (coerce (nreverse acc) 'simple-vector)))
-         (bytes (reduce #'+ lines :key #'length))
-         (tokens 0))
-    (when (zerop bytes)
-      (file-io-error text-file "expected text to tokenize, found ~:[only empty lines~;an empty file~]"
-                     (zerop (length lines))))
-    (flet ((pass ()
-             (let ((start (get-internal-real-time)) (n 0))
-               (declare (fixnum n))
-               (loop for octets across lines
-                     do (incf n (length (tokenize-octets tok octets nil t))))
-               (setf tokens n)
-               (max 1 (- (get-internal-real-time) start)))))
-      (format *error-output* "~&bench: tokenizer ~A on ~A (~D lines, ~D bytes): cold pass~%"
-              file text-file (length lines) bytes)
-      (let* ((cold (pass))
-             (warm (progn (format *error-output* "~&bench: ~D warm passes~%" rounds)
-                          (let ((times (sort (loop repeat rounds collect (pass)) #'<)))
-                            (nth (floor (length times) 2) times))))
-             (unit internal-time-units-per-second))
-        (flet ((row (name ticks)
-                 (let ((seconds (/ ticks unit)))
-                   (format stream "~&~12A ~10,4F ~10,2F ~14D~%" name (float seconds 1d0)
-                           (/ bytes seconds 1d6) (round tokens seconds)))))
-          (format stream "~&tokenizer ~A: ~D tokens~%text ~A: ~D lines, ~D bytes, ~D tokens~%~%"
-                  file (model:vocabulary-size tok) text-file (length lines) bytes tokens)
-          (format stream "~12A ~10@A ~10@A ~14@A~%" "pass" "seconds" "MB/s" "tokens/s")
-          (row "cold" cold)
-          (row (format nil "warm (~D)" rounds) warm))
-        (list :bytes bytes :tokens tokens
-              :cold-seconds (/ cold unit 1d0) :warm-seconds (/ warm unit 1d0))))))
+(defun merge-string (m i path)
+  "The I-th BPE merge M of the tokenizer file PATH as GGUF keeps it, \"a
+b\": M is that string or the pair [\"a\", \"b\"], either form refused
+unless both tokens are non-empty."
+  (let* ((what (format nil "model.merges[~D]" i))
+         (pair (cond ((stringp m)
+                      (let ((space (position #\Space m)))
+                        (unless (= 1 (count #\Space m))
+                          (convert-error path "~A: expected two tokens separated by one space, ~
+found ~S" what m))
+                        (list (subseq m 0 space) (subseq m (1+ space)))))
+                     ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
+                      (coerce m 'list))
+                     (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A"
+                                       what (json-brief m))))))
+    (when (some (lambda (token) (zerop (length token))) pair)
+      (convert-error path "~A: expected two non-empty tokens, found ~A" what (json-brief m)))
+    (format nil "~A ~A" (first pair) (second pair))))

@@ -26,7 +26,7 @@
 ;;;;   wrapped to (re)install ours first, whoever loads the compiler.
 ;;;;
 ;;;; Another Lisp would need its own version of this file; the only other
-;;;; file of rontolisp that touches CL's symbols is runtime/ecl-filenames.lisp
+;;;; file of rontolisp that touches CL's symbols is base/ecl-filenames.lisp
 ;;;; (CL's file functions on names of any characters), which wraps the
 ;;;; COMPILE-FILE wrapper here and takes its place in the property
 ;;;; RONTOLISP-WRAPPER that KEEP-COMPILER-WRAPPERS keeps in the cell.

@@ -12,7 +12,7 @@
 ;;;; to the strings "nan", "inf", "-inf"; :true, :false and :null to
 ;;;; themselves.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 (defun json-float-string (x)
   "The shortest decimal form of the float X that reads back as X in X's own
@@ -181,3 +181,63 @@ a container is cut, its end written \"...\".  A value JSON has not
                                                        (walk (gethash k v))))))))
                    (t (out (prin1-to-string v))))))
         (walk value)))))
+
+(defun float-text (x)
+  "The text of the float X as the commands print it: nan, inf and -inf by
+name, any other value as JSON writes it."
+  (cond ((ext:float-nan-p x) "nan")
+        ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
+        (t (json-float-string x))))
+
+(defun json-array-p (value)
+  "True when the parsed JSON VALUE is an array: a vector that is not a
+string (a string is a vector to Lisp, and would pass for an array of its
+characters)."
+  (and (vectorp value) (not (stringp value))))
+
+(defun json-type-mismatch (value type)
+  "NIL when the parsed JSON VALUE is of TYPE: string, hash-table (an
+object), vector (an array, JSON-ARRAY-P) or boolean; else the words
+\"expected T, found V\" for a message."
+  (unless (case type
+            (vector (json-array-p value))
+            (boolean (member value '(t nil)))
+            (t (typep value type)))
+    (format nil "expected ~A, found ~A"
+            (ecase type
+              (string "a string") (hash-table "a JSON object") (vector "an array")
+              (boolean "true or false"))
+            (if (stringp value)
+                (format nil "the string ~A" (json-brief value))
+                (json-brief value)))))
+
+(defun parse-json-octets (octets &key path key-order)
+  "The JSON value in OCTETS (UTF-8 text, an (unsigned-byte 8) vector) as
+PARSE-JSON answers it.  Invalid JSON, bytes that are not UTF-8 and nesting
+deeper than libjansson's limit (2048) signal JSON-ERROR (PATH, when given,
+names its file in the message)."
+  (let ((order (and key-order (make-hash-table :test 'eq))))
+    (multiple-value-bind (value status message offset) (%json-parse octets order)
+      (when (and (null value) (eq status :json))
+        (json-error path offset "invalid JSON ~A" message))
+      (values value order))))
+
+(defun parse-json (string &key path key-order)
+  "The JSON value in STRING as Lisp data (objects as EQUAL hash tables,
+arrays as simple vectors, true/false as T/NIL, null as :NULL).  Invalid JSON
+signals JSON-ERROR (PATH, when given, names its file in the message).  With
+KEY-ORDER true, a second value as READ-JSON-FILE's."
+  (check-type string string)
+  (parse-json-octets (%utf8-octets string) :path path :key-order key-order))
+
+(defun read-json-file (path &key key-order)
+  "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
+missing file, one that is not a regular file (a directory, a FIFO) or
+invalid JSON signals JSON-ERROR naming the file.  With KEY-ORDER true, a
+second value: an EQ hash table from each object's table to the list of its
+keys in the order the file writes them (the tables keep no order)."
+  (let* ((name (absolute-namestring path))
+         (octets (handler-case (read-file-octets name :what "a JSON file")
+                   (file-io-error (c)
+                     (error 'json-error :path name :message (rontolisp-error-message c))))))
+    (parse-json-octets octets :path name :key-order key-order)))

@@ -23,7 +23,7 @@
 ;;;; made, which bounds both the memory and the time of a search.  A
 ;;;; malformed pattern signals REGEX-ERROR naming the character at fault.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 (defstruct (regex (:constructor %make-regex (source program)) (:copier nil))
   "A compiled regular expression (COMPILE-REGEX)."

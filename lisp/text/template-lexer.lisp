@@ -4,7 +4,7 @@
 ;;;; construct outside the subset, Python's whitespace, and the lexer that
 ;;;; cuts a template into tokens.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 (defparameter *template-nesting-limit* 200
   "How deep a template may nest tags, parentheses and expressions (and how

@@ -2,7 +2,7 @@
 ;;;; template-lexer.lisp into statements and expression trees) and
 ;;;; COMPILE-TEMPLATE; template.lisp renders what it makes.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 ;;; The parser: Jinja2's own recursive descent (jinja2/parser.py), pruned to
 ;;; the subset, so that what it accepts it reads as Jinja2 does (`if' tests

@@ -24,7 +24,7 @@
 ;;;; template-parser.lisp; this file holds the values as Python sees them
 ;;;; and RENDER-TEMPLATE.
 
-(in-package "RONTOLISP")
+(in-package "TEXT")
 
 ;;; Values, as Python sees them: see doc/template.md for the mapping.
 

@@ -2,7 +2,7 @@
  * start it on a listening socket, take the next request (blocking, with
  * Lisp interrupts held: the server's stop wakes the wait), read it, answer
  * it, stop.  A request is named by a small integer while a worker holds
- * it; the Lisp side (lisp/tools/serve.lisp) answers every request it
+ * it; the Lisp side (lisp/jobs/serve.lisp) answers every request it
  * took, whatever happens while it computes the answer. */
 #include <string.h>
 
@@ -121,4 +121,4 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM(RL_FN_STOP, rl_prim_http_stop, 1),
     RL_PRIM(RL_FN_STATS, rl_prim_http_stats, 0),
 };
-RL_PRIM_TABLE(rl_http_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_http_prims, "COMMAND-LINE", rl_defs);

@@ -124,4 +124,4 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM(RL_FN_LISTEN, rl_prim_tcp_listen, 3),
     RL_PRIM(RL_FN_PORT, rl_prim_tcp_local_port, 1),
 };
-RL_PRIM_TABLE(rl_net_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_net_prims, "COMMAND-LINE", rl_defs);

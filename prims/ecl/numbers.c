@@ -140,7 +140,7 @@ static cl_object rl_prim_numbers_text(cl_object v, cl_object sep, cl_object json
             if (k == 0) {
                 /* NaN, an infinity or a subnormal: the Lisp printer's text */
                 cl_object s = cl_funcall(2, ecl_make_symbol(Null(json) ? "FLOAT-TEXT" : "JSON-FLOAT-STRING",
-                                                            "RONTOLISP"),
+                                                            "TEXT"),
                                          ecl_make_single_float(x));
                 s = si_coerce_to_base_string(s);
                 k = ecl_length(s);

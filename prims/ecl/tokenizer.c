@@ -236,4 +236,4 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),
     RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),
 };
-RL_PRIM_TABLE(rl_tokenizer_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_tokenizer_prims, "MODEL", rl_defs);

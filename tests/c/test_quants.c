@@ -23,7 +23,15 @@
  * round to nearest even) to the golden's type, and every byte must be
  * llama-quantize's -- our quantizers on that data, apart from which type
  * each tensor gets; with the library, the golden bytes dequantized by ours
- * and by ggml's to_float must agree bit for bit.  Run from the repository
+ * and by ggml's to_float must agree bit for bit.
+ *
+ * The row products of every type here (doc/products.md §4, §5): every
+ * path of each type gives the reference's bits on random rows of 1 to 64
+ * blocks, and is near the exact product of the dequantized rows; with
+ * llama.cpp's CPU library built for Haswell (beside libggml-base.so;
+ * skipped without it or without AVX2), those rows and every golden row of
+ * these types give ggml's ggml_vec_dot_* bits, and rl_quantize_q8_1_ref
+ * and rl_quantize_q8_K_ref give ggml's bytes.  Run from the repository
  * root.
  */
 #include <dlfcn.h>
@@ -677,6 +685,298 @@ static void test_goldens(int have_ll) {
     fprintf(stderr, "%s\n", have_ll ? "; dequantized bit for bit as ggml's to_float" : "");
 }
 
+/* ------------------------------------------------------- row products */
+
+/* The types with row products, their ggml vec_dot's name and the
+ * activation type. */
+static const struct {
+    uint32_t type, xtype;
+    const char *ggml;
+} dot_types[] = {
+    {RL_GGUF_GGML_Q4_0, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_q4_0_q8_0"},
+    {RL_GGUF_GGML_Q4_1, RL_GGUF_GGML_Q8_1, "ggml_vec_dot_q4_1_q8_1"},
+    {RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_q5_0_q8_0"},
+    {RL_GGUF_GGML_Q5_1, RL_GGUF_GGML_Q8_1, "ggml_vec_dot_q5_1_q8_1"},
+    {RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_Q8_0, "ggml_vec_dot_iq4_nl_q8_0"},
+    {RL_GGUF_GGML_Q2_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q2_K_q8_K"},
+    {RL_GGUF_GGML_Q3_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q3_K_q8_K"},
+    {RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q4_K_q8_K"},
+    {RL_GGUF_GGML_Q5_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q5_K_q8_K"},
+    {RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_q6_K_q8_K"},
+    {RL_GGUF_GGML_IQ4_XS, RL_GGUF_GGML_Q8_K, "ggml_vec_dot_iq4_xs_q8_K"},
+};
+#define N_DOT (sizeof dot_types / sizeof dot_types[0])
+
+typedef void (*ll_vec_dot)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y,
+                           size_t by, int nrc);
+
+/* ggml's AVX2 vec_dots (the CPU backend built for Haswell, beside the
+ * base library), and its quantize_row_q8_1_ref and _q8_K_ref; 0 when not
+ * loadable. */
+static struct {
+    ll_vec_dot dot[N_DOT];
+    void (*q8_1_ref)(const float *x, void *y, int64_t k);
+    void (*q8_K_ref)(const float *x, void *y, int64_t k);
+} lc;
+
+static int lc_load(void) {
+    const char *base = getenv("RL_LLAMA_LIB");
+    char path[1024];
+    if (!base || !*base)
+        base = DEFAULT_LIB;
+    const char *slash = strrchr(base, '/');
+    snprintf(path, sizeof path, "%.*slibggml-cpu-haswell.so", slash ? (int)(slash - base + 1) : 0,
+             base);
+    if (!rl_path_supported(RL_PATH_AVX2)) {
+        CHECK_SKIP("ggml's AVX2 vec_dot: this CPU has no AVX2");
+        return 0;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        CHECK_SKIP_REFERENCE("ggml's CPU library not loaded (%s): the row products are not "
+                             "compared with ggml's vec_dot (tests/fetch-llama-lib.sh fetches it)",
+                             dlerror());
+        return 0;
+    }
+    void (*init)(void);
+    *(void **)&init = dlsym(h, "ggml_cpu_init");
+    if (init)
+        init();
+    int ok = 1;
+    for (size_t t = 0; t < N_DOT; t++) {
+        *(void **)&lc.dot[t] = dlsym(h, dot_types[t].ggml);
+        CHECK_MSG(lc.dot[t], "%s lacks %s", path, dot_types[t].ggml);
+        ok &= lc.dot[t] != NULL;
+    }
+    *(void **)&lc.q8_1_ref = dlsym(h, "quantize_row_q8_1_ref");
+    *(void **)&lc.q8_K_ref = dlsym(h, "quantize_row_q8_K_ref");
+    CHECK_MSG(lc.q8_1_ref && lc.q8_K_ref,
+              "%s (or the base library) lacks quantize_row_q8_1_ref or _q8_K_ref", path);
+    return ok && lc.q8_1_ref && lc.q8_K_ref;
+}
+
+/* The activation blocks of XTYPE for the N floats at X. */
+static void dot_activations(uint32_t xtype, const float *x, size_t n, void *y) {
+    if (xtype == RL_GGUF_GGML_Q8_1)
+        rl_quantize_q8_1_ref(x, y, n / 32);
+    else if (xtype == RL_GGUF_GGML_Q8_K)
+        rl_quantize_q8_K_ref(x, y, n / 256);
+    else
+        (void)rl_q8_quantize_f32_ref(x, n, y, NULL);
+}
+
+/* Activation value j of the blocks of XTYPE at X, dequantized. */
+static float dot_activation(uint32_t xtype, const void *x, size_t j) {
+    if (xtype == RL_GGUF_GGML_Q8_1) {
+        const rl_block_q8_1 *b = (const rl_block_q8_1 *)x + j / 32;
+        return rl_gguf_f16_to_f32(b->d) * (float)b->qs[j % 32];
+    }
+    if (xtype == RL_GGUF_GGML_Q8_K) {
+        const rl_block_q8_K *b = (const rl_block_q8_K *)x + j / 256;
+        return b->d * (float)b->qs[j % 256];
+    }
+    const rl_block_q8_0 *b = (const rl_block_q8_0 *)x + j / 32;
+    return rl_gguf_f16_to_f32(b->d) * (float)b->qs[j % 32];
+}
+
+/* The exact product of the N dequantized values of the rows, and the sum
+ * of the magnitudes of its terms (Q8_1 dequantized as d * q). */
+static double dot_exact(size_t t, const void *w, const void *x, size_t n, double *mag) {
+    float *wf = malloc(4 * n);
+    double s = 0, m = 0;
+    rl_dequantize(dot_types[t].type, w, n, wf);
+    for (size_t j = 0; j < n; j++) {
+        const double p = (double)wf[j] * dot_activation(dot_types[t].xtype, x, j);
+        s += p;
+        m += fabs(p);
+    }
+    free(wf);
+    *mag = m;
+    return s;
+}
+
+/* Random weight blocks (any quant bytes, finite scales of every sign) and
+ * activations in [-127, 127]: every path of every type gives the
+ * reference's bits, and ggml's AVX2 vec_dot's; the products are near the
+ * exact product of the dequantized rows. */
+static void test_vec_dot_paths(int have_lc) {
+    enum { MAXN = 64 * 32 + 256 };
+    static const size_t counts[] = {1, 2, 3, 7, 9, 17, 33, 64};
+    static unsigned char w[MAXN], x[MAXN * 2];
+    static float xf[MAXN];
+    long compared = 0, vs_ggml = 0;
+    for (size_t t = 0; t < N_DOT; t++) {
+        const rl_type_traits *tr = rl_type_traits_of(dot_types[t].type);
+        const char *name = rl_gguf_ggml_type_name(dot_types[t].type);
+        CHECK_MSG(tr && tr->vec_dot && tr->vec_dot_type == dot_types[t].xtype,
+                  "%s: no row product on %s in its row", name,
+                  rl_gguf_ggml_type_name(dot_types[t].xtype));
+        if (!tr || !tr->vec_dot)
+            continue;
+        for (int p = RL_PATH_REF; p < RL_PATH_COUNT; p++)
+            CHECK_MSG(tr->vec_dot[p], "%s: no product for path %d", name, p);
+        const size_t wbytes = rl_gguf_ggml_block_bytes(dot_types[t].type);
+        const size_t block = rl_gguf_ggml_block_size(dot_types[t].type);
+        for (int rep = 0; rep < 40; rep++) {
+            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+                const size_t nb = counts[c], n = nb * block;
+                if (n > MAXN)
+                    continue;
+                for (size_t i = 0; i < nb * wbytes; i++)
+                    w[i] = (unsigned char)rnd();
+                /* scales: finite, either sign; mostly 2^-14 .. 2^3, one in
+                 * eight zero, subnormal or up to 2^15 */
+                for (size_t b = 0; b < nb; b++)
+                    for (int k = 0; k < 2 && tr->f16_at[k] >= 0; k++) {
+                        const int e = rnd() % 8 ? rnd_int(1, 17) : rnd_int(0, 30);
+                        uint16_t d = (uint16_t)((rnd() & 0x8000) | (uint16_t)e << 10 |
+                                                (rnd() % 4 ? rnd() & 0x3ff : 0));
+                        memcpy(w + b * wbytes + tr->f16_at[k], &d, 2);
+                    }
+                for (size_t i = 0; i < n; i++)
+                    xf[i] = ldexpf(rnd_gauss(), rnd_int(-6, 4));
+                if (rep == 0)
+                    xf[5] = -xf[5] * 1e3f; /* one large value: quants at +-127 */
+                if (rep == 1) /* an all-zero first block (Q8_K: d = 0) */
+                    memset(xf, 0, sizeof *xf * block);
+                dot_activations(dot_types[t].xtype, xf, n, x);
+                const float ref = tr->vec_dot[RL_PATH_REF](w, x, nb);
+                for (int p = RL_PATH_AVX2; p < RL_PATH_COUNT; p++) {
+                    if (!rl_path_supported((rl_path)p))
+                        continue;
+                    const float got = tr->vec_dot[p](w, x, nb);
+                    CHECK_MSG(rl_gguf_f32_bits(got) == rl_gguf_f32_bits(ref),
+                              "%s, %zu blocks, path %s: %a, the reference %a", name, nb,
+                              rl_path_name((rl_path)p), got, ref);
+                    compared++;
+                }
+                if (have_lc) {
+                    float g = NAN;
+                    lc.dot[t]((int)n, &g, 0, w, 0, x, 0, 1);
+                    CHECK_MSG(rl_gguf_f32_bits(g) == rl_gguf_f32_bits(ref),
+                              "%s, %zu blocks: %a, ggml's %s %a", name, nb, ref,
+                              dot_types[t].ggml, g);
+                    vs_ggml++;
+                }
+                double mag, exact = dot_exact(t, w, x, n, &mag);
+                CHECK_MSG(fabs((double)ref - exact) <= 0x1p-9 * mag + 0x1p-60,
+                          "%s, %zu blocks: %a, the exact product %a (terms %g)", name, nb, ref,
+                          exact, mag);
+            }
+        }
+    }
+    fprintf(stderr, "row products: %ld SIMD results equal the reference, %ld equal ggml's\n",
+            compared, vs_ggml);
+}
+
+/* Q8_1 and Q8_K activations: rl_quantize_q8_1_ref's and
+ * rl_quantize_q8_K_ref's bytes are ggml's. */
+static void test_q8_activations(void) {
+    enum { NB = 512 };
+    static float x[NB * 32];
+    static rl_block_q8_1 a[NB], b[NB];
+    static rl_block_q8_K ak[NB / 8], bk[NB / 8];
+    for (size_t i = 0; i < NB; i++) {
+        int k = (int)(i % (K_COUNT - 1));
+        gen32(x + 32 * i, k, rnd_int(-20, 6), (int)(32 * i % ROW));
+    }
+    rl_quantize_q8_1_ref(x, a, NB);
+    memset(b, 0x5a, sizeof b);
+    lc.q8_1_ref(x, b, 32 * NB);
+    rl_quantize_q8_K_ref(x, ak, NB / 8);
+    memset(bk, 0, sizeof bk); /* ggml leaves an all-zero block's sums alone */
+    lc.q8_K_ref(x, bk, 32 * NB);
+    long d = 0, dk = 0;
+    for (size_t i = 0; i < NB; i++)
+        d += memcmp(a + i, b + i, sizeof *a) != 0;
+    for (size_t i = 0; i < NB / 8; i++)
+        dk += memcmp(ak + i, bk + i, sizeof *ak) != 0;
+    CHECK_MSG(d == 0, "rl_quantize_q8_1_ref: %ld of %d blocks differ from ggml's", d, NB);
+    CHECK_MSG(dk == 0, "rl_quantize_q8_K_ref: %ld of %d blocks differ from ggml's", dk, NB / 8);
+}
+
+/* Every tensor of the types with products in tests/golden/quants/
+ * (llama-quantize's bytes; legacy rows of 3, 8, 9 and 17 blocks, K rows
+ * of one), each row times the next row of its F32 input quantized as
+ * activations: ggml's vec_dot's bits. */
+static void test_vec_dot_goldens(int have_lc) {
+    static const char *const *const ftypes = golden_ftypes;
+    long rows_seen[N_DOT] = {0};
+    for (size_t i = 0; i < sizeof golden_inputs / sizeof *golden_inputs; i++)
+        for (size_t f = 0; f < sizeof golden_ftypes / sizeof *golden_ftypes; f++) {
+            char path[256];
+            uint64_t lin = 0, lout = 0;
+            snprintf(path, sizeof path, QGOLDEN "%s.f32.gguf", golden_inputs[i]);
+            unsigned char *din = slurp(path, &lin);
+            snprintf(path, sizeof path, QGOLDEN "%s.f32.gguf.json", golden_inputs[i]);
+            json_t *jin = rl_test_json_load(path);
+            snprintf(path, sizeof path, QGOLDEN "%s.%s.gguf", golden_inputs[i], ftypes[f]);
+            unsigned char *dout = slurp(path, &lout);
+            snprintf(path, sizeof path, QGOLDEN "%s.%s.gguf.json", golden_inputs[i], ftypes[f]);
+            json_t *jout = rl_test_json_load(path);
+            CHECK_MSG(din && jin && dout && jout, "the tracked golden %s.%s is missing",
+                      golden_inputs[i], ftypes[f]);
+            size_t ti;
+            json_t *t;
+            if (din && jin && dout && jout)
+                json_array_foreach(json_object_get(jout, "tensors"), ti, t) {
+                    const char *name = json_string_value(json_object_get(t, "name"));
+                    const json_t *ne = json_object_get(t, "ne");
+                    uint32_t ty, ty_i;
+                    size_t n, n_i, at, at_i, nbytes, nb_i, k = N_DOT;
+                    if (!name || !golden_tensor(jout, name, (size_t)lout, &ty, &n, &at, &nbytes) ||
+                        !golden_tensor(jin, name, (size_t)lin, &ty_i, &n_i, &at_i, &nb_i) ||
+                        json_array_size(ne) != 2)
+                        continue;
+                    for (size_t d = 0; d < N_DOT; d++)
+                        if (dot_types[d].type == ty)
+                            k = d;
+                    if (k == N_DOT)
+                        continue;
+                    const size_t cols = (size_t)json_integer_value(json_array_get(ne, 0));
+                    const size_t rows = n / cols, nb = cols / rl_gguf_ggml_block_size(ty);
+                    const size_t wbytes = rl_gguf_ggml_block_bytes(ty);
+                    const rl_type_traits *tr = rl_type_traits_of(ty);
+                    float *xf = malloc(4 * cols);
+                    unsigned char *x = malloc(2 * cols), *w = malloc(wbytes * nb);
+                    for (size_t r = 0; r < rows; r++) {
+                        memcpy(xf, din + at_i + 4 * cols * ((r + 1) % rows), 4 * cols);
+                        memcpy(w, dout + at + wbytes * nb * r, wbytes * nb);
+                        dot_activations(dot_types[k].xtype, xf, cols, x);
+                        const float ref = tr->vec_dot[RL_PATH_REF](w, x, nb);
+                        if (rl_path_supported(RL_PATH_AVX2)) {
+                            const float a = tr->vec_dot[RL_PATH_AVX2](w, x, nb);
+                            CHECK_MSG(rl_gguf_f32_bits(a) == rl_gguf_f32_bits(ref),
+                                      "%s.%s %s row %zu: AVX2 %a, the reference %a",
+                                      golden_inputs[i], ftypes[f], name, r, a, ref);
+                        }
+                        if (have_lc) {
+                            float g = NAN;
+                            lc.dot[k]((int)cols, &g, 0, w, 0, x, 0, 1);
+                            CHECK_MSG(rl_gguf_f32_bits(g) == rl_gguf_f32_bits(ref),
+                                      "%s.%s %s row %zu: %a, ggml's %a", golden_inputs[i],
+                                      ftypes[f], name, r, ref, g);
+                        }
+                        rows_seen[k]++;
+                    }
+                    free(xf);
+                    free(x);
+                    free(w);
+                }
+            free(din);
+            free(dout);
+            json_decref(jin);
+            json_decref(jout);
+        }
+    for (size_t k = 0; k < N_DOT; k++)
+        CHECK_MSG(rows_seen[k] > 0, "no %s rows in tests/golden/quants/",
+                  rl_gguf_ggml_type_name(dot_types[k].type));
+    fprintf(stderr, "golden rows:");
+    for (size_t k = 0; k < N_DOT; k++)
+        fprintf(stderr, " %s x%ld", rl_gguf_ggml_type_name(dot_types[k].type), rows_seen[k]);
+    fprintf(stderr, "%s\n", have_lc ? "; every product ggml's vec_dot's bits" : "");
+}
+
 int main(void) {
     CHECK_CASE(test_table());
     CHECK_CASE(test_refusals());
@@ -694,5 +994,10 @@ int main(void) {
         CHECK_CASE(test_goldens(have_ll));
     }
     rl_set_simd(1);
+    int have_lc = lc_load();
+    if (have_lc)
+        CHECK_CASE(test_q8_activations());
+    CHECK_CASE(test_vec_dot_paths(have_lc));
+    CHECK_CASE(test_vec_dot_goldens(have_lc));
     return check_report("quants");
 }

@@ -103,7 +103,7 @@ or answered)."
   (let* ((v (rontolisp:read-json-file path))
          (new (or (funcall fn v) v)))
     (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
-      (rontolisp::write-json (json-data new) s))))
+      (text::write-json (json-data new) s))))
 
 (defun json-data (v)
   "Parsed JSON V in the form WRITE-JSON takes."
@@ -154,7 +154,7 @@ matrices of TYPE, written on first use."
   (let ((key (list preset type)))
     (or (gethash key *encoder-files*)
         (let ((path (tmp-path (format nil "~A-~(~A~).gguf" preset type))))
-          (gguf:write path (rontolisp::random-model preset :type type :encoder-only t))
+          (gguf:write path (command-line::random-model preset :type type :encoder-only t))
           (setf (gethash key *encoder-files*) path)))))
 
 (defun token-sequence (n &key (vocab 1000) (seed 3))
@@ -162,11 +162,11 @@ matrices of TYPE, written on first use."
 
 (defun relative-error (ours reference)
   "max |OURS - REFERENCE| over max |REFERENCE|, and the cosine."
-  (multiple-value-bind (diff big cos) (rontolisp::hidden-state-error ours reference)
+  (multiple-value-bind (diff big cos) (command-line::hidden-state-error ours reference)
     (values (/ diff big) cos)))
 
 (defun llama-or-skip (file sequences)
-  (or (rontolisp::llama-encode file sequences)
+  (or (command-line::llama-encode file sequences)
       (progn (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
 tests/fetch-llama-lib.sh, or set RL_LLAMA_LIB)")
              nil)))
@@ -274,7 +274,7 @@ HEAD-TYPE (encoder F32), written on first use."
   (let ((key (list preset head-type)))
     (or (gethash key *decision-files*)
         (let ((path (tmp-path (format nil "~A-head-~(~A~).gguf" preset head-type))))
-          (gguf:write path (rontolisp::random-model preset :type :f32 :head-type head-type))
+          (gguf:write path (command-line::random-model preset :type :f32 :head-type head-type))
           (setf (gethash key *decision-files*) path)))))
 
 ;;; Servers in child processes (swank, serve) announce their port on a line.

@@ -154,7 +154,7 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
       (ignore-errors (delete-file path)))))
 
 (test bench-command-random-preset
-  (if (find "convert" rontolisp::*commands* :key #'rontolisp::command-name :test #'string=)
+  (if (find "convert" command-line::*commands* :key #'command-line::command-name :test #'string=)
       (multiple-value-bind (code out err) (run-exe '("bench" "--random" "s1-pico" "--iters" "1"))
         (is (= 0 code) "stderr: ~A" err)
         (is (contains out "random s1-pico model"))
@@ -177,9 +177,9 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
   "bench --threads takes what the kernels take, 1 to their limit, and
 refuses more naming that limit."
   (let* ((limit (rontolisp::max-threads))
-         (option (find "--threads" (rontolisp::command-options (rontolisp::find-command "bench"))
-                       :key #'rontolisp::command-option-name :test #'string=))
-         (parse (rontolisp::command-option-parser option)))
+         (option (find "--threads" (command-line::command-options (command-line::find-command "bench"))
+                       :key #'command-line::command-option-name :test #'string=))
+         (parse (command-line::command-option-parser option)))
     (is (= limit (funcall parse "--threads" (princ-to-string limit))))
     (let ((e (handler-case (funcall parse "--threads" (princ-to-string (1+ limit)))
                (rontolisp:usage-error (e) e))))
@@ -193,7 +193,7 @@ refuses more naming that limit."
 (test bench-matmul-rows-shape
   "The matmul rows: one plist per shape and thread count, positive times,
 the ratio of the matvec loop to the matmul, and a table that names them."
-  (let ((rows (rontolisp::bench-matmul-rows '((8 64) (5 96)) 6 2 2)))
+  (let ((rows (command-line::bench-matmul-rows '((8 64) (5 96)) 6 2 2)))
     (is (= 4 (length rows)))
     (dolist (r rows)
       (is (= 6 (getf r :tokens)))
@@ -201,10 +201,10 @@ the ratio of the matvec loop to the matmul, and a table that names them."
       (dolist (k '(:matmul-us :q8x2-us :matvecs-us))
         (is (plusp (getf r k)) "~S in ~S" k r))
       (is (= (getf r :ratio) (/ (getf r :matvecs-us) (getf r :matmul-us)))))
-    (let ((table (with-output-to-string (s) (rontolisp::print-bench-matmul s rows))))
+    (let ((table (with-output-to-string (s) (command-line::print-bench-matmul s rows))))
       (dolist (str '("6 tokens" "8x64" "5x96" "matvecs" "ratio"))
         (is (contains table str) "~S missing from ~A" str table)))
-    (is (string= "" (with-output-to-string (s) (rontolisp::print-bench-matmul s nil))))))
+    (is (string= "" (with-output-to-string (s) (command-line::print-bench-matmul s nil))))))
 
 (test bench-json-refuses-to-overwrite-a-gguf-file
   "`bench --json model.gguf' names the JSON's path, not the model: a GGUF
@@ -245,8 +245,8 @@ and no octet consed by the forward pass of a question."
            (is (= 0 code) "stderr: ~A" err)
            (let* ((j (yason:parse out))
                   (rows (gethash "rows" j))
-                  (llama-p (and (rontolisp::llama-library-directory)
-                                (rontolisp::llama-embed-program))))
+                  (llama-p (and (command-line::llama-library-directory)
+                                (command-line::llama-embed-program))))
              (is (equal "random s1-pico" (gethash "source" j)))
              (is (= 8 (gethash "questions" j)))
              (is (equal (loop for f in *question-bench-formats* append (list (list f 1) (list f 2)))
@@ -304,7 +304,7 @@ no llama.cpp column"))
              ;; Q8_0 :q8 again, from the converter's files.
              (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" f32 "--type" "f32"))))
              (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" q8 "--type" "q8_0"))))
-             (let ((dp (rontolisp::max-probability-error (question-decisions q8)
+             (let ((dp (command-line::max-probability-error (question-decisions q8)
                                                          (question-decisions f32)))
                    (row (find "Q8_0 :q8" rows :key (lambda (r) (gethash "format" r)) :test #'equal)))
                (is (plusp dp))
@@ -341,10 +341,10 @@ no llama.cpp column"))
   "The in-memory copies of the benchmarks quantize the encoder's matrices
 only: the decision head keeps the types the file holds it in."
   (dolist (head-type '(:f32 :f16))
-    (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :head-type head-type))
+    (let* ((source (command-line::random-model "s1-pico" :type :f32 :head-type head-type))
            (layers (- (gguf:value source "modern-bert.block_count")
                       (gguf:value source "modern-bert.decision.block_count")))
-           (copy (rontolisp::file-in-format source :q8_0)))
+           (copy (command-line::file-in-format source :q8_0)))
       (flet ((type-of-tensor (f name)
                (gguf:tensor-info-type (find name (gguf:tensor-infos f)
                                             :key #'gguf:tensor-info-name :test #'string=))))
@@ -359,8 +359,8 @@ only: the decision head keeps the types the file holds it in."
 (test encoder-only-file-is-what-convert-writes
   "ENCODER-ONLY-FILE drops the head as `convert --encoder-only' does: the
 same keys with the same values, the same tensors."
-  (let* ((whole (rontolisp::encoder-only-file (rontolisp::random-model "s1-pico" :type :f32)))
-         (bare (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t)))
+  (let* ((whole (command-line::encoder-only-file (command-line::random-model "s1-pico" :type :f32)))
+         (bare (command-line::random-model "s1-pico" :type :f32 :encoder-only t)))
     (flet ((sorted (entries) (sort (copy-list entries) #'string< :key #'first)))
       (is (equalp (sorted (gguf:metadata bare)) (sorted (gguf:metadata whole)))))
     (is (equal (mapcar #'gguf:tensor-info-name (gguf:tensor-infos bare))
@@ -372,11 +372,11 @@ refuses the head, times the encoder-only copy (it was left out before)."
   (let ((file (tmp-path "mbench-head.gguf")))
     (unwind-protect
          (progn
-           (gguf:write file (rontolisp::random-model "s1-pico" :type :f32))
-           (let ((rows (rontolisp::run-model-bench :file file :token-counts '(4) :thread-counts '(1)
+           (gguf:write file (command-line::random-model "s1-pico" :type :f32))
+           (let ((rows (command-line::run-model-bench :file file :token-counts '(4) :thread-counts '(1)
                                                    :reps 1 :stream (make-broadcast-stream))))
              (is (= 4 (length rows)))
-             (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
+             (if (and (command-line::llama-library-directory) (command-line::llama-embed-program))
                  (is (every (lambda (r) (plusp (getf r :llama-us))) rows))
                  (when (ci-p)
                    (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
@@ -393,7 +393,7 @@ difference; --reference without --model is a usage error."
         (other (tmp-path "bench-reference-other.gguf")))
     (unwind-protect
          (flet ((rows (file &optional reference)
-                  (rontolisp::run-model-bench :file file :reference reference :token-counts '(4)
+                  (command-line::run-model-bench :file file :reference reference :token-counts '(4)
                                               :thread-counts '(1) :reps 1
                                               :stream (make-broadcast-stream)))
                 (error-of (rows name)
@@ -434,8 +434,8 @@ the table says llama.cpp was not run and names the variable that finds it."
 (test ratio-text-marks-noise
   "A ratio whose llama.cpp time on more threads is slower than its own
 1-thread time is marked as noise; any other ratio is plain."
-  (is (string= "1.50x*" (rontolisp::ratio-text 1.5 200.0 100.0)))
-  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 100.0)))
-  (is (string= "1.50x" (rontolisp::ratio-text 1.5 80.0 nil)))
-  (is (string= "-" (rontolisp::ratio-text nil nil nil)))
-  (is (contains rontolisp::*ratio-noise-note* "*: noise")))
+  (is (string= "1.50x*" (command-line::ratio-text 1.5 200.0 100.0)))
+  (is (string= "1.50x" (command-line::ratio-text 1.5 80.0 100.0)))
+  (is (string= "1.50x" (command-line::ratio-text 1.5 80.0 nil)))
+  (is (string= "-" (command-line::ratio-text nil nil nil)))
+  (is (contains command-line::*ratio-noise-note* "*: noise")))

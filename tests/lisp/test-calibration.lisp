@@ -28,7 +28,7 @@
   (with-tmp-files (cal)
     (write-calibration cal (list "a.weight" (magnitude-vector 64 '(3)))
                        (list "b.weight" (magnitude-vector 32 '())))
-    (let ((c (rontolisp::read-calibration cal)))
+    (let ((c (model::read-calibration cal)))
       (is (equal '("a.weight" "b.weight") (mapcar #'car c)))
       (is (equalp (magnitude-vector 64 '(3)) (cdr (first c))))
       (is (equal '(3) (rontolisp:outlier-columns (cdr (first c))))))))
@@ -88,9 +88,9 @@
         (destructuring-bind (entries message) case
           (with-tmp-files (cal out)
             (apply #'write-calibration cal entries)
-            (let ((c (handler-case (progn (rontolisp::read-calibration cal)
+            (let ((c (handler-case (progn (model::read-calibration cal)
                                           (gguf:with-file (f in)
-                                            (rontolisp::calibration-outliers cal f))
+                                            (model::calibration-outliers cal f))
                                           nil)
                        (rontolisp:tensor-data-error (c) c))))
               (is (typep c 'rontolisp:tensor-data-error) "~A" message)
@@ -124,7 +124,7 @@ magnitudes give (OUTLIER-COLUMNS), before the summary."
       (is (= 0 code) "~A" err)
       (let ((lines (split-lines out)))
         (is (= 9 (length lines)) "~A" out)
-        (loop for (name . magnitudes) in (rontolisp::read-calibration cal)
+        (loop for (name . magnitudes) in (model::read-calibration cal)
               for columns = (rontolisp::outlier-columns magnitudes)
               do (is (member (if columns
                                  (format nil "~A: ~D outlier column~:P:~{ ~D~}"

@@ -128,7 +128,7 @@ characters that keeps where the error arose and what was found."
     (dolist (thunk thunks)
       (let* ((c (caught thunk))
              (text (princ-to-string c))
-             (line (rontolisp::condition-line c)))
+             (line (command-line::condition-line c)))
         (is (typep c 'rontolisp:rontolisp-error))
         (dolist (s (list text line))
           (is (<= (length s) rontolisp::*message-limit*) "~A: ~D characters" (type-of c) (length s))
@@ -138,10 +138,10 @@ characters that keeps where the error arose and what was found."
 (test condition-line-summarizes-lisp-errors
   "ECL's own conditions, reported in batch runs: a type error about a big
 array names it by its type, an arithmetic error says what it is."
-  (let ((line (rontolisp::condition-line (caught (lambda () (+ *big-array* 1))))))
+  (let ((line (command-line::condition-line (caught (lambda () (+ *big-array* 1))))))
     (is (<= (length line) rontolisp::*message-limit*))
     (is (contains line "#<(simple-array single-float (64 64))>") "~A" line))
-  (let ((line (rontolisp::condition-line
+  (let ((line (command-line::condition-line
                (make-condition 'floating-point-overflow :operation 'coerce
                                                         :operands (list (expt 10 400))))))
     (is (not (contains line "#<a")) "~A" line)

@@ -23,8 +23,8 @@
   "The presets' parameter counts are the seed's table."
   (loop for (name count) in '(("s1-pico" 202305) ("s1-nano" 1134209) ("s1-micro" 6630913))
         do (is (= count (reduce #'+ (mapcar (lambda (e) (reduce #'* (second e)))
-                                            (apply #'rontolisp::laya-tensor-shapes
-                                                   (rontolisp::preset name))))))))
+                                            (apply #'command-line::laya-tensor-shapes
+                                                   (command-line::preset name))))))))
 
 (test convert-pico-default-types
   (with-converted (f)
@@ -87,7 +87,7 @@ the keys llama.cpp's loader reads for the local layers and the FFN."
   (is (eq :f32 (rontolisp::tensor-type "blk.0.x.weight" '(64) nil :q8_0 :q8_0)))
   (is (eq :f16 (rontolisp::tensor-type "token_embd.weight" '(1024 64) nil :q8_0 :f32)))
   (is (eq :bf16 (rontolisp::tensor-type "cls.weight" '(64 64) t :f16 :bf16)))
-  (is (string= "choice.3_5" (rontolisp::temperature-key "choice:3-5"))))
+  (is (string= "choice.3_5" (command-line::temperature-key "choice:3-5"))))
 
 (test convert-laya-directory-round-trip
   "--write-laya writes a directory that converts to the same file as the
@@ -100,7 +100,7 @@ in-memory random model; the safetensors round trip is exact."
            (is (equalp (read-octets a 0 (with-open-file (s a :element-type '(unsigned-byte 8)) (file-length s)))
                        (read-octets b 0 (with-open-file (s b :element-type '(unsigned-byte 8)) (file-length s)))))
            (let ((tensors (rontolisp:read-safetensors (concatenate 'string dir "/model.safetensors")))
-                 (orig (rontolisp::random-laya "s1-pico")))
+                 (orig (command-line::random-laya "s1-pico")))
              (is (= (length orig) (length tensors)))
              (is (every (lambda (x y) (and (string= (first x) (first y)) (equalp (second x) (second y))))
                         orig tensors)))
@@ -686,7 +686,7 @@ offset of that data in the file."
                   (gethash "shape" e) (vector elements)
                   (gethash "data_offsets" e) (vector begin (+ begin (* 4 elements))))
             e))
-    (let* ((text (with-output-to-string (s) (rontolisp::write-json (json-data header) s)))
+    (let* ((text (with-output-to-string (s) (text::write-json (json-data header) s)))
            (h (rontolisp::%utf8-octets (concatenate 'string text
                                                     (make-string (mod (- (length text)) 8)
                                                                  :initial-element #\Space))))
@@ -760,9 +760,9 @@ file).  A header whose tensor runs past the end of the file is refused too."
   "The seconds converting a Hugging Face ModernBERT of LAYERS tiny layers
 takes in this process, in CPU time (the least of two runs): the wall clock of a
 loaded machine made the ratio below a coin toss."
-  (let ((rontolisp::*presets* (cons (list "many" :hidden 2 :vocab 300 :layers layers
+  (let ((command-line::*presets* (cons (list "many" :hidden 2 :vocab 300 :layers layers
                                           :intermediate 1 :head-layers 1 :heads 1)
-                                    rontolisp::*presets*))
+                                    command-line::*presets*))
         (dir (tmp-path "hf-many")) (out (tmp-path "many.gguf"))
         (*error-output* (make-broadcast-stream)))
     (unwind-protect

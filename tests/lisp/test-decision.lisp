@@ -475,8 +475,8 @@ DECIDE-IDS's bits on its ids and markers, for plists and for JSON objects
               (p10 (model:decide model (parse-json-line (car (last lines))))))
           (is (string= (format nil "question 1 (choice, 2 options)~%  ~A ls -la~%  ~A rm -rf .~%~
 question 10 (score, 2 options)~%  ~A yes~%  ~A no~%"
-                               (rontolisp::float-text (aref p1 0)) (rontolisp::float-text (aref p1 1))
-                               (rontolisp::float-text (aref p10 0)) (rontolisp::float-text (aref p10 1)))
+                               (text::float-text (aref p1 0)) (text::float-text (aref p1 1))
+                               (text::float-text (aref p10 0)) (text::float-text (aref p10 1)))
                        out)
               "~A" out)))
       (multiple-value-bind (code out err) (run-exe (list "decide" file "-" "--json") :input input)
@@ -638,7 +638,7 @@ output and standard error, text and --json."
 (defun question-json (type instructions options state)
   "A question as one line of JSON."
   (with-output-to-string (s)
-    (rontolisp::write-json (list :object (cons "type" type) (cons "instructions" instructions)
+    (text::write-json (list :object (cons "type" type) (cons "instructions" instructions)
                                 (cons "options" (coerce options 'vector)) (cons "state" state))
                           s)))
 
@@ -725,7 +725,7 @@ before the text is made and tokenized."
   "A line over the longest a questions file may hold (64 MiB; lowered
 here) is an error on that line, skipped without being kept, and the lines
 after it are answered."
-  (is (= (* 64 1024 1024) model::*max-line-bytes*))
+  (is (= (* 64 1024 1024) command-line::*max-line-bytes*))
   (let* ((file (decision-file "s1-pico" :f32))
          (good (question-json "choice" "ok?" '("yes" "no") "s"))
          (long (question-json "choice" (make-string 5000 :initial-element #\x) '("yes") "s"))
@@ -735,8 +735,8 @@ after it are answered."
          (let* ((out (make-string-output-stream))
                 (err (make-string-output-stream))
                 (code (let ((*standard-output* out) (*error-output* err)
-                            (model::*max-line-bytes* 1000))
-                        (handler-case (rontolisp::command-decide (list file path))
+                            (command-line::*max-line-bytes* 1000))
+                        (handler-case (command-line::command-decide (list file path))
                           (error (c) (format nil "~A" c)))))
                 (out (get-output-stream-string out))
                 (err (get-output-stream-string err)))
@@ -868,7 +868,7 @@ vector for its logits."
                (head (model::encoder-decision model))
                (inputs (decide-inputs model)))
           (funcall run model head inputs 1)
-          (let ((consed (rontolisp::least-consed run model head inputs 50)))
+          (let ((consed (command-line::least-consed run model head inputs 50)))
             (is (= 0 consed) "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions"
                 head-type quantize consed)))))))
 
@@ -895,3 +895,38 @@ vector for its logits."
     (is (= 0 (first bad)) "~D of 240 concurrent decisions differ" (first bad))
     (is (<= (count-if #'identity (model::scratch-cache-free (model::encoder-scratch model)))
             model::+scratch-cache-entries+))))
+
+;;; The question path parses a question once.
+
+(defun call-counts (names thunk)
+  "Call THUNK with each of the functions NAMES counting its calls; the
+counts, in the order of NAMES."
+  (let ((counts (mapcar (lambda (name) (declare (ignore name)) 0) names))
+        (saved (mapcar #'fdefinition names)))
+    (unwind-protect
+         (progn
+           (loop for name in names for f in saved for i from 0
+                 do (let ((f f) (i i))
+                      (setf (fdefinition name)
+                            (lambda (&rest args) (incf (nth i counts)) (apply f args)))))
+           (funcall thunk))
+      (loop for name in names for f in saved do (setf (fdefinition name) f)))
+    counts))
+
+(test decide-parses-a-question-and-finds-the-head-once
+  "MODEL:DECIDE, and `decide' on a line, check the question's fields
+(QUESTION-BINDINGS) and find the model's head (HEAD-OF) once per question,
+and answer as before: the same bits for a parsed question as for the
+plist."
+  (let ((model (model:load (decision-file "s1-pico" :f32)))
+        (q (third model:*questions*))
+        (names '(model::question-bindings model::head-of)))
+    (is (equal '(1 1) (call-counts names (lambda () (model:decide model q)))))
+    (is (equal '(1 1) (call-counts names (lambda () (model:render model q)))))
+    (let ((line (rontolisp::%utf8-octets
+                 "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a\", {\"text\": \"b\"}], \"state\": \"s\"}")))
+      (is (equal '(1 1) (call-counts names (lambda ()
+                                             (with-output-to-string (*standard-output*)
+                                               (command-line::decide-line model line 1 :q8 nil
+                                                                           *standard-output*)))))))
+    (is (same-bits-p (model:decide model q) (model:decide model (model::parse-question q))))))

@@ -183,7 +183,7 @@ OUT has a line."
                        (t
                         (is (not (null new)) "~S: reports ~A ~A, the file lacks it" args verb key)
                         (when new
-                          (is (contains stdout (rontolisp::change-value-text (second new) (third new)))
+                          (is (contains stdout (command-line::change-value-text (second new) (third new)))
                               "~S: the report of ~A does not show the written value ~S" args key
                               (third new)))))
             collect key into seen)

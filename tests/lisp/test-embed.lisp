@@ -17,7 +17,7 @@ function's address and C the case, which prints one line of integers
 ((FLOATS BITS) there is a fresh C float array of the single-floats BITS).
 Answers the lines as lists of integers, or NIL when the library is
 missing."
-  (let ((dir (rontolisp::llama-library-directory)))
+  (let ((dir (command-line::llama-library-directory)))
     (when (and dir (probe-file (merge-pathnames "libllama-common.so" dir)))
       (let ((script (write-file-string
                      (tmp-path "llama-common.lisp")
@@ -82,7 +82,7 @@ taxicab, Euclidean and p-norms, on random vectors and on zeros."
         (skip-reference "llama.cpp's libllama-common is missing (run sh tests/fetch-llama-lib.sh)")
         (loop for (norm v) in cases
               for ref in reference
-              do (is (equal ref (map 'list #'single-bits (rontolisp::normalize-embedding v norm)))
+              do (is (equal ref (map 'list #'single-bits (model::normalize-embedding v norm)))
                      "norm ~D differs from common_embd_normalize" norm)))))
 
 (test embed-pools-as-the-file-says-and-normalizes-as-llama
@@ -98,13 +98,13 @@ length unless --normalize says otherwise."
     (let ((j (first (embed-json (list file "--tokens" tokens)))))
       (is (string= "cls" (gethash "pooling" j)))
       (is (eql 2 (gethash "normalize" j)))
-      (is (equalp (rontolisp::normalize-embedding (model:encode encoder ids :pooling :cls) 2)
+      (is (equalp (model::normalize-embedding (model:encode encoder ids :pooling :cls) 2)
                   (json-floats (elt (gethash "embeddings" j) 0))))
       (let ((row (json-floats (elt (gethash "embeddings" j) 0))))
         (is (< (abs (- 1d0 (sqrt (loop for x across row sum (* (float x 1d0) x))))) 1d-6))))
     ;; --pooling and --normalize override: the raw hidden states.
     (let ((j (first (embed-json (list file "--tokens" tokens "--pooling" "none" "--normalize" "none")))))
-      (is (equalp (rontolisp::embedding-rows (model:encode encoder ids))
+      (is (equalp (model::embedding-rows (model:encode encoder ids))
                   (map 'vector #'json-floats (gethash "embeddings" j)))))
     ;; last: the last token's row.
     (let ((j (first (embed-json (list file "--tokens" tokens "--pooling" "last" "--normalize" "-1"))))
@@ -170,9 +170,9 @@ common_embd_similarity_cos: random vectors, a vector with itself, zeros."
         (skip-reference "llama.cpp's libllama-common is missing (run sh tests/fetch-llama-lib.sh)")
         (loop for (a b) in pairs
               for ref in reference
-              do (is (eql ref (single-bits (model::cosine-similarity a b)))
+              do (is (eql ref (single-bits (command-line::cosine-similarity a b)))
                      "~A against common_embd_similarity_cos's ~A"
-                     (model::cosine-similarity a b) ref)))))
+                     (command-line::cosine-similarity a b) ref)))))
 
 ;;; llama-embedding's output formats: --embd-output-format, --embd-separator,
 ;;; --npy, and the JSON lines' index and text.

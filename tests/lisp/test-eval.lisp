@@ -34,7 +34,7 @@ to a fresh temporary file."
                       (cons "F16 file" (pico-massive-file "--type" "f16")))))
     (unwind-protect
          (let* ((reference (model:load f32))
-                (sequences (subseq (rontolisp::calibration-sequences
+                (sequences (subseq (model::calibration-sequences
                                     (model:hyperparameters reference))
                                    0 3))
                 (refs (mapcar (lambda (ids) (model:encode reference ids)) sequences)))
@@ -61,10 +61,10 @@ to a fresh temporary file."
                  do (let ((token 0d0) (pooled 0d0))
                       (loop for ids in sequences for ref in refs
                             do (let ((h (model:encode encoder ids :activations act)))
-                                 (setf token (max token (rontolisp::hidden-state-error h ref))
-                                       pooled (max pooled (rontolisp::hidden-state-error
-                                                           (rontolisp::pool h :mean)
-                                                           (rontolisp::pool ref :mean))))))
+                                 (setf token (max token (command-line::hidden-state-error h ref))
+                                       pooled (max pooled (command-line::hidden-state-error
+                                                           (model::pool h :mean)
+                                                           (model::pool ref :mean))))))
                       (is (close-to token (gethash "token_max_abs_error" r))
                           "~A ~A: token error ~A, eval says ~A" way act token
                           (gethash "token_max_abs_error" r))
@@ -116,7 +116,7 @@ converter writes as F32 and as F16; without a head the column is absent
            (flet ((decisions (path)
                     (let ((m (model:load path)))
                       (mapcar (lambda (q) (model:decide m q)) model:*questions*))))
-             (is (= (rontolisp::max-probability-error (decisions f16) (decisions f32))
+             (is (= (command-line::max-probability-error (decisions f16) (decisions f32))
                     (gethash "max_abs_dp" (second rows)))))
            ;; A file with a head gets the column without --questions.
            (let ((file-rows (gethash "rows" (eval-json f32 "--sequences" "1" "--reps" "1"))))

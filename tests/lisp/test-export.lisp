@@ -165,7 +165,7 @@ last block with and without room for the length) and across the reader's
               path (list (let ((v (make-array n :element-type '(unsigned-byte 8))))
                            (dotimes (i n v) (setf (aref v i) (mod (* i 131) 251))))))
              (is (string= (subseq (nth-value 1 (sh "sha256sum \"$1\"" path)) 0 64)
-                          (rontolisp::file-sha256 path))
+                          (command-line::file-sha256 path))
                  "~D bytes" n))
         (ignore-errors (delete-file path))))))
 
@@ -205,14 +205,14 @@ OUT_DIR and a file the user put there for a failing model stay."
            (write-file-string outside "x")
            (sh "ln -s target \"$1\"/link.gguf" out)
            (let* ((old (format nil "~A/old.gguf" out))
-                  (sha (progn (write-file-string old "an old export") (rontolisp::file-sha256 old)))
+                  (sha (progn (write-file-string old "an old export") (command-line::file-sha256 old)))
                   (zeros (make-string 64 :initial-element #\0))
                   (outside-name (subseq outside (1+ (position #\/ outside :from-end t)))))
              (write-file-string
               (format nil "~A/manifest.json" out)
               (format nil "{\"models\": [~{{\"name\": ~S, \"file\": ~S, \"sha256\": ~S}~^, ~}]}"
                       (list "gone" "notes.txt" sha "README" "README" sha
-                            "link" "link.gguf" (rontolisp::file-sha256 (format nil "~A/target" out))
+                            "link" "link.gguf" (command-line::file-sha256 (format nil "~A/target" out))
                             "edited" "edited.gguf" zeros
                             (format nil "../~A" outside-name) (format nil "../~A" outside-name) sha
                             "c-broken" "c-broken.gguf" zeros

@@ -85,7 +85,7 @@ give, and the lists quantize builds from them, none typed in Lisp."
                  "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
                (mapcar #'rontolisp::ggml-type-name (rontolisp::computed-types))))
     (is (equal (mapcar #'rontolisp::ggml-type-id (rontolisp::computed-types))
-               (rontolisp::quantize-write-types)))
+               (command-line::quantize-write-types)))
     (is (equal '(:float :float :float :q8_0 :quant)
                (mapcar (lambda (n) (rontolisp::ggml-type-family (rontolisp::find-ggml-type n)))
                        '("F32" "f16" :bf16 "Q8_0" "IQ4_XS"))))

@@ -394,7 +394,7 @@ the byte vectors of those strings as second value."
 
 (test embed-and-eval-json-are-strict-json-holding-the-file-name
   (let ((path (tmp-path "hostile-pico.gguf")))
-    (gguf:write path (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+    (gguf:write path (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
     (multiple-value-bind (verdict err)
         (strict-json-strings "\"$0\" embed \"$f\" --tokens 2,17 --json > \"$o\" &&
 \"$0\" embed \"$f\" --tokens 2,17 --pooling mean --json >> \"$o\"" path "lines")
@@ -424,7 +424,7 @@ string back, in keys and values, and only as ASCII escapes or UTF-8."
                         '(#x061c #x200e #x202e #x2066 #x2028 #xe9 #x4e2d #x1f600 #x10ffff)))
          (s (map 'string #'code-char codes))
          (text (with-output-to-string (out)
-                 (rontolisp::write-json (list :object (cons s (vector s))) out))))
+                 (text::write-json (list :object (cons s (vector s))) out))))
     (is (not (search "\\x" text)))
     (is (notany (lambda (c) (or (< (char-code c) 32) (<= #xd800 (char-code c) #xdfff))) text))
     (let ((back (parse-json-string text)))

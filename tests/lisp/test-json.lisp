@@ -50,7 +50,7 @@ the reader borrows a block of while it reads)."
          (private (coerce (list (code-char #xe000) (code-char #xe080) (code-char #xf780)) 'string))
          (value (vector bytes private (concatenate 'string private bytes) "plain \"q\" \\")))
     (let* ((text (with-output-to-string (s)
-                   (rontolisp::write-json (list :object (cons bytes value)) s)))
+                   (text::write-json (list :object (cons bytes value)) s)))
            (back (rontolisp:parse-json text)))
       (is (contains text "\\udc80\\udcff") "~A" text)
       (is (= 1 (hash-table-count back)))
@@ -70,7 +70,7 @@ the reader borrows a block of while it reads)."
 (test json-brief-writes-values-as-json
   "A value a message reports is written as the JSON it came from (never
 Lisp's :NULL, 1.5d0 or #(#(...))), a long one cut short with \"...\"."
-  (flet ((brief (text) (rontolisp::json-brief (rontolisp:parse-json text))))
+  (flet ((brief (text) (text::json-brief (rontolisp:parse-json text))))
     (is (string= "null" (brief "null")))
     (is (string= "1.5" (brief "1.5")))
     (is (string= "true" (brief "true")))
@@ -94,7 +94,7 @@ Lisp's :NULL, 1.5d0 or #(#(...))), a long one cut short with \"...\"."
     (let ((s (brief (format nil "{~{\"k~D\": 1~^, ~}}" (loop for i below 10000 collect i)))))
       (is (< (length s) 80) "~A" s)
       (is (string= ", ...}" s :start2 (- (length s) 6)) "~A" s))
-    (let ((s (rontolisp::json-brief (let ((v 1)) (dotimes (k 100000 v) (setf v (vector v)))))))
+    (let ((s (text::json-brief (let ((v 1)) (dotimes (k 100000 v) (setf v (vector v)))))))
       (is (< (length s) 200) "~A" s)
       (is (search "[[[[...]]]]" s) "~A" s))))
 
@@ -143,25 +143,25 @@ random bit patterns over every exponent and random subnormals."
   ;; printer's notation, subnormals with the printer's extra digits).
   (let* ((floats (printer-test-floats))
          (text (split-at #\Space (with-output-to-string (s)
-                                             (rontolisp::write-numbers floats s))))
+                                             (text::write-numbers floats s))))
          (json (split-at #\, (with-output-to-string (s)
-                                          (rontolisp::write-numbers floats s :separator ","
+                                          (text::write-numbers floats s :separator ","
                                                                              :json t))))
          (bad 0))
     (is (= (length floats) (length text) (length json)))
     (loop for x across floats for a in text for b in json
-          unless (and (string= a (rontolisp::float-text x))
-                      (string= b (rontolisp::json-float-string x)))
+          unless (and (string= a (text::float-text x))
+                      (string= b (text::json-float-string x)))
             do (when (< (incf bad) 10)
                  (fail "bits ~8,'0X: ~S and ~S, the printer ~S and ~S" (rontolisp::%single-bits x)
-                       a b (rontolisp::float-text x) (rontolisp::json-float-string x))))
+                       a b (text::float-text x) (text::json-float-string x))))
     (is (zerop bad) "~D of ~D floats differ" bad (length floats))
     ;; a JSON array of them is what the element-by-element writer made
-    (is (string= (with-output-to-string (s) (rontolisp::write-json (coerce floats 'simple-vector) s))
-                 (with-output-to-string (s) (rontolisp::write-json floats s))))
-    (is (string= (with-output-to-string (s) (rontolisp::write-json (coerce floats 'simple-vector) s
+    (is (string= (with-output-to-string (s) (text::write-json (coerce floats 'simple-vector) s))
+                 (with-output-to-string (s) (text::write-json floats s))))
+    (is (string= (with-output-to-string (s) (text::write-json (coerce floats 'simple-vector) s
                                                                   :indent 2))
-                 (with-output-to-string (s) (rontolisp::write-json floats s :indent 2))))))
+                 (with-output-to-string (s) (text::write-json floats s :indent 2))))))
 
 (test write-numbers-integers-are-decimal
   (let* ((state (make-random-state t))
@@ -170,8 +170,8 @@ random bit patterns over every exponent and random subnormals."
          (fixnums (coerce values '(simple-array fixnum (*))))
          (small (coerce (list 0 -1 2147483647 -2147483648 50256) '(simple-array (signed-byte 32) (*))))
          (expected (format nil "~{~D~^ ~}" values)))
-    (is (string= expected (with-output-to-string (s) (rontolisp::write-numbers fixnums s))))
+    (is (string= expected (with-output-to-string (s) (text::write-numbers fixnums s))))
     (is (string= "0 -1 2147483647 -2147483648 50256"
-                 (with-output-to-string (s) (rontolisp::write-numbers small s))))
+                 (with-output-to-string (s) (text::write-numbers small s))))
     (is (string= (format nil "[~{~D~^,~}]" values)
-                 (with-output-to-string (s) (rontolisp::write-json fixnums s))))))
+                 (with-output-to-string (s) (text::write-json fixnums s))))))

@@ -198,7 +198,7 @@ file quantized at load)."
 
 (defun max-error-against-f32 (key activations)
   (loop for ids in *error-sequences*
-        maximize (rontolisp::hidden-state-error
+        maximize (command-line::hidden-state-error
                   (model:encode (massive-encoder key) ids :activations activations)
                   (model:encode (massive-encoder :f32) ids))))
 
@@ -239,11 +239,11 @@ quantizes at load too."
                                             ids))))
            (let* ((f16 (massive-file "--type" "f16"))
                   (e (model:load f16 :quantize :q8_0 :calibration cal)))
-             (is (typep (getf (first (rontolisp::encoder-layers e)) :qkv)
+             (is (typep (getf (first (model::encoder-layers e)) :qkv)
                         'vec::outlier-matrix))
-             (is (< (rontolisp::hidden-state-error (model:encode e ids)
+             (is (< (command-line::hidden-state-error (model:encode e ids)
                                                    (model:encode (massive-encoder :f32) ids))
-                    (rontolisp::hidden-state-error (model:encode (massive-encoder :q8_0) ids)
+                    (command-line::hidden-state-error (model:encode (massive-encoder :q8_0) ids)
                                                    (model:encode (massive-encoder :f32) ids))))))
       (ignore-errors (delete-file cal)))))
 

@@ -54,12 +54,12 @@ FRESH-ARRAYS-LAYER; NOTE is called with the layer, key and input of each
 product."
   (let* ((h (model:hyperparameters e))
          (d (getf h :embedding-length))
-         (emb (rontolisp::encoder-token-embedding e))
+         (emb (model::encoder-token-embedding e))
          (x (make-array (list (length ids) d) :element-type 'single-float)))
     (loop for id in ids for r from 0
           do (dotimes (c d) (setf (aref x r c) (aref emb id c))))
     (setf x (vec:layer-norm x (model::encoder-token-norm e) (getf h :eps)))
-    (loop for layer in (rontolisp::encoder-layers e) for i from 0
+    (loop for layer in (model::encoder-layers e) for i from 0
           do (setf x (fresh-arrays-layer x layer i h activations gelu
                                          (and note (let ((i i))
                                                      (lambda (key x) (funcall note i key x)))))))

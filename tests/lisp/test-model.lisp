@@ -79,7 +79,7 @@ in a few lines instead of printing every weight array."
   (let ((path (tmp-path "describe.gguf")))
     (unwind-protect
          (progn
-           (gguf:write path (rontolisp::random-model "s1-pico" :type :f32))
+           (gguf:write path (command-line::random-model "s1-pico" :type :f32))
            (let ((text (with-output-to-string (s) (describe (model:load path) s))))
              (is (< (length text) 2000) "~D characters: ~A" (length text) (subseq text 0 (min 500 (length text))))
              (is (contains text "layers 2") "~A" text)
@@ -195,7 +195,7 @@ answers the last token's row, bit for bit."
     (finishes (model:load (file-without file :tensor "blk.0.attn_norm.weight")))))
 
 (test model-load-ignores-the-decision-head
-  (let* ((full (rontolisp::random-model "s1-pico" :type :f32))
+  (let* ((full (command-line::random-model "s1-pico" :type :f32))
          (e (model:load full)))
     ;; The head's transformer layer is block 2, of another shape.
     (is-true (find "blk.2.attn_qkv.weight" (gguf:tensor-names full) :test #'string=))
@@ -355,7 +355,7 @@ count."
     (multiple-value-bind (code out err)
         (run-exe (list "embed" file "--tokens" "2,17,9,3" "--pooling" "none"))
       (is (= 0 code) "stderr: ~A" err)
-      (let ((lines (remove "" (rontolisp::split-lines out) :test #'string=)))
+      (let ((lines (remove "" (command-line::split-lines out) :test #'string=)))
         (is (= 4 (length lines)))
         (is (every (lambda (l) (= 63 (count #\Space l))) lines))))
     (multiple-value-bind (code out err)
@@ -466,7 +466,7 @@ count."
 (test bench-model-table
   ;; Speed is never checked: the rows, the errors against F32 (zero for F32
   ;; itself) and llama.cpp's column are.
-  (let ((rows (rontolisp::run-model-bench :random "s1-pico" :token-counts '(4)
+  (let ((rows (command-line::run-model-bench :random "s1-pico" :token-counts '(4)
                                           :thread-counts '(1) :reps 1
                                           :stream (make-broadcast-stream))))
     (is (equal '("F16 (f32 compute)" "Q8_0 :q8" "Q8_0 :q8x2" "F32")
@@ -476,7 +476,7 @@ count."
       (is (zerop (getf f32 :max-abs-error)))
       (is (< 0 (getf q8 :max-abs-error) 0.1))
       (is (> (getf q8x2 :cosine) 0.999)))
-    (if (and (rontolisp::llama-library-directory) (rontolisp::llama-embed-program))
+    (if (and (command-line::llama-library-directory) (command-line::llama-embed-program))
         (is (every (lambda (r) (and (getf r :llama-us) (plusp (getf r :ratio)))) rows))
         (progn (is (every (lambda (r) (null (getf r :llama-us))) rows))
                ;; a failure under CI=true, where the column must be there
@@ -507,7 +507,7 @@ token embedding, so its maxima are those of every vocabulary row."
     (unwind-protect
          (progn
            (is (= 0 (run-exe (list "calibrate" file cal))))
-           (let ((c (rontolisp::read-calibration cal)))
+           (let ((c (model::read-calibration cal)))
              (gguf:with-file (f file)
                (is (equal (loop for i below 2
                                 append (loop for s in '("attn_qkv" "attn_output" "ffn_up"
@@ -554,10 +554,10 @@ of every attention and MLP input are exactly those channels."
 (test llama-encode-child-has-a-deadline
   ;; The child that runs llama.cpp's encoder is waited for within a
   ;; deadline: a program that outlives it is killed and reported.
-  (is (eql 0 (rontolisp::run-with-deadline "true" '() 60 "true")))
-  (is (eql 3 (rontolisp::run-with-deadline "sh" '("-c" "exit 3") 60 "sh")))
+  (is (eql 0 (command-line::run-with-deadline "true" '() 60 "true")))
+  (is (eql 3 (command-line::run-with-deadline "sh" '("-c" "exit 3") 60 "sh")))
   (let ((started (get-internal-real-time)))
     (signals rontolisp:rontolisp-error
-      (rontolisp::run-with-deadline "sleep" '("120") 1 "a sleeper"))
+      (command-line::run-with-deadline "sleep" '("120") 1 "a sleeper"))
     ;; Killed at its deadline, not waited for to its end.
     (is (< (- (get-internal-real-time) started) (* 60 internal-time-units-per-second)))))

@@ -209,7 +209,7 @@ file it makes must hold.")
 none falls back), written once per run."
   (or (gethash "f32" *llama-quantized-files*)
       (let ((path (tmp-path "qtypes-s1-micro-f32.gguf")))
-        (gguf:write path (rontolisp::random-model "s1-micro" :type :f32 :encoder-only t))
+        (gguf:write path (command-line::random-model "s1-micro" :type :f32 :encoder-only t))
         (setf (gethash "f32" *llama-quantized-files*) path))))
 
 (defun llama-quantized-file (ftype)
@@ -240,11 +240,11 @@ hidden states within 2e-2 of the largest of llama.cpp's own."
                    (is (find type (gguf:tensor-infos f) :key #'gguf:tensor-info-type
                                                         :test #'string=)
                        "~A: no ~A tensor in llama-quantize's file" ftype type)
-                   (let ((ref (rontolisp::llama-encode file (list ids))))
+                   (let ((ref (command-line::llama-encode file (list ids))))
                      (if (null ref)
                          (skip-reference "llama.cpp's encoder (build/tools/llama_embed) is missing")
                          (multiple-value-bind (diff big cos)
-                             (rontolisp::hidden-state-error
+                             (command-line::hidden-state-error
                               (model:encode (model:load file) ids :gelu :tanh) (cdr (first ref)))
                            (format t "~&  s1-micro ~A, 300 tokens vs llama.cpp: max difference ~
 ~,3e of the largest, cosine ~,10F~%" ftype (/ diff big) cos)
@@ -289,12 +289,12 @@ those matrices dequantized answers."
   "`bench --model' on a file of other types adds a row for the file as it
 is stored, named after its types; its hidden states are those of the F32
 copy (the same dequantized weights)."
-  (let* ((source (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+  (let* ((source (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
          (file (tmp-path "qtypes-bench.gguf")))
     (unwind-protect
          (progn
            (gguf:write file (file-with-types source '(rontolisp:q4-0 rontolisp:iq4-nl)))
-           (let* ((rows (rontolisp::run-model-bench :file file :token-counts '(4)
+           (let* ((rows (command-line::run-model-bench :file file :token-counts '(4)
                                                     :thread-counts '(1) :reps 1
                                                     :stream (make-broadcast-stream)))
                   (own (find "Q4_0+IQ4_NL (f32)" rows :key (lambda (r) (getf r :format))
@@ -312,7 +312,7 @@ MODEL:ENCODE answers for it."
         (skip-reference "build/tools/llama_quantize or llama.cpp's libraries are missing")
         (let ((j (first (embed-json (list file "--tokens" "2,17,9,3" "--pooling" "none"
                                           "--normalize" "none")))))
-          (is (equalp (rontolisp::embedding-rows (model:encode (model:load file) ids))
+          (is (equalp (model::embedding-rows (model:encode (model:load file) ids))
                       (map 'vector #'json-floats (gethash "embeddings" j))))))))
 
 (test aref-decodes-one-block

@@ -97,17 +97,17 @@ not write, and a bad thread count are refused with exit 2 and no file."
 (test quantize-mixtures-kv-overrides
   "--override-kv as llama-quantize reads it: int written as u32 of the
 magnitude, float as f32, bool, str; each key removed and appended."
-  (is (equal '("a.b" :u32 7) (rontolisp::parse-kv-override "a.b=int:-7")))
-  (is (equal '("a" :f32 0.25) (rontolisp::parse-kv-override "a=float:.25")))
-  (is (equal '("a" :bool nil) (rontolisp::parse-kv-override "a=bool:false")))
-  (is (equal '("a" :string "x=y") (rontolisp::parse-kv-override "a=str:x=y")))
-  (is (equal '("a" :f32 1.0e-3) (rontolisp::parse-kv-override "a=float:1e-3")))
+  (is (equal '("a.b" :u32 7) (command-line::parse-kv-override "a.b=int:-7")))
+  (is (equal '("a" :f32 0.25) (command-line::parse-kv-override "a=float:.25")))
+  (is (equal '("a" :bool nil) (command-line::parse-kv-override "a=bool:false")))
+  (is (equal '("a" :string "x=y") (command-line::parse-kv-override "a=str:x=y")))
+  (is (equal '("a" :f32 1.0e-3) (command-line::parse-kv-override "a=float:1e-3")))
   (dolist (bad '("=int:1" "a" "a=int:" "a=int:99999999999" "a=float:1.5.2" "a=float:e3"
                  "a=float:1e39" "a=float:1e999999999" "a=float:-1e99999999999999"
                  "general.alignment=int:64"))
-    (signals rontolisp:usage-error (rontolisp::parse-kv-override bad)))
+    (signals rontolisp:usage-error (command-line::parse-kv-override bad)))
   (is (equal '(("c" :u32 3) ("b" :string "z") ("a" :bool t))
-             (rontolisp::apply-kv-overrides '(("a" :u32 1) ("b" :u32 2) ("c" :u32 3))
+             (command-line::apply-kv-overrides '(("a" :u32 1) ("b" :u32 2) ("c" :u32 3))
                                             '(("b" :string "z") ("a" :bool t))))))
 
 (defun quantize-both (in options tail)

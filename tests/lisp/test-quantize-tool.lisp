@@ -41,7 +41,7 @@ is wrong, so that file differs by design (the input's alignment is kept).")
 (test quantize-tool-order
   (is (equal '("output.weight" "output_norm.weight" "token_embd.weight"
                "blk.2.a.weight" "blk.10.a.weight" "blk.10.b.weight")
-             (rontolisp::llama-tensor-order
+             (command-line::llama-tensor-order
               '("blk.10.b.weight" "blk.2.a.weight" "token_embd.weight" "blk.10.a.weight"
                 "output_norm.weight" "output.weight")))))
 
@@ -54,10 +54,10 @@ starts an e-acute, and a four-byte character after both."
         (e-acute (format nil "blk.0.~C.weight" (code-char #xe9)))
         (emoji (format nil "blk.0.~C.weight" (code-char #x1f600))))
     (is (equal (list raw-80 e-acute emoji raw-ff "blk.1.a")
-               (rontolisp::llama-tensor-order (list "blk.1.a" raw-ff emoji e-acute raw-80))))
-    (is (rontolisp::octets< #(1 2) #(1 2 0)))
-    (is (not (rontolisp::octets< #(1 2) #(1 2))))
-    (is (not (rontolisp::octets< #(2) #(1 9))))))
+               (command-line::llama-tensor-order (list "blk.1.a" raw-ff emoji e-acute raw-80))))
+    (is (command-line::octets< #(1 2) #(1 2 0)))
+    (is (not (command-line::octets< #(1 2) #(1 2))))
+    (is (not (command-line::octets< #(2) #(1 9))))))
 
 (test quantize-tool-matches-llama-quantize
   "Every output tensor has the type, dims, order and bytes llama-quantize
@@ -168,7 +168,7 @@ tokens that differ only in such bytes stay distinct."
   "What goes wrong while quantize works on a tensor names the file and the
 tensor, whatever signalled it; a GGUF file error keeps its own condition."
   (let* ((name "blk.0.ffn_up.weight")
-         (e (handler-case (rontolisp::with-tensor-named ("/m.gguf" name)
+         (e (handler-case (command-line::with-tensor-named ("/m.gguf" name)
                             (+ (make-array '(64 64) :element-type 'single-float) 1))
               (error (e) e))))
     (is (typep e 'rontolisp:tensor-data-error))
@@ -177,9 +177,9 @@ tensor, whatever signalled it; a GGUF file error keeps its own condition."
     (is (contains (princ-to-string e) "#<(simple-array single-float (64 64))>") "~A" e)
     (is (<= (length (princ-to-string e)) rontolisp::*message-limit*)))
   (let ((name nil))
-    (signals type-error (rontolisp::with-tensor-named ("/m.gguf" name) (+ 'a 1))))
+    (signals type-error (command-line::with-tensor-named ("/m.gguf" name) (+ 'a 1))))
   (signals gguf:gguf-error
-    (rontolisp::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
+    (command-line::with-tensor-named ("/m.gguf" "w") (gguf::gguf-error "/m.gguf" :x 1 "bad"))))
 
 (test quantize-tool-refuses-a-tensor-of-no-elements
   "A tensor with a dimension of 0 is refused before anything is written,
@@ -295,28 +295,28 @@ CONVERT-TENSOR-DATA) and held until GGUF:WRITE writes them all; the types
 from the same plan."
   (gguf:with-file (f in)
     (let* ((main (rontolisp::tensor-type-id (rontolisp::find-tensor-type type)))
-           (order (rontolisp::llama-tensor-order (gguf:tensor-names f)))
-           (plan (rontolisp::quantize-plan
+           (order (command-line::llama-tensor-order (gguf:tensor-names f)))
+           (plan (command-line::quantize-plan
                   f order
-                  (rontolisp::quantize-targets
+                  (command-line::quantize-targets
                    (list f) order main
-                   (list :rules (mapcar #'rontolisp::parse-tensor-type-rule
+                   (list :rules (mapcar #'command-line::parse-tensor-type-rule
                                         (getf options :tensor-types))))
                   in))
            (tensors
              (loop for p in plan
-                   for name = (rontolisp::planned-name p)
-                   for ne = (rontolisp::planned-ne p)
-                   for target = (rontolisp::planned-target p)
-                   collect (if (= target (rontolisp::planned-source p))
+                   for name = (command-line::planned-name p)
+                   for ne = (command-line::planned-ne p)
+                   for target = (command-line::planned-target p)
+                   collect (if (= target (command-line::planned-source p))
                                (list name (gguf:tensor-octets f name)
                                      :type target :dims (rontolisp::trim-dims ne))
                                (let ((data (gguf:tensor f name)))
                                  (list name
                                        (if (= target 8)
-                                           (rontolisp:quantize (rontolisp::data-as-matrix data ne)
+                                           (rontolisp:quantize (command-line::data-as-matrix data ne)
                                                                :q8_0)
-                                           (rontolisp::convert-tensor-data
+                                           (command-line::convert-tensor-data
                                             data (ecase target (0 :f32) (1 :f16) (30 :bf16))))
                                        :dims (rontolisp::trim-dims ne)))))))
       (gguf:write out (gguf:make-file
@@ -448,51 +448,51 @@ finds it first."
   "The types quantize writes by name in any case (and llama-quantize's file
 types, names or ftype numbers, for the main type); other ggml types
 refused by name."
-  (is (= 8 (rontolisp::target-type-id "q8_0")))
-  (is (= 12 (rontolisp::target-type-id "q4_K")))
-  (is (= 23 (rontolisp::target-type-id "IQ4_XS")))
-  (is (= 12 (rontolisp::target-type-id "q4_k_m" :ftype t)))
-  (is (= 12 (rontolisp::target-type-id "15" :ftype t)))
-  (is (= 11 (rontolisp::target-type-id "Q3_K" :ftype t)))
-  (is (= 20 (rontolisp::target-type-id "25" :ftype t)))
-  (signals rontolisp:usage-error (rontolisp::target-type-id "q4_k_m"))
-  (signals rontolisp:usage-error (rontolisp::target-type-id "99" :ftype t))
-  (is (= 30 (rontolisp::target-type-id "BF16")))
-  (is (= 8 (rontolisp::target-type-id "7" :ftype t)))
-  (is (= 30 (rontolisp::target-type-id "32" :ftype t)))
-  (is (= 0 (rontolisp::target-type-id "0" :ftype t)))
-  (signals rontolisp:usage-error (rontolisp::target-type-id "7"))
+  (is (= 8 (command-line::target-type-id "q8_0")))
+  (is (= 12 (command-line::target-type-id "q4_K")))
+  (is (= 23 (command-line::target-type-id "IQ4_XS")))
+  (is (= 12 (command-line::target-type-id "q4_k_m" :ftype t)))
+  (is (= 12 (command-line::target-type-id "15" :ftype t)))
+  (is (= 11 (command-line::target-type-id "Q3_K" :ftype t)))
+  (is (= 20 (command-line::target-type-id "25" :ftype t)))
+  (signals rontolisp:usage-error (command-line::target-type-id "q4_k_m"))
+  (signals rontolisp:usage-error (command-line::target-type-id "99" :ftype t))
+  (is (= 30 (command-line::target-type-id "BF16")))
+  (is (= 8 (command-line::target-type-id "7" :ftype t)))
+  (is (= 30 (command-line::target-type-id "32" :ftype t)))
+  (is (= 0 (command-line::target-type-id "0" :ftype t)))
+  (signals rontolisp:usage-error (command-line::target-type-id "7"))
   (dolist (bad '("tq1_0" "IQ2_XXS" "Q1_0"))
-    (let ((e (handler-case (rontolisp::target-type-id bad) (rontolisp:usage-error (e) e))))
+    (let ((e (handler-case (command-line::target-type-id bad) (rontolisp:usage-error (e) e))))
       (is (typep e 'rontolisp:usage-error))
       (is (contains (princ-to-string e) (string-upcase bad)) "~A" e)
       (is (contains (princ-to-string e) "does not write") "~A" e)))
-  (signals rontolisp:usage-error (rontolisp::target-type-id "q9_9")))
+  (signals rontolisp:usage-error (command-line::target-type-id "q9_9")))
 
 (test quantize-tool-tensor-type-rules
   "--tensor-type as llama-quantize parses it: PATTERN=TYPE split at the
 first `=', the pattern lower-cased, searched in the name as a regular
 expression; the first matching rule wins."
-  (is (equal '("attn_q" . 1) (rontolisp::parse-tensor-type-rule "ATTN_Q=f16")))
+  (is (equal '("attn_q" . 1) (command-line::parse-tensor-type-rule "ATTN_Q=f16")))
   (is (equal '("blk\\.[0-9]+\\.ffn_(up|down)" . 30)
-             (rontolisp::parse-tensor-type-rule "blk\\.[0-9]+\\.ffn_(up|down)=bf16")))
+             (command-line::parse-tensor-type-rule "blk\\.[0-9]+\\.ffn_(up|down)=bf16")))
   (dolist (bad '("attn_q" "=f16" "attn_q=" "attn_q=q4_k_m" "attn_(q=f16"))
-    (signals rontolisp:usage-error (rontolisp::parse-tensor-type-rule bad)))
-  (let ((rules (mapcar #'rontolisp::parse-tensor-type-rule
+    (signals rontolisp:usage-error (command-line::parse-tensor-type-rule bad)))
+  (let ((rules (mapcar #'command-line::parse-tensor-type-rule
                        '("blk\\.1\\.=f32" "attn=f16" "^blk\\.\\d+\\.ffn=bf16"))))
-    (is (= 0 (rontolisp::tensor-type-rule-for "blk.1.attn_q.weight" rules)))
-    (is (= 1 (rontolisp::tensor-type-rule-for "blk.2.attn_q.weight" rules)))
-    (is (= 30 (rontolisp::tensor-type-rule-for "blk.12.ffn_up.weight" rules)))
-    (is (null (rontolisp::tensor-type-rule-for "xblk.12.ffn_up.weight" (last rules))))
-    (is (null (rontolisp::tensor-type-rule-for "token_embd.weight" rules)))))
+    (is (= 0 (command-line::tensor-type-rule-for "blk.1.attn_q.weight" rules)))
+    (is (= 1 (command-line::tensor-type-rule-for "blk.2.attn_q.weight" rules)))
+    (is (= 30 (command-line::tensor-type-rule-for "blk.12.ffn_up.weight" rules)))
+    (is (null (command-line::tensor-type-rule-for "xblk.12.ffn_up.weight" (last rules))))
+    (is (null (command-line::tensor-type-rule-for "token_embd.weight" rules)))))
 
 (test quantize-tool-target-choice
   "llama_tensor_get_type for these types: untouched tensors keep theirs,
 the token embeddings and output.weight take their options, rules apply
 only under a Q8_0 main type, and Q8_0 falls back to F16 on odd rows."
   (flet ((target (name ne source main &rest options)
-           (apply #'rontolisp::quantize-target name ne source main options)))
-    (let ((rules (list (rontolisp::parse-tensor-type-rule "attn_q=bf16"))))
+           (apply #'command-line::quantize-target name ne source main options)))
+    (let ((rules (list (command-line::parse-tensor-type-rule "attn_q=bf16"))))
       (is (= 0 (target "blk.0.attn_norm.weight" '(64 64) 0 8 :rules rules)))
       (is (= 30 (target "blk.0.attn_q.weight" '(64 64) 0 8 :rules rules)))
       (is (= 8 (target "blk.0.attn_k.weight" '(64 64) 0 8 :rules rules)))
@@ -592,7 +592,7 @@ main type."
              (multiple-value-bind (code stdout) (run-exe (list "quantize" "--help"))
                (is (= 0 code))
                ;; every type it makes on a line of its own with its bits per weight
-               (loop for (name ftype) in rontolisp::*quantize-ftypes*
+               (loop for (name ftype) in command-line::*quantize-ftypes*
                      unless (member name '("Q3_K" "Q4_K" "Q5_K") :test #'string=)
                        do (is (some (lambda (l) (and (contains l (format nil " ~D  ~A " ftype name))
                                                      (contains l " bpw  ")))
@@ -867,7 +867,7 @@ bytes written are those of the file as read, either way."
                    (write-octets-file other (file-octets (golden "q8_align64.f32.gguf")))
                    (delete-file in) ; the mapping keeps the file read alive
                    (rename-file other in))
-                 (let ((names (rontolisp::llama-tensor-order (gguf:tensor-names f))))
+                 (let ((names (command-line::llama-tensor-order (gguf:tensor-names f))))
                    (gguf:with-file (r ref)
                      (gguf:write out (gguf:make-file
                                       :metadata (gguf:metadata r) :alignment (gguf:alignment r)

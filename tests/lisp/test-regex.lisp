@@ -72,14 +72,14 @@
 
 (test regex-agrees-with-python-re-search
   (loop for (pattern string expected) in *regex-cases*
-        do (is (eq expected (and (rontolisp::regex-search pattern string) t))
+        do (is (eq expected (and (text::regex-search pattern string) t))
                "~S on ~S: expected ~:[no match~;a match~]" pattern string expected)))
 
 (test regex-refuses-malformed-patterns
   ;; Python's re refuses each of these too, except the lookahead, which
   ;; --filter does not support.
   (dolist (bad '("(ab" "ab)" "[ab" "*a" "a\\" "\\q" "a{3,1}" "(?=a)" "[z-a]" "a**" "a{1001}"))
-    (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+    (let ((c (handler-case (progn (text::compile-regex bad) nil)
                (rontolisp::regex-error (c) c))))
       (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
       (when c (is (search (prin1-to-string bad) (princ-to-string c)))))))
@@ -89,28 +89,28 @@
   ;; matcher; the Pike VM takes one step per character.
   (let ((s (make-string 20000 :initial-element #\a))
         (start (get-internal-real-time)))
-    (is (not (rontolisp::regex-search "(a*)*b" s)))
-    (is (not (rontolisp::regex-search "(a|aa)*c" s)))
+    (is (not (text::regex-search "(a*)*b" s)))
+    (is (not (text::regex-search "(a|aa)*c" s)))
     (is (< (- (get-internal-real-time) start) (* 20 internal-time-units-per-second)))))
 
 (test regex-refuses-patterns-past-the-program-limit
   ;; counted repetitions nest by multiplying: a billion copies once took all
   ;; memory; now each is refused before anything is built, naming the limit
   (dolist (bad '("((a{1000}){1000}){1000}" "(a{1000}){11}" "(?:[a-z]{100}|b){1000}"))
-    (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+    (let ((c (handler-case (progn (text::compile-regex bad) nil)
                (rontolisp::regex-error (c) c))))
       (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
       (when c
         (is (search "at most 10000 pattern elements" (princ-to-string c)))
         (is (search (prin1-to-string bad) (princ-to-string c))))))
   ;; at the limit it compiles (the count is the program's, less its final match), and matches
-  (is (= 10001 (length (rontolisp::regex-program (rontolisp::compile-regex "(a{1000}){10}")))))
+  (is (= 10001 (length (text::regex-program (text::compile-regex "(a{1000}){10}")))))
   (is (= (+ (* 2 4) (* 3 5) 1)
-         (length (rontolisp::regex-program (rontolisp::compile-regex "(?:a|b){2,5}")))))
-  (is (rontolisp::regex-search "(a{1000}){10}" (make-string 10000 :initial-element #\a))))
+         (length (text::regex-program (text::compile-regex "(?:a|b){2,5}")))))
+  (is (text::regex-search "(a{1000}){10}" (make-string 10000 :initial-element #\a))))
 
 (test regex-parser-names-the-option-and-the-limit
-  (let ((c (handler-case (progn (rontolisp::regex-parser "--filter" "((a{1000}){1000}){1000}") nil)
+  (let ((c (handler-case (progn (text::regex-parser "--filter" "((a{1000}){1000}){1000}") nil)
              (rontolisp::usage-error (c) c))))
     (is (typep c 'rontolisp::usage-error))
     (when c
@@ -119,11 +119,11 @@
 
 (test regex-counted-repetition-has-its-maximum
   ;; {m} and {m,n} once lost their maximum and matched as {m,}
-  (is (not (rontolisp::regex-search "^a{2}$" "aaa")))
-  (is (rontolisp::regex-search "^a{2}$" "aa"))
-  (is (not (rontolisp::regex-search "^a{1,2}$" "aaa")))
-  (is (rontolisp::regex-search "^a{2,}$" "aaaa"))
-  (is (= 1001 (length (rontolisp::regex-program (rontolisp::compile-regex "a{1000}"))))))
+  (is (not (text::regex-search "^a{2}$" "aaa")))
+  (is (text::regex-search "^a{2}$" "aa"))
+  (is (not (text::regex-search "^a{1,2}$" "aaa")))
+  (is (text::regex-search "^a{2,}$" "aaaa"))
+  (is (= 1001 (length (text::regex-program (text::compile-regex "a{1000}"))))))
 
 (test regex-word-boundaries-and-named-refusals
   ;; \b and \B as ECMAScript (llama-quantize's std::regex) and Python read
@@ -135,11 +135,11 @@
                ("^\\b" "a" t) ("\\b$" "a." nil) ("\\b" "" nil) ("x\\b" "x" t)
                ("blk\\.\\d+\\.attn_v\\b" "blk.12.attn_v.weight" t)
                ("[\\b]" ,(format nil "a~C" (code-char 8)) t))
-        do (is (eq expected (and (rontolisp::regex-search pattern string) t))
+        do (is (eq expected (and (text::regex-search pattern string) t))
                "~S on ~S: expected ~:[no match~;a match~]" pattern string expected))
   (loop for (bad named) in '(("(?i)attn" "inline flag (?i)") ("(?=a)" "look-ahead")
                              ("(?<n>a)" "named group") ("\\b+" "anchor"))
-        do (let ((c (handler-case (progn (rontolisp::compile-regex bad) nil)
+        do (let ((c (handler-case (progn (text::compile-regex bad) nil)
                       (rontolisp::regex-error (c) c))))
              (is (typep c 'rontolisp::regex-error) "~S should be refused" bad)
              (when c (is (search named (princ-to-string c)) "~S: ~A" bad c)))))

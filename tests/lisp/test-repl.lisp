@@ -94,16 +94,16 @@ driver's deadline, as one that keeps the terminal open is."
 
 (test repl-completion-candidates
   (let ((*package* (find-package "RONTOLISP-USER")))
-    (is (member "rontolisp:quantize" (rontolisp::completion-candidates "rontolisp:quantiz")
+    (is (member "rontolisp:quantize" (command-line::completion-candidates "rontolisp:quantiz")
                 :test #'string=))
     ;; Internal symbols only after ::.
-    (is (null (rontolisp::completion-candidates "rontolisp:qm-byte-si")))
+    (is (null (command-line::completion-candidates "rontolisp:qm-byte-si")))
     (is (equal '("rontolisp::qm-byte-size")
-               (rontolisp::completion-candidates "rontolisp::qm-byte-si")))
-    (is (member "MULTIPLE-VALUE-BIND" (rontolisp::completion-candidates "MULTIPLE-VALUE-B")
+               (command-line::completion-candidates "rontolisp::qm-byte-si")))
+    (is (member "MULTIPLE-VALUE-BIND" (command-line::completion-candidates "MULTIPLE-VALUE-B")
                 :test #'string=))
-    (is (member "gguf:" (rontolisp::completion-candidates "ggu") :test #'string=))
-    (is (null (rontolisp::completion-candidates "no-such-package:x")))))
+    (is (member "gguf:" (command-line::completion-candidates "ggu") :test #'string=))
+    (is (null (command-line::completion-candidates "no-such-package:x")))))
 
 (test repl-describe-quantized-matrix-is-short
   (let* ((m (rontolisp:quantize (make-array '(64 256) :element-type 'single-float
@@ -271,7 +271,7 @@ lists, vectors, quotes, backquotes, and a list never closed.")
 
 (defun nesting-message-p (err)
   (contains err (format nil "expected forms nested at most ~D deep, found deeper nesting at character"
-                        rontolisp::*read-depth-limit*)))
+                        command-line::*read-depth-limit*)))
 
 (test script-with-deep-nesting-exits-1-with-one-line
   (dolist (form *deep-forms*)
@@ -287,7 +287,7 @@ lists, vectors, quotes, backquotes, and a list never closed.")
   (let ((f (write-file-string (tmp-path "limit.lisp")
                               (format nil "(princ (length '~A))~%"
                                       ;; princ, length and the quote are 3 levels
-                                      (nested "(" ")" (- rontolisp::*read-depth-limit* 3))))))
+                                      (nested "(" ")" (- command-line::*read-depth-limit* 3))))))
     (multiple-value-bind (code out err) (run-exe (list "script" f))
       (is (eql 0 code) "~A" err)
       (is (string= "1" out)))
@@ -307,9 +307,9 @@ lists, vectors, quotes, backquotes, and a list never closed.")
 (let ((deep ~S) (limit ~S))
   (print (list (try deep) (with-standard-io-syntax (try deep))
                (with-standard-io-syntax (try limit))
-               (let ((*readtable* (rontolisp::depth-limited-readtable))) (try limit)))))"
+               (let ((*readtable* (command-line::depth-limited-readtable))) (try limit)))))"
                     (first *deep-forms*)
-                    (nested "(" ")" rontolisp::*read-depth-limit*)))))
+                    (nested "(" ")" command-line::*read-depth-limit*)))))
     (multiple-value-bind (code out err) (run-exe (list "script" f))
       (is (eql 0 code) "exit ~A: ~A" code err)
       (is (string= (format nil "~%(:BOUNDED :BOUNDED 1 1) ") out) "~S" out))
@@ -351,7 +351,7 @@ lists, vectors, quotes, backquotes, and a list never closed.")
   ;; The second deep form is read at debugger level 1, where ECL's
   ;; debugger binds the standard readtable: the limit holds there too (and
   ;; the debugger drops the form).
-  (let ((deep (nested "(" ")" (+ 100 rontolisp::*read-depth-limit*))))
+  (let ((deep (nested "(" ")" (+ 100 command-line::*read-depth-limit*))))
     (multiple-value-bind (code out)
         (pty-session (list "expect RONTOLISP-USER> " "raw" (format nil "send ~A\\r" deep)
                            "expect nested at most" "expect RONTOLISP-USER>> "

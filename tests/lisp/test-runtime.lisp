@@ -165,11 +165,11 @@ the nearest one by edit distance; a file given as a command, with script."
                     (is (<= (count #\Newline err) 3) "~A: ~A" word err)
                     (is (not (contains err "usage:")) "~A: the whole usage: ~A" word err)))
       (delete-file file)))
-  (is (= 3 (rontolisp::edit-distance "kitten" "sitting")))
-  (is (= 2 (rontolisp::edit-distance "inpsect" "inspect")))
-  (is (= 0 (rontolisp::edit-distance "" "")))
-  (is (= 5 (rontolisp::edit-distance "" "bench")))
-  (is (null (rontolisp::closest-name "xyzzy" '("inspect" "bench")))))
+  (is (= 3 (command-line::edit-distance "kitten" "sitting")))
+  (is (= 2 (command-line::edit-distance "inpsect" "inspect")))
+  (is (= 0 (command-line::edit-distance "" "")))
+  (is (= 5 (command-line::edit-distance "" "bench")))
+  (is (null (command-line::closest-name "xyzzy" '("inspect" "bench")))))
 
 ;;; SBCL's habits: --script, script -, and (in test-repl.lisp) --quit.
 
@@ -267,14 +267,14 @@ a #! first line skipped, each form as it is read."
 (defun test-command (&key options (min 0) max options-first)
   "A command structure for parser tests, with OPTIONS given as
 (var name metavar parser repeat)."
-  (rontolisp::make-command
+  (command-line::make-command
    "test" "ARGS" "a test command" nil
    (loop for (var name metavar parser repeat) in options
-         collect (rontolisp::make-command-option var name metavar parser repeat nil))
+         collect (command-line::make-command-option var name metavar parser repeat nil))
    min max options-first nil))
 
 (defun parse-line (command &rest args)
-  (multiple-value-list (rontolisp::parse-command-line command args)))
+  (multiple-value-list (command-line::parse-command-line command args)))
 
 (defun usage-message (thunk)
   "The message of the USAGE-ERROR THUNK signals, or NIL."
@@ -287,7 +287,7 @@ a #! first line skipped, each form as it is read."
         while pos count t))
 
 (test command-parser-reads-options-and-arguments
-  (let ((c (test-command :options `((n "--n" "N" ,(rontolisp::integer-parser :min 1 :max 9) nil)
+  (let ((c (test-command :options `((n "--n" "N" ,(command-line::integer-parser :min 1 :max 9) nil)
                                     (flag "--flag" nil nil nil)
                                     (shape "--shape" "RxC" nil t))
                          :min 1 :max 2)))
@@ -308,10 +308,10 @@ a #! first line skipped, each form as it is read."
                (parse-line c "--flag" "f" "--flag" "--help")))))
 
 (test command-value-parsers
-  (let ((ints (rontolisp::integer-parser :min 0))
-        (types (rontolisp::choice-parser '("f32" "q8_0") :key #'string-upcase)))
+  (let ((ints (command-line::integer-parser :min 0))
+        (types (command-line::choice-parser '("f32" "q8_0") :key #'string-upcase)))
     (is (= 0 (funcall ints "--n" "0")))
-    (is (= -5 (funcall (rontolisp::integer-parser) "--seed" "-5")))
+    (is (= -5 (funcall (command-line::integer-parser) "--seed" "-5")))
     (is (string= "Q8_0" (funcall types "--type" "Q8_0")))
     (is (search "--n expects an integer of 0 or more, found \"-1\""
                 (usage-message (lambda () (funcall ints "--n" "-1")))))
@@ -332,29 +332,29 @@ a #! first line skipped, each form as it is read."
                                     ("0e999999999999" 0 t) ("1e-999999999" 0 t)
                                     ("1e999999999" :overflow t) ("-1e400" :-overflow t)
                                     ("1e399" #.(expt 10 399) t))
-        do (is (equal (list value float) (multiple-value-list (rontolisp::scan-number text)))
+        do (is (equal (list value float) (multiple-value-list (command-line::scan-number text)))
                "~S" text))
   (dolist (bad '("" "." "e5" "1e" "1e+" "1x" " 1" "1 " "--1" "1.5.2" "0x10" "inf" "nan" "1_000"))
-    (is (null (rontolisp::scan-number bad)) "~S is not a number" bad))
+    (is (null (command-line::scan-number bad)) "~S is not a number" bad))
   ;; past 800 significant digits the rest only says "more": the digits kept
   ;; plus a sticky 1
   (is (= (/ (1+ (expt 10 800)) (expt 10 699))
-         (rontolisp::scan-number (format nil "1~800,,,'0A1e-700" "")))))
+         (command-line::scan-number (format nil "1~800,,,'0A1e-700" "")))))
 
 (test runtime-number-argument-rounds-and-refuses-by-range
   (flet ((refusal (string type)
-           (usage-message (lambda () (rontolisp::number-argument "--set a" string type)))))
+           (usage-message (lambda () (command-line::number-argument "--set a" string type)))))
     ;; as strtod rounds, subnormals and ties included
-    (is (= 1.5d0 (rontolisp::number-argument "--set a" "1.5" :f64)))
-    (is (eql 0.1d0 (rontolisp::number-argument "--set a" "0.1" :f64)))
-    (is (eql 0.1 (rontolisp::number-argument "--set a" "0.1" :f32)))
-    (is (eql (* 2024 least-positive-double-float) (rontolisp::number-argument "--set a" "1e-320" :f64)))
-    (is (zerop (rontolisp::number-argument "--set a" "2.4703282292062327e-324" :f64)))
-    (is (eql least-positive-double-float (rontolisp::number-argument "--set a" "2.4703282292062328e-324" :f64)))
+    (is (= 1.5d0 (command-line::number-argument "--set a" "1.5" :f64)))
+    (is (eql 0.1d0 (command-line::number-argument "--set a" "0.1" :f64)))
+    (is (eql 0.1 (command-line::number-argument "--set a" "0.1" :f32)))
+    (is (eql (* 2024 least-positive-double-float) (command-line::number-argument "--set a" "1e-320" :f64)))
+    (is (zerop (command-line::number-argument "--set a" "2.4703282292062327e-324" :f64)))
+    (is (eql least-positive-double-float (command-line::number-argument "--set a" "2.4703282292062328e-324" :f64)))
     (is (eql most-positive-double-float
-             (rontolisp::number-argument "--set a" "1.7976931348623158e308" :f64)))
-    (is (eql most-positive-single-float (rontolisp::number-argument "--set a" "3.4028235e38" :f32)))
-    (is (eql -7 (rontolisp::number-argument "--set a" "-7" '(-128 127))))
+             (command-line::number-argument "--set a" "1.7976931348623158e308" :f64)))
+    (is (eql most-positive-single-float (command-line::number-argument "--set a" "3.4028235e38" :f32)))
+    (is (eql -7 (command-line::number-argument "--set a" "-7" '(-128 127))))
     ;; one rule: a number that rounds beyond the type's largest value is
     ;; refused with the range, whatever its exponent's length
     (loop for (string type range) in '(("1e999999999" :f64 "the f64 range")
@@ -374,25 +374,25 @@ a #! first line skipped, each form as it is read."
 
 (test cli-every-command-answers-help
   (dolist (name *command-names*)
-    (is (rontolisp::find-command name) "no command ~S" name))
-  (dolist (c rontolisp::*commands*)
-    (let ((name (rontolisp::command-name c)))
+    (is (command-line::find-command name) "no command ~S" name))
+  (dolist (c command-line::*commands*)
+    (let ((name (command-line::command-name c)))
       (dolist (flag '("--help" "-h"))
         (multiple-value-bind (code out err) (run-exe (list name flag))
           (is (= 0 code) "~A ~A exited ~D" name flag code)
           (is (string= "" err) "~A ~A wrote to stderr: ~A" name flag err)
-          (is (contains out (format nil "usage: rontolisp ~A ~A" name (rontolisp::command-usage c))))
-          (is (contains out (rontolisp::command-summary c)))
-          (dolist (o (rontolisp::command-options c))
-            (is (contains out (rontolisp::command-option-name o))
-                "~A --help does not show ~A" name (rontolisp::command-option-name o))))))))
+          (is (contains out (format nil "usage: rontolisp ~A ~A" name (command-line::command-usage c))))
+          (is (contains out (command-line::command-summary c)))
+          (dolist (o (command-line::command-options c))
+            (is (contains out (command-line::command-option-name o))
+                "~A --help does not show ~A" name (command-line::command-option-name o))))))))
 
 (test cli-help-lists-every-command
   (multiple-value-bind (code out) (run-exe '("--help"))
     (is (= 0 code))
-    (dolist (c rontolisp::*commands*)
-      (is (contains out (format nil "rontolisp ~A ~A" (rontolisp::command-name c)
-                                (rontolisp::command-usage c)))))))
+    (dolist (c command-line::*commands*)
+      (is (contains out (format nil "rontolisp ~A ~A" (command-line::command-name c)
+                                (command-line::command-usage c)))))))
 
 (test cli-bad-usage-exits-2-the-same-way-everywhere
   (dolist (args '(("script") ("inspect") ("inspect" "a.gguf" "--frob") ("inspect" "a" "b")

@@ -1,4 +1,4 @@
-;;;; test-serve.lisp - `rontolisp serve' (lisp/tools/serve.lisp, prims/http.c)
+;;;; test-serve.lisp - `rontolisp serve' (lisp/jobs/serve.lisp, prims/http.c)
 ;;;; in a child process on a free loopback port: llama-server's shapes, the
 ;;;; numbers of `tokenize', `embed --json' and `decide --json' bit for bit,
 ;;;; the API key, abuse that must not stop it, and SIGINT/SIGTERM ending it

@@ -116,7 +116,7 @@
   (is (= 2 (run-exe (list "split" "x.gguf" "p" "--max-size" "0M"))))
   (is (= 2 (run-exe (list "split" "x.gguf" "p" "--max-size" "1M" "--max-tensors" "3"))))
   (is (= 2 (run-exe (list "split" "x.gguf" "p" "--max-tensors" "0"))))
-  (is (= (* 2 1000 1000 1000) (rontolisp::split-size-parser "--max-size" "2G")))
+  (is (= (* 2 1000 1000 1000) (command-line::split-size-parser "--max-size" "2G")))
   (is (= 0 (run-exe (list "split" "--help"))))
   (is (= 0 (run-exe (list "merge" "--help")))))
 
@@ -224,11 +224,11 @@
     (is (= 0 (run-exe (list "split" in prefix "--max-tensors" "4"))))
     (let* ((count (ceiling (gguf:with-file (f in) (length (gguf:tensor-infos f))) 4))
            (names (shard-names prefix count))
-           (whole (rontolisp::llama-encode in (list ids))))
+           (whole (command-line::llama-encode in (list ids))))
       (if (null whole)
           (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing (run sh ~
 tests/fetch-llama-lib.sh and make tools, or set RL_LLAMA_LIB)")
-          (let ((sharded (rontolisp::llama-encode (first names) (list ids))))
+          (let ((sharded (command-line::llama-encode (first names) (list ids))))
             (is (< 2 count))
             (is (equalp (cdr (first whole)) (cdr (first sharded)))
                 "llama.cpp's embeddings of the shards differ from the whole file's")))

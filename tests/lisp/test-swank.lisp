@@ -200,12 +200,12 @@ head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
         (is (contains (or first "") (prin1-to-string bad)) "~S: ~S" bad err)
         (is (contains (or first "") "expects a loopback address") "~S: ~S" bad err))))
   (dolist (good '("127.0.0.1" "127.255.0.9" "::1" "0:0:0:0:0:0:0:1" "localhost"))
-    (is (rontolisp::loopback-address-p good) "~S" good))
-  (is (null (rontolisp::parse-address "0127.0.0.1")))
-  (is (equalp #(127 0 0 1) (rontolisp::parse-address "127.0.0.1")))
-  (is (equalp #(0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1) (rontolisp::parse-address "::1")))
-  (is (not (rontolisp::loopback-address-p "127.0.0")))
-  (is (not (rontolisp::loopback-address-p "10.0.0.1"))))
+    (is (command-line::loopback-address-p good) "~S" good))
+  (is (null (command-line::parse-address "0127.0.0.1")))
+  (is (equalp #(127 0 0 1) (command-line::parse-address "127.0.0.1")))
+  (is (equalp #(0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1) (command-line::parse-address "::1")))
+  (is (not (command-line::loopback-address-p "127.0.0")))
+  (is (not (command-line::loopback-address-p "10.0.0.1"))))
 
 (test swank-refuses-connections-beyond-the-limit
   ;; A limit of 3: a fourth connection is told so and closed, the server
@@ -232,7 +232,7 @@ head -c 300 <&3' bash \"$1\"" (princ-to-string port))))))
                             finally (setf again state)))
                  (dolist (s streams) (ignore-errors (close s))))
                (setf log (or (ignore-errors (read-file-string err)) "")))))
-     :flags '("--eval" "(setf rontolisp::*swank-connection-limit* 3)"))
+     :flags '("--eval" "(setf command-line::*swank-connection-limit* 3)"))
     (is (equal '(:accepted :accepted :accepted :refused) states) "~S" states)
     (is (eq :accepted again) "after one closed: ~S" again)
     (is (contains log "connection refused: expected fewer than 3 open connections") "~S" log)))
@@ -359,7 +359,7 @@ as a string; NIL when none came before DEADLINE or the stream ended."
                   ls \"$2/usr/local/share/man/man1/rontolisp.1\" \"$2/usr/local/lib/rontolisp/rontolisp-prims.fas\" \\
                      \"$2/usr/local/share/rontolisp/rontolisp.asd\" \"$2/usr/local/share/doc/rontolisp/LICENSE\" >/dev/null &&
                   if [ -f build/swank/complete ]; then
-                    echo '(progn (princ (rontolisp::prebuilt-swank-directory)) (rontolisp:exit 0))' |
+                    echo '(progn (princ (command-line::prebuilt-swank-directory)) (rontolisp:exit 0))' |
                       \"$2/usr/local/bin/rontolisp\" --norc 2>/dev/null; echo; fi &&
                   make -s uninstall DESTDIR=\"$2\" PREFIX=/usr/local >/dev/null &&
                   echo --- && find \"$2\" -type f"
@@ -383,7 +383,7 @@ executable EXE (its REPL, fed through a pipe, with the environment
 assignments ENV), read back; the second value is the REPL's output."
   (multiple-value-bind (code out err)
       (apply #'sh "exe=\"$1\"; shift; env \"$@\" \"$exe\" --norc <<'EOF'
-(progn (rontolisp::load-swank)
+(progn (command-line::load-swank)
        (format t \"~&definitions: ~S~%\"
                (funcall (find-symbol \"FIND-DEFINITIONS\" \"SWANK/BACKEND\") 'rontolisp:quantize))
        (rontolisp:exit 0))
@@ -487,7 +487,7 @@ came within 60 s)."
   "The text SLIME's inspector shows of OBJECT (our view of it): strings
 as they are, (:value X) as X printed, (:newline) a newline."
   (with-output-to-string (s)
-    (dolist (part (rontolisp::swank-inspector-content object))
+    (dolist (part (command-line::swank-inspector-content object))
       (cond ((stringp part) (write-string part s))
             ((eq :newline (first part)) (terpri s))
             ((eq :value (first part)) (princ (or (third part) (second part)) s))))))
@@ -512,7 +512,7 @@ as they are, (:value X) as X printed, (:newline) a newline."
       (dolist (part '("Format: q8-0" "Shape: (64)" "Bytes: 68" "The first 1 row of 1"
                       "  0: 127.0 127.0"))
         (is (contains q part) "~S not in ~A" part q))))
-  (let ((e (inspector-text (model:load (rontolisp::random-model "s1-pico" :type :f32
+  (let ((e (inspector-text (model:load (command-line::random-model "s1-pico" :type :f32
                                                                           :encoder-only t)))))
     (dolist (part '("Hyper-parameters:" "  layers: 2" "  embedding-length: 64" "Token embedding: "))
       (is (contains e part) "~S not in ~A" part e))))

@@ -86,7 +86,7 @@ Jinja2 raised, or a refusal naming the construct and its offset."
   "The converter writes the template the goldens exercise."
   (let ((case (find "systemone-strings" (golden-template-cases)
                     :key (lambda (c) (gethash "name" c)) :test #'equal)))
-    (is (and case (string= (rontolisp::systemone-template "[CLS]" "[SEP]" "[MASK]")
+    (is (and case (string= (command-line::systemone-template "[CLS]" "[SEP]" "[MASK]")
                            (gethash "template" case))))))
 
 (test template-compile-once-render-many

@@ -1,4 +1,4 @@
-;;;; test-threads.lisp - the limit on live Lisp threads (lisp/runtime/threads.lisp):
+;;;; test-threads.lisp - the limit on live Lisp threads (lisp/base/threads.lisp):
 ;;;; more threads than ECL's first vector of 256 start and end (ECL alone
 ;;;; spins forever at the 256th), and one beyond *THREAD-LIMIT* is refused
 ;;;; with THREAD-LIMIT-ERROR.
@@ -70,7 +70,7 @@ work opens): item 1 is still emitted after item 0, and every item once."
   ;; No IS in the workers: FiveAM's test is not bound on other threads.
   (let* ((gate (mp:make-semaphore :count 0))
          (finished '()) (emitted '()) (lock (mp:make-lock :name "test")) (waited :never)
-         (n (rontolisp::map-in-order
+         (n (command-line::map-in-order
              2 (lambda (submit) (dotimes (i 10) (funcall submit i)))
              (lambda (i)
                (when (= i 0)
@@ -91,7 +91,7 @@ that item is emitted, everything before it is."
   (dolist (threads '(1 2))
     (let* ((emitted '())
            (caught (handler-case
-                       (rontolisp::map-in-order
+                       (command-line::map-in-order
                         threads (lambda (submit) (dotimes (i 20) (funcall submit i)))
                         (lambda (i) (if (= i 5) (error "item ~D failed" i) i))
                         (lambda (i result) (declare (ignore result)) (push i emitted)))

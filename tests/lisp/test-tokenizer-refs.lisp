@@ -194,7 +194,7 @@ characters), or NIL (see RUN-HF)."
 FILE: what `rontolisp tokenize --json' prints."
   (let ((tok (model:load-tokenizer file)))
     (mapcar (lambda (text)
-              (let ((offsets (nth-value 1 (rontolisp::tokenize-octets
+              (let ((offsets (nth-value 1 (model::tokenize-octets
                                            tok (rontolisp::%utf8-octets text) add-special t nil t))))
                 (loop for i from 0 below (length offsets) by 2
                       collect (list (aref offsets i) (aref offsets (1+ i))))))
@@ -210,7 +210,7 @@ TOKENIZER-JSON, or NIL (see RUN-HF)."
   "llama.cpp's llama_tokenize ids (lists) of TEXTS with the vocabulary of
 GGUF, or NIL (and a skip, a failure under CI=true) when its libraries or
 tools/llama_tokenize are missing."
-  (let ((dir (rontolisp::llama-library-directory))
+  (let ((dir (command-line::llama-library-directory))
         (program (probe-file (repo-file "build/tools/llama_tokenize"))))
     (if (not (and dir program))
         (progn (skip-reference "llama.cpp's libraries or build/tools/llama_tokenize are missing ~
@@ -284,7 +284,7 @@ tests/fetch-tokenizer-refs.sh)")
 
 (defun show-text (text)
   "TEXT as a JSON string, for messages."
-  (with-output-to-string (s) (rontolisp::write-json-string text s)))
+  (with-output-to-string (s) (text::write-json-string text s)))
 
 (defun check-agreement (what texts ours theirs)
   "Say (on the test output) how many of TEXTS OURS and THEIRS (lists of ids,

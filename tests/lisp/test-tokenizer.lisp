@@ -141,7 +141,7 @@ WRITE-JSON takes it; JSON-DATA of test-convert.lisp makes it of parsed JSON)."
     (if (stringp value)
         (write-file-string path value)
         (with-open-file (s path :direction :output :if-exists :supersede :external-format :utf-8)
-          (rontolisp::write-json value s)))
+          (text::write-json value s)))
     path))
 
 (defun converted-json ()
@@ -298,7 +298,7 @@ function of the parsed data that changes it) was applied, or NIL."
 (test tokenize-refused-when-model-has-no-tokenizer
   ;; An encoder file without tokenizer keys still loads and encodes.
   (let* ((path (tmp-path "no-tok.gguf")))
-    (gguf:write path (rontolisp::random-model "s1-pico" :type :f32 :encoder-only t))
+    (gguf:write path (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
     (let* ((f (gguf:read path))
            (bare (gguf:make-file
                   :metadata (loop for k in (gguf:keys f)

@@ -14,7 +14,7 @@
 ;;;; run in order before the REPL or the command.  Files loaded by `script',
 ;;;; --load and the rc file may start with a #! line.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; The reader's nesting depth.  ECL's reader recurses on the C stack for
 ;;; every nested list, vector, quote or backquote and does not check it:
@@ -117,15 +117,18 @@ or a FIFO signals FILE-IO-ERROR naming FILE before anything is read."
     (unless octets
       ;; The message leaves the path to the caller's prefix, the slot keeps it.
       (error 'file-io-error :path file :message why)))
-  (load-with-source-readtable (native-namestring file)))
+  (load-with-source-readtable file))
 
 (defun load-with-source-readtable (source)
-  "LOAD SOURCE (a native file name or a character stream) in package
+  "LOAD SOURCE (a file name or a character stream) in package
 RONTOLISP-USER with the standard readtable plus the #! first line."
   (let ((*package* (find-package "RONTOLISP-USER"))
         (*readtable* (depth-limited-readtable nil)))
     (set-dispatch-macro-character #\# #\! (depth-counting #'skip-shebang-line))
-    (load source :verbose nil :print nil)))
+    ;; Through LOAD's function cell (base/ecl-filenames.lisp's wrapper),
+    ;; given the name as the user wrote it: names the script's own file
+    ;; functions answer are then the user's too.
+    (funcall 'load source :verbose nil :print nil)))
 
 (defun load-standard-input ()
   "Load the Lisp forms of standard input as LOAD-SOURCE loads a file's
@@ -228,7 +231,7 @@ executable was built in (the parent of build/ or of build/asan/), else NIL."
       (let ((bin (make-pathname :name nil :type nil :version nil :defaults exe)))
         (loop for up in '("../share/rontolisp/" "../" "../../")
               for dir = (ignore-errors (truename (merge-pathnames up bin)))
-              when (and dir (probe-file (merge-pathnames "lisp/runtime/repl.lisp" dir)))
+              when (and dir (probe-file (merge-pathnames "lisp/session/repl.lisp" dir)))
                 return dir)))))
 
 (defun install-source-translations ()

@@ -15,7 +15,7 @@
 ;;;; thing it does check is cheap and must hold on every run: the Q8_0
 ;;;; paths and thread counts agree bit for bit.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *bench-standard-shapes*
   '((64 192) (1024 1024) (4096 4096) (4096 14336))
@@ -76,7 +76,7 @@ multiple of 1024 from 1024 to 16384 (so the f32 copy stays within 1 GiB)."
 
 (defstruct (bench-run (:constructor make-bench-run (format path-name path threads)))
   "One measured configuration of one matrix."
-  format          ; :f32 or :q8-0
+  format          ; :f32 or :q8_0
   path-name       ; "scalar", "avx2", ...
   path            ; the rl_path id
   threads
@@ -104,8 +104,8 @@ Q8_0 scalar reference with 1; without SIMD the f32 path is scalar."
          (best-name (cdr (first (last paths))))
          (counts (remove-duplicates (list 1 threads))))
     (append (loop for n in counts collect (make-bench-run :f32 best-name best n))
-            (list (make-bench-run :q8-0 "scalar" 0 1))
-            (loop for n in counts collect (make-bench-run :q8-0 best-name best n)))))
+            (list (make-bench-run :q8_0 "scalar" 0 1))
+            (loop for n in counts collect (make-bench-run :q8_0 best-name best n)))))
 
 (defun bench-time (matrix x out run iters)
   "Fill RUN with the median time of MATRIX times X on RUN's path and
@@ -145,7 +145,7 @@ matrix (or NIL), Q8 its quantized matrix (or NIL when it has none)."
                          (bench-q8-bytes rows cols)))
                (bench-time m x out run iters)
                ;; every Q8_0 path and thread count must give the same bits
-               (when (and (eq (bench-run-format run) :q8-0) (bench-run-ns run))
+               (when (and (eq (bench-run-format run) :q8_0) (bench-run-ns run))
                  (if q8-result
                      (unless (every (lambda (a b) (= (%single-bits a) (%single-bits b)))
                                     q8-result out)

@@ -1,4 +1,4 @@
-;;;; runtime.lisp - the command line, the REPL and the script runner.
+;;;; command-line.lisp - the command line and the script runner.
 ;;;;
 ;;;; The C host boots ECL, registers the primitives, takes the global flags
 ;;;; (--simd, --no-simd, --threads N) and calls MAIN with the rest of the
@@ -8,71 +8,7 @@
 ;;;; status; nothing here calls ext:quit, so the host always gets to flush
 ;;;; and shut ECL down cleanly.
 
-(in-package "RONTOLISP")
-
-(defparameter *version* "0.1.0")
-
-(defvar *args* '()
-  "The command-line arguments after the script's file name, as a list of
-strings, while `rontolisp script FILE ARGS...' runs FILE.")
-
-(defun version ()
-  "The version of rontolisp and of the ECL it embeds, as a string."
-  (format nil "rontolisp ~A (~A ~A)" *version*
-          (lisp-implementation-type) (lisp-implementation-version)))
-
-(defun exit (&optional (code 0))
-  "Leave rontolisp with exit status CODE (an integer, default 0), unwinding
-every dynamic extent on the way, so open files are closed and the standard
-streams flushed."
-  (check-type code (integer 0 255))
-  (throw '%exit code))
-
-;;; Knobs shared with the C kernels.
-
-(defun simd ()
-  "True when the kernels may use the CPU's SIMD paths (the default; the
-command-line flag --no-simd turns them off).  Set with (setf (simd) nil)."
-  (%simd))
-
-(defun (setf simd) (on)
-  (%set-simd (if on 1 0))
-  on)
-
-(defun threads ()
-  "The number of threads the kernels split their work across (--threads N;
-by default the machine's cores).  Set with (setf (threads) n)."
-  (%threads))
-
-(defun (setf threads) (n)
-  ;; The C knob refuses a count outside 1 to its limit (a TYPE-ERROR whose
-  ;; expected type names the limit), so the limit has one home.
-  (%set-threads n)
-  n)
-
-(defmacro with-kernel-threads ((n) &body body)
-  "Run BODY with the kernels' thread count N (NIL: as it is), and the knob
-as it was set (never set included: the machine's cores) afterwards."
-  (let ((old (gensym "KNOB")) (count (gensym "N")))
-    `(let ((,old (%threads-knob nil)) (,count ,n))
-       (unwind-protect (progn (when ,count (setf (threads) ,count)) ,@body)
-         (%threads-knob ,old)))))
-
-(defun threads-given ()
-  "The thread count --threads N (or (setf threads)) set, or NIL when none
-was set."
-  (let ((n (%threads-knob nil)))
-    (and (plusp n) n)))
-
-(defun max-threads ()
-  "The most threads the kernels can split their work across (the C
-kernels' limit): what --threads, (setf threads) and bench accept."
-  (%max-threads))
-
-(defun simd-path ()
-  "The name of the kernel path in use now, as a string: \"avx512vnni\",
-\"avx512\", \"avx2\" or \"scalar\"."
-  (%simd-path))
+(in-package "COMMAND-LINE")
 
 ;;; Subcommands.  Each one states its arguments, usage line, summary and
 ;;; options once, in DEFINE-COMMAND; its parser, its --help, its line in
@@ -254,6 +190,20 @@ written as SCAN-NUMBER reads them."
                            (max (format nil "of ~D or less" max)))
                      string))
       n)))
+
+(defmacro with-kernel-threads ((n) &body body)
+  "Run BODY with the kernels' thread count N (NIL: as it is), and the knob
+as it was set (never set included: the machine's cores) afterwards."
+  (let ((old (gensym "KNOB")) (count (gensym "N")))
+    `(let ((,old (%threads-knob nil)) (,count ,n))
+       (unwind-protect (progn (when ,count (setf (threads) ,count)) ,@body)
+         (%threads-knob ,old)))))
+
+(defun threads-given ()
+  "The thread count --threads N (or (setf threads)) set, or NIL when none
+was set."
+  (let ((n (%threads-knob nil)))
+    (and (plusp n) n)))
 
 (defun thread-count-parser (option string)
   "The parser of a thread count: 1 to (MAX-THREADS), read when the option

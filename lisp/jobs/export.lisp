@@ -11,9 +11,9 @@
 ;;;; replaces the previous results whole, deleting only the .gguf files the
 ;;;; previous run wrote (PREVIOUS-EXPORTS: the old manifest is a claim to
 ;;;; check, not an order).  Directories are listed and files named through
-;;;; runtime/files.lisp, so any name works, as for every other command.
+;;;; base/files.lisp, so any name works, as for every other command.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; SHA-256 (FIPS 180-4) of a file, for the manifest: the blocks are
 ;;; folded by the primitive %SHA256-BLOCKS (prims/sha256.c).

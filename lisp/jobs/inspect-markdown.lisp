@@ -12,7 +12,7 @@
 ;;;; control characters in strings are escaped as in every form of
 ;;;; `inspect' (gguf_dump writes them raw, breaking the table).
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defun numpy-float-string (x)
   "X as numpy prints a float32 or float64 scalar: the shortest digits of

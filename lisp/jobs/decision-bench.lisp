@@ -5,13 +5,13 @@
 ;;;; encoder alone on the same token ids and threads, and each format's
 ;;;; largest probability difference from the F32 model's (doc/decision.md).
 ;;;;
-;;;; The formats are eval's (lisp/tools/eval.lisp, EVAL-ENCODERS): the encoder's
+;;;; The formats are eval's (lisp/jobs/eval.lisp, EVAL-ENCODERS): the encoder's
 ;;;; matrices as F32, F16, Q8_0 (:q8 and :q8x2 activations), quantized at
 ;;;; load and outlier-aware Q8_0; the head stays as the file holds it.
 ;;;; llama.cpp refuses the head's tensors, so it runs an encoder-only copy
 ;;;; of each file (ENCODER-ONLY-FILE).
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *question-bench-rows*
   '(("F32" :f32 :q8 :f32) ("F16" :f16 :q8 :f16)

@@ -9,7 +9,7 @@
 ;;;; gguf_dump.  Control characters in keys and strings are escaped in
 ;;;; every form.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *default-text-max-array* 16
   "How many elements of an array value the text form shows by default.")
@@ -59,11 +59,6 @@ whose inner arrays differ their types: array<array<u32>|array<string>>."
       (format nil "array<~{~A~^|~}>"
               (remove-duplicates (mapcar #'type-label (rest type)) :test #'string= :from-end t))
       (string-downcase (symbol-name type))))
-
-(defun float-text (x)
-  (cond ((ext:float-nan-p x) "nan")
-        ((ext:float-infinity-p x) (if (plusp x) "inf" "-inf"))
-        (t (json-float-string x))))
 
 (defun value-text (value type max-array &optional max-string)
   "The text form of VALUE of the GGUF TYPE, arrays cut to MAX-ARRAY

@@ -3,7 +3,7 @@
 ;;;; the shapes the config implies, the tokenizer strict.  A failure is a
 ;;;; CONVERT-ERROR naming the input file and its key or tensor.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; Checking the input before anything is written.  Every value read from
 ;;; a config is checked for its JSON type and range; every tensor's name,
@@ -19,28 +19,6 @@
     ("head_heads" 1 65536))
   "The integer configuration keys with their least and greatest sane
 values: a config beyond them is refused before anything is allocated.")
-
-(defun json-array-p (value)
-  "True when the parsed JSON VALUE is an array: a vector that is not a
-string (a string is a vector to Lisp, and would pass for an array of its
-characters)."
-  (and (vectorp value) (not (stringp value))))
-
-(defun json-type-mismatch (value type)
-  "NIL when the parsed JSON VALUE is of TYPE: string, hash-table (an
-object), vector (an array, JSON-ARRAY-P) or boolean; else the words
-\"expected T, found V\" for a message."
-  (unless (case type
-            (vector (json-array-p value))
-            (boolean (member value '(t nil)))
-            (t (typep value type)))
-    (format nil "expected ~A, found ~A"
-            (ecase type
-              (string "a string") (hash-table "a JSON object") (vector "an array")
-              (boolean "true or false"))
-            (if (stringp value)
-                (format nil "the string ~A" (json-brief value))
-                (json-brief value)))))
 
 (defun json-object (value path &optional key)
   "VALUE when it is a JSON object; else a CONVERT-ERROR naming PATH (and
@@ -188,25 +166,6 @@ JSON reader refuses it.)"
   (unless (and (stringp value) (plusp (length value)))
     (convert-error path "~A: expected a non-empty string, found ~A" what (json-brief value)))
   value)
-
-(defun merge-string (m i path)
-  "The I-th BPE merge M of the tokenizer file PATH as GGUF keeps it, \"a
-b\": M is that string or the pair [\"a\", \"b\"], either form refused
-unless both tokens are non-empty."
-  (let* ((what (format nil "model.merges[~D]" i))
-         (pair (cond ((stringp m)
-                      (let ((space (position #\Space m)))
-                        (unless (= 1 (count #\Space m))
-                          (convert-error path "~A: expected two tokens separated by one space, ~
-found ~S" what m))
-                        (list (subseq m 0 space) (subseq m (1+ space)))))
-                     ((and (vectorp m) (= 2 (length m)) (every #'stringp m))
-                      (coerce m 'list))
-                     (t (convert-error path "~A: expected \"a b\" or a pair of strings, found ~A"
-                                       what (json-brief m))))))
-    (when (some (lambda (token) (zerop (length token))) pair)
-      (convert-error path "~A: expected two non-empty tokens, found ~A" what (json-brief m)))
-    (format nil "~A ~A" (first pair) (second pair))))
 
 (defun array-entry (key element-type values)
   "The metadata entry (KEY (:array ELEMENT-TYPE) VALUES), or NIL when VALUES

@@ -4,7 +4,7 @@
 ;;;; llama.cpp's converter (conversion/bert.py) writes them.  The converter
 ;;;; itself is convert.lisp.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; The Hugging Face tensors: a ModernBERT encoder (under a prefix:
 ;;; "encoder.model." in a Laya directory, "model." or none in a Hugging

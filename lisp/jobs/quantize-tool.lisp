@@ -24,50 +24,7 @@
 ;;;; released as they are used (gguf:stream-put-tensor), so memory holds one
 ;;;; piece, not the model.  The options are llama-quantize's everyday ones.
 
-(in-package "RONTOLISP")
-
-(defparameter *quantize-name-exclusions*
-  '("_norm.weight" "ffn_gate_inp.weight" "ffn_gate_tid2eid.weight" "altup" "laurel"
-    "per_layer_model_proj" "ssm_conv1d" "shortconv.conv.weight"
-    "indexer.k_proj.weight" "indexer.q_proj.weight"
-    "time_mix_first.weight" "time_mix_w0.weight" "time_mix_w1.weight" "time_mix_w2.weight"
-    "time_mix_v0.weight" "time_mix_v1.weight" "time_mix_v2.weight"
-    "time_mix_a0.weight" "time_mix_a1.weight" "time_mix_a2.weight"
-    "time_mix_g1.weight" "time_mix_g2.weight"
-    "time_mix_decay_w1.weight" "time_mix_decay_w2.weight" "time_mix_lerp_fused.weight"
-    "attn_rel_b.weight" ".position_embd" "sam.pos_embd" "sam.neck." "sam.net_" ".rel_pos"
-    ".patch_embd" ".patch_merger" "a.rvq.codebook" "mm.a.code_embd")
-  "Substrings that keep a tensor out of quantization, as in llama.cpp's
-src/llama-quant.cpp (norms, MoE gates, small recurrent and relative-position
-weights, multimodal position and patch embeddings, audio codebooks).")
-
-(defparameter *quantize-exact-exclusions* '("position_embd.weight" "token_types.weight")
-  "Whole names llama-quantize never quantizes: BERT's position embeddings
-and token types.")
-
-(defun ggml-n-dims (ne)
-  "ggml's n_dims of the ggml dims NE: trailing dimensions of 1 do not
-count, and there is always at least one."
-  (let ((last (position-if (lambda (d) (/= d 1)) ne :from-end t)))
-    (if last (1+ last) 1)))
-
-(defun trim-dims (ne)
-  (subseq ne 0 (ggml-n-dims ne)))
-
-(defun ends-with (string suffix)
-  (let ((n (length string)) (m (length suffix)))
-    (and (>= n m) (string= string suffix :start1 (- n m)))))
-
-(defun quantizable-tensor-p (name ne &key leave-output)
-  "True when llama-quantize quantizes the tensor NAME of ggml dims NE: at
-least two dimensions besides trailing 1s, a name ending in `weight', none
-of the excluded names, and not output.weight with LEAVE-OUTPUT
-(--leave-output-tensor)."
-  (and (>= (ggml-n-dims ne) 2)
-       (ends-with name "weight")
-       (notany (lambda (s) (search s name)) *quantize-name-exclusions*)
-       (not (member name *quantize-exact-exclusions* :test #'string=))
-       (not (and leave-output (string= name "output.weight")))))
+(in-package "COMMAND-LINE")
 
 (defun tensor-layer (name)
   "The N of a name starting `blk.N.', else -1 (llama.cpp's
@@ -136,48 +93,6 @@ columns of a matrix made :q8_0, get the outlier-aware scales of doc/outliers.md.
 
 ;;; The conversion.
 
-(defvar *progress* t
-  "True when PROGRESS-REPORTER may show progress: a command that reports
-its own (export: one line per model) binds it to NIL around the work.")
-
-(defvar *progress-interval* 5
-  "The least number of seconds between two progress lines when stderr is
-not a terminal (a log, a pipe); the environment variable
-RL_PROGRESS_SECONDS, a whole number, overrides it (0: a line per step).")
-
-(defun progress-interval ()
-  "The seconds between two progress lines: RL_PROGRESS_SECONDS when it is
-a whole number of seconds, else *PROGRESS-INTERVAL*."
-  (let* ((text (ext:getenv "RL_PROGRESS_SECONDS"))
-         (n (and text (parse-integer text :junk-allowed t))))
-    (if (and n (>= n 0)) n *progress-interval*)))
-
-(defun progress-lines (show)
-  "A function of (done item) that calls SHOW, which writes one line on
-stderr, at most once every PROGRESS-INTERVAL seconds: the progress a
-command shows when stderr is not a terminal."
-  (let ((interval (* (progress-interval) internal-time-units-per-second))
-        (last (get-internal-real-time)))
-    (lambda (done item)
-      (let ((now (get-internal-real-time)))
-        (when (>= (- now last) interval)
-          (setf last now)
-          (funcall show done item)
-          (finish-output *error-output*))))))
-
-(defun progress-reporter (total)
-  "A function of (done name) that shows progress on stderr when *PROGRESS*
-is true: on a terminal one line rewritten in place, otherwise a plain
-line at most every PROGRESS-INTERVAL seconds."
-  (cond ((not (and *progress* (plusp total)))
-         (lambda (done name) (declare (ignore done name))))
-        ((/= 0 (%isatty 2))
-         (lambda (done name)
-           (format *error-output* "~C[~D/~D] ~A~C[K" #\Return done total name #\Esc)
-           (when (= done total) (terpri *error-output*))
-           (finish-output *error-output*)))
-        (t (progress-lines (lambda (done name)
-                             (format *error-output* "[~D/~D] ~A~%" done total name))))))
 
 (defmacro with-tensor-named ((path name-place) &body body)
   "Run BODY, the work on the tensors of the file PATH: an error it signals

@@ -17,7 +17,7 @@
 ;;;; Connections beyond *SWANK-CONNECTION-LIMIT* are told so and closed; a
 ;;;; connection that closes takes its evaluations with it.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *swank-connection-limit* 32
   "The most Swank connections open at once; one more is sent a message

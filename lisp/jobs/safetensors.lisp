@@ -17,38 +17,7 @@
 ;;;; after a JSON header padded to 8 bytes and hands them to the atomic
 ;;;; writer (files.lisp).
 
-(in-package "RONTOLISP")
-
-(defun parse-json-octets (octets &key path key-order)
-  "The JSON value in OCTETS (UTF-8 text, an (unsigned-byte 8) vector) as
-PARSE-JSON answers it.  Invalid JSON, bytes that are not UTF-8 and nesting
-deeper than libjansson's limit (2048) signal JSON-ERROR (PATH, when given,
-names its file in the message)."
-  (let ((order (and key-order (make-hash-table :test 'eq))))
-    (multiple-value-bind (value status message offset) (%json-parse octets order)
-      (when (and (null value) (eq status :json))
-        (json-error path offset "invalid JSON ~A" message))
-      (values value order))))
-
-(defun parse-json (string &key path key-order)
-  "The JSON value in STRING as Lisp data (objects as EQUAL hash tables,
-arrays as simple vectors, true/false as T/NIL, null as :NULL).  Invalid JSON
-signals JSON-ERROR (PATH, when given, names its file in the message).  With
-KEY-ORDER true, a second value as READ-JSON-FILE's."
-  (check-type string string)
-  (parse-json-octets (%utf8-octets string) :path path :key-order key-order))
-
-(defun read-json-file (path &key key-order)
-  "The JSON value in the UTF-8 file PATH, as PARSE-JSON answers it.  A
-missing file, one that is not a regular file (a directory, a FIFO) or
-invalid JSON signals JSON-ERROR naming the file.  With KEY-ORDER true, a
-second value: an EQ hash table from each object's table to the list of its
-keys in the order the file writes them (the tables keep no order)."
-  (let* ((name (absolute-namestring path))
-         (octets (handler-case (read-file-octets name :what "a JSON file")
-                   (file-io-error (c)
-                     (error 'json-error :path name :message (rontolisp-error-message c))))))
-    (parse-json-octets octets :path name :key-order key-order)))
+(in-package "COMMAND-LINE")
 
 (defun call-with-safetensors (path fn)
   "Call FN with the open safetensors file PATH (its handle and its name as

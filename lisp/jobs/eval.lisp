@@ -11,7 +11,7 @@
 ;;;; quantize-at-load; the errors are taken over the built-in calibration
 ;;;; sequences, against the F32 model's hidden states.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *eval-ways*
   '(("F32" :f32 nil) ("F16 file" :f16 nil)

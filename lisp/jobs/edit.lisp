@@ -7,7 +7,7 @@
 ;;;; edit that changes nothing gives IN back byte for byte.  Kept keys stay
 ;;;; in place, new ones go at the end, as gguf_new_metadata orders them.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defparameter *edit-scalar-types*
   '((:u8 0 255) (:i8 -128 127) (:u16 0 65535) (:i16 -32768 32767)

@@ -18,7 +18,7 @@
 ;;;; the token embeddings stay F16; a row that is not a multiple of 32 falls
 ;;;; back to F16.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; The pieces: convert-names.lisp (tensor names and shapes),
 ;;; convert-input.lisp (the input checks), convert-random.lisp (random

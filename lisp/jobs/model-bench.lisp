@@ -4,7 +4,7 @@
 ;;;; (run-model-bench): latency by weight format, activations and threads
 ;;;; against llama.cpp, and each format's error against the F32 weights.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; llama.cpp as the reference: tools/llama_embed runs llama.cpp's own
 ;;; encoder (its libraries, dlopened) in a child process, so that a crash in

@@ -3,7 +3,7 @@
 ;;;; C generator, a small test tokenizer, massive residual channels
 ;;;; (--massive), and Laya or Hugging Face directories written from them.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; Presets: shapes whose parameter counts are the seed's table (202,305,
 ;;; 1,134,209 and 6,630,913).

@@ -7,7 +7,7 @@
 ;;;; column of the matrix).  GGUF, so that it is written and inspected with
 ;;;; the tools that handle models.
 
-(in-package "RONTOLISP")
+(in-package "MODEL")
 
 (defun read-calibration (path)
   "The calibration file PATH as a list of (tensor-name . magnitudes), in

@@ -11,7 +11,7 @@
 ;;;; worker takes is answered, whatever happens while it computes; every
 ;;;; refusal is one JSON shape, {"error": {"code", "message", "type"}}.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defstruct (server (:constructor make-server))
   "What the workers share: the model (MODEL:LOAD) of the file PATH, whether
@@ -211,13 +211,13 @@ its bytes are UTF-8, else the array of its bytes."
 it, with the options' texts."
   (unless (hash-table-p question)
     (model:question-error "expected a question as a JSON object, found ~A" (json-brief question)))
-  (let ((start (get-internal-real-time)))
+  (let ((start (get-internal-real-time))
+        (question (parse-question question)))
     (multiple-value-bind (probabilities logits ids markers)
         (model:decide (server-model server) question)
       (count-prompt server (length ids) (seconds-since start))
       (list :object
-            (cons "options" (map 'vector #'option-text
-                                 (gethash "options" (question-bindings question))))
+            (cons "options" (map 'vector #'option-text (parsed-question-options question)))
             (cons "ids" ids) (cons "markers" (coerce markers 'vector))
             (cons "logits" logits) (cons "probabilities" probabilities)))))
 

@@ -5,7 +5,7 @@
 ;;;; that needs no importance matrix.  The rules in words are in
 ;;;; doc/command-line.md §3.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 ;;; Types.  Ids, names and blocks are C's type table's (lisp/quant/formats.lisp);
 ;;; the rules below name types as llama.cpp's code does, by ggml name.

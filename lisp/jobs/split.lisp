@@ -3,7 +3,7 @@
 ;;;; its llama-gguf-split does, and a set of shards joined back into one
 ;;;; file.  The shards themselves are lisp/gguf/shards.lisp's.
 
-(in-package "RONTOLISP")
+(in-package "COMMAND-LINE")
 
 (defun split-size-parser (option string)
   "The byte count of a --max-size STRING as llama-gguf-split reads it: a
