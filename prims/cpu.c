@@ -95,6 +95,8 @@ int rl_threads(void) {
     return n >= 1 ? n : rl_cpu_cores();
 }
 
+int rl_threads_knob(void) { return __atomic_load_n(&rl_threads_knob_, __ATOMIC_RELAXED); }
+
 int rl_path_supported(rl_path p) {
     switch (p) {
     case RL_PATH_REF: return 1;

@@ -20,6 +20,7 @@ int rl_simd(void);
 #define RL_MAX_THREADS 256
 void rl_set_threads(int n);
 int rl_threads(void); /* the effective count, >= 1 */
+int rl_threads_knob(void); /* the knob as set: 0 when it was never set */
 
 /* The name of the path the kernels will take now: "avx512vnni", "avx512",
  * "avx2" or "scalar". */

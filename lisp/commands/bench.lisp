@@ -21,8 +21,10 @@ and tokens/s, with an empty cache and then warm (--iters passes, default 3).
 --questions with --model FILE or --random NAME: a question's whole path
 (render, tokenize, encode, head) per encoder format, 1 and 2 threads,
 against llama.cpp's encoder alone on the same ids (--iters rounds, default
-3), and each format's max |dp| against F32 (doc/decision.md).  --svg FILE
-with either also draws the run as a self-contained SVG picture.
+3), each format's max |dp| against F32, and its questions per second at 1
+and 2 Lisp threads, one question per thread as decide --threads N answers
+them (doc/decision.md).  --svg FILE with either also draws the run as a
+self-contained SVG picture.
 Progress goes to stderr, the table to stdout (to stderr when --json has
 stdout).  Each probe keeps its figures in $XDG_CACHE_HOME/rontolisp/
 read-bandwidth.json (~/.cache/rontolisp/ without XDG_CACHE_HOME), which
@@ -69,7 +71,8 @@ tokenizer.json) on the lines of --text-file")
 questions on --model FILE (with a decision head) or --random NAME's model
 with its head, per encoder format (F32, F16, Q8_0 :q8 and :q8x2, quantize
 at load, outlier-aware Q8_0), 1 and 2 threads, against llama.cpp's encoder
-on the same ids, and each format's max |dp| against F32")
+on the same ids, each format's max |dp| against F32, and its questions per
+second at 1 and 2 Lisp threads (one question per thread)")
                (breakdown "--breakdown"
                           :help "with --questions: also each format's µs per question by stage
 (render, tokenize, each encoder layer, the head's attention and FFN, cls,

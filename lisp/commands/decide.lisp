@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "decide" (file questions)
-    (:usage "FILE.gguf (QUESTIONS.jsonl | -) [--activations q8|q8x2] [--json]"
+    (:usage "FILE.gguf (QUESTIONS.jsonl | -) [--activations q8|q8x2] [--threads N] [--json]"
      :summary "score the options of questions with a GGUF file's decision head"
      :details "One question per line of QUESTIONS.jsonl (- reads standard input), a
 JSON object {\"type\", \"instructions\", \"options\", \"state\"}, each option a
@@ -18,32 +18,55 @@ JSON, a line over 64 MiB, a missing field, an unknown type, no options, a
 rendered text or loop count over the template's limits, a marker count other
 than the option count, more tokens than decision.max_tokens, a marker beyond
 the head's window) is one line on standard error naming its line number and why;
-the other questions are still answered, and the exit status is 1.  A file
-without a decision head is an error."
+the other questions are still answered, and the exit status is 1.  With
+--threads N, N questions are answered at once, one per Lisp thread: the
+same bytes on both outputs as one thread, in input order.  A file without a
+decision head is an error."
      :options ((activations "--activations A" :parse (choice-parser '("q8" "q8x2")
                                                                     :key #'option-keyword)
                             :default :q8 :help "how Q8_0 weights see the activations:
 q8 (default) or q8x2 (two-pass, about 15 bits)")
+               (threads "--threads N" :parse #'thread-count-parser :default (or (threads-given) 1)
+                        :help "answer N questions at once, one per Lisp thread,
+each question's kernels on its own thread (default: one at a time, its
+kernels on every core): the same output, in input order, each answer
+written once it and those before it are done")
                (json "--json" :help "one JSON object per question (bytes that are not UTF-8 as \\udcHH)")))
   (let ((model (model:load file))
+        (out *standard-output*)
+        (err *error-output*)
         (failed nil))
     (head-of model 'model:decide)
-    (flet ((answer (number fn)
-             ;; FN answers line NUMBER; an error is that line's, on stderr
-             (handler-case (funcall fn)
-               (rontolisp-error (c)
-                 (setf failed t)
-                 (finish-output *standard-output*)
-                 (report-error (format nil "rontolisp decide: ~A line ~D"
-                                       (lines-name questions) number)
-                               c)))))
-      (map-file-lines (lambda (octets number)
-                        (answer number
-                                (lambda () (decide-line model octets number activations json))))
-                      questions :dash-is-stdin t :flush *standard-output*
-                      :too-long (lambda (number limit)
-                                  (answer number
-                                          (lambda ()
-                                            (model:question-error "expected a line of at most ~D ~
-bytes (the longest question line), found more" limit))))))
+    (flet ((work (job)
+             ;; JOB is (number octets limit): a line's answer as a string,
+             ;; or the error that is the line's, on stderr
+             (destructuring-bind (number octets limit) job
+               (handler-case
+                   (with-output-to-string (s)
+                     (if octets
+                         (decide-line model octets number activations json s)
+                         (model:question-error "expected a line of at most ~D bytes (the ~
+longest question line), found more" limit)))
+                 (rontolisp-error (c) c))))
+           (emit (job answer)
+             (if (stringp answer)
+                 (progn (write-string answer out)
+                        (when (> threads 1) (finish-output out)))
+                 (let ((*error-output* err))
+                   (setf failed t)
+                   (finish-output out)
+                   (report-error (format nil "rontolisp decide: ~A line ~D"
+                                         (lines-name questions) (first job))
+                                 answer)))))
+      ;; one question per thread: its kernels stay on that thread
+      (with-kernel-threads ((and (> threads 1) 1))
+        (map-in-order threads
+                      (lambda (submit)
+                        (map-file-lines (lambda (octets number)
+                                          (funcall submit (list number octets nil)))
+                                        questions :dash-is-stdin t
+                                                  :flush (and (= threads 1) out)
+                                        :too-long (lambda (number limit)
+                                                    (funcall submit (list number nil limit)))))
+                      #'work #'emit)))
     (if failed 1 0)))

@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "embed" (file)
-    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls|last] [--normalize N] [--activations q8|q8x2] [--gelu erf|tanh] [--json]"
+    (:usage "FILE.gguf (--tokens 2,17,9,3 | --tokens-file F | --text TEXT | --text-file F) [--pooling none|mean|cls|last] [--normalize N] [--activations q8|q8x2] [--gelu erf|tanh] [--json | --embd-output-format raw|array|json|json+] [--embd-separator SEP] [--npy FILE]"
      :summary "run a modern-bert encoder on token ids (or texts) and print its embeddings"
      :details "The encoder forward pass on each token sequence, as llama-embedding
 runs it: one line of floats per token (pooling none) or one line per
@@ -13,8 +13,12 @@ modern-bert.pooling_type unless --pooling says otherwise (none without the
 key), and each line is scaled to unit Euclidean length unless --normalize
 says otherwise (llama-embedding's --embd-normalize).  With --json, one JSON
 object per sequence and line: file, tokens, pooling, normalize,
-activations, embeddings.  FILE may be the first shard of a
-llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is UTF-8
+activations, index (the input's, from 0), text (null for token ids),
+embeddings.  --embd-output-format array, json or json+ writes all the
+embeddings at the end as llama-embedding does (json+ with the cosine
+similarity of every pair), --npy FILE as a NumPy array as well; numbers
+in the shortest form that reads back as the same float.  FILE may be the
+first shard of a llama-gguf-split set.  A decision head in the file is ignored.  --tokens-file is UTF-8
 text; one with no token id is an error, and so is an id the file's
 vocabulary does not hold or a sequence longer than its context, naming the
 file and the line.  --text and --text-file (one text per line, read line by
@@ -44,34 +48,65 @@ the default), or a p-norm P above 2")
 q8 (default) or q8x2 (two-pass, about 15 bits)")
                (gelu "--gelu G" :parse (choice-parser '("erf" "tanh") :key #'option-keyword)
                      :default :erf :help "erf (exact, default) or tanh (llama.cpp's)")
-               (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")))
+               (json "--json" :help "one JSON object per sequence (bytes that are not UTF-8 as \\udcHH)")
+               (output-format "--embd-output-format F"
+                              :parse (choice-parser '("raw" "array" "json" "json+")
+                                                    :key #'option-keyword)
+                              :help "as llama-embedding's: raw (a line per row, the
+default), array ([[...],...] on one line), json ({\"object\": \"list\",
+\"data\": [...]}) or json+ (json and \"cosineSimilarity\"), written once
+every input is embedded")
+               (separator "--embd-separator SEP"
+                          :help "with --text: split the text at each SEP into several
+inputs, as llama-embedding splits its prompt (without it, the text is one
+input)")
+               (npy "--npy FILE" :help "also write every row to FILE as a NumPy .npy array,
+float32, shape (rows, dimension)")))
   (unless (= 1 (count-if #'identity (list tokens tokens-file text text-file)))
     (usage-error "expected exactly one of --tokens, --tokens-file, --text and --text-file"))
+  (when (and json output-format)
+    (usage-error "--json and --embd-output-format each choose the output: give one"))
+  (when (and separator (not text))
+    (usage-error "--embd-separator splits --text, found no --text"))
+  (when (equal separator "")
+    (usage-error "--embd-separator expects a non-empty separator, found \"\""))
   (let* ((encoder (model:load file))
          (sequence (and tokens (parse-token-list tokens "--tokens" encoder)))
-         (pooling (or pooling (file-pooling encoder))))
+         (pooling (or pooling (file-pooling encoder)))
+         (output (or output-format (if json :jsonl :raw)))
+         (keep (or npy (member output '(:array :json :json+))))
+         (kept (make-array 16 :adjustable t :fill-pointer 0))
+         (inputs 0))
     (when (and tokens (null sequence))
       (usage-error "--tokens: expected at least one token id, found none"))
-    (flet ((embed (ids)
-            (let ((rows (map 'vector (lambda (row) (normalize-embedding row normalize))
-                             (embedding-rows (embed-pooled encoder ids pooling activations gelu)))))
-              (if json
-                  (progn
-                    (write-json (list :object (cons "file" file)
-                                      (cons "tokens" (coerce ids 'vector))
-                                      (cons "pooling" (string-downcase (symbol-name pooling)))
-                                      (cons "normalize" normalize)
-                                      (cons "activations" (string-downcase (symbol-name activations)))
-                                      (cons "embeddings" rows))
-                                *standard-output*)
-                    (terpri))
+    (flet ((embed (ids text)
+             ;; one input: its rows printed (raw, jsonl) or kept for the end
+             (let ((rows (normalized-embeddings encoder ids pooling normalize activations gelu)))
+               (case output
+                 (:jsonl
+                  (write-json (list :object (cons "file" file)
+                                    (cons "tokens" (coerce ids 'vector))
+                                    (cons "pooling" (string-downcase (symbol-name pooling)))
+                                    (cons "normalize" normalize)
+                                    (cons "activations" (string-downcase (symbol-name activations)))
+                                    (cons "index" inputs)
+                                    (cons "text" (or text :null))
+                                    (cons "embeddings" rows))
+                              *standard-output*)
+                  (terpri))
+                 (:raw
                   (loop for row across rows
                         do (write-numbers row *standard-output*)
-                           (terpri))))))
+                           (terpri))))
+               (when keep
+                 (loop for row across rows do (vector-push-extend row kept)))
+               (incf inputs))))
       (cond (text
              (let ((tok (tokenizer-of encoder 'model:tokenize)))
-               (embed (coerce (tokenize-octets tok (check-text text tok 'model:tokenize) t t "--text")
-                              'list))))
+               (dolist (part (if separator (split-at-separator text separator) (list text)))
+                 (embed (coerce (tokenize-octets tok (check-text part tok 'model:tokenize) t t "--text")
+                                'list)
+                        part))))
             (text-file
              (let ((tok (tokenizer-of encoder 'model:tokenize)))
                (when (zerop (map-file-lines
@@ -79,10 +114,16 @@ q8 (default) or q8x2 (two-pass, about 15 bits)")
                                (embed (coerce (tokenize-octets tok octets t t
                                                                (format nil "~A line ~D"
                                                                        (lines-name text-file) number))
-                                              'list)))
+                                              'list)
+                                      (%utf8-string octets)))
                              text-file :dash-is-stdin t :flush *standard-output*))
                  (file-io-error (lines-name text-file)
                                 "expected texts, one per line, found an empty file"))))
-            (tokens-file (map-token-file #'embed tokens-file encoder :flush *standard-output*))
-            (t (embed sequence)))))
+            (tokens-file (map-token-file (lambda (ids) (embed ids nil)) tokens-file encoder
+                                         :flush *standard-output*))
+            (t (embed sequence nil))))
+    (when (member output '(:array :json :json+))
+      (write-embeddings-document kept inputs output *standard-output*))
+    (when npy
+      (write-npy npy kept)))
   0)

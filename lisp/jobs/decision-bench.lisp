@@ -31,7 +31,7 @@ llama.cpp figure is the plain Q8_0 file's).")
   "A fresh temporary path for the encoder-only copy of the format KEY."
   (temporary-path (format nil "qbench-~(~A~).gguf" key)))
 
-(defun question-bench-json (label reps llama-p rows)
+(defun question-bench-json (label reps llama-p rows throughput)
   (list :object (cons "source" label) (cons "questions" (length model:*questions*))
         (cons "reps" reps) (cons "llama" (if llama-p :true :false))
         (cons "rows" (map 'vector
@@ -44,7 +44,66 @@ llama.cpp figure is the plain Q8_0 file's).")
                                   (cons "llama_us_per_question" (bench-number (getf r :llama-us)))
                                   (cons "ratio" (bench-number (getf r :ratio)))
                                   (cons "max_abs_dp" (getf r :max-abs-dp))))
-                          rows))))
+                          rows))
+        (cons "throughput" (map 'vector
+                                (lambda (r)
+                                  (list :object (cons "format" (getf r :format))
+                                        (cons "activations" (string-downcase
+                                                             (symbol-name (getf r :activations))))
+                                        (cons "threads" (getf r :threads))
+                                        (cons "questions_per_second" (getf r :per-second))))
+                                throughput))))
+
+;;; Questions per second: one question per Lisp thread.
+
+(defparameter *throughput-copies* 8
+  "How many times a round of the throughput table repeats the built-in
+questions, so that starting the threads is a small part of it.")
+
+(defun questions-per-second (encoder activations thread-counts reps)
+  "Questions per second of MODEL:DECIDE on ENCODER with ACTIVATIONS at each
+of THREAD-COUNTS Lisp threads: the built-in questions repeated
+*THROUGHPUT-COPIES* times answered by MAP-IN-ORDER (one question per
+thread, as `decide --threads' answers them), the kernels on one thread
+each; the median of REPS rounds, the thread counts taking turns within a
+round so that a change in the machine's load falls on all of them."
+  (let* ((questions (loop repeat *throughput-copies* append model:*questions*))
+         (rounds (with-kernel-threads (1)
+                   (loop repeat reps
+                         collect (mapcar (lambda (threads)
+                                           (median-microseconds
+                                            (lambda ()
+                                              (map-in-order threads
+                                                            (lambda (submit) (mapc submit questions))
+                                                            (lambda (q)
+                                                              (model:decide encoder q
+                                                                            :activations activations))
+                                                            (lambda (q result)
+                                                              (declare (ignore q result)))))
+                                            1))
+                                         thread-counts)))))
+    (loop for i from 0 below (length thread-counts)
+          collect (/ (length questions) (/ (median (mapcar (lambda (r) (nth i r)) rounds)) 1d6)))))
+
+(defun run-throughput-table (out encoders thread-counts reps)
+  "Print the throughput table on OUT: per row of *QUESTION-BENCH-ROWS*,
+questions per second at each of THREAD-COUNTS Lisp threads and the last
+count's speed-up over the first.  Answers the figures as a list of plists
+(:format :activations :threads :per-second)."
+  (format out "~&questions per second, one question per Lisp thread (as decide --threads N; ~
+the kernels on 1 thread each), the built-in questions x~D per round, median of ~D round~:P~%"
+          *throughput-copies* reps)
+  (format out "~20A~{ ~12@A~} ~9@A~%" "format"
+          (mapcar (lambda (th) (format nil "~D thread~:P" th)) thread-counts) "speed-up")
+  (loop for (name key activations) in *question-bench-rows*
+        for e = (cdr (assoc key encoders))
+        for figures = (questions-per-second e activations thread-counts reps)
+        do (format out "~20A~{ ~12,1F~} ~8,2Fx~%" name figures
+                   (/ (car (last figures)) (first figures)))
+           (finish-output out)
+        append (loop for th in thread-counts for qps in figures
+                     collect (list :format name :activations activations :threads th
+                                   :per-second qps))))
 
 (defun run-question-bench (&key file random (thread-counts '(1 2)) (reps 3)
                              (stream *standard-output*) json breakdown svg)
@@ -55,7 +114,9 @@ row of *QUESTION-BENCH-ROWS* and thread count of THREAD-COUNTS: the
 microseconds per question (the median of REPS rounds of the whole set, over
 its size), llama.cpp's encoder alone on the same ids and threads (an
 encoder-only copy of the row's file; when its libraries are present) and
-the ratio, and the row's max |dp| against the F32 row's probabilities.
+the ratio, and the row's max |dp| against the F32 row's probabilities;
+then each row's questions per second at each of THREAD-COUNTS Lisp
+threads, one question per thread (RUN-THROUGHPUT-TABLE).
 Prints the table on STREAM; JSON T or \"-\" writes the JSON on
 *STANDARD-OUTPUT* and the table on *ERROR-OUTPUT*, another JSON a file of
 that path.  BREAKDOWN adds, per row at 1 thread, the time by stage, the
@@ -69,7 +130,8 @@ picture goes (QUESTION-BENCH-SVG).  Answers the rows as a list of plists."
          (paths '())
          (breakdown-rows nil)
          (old-threads (threads))
-         (rows '()))
+         (rows '())
+         (throughput '()))
     (unwind-protect
          (progn
            (require-decision-head source label)
@@ -134,6 +196,7 @@ picture goes (QUESTION-BENCH-SVG).  Answers the rows as a list of plists."
 max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~@[~A~%~]"
                        (and noise *ratio-noise-note*))
                (setf rows (nreverse rows))
+               (setf throughput (run-throughput-table out encoders thread-counts (max reps 5)))
                (when breakdown
                  (setf (threads) 1)
                  (let* ((rounds (max reps 10))
@@ -153,7 +216,7 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~
                  (question-bench-svg svg (format nil "questions benchmark: ~A" label)
                                      rows breakdown-rows))
                (when json
-                 (let ((j (append (question-bench-json label reps llama-p rows)
+                 (let ((j (append (question-bench-json label reps llama-p rows throughput)
                                   (and breakdown (list (cons "breakdown" breakdown))))))
                    (if to-stdout
                        (progn (write-json j *standard-output* :indent 1) (terpri *standard-output*))

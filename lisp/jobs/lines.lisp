@@ -1,7 +1,9 @@
 ;;;; lines.lisp - the line-by-line work of `tokenize', `embed' and `decide':
 ;;;; a file's lines read in bounded memory (or a pipe's, each answered as it
-;;;; comes), token lists parsed, and one question answered per line.  The
-;;;; model answers; this file reads and prints.
+;;;; comes), token lists parsed, one question answered per line (on several
+;;;; threads, in order: MAP-IN-ORDER), and embeddings written as
+;;;; llama-embedding writes them (array, json, json+, .npy).  The model
+;;;; answers; this file reads and prints.
 
 (in-package "COMMAND-LINE")
 
@@ -204,11 +206,8 @@ PATH when it holds no token id at all."
 blank lines~;an empty file~]" (zerop lines)))))
 
 (defun split-lines (text)
-  (loop with start = 0
-        for nl = (position #\Newline text :start start)
-        collect (subseq text start (or nl (length text)))
-        while nl
-        do (setf start (1+ nl))))
+  "The lines of TEXT, split at each newline (SPLIT-AT-SEPARATOR)."
+  (split-at-separator text (string #\Newline)))
 
 ;;; `rontolisp decide'.
 
@@ -223,9 +222,9 @@ MODEL:QUESTION-ERROR when it is not JSON or not an object."
       (model:question-error "expected a question as a JSON object, found ~A" (json-brief object)))
     object))
 
-(defun decide-line (model octets number activations json)
+(defun decide-line (model octets number activations json stream)
   "Answer the question of one line (OCTETS, line NUMBER) of a questions
-file on standard output, as `decide' prints it."
+file on STREAM, as `decide' prints it."
   (let ((object (question-line-object octets)))
     (let ((question (parse-question object)))
       (multiple-value-bind (probabilities logits ids markers)
@@ -235,12 +234,251 @@ file on standard output, as `decide' prints it."
               (write-json (list :object (cons "question" number) (cons "ids" ids)
                                 (cons "markers" (coerce markers 'vector))
                                 (cons "logits" logits) (cons "probabilities" probabilities))
-                          *standard-output*)
-              (terpri))
+                          stream)
+              (terpri stream))
             (let ((options (parsed-question-options question)))
-              (format t "question ~D (~A, ~D option~:P)~%" number (parsed-question-type question)
-                      (length options))
+              (format stream "question ~D (~A, ~D option~:P)~%" number
+                      (parsed-question-type question) (length options))
               (loop for p across probabilities for o across options
-                    do (format t "  ~A " (float-text p))
-                       (write-escaped (option-text o) *standard-output* :quotes nil)
-                       (terpri))))))))
+                    do (format stream "  ~A " (float-text p))
+                       (write-escaped (option-text o) stream :quotes nil)
+                       (terpri stream))))))))
+
+;;; `rontolisp embed': the rows of an input.
+
+(defun normalized-embeddings (encoder ids pooling normalize activations gelu)
+  "The embedding rows of IDS as `embed' prints them: MODEL:ENCODE's answer
+with POOLING (one row, or one per token for :none), each row scaled by
+NORMALIZE-EMBEDDING with NORMALIZE; a simple vector of single-float
+vectors."
+  (map 'vector (lambda (row) (normalize-embedding row normalize))
+       (embedding-rows (model:encode encoder ids :pooling pooling
+                                                 :activations activations :gelu gelu))))
+
+;;; llama-embedding's output formats (--embd-output-format, --npy).
+
+(defun split-at-separator (text separator)
+  "The parts of TEXT between occurrences of SEPARATOR (a non-empty string),
+as llama-embedding splits its prompt at --embd-separator: every part kept,
+an empty one too (TEXT itself when SEPARATOR does not occur)."
+  (loop with start = 0
+        for at = (search separator text :start2 start)
+        collect (subseq text start (or at (length text)))
+        while at
+        do (setf start (+ at (length separator)))))
+
+(defun cosine-similarity (a b)
+  "The cosine similarity of the single-float vectors A and B as llama.cpp's
+common_embd_similarity_cos computes it: each product in single-float,
+summed in double-float, the sum over the product of the two norms' square
+roots, rounded to single-float; 1 for two zero vectors, 0 when one is
+zero."
+  (declare (type (simple-array single-float (*)) a b))
+  (let ((sum 0d0) (sum1 0d0) (sum2 0d0))
+    (declare (type double-float sum sum1 sum2))
+    (loop for x of-type single-float across a
+          for y of-type single-float across b
+          do (incf sum (float (* x y) 1d0))
+             (incf sum1 (float (* x x) 1d0))
+             (incf sum2 (float (* y y) 1d0)))
+    (cond ((and (zerop sum1) (zerop sum2)) 1.0)
+          ((or (zerop sum1) (zerop sum2)) 0.0)
+          ;; within [-1, 1] give or take a rounding: the plain cast
+          (t (float (/ sum (* (sqrt sum1) (sqrt sum2))) 1.0)))))
+
+(defun write-embeddings-document (rows inputs format stream)
+  "Write ROWS (the embedding rows of INPUTS inputs, in order) to STREAM as
+llama-embedding's --embd-output-format FORMAT writes them: :array one line
+[[...],[...]]; :json an object {\"object\": \"list\", \"data\": [{\"object\":
+\"embedding\", \"index\": i, \"embedding\": [...]} ...]} laid out over lines
+as llama-embedding lays it out; :json+ the same with \"cosineSimilarity\",
+the matrix of every row against every row, when there is more than one
+input.  Numbers as JSON-FLOAT-STRING writes them (doc/command-line.md §6)."
+  (flet ((row (r) (write-char #\[ stream) (write-numbers r stream :separator "," :json t)
+           (write-char #\] stream)))
+    (if (eq format :array)
+        (progn (write-char #\[ stream)
+               (loop for r across rows for i from 0
+                     do (when (plusp i) (write-char #\, stream))
+                        (row r))
+               (write-char #\] stream)
+               (terpri stream))
+        (progn
+          (format stream "{~%  \"object\": \"list\",~%  \"data\": [~%")
+          (loop for r across rows for i from 0
+                do (when (plusp i) (format stream ",~%"))
+                   (format stream "    {~%      \"object\": \"embedding\",~%      \"index\": ~D,~%      ~
+\"embedding\": " i)
+                   (row r)
+                   (format stream "~%    }"))
+          (format stream "~%  ]")
+          (when (and (eq format :json+) (> inputs 1))
+            (format stream ",~%  \"cosineSimilarity\": [~%")
+            (loop for a across rows for i from 0
+                  do (when (plusp i) (format stream ",~%"))
+                     (write-string "    [" stream)
+                     (write-numbers (map '(simple-array single-float (*))
+                                         (lambda (b) (cosine-similarity a b)) rows)
+                                    stream :separator ", " :json t)
+                     (write-string " ]" stream))
+            (format stream "~%  ]"))
+          (format stream "~%}~%")))))
+
+(defun float32-octets (rows)
+  "The single-floats of ROWS (a sequence of single-float vectors), one
+after the other, as little-endian binary32 octets."
+  (let ((octets (make-array (* 4 (reduce #'+ rows :key #'length))
+                            :element-type '(unsigned-byte 8)))
+        (i 0))
+    (map nil (lambda (row)
+               (loop for x across row
+                     for bits = (%single-bits x)
+                     do (dotimes (j 4)
+                          (setf (aref octets i) (ldb (byte 8 (* 8 j)) bits))
+                          (incf i))))
+         rows)
+    octets))
+
+(defun npy-header (n d)
+  "The header of a NumPy .npy file (format 1.0) of a little-endian float32
+C-order array of shape (N, D): the magic string, the version, the header's
+length and its dictionary, padded with spaces and a newline to a multiple
+of 64 octets, as numpy.save writes it."
+  (let* ((dict (format nil "{'descr': '<f4', 'fortran_order': False, 'shape': (~D, ~D), }" n d))
+         (length (* 64 (ceiling (+ 10 (length dict) 1) 64)))
+         (text (concatenate 'string dict
+                            (make-string (- length 10 (length dict) 1) :initial-element #\Space)
+                            (string #\Newline)))
+         (size (length text)))
+    (concatenate '(vector (unsigned-byte 8))
+                 #(#x93) (map 'vector #'char-code "NUMPY") #(1 0)
+                 (vector (ldb (byte 8 0) size) (ldb (byte 8 8) size))
+                 (map 'vector #'char-code text))))
+
+(defun write-npy (path rows)
+  "Write ROWS (single-float vectors of one length) to the file PATH as a
+NumPy .npy array of float32, shape (rows, length), atomically."
+  (let ((d (if (plusp (length rows)) (length (elt rows 0)) 0)))
+    (write-file-atomically path (list (coerce (npy-header (length rows) d)
+                                              '(simple-array (unsigned-byte 8) (*)))
+                                      (float32-octets rows)))))
+
+;;; Work on several threads, results in order.  MAP-IN-ORDER hands the
+;;; items a feeder submits to worker threads and gives each result to an
+;;; emitter in the order the items came, as soon as that item and every
+;;; one before it are done: `decide --threads N' answers a questions file
+;;; (or a pipe, line by line) this way, and `bench --questions' times it.
+
+(defstruct (ordered-run (:constructor make-ordered-run (work emit window)))
+  "The state MAP-IN-ORDER's threads share, under LOCK: the items submitted
+and not yet taken (QUEUE, a list of (index . item), and its last cons
+TAIL), the count SUBMITTED, NEXT (the index of the next item to emit), the
+finished items not yet emitted (DONE, index -> (item . result)), CLOSED
+once the feeder has submitted its last item, and FAILURE, the condition
+that stopped the run (or :ABANDONED when the caller unwound)."
+  work emit window
+  (lock (mp:make-lock :name "ordered run"))
+  (changed (mp:make-condition-variable))
+  (queue '()) (tail '()) (submitted 0) (next 0)
+  (done (make-hash-table)) (closed nil) (failure nil))
+
+(defun emit-ready (run)
+  "Emit (under RUN's lock) every finished item whose predecessors are all
+emitted."
+  (loop for index = (ordered-run-next run)
+        for entry = (gethash index (ordered-run-done run))
+        while entry
+        do (remhash index (ordered-run-done run))
+           (setf (ordered-run-next run) (1+ index))
+           (funcall (ordered-run-emit run) (car entry) (cdr entry))))
+
+(defun ordered-worker (run)
+  "A worker of MAP-IN-ORDER: take the oldest submitted item, compute its
+result, record it and emit what is ready, until the feeder has closed the
+run and the queue is empty, or the run failed.  A serious condition in the
+work or the emitter becomes the run's failure."
+  (let ((lock (ordered-run-lock run)) (changed (ordered-run-changed run)))
+    (handler-case
+        (loop
+          (let ((job (mp:with-lock (lock)
+                       (loop (cond ((ordered-run-failure run) (return nil))
+                                   ((ordered-run-queue run) (return (pop (ordered-run-queue run))))
+                                   ((ordered-run-closed run) (return nil))
+                                   (t (mp:condition-variable-wait changed lock)))))))
+            (unless job (return))
+            (let ((result (funcall (ordered-run-work run) (cdr job))))
+              (mp:with-lock (lock)
+                (unwind-protect
+                     (progn (setf (gethash (car job) (ordered-run-done run))
+                                  (cons (cdr job) result))
+                            (emit-ready run))
+                  (mp:condition-variable-broadcast changed))))))
+      (serious-condition (c)
+        (mp:with-lock (lock)
+          (unless (ordered-run-failure run)
+            (setf (ordered-run-failure run) c))
+          (mp:condition-variable-broadcast changed))))))
+
+(defun map-in-order (threads feed work emit &key (window (* 4 threads)))
+  "Call FEED with one argument, SUBMIT, a function that FEED calls on each
+item in turn; each item's result is (funcall WORK item), computed on one
+of THREADS Lisp threads, and (funcall EMIT item result) is called for every
+item in the order it was submitted, one call at a time, as soon as the item
+and all submitted before it are done (on whichever thread finished last).
+At most WINDOW items are submitted and not yet emitted: SUBMIT waits for
+room.  THREADS 1 starts no thread: SUBMIT works and emits at once.  The
+threads see the global values of special variables, not the caller's
+bindings: WORK and EMIT take what they need from their closures.  A
+serious condition in WORK or EMIT stops the run (nothing after that item
+is emitted) and is signalled again in the caller, as is one in FEED once
+the threads have stopped.  Answers the number of items."
+  (when (= threads 1)
+    (let ((n 0))
+      (funcall feed (lambda (item)
+                      (funcall emit item (funcall work item))
+                      (incf n)))
+      (return-from map-in-order n)))
+  (let* ((run (make-ordered-run work emit window))
+         (lock (ordered-run-lock run))
+         (changed (ordered-run-changed run))
+         (workers '()))
+    (flet ((submit (item)
+             (mp:with-lock (lock)
+               (loop until (or (ordered-run-failure run)
+                               (< (- (ordered-run-submitted run) (ordered-run-next run))
+                                  (ordered-run-window run)))
+                     do (mp:condition-variable-wait changed lock))
+               (let ((failure (ordered-run-failure run)))
+                 (when failure
+                   (error failure)))
+               (let ((cell (list (cons (ordered-run-submitted run) item))))
+                 (if (ordered-run-queue run)
+                     (setf (cdr (ordered-run-tail run)) cell)
+                     (setf (ordered-run-queue run) cell))
+                 (setf (ordered-run-tail run) cell))
+               (incf (ordered-run-submitted run))
+               (mp:condition-variable-broadcast changed))))
+      (unwind-protect
+           (progn
+             (dotimes (i threads)
+               (push (mp:process-run-function (format nil "ordered worker ~D" (1+ i))
+                                              (lambda () (ordered-worker run)))
+                     workers))
+             (funcall feed #'submit)
+             (mp:with-lock (lock)
+               (setf (ordered-run-closed run) t)
+               (mp:condition-variable-broadcast changed))
+             (mapc #'mp:process-join workers)
+             (setf workers '())
+             (let ((failure (ordered-run-failure run)))
+               (when failure
+                 (error failure)))
+             (ordered-run-submitted run))
+        ;; Unwinding (an error in FEED, an interrupt): the workers finish
+        ;; the item at hand and stop.
+        (when workers
+          (mp:with-lock (lock)
+            (unless (ordered-run-failure run)
+              (setf (ordered-run-failure run) :abandoned))
+            (mp:condition-variable-broadcast changed))
+          (mapc #'mp:process-join workers))))))

@@ -132,9 +132,8 @@ and the token count of them all."
          (rows (mapcar (lambda (prompt)
                          (let ((ids (prompt-ids server prompt)))
                            (push (length ids) lengths)
-                           (map 'vector (lambda (row) (normalize-embedding row normalize))
-                                (embedding-rows (embed-pooled (server-model server) ids
-                                                              (server-pooling server) :q8 :erf)))))
+                           (normalized-embeddings (server-model server) ids
+                                                  (server-pooling server) normalize :q8 :erf)))
                        prompts)))
     (count-prompt server lengths (seconds-since start))
     (values rows (reduce #'+ lengths))))
@@ -174,11 +173,7 @@ embedding} per prompt, the embedding an array of rows."
 
 (defun float32-base64 (row)
   "The single-floats of ROW as little-endian binary32, in base64."
-  (let ((octets (make-array (* 4 (length row)) :element-type '(unsigned-byte 8))))
-    (loop for x across row for i from 0 by 4
-          for bits = (%single-bits x)
-          do (loop for j below 4 do (setf (aref octets (+ i j)) (ldb (byte 8 (* 8 j)) bits))))
-    (base64-octets octets)))
+  (base64-octets (float32-octets (list row))))
 
 (defun handle-v1-embeddings (server body)
   "POST /v1/embeddings: OpenAI's answer (data, model, object, usage)."

@@ -13,7 +13,6 @@
       (coerce (loop for i below (array-dimension result 0) collect (matrix-row result i))
               'vector)))
 
-
 (defparameter *pooling-types* '((0 . :none) (1 . :mean) (2 . :cls) (3 . :last) (4 . :rank))
   "llama.cpp's pooling types (modern-bert.pooling_type) by number.")
 
@@ -28,13 +27,6 @@ classifier head, or another number is a MODEL-ERROR."
       (key-error (encoder-path encoder) "pooling_type"
                  "0 (none), 1 (mean), 2 (cls) or 3 (last); --pooling chooses another" n))
     pooling))
-
-(defun embed-pooled (encoder ids pooling activations gelu)
-  "MODEL:ENCODE's answer for IDS with POOLING, which may also be :last (the
-last token's row, as llama.cpp's LAST pooling)."
-  (let ((out (model:encode encoder ids :pooling (if (eq pooling :last) :none pooling)
-                                       :activations activations :gelu gelu)))
-    (if (eq pooling :last) (matrix-row out (1- (array-dimension out 0))) out)))
 
 (defun normalize-embedding (v norm)
   "The single-float vector V scaled as llama.cpp's common_embd_normalize

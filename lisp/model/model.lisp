@@ -471,6 +471,7 @@ output norm are left in S's X."
     (ecase pooling
       (:none hidden)
       (:cls (matrix-row hidden 0))
+      (:last (matrix-row hidden (1- n)))
       (:mean (let ((out (make-array d :element-type 'single-float)))
                ;; Typed, so that the sums are not boxed doubles, one per value.
                (dotimes (j d out)
@@ -490,9 +491,10 @@ output norm are left in S's X."
   "The final hidden states of ENCODER (from MODEL:LOAD) for the sequence
 TOKEN-IDS (integers from 0 below the vocabulary size, at most
 context_length of them): with POOLING :none an n x d (simple-array
-single-float (* *)), with :mean the mean of the rows and with :cls the
-first row, each a d-vector.  ACTIVATIONS (:q8 or :q8x2, doc/products.md §2) is how
-Q8_0 weights see the activations; GELU :erf is the exact GELU of the
+single-float (* *)), with :mean the mean of the rows, with :cls the first
+row and with :last the last (llama.cpp's LAST pooling), each a d-vector.
+ACTIVATIONS (:q8 or :q8x2, doc/products.md §2) is how Q8_0 weights see the
+activations; GELU :erf is the exact GELU of the
 Hugging Face model, :tanh llama.cpp's tanh approximation.  The graph is
 doc/encoder.md.  Signals INDEX-ERROR for an id out of range, SHAPE-ERROR for no
 tokens or more than context_length, and MODEL:MODEL-ERROR when a hidden
@@ -507,8 +509,9 @@ using."
   (unless (model:encoder-p encoder)
     (element-type-error 'model:encode encoder "expected an encoder from model:load, found ~S"
                         encoder))
-  (unless (member pooling '(:none :mean :cls))
-    (rontolisp-error 'model:encode "expected pooling :none, :mean or :cls, found ~S" pooling))
+  (unless (member pooling '(:none :mean :cls :last))
+    (rontolisp-error 'model:encode "expected pooling :none, :mean, :cls or :last, found ~S"
+                     pooling))
   (unless (member activations '(:q8 :q8x2))
     (rontolisp-error 'model:encode "expected activations :q8 or :q8x2, found ~S" activations))
   (unless (member gelu '(:erf :tanh))

@@ -191,6 +191,20 @@ written as SCAN-NUMBER reads them."
                      string))
       n)))
 
+(defmacro with-kernel-threads ((n) &body body)
+  "Run BODY with the kernels' thread count N (NIL: as it is), and the knob
+as it was set (never set included: the machine's cores) afterwards."
+  (let ((old (gensym "KNOB")) (count (gensym "N")))
+    `(let ((,old (%threads-knob nil)) (,count ,n))
+       (unwind-protect (progn (when ,count (setf (threads) ,count)) ,@body)
+         (%threads-knob ,old)))))
+
+(defun threads-given ()
+  "The thread count --threads N (or (setf threads)) set, or NIL when none
+was set."
+  (let ((n (%threads-knob nil)))
+    (and (plusp n) n)))
+
 (defun thread-count-parser (option string)
   "The parser of a thread count: 1 to (MAX-THREADS), read when the option
 is parsed (the primitives do not exist yet when commands are defined)."

@@ -27,6 +27,16 @@ static cl_object rl_prim_set_threads(cl_object n) {
     ecl_return1(ecl_process_env(), n);
 }
 
+/* (%threads-knob n) -> the thread knob as it was set, 0 when it never was
+ * (the machine's cores); sets it to N (0 to RL_MAX_THREADS) unless N is
+ * NIL. */
+static cl_object rl_prim_threads_knob(cl_object n) {
+    int old = rl_threads_knob();
+    if (n != ECL_NIL)
+        rl_set_threads((int)rl_arg_fixnum("%THREADS-KNOB", 1, n, 0, RL_MAX_THREADS));
+    ecl_return1(ecl_process_env(), ecl_make_fixnum(old));
+}
+
 /* (%max-threads) -> the most threads the kernels take (RL_MAX_THREADS). */
 static cl_object rl_prim_max_threads(void) {
     ecl_return1(ecl_process_env(), ecl_make_fixnum(RL_MAX_THREADS));
@@ -160,6 +170,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-SIMD", rl_prim_set_simd, 1),
     RL_PRIM("%THREADS", rl_prim_threads, 0),
     RL_PRIM("%SET-THREADS", rl_prim_set_threads, 1),
+    RL_PRIM("%THREADS-KNOB", rl_prim_threads_knob, 1),
     RL_PRIM("%MAX-THREADS", rl_prim_max_threads, 0),
     RL_PRIM("%SIMD-PATH", rl_prim_simd_path, 0),
     RL_PRIM("%ISATTY", rl_prim_isatty, 1),

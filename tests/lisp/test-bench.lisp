@@ -233,7 +233,7 @@ file there is refused (exit 2, one line) and left as it was."
 (test bench-questions-table-and-json
   "`bench --random s1-pico --questions --breakdown': every format row at 1
 and 2 threads with a time, llama.cpp's column when its libraries are
-there, and max |dp| 0 for F32 and for Q8_0 :q8 the difference between the
+there, questions per second at 1 and 2 Lisp threads, and max |dp| 0 for F32 and for Q8_0 :q8 the difference between the
 models the converter writes as F32 and as Q8_0 (head F32 in both); the
 breakdown of each format: every stage timed, the floor below the total,
 and no octet consed by the forward pass of a question."
@@ -262,6 +262,14 @@ and no octet consed by the forward pass of a question."
                (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing: ~
 no llama.cpp column"))
              (is (zerop (gethash "max_abs_dp" (first rows))))
+             ;; Questions per second at 1 and 2 Lisp threads, per format.
+             (let ((throughput (gethash "throughput" j)))
+               (is (equal (loop for f in *question-bench-formats* append (list (list f 1) (list f 2)))
+                          (mapcar (lambda (r) (list (gethash "format" r) (gethash "threads" r)))
+                                  throughput)))
+               (dolist (r throughput)
+                 (is (plusp (gethash "questions_per_second" r)) "~A" (gethash "format" r))))
+             (is (contains err "questions per second, one question per Lisp thread") "~A" err)
              (let ((b (gethash "breakdown" j)))
                (is (and (plusp (gethash "f32" (gethash "peak_gmacs" b)))
                         (plusp (gethash "int8" (gethash "peak_gmacs" b)))))

@@ -587,6 +587,54 @@ reuse the compiled template kept in the head and render the same text."
                       (list (question-json "choice" "pick one" '("ls -la" "rm -rf .") "s")
                             (question-json "score" "ok?" '("yes" "no") "t")))))
 
+(test decide-command-answers-each-line-of-a-pipe-on-threads
+  "With --threads 2 each line read from a pipe is still answered before the
+next one is written (the answer does not wait for more lines)."
+  (let ((file (decision-file "s1-pico" :f32)))
+    (check-co-process (list "decide" file "-" "--json" "--threads" "2")
+                      (list (question-json "choice" "pick one" '("ls -la" "rm -rf .") "s")
+                            (question-json "score" "ok?" '("yes" "no") "t")
+                            (question-json "choice" "next?" '("make" "make check" "stop") "u")))))
+
+(test decide-command-gives-the-same-bytes-at-1-and-2-threads
+  "The built-in questions, lines that are errors among them, answered at
+--threads 1 and 2: the same exit status and the same bytes on standard
+output and standard error, text and --json."
+  (let* ((file (decision-file "s1-pico" :f32))
+         (good (mapcar (lambda (q)
+                         (question-json (getf q :type) (getf q :instructions)
+                                        (mapcar (lambda (o) (if (consp o) (getf o :text) o))
+                                                (coerce (getf q :options) 'list))
+                                        (getf q :state)))
+                       model:*questions*))
+         (lines (loop for round below 6
+                      append good
+                      collect (nth round '("not json" "[1]" "{\"type\": \"other\"}"
+                                           "{\"type\": \"choice\", \"options\": []}"
+                                           "" "{}"))))
+         (path (write-file-string (tmp-path "questions.jsonl") (format nil "~{~A~%~}" lines))))
+    (unwind-protect
+         (dolist (json '(() ("--json")))
+           (multiple-value-bind (code1 out1 err1)
+               (run-exe-octets (append (list "decide" file path "--threads" "1") json))
+             (multiple-value-bind (code2 out2 err2)
+                 (run-exe-octets (append (list "decide" file path "--threads" "2") json))
+               (is (eql 1 code1) "~A" (octets-text err1))
+               (is (eql code1 code2) "~A" (octets-text err2))
+               (is (= (* 6 (length good))
+                      (count-if (lambda (line) (string= (if json "{" "question ") line
+                                                        :end2 (min (length line) (if json 1 9))))
+                                (split-lines-of (octets-text out1))))
+                   "~A" (octets-text out1))
+               (is (= 6 (count 10 err1)) "~A" (octets-text err1))
+               (is (equalp out1 out2) "~A~%~A" (octets-text out1) (octets-text out2))
+               (is (equalp err1 err2) "~A~%~A" (octets-text err1) (octets-text err2)))))
+      (ignore-errors (delete-file path)))))
+
+(defun octets-text (octets)
+  "OCTETS (UTF-8) as a string, for a message."
+  (rontolisp::%utf8-string (coerce octets '(simple-array (unsigned-byte 8) (*)))))
+
 (defun question-json (type instructions options state)
   "A question as one line of JSON."
   (with-output-to-string (s)
@@ -896,5 +944,6 @@ plist."
                  "{\"type\": \"choice\", \"instructions\": \"x\", \"options\": [\"a\", {\"text\": \"b\"}], \"state\": \"s\"}")))
       (is (equal '(1 1) (call-counts names (lambda ()
                                              (with-output-to-string (*standard-output*)
-                                               (command-line::decide-line model line 1 :q8 nil)))))))
+                                               (command-line::decide-line model line 1 :q8 nil
+                                                                           *standard-output*)))))))
     (is (same-bits-p (model:decide model q) (model:decide model (model::parse-question q))))))

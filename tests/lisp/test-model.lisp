@@ -152,6 +152,16 @@ encodes exactly as the file with those matrices dequantized to F32."
                               1e-5))
                (loop for j below d collect j)))))
 
+(test model-encode-pools-the-last-row
+  "MODEL:ENCODE :pooling :last (as embed --pooling last, llama.cpp's LAST)
+answers the last token's row, bit for bit."
+  (let* ((e (model:load (encoder-file "s1-pico" :f32)))
+         (ids (token-sequence 6))
+         (all (model:encode e ids))
+         (last (model:encode e ids :pooling :last)))
+    (is (equal (list (array-dimension all 1)) (array-dimensions last)))
+    (is (same-bits-p (model::matrix-row all 5) last))))
+
 ;;; Bad input.
 
 (test model-signals-on-bad-input

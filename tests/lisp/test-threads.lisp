@@ -54,3 +54,47 @@
       (is (contains (princ-to-string refused) "\"one too many\"")))
     ;; Within the limit again once they ended.
     (is (eql 7 (mp:process-join (mp:process-run-function "after" (lambda () 7)))))))
+
+;;; MAP-IN-ORDER: work on several threads, results in order.
+
+(defun wait-on-gate (gate seconds)
+  "True once GATE (a semaphore) could be taken, NIL after SECONDS without."
+  (let ((deadline (+ (get-internal-real-time) (* seconds internal-time-units-per-second))))
+    (loop (when (mp:try-get-semaphore gate) (return t))
+          (when (> (get-internal-real-time) deadline) (return nil))
+          (sleep 0.001))))
+
+(test map-in-order-emits-in-submission-order
+  "Item 0 finishes only after item 1 has (it waits for a gate item 1's
+work opens): item 1 is still emitted after item 0, and every item once."
+  ;; No IS in the workers: FiveAM's test is not bound on other threads.
+  (let* ((gate (mp:make-semaphore :count 0))
+         (finished '()) (emitted '()) (lock (mp:make-lock :name "test")) (waited :never)
+         (n (command-line::map-in-order
+             2 (lambda (submit) (dotimes (i 10) (funcall submit i)))
+             (lambda (i)
+               (when (= i 0)
+                 (setf waited (wait-on-gate gate 60)))
+               (mp:with-lock (lock) (push i finished))
+               (when (= i 1)
+                 (mp:signal-semaphore gate))
+               (* i i))
+             (lambda (i result) (push (cons i result) emitted)))))
+    (is (eq t waited) "item 1 never ran beside item 0")
+    (is (= 10 n))
+    (is (equal (loop for i below 10 collect (cons i (* i i))) (reverse emitted)))
+    (is (< (position 1 (reverse finished)) (position 0 (reverse finished))) "~S" finished)))
+
+(test map-in-order-stops-at-a-failing-item
+  "An error in one item's work is signalled in the caller; nothing after
+that item is emitted, everything before it is."
+  (dolist (threads '(1 2))
+    (let* ((emitted '())
+           (caught (handler-case
+                       (command-line::map-in-order
+                        threads (lambda (submit) (dotimes (i 20) (funcall submit i)))
+                        (lambda (i) (if (= i 5) (error "item ~D failed" i) i))
+                        (lambda (i result) (declare (ignore result)) (push i emitted)))
+                     (error (c) (princ-to-string c)))))
+      (is (equal "item 5 failed" caught) "~D threads: ~S" threads caught)
+      (is (equal '(0 1 2 3 4) (reverse emitted)) "~D threads: ~S" threads emitted))))
