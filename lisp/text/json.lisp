@@ -52,6 +52,11 @@ them (as JSON-FLOAT-STRING with JSON true).  A simple vector of fixnums, of
                        (t (write-string (float-text x) stream))))))
   vector)
 
+(defun write-newline (&optional (stream *standard-output*))
+  "Write a newline to STREAM without flushing it: ECL's TERPRI and
+WRITE-LINE flush, a system call per line of a command's output."
+  (write-char #\Newline stream))
+
 (defun escaped-char-p (code)
   "True when the character CODE is written as \\uXXXX: C0 and DEL, C1
 (U+0080-U+009F, CSI U+009B among them, which a terminal obeys), the
