@@ -19,7 +19,7 @@
 (defun line-place (path number)
   "A function answering how messages name line NUMBER of the file of lines
 PATH (\"F line 3\"), made only when a message needs it: a FORMAT per line
-was most of `tokenize --file''s time."
+was most of the time of `tokenize --file')."
   (lambda () (format nil "~A line ~D" (lines-name path) number)))
 
 (defun newline-position (block start end)
