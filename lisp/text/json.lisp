@@ -17,9 +17,13 @@
 (defun json-float-string (x)
   "The shortest decimal form of the float X that reads back as X in X's own
 format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
-\"-inf\", quoted)."
+\"-inf\", quoted).  A normal single-float or a zero is written from C
+(prims/numtext.h: the digits PRIN1 prints, a tenth of its time)."
   (cond ((ext:float-nan-p x) "\"nan\"")
         ((ext:float-infinity-p x) (if (plusp x) "\"inf\"" "\"-inf\""))
+        ((and (typep x 'single-float)
+              (or (zerop x) (>= (abs x) least-positive-normalized-single-float)))
+         (%numbers-text (make-array 1 :element-type 'single-float :initial-element x) "" t))
         (t
          ;; PRIN1 already prints the shortest round-trip digits of X's
          ;; format; only the exponent marker and a bare trailing dot need
