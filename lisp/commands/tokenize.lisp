@@ -64,7 +64,11 @@ options, so a text may start with a dash."
                       (write-newline))
                      (t (write-ids-line ids *standard-output*)))
                (when (and show-count (not json))
-                 (format t "Total number of tokens: ~D~%" (length ids))))))
+                 ;; no FORMAT per line: it took half the time of --show-count
+                 (write-string "Total number of tokens: ")
+                 (write-numbers (make-array 1 :element-type 'fixnum :initial-element (length ids))
+                                *standard-output*)
+                 (write-newline)))))
       (if text-file
           (map-file-lines (lambda (octets number)
                             (one octets (line-place text-file number)))
