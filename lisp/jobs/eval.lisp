@@ -78,11 +78,11 @@ to a temporary file first; CALL-WITH-QUANTIZED-FILE).  No file is left."
                collect (cons (second (quant-way type))
                              (call-with-quantized-file in type #'model:load))))))
 
-(defun eval-encoders (source)
+(defun eval-encoders (source &key f16-head)
   "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
 from :f32, :f16, :q8_0, :outlier-aware, :load and :load-f16 (the F16 file
-quantized at load), and with a decision head :f16-head (the F16 file with
-the head's matrices F16 too), to encoders, the
+quantized at load), and with F16-HEAD and a decision head :f16-head (the
+F16 file with the head's matrices F16 too), to encoders, the
 calibration sequences, and an alist from :f32, :f16, :q8_0 and
 :outlier-aware to the in-memory files they were loaded from (FILE-IN-FORMAT;
 a decision head keeps its types)."
@@ -96,7 +96,7 @@ a decision head keeps its types)."
      (remove nil
       (list (cons :f32 reference)
            (cons :f16 (model:load f16))
-           (and (decision-head-p source)
+           (and f16-head (decision-head-p source)
                 (cons :f16-head (model:load (file-in-format source :f16 nil :f16))))
            (cons :q8_0 (model:load q8))
            (cons :outlier-aware (model:load outlier-aware))
@@ -294,7 +294,7 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
          (multiple-value-bind (built all files)
              (progn (when reference (check-same-model source stored reference file))
                     (when questions (require-decision-head source label))
-                    (eval-encoders source))
+                    (eval-encoders source :f16-head t))
            (let* ((encoders (append built (quantized-encoders (cdr (assoc :f32 files)) quants)))
                   (ways (append (remove-if-not (lambda (way) (assoc (second way) encoders))
                                                *eval-ways*)
