@@ -95,13 +95,13 @@ a decision head keeps its types)."
     (values
      (remove nil
       (list (cons :f32 reference)
-           (cons :f16 (model:load f16))
-           (and f16-head (decision-head-p source)
-                (cons :f16-head (model:load (file-in-format source :f16 nil :f16))))
-           (cons :q8_0 (model:load q8))
-           (cons :outlier-aware (model:load outlier-aware))
-           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
-           (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration))))
+            (cons :f16 (model:load f16))
+            (and f16-head (decision-head-p source)
+                 (cons :f16-head (model:load (file-in-format source :f16 nil :f16))))
+            (cons :q8_0 (model:load q8))
+            (cons :outlier-aware (model:load outlier-aware))
+            (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
+            (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration))))
      (calibration-sequences (model:hyperparameters reference))
      (list (cons :f32 f32) (cons :f16 f16) (cons :q8_0 q8) (cons :outlier-aware outlier-aware)))))
 
