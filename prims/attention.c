@@ -142,9 +142,14 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
 }
 
 /* The softmax of the scores a[j0..j1), already scaled, whose maximum is m
- * (rl_attn_scores finds both as it writes them). */
-__attribute__((target(RL_TARGET_AVX512))) static void
-rl_softmax_avx512(float *a, size_t j0, size_t j1, float m) {
+ * (rl_attn_scores finds both as it writes them), in two halves: the
+ * exponentials in place, answering their sum (rl_softmax_tree's), then
+ * the scaling by its reciprocal.  A tile's queries run the first half one
+ * after another and then the second, so no query's exponentials wait on
+ * the previous query's division (the same operations on each row, so the
+ * same bits). */
+__attribute__((target(RL_TARGET_AVX512))) static double
+rl_softmax_exp_avx512(float *a, size_t j0, size_t j1, float m) {
     const size_t n = j1 - j0;
     float *x = a + j0;
     const __m256 m8 = _mm256_set1_ps(m);
@@ -170,7 +175,13 @@ rl_softmax_avx512(float *a, size_t j0, size_t j1, float m) {
     /* rl_softmax_tree in registers: lanes l + (l + 4), then + 2, + 1 */
     const __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(sv), _mm512_extractf64x4_pd(sv, 1));
     const __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
-    const double sum = _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+    return _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+}
+
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_softmax_scale_avx512(float *a, size_t j0, size_t j1, double sum) {
+    const size_t n = j1 - j0;
+    float *x = a + j0;
     const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
     for (size_t t = 0; t < n; t += 16) {
         const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
@@ -347,13 +358,16 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
         const float *kt = j->kh + h * j->hd * j->np;
         size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
+        double sum[RL_ATTN_QT];
         for (size_t k = 0; k < nq; k++) {
             float *ak = a + k * j->np;
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
             const float m = rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd,
                                            j0[k], j1[k], j->scale, ak);
-            rl_softmax_avx512(ak, j0[k], j1[k], m);
+            sum[k] = rl_softmax_exp_avx512(ak, j0[k], j1[k], m);
         }
+        for (size_t k = 0; k < nq; k++)
+            rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
                           j0, j1, nq, j->hd);
     }

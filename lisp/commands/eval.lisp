@@ -4,7 +4,7 @@
 (in-package "COMMAND-LINE")
 
 (define-command "eval" (&optional file)
-    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions [QUESTIONS.jsonl]] [--sequences N] [--reps N] [--json] [--svg FILE]"
+    (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions [QUESTIONS.jsonl]] [--quants TYPES] [--sequences N] [--reps N] [--json] [--svg FILE]"
      :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
      :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
 or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
@@ -21,7 +21,11 @@ QUESTIONS.jsonl (decide's form), against the F32 model's decisions: max
 |dp|, the largest probability difference; other, the share of questions
 whose winning option differs; and, when questions carry \"answer\" (the
 right option's index), right, the share answered right.  The head is kept
-as the file holds it.  A line of QUESTIONS.jsonl that is not a question, an
+as the file holds it; with a head the F16 file gets a second row whose head's
+matrices are F16 too (convert --head-type f16).  --quants TYPES (quantize's
+file types, comma-separated, or all: Q4_0 ... IQ4_XS) adds a row per type,
+the file quantize writes of it from the F32 file, with q8x2 activations;
+each is made in a temporary file and removed.  A line of QUESTIONS.jsonl that is not a question, an
 \"answer\" that is not an option's index, or a question the model cannot
 answer is an error naming the line.
 With --reference ORIG.gguf (the model FILE.gguf was made from: the same
@@ -48,6 +52,10 @@ a row of its own")
                           :help "the decisions over the questions of QUESTIONS.jsonl (default: the
 built-in ones); with --random: the model with its decision head (a FILE.gguf
 with a head is always measured; one without is an error)")
+               (quants "--quants TYPES"
+                       :help "also the files quantize writes of these file types (comma-separated,
+as quantize names them: Q4_0,Q4_K_M,IQ4_XS ...; all: every quantized type
+but Q8_0), one row each")
                (sequences "--sequences N" :parse (integer-parser :min 1)
                           :help "only the first N calibration sequences (default: all)")
                (reps "--reps N" :parse (integer-parser :min 1 :max 1000) :default 3
@@ -63,7 +71,8 @@ F32 as an SVG picture in FILE (the sequences run once more, layer by layer)")))
     (usage-error "--seed goes with --random"))
   (check-massive-options random massive massive-ratio)
   (when svg (check-svg-target svg))
-  (run-eval :file file :reference reference :random random :massive massive :massive-ratio (or massive-ratio 20)
+  (run-eval :file file :reference reference :random random :massive massive
+            :massive-ratio (or massive-ratio 20) :quants (and quants (eval-quant-types quants))
             :seed (or seed 1) :sequences sequences :reps reps :questions questions :json json
             :svg svg)
   0)

@@ -2,7 +2,8 @@
 ;;;; less than f32 lands from the F32 model (doc/outliers.md), the seed's accuracy
 ;;;; table measured on our own models.
 ;;;;
-;;;; The ways: the F32 file itself, an F16 file, a Q8_0 file, an
+;;;; The ways: the F32 file itself, an F16 file (with a decision head, also
+;;;; one whose head is F16, convert --head-type f16), a Q8_0 file, an
 ;;;; outlier-aware Q8_0 file (convert --outlier-aware's scales), the F32
 ;;;; file and the F16 file quantized at load (MODEL:LOAD :quantize :q8_0),
 ;;;; the Q8_0 ones with :q8 and :q8x2 activations.  The files are made in memory from the F32
@@ -12,23 +13,76 @@
 ;;;; sequences, against the F32 model's hidden states.  With a decision head
 ;;;; each way's decisions are measured too, over the built-in questions or a
 ;;;; question file (READ-QUESTION-FILE): QUESTION-FIGURES, which the trained
-;;;; model's golden table uses as well.
+;;;; model's golden table uses as well.  With QUANTS, also the files
+;;;; `quantize' writes of those file types from the F32 file
+;;;; (QUANTIZED-ENCODERS), each made in a temporary file removed at once.
 
 (in-package "COMMAND-LINE")
 
 (defparameter *eval-ways*
-  '(("F32" :f32 nil) ("F16 file" :f16 nil)
+  '(("F32" :f32 nil) ("F16 file" :f16 nil) ("F16 file, head F16" :f16-head nil)
     ("Q8_0 file" :q8_0 :q8) ("Q8_0 file" :q8_0 :q8x2)
     ("outlier-aware Q8_0 file" :outlier-aware :q8) ("outlier-aware Q8_0 file" :outlier-aware :q8x2)
     ("quantize at load" :load :q8) ("quantize at load" :load :q8x2)
     ("F16 quantized at load" :load-f16 :q8) ("F16 quantized at load" :load-f16 :q8x2))
   "The rows of `rontolisp eval': label, encoder, activations (NIL: the
-weights are floats, and activations do not apply).")
+weights are floats, and activations do not apply).  A row whose encoder
+EVAL-ENCODERS does not make (the F16 head of a model without one) is left
+out.")
 
-(defun eval-encoders (source)
+(defun quant-way (type)
+  "The row of `eval --quants' for quantize's file type TYPE (a name of
+*QUANTIZE-FTYPES*): label, encoder key and activations (q8x2, as the Q8_0
+file's row the seed bounds; most of a K-quant file is widened to F32 at
+load, and its Q8_0 fall backs take them)."
+  (list (format nil "~A file (quantize)" (string-upcase type))
+        (intern (string-upcase type) "KEYWORD") :q8x2))
+
+(defun eval-quant-types (string)
+  "The file types of `eval --quants STRING': \"all\" for every quantized
+type quantize writes but Q8_0 (a row already), each once (Q4_0 ... IQ4_XS),
+else STRING's comma-separated names, each one of *QUANTIZE-FTYPES* in any
+case (FIND-FTYPE: anything else is a USAGE-ERROR naming it).  Answers the
+canonical names, in order."
+  (if (string-equal string "all")
+      (loop for (name ftype) in (remove-duplicates *quantize-ftypes* :key #'second :from-end t)
+            unless (member ftype '(0 1 7 32))
+              collect name)
+      (loop for part in (split-at-separator string ",")
+            for name = (string-trim " " part)
+            if (string= name "")
+              do (usage-error "--quants: expected file types separated by commas, found ~S" string)
+            else collect (first (handler-case (find-ftype name)
+                                  (usage-error (c)
+                                    (usage-error "--quants: ~A" (condition-line c))))))))
+
+(defun call-with-quantized-file (in type function)
+  "Quantize the GGUF file IN as `quantize IN OUT TYPE' does (QUANTIZE-FILE,
+its defaults) into a temporary file (TEMPORARY-PATH), call FUNCTION with
+its path, and remove the file however FUNCTION is left (an interrupt
+included, WITH-TEMPORARY-FILE).  Answers FUNCTION's values."
+  (let ((name (string-downcase (if (symbolp type) (symbol-name type) type))))
+    (with-temporary-file (out (temporary-path (format nil "quant-~A.gguf" name)) "quant")
+      (let ((*standard-output* *error-output*))
+        (quantize-file in out :type type))
+      (funcall function out))))
+
+(defun quantized-encoders (f32 types)
+  "An alist from the key of QUANT-WAY of each of TYPES to the encoder of
+the file quantize writes of that type from F32 (a GGUF file object, written
+to a temporary file first; CALL-WITH-QUANTIZED-FILE).  No file is left."
+  (and types
+       (with-temporary-file (in (temporary-path "quant-f32.gguf") "f32")
+         (gguf:write in f32)
+         (loop for type in types
+               collect (cons (second (quant-way type))
+                             (call-with-quantized-file in type #'model:load))))))
+
+(defun eval-encoders (source &key f16-head)
   "The encoders `eval' compares, from the GGUF file object SOURCE: an alist
 from :f32, :f16, :q8_0, :outlier-aware, :load and :load-f16 (the F16 file
-quantized at load) to encoders, the
+quantized at load), and with F16-HEAD and a decision head :f16-head (the
+F16 file with the head's matrices F16 too), to encoders, the
 calibration sequences, and an alist from :f32, :f16, :q8_0 and
 :outlier-aware to the in-memory files they were loaded from (FILE-IN-FORMAT;
 a decision head keeps its types)."
@@ -39,12 +93,15 @@ a decision head keeps its types)."
          (outlier-aware (file-in-format source :q8_0 (calibration-outlier-table calibration)))
          (reference (model:load f32)))
     (values
-     (list (cons :f32 reference)
-           (cons :f16 (model:load f16))
-           (cons :q8_0 (model:load q8))
-           (cons :outlier-aware (model:load outlier-aware))
-           (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
-           (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration)))
+     (remove nil
+      (list (cons :f32 reference)
+            (cons :f16 (model:load f16))
+            (and f16-head (decision-head-p source)
+                 (cons :f16-head (model:load (file-in-format source :f16 nil :f16))))
+            (cons :q8_0 (model:load q8))
+            (cons :outlier-aware (model:load outlier-aware))
+            (cons :load (model:load f32 :quantize :q8_0 :calibration calibration))
+            (cons :load-f16 (model:load f16 :quantize :q8_0 :calibration calibration))))
      (calibration-sequences (model:hyperparameters reference))
      (list (cons :f32 f32) (cons :f16 f16) (cons :q8_0 q8) (cons :outlier-aware outlier-aware)))))
 
@@ -195,7 +252,7 @@ and the K-quants and the like are widened to F32 at load)."
   (and (find "Q8_0" (gguf:tensor-infos f) :key #'gguf:tensor-info-type :test #'string=) :q8))
 
 (defun run-eval (&key file reference random (massive 0) (massive-ratio 20) (seed 1) sequences
-                   (reps 3) questions (stream *standard-output*) json svg)
+                   (reps 3) questions quants (stream *standard-output*) json svg)
   "Measure every way of *EVAL-WAYS* of running the encoder of FILE (a GGUF
 path; its matrices are first widened to F32, the reference) or of a random
 model of the preset RANDOM (encoder only unless QUESTIONS, F32, MASSIVE
@@ -210,7 +267,9 @@ head (FILE's, or RANDOM's with QUESTIONS; QUESTIONS on a FILE without one
 signals RONTOLISP-ERROR) each way also gets QUESTION-FIGURES against the
 F32 model (the head as the file holds it): :max-abs-dp, :other-winners and
 :accuracy over the questions of the file QUESTIONS when it is a path
-(READ-QUESTION-FILE), else over MODEL:*QUESTIONS*.  Prints the table on STREAM, or one JSON
+(READ-QUESTION-FILE), else over MODEL:*QUESTIONS*.  QUANTS, a list of
+quantize's file types (EVAL-QUANT-TYPES), adds a row for each, the file
+`quantize' writes of that type from the F32 file (QUANTIZED-ENCODERS).  Prints the table on STREAM, or one JSON
 object with JSON.  With SVG (a path) also the picture of each way's error
 after each layer (EVAL-SVG).  Answers the rows as a list of plists."
   (let* ((question-file (and (stringp questions) questions))
@@ -232,16 +291,20 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
                     (format nil "random ~A~[~:;~:* --massive ~D~] --seed ~D~:[~; --questions~]"
                             random massive seed questions))))
     (unwind-protect
-         (multiple-value-bind (encoders all)
+         (multiple-value-bind (built all files)
              (progn (when reference (check-same-model source stored reference file))
                     (when questions (require-decision-head source label))
-                    (eval-encoders source))
-           (let* ((sequences (if sequences (subseq all 0 (min sequences (length all))) all))
+                    (eval-encoders source :f16-head t))
+           (let* ((encoders (append built (quantized-encoders (cdr (assoc :f32 files)) quants)))
+                  (ways (append (remove-if-not (lambda (way) (assoc (second way) encoders))
+                                               *eval-ways*)
+                                (mapcar #'quant-way quants)))
+                  (sequences (if sequences (subseq all 0 (min sequences (length all))) all))
                   (f32 (cdr (assoc :f32 encoders)))
                   (references (mapcar (lambda (ids) (model:encode f32 ids)) sequences))
                   (probabilities (and (decision-head-p source)
                                       (reference-decisions f32 question-list question-file)))
-                  (report (progress-reporter (+ (length *eval-ways*) (if stored 1 0))))
+                  (report (progress-reporter (+ (length ways) (if stored 1 0))))
                   (stored-encoder (and stored (model:load stored)))
                   (stored-row (and stored
                                    (let ((act (stored-file-activations stored)))
@@ -252,7 +315,7 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
                                        (funcall report 1 "file as stored")))))
                   (rows (append
                          (and stored-row (list stored-row))
-                         (loop for (name key activations) in *eval-ways*
+                         (loop for (name key activations) in ways
                                for i from (if stored 2 1)
                                collect (list* :way name :activations activations
                                               (eval-row (cdr (assoc key encoders)) activations
@@ -278,7 +341,7 @@ after each layer (EVAL-SVG).  Answers the rows as a list of plists."
                (eval-svg svg (format nil "eval: ~A" label) f32 sequences
                          (append (and stored (list (list "file as stored" stored-encoder
                                                          (getf stored-row :activations))))
-                                 (loop for (name key activations) in *eval-ways*
+                                 (loop for (name key activations) in ways
                                        collect (list name (cdr (assoc key encoders)) activations)))))
              rows))
       (when stored (gguf:close stored))

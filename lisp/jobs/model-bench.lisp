@@ -166,11 +166,12 @@ and cls.*.  It answers false for every name when ENC has no head."
                              (parse-integer name :start 4 :junk-allowed t))))
                  (and n (>= n first))))))))
 
-(defun file-in-format (enc format &optional outliers)
+(defun file-in-format (enc format &optional outliers head-format)
   "An in-memory copy of the GGUF file object ENC with its encoder matrices
 in FORMAT (with OUTLIERS, see FORMATTED-WEIGHT, as `convert --type q8_0
 --outlier-aware' writes them); a decision head's tensors keep the types the
-file holds them in (the converter's --head-type).  The copy is one file:
+file holds them in, or with HEAD-FORMAT (:f32 :f16) its matrices take that
+type (the converter's --head-type).  The copy is one file:
 ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
   (gguf:make-file
      :metadata (mapcar (lambda (e)
@@ -183,7 +184,10 @@ ENC may be a shard set (GGUF:READ :SHARDS), whose split keys it leaves out."
                     for info in (gguf:tensor-infos enc)
                     for name = (gguf:tensor-info-name info)
                     collect (list name (if (funcall head-p name)
-                                           (gguf:tensor enc name)
+                                           (if head-format
+                                               (formatted-weight name (gguf:tensor enc name)
+                                                                 head-format)
+                                               (gguf:tensor enc name))
                                            (formatted-weight name (gguf:tensor enc name) format
                                                              outliers))
                                   :dims (gguf:tensor-info-dims info)))))

@@ -317,6 +317,34 @@ static void test_attention(void) {
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
 }
 
+/* The queries of one AVX-512 tile (four consecutive rows) take their
+ * exponentials one after another and are scaled afterwards: each row is
+ * scaled by its own sum.  Query rows scaled very differently (so their
+ * sums differ by orders of magnitude), with and without a window whose
+ * edges give the tile's rows different key ranges, at lengths around
+ * the tile and the 16-key blocks: every path and thread count has the
+ * reference's bits. */
+static void test_attention_tile_own_sums(void) {
+    static const size_t ns[] = {3, 4, 5, 9, 17, 40, 64};
+    static const float gain[] = {1.0f, 12.0f, 0.05f, 30.0f, 3.0f};
+    long bad = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (size_t window = 0; window <= 6; window += 6) {
+            const size_t n = ns[ni], heads = 2, hd = 16, row = heads * hd;
+            float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f);
+            float *v = rnd_floats(n * row, 1.0f);
+            for (size_t i = 0; i < n; i++)
+                for (size_t c = 0; c < row; c++)
+                    q[i * row + c] *= gain[i % 5];
+            float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+            CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
+            ALL_PATHS(ref, y, n * row, bad,
+                      rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
+            free(q), free(k), free(v), free(ref), free(y);
+        }
+    CHECK_MSG(!bad, "attention, a tile's rows of different sums: %ld runs differ from ref", bad);
+}
+
 /* rl_attention_rows: a few queries (any rows, repeated, in any order)
  * against every key have the bits of those rows of the whole global
  * attention, on every path and thread count; fewer keys than the window
@@ -519,6 +547,7 @@ int main(void) {
     CHECK_CASE(test_attention_self_window());
     CHECK_CASE(test_attention_non_finite());
     CHECK_CASE(test_attention_rows());
+    CHECK_CASE(test_attention_tile_own_sums());
     CHECK_CASE(test_rope_pair());
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());

@@ -360,3 +360,88 @@ is not an option's index, is an error naming the line."
              (refused "{\"type\": \"nope\", \"instructions\": \"Use moon.\", \"options\": [\"cloud\", \"moon\"], \"state\": \"ready\"}"
                       "an unknown type")))
       (dolist (f (list f32 q8 bare bad)) (ignore-errors (delete-file f))))))
+
+(test eval-quants-rows-are-quantize-files
+  "eval FILE --questions QUESTIONS.jsonl --quants Q4_K_M on the trained
+model: a row for the file quantize writes of that type from the F32 file,
+and, the model having a decision head, one for the F16 file whose head is
+F16 too; their max |dp|, other winners and accuracy are those recomputed
+here from the files `quantize' and `convert --head-type f16' write.  A
+type quantize does not write is a usage error naming --quants."
+  (let ((f32 (tmp-path "eval-quants-f32.gguf")) (q4 (tmp-path "eval-quants-q4_k_m.gguf"))
+        (f16-head (tmp-path "eval-quants-f16-head.gguf"))
+        (questions (trained-path "questions.jsonl")))
+    (unwind-protect
+         (progn
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") f32 "--type" "f32"))))
+           (assert (eql 0 (run-exe (list "quantize" f32 q4 "q4_k_m"))))
+           (assert (eql 0 (run-exe (list "convert" (trained-path "") f16-head "--type" "f16"
+                                         "--head-type" "f16"))))
+           (let* ((json (eval-json f32 "--questions" questions "--quants" "q4_k_m"
+                                   "--sequences" "1" "--reps" "1"))
+                  (rows (gethash "rows" json))
+                  (qs (trained-questions))
+                  (reference (let ((m (model:load f32)))
+                               (mapcar (lambda (q) (model:decide m q)) qs))))
+             (is (equal '("F32" "F16 file" "F16 file, head F16")
+                        (mapcar (lambda (r) (gethash "way" r)) (subseq rows 0 3))))
+             (is (equal '("Q4_K_M file (quantize)" "q8x2")
+                        (let ((r (car (last rows))))
+                          (list (gethash "way" r) (gethash "activations" r)))))
+             (loop for (way path activations) in (list (list "Q4_K_M file (quantize)" q4 :q8x2)
+                                                       (list "F16 file, head F16" f16-head :q8))
+                   for row = (find way rows :key (lambda (r) (gethash "way" r)) :test #'equal)
+                   for decisions = (let ((m (model:load path)))
+                                     (mapcar (lambda (q) (model:decide m q :activations activations))
+                                             qs))
+                   do (is-true row "no row ~A" way)
+                      (when row
+                        (is (plusp (gethash "max_abs_dp" row)) "~A: max |dp| 0" way)
+                        (is (= (command-line::max-probability-error decisions reference)
+                               (gethash "max_abs_dp" row))
+                            "~A: max |dp| ~A, recomputed ~A" way (gethash "max_abs_dp" row)
+                            (command-line::max-probability-error decisions reference))
+                        (is (= (/ (loop for p in decisions for r in reference
+                                        count (/= (winner p) (winner r)))
+                                  (float (length qs) 1d0))
+                               (gethash "other_winners" row))
+                            "~A: other winners" way)
+                        (is (= (/ (loop for p in decisions for q in qs
+                                        count (= (winner p) (gethash "answer" q)))
+                                  (float (length qs) 1d0))
+                               (gethash "accuracy" row))
+                            "~A: accuracy" way)))))
+      (dolist (f (list f32 q4 f16-head)) (ignore-errors (delete-file f)))))
+  (multiple-value-bind (code out err)
+      (run-exe (list "eval" "--random" "s1-pico" "--quants" "q9"))
+    (declare (ignore out))
+    (is (= 2 code))
+    (is (contains err "--quants: expected a file type") "~A" err))
+  ;; all: every quantized type quantize writes but Q8_0, each once
+  (is (equal '("Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K_S" "Q3_K_M" "Q3_K_L" "Q4_K_S" "Q4_K_M"
+               "Q5_K_S" "Q5_K_M" "Q6_K" "IQ4_NL" "IQ4_XS")
+             (command-line::eval-quant-types "all")))
+  (is (equal '("Q4_K_M" "IQ4_XS") (command-line::eval-quant-types "q4_k_m, iq4_xs"))))
+
+(test eval-quantized-file-is-removed
+  "CALL-WITH-QUANTIZED-FILE (eval --quants, the trained table) hands over a
+file quantize wrote, and removes it on return and on a non-local exit."
+  (let ((f32 (tmp-path "eval-quantized-f32.gguf")) (seen nil))
+    (unwind-protect
+         (progn
+           (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" f32 "--type" "f32"))))
+           (is (equal "Q4_0"
+                      (command-line::call-with-quantized-file
+                       f32 "q4_0" (lambda (path)
+                                    (setf seen path)
+                                    (gguf:with-file (f path)
+                                      (gguf:tensor-info-type
+                                       (gguf:tensor-info f "blk.0.attn_qkv.weight")))))))
+           (is (not (probe-file seen)) "~A left behind" seen)
+           (setf seen nil)
+           (catch 'out
+             (command-line::call-with-quantized-file
+              f32 :q4_k_m (lambda (path) (setf seen path) (throw 'out nil))))
+           (is (stringp seen))
+           (is (not (probe-file seen)) "~A left behind after a non-local exit" seen))
+      (ignore-errors (delete-file f32)))))

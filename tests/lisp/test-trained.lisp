@@ -4,8 +4,9 @@
 ;;;; tools/train/train.py on three question types with an answer, in the Laya
 ;;;; layout, with 200 held-out questions (questions.jsonl, each with its
 ;;;; "answer") and tools/train/reference.py's answers on them (golden.json).
-;;;; The model is converted here with the product's own commands (convert,
-;;;; quantize); no PyTorch runs.  For each way: the ids and markers equal the
+;;;; The model is converted here with the product's own commands (convert;
+;;;; the quantize files as `eval --quants' makes them, CALL-WITH-QUANTIZED-FILE
+;;;; on the F32 file); no PyTorch runs.  For each way: the ids and markers equal the
 ;;;; golden's, the largest |dp| over every option of every question within the
 ;;;; way's bound, and the share of questions whose winning option is not
 ;;;; PyTorch's is printed beside it (README, "A trained model").
@@ -18,7 +19,7 @@
 
 (defparameter *trained-ways*
   ;; (name file activations quantize-at-load bound); FILE is a key of
-  ;; *TRAINED-FILES*.
+  ;; *TRAINED-FILES*, or a file type of quantize's, quantized from :f32.
   '(("F32 (from safetensors)" :f32 :q8 nil 1d-3)
     ("F16 file" :f16 :q8 nil 1d-3)
     ("F16 file, head F16 too" :f16-head :q8 nil 2d-3)
@@ -53,16 +54,7 @@ fall-back types, the head's matrices quantized too.")
     (:f16 ("convert" "{laya}" "{dir}/f16.gguf" "--type" "f16"))
     (:f16-head ("convert" "{laya}" "{dir}/f16-head.gguf" "--type" "f16" "--head-type" "f16"))
     (:q8_0 ("convert" "{laya}" "{dir}/q8_0.gguf" "--type" "q8_0"))
-    (:q8_0-outlier ("convert" "{laya}" "{dir}/q8_0-outlier.gguf" "--type" "q8_0" "--outlier-aware"))
-    (:q2_k ("quantize" "{dir}/f32.gguf" "{dir}/q2_k.gguf" "q2_k"))
-    (:q3_k_s ("quantize" "{dir}/f32.gguf" "{dir}/q3_k_s.gguf" "q3_k_s"))
-    (:q3_k_m ("quantize" "{dir}/f32.gguf" "{dir}/q3_k_m.gguf" "q3_k_m"))
-    (:q3_k_l ("quantize" "{dir}/f32.gguf" "{dir}/q3_k_l.gguf" "q3_k_l"))
-    (:q4_k_s ("quantize" "{dir}/f32.gguf" "{dir}/q4_k_s.gguf" "q4_k_s"))
-    (:q4_k_m ("quantize" "{dir}/f32.gguf" "{dir}/q4_k_m.gguf" "q4_k_m"))
-    (:q5_k_s ("quantize" "{dir}/f32.gguf" "{dir}/q5_k_s.gguf" "q5_k_s"))
-    (:q5_k_m ("quantize" "{dir}/f32.gguf" "{dir}/q5_k_m.gguf" "q5_k_m"))
-    (:q6_k ("quantize" "{dir}/f32.gguf" "{dir}/q6_k.gguf" "q6_k")))
+    (:q8_0-outlier ("convert" "{laya}" "{dir}/q8_0-outlier.gguf" "--type" "q8_0" "--outlier-aware")))
   "How each file of the table is made from the Laya directory, in an order
 where a file is made before a recipe that reads it.")
 
@@ -149,7 +141,10 @@ max-|dp| share-of-other-winners accuracy ids-and-markers-equal)."
              (when files
                (format t "~&  ~32A ~8A ~9A ~7A ~7A~%" "way" "bound" "max |dp|" "other" "right")
                (loop for (name file activations quantize bound) in *trained-ways*
-                     for model = (model:load (cdr (assoc file files)) :quantize quantize)
+                     for model = (if (assoc file files)
+                                     (model:load (cdr (assoc file files)) :quantize quantize)
+                                     (command-line::call-with-quantized-file
+                                      (cdr (assoc :f32 files)) file #'model:load))
                      do (multiple-value-bind (max-dp other accuracy same)
                             (measure-way model entries questions activations)
                           (format t "~&  ~32A ~8,1e ~9,2e ~7,3f ~7,3f~%"
