@@ -93,11 +93,11 @@ float32, shape (rows, dimension)")))
                                     (cons "text" (or text :null))
                                     (cons "embeddings" rows))
                               *standard-output*)
-                  (terpri))
+                  (write-newline))
                  (:raw
                   (loop for row across rows
                         do (write-numbers row *standard-output*)
-                           (terpri))))
+                           (write-newline))))
                (when keep
                  (loop for row across rows do (vector-push-extend row kept)))
                (incf inputs))))
@@ -112,8 +112,7 @@ float32, shape (rows, dimension)")))
                (when (zerop (map-file-lines
                              (lambda (octets number)
                                (embed (coerce (tokenize-octets tok octets t t
-                                                               (format nil "~A line ~D"
-                                                                       (lines-name text-file) number))
+                                                               (line-place text-file number))
                                               'list)
                                       (%utf8-string octets)))
                              text-file :dash-is-stdin t :flush *standard-output*))

@@ -16,6 +16,12 @@
   "How messages name the file of lines PATH: \"standard input\" for \"-\"."
   (if (equal path "-") "standard input" path))
 
+(defun line-place (path number)
+  "A function answering how messages name line NUMBER of the file of lines
+PATH (\"F line 3\"), made only when a message needs it: a FORMAT per line
+was most of the time of `tokenize --file')."
+  (lambda () (format nil "~A line ~D" (lines-name path) number)))
+
 (defun newline-position (block start end)
   "The index of the first newline byte of BLOCK from START below END, or
 NIL (an open-coded loop: POSITION took a third of `tokenize --file')."
@@ -89,7 +95,7 @@ for its answer gets it.  Answers the number of lines."
   "Write the ids IDS separated by spaces and a newline to STREAM (from C:
 FORMAT per id was most of the command's time)."
   (write-numbers ids stream)
-  (terpri stream))
+  (write-newline stream))
 
 ;;; `rontolisp bench --tokenizer': the tokenizer's throughput.
 
@@ -235,14 +241,17 @@ file on STREAM, as `decide' prints it."
                                 (cons "markers" (coerce markers 'vector))
                                 (cons "logits" logits) (cons "probabilities" probabilities))
                           stream)
-              (terpri stream))
+              (write-newline stream))
             (let ((options (parsed-question-options question)))
+              ;; no FORMAT per option: printing was a third of decide's time
               (format stream "question ~D (~A, ~D option~:P)~%" number
                       (parsed-question-type question) (length options))
               (loop for p across probabilities for o across options
-                    do (format stream "  ~A " (float-text p))
+                    do (write-string "  " stream)
+                       (write-string (float-text p) stream)
+                       (write-char #\Space stream)
                        (write-escaped (option-text o) stream :quotes nil)
-                       (terpri stream))))))))
+                       (write-newline stream))))))))
 
 ;;; `rontolisp embed': the rows of an input.
 

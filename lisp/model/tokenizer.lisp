@@ -461,9 +461,10 @@ refused by the encoder with its offset)."
   "The ids of the UTF-8 bytes OCTETS (a fixnum vector), or
 MODEL:TOKENIZER-ERROR with the message of the C tokenizer (bytes that are
 not UTF-8 named by their offset).  TEXT, when given, names the text for
-the message (\"text 2\", \"F line 3\"): bytes that are not UTF-8 are the
-text's fault and the message names the text alone; any other failure
-names the tokenizer's file, then the text.  With OFFSETS, a second value:
+the message (\"text 2\", \"F line 3\", or a function answering the name,
+called only on failure: a file of lines makes no name per line); bytes
+that are not UTF-8 are the text's fault and the message names the text
+alone; any other failure names the tokenizer's file, then the text.  With OFFSETS, a second value:
 per id the bytes of OCTETS it stands for, two fixnums an id (start, end;
 see doc/tokenizer.md, \"Offsets\")."
   (multiple-value-bind (ids status message)
@@ -473,7 +474,7 @@ see doc/tokenizer.md, \"Offsets\")."
     (if ids
         (values ids status)
         (model:tokenizer-error (and (not (and text (eq status :bad-utf-8))) (tokenizer-path tok))
-                               "~@[~A: ~]~A" text message))))
+                               "~@[~A: ~]~A" (if (functionp text) (funcall text) text) message))))
 
 (defun tokenize (tokenizer text &key (add-special t) (parse-special t))
   "The token ids of TEXT (a string) as a vector of fixnums, by TOKENIZER (from

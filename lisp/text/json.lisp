@@ -17,9 +17,13 @@
 (defun json-float-string (x)
   "The shortest decimal form of the float X that reads back as X in X's own
 format, in JSON syntax (NaN and infinities as the strings \"nan\", \"inf\",
-\"-inf\", quoted)."
+\"-inf\", quoted).  A normal single-float or a zero is written from C
+(prims/numtext.h: the digits PRIN1 prints, a tenth of its time)."
   (cond ((ext:float-nan-p x) "\"nan\"")
         ((ext:float-infinity-p x) (if (plusp x) "\"inf\"" "\"-inf\""))
+        ((and (typep x 'single-float)
+              (or (zerop x) (>= (abs x) least-positive-normalized-single-float)))
+         (%numbers-text (make-array 1 :element-type 'single-float :initial-element x) "" t))
         (t
          ;; PRIN1 already prints the shortest round-trip digits of X's
          ;; format; only the exponent marker and a bare trailing dot need
@@ -52,12 +56,19 @@ them (as JSON-FLOAT-STRING with JSON true).  A simple vector of fixnums, of
                        (t (write-string (float-text x) stream))))))
   vector)
 
+(defun write-newline (&optional (stream *standard-output*))
+  "Write a newline to STREAM without flushing it: ECL's TERPRI and
+WRITE-LINE flush, a system call per line of a command's output."
+  (write-char #\Newline stream))
+
+(declaim (inline escaped-char-p))
 (defun escaped-char-p (code)
   "True when the character CODE is written as \\uXXXX: C0 and DEL, C1
 (U+0080-U+009F, CSI U+009B among them, which a terminal obeys), the
 bidirectional controls, which reorder what a reader sees (U+061C, U+200E,
 U+200F, U+202A-U+202E, U+2066-U+2069), and surrogates, which no UTF-8 text
 holds."
+  (declare (fixnum code))
   (or (< code 32) (<= 127 code 159)
       (= code #x061c) (<= #x200e code #x200f) (<= #x202a code #x202e) (<= #x2066 code #x2069)
       (<= #xd800 code #xdfff)))
@@ -70,18 +81,29 @@ as \\xHH for people to read, or with JSON true as the lone surrogate escape
 \\udcHH, which is valid JSON and which Python's surrogateescape turns back
 into the byte.  With QUOTES false the double quote and backslash are
 written as they are.  The one escaping function of every text and JSON
-output."
-  (loop for c across string
-        for code = (char-code c)
-        do (cond ((and quotes (char= c #\")) (write-string "\\\"" stream))
-                 ((and quotes (char= c #\\)) (write-string "\\\\" stream))
-                 ((= code 10) (write-string "\\n" stream))
-                 ((= code 13) (write-string "\\r" stream))
-                 ((= code 9) (write-string "\\t" stream))
-                 ((and (not json) (<= #xdc80 code #xdcff))
-                  (format stream "\\x~(~2,'0x~)" (- code #xdc00)))
-                 ((escaped-char-p code) (format stream "\\u~(~4,'0x~)" code))
-                 (t (write-char c stream)))))
+output.  Each run of characters written as they are goes out in one
+WRITE-STRING (a WRITE-CHAR per character was most of the time of
+`tokenize --json')."
+  (let ((start 0) (n (length string)))
+    (declare (fixnum start n))
+    (dotimes (i n)
+      (let* ((c (char string i))
+             (code (char-code c)))
+        (declare (fixnum code))
+        (when (or (escaped-char-p code) (and quotes (or (= code 34) (= code 92))))
+          (when (< start i)
+            (write-string string stream :start start :end i))
+          (setf start (1+ i))
+          (cond ((= code 34) (write-string "\\\"" stream))
+                ((= code 92) (write-string "\\\\" stream))
+                ((= code 10) (write-string "\\n" stream))
+                ((= code 13) (write-string "\\r" stream))
+                ((= code 9) (write-string "\\t" stream))
+                ((and (not json) (<= #xdc80 code #xdcff))
+                 (format stream "\\x~(~2,'0x~)" (- code #xdc00)))
+                (t (format stream "\\u~(~4,'0x~)" code))))))
+    (when (< start n)
+      (write-string string stream :start start :end n))))
 
 (defun write-json-string (string stream)
   "Write STRING to STREAM as a JSON string (see WRITE-ESCAPED)."

@@ -438,6 +438,45 @@ function of the parsed data that changes it) was applied, or NIL."
     (delete-file texts)
     (delete-file empty)))
 
+(test tokenize-command-file-prints-megabytes-as-the-per-line-reference
+  ;; The ids of a file of lines are printed from C, newlines unflushed and
+  ;; the lines' names made only on failure: over megabytes of mixed lines
+  ;; (scripts, tabs, blank lines, special tokens, a long line) every form
+  ;; is byte for byte what FORMAT per id prints for each line.
+  (let* ((file (gpt2-file))
+         (tok (model:load-tokenizer file))
+         (texts (tmp-path "megabytes.txt"))
+         (samples (list "Hello world" "" (format nil "tab~Cand  spaces  " #\Tab)
+                        (format nil "caf~C na~Cve ~C~C~C" (code-char #xe9) (code-char #xef)
+                                (code-char #x65e5) (code-char #x672c) (code-char #x8a9e))
+                        "<|endoftext|> after a special token" "(defun f (x) (* x 2))"
+                        (format nil "emoji ~C and digits 1234567890" (code-char #x1f600))))
+         (lines (loop for i from 0 below 100000
+                      collect (if (= i 777)
+                                  (make-string 70000 :initial-element #\z)
+                                  (format nil "~A ~D" (nth (mod i (length samples)) samples) i)))))
+    (with-open-file (s texts :direction :output :if-exists :supersede :external-format :utf-8)
+      (dolist (l lines) (write-line l s)))
+    (is (< 2000000 (with-open-file (s texts :element-type '(unsigned-byte 8)) (file-length s))))
+    (let ((ids (mapcar (lambda (l) (coerce (model:tokenize tok l) 'list)) lines)))
+      (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--file" texts))
+        (is (= 0 code) "~A" err)
+        (is (string= (format nil "~:{~{~D~^ ~}~%~}" (mapcar #'list ids)) out)))
+      (multiple-value-bind (code out err)
+          (run-exe (list "tokenize" file "--ids" "--show-count" "--file" texts))
+        (is (= 0 code) "~A" err)
+        (is (string= (format nil "~:{[~{~D~^, ~}]~%Total number of tokens: ~D~%~}"
+                             (mapcar (lambda (l) (list l (length l))) ids))
+                     out)))
+      (multiple-value-bind (code out err) (run-exe (list "tokenize" file "--json" "--file" texts))
+        (is (= 0 code) "~A" err)
+        (let ((objects (mapcar #'yason:parse (split-lines out))))
+          (is (= (length lines) (length objects)))
+          (is (every (lambda (o l i) (and (string= l (gethash "text" o))
+                                          (equal i (coerce (gethash "ids" o) 'list))))
+                     objects lines ids)))))
+    (delete-file texts)))
+
 (test embed-text-equals-embed-tokens
   (let* ((file (car (converted)))
          (ids (model:tokenize (model:load-tokenizer file) "Hello world"))
