@@ -423,21 +423,31 @@ that is not valid GGUF or JSON signals GGUF:GGUF-ERROR or JSON-ERROR."
             (gguf:close f)))
         (build-tokenizer (json-tokenizer-spec (read-json-file name) name) name))))
 
+(defvar *tokenizer-first-use-lock* (mp:make-lock :name "an encoder's tokenizer, first use")
+  "Held while an encoder's tokenizer is read from its file: two threads
+asking at once get the same tokenizer, built once.  (A second one, built
+and dropped, would be freed by the collector while its thread still ran
+it.)")
+
 (defun tokenizer-of (source where)
   "SOURCE's tokenizer: SOURCE itself, or the tokenizer of an encoder from
-MODEL:LOAD, read from its file on first use (a refusal is kept and
-signalled again)."
+MODEL:LOAD, read from its file on first use, once whatever the threads (a
+refusal is kept and signalled again)."
   (cond ((model:tokenizer-p source) source)
         ((model:encoder-p source)
-         (let ((tok (encoder-tokenizer source)))
-           (cond ((model:tokenizer-p tok) tok)
-                 ((typep tok 'model:tokenizer-error) (error tok))
-                 (t (handler-case
-                        (setf (encoder-tokenizer source)
-                              (gguf-file-tokenizer (encoder-file source) (encoder-path source)))
-                      (model:tokenizer-error (c)
-                        (setf (encoder-tokenizer source) c)
-                        (error c)))))))
+         (flet ((known ()
+                  (let ((tok (encoder-tokenizer source)))
+                    (cond ((model:tokenizer-p tok) tok)
+                          ((typep tok 'model:tokenizer-error) (error tok))))))
+           (or (known)
+               (mp:with-lock (*tokenizer-first-use-lock*)
+                 (or (known)
+                     (handler-case
+                         (setf (encoder-tokenizer source)
+                               (gguf-file-tokenizer (encoder-file source) (encoder-path source)))
+                       (model:tokenizer-error (c)
+                         (setf (encoder-tokenizer source) c)
+                         (error c))))))))
         (t (element-type-error where source "expected a tokenizer (model:load-tokenizer) or an ~
 encoder (model:load), found ~S" source))))
 

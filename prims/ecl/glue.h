@@ -231,6 +231,13 @@ void rl_unpin(cl_object h);
 void *rl_pin_handle(const char *fn, cl_object h, rl_handle_kind kind, rl_condition_id cls,
                     const char *what);
 
+/* Keep the Lisp object X reachable up to this point: a primitive that
+ * took a plain pointer out of a handle (a tokenizer, say) puts this after
+ * its last use of that pointer, so that the collector, run by another
+ * thread meanwhile, cannot find the handle dead (the caller may hold no
+ * other reference) and let its finalizer free what the C code still reads. */
+#define RL_KEEP_LIVE(x) __asm__ volatile("" : : "g"(x) : "memory")
+
 /* A block that builds Lisp objects (which may signal: the heap may be
  * exhausted) with H pinned, letting the pin go however it ends:
  *     RL_WHILE_PINNED(env) { ... } RL_UNPIN_AFTER(h);

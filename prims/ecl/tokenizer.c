@@ -153,6 +153,7 @@ static cl_object tok_encode(const char *fn, cl_object h, cl_object text, cl_obje
                                              parse_special != ECL_NIL, &ids,
                                              want_offsets ? &offs : NULL, &nids, msg,
                                              sizeof msg);
+    RL_KEEP_LIVE(h);
     cl_object out, where = ECL_NIL;
     if (st != RL_TOK_OK) {
         free(ids);
@@ -202,6 +203,7 @@ static cl_object rl_prim_tok_decode(cl_object h, cl_object ids) {
     size_t len = 0;
     char msg[RL_TOK_MSG] = "";
     rl_tok_status st = rl_tok_decode(t, p, n, &text, &len, msg, sizeof msg);
+    RL_KEEP_LIVE(h);
     cl_object out;
     if (st != RL_TOK_OK) {
         free(text);
@@ -224,6 +226,7 @@ static cl_object rl_prim_tok_decode_octets(cl_object h, cl_object ids) {
     size_t len = 0;
     char msg[RL_TOK_MSG] = "";
     rl_tok_status st = rl_tok_decode_bytes(t, p, n, &bytes, &len, msg, sizeof msg);
+    RL_KEEP_LIVE(h);
     cl_object out;
     if (st != RL_TOK_OK) {
         free(bytes);
@@ -243,7 +246,9 @@ static cl_object rl_prim_tok_piece(cl_object h, cl_object id) {
     cl_fixnum i = rl_arg_fixnum(fn, 2, id, 0, INT32_MAX);
     size_t len = 0;
     const char *p = rl_tok_piece(t, (int32_t)i, &len);
-    ecl_return1(ecl_process_env(), p ? rl_string_from_utf8(p, len) : ECL_NIL);
+    cl_object out = p ? rl_string_from_utf8(p, len) : ECL_NIL; /* P points into T */
+    RL_KEEP_LIVE(h);
+    ecl_return1(ecl_process_env(), out);
 }
 
 /* (%tok-vocab-size handle) -> the number of tokens. */

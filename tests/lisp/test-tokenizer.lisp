@@ -84,6 +84,33 @@
       (is (and (vectorp ids) (every (lambda (id) (typep id 'fixnum)) ids))))
     (is (string= "x" (model:detokenize encoder (model:tokenize encoder "x" :add-special nil))))))
 
+(test model-tokenizer-first-use-from-two-threads-is-one-tokenizer
+  "Two threads tokenizing with a freshly loaded encoder at once read its
+tokenizer once: both use the same one (a second, built and dropped, was
+freed by the collector while its thread still ran it: a question lost its
+markers at decide --threads 2)."
+  (let ((file (car (converted))))
+    (dotimes (round 20)
+      (let* ((encoder (model:load file))
+             (go nil)
+             (lock (mp:make-lock))
+             (seen '())
+             (threads (loop repeat 2
+                            collect (mp:process-run-function
+                                     "first use"
+                                     (lambda ()
+                                       (loop until go)
+                                       ;; the tokenizer this thread gets on first use
+                                       (let* ((tok (model::tokenizer-of encoder 'test))
+                                              (ids (model:tokenize tok "Hello world")))
+                                         (mp:with-lock (lock)
+                                           (push (cons tok ids) seen))))))))
+        (setf go t)
+        (mapc #'mp:process-join threads)
+        (is (= 2 (length seen)))
+        (is (eq (car (first seen)) (car (second seen))) "round ~D: two tokenizers" round)
+        (is (equalp (cdr (first seen)) (cdr (second seen))))))))
+
 (defun tokenizer-error-message (thunk)
   "The message of the MODEL:TOKENIZER-ERROR THUNK signals, or NIL."
   (handler-case (progn (funcall thunk) nil)
