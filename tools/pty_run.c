@@ -85,7 +85,10 @@ static int pump(double wait) {
     struct pollfd p = {master, POLLIN, 0};
     char buf[4096];
     ssize_t n;
-    int r = poll(&p, 1, (int)(wait * 1000));
+    /* WAIT is a deadline less the time now, taken by the caller a moment
+     * earlier: on a busy machine it can be past by a millisecond or more,
+     * and a negative timeout would make poll wait for ever. */
+    int r = poll(&p, 1, wait > 0 ? (int)(wait * 1000) : 0);
     if (r <= 0)
         return 1;
     n = read(master, buf, sizeof buf);
