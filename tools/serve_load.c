@@ -357,6 +357,7 @@ int main(int argc, char **argv) {
     }
     long issued = 0, done = 0, errors = 0, reconnects = 0;
     int first_error_status = 0;
+    char first_error[512] = ""; /* its request and the start of its answer */
     start = now();
     for (long i = 0; i < nc; i++)
         cs[i].fd = -1;
@@ -445,8 +446,13 @@ int main(int argc, char **argv) {
             if (r == 1) {
                 lat[done++] = now() - c->started;
                 if (status != o.expect) {
-                    if (!first_error_status)
+                    if (!first_error_status) {
                         first_error_status = status;
+                        snprintf(first_error, sizeof first_error, "%.*s\n-> %.*s",
+                                 (int)(c->want < 200 ? c->want : 200), c->out,
+                                 (int)(c->in_len < 300 ? c->in_len : 300),
+                                 c->in + (c->in_len < 300 ? 0 : c->in_len - 300));
+                    }
                     errors++;
                 }
             } else {
@@ -484,8 +490,8 @@ int main(int argc, char **argv) {
         printf(" idle %ld open %ld", o.idle, open_idle);
     printf("\n");
     if (first_error_status)
-        fprintf(stderr, "serve_load: an answer had status %d, expected %d\n", first_error_status,
-                o.expect);
+        fprintf(stderr, "serve_load: an answer had status %d, expected %d; the first:\n%s\n",
+                first_error_status, o.expect, first_error);
     for (long i = 0; i < nc; i++) {
         if (cs[i].fd >= 0)
             close(cs[i].fd);

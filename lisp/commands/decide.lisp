@@ -36,7 +36,7 @@ written once it and those before it are done")
         (out *standard-output*)
         (err *error-output*)
         (failed nil))
-    (head-of model 'model:decide)
+    (model:prepare-decide model)
     (flet ((work (job)
              ;; JOB is (number octets limit): a line's answer as a string,
              ;; or the error that is the line's, on stderr

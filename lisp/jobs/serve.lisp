@@ -561,8 +561,8 @@ says where it listens: \"listening on http://HOST:PORT\"."
          (model (model:load file))
          (server (make-server :model model :path file :parallel parallel :metrics metrics
                               :started (get-universal-time)
-                              :head (handler-case (progn (head-of model 'serve) t)
-                                      (model:model-error () nil))
+                              :head (handler-case (progn (model:prepare-decide model) t)
+                                      ((or model:model-error model:tokenizer-error) () nil))
                               :pooling (file-pooling model))))
     (multiple-value-bind (fd bound) (listen-socket host address port)
       (multiple-value-bind (ok message)

@@ -636,6 +636,19 @@ QUESTION-ERROR when the count differs from OPTIONS."
                       options (decision-head-mask-id head) (length markers)))
     markers))
 
+(defun prepare-decide (model)
+  "Build now what MODEL:DECIDE and MODEL:RENDER otherwise build on their
+first call: MODEL's tokenizer, its compiled chat template and the longest
+text a question may render to.  Call it once before several threads ask
+MODEL questions, so that none of them builds these while another is
+using them (decide --threads and serve do).  Answers MODEL; MODEL-ERROR for
+a model without a decision head or template."
+  (let ((head (head-of model 'model:prepare-decide)))
+    (tokenizer-of model 'model:prepare-decide)
+    (chat-template model head)
+    (rendered-text-limit model head)
+    model))
+
 (defun decide (model question &key (activations :q8))
   "The decision head of MODEL (from MODEL:LOAD) on QUESTION (as
 MODEL:RENDER takes it): the question is rendered, tokenized by the file's
