@@ -51,7 +51,8 @@ $(B)/obj/prims/matmul.o $(B)/obj/prims/matmul_f32.o $(B)/obj/prims/matmul_narrow
 # The legacy, K-quant and IQ4 kernels are ggml's f32 operations in ggml's order
 # (doc/formats.md, doc/products.md §4): an fma would change their bytes.
 $(B)/obj/prims/quants.o $(B)/obj/prims/quant_legacy.o $(B)/obj/prims/quant_k.o \
-  $(B)/obj/prims/quant_k_fits.o $(B)/obj/prims/quant_iq4.o $(B)/obj/prims/quant_dot.o: \
+  $(B)/obj/prims/quant_k_fits.o $(B)/obj/prims/quant_iq4.o $(B)/obj/prims/quant_dot.o \
+  $(B)/obj/prims/quant_act.o: \
   RL_CFLAGS += -ffp-contract=off
 
 $(B)/librl.a: $(CORE_OBJ)

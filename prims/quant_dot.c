@@ -2,7 +2,8 @@
  * weight row times one quantized activation row (Q8_0; Q8_1 for Q4_1 and
  * Q5_1; Q8_K for the 256-value types), in ggml's order of sums
  * (doc/products.md §4, §5), so that every path answers ggml's AVX2
- * vec_dot's bits; and the quantizers of the Q8_1 and Q8_K activations.
+ * vec_dot's bits.  The quantizers of the Q8_1 and Q8_K activations they
+ * read are quant_act.c's.
  *
  * The order of the 32-value types (in words: §4): eight f32 lanes start at
  * +0; for block b, lane k takes the exact int32 sum of w_j * x_j over the
@@ -656,50 +657,6 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return rl_dot_hsum8_avx2(acc);
-}
-
-/* ---- Q8_1 activations ---------------------------------------------- */
-
-void rl_quantize_q8_1_ref(const float *x, void *y, size_t nb) {
-    rl_block_q8_1 *yb = y;
-    for (size_t b = 0; b < nb; b++) {
-        const float *xb = x + 32 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
-        const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0;
-        yb[b].d = rl_f2h(d);
-        for (int j = 0; j < 32; j++) {
-            yb[b].qs[j] = (int8_t)roundf(xb[j] * id);
-            sum += yb[b].qs[j];
-        }
-        yb[b].s = rl_f2h((float)sum * d);
-    }
-}
-
-void rl_quantize_q8_K_ref(const float *x, void *y, size_t nb) {
-    rl_block_q8_K *yb = y;
-    for (size_t b = 0; b < nb; b++, x += 256) {
-        float max = 0.0f, amax = 0.0f;
-        for (int j = 0; j < 256; j++)
-            if (fabsf(x[j]) > amax)
-                amax = fabsf(x[j]), max = x[j];
-        if (amax == 0.0f) {
-            memset(&yb[b], 0, sizeof yb[b]); /* ggml leaves bsums as they were */
-            continue;
-        }
-        const float iscale = -127.f / max;
-        for (int j = 0; j < 256; j++)
-            yb[b].qs[j] = (int8_t)rl_imin(127, rl_nearest_int(iscale * x[j]));
-        for (int j = 0; j < 16; j++) {
-            int sum = 0;
-            for (int i = 0; i < 16; i++)
-                sum += yb[b].qs[16 * j + i];
-            yb[b].bsums[j] = (int16_t)sum;
-        }
-        yb[b].d = 1 / iscale;
-    }
 }
 
 /* ---- the entries and their tables ---------------------------------- */
