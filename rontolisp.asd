@@ -66,6 +66,7 @@ command-line tools built on them."
                (:file "model/tokenizer")
                (:file "model/embed")
                (:file "model/decision")
+               (:file "model/question")
                (:file "model/model-quantize")
                (:file "session/command-line")
                (:file "session/repl")

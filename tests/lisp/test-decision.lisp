@@ -1,4 +1,4 @@
-;;;; test-decision.lisp - the decision head (lisp/model/decision.lisp): its keys
+;;;; test-decision.lisp - the decision head (lisp/model/decision.lisp and lisp/model/question.lisp): its keys
 ;;;; and tensors read and checked at load, MODEL:DECIDE against a plain
 ;;;; double-float reference of doc/decision.md written here (post-norm and
 ;;;; norm-first, relu and gelu), the spread of the --random heads' logits,
