@@ -406,7 +406,8 @@ model in the \"models\" list llama-server adds for Ollama's clients."
 (defun metrics-text (server)
   "GET /metrics: the counters in Prometheus's text format: llama-server's
 metrics (those of text generation, speculative decoding and its prompt
-cache always 0), then rontolisp's own."
+cache always 0), then rontolisp's own.  Called while answering the
+/metrics request, which SERVER-PROCESSING counts."
   (multiple-value-bind (received queued held rejected) (%http-stats)
     (declare (ignore held))
     (with-output-to-string (s)
@@ -438,8 +439,10 @@ cache always 0), then rontolisp's own."
                     (if (plusp seconds) (json-float-string (/ tokens seconds)) 0))
             (metric "llamacpp:predicted_tokens_seconds" "gauge"
                     "Average generation throughput in tokens/s (none here)." 0)
+            ;; llama-server counts its busy slots, which a /metrics request
+            ;; never takes: the requests in progress but this one.
             (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
-                    (server-processing server))
+                    (max 0 (1- (server-processing server))))
             (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
                     queued)
             (metric "llamacpp:n_busy_slots_per_decode" "gauge"

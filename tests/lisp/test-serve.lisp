@@ -233,6 +233,28 @@ method a 405, each in llama-server's error shape; /metrics only with
       (is (search "# TYPE llamacpp:requests_processing gauge" text))
       (is (search "rontolisp:requests_answered_total 1" text) "~A" text))))
 
+;;; A metric's sample as /metrics gives it.
+(defun metric-value (text name)
+  "The sample of the metric NAME in the Prometheus TEXT, a string; NIL when
+it has none."
+  (loop for line in (split-lines text)
+        when (and (> (length line) (length name)) (string= name line :end2 (length name))
+                  (char= #\Space (char line (length name))))
+          return (subseq line (1+ (length name)))))
+
+(test serve-metrics-leave-out-the-metrics-request
+  "llamacpp:requests_processing counts the requests in progress but the
+/metrics request that asks, as llama-server counts its busy slots (which a
+/metrics request never takes): a server with nothing else to do answers 0,
+every time."
+  (with-server (port (serve-file) "--metrics")
+    (http port "POST" "/tokenize" :body "{\"content\": \"abc\"}")
+    (dotimes (i 2)
+      (multiple-value-bind (status text) (http port "GET" "/metrics")
+        (is (eql 200 status))
+        (is (equal "0" (metric-value text "llamacpp:requests_processing")) "~A" text)
+        (is (equal "0" (metric-value text "llamacpp:requests_deferred")) "~A" text)))))
+
 ;;; Against llama-server itself (built by tests/build-llama-server.sh): the
 ;;; same requests to both servers on the same file answer the same keys
 ;;; and JSON types at every level, the same token ids and text, and
