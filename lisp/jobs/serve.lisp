@@ -106,11 +106,16 @@ element, each id as it is."
                 for first = t then nil
                 append (if (stringp x) (text-ids x (and first add-special)) (list x)))))))
 
-(defun prompt-ids (server prompt)
+(defun prompt-ids (server prompt where)
   "The token ids of PROMPT (of PROMPT-LIST), strings tokenized with the
-file's bos and eos as `embed --text' does; a 400 for an empty one."
-  (or (mixed-ids server prompt t t)
-      (invalid-request "Input content cannot be empty")))
+file's bos and eos as `embed --text' does, as a list; a 400 for an empty
+one, and for ids the model cannot take (out of its vocabulary, more than
+its context_length) a 400 whose message begins with WHERE, the field and
+prompt they came from."
+  (check-token-ids (server-model server)
+                   (or (mixed-ids server prompt t t)
+                       (invalid-request "Input content cannot be empty"))
+                   where))
 
 ;;; The endpoints.  Each takes the server and the request body and answers
 ;;; the JSON value of a 200.
@@ -124,13 +129,16 @@ file's bos and eos as `embed --text' does; a 400 for an empty one."
     (setf (server-tokens-max server)
           (reduce #'max lengths :initial-value (server-tokens-max server)))))
 
-(defun embed-prompts (server prompts normalize)
-  "The embedding rows of each of PROMPTS, as `embed --json' prints them,
-and the token count of them all."
+(defun embed-prompts (server prompts name normalize)
+  "The embedding rows of each of PROMPTS (of the field NAME), as `embed
+--json' prints them, and the token count of them all."
   (let* ((start (get-internal-real-time))
          (lengths '())
+         (k 0)
          (rows (mapcar (lambda (prompt)
-                         (let ((ids (prompt-ids server prompt)))
+                         (let ((ids (prompt-ids server prompt
+                                                (format nil "field ~S~@[, prompt ~D~]" name
+                                                        (and (rest prompts) (incf k))))))
                            (push (length ids) lengths)
                            (normalized-embeddings (server-model server) ids
                                                   (server-pooling server) normalize :q8 :erf)))
@@ -153,7 +161,7 @@ embedding} per prompt, the embedding an array of rows."
          (prompts (prompt-list (or (gethash "content" object) (gethash "input" object)
                                    (invalid-request "expected the field \"content\", found none"))
                                "content")))
-    (coerce (loop for rows in (embed-prompts server prompts (normalize-field object))
+    (coerce (loop for rows in (embed-prompts server prompts "content" (normalize-field object))
                   for i from 0
                   collect (list :object (cons "index" i) (cons "embedding" rows)))
             'vector)))
@@ -189,7 +197,8 @@ embedding} per prompt, the embedding an array of rows."
     (when (eq (server-pooling server) :none)
       (invalid-request "Pooling type 'none' is not OAI compatible. Please use a different ~
 pooling type"))
-    (multiple-value-bind (results tokens) (embed-prompts server prompts (normalize-field object))
+    (multiple-value-bind (results tokens)
+        (embed-prompts server prompts "input" (normalize-field object))
       (list :object
             (cons "data" (coerce (loop for rows in results for i from 0
                                        for row = (aref rows 0)

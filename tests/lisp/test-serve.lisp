@@ -233,6 +233,28 @@ method a 405, each in llama-server's error shape; /metrics only with
       (is (search "# TYPE llamacpp:requests_processing gauge" text))
       (is (search "rontolisp:requests_answered_total 1" text) "~A" text))))
 
+(test serve-refuses-token-ids-naming-the-field
+  "Token ids a model cannot take are a 400 whose message names the
+request's field (and the prompt, from 1, when it holds several), what was
+expected and what was found, and no Lisp function."
+  (with-server (port (serve-file))
+    (let ((long (format nil "[~{~D~^,~}]" (make-list 5000 :initial-element 5))))
+      (loop for (path body start found)
+              in `(("/embedding" "{\"content\": [999999]}" "field \"content\": expected token ids from 0 to "
+                                                         "found 999999 at position 0")
+                   ("/v1/embeddings" "{\"input\": [[1, 2], [3, 999999]]}"
+                                     "field \"input\", prompt 2: expected token ids from 0 to "
+                                     "found 999999 at position 1")
+                   ("/embedding" ,(format nil "{\"content\": ~A}" long)
+                                 "field \"content\": expected at most context_length = "
+                                 "tokens, found 5000"))
+            do (multiple-value-bind (status json text) (http-json port "POST" path body)
+                 (let ((message (error-message-of json)))
+                   (is (eql 400 status) "~A: ~A" path text)
+                   (is (and message (eql 0 (search start message))) "~A: ~A" path text)
+                   (is (and message (search found message)) "~A: ~A" path text)
+                   (is (and message (not (search "model:" message))) "~A: ~A" path text)))))))
+
 ;;; A metric's sample as /metrics gives it.
 (defun metric-value (text name)
   "The sample of the metric NAME in the Prometheus TEXT, a string; NIL when
