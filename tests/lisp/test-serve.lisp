@@ -1064,7 +1064,8 @@ status and its report line (with its standard error)."
 (test serve-answers-10000-keep-alive-requests-in-bounded-memory
   "10,000 /decide requests from 32 keep-alive connections are all answered
 200, and the server's resident memory after them is within 10% of what it
-was after the first 1,000."
+was after the first 1,000 (not under AddressSanitizer, whose quarantine
+grows it by design: that bound is skipped there, saying so)."
   (skip-unless-file (*serve-load*)
     (let ((bodies (write-file-string (tmp-path "questions.jsonl")
                                      (format nil "~{~A~%~}" *serve-questions*))))
@@ -1078,8 +1079,14 @@ was after the first 1,000."
                      (is (search "errors 0 " line) "~A" line))
                    (resident-kb pid)))
             (let* ((first (run 1000)) (last (run 9000)))
-              (is (<= last (* 1.1 first))
-                  "resident memory ~D kB after 1,000 requests, ~D kB after 10,000" first last)))))
+              (if (address-sanitized-p pid)
+                  (skip "no bound on resident memory under AddressSanitizer, whose quarantine ~
+keeps freed memory on purpose (~D kB after 1,000 requests, ~D kB after 10,000); the answers ~
+were checked"
+                        first last)
+                  (is (<= last (* 1.1 first))
+                      "resident memory ~D kB after 1,000 requests, ~D kB after 10,000"
+                      first last))))))
       (delete-file bodies))))
 
 (test serve-answers-while-500-connections-idle
