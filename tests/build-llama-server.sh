@@ -35,13 +35,12 @@ BIN=$DIR/llama-server
 PATHS="tools/server tools/mtmd vendor common include ggml/include src/llama-ext.h"
 COMPILE_TIMEOUT=${RL_LLAMA_SERVER_TIMEOUT:-1800}
 
-say() { echo "llama-server: $*"; exit 0; }
-missing() {
-  if [ "$CI" = true ]; then
-    echo "llama-server: $* (CI=true: the llama-server comparisons need it)"; exit 1
-  fi
-  say "$*; the llama-server comparisons will skip"
-}
+# What say and missing print (tests/npm-fetch.sh, from this directory).
+SUBJECT="llama-server" NOT_THERE="not built"
+SKIPPED="the llama-server comparisons will skip"
+NEEDED="the llama-server comparisons need it"
+# shellcheck source=tests/npm-fetch.sh
+case $0 in */*) . "${0%/*}/npm-fetch.sh" ;; *) . ./npm-fetch.sh ;; esac
 
 [ -x "$BIN" ] && say "$BIN (cached)"
 for f in libllama-common.so libllama.v0.5.0.so libggml.v0.5.0.so libggml-base.so; do
@@ -58,22 +57,8 @@ start=$(date +%s)
 
 # The source, once: the bundle's commit, only the paths the server needs.
 if [ ! -f "$DIR/src/.complete" ]; then
-  tmp=$(mktemp -d "$DIR/fetch.XXXXXX") || missing "not built (cannot create a temporary directory in $DIR)"
-  trap 'rm -rf "$tmp"' EXIT
-  (cd "$tmp" && timeout 180 npm pack "$LLAMA" --cache "$tmp/npm-cache" --loglevel=error \
-     --fetch-retries=1 --fetch-timeout=30000 --no-update-notifier >npm.log 2>&1)
-  rc=$?
-  [ $rc -eq 124 ] && missing "not built (npm pack $LLAMA timed out after 180 s)"
-  if [ $rc -ne 0 ]; then
-    why=$(grep -v -e 'complete log of this run' -e '^[[:space:]]*$' "$tmp/npm.log" | head -n 1)
-    missing "not built (npm pack $LLAMA failed: ${why:-exit status $rc})"
-  fi
-  tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)
-  [ -n "$tgz" ] || missing "not built (npm pack wrote no tarball)"
-  sum=$(sha512sum "$tgz" | cut -d' ' -f1)
-  [ "$sum" = "$LLAMA_SHA512" ] || missing "not built ($LLAMA has SHA-512 $sum, expected $LLAMA_SHA512)"
-  tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle 2>"$tmp/tar.log" ||
-    missing "not built ($(tail -n 1 "$tmp/tar.log"))"
+  fetch_tmp "$DIR"
+  npm_fetch "$LLAMA" "$LLAMA_SHA512" "$tmp" 180 package/llama/gitRelease.bundle
   git init -q --bare "$tmp/git" >/dev/null 2>&1 || missing "not built (git init failed)"
   timeout 120 git -C "$tmp/git" fetch -q "$tmp/package/llama/gitRelease.bundle" "$LLAMA_COMMIT" \
     >"$tmp/git.log" 2>&1 ||

@@ -26,39 +26,21 @@ LIB=$DIR/libggml-base.so
 # The last library moved in: present only when every one is.
 LAST=$DIR/libllama.v0.5.0.so
 
-say() { echo "llama.cpp library: $*"; exit 0; }
-missing() {
-  if [ "$CI" = true ]; then
-    echo "llama.cpp library: $* (CI=true: the llama.cpp comparisons need it)"; exit 1
-  fi
-  say "$*; the interop test will skip"
-}
+# What say and missing print (tests/npm-fetch.sh, from this directory).
+SUBJECT="llama.cpp library" NOT_THERE="not available"
+SKIPPED="the interop test will skip"
+NEEDED="the llama.cpp comparisons need it"
+# shellcheck source=tests/npm-fetch.sh
+case $0 in */*) . "${0%/*}/npm-fetch.sh" ;; *) . ./npm-fetch.sh ;; esac
 
 [ -n "$RL_LLAMA_LIB" ] && say "RL_LLAMA_LIB=$RL_LLAMA_LIB (not fetched)"
 [ -f "$LIB" ] && [ -f "$LAST" ] && say "$DIR (cached)"
 command -v npm >/dev/null 2>&1 || missing "not available (no npm)"
 command -v timeout >/dev/null 2>&1 || missing "not available (no timeout command)"
 
-mkdir -p "$DIR" || missing "not available (cannot create $DIR)"
-tmp=$(mktemp -d "$DIR/fetch.XXXXXX") && tmp=$(cd "$tmp" && pwd) ||
-  missing "not available (cannot create a temporary directory in $DIR)"
-trap 'rm -rf "$tmp"' EXIT
+fetch_tmp "$DIR"
 start=$(date +%s)
-# A private npm cache, deleted with $tmp; the timeout bounds npm's retries.
-(cd "$tmp" && timeout 120 npm pack "$PKG" --cache "$tmp/npm-cache" --loglevel=error \
-   --fetch-retries=1 --fetch-timeout=30000 --no-update-notifier >npm.log 2>&1)
-rc=$?
-[ $rc -eq 124 ] && missing "not available (npm pack $PKG timed out after 120 s)"
-if [ $rc -ne 0 ]; then
-  why=$(grep -v -e 'complete log of this run' -e '^[[:space:]]*$' "$tmp/npm.log" | head -n 1)
-  missing "not available (npm pack $PKG failed: ${why:-exit status $rc})"
-fi
-tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)
-[ -n "$tgz" ] || missing "not available (npm pack wrote no tarball)"
-sum=$(sha512sum "$tgz" | cut -d' ' -f1)
-[ "$sum" = "$SHA512" ] || missing "not available ($PKG has SHA-512 $sum, expected $SHA512)"
-tar -xzf "$tgz" -C "$tmp" --wildcards "$BINS/*.so" 2>"$tmp/tar.log" ||
-  missing "not available ($(tail -n 1 "$tmp/tar.log"))"
+npm_fetch "$PKG" "$SHA512" "$tmp" 120 --wildcards "$BINS/*.so"
 [ -f "$tmp/$BINS/libllama.v0.5.0.so" ] || missing "not available ($PKG has no libllama.v0.5.0.so)"
 for f in "$tmp/$BINS"/*.so; do
   [ "$f" = "$tmp/$BINS/libllama.v0.5.0.so" ] && continue

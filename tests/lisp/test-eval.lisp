@@ -103,6 +103,21 @@ to a fresh temporary file."
            (is (contains err bad)))
       (ignore-errors (delete-file bad)))))
 
+(test eval-help-summary-names-every-way
+  "The summary of eval (its --help and rontolisp --help) names every kind
+of row it can give: quantize's file types come with --quants."
+  (multiple-value-bind (code out) (run-exe '("eval" "--help"))
+    (is (= 0 code))
+    ;; usage, a blank line, then the summary
+    (let ((summary (third (split-lines out))))
+      (is (contains summary "outlier-aware Q8_0") "~A" summary)
+      (is (contains summary "--quants") "~A" summary)))
+  (multiple-value-bind (code out) (run-exe '("--help"))
+    (is (= 0 code))
+    (let* ((lines (split-lines out))
+           (usage (position-if (lambda (l) (search "rontolisp eval FILE.gguf" l)) lines)))
+      (is (and usage (contains (nth (1+ usage) lines) "--quants")) "~A" out))))
+
 (test eval-questions-probability-error
   "With a decision head (--random --questions, or a file that has one) each
 way gets max |dp| over the built-in questions: 0 for F32, finite and small

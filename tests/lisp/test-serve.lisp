@@ -233,6 +233,50 @@ method a 405, each in llama-server's error shape; /metrics only with
       (is (search "# TYPE llamacpp:requests_processing gauge" text))
       (is (search "rontolisp:requests_answered_total 1" text) "~A" text))))
 
+(test serve-refuses-token-ids-naming-the-field
+  "Token ids a model cannot take are a 400 whose message names the
+request's field (and the prompt, from 1, when it holds several), what was
+expected and what was found, and no Lisp function."
+  (with-server (port (serve-file))
+    (let ((long (format nil "[~{~D~^,~}]" (make-list 5000 :initial-element 5))))
+      (loop for (path body start found)
+              in `(("/embedding" "{\"content\": [999999]}" "field \"content\": expected token ids from 0 to "
+                                                         "found 999999 at position 0")
+                   ("/v1/embeddings" "{\"input\": [[1, 2], [3, 999999]]}"
+                                     "field \"input\", prompt 2: expected token ids from 0 to "
+                                     "found 999999 at position 1")
+                   ("/embedding" ,(format nil "{\"content\": ~A}" long)
+                                 "field \"content\": expected at most context_length = "
+                                 "tokens, found 5000"))
+            do (multiple-value-bind (status json text) (http-json port "POST" path body)
+                 (let ((message (error-message-of json)))
+                   (is (eql 400 status) "~A: ~A" path text)
+                   (is (and message (eql 0 (search start message))) "~A: ~A" path text)
+                   (is (and message (search found message)) "~A: ~A" path text)
+                   (is (and message (not (search "model:" message))) "~A: ~A" path text)))))))
+
+;;; A metric's sample as /metrics gives it.
+(defun metric-value (text name)
+  "The sample of the metric NAME in the Prometheus TEXT, a string; NIL when
+it has none."
+  (loop for line in (split-lines text)
+        when (and (> (length line) (length name)) (string= name line :end2 (length name))
+                  (char= #\Space (char line (length name))))
+          return (subseq line (1+ (length name)))))
+
+(test serve-metrics-leave-out-the-metrics-request
+  "llamacpp:requests_processing counts the requests in progress but the
+/metrics request that asks, as llama-server counts its busy slots (which a
+/metrics request never takes): a server with nothing else to do answers 0,
+every time."
+  (with-server (port (serve-file) "--metrics")
+    (http port "POST" "/tokenize" :body "{\"content\": \"abc\"}")
+    (dotimes (i 2)
+      (multiple-value-bind (status text) (http port "GET" "/metrics")
+        (is (eql 200 status))
+        (is (equal "0" (metric-value text "llamacpp:requests_processing")) "~A" text)
+        (is (equal "0" (metric-value text "llamacpp:requests_deferred")) "~A" text)))))
+
 ;;; Against llama-server itself (built by tests/build-llama-server.sh): the
 ;;; same requests to both servers on the same file answer the same keys
 ;;; and JSON types at every level, the same token ids and text, and
@@ -1020,7 +1064,8 @@ status and its report line (with its standard error)."
 (test serve-answers-10000-keep-alive-requests-in-bounded-memory
   "10,000 /decide requests from 32 keep-alive connections are all answered
 200, and the server's resident memory after them is within 10% of what it
-was after the first 1,000."
+was after the first 1,000 (not under AddressSanitizer, whose quarantine
+grows it by design: that bound is skipped there, saying so)."
   (skip-unless-file (*serve-load*)
     (let ((bodies (write-file-string (tmp-path "questions.jsonl")
                                      (format nil "~{~A~%~}" *serve-questions*))))
@@ -1034,8 +1079,14 @@ was after the first 1,000."
                      (is (search "errors 0 " line) "~A" line))
                    (resident-kb pid)))
             (let* ((first (run 1000)) (last (run 9000)))
-              (is (<= last (* 1.1 first))
-                  "resident memory ~D kB after 1,000 requests, ~D kB after 10,000" first last)))))
+              (if (address-sanitized-p pid)
+                  (skip "no bound on resident memory under AddressSanitizer, whose quarantine ~
+keeps freed memory on purpose (~D kB after 1,000 requests, ~D kB after 10,000); the answers ~
+were checked"
+                        first last)
+                  (is (<= last (* 1.1 first))
+                      "resident memory ~D kB after 1,000 requests, ~D kB after 10,000"
+                      first last))))))
       (delete-file bodies))))
 
 (test serve-answers-while-500-connections-idle
