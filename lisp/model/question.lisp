@@ -193,13 +193,6 @@ a model without a decision head or template."
     (rendered-text-limit model head)
     model))
 
-(defvar *question-text-lock* (mp:make-lock :name "a question's text")
-  "Held while MODEL:DECIDE renders a question and tokenizes its text.
-Two threads doing both at once on one model lost a question's markers now
-and then (decide --threads 2, serve --parallel 2); the cause is not yet
-found, and until it is the text of one question is made at a time.  The
-head's forward pass, most of a question's time, still runs in parallel.")
-
 (defun decide (model question &key (activations :q8))
   "The decision head of MODEL (from MODEL:LOAD) on QUESTION (as
 MODEL:RENDER takes it): the question is rendered, tokenized by the file's
@@ -219,9 +212,8 @@ without a decision head or when a step's output is not finite."
   (let* ((head (head-of model 'model:decide))
          (question (parse-question question))
          (options (length (parsed-question-options question)))
-         (ids (mp:with-lock (*question-text-lock*)
-                (let ((text (prog1 (render-question model head question) (stage-mark :render))))
-                  (model:tokenize model text :add-special nil :parse-special t)))))
+         (text (prog1 (render-question model head question) (stage-mark :render)))
+         (ids (model:tokenize model text :add-special nil :parse-special t)))
     (stage-mark :tokenize)
     (when (> (length ids) (decision-head-max-tokens head))
       (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"

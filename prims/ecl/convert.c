@@ -59,6 +59,7 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
         /* let go before an interrupt that came meanwhile is handled */
         rl_unpin(base);
     });
+    RL_KEEP_LIVE(w); /* S.W is the writer behind W */
     switch (out) {
     case RL_STREAM_OK:
         ecl_return1(env, ECL_T);

@@ -204,6 +204,7 @@ static cl_object rl_prim_gguf_w_write(cl_object w, cl_object path) {
     char pbuf[4096];
     st = rl_gguf_writer_write(rl_writer("%GGUF-W-WRITE", w), rl_path_arg("%GGUF-W-WRITE", path, pbuf, sizeof pbuf),
                               msg, sizeof msg, &off);
+    RL_KEEP_LIVE(w);
     if (st != RL_GGUF_OK)
         return rl_status_values(rl_gguf_status_name(st), msg, off);
     ecl_return1(ecl_process_env(), ECL_T);
@@ -230,6 +231,7 @@ static cl_object rl_prim_gguf_w_stream_begin(cl_object w, cl_object path) {
     rl_gguf_writer *wr = rl_writer("%GGUF-W-STREAM-BEGIN", w);
     rl_gguf_status st = rl_gguf_writer_stream_begin(
         wr, rl_path_arg("%GGUF-W-STREAM-BEGIN", path, pbuf, sizeof pbuf), msg, sizeof msg, &off);
+    RL_KEEP_LIVE(w);
     if (st != RL_GGUF_OK)
         return rl_status_values(rl_gguf_status_name(st), msg, off);
     ecl_return1(ecl_process_env(), ECL_T);
@@ -241,6 +243,7 @@ static cl_object rl_prim_gguf_w_stream_end(cl_object w) {
     uint64_t off = 0;
     rl_gguf_writer *wr = rl_writer("%GGUF-W-STREAM-END", w);
     rl_gguf_status st = rl_gguf_writer_stream_end(wr, msg, sizeof msg, &off);
+    RL_KEEP_LIVE(w);
     if (st != RL_GGUF_OK)
         return rl_status_values(rl_gguf_status_name(st), msg, off);
     ecl_return1(ecl_process_env(), ECL_T);
@@ -250,6 +253,7 @@ static cl_object rl_prim_gguf_w_stream_end(cl_object w) {
 static cl_object rl_prim_gguf_w_stream_abort(cl_object w) {
     rl_gguf_writer_stream_abort(
         rl_writer("%GGUF-W-STREAM-ABORT", w));
+    RL_KEEP_LIVE(w);
     ecl_return1(ecl_process_env(), ECL_NIL);
 }
 

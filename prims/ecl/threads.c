@@ -3,7 +3,13 @@
  * the new vector without a fill pointer, so it looks full at once and is
  * grown again forever: the 256th live thread spins at 100% CPU while memory
  * runs out.  The Lisp side (lisp/threads.lisp) makes the vector large
- * enough once, here, and refuses threads beyond a limit below that size. */
+ * enough once, here, and refuses threads beyond a limit below that size.
+ *
+ * A special variable's binding in a thread lives in that thread's table,
+ * at the variable's index, which ECL hands out the first time any thread
+ * binds it, without a lock (ecl_bds_bind): the Lisp side gives every
+ * special its index before a thread starts, and %special-slot-p says
+ * whether a variable has one. */
 #include <string.h>
 
 #include "prims/ecl/glue.h"
@@ -38,7 +44,19 @@ static cl_object rl_prim_reserve_thread_slots(cl_object n) {
     ecl_return1(env, ecl_make_fixnum((cl_fixnum)cl_core.processes->vector.dim));
 }
 
+/* (%special-slot-p symbol) -> T when the special variable SYMBOL has its
+ * index in the threads' tables of bindings (some thread has bound it),
+ * else NIL.  A constant or a non-symbol is refused. */
+static cl_object rl_prim_special_slot_p(cl_object s) {
+    if (ecl_t_of(s) != t_symbol || (s->symbol.stype & ecl_stp_constant))
+        rl_signal(RL_C_ERROR, "%%SPECIAL-SLOT-P: expected a symbol naming a variable, found %s",
+                  ecl_t_of(s) == t_symbol ? "a constant" : "another object");
+    ecl_return1(ecl_process_env(),
+                s->symbol.binding == ECL_MISSING_SPECIAL_BINDING ? ECL_NIL : ECL_T);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM(RL_FN_RESERVE, rl_prim_reserve_thread_slots, 1),
+    RL_PRIM("%SPECIAL-SLOT-P", rl_prim_special_slot_p, 1),
 };
 RL_PRIM_TABLE(rl_thread_prims, "RONTOLISP", rl_defs);

@@ -254,7 +254,9 @@ static cl_object rl_prim_tok_piece(cl_object h, cl_object id) {
 /* (%tok-vocab-size handle) -> the number of tokens. */
 static cl_object rl_prim_tok_vocab_size(cl_object h) {
     rl_tok *t = rl_tok_arg("%TOK-VOCAB-SIZE", h);
-    ecl_return1(ecl_process_env(), ecl_make_uint64_t(rl_tok_vocab_size(t)));
+    size_t n = rl_tok_vocab_size(t);
+    RL_KEEP_LIVE(h);
+    ecl_return1(ecl_process_env(), ecl_make_uint64_t(n));
 }
 
 static const rl_prim_def rl_defs[] = {

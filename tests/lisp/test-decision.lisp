@@ -913,6 +913,65 @@ vector for its logits."
     (is (<= (count-if #'identity (model::scratch-cache-free (model::encoder-scratch model)))
             model::+scratch-cache-entries+))))
 
+;; Three threads (released together) ask a freshly loaded model, without
+;; MODEL:PREPARE-DECIDE, the built-in questions as JSON objects: each
+;; question's text, ids and logits are those of one thread alone.  Render
+;; and tokenize run in parallel (no lock), the first uses of the tokenizer,
+;; template and text limit race each other.
+(test decide-in-threads-renders-and-tokenizes-as-one-thread
+  (let* ((file (decision-file "s1-pico" :f32))
+         (questions (mapcar (lambda (q)
+                              (rontolisp:parse-json
+                               (question-json (getf q :type) (getf q :instructions)
+                                              (mapcar (lambda (o)
+                                                        (if (consp o)
+                                                            (list :object (cons "text" (getf o :text)))
+                                                            o))
+                                                      (getf q :options))
+                                              (getf q :state))))
+                            model:*questions*))
+         (one (model:load file))
+         (want (mapcar (lambda (q)
+                         (multiple-value-bind (p logits ids) (model:decide one q)
+                           (declare (ignore p))
+                           (list (model:render one q) ids logits)))
+                       questions))
+         (old-threads (rontolisp:threads))
+         (bad (list 0)) (first-bad (list nil)) (lock (mp:make-lock))
+         (gate (mp:make-semaphore :count 0)))
+    (unwind-protect
+         (progn
+           (setf (rontolisp:threads) 1)
+           (dotimes (round 3)
+             (let* ((model (model:load file))
+                    (threads
+                      (loop repeat 3
+                            collect (mp:process-run-function
+                                     "question"
+                                     (lambda ()
+                                       (mp:wait-on-semaphore gate)
+                                       (dotimes (r 5)
+                                         (loop for q in questions for w in want
+                                               do (let ((got (handler-case
+                                                                 (multiple-value-bind (p logits ids)
+                                                                     (model:decide model q)
+                                                                   (declare (ignore p))
+                                                                   (list (model:render model q) ids logits))
+                                                               (error (e) (princ-to-string e)))))
+                                                    (unless (and (consp got)
+                                                                 (string= (first got) (first w))
+                                                                 (equalp (second got) (second w))
+                                                                 (same-bits-p (third got) (third w)))
+                                                      (mp:with-lock (lock)
+                                                        (incf (first bad))
+                                                        (unless (first first-bad)
+                                                          (setf (first first-bad) got))))))))))))
+               (mp:signal-semaphore gate 3)
+               (mapc #'mp:process-join threads))))
+      (setf (rontolisp:threads) old-threads))
+    (is (= 0 (first bad)) "~D of ~D concurrent questions differ from one thread's; the first: ~S"
+        (first bad) (* 3 3 5 (length questions)) (first first-bad))))
+
 ;;; The question path parses a question once.
 
 (defun call-counts (names thunk)

@@ -1,7 +1,8 @@
 ;;;; test-threads.lisp - the limit on live Lisp threads (lisp/base/threads.lisp):
 ;;;; more threads than ECL's first vector of 256 start and end (ECL alone
 ;;;; spins forever at the 256th), and one beyond *THREAD-LIMIT* is refused
-;;;; with THREAD-LIMIT-ERROR.
+;;;; with THREAD-LIMIT-ERROR; a special variable has its slot in the
+;;;; threads' tables of bindings before any thread can bind it.
 
 (in-package "RONTOLISP-TESTS")
 
@@ -54,6 +55,51 @@
       (is (contains (princ-to-string refused) "\"one too many\"")))
     ;; Within the limit again once they ended.
     (is (eql 7 (mp:process-join (mp:process-run-function "after" (lambda () 7)))))))
+
+;;; Special variables and ECL's per-thread slots of bindings.
+
+(defun fresh-special-package (count)
+  "A new package of COUNT special variables (*V0* ...), each bound
+globally to :GLOBAL and never bound by any thread; its name is unique."
+  (let ((package (make-package (symbol-name (gensym "SPECIALS-")) :use '())))
+    (dotimes (i count package)
+      (let ((s (intern (format nil "*V~D*" i) package)))
+        (proclaim `(special ,s))
+        (setf (symbol-value s) :global)))))
+
+(test threads-start-with-every-special-slotted
+  "A thread starts only once every special variable has its slot in the
+threads' tables of bindings: ECL hands a slot out on a variable's first
+binding without a lock, and two threads binding a fresh variable at once
+could each take one, the loser reading the global value inside its own
+LET (a question rendered with no variables, its option markers lost)."
+  (let* ((package (fresh-special-package 3))
+         (vars (let ((l '())) (do-symbols (s package l) (push s l)))))
+    (unwind-protect
+         (progn
+           (is (notany #'rontolisp::%special-slot-p vars))
+           (is (eql 7 (mp:process-join (mp:process-run-function "slots" (lambda () 7)))))
+           (is (every #'rontolisp::%special-slot-p vars)
+               "~{~S~^, ~} had no slot when the thread started"
+               (remove-if #'rontolisp::%special-slot-p vars))
+           ;; and each thread then reads its own binding
+           (let ((seen (mapcar #'mp:process-join
+                               (loop for k below 4
+                                     collect (let ((k k))
+                                               (mp:process-run-function
+                                                "bind"
+                                                (lambda ()
+                                                  (progv vars (make-list (length vars)
+                                                                         :initial-element k)
+                                                    (mapcar #'symbol-value vars)))))))))
+             (is (equal (loop for k below 4 collect (make-list (length vars) :initial-element k))
+                        seen))))
+      (delete-package package))))
+
+(test special-slot-p-refuses-what-is-not-a-variable
+  (is (eq t (rontolisp::%special-slot-p '*print-base*)))
+  (signals rontolisp:rontolisp-error (rontolisp::%special-slot-p 'pi))
+  (signals rontolisp:rontolisp-error (rontolisp::%special-slot-p "*PRINT-BASE*")))
 
 ;;; MAP-IN-ORDER: work on several threads, results in order.
 
