@@ -57,9 +57,9 @@ typedef struct rl_type_traits {
      * stored, and far beyond it ggml's f32 sums overflow and give garbage
      * with finite scales. */
     float limit;
-    /* The row products a weight matrix of the type takes, by path
-     * (prims/matvec.h), or NULL: a weight of a type without them is
-     * dequantized to f32 once, at load (doc/encoder.md). */
+    /* The row kernels of the f32 and Q8_0 products by path
+     * (prims/matvec.h), or NULL; the other quantized types' weights run
+     * vec_dot instead (prims/matmul.h, rl_matmul_quant_ex). */
     const rl_matvec_f32_kernel *rows_f32;
     const rl_matvec_q8_kernel *rows_q8;
     /* The row product by path (prims/kernel.h's table shape), or NULL; and
