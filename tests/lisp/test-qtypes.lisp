@@ -253,6 +253,42 @@ hidden states within 2e-2 of the largest of llama.cpp's own."
 ~,3e of the largest, cosine ~,10F~%" ftype (/ diff big) cos)
                            (is (< (/ diff big) 2d-2) "~A: ~,3e" ftype (/ diff big))))))))))
 
+(defun rontolisp-quantized-file (ftype)
+  "The s1-micro F32 file quantized to FTYPE by `rontolisp quantize' (one
+thread), made once per run."
+  (let ((key (format nil "rontolisp ~A" ftype)))
+    (or (gethash key *llama-quantized-files*)
+        (let ((out (tmp-path (format nil "qtypes-s1-micro-rontolisp-~A.gguf" ftype))))
+          (multiple-value-bind (code stdout stderr)
+              (run-exe (list "quantize" (s1-micro-f32-file) out ftype "1"))
+            (declare (ignore stdout))
+            (is (eql 0 code) "quantize ~A exited ~S: ~A" ftype code stderr)
+            (when (eql 0 code)
+              (setf (gethash key *llama-quantized-files*) out)))))))
+
+(test encoder-on-own-quantize-files-nearer-llama-cpp-than-f32-products
+  "`rontolisp quantize' Q4_K_M and Q4_0 files of a random modern-bert: our
+hidden states within 2e-2 of the largest of llama.cpp's own on the same
+file, and nearer them than the same weights' f32 products (the file
+dequantized), since the products now quantize the activations as ggml
+does."
+  (let ((ids (loop for i below 300 collect (mod (+ 3 (* i 37)) 4096))))
+    (dolist (ftype '("q4_k_m" "q4_0"))
+      (let* ((file (rontolisp-quantized-file ftype))
+             (ref (and file (command-line::llama-encode file (list ids)))))
+        (if (null ref)
+            (skip-reference "llama.cpp's encoder (build/tools/llama_embed) or its libraries are ~
+missing (make tools; sh tests/fetch-llama-lib.sh)")
+            (let ((ours (relative-error (model:encode (model:load file) ids :gelu :tanh)
+                                        (cdr (first ref))))
+                  (f32 (relative-error (model:encode (model:load (dequantized-file file)) ids
+                                                     :gelu :tanh)
+                                       (cdr (first ref)))))
+              (format t "~&  s1-micro ~A (rontolisp quantize), 300 tokens vs llama.cpp: max ~
+difference ~,3e of the largest (~,3e with f32 products)~%" ftype ours f32)
+              (is (< ours 2d-2) "~A: ~,3e" ftype ours)
+              (is (< ours f32) "~A: ~,3e, not nearer than f32 products' ~,3e" ftype ours f32)))))))
+
 (defun file-with-types (source types)
   "An in-memory copy of the GGUF file object SOURCE whose encoder matrices
 are quantized, in turn, to each of the format symbols TYPES."
