@@ -27,6 +27,7 @@
 
 typedef struct {
     rl_vec_dot_kernel dot;
+    rl_vec_dot2_kernel dot2; /* two tokens at once, or NULL */
     const uint8_t *w;
     size_t row_bytes;  /* one weight row */
     const uint8_t *xq; /* n activation rows of xrow_bytes */
@@ -43,7 +44,21 @@ static void rl_mq_job_run(void *ctx, int ith, int nth) {
     rl_pool_chunk(j->rows, ith, nth, RL_MATVEC_ROWS, &r0, &r1);
     for (size_t rt = r0; rt < r1; rt += j->tile) {
         const size_t re = r1 - rt < j->tile ? r1 : rt + j->tile;
-        for (size_t t = 0; t < j->n; t++) {
+        size_t t = 0;
+        for (; j->dot2 && t + 2 <= j->n; t += 2) {
+            const uint8_t *x = j->xq + t * j->xrow_bytes;
+            for (size_t r = rt; r < re; r++) {
+                float s[2];
+                j->dot2(j->w + r * j->row_bytes, x, j->xrow_bytes, j->nb, s);
+                for (int k = 0; k < 2; k++) {
+                    if (j->yd)
+                        j->yd[(t + k) * j->rows + r] = s[k];
+                    if (j->yf)
+                        j->yf[(t + k) * j->rows + r] = s[k];
+                }
+            }
+        }
+        for (; t < j->n; t++) {
             const uint8_t *xq = j->xq + t * j->xrow_bytes;
             const uint8_t *xr = j->xr ? j->xr + t * j->xrow_bytes : NULL;
             for (size_t r = rt; r < re; r++) {
@@ -143,7 +158,8 @@ static rl_status rl_mq_core(const char *op, uint32_t type, const void *w, size_t
         free(scratch);
         return st;
     }
-    rl_mq_job job = {.dot = tt->vec_dot[path], .w = w, .row_bytes = row_bytes,
+    rl_mq_job job = {.dot = tt->vec_dot[path], .dot2 = tt->vec_dot2 ? tt->vec_dot2[path] : NULL,
+                     .w = w, .row_bytes = row_bytes,
                      .xq = (const uint8_t *)q0, .xrow_bytes = xrow_bytes, .rows = rows,
                      .nb = cols / block, .n = n, .yd = yd, .yf = yf};
     if (xt == RL_GGUF_GGML_Q8_1 || xt == RL_GGUF_GGML_Q8_K) {
@@ -155,6 +171,7 @@ static rl_status rl_mq_core(const char *op, uint32_t type, const void *w, size_t
     } else if (q8x2) {
         rl_mq_residual_rows(x32, n, cols, q0, r, xr);
         job.xr = (const uint8_t *)xr;
+        job.dot2 = NULL; /* the two-row form has no residual pass */
     }
     size_t tile = row_bytes ? RL_MQ_TILE_BYTES / row_bytes : 64;
     tile = tile / RL_MATVEC_ROWS * RL_MATVEC_ROWS;

@@ -37,6 +37,13 @@ const char *rl_type_family_name(rl_type_family f);
  * the same bits on every path. */
 typedef float (*rl_vec_dot_kernel)(const void *w, const void *x, size_t nb);
 
+/* The row product of one weight row W and two activation rows (X, and
+ * XSTRIDE bytes on) into s[0] and s[1], each the bits vec_dot gives it:
+ * the weight's blocks unpacked once for both, a sequence's products'
+ * shortcut. */
+typedef void (*rl_vec_dot2_kernel)(const void *w, const void *x, size_t xstride, size_t nb,
+                                   float s[2]);
+
 typedef struct rl_type_traits {
     rl_type_family family;
     /* NB blocks at X to NB * block floats at Y: halves widened exactly,
@@ -67,6 +74,9 @@ typedef struct rl_type_traits {
      * where vec_dot is NULL. */
     const rl_vec_dot_kernel *vec_dot;
     uint32_t vec_dot_type;
+    /* The two-row form of vec_dot by path, or NULL; a NULL table or entry
+     * (the scalar path's) runs vec_dot once per row. */
+    const rl_vec_dot2_kernel *vec_dot2;
 } rl_type_traits;
 
 /* The row of ggml type ID, or NULL when rontolisp does not compute with
