@@ -654,6 +654,60 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
     return rl_dot_hsum8_avx2(acc);
 }
 
+/* rl_vec_dot_q6_K_avx2 for two activation rows (X, and XSTRIDE bytes on):
+ * each row's arithmetic exactly as there, the weight's levels built once
+ * for both. */
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_vec_dot2_q6_K_avx2(const void *w, const void *x, size_t xstride, size_t nb, float s[2]) {
+    const rl_block_q6_K *wb = w;
+    const rl_block_q8_K *xs[2] = {x, (const void *)((const uint8_t *)x + xstride)};
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t b = 0; b < nb; b++) {
+        const float dw = rl_dot_h2f_avx2(wb[b].d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)wb[b].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = wb[b].ql + 64 * h;
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i bh = RL_LOADQ(wb[b].qh + 32 * h);
+            __m256i v[4];
+#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
+#undef RL_Q6_HI
+            for (int r = 0; r < 4; r++) {
+                const int g = 4 * h + r;
+                for (int k = 0; k < 2; k++)
+                    sumi[k] = rl_dot_run2_avx2(
+                        sumi[k], _mm256_maddubs_epi16(v[r], RL_LOADQ(xs[k][b].qs + 32 * g)), sc8,
+                        g);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            const __m256i off = _mm256_slli_epi32(
+                _mm256_madd_epi16(
+                    _mm256_loadu_si256((const __m256i *)(const void *)xs[k][b].bsums), sc16),
+                5);
+            const float d = xs[k][b].d * dw;
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[k], off)),
+                                     acc[k]);
+        }
+    }
+    s[0] = rl_dot_hsum8_avx2(acc[0]);
+    s[1] = rl_dot_hsum8_avx2(acc[1]);
+}
+
+const rl_vec_dot2_kernel rl_vec_dot2_q6_K_table[RL_PATH_COUNT] = {
+    [RL_PATH_AVX2] = rl_vec_dot2_q6_K_avx2,
+    [RL_PATH_AVX512] = rl_vec_dot2_q6_K_avx2,
+    [RL_PATH_AVX512VNNI] = rl_vec_dot2_q6_K_avx2,
+};
+
 __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_xs_avx2(const void *w,
                                                                     const void *x, size_t nb) {
     const rl_block_iq4_xs *wb = w;

@@ -65,7 +65,8 @@ static const rl_type_traits rl_types[RL_GGUF_GGML_TYPE_COUNT] = {
                   rl_vec_dot2_q4_K_table),
     RL_QUANT_ROW2(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX, Q8_K,
                   rl_vec_dot2_q5_K_table),
-    RL_QUANT_ROW(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW2(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K,
+                  rl_vec_dot2_q6_K_table),
     RL_QUANT_ROW(IQ4_NL, iq4_nl, RL_AT(iq4_nl, d), -1, 127 * RL_F16_MAX, Q8_0),
     RL_QUANT_ROW(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX, Q8_K),
 };
