@@ -32,17 +32,6 @@
 #define RL_MM_TILE_BYTES 16384
 /* Rows per SIMD group (matvec.h's); tiles and thread chunks are multiples. */
 #define RL_MM_GROUP RL_MATVEC_ROWS
-/* With min_work, at least this many row-block-tokens per thread: for one
- * token 4096 (~140 KB of Q8_0 weights, tens of microseconds), the point
- * where waking a worker pays for a product that streams its weights from
- * memory; for a sequence, whose
- * products run from cache at several times the speed, about 2M
- * multiply-adds (some 25 us on one AVX-512 core), below which a split's
- * wake-up and the wait for a preempted worker's chunk cost more than the
- * second thread saves.  Results do not depend on the thread count, so this
- * changes only the speed. */
-#define RL_MM_MIN_WORK 4096
-#define RL_MM_MIN_WORK_SEQ 65536
 /* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
  * the weight rows once per call, which fewer tokens do not repay; below,
  * each token takes the VNNI matvec kernel (the same bits, doc/products.md §3). */
@@ -382,6 +371,30 @@ static void rl_mm_msg(char *msg, size_t msglen, const char *op, const char *why)
         snprintf(msg, msglen, "%s: %s", op, why);
 }
 
+rl_status rl_mm_quantize_rows(const char *op, const float *x, size_t n, size_t cols,
+                              rl_block_q8_0 *xq, rl_path path, char *msg, size_t msglen,
+                              rl_mm_fault *fault) {
+    for (size_t t = 0; t < n; t++) {
+        size_t where = 0;
+        const rl_status st = rl_q8_quantize_path(RL_SRC_F32, x + t * cols, cols,
+                                                 xq + t * (cols / RL_QK8_0), &where, path);
+        if (st == RL_OK)
+            continue;
+        if (msg && msglen) {
+            char why[200];
+            rl_q8_message(st, where, 0, why, sizeof why);
+            if (!strcmp(op, "matvec")) /* one vector: x */
+                snprintf(msg, msglen, "%s: cannot quantize x: %s", op, why);
+            else
+                snprintf(msg, msglen, "%s: cannot quantize activation row %zu: %s", op, t, why);
+        }
+        if (fault)
+            fault->row = t, fault->where = where;
+        return st;
+    }
+    return RL_OK;
+}
+
 /* The one driver of the products, a sequence's (op "matmul") and one
  * vector's (op "matvec", n == 1; the name starts its messages): n rows of x
  * (type xsrc) against W, into yd and/or yf. */
@@ -476,25 +489,10 @@ static rl_status rl_mm_core(const char *op, rl_wtype wt, const void *w, size_t r
         x32 = xf;
     }
     if (wt == RL_WT_Q8_0) {
-        for (size_t t = 0; t < n; t++) {
-            size_t where = 0;
-            rl_status st = rl_q8_quantize_path(RL_SRC_F32, x32 + t * cols, cols,
-                                               xq + t * job.nb, &where, path);
-            if (st != RL_OK) {
-                if (msg && msglen) {
-                    char why[200];
-                    rl_q8_message(st, where, 0, why, sizeof why);
-                    if (!strcmp(op, "matvec")) /* one vector: x */
-                        snprintf(msg, msglen, "%s: cannot quantize x: %s", op, why);
-                    else
-                        snprintf(msg, msglen, "%s: cannot quantize activation row %zu: %s", op,
-                                 t, why);
-                }
-                if (fault)
-                    fault->row = t, fault->where = where;
-                free(scratch);
-                return st;
-            }
+        const rl_status st = rl_mm_quantize_rows(op, x32, n, cols, xq, path, msg, msglen, fault);
+        if (st != RL_OK) {
+            free(scratch);
+            return st;
         }
         if (act == RL_ACT_Q8X2) {
             k->residual(x32, nx, xq, xr);
@@ -645,10 +643,13 @@ rl_status rl_matvec_run(const rl_matvec_operands *o, rl_path path, int threads, 
     rl_q8_src src = o->dbl ? RL_SRC_F64 : RL_SRC_F32;
     double *yd = o->dbl ? o->y : NULL;
     float *yf = o->dbl ? NULL : o->y;
-    if (o->w) {
+    if (o->w || o->wq) {
         rl_mm_fault fault = {0, 0};
-        rl_status st = rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act,
-                                           path, threads, min_work, msg, msglen, &fault);
+        rl_status st =
+            o->w ? rl_matvec_q8_act_ex(o->w, o->rows, o->cols, src, o->x, yd, yf, o->act, path,
+                                       threads, min_work, msg, msglen, &fault)
+                 : rl_matvec_quant_ex(o->type, o->wq, o->rows, o->cols, src, o->x, yd, yf,
+                                      o->act, path, threads, min_work, msg, msglen, &fault);
         if (where)
             *where = fault.where;
         return st;

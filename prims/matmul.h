@@ -26,6 +26,7 @@
 #define RL_PRIMS_MATMUL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "prims/cpu.h"
 #include "prims/kernel.h"
@@ -44,6 +45,18 @@ typedef enum {
     RL_ACT_Q8 = 0, /* doc/products.md §1: one Q8_0 pass */
     RL_ACT_Q8X2    /* doc/products.md §2: Q8_0 plus a residual pass, ~15 bits */
 } rl_act;
+
+/* With min_work, at least this many row-block-tokens (32 values of a
+ * weight row times one token) per thread: for one token 4096 (~140 KB of
+ * Q8_0 weights, tens of microseconds), the point where waking a worker
+ * pays for a product that streams its weights from memory; for a
+ * sequence, whose products run from cache at several times the speed,
+ * about 2M multiply-adds (some 25 us on one AVX-512 core), below which a
+ * split's wake-up and the wait for a preempted worker's chunk cost more
+ * than the second thread saves.  Results do not depend on the thread
+ * count, so this changes only the speed. */
+#define RL_MM_MIN_WORK 4096
+#define RL_MM_MIN_WORK_SEQ 65536
 
 /* "f32", "f16", "bf16", "q8_0"; "q8", "q8x2". */
 const char *rl_wtype_name(rl_wtype t);
@@ -85,6 +98,55 @@ rl_status rl_matvec_q8_act_ex(const rl_block_q8_0 *w, size_t rows, size_t cols,
                               rl_act act, rl_path path, int threads, int min_work,
                               char *msg, size_t msglen, rl_mm_fault *fault);
 
+/* Quantize n activation rows of cols f32 values (cols % 32 == 0) at x to
+ * Q8_0 (q8.h) into xq, row after row; on a row that cannot be (a NaN or
+ * infinity, a block whose scale overflows binary16) the status, msg
+ * "OP: cannot quantize activation row T: ..." ("OP: cannot quantize x:
+ * ..." when op is "matvec") and *fault (may be NULL).  The one check of
+ * the activations every quantized weight's product makes. */
+rl_status rl_mm_quantize_rows(const char *op, const float *x, size_t n, size_t cols,
+                              rl_block_q8_0 *xq, rl_path path, char *msg, size_t msglen,
+                              rl_mm_fault *fault);
+
+/* ---- weights of the legacy, K and IQ4 types (matmul_quant.c) ---------- */
+
+/* y = x W^T for W of ggml type `type`, one of prims/quants.h's (Q4_0 ..
+ * Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS: a type whose type_traits row has a
+ * vec_dot), rows rows of cols / block blocks at w, as ggml computes it:
+ *   1. each activation row is checked and quantized to Q8_0 as for Q8_0
+ *      weights (rl_mm_quantize_rows: the same errors), then, when the
+ *      type's vec_dot_type is Q8_1 or Q8_K, quantized again from the f32
+ *      row into that type (quants.h), once per product;
+ *   2. y[t, r] = vec_dot(row r of W, activation row t), the type's row
+ *      product (doc/products.md §4, §5), an f32; a double y is that f32
+ *      widened.
+ * With RL_ACT_Q8X2 and Q8_0 activations (Q4_0, Q5_0, IQ4_NL), each block's
+ * residual quants r_j of doc/products.md §2 make a second Q8_0 row with the
+ * block's own scale, and y = vec_dot(W, xq) + 2^-7 * vec_dot(W, xr) in f32;
+ * for Q8_1 and Q8_K activations RL_ACT_Q8X2 changes nothing (as for float
+ * weights).  A row's arithmetic never depends on the path or the split, so
+ * every path and thread count gives the same bits.  Threads take ranges of
+ * weight rows (multiples of 4), each walked in L1-sized tiles against
+ * every token.  Errors as rl_matmul_ex, and RL_BADARG for a type without a
+ * row product, RL_BADLEN for cols not a multiple of its block. */
+rl_status rl_matmul_quant_ex(uint32_t type, const void *w, size_t rows, size_t cols,
+                             const float *x, size_t n, float *y, rl_act act, rl_path path,
+                             int threads, int min_work, char *msg, size_t msglen,
+                             rl_mm_fault *fault);
+
+/* The same with the path and threads of the knobs (cpu.h). */
+rl_status rl_matmul_quant(uint32_t type, const void *w, size_t rows, size_t cols,
+                          const float *x, size_t n, float *y, rl_act act, char *msg,
+                          size_t msglen, rl_mm_fault *fault);
+
+/* One vector x of type xsrc (widened to f32 first, as the quantizer
+ * does) into yd and/or yf: the one-token case, messages starting
+ * "matvec:". */
+rl_status rl_matvec_quant_ex(uint32_t type, const void *w, size_t rows, size_t cols,
+                             rl_q8_src xsrc, const void *x, double *yd, float *yf, rl_act act,
+                             rl_path path, int threads, int min_work, char *msg, size_t msglen,
+                             rl_mm_fault *fault);
+
 /* ---- one vector: paths and threads from the knobs -------------------- */
 
 /* y[rows] = W x with f32 x and f32 y.  cols % 32 != 0 -> RL_BADLEN;
@@ -122,11 +184,14 @@ rl_status rl_matvec_f32_ex(const float *m, size_t rows, size_t cols,
                            rl_path path, int threads, int min_work);
 
 /* One product's operands, as the Lisp primitives resolve them: Q8_0
- * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or (w NULL)
- * the f32 baseline's row-major mf; x has cols and y rows floats, double
- * when dbl, else single. */
+ * weights w with activations act (RL_ACT_Q8 or RL_ACT_Q8X2), or weights wq
+ * of ggml type `type` (rl_matmul_quant_ex's), or (w and wq NULL) the f32
+ * baseline's row-major mf; x has cols and y rows floats, double when dbl,
+ * else single. */
 typedef struct {
     const rl_block_q8_0 *w;
+    const void *wq;
+    uint32_t type;
     const float *mf;
     size_t rows, cols;
     const void *x;

@@ -534,6 +534,78 @@ rl_dot_k45_avx2(const void *w, const void *x, size_t nb, int q5) {
     return rl_dot_hsum8_avx2(acc) + _mm_cvtss_f32(accm);
 }
 
+/* rl_dot_k45_avx2 for two activation rows X0 and X1 against one weight
+ * row: each row's arithmetic exactly as there (so each result has its
+ * bits), the weight's levels and scales unpacked once for both. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_dot2_k45_avx2(const void *w, const void *x0, const void *x1, size_t nb, int q5,
+                 float s[2]) {
+    const rl_block_q8_K *xs[2] = {x0, x1};
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
+    float summs[2] = {0.0f, 0.0f};
+    for (size_t b = 0; b < nb; b++) {
+        float d[2], dmin[2];
+        uint32_t u[4];
+        const uint8_t *qs, *qh;
+        rl_dot_k45_block(w, xs[1], b, q5, &d[1], &dmin[1], u, &qs, &qh, rl_dot_h2f_avx2);
+        rl_dot_k45_block(w, xs[0], b, q5, &d[0], &dmin[0], u, &qs, &qh, rl_dot_h2f_avx2);
+        const __m256i ms =
+            _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+        const __m256i scl = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+        for (int k = 0; k < 2; k++) {
+            const __m128i bs0 = _mm_loadu_si128((const __m128i *)(const void *)xs[k][b].bsums);
+            const __m128i bs1 =
+                _mm_loadu_si128((const __m128i *)(const void *)(xs[k][b].bsums + 8));
+            const __m128i prod =
+                _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), _mm_hadd_epi16(bs0, bs1));
+            if (q5) {
+                const __m128i p2 = _mm_add_epi32(prod, _mm_unpackhi_epi64(prod, prod));
+                const int32_t mins = _mm_cvtsi128_si32(_mm_add_epi32(p2, _mm_srli_epi64(p2, 32)));
+                summs[k] = fmaf(dmin[k], (float)mins, summs[k]);
+            } else {
+                accm[k] = _mm_fmadd_ps(_mm_set1_ps(dmin[k]), _mm_cvtepi32_ps(prod), accm[k]);
+            }
+        }
+        const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(const void *)qh)
+                              : _mm256_setzero_si256();
+        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = 0; c < 4; c++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(bits, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            if (q5) {
+                const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c));
+                const __m256i b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+                const __m256i sixteen = _mm256_set1_epi8(16);
+                lo = _mm256_or_si256(lo, rl_dot_where_avx2(hb, b0, sixteen));
+                hi = _mm256_or_si256(hi, rl_dot_where_avx2(hb, b1, sixteen));
+            }
+            const short i0 = (short)(0x0100 * (4 * c + 1) + 4 * c), i1 = (short)(i0 + 0x0202);
+            const __m256i s0 = _mm256_shuffle_epi8(scl, _mm256_set1_epi16(i0));
+            const __m256i s1 = _mm256_shuffle_epi8(scl, _mm256_set1_epi16(i1));
+            for (int k = 0; k < 2; k++) {
+                const __m256i pl = _mm256_maddubs_epi16(lo, RL_LOADQ(xs[k][b].qs + 64 * c));
+                const __m256i ph = _mm256_maddubs_epi16(hi, RL_LOADQ(xs[k][b].qs + 64 * c + 32));
+                sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s0, pl));
+                sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(s1, ph));
+            }
+        }
+        for (int k = 0; k < 2; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d[k]), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (q5) {
+            s[k] = rl_dot_hsum8_avx2(acc[k]) + summs[k];
+            continue;
+        }
+        __m128 m = _mm_add_ps(accm[k], _mm_movehl_ps(accm[k], accm[k]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        s[k] = rl_dot_hsum8_avx2(acc[k]) + _mm_cvtss_f32(m);
+    }
+}
+
 /* Run g's pair products P (int16 pairs) into sumi: lanes 0..3 times the
  * scale of sub-block 2g, lanes 4..7 times that of 2g + 1, SC8 the 16
  * scales as signed bytes. */
@@ -581,6 +653,60 @@ __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_q6_K_avx2(const void *w
     }
     return rl_dot_hsum8_avx2(acc);
 }
+
+/* rl_vec_dot_q6_K_avx2 for two activation rows (X, and XSTRIDE bytes on):
+ * each row's arithmetic exactly as there, the weight's levels built once
+ * for both. */
+__attribute__((target(RL_TARGET_AVX2))) static void
+rl_vec_dot2_q6_K_avx2(const void *w, const void *x, size_t xstride, size_t nb, float s[2]) {
+    const rl_block_q6_K *wb = w;
+    const rl_block_q8_K *xs[2] = {x, (const void *)((const uint8_t *)x + xstride)};
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t b = 0; b < nb; b++) {
+        const float dw = rl_dot_h2f_avx2(wb[b].d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)wb[b].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = wb[b].ql + 64 * h;
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i bh = RL_LOADQ(wb[b].qh + 32 * h);
+            __m256i v[4];
+#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
+#undef RL_Q6_HI
+            for (int r = 0; r < 4; r++) {
+                const int g = 4 * h + r;
+                for (int k = 0; k < 2; k++)
+                    sumi[k] = rl_dot_run2_avx2(
+                        sumi[k], _mm256_maddubs_epi16(v[r], RL_LOADQ(xs[k][b].qs + 32 * g)), sc8,
+                        g);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            const __m256i off = _mm256_slli_epi32(
+                _mm256_madd_epi16(
+                    _mm256_loadu_si256((const __m256i *)(const void *)xs[k][b].bsums), sc16),
+                5);
+            const float d = xs[k][b].d * dw;
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[k], off)),
+                                     acc[k]);
+        }
+    }
+    s[0] = rl_dot_hsum8_avx2(acc[0]);
+    s[1] = rl_dot_hsum8_avx2(acc[1]);
+}
+
+const rl_vec_dot2_kernel rl_vec_dot2_q6_K_table[RL_PATH_COUNT] = {
+    [RL_PATH_AVX2] = rl_vec_dot2_q6_K_avx2,
+    [RL_PATH_AVX512] = rl_vec_dot2_q6_K_avx2,
+    [RL_PATH_AVX512VNNI] = rl_vec_dot2_q6_K_avx2,
+};
 
 __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_iq4_xs_avx2(const void *w,
                                                                     const void *x, size_t nb) {
@@ -668,7 +794,16 @@ rl_dot_k23_avx2(const void *w, const void *x, size_t nb, int q3) {
     __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_##q##_avx2(                   \
         const void *w, const void *x, size_t nb) {                                         \
         return rl_dot_k45_avx2(w, x, nb, Q5);                                              \
-    }
+    }                                                                                      \
+    __attribute__((target(RL_TARGET_AVX2))) static void rl_vec_dot2_##q##_avx2(            \
+        const void *w, const void *x, size_t xstride, size_t nb, float s[2]) {             \
+        rl_dot2_k45_avx2(w, x, (const uint8_t *)x + xstride, nb, Q5, s);                   \
+    }                                                                                      \
+    const rl_vec_dot2_kernel rl_vec_dot2_##q##_table[RL_PATH_COUNT] = {                    \
+        [RL_PATH_AVX2] = rl_vec_dot2_##q##_avx2,                                           \
+        [RL_PATH_AVX512] = rl_vec_dot2_##q##_avx2,                                         \
+        [RL_PATH_AVX512VNNI] = rl_vec_dot2_##q##_avx2,                                     \
+    };
 #define RL_DOT_K23(q, Q3)                                                                  \
     __attribute__((target(RL_TARGET_AVX2))) float rl_vec_dot_##q##_avx2(                   \
         const void *w, const void *x, size_t nb) {                                         \

@@ -113,6 +113,11 @@ extern const rl_vec_dot_kernel rl_vec_dot_q4_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q5_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_q6_K_table[RL_PATH_COUNT];
 extern const rl_vec_dot_kernel rl_vec_dot_iq4_xs_table[RL_PATH_COUNT];
+/* Q4_K's, Q5_K's and Q6_K's two-row products (type_traits.h's vec_dot2):
+ * the SIMD paths' entries; the scalar path's is NULL. */
+extern const rl_vec_dot2_kernel rl_vec_dot2_q4_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot2_kernel rl_vec_dot2_q5_K_table[RL_PATH_COUNT];
+extern const rl_vec_dot2_kernel rl_vec_dot2_q6_K_table[RL_PATH_COUNT];
 
 /* NB blocks of 32 floats at X into Q8_1 blocks at Y, as ggml's
  * quantize_row_q8_1_ref (the activations of the Q4_1 and Q5_1 products);

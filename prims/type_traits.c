@@ -34,10 +34,11 @@ static void q8_0_from_float(const float *x, void *y, size_t nb) {
 /* One quantized type of prims/quants.h: its kernels, its binary16 scales
  * D and M (or -1), its limit, and its row products, which take
  * activations of ggml type XT. */
-#define RL_QUANT_ROW(ID, q, D, M, LIMIT, XT)                                          \
+#define RL_QUANT_ROW2(ID, q, D, M, LIMIT, XT, DOT2)                                   \
     [RL_GGUF_GGML_##ID] = {RL_FAMILY_QUANT, rl_dequantize_##q, rl_quantize_##q##_ref, \
                            {D, M}, LIMIT, NULL, NULL, rl_vec_dot_##q##_table,          \
-                           RL_GGUF_GGML_##XT}
+                           RL_GGUF_GGML_##XT, DOT2}
+#define RL_QUANT_ROW(ID, q, D, M, LIMIT, XT) RL_QUANT_ROW2(ID, q, D, M, LIMIT, XT, NULL)
 #define RL_AT(q, f) RL_F16_AT(rl_block_##q, f)
 
 /* limit: levels times scales at their largest.  Q4_0 8 (level -8); Q4_1 15
@@ -60,9 +61,12 @@ static const rl_type_traits rl_types[RL_GGUF_GGML_TYPE_COUNT] = {
     RL_QUANT_ROW(Q5_1, q5_1, RL_AT(q5_1, d), RL_AT(q5_1, m), 32 * RL_F16_MAX, Q8_1),
     RL_QUANT_ROW(Q2_K, q2_K, RL_AT(q2_K, d), RL_AT(q2_K, dmin), 45 * RL_F16_MAX, Q8_K),
     RL_QUANT_ROW(Q3_K, q3_K, RL_AT(q3_K, d), -1, 128 * RL_F16_MAX, Q8_K),
-    RL_QUANT_ROW(Q4_K, q4_K, RL_AT(q4_K, d), RL_AT(q4_K, dmin), 945 * RL_F16_MAX, Q8_K),
-    RL_QUANT_ROW(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX, Q8_K),
-    RL_QUANT_ROW(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K),
+    RL_QUANT_ROW2(Q4_K, q4_K, RL_AT(q4_K, d), RL_AT(q4_K, dmin), 945 * RL_F16_MAX, Q8_K,
+                  rl_vec_dot2_q4_K_table),
+    RL_QUANT_ROW2(Q5_K, q5_K, RL_AT(q5_K, d), RL_AT(q5_K, dmin), 1953 * RL_F16_MAX, Q8_K,
+                  rl_vec_dot2_q5_K_table),
+    RL_QUANT_ROW2(Q6_K, q6_K, RL_AT(q6_K, d), -1, 4096 * RL_F16_MAX, Q8_K,
+                  rl_vec_dot2_q6_K_table),
     RL_QUANT_ROW(IQ4_NL, iq4_nl, RL_AT(iq4_nl, d), -1, 127 * RL_F16_MAX, Q8_0),
     RL_QUANT_ROW(IQ4_XS, iq4_xs, RL_AT(iq4_xs, d), -1, 4064 * RL_F16_MAX, Q8_K),
 };

@@ -37,6 +37,13 @@ const char *rl_type_family_name(rl_type_family f);
  * the same bits on every path. */
 typedef float (*rl_vec_dot_kernel)(const void *w, const void *x, size_t nb);
 
+/* The row product of one weight row W and two activation rows (X, and
+ * XSTRIDE bytes on) into s[0] and s[1], each the bits vec_dot gives it:
+ * the weight's blocks unpacked once for both, a sequence's products'
+ * shortcut. */
+typedef void (*rl_vec_dot2_kernel)(const void *w, const void *x, size_t xstride, size_t nb,
+                                   float s[2]);
+
 typedef struct rl_type_traits {
     rl_type_family family;
     /* NB blocks at X to NB * block floats at Y: halves widened exactly,
@@ -57,9 +64,9 @@ typedef struct rl_type_traits {
      * stored, and far beyond it ggml's f32 sums overflow and give garbage
      * with finite scales. */
     float limit;
-    /* The row products a weight matrix of the type takes, by path
-     * (prims/matvec.h), or NULL: a weight of a type without them is
-     * dequantized to f32 once, at load (doc/encoder.md). */
+    /* The row kernels of the f32 and Q8_0 products by path
+     * (prims/matvec.h), or NULL; the other quantized types' weights run
+     * vec_dot instead (prims/matmul.h, rl_matmul_quant_ex). */
     const rl_matvec_f32_kernel *rows_f32;
     const rl_matvec_q8_kernel *rows_q8;
     /* The row product by path (prims/kernel.h's table shape), or NULL; and
@@ -67,6 +74,9 @@ typedef struct rl_type_traits {
      * where vec_dot is NULL. */
     const rl_vec_dot_kernel *vec_dot;
     uint32_t vec_dot_type;
+    /* The two-row form of vec_dot by path, or NULL; a NULL table or entry
+     * (the scalar path's) runs vec_dot once per row. */
+    const rl_vec_dot2_kernel *vec_dot2;
 } rl_type_traits;
 
 /* The row of ggml type ID, or NULL when rontolisp does not compute with

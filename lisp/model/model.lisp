@@ -126,7 +126,7 @@ is missing or of another shape."
   (let ((shape (gguf:tensor-info-shape (model-tensor-info f path name))))
     (unless (equal shape dims)
       (model-error path "tensor ~S: expected shape ~S, found ~S" name dims shape))
-    (weight-for-products (gguf:tensor f name))))
+    (gguf:tensor f name)))
 
 (defun model-tensor-info (f path name)
   "The TENSOR-INFO of F's tensor NAME; MODEL-ERROR when F has none."
@@ -217,8 +217,8 @@ GGUF:READ or GGUF:MAKE-FILE: the hyper-parameters from its keys
 layer_norm_epsilon, rope.freq_base for global layers and rope.freq_base_swa
 for local ones, attention.sliding_window and its pattern,
 feed_forward_length, context_length) and the encoder's tensors (F32, F16,
-BF16 or Q8_0; Q4_0..Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS are dequantized to
-F32 once, at load, doc/encoder.md); when decision.block_count is above 0, the decision head too
+BF16, Q8_0, Q4_0..Q5_1, Q2_K..Q6_K, IQ4_NL or IQ4_XS; the quantized ones
+stay the file's bytes, each type's products run on them, doc/encoder.md); when decision.block_count is above 0, the decision head too
 (its modern-bert.decision.* keys and tensors, doc/decision.md), which
 MODEL:DECIDE runs and MODEL:ENCODE ignores.  A missing or malformed key or
 tensor signals MODEL:MODEL-ERROR naming the file; so does a key whose value

@@ -62,15 +62,6 @@ RONTOLISP:Q4-K)."
   "True when X is a quantized matrix of Q8_0 blocks."
   (and (quantized-matrix-p x) (eq (quantized-matrix-format x) 'q8-0)))
 
-(defun weight-for-products (data)
-  "DATA, a tensor of a GGUF file, in a form the products take: a quantized
-matrix of another type than Q8_0 dequantized into single-floats (once, at
-load: its products are then the f32 kernels', doc/encoder.md), anything
-else as it is."
-  (if (and (quantized-matrix-p data) (not (q8-0-matrix-p data)))
-      (dequantize data)
-      data))
-
 ;;; QUANTIZE into the other types.
 
 (defun other-quantized-format (format)

@@ -119,8 +119,10 @@ t of XS.  M is a quantized matrix of rank 2, a (simple-array single-float
 BF16 tensors; used in place, widened exactly); XS and OUT are (simple-array
 single-float (* *)), OUT neither XS nor M.
 
-For a quantized M, row t is bit for bit (VEC:MATVEC M row-t :ACTIVATIONS
-ACTIVATIONS), :Q8 or :Q8X2; a row that cannot be quantized signals
+For a quantized M (Q8_0 or another type VEC:MATVEC-INTO takes, each type's
+own row products on the matrix's blocks), row t is bit for bit (VEC:MATVEC
+M row-t :ACTIVATIONS ACTIVATIONS), :Q8 or :Q8X2; a row that cannot be
+quantized signals
 NON-FINITE-ERROR or SCALE-OVERFLOW-ERROR naming row and column or block.
 For float weights each output is the 16-lane single-float dot product of
 doc/products.md §3 and ACTIVATIONS is ignored.  Every path and thread count answers

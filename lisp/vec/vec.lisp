@@ -2,8 +2,9 @@
 ;;;; the few vector and matrix operations a caller needs beside it.
 ;;;;
 ;;;; The product itself is C (prims/matvec.c, reached through %MATVEC): for
-;;;; a quantized matrix, ggml's integer-dot shape fixed so that the scalar,
-;;;; SIMD and threaded paths answer the same bits (doc/products.md §1); for a rank-2
+;;;; a Q8_0 matrix, ggml's integer-dot shape fixed so that the scalar, SIMD
+;;;; and threaded paths answer the same bits (doc/products.md §1); for the
+;;;; other quantized types, their row products (§4, §5); for a rank-2
 ;;;; single-float array, the f32 baseline with a fixed summation order.
 ;;;; This file checks arguments, so that every misuse signals one of our
 ;;;; conditions with a message saying what was expected and what was
@@ -154,7 +155,15 @@ ACTIVATIONS :Q8X2 (doc/products.md §2) adds a second pass for a quantized M: ea
 block's residual x - d*q is quantized again at 128/d and dotted too, still
 in exact integers, which keeps about 15 bits of each activation (the same
 bits on every path and thread count as well); a single-float M ignores it.
-Any other value signals UNKNOWN-FORMAT-ERROR."
+Any other value signals UNKNOWN-FORMAT-ERROR.
+
+A quantized M of another type than Q8_0 (Q4_0 .. Q5_1, Q2_K .. Q6_K,
+IQ4_NL, IQ4_XS) runs its type's row product as ggml does (doc/products.md
+§4, §5): X, checked as for Q8_0 (the same conditions), is quantized to the
+type's activation blocks (Q8_0, Q8_1 or Q8_K) and each row is the product's
+single-float (widened for a double-float X).  :Q8X2 adds the residual pass
+for the types whose activations are Q8_0 (Q4_0, Q5_0, IQ4_NL) and changes
+nothing for the others."
   (checked-matvec "vec:matvec-into" m x out activations))
 
 (defun matvec (m x &key (activations :q8))

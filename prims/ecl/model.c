@@ -94,12 +94,15 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     size_t rows, cols, n, xc, orows, ocols;
     cl_index total = 0;
     rl_qm_view v = {0};
+    int quant = 0;
     if (rl_qm_p(w)) {
         rl_qm_shape_of(w, &v);
         if (v.rank != 2)
             rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
-        /* The blocks come with the pin, after the last check that signals. */
+        /* The blocks come with the pin, after the last check that signals;
+         * a type other than Q8_0 runs its row products (rl_matmul_quant). */
         wt = RL_WT_Q8_0, wp = NULL, rows = v.rows, cols = v.cols;
+        quant = v.ggml_type != RL_GGUF_GGML_Q8_0;
     } else if (!ECL_IMMEDIATE(w) && w->d.t == t_array && w->array.rank == 2 &&
                (cl_elttype)w->array.elttype == ecl_aet_b16) {
         wp = rl_simple_data(w, ecl_aet_b16, &total);
@@ -123,12 +126,14 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     rl_mm_fault fault = {0, 0};
     rl_status st;
     if (wt == RL_WT_Q8_0) {
-        rl_qm_pin(w, &v);
-        wp = v.blocks;
+        rl_qm_pin_any(w, &v);
+        wp = quant ? (const void *)v.data : (const void *)v.blocks;
     }
-    RL_RUN_KERNEL(env, st = rl_matmul(wt, wp, rows, cols, x, n, y,
-                                      q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2, msg,
-                                      sizeof msg, &fault);
+    const rl_act act = q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2;
+    RL_RUN_KERNEL(env, st = quant ? rl_matmul_quant(v.ggml_type, wp, rows, cols, x, n, y, act,
+                                                    msg, sizeof msg, &fault)
+                                  : rl_matmul(wt, wp, rows, cols, x, n, y, act, msg,
+                                              sizeof msg, &fault);
                   if (wt == RL_WT_Q8_0) rl_qm_unpin(&v));
     return rl_matmul_values(env, st, out, msg, &fault);
 }

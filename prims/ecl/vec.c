@@ -15,6 +15,8 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
                        rl_matvec_operands *o, cl_object *pinned) {
     cl_index n = 0, nout = 0;
     o->w = NULL;
+    o->wq = NULL;
+    o->type = 0;
     o->mf = NULL;
     o->act = RL_ACT_Q8;
     o->x = rl_simple_data(x, ecl_aet_sf, &n);
@@ -48,8 +50,11 @@ void rl_mv_operands_of(const char *fn, cl_object m, cl_object x, cl_object out,
         rl_out_not_input(fn, out, x, "x");
     if (rl_qm_p(m)) { /* last: nothing signals while it is pinned */
         rl_qm_view v;
-        rl_qm_pin(m, &v);
-        o->w = v.blocks;
+        rl_qm_pin_any(m, &v);
+        if (v.ggml_type == RL_GGUF_GGML_Q8_0)
+            o->w = v.blocks;
+        else /* the type's row products (rl_matvec_quant_ex) */
+            o->wq = v.data, o->type = v.ggml_type;
         *pinned = v.pinned;
     }
 }

@@ -2,7 +2,8 @@
  * activations (doc/products.md §2): every path and thread count against the scalar
  * reference, bit for bit; Q8_0 rows against matvec of each token; Q8x2
  * against a transcription of the spec; float weights against a double
- * reference; error cases. */
+ * reference; the legacy, K and IQ4 types against their scalar row product
+ * on activations quantized here; error cases. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "prims/matmul_q8.h"
 #include "prims/matvec.h"
 #include "prims/q8.h"
+#include "prims/quants.h"
+#include "prims/type_traits.h"
 #include "tests/c/check.h"
 #include "tests/c/testutil.h"
 
@@ -629,6 +632,143 @@ static void test_errors(void) {
     CHECK(strcmp(rl_act_name(RL_ACT_Q8X2), "q8x2") == 0);
 }
 
+
+/* ---- the legacy, K and IQ4 types: their row products ------------------ */
+
+static const uint32_t quant_types[] = {
+    RL_GGUF_GGML_Q4_0, RL_GGUF_GGML_Q4_1, RL_GGUF_GGML_Q5_0, RL_GGUF_GGML_Q5_1,
+    RL_GGUF_GGML_Q2_K, RL_GGUF_GGML_Q3_K, RL_GGUF_GGML_Q4_K, RL_GGUF_GGML_Q5_K,
+    RL_GGUF_GGML_Q6_K, RL_GGUF_GGML_IQ4_NL, RL_GGUF_GGML_IQ4_XS};
+
+/* Row t of x in the activation blocks of the type's vec_dot_type, as the
+ * spec says (matmul.h): Q8_0 by q8.h's quantizer, Q8_1 and Q8_K by
+ * quants.h's. */
+static void quant_act_row(uint32_t xt, const float *x, size_t cols, void *out) {
+    if (xt == RL_GGUF_GGML_Q8_0)
+        CHECK(rl_q8_quantize_f32_ref(x, cols, out, NULL) == RL_OK);
+    else if (xt == RL_GGUF_GGML_Q8_1)
+        rl_quantize_q8_1_ref(x, out, cols / 32);
+    else
+        rl_quantize_q8_K_ref(x, out, cols / 256);
+}
+
+/* The reference: per token and row, the scalar row product; with Q8x2 and
+ * Q8_0 activations plus 2^-7 times the product with the residual blocks
+ * (rl_q8x2_residual under each block's own scale), one f32 addition. */
+static void quant_reference(uint32_t type, const void *w, size_t rows, size_t cols,
+                            const float *x, size_t n, rl_act act, float *y) {
+    const rl_type_traits *tt = rl_type_traits_of(type);
+    const uint32_t xt = tt->vec_dot_type;
+    const size_t nb = cols / rl_gguf_ggml_block_size(type);
+    const size_t row_bytes = rl_type_bytes(type, cols);
+    const size_t xbytes = cols / rl_gguf_ggml_block_size(xt) * rl_gguf_ggml_block_bytes(xt);
+    uint8_t *xq = malloc(xbytes + 8), *xr = malloc(xbytes + 8);
+    int8_t *r = malloc(cols);
+    for (size_t t = 0; t < n; t++) {
+        quant_act_row(xt, x + t * cols, cols, xq);
+        const int two = act == RL_ACT_Q8X2 && xt == RL_GGUF_GGML_Q8_0;
+        if (two) {
+            rl_block_q8_0 *q = (rl_block_q8_0 *)(void *)xq, *rb = (rl_block_q8_0 *)(void *)xr;
+            rl_q8x2_residual(x + t * cols, cols, q, r);
+            for (size_t b = 0; b < cols / 32; b++) {
+                rb[b].d = q[b].d;
+                memcpy(rb[b].qs, r + 32 * b, 32);
+            }
+        }
+        for (size_t i = 0; i < rows; i++) {
+            const uint8_t *wr = (const uint8_t *)w + i * row_bytes;
+            float s = tt->vec_dot[RL_PATH_REF](wr, xq, nb);
+            if (two) {
+                const float e = tt->vec_dot[RL_PATH_REF](wr, xr, nb);
+                s += 0x1p-7f * e;
+            }
+            y[t * rows + i] = s;
+        }
+    }
+    free(xq);
+    free(xr);
+    free(r);
+}
+
+static void test_quant_matmul(void) {
+    static const size_t qrows[] = {1, 5, 33, 130};
+    static const size_t qcols[] = {256, 768};
+    static const size_t qn[] = {1, 3, 17};
+    for (size_t ti = 0; ti < sizeof quant_types / sizeof *quant_types; ti++) {
+        const uint32_t type = quant_types[ti];
+        const rl_type_traits *tt = rl_type_traits_of(type);
+        for (size_t ri = 0; ri < sizeof qrows / sizeof *qrows; ri++)
+            for (size_t ci = 0; ci < sizeof qcols / sizeof *qcols; ci++)
+                for (size_t ni = 0; ni < sizeof qn / sizeof *qn; ni++)
+                    for (int a = RL_ACT_Q8; a <= RL_ACT_Q8X2; a++) {
+                        const size_t rows = qrows[ri], cols = qcols[ci], n = qn[ni];
+                        float *wf = malloc(rows * cols * sizeof *wf);
+                        uint8_t *w = malloc(rl_type_bytes(type, rows * cols));
+                        float *x = malloc(n * cols * sizeof *x);
+                        float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
+                        double *yd = malloc(rows * sizeof *yd);
+                        for (size_t i = 0; i < rows * cols; i++)
+                            wf[i] = rnd_gauss() * 0.05f;
+                        tt->from_float(wf, w, rows * cols / rl_gguf_ggml_block_size(type));
+                        act_rows(x, n * cols);
+                        quant_reference(type, w, rows, cols, x, n, (rl_act)a, ref);
+                        for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+                            if (!rl_path_supported((rl_path)p))
+                                continue;
+                            for (int th = 1; th <= 4; th++) {
+                                memset(y, 0xff, n * rows * sizeof *y);
+                                CHECK(rl_matmul_quant_ex(type, w, rows, cols, x, n, y, (rl_act)a,
+                                                         (rl_path)p, th, 0, NULL, 0,
+                                                         NULL) == RL_OK);
+                                check_floats_differ(y, ref, n * rows,
+                                                    "%s %zux%zu, %zu tokens, act %d, path %d, "
+                                                    "%d threads", rl_gguf_ggml_type_name(type), rows,
+                                                    cols, n, a, p, th);
+                            }
+                        }
+                        /* one vector of doubles: token 0, its f32 answer widened */
+                        double *xd = malloc(cols * sizeof *xd);
+                        for (size_t j = 0; j < cols; j++)
+                            xd[j] = x[j];
+                        CHECK(rl_matvec_quant_ex(type, w, rows, cols, RL_SRC_F64, xd, yd, NULL,
+                                                 (rl_act)a, RL_PATH_REF, 2, 0, NULL, 0,
+                                                 NULL) == RL_OK);
+                        for (size_t i = 0; i < rows; i++)
+                            CHECK_MSG(yd[i] == (double)ref[i], "%s matvec f64 row %zu",
+                                      rl_gguf_ggml_type_name(type), i);
+                        free(xd);
+                        free(wf), free(w), free(x), free(ref), free(y), free(yd);
+                    }
+    }
+}
+
+static void test_quant_errors(void) {
+    uint8_t w[2 * 144] = {0};
+    float x[2 * 512] = {0}, y[4];
+    char msg[200];
+    rl_mm_fault fault = {0, 0};
+    x[512 + 40] = NAN;
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q4_K, w, 2, 256, x, 2, y, RL_ACT_Q8, msg, sizeof msg,
+                          &fault) == RL_OK); /* row 1 starts at 256: only 256 columns */
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q4_K, w, 1, 512, x, 2, y, RL_ACT_Q8, msg, sizeof msg,
+                          &fault) == RL_NONFINITE);
+    CHECK_MSG(strstr(msg, "row 1") != NULL, "message names the activation row: %s", msg);
+    CHECK(fault.row == 1 && fault.where == 40);
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q4_K, w, 1, 288, x, 1, y, RL_ACT_Q8, msg, sizeof msg,
+                          NULL) == RL_BADLEN);
+    CHECK_MSG(strstr(msg, "288") && strstr(msg, "Q4_K"), "%s", msg);
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_F16, w, 1, 256, x, 1, y, RL_ACT_Q8, msg, sizeof msg,
+                          NULL) == RL_BADARG);
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q8_0, w, 1, 256, x, 1, y, RL_ACT_Q8, msg, sizeof msg,
+                          NULL) == RL_BADARG);
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q4_0, NULL, 1, 256, x, 1, y, RL_ACT_Q8, msg, sizeof msg,
+                          NULL) == RL_BADARG);
+    CHECK(rl_matmul_quant_ex(RL_GGUF_GGML_Q4_0, w, 1, 256, x, 1, y, RL_ACT_Q8, RL_PATH_REF, 0,
+                             0, msg, sizeof msg, NULL) == RL_BADARG);
+    CHECK(rl_matmul_quant(RL_GGUF_GGML_Q4_0, w, 1, 256, x, 0, y, RL_ACT_Q8, msg, sizeof msg,
+                          NULL) == RL_OK);
+}
+
 int main(void) {
     CHECK_CASE(test_q8_matmul());
     CHECK_CASE(test_q8_matches_matvec());
@@ -641,5 +781,7 @@ int main(void) {
     CHECK_CASE(test_float_matmul_encoder_shapes());
     CHECK_CASE(test_f16_nan_weights());
     CHECK_CASE(test_errors());
+    CHECK_CASE(test_quant_matmul());
+    CHECK_CASE(test_quant_errors());
     return check_report("matmul");
 }

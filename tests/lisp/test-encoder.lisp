@@ -42,6 +42,53 @@
                                         :displaced-to (vec:matmul m xs :activations act)))
                "~A simd ~A threads ~D" act on n)))))))
 
+;; The legacy, K and IQ4 types run their own row products on the blocks as
+;; stored (not a dequantized copy): a sequence's rows are each token's
+;; matvec, on every knob; near the f32 product of the same weights; :q8x2
+;; closer still where the activations are Q8_0, else the same bits as :q8.
+(test matmul-quant-types-run-their-row-products
+  (let* ((state (make-random-state t))
+         (w (random-matrix 37 512 :state state))
+         (xs (random-matrix 5 512 :scale 3.0 :state state))
+         (x0 (enc-row xs 0)))
+    (flet ((rel (q f) (/ (loop for u across q for v across f maximize (abs (- u v)))
+                         (loop for v across f maximize (abs v)))))
+      (dolist (type '(rontolisp:q4-0 rontolisp:q4-1 rontolisp:q5-0 rontolisp:q5-1 rontolisp:q2-k
+                      rontolisp:q3-k rontolisp:q4-k rontolisp:q5-k rontolisp:q6-k
+                      rontolisp:iq4-nl rontolisp:iq4-xs))
+        (let* ((m (rontolisp:quantize w type))
+               (f (vec:matvec (rontolisp:dequantize m) x0))
+               (q8 (vec:matvec m x0))
+               (q8x2 (vec:matvec m x0 :activations :q8x2))
+               (xd (map '(simple-array double-float (*)) (lambda (v) (float v 1d0)) x0)))
+          (is (< 0 (rel q8 f) 3e-2) "~A: :q8 ~,3e from the f32 product" type (rel q8 f))
+          (if (member type '(rontolisp:q4-0 rontolisp:q5-0 rontolisp:iq4-nl))
+              (is (< (rel q8x2 f) (/ (rel q8 f) 4)) "~A: :q8x2 ~,3e, :q8 ~,3e" type
+                  (rel q8x2 f) (rel q8 f))
+              (is (same-bits-p q8 q8x2) "~A: :q8x2 should change nothing" type))
+          (is (same-bits-p (map '(simple-array double-float (*)) (lambda (v) (float v 1d0)) q8)
+                           (vec:matvec m xd))
+              "~A: a double-float x answers the single-float product widened" type)
+          (dolist (act '(:q8 :q8x2))
+            (let ((want (vec:matmul m xs :activations act)))
+              (is (enc-matrix-rows-equal-p
+                   want (lambda (i) (vec:matvec m (enc-row xs i) :activations act)) 5)
+                  "~A ~A rows differ from matvec" type act)
+              (enc-with-knobs
+               (lambda (on n)
+                 (is (same-bits-p (make-array 185 :element-type 'single-float :displaced-to want)
+                                  (make-array 185 :element-type 'single-float
+                                              :displaced-to (vec:matmul m xs :activations act)))
+                     "~A ~A simd ~A threads ~D" type act on n))))))))))
+
+(test matmul-quant-types-name-the-row-they-cannot-quantize
+  (let ((m (rontolisp:quantize (random-matrix 4 256) 'rontolisp:q4-k))
+        (xs (make-array '(3 256) :element-type 'single-float :initial-element 1.0)))
+    (setf (aref xs 2 9) (rontolisp::%bits-single #x7fc00000))
+    (handler-case (progn (vec:matmul m xs) (fail "no error for a NaN activation"))
+      (rontolisp:non-finite-error (e)
+        (is (search "row 2, column 9" (princ-to-string e)) "~A" e)))))
+
 ;; The :q8 kernel of the VNNI path counts its tiles by the way it summed
 ;; them (whole blocks where provably exact, else lane by lane: the same
 ;; bits, which the test above checks); the benchmark reports the split.

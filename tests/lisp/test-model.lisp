@@ -52,13 +52,13 @@ cosine ~,10F~%" type rel cos)
 
 ;;; Properties without a reference.
 
-;;; Types the encoder reads dequantized (gguf:tensor answers their values as
-;;; single-float arrays): byte patterns of each, their scales set so that
-;;; the weights stay small, and where that scale sits in the block.
-(defparameter *dequantized-weight-types*
+;;; Types whose products the encoder runs on the file's blocks: byte
+;;; patterns of each, their scales set so that the weights stay small, and
+;;; where that scale sits in the block.
+(defparameter *stored-weight-types*
   '(("Q4_K" 144 (0 2e-4) (2 1e-4)) ("Q6_K" 210 (208 1e-4)) ("Q2_K" 84 (80 5e-3) (82 1e-3))
     ("IQ4_XS" 136 (0 1e-4)) ("Q5_0" 22 (0 1e-2)))
-  "(type block-bytes (f16-offset scale)...) for MODEL-RUNS-DEQUANTIZED-WEIGHT-TYPES.")
+  "(type block-bytes (f16-offset scale)...) for MODEL-RUNS-STORED-WEIGHT-TYPES.")
 
 (defun random-blocks (type-entry nbytes state)
   "NBYTES of random blocks of TYPE-ENTRY (see *DEQUANTIZED-WEIGHT-TYPES*)."
@@ -88,9 +88,11 @@ in a few lines instead of printing every weight array."
              (is (not (contains text "Decision head: none")) "~A" text)))
       (ignore-errors (delete-file path)))))
 
-(test model-runs-dequantized-weight-types
-  "An encoder whose matrices are K-quants, IQ4_XS and Q5_0 loads, and
-encodes exactly as the file with those matrices dequantized to F32."
+(test model-runs-stored-weight-types
+  "An encoder whose matrices are K-quants, IQ4_XS and Q5_0 loads them as
+the file holds them (quantized matrices over the file's bytes), and
+encodes within a quantization error of the file with those matrices
+dequantized to F32."
   (let* ((f32 (gguf:read (encoder-file "s1-micro" :f32)))
          (state (make-random-state 25)) ; ECL seeds a state from an integer
          (path (tmp-path "dequantized-types.gguf"))
@@ -104,8 +106,8 @@ encodes exactly as the file with those matrices dequantized to F32."
                      for name = (gguf:tensor-info-name info)
                      for dims = (gguf:tensor-info-dims info)
                      collect (if (and (= 2 (length dims)) (zerop (mod (first dims) 256)))
-                                 (let* ((entry (nth (mod (incf k) (length *dequantized-weight-types*))
-                                                    *dequantized-weight-types*))
+                                 (let* ((entry (nth (mod (incf k) (length *stored-weight-types*))
+                                                    *stored-weight-types*))
                                         (block (if (string= (first entry) "Q5_0") 32 256))
                                         (nbytes (* (/ (* (first dims) (second dims)) block)
                                                    (second entry))))
@@ -114,13 +116,24 @@ encodes exactly as the file with those matrices dequantized to F32."
                                          :type (first entry) :dims dims))
                                  (list name (gguf:tensor f32 name) :dims dims)))))
     (gguf:close f32)
-    (is (= (length *dequantized-weight-types*) (length used)) "types used: ~S" used)
+    (is (= (length *stored-weight-types*) (length used)) "types used: ~S" used)
     (let* ((ids (token-sequence 33 :vocab 4096))
-           (ours (model:encode (model:load path) ids))
-           (reference (model:encode (model:load (dequantized-file path)) ids)))
+           (e (model:load path))
+           (ours (model:encode e ids))
+           (reference (model:encode (model:load (dequantized-file path)) ids))
+           (qkv (getf (first (model::encoder-layers e)) :qkv)))
+      (is (and (rontolisp:quantized-matrix-p qkv)
+               (member (rontolisp:quantized-matrix-type qkv) used :test #'string=))
+          "blk.0's attn_qkv should stay as stored, found ~A" qkv)
       (is (every #'realp (make-array (array-total-size ours) :displaced-to ours
                                                              :element-type 'single-float)))
-      (is (equalp ours reference) "the encoder on the quantized file differs from the F32 copy"))
+      ;; Random blocks make weights far rougher than a trained model's: the
+      ;; activations' rounding (about 1e-2 per product) grows through the
+      ;; layers to some 1e-1 of the largest value (8e-2 here; the same
+      ;; weights as Q8_0 give 1.3e-1), the direction kept.
+      (multiple-value-bind (rel cos) (relative-error ours reference)
+        (is (and (< 0 rel 2e-1) (> cos 0.99d0))
+            "~,3e of the largest hidden value from the F32 copy, cosine ~,6F" rel cos)))
     (delete-file path)))
 
 (test model-q8x2-closer-to-f32-than-q8

@@ -167,12 +167,15 @@ interpreted and compiled."
         (signals rontolisp:index-error (linalg:row m 2))
         ;; elements cannot be written
         (signals rontolisp:immutable-error (setf (aref m 0 0) 1.0))
-        ;; the products read Q8_0 blocks: they say so instead of misreading
-        (let ((msg (handler-case (progn (vec:matvec m (make-array 256 :element-type 'single-float
-                                                                      :initial-element 1.0))
-                                        nil)
-                     (rontolisp:rontolisp-error (c) (princ-to-string c)))))
-          (is (and msg (search "found a q5-k one" msg) (search "dequantize" msg)) "~A" msg))))
+        ;; the product reads the mapped blocks themselves: the same bits as
+        ;; on the matrix copied into memory
+        (let ((x (make-array 256 :element-type 'single-float :initial-element 1.0))
+              (copy (rontolisp:quantize (rontolisp:dequantize m) 'rontolisp:q5-k)))
+          (is (equalp (rontolisp:quantized-matrix-octets copy)
+                      (rontolisp:quantized-matrix-octets m)))
+          (is (same-bits-p (vec:matvec copy x) (vec:matvec m x))))
+        ;; the other operations want floats and say so
+        (signals rontolisp:quantized-matrix-error (linalg:transpose m))))
     (delete-file path))
   (let ((a (heavy-tailed-matrix 2 256 3)))
     (signals rontolisp:element-type-error (rontolisp:quantize a 'rontolisp:q4-k :outliers '(3)))
@@ -250,6 +253,42 @@ hidden states within 2e-2 of the largest of llama.cpp's own."
 ~,3e of the largest, cosine ~,10F~%" ftype (/ diff big) cos)
                            (is (< (/ diff big) 2d-2) "~A: ~,3e" ftype (/ diff big))))))))))
 
+(defun rontolisp-quantized-file (ftype)
+  "The s1-micro F32 file quantized to FTYPE by `rontolisp quantize' (one
+thread), made once per run."
+  (let ((key (format nil "rontolisp ~A" ftype)))
+    (or (gethash key *llama-quantized-files*)
+        (let ((out (tmp-path (format nil "qtypes-s1-micro-rontolisp-~A.gguf" ftype))))
+          (multiple-value-bind (code stdout stderr)
+              (run-exe (list "quantize" (s1-micro-f32-file) out ftype "1"))
+            (declare (ignore stdout))
+            (is (eql 0 code) "quantize ~A exited ~S: ~A" ftype code stderr)
+            (when (eql 0 code)
+              (setf (gethash key *llama-quantized-files*) out)))))))
+
+(test encoder-on-own-quantize-files-nearer-llama-cpp-than-f32-products
+  "`rontolisp quantize' Q4_K_M and Q4_0 files of a random modern-bert: our
+hidden states within 2e-2 of the largest of llama.cpp's own on the same
+file, and nearer them than the same weights' f32 products (the file
+dequantized), since the products now quantize the activations as ggml
+does."
+  (let ((ids (loop for i below 300 collect (mod (+ 3 (* i 37)) 4096))))
+    (dolist (ftype '("q4_k_m" "q4_0"))
+      (let* ((file (rontolisp-quantized-file ftype))
+             (ref (and file (command-line::llama-encode file (list ids)))))
+        (if (null ref)
+            (skip-reference "llama.cpp's encoder (build/tools/llama_embed) or its libraries are ~
+missing (make tools; sh tests/fetch-llama-lib.sh)")
+            (let ((ours (relative-error (model:encode (model:load file) ids :gelu :tanh)
+                                        (cdr (first ref))))
+                  (f32 (relative-error (model:encode (model:load (dequantized-file file)) ids
+                                                     :gelu :tanh)
+                                       (cdr (first ref)))))
+              (format t "~&  s1-micro ~A (rontolisp quantize), 300 tokens vs llama.cpp: max ~
+difference ~,3e of the largest (~,3e with f32 products)~%" ftype ours f32)
+              (is (< ours 2d-2) "~A: ~,3e" ftype ours)
+              (is (< ours f32) "~A: ~,3e, not nearer than f32 products' ~,3e" ftype ours f32)))))))
+
 (defun file-with-types (source types)
   "An in-memory copy of the GGUF file object SOURCE whose encoder matrices
 are quantized, in turn, to each of the format symbols TYPES."
@@ -266,9 +305,10 @@ are quantized, in turn, to each of the format symbols TYPES."
                                            data))))))
 
 (test encoder-on-every-type-same-bits-everywhere
-  "An encoder whose matrices are of every type answers the same bits with
-SIMD off and on and on 1 and 2 threads, and exactly what the file with
-those matrices dequantized answers."
+  "An encoder whose matrices are of every type keeps them as the file holds
+them, answers the same bits with SIMD off and on and on 1 and 2 threads,
+and within a quantization error of the file with those matrices
+dequantized (only the activations' rounding differs)."
   (let* ((source (gguf:read (s1-micro-f32-file)))
          (path (tmp-path "qtypes-every-type.gguf"))
          (ids (loop for i below 40 collect (mod (* 11 i) 4096))))
@@ -281,14 +321,26 @@ those matrices dequantized answers."
                                      (mapcar #'gguf:tensor-info-type (gguf:tensor-infos f)))
                       :test #'string=)))))
     (let ((e (model:load path)))
+      (is (= (length *qtypes*)
+             (length (remove-duplicates
+                      (loop for layer in (model::encoder-layers e)
+                            append (loop for key in '(:qkv :out :up :down)
+                                         for m = (getf layer key)
+                                         when (rontolisp:quantized-matrix-p m)
+                                           collect (rontolisp:quantized-matrix-type m)))
+                      :test #'string=)))
+          "the encoder's matrices should stay quantized in every type")
       (check-same-bits-on-every-path e ids)
-      (is (equalp (model:encode e ids) (model:encode (model:load (dequantized-file path)) ids))))
+      (let ((rel (relative-error (model:encode e ids)
+                                 (model:encode (model:load (dequantized-file path)) ids))))
+        (is (< 0 rel 2e-2) "~,3e of the largest hidden value from the dequantized file" rel)))
     (delete-file path)))
 
 (test bench-model-times-the-file-as-stored
   "`bench --model' on a file of other types adds a row for the file as it
-is stored, named after its types; its hidden states are those of the F32
-copy (the same dequantized weights)."
+is stored, named after its types; its hidden states are within a
+quantization error of the F32 copy's (the same weights, the activations
+quantized for the types' products)."
   (let* ((source (command-line::random-model "s1-pico" :type :f32 :encoder-only t))
          (file (tmp-path "qtypes-bench.gguf")))
     (unwind-protect
@@ -297,10 +349,10 @@ copy (the same dequantized weights)."
            (let* ((rows (command-line::run-model-bench :file file :token-counts '(4)
                                                     :thread-counts '(1) :reps 1
                                                     :stream (make-broadcast-stream)))
-                  (own (find "Q4_0+IQ4_NL (f32)" rows :key (lambda (r) (getf r :format))
-                                                      :test #'string=)))
+                  (own (find-if (lambda (r) (eql 0 (search "Q4_0+IQ4_NL" (getf r :format))))
+                                rows)))
              (is (= 5 (length rows)) "~S" (mapcar (lambda (r) (getf r :format)) rows))
-             (is (and own (zerop (getf own :max-abs-error))) "~S" own)))
+             (is (and own (< 0 (getf own :max-abs-error) 5e-2)) "~S" own)))
       (ignore-errors (delete-file file)))))
 
 (test embed-command-on-a-llama-quantize-file
