@@ -176,36 +176,16 @@ int rl_ggml_open(const char *dir, char *msg, size_t msglen) {
     return 1;
 }
 
-typedef struct {
-    const rl_gg_traits *t, *xt;
-    const void *w;
-    size_t rows, cols, row_bytes;
-    const float *x;
-    void *xq;
-    float *y;
-} rl_bench_ggml_job;
-
-static rl_status rl_bench_ggml_call(void *ctx, char *msg, size_t msglen) {
-    const rl_bench_ggml_job *j = ctx;
-    (void)msg, (void)msglen;
-    j->xt->from_float(j->x, j->xq, (int64_t)j->cols);
-    for (size_t r = 0; r < j->rows; r++)
-        j->t->vec_dot((int)j->cols, j->y + r, 0, (const unsigned char *)j->w + r * j->row_bytes,
-                      0, j->xq, 0, 1);
-    return RL_OK;
-}
-
-rl_status rl_bench_ggml_rows(uint32_t type, const void *w, size_t rows, size_t cols,
-                             const float *x, float *y, size_t min_calls, uint64_t min_ns,
-                             uint64_t max_ns, size_t cap, double *times, size_t *done,
-                             char *msg, size_t msglen) {
-    *done = 0;
-    const rl_gg_traits *t = rl_gg_traits_of ? rl_gg_traits_of((int)type) : NULL;
-    const rl_gg_traits *xt =
-        t && t->vec_dot ? rl_gg_traits_of(t->vec_dot_type) : NULL;
-    const uint32_t xtype = t ? (uint32_t)t->vec_dot_type : 0;
-    const size_t block = rl_gguf_ggml_block_size(type), xblock = rl_gguf_ggml_block_size(xtype);
-    if (!xt || !xt->from_float || !block || !xblock) {
+/* ggml's traits of type and of its vec_dot_type (*t, *xt), or
+ * RL_UNSUPPORTED (msg why): ggml not loaded, no product for type, or cols
+ * not whole blocks of both (RL_BADLEN). */
+static rl_status rl_ggml_product(uint32_t type, size_t cols, const rl_gg_traits **t,
+                                 const rl_gg_traits **xt, char *msg, size_t msglen) {
+    *t = rl_gg_traits_of ? rl_gg_traits_of((int)type) : NULL;
+    *xt = *t && (*t)->vec_dot ? rl_gg_traits_of((*t)->vec_dot_type) : NULL;
+    const size_t block = rl_gguf_ggml_block_size(type);
+    const size_t xblock = *xt ? rl_gguf_ggml_block_size((uint32_t)(*t)->vec_dot_type) : 0;
+    if (!*xt || !(*xt)->from_float || !block || !xblock) {
         if (rl_gg_traits_of)
             snprintf(msg, msglen, "ggml has no product for %s", rl_gguf_ggml_type_name(type));
         else
@@ -214,16 +194,63 @@ rl_status rl_bench_ggml_rows(uint32_t type, const void *w, size_t rows, size_t c
     }
     if (cols % block || cols % xblock || cols > (size_t)INT32_MAX) {
         snprintf(msg, msglen, "%s rows of %zu values are not whole blocks of %zu",
-                 rl_gguf_ggml_type_name(type), cols, (size_t)block);
+                 rl_gguf_ggml_type_name(type), cols, block);
         return RL_BADLEN;
     }
-    rl_bench_ggml_job j = {t,    xt, w, rows, cols, cols / block * rl_gguf_ggml_block_bytes(type),
-                           x,    malloc(cols / xblock * rl_gguf_ggml_block_bytes(xtype) + 64),
-                           y};
+    return RL_OK;
+}
+
+size_t rl_ggml_act_bytes(uint32_t type, size_t cols) {
+    const rl_gg_traits *t = rl_gg_traits_of ? rl_gg_traits_of((int)type) : NULL;
+    if (!t || !t->vec_dot)
+        return 0;
+    const uint32_t xtype = (uint32_t)t->vec_dot_type;
+    const size_t xblock = rl_gguf_ggml_block_size(xtype);
+    return xblock ? cols / xblock * rl_gguf_ggml_block_bytes(xtype) : 0;
+}
+
+rl_status rl_ggml_rows_once(uint32_t type, const void *w, size_t rows, size_t cols,
+                            const float *x, void *xq, float *y, char *msg, size_t msglen) {
+    const rl_gg_traits *t, *xt;
+    const rl_status st = rl_ggml_product(type, cols, &t, &xt, msg, msglen);
+    if (st != RL_OK)
+        return st;
+    const size_t row_bytes = cols / rl_gguf_ggml_block_size(type) * rl_gguf_ggml_block_bytes(type);
+    xt->from_float(x, xq, (int64_t)cols);
+    for (size_t r = 0; r < rows; r++)
+        t->vec_dot((int)cols, y + r, 0, (const unsigned char *)w + r * row_bytes, 0, xq, 0, 1);
+    return RL_OK;
+}
+
+typedef struct {
+    uint32_t type;
+    const void *w;
+    size_t rows, cols;
+    const float *x;
+    void *xq;
+    float *y;
+} rl_bench_ggml_job;
+
+static rl_status rl_bench_ggml_call(void *ctx, char *msg, size_t msglen) {
+    const rl_bench_ggml_job *j = ctx;
+    return rl_ggml_rows_once(j->type, j->w, j->rows, j->cols, j->x, j->xq, j->y, msg, msglen);
+}
+
+rl_status rl_bench_ggml_rows(uint32_t type, const void *w, size_t rows, size_t cols,
+                             const float *x, float *y, size_t min_calls, uint64_t min_ns,
+                             uint64_t max_ns, size_t cap, double *times, size_t *done,
+                             char *msg, size_t msglen) {
+    const rl_gg_traits *t, *xt;
+    *done = 0;
+    rl_status st = rl_ggml_product(type, cols, &t, &xt, msg, msglen);
+    if (st != RL_OK)
+        return st;
+    /* ggml's blocks may be read past their end by its SIMD loads: room */
+    rl_bench_ggml_job j = {type, w, rows, cols, x, malloc(rl_ggml_act_bytes(type, cols) + 64), y};
     if (!j.xq)
         return RL_NOMEM;
-    const rl_status st = rl_bench_repeat(rl_bench_ggml_call, &j, min_calls, min_ns, max_ns, cap,
-                                         times, done, msg, msglen);
+    st = rl_bench_repeat(rl_bench_ggml_call, &j, min_calls, min_ns, max_ns, cap, times, done, msg,
+                         msglen);
     free(j.xq);
     return st;
 }

@@ -45,11 +45,21 @@ rl_status rl_bench_rows(uint32_t type, const void *w, size_t rows, size_t cols, 
  * calls answer 1 at once whatever dir.  Not for two threads at once. */
 int rl_ggml_open(const char *dir, char *msg, size_t msglen);
 
-/* ggml's product of the same operands as rl_bench_rows: x quantized by the
+/* ggml's product y = W x once, as its CPU backend runs it for one row of
+ * activations: x quantized into xq (rl_ggml_act_bytes bytes) by the
  * from_float of ggml's vec_dot_type for type, then ggml's vec_dot on each
- * row (ggml_get_type_traits_cpu), timed alike.  RL_UNSUPPORTED when ggml is
- * not loaded or has no vec_dot for type; RL_NOMEM when the activation row
- * cannot be allocated. */
+ * row (ggml_get_type_traits_cpu).  RL_UNSUPPORTED when ggml is not loaded
+ * or has no product for type, RL_BADLEN for cols not whole blocks; msg
+ * says which. */
+rl_status rl_ggml_rows_once(uint32_t type, const void *w, size_t rows, size_t cols,
+                            const float *x, void *xq, float *y, char *msg, size_t msglen);
+
+/* Bytes of ggml's activation row for type (0 when ggml is not loaded or
+ * has no product for it). */
+size_t rl_ggml_act_bytes(uint32_t type, size_t cols);
+
+/* rl_ggml_rows_once timed as rl_bench_rows times ours; RL_NOMEM when the
+ * activation row cannot be allocated. */
 rl_status rl_bench_ggml_rows(uint32_t type, const void *w, size_t rows, size_t cols,
                              const float *x, float *y, size_t min_calls, uint64_t min_ns,
                              uint64_t max_ns, size_t cap, double *times, size_t *done,

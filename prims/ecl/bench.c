@@ -215,7 +215,7 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
 
 /* The most calls one measurement of %BENCH-ROWS or %BENCH-GGML-ROWS times
  * (its times vector's length). */
-#define RL_BENCH_ROWS_CAP 65536
+#define RL_BENCH_ROWS_CAP 16384
 
 /* The operands of %BENCH-ROWS and %BENCH-GGML-ROWS: M a quantized matrix
  * (rank 2) or a single-float matrix (F32), X and OUT simple single-float
@@ -273,6 +273,33 @@ static void rl_bench_rows_limits(const char *fn, int pos, cl_object calls, cl_ob
     *hi = (uint64_t)rl_arg_fixnum(fn, pos + 2, max_ns, 0, MOST_POSITIVE_FIXNUM);
 }
 
+/* %BENCH-ROWS and %BENCH-GGML-ROWS: ours on path p, or ggml's (ggml);
+ * the limits' arguments from position pos. */
+static cl_object rl_bench_rows_prim(const char *fn, int ggml, rl_path p, cl_object m, cl_object x,
+                                    cl_object out, int pos, cl_object calls, cl_object min_ns,
+                                    cl_object max_ns) {
+    const cl_env_ptr env = ecl_process_env();
+    size_t c, done = 0;
+    uint64_t lo, hi;
+    rl_bench_rows_limits(fn, pos, calls, min_ns, max_ns, &c, &lo, &hi);
+    cl_object times = ecl_alloc_simple_vector(RL_BENCH_ROWS_CAP, ecl_aet_df);
+    double *t = times->vector.self.df;
+    char msg[256] = "";
+    rl_bench_rows_ops o;
+    rl_status st;
+    rl_bench_rows_operands(fn, m, x, out, &o);
+    RL_RUN_KERNEL(env, {
+        st = ggml ? rl_bench_ggml_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, c, lo, hi,
+                                       RL_BENCH_ROWS_CAP, t, &done, msg, sizeof msg)
+                  : rl_bench_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, p, c, lo, hi,
+                                  RL_BENCH_ROWS_CAP, t, &done, msg, sizeof msg);
+        rl_qm_unpin(&o.v);
+    });
+    if (st != RL_OK)
+        return rl_return_status(env, st, msg);
+    ecl_return2(env, times, ecl_make_fixnum(done));
+}
+
 /* (%bench-rows m x out path min-calls min-ns max-ns) -> (values times
  * count), or (values nil status-keyword message)
  * Times OUT = M X in M's own type on kernel PATH (0 scalar .. 3
@@ -280,30 +307,13 @@ static void rl_bench_rows_limits(const char *fn, int pos, cl_object calls, cl_ob
  * a row product (X quantized to its vec_dot_type, then each row's
  * product), or a single-float matrix (the f32 baseline).  One untimed
  * call, then timed calls until MIN-CALLS calls and MIN-NS nanoseconds,
- * stopping at 65536 calls or once MAX-NS (0: no limit) have passed with 3
+ * stopping at 16384 calls or once MAX-NS (0: no limit) have passed with 3
  * timed (rl_bench_rows).  TIMES: a fresh double-float vector whose first
  * COUNT entries are each call's nanoseconds; OUT keeps the last result. */
 static cl_object rl_prim_bench_rows(cl_object m, cl_object x, cl_object out, cl_object path,
                                     cl_object calls, cl_object min_ns, cl_object max_ns) {
-    static const char fn[] = "%BENCH-ROWS";
-    const cl_env_ptr env = ecl_process_env();
-    const rl_path p = rl_arg_path(fn, 4, path);
-    size_t c, done = 0;
-    uint64_t lo, hi;
-    rl_bench_rows_limits(fn, 5, calls, min_ns, max_ns, &c, &lo, &hi);
-    cl_object times = ecl_alloc_simple_vector(RL_BENCH_ROWS_CAP, ecl_aet_df);
-    char msg[256] = "";
-    rl_bench_rows_ops o;
-    rl_status st;
-    rl_bench_rows_operands(fn, m, x, out, &o);
-    RL_RUN_KERNEL(env, {
-        st = rl_bench_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, p, c, lo, hi, RL_BENCH_ROWS_CAP,
-                           times->vector.self.df, &done, msg, sizeof msg);
-        rl_qm_unpin(&o.v);
-    });
-    if (st != RL_OK)
-        return rl_return_status(env, st, msg);
-    ecl_return2(env, times, ecl_make_fixnum(done));
+    return rl_bench_rows_prim("%BENCH-ROWS", 0, rl_arg_path("%BENCH-ROWS", 4, path), m, x, out, 5,
+                              calls, min_ns, max_ns);
 }
 
 /* (%ggml-open dir) -> variant-name, or (values nil reason): loads
@@ -329,24 +339,8 @@ static cl_object rl_prim_ggml_open(cl_object dir) {
  * :unsupported. */
 static cl_object rl_prim_bench_ggml_rows(cl_object m, cl_object x, cl_object out,
                                          cl_object calls, cl_object min_ns, cl_object max_ns) {
-    static const char fn[] = "%BENCH-GGML-ROWS";
-    const cl_env_ptr env = ecl_process_env();
-    size_t c, done = 0;
-    uint64_t lo, hi;
-    rl_bench_rows_limits(fn, 4, calls, min_ns, max_ns, &c, &lo, &hi);
-    cl_object times = ecl_alloc_simple_vector(RL_BENCH_ROWS_CAP, ecl_aet_df);
-    char msg[256] = "";
-    rl_bench_rows_ops o;
-    rl_status st;
-    rl_bench_rows_operands(fn, m, x, out, &o);
-    RL_RUN_KERNEL(env, {
-        st = rl_bench_ggml_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, c, lo, hi,
-                                RL_BENCH_ROWS_CAP, times->vector.self.df, &done, msg, sizeof msg);
-        rl_qm_unpin(&o.v);
-    });
-    if (st != RL_OK)
-        return rl_return_status(env, st, msg);
-    ecl_return2(env, times, ecl_make_fixnum(done));
+    return rl_bench_rows_prim("%BENCH-GGML-ROWS", 1, RL_PATH_REF, m, x, out, 4, calls, min_ns,
+                              max_ns);
 }
 
 static const rl_prim_def rl_defs[] = {
