@@ -131,6 +131,71 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
            (is (not (contains out "norm")) "a 1-D tensor was benchmarked"))
       (ignore-errors (delete-file path)))))
 
+;;; The products in the file's own types (jobs/bench-products.lisp).
+
+(defparameter *bench-product-types*
+  '("Q8_0" "Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
+  "Every quantized type `bench FILE' times in its own type.")
+
+(test bench-file-times-every-type-in-its-own-type
+  "`bench FILE' on a file of every quantized type and an f32 matrix: one
+Products row per type and shape (two Q4_K tensors of one shape share a row,
+counted 2; the f32 matrix has none), ours and f32 measured, ggml's too when
+llama.cpp's library loads (else a line saying it was not found); the JSON's
+products hold the same rows."
+  (let ((path (tmp-path "bench-types.gguf"))
+        (json (tmp-path "bench-types.json"))
+        (state (make-random-state t)))
+    (flet ((q (type) (rontolisp:quantize (vec-random-matrix 4 256 1.0 state) (string-downcase type))))
+      (gguf:write path (gguf:make-file
+                        :tensors (append (loop for type in *bench-product-types*
+                                               collect (list (format nil "~(~A~).weight" type) (q type)))
+                                         (list (list "again.weight" (q "Q4_K"))
+                                               (list "plain.weight" (vec-random-matrix 3 64 1.0 state)))))))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "bench" path "--iters" "2" "--no-probe" "--json" json))
+           (is (= 0 code) "stderr: ~A" err)
+           (let* ((at (search "Products in the file's own types" out))
+                  (lines (and at (split-lines (subseq out at)))))
+             (is-true at "no Products table: ~A" out)
+             (is (or (find-if (lambda (l) (eql 0 (search "ggml: libggml-cpu-" l))) lines)
+                     (find-if (lambda (l) (eql 0 (search "ggml: not found (" l))) lines))
+                 "no ggml line: ~A" out)
+             (dolist (type *bench-product-types*)
+               (let ((rows (remove-if-not (lambda (l) (eql 0 (search (format nil "~A " type) l)))
+                                          lines)))
+                 (is (= 1 (length rows)) "~A: ~D rows in ~A" type (length rows) out)
+                 (is (every (lambda (l) (search "4x256" l)) rows) "~A: ~A" type rows))))
+           (is (contains err "bench: Q4_K 4x256: ours") "no progress: ~A" err)
+           (is (probe-file json) "no JSON written")
+           (when (probe-file json)
+             (let* ((products (gethash "products" (vec-json-file json)))
+                    (ggml (gethash "variant" (gethash "ggml" products)))
+                    (rows (gethash "rows" products)))
+               (is (equal *bench-product-types* (mapcar (lambda (r) (gethash "type" r)) rows))
+                   "~S" (mapcar (lambda (r) (gethash "type" r)) rows))
+               (dolist (r rows)
+                 (let ((type (gethash "type" r)))
+                   (is (= (if (string= type "Q4_K") 2 1) (gethash "tensors" r)) "~A" type)
+                   (is (realp (gethash "ours_us" r)) "~A: ours not measured: ~A" type
+                       (gethash "note" r))
+                   (is (realp (gethash "f32_us" r)) "~A: f32 not measured" type)
+                   (is (= (* 4 256 (rontolisp::ggml-type-bits type) 1/8) (gethash "weight_bytes" r))
+                       "~A" type)
+                   (when ggml
+                     (is (realp (gethash "ggml_us" r)) "~A: ggml not measured: ~A" type
+                         (gethash "note" r))
+                     ;; ggml's product of the same bytes is ours within its bound
+                     (is (null (gethash "note" r)) "~A: ~A" type (gethash "note" r)))))
+               (is (equal '("q4_k.weight" "again.weight")
+                          (gethash "names" (find "Q4_K" rows :key (lambda (r) (gethash "type" r))
+                                                             :test #'string=))))))
+           ;; the per-tensor table sends these types to the Products table
+           (is (contains out "type Q4_K: timed in its own type under Products") "~A" out))
+      (ignore-errors (delete-file path))
+      (ignore-errors (delete-file json)))))
+
 (test bench-escapes-file-and-tensor-names
   ;; a newline in a name once broke the table's lines: names are escaped as
   ;; inspect prints them
