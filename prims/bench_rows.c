@@ -74,6 +74,7 @@ rl_status rl_bench_rows_once(uint32_t type, const void *w, size_t rows, size_t c
     return RL_OK;
 }
 
+/* One timed product: ours on path, or ggml's. */
 typedef struct {
     uint32_t type;
     const void *w;
@@ -82,27 +83,39 @@ typedef struct {
     void *xq;
     float *y;
     rl_path path;
+    int ggml;
 } rl_bench_rows_job;
 
 static rl_status rl_bench_rows_call(void *ctx, char *msg, size_t msglen) {
     const rl_bench_rows_job *j = ctx;
+    if (j->ggml)
+        return rl_ggml_rows_once(j->type, j->w, j->rows, j->cols, j->x, j->xq, j->y, msg, msglen);
     return rl_bench_rows_once(j->type, j->w, j->rows, j->cols, j->x, j->xq, j->y, j->path, msg,
                               msglen);
+}
+
+/* j's product timed by rl_bench_repeat, with act bytes of activation row
+ * (and 64 more: ggml's SIMD loads may read past a row's end). */
+static rl_status rl_bench_rows_timed(rl_bench_rows_job *j, size_t act, size_t min_calls,
+                                     uint64_t min_ns, uint64_t max_ns, size_t cap, double *times,
+                                     size_t *done, char *msg, size_t msglen) {
+    *done = 0;
+    j->xq = malloc(act + 64);
+    if (!j->xq)
+        return RL_NOMEM;
+    const rl_status st = rl_bench_repeat(rl_bench_rows_call, j, min_calls, min_ns, max_ns, cap,
+                                         times, done, msg, msglen);
+    free(j->xq);
+    return st;
 }
 
 rl_status rl_bench_rows(uint32_t type, const void *w, size_t rows, size_t cols, const float *x,
                         float *y, rl_path path, size_t min_calls, uint64_t min_ns,
                         uint64_t max_ns, size_t cap, double *times, size_t *done, char *msg,
                         size_t msglen) {
-    const size_t act = rl_bench_rows_act_bytes(type, cols);
-    rl_bench_rows_job j = {type, w, rows, cols, x, act ? malloc(act) : NULL, y, path};
-    *done = 0;
-    if (act && !j.xq)
-        return RL_NOMEM;
-    const rl_status st = rl_bench_repeat(rl_bench_rows_call, &j, min_calls, min_ns, max_ns, cap,
-                                         times, done, msg, msglen);
-    free(j.xq);
-    return st;
+    rl_bench_rows_job j = {type, w, rows, cols, x, NULL, y, path, 0};
+    return rl_bench_rows_timed(&j, rl_bench_rows_act_bytes(type, cols), min_calls, min_ns, max_ns,
+                               cap, times, done, msg, msglen);
 }
 
 /* ---- ggml ------------------------------------------------------------- */
@@ -222,35 +235,16 @@ rl_status rl_ggml_rows_once(uint32_t type, const void *w, size_t rows, size_t co
     return RL_OK;
 }
 
-typedef struct {
-    uint32_t type;
-    const void *w;
-    size_t rows, cols;
-    const float *x;
-    void *xq;
-    float *y;
-} rl_bench_ggml_job;
-
-static rl_status rl_bench_ggml_call(void *ctx, char *msg, size_t msglen) {
-    const rl_bench_ggml_job *j = ctx;
-    return rl_ggml_rows_once(j->type, j->w, j->rows, j->cols, j->x, j->xq, j->y, msg, msglen);
-}
-
 rl_status rl_bench_ggml_rows(uint32_t type, const void *w, size_t rows, size_t cols,
                              const float *x, float *y, size_t min_calls, uint64_t min_ns,
                              uint64_t max_ns, size_t cap, double *times, size_t *done,
                              char *msg, size_t msglen) {
     const rl_gg_traits *t, *xt;
+    rl_bench_rows_job j = {type, w, rows, cols, x, NULL, y, RL_PATH_REF, 1};
+    const rl_status st = rl_ggml_product(type, cols, &t, &xt, msg, msglen);
     *done = 0;
-    rl_status st = rl_ggml_product(type, cols, &t, &xt, msg, msglen);
     if (st != RL_OK)
         return st;
-    /* ggml's blocks may be read past their end by its SIMD loads: room */
-    rl_bench_ggml_job j = {type, w, rows, cols, x, malloc(rl_ggml_act_bytes(type, cols) + 64), y};
-    if (!j.xq)
-        return RL_NOMEM;
-    st = rl_bench_repeat(rl_bench_ggml_call, &j, min_calls, min_ns, max_ns, cap, times, done, msg,
-                         msglen);
-    free(j.xq);
-    return st;
+    return rl_bench_rows_timed(&j, rl_ggml_act_bytes(type, cols), min_calls, min_ns, max_ns, cap,
+                               times, done, msg, msglen);
 }

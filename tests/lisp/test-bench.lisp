@@ -134,8 +134,9 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
 ;;; The products in the file's own types (jobs/bench-products.lisp).
 
 (defparameter *bench-product-types*
-  '("Q8_0" "Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
-  "Every quantized type `bench FILE' times in its own type.")
+  '("Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q8_0" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
+  "Every quantized type `bench FILE' times in its own type, in id order (the
+order of its Products rows).")
 
 (test bench-file-times-every-type-in-its-own-type
   "`bench FILE' on a file of every quantized type and an f32 matrix: one
