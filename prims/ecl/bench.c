@@ -344,9 +344,6 @@ static cl_object rl_prim_bench_ggml_rows(cl_object m, cl_object x, cl_object out
 }
 
 static const rl_prim_def rl_defs[] = {
-    RL_PRIM("%BENCH-ROWS", rl_prim_bench_rows, 7),
-    RL_PRIM("%BENCH-GGML-ROWS", rl_prim_bench_ggml_rows, 6),
-    RL_PRIM("%GGML-OPEN", rl_prim_ggml_open, 1),
     RL_PRIM("%BENCH-MATVEC", rl_prim_bench_matvec, 7),
     RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
     RL_PRIM("%BENCH-QUANTIZE", rl_prim_bench_quantize, 3),
@@ -358,3 +355,12 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL-Q8-TILES", rl_prim_matmul_q8_tiles, 0),
 };
 RL_PRIM_TABLE(rl_bench_prims, "RONTOLISP", rl_defs);
+
+/* The products in a file's own types are `bench FILE''s alone
+ * (jobs/bench-products.lisp): in its package. */
+static const rl_prim_def rl_rows_defs[] = {
+    RL_PRIM("%BENCH-ROWS", rl_prim_bench_rows, 7),
+    RL_PRIM("%BENCH-GGML-ROWS", rl_prim_bench_ggml_rows, 6),
+    RL_PRIM("%GGML-OPEN", rl_prim_ggml_open, 1),
+};
+RL_PRIM_TABLE(rl_bench_rows_prims, "COMMAND-LINE", rl_rows_defs);
