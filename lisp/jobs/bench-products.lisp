@@ -55,7 +55,9 @@ tensors, by type (in id order), then by size."
 CPU library loaded, else (values NIL reason)."
   (let ((dir (llama-library-directory "libggml-base.so")))
     (if (null dir)
-        (values nil "no libggml-base.so in build/cache/llama/ (set RL_LLAMA_LIB to the path of a file in llama.cpp's library directory)")
+        (values nil (format nil "no libggml-base.so in ~A; set RL_LLAMA_LIB to the path of ~
+libllama.v0.5.0.so, or run from a source tree that has build/cache/llama/"
+                            (llama-library-place)))
         (multiple-value-bind (variant reason) (%ggml-open (native-namestring dir))
           (if variant
               (values variant dir)
@@ -71,8 +73,8 @@ ggml): the median of its TIMES, or NIL with the failure in P's note."
            nil)))
 
 (defun bench-product-measure (f p path path-name ggml iters)
-  "Time P's first tensor of the file F: ours on PATH (named PATH-NAME), the f32 rows and,
-with GGML, ggml's product; each at least ITERS calls and
+  "Time P's first tensor of the file F: ours on PATH (named PATH-NAME),
+the f32 rows and, with GGML, ggml's product; each at least ITERS calls and
 *BENCH-PRODUCTS-MIN-NS*.  The timed product is checked against the scalar
 path's bits (RONTOLISP-ERROR when they differ: a kernel bug), ggml's
 against ours (a note when they are far apart)."
@@ -91,7 +93,10 @@ against ours (a note when they are far apart)."
                (bench-rows-median p what times count message))))
       (setf (bench-product-ours p) (time-rows "ours" #'%bench-rows m x out path))
       (when (bench-product-ours p)
-        (%bench-rows m x ref 0 1 0 0)
+        (multiple-value-bind (done status message) (%bench-rows m x ref 0 1 0 0)
+          (unless done
+            (rontolisp-error 'bench "the scalar product of ~A failed (~(~A~)): ~A" label status
+                             message)))
         (unless (every (lambda (a b) (= (%single-bits a) (%single-bits b))) out ref)
           (rontolisp-error 'bench "the ~A product of ~A answered other bits than the scalar ~
 reference (a kernel bug)" path-name label)))

@@ -197,6 +197,38 @@ products hold the same rows."
       (ignore-errors (delete-file path))
       (ignore-errors (delete-file json)))))
 
+(test bench-file-without-ggml-says-not-found
+  "Without llama.cpp's library (RL_LLAMA_LIB naming a directory that has
+none) `bench FILE' still times ours and f32, says `ggml: not found' with
+the directory it looked in, and leaves ggml's figures out (- and null)."
+  (let ((path (tmp-path "bench-no-ggml.gguf"))
+        (json (tmp-path "bench-no-ggml.json"))
+        (state (make-random-state t)))
+    (gguf:write path (gguf:make-file
+                      :tensors (list (list "w" (rontolisp:quantize (vec-random-matrix 2 256 1.0 state)
+                                                                   "q4_k")))))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (sh "f=$1; j=$2; RL_LLAMA_LIB=/nonexistent-llama/libllama.v0.5.0.so exec \"$0\" bench \"$f\" --iters 1 --no-probe --json \"$j\""
+                 path json)
+           (is (= 0 code) "stderr: ~A" err)
+           (is (contains out "ggml: not found (no libggml-base.so in /nonexistent-llama/") "~A" out)
+           (let ((row (find-if (lambda (l) (eql 0 (search "Q4_K " l))) (split-lines out))))
+             (is-true row "no Q4_K row: ~A" out)
+             (when row
+               (is (contains row " - ") "ggml's column is not -: ~A" row)))
+           (is (probe-file json) "no JSON written")
+           (when (probe-file json)
+             (let* ((products (gethash "products" (vec-json-file json)))
+                    (r (first (gethash "rows" products))))
+               (is (null (gethash "variant" (gethash "ggml" products))))
+               (is (contains (gethash "note" (gethash "ggml" products)) "nonexistent-llama"))
+               (is (realp (gethash "ours_us" r)))
+               (is (null (gethash "ggml_us" r)))
+               (is (null (gethash "ours_over_ggml" r))))))
+      (ignore-errors (delete-file path))
+      (ignore-errors (delete-file json)))))
+
 (test bench-escapes-file-and-tensor-names
   ;; a newline in a name once broke the table's lines: names are escaped as
   ;; inspect prints them
