@@ -85,6 +85,7 @@ command-line tools built on them."
                (:file "jobs/convert")
                (:file "jobs/bench")
                (:file "jobs/model-bench")
+               (:file "jobs/bench-products")
                (:file "jobs/eval")
                (:file "jobs/calibrate")
                (:file "jobs/decision-bench")

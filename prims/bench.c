@@ -166,21 +166,42 @@ double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gb
     return best;
 }
 
-rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
-                          size_t iters, uint64_t budget_ns, double *times, size_t *done,
-                          char *msg, size_t msglen) {
-    rl_status st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL); /* warm-up */
-    uint64_t start = rl_bench_ns();
+rl_status rl_bench_repeat(rl_bench_call call, void *ctx, size_t min_calls, uint64_t min_ns,
+                          uint64_t max_ns, size_t cap, double *times, size_t *done, char *msg,
+                          size_t msglen) {
+    rl_status st = call(ctx, msg, msglen); /* warm-up */
+    const uint64_t start = rl_bench_ns();
     *done = 0;
-    while (st == RL_OK && *done < iters) {
-        uint64_t t0 = rl_bench_ns();
-        st = rl_matvec_run(o, path, threads, 0, msg, msglen, NULL);
-        uint64_t t1 = rl_bench_ns();
+    while (st == RL_OK && *done < cap) {
+        const uint64_t t0 = rl_bench_ns();
+        st = call(ctx, msg, msglen);
+        const uint64_t t1 = rl_bench_ns();
         times[(*done)++] = (double)(t1 - t0);
-        if (budget_ns && *done >= 3 && t1 - start >= budget_ns)
+        if (*done >= min_calls && t1 - start >= min_ns)
+            break;
+        if (max_ns && *done >= 3 && t1 - start >= max_ns)
             break;
     }
     return st;
+}
+
+typedef struct {
+    const rl_matvec_operands *o;
+    rl_path path;
+    int threads;
+} rl_bench_matvec_job;
+
+static rl_status rl_bench_matvec_call(void *ctx, char *msg, size_t msglen) {
+    const rl_bench_matvec_job *j = ctx;
+    return rl_matvec_run(j->o, j->path, j->threads, 0, msg, msglen, NULL);
+}
+
+rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
+                          size_t iters, uint64_t budget_ns, double *times, size_t *done,
+                          char *msg, size_t msglen) {
+    rl_bench_matvec_job j = {o, path, threads};
+    return rl_bench_repeat(rl_bench_matvec_call, &j, iters, 0, budget_ns, iters, times, done, msg,
+                           msglen);
 }
 
 rl_status rl_bench_quantize(const float *x, size_t n, rl_block_q8_0 *y, rl_path path,

@@ -31,10 +31,21 @@ size_t rl_bench_default_bytes(void);
  * 256 MiB on a typical server. */
 double rl_bench_read_gbps(size_t bytes, int threads, int reps, double *median_gbps);
 
+/* The one timing loop of the bench: call(ctx) once untimed (it warms the
+ * caches and the pool), then timed calls, times[0..*done) each one's
+ * nanoseconds, until at least min_calls calls and min_ns nanoseconds are
+ * timed, or cap calls are, or (max_ns not 0) max_ns have passed with 3
+ * calls timed.  Stops at the first failure and answers its status (msg
+ * its reason, where call wrote one). */
+typedef rl_status (*rl_bench_call)(void *ctx, char *msg, size_t msglen);
+rl_status rl_bench_repeat(rl_bench_call call, void *ctx, size_t min_calls, uint64_t min_ns,
+                          uint64_t max_ns, size_t cap, double *times, size_t *done, char *msg,
+                          size_t msglen);
+
 /* Time the product o on path split into exactly threads chunks: one
  * untimed call warms the caches and the pool, then up to iters timed calls,
  * stopping early once budget_ns nanoseconds (0: no limit) have passed and 3
- * calls are timed.  times[0..*done) get each call's nanoseconds; y keeps
+ * calls are timed (rl_bench_repeat).  times[0..*done) get each call's nanoseconds; y keeps
  * the last result.  Answers the first failure's status (msg its reason). */
 rl_status rl_bench_matvec(const rl_matvec_operands *o, rl_path path, int threads,
                           size_t iters, uint64_t budget_ns, double *times, size_t *done,

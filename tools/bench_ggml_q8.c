@@ -13,34 +13,18 @@
  * interleaved call by call, so that another process's load slows both
  * alike; the ratio is ggml's time over ours (above 1: ours is faster).
  * The matrix is 1024 x 1024 unless given (COLS a multiple of 32). */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "gguf/gguf.h"
+#include "prims/bench_rows.h"
 #include "prims/cpu.h"
 #include "prims/matmul.h"
 #include "prims/q8.h"
 #include "prims/rng.h"
-
-/* ggml's CPU type traits (ggml-cpu.h), the fields this program reads. */
-typedef void (*gg_vec_dot)(int n, float *s, size_t bs, const void *x, size_t bx,
-                           const void *y, size_t by, int nrc);
-typedef void (*gg_from_float)(const float *x, void *y, int64_t k);
-typedef struct {
-    gg_from_float from_float;
-    gg_vec_dot vec_dot;
-    int vec_dot_type;
-    int64_t nrows;
-} gg_traits;
-#define GG_TYPE_Q8_0 8
-
-static const char *const variants[] = {"zen4", "sapphirerapids", "icelake", "cooperlake",
-                                       "cascadelake", "skylakex", "cannonlake", "alderlake",
-                                       "haswell", "sandybridge", "ivybridge", "piledriver",
-                                       "sse42", "x64"};
 
 static double cpu_us(void) {
     struct timespec t;
@@ -58,57 +42,34 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int reps = argc > 3 && atoi(argv[3]) > 0 ? atoi(argv[3]) : 300;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/libggml-base.so", dir);
-    if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
-        printf("bench_ggml_q8: no ggml libraries in %s (%s)\n", dir, dlerror());
+    char best_name[512], msg[256];
+    if (!rl_ggml_open(dir, best_name, sizeof best_name)) {
+        printf("bench_ggml_q8: no ggml libraries in %s (%s)\n", dir, best_name);
         return 0;
     }
-    void *best = NULL;
-    const char *best_name = NULL;
-    int best_score = 0;
-    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
-        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, variants[i]);
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        int (*score)(void) = h ? (int (*)(void))dlsym(h, "ggml_backend_score") : NULL;
-        const int s = score ? score() : 0;
-        if (s > best_score)
-            best = h, best_name = variants[i], best_score = s;
-    }
-    if (!best) {
-        printf("bench_ggml_q8: no ggml CPU variant in %s runs on this CPU\n", dir);
-        return 0;
-    }
-    void (*init)(void) = (void (*)(void))dlsym(best, "ggml_cpu_init");
-    const gg_traits *(*traits)(int) =
-        (const gg_traits *(*)(int))dlsym(best, "ggml_get_type_traits_cpu");
-    if (!init || !traits) {
-        printf("bench_ggml_q8: libggml-cpu-%s.so lacks ggml_cpu_init or its type traits\n",
-               best_name);
-        return 0;
-    }
-    init();
-    const gg_traits *t = traits(GG_TYPE_Q8_0);
 
     uint64_t g = 7;
     const size_t nb = cols / 32;
     float *w = malloc(rows * cols * sizeof *w), *x = malloc(cols * sizeof *x);
     float *yg = malloc(rows * sizeof *yg), *yo = malloc(rows * sizeof *yo);
-    rl_block_q8_0 *wq = malloc(rows * nb * sizeof *wq), *xq = malloc(nb * sizeof *xq);
+    rl_block_q8_0 *wq = malloc(rows * nb * sizeof *wq);
+    void *xq = malloc(rl_ggml_act_bytes(RL_GGUF_GGML_Q8_0, cols) + 64);
     if (!w || !x || !yg || !yo || !wq || !xq) {
         fprintf(stderr, "bench_ggml_q8: out of memory\n");
         return 2;
     }
     rl_rng_fill_normal_f32(w, rows * cols, 1.0, &g);
     rl_rng_fill_normal_f32(x, cols, 1.0, &g);
-    t->from_float(w, wq, (int64_t)(rows * cols)); /* the same blocks for both */
+    (void)rl_q8_quantize_f32_ref(w, rows * cols, wq, NULL); /* the same blocks for both */
     const rl_path path_best = rl_path_best();
     double tg = 1e300, to = 1e300;
     for (int r = 0; r < reps; r++) {
         double t0 = cpu_us();
-        t->from_float(x, xq, (int64_t)cols);
-        for (size_t i = 0; i < rows; i++)
-            t->vec_dot((int)cols, yg + i, 0, wq + i * nb, 0, xq, 0, 1);
+        if (rl_ggml_rows_once(RL_GGUF_GGML_Q8_0, wq, rows, cols, x, xq, yg, msg, sizeof msg) !=
+            RL_OK) {
+            fprintf(stderr, "bench_ggml_q8: ggml's product failed: %s\n", msg);
+            return 2;
+        }
         const double dg = cpu_us() - t0;
         t0 = cpu_us();
         if (rl_matvec_q8_ex(wq, rows, cols, RL_SRC_F32, x, NULL, yo, path_best, 1, 0, NULL, 0) !=
@@ -130,7 +91,7 @@ int main(int argc, char **argv) {
     const double mb = (double)(rows * nb * sizeof *wq) / 1e6;
     printf("Q8_0 %zux%zu (%.2f MB) times one f32 vector, 1 thread, fastest of %d (thread CPU time)\n",
            rows, cols, mb, reps);
-    char gname[64], oname[64];
+    char gname[600], oname[64];
     snprintf(gname, sizeof gname, "ggml (libggml-cpu-%s)", best_name);
     snprintf(oname, sizeof oname, "ours (%s)", rl_path_name(path_best));
     printf("  %-28s %9.2f us  %6.1f GB/s\n", gname, tg, mb * 1e3 / tg);

@@ -13,9 +13,17 @@ bandwidth a streaming probe measures in the same run, and the speed-up over
 the f32 path; also quantize throughput (scalar vs SIMD).  FILE.gguf: every
 2-D F32, F16, BF16 or Q8_0 tensor of the file (the f32 path on its f32 form,
 Q8_0 on the file's own blocks or on the quantized tensor when its rows are
-multiples of 32).  Without FILE.gguf, --random or --shape: the standard
-shapes, then Q8_0 weights times 128 tokens as one matmul (:q8 and :q8x2)
-against a matvec per token.  --tokenizer FILE --text-file F: the tokenizer
+multiples of 32); then, under Products, its quantized tensors (Q8_0, legacy,
+K, IQ4) timed in their own type, once per type and shape (the tensors
+column counts them): one matrix-vector product on 1 thread (x quantized to
+the type's activation blocks, then every row) in us and GB/s, beside the
+same rows as f32 (dequantized once) and llama.cpp's product (ggml's
+vec_dot, from libggml-cpu in RL_LLAMA_LIB's directory or build/cache/llama;
+'ggml: not found (...)' without it) and ours/ggml; each the median of at
+least --iters calls and 0.1 s.  The timed product must give the scalar
+path's bits (a difference stops the run).  Without FILE.gguf, --random or
+--shape: the standard shapes, then Q8_0 weights times 128 tokens as one
+matmul (:q8 and :q8x2) against a matvec per token.  --tokenizer FILE --text-file F: the tokenizer
 of FILE (a GGUF or a tokenizer.json) on each line of F, one thread, in MB/s
 and tokens/s, with an empty cache and then warm (--iters passes, default 3).
 --questions with --model FILE or --random NAME: a question's whole path
@@ -39,7 +47,8 @@ cache); s1-pico, s1-nano, s1-micro are the converter's presets")
                (iters "--iters N" :parse (integer-parser :min 1 :max 1000000)
                       :default *bench-default-iters*
                       :help "timed calls per measurement (default 20; a measurement
-also stops after 3 s once 3 calls are timed)")
+also stops after 3 s once 3 calls are timed; FILE's products in their own
+types take at least N calls and 0.1 s)")
                (threads "--threads N" :parse #'thread-count-parser
                         :default (threads)
                         :help "the \"all threads\" count (default: the --threads knob,

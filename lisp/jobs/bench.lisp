@@ -54,8 +54,11 @@ multiple of 1024 from 1024 to 16384 (so the f32 copy stays within 1 GiB)."
 ;;; Small helpers.
 
 (defun bench-median (times count)
-  "The median of the first COUNT numbers of the vector TIMES."
-  (let ((v (sort (subseq times 0 count) #'<)))
+  "The median of the first COUNT numbers of the vector TIMES.  A merge sort
+\(STABLE-SORT): ECL's SORT of a vector is quadratic when most values are
+equal, as thousands of timings of a product of a few hundred nanoseconds
+are."
+  (let ((v (stable-sort (subseq times 0 count) #'<)))
     (if (oddp count)
         (aref v (floor count 2))
         (/ (+ (aref v (1- (floor count 2))) (aref v (floor count 2))) 2))))
@@ -243,11 +246,14 @@ name)."
         when (= 2 (length shape))
           collect (let ((bm (make-bench-matrix (gguf:tensor-info-name info)
                                                (first shape) (second shape) type)))
-                    (if (not (find-tensor-type (gguf:tensor-info-type-id info)))
-                        (progn
-                          (setf (bench-matrix-note bm)
-                                (format nil "type ~A is not benchmarked" type))
-                          (bench-one bm nil nil cpu threads iters))
+                    (cond
+                      ((not (find-tensor-type (gguf:tensor-info-type-id info)))
+                        (setf (bench-matrix-note bm)
+                              (if (quantized-type-p (gguf:tensor-info-type-id info))
+                                  (format nil "type ~A: timed in its own type under Products" type)
+                                  (format nil "type ~A is not benchmarked" type)))
+                        bm)
+                      (t
                         (handler-case
                             (let* ((data (gguf:tensor f (gguf:tensor-info-name info)))
                                    (f32 (typecase data
@@ -262,7 +268,7 @@ name)."
                           (storage-condition ()
                             (setf (bench-matrix-note bm) "out of memory")
                             (setf (bench-matrix-runs bm) '())
-                            bm))))))
+                            bm)))))))
 
 ;;; Machine-wide measurements.
 
@@ -442,7 +448,9 @@ the oldest time of the cached figures used, or NIL when none is cached."
                       (bench-run-path-name run) (bench-run-threads run)
                       (bench-run-note run)))
             (setf label "")))))
-    (print-bench-matmul stream (getf report :matmul))))
+    (print-bench-matmul stream (getf report :matmul))
+    (print-bench-products stream (getf report :products) (getf report :ggml)
+                          (cdr (first (last (getf cpu :paths)))))))
 
 (defun bench-label (bm)
   "BM's name escaped as inspect prints it (ESCAPE-CONTROL), with its shape
@@ -534,7 +542,10 @@ unless the name is the shape."
                                      (loop for (k v) on r by #'cddr
                                            collect (cons (substitute #\_ #\- (string-downcase k))
                                                          (if (floatp v) (bench-number v) v)))))
-                     (getf report :matmul))))))
+                     (getf report :matmul)))
+          (cons "products" (if (getf report :products)
+                               (bench-products-json (getf report :products) (getf report :ggml))
+                               :null)))))
 
 ;;; The command.
 
@@ -557,8 +568,11 @@ and answer the report (a plist)."
     (multiple-value-bind (probes probe-source probe-time)
         (bench-read-bandwidth cpu threads (max 2 (min 7 iters)) probe)
       (let ((quantize (bench-quantize-throughput cpu (max 1 (min 5 iters))))
-            (std (append *bench-standard-shapes* (list (bench-llc-entry (getf cpu :llc-bytes))))))
-        (list :cpu cpu :threads threads :iters iters :probes probes
+            (std (append *bench-standard-shapes* (list (bench-llc-entry (getf cpu :llc-bytes)))))
+            (products '()) (ggml '()))
+        (when file
+          (multiple-value-setq (products ggml) (bench-products model cpu iters)))
+        (list :cpu cpu :products products :ggml ggml :threads threads :iters iters :probes probes
               :probe-source probe-source :probe-time probe-time
               :quantize quantize
               :matrices (cond (model (bench-file-matrices model cpu threads iters))

@@ -10,15 +10,19 @@
 ;;; encoder (its libraries, dlopened) in a child process, so that a crash in
 ;;; it cannot take rontolisp down.
 
-(defun llama-library-directory ()
-  "The directory of llama.cpp's libraries (RL_LLAMA_LIB's directory when
-that names libggml-base.so, else build/cache/llama), or NIL when
-libllama is not there."
-  (let* ((lib (ext:getenv "RL_LLAMA_LIB"))
-         (dir (if (and lib (plusp (length lib)))
-                  (directory-namestring (merge-pathnames lib))
-                  "build/cache/llama/")))
-    (and (probe-file (merge-pathnames "libllama.v0.5.0.so" dir))
+(defun llama-library-place ()
+  "Where llama.cpp's libraries are looked for: RL_LLAMA_LIB's directory
+when it is set (it names one of them), else build/cache/llama/."
+  (let ((lib (ext:getenv "RL_LLAMA_LIB")))
+    (if (and lib (plusp (length lib)))
+        (directory-namestring (merge-pathnames lib))
+        "build/cache/llama/")))
+
+(defun llama-library-directory (&optional (library "libllama.v0.5.0.so"))
+  "The directory of llama.cpp's libraries (LLAMA-LIBRARY-PLACE), or NIL
+when LIBRARY (libllama by default) is not there."
+  (let ((dir (llama-library-place)))
+    (and (probe-file (merge-pathnames library dir))
          (namestring (truename dir)))))
 
 (defun llama-embed-program ()

@@ -3,6 +3,7 @@
  * random matrices, the CPU's facts.  The timing loops live in
  * prims/bench.c; this checks the operands and holds traps and interrupts. */
 #include "prims/bench.h"
+#include "prims/bench_rows.h"
 #include "prims/cpu.h"
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
@@ -212,6 +213,136 @@ static cl_object rl_prim_bench_matmul(cl_object m, cl_object xs, cl_object out,
     ecl_return1(env, times);
 }
 
+/* The most calls one measurement of %BENCH-ROWS or %BENCH-GGML-ROWS times
+ * (its times vector's length). */
+#define RL_BENCH_ROWS_CAP 16384
+
+/* The operands of %BENCH-ROWS and %BENCH-GGML-ROWS: M a quantized matrix
+ * (rank 2) or a single-float matrix (F32), X and OUT simple single-float
+ * vectors of its columns and rows.  The matrix's memory is pinned last (v,
+ * rl_qm_unpin after the product); nothing signals after. */
+typedef struct {
+    uint32_t type;
+    const void *w;
+    size_t rows, cols;
+    const float *x;
+    float *y;
+    rl_qm_view v;
+} rl_bench_rows_ops;
+
+static void rl_bench_rows_operands(const char *fn, cl_object m, cl_object x, cl_object out,
+                                   rl_bench_rows_ops *o) {
+    cl_index n = 0, nout = 0;
+    const float *mf = NULL;
+    memset(o, 0, sizeof *o);
+    o->v.pinned = ECL_NIL;
+    if (rl_qm_p(m)) {
+        rl_qm_shape_of(m, &o->v);
+        if (o->v.rank != 2)
+            rl_type_error(fn, 1, m, RL_T_QM_OR_ARRAY);
+        o->type = o->v.ggml_type;
+        o->rows = (size_t)o->v.rows;
+        o->cols = (size_t)o->v.cols;
+    } else {
+        mf = rl_sf_matrix(fn, 1, m, &o->rows, &o->cols);
+        o->type = RL_GGUF_GGML_F32;
+    }
+    o->x = rl_simple_data(x, ecl_aet_sf, &n);
+    o->y = rl_simple_data(out, ecl_aet_sf, &nout);
+    if (!o->x || x->d.t != t_vector)
+        rl_type_error(fn, 2, x, RL_T_VECTOR);
+    if (!o->y || out->d.t != t_vector)
+        rl_type_error(fn, 3, out, RL_T_VECTOR);
+    rl_same_dims(fn, "x", 1, n, 1, o->cols);
+    rl_same_dims(fn, "out", 1, nout, 1, o->rows);
+    if (o->rows)
+        rl_out_not_input(fn, out, x, "x");
+    if (mf) {
+        o->w = mf;
+    } else {
+        rl_qm_pin_any(m, &o->v);
+        o->w = o->v.data;
+    }
+}
+
+/* The (min-calls min-ns max-ns) arguments at positions pos.. */
+static void rl_bench_rows_limits(const char *fn, int pos, cl_object calls, cl_object min_ns,
+                                 cl_object max_ns, size_t *c, uint64_t *lo, uint64_t *hi) {
+    *c = (size_t)rl_arg_fixnum(fn, pos, calls, 1, RL_BENCH_ROWS_CAP);
+    *lo = (uint64_t)rl_arg_fixnum(fn, pos + 1, min_ns, 0, MOST_POSITIVE_FIXNUM);
+    *hi = (uint64_t)rl_arg_fixnum(fn, pos + 2, max_ns, 0, MOST_POSITIVE_FIXNUM);
+}
+
+/* %BENCH-ROWS and %BENCH-GGML-ROWS: ours on path p, or ggml's (ggml);
+ * the limits' arguments from position pos. */
+static cl_object rl_bench_rows_prim(const char *fn, int ggml, rl_path p, cl_object m, cl_object x,
+                                    cl_object out, int pos, cl_object calls, cl_object min_ns,
+                                    cl_object max_ns) {
+    const cl_env_ptr env = ecl_process_env();
+    size_t c, done = 0;
+    uint64_t lo, hi;
+    rl_bench_rows_limits(fn, pos, calls, min_ns, max_ns, &c, &lo, &hi);
+    cl_object times = ecl_alloc_simple_vector(RL_BENCH_ROWS_CAP, ecl_aet_df);
+    double *t = times->vector.self.df;
+    char msg[256] = "";
+    rl_bench_rows_ops o;
+    rl_status st;
+    rl_bench_rows_operands(fn, m, x, out, &o);
+    RL_RUN_KERNEL(env, {
+        st = ggml ? rl_bench_ggml_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, c, lo, hi,
+                                       RL_BENCH_ROWS_CAP, t, &done, msg, sizeof msg)
+                  : rl_bench_rows(o.type, o.w, o.rows, o.cols, o.x, o.y, p, c, lo, hi,
+                                  RL_BENCH_ROWS_CAP, t, &done, msg, sizeof msg);
+        rl_qm_unpin(&o.v);
+    });
+    if (st != RL_OK)
+        return rl_return_status(env, st, msg);
+    ecl_return2(env, times, ecl_make_fixnum(done));
+}
+
+/* (%bench-rows m x out path min-calls min-ns max-ns) -> (values times
+ * count), or (values nil status-keyword message)
+ * Times OUT = M X in M's own type on kernel PATH (0 scalar .. 3
+ * avx512vnni), one thread: M a quantized matrix of Q8_0 or of a type with
+ * a row product (X quantized to its vec_dot_type, then each row's
+ * product), or a single-float matrix (the f32 baseline).  One untimed
+ * call, then timed calls until MIN-CALLS calls and MIN-NS nanoseconds,
+ * stopping at 16384 calls or once MAX-NS (0: no limit) have passed with 3
+ * timed (rl_bench_rows).  TIMES: a fresh double-float vector whose first
+ * COUNT entries are each call's nanoseconds; OUT keeps the last result. */
+static cl_object rl_prim_bench_rows(cl_object m, cl_object x, cl_object out, cl_object path,
+                                    cl_object calls, cl_object min_ns, cl_object max_ns) {
+    return rl_bench_rows_prim("%BENCH-ROWS", 0, rl_arg_path("%BENCH-ROWS", 4, path), m, x, out, 5,
+                              calls, min_ns, max_ns);
+}
+
+/* (%ggml-open dir) -> variant-name, or (values nil reason): loads
+ * llama.cpp's ggml CPU backend from the directory DIR (rl_ggml_open: the
+ * variant that rates this CPU highest); once loaded, answers its variant
+ * whatever DIR. */
+static cl_object rl_prim_ggml_open(cl_object dir) {
+    const cl_env_ptr env = ecl_process_env();
+    char msg[512] = "";
+    int ok;
+    if (ECL_IMMEDIATE(dir) || !ecl_stringp(dir))
+        rl_type_error("%GGML-OPEN", 1, dir, RL_T_STRING);
+    cl_object d = si_coerce_to_base_string(dir);
+    RL_RUN_KERNEL(env, ok = rl_ggml_open((const char *)d->base_string.self, msg, sizeof msg));
+    if (!ok)
+        ecl_return2(env, ECL_NIL, ecl_make_simple_base_string(msg, -1));
+    ecl_return1(env, ecl_make_simple_base_string(msg, -1));
+}
+
+/* (%bench-ggml-rows m x out min-calls min-ns max-ns) -> as %BENCH-ROWS,
+ * with ggml's product (rl_bench_ggml_rows: its from_float and vec_dot for
+ * M's type) instead of ours; %GGML-OPEN first, else the status is
+ * :unsupported. */
+static cl_object rl_prim_bench_ggml_rows(cl_object m, cl_object x, cl_object out,
+                                         cl_object calls, cl_object min_ns, cl_object max_ns) {
+    return rl_bench_rows_prim("%BENCH-GGML-ROWS", 1, RL_PATH_REF, m, x, out, 4, calls, min_ns,
+                              max_ns);
+}
+
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%BENCH-MATVEC", rl_prim_bench_matvec, 7),
     RL_PRIM("%BENCH-MATMUL", rl_prim_bench_matmul, 6),
@@ -224,3 +355,12 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL-Q8-TILES", rl_prim_matmul_q8_tiles, 0),
 };
 RL_PRIM_TABLE(rl_bench_prims, "RONTOLISP", rl_defs);
+
+/* The products in a file's own types are `bench FILE''s alone
+ * (jobs/bench-products.lisp): in its package. */
+static const rl_prim_def rl_rows_defs[] = {
+    RL_PRIM("%BENCH-ROWS", rl_prim_bench_rows, 7),
+    RL_PRIM("%BENCH-GGML-ROWS", rl_prim_bench_ggml_rows, 6),
+    RL_PRIM("%GGML-OPEN", rl_prim_ggml_open, 1),
+};
+RL_PRIM_TABLE(rl_bench_rows_prims, "COMMAND-LINE", rl_rows_defs);

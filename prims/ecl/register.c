@@ -8,14 +8,14 @@
 extern const rl_prim_table rl_number_prims, rl_array_prims, rl_format_prims, rl_gguf_read_prims,
     rl_gguf_write_prims, rl_safetensors_prims, rl_vec_prims, rl_bench_prims, rl_file_prims,
     rl_model_prims, rl_convert_prims, rl_net_prims, rl_thread_prims, rl_tokenizer_prims, rl_qtypes_prims,
-    rl_http_prims;
+    rl_http_prims, rl_bench_rows_prims;
 
 static const rl_prim_table *const rl_tables[] = {
     &rl_glue_prims,      &rl_number_prims,     &rl_array_prims,       &rl_format_prims,
     &rl_qmatrix_prims,   &rl_gguf_read_prims,  &rl_gguf_write_prims,  &rl_safetensors_prims,
     &rl_vec_prims,       &rl_bench_prims,      &rl_file_prims,        &rl_model_prims,
     &rl_convert_prims,   &rl_net_prims,        &rl_thread_prims,      &rl_tokenizer_prims,
-    &rl_qtypes_prims,    &rl_http_prims,
+    &rl_qtypes_prims,    &rl_http_prims,       &rl_bench_rows_prims,
 };
 
 void rl_register_primitives(void) {

@@ -131,6 +131,104 @@ other --json does, and the table on stderr; --json FILE still writes FILE."
            (is (not (contains out "norm")) "a 1-D tensor was benchmarked"))
       (ignore-errors (delete-file path)))))
 
+;;; The products in the file's own types (jobs/bench-products.lisp).
+
+(defparameter *bench-product-types*
+  '("Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q8_0" "Q2_K" "Q3_K" "Q4_K" "Q5_K" "Q6_K" "IQ4_NL" "IQ4_XS")
+  "Every quantized type `bench FILE' times in its own type, in id order (the
+order of its Products rows).")
+
+(test bench-file-times-every-type-in-its-own-type
+  "`bench FILE' on a file of every quantized type and an f32 matrix: one
+Products row per type and shape (two Q4_K tensors of one shape share a row,
+counted 2; the f32 matrix has none), ours and f32 measured, ggml's too when
+llama.cpp's library loads (else a line saying it was not found); the JSON's
+products hold the same rows."
+  (let ((path (tmp-path "bench-types.gguf"))
+        (json (tmp-path "bench-types.json"))
+        (state (make-random-state t)))
+    (flet ((q (type) (rontolisp:quantize (vec-random-matrix 4 256 1.0 state) (string-downcase type))))
+      (gguf:write path (gguf:make-file
+                        :tensors (append (loop for type in *bench-product-types*
+                                               collect (list (format nil "~(~A~).weight" type) (q type)))
+                                         (list (list "again.weight" (q "Q4_K"))
+                                               (list "plain.weight" (vec-random-matrix 3 64 1.0 state)))))))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (run-exe (list "bench" path "--iters" "2" "--no-probe" "--json" json))
+           (is (= 0 code) "stderr: ~A" err)
+           (let* ((at (search "Products in the file's own types" out))
+                  (lines (and at (split-lines (subseq out at)))))
+             (is-true at "no Products table: ~A" out)
+             (is (or (find-if (lambda (l) (eql 0 (search "ggml: libggml-cpu-" l))) lines)
+                     (find-if (lambda (l) (eql 0 (search "ggml: not found (" l))) lines))
+                 "no ggml line: ~A" out)
+             (dolist (type *bench-product-types*)
+               (let ((rows (remove-if-not (lambda (l) (eql 0 (search (format nil "~A " type) l)))
+                                          lines)))
+                 (is (= 1 (length rows)) "~A: ~D rows in ~A" type (length rows) out)
+                 (is (every (lambda (l) (search "4x256" l)) rows) "~A: ~A" type rows))))
+           (is (contains err "bench: Q4_K 4x256: ours") "no progress: ~A" err)
+           (is (probe-file json) "no JSON written")
+           (when (probe-file json)
+             (let* ((products (gethash "products" (vec-json-file json)))
+                    (ggml (gethash "variant" (gethash "ggml" products)))
+                    (rows (gethash "rows" products)))
+               (is (equal *bench-product-types* (mapcar (lambda (r) (gethash "type" r)) rows))
+                   "~S" (mapcar (lambda (r) (gethash "type" r)) rows))
+               (dolist (r rows)
+                 (let ((type (gethash "type" r)))
+                   (is (= (if (string= type "Q4_K") 2 1) (gethash "tensors" r)) "~A" type)
+                   (is (realp (gethash "ours_us" r)) "~A: ours not measured: ~A" type
+                       (gethash "note" r))
+                   (is (realp (gethash "f32_us" r)) "~A: f32 not measured" type)
+                   (is (= (* 4 256 (rontolisp::ggml-type-bits type) 1/8) (gethash "weight_bytes" r))
+                       "~A" type)
+                   (when ggml
+                     (is (realp (gethash "ggml_us" r)) "~A: ggml not measured: ~A" type
+                         (gethash "note" r))
+                     ;; ggml's product of the same bytes is ours within its bound
+                     (is (null (gethash "note" r)) "~A: ~A" type (gethash "note" r)))))
+               (is (equal '("q4_k.weight" "again.weight")
+                          (gethash "names" (find "Q4_K" rows :key (lambda (r) (gethash "type" r))
+                                                             :test #'string=))))))
+           ;; the per-tensor table sends these types to the Products table
+           (is (contains out "type Q4_K: timed in its own type under Products") "~A" out))
+      (ignore-errors (delete-file path))
+      (ignore-errors (delete-file json)))))
+
+(test bench-file-without-ggml-says-not-found
+  "Without llama.cpp's library (RL_LLAMA_LIB naming a directory that has
+none) `bench FILE' still times ours and f32, says `ggml: not found' with
+the directory it looked in, and leaves ggml's figures out (- and null)."
+  (let ((path (tmp-path "bench-no-ggml.gguf"))
+        (json (tmp-path "bench-no-ggml.json"))
+        (state (make-random-state t)))
+    (gguf:write path (gguf:make-file
+                      :tensors (list (list "w" (rontolisp:quantize (vec-random-matrix 2 256 1.0 state)
+                                                                   "q4_k")))))
+    (unwind-protect
+         (multiple-value-bind (code out err)
+             (sh "f=$1; j=$2; RL_LLAMA_LIB=/nonexistent-llama/libllama.v0.5.0.so exec \"$0\" bench \"$f\" --iters 1 --no-probe --json \"$j\""
+                 path json)
+           (is (= 0 code) "stderr: ~A" err)
+           (is (contains out "ggml: not found (no libggml-base.so in /nonexistent-llama/") "~A" out)
+           (let ((row (find-if (lambda (l) (eql 0 (search "Q4_K " l))) (split-lines out))))
+             (is-true row "no Q4_K row: ~A" out)
+             (when row
+               (is (contains row " - ") "ggml's column is not -: ~A" row)))
+           (is (probe-file json) "no JSON written")
+           (when (probe-file json)
+             (let* ((products (gethash "products" (vec-json-file json)))
+                    (r (first (gethash "rows" products))))
+               (is (null (gethash "variant" (gethash "ggml" products))))
+               (is (contains (gethash "note" (gethash "ggml" products)) "nonexistent-llama"))
+               (is (realp (gethash "ours_us" r)))
+               (is (null (gethash "ggml_us" r)))
+               (is (null (gethash "ours_over_ggml" r))))))
+      (ignore-errors (delete-file path))
+      (ignore-errors (delete-file json)))))
+
 (test bench-escapes-file-and-tensor-names
   ;; a newline in a name once broke the table's lines: names are escaped as
   ;; inspect prints them
