@@ -66,7 +66,10 @@ the command line, and the root of every error the project signals.")
    ;; template.lisp
    "COMPILE-TEMPLATE" "RENDER-TEMPLATE" "COMPILED-TEMPLATE" "COMPILED-TEMPLATE-P"
    "TEMPLATE-ERROR" "TEMPLATE-ERROR-OFFSET" "*TEMPLATE-NESTING-LIMIT*"
-   "*TEMPLATE-MAX-ITERATIONS*" "*TEMPLATE-MAX-LENGTH*")
+   "*TEMPLATE-MAX-ITERATIONS*" "*TEMPLATE-MAX-LENGTH*"
+   ;; for the layers above (conditions.lisp): docstrings for a structure's
+   ;; functions
+   "DOCUMENT-FUNCTIONS")
   ;; What the layers above take (see above).
   (:intern
    "%EXIT"
