@@ -18,6 +18,16 @@
 ;;; operation (a symbol such as 'quantize or 'vec:matvec, or a string) or,
 ;;; for the file conditions, the file's path; NIL leaves the prefix out.
 
+(defmacro document-functions (&rest names-and-docs)
+  "Give each function NAME its docstring DOC, NAMES-AND-DOCS being NAME DOC
+pairs (names unevaluated): for a structure's accessors and predicate,
+which DEFSTRUCT leaves without one.  ECL's SETF of DOCUMENTATION does not
+document them (DOCUMENTATION still answers NIL), so this stores the
+docstring where DOCUMENTATION looks."
+  `(progn ,@(loop for (name doc) on names-and-docs by #'cddr
+                  collect `(si::set-documentation ',name 'function ,doc))
+          nil))
+
 (defmacro define-error (name parents slots &body options)
   "Define the condition class NAME and, given a :SIGNAL option, the
 function NAME that signals it.

@@ -179,4 +179,4 @@ static const rl_prim_def rl_lineedit_defs[] = {
     RL_PRIM("%LINE-EDITOR-READ", rl_prim_line_editor_read, 1),
 };
 
-RL_PRIM_TABLE(rl_lineedit_prims, "RONTOLISP", rl_lineedit_defs);
+RL_PRIM_TABLE(rl_lineedit_prims, "COMMAND-LINE", rl_lineedit_defs);

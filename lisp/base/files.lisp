@@ -154,7 +154,7 @@ naming PATH; WHAT says what was expected."
 (defun open-input-fd (path &key (what "a regular file") streams)
   "The descriptor of the file PATH opened for reading and its size, as
 OPEN-INPUT-OCTETS opens it; with STREAMS a FIFO or a device (/dev/stdin, a
-named pipe) is taken too, its size 0.  The caller closes it (%CLOSE-FD)."
+named pipe) is taken too, its size 0.  The caller closes the descriptor."
   (multiple-value-bind (fd size-or-message) (%open-input (path-octets path) what streams)
     (unless fd
       (file-io-error (namestring path) "~A" size-or-message))

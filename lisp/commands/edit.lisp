@@ -27,10 +27,5 @@ temporary name and renamed; IN and OUT may be the same file."
                    removes renames (and template (read-template template)))
       (format t "~:[~;no change~%~]~{~A~%~}" (null changes) changes)
       (unless dry-run
-        (setf (gguf-file-metadata f) metadata)
-        (loop for info in (gguf:tensor-infos f)
-              for name in names
-              do (setf (ti-name info) name))
-        (setf (gguf-file-by-name f) nil) ; the names it was built from are gone
-        (gguf:write out f))))
+        (gguf:write out (gguf:edit-file f metadata names)))))
   0)

@@ -90,6 +90,11 @@ differ (each inner array states its own element type in the file)."
 (define-reader tensor-info-offset (ti) "A tensor's byte offset from the start of the data section."
   (ti-offset ti))
 (define-reader tensor-info-bytes (ti) "A tensor's size in bytes." (ti-bytes ti))
+(define-reader tensor-info-file-offset (ti)
+  "A tensor's byte offset from the start of the file holding its bytes (its
+shard, in a set read with :SHARDS T); NIL for a tensor of a file made by
+MAKE-FILE."
+  (ti-absolute ti))
 
 (defun type-name (id)
   "The ggml name of the tensor type ID (\"F32\", \"Q8_0\", \"Q4_K\", ...),
@@ -215,6 +220,18 @@ every tensor of a file linear."
                   do (setf (gethash (ti-name ti) table) (cons ti i)))
           (setf (gguf-file-by-name f) (cons tensors table))
           table))))
+
+(defun edit-file (f metadata names)
+  "Give the file object F the METADATA (a list of (key type value), as
+GGUF:METADATA answers) and its tensors the NAMES (one per tensor, in file
+order), for GGUF:WRITE to write out; lookups by name then use the new
+names.  Answers F."
+  (setf (gguf-file-metadata f) metadata)
+  (loop for info in (gguf-file-tensors f)
+        for name in names
+        do (setf (ti-name info) name))
+  (setf (gguf-file-by-name f) nil)
+  f)
 
 (defun tensor-index (f info)
   (let ((entry (gethash (ti-name info) (tensor-table f))))
@@ -451,7 +468,7 @@ signals GGUF-ERROR.  Answers PATH.
 STREAM, a function of one argument, is how tensors declared :STREAM (see
 MAKE-FILE) get their bytes: the header and tensor table are written first,
 then STREAM is called once with the writer, and must give every such
-tensor's bytes in file order (with RONTOLISP::%STREAM-TENSOR or
+tensor's bytes in file order (with %STREAM-TENSOR or
 %GGUF-W-STREAM-PUT); the other tensors are written as the stream reaches
 them.  Only one tensor's bytes need be in memory at a time.  A non-local
 exit from STREAM removes the temporary file."

@@ -157,6 +157,8 @@ first shard whose count is not FOUND is the one named."
 found ~:[none~;~:*~D~]" count n))))
 
 (defun padded (n alignment)
+  "N rounded up to a multiple of ALIGNMENT: the bytes a tensor of N bytes
+takes in a GGUF file's data section."
   (* alignment (ceiling n alignment)))
 
 (defun split-plan (f &key max-tensors max-bytes)

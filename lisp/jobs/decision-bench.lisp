@@ -202,7 +202,7 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~
                  (let* ((rounds (max reps 10))
                         (peaks (cons (%bench-peak nil 5) (%bench-peak t 5)))
                         (stages (breakdown-stages
-                                 (getf (encoder-hyperparameters f32) :layers))))
+                                 (getf (model:hyperparameters f32) :layers))))
                    (setf breakdown
                          (loop for (name key activations) in *question-bench-rows*
                                collect (cons (cdr (assoc name *breakdown-labels* :test #'string=))

@@ -262,7 +262,7 @@ any other in upper case."
                     (loop for info in tensors
                           for i from 0
                           collect (list (princ-to-string i) (escape-control-only (gguf:tensor-info-name info))
-                                        (format nil "~16@A" (format nil "0x~(~X~)" (ti-absolute info)))
+                                        (format nil "~16@A" (format nil "0x~(~X~)" (gguf:tensor-info-file-offset info)))
                                         (format nil "~16@A" (format nil "0x~(~X~)" (gguf:tensor-info-bytes info)))))
                     stream)
     (terpri stream)

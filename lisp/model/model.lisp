@@ -26,8 +26,15 @@ work in (lisp/model/model-scratch.lisp), its tokenizer once asked for
   (tokenizer nil)
   (decision nil))
 
-(setf (documentation 'model:encoder-p 'function)
-      "True when X is an encoder loaded by MODEL:LOAD.")
+(document-functions
+  model:encoder-p "True when X is an encoder loaded by MODEL:LOAD."
+  encoder-path "The path ENCODER was loaded from, as MODEL:LOAD was given it."
+  encoder-file "The GGUF file object ENCODER was read from (closed once loaded): its
+metadata and tensor table."
+  encoder-token-embedding "ENCODER's token embedding, a single-float vocab x d matrix."
+  encoder-layers "ENCODER's layers, one plist of weights each, first layer first."
+  encoder-tokenizer "ENCODER's tokenizer once MODEL:TOKENIZE or TOKENIZER-OF has read it,
+else NIL.")
 
 (defun hyperparameters (encoder)
   "The hyper-parameters of ENCODER as a plist: :layers :embedding-length
@@ -467,6 +474,8 @@ output norm are left in S's X."
              :start2 (* i d))))
 
 (defun pool (hidden pooling)
+  "The n x d hidden states HIDDEN pooled as POOLING says: :none, HIDDEN
+itself; :cls, the first row; :last, the last; :mean, the mean of the rows."
   (destructuring-bind (n d) (array-dimensions hidden)
     (ecase pooling
       (:none hidden)

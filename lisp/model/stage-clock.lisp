@@ -17,6 +17,10 @@ an encoder layer's index, to its sum) and the time of the last mark."
   (last 0 :type fixnum)
   (totals (make-hash-table :test 'eql)))
 
+(document-functions
+  make-stage-clock "A fresh STAGE-CLOCK, every stage at zero: bind *STAGE-CLOCK* to it."
+  stage-clock-totals "The nanoseconds charged so far, an EQL table from each stage to its sum.")
+
 (defun stage-start ()
   "Start the clock: the next mark charges the time from now."
   (let ((c *stage-clock*))

@@ -21,8 +21,8 @@
 the file it was read from and its C handle."
   path handle)
 
-(setf (documentation 'model:tokenizer-p 'function)
-      "True when X is a tokenizer from MODEL:LOAD-TOKENIZER.")
+(document-functions
+  model:tokenizer-p "True when X is a tokenizer from MODEL:LOAD-TOKENIZER.")
 
 (defmethod print-object ((tok model:tokenizer) stream)
   (print-unreadable-object (tok stream :type t)

@@ -88,6 +88,10 @@ legacy, K and IQ4 types), or NIL when rontolisp only reads its name."
   (block-bytes 0 :type fixnum :read-only t)
   (family nil :type (member nil :float :q8_0 :quant) :read-only t))
 
+(document-functions
+  ggml-type-id "The ggml type id of the GGML-TYPE TYPE."
+  ggml-type-block-size "The values per block of the GGML-TYPE TYPE (0 for an id ggml retired).")
+
 (defvar *ggml-types* nil "The GGML-TYPEs by id (NIL for an id without a name).")
 
 (defun ggml-types ()
@@ -154,6 +158,11 @@ the BLOCK-SIZE values stored in BLOCK-BYTES bytes."
   (name "" :type string :read-only t)
   (block-size 1 :type fixnum :read-only t)
   (block-bytes 0 :type fixnum :read-only t))
+
+(document-functions
+  tensor-type-keyword "The keyword of the TENSOR-TYPE TT: :f32, :f16, :bf16 or :q8_0."
+  tensor-type-id "The ggml type id of the TENSOR-TYPE TT."
+  tensor-type-name "The ggml type name of the TENSOR-TYPE TT (\"Q8_0\").")
 
 (defparameter *tensor-lisp-types*
   '((:f32 (simple-array single-float))

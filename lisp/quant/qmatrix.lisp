@@ -33,6 +33,11 @@ be written.  Made by RONTOLISP:QUANTIZE (Q8_0) or read from a GGUF file."
   (cols 0 :type fixnum :read-only t)
   (format 'q8-0 :type symbol :read-only t))
 
+(document-functions
+  quantized-matrix-dims "The dimensions of the quantized matrix M, as ARRAY-DIMENSIONS answers."
+  quantized-matrix-rows "The rows of the quantized matrix M (1 for a vector)."
+  quantized-matrix-cols "The values per row of the quantized matrix M.")
+
 (declaim (inline quantized-matrix-p))
 (defun quantized-matrix-p (x)
   "True when X is a quantized matrix."
@@ -156,6 +161,9 @@ a double narrowed to single-float as every kernel narrows it."
           (t "-infinity"))))
 
 (defun block-absmax (src kind start)
+  "The largest magnitude of the 32 values of SRC (an array of number kind
+KIND, as PACKED-NUMBERS answers) from index START: a Q8_0 block's scale
+is it divided by 127."
   (loop for i from start below (+ start 32)
         maximize (abs (flat-value src kind i))))
 

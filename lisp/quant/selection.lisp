@@ -29,9 +29,11 @@ count, and there is always at least one."
     (if last (1+ last) 1)))
 
 (defun trim-dims (ne)
+  "The ggml dims NE without the trailing 1s ggml's n_dims leaves out."
   (subseq ne 0 (ggml-n-dims ne)))
 
 (defun ends-with (string suffix)
+  "True when STRING ends with SUFFIX."
   (let ((n (length string)) (m (length suffix)))
     (and (>= n m) (string= string suffix :start1 (- n m)))))
 

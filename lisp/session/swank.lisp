@@ -243,14 +243,14 @@ bfloat16 array as INSPECTOR-TENSOR-CONTENT, an encoder's file, hyper-
 parameters and tokenizer, a tokenizer's file and vocabulary size."
   (etypecase object
     (quantized-matrix
-     (let ((dims (quantized-matrix-dims object)))
+     (let ((dims (array-dimensions object)))
        (inspector-tensor-content
-        (format nil "~(~A~) (~A)" (quantized-matrix-format object)
+        (format nil "~(~A~) (~A)" (array-element-type object)
                 (if (q8-0-matrix-p object)
                     "blocks of 32 values, one f16 scale each"
-                    (format-description (quantized-matrix-format object))))
+                    (format-description (array-element-type object))))
         dims (qm-byte-size object)
-        (lambda (r c) (coerce (qm-aref object (if (= 2 (length dims)) (list r c) (list c)))
+        (lambda (r c) (coerce (if (= 2 (length dims)) (aref object r c) (aref object c))
                               'single-float)))))
     ((or float16-array bfloat16-array)
      (let* ((bits (half-array-bits object))
@@ -268,13 +268,13 @@ parameters and tokenizer, a tokenizer's file and vocabulary size."
      `("File: " (:value ,(encoder-path object)) (:newline)
        "Tokenizer: " (:value ,(encoder-tokenizer object)) (:newline)
        "Hyper-parameters:" (:newline)
-       ,@(loop for (key value) on (encoder-hyperparameters object) by #'cddr
+       ,@(loop for (key value) on (model:hyperparameters object) by #'cddr
                append `(,(format nil "  ~(~A~): " key) (:value ,value) (:newline)))
        "Token embedding: " (:value ,(encoder-token-embedding object)) (:newline)
        "Layers: " (:value ,(encoder-layers object)) (:newline)))
     (model:tokenizer
      `("File: " (:value ,(tokenizer-path object)) (:newline)
-       "Tokens: " ,(princ-to-string (%tok-vocab-size (tokenizer-handle object))) (:newline)))))
+       "Tokens: " ,(princ-to-string (model:vocabulary-size object)) (:newline)))))
 
 (defun install-swank-inspectors ()
   "Give cl-swank's EMACS-INSPECT a method answering SWANK-INSPECTOR-CONTENT

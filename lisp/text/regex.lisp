@@ -30,6 +30,9 @@
   (source "" :read-only t)
   (program #() :read-only t))
 
+(document-functions
+  regex-source "The pattern REGEX was compiled from, as COMPILE-REGEX was given it.")
+
 (defconstant +regex-max-repeat+ 1000
   "The largest count a {m,n} repetition may give.")
 

@@ -169,9 +169,14 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TO-HALF-INTO", rl_prim_to_half_into, 3),
     RL_PRIM("%HALF-TO-SINGLE-INTO", rl_prim_half_to_single_into, 3),
     RL_PRIM("%FIRST-NON-FINITE", rl_prim_first_non_finite, 2),
-    RL_PRIM("%OCTETS-OF", rl_prim_octets_of, 1),
     RL_PRIM("%UTF8-OCTETS", rl_prim_utf8_octets, 1),
     RL_PRIM("%UTF8-STRING", rl_prim_utf8_string, 1),
-    RL_PRIM("%RANDOM-NORMAL-FILL", rl_prim_random_normal_fill, 3),
 };
 RL_PRIM_TABLE(rl_array_prims, "RONTOLISP", rl_defs);
+
+/* What only the jobs of the command line use: an array's bytes, random weights. */
+static const rl_prim_def rl_job_defs[] = {
+    RL_PRIM("%OCTETS-OF", rl_prim_octets_of, 1),
+    RL_PRIM("%RANDOM-NORMAL-FILL", rl_prim_random_normal_fill, 3),
+};
+RL_PRIM_TABLE(rl_array_job_prims, "COMMAND-LINE", rl_job_defs);

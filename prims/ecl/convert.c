@@ -79,4 +79,4 @@ static cl_object rl_prim_stream_tensor(cl_object w, cl_object base, cl_object of
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%STREAM-TENSOR", rl_prim_stream_tensor, 10),
 };
-RL_PRIM_TABLE(rl_convert_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_convert_prims, "GGUF", rl_defs);

@@ -524,25 +524,37 @@ static cl_object rl_prim_sha256_blocks(cl_object h, cl_object octets, cl_object 
     ecl_return1(ecl_process_env(), h);
 }
 
+/* What base/files.lisp builds on. */
 static const rl_prim_def rl_defs[] = {
-    RL_PRIM("%KEEP-ESCAPED-BYTES", rl_prim_keep_escaped_bytes, 0),
     RL_PRIM(RL_FN_WRITE, rl_prim_write_file_atomically, 2),
     RL_PRIM(RL_FN_READ, rl_prim_read_file_octets, 2),
-    RL_PRIM("%OUTPUT-CLOSED-P", rl_prim_output_closed_p, 1),
-    RL_PRIM("%SET-BEGIN", rl_prim_set_begin, 1),
-    RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
-    RL_PRIM("%SET-END", rl_prim_set_end, 0),
     RL_PRIM("%PATH-KIND", rl_prim_path_kind, 1),
     RL_PRIM("%DIRECTORY-ENTRIES", rl_prim_directory_entries, 1),
     RL_PRIM("%TEMPORARY-BEGIN", rl_prim_temporary_begin, 1),
     RL_PRIM("%TEMPORARY-END", rl_prim_temporary_end, 1),
     RL_PRIM("%OPEN-INPUT", rl_prim_open_input, 3),
-    RL_PRIM("%READ-SOME", rl_prim_read_some, 2),
-    RL_PRIM("%CLOSE-FD", rl_prim_close_fd, 1),
-    RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
     RL_PRIM("%DELETE-PATH", rl_prim_delete_path, 1),
     RL_PRIM("%MAKE-DIRECTORIES", rl_prim_make_directories, 1),
+};
+RL_PRIM_TABLE(rl_file_prims, "RONTOLISP", rl_defs);
+
+/* A shard set's all-or-nothing commit, which GGUF's WRITE-SHARDS runs. */
+static const rl_prim_def rl_set_defs[] = {
+    RL_PRIM("%SET-BEGIN", rl_prim_set_begin, 1),
+    RL_PRIM("%SET-COMMIT", rl_prim_set_commit, 1),
+    RL_PRIM("%SET-END", rl_prim_set_end, 0),
+    RL_PRIM("%RESOLVE-TARGET", rl_prim_resolve_target, 1),
+};
+RL_PRIM_TABLE(rl_file_set_prims, "GGUF", rl_set_defs);
+
+/* The command line's own: standard streams, reading and closing the
+ * descriptors OPEN-INPUT-FD opens, exit, export's hash. */
+static const rl_prim_def rl_command_defs[] = {
+    RL_PRIM("%CLOSE-FD", rl_prim_close_fd, 1),
+    RL_PRIM("%KEEP-ESCAPED-BYTES", rl_prim_keep_escaped_bytes, 0),
+    RL_PRIM("%OUTPUT-CLOSED-P", rl_prim_output_closed_p, 1),
+    RL_PRIM("%READ-SOME", rl_prim_read_some, 2),
     RL_PRIM("%EXIT-PROCESS", rl_prim_exit_process, 1),
     RL_PRIM("%SHA256-BLOCKS", rl_prim_sha256_blocks, 3),
 };
-RL_PRIM_TABLE(rl_file_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_file_command_prims, "COMMAND-LINE", rl_command_defs);

@@ -471,19 +471,26 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     ecl_return1(env, out);
 }
 
-static const rl_prim_def rl_defs[] = {
+/* The sequence kernels behind VEC's MATMUL, LAYER-NORM, ROPE-NEOX,
+ * ATTENTION and GEGLU. */
+static const rl_prim_def rl_kernel_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
-    RL_PRIM("%LAYER-NORM-BIAS", rl_prim_layer_norm_bias, 5),
-    RL_PRIM("%BIAS-ACT", rl_prim_bias_act, 4),
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
     RL_PRIM("%ATTENTION", rl_prim_attention, 7),
+    RL_PRIM("%GEGLU", rl_prim_geglu, 3),
+};
+RL_PRIM_TABLE(rl_kernel_prims, "VEC", rl_kernel_defs);
+
+/* The encoder's fused steps, which only MODEL's forward pass runs. */
+static const rl_prim_def rl_defs[] = {
+    RL_PRIM("%LAYER-NORM-BIAS", rl_prim_layer_norm_bias, 5),
+    RL_PRIM("%BIAS-ACT", rl_prim_bias_act, 4),
     RL_PRIM("%ATTENTION-ROWS", rl_prim_attention_rows, 6),
     RL_PRIM("%SET-MATRIX-ROWS", rl_prim_set_matrix_rows, 2),
-    RL_PRIM("%GEGLU", rl_prim_geglu, 3),
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
 };
-RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_model_prims, "MODEL", rl_defs);

@@ -170,7 +170,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%SET-SIMD", rl_prim_set_simd, 1),
     RL_PRIM("%THREADS", rl_prim_threads, 0),
     RL_PRIM("%SET-THREADS", rl_prim_set_threads, 1),
-    RL_PRIM("%THREADS-KNOB", rl_prim_threads_knob, 1),
     RL_PRIM("%MAX-THREADS", rl_prim_max_threads, 0),
     RL_PRIM("%SIMD-PATH", rl_prim_simd_path, 0),
     RL_PRIM("%ISATTY", rl_prim_isatty, 1),
@@ -178,9 +177,21 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%F16-VALUE", rl_prim_f16_value, 1),
     RL_PRIM("%BF16-BITS", rl_prim_bf16_bits, 1),
     RL_PRIM("%BF16-VALUE", rl_prim_bf16_value, 1),
-    RL_PRIM("%SINGLE-BITS", rl_prim_single_bits, 1),
     RL_PRIM("%BITS-SINGLE", rl_prim_bits_single, 1),
     RL_PRIM("%DOUBLE-TO-SINGLE", rl_prim_double_to_single, 1),
-    RL_PRIM("%NUMBERS-TEXT", rl_prim_numbers_text, 3),
 };
 RL_PRIM_TABLE(rl_number_prims, "RONTOLISP", rl_defs);
+
+/* Numbers as text, which TEXT's writers print with. */
+static const rl_prim_def rl_text_defs[] = {
+    RL_PRIM("%NUMBERS-TEXT", rl_prim_numbers_text, 3),
+};
+RL_PRIM_TABLE(rl_number_text_prims, "TEXT", rl_text_defs);
+
+/* What only the command line uses: the --threads option's parser and a
+ * float's bits (the jobs compare and print floats bit for bit). */
+static const rl_prim_def rl_option_defs[] = {
+    RL_PRIM("%THREADS-KNOB", rl_prim_threads_knob, 1),
+    RL_PRIM("%SINGLE-BITS", rl_prim_single_bits, 1),
+};
+RL_PRIM_TABLE(rl_number_option_prims, "COMMAND-LINE", rl_option_defs);

@@ -381,7 +381,12 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%Q8-QUANTIZE", rl_prim_q8_quantize, 2),
     RL_PRIM("%Q8-QUANTIZE-OUTLIERS", rl_prim_q8_quantize_outliers, 3),
     RL_PRIM("%Q8-DEQUANTIZE-INTO", rl_prim_q8_dequantize_into, 2),
-    RL_PRIM("%Q8-ROW-INTO", rl_prim_q8_row_into, 3),
     RL_PRIM("%Q8-COPY-BYTES", rl_prim_q8_copy_bytes, 4),
 };
 RL_PRIM_TABLE(rl_qmatrix_prims, "RONTOLISP", rl_defs);
+
+/* A quantized matrix's row decoded into floats, for LINALG:ROW (vec.lisp). */
+static const rl_prim_def rl_row_defs[] = {
+    RL_PRIM("%Q8-ROW-INTO", rl_prim_q8_row_into, 3),
+};
+RL_PRIM_TABLE(rl_qmatrix_row_prims, "VEC", rl_row_defs);

@@ -321,6 +321,11 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%ST-TENSORS", rl_prim_st_tensors, 1),
     RL_PRIM("%ST-METADATA", rl_prim_st_metadata, 1),
     RL_PRIM("%ST-COPY-TENSOR", rl_prim_st_copy_tensor, 3),
+};
+RL_PRIM_TABLE(rl_safetensors_prims, "COMMAND-LINE", rl_defs);
+
+/* The JSON reader TEXT's PARSE-JSON stands on. */
+static const rl_prim_def rl_json_defs[] = {
     RL_PRIM("%JSON-PARSE", rl_prim_json_parse, 2),
 };
-RL_PRIM_TABLE(rl_safetensors_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_json_prims, "TEXT", rl_json_defs);

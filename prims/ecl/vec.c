@@ -114,4 +114,4 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATVEC", rl_prim_matvec, 3),
     RL_PRIM("%MATVEC-Q8X2", rl_prim_matvec_q8x2, 3),
 };
-RL_PRIM_TABLE(rl_vec_prims, "RONTOLISP", rl_defs);
+RL_PRIM_TABLE(rl_vec_prims, "VEC", rl_defs);

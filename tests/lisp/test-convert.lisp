@@ -178,7 +178,7 @@ the types of the temperature buckets in the order the file writes them
 values and the same next state; the values look like N(0, sigma)."
   (flet ((fill-from (state)
            (let ((a (make-array 20001 :element-type 'single-float)))
-             (multiple-value-bind (next) (rontolisp::%random-normal-fill a 0.02d0 state)
+             (multiple-value-bind (next) (command-line::%random-normal-fill a 0.02d0 state)
                (values a next)))))
     (multiple-value-bind (a sa) (fill-from 42)
       (multiple-value-bind (b sb) (fill-from 42)

@@ -62,7 +62,7 @@ bits, or NIL when the library is missing."
           (llama-common-in-child
            "_Z26common_embd_similarity_cosPKfS0_i"
            "(destructuring-bind (a b) c
-      (format t \"~D~%\" (rontolisp::%single-bits
+      (format t \"~D~%\" (command-line::%single-bits
                            (si:call-cfun fn :float '(:pointer-void :pointer-void :int)
                                          (list (floats a) (floats b) (length a))))))"
            (loop for (a b) in pairs

@@ -93,16 +93,16 @@
 ;; them (whole blocks where provably exact, else lane by lane: the same
 ;; bits, which the test above checks); the benchmark reports the split.
 (test matmul-q8-counts-its-tiles
-  (if (string= "avx512vnni" (getf (rontolisp::%cpu-info) :best))
+  (if (string= "avx512vnni" (getf (command-line::%cpu-info) :best))
       (let* ((state (make-random-state t))
              (m (rontolisp:quantize (random-matrix 40 256 :state state) 'rontolisp:q8-0))
              (xs (random-matrix 9 256 :state state))
              (threads (rontolisp:threads))
-             (before (multiple-value-list (rontolisp::%matmul-q8-tiles))))
+             (before (multiple-value-list (command-line::%matmul-q8-tiles))))
         (setf (rontolisp:threads) 1)
         (unwind-protect (vec:matmul m xs)
           (setf (rontolisp:threads) threads))
-        (let ((after (multiple-value-list (rontolisp::%matmul-q8-tiles))))
+        (let ((after (multiple-value-list (command-line::%matmul-q8-tiles))))
           (is (every #'<= before after))
           ;; 40 rows x 9 tokens on one thread: 3 sets of 16 rows, 3 quads
           ;; of 4 tokens
@@ -306,7 +306,7 @@ that 1 - 2 Phi(-a) = erf(a / sqrt 2) without a library erf."
         (is (equal '(2 64) (rontolisp:shape-error-expected c)))
         (is (equal '(2 32) (rontolisp:shape-error-found c)))
         (is (search "expected xs with 64 columns" (princ-to-string c)) "~A" c))
-      (let ((c (caught (lambda () (rontolisp::%layer-norm xs w 1e-5 (random-matrix 3 8))))))
+      (let ((c (caught (lambda () (vec::%layer-norm xs w 1e-5 (random-matrix 3 8))))))
         (is (typep c 'rontolisp:shape-error))
         (is (equal '(3 16) (rontolisp:shape-error-expected c)))
         (is (equal '(3 8) (rontolisp:shape-error-found c))))

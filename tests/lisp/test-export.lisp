@@ -331,7 +331,7 @@ last block with and without room for the length) and across the reader's
 (test export-sha256-blocks-refuses-a-partial-block
   (let ((h (make-array 8 :element-type '(unsigned-byte 32))))
     (signals rontolisp::index-error
-      (rontolisp::%sha256-blocks h (make-array 64 :element-type '(unsigned-byte 8)) 63))))
+      (command-line::%sha256-blocks h (make-array 64 :element-type '(unsigned-byte 8)) 63))))
 
 ;;; Only its own files (issue 36): the previous manifest, names, links,
 ;;; unreadable directories, temporary files.

@@ -178,6 +178,38 @@ written as an infinity: refused, naming the key."
                  (gguf:tensor-infos f))))
     (delete-file path)))
 
+(test gguf-edit-file-renames-and-writes
+  ;; EDIT-FILE gives a file read from disk new metadata and tensor names:
+  ;; lookups by name see the new names, and WRITE writes them.
+  (let ((in (tmp-path "edit-in.gguf"))
+        (out (tmp-path "edit-out.gguf"))
+        (w (make-array '(2 32) :element-type 'single-float :initial-element 0.25)))
+    (gguf:write in (gguf:make-file :metadata '(("general.name" :string "before"))
+                                   :tensors `(("a" ,w) ("b" ,w))))
+    (gguf:with-file (f in)
+      (is (gguf:tensor-info f "a"))
+      (is (eq f (gguf:edit-file f '(("general.name" :string "after")) '("c" "d"))))
+      (signals gguf:gguf-error (gguf:tensor-info f "a"))
+      (is (equal "c" (gguf:tensor-info-name (gguf:tensor-info f "c"))))
+      (gguf:write out f))
+    (gguf:with-file (f out)
+      (is (equal "after" (gguf:value f "general.name")))
+      (is (equal '("c" "d") (gguf:tensor-names f)))
+      (is (equalp w (gguf:tensor f "d"))))
+    (delete-file in)
+    (delete-file out)))
+
+(test gguf-tensor-info-file-offset
+  ;; A tensor's offset in its file is the data section's plus its own.
+  (let ((path (tmp-path "offsets.gguf"))
+        (w (make-array 64 :element-type 'single-float :initial-element 1.0)))
+    (gguf:write path (gguf:make-file :tensors `(("a" ,w) ("b" ,w))))
+    (gguf:with-file (f path)
+      (dolist (info (gguf:tensor-infos f))
+        (is (= (+ (gguf:data-offset f) (gguf:tensor-info-offset info))
+               (gguf:tensor-info-file-offset info)))))
+    (delete-file path)))
+
 (test gguf-alignment-key-always-written
   (let ((path (tmp-path "align.gguf")))
     (gguf:write path (gguf:make-file :metadata '(("general.name" :string "x"))))

@@ -117,7 +117,7 @@ random bit patterns over every exponent and random subnormals."
              (push (1+ (ash e 23)) bits)
              (push (1- (ash e 23)) bits))
     (dolist (x '(1e-3 1e7 1e-4 1e6 0.1 0.3 100.0))
-      (let ((b (rontolisp::%single-bits x)))
+      (let ((b (command-line::%single-bits x)))
         (loop for d from -3 to 3 do (push (+ b d) bits))))
     (loop repeat 60000 do (push (random (expt 2 32) state) bits))
     (loop repeat 5000 do (push (logior (random 2 state) (ash (random (expt 2 23) state) 0)) bits)
@@ -153,7 +153,7 @@ random bit patterns over every exponent and random subnormals."
           unless (and (string= a (text::float-text x))
                       (string= b (text::json-float-string x)))
             do (when (< (incf bad) 10)
-                 (fail "bits ~8,'0X: ~S and ~S, the printer ~S and ~S" (rontolisp::%single-bits x)
+                 (fail "bits ~8,'0X: ~S and ~S, the printer ~S and ~S" (command-line::%single-bits x)
                        a b (text::float-text x) (text::json-float-string x))))
     (is (zerop bad) "~D of ~D floats differ" bad (length floats))
     ;; a JSON array of them is what the element-by-element writer made

@@ -170,7 +170,7 @@ than plain Q8_0 when the activations carry massive channels."
                        (make-array 3 :element-type 'fixnum :initial-contents '(3 40 96))
                        (vector 3 40 77)))
       (signals rontolisp:rontolisp-error
-        (rontolisp::%outlier-matmul (vec::outlier-matrix-quantized m) bad
+        (vec::%outlier-matmul (vec::outlier-matrix-quantized m) bad
                                     (vec::outlier-matrix-weights m) xs
                                     (make-array '(5 48) :element-type 'single-float) nil)))
     (setf (aref xs 2 40) (coerce (rontolisp:f16-value #x7e00) 'single-float))

@@ -97,9 +97,9 @@ driver's deadline, as one that keeps the terminal open is."
     (is (member "rontolisp:quantize" (command-line::completion-candidates "rontolisp:quantiz")
                 :test #'string=))
     ;; Internal symbols only after ::.
-    (is (null (command-line::completion-candidates "rontolisp:qm-byte-si")))
-    (is (equal '("rontolisp::qm-byte-size")
-               (command-line::completion-candidates "rontolisp::qm-byte-si")))
+    (is (null (command-line::completion-candidates "rontolisp:check-quantized-matr")))
+    (is (equal '("rontolisp::check-quantized-matrix")
+               (command-line::completion-candidates "rontolisp::check-quantized-matr")))
     (is (member "MULTIPLE-VALUE-BIND" (command-line::completion-candidates "MULTIPLE-VALUE-B")
                 :test #'string=))
     (is (member "gguf:" (command-line::completion-candidates "ggu") :test #'string=))

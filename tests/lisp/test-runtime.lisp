@@ -251,7 +251,7 @@ a #! first line skipped, each form as it is read."
       (setf (rontolisp:simd) simd (rontolisp:threads) threads))))
 
 (test exported-symbols-are-documented
-  (dolist (p '("RONTOLISP" "VEC" "LINALG" "GGUF"))
+  (dolist (p '("RONTOLISP" "TEXT" "VEC" "LINALG" "GGUF" "MODEL"))
     (do-external-symbols (s p)
       (when (or (fboundp s) (boundp s))
         (is (or (documentation s 'function) (documentation s 'variable)

@@ -138,7 +138,7 @@ over j mod 16, then a fixed tree, in single-float."
 
 (defun vec-paths ()
   "The kernel paths this CPU runs: ((id . name) ...)."
-  (getf (rontolisp::%cpu-info) :paths))
+  (getf (command-line::%cpu-info) :paths))
 
 (defun quantized-case (rows cols wscale xscale state &key zero-rows (type 'single-float))
   "A quantized random matrix (rows in ZERO-ROWS all zero) and a random x."
@@ -195,7 +195,7 @@ the reference's bits."
             (loop for (path . name) in (vec-paths)
                   do (loop for threads from 1 to 4
                            do (fill out 42f0)
-                              (rontolisp::%bench-matvec m x out path threads 1 0)
+                              (command-line::%bench-matvec m x out path threads 1 0)
                               (is (same-bits-p want out) "~A ~A ~A threads ~D" shape scale
                                   name threads)))))))))
 
@@ -289,7 +289,7 @@ for the knob entries to use every thread, and on small odd ones."
             (when (eq type 'single-float)
               (loop for (path . name) in (vec-paths)
                     do (loop for threads from 1 to 3
-                             do (rontolisp::%bench-matvec a x out path threads 1 0)
+                             do (command-line::%bench-matvec a x out path threads 1 0)
                                 (is (same-bits-p want out) "~A ~A ~D threads" shape name
                                     threads))))))))))
 
