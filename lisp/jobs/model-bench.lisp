@@ -303,8 +303,8 @@ itself when it has no head."
 (defun stored-only-types (f)
   "The ggml names of the types of F's encoder matrices that the benchmark's
 own copies do not store (Q4_K, Q6_K, ... as llama-quantize writes them), in
-file order, or NIL.  The file's own row runs them (dequantized to F32 at
-load, doc/encoder.md)."
+file order, or NIL.  The file's own row runs them in their own bits (each
+type's row product, doc/products.md §6)."
   (let ((head-p (head-tensor-predicate f)))
     (remove-duplicates
      (loop for info in (gguf:tensor-infos f)
@@ -366,7 +366,7 @@ list of plists."
                                                   :encoder-only (not (decision-head-p source))))
                             (check-same-model original source reference-path file)
                             "file as stored")
-                           (own (format nil "~{~A~^+~} (f32)" own))))
+                           (own (format nil "~{~A~^+~} (as stored)" own))))
          (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
                       collect (let ((path (temporary-path (format nil "bench-~(~A~).gguf" format))))
                                 ;; llama.cpp refuses a decision head's tensors.
