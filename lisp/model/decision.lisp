@@ -343,18 +343,20 @@ as the whole block's rows at MARKERS."
         rx))))
 
 (defun check-markers (head markers n)
-  "MARKERS, a list of positions below N, each below the head's window m
-= min(N, max_head_tokens); QUESTION-ERROR otherwise."
+  "MARKERS, a list or fixnum vector of positions below N, each below the
+head's window m = min(N, max_head_tokens); QUESTION-ERROR otherwise.
+Answers m."
   (let ((m (min n (decision-head-max-head-tokens head))))
-    (when (null markers)
+    (when (zerop (length markers))
       (question-error "expected at least one option marker, found none"))
-    (loop for p in markers for k from 0
-          unless (and (typep p 'fixnum) (<= 0 p) (< p n))
-            do (question-error "expected marker positions from 0 to ~D, found ~A (option ~D)"
-                               (1- n) (json-brief p) (1+ k))
-          unless (< p m)
-            do (question-error "option ~D: expected its marker within the head's first ~D ~
-tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
+    (dotimes (k (length markers))
+      (let ((p (elt markers k)))
+        (unless (and (typep p 'fixnum) (<= 0 p) (< p n))
+          (question-error "expected marker positions from 0 to ~D, found ~A (option ~D)"
+                          (1- n) (json-brief p) (1+ k)))
+        (unless (< p m)
+          (question-error "option ~D: expected its marker within the head's first ~D ~
+tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))))
     m))
 
 (defun type-index (head type)
@@ -370,6 +372,13 @@ naming the known ones otherwise."
 single-float vector of that length) and answered.  Every intermediate
 lives in a scratch of MODEL's pool (model-scratch.lisp): nothing is
 consed."
+  (with-encoder-scratch (s model (length ids))
+    (copy-logits (scratch-logits model head s ids markers type activations) out)))
+
+(defun scratch-logits (model head s ids markers type activations)
+  "The logits of DECISION-LOGITS worked out in the encode scratch S (set
+to the rows of IDS, a list or fixnum vector; MARKERS likewise), answered
+as the head scratch's k x 1 matrix: valid until S is used again."
   (let* ((n (length ids))
          (ti (type-index head type))
          (m (check-markers head markers n))
@@ -378,7 +387,7 @@ consed."
          (h (encoder-hyperparameters model))
          (d (getf h :embedding-length))
          (eps (getf h :eps)))
-    (with-encoder-scratch (s model n)
+    (progn
       (let ((hidden (encode-scratch-a s)))
         (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
                                                 (encoder-output-norm model) eps hidden))
@@ -407,9 +416,8 @@ consed."
             (kernel-call 'model:decide
                          (%bias-act logits (decision-head-cls-output-bias head) :none logits))
             (check-finite-steps path nil :logits logits)
-            (copy-logits logits out)
             (stage-mark :cls)
-            out))))))
+            logits))))))
 
 (defun copy-logits (logits out)
   "The k x 1 LOGITS into the k-vector OUT.  Typed, so that no float is
@@ -422,21 +430,21 @@ boxed on the way (an untyped AREF conses each one)."
 (defun temperature (head type options)
   "The temperature of questions of TYPE with OPTIONS options:
 decision.temperature.TYPE.N, else the first TYPE.LO_HI with LO <= N <= HI
-in key order, else 1."
-  (let ((entries (remove type (decision-head-temperatures head) :key #'first
-                                                                 :test-not #'string=)))
-    (or (fourth (find-if (lambda (e) (= (second e) (third e) options)) entries))
-        (fourth (find-if (lambda (e) (<= (second e) options (third e))) entries))
-        1f0)))
+in key order, else 1.  Conses nothing."
+  (flet ((find-entry (exact)
+           (dolist (e (decision-head-temperatures head))
+             (destructuring-bind (name low high temperature) e
+               (when (and (string= name type)
+                          (if exact (= low high options) (<= low options high)))
+                 (return temperature))))))
+    (or (find-entry t) (find-entry nil) 1f0)))
 
 (defun softmax (logits temperature)
-  "The softmax in double-float of LOGITS / TEMPERATURE (the largest
-subtracted first), as single-floats."
-  (let* ((scaled (map 'list (lambda (l) (/ (float l 1d0) (float temperature 1d0))) logits))
-         (top (reduce #'max scaled))
-         (exps (mapcar (lambda (s) (exp (- s top))) scaled))
-         (sum (reduce #'+ exps)))
-    (map '(simple-array single-float (*)) (lambda (e) (coerce (/ e sum) 'single-float)) exps)))
+  "The softmax in double-float of LOGITS (a simple single-float vector) /
+TEMPERATURE (the largest subtracted first), as a fresh single-float vector
+(%SOFTMAX-INTO)."
+  (%softmax-into logits (float temperature 1d0)
+                 (make-array (length logits) :element-type 'single-float) nil))
 
 (defun check-decide-ids (model head ids)
   "IDS as a list, at most decision.max_tokens of them; QUESTION-ERROR naming
@@ -455,11 +463,15 @@ order) and TYPE (a question type of the head).  Answers the probabilities
 and the logits, single-float vectors."
   (head-decide-ids model (head-of model 'model:decide) ids markers type activations))
 
+(defun check-activations (activations)
+  "ACTIVATIONS, :q8 or :q8x2; RONTOLISP-ERROR otherwise."
+  (unless (member activations '(:q8 :q8x2))
+    (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations)))
+
 (defun head-decide-ids (model head ids markers type activations)
   "DECIDE-IDS with MODEL's decision HEAD already found."
   (let ((ids (check-decide-ids model head ids)))
-    (unless (member activations '(:q8 :q8x2))
-      (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
+    (check-activations activations)
     (let* ((logits (decision-logits model head ids markers type activations
                                     (make-array (length markers) :element-type 'single-float)))
            (probabilities (softmax logits (temperature head type (length markers)))))

@@ -7,6 +7,7 @@
  * input, once, with the full message (doc/kernels.md §7), then runs the
  * kernel with the float traps held and interrupts off while the pool's
  * workers run. */
+#include <math.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -446,8 +447,9 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
 }
 
 /* (%gather-rows table ids out) -> OUT: row i of OUT (n x d) := row
- * (nth i IDS) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
- * below vocab (the token embedding's lookup). */
+ * (elt IDS i) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
+ * below vocab, or a fixnum vector of length n (its fill pointer, if any):
+ * the token embedding's lookup, and the rows of a question's markers. */
 static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object out) {
     static const char fn[] = "%GATHER-ROWS";
     const cl_env_ptr env = ecl_process_env();
@@ -457,6 +459,20 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     rl_same_dims(fn, "out", n, c, n, d);
     size_t i = 0;
     cl_object l = ids;
+    if (rl_fixnum_vector_p(ids)) {
+        if ((size_t)ecl_length(ids) != n)
+            rl_signal(RL_C_SHAPE, "%s: expected a vector of %zu token ids (the rows of out), "
+                      "found %zu", fn, n, (size_t)ecl_length(ids));
+        for (; i < n; i++) {
+            const cl_fixnum id = ids->vector.self.fix[i];
+            if (id < 0 || (size_t)id >= vocab)
+                rl_signal(RL_C_INDEX, "%s: expected token ids from 0 below %zu, found one out "
+                          "of range at position %zu", fn, vocab, i);
+            if (d)
+                memcpy(y + i * d, tp + (size_t)id * d, d * sizeof *y);
+        }
+        ecl_return1(env, out);
+    }
     for (; ECL_CONSP(l) && i < n; l = ECL_CONS_CDR(l), i++) {
         const cl_object id = ECL_CONS_CAR(l);
         if (!ECL_FIXNUMP(id) || ecl_fixnum(id) < 0 || (size_t)ecl_fixnum(id) >= vocab)
@@ -469,6 +485,58 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
         rl_signal(RL_C_SHAPE, "%s: expected a proper list of %zu token ids (the rows of out), "
                   "found another list", fn, n);
     ecl_return1(env, out);
+}
+
+/* The single-floats of X, a vector that is not
+ * displaced (its fill pointer, if any, its length), else NULL. */
+static float *rl_sf_fill_vector(cl_object x, cl_index *n) {
+    if (ECL_IMMEDIATE(x) || x->d.t != t_vector || x->vector.elttype != ecl_aet_sf ||
+        x->vector.displaced != ECL_NIL)
+        return NULL;
+    *n = ecl_length(x);
+    return x->vector.self.sf;
+}
+
+/* (%softmax-into logits temperature out copy) -> OUT: the softmax in
+ * double of the single-floats LOGITS (a simple array of any rank, the
+ * head's k x 1 logits) over TEMPERATURE, the largest
+ * scaled logit subtracted first and the exponentials summed in order
+ * (TEMPERATURE a single-float or double-float, widened exactly), stored
+ * as single-floats in OUT (a single-float vector as long, a fill
+ * pointer allowed); COPY, NIL or such a vector, receives LOGITS too.
+ * libm's exp, as ECL's EXP of a double-float, so the bits are those of the
+ * same steps in Lisp; nothing is consed. */
+static cl_object rl_prim_softmax_into(cl_object logits, cl_object temperature, cl_object out,
+                                      cl_object copy) {
+    static const char fn[] = "%SOFTMAX-INTO";
+    cl_index n = 0, m = 0, c = 0;
+    const float *x = rl_simple_data(logits, ecl_aet_sf, &n);
+    /* a single-float taken as it is: boxing it as a double would cons */
+    const double t = ecl_t_of(temperature) == t_singlefloat
+                         ? (double)ecl_single_float(temperature)
+                         : rl_arg_df(fn, 2, temperature);
+    float *y = rl_sf_fill_vector(out, &m);
+    float *z = copy == ECL_NIL ? NULL : rl_sf_fill_vector(copy, &c);
+    if (!x)
+        rl_type_error(fn, 1, logits, RL_T_ARRAY);
+    if (!y)
+        rl_type_error(fn, 3, out, RL_T_VECTOR);
+    if (copy != ECL_NIL && !z)
+        rl_type_error(fn, 4, copy, RL_T_VECTOR);
+    if (m != n || n == 0 || (z && c != n))
+        rl_signal(RL_C_SHAPE, "%s: expected logits and out of one length (at least 1), "
+                  "found %zu and %zu", fn, (size_t)n, (size_t)(m != n ? m : c));
+    double top = (double)x[0] / t, sum = 0.0;
+    for (cl_index i = 1; i < n; i++)
+        if ((double)x[i] / t > top)
+            top = (double)x[i] / t;
+    for (cl_index i = 0; i < n; i++)
+        sum += exp((double)x[i] / t - top);
+    for (cl_index i = 0; i < n; i++)
+        y[i] = (float)(exp((double)x[i] / t - top) / sum);
+    if (z)
+        memcpy(z, x, n * sizeof *z);
+    ecl_return1(ecl_process_env(), out);
 }
 
 static const rl_prim_def rl_defs[] = {
@@ -485,5 +553,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
+    RL_PRIM("%SOFTMAX-INTO", rl_prim_softmax_into, 4),
 };
 RL_PRIM_TABLE(rl_model_prims, "RONTOLISP", rl_defs);
