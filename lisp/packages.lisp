@@ -77,7 +77,7 @@ the command line, and the root of every error the project signals.")
   
    "%ISATTY" "%JSON-PARSE" "%KEEP-ESCAPED-BYTES" "%LAYER-NORM" "%LAYER-NORM-BIAS"
    "%LINE-EDITOR-READ" "%LINE-EDITOR-START" "%MAKE-BFLOAT16-ARRAY" "%MAKE-FLOAT16-ARRAY"
-   "%MAKE-QUANTIZED-MATRIX" "%MATMUL" "%MATMUL-Q8-TILES" "%MATVEC" "%MATVEC-Q8X2"
+   "%MAKE-QUANTIZED-MATRIX" "%MATMUL" "%MATMUL-Q8-TILES" "%MATMUL-ROWS" "%MATVEC" "%MATVEC-Q8X2"
    "%NUMBERS-TEXT" "%OCTETS-OF" "%OUTLIER-MATMUL" "%OUTPUT-CLOSED-P" "%Q8-ROW-INTO" "%QKV-ROPE"
    "%RANDOM-NORMAL-FILL" "%READ-FILE-OCTETS" "%READ-SOME" "%RELEASE" "%RESOLVE-TARGET"
    "%ROPE-NEOX" "%SET-BEGIN" "%SET-COMMIT" "%SET-END" "%SET-MATRIX-ROWS" "%SHA256-BLOCKS"
@@ -105,7 +105,8 @@ the command line, and the root of every error the project signals.")
 (defpackage "VEC"
   (:use "CL" "RONTOLISP")
   (:import-from "RONTOLISP"
-   "%ATTENTION" "%DOUBLE-TO-SINGLE" "%GEGLU" "%LAYER-NORM" "%MATMUL" "%MATVEC" "%MATVEC-Q8X2"
+   "%ATTENTION" "%DOUBLE-TO-SINGLE" "%GEGLU" "%LAYER-NORM" "%MATMUL" "%MATMUL-ROWS" "%MATVEC"
+   "%MATVEC-Q8X2"
    "%OUTLIER-MATMUL" "%Q8-ROW-INTO" "%ROPE-NEOX" "BLOCK-ABSMAX" "DESCRIBE-OBJECT-TYPE"
    "PACKED-NUMBERS" "QUANTIZED-MATRIX-COLS" "QUANTIZED-MATRIX-DIMS" "QUANTIZED-MATRIX-ROWS")
   ;; what MODEL takes: the kernels' status turned into a condition, and
@@ -116,7 +117,7 @@ the command line, and the root of every error the project signals.")
    "MATVEC" "MATVEC-INTO"
    ;; the encoder's steps (encoder.lisp): matrix times a sequence, then
    ;; LayerNorm, rotary embedding, attention and GeGLU on n x d arrays
-   "MATMUL" "MATMUL-INTO" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU"
+   "MATMUL" "MATMUL-INTO" "MATMUL-ROWS-INTO" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU"
    ;; packed float vectors only
    "DOT" "NORM")
   (:documentation "Vector operations on packed float arrays, the

@@ -132,10 +132,15 @@ matrix; MODEL-ERROR otherwise."
   "The weights of the head block I (blk.I.*) of width D as a plist."
   (flet ((tensor (s dims) (model-tensor f path (format nil "blk.~D.~A" i s) dims))
          (vector (s n) (simple-single (model-tensor f path (format nil "blk.~D.~A" i s) (list n)))))
-    (let ((ff (tensor-rows f path (format nil "blk.~D.ffn_up.weight" i))))
+    (let ((ff (tensor-rows f path (format nil "blk.~D.ffn_up.weight" i)))
+          (qkv-bias (vector "attn_qkv.bias" (* 3 d))))
       (list :ff ff
             :qkv (tensor "attn_qkv.weight" (list (* 3 d) d))
-            :qkv-bias (vector "attn_qkv.bias" (* 3 d))
+            :qkv-bias qkv-bias
+            ;; the biases of q, k and v apart, for the last block's
+            ;; products of a part of attn_qkv (HEAD-BLOCK)
+            :q-bias (subseq qkv-bias 0 d) :k-bias (subseq qkv-bias d (* 2 d))
+            :v-bias (subseq qkv-bias (* 2 d))
             :out (tensor "attn_output.weight" (list d d))
             :out-bias (vector "attn_output.bias" d)
             :up (tensor "ffn_up.weight" (list ff d))
@@ -278,8 +283,9 @@ ff(norm2(x)).  With MARKERS NIL every row goes on and the output replaces
 X.  With MARKERS (the last block), keys and values are made for every
 row and the rest (queries, attention, its projection, the feed-forward,
 the norms) for the marker rows only, the output in HS's MX, row r that of
-marker r: the same arithmetic on the rows that are read, so the same bits
-as the whole block's rows at MARKERS."
+marker r: the same arithmetic on the rows that are read (the queries
+from attn_qkv's first d rows, VEC:MATMUL-ROWS-INTO), so the same bits as
+the whole block's rows at MARKERS."
   (let* ((x (head-scratch-x hs)) (d (array-dimension x 1))
          (heads (decision-head-heads head)) (hd (floor d heads))
          (eps (decision-head-eps head)) (norm-first (decision-head-norm-first head))
@@ -309,10 +315,22 @@ as the whole block's rows at MARKERS."
              (%add-into a a b)
              (check-finite-steps path i :residual a)
              a))
-      ;; Keys and values (and queries) of every row.
-      (linear :qkv (if norm-first (ln x :attn-norm (head-scratch-a hs)) x)
-              (head-scratch-qkv hs) :none)
-      (kernel-call 'model:decide (%qkv-rope (head-scratch-qkv hs) q k v heads hd nil))
+      (let ((in (if norm-first (ln x :attn-norm (head-scratch-a hs)) x)))
+        (if markers
+            ;; Keys and values of every row, queries of the marker rows:
+            ;; each a part of attn_qkv's rows with its part of the bias.
+            (flet ((part (first in out bias)
+                     (vec:matmul-rows-into (getf block :qkv) first d in out
+                                           :activations activations)
+                     (kernel-call 'model:decide (%bias-act out (getf block bias) :none out))
+                     (check-finite-steps path i :qkv out)))
+              (part d in k :k-bias)
+              (part (* 2 d) in v :v-bias)
+              (%gather-rows in markers (head-scratch-ma hs))
+              (part 0 (head-scratch-ma hs) (head-scratch-mq hs) :q-bias))
+            (progn
+              (linear :qkv in (head-scratch-qkv hs) :none)
+              (kernel-call 'model:decide (%qkv-rope (head-scratch-qkv hs) q k v heads hd nil)))))
       (multiple-value-bind (rx att out a up down)
           (if markers
               (values (head-scratch-mx hs) (head-scratch-matt hs) (head-scratch-mout hs)
@@ -320,10 +338,10 @@ as the whole block's rows at MARKERS."
               (values x (head-scratch-att hs) (head-scratch-out hs) (head-scratch-a hs) up
                       (head-scratch-down hs)))
         (if markers
-            (let ((rq (head-scratch-mq hs)))
+            (progn
               (%gather-rows x markers rx)
-              (%gather-rows q markers rq)
-              (kernel-call 'model:decide (%attention-rows rq k v heads hd att)))
+              (kernel-call 'model:decide
+                           (%attention-rows (head-scratch-mq hs) k v heads hd att)))
             (kernel-call 'model:decide (%attention q k v heads hd 0 att)))
         (check-finite-steps path i :attention att)
         (linear :out att out :none)
@@ -387,37 +405,36 @@ as the head scratch's k x 1 matrix: valid until S is used again."
          (h (encoder-hyperparameters model))
          (d (getf h :embedding-length))
          (eps (getf h :eps)))
-    (progn
-      (let ((hidden (encode-scratch-a s)))
-        (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
-                                                (encoder-output-norm model) eps hidden))
-        (check-finite-steps path nil :output-norm hidden)
-        (stage-mark :output-norm)
-        (let* ((hs (head-scratch-of s head m k d))
-               (x (head-scratch-x hs)))
+    (let ((hidden (encode-scratch-a s)))
+      (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
+                                              (encoder-output-norm model) eps hidden))
+      (check-finite-steps path nil :output-norm hidden)
+      (stage-mark :output-norm)
+      (let* ((hs (head-scratch-of s head m k d))
+             (x (head-scratch-x hs)))
+        (kernel-call 'model:decide
+                     (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
+        (check-finite-steps path nil :head-input x)
+        (stage-mark :head-input)
+        (loop for (block . more) on (decision-head-blocks head)
+              for i from (decision-head-first head)
+              for up across (head-scratch-ups hs)
+              do (head-block head block i hs up activations path (and (null more) markers)))
+        (let ((rows (head-scratch-mx hs)) (c (head-scratch-cls hs))
+              (logits (head-scratch-logits hs)))
+          (vec:matmul-into (decision-head-cls head) rows c :activations activations)
+          (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
+          (check-finite-steps path nil :cls c)
           (kernel-call 'model:decide
-                       (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
-          (check-finite-steps path nil :head-input x)
-          (stage-mark :head-input)
-          (loop for (block . more) on (decision-head-blocks head)
-                for i from (decision-head-first head)
-                for up across (head-scratch-ups hs)
-                do (head-block head block i hs up activations path (and (null more) markers)))
-          (let ((rows (head-scratch-mx hs)) (c (head-scratch-cls hs))
-                (logits (head-scratch-logits hs)))
-            (vec:matmul-into (decision-head-cls head) rows c :activations activations)
-            (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
-            (check-finite-steps path nil :cls c)
-            (kernel-call 'model:decide
-                         (%layer-norm-bias c (decision-head-cls-norm head)
-                                           (decision-head-cls-norm-bias head) eps c))
-            (check-finite-steps path nil :cls-norm c)
-            (vec:matmul-into (decision-head-cls-output head) c logits :activations activations)
-            (kernel-call 'model:decide
-                         (%bias-act logits (decision-head-cls-output-bias head) :none logits))
-            (check-finite-steps path nil :logits logits)
-            (stage-mark :cls)
-            logits))))))
+                       (%layer-norm-bias c (decision-head-cls-norm head)
+                                         (decision-head-cls-norm-bias head) eps c))
+          (check-finite-steps path nil :cls-norm c)
+          (vec:matmul-into (decision-head-cls-output head) c logits :activations activations)
+          (kernel-call 'model:decide
+                       (%bias-act logits (decision-head-cls-output-bias head) :none logits))
+          (check-finite-steps path nil :logits logits)
+          (stage-mark :cls)
+          logits)))))
 
 (defun copy-logits (logits out)
   "The k x 1 LOGITS into the k-vector OUT.  Typed, so that no float is

@@ -80,19 +80,15 @@ static cl_object rl_matmul_values(cl_env_ptr env, rl_status st, cl_object out,
     return ECL_NIL;
 }
 
-/* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
- * row where) when an activation row cannot be quantized (ROW the token,
- * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
- * 2, a simple rank-2 single-float array, or the bits of a float16 (BF16-P
- * nil) or bfloat16 (BF16-P true) array as a simple rank-2 (unsigned-byte
- * 16) array; XS n x cols and OUT n x rows simple single-float arrays. */
-static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_object bf16_p,
-                                cl_object q8x2_p) {
-    static const char fn[] = "%MATMUL";
+/* %MATMUL's work on the weight rows FIRST to FIRST + COUNT - 1 of W (ALL:
+ * every row, FIRST and COUNT ignored), OUT n x COUNT. */
+static cl_object matmul_rows(const char *fn, cl_object w, cl_object first, cl_object count,
+                             int all, cl_object xs, cl_object out, cl_object bf16_p,
+                             cl_object q8x2_p) {
     const cl_env_ptr env = ecl_process_env();
     rl_wtype wt;
     const void *wp;
-    size_t rows, cols, n, xc, orows, ocols;
+    size_t rows, cols, n, xc, orows, ocols, r0 = 0, elt = sizeof(float);
     cl_index total = 0;
     rl_qm_view v = {0};
     int quant = 0;
@@ -110,13 +106,19 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
         if (!wp && w->array.dim)
             rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
         wt = bf16_p == ECL_NIL ? RL_WT_F16 : RL_WT_BF16;
-        rows = w->array.dims[0], cols = w->array.dims[1];
+        rows = w->array.dims[0], cols = w->array.dims[1], elt = sizeof(uint16_t);
     } else {
         wp = rl_sf_matrix(fn, 1, w, &rows, &cols);
         wt = RL_WT_F32;
     }
-    const float *x = rl_sf_matrix(fn, 2, xs, &n, &xc);
-    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
+    if (!all) {
+        const size_t c = (size_t)rl_arg_fixnum(fn, 3, count, 0, (cl_fixnum)rows);
+        r0 = (size_t)rl_arg_fixnum(fn, 2, first, 0, (cl_fixnum)(rows - c));
+        rows = c;
+    }
+    const int a = all ? 0 : 2; /* the arguments after W move by two */
+    const float *x = rl_sf_matrix(fn, 2 + a, xs, &n, &xc);
+    float *y = rl_sf_matrix(fn, 3 + a, out, &orows, &ocols);
     rl_xs_cols(fn, n, xc, rows, cols);
     rl_same_dims(fn, "out", orows, ocols, n, rows);
     if (n && rows) {
@@ -128,7 +130,11 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     rl_status st;
     if (wt == RL_WT_Q8_0) {
         rl_qm_pin_any(w, &v);
-        wp = quant ? (const void *)v.data : (const void *)v.blocks;
+        /* a row of any type is a whole number of blocks, rows one after another */
+        wp = quant ? (const void *)(v.data + (v.rows ? r0 * (size_t)(v.nbytes / v.rows) : 0))
+                   : (const void *)(v.blocks + r0 * (cols / RL_QK8_0));
+    } else {
+        wp = (const char *)wp + r0 * cols * elt;
     }
     const rl_act act = q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2;
     RL_RUN_KERNEL(env, st = quant ? rl_matmul_quant(v.ggml_type, wp, rows, cols, x, n, y, act,
@@ -137,6 +143,27 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
                                               sizeof msg, &fault);
                   if (wt == RL_WT_Q8_0) rl_qm_unpin(&v));
     return rl_matmul_values(env, st, out, msg, &fault);
+}
+
+/* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
+ * row where) when an activation row cannot be quantized (ROW the token,
+ * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
+ * 2, a simple rank-2 single-float array, or the bits of a float16 (BF16-P
+ * nil) or bfloat16 (BF16-P true) array as a simple rank-2 (unsigned-byte
+ * 16) array; XS n x cols and OUT n x rows simple single-float arrays. */
+static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_object bf16_p,
+                                cl_object q8x2_p) {
+    return matmul_rows("%MATMUL", w, ECL_NIL, ECL_NIL, 1, xs, out, bf16_p, q8x2_p);
+}
+
+/* (%matmul-rows w first count xs out bf16-p q8x2-p) -> as %MATMUL, the
+ * product of the COUNT weight rows from FIRST (fixnums within W's rows):
+ * OUT n x COUNT.  Each output is the one %MATMUL of all of W gives at
+ * that row and column: the kernels compute an output from its weight row
+ * and token row alone. */
+static cl_object rl_prim_matmul_rows(cl_object w, cl_object first, cl_object count, cl_object xs,
+                                     cl_object out, cl_object bf16_p, cl_object q8x2_p) {
+    return matmul_rows("%MATMUL-ROWS", w, first, count, 0, xs, out, bf16_p, q8x2_p);
 }
 
 /* (%outlier-matmul q columns weights xs out q8x2-p) -> OUT, or (values nil
@@ -541,6 +568,7 @@ static cl_object rl_prim_softmax_into(cl_object logits, cl_object temperature, c
 
 static const rl_prim_def rl_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
+    RL_PRIM("%MATMUL-ROWS", rl_prim_matmul_rows, 7),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
     RL_PRIM("%LAYER-NORM-BIAS", rl_prim_layer_norm_bias, 5),

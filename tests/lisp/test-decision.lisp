@@ -783,10 +783,6 @@ null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
 
 ;;; The last block: only the marker rows go on after attention.
 
-(defun flat (m)
-  "The elements of the matrix M as a vector over its storage."
-  (make-array (array-total-size m) :element-type (array-element-type m) :displaced-to m))
-
 (defun copy-matrix-into (to from)
   "The elements of the single-float matrix FROM stored in TO (of at least
 as many), answered."
@@ -796,15 +792,17 @@ as many), answered."
 (test decision-last-block-answers-the-full-block-rows-at-the-markers
   "The head's last block makes keys and values for every row of the window
 and the rest for the marker rows only: those rows have the bits the whole
-block gives them, post-norm and norm-first, relu and gelu, F32 and Q8_0
-weights, markers in any order and repeated, every SIMD setting and thread
-count."
+block gives them, post-norm and norm-first, relu and gelu, F32, F16 and
+Q8_0 weights (the queries of the marker rows alone, from a part of
+attn_qkv's rows), markers in any order and repeated, every SIMD setting
+and thread count."
   (let ((f32 (decision-file "s1-pico" :f32)) (edited '()))
     (unwind-protect
          (dolist (path (list f32
                              (first (push (edited-file f32 "modern-bert.decision.norm_first=true:bool"
                                                        "modern-bert.decision.activation=gelu:string")
                                           edited))
+                             (decision-file "s1-pico" :f16)
                              (decision-file "s1-pico" :q8_0)))
            (let* ((model (model:load path))
                   (h (model:hyperparameters model))
