@@ -133,7 +133,7 @@ kept stable for users.")
    "MATVEC" "MATVEC-INTO"
    ;; the encoder's steps (encoder.lisp): matrix times a sequence, then
    ;; LayerNorm, rotary embedding, attention and GeGLU on n x d arrays
-   "MATMUL" "MATMUL-INTO" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU"
+   "MATMUL" "MATMUL-INTO" "MATMUL-ROWS-INTO" "LAYER-NORM" "ROPE-NEOX" "ATTENTION" "GEGLU"
    ;; packed float vectors only
    "DOT" "NORM")
   (:documentation "Vector operations on packed float arrays, the
@@ -157,6 +157,8 @@ row of a quantized matrix."))
    "COMPILE-REGEX" "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-FLOAT-STRING"
    "JSON-TYPE-MISMATCH" "PARSE-JSON-OCTETS" "REGEX-PARSER" "REGEX-SEARCH" "REGEX-SOURCE"
    "WRITE-ESCAPED" "WRITE-JSON" "WRITE-NEWLINE" "WRITE-NUMBERS"
+   ;; template.lisp: a question's text rendered into its scratch
+   "MAKE-RENDER-SCRATCH" "RENDER-TEMPLATE-INTO"
    ;; html.lisp: the pages of serve and export
    "SOURCE-FILE-TEXT" "HTML-TEXT" "FILL-PAGE"
    ;; svg.lisp: the --svg pictures
@@ -211,7 +213,8 @@ RONTOLISP:VERSION in a package that uses both."))
   (:import-from "RONTOLISP"
    "%BENCH-NOW-NS" "%DOUBLE-TO-SINGLE" "%FIRST-NON-FINITE" "%UTF8-OCTETS" "QUANTIZABLE-TENSOR-P")
   (:import-from "TEXT"
-   "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-TYPE-MISMATCH")
+   "FLOAT-TEXT" "JSON-ARRAY-P" "JSON-BRIEF" "JSON-TYPE-MISMATCH" "MAKE-RENDER-SCRATCH"
+   "RENDER-TEMPLATE-INTO")
   (:import-from "VEC"
    "%ATTENTION" "%GEGLU" "%LAYER-NORM" "%MAKE-OUTLIER-MATRIX" "KERNEL-FAILURE" "SPLIT-COLUMNS")
   (:import-from "GGUF"
@@ -222,7 +225,7 @@ RONTOLISP:VERSION in a package that uses both."))
    "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS" "*LAYER-HOOK*"
    "MODEL-ERROR" "MODEL-ERROR-PATH"
    ;; decision.lisp
-   "RENDER" "DECIDE" "PREPARE-DECIDE" "QUESTION-ERROR" "*QUESTIONS*"
+   "RENDER" "DECIDE" "PREPARE-DECIDE" "QUESTION-ERROR" "*QUESTIONS*" "MAKE-ANSWER"
    ;; tokenizer.lisp
    "LOAD-TOKENIZER" "TOKENIZE" "DETOKENIZE" "DETOKENIZE-OCTETS" "TOKENIZER" "TOKENIZER-P"
    "TOKEN-PIECE" "VOCABULARY-SIZE" "TOKENIZER-ERROR" "TOKENIZER-ERROR-PATH"

@@ -305,27 +305,31 @@ lands in one call's count, not in all three."
             (:softmax . "softmax"))))
 
 (defun question-breakdown (encoder activations rounds int8-p peaks)
-  "MODEL:DECIDE of ENCODER with ACTIVATIONS over MODEL:*QUESTIONS*, one
-round first (the scratch grown to its size), then ROUNDS rounds timed by
-stage on the monotonic clock, then ROUNDS rounds counting the octets
-consed (LEAST-CONSED), by the whole path and by the forward pass alone
-(ids to logits).
+  "MODEL:DECIDE of ENCODER with ACTIVATIONS over MODEL:*QUESTIONS*, parsed
+beforehand (a question as data, as a caller keeps it) and answered into
+one kept MODEL:MAKE-ANSWER, one round first (the scratch grown to its
+size), then ROUNDS rounds timed by stage on the monotonic clock, then
+ROUNDS rounds counting the octets consed (LEAST-CONSED), by the whole path
+(render, tokenize, markers, forward pass, softmax) and by the forward pass
+alone (ids to logits).
 A plist: :stages, an alist (stage . µs per question), each stage's median
 over the rounds (a busy machine's pauses land in one round's stage, not in
 the figure); :total-us, the median round's wall time per question;
 :floor-us, the forward pass's multiply-adds over PEAKS (f32 . int8), in G
 per second, the encoder's matrices at the int8 peak when INT8-P; :bytes
 and :forward-bytes per question."
-  (let* ((questions model:*questions*)
+  (let* ((questions (mapcar #'parse-question model:*questions*))
+         (answer (model:make-answer))
          (n (length questions))
          (inputs (mapcar (lambda (q)
                            (multiple-value-bind (p logits ids markers)
                                (model:decide encoder q :activations activations)
                              (declare (ignore p))
-                             (list (coerce ids 'list) markers (question-field q "type")
+                             (list (coerce ids 'list) markers (parsed-question-type q)
                                    (make-array (length logits) :element-type 'single-float))))
                          questions)))
-    (flet ((run () (dolist (q questions) (model:decide encoder q :activations activations)))
+    (flet ((run () (dolist (q questions) (model:decide encoder q :activations activations
+                                                                 :into answer)))
            (per-question (x) (/ x (float (* rounds n) 1d0))))
       (let* ((timed (loop repeat rounds
                           collect (let ((clock (make-stage-clock)) (t0 (%bench-now-ns)))
@@ -358,7 +362,8 @@ and :forward-bytes per question."
   "The breakdown table of ROWS ((label . breakdown-plist) ...) on OUT."
   (format out "~&breakdown: µs per question by stage, 1 thread, the median of ~D round~:P (monotonic ~
 nanosecond clock; the sum of the stages' medians need not be the median total); floor: the forward pass's multiply-adds over one core's peak measured now, ~
-f32 FMA ~,1F G/s, int8 ~,1F G/s (~A); octets consed per question, the whole path and ids to logits~%"
+f32 FMA ~,1F G/s, int8 ~,1F G/s (~A); octets consed per question, the whole path (the question parsed ~
+beforehand, answered into a kept model:make-answer) and ids to logits~%"
           rounds (car peaks) (cdr peaks) (getf (%cpu-info) :best))
   (format out "~18A~{ ~10@A~}~%" "stage" (mapcar #'car rows))
   (flet ((line (label fn fmt)

@@ -132,10 +132,15 @@ matrix; MODEL-ERROR otherwise."
   "The weights of the head block I (blk.I.*) of width D as a plist."
   (flet ((tensor (s dims) (model-tensor f path (format nil "blk.~D.~A" i s) dims))
          (vector (s n) (simple-single (model-tensor f path (format nil "blk.~D.~A" i s) (list n)))))
-    (let ((ff (tensor-rows f path (format nil "blk.~D.ffn_up.weight" i))))
+    (let ((ff (tensor-rows f path (format nil "blk.~D.ffn_up.weight" i)))
+          (qkv-bias (vector "attn_qkv.bias" (* 3 d))))
       (list :ff ff
             :qkv (tensor "attn_qkv.weight" (list (* 3 d) d))
-            :qkv-bias (vector "attn_qkv.bias" (* 3 d))
+            :qkv-bias qkv-bias
+            ;; the biases of q, k and v apart, for the last block's
+            ;; products of a part of attn_qkv (HEAD-BLOCK)
+            :q-bias (subseq qkv-bias 0 d) :k-bias (subseq qkv-bias d (* 2 d))
+            :v-bias (subseq qkv-bias (* 2 d))
             :out (tensor "attn_output.weight" (list d d))
             :out-bias (vector "attn_output.bias" d)
             :up (tensor "ffn_up.weight" (list ff d))
@@ -278,8 +283,9 @@ ff(norm2(x)).  With MARKERS NIL every row goes on and the output replaces
 X.  With MARKERS (the last block), keys and values are made for every
 row and the rest (queries, attention, its projection, the feed-forward,
 the norms) for the marker rows only, the output in HS's MX, row r that of
-marker r: the same arithmetic on the rows that are read, so the same bits
-as the whole block's rows at MARKERS."
+marker r: the same arithmetic on the rows that are read (the queries
+from attn_qkv's first d rows, VEC:MATMUL-ROWS-INTO), so the same bits as
+the whole block's rows at MARKERS."
   (let* ((x (head-scratch-x hs)) (d (array-dimension x 1))
          (heads (decision-head-heads head)) (hd (floor d heads))
          (eps (decision-head-eps head)) (norm-first (decision-head-norm-first head))
@@ -309,10 +315,22 @@ as the whole block's rows at MARKERS."
              (%add-into a a b)
              (check-finite-steps path i :residual a)
              a))
-      ;; Keys and values (and queries) of every row.
-      (linear :qkv (if norm-first (ln x :attn-norm (head-scratch-a hs)) x)
-              (head-scratch-qkv hs) :none)
-      (kernel-call 'model:decide (%qkv-rope (head-scratch-qkv hs) q k v heads hd nil))
+      (let ((in (if norm-first (ln x :attn-norm (head-scratch-a hs)) x)))
+        (if markers
+            ;; Keys and values of every row, queries of the marker rows:
+            ;; each a part of attn_qkv's rows with its part of the bias.
+            (flet ((part (first in out bias)
+                     (vec:matmul-rows-into (getf block :qkv) first d in out
+                                           :activations activations)
+                     (kernel-call 'model:decide (%bias-act out (getf block bias) :none out))
+                     (check-finite-steps path i :qkv out)))
+              (part d in k :k-bias)
+              (part (* 2 d) in v :v-bias)
+              (%gather-rows in markers (head-scratch-ma hs))
+              (part 0 (head-scratch-ma hs) (head-scratch-mq hs) :q-bias))
+            (progn
+              (linear :qkv in (head-scratch-qkv hs) :none)
+              (kernel-call 'model:decide (%qkv-rope (head-scratch-qkv hs) q k v heads hd nil)))))
       (multiple-value-bind (rx att out a up down)
           (if markers
               (values (head-scratch-mx hs) (head-scratch-matt hs) (head-scratch-mout hs)
@@ -320,10 +338,10 @@ as the whole block's rows at MARKERS."
               (values x (head-scratch-att hs) (head-scratch-out hs) (head-scratch-a hs) up
                       (head-scratch-down hs)))
         (if markers
-            (let ((rq (head-scratch-mq hs)))
+            (progn
               (%gather-rows x markers rx)
-              (%gather-rows q markers rq)
-              (kernel-call 'model:decide (%attention-rows rq k v heads hd att)))
+              (kernel-call 'model:decide
+                           (%attention-rows (head-scratch-mq hs) k v heads hd att)))
             (kernel-call 'model:decide (%attention q k v heads hd 0 att)))
         (check-finite-steps path i :attention att)
         (linear :out att out :none)
@@ -343,18 +361,20 @@ as the whole block's rows at MARKERS."
         rx))))
 
 (defun check-markers (head markers n)
-  "MARKERS, a list of positions below N, each below the head's window m
-= min(N, max_head_tokens); QUESTION-ERROR otherwise."
+  "MARKERS, a list or fixnum vector of positions below N, each below the
+head's window m = min(N, max_head_tokens); QUESTION-ERROR otherwise.
+Answers m."
   (let ((m (min n (decision-head-max-head-tokens head))))
-    (when (null markers)
+    (when (zerop (length markers))
       (question-error "expected at least one option marker, found none"))
-    (loop for p in markers for k from 0
-          unless (and (typep p 'fixnum) (<= 0 p) (< p n))
-            do (question-error "expected marker positions from 0 to ~D, found ~A (option ~D)"
-                               (1- n) (json-brief p) (1+ k))
-          unless (< p m)
-            do (question-error "option ~D: expected its marker within the head's first ~D ~
-tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))
+    (dotimes (k (length markers))
+      (let ((p (elt markers k)))
+        (unless (and (typep p 'fixnum) (<= 0 p) (< p n))
+          (question-error "expected marker positions from 0 to ~D, found ~A (option ~D)"
+                          (1- n) (json-brief p) (1+ k)))
+        (unless (< p m)
+          (question-error "option ~D: expected its marker within the head's first ~D ~
+tokens (decision.max_head_tokens), found it at position ~D" (1+ k) m p))))
     m))
 
 (defun type-index (head type)
@@ -370,6 +390,13 @@ naming the known ones otherwise."
 single-float vector of that length) and answered.  Every intermediate
 lives in a scratch of MODEL's pool (model-scratch.lisp): nothing is
 consed."
+  (with-encoder-scratch (s model (length ids))
+    (copy-logits (scratch-logits model head s ids markers type activations) out)))
+
+(defun scratch-logits (model head s ids markers type activations)
+  "The logits of DECISION-LOGITS worked out in the encode scratch S (set
+to the rows of IDS, a list or fixnum vector; MARKERS likewise), answered
+as the head scratch's k x 1 matrix: valid until S is used again."
   (let* ((n (length ids))
          (ti (type-index head type))
          (m (check-markers head markers n))
@@ -378,38 +405,36 @@ consed."
          (h (encoder-hyperparameters model))
          (d (getf h :embedding-length))
          (eps (getf h :eps)))
-    (with-encoder-scratch (s model n)
-      (let ((hidden (encode-scratch-a s)))
-        (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
-                                                (encoder-output-norm model) eps hidden))
-        (check-finite-steps path nil :output-norm hidden)
-        (stage-mark :output-norm)
-        (let* ((hs (head-scratch-of s head m k d))
-               (x (head-scratch-x hs)))
+    (let ((hidden (encode-scratch-a s)))
+      (kernel-call 'model:encode (%layer-norm (encode-layers model ids s activations :erf)
+                                              (encoder-output-norm model) eps hidden))
+      (check-finite-steps path nil :output-norm hidden)
+      (stage-mark :output-norm)
+      (let* ((hs (head-scratch-of s head m k d))
+             (x (head-scratch-x hs)))
+        (kernel-call 'model:decide
+                     (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
+        (check-finite-steps path nil :head-input x)
+        (stage-mark :head-input)
+        (loop for (block . more) on (decision-head-blocks head)
+              for i from (decision-head-first head)
+              for up across (head-scratch-ups hs)
+              do (head-block head block i hs up activations path (and (null more) markers)))
+        (let ((rows (head-scratch-mx hs)) (c (head-scratch-cls hs))
+              (logits (head-scratch-logits hs)))
+          (vec:matmul-into (decision-head-cls head) rows c :activations activations)
+          (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
+          (check-finite-steps path nil :cls c)
           (kernel-call 'model:decide
-                       (%bias-act hidden (nth ti (decision-head-type-rows head)) :none x))
-          (check-finite-steps path nil :head-input x)
-          (stage-mark :head-input)
-          (loop for (block . more) on (decision-head-blocks head)
-                for i from (decision-head-first head)
-                for up across (head-scratch-ups hs)
-                do (head-block head block i hs up activations path (and (null more) markers)))
-          (let ((rows (head-scratch-mx hs)) (c (head-scratch-cls hs))
-                (logits (head-scratch-logits hs)))
-            (vec:matmul-into (decision-head-cls head) rows c :activations activations)
-            (kernel-call 'model:decide (%bias-act c (decision-head-cls-bias head) :gelu c))
-            (check-finite-steps path nil :cls c)
-            (kernel-call 'model:decide
-                         (%layer-norm-bias c (decision-head-cls-norm head)
-                                           (decision-head-cls-norm-bias head) eps c))
-            (check-finite-steps path nil :cls-norm c)
-            (vec:matmul-into (decision-head-cls-output head) c logits :activations activations)
-            (kernel-call 'model:decide
-                         (%bias-act logits (decision-head-cls-output-bias head) :none logits))
-            (check-finite-steps path nil :logits logits)
-            (copy-logits logits out)
-            (stage-mark :cls)
-            out))))))
+                       (%layer-norm-bias c (decision-head-cls-norm head)
+                                         (decision-head-cls-norm-bias head) eps c))
+          (check-finite-steps path nil :cls-norm c)
+          (vec:matmul-into (decision-head-cls-output head) c logits :activations activations)
+          (kernel-call 'model:decide
+                       (%bias-act logits (decision-head-cls-output-bias head) :none logits))
+          (check-finite-steps path nil :logits logits)
+          (stage-mark :cls)
+          logits)))))
 
 (defun copy-logits (logits out)
   "The k x 1 LOGITS into the k-vector OUT.  Typed, so that no float is
@@ -422,21 +447,21 @@ boxed on the way (an untyped AREF conses each one)."
 (defun temperature (head type options)
   "The temperature of questions of TYPE with OPTIONS options:
 decision.temperature.TYPE.N, else the first TYPE.LO_HI with LO <= N <= HI
-in key order, else 1."
-  (let ((entries (remove type (decision-head-temperatures head) :key #'first
-                                                                 :test-not #'string=)))
-    (or (fourth (find-if (lambda (e) (= (second e) (third e) options)) entries))
-        (fourth (find-if (lambda (e) (<= (second e) options (third e))) entries))
-        1f0)))
+in key order, else 1.  Conses nothing."
+  (flet ((find-entry (exact)
+           (dolist (e (decision-head-temperatures head))
+             (destructuring-bind (name low high temperature) e
+               (when (and (string= name type)
+                          (if exact (= low high options) (<= low options high)))
+                 (return temperature))))))
+    (or (find-entry t) (find-entry nil) 1f0)))
 
 (defun softmax (logits temperature)
-  "The softmax in double-float of LOGITS / TEMPERATURE (the largest
-subtracted first), as single-floats."
-  (let* ((scaled (map 'list (lambda (l) (/ (float l 1d0) (float temperature 1d0))) logits))
-         (top (reduce #'max scaled))
-         (exps (mapcar (lambda (s) (exp (- s top))) scaled))
-         (sum (reduce #'+ exps)))
-    (map '(simple-array single-float (*)) (lambda (e) (coerce (/ e sum) 'single-float)) exps)))
+  "The softmax in double-float of LOGITS (a simple single-float vector) /
+TEMPERATURE (the largest subtracted first), as a fresh single-float vector
+(%SOFTMAX-INTO)."
+  (%softmax-into logits (float temperature 1d0)
+                 (make-array (length logits) :element-type 'single-float) nil))
 
 (defun check-decide-ids (model head ids)
   "IDS as a list, at most decision.max_tokens of them; QUESTION-ERROR naming
@@ -455,11 +480,15 @@ order) and TYPE (a question type of the head).  Answers the probabilities
 and the logits, single-float vectors."
   (head-decide-ids model (head-of model 'model:decide) ids markers type activations))
 
+(defun check-activations (activations)
+  "ACTIVATIONS, :q8 or :q8x2; RONTOLISP-ERROR otherwise."
+  (unless (member activations '(:q8 :q8x2))
+    (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations)))
+
 (defun head-decide-ids (model head ids markers type activations)
   "DECIDE-IDS with MODEL's decision HEAD already found."
   (let ((ids (check-decide-ids model head ids)))
-    (unless (member activations '(:q8 :q8x2))
-      (rontolisp-error 'model:decide "expected activations :q8 or :q8x2, found ~S" activations))
+    (check-activations activations)
     (let* ((logits (decision-logits model head ids markers type activations
                                     (make-array (length markers) :element-type 'single-float)))
            (probabilities (softmax logits (temperature head type (length markers)))))

@@ -26,9 +26,36 @@ product, QKV, Q, K, V, ATT the attention's output, FFN-IN the
 feed-forward's input, UP, GATE (the GeGLU) and DOWN; ROWS, a simple vector
 of them all (what %SET-MATRIX-ROWS takes); FLOATS, their storage; HEAD,
 the decision head's scratch once a decision has used this one (NIL
-before)."
+before); QUESTION, a question's text, ids and markers once MODEL:DECIDE
+has used it (a QUESTION-SCRATCH, NIL before)."
   (capacity 0 :type fixnum) (n 0 :type fixnum) (floats 0 :type fixnum)
-  x a qkv q k v att ffn-in up gate down rows (head nil))
+  x a qkv q k v att ffn-in up gate down rows (head nil) (question nil))
+
+(defstruct (question-scratch (:constructor %make-question-scratch))
+  "Where MODEL:DECIDE makes a question's text and finds its tokens, kept
+with an encode scratch so that each thread has its own: TEXT the rendered
+question (an adjustable string), IDS its token ids and MARKERS the
+positions of its options' markers (adjustable fixnum vectors), each with
+a fill pointer and grown only for a longer question; RENDER the
+template's kept loop frames (TEXT:MAKE-RENDER-SCRATCH)."
+  text ids markers render)
+
+(defun question-scratch-of (s)
+  "The QUESTION-SCRATCH of the encode scratch S, made the first time."
+  (or (encode-scratch-question s)
+      (setf (encode-scratch-question s)
+            (flet ((fixnums (n) (make-array n :element-type 'fixnum :adjustable t :fill-pointer 0)))
+              (%make-question-scratch
+               :text (make-array 1024 :element-type 'character :adjustable t :fill-pointer 0)
+               :ids (fixnums (max 16 (encode-scratch-capacity s))) :markers (fixnums 16)
+               :render (make-render-scratch))))))
+
+(defun set-scratch-rows (s n)
+  "Set every matrix of the encode scratch S to N rows (at most its
+capacity)."
+  (%set-matrix-rows (encode-scratch-rows s) n)
+  (setf (encode-scratch-n s) n)
+  s)
 
 (defun make-encode-scratch (capacity d ff)
   "A scratch for up to CAPACITY tokens of an encoder of width D and
@@ -73,10 +100,7 @@ back."
                      (setf (svref free i) nil)
                      (when (>= (encode-scratch-capacity s) n)
                        (return s)))))))))
-    (let ((s (or s (make-encode-scratch (max n capacity) d ff))))
-      (%set-matrix-rows (encode-scratch-rows s) n)
-      (setf (encode-scratch-n s) n)
-      s)))
+    (set-scratch-rows (or s (make-encode-scratch (max n capacity) d ff)) n)))
 
 (defun give-back-scratch (cache scratch)
   "Return SCRATCH to CACHE: into a free slot when the pool's floats stay

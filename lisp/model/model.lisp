@@ -442,8 +442,8 @@ afterwards: a hook keeps a copy.")
 
 (defun encode-layers (encoder ids s activations gelu)
   "The embeddings and the layers of ENCODER on the token IDS (checked, a
-list) in the scratch S (set to their count): the hidden states before the
-output norm are left in S's X."
+list or a fixnum vector) in the scratch S (set to their count): the hidden
+states before the output norm are left in S's X."
   (let* ((h (encoder-hyperparameters encoder))
          (eps (getf h :eps))
          (path (encoder-path encoder))

@@ -163,22 +163,41 @@ head does not know, MODEL:MODEL-ERROR for a model without a decision head
 or template."
   (render-question model (head-of model 'model:render) (parse-question question)))
 
-(defun render-question (model head question)
-  "MODEL:RENDER of the PARSED-QUESTION QUESTION with MODEL's decision HEAD."
+(defun render-question (model head question &optional scratch)
+  "MODEL:RENDER of the PARSED-QUESTION QUESTION with MODEL's decision HEAD:
+a fresh string, or with SCRATCH (a QUESTION-SCRATCH) SCRATCH's text,
+rendered into it."
   (type-index head (parsed-question-type question))
   (destructuring-bind (limit . name) (rendered-text-limit model head)
-    (render-template (chat-template model head) (parsed-question-bindings question)
-                     :max-length limit :max-length-name name)))
+    (if scratch
+        (render-template-into (chat-template model head) (parsed-question-bindings question)
+                              (question-scratch-text scratch)
+                              :max-length limit :max-length-name name
+                              :scratch (question-scratch-render scratch))
+        (render-template (chat-template model head) (parsed-question-bindings question)
+                         :max-length limit :max-length-name name))))
 
-(defun question-markers (head ids options)
-  "The positions of the head's mask token in IDS, one per option;
+(defun question-markers (head ids options out)
+  "The positions of the head's mask token in IDS, one per option, in OUT
+(an adjustable fixnum vector, its fill pointer set to their count);
 QUESTION-ERROR when the count differs from OPTIONS."
-  (let ((markers (loop for id across ids for p from 0
-                       when (= id (decision-head-mask-id head)) collect p)))
-    (unless (= (length markers) options)
-      (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
-                      options (decision-head-mask-id head) (length markers)))
-    markers))
+  ;; Not declared (VECTOR FIXNUM): checking that type conses.
+  (let ((mask (decision-head-mask-id head)) (count 0))
+    (declare (type fixnum count))
+    ;; Counted, then stored: VECTOR-PUSH-EXTEND conses here.
+    (dotimes (p (length ids))
+      (when (= (aref ids p) mask) (incf count)))
+    (when (> count (array-dimension out 0))
+      (adjust-array out count))
+    (setf (fill-pointer out) count count 0)
+    (dotimes (p (length ids))
+      (when (= (aref ids p) mask)
+        (setf (aref out count) p)
+        (incf count))))
+  (unless (= (length out) options)
+    (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
+                    options (decision-head-mask-id head) (length out)))
+  out)
 
 (defun prepare-decide (model)
   "Build now what MODEL:DECIDE and MODEL:RENDER otherwise build on their
@@ -193,7 +212,43 @@ a model without a decision head or template."
     (rendered-text-limit model head)
     model))
 
-(defun decide (model question &key (activations :q8))
+(defun question-ids (model head question scratch)
+  "The token ids of the PARSED-QUESTION QUESTION rendered for MODEL and
+its decision HEAD, in the QUESTION-SCRATCH SCRATCH (its text, then its
+ids, answered)."
+  (let ((text (prog1 (render-question model head question scratch) (stage-mark :render))))
+    (tokenize-into model text (question-scratch-ids scratch))))
+
+(defstruct (answer (:constructor model:make-answer ()))
+  "Where MODEL:DECIDE :INTO puts a question's answer, so that a caller
+asking many questions conses nothing for them: PROBABILITIES and LOGITS
+(single-float vectors), IDS and MARKERS (fixnum vectors), each with a fill
+pointer set to the question's length and grown only for a longer one.
+Each question overwrites the last: a caller copies what it keeps."
+  (probabilities (answer-vector 'single-float 8))
+  (logits (answer-vector 'single-float 8))
+  (ids (answer-vector 'fixnum 64))
+  (markers (answer-vector 'fixnum 8)))
+
+(defun answer-vector (type n)
+  (make-array n :element-type type :adjustable t :fill-pointer 0))
+
+(defun answer-length (vector n)
+  "VECTOR (an ANSWER's) set to N elements, grown first when shorter."
+  (when (> n (array-dimension vector 0))
+    (adjust-array vector n))
+  (setf (fill-pointer vector) n)
+  vector)
+
+(defun answer-fixnums (vector from)
+  "VECTOR (an ANSWER's) set to the fixnums of FROM (a fixnum vector)."
+  (let ((n (length from)))
+    (answer-length vector n)
+    ;; Element by element: REPLACE conses between these vectors.
+    (dotimes (i n vector)
+      (setf (aref vector i) (aref from i)))))
+
+(defun decide (model question &key (activations :q8) into)
   "The decision head of MODEL (from MODEL:LOAD) on QUESTION (as
 MODEL:RENDER takes it): the question is rendered, tokenized by the file's
 tokenizer (special tokens parsed, no bos or eos added), its markers are the
@@ -203,22 +258,50 @@ temperature, are softmax'd in double-float.  Answers the probabilities (a
 single-float vector, one per option) and as further values the logits (a
 single-float vector), the token ids (a vector) and the markers (a list of
 positions).  ACTIVATIONS (:q8 or :q8x2) is how Q8_0 weights see the
-activations (doc/products.md).  Signals MODEL:QUESTION-ERROR for an
+activations (doc/products.md).  INTO, an ANSWER (MODEL:MAKE-ANSWER),
+receives the four answers in its vectors, the markers a vector rather than
+a list, and they are the values.  Signals MODEL:QUESTION-ERROR for an
 unknown type, no options, a marker count other than the option count, more
 tokens than decision.max_tokens, a marker at or past the head's window
 (min(tokens, decision.max_head_tokens)); MODEL:MODEL-ERROR for a model
-without a decision head or when a step's output is not finite."
+without a decision head or when a step's output is not finite.
+
+A question's text, ids and markers are made in a scratch of MODEL's pool
+(model-scratch.lisp), as its forward pass is: given a PARSED-QUESTION,
+once the scratch has grown a question conses its four answers alone, and
+with INTO nothing (doc/decision.md, \"What a question allocates\")."
   (stage-start)
   (let* ((head (head-of model 'model:decide))
          (question (parse-question question))
          (options (length (parsed-question-options question)))
-         (text (prog1 (render-question model head question) (stage-mark :render)))
-         (ids (model:tokenize model text :add-special nil :parse-special t)))
-    (stage-mark :tokenize)
-    (when (> (length ids) (decision-head-max-tokens head))
-      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
-                      (decision-head-max-tokens head) (length ids)))
-    (let ((markers (question-markers head ids options)))
-      (multiple-value-bind (probabilities logits)
-          (head-decide-ids model head ids markers (parsed-question-type question) activations)
-        (values probabilities logits ids markers)))))
+         (type (parsed-question-type question)))
+    (check-activations activations)
+    (with-encoder-scratch (s model (scratch-capacity model))
+      (let* ((qs (question-scratch-of s))
+             (ids (question-ids model head question qs))
+             (n (length ids)))
+        (stage-mark :tokenize)
+        (when (> n (decision-head-max-tokens head))
+          (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+                          (decision-head-max-tokens head) n))
+        (let* ((markers (question-markers head ids options (question-scratch-markers qs)))
+               (logits (if into
+                           (answer-length (answer-logits into) options)
+                           (make-array options :element-type 'single-float)))
+               (probabilities (if into
+                                  (answer-length (answer-probabilities into) options)
+                                  (make-array options :element-type 'single-float)))
+               (scores (if (<= n (encode-scratch-capacity s))
+                           (scratch-logits model head (set-scratch-rows s n) ids markers type
+                                           activations)
+                           ;; Longer than the model's context: the forward
+                           ;; pass says so.
+                           (decision-logits model head (coerce ids 'list) (coerce markers 'list)
+                                            type activations
+                                            (make-array options :element-type 'single-float)))))
+          (%softmax-into scores (temperature head type options) probabilities logits)
+          (stage-mark :softmax)
+          (if into
+              (values probabilities logits (answer-fixnums (answer-ids into) ids)
+                      (answer-fixnums (answer-markers into) markers))
+              (values probabilities logits (subseq ids 0) (coerce markers 'list))))))))

@@ -455,17 +455,24 @@ encoder (model:load), found ~S" source))))
   "TEXT's UTF-8 bytes; TEXT must be a string whose characters are all
 Unicode scalar values (U+DC80..U+DCFF, a byte that was not UTF-8, is
 refused by the encoder with its offset)."
+  (check-text-characters text tok where)
+  (%utf8-octets text))
+
+(defun check-text-characters (text tok where)
+  "CHECK-TEXT's checks of TEXT, without making its bytes."
   (unless (stringp text)
     (element-type-error where text "expected a string, found ~S" text))
-  (let ((bad (position-if (lambda (c) (let ((code (char-code c)))
-                                        (and (<= #xd800 code #xdfff) (not (<= #xdc80 code #xdcff)))))
-                          text)))
+  ;; A loop, not POSITION-IF: a question's text is checked without consing.
+  (let ((bad (dotimes (i (length text) nil)
+               (let ((code (char-code (char text i))))
+                 (when (and (<= #xd800 code #xdfff) (not (<= #xdc80 code #xdcff)))
+                   (return i))))))
     (when bad
       (model:tokenizer-error (tokenizer-path tok)
                              "expected text of Unicode scalar values, found the lone surrogate U+~4,'0X at byte offset ~D"
                              (char-code (char text bad))
                              (length (%utf8-octets (subseq text 0 bad))))))
-  (%utf8-octets text))
+  text)
 
 (defun tokenize-octets (tok octets add-special parse-special &optional text offsets)
   "The ids of the UTF-8 bytes OCTETS (a fixnum vector), or
@@ -497,6 +504,25 @@ byte offset; so does a model whose file has no usable tokenizer, saying
 why."
   (let ((tok (tokenizer-of tokenizer 'model:tokenize)))
     (tokenize-octets tok (check-text text tok 'model:tokenize) add-special parse-special)))
+
+(defun tokenize-into (tokenizer text out)
+  "The token ids of TEXT (special tokens parsed, none added) by TOKENIZER
+(as MODEL:TOKENIZE takes it) in OUT, an adjustable fixnum vector whose
+fill pointer is set to their count; OUT grown only for a longer text, so
+that tokenizing into a kept vector conses nothing.  Answers OUT; the
+conditions are MODEL:TOKENIZE's."
+  (let ((tok (tokenizer-of tokenizer 'model:tokenize)))
+    (check-text-characters text tok 'model:tokenize)
+    (loop
+      (multiple-value-bind (count status message)
+          (%tok-encode-into (tokenizer-handle tok) text out nil t)
+        (unless count
+          (model:tokenizer-error (and (not (eq status :bad-utf-8)) (tokenizer-path tok))
+                                 "~A" message))
+        (when (<= count (array-dimension out 0))
+          (setf (fill-pointer out) count)
+          (return out))
+        (adjust-array out count)))))
 
 (defun checked-decode (decode tokenizer ids where)
   "DECODE (%TOK-DECODE or %TOK-DECODE-OCTETS) of the token ids IDS by

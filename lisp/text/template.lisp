@@ -209,9 +209,10 @@ TEMPLATE-ERROR.")
 joins counted too, when RENDER-TEMPLATE is not given its own MAX-LENGTH;
 more signals TEMPLATE-ERROR.")
 
-(defvar *template-length-limit* nil
-  "The length limit of the render under way: (CHARACTERS . NAME), NAME
-saying where the limit comes from.")
+(defvar *template-length-limit* 0
+  "The most characters the render under way may write and join.")
+(defvar *template-length-limit-name* ""
+  "Where *TEMPLATE-LENGTH-LIMIT* comes from, for its message.")
 (defvar *template-written* 0
   "The characters the render under way has written and joined.")
 (defvar *template-iterations-left* 0
@@ -222,17 +223,27 @@ saying where the limit comes from.")
 the render under way has made; past its length limit, signal
 TEMPLATE-ERROR naming the limit."
   (let ((written (+ *template-written* n)))
-    (destructuring-bind (limit . name) *template-length-limit*
-      (when (> written limit)
-        (template-error offset "expected a rendered text of at most ~D characters, strings ~
-                                joined with ~~ counted too (~A), found more" limit name)))
+    (when (> written *template-length-limit*)
+      (template-error offset "expected a rendered text of at most ~D characters, strings ~
+                              joined with ~~ counted too (~A), found more"
+                      *template-length-limit* *template-length-limit-name*))
     (setf *template-written* written)))
 
-(defun template-write (string stream offset)
-  "Write STRING, the output of the construct at OFFSET, to STREAM, counted
-by COUNT-CHARACTERS first."
+(defun append-text (string out)
+  "Add STRING at OUT's fill pointer (OUT an adjustable string), OUT grown
+only when it is too short: a rendering into a kept string conses nothing."
+  (let* ((start (fill-pointer out)) (end (+ start (length string))))
+    (when (> end (array-dimension out 0))
+      (adjust-array out (max end (* 2 (array-dimension out 0)))))
+    (setf (fill-pointer out) end)
+    (replace out string :start1 start)
+    out))
+
+(defun template-write (string out offset)
+  "Add STRING, the output of the construct at OFFSET, to OUT (APPEND-TEXT),
+counted by COUNT-CHARACTERS first."
   (count-characters (length string) offset)
-  (write-string string stream))
+  (append-text string out))
 
 (defun count-iterations (n offset)
   "Take N loop iterations of the loop at OFFSET from what the render may
@@ -246,6 +257,20 @@ still run; more than are left signals TEMPLATE-ERROR."
 (defvar *template-bindings* nil "The bindings of the render under way.")
 (defvar *template-locals* '() "The loop variables in scope: an alist.")
 (defvar *template-loop* nil "The innermost loop: (INDEX0 . LENGTH).")
+(defvar *template-cells* '()
+  "Free conses the render under way takes its loop frames from (a loop's
+variable and its index, each a cons changed in place from one iteration
+to the next), given back when the loop ends: a rendering with a kept
+TEMPLATE-CELLS list conses nothing for its loops.")
+
+(defun template-cell (car cdr)
+  "A cons of CAR and CDR, one of *TEMPLATE-CELLS* when there is one."
+  (let ((cell *template-cells*))
+    (if cell
+        (progn (setf *template-cells* (cdr cell))
+               (rplaca cell car)
+               (rplacd cell cdr))
+        (cons car cdr))))
 
 (defparameter *jinja-globals* '("range" "dict" "lipsum" "cycler" "joiner" "namespace")
   "The names Jinja2's default environment binds to functions and classes,
@@ -363,25 +388,39 @@ still run (COUNT-ITERATIONS)."
       (:dict (refuse-construct offset "a loop over a mapping (its key order is not kept)"))
       (t (template-error offset "expected a sequence to loop over, found ~A" (kind-name kind))))))
 
-(defun render-statements (body stream)
+(defun render-statements (body out)
   (dolist (s body)
     (ecase (first s)
-      (:text (template-write (third s) stream (second s)))
+      (:text (template-write (third s) out (second s)))
       (:output (let ((x (second s)))
-                 (template-write (python-str (template-eval x) (tx-offset x)) stream
+                 (template-write (python-str (template-eval x) (tx-offset x)) out
                                  (tx-offset x))))
       (:if (loop for (test . clause) in (second s)
                  when (truthy (template-eval test))
-                   do (render-statements clause stream) (return)
-                 finally (render-statements (third s) stream)))
+                   do (render-statements clause out) (return)
+                 finally (render-statements (third s) out)))
       (:for (destructuring-bind (offset name sequence loop-body) (rest s)
               (let ((items (template-sequence (template-eval sequence) (tx-offset sequence)
                                               offset)))
-                (loop for item across items
-                      for index from 0
-                      do (let ((*template-locals* (acons name item *template-locals*))
-                               (*template-loop* (cons index (length items))))
-                           (render-statements loop-body stream)))))))))
+                (when (plusp (length items))
+                  ;; One frame per loop, its cells changed in place from one
+                  ;; item to the next and given back at the end (nothing
+                  ;; keeps a frame past its iteration).
+                  (let* ((binding (template-cell name nil))
+                         (frame (template-cell binding *template-locals*))
+                         (index (template-cell 0 (length items))))
+                    (let ((*template-locals* frame) (*template-loop* index))
+                      (loop for item across items
+                            for i from 0
+                            do (rplacd binding item)
+                               (rplaca index i)
+                               (render-statements loop-body out)))
+                    (rplaca binding nil)
+                    (rplaca frame nil)
+                    (rplacd binding *template-cells*)
+                    (rplacd index binding)
+                    (rplacd frame index)
+                    (setf *template-cells* frame)))))))))
 
 (defun render-template (template bindings &key (max-length *template-max-length*)
                                                (max-length-name "rontolisp:*template-max-length*"))
@@ -396,6 +435,28 @@ does a rendering that would write more than MAX-LENGTH characters (or join
 a longer string with ~), the message naming the limit by MAX-LENGTH-NAME,
 or run more than *TEMPLATE-MAX-ITERATIONS* loop iterations: both are
 counted as the rendering goes, so it stops there in bounded memory."
+  (let ((out (make-array 256 :element-type 'character :adjustable t :fill-pointer 0)))
+    (coerce (render-template-into template bindings out :max-length max-length
+                                                        :max-length-name max-length-name)
+            'simple-string)))
+
+(defstruct (render-scratch (:constructor make-render-scratch ()))
+  "What one thread keeps between renderings into a kept string
+(RENDER-TEMPLATE-INTO's CELLS): the free conses of its loop frames."
+  (cells '() :type list))
+
+(defun render-template-into (template bindings out &key (max-length *template-max-length*)
+                                                      (max-length-name
+                                                       "rontolisp:*template-max-length*")
+                                                      scratch)
+  "RENDER-TEMPLATE's text written into OUT, an adjustable string with a
+fill pointer, from its start (the fill pointer set to the text's length;
+OUT grown only when the text is longer); answers OUT.  SCRATCH, a
+RENDER-SCRATCH of the caller's thread, keeps the conses of the loops'
+frames from one rendering to the next: with the same template and a
+kept OUT and SCRATCH, a rendering conses nothing but what `~' and |trim
+make and the integers it prints.  The arguments and conditions are
+RENDER-TEMPLATE's."
   (unless (typep max-length '(integer 0))
     (element-type-error 'render-template max-length
                         "expected a non-negative integer :max-length, found ~S" max-length))
@@ -408,8 +469,13 @@ counted as the rendering goes, so it stops there in bounded memory."
         (*template-bindings* bindings)
         (*template-locals* '())
         (*template-loop* nil)
-        (*template-length-limit* (cons max-length max-length-name))
+        (*template-length-limit* max-length)
+        (*template-length-limit-name* max-length-name)
         (*template-written* 0)
-        (*template-iterations-left* *template-max-iterations*))
-    (with-output-to-string (s)
-      (render-statements (compiled-template-body compiled) s))))
+        (*template-iterations-left* *template-max-iterations*)
+        (*template-cells* (and scratch (shiftf (render-scratch-cells scratch) '()))))
+    (setf (fill-pointer out) 0)
+    (render-statements (compiled-template-body compiled) out)
+    (when scratch
+      (setf (render-scratch-cells scratch) *template-cells*))
+    out))

@@ -102,6 +102,28 @@ block ~D of row ~D (columns ~D to ~D) overflows binary16: expected a block absma
           (%matmul w xs out bf16-p (eq activations :q8x2))
         (or result (matmul-failure fn xs status message row where))))))
 
+(defun matmul-rows-into (m first count xs out &key (activations :q8))
+  "VEC:MATMUL-INTO of the COUNT rows of the weight matrix M from row FIRST:
+OUT is n x COUNT, and each of its values has the bits VEC:MATMUL-INTO of
+all of M gives at that token and row (an output depends on its weight row
+and token row alone).  M as VEC:MATMUL-INTO takes it, an outlier matrix
+excepted; FIRST and COUNT must lie within M's rows."
+  (let ((fn "vec:matmul-rows-into"))
+    (check-f32-matrix fn "out" out)
+    (check-activations fn activations)
+    (multiple-value-bind (rows cols w bf16-p) (matmul-weight fn m)
+      (declare (ignore cols))
+      (unless (and (typep count 'fixnum) (typep first 'fixnum) (<= 0 first)
+                   (<= 0 count) (<= (+ first count) rows))
+        (shape-error fn (format nil "rows within ~D" rows) (list first count)
+                     "expected rows within the ~D of the weight matrix, found ~A from row ~A"
+                     rows count first))
+      (let ((n (check-f32-matrix fn "xs" xs)))
+        (check-out-matrix fn out n count)
+        (multiple-value-bind (result status message row where)
+            (%matmul-rows w first count xs out bf16-p (eq activations :q8x2))
+          (or result (matmul-failure fn xs status message row where)))))))
+
 (defgeneric matmul-product (m fn xs out activations)
   (:documentation "VEC:MATMUL-INTO's work for the weight matrix M (FN names
 the operation in messages; OUT NIL makes a fresh result), one method per

@@ -128,6 +128,12 @@ cl_fixnum rl_arg_fixnum(const char *fn, int pos, cl_object x, cl_fixnum lo, cl_f
     return ecl_fixnum(x);
 }
 
+int rl_fixnum_vector_p(cl_object x) {
+    _Static_assert(sizeof(cl_fixnum) == sizeof(int64_t), "a fixnum is 64 bits");
+    return !ECL_IMMEDIATE(x) && x->d.t == t_vector && x->vector.displaced == ECL_NIL &&
+           (x->vector.elttype == ecl_aet_fix || x->vector.elttype == ecl_aet_i64);
+}
+
 void *rl_simple_data(cl_object x, cl_elttype aet, cl_index *n) {
     if (ECL_IMMEDIATE(x))
         return NULL;

@@ -134,6 +134,12 @@ cl_fixnum rl_arg_fixnum(const char *fn, int pos, cl_object x, cl_fixnum lo, cl_f
  * with element type AET: its data and total size, or NULL. */
 void *rl_simple_data(cl_object x, cl_elttype aet, cl_index *n);
 
+/* True for a vector of 64-bit integers that is not displaced (a fill
+ * pointer and adjustability allowed): element type FIXNUM as ECL stores it
+ * (EXT:CL-FIXNUM) or as (make-array n :element-type 'fixnum) makes it
+ * (EXT:INTEGER64); read through self.fix either way. */
+int rl_fixnum_vector_p(cl_object x);
+
 /* The bytes of a simple (unsigned-byte 8) vector, argument POS of FN. */
 const uint8_t *rl_octets(const char *fn, int pos, cl_object v, cl_index *n);
 

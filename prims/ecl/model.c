@@ -7,6 +7,7 @@
  * input, once, with the full message (doc/kernels.md §7), then runs the
  * kernel with the float traps held and interrupts off while the pool's
  * workers run. */
+#include <math.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -79,19 +80,15 @@ static cl_object rl_matmul_values(cl_env_ptr env, rl_status st, cl_object out,
     return ECL_NIL;
 }
 
-/* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
- * row where) when an activation row cannot be quantized (ROW the token,
- * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
- * 2, a simple rank-2 single-float array, or the bits of a float16 (BF16-P
- * nil) or bfloat16 (BF16-P true) array as a simple rank-2 (unsigned-byte
- * 16) array; XS n x cols and OUT n x rows simple single-float arrays. */
-static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_object bf16_p,
-                                cl_object q8x2_p) {
-    static const char fn[] = "%MATMUL";
+/* %MATMUL's work on the weight rows FIRST to FIRST + COUNT - 1 of W (ALL:
+ * every row, FIRST and COUNT ignored), OUT n x COUNT. */
+static cl_object matmul_rows(const char *fn, cl_object w, cl_object first, cl_object count,
+                             int all, cl_object xs, cl_object out, cl_object bf16_p,
+                             cl_object q8x2_p) {
     const cl_env_ptr env = ecl_process_env();
     rl_wtype wt;
     const void *wp;
-    size_t rows, cols, n, xc, orows, ocols;
+    size_t rows, cols, n, xc, orows, ocols, r0 = 0, elt = sizeof(float);
     cl_index total = 0;
     rl_qm_view v = {0};
     int quant = 0;
@@ -109,13 +106,19 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
         if (!wp && w->array.dim)
             rl_type_error(fn, 1, w, RL_T_QM_OR_ARRAY);
         wt = bf16_p == ECL_NIL ? RL_WT_F16 : RL_WT_BF16;
-        rows = w->array.dims[0], cols = w->array.dims[1];
+        rows = w->array.dims[0], cols = w->array.dims[1], elt = sizeof(uint16_t);
     } else {
         wp = rl_sf_matrix(fn, 1, w, &rows, &cols);
         wt = RL_WT_F32;
     }
-    const float *x = rl_sf_matrix(fn, 2, xs, &n, &xc);
-    float *y = rl_sf_matrix(fn, 3, out, &orows, &ocols);
+    if (!all) {
+        const size_t c = (size_t)rl_arg_fixnum(fn, 3, count, 0, (cl_fixnum)rows);
+        r0 = (size_t)rl_arg_fixnum(fn, 2, first, 0, (cl_fixnum)(rows - c));
+        rows = c;
+    }
+    const int a = all ? 0 : 2; /* the arguments after W move by two */
+    const float *x = rl_sf_matrix(fn, 2 + a, xs, &n, &xc);
+    float *y = rl_sf_matrix(fn, 3 + a, out, &orows, &ocols);
     rl_xs_cols(fn, n, xc, rows, cols);
     rl_same_dims(fn, "out", orows, ocols, n, rows);
     if (n && rows) {
@@ -127,7 +130,11 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
     rl_status st;
     if (wt == RL_WT_Q8_0) {
         rl_qm_pin_any(w, &v);
-        wp = quant ? (const void *)v.data : (const void *)v.blocks;
+        /* a row of any type is a whole number of blocks, rows one after another */
+        wp = quant ? (const void *)(v.data + (v.rows ? r0 * (size_t)(v.nbytes / v.rows) : 0))
+                   : (const void *)(v.blocks + r0 * (cols / RL_QK8_0));
+    } else {
+        wp = (const char *)wp + r0 * cols * elt;
     }
     const rl_act act = q8x2_p == ECL_NIL ? RL_ACT_Q8 : RL_ACT_Q8X2;
     RL_RUN_KERNEL(env, st = quant ? rl_matmul_quant(v.ggml_type, wp, rows, cols, x, n, y, act,
@@ -136,6 +143,27 @@ static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_obj
                                               sizeof msg, &fault);
                   if (wt == RL_WT_Q8_0) rl_qm_unpin(&v));
     return rl_matmul_values(env, st, out, msg, &fault);
+}
+
+/* (%matmul w xs out bf16-p q8x2-p) -> OUT, or (values nil status message
+ * row where) when an activation row cannot be quantized (ROW the token,
+ * WHERE the column or block as q8.h says).  W: a quantized matrix of rank
+ * 2, a simple rank-2 single-float array, or the bits of a float16 (BF16-P
+ * nil) or bfloat16 (BF16-P true) array as a simple rank-2 (unsigned-byte
+ * 16) array; XS n x cols and OUT n x rows simple single-float arrays. */
+static cl_object rl_prim_matmul(cl_object w, cl_object xs, cl_object out, cl_object bf16_p,
+                                cl_object q8x2_p) {
+    return matmul_rows("%MATMUL", w, ECL_NIL, ECL_NIL, 1, xs, out, bf16_p, q8x2_p);
+}
+
+/* (%matmul-rows w first count xs out bf16-p q8x2-p) -> as %MATMUL, the
+ * product of the COUNT weight rows from FIRST (fixnums within W's rows):
+ * OUT n x COUNT.  Each output is the one %MATMUL of all of W gives at
+ * that row and column: the kernels compute an output from its weight row
+ * and token row alone. */
+static cl_object rl_prim_matmul_rows(cl_object w, cl_object first, cl_object count, cl_object xs,
+                                     cl_object out, cl_object bf16_p, cl_object q8x2_p) {
+    return matmul_rows("%MATMUL-ROWS", w, first, count, 0, xs, out, bf16_p, q8x2_p);
 }
 
 /* (%outlier-matmul q columns weights xs out q8x2-p) -> OUT, or (values nil
@@ -446,8 +474,9 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
 }
 
 /* (%gather-rows table ids out) -> OUT: row i of OUT (n x d) := row
- * (nth i IDS) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
- * below vocab (the token embedding's lookup). */
+ * (elt IDS i) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
+ * below vocab, or a fixnum vector of length n (its fill pointer, if any):
+ * the token embedding's lookup, and the rows of a question's markers. */
 static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object out) {
     static const char fn[] = "%GATHER-ROWS";
     const cl_env_ptr env = ecl_process_env();
@@ -457,6 +486,20 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     rl_same_dims(fn, "out", n, c, n, d);
     size_t i = 0;
     cl_object l = ids;
+    if (rl_fixnum_vector_p(ids)) {
+        if ((size_t)ecl_length(ids) != n)
+            rl_signal(RL_C_SHAPE, "%s: expected a vector of %zu token ids (the rows of out), "
+                      "found %zu", fn, n, (size_t)ecl_length(ids));
+        for (; i < n; i++) {
+            const cl_fixnum id = ids->vector.self.fix[i];
+            if (id < 0 || (size_t)id >= vocab)
+                rl_signal(RL_C_INDEX, "%s: expected token ids from 0 below %zu, found one out "
+                          "of range at position %zu", fn, vocab, i);
+            if (d)
+                memcpy(y + i * d, tp + (size_t)id * d, d * sizeof *y);
+        }
+        ecl_return1(env, out);
+    }
     for (; ECL_CONSP(l) && i < n; l = ECL_CONS_CDR(l), i++) {
         const cl_object id = ECL_CONS_CAR(l);
         if (!ECL_FIXNUMP(id) || ecl_fixnum(id) < 0 || (size_t)ecl_fixnum(id) >= vocab)
@@ -471,10 +514,63 @@ static cl_object rl_prim_gather_rows(cl_object table, cl_object ids, cl_object o
     ecl_return1(env, out);
 }
 
+/* The single-floats of X, a vector that is not
+ * displaced (its fill pointer, if any, its length), else NULL. */
+static float *rl_sf_fill_vector(cl_object x, cl_index *n) {
+    if (ECL_IMMEDIATE(x) || x->d.t != t_vector || x->vector.elttype != ecl_aet_sf ||
+        x->vector.displaced != ECL_NIL)
+        return NULL;
+    *n = ecl_length(x);
+    return x->vector.self.sf;
+}
+
+/* (%softmax-into logits temperature out copy) -> OUT: the softmax in
+ * double of the single-floats LOGITS (a simple array of any rank, the
+ * head's k x 1 logits) over TEMPERATURE, the largest
+ * scaled logit subtracted first and the exponentials summed in order
+ * (TEMPERATURE a single-float or double-float, widened exactly), stored
+ * as single-floats in OUT (a single-float vector as long, a fill
+ * pointer allowed); COPY, NIL or such a vector, receives LOGITS too.
+ * libm's exp, as ECL's EXP of a double-float, so the bits are those of the
+ * same steps in Lisp; nothing is consed. */
+static cl_object rl_prim_softmax_into(cl_object logits, cl_object temperature, cl_object out,
+                                      cl_object copy) {
+    static const char fn[] = "%SOFTMAX-INTO";
+    cl_index n = 0, m = 0, c = 0;
+    const float *x = rl_simple_data(logits, ecl_aet_sf, &n);
+    /* a single-float taken as it is: boxing it as a double would cons */
+    const double t = ecl_t_of(temperature) == t_singlefloat
+                         ? (double)ecl_single_float(temperature)
+                         : rl_arg_df(fn, 2, temperature);
+    float *y = rl_sf_fill_vector(out, &m);
+    float *z = copy == ECL_NIL ? NULL : rl_sf_fill_vector(copy, &c);
+    if (!x)
+        rl_type_error(fn, 1, logits, RL_T_ARRAY);
+    if (!y)
+        rl_type_error(fn, 3, out, RL_T_VECTOR);
+    if (copy != ECL_NIL && !z)
+        rl_type_error(fn, 4, copy, RL_T_VECTOR);
+    if (m != n || n == 0 || (z && c != n))
+        rl_signal(RL_C_SHAPE, "%s: expected logits and out of one length (at least 1), "
+                  "found %zu and %zu", fn, (size_t)n, (size_t)(m != n ? m : c));
+    double top = (double)x[0] / t, sum = 0.0;
+    for (cl_index i = 1; i < n; i++)
+        if ((double)x[i] / t > top)
+            top = (double)x[i] / t;
+    for (cl_index i = 0; i < n; i++)
+        sum += exp((double)x[i] / t - top);
+    for (cl_index i = 0; i < n; i++)
+        y[i] = (float)(exp((double)x[i] / t - top) / sum);
+    if (z)
+        memcpy(z, x, n * sizeof *z);
+    ecl_return1(ecl_process_env(), out);
+}
+
 /* The sequence kernels behind VEC's MATMUL, LAYER-NORM, ROPE-NEOX,
  * ATTENTION and GEGLU. */
 static const rl_prim_def rl_kernel_defs[] = {
     RL_PRIM("%MATMUL", rl_prim_matmul, 5),
+    RL_PRIM("%MATMUL-ROWS", rl_prim_matmul_rows, 7),
     RL_PRIM("%OUTLIER-MATMUL", rl_prim_outlier_matmul, 6),
     RL_PRIM("%LAYER-NORM", rl_prim_layer_norm, 4),
     RL_PRIM("%ROPE-NEOX", rl_prim_rope_neox, 5),
@@ -492,5 +588,6 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
+    RL_PRIM("%SOFTMAX-INTO", rl_prim_softmax_into, 4),
 };
 RL_PRIM_TABLE(rl_model_prims, "MODEL", rl_defs);

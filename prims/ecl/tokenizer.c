@@ -14,6 +14,7 @@
 
 #include "prims/ecl/glue.h"
 #include "prims/tokenizer.h"
+#include "prims/utf8.h"
 
 #define RL_TOK_MSG 512
 
@@ -191,6 +192,47 @@ static cl_object rl_prim_tok_encode_offsets(cl_object h, cl_object text, cl_obje
     return tok_encode("%TOK-ENCODE-OFFSETS", h, text, add_special, parse_special, 1);
 }
 
+/* (%tok-encode-into handle string out add-special parse-special) -> the
+ * number of ids of STRING (its characters as UTF-8, as %UTF8-OCTETS makes
+ * them), the first min(count, capacity) of them stored in OUT, a fixnum
+ * vector of that capacity (its fill pointer left alone); or (values nil
+ * status message).  The text's bytes and the ids are C memory for the
+ * call, so nothing is consed: a question's tokens go into its scratch. */
+static cl_object rl_prim_tok_encode_into(cl_object h, cl_object str, cl_object out,
+                                         cl_object add_special, cl_object parse_special) {
+    static const char fn[] = "%TOK-ENCODE-INTO";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_index n, i, k = 0, len = 0;
+    if (!ECL_STRINGP(str))
+        rl_type_error(fn, 2, str, RL_T_STRING);
+    if (!rl_fixnum_vector_p(out))
+        rl_type_error(fn, 3, out, RL_T_ARRAY);
+    n = ecl_length(str);
+    for (i = 0; i < n; i++)
+        len += rl_utf8_length((uint32_t)ecl_char(str, i));
+    uint8_t *bytes = malloc(len ? len : 1);
+    if (!bytes)
+        return rl_tok_failure(RL_TOK_NOMEM, "expected memory for the text's bytes, found none");
+    for (i = 0; i < n; i++)
+        k += rl_utf8_encode((uint32_t)ecl_char(str, i), bytes + k);
+    int32_t *ids = NULL;
+    size_t nids = 0;
+    char msg[RL_TOK_MSG] = "";
+    rl_tok_status st = rl_tok_encode_offsets(t, (const char *)bytes, len, add_special != ECL_NIL,
+                                             parse_special != ECL_NIL, &ids, NULL, &nids, msg,
+                                             sizeof msg);
+    RL_KEEP_LIVE(h);
+    free(bytes);
+    if (st != RL_TOK_OK) {
+        free(ids);
+        return rl_tok_failure(st, msg);
+    }
+    for (size_t j = 0; j < nids && j < (size_t)out->vector.dim; j++)
+        out->vector.self.fix[j] = ids[j];
+    free(ids);
+    ecl_return1(ecl_process_env(), ecl_make_fixnum((cl_fixnum)nids));
+}
+
 /* (%tok-decode handle ids) -> the text of IDS (a (signed-byte 32) vector)
  * as a string, bytes that are not UTF-8 as U+FFFD (rl_tok_decode); or
  * (values nil status message). */
@@ -263,6 +305,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-NEW", rl_prim_tok_new, 8),
     RL_PRIM("%TOK-ENCODE", rl_prim_tok_encode, 4),
     RL_PRIM("%TOK-ENCODE-OFFSETS", rl_prim_tok_encode_offsets, 4),
+    RL_PRIM("%TOK-ENCODE-INTO", rl_prim_tok_encode_into, 5),
     RL_PRIM("%TOK-DECODE", rl_prim_tok_decode, 2),
     RL_PRIM("%TOK-DECODE-OCTETS", rl_prim_tok_decode_octets, 2),
     RL_PRIM("%TOK-PIECE", rl_prim_tok_piece, 2),

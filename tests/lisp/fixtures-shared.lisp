@@ -124,6 +124,10 @@ or answered)."
 
 ;;; Comparing floats.
 
+(defun flat (m)
+  "The elements of the matrix M as a vector over its storage."
+  (make-array (array-total-size m) :element-type (array-element-type m) :displaced-to m))
+
 (defun same-bits-p (a b)
   "True when the float vectors A and B (no NaNs) hold the same values with
 the same signs, zeros included: for floats, the same bits."

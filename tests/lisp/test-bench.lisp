@@ -334,7 +334,8 @@ and 2 threads with a time, llama.cpp's column when its libraries are
 there, questions per second at 1 and 2 Lisp threads, and max |dp| 0 for F32 and for Q8_0 :q8 the difference between the
 models the converter writes as F32 and as Q8_0 (head F32 in both); the
 breakdown of each format: every stage timed, the floor below the total,
-and no octet consed by the forward pass of a question."
+and no octet consed by the whole path (a parsed question, :into a kept
+answer) or by the forward pass of a question."
   (let ((f32 (tmp-path "qbench-f32.gguf")) (q8 (tmp-path "qbench-q8.gguf")))
     (unwind-protect
          (multiple-value-bind (code out err)
@@ -382,7 +383,9 @@ no llama.cpp column"))
                           (is (plusp (gethash stage stages 0)) "~A: no time for ~A"
                               (gethash "format" r) stage))
                         (is (< 0 (gethash "floor_us" r) (gethash "total_us" r)))
-                        (is (plusp (gethash "bytes_per_question" r)))
+                        (is (zerop (gethash "bytes_per_question" r))
+                            "~A: the whole path consed ~A octets a question" (gethash "format" r)
+                            (gethash "bytes_per_question" r))
                         (is (zerop (gethash "forward_bytes_per_question" r))
                             "~A: the forward pass consed ~A octets a question" (gethash "format" r)
                             (gethash "forward_bytes_per_question" r)))

@@ -783,10 +783,6 @@ null, 1.5, [[...]], never Lisp's :NULL, 1.5d0 or #(#(."
 
 ;;; The last block: only the marker rows go on after attention.
 
-(defun flat (m)
-  "The elements of the matrix M as a vector over its storage."
-  (make-array (array-total-size m) :element-type (array-element-type m) :displaced-to m))
-
 (defun copy-matrix-into (to from)
   "The elements of the single-float matrix FROM stored in TO (of at least
 as many), answered."
@@ -796,15 +792,17 @@ as many), answered."
 (test decision-last-block-answers-the-full-block-rows-at-the-markers
   "The head's last block makes keys and values for every row of the window
 and the rest for the marker rows only: those rows have the bits the whole
-block gives them, post-norm and norm-first, relu and gelu, F32 and Q8_0
-weights, markers in any order and repeated, every SIMD setting and thread
-count."
+block gives them, post-norm and norm-first, relu and gelu, F32, F16 and
+Q8_0 weights (the queries of the marker rows alone, from a part of
+attn_qkv's rows), markers in any order and repeated, every SIMD setting
+and thread count."
   (let ((f32 (decision-file "s1-pico" :f32)) (edited '()))
     (unwind-protect
          (dolist (path (list f32
                              (first (push (edited-file f32 "modern-bert.decision.norm_first=true:bool"
                                                        "modern-bert.decision.activation=gelu:string")
                                           edited))
+                             (decision-file "s1-pico" :f16)
                              (decision-file "s1-pico" :q8_0)))
            (let* ((model (model:load path))
                   (h (model:hyperparameters model))
@@ -831,20 +829,25 @@ count."
 
 ;;; The forward pass in the model's scratch (lisp/model/model-scratch.lisp).
 
-(defun decide-round-thunk ()
-  "A natively compiled function of (model head inputs rounds) calling the
-decision head's forward pass (ids to logits) on each input (ids markers
-type out) ROUNDS times: compiled, since the tests load as source and the
+(defun compiled-once (name form)
+  "FORM, a lambda expression, natively compiled the first time NAME asks
+for it and kept: compiled, since the tests load as source and the
 interpreter conses on its own."
-  (or (get 'decide-round-thunk 'fn)
-      (setf (get 'decide-round-thunk 'fn)
+  (or (get name 'compiled-once)
+      (setf (get name 'compiled-once)
             (let ((*error-output* (make-broadcast-stream))
                   (*standard-output* (make-broadcast-stream)))
-              (compile nil '(lambda (model head inputs rounds)
-                             (dotimes (r rounds)
-                               (loop for (ids markers type out) in inputs
-                                     do (model::decision-logits model head ids markers type
-                                                                :q8 out)))))))))
+              (compile nil form)))))
+
+(defun decide-round-thunk ()
+  "A compiled function of (model head inputs rounds) calling the decision
+head's forward pass (ids to logits) on each input (ids markers type out)
+ROUNDS times."
+  (compiled-once 'decide-round-thunk
+                 '(lambda (model head inputs rounds)
+                   (dotimes (r rounds)
+                     (loop for (ids markers type out) in inputs
+                           do (model::decision-logits model head ids markers type :q8 out))))))
 
 (defun decide-inputs (model)
   "(ids markers type out) for each built-in question of MODEL, OUT a fresh
@@ -871,6 +874,49 @@ vector for its logits."
           (let ((consed (command-line::least-consed run model head inputs 50)))
             (is (= 0 consed) "head ~A~@[, quantize ~A~]: ~D octets consed by 400 questions"
                 head-type quantize consed)))))))
+
+(defun whole-path-thunk ()
+  "A compiled function of (model questions answer rounds) calling
+MODEL:DECIDE :INTO ANSWER on each question ROUNDS times."
+  (compiled-once 'whole-path-thunk
+                 '(lambda (model questions answer rounds)
+                   (dotimes (r rounds)
+                     (dolist (q questions)
+                       (model:decide model q :into answer))))))
+
+(test decision-whole-question-conses-nothing-per-question
+  ;; A question given as data (parsed once) goes from its template to its
+  ;; probabilities in its model's scratch: the text rendered into a kept
+  ;; string, tokenized into a kept id vector, its markers found in a kept
+  ;; vector, the answers written into a kept MODEL:MAKE-ANSWER.  Once a
+  ;; round has grown them, 400 questions cons nothing (the least of three
+  ;; counts, as in the forward pass's test above).
+  (let ((run (whole-path-thunk))
+        (questions (mapcar #'model::parse-question model:*questions*)))
+    (dolist (spec '((:f32 nil) (:q8_0 nil)))
+      (destructuring-bind (head-type quantize) spec
+        (let ((model (model:load (decision-file "s1-pico" head-type) :quantize quantize))
+              (answer (model:make-answer)))
+          (funcall run model questions answer 1)
+          (let ((consed (command-line::least-consed run model questions answer 50)))
+            (is (= 0 consed) "head ~A: ~D octets consed by 400 whole questions" head-type
+                consed)))))))
+
+(test decision-answer-into-has-the-fresh-answers
+  ;; MODEL:DECIDE :INTO answers the same probabilities, logits, ids and
+  ;; markers as MODEL:DECIDE's fresh values, question after question in one
+  ;; MODEL:MAKE-ANSWER (longer ones after shorter ones and back).
+  (let ((model (model:load (decision-file "s1-pico" :f32)))
+        (answer (model:make-answer)))
+    (dolist (q (append model:*questions* (reverse model:*questions*)))
+      (let ((fresh (multiple-value-list (model:decide model q)))
+            (into (multiple-value-list (model:decide model q :into answer))))
+        (is (equalp (first fresh) (first into)) "~S: probabilities" (getf q :instructions))
+        (is (equalp (second fresh) (second into)) "~S: logits" (getf q :instructions))
+        (is (equalp (third fresh) (third into)) "~S: ids" (getf q :instructions))
+        (is (equalp (coerce (fourth fresh) 'vector) (fourth into)) "~S: markers"
+            (getf q :instructions))
+        (is (eq (first into) (model::answer-probabilities answer)))))))
 
 (test decision-question-bindings-cons-little
   ;; A question's template variables are a table of four keys and one

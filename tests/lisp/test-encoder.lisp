@@ -129,6 +129,36 @@ bits of their exactly widened single-float matrix."
     (is (eq out (vec:matmul-into w xs out :activations :q8x2)))
     (is (equalp (vec:matmul w xs) out))))
 
+(test matmul-rows-into-has-the-bits-of-the-whole-product
+  "VEC:MATMUL-ROWS-INTO of a part of a weight matrix's rows gives, value
+for value, the bits of VEC:MATMUL-INTO of the whole at those rows: F32,
+F16, BF16, Q8_0 and Q4_0 (:q8 and :q8x2) weights, on every SIMD setting
+and thread count; a part outside the rows is a SHAPE-ERROR."
+  (let* ((state (make-random-state t))
+         (w (random-matrix 192 64 :state state))
+         (xs (random-matrix 37 64 :state state)))
+    (enc-with-knobs
+     (lambda (on n)
+       (dolist (m (list w (rontolisp::make-float16-array w) (rontolisp::make-bfloat16-array w)
+                        (rontolisp:quantize w 'rontolisp:q8-0)
+                        (rontolisp:quantize w 'rontolisp:q4-0)))
+         (dolist (activations '(:q8 :q8x2))
+           (let ((whole (vec:matmul m xs :activations activations)))
+             (loop for (first count) in '((0 64) (64 64) (128 64) (5 1) (0 192))
+                   do (let ((part (make-array (list 37 count) :element-type 'single-float))
+                            (want (make-array (list 37 count) :element-type 'single-float)))
+                        (dotimes (tok 37)
+                          (dotimes (r count)
+                            (setf (aref want tok r) (aref whole tok (+ first r)))))
+                        (vec:matmul-rows-into m first count xs part :activations activations)
+                        (is (same-bits-p (flat want) (flat part))
+                            "~A ~A rows ~D+~D simd ~A threads ~D" (type-of m) activations
+                            first count on n))))))))
+    (signals rontolisp:shape-error
+      (vec:matmul-rows-into w 150 64 xs (make-array '(37 64) :element-type 'single-float)))
+    (signals rontolisp:shape-error
+      (vec:matmul-rows-into w 0 64 xs (make-array '(37 65) :element-type 'single-float)))))
+
 (test matmul-q8x2-is-closer-to-f32-than-q8
   (let* ((state (make-random-state t))
          (w (random-matrix 64 256 :state state))

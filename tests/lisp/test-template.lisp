@@ -77,6 +77,34 @@ Jinja2 raised, or a refusal naming the construct and its offset."
                             (rontolisp:render-template compiled (gethash "bindings" case)))
                      "~A, render ~D" (gethash "name" case) k)))))
 
+(test template-render-into-a-kept-string-renders-the-same
+  "RENDER-TEMPLATE-INTO one kept string, with one kept render scratch (the
+loops' frames reused from one rendering to the next), writes every golden
+output as RENDER-TEMPLATE does, twice each, a case's error on the way
+changing nothing for the next; nested loops each see their own loop."
+  (let ((out (make-array 4 :element-type 'character :adjustable t :fill-pointer 0))
+        (scratch (text:make-render-scratch)))
+    (loop for case across (golden-template-cases)
+          do (let ((compiled (handler-case (rontolisp:compile-template (gethash "template" case))
+                               (rontolisp:template-error () nil))))
+               (when compiled
+                 (dotimes (k 2)
+                   (let ((want (handler-case (rontolisp:render-template compiled
+                                                                        (gethash "bindings" case))
+                                 (rontolisp:template-error () :error)))
+                         (got (handler-case (copy-seq (text:render-template-into
+                                                       compiled (gethash "bindings" case) out
+                                                       :scratch scratch))
+                                (rontolisp:template-error () :error))))
+                     (is (equal want got) "~A, render ~D: ~S, expected ~S"
+                         (gethash "name" case) k got want))))))
+    (let ((tm (rontolisp:compile-template
+               "{% for a in xs %}{% for b in ys %}{{ a }}{{ b }}{{ loop.index }},{% endfor %}{{ a }}{{ loop.index }}/{{ loop.last }};{% endfor %}")))
+      (dotimes (k 2)
+        (is (string= "x11,x22,x1/False;y11,y22,y2/True;"
+                     (text:render-template-into tm (bindings "xs" #("x" "y") "ys" #(1 2)) out
+                                                :scratch scratch)))))))
+
 (defun bindings (&rest plist)
   (let ((h (make-hash-table :test 'equal)))
     (loop for (k v) on plist by #'cddr do (setf (gethash k h) v))

@@ -49,6 +49,25 @@
     (is (equalp (model:tokenize tok "Hello world" :add-special nil)
                 (model:tokenize tok "Hello world")))))
 
+(test tokenize-into-a-kept-vector-gives-tokenize-ids
+  ;; TOKENIZE-INTO (a question's tokens, into its scratch) gives MODEL:TOKENIZE's
+  ;; ids, special tokens parsed and none added, whatever the kept vector held
+  ;; before: grown for a longer text, its fill pointer set for a shorter
+  ;; one; a string with a fill pointer is read to it; a lone surrogate is
+  ;; refused as MODEL:TOKENIZE refuses it.
+  (let ((tok (model:load-tokenizer (gpt2-file)))
+        (out (make-array 2 :element-type 'fixnum :adjustable t :fill-pointer 0))
+        (text (make-array 40 :element-type 'character :adjustable t :fill-pointer 11)))
+    (dolist (s (list "Hello world" "This is a test of a somewhat longer text, é and 漢字."
+                     "" "Hi"))
+      (is (equalp (model:tokenize tok s :add-special nil :parse-special t)
+                  (model::tokenize-into tok s out))
+          "~S" s))
+    (replace text "Hello world, and more")
+    (is (equalp #(15496 995) (model::tokenize-into tok text out)))
+    (signals model:tokenizer-error
+      (model::tokenize-into tok (coerce (list #\a (code-char #xd800)) 'string) out))))
+
 (test readers-agree-on-converted-tokenizer
   (let* ((files (converted))
          (from-gguf (model:load-tokenizer (car files)))
