@@ -219,8 +219,6 @@ RONTOLISP:VERSION in a package that uses both."))
    "%ATTENTION" "%GEGLU" "%LAYER-NORM" "%MAKE-OUTLIER-MATRIX" "KERNEL-FAILURE" "SPLIT-COLUMNS")
   (:import-from "GGUF"
    "TENSOR-TABLE")
-  ;; what the command line takes from a parsed question and a tokenizer
-  (:intern "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE" "TOKENIZER-PATH")
   (:export
    "LOAD" "ENCODE" "CALIBRATE" "ENCODER" "ENCODER-P" "HYPERPARAMETERS" "*LAYER-HOOK*"
    "MODEL-ERROR" "MODEL-ERROR-PATH"
@@ -242,7 +240,9 @@ RONTOLISP:VERSION in a package that uses both."))
    "CHECK-TEXT" "CHECK-TOKEN-IDS"
    ;; - questions and the decision head (decide, serve, bench --questions)
    "PARSE-QUESTION" "QUESTION-FIELD" "OPTION-TEXT" "QUESTION-MACS" "DECISION-HEAD-P"
-   "DECISION-LOGITS" "HEAD-OF"
+   "DECISION-LOGITS" "HEAD-OF" "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE"
+   ;; - a tokenizer's file (the REPL's inspector)
+   "TOKENIZER-PATH"
    ;; - the stage clock of bench --questions --breakdown (stage-clock.lisp)
    "*STAGE-CLOCK*" "MAKE-STAGE-CLOCK" "STAGE-CLOCK-TOTALS")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:

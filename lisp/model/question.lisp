@@ -112,6 +112,10 @@ of OPTION-BINDING's values) and BINDINGS (QUESTION-BINDINGS' table)."
   (options #() :type simple-vector :read-only t)
   (bindings nil :type hash-table :read-only t))
 
+(document-functions
+  model:parsed-question-type "A parsed question's type: the string of its \"type\" field."
+  model:parsed-question-options "A parsed question's options: a simple vector, in the question's order.")
+
 (defun parse-question (question)
   "QUESTION (as MODEL:RENDER takes it, or a PARSED-QUESTION) as a
 PARSED-QUESTION; QUESTION-ERROR as QUESTION-BINDINGS signals it."

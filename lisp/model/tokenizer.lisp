@@ -22,7 +22,8 @@ the file it was read from and its C handle."
   path handle)
 
 (document-functions
-  model:tokenizer-p "True when X is a tokenizer from MODEL:LOAD-TOKENIZER.")
+  model:tokenizer-p "True when X is a tokenizer from MODEL:LOAD-TOKENIZER."
+  model:tokenizer-path "The file a tokenizer was read from (a model's GGUF file for a model's own).")
 
 (defmethod print-object ((tok model:tokenizer) stream)
   (print-unreadable-object (tok stream :type t)

@@ -84,7 +84,7 @@ using BASE already has as other symbols: what USE-PACKAGE would signal."
   "Each package of lisp/ with its rank: a package uses only those of a
 lower rank.")
 
-(defparameter *cross-layer-internal-limit* 22
+(defparameter *cross-layer-internal-limit* 19
   "The most internal names (not exported from their home package) that
 another package imports: each is coupling no export states.  The count
 this tree has, so that it cannot grow unseen: the primitives several
