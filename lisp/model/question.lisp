@@ -234,6 +234,11 @@ Each question overwrites the last: a caller copies what it keeps."
   (ids (answer-vector 'fixnum 64))
   (markers (answer-vector 'fixnum 8)))
 
+(document-functions
+  model:make-answer "A fresh, empty answer for MODEL:DECIDE's :INTO argument (one per thread):
+MODEL:DECIDE then answers a question's values in its vectors, overwriting
+the last question's, and conses nothing.")
+
 (defun answer-vector (type n)
   (make-array n :element-type type :adjustable t :fill-pointer 0))
 

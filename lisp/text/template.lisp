@@ -445,6 +445,9 @@ counted as the rendering goes, so it stops there in bounded memory."
 (RENDER-TEMPLATE-INTO's CELLS): the free conses of its loop frames."
   (cells '() :type list))
 
+(document-functions
+  make-render-scratch "A fresh RENDER-SCRATCH for one thread's calls of RENDER-TEMPLATE-INTO.")
+
 (defun render-template-into (template bindings out &key (max-length *template-max-length*)
                                                       (max-length-name
                                                        "rontolisp:*template-max-length*")
