@@ -242,7 +242,9 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* Scores of query qi against keys [j0, j1), times scale, written from
  * j0 / 16 * 16 up to the next multiple of 16 past j1: kt is the head's
- * keys transposed (column c of key t at kt[c * np + t]), so lane l of the
+ * keys transposed in blocks of sixteen (column c of key t at kt[(t / 16) *
+ * 16 * row + c * 16 + t mod 16]: a block's columns one register apart, so
+ * that one pointer reaches them all), so lane l of the
  * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
  * fmaf chain of each lane in increasing c, then the same tree, then the
  * product by scale (the softmax's first step, nn.h).  Answers the largest
@@ -252,7 +254,7 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
  * memory). */
 #define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 __attribute__((target(RL_TARGET_AVX512))) static float
-rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0, size_t j1,
+rl_attn_scores(const float *kt, size_t row, const float *qi, size_t hd, size_t j0, size_t j1,
                float scale, float *a) {
     const size_t full = hd / 16 * 16;
     const __m512 sc = _mm512_set1_ps(scale);
@@ -261,17 +263,17 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0
 #define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
         RL_ATTN_L16(RL_ATTN_DECL)
 #undef RL_ATTN_DECL
-        const float *k = kt + t;
+        const float *k = kt + t * row;
         for (size_t c = 0; c < full; c += 16) {
 #define RL_ATTN_FMA(l)                                                                     \
-    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * np), acc##l);
+    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * 16), acc##l);
             RL_ATTN_L16(RL_ATTN_FMA)
 #undef RL_ATTN_FMA
         }
         if (full < hd) {
 #define RL_ATTN_TAIL(l)                                                                    \
     if (full + l < hd)                                                                     \
-        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * np), acc##l);
+        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * 16), acc##l);
             RL_ATTN_L16(RL_ATTN_TAIL)
 #undef RL_ATTN_TAIL
         }
@@ -356,13 +358,13 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     for (size_t it = p0; it < p1; it++) {
         const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
         const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
-        const float *kt = j->kh + h * j->hd * j->np;
+        const float *kt = j->kh + h * j->hd * 16;
         size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
         double sum[RL_ATTN_QT];
         for (size_t k = 0; k < nq; k++) {
             float *ak = a + k * j->np;
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            const float m = rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd,
+            const float m = rl_attn_scores(kt, row, j->q + (i0 + k) * row + h * j->hd, j->hd,
                                            j0[k], j1[k], j->scale, ak);
             sum[k] = rl_softmax_exp_avx512(ak, j0[k], j1[k], m);
         }
@@ -373,8 +375,10 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     }
 }
 
-/* kt[c * np + t] = k[t * row + c] for t < n, and 0 for n <= t < np (np a
- * multiple of 16 past n): sixteen keys by sixteen columns at a time,
+/* kt[(t / 16) * 16 * row + c * 16 + t mod 16] = k[t * row + c] for t < n,
+ * and 0 for n <= t < np (np a multiple of 16 past n): each block of sixteen
+ * keys is its row columns one after another, sixteen keys to a column;
+ * sixteen keys by sixteen columns at a time,
  * transposed in registers (copies: the bits as they were). */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t np) {
@@ -408,7 +412,7 @@ rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t
                 r[j + 8] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0xdd);
             }
             for (size_t c = 0; c < 16 && c0 + c < row; c++)
-                _mm512_storeu_ps(kt + (c0 + c) * np + t0, r[c]);
+                _mm512_storeu_ps(kt + t0 * row + (c0 + c) * 16, r[c]);
         }
     }
 }
@@ -449,9 +453,8 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_OK;
     const rl_attn_kernels *ker = &rl_attn_table[path];
     const int wide = ker->tiled;
-    /* padded past a multiple of 16 so that the transposed rows (np floats
-     * apart) do not all fall into the same few cache sets */
-    const size_t np = (n + 15) / 16 * 16 + 16;
+    /* whole blocks of sixteen keys */
+    const size_t np = (n + 15) / 16 * 16;
     /* Values are (query, key, column) triples, a score's and a weighted
      * sum's multiply-add each; a thread wants some 25 us of them.  With a
      * smaller share (s1-nano's 8 heads of 16 at 32 tokens took 2 threads)
@@ -471,8 +474,9 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_NOMEM;
     float *kh = scratch;
     if (wide) {
-        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero
-         * past n: k (n x row) transposed into row x np */
+        /* head h, column c, key t at kh[(t / 16) * 16 * row + (h *
+         * head_dim + c) * 16 + t mod 16]; zero past n: k (n x row)
+         * transposed block by block */
         rl_attn_transpose_avx512(k, n, row, kh, np);
     } else {
         /* Head-major keys: the dot kernels want rows of head_dim contiguous. */
