@@ -4,9 +4,10 @@
  * Quadratic in n: on the reference and AVX2 paths the dot products run on
  * matvec.c's f32 kernels and the weighted sum on an AVX2 loop that rounds
  * as the scalar one does, threads splitting the (head, query) pairs; the
- * AVX-512 paths score 16 keys at a time against transposed keys and sum
- * values for tiles of four queries, threads splitting the (head, tile)
- * pairs.  The softmax has a form per path around vmath.h's exponential.
+ * AVX-512 paths score 16 keys at a time against transposed keys (a tile's
+ * four queries against each block of keys loaded once, when a head has at
+ * most 16 columns) and sum values for tiles of four queries, threads
+ * splitting the (head, tile) pairs.  The softmax has a form per path around vmath.h's exponential.
  * Built with -ffp-contract=off so that no product and sum fuse behind the
  * spec's back.
  */
@@ -293,6 +294,55 @@ rl_attn_scores(const float *kt, size_t row, const float *qi, size_t hd, size_t j
     }
     return _mm512_reduce_max_ps(mv);
 }
+/* rl_attn_scores for the nq <= RL_ATTN_QT queries of a tile at once, when
+ * a head has at most 16 columns (each lane's chain one fmaf): a block's
+ * keys are loaded once into sixteen registers and every query of the tile
+ * meets them, the same operations per query (a lane past the columns
+ * stays +0.0 and joins the tree as there).  Blocks cover the union of the
+ * queries' ranges; a query's maximum is over its own, and the scores it
+ * gets outside its range are never read.  m[k] is query k's maximum. */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_scores_tile16(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
+                      const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
+                      size_t np, float *m) {
+    size_t lo = j0[0], hi = j1[0];
+    for (size_t k = 1; k < nq; k++)
+        lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
+    const __m512 sc = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
+    __m512 mv[RL_ATTN_QT];
+    for (size_t k = 0; k < RL_ATTN_QT; k++)
+        mv[k] = _mm512_set1_ps(-INFINITY);
+    for (size_t t = lo / 16 * 16; t < hi; t += 16) {
+        const float *kb = kt + t * row;
+#define RL_ATTN_KEY(l) const __m512 kv##l = (l) < hd ? _mm512_loadu_ps(kb + (l) * 16) : zero;
+        RL_ATTN_L16(RL_ATTN_KEY)
+#undef RL_ATTN_KEY
+        for (size_t k = 0; k < nq; k++) {
+            const float *qi = q + k * qstride;
+#define RL_ATTN_P(l) const __m512 acc##l = (l) < hd ? _mm512_fmadd_ps(_mm512_set1_ps(qi[l]), kv##l, zero) : zero;
+            RL_ATTN_L16(RL_ATTN_P)
+#undef RL_ATTN_P
+            const __m512 b0 = _mm512_add_ps(acc0, acc8), b1 = _mm512_add_ps(acc1, acc9);
+            const __m512 b2 = _mm512_add_ps(acc2, acc10), b3 = _mm512_add_ps(acc3, acc11);
+            const __m512 b4 = _mm512_add_ps(acc4, acc12), b5 = _mm512_add_ps(acc5, acc13);
+            const __m512 b6 = _mm512_add_ps(acc6, acc14), b7 = _mm512_add_ps(acc7, acc15);
+            const __m512 c0 = _mm512_add_ps(b0, b4), c1 = _mm512_add_ps(b1, b5);
+            const __m512 c2 = _mm512_add_ps(b2, b6), c3 = _mm512_add_ps(b3, b7);
+            const __m512 d0 = _mm512_add_ps(c0, c2), d1 = _mm512_add_ps(c1, c3);
+            const __m512 v = _mm512_mul_ps(_mm512_add_ps(d0, d1), sc);
+            _mm512_storeu_ps(a + k * np + t, v);
+            /* the lanes of [j0[k], j1[k]), none in a block outside it */
+            if (t + 16 <= j0[k] || j1[k] <= t)
+                continue;
+            const __mmask16 lm = t < j0[k] ? (__mmask16)(0xffffu << (j0[k] - t)) : 0xffff;
+            const __mmask16 hm = j1[k] - t >= 16 ? 0xffff : (__mmask16)((1u << (j1[k] - t)) - 1u);
+            mv[k] = _mm512_mask_max_ps(mv[k], lm & hm, v, mv[k]);
+        }
+    }
+    for (size_t k = 0; k < nq; k++)
+        m[k] = _mm512_reduce_max_ps(mv[k]);
+}
+
 #undef RL_ATTN_L16
 
 /* o_k[c] = sum_t p_k[t] * v[t * stride + c] (rl_wsum_ref's rounding) for
@@ -361,13 +411,18 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         const float *kt = j->kh + h * j->hd * 16;
         size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
         double sum[RL_ATTN_QT];
-        for (size_t k = 0; k < nq; k++) {
-            float *ak = a + k * j->np;
+        float mx[RL_ATTN_QT];
+        for (size_t k = 0; k < nq; k++)
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            const float m = rl_attn_scores(kt, row, j->q + (i0 + k) * row + h * j->hd, j->hd,
-                                           j0[k], j1[k], j->scale, ak);
-            sum[k] = rl_softmax_exp_avx512(ak, j0[k], j1[k], m);
-        }
+        if (j->hd <= 16)
+            rl_attn_scores_tile16(kt, row, j->q + i0 * row + h * j->hd, row, j->hd, j0, j1, nq,
+                                  j->scale, a, j->np, mx);
+        else
+            for (size_t k = 0; k < nq; k++)
+                mx[k] = rl_attn_scores(kt, row, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k],
+                                       j1[k], j->scale, a + k * j->np);
+        for (size_t k = 0; k < nq; k++)
+            sum[k] = rl_softmax_exp_avx512(a + k * j->np, j0[k], j1[k], mx[k]);
         for (size_t k = 0; k < nq; k++)
             rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
