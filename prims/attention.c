@@ -4,9 +4,10 @@
  * Quadratic in n: on the reference and AVX2 paths the dot products run on
  * matvec.c's f32 kernels and the weighted sum on an AVX2 loop that rounds
  * as the scalar one does, threads splitting the (head, query) pairs; the
- * AVX-512 paths score 16 keys at a time against transposed keys and sum
- * values for tiles of four queries, threads splitting the (head, tile)
- * pairs.  The softmax has a form per path around vmath.h's exponential.
+ * AVX-512 paths score 16 keys at a time against transposed keys (a tile's
+ * four queries against each block of keys loaded once, when a head has at
+ * most 16 columns) and sum values for tiles of four queries, threads
+ * splitting the (head, tile) pairs.  The softmax has a form per path around vmath.h's exponential.
  * Built with -ffp-contract=off so that no product and sum fuse behind the
  * spec's back.
  */
@@ -242,7 +243,9 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* Scores of query qi against keys [j0, j1), times scale, written from
  * j0 / 16 * 16 up to the next multiple of 16 past j1: kt is the head's
- * keys transposed (column c of key t at kt[c * np + t]), so lane l of the
+ * keys transposed in blocks of sixteen (column c of key t at kt[(t / 16) *
+ * 16 * row + c * 16 + t mod 16]: a block's columns one register apart, so
+ * that one pointer reaches them all), so lane l of the
  * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
  * fmaf chain of each lane in increasing c, then the same tree, then the
  * product by scale (the softmax's first step, nn.h).  Answers the largest
@@ -252,7 +255,7 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
  * memory). */
 #define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 __attribute__((target(RL_TARGET_AVX512))) static float
-rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0, size_t j1,
+rl_attn_scores(const float *kt, size_t row, const float *qi, size_t hd, size_t j0, size_t j1,
                float scale, float *a) {
     const size_t full = hd / 16 * 16;
     const __m512 sc = _mm512_set1_ps(scale);
@@ -261,17 +264,17 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0
 #define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
         RL_ATTN_L16(RL_ATTN_DECL)
 #undef RL_ATTN_DECL
-        const float *k = kt + t;
+        const float *k = kt + t * row;
         for (size_t c = 0; c < full; c += 16) {
 #define RL_ATTN_FMA(l)                                                                     \
-    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * np), acc##l);
+    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * 16), acc##l);
             RL_ATTN_L16(RL_ATTN_FMA)
 #undef RL_ATTN_FMA
         }
         if (full < hd) {
 #define RL_ATTN_TAIL(l)                                                                    \
     if (full + l < hd)                                                                     \
-        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * np), acc##l);
+        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * 16), acc##l);
             RL_ATTN_L16(RL_ATTN_TAIL)
 #undef RL_ATTN_TAIL
         }
@@ -291,6 +294,55 @@ rl_attn_scores(const float *kt, size_t np, const float *qi, size_t hd, size_t j0
     }
     return _mm512_reduce_max_ps(mv);
 }
+/* rl_attn_scores for the nq <= RL_ATTN_QT queries of a tile at once, when
+ * a head has at most 16 columns (each lane's chain one fmaf): a block's
+ * keys are loaded once into sixteen registers and every query of the tile
+ * meets them, the same operations per query (a lane past the columns
+ * stays +0.0 and joins the tree as there).  Blocks cover the union of the
+ * queries' ranges; a query's maximum is over its own, and the scores it
+ * gets outside its range are never read.  m[k] is query k's maximum. */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_scores_tile16(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
+                      const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
+                      size_t np, float *m) {
+    size_t lo = j0[0], hi = j1[0];
+    for (size_t k = 1; k < nq; k++)
+        lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
+    const __m512 sc = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
+    __m512 mv[RL_ATTN_QT];
+    for (size_t k = 0; k < RL_ATTN_QT; k++)
+        mv[k] = _mm512_set1_ps(-INFINITY);
+    for (size_t t = lo / 16 * 16; t < hi; t += 16) {
+        const float *kb = kt + t * row;
+#define RL_ATTN_KEY(l) const __m512 kv##l = (l) < hd ? _mm512_loadu_ps(kb + (l) * 16) : zero;
+        RL_ATTN_L16(RL_ATTN_KEY)
+#undef RL_ATTN_KEY
+        for (size_t k = 0; k < nq; k++) {
+            const float *qi = q + k * qstride;
+#define RL_ATTN_P(l) const __m512 acc##l = (l) < hd ? _mm512_fmadd_ps(_mm512_set1_ps(qi[l]), kv##l, zero) : zero;
+            RL_ATTN_L16(RL_ATTN_P)
+#undef RL_ATTN_P
+            const __m512 b0 = _mm512_add_ps(acc0, acc8), b1 = _mm512_add_ps(acc1, acc9);
+            const __m512 b2 = _mm512_add_ps(acc2, acc10), b3 = _mm512_add_ps(acc3, acc11);
+            const __m512 b4 = _mm512_add_ps(acc4, acc12), b5 = _mm512_add_ps(acc5, acc13);
+            const __m512 b6 = _mm512_add_ps(acc6, acc14), b7 = _mm512_add_ps(acc7, acc15);
+            const __m512 c0 = _mm512_add_ps(b0, b4), c1 = _mm512_add_ps(b1, b5);
+            const __m512 c2 = _mm512_add_ps(b2, b6), c3 = _mm512_add_ps(b3, b7);
+            const __m512 d0 = _mm512_add_ps(c0, c2), d1 = _mm512_add_ps(c1, c3);
+            const __m512 v = _mm512_mul_ps(_mm512_add_ps(d0, d1), sc);
+            _mm512_storeu_ps(a + k * np + t, v);
+            /* the lanes of [j0[k], j1[k]), none in a block outside it */
+            if (t + 16 <= j0[k] || j1[k] <= t)
+                continue;
+            const __mmask16 lm = t < j0[k] ? (__mmask16)(0xffffu << (j0[k] - t)) : 0xffff;
+            const __mmask16 hm = j1[k] - t >= 16 ? 0xffff : (__mmask16)((1u << (j1[k] - t)) - 1u);
+            mv[k] = _mm512_mask_max_ps(mv[k], lm & hm, v, mv[k]);
+        }
+    }
+    for (size_t k = 0; k < nq; k++)
+        m[k] = _mm512_reduce_max_ps(mv[k]);
+}
+
 #undef RL_ATTN_L16
 
 /* o_k[c] = sum_t p_k[t] * v[t * stride + c] (rl_wsum_ref's rounding) for
@@ -356,16 +408,21 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     for (size_t it = p0; it < p1; it++) {
         const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
         const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
-        const float *kt = j->kh + h * j->hd * j->np;
+        const float *kt = j->kh + h * j->hd * 16;
         size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
         double sum[RL_ATTN_QT];
-        for (size_t k = 0; k < nq; k++) {
-            float *ak = a + k * j->np;
+        float mx[RL_ATTN_QT];
+        for (size_t k = 0; k < nq; k++)
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-            const float m = rl_attn_scores(kt, j->np, j->q + (i0 + k) * row + h * j->hd, j->hd,
-                                           j0[k], j1[k], j->scale, ak);
-            sum[k] = rl_softmax_exp_avx512(ak, j0[k], j1[k], m);
-        }
+        if (j->hd <= 16)
+            rl_attn_scores_tile16(kt, row, j->q + i0 * row + h * j->hd, row, j->hd, j0, j1, nq,
+                                  j->scale, a, j->np, mx);
+        else
+            for (size_t k = 0; k < nq; k++)
+                mx[k] = rl_attn_scores(kt, row, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k],
+                                       j1[k], j->scale, a + k * j->np);
+        for (size_t k = 0; k < nq; k++)
+            sum[k] = rl_softmax_exp_avx512(a + k * j->np, j0[k], j1[k], mx[k]);
         for (size_t k = 0; k < nq; k++)
             rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
@@ -373,8 +430,10 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     }
 }
 
-/* kt[c * np + t] = k[t * row + c] for t < n, and 0 for n <= t < np (np a
- * multiple of 16 past n): sixteen keys by sixteen columns at a time,
+/* kt[(t / 16) * 16 * row + c * 16 + t mod 16] = k[t * row + c] for t < n,
+ * and 0 for n <= t < np (np a multiple of 16 past n): each block of sixteen
+ * keys is its row columns one after another, sixteen keys to a column;
+ * sixteen keys by sixteen columns at a time,
  * transposed in registers (copies: the bits as they were). */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t np) {
@@ -408,7 +467,7 @@ rl_attn_transpose_avx512(const float *k, size_t n, size_t row, float *kt, size_t
                 r[j + 8] = _mm512_shuffle_f32x4(u[j], u[j + 8], 0xdd);
             }
             for (size_t c = 0; c < 16 && c0 + c < row; c++)
-                _mm512_storeu_ps(kt + (c0 + c) * np + t0, r[c]);
+                _mm512_storeu_ps(kt + t0 * row + (c0 + c) * 16, r[c]);
         }
     }
 }
@@ -449,9 +508,8 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_OK;
     const rl_attn_kernels *ker = &rl_attn_table[path];
     const int wide = ker->tiled;
-    /* padded past a multiple of 16 so that the transposed rows (np floats
-     * apart) do not all fall into the same few cache sets */
-    const size_t np = (n + 15) / 16 * 16 + 16;
+    /* whole blocks of sixteen keys */
+    const size_t np = (n + 15) / 16 * 16;
     /* Values are (query, key, column) triples, a score's and a weighted
      * sum's multiply-add each; a thread wants some 25 us of them.  With a
      * smaller share (s1-nano's 8 heads of 16 at 32 tokens took 2 threads)
@@ -471,8 +529,9 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
         return RL_NOMEM;
     float *kh = scratch;
     if (wide) {
-        /* head h, column c, key t at kh[(h * head_dim + c) * np + t]; zero
-         * past n: k (n x row) transposed into row x np */
+        /* head h, column c, key t at kh[(t / 16) * 16 * row + (h *
+         * head_dim + c) * 16 + t mod 16]; zero past n: k (n x row)
+         * transposed block by block */
         rl_attn_transpose_avx512(k, n, row, kh, np);
     } else {
         /* Head-major keys: the dot kernels want rows of head_dim contiguous. */

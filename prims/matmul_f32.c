@@ -1,6 +1,7 @@
 /* matmul_f32.c - f32 and F16 weights times a sequence, four rows times
- * four tokens (see matmul_f32.h).  Built with -ffp-contract=off, as
- * matmul.c: every rounding is the one doc/products.md §3 names.
+ * four tokens, the tokens in blocks that stay in the L1 cache (see
+ * matmul_f32.h).  Built with -ffp-contract=off, as matmul.c: every
+ * rounding is the one doc/products.md §3 names.
  */
 #include "prims/matmul_f32.h"
 
@@ -51,6 +52,14 @@ rl_mm_wload_tail(const void *p, size_t j, __mmask16 k, int f16) {
                : _mm512_maskz_loadu_ps(k, (const float *)p + j);
 }
 
+/* Tokens per block: a block's activations (about 16 KB) stay in the L1
+ * cache while every row of the tile meets them, where a pass over all
+ * tokens per four rows fetched them again from L2 for each four. */
+static size_t rl_mm_token_block(size_t cols) {
+    const size_t tb = 16384 / 4 / (cols ? cols : 1) / RL_MM_T * RL_MM_T;
+    return tb < RL_MM_T ? RL_MM_T : tb;
+}
+
 /* Answers 1 if any output is a NaN. */
 __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
 rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
@@ -59,19 +68,22 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
     __mmask16 nan = 0;
     const size_t full = cols / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
-    for (size_t r = r0; r < r1; r += 4) {
-        const size_t nr = r1 - r < 4 ? r1 - r : 4;
-        const char *w0 = (const char *)m + r * cols * es;
-        const char *w1 = (const char *)m + (r + (nr > 1)) * cols * es;
-        const char *w2 = (const char *)m + (r + (nr > 2 ? 2 : nr - 1)) * cols * es;
-        const char *w3 = (const char *)m + (r + nr - 1) * cols * es;
-        for (size_t t0 = 0; t0 < n; t0 += RL_MM_T) {
-            const size_t nt = n - t0 < RL_MM_T ? n - t0 : RL_MM_T;
-            const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
-            const float *x2 = x + (t0 + (nt > 2 ? 2 : nt - 1)) * cols;
-            const float *x3 = x + (t0 + nt - 1) * cols;
+    const size_t tb = rl_mm_token_block(cols);
+    for (size_t b0 = 0; b0 < n; b0 += tb) {
+        const size_t b1 = n - b0 < tb ? n : b0 + tb;
+        for (size_t r = r0; r < r1; r += 4) {
+            const size_t nr = r1 - r < 4 ? r1 - r : 4;
+            const char *w0 = (const char *)m + r * cols * es;
+            const char *w1 = (const char *)m + (r + (nr > 1)) * cols * es;
+            const char *w2 = (const char *)m + (r + (nr > 2 ? 2 : nr - 1)) * cols * es;
+            const char *w3 = (const char *)m + (r + nr - 1) * cols * es;
+            for (size_t t0 = b0; t0 < b1; t0 += RL_MM_T) {
+                const size_t nt = b1 - t0 < RL_MM_T ? b1 - t0 : RL_MM_T;
+                const float *x0 = x + t0 * cols, *x1 = x + (t0 + (nt > 1)) * cols;
+                const float *x2 = x + (t0 + (nt > 2 ? 2 : nt - 1)) * cols;
+                const float *x3 = x + (t0 + nt - 1) * cols;
 #define RL_MM_DECL(i, k) __m512 a##i##k = _mm512_setzero_ps();
-            RL_MM_ACC16(RL_MM_DECL)
+                RL_MM_ACC16(RL_MM_DECL)
 #undef RL_MM_DECL
 #define RL_MM_STEP(WLOAD, LOAD, FMA)                                                        \
     {                                                                                       \
@@ -90,64 +102,65 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
         const __m512 u0 = LOAD(x0);                                                         \
         FMA(0, 0) FMA(1, 0) FMA(2, 0) FMA(3, 0)                                             \
     }
-            if (nt == 1) {
-                for (size_t j = 0; j < full; j += 16)
-                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
-            } else {
-                for (size_t j = 0; j < full; j += 16)
-                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
-            }
+                if (nt == 1) {
+                    for (size_t j = 0; j < full; j += 16)
+                        RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                } else {
+                    for (size_t j = 0; j < full; j += 16)
+                        RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                }
 #undef RL_MM_LOAD
 #undef RL_MM_WLOAD
 #undef RL_MM_FMA
-            if (tail) {
-                /* masked: the lanes past the end keep their sums */
+                if (tail) {
+                    /* masked: the lanes past the end keep their sums */
 #define RL_MM_LOAD(p) _mm512_maskz_loadu_ps(tail, (p) + full)
 #define RL_MM_WLOAD(p) rl_mm_wload_tail((p), full, tail, f16)
 #define RL_MM_FMA(i, k) a##i##k = _mm512_mask3_fmadd_ps(v##i, u##k, a##i##k, tail);
-                if (nt == 1)
-                    RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
-                else
-                    RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                    if (nt == 1)
+                        RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                    else
+                        RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
 #undef RL_MM_LOAD
 #undef RL_MM_WLOAD
 #undef RL_MM_FMA
-            }
+                }
 #undef RL_MM_STEP
 #undef RL_MM_STEP1
-            /* the sixteen trees at once: quarter k of the result holds token
-             * k's four rows */
-            const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
-            const __m512 b2 = RL_MM_T8(a10, a11), b3 = RL_MM_T8(a12, a13);
-            const __m512 b4 = RL_MM_T8(a20, a21), b5 = RL_MM_T8(a22, a23);
-            const __m512 b6 = RL_MM_T8(a30, a31), b7 = RL_MM_T8(a32, a33);
-            const __m512 c0 = RL_MM_T4(b0, b1), c1 = RL_MM_T4(b2, b3);
-            const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
-            const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
-            float out[16];
-            const __m512 res = RL_MM_T1(e0, e1);
-            nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
-            if (!yd && nr == 4) {
-                /* each token's four rows, one 128-bit store apiece */
-                float *y0 = yf + t0 * ystride + yoff + r;
-                _mm_storeu_ps(y0, _mm512_castps512_ps128(res));
-                if (nt > 1)
-                    _mm_storeu_ps(y0 + ystride, _mm512_extractf32x4_ps(res, 1));
-                if (nt > 2)
-                    _mm_storeu_ps(y0 + 2 * ystride, _mm512_extractf32x4_ps(res, 2));
-                if (nt > 3)
-                    _mm_storeu_ps(y0 + 3 * ystride, _mm512_extractf32x4_ps(res, 3));
-                continue;
-            }
-            _mm512_storeu_ps(out, res);
-            for (size_t k = 0; k < nt; k++)
-                for (size_t i = 0; i < nr; i++) {
-                    const size_t at = (t0 + k) * ystride + yoff + r + i;
-                    if (yd)
-                        yd[at] = out[4 * k + i];
-                    if (yf)
-                        yf[at] = out[4 * k + i];
+                /* the sixteen trees at once: quarter k of the result holds token
+                 * k's four rows */
+                const __m512 b0 = RL_MM_T8(a00, a01), b1 = RL_MM_T8(a02, a03);
+                const __m512 b2 = RL_MM_T8(a10, a11), b3 = RL_MM_T8(a12, a13);
+                const __m512 b4 = RL_MM_T8(a20, a21), b5 = RL_MM_T8(a22, a23);
+                const __m512 b6 = RL_MM_T8(a30, a31), b7 = RL_MM_T8(a32, a33);
+                const __m512 c0 = RL_MM_T4(b0, b1), c1 = RL_MM_T4(b2, b3);
+                const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
+                const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
+                float out[16];
+                const __m512 res = RL_MM_T1(e0, e1);
+                nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
+                if (!yd && nr == 4) {
+                    /* each token's four rows, one 128-bit store apiece */
+                    float *y0 = yf + t0 * ystride + yoff + r;
+                    _mm_storeu_ps(y0, _mm512_castps512_ps128(res));
+                    if (nt > 1)
+                        _mm_storeu_ps(y0 + ystride, _mm512_extractf32x4_ps(res, 1));
+                    if (nt > 2)
+                        _mm_storeu_ps(y0 + 2 * ystride, _mm512_extractf32x4_ps(res, 2));
+                    if (nt > 3)
+                        _mm_storeu_ps(y0 + 3 * ystride, _mm512_extractf32x4_ps(res, 3));
+                    continue;
                 }
+                _mm512_storeu_ps(out, res);
+                for (size_t k = 0; k < nt; k++)
+                    for (size_t i = 0; i < nr; i++) {
+                        const size_t at = (t0 + k) * ystride + yoff + r + i;
+                        if (yd)
+                            yd[at] = out[4 * k + i];
+                        if (yf)
+                            yf[at] = out[4 * k + i];
+                    }
+            }
         }
     }
     return nan != 0;
@@ -160,9 +173,35 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
     (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
-/* Answers 1 if any output is a NaN. */
+/* Columns up to which the F16 tile widens each four rows once into a
+ * buffer on the stack when more than one group of tokens reads them.  On
+ * s1-pico's and s1-nano's shapes (64 and 128 columns) that takes 12 to 20%
+ * off the product; from 256 columns widening in registers chunk by chunk,
+ * once per group of tokens, measured as fast or faster. */
+#define RL_MM_WIDE_COLS 128
+
+/* Answers 1 if any output is a NaN.  With more than RL_MM_T tokens and at
+ * most RL_MM_WIDE_COLS columns each four rows are widened by F16C once
+ * (the same exact values the in-place loads give, a signalling NaN
+ * quieted alike) and run as f32 rows. */
 __attribute__((target(RL_TARGET_AVX512))) int
 rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
-    return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    if (n <= RL_MM_T || cols > RL_MM_WIDE_COLS)
+        return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    float wide[4 * RL_MM_WIDE_COLS] __attribute__((aligned(64)));
+    int nan = 0;
+    for (size_t r = r0; r < r1; r += 4) {
+        const size_t nr = r1 - r < 4 ? r1 - r : 4, len = nr * cols;
+        const uint16_t *src = m + r * cols;
+        size_t i = 0;
+        for (; i + 16 <= len; i += 16)
+            _mm512_store_ps(wide + i, rl_mm_wload(src, i, 1));
+        if (i < len) {
+            const __mmask16 k = (__mmask16)((1u << (len - i)) - 1u);
+            _mm512_mask_storeu_ps(wide + i, k, rl_mm_wload_tail(src, i, k, 1));
+        }
+        nan |= rl_mm_tile_avx512(wide, 0, cols, x, n, 0, nr, yd, yf, ystride, yoff + r);
+    }
+    return nan;
 }

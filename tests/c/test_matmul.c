@@ -570,29 +570,35 @@ static void test_float_matmul_encoder_shapes(void) {
 /* ---- F16 weights holding NaNs ----------------------------------------- */
 
 /* The AVX-512 tile reads F16 rows in place, widening in registers with
- * F16C (which quiets a signalling NaN), except tiles holding a NaN.  Every
- * path and thread count must answer the reference's bits, NaN payloads
- * included, with clean and NaN tiles side by side and a NaN in the masked
- * tail of a row. */
+ * F16C (which quiets a signalling NaN), or widens each four rows once when
+ * more than four tokens read them and the rows are narrow, except tiles
+ * holding a NaN.  Every path and thread count must answer the reference's
+ * bits, NaN payloads included, with clean and NaN tiles side by side and a
+ * NaN in the masked tail of a row: one group of tokens, several, several
+ * blocks of tokens, and rows too wide to widen apart. */
 static void test_f16_nan_weights(void) {
-    const size_t rows = 200, cols = 83, n = 9;
-    uint16_t *w = malloc(rows * cols * sizeof *w);
-    float *x = malloc(n * cols * sizeof *x), *ref = malloc(n * rows * sizeof *ref);
-    float *y = malloc(n * rows * sizeof *y);
-    for (size_t i = 0; i < rows * cols; i++)
-        w[i] = rl_gguf_f32_to_f16((float)rnd_gauss());
-    for (size_t i = 0; i < n * cols; i++)
-        x[i] = (float)rnd_gauss();
-    w[3 * cols + 5] = 0x7c01;    /* signalling NaN, low payload */
-    w[7 * cols + 80] = 0xfd55;   /* negative signalling NaN, in the masked tail */
-    w[150 * cols + 17] = 0x7e03; /* quiet NaN with a payload */
-    w[151 * cols + 2] = 0x7c00;  /* infinity: not a NaN, stays on the in-place path */
-    CHECK(rl_matmul_ex(RL_WT_F16, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0, NULL, 0,
-                       NULL) == RL_OK);
-    CHECK(isnan(ref[3]) && isnan(ref[7]) && isnan(ref[150]) && !isnan(ref[0]));
-    long bad = runs_differing(RL_WT_F16, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+    static const size_t shapes[][2] = {{83, 3}, {83, 9}, {83, 131}, {600, 9}};
+    long bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const size_t rows = 200, cols = shapes[s][0], n = shapes[s][1];
+        uint16_t *w = malloc(rows * cols * sizeof *w);
+        float *x = malloc(n * cols * sizeof *x), *ref = malloc(n * rows * sizeof *ref);
+        float *y = malloc(n * rows * sizeof *y);
+        for (size_t i = 0; i < rows * cols; i++)
+            w[i] = rl_gguf_f32_to_f16((float)rnd_gauss());
+        for (size_t i = 0; i < n * cols; i++)
+            x[i] = (float)rnd_gauss();
+        w[3 * cols + 5] = 0x7c01;    /* signalling NaN, low payload */
+        w[7 * cols + 80] = 0xfd55;   /* negative signalling NaN, in the masked tail */
+        w[150 * cols + 17] = 0x7e03; /* quiet NaN with a payload */
+        w[151 * cols + 2] = 0x7c00;  /* infinity: not a NaN, stays on the in-place path */
+        CHECK(rl_matmul_ex(RL_WT_F16, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+                           NULL, 0, NULL) == RL_OK);
+        CHECK(isnan(ref[3]) && isnan(ref[7]) && isnan(ref[150]) && !isnan(ref[0]));
+        bad += runs_differing(RL_WT_F16, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+        free(w), free(x), free(ref), free(y);
+    }
     CHECK_MSG(!bad, "f16 weights with NaNs: %ld path/thread runs differ from the reference", bad);
-    free(w), free(x), free(ref), free(y);
 }
 
 /* ---- errors --------------------------------------------------------------- */
