@@ -401,43 +401,59 @@ emitted."
            (setf (ordered-run-next run) (1+ index))
            (funcall (ordered-run-emit run) (car entry) (cdr entry))))
 
+(defun ordered-fail (run condition)
+  "Make CONDITION RUN's failure, unless it has one, and wake its threads."
+  (mp:with-lock ((ordered-run-lock run))
+    (unless (ordered-run-failure run)
+      (setf (ordered-run-failure run) condition))
+    (mp:condition-variable-broadcast (ordered-run-changed run))))
+
+(defun ordered-finish (run job)
+  "Compute the result of JOB, (index . item), record it and emit what is
+ready (under RUN's lock); a serious condition in the work or the emitter
+becomes the run's failure.  Answers true when it did not fail."
+  (handler-case
+      (let ((result (funcall (ordered-run-work run) (cdr job))))
+        (mp:with-lock ((ordered-run-lock run))
+          (unwind-protect
+               (progn (setf (gethash (car job) (ordered-run-done run))
+                            (cons (cdr job) result))
+                      (emit-ready run))
+            (mp:condition-variable-broadcast (ordered-run-changed run))))
+        t)
+    (serious-condition (c)
+      (ordered-fail run c)
+      nil)))
+
 (defun ordered-worker (run)
-  "A worker of MAP-IN-ORDER: take the oldest submitted item, compute its
-result, record it and emit what is ready, until the feeder has closed the
-run and the queue is empty, or the run failed.  A serious condition in the
-work or the emitter becomes the run's failure."
+  "A worker of MAP-IN-ORDER: take the oldest submitted item and finish it
+(ORDERED-FINISH), until the feeder has closed the run and the queue is
+empty, or the run failed."
   (let ((lock (ordered-run-lock run)) (changed (ordered-run-changed run)))
-    (handler-case
-        (loop
-          (let ((job (mp:with-lock (lock)
-                       (loop (cond ((ordered-run-failure run) (return nil))
-                                   ((ordered-run-queue run) (return (pop (ordered-run-queue run))))
-                                   ((ordered-run-closed run) (return nil))
-                                   (t (mp:condition-variable-wait changed lock)))))))
-            (unless job (return))
-            (let ((result (funcall (ordered-run-work run) (cdr job))))
-              (mp:with-lock (lock)
-                (unwind-protect
-                     (progn (setf (gethash (car job) (ordered-run-done run))
-                                  (cons (cdr job) result))
-                            (emit-ready run))
-                  (mp:condition-variable-broadcast changed))))))
-      (serious-condition (c)
-        (mp:with-lock (lock)
-          (unless (ordered-run-failure run)
-            (setf (ordered-run-failure run) c))
-          (mp:condition-variable-broadcast changed))))))
+    (loop
+      (let ((job (mp:with-lock (lock)
+                   (loop (cond ((ordered-run-failure run) (return nil))
+                               ((ordered-run-queue run) (return (pop (ordered-run-queue run))))
+                               ((ordered-run-closed run) (return nil))
+                               (t (mp:condition-variable-wait changed lock)))))))
+        (unless (and job (ordered-finish run job))
+          (return))))))
 
 (defun map-in-order (threads feed work emit &key (window (* 4 threads)))
   "Call FEED with one argument, SUBMIT, a function that FEED calls on each
 item in turn; each item's result is (funcall WORK item), computed on one
-of THREADS Lisp threads, and (funcall EMIT item result) is called for every
-item in the order it was submitted, one call at a time, as soon as the item
-and all submitted before it are done (on whichever thread finished last).
-At most WINDOW items are submitted and not yet emitted: SUBMIT waits for
-room.  THREADS 1 starts no thread: SUBMIT works and emits at once.  The
-threads see the global values of special variables, not the caller's
-bindings: WORK and EMIT take what they need from their closures.  A
+of THREADS Lisp threads (the caller's and THREADS - 1 others), and
+(funcall EMIT item result) is called for every item in the order it was
+submitted, one call at a time, as soon as the item and all submitted
+before it are done (on whichever thread finished last).  At most WINDOW
+items are submitted and not yet emitted: SUBMIT waits for room.  SUBMIT
+works on the oldest waiting item itself once the other threads each have
+one waiting, so that THREADS threads compute where there are THREADS cores
+(a feeder that only waited would leave a worker idle, and a worker woken
+for each item waits as long as a short item takes).  THREADS 1 starts no
+thread: SUBMIT works and emits at once.  The other threads see the global
+values of special variables, not the caller's bindings: WORK and EMIT take
+what they need from their closures.  A
 serious condition in WORK or EMIT stops the run (nothing after that item
 is emitted) and is signalled again in the caller, as is one in FEED once
 the threads have stopped.  Answers the number of items."
@@ -466,10 +482,17 @@ the threads have stopped.  Answers the number of items."
                      (setf (ordered-run-queue run) cell))
                  (setf (ordered-run-tail run) cell))
                (incf (ordered-run-submitted run))
-               (mp:condition-variable-broadcast changed))))
+               (mp:condition-variable-broadcast changed))
+             ;; the caller's share: an item the others would not reach at once
+             (let ((job (mp:with-lock (lock)
+                          (and (not (ordered-run-failure run))
+                               (> (length (ordered-run-queue run)) (1- threads))
+                               (pop (ordered-run-queue run))))))
+               (when job
+                 (ordered-finish run job)))))
       (unwind-protect
            (progn
-             (dotimes (i threads)
+             (dotimes (i (1- threads))
                (push (mp:process-run-function (format nil "ordered worker ~D" (1+ i))
                                               (lambda () (ordered-worker run)))
                      workers))
@@ -477,6 +500,11 @@ the threads have stopped.  Answers the number of items."
              (mp:with-lock (lock)
                (setf (ordered-run-closed run) t)
                (mp:condition-variable-broadcast changed))
+             ;; the caller helps with what is left
+             (loop for job = (mp:with-lock (lock)
+                               (and (not (ordered-run-failure run))
+                                    (pop (ordered-run-queue run))))
+                   while (and job (ordered-finish run job)))
              (mapc #'mp:process-join workers)
              (setf workers '())
              (let ((failure (ordered-run-failure run)))

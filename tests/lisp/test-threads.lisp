@@ -131,6 +131,27 @@ work opens): item 1 is still emitted after item 0, and every item once."
     (is (equal (loop for i below 10 collect (cons i (* i i))) (reverse emitted)))
     (is (< (position 1 (reverse finished)) (position 0 (reverse finished))) "~S" finished)))
 
+(test map-in-order-counts-the-caller-among-its-threads
+  "THREADS 2 starts one thread and the caller works too: two items run at
+once (item 0 waits for item 1), and no more than one other thread ever
+works beside the caller."
+  (let* ((gate (mp:make-semaphore :count 0)) (lock (mp:make-lock :name "test"))
+         (waited :never) (workers '())
+         (n (command-line::map-in-order
+             2 (lambda (submit) (dotimes (i 40) (funcall submit i)))
+             (lambda (i)
+               (when (= i 0)
+                 (setf waited (wait-on-gate gate 60)))
+               (when (= i 1)
+                 (mp:signal-semaphore gate))
+               (mp:with-lock (lock) (pushnew mp:*current-process* workers))
+               i)
+             (lambda (i result) (declare (ignore i result))))))
+    (is (= 40 n))
+    (is (eq t waited) "item 1 never ran beside item 0")
+    (is (= 2 (length workers)) "~D threads worked, expected 2" (length workers))
+    (is (member mp:*current-process* workers) "the caller worked on no item")))
+
 (test map-in-order-stops-at-a-failing-item
   "An error in one item's work is signalled in the caller; nothing after
 that item is emitted, everything before it is."
