@@ -56,7 +56,7 @@ llama.cpp figure is the plain Q8_0 file's).")
 
 ;;; Questions per second: one question per Lisp thread.
 
-(defparameter *throughput-copies* 8
+(defparameter *throughput-copies* 32
   "How many times a round of the throughput table repeats the built-in
 questions, so that starting the threads is a small part of it.")
 
