@@ -32,27 +32,28 @@ llama.cpp figure is the plain Q8_0 file's).")
   (temporary-path (format nil "qbench-~(~A~).gguf" key)))
 
 (defun question-bench-json (label reps llama-p rows throughput)
-  (list :object (cons "source" label) (cons "questions" (length model:*questions*))
-        (cons "reps" reps) (cons "llama" (if llama-p :true :false))
-        (cons "rows" (map 'vector
-                          (lambda (r)
-                            (list :object (cons "format" (getf r :format))
-                                  (cons "activations" (string-downcase
-                                                       (symbol-name (getf r :activations))))
-                                  (cons "threads" (getf r :threads))
-                                  (cons "us_per_question" (getf r :us))
-                                  (cons "llama_us_per_question" (bench-number (getf r :llama-us)))
-                                  (cons "ratio" (bench-number (getf r :ratio)))
-                                  (cons "max_abs_dp" (getf r :max-abs-dp))))
-                          rows))
-        (cons "throughput" (map 'vector
-                                (lambda (r)
-                                  (list :object (cons "format" (getf r :format))
-                                        (cons "activations" (string-downcase
-                                                             (symbol-name (getf r :activations))))
-                                        (cons "threads" (getf r :threads))
-                                        (cons "questions_per_second" (getf r :per-second))))
-                                throughput))))
+  (flet ((row-object (r &rest fields)
+           ;; a row's format, activations and threads, then FIELDS
+           (list* :object (cons "format" (getf r :format))
+                  (cons "activations" (string-downcase (symbol-name (getf r :activations))))
+                  (cons "threads" (getf r :threads))
+                  fields)))
+    (list :object (cons "source" label) (cons "questions" (length model:*questions*))
+          (cons "reps" reps) (cons "llama" (if llama-p :true :false))
+          (cons "rows" (map 'vector
+                            (lambda (r)
+                              (row-object r
+                                          (cons "us_per_question" (getf r :us))
+                                          (cons "llama_us_per_question"
+                                                (bench-number (getf r :llama-us)))
+                                          (cons "ratio" (bench-number (getf r :ratio)))
+                                          (cons "max_abs_dp" (getf r :max-abs-dp))))
+                            rows))
+          (cons "throughput" (map 'vector
+                                  (lambda (r)
+                                    (row-object r (cons "questions_per_second"
+                                                        (getf r :per-second))))
+                                  throughput)))))
 
 ;;; Questions per second: one question per Lisp thread.
 

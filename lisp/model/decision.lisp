@@ -463,14 +463,19 @@ TEMPERATURE (the largest subtracted first), as a fresh single-float vector
   (%softmax-into logits (float temperature 1d0)
                  (make-array (length logits) :element-type 'single-float) nil))
 
+(defun check-token-count (head n)
+  "QUESTION-ERROR naming both numbers when N tokens are more than HEAD's
+decision.max_tokens."
+  (when (> n (decision-head-max-tokens head))
+    (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
+                    (decision-head-max-tokens head) n)))
+
 (defun check-decide-ids (model head ids)
-  "IDS as a list, at most decision.max_tokens of them; QUESTION-ERROR naming
-both numbers otherwise (other checks are MODEL:ENCODE's)."
+  "IDS as a list, at most decision.max_tokens of them (CHECK-TOKEN-COUNT;
+other checks are MODEL:ENCODE's)."
   (declare (ignore model))
   (let ((ids (if (listp ids) ids (coerce ids 'list))))
-    (when (> (length ids) (decision-head-max-tokens head))
-      (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
-                      (decision-head-max-tokens head) (length ids)))
+    (check-token-count head (length ids))
     ids))
 
 (defun decide-ids (model ids markers type &key (activations :q8))

@@ -290,9 +290,7 @@ with INTO nothing (doc/decision.md, \"What a question allocates\")."
              (ids (question-ids model head question qs))
              (n (length ids)))
         (stage-mark :tokenize)
-        (when (> n (decision-head-max-tokens head))
-          (question-error "expected at most ~D tokens (decision.max_tokens), found ~D"
-                          (decision-head-max-tokens head) n))
+        (check-token-count head n)
         (let* ((markers (question-markers head ids options (question-scratch-markers qs)))
                (logits (if into
                            (answer-length (answer-logits into) options)

@@ -7,7 +7,6 @@
 #include "prims/ecl/arrays.h"
 #include "prims/nn.h"
 #include "prims/rng.h"
-#include "prims/utf8.h"
 
 void *rl_tensor_array_data(cl_object a, uint64_t *nbytes) {
     cl_index n = 0;
@@ -121,16 +120,10 @@ static cl_object rl_prim_octets_of(cl_object a) {
  * bytes 80..FF they stand for (prims/utf8.h), other surrogates and
  * characters above U+10FFFF become U+FFFD. */
 static cl_object rl_prim_utf8_octets(cl_object str) {
-    cl_index n, i, k = 0, len = 0;
-    cl_object out;
     if (!ECL_STRINGP(str))
         rl_type_error("%UTF8-OCTETS", 1, str, RL_T_STRING);
-    n = ecl_length(str);
-    for (i = 0; i < n; i++)
-        len += rl_utf8_length((uint32_t)ecl_char(str, i));
-    out = ecl_alloc_simple_vector(len, ecl_aet_b8);
-    for (i = 0; i < n; i++)
-        k += rl_utf8_encode((uint32_t)ecl_char(str, i), out->vector.self.b8 + k);
+    cl_object out = ecl_alloc_simple_vector(rl_string_utf8_length(str), ecl_aet_b8);
+    rl_string_to_utf8(str, out->vector.self.b8);
     ecl_return1(ecl_process_env(), out);
 }
 

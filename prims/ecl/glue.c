@@ -249,6 +249,18 @@ cl_object rl_string_from_utf8(const char *p, uint64_t n) {
     return out;
 }
 
+size_t rl_string_utf8_length(cl_object str) {
+    size_t len = 0;
+    for (cl_index i = 0, n = ecl_length(str); i < n; i++)
+        len += rl_utf8_length((uint32_t)ecl_char(str, i));
+    return len;
+}
+
+void rl_string_to_utf8(cl_object str, uint8_t *out) {
+    for (cl_index i = 0, n = ecl_length(str); i < n; i++)
+        out += rl_utf8_encode((uint32_t)ecl_char(str, i), out);
+}
+
 /* ---- foreign handles ------------------------------------------------ */
 
 int rl_handle_p(cl_object h, rl_handle_kind kind) {

@@ -181,6 +181,13 @@ cl_object rl_status_values(const char *status, const char *msg, uint64_t off);
  * (prims/utf8.h), so %UTF8-OCTETS gives the same bytes back. */
 cl_object rl_string_from_utf8(const char *p, uint64_t n);
 
+/* The inverse: the length of the Lisp string STR in UTF-8 bytes, and those
+ * bytes written to OUT (that long): U+DC80..U+DCFF become the single bytes
+ * 80..FF they stand for, other surrogates and characters above U+10FFFF
+ * U+FFFD (prims/utf8.h).  STR must be a string. */
+size_t rl_string_utf8_length(cl_object str);
+void rl_string_to_utf8(cl_object str, uint8_t *out);
+
 /* ---- foreign handles ---------------------------------------------------
  * A C object owned by Lisp (a mapped GGUF or safetensors file, a GGUF
  * writer, a tokenizer) is a foreign-data object tagged with its kind.  Its pointer

@@ -14,7 +14,6 @@
 
 #include "prims/ecl/glue.h"
 #include "prims/tokenizer.h"
-#include "prims/utf8.h"
 
 #define RL_TOK_MSG 512
 
@@ -202,19 +201,17 @@ static cl_object rl_prim_tok_encode_into(cl_object h, cl_object str, cl_object o
                                          cl_object add_special, cl_object parse_special) {
     static const char fn[] = "%TOK-ENCODE-INTO";
     rl_tok *t = rl_tok_arg(fn, h);
-    cl_index n, i, k = 0, len = 0;
     if (!ECL_STRINGP(str))
         rl_type_error(fn, 2, str, RL_T_STRING);
     if (!rl_fixnum_vector_p(out))
         rl_type_error(fn, 3, out, RL_T_ARRAY);
-    n = ecl_length(str);
-    for (i = 0; i < n; i++)
-        len += rl_utf8_length((uint32_t)ecl_char(str, i));
-    uint8_t *bytes = malloc(len ? len : 1);
+    /* a question's text fits the stack; a longer one is given the heap */
+    uint8_t small[4096];
+    const size_t len = rl_string_utf8_length(str);
+    uint8_t *bytes = len <= sizeof small ? small : malloc(len);
     if (!bytes)
         return rl_tok_failure(RL_TOK_NOMEM, "expected memory for the text's bytes, found none");
-    for (i = 0; i < n; i++)
-        k += rl_utf8_encode((uint32_t)ecl_char(str, i), bytes + k);
+    rl_string_to_utf8(str, bytes);
     int32_t *ids = NULL;
     size_t nids = 0;
     char msg[RL_TOK_MSG] = "";
@@ -222,7 +219,8 @@ static cl_object rl_prim_tok_encode_into(cl_object h, cl_object str, cl_object o
                                              parse_special != ECL_NIL, &ids, NULL, &nids, msg,
                                              sizeof msg);
     RL_KEEP_LIVE(h);
-    free(bytes);
+    if (bytes != small)
+        free(bytes);
     if (st != RL_TOK_OK) {
         free(ids);
         return rl_tok_failure(st, msg);
