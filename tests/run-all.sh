@@ -4,7 +4,8 @@
 # failure, including a test program that crashed before reporting.
 # RONTOLISP_EXE names the executable to test (default build/rontolisp).
 # Every test program has a deadline, RL_TEST_SECONDS (default 7200 s):
-# one that overruns it is killed and counts as failed.
+# one that overruns it is killed and counts as failed.  The tests' temporary
+# files go to a directory of the run's own (TMPDIR), removed when all passed.
 # The counts are of test cases (C test functions, FiveAM tests); each
 # program and run also says how many checks (compared values) it made, on
 # a line of its own that is not summed.
@@ -42,6 +43,14 @@ passed=0; failed=0; broken=0
 deadline=${RL_TEST_SECONDS:-7200}
 log=build/test-logs
 mkdir -p "$log"
+
+# Every test program and every child of one makes its temporary files in a
+# directory of this run's own (TMPDIR), removed at the end when everything
+# passed and kept, and named, when something failed: a test that does not
+# delete what it made leaves nothing behind in the system's directory.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl-check.XXXXXX") ||
+  { echo "run-all.sh: cannot make a temporary directory in ${TMPDIR:-/tmp}"; exit 2; }
+export TMPDIR="$run_tmp"
 
 tally() { # $1 = log file; adds every "N passed, M failed" report line in it
   eval "$(sed -n 's/^\(C test\|Lisp tests\)[^:]*: \([0-9]*\) passed, \([0-9]*\) failed.*/passed=$((passed+\2)); failed=$((failed+\3));/p' "$1")"
@@ -134,5 +143,10 @@ if [ "$mode" != lisp-only ]; then
 fi
 
 failed=$((failed+broken))
+if [ "$failed" -eq 0 ]; then
+  rm -rf "$run_tmp"
+else
+  echo "The tests' temporary files are kept in $run_tmp."
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
