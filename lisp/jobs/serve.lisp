@@ -236,8 +236,9 @@ part of a character)."
 MIXED-IDS reads it), add_special (default false), parse_special (default
 true), with_pieces (default false)."
   (let* ((object (request-object body))
-         (content (field object "content" :type '(or string (satisfies mixed-prompt-p))
-                                          :what "a string or an array of strings and token ids"))
+         (content (let ((c (field object "content" :type '(or string (satisfies mixed-prompt-p))
+                                                   :what "a string or an array of strings and token ids")))
+                    (if (stringp c) c (check-vocabulary-ids server c "content"))))
          (ids (coerce (mixed-ids server content (flag-field object "add_special" nil)
                                  (flag-field object "parse_special" t))
                       'vector)))
@@ -249,10 +250,25 @@ true), with_pieces (default false)."
                                   ids)
                              ids)))))
 
+(defun check-vocabulary-ids (server array field)
+  "ARRAY (a request's JSON array) when each of its elements that is not a
+string is a token id of SERVER's model; else a 400 whose message names
+the FIELD, what was expected and the first element that is not one, as
+JSON writes it, with its position."
+  (let ((last (1- (getf (model:hyperparameters (server-model server)) :vocab-size))))
+    (loop for x across array for position from 0
+          unless (or (stringp x) (and (integerp x) (<= 0 x last)))
+            do (invalid-request "field ~S: expected token ids from 0 to ~D, found ~A at position ~D"
+                                field last (json-brief x) position))
+    array))
+
 (defun handle-detokenize (server body)
   "POST /detokenize: tokens, an array of ids."
   (let* ((object (request-object body))
          (ids (field object "tokens" :type '(and vector (not string)) :what "an array of token ids")))
+    (when (some #'stringp ids)
+      (invalid-request "field \"tokens\": expected an array of token ids, found ~A" (json-brief ids)))
+    (check-vocabulary-ids server ids "tokens")
     (list :object (cons "content" (model:detokenize (server-model server) ids)))))
 
 (defun decide-answer (server question)

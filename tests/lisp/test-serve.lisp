@@ -255,6 +255,31 @@ expected and what was found, and no Lisp function."
                    (is (and message (search found message)) "~A: ~A" path text)
                    (is (and message (not (search "model:" message))) "~A: ~A" path text)))))))
 
+(test serve-refuses-ids-outside-the-vocabulary-naming-the-field
+  "/detokenize's tokens and /tokenize's ids in a mixed content that the
+model's vocabulary does not hold are a 400 naming the field, the ids
+expected and the element found as JSON writes it with its position in the
+request's array: no file path, no Lisp value, no Lisp function."
+  (with-server (port (serve-file))
+    (loop for (path body found)
+            in '(("/detokenize" "{\"tokens\": [5, 999999]}" "found 999999 at position 1")
+                 ("/detokenize" "{\"tokens\": [5, -1]}" "found -1 at position 1")
+                 ("/detokenize" "{\"tokens\": [5, 1.5]}" "found 1.5 at position 1")
+                 ("/tokenize" "{\"content\": [\"a\", 5, 999999], \"with_pieces\": true}"
+                  "found 999999 at position 2"))
+          for field = (if (string= path "/detokenize") "tokens" "content")
+          do (multiple-value-bind (status json text) (http-json port "POST" path body)
+               (let ((message (error-message-of json)))
+                 (is (eql 400 status) "~A: ~A" path text)
+                 (is (and message (eql 0 (search (format nil "field ~S: expected token ids from 0 to "
+                                                         field)
+                                                 message)))
+                     "~A: ~A" path text)
+                 (is (and message (search found message)) "~A: ~A" path text)
+                 (is (and message (notany (lambda (s) (search s message))
+                                          '("model:" ".gguf" "d0" "#(")))
+                     "~A: ~A" path text))))))
+
 ;;; A metric's sample as /metrics gives it.
 (defun metric-value (text name)
   "The sample of the metric NAME in the Prometheus TEXT, a string; NIL when
