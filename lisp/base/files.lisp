@@ -90,6 +90,38 @@ unique to this process: the benchmarks' copies of a model."
   (format nil "~A/rl-~D-~A" (string-right-trim "/" (or (ext:getenv "TMPDIR") "/tmp"))
           (ext:getpid) name))
 
+(defvar *scratch-entries* (make-hash-table :test 'equal)
+  "The scratch files of SCRATCH-FILE-PATH not yet removed: path -> the entry
+of the table of files an interrupt removes.")
+
+(defvar *scratch-lock* (mp:make-lock :name "scratch files")
+  "Held while *SCRATCH-ENTRIES* changes (the benchmarks run threads).")
+
+(defun scratch-file-path (name)
+  "TEMPORARY-PATH of NAME, entered in the table of files an interrupt
+(SIGINT, SIGTERM, SIGHUP) removes, for a file the caller writes, uses and
+removes with REMOVE-SCRATCH-FILE however it leaves: the benchmarks' copies
+of a model, which an interrupt would otherwise leave behind.  A full table
+signals FILE-IO-ERROR."
+  (let ((path (temporary-path name)))
+    (multiple-value-bind (entry message) (%temporary-begin (path-octets path))
+      (unless entry
+        (file-io-error path "~A" message))
+      (mp:with-lock (*scratch-lock*)
+        (setf (gethash path *scratch-entries*) entry)))
+    path))
+
+(defun remove-scratch-file (path)
+  "Remove the file PATH of SCRATCH-FILE-PATH (nothing when it was never
+written) and its entry in the interrupt's table."
+  (let ((entry (mp:with-lock (*scratch-lock*)
+                 (prog1 (gethash path *scratch-entries*)
+                   (remhash path *scratch-entries*)))))
+    (if entry
+        (%temporary-end entry)
+        (ignore-errors (delete-file path)))
+    nil))
+
 (defun temporary-name (target word)
   "The name TARGET.rontolisp-tmp.PID.WORD beside the file TARGET, of a
 temporary file of this process (WORD: lowercase letters and digits, as

@@ -29,7 +29,7 @@ llama.cpp figure is the plain Q8_0 file's).")
 
 (defun question-bench-path (key)
   "A fresh temporary path for the encoder-only copy of the format KEY."
-  (temporary-path (format nil "qbench-~(~A~).gguf" key)))
+  (scratch-file-path (format nil "qbench-~(~A~).gguf" key)))
 
 (defun question-bench-json (label reps llama-p rows throughput)
   (flet ((row-object (r &rest fields)
@@ -226,7 +226,7 @@ max |Δp|: against the F32 row's probabilities; the head as the file holds it~%~
                          (terpri s)))))
                rows)))
       (setf (threads) old-threads)
-      (dolist (p paths) (ignore-errors (delete-file p)))
+      (mapc #'remove-scratch-file paths)
       (when file (gguf:close source)))))
 
 (defparameter *breakdown-stage-groups*

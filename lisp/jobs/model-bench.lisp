@@ -92,9 +92,10 @@ threads.  NIL when llama.cpp's libraries or the tool are missing; a refusal
 by llama.cpp signals RONTOLISP-ERROR with its message."
   (let ((dir (llama-library-directory)) (program (llama-embed-program)))
     (when (and dir program)
-      (let* ((base (temporary-path (format nil "llama-~D" (random 1000000000))))
-             (in (concatenate 'string base ".in")) (out (concatenate 'string base ".out"))
-             (err (concatenate 'string base ".err")))
+      (let* ((base (format nil "llama-~D" (random 1000000000)))
+             (in (scratch-file-path (concatenate 'string base ".in")))
+             (out (scratch-file-path (concatenate 'string base ".out")))
+             (err (scratch-file-path (concatenate 'string base ".err"))))
         (unwind-protect
              (progn
                (with-open-file (s in :direction :output :if-exists :supersede)
@@ -122,7 +123,7 @@ by llama.cpp signals RONTOLISP-ERROR with its message."
                                                      (map 'list (lambda (r)
                                                                   (map 'list (lambda (x) (coerce x 'single-float)) r))
                                                           rows)))))))
-          (dolist (f (list in out err)) (ignore-errors (delete-file f))))))))
+          (mapc #'remove-scratch-file (list in out err)))))))
 
 (defun hidden-state-error (a b)
   "How far the n x d hidden states A are from the reference B: (values
@@ -207,10 +208,10 @@ of a set stands for the set), or a Laya or Hugging Face ModernBERT directory
 --encoder-only).  A second value is that temporary file, for
 CLOSE-REFERENCE to delete."
   (if (eq (path-kind path) :directory)
-      (let ((temporary (temporary-path "reference.gguf")))
+      (let ((temporary (scratch-file-path "reference.gguf")))
         (handler-bind ((error (lambda (c)
                                 (declare (ignore c))
-                                (ignore-errors (delete-file temporary)))))
+                                (remove-scratch-file temporary))))
           (let ((*standard-output* *error-output*))
             (convert-directory path temporary :type :f32 :head-type :f32
                                               :encoder-only encoder-only))
@@ -220,7 +221,7 @@ CLOSE-REFERENCE to delete."
 (defun close-reference (f temporary)
   "Close the reference F of READ-REFERENCE and delete its TEMPORARY file."
   (gguf:close f)
-  (when temporary (ignore-errors (delete-file temporary))))
+  (when temporary (remove-scratch-file temporary)))
 
 (defun model-difference (reference file)
   "The first way the GGUF file object FILE is not the model REFERENCE is, as
@@ -368,7 +369,7 @@ list of plists."
                             "file as stored")
                            (own (format nil "~{~A~^+~} (as stored)" own))))
          (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
-                      collect (let ((path (temporary-path (format nil "bench-~(~A~).gguf" format))))
+                      collect (let ((path (scratch-file-path (format nil "bench-~(~A~).gguf" format))))
                                 ;; llama.cpp refuses a decision head's tensors.
                                 (gguf:write path (encoder-only-file
                                                   (if (eq format :file)
@@ -436,7 +437,7 @@ states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~
                (format stream "Q8_0 :q8 products: ~D of ~D tiles summed by whole blocks, ~
 the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
       (setf (threads) old-threads)
-      (dolist (entry files) (ignore-errors (delete-file (cdr entry))))
+      (dolist (entry files) (remove-scratch-file (cdr entry)))
       (when original (close-reference original original-temporary))
       (when file (gguf:close source)))
     (setf rows (nreverse rows))

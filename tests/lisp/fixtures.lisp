@@ -131,6 +131,23 @@ WAIT-CHILD."
             (if (eq how :exited) code (list how code)))
           (values process stream)))))
 
+(defun entry-names (dir)
+  "The names in the directory DIR, in byte order."
+  (mapcar #'car (rontolisp::directory-entries dir)))
+
+(defun wait-for-entry (dir test process &key (deadline 120))
+  "Wait until an entry of the directory DIR satisfies TEST (a function of
+its name) while PROCESS runs, at most DEADLINE seconds; answers the name, or
+NIL when PROCESS ended or the deadline passed first."
+  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second))))
+    (loop
+      (let ((found (find-if test (ignore-errors (entry-names dir)))))
+        (cond (found (return found))
+              ((or (not (eq :running (ext:external-process-wait process nil)))
+                   (> (get-internal-real-time) end))
+               (return nil))))
+      (sleep 0.002))))
+
 (defun dead-pid ()
   "The process id of a child that has ended and been reaped (for a file
 named after a process that is gone)."

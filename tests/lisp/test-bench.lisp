@@ -328,6 +328,31 @@ file there is refused (exit 2, one line) and left as it was."
   (let ((model (model:load path)))
     (mapcar (lambda (q) (model:decide model q)) model:*questions*)))
 
+(test bench-interrupt-removes-its-copies-of-the-model
+  "SIGINT or SIGTERM while `bench --questions' holds its copies of the model
+in the temporary directory ends the run with 128 + the signal and leaves
+nothing there (the copies used to stay)."
+  (dolist (signal '(2 15))
+    (let ((dir (tmp-path "bench-tmp")))
+      (unwind-protect
+           (progn
+             (rontolisp:ensure-directories (format nil "~A/" dir))
+             (let ((p (run-child "env" (list (format nil "TMPDIR=~A" dir) *exe* "bench"
+                                             "--random" "s1-pico" "--questions" "--iters" "50")
+                                 :input nil :output nil :error nil :wait nil)))
+               (unwind-protect
+                    (let ((copy (wait-for-entry dir (lambda (n) (search "qbench" n)) p)))
+                      (is-true copy "no copy of the model appeared in ~A" dir)
+                      (when copy
+                        (is (signal-process p signal))
+                        (multiple-value-bind (how code)
+                            (wait-child p :deadline 60 :what "bench after a signal")
+                          (is (eq :exited how))
+                          (is (eql (+ 128 signal) code)))
+                        (is (equal '() (entry-names dir)))))
+                 (end-child p))))
+        (sh "rm -rf \"$1\"" dir)))))
+
 (test bench-questions-table-and-json
   "`bench --random s1-pico --questions --breakdown': every format row at 1
 and 2 threads with a time, llama.cpp's column when its libraries are

@@ -336,10 +336,6 @@ last block with and without room for the length) and across the reader's
 ;;; Only its own files (issue 36): the previous manifest, names, links,
 ;;; unreadable directories, temporary files.
 
-(defun entry-names (dir)
-  "The names in the directory DIR, in byte order."
-  (mapcar #'car (rontolisp::directory-entries dir)))
-
 (defun manifest-names (out)
   (map 'list (lambda (m) (gethash "name" m))
        (gethash "models" (rontolisp:read-json-file (format nil "~A/manifest.json" out)))))
@@ -475,19 +471,6 @@ error in the manifest, exit 1; the other models are exported."
                    (is (equal '("a-pico" "b-secret") (manifest-names out)))
                    (is (equal '("a-pico.gguf" "bench.html" "bench.json" "manifest.json") (entry-names out)))))))
       (sh "chmod 755 \"$1\"/b-secret; rm -rf \"$1\" \"$2\"" models out))))
-
-(defun wait-for-entry (dir test process &key (deadline 120))
-  "Wait until an entry of the directory DIR satisfies TEST (a function of
-its name) while PROCESS runs, at most DEADLINE seconds; answers the name, or
-NIL when PROCESS ended or the deadline passed first."
-  (let ((end (+ (get-internal-real-time) (* deadline internal-time-units-per-second))))
-    (loop
-      (let ((found (find-if test (ignore-errors (entry-names dir)))))
-        (cond (found (return found))
-              ((or (not (eq :running (ext:external-process-wait process nil)))
-                   (> (get-internal-real-time) end))
-               (return nil))))
-      (sleep 0.002))))
 
 (defun whole-f32-file-p (name)
   "True when NAME is that of export's F32 comparison file once written
