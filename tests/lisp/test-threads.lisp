@@ -165,3 +165,35 @@ that item is emitted, everything before it is."
                      (error (c) (princ-to-string c)))))
       (is (equal "item 5 failed" caught) "~D threads: ~S" threads caught)
       (is (equal '(0 1 2 3 4) (reverse emitted)) "~D threads: ~S" threads emitted))))
+
+(test map-in-order-fills-its-window-before-the-caller-works
+  "The caller submits a window's worth of items before it works on one
+itself, so that a worker that finishes an item finds the next waiting
+rather than sleeping until the caller's item is done: the first item the
+caller works on comes once WINDOW items are submitted (the worker's items
+wait until the caller has worked on one, so the worker cannot drain the
+queue meanwhile).  Every item is still worked on once and emitted in
+order."
+  (let* ((caller mp:*current-process*) (lock (mp:make-lock :name "test"))
+         (gate (mp:make-semaphore :count 0)) (opened nil)
+         (submitted 0) (submitted-at-first :never) (worked '()) (emitted '())
+         (n (command-line::map-in-order
+             2 (lambda (submit) (dotimes (i 30) (incf submitted) (funcall submit i)))
+             (lambda (i)
+               (if (eq mp:*current-process* caller)
+                   (mp:with-lock (lock)
+                     (when (eq submitted-at-first :never)
+                       (setf submitted-at-first submitted)
+                       (setf opened t)
+                       (mp:signal-semaphore gate 1000)))
+                   (unless opened (wait-on-gate gate 60)))
+               (mp:with-lock (lock) (push i worked))
+               (- i))
+             (lambda (i result) (push (cons i result) emitted))
+             :window 6)))
+    (is (= 30 n))
+    (is (eql 7 submitted-at-first)
+        "the caller first worked when ~S items were submitted, expected 7 (a window of 6, ~
+then the one that found it full)" submitted-at-first)
+    (is (equal (loop for i below 30 collect i) (sort (copy-list worked) #'<)))
+    (is (equal (loop for i below 30 collect (cons i (- i))) (reverse emitted)))))
