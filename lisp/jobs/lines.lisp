@@ -380,12 +380,12 @@ NumPy .npy array of float32, shape (rows, length), atomically."
 ;;;
 ;;; The feeder fills a window of items ahead of the workers and works
 ;;; on one itself only when the window is full, so that a worker that
-;;; finishes an item finds the next one waiting: a worker put to sleep for
-;;; want of an item and woken by the next submit cost a pair of context
-;;; switches and the wake-up's latency per item (about a sixth of a short
-;;; question's time at two threads).  A thread waits on the condition
-;;; variable only when there is nothing it can do, and the others wake
-;;; it only when one waits.
+;;; finishes an item finds the next one waiting: when the caller worked
+;;; as soon as two items were queued, a worker often waited for the next
+;;; submit (ECL spins, yielding, then sleeps until a signal wakes it), and
+;;; `decide --threads 2' kept 1.75 of 2 CPUs busy.  A thread waits on the
+;;; condition variable only when there is nothing it can do, and the
+;;; others wake it only when one waits.
 
 (defstruct (ordered-run (:constructor make-ordered-run (work emit window)))
   "The state MAP-IN-ORDER's threads share, under LOCK: the items submitted
