@@ -91,6 +91,8 @@ kept stable for users.")
    "SPLIT-ON" "REPLACE-ALL"
    ;; - threads and progress (runtime.lisp, progress.lisp)
    "MAX-THREADS" "*PROGRESS*" "PROGRESS-LINES" "PROGRESS-REPORTER"
+   ;; - threads kept for the next job (threads.lisp)
+   "START-SPARE-THREAD" "JOIN-SPARE-THREAD"
    ;; - the type table (formats.lisp, qmatrix-types.lisp): ggml's types,
    ;;   the ones Lisp holds, the quantized formats, GGUF's value types
    "FIND-GGML-TYPE" "GGML-ID" "GGML-TYPE-ID" "GGML-TYPE-BITS" "GGML-TYPE-BLOCK-SIZE"

@@ -44,9 +44,8 @@ thread saw the global value inside its own binding (a question rendered
 with every template variable undefined, and no option markers).  A variable
 given its index keeps it; a variable first defined after the last thread
 started is not covered."
-  (do-all-symbols (s)
-    (when (and (si:specialp s) (not (constantp s)) (not (%special-slot-p s)))
-      (progv (list s) (if (boundp s) (list (symbol-value s)) '())))))
+  ;; In C (%SLOT-EVERY-SPECIAL): DO-ALL-SYMBOLS consed 500 KB a walk.
+  (%slot-every-special))
 
 (defun call-with-thread-room (name start)
   "Call START (which starts one thread named NAME and answers its process)
@@ -76,3 +75,79 @@ refused (memory or a process limit)" name))))
 
 (setf (fdefinition 'mp:process-enable) #'guarded-process-enable
       (fdefinition 'mp:process-run-function) #'guarded-process-run-function)
+
+;;; Spare threads: Lisp threads kept for the next job.  Starting an ECL
+;;; thread takes about a millisecond and a half and conses about 1.4 MB
+;;; (its stacks and tables of bindings, so a collection every few
+;;; starts): work that runs on helper threads many times a second
+;;; (MAP-IN-ORDER in a benchmark's rounds, a program asking batches of
+;;; questions) takes threads from this pool and gives them back.  A
+;;; thread handed out again first gets every special variable defined
+;;; since its slot, as a new thread would (GIVE-SPECIALS-THEIR-SLOTS).
+
+(defstruct (spare-thread (:constructor make-spare-thread ()))
+  "A thread of the pool: PROCESS, the semaphores GO (a job is waiting in
+JOB) and DONE (the job has returned or unwound), FAILURE, the serious
+condition that ended the last job, if one did, and ENDED, true once the
+thread is leaving (a job unwound past its loop: it is not pooled again)."
+  process (go (mp:make-semaphore :name "spare thread go" :count 0))
+  (done (mp:make-semaphore :name "spare thread done" :count 0))
+  (job nil) (failure nil) (ended nil))
+
+(defconstant +spare-threads-kept+ 16
+  "The most idle threads the pool keeps; one given back beyond them ends.")
+
+(defvar *spare-threads* '()
+  "The idle threads of the pool (SPARE-THREAD structures).")
+
+(defvar *spare-threads-lock* (mp:make-lock :name "spare threads")
+  "Guards *SPARE-THREADS*.")
+
+(defun spare-thread-loop (spare)
+  "The life of the pool's thread SPARE: run each job it is given, catching
+a serious condition into its FAILURE, until the job is :EXIT."
+  (loop
+    (mp:wait-on-semaphore (spare-thread-go spare))
+    (let ((job (shiftf (spare-thread-job spare) nil)))
+      (when (eq job :exit)
+        (return))
+      (let ((returned nil))
+        (unwind-protect
+             (progn (handler-case (funcall job)
+                      (serious-condition (c) (setf (spare-thread-failure spare) c)))
+                    (setf returned t))
+          (unless returned
+            (setf (spare-thread-ended spare) t))
+          (mp:signal-semaphore (spare-thread-done spare)))))))
+
+(defun start-spare-thread (name job)
+  "Run JOB (a function of no arguments) on an idle thread of the pool, or
+on a new one named NAME (within *THREAD-LIMIT*, CALL-WITH-THREAD-ROOM),
+and answer the thread for JOIN-SPARE-THREAD.  JOB sees the global values
+of special variables."
+  (let ((spare (mp:with-lock (*spare-threads-lock*) (pop *spare-threads*))))
+    (if spare
+        (mp:with-lock (*thread-lock*)
+          (give-specials-their-slots))
+        (let ((new (make-spare-thread)))
+          (setf (spare-thread-process new)
+                (mp:process-run-function name (lambda () (spare-thread-loop new)))
+                spare new)))
+    (setf (spare-thread-job spare) job)
+    (mp:signal-semaphore (spare-thread-go spare))
+    spare))
+
+(defun join-spare-thread (spare)
+  "Wait until the job of SPARE (from START-SPARE-THREAD) has returned or
+unwound and give SPARE back to the pool (or end it when the pool is
+full).  Answers the serious condition that ended the job, if one did,
+else NIL."
+  (mp:wait-on-semaphore (spare-thread-done spare))
+  (let ((failure (shiftf (spare-thread-failure spare) nil)))
+    (mp:with-lock (*spare-threads-lock*)
+      (cond ((spare-thread-ended spare))
+            ((< (length *spare-threads*) +spare-threads-kept+)
+             (push spare *spare-threads*))
+            (t (setf (spare-thread-job spare) :exit)
+               (mp:signal-semaphore (spare-thread-go spare)))))
+    failure))

@@ -59,7 +59,9 @@ llama.cpp figure is the plain Q8_0 file's).")
 
 (defparameter *throughput-copies* 32
   "How many times a round of the throughput table repeats the built-in
-questions, so that starting the threads is a small part of it.")
+questions, so that a round's first and last questions, when fewer threads
+than its count have one, are a small part of it (its threads are kept
+from the round before: MAP-IN-ORDER).")
 
 (defun questions-per-second (encoder activations thread-counts reps)
   "Questions per second of MODEL:DECIDE on ENCODER with ACTIVATIONS at each

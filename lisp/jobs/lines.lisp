@@ -377,19 +377,41 @@ NumPy .npy array of float32, shape (rows, length), atomically."
 ;;; emitter in the order the items came, as soon as that item and every
 ;;; one before it are done: `decide --threads N' answers a questions file
 ;;; (or a pipe, line by line) this way, and `bench --questions' times it.
+;;;
+;;; The feeder fills a window of items ahead of the workers and works
+;;; on one itself only when the window is full, so that a worker that
+;;; finishes an item finds the next one waiting: when the caller worked
+;;; as soon as two items were queued, a worker often waited for the next
+;;; submit (ECL spins, yielding, then sleeps until a signal wakes it), and
+;;; `decide --threads 2' kept 1.75 of 2 CPUs busy.  A thread waits on the
+;;; condition variable only when there is nothing it can do, and the
+;;; others wake it only when one waits.
 
 (defstruct (ordered-run (:constructor make-ordered-run (work emit window)))
   "The state MAP-IN-ORDER's threads share, under LOCK: the items submitted
 and not yet taken (QUEUE, a list of (index . item), and its last cons
 TAIL), the count SUBMITTED, NEXT (the index of the next item to emit), the
 finished items not yet emitted (DONE, index -> (item . result)), CLOSED
-once the feeder has submitted its last item, and FAILURE, the condition
-that stopped the run (or :ABANDONED when the caller unwound)."
+once the feeder has submitted its last item, FAILURE, the condition that
+stopped the run (or :ABANDONED when the caller unwound), and WAITING, how
+many threads wait on CHANGED now."
   work emit window
   (lock (mp:make-lock :name "ordered run"))
   (changed (mp:make-condition-variable))
   (queue '()) (tail '()) (submitted 0) (next 0)
-  (done (make-hash-table)) (closed nil) (failure nil))
+  (done (make-hash-table)) (closed nil) (failure nil)
+  (waiting 0 :type fixnum))
+
+(defun ordered-wait (run)
+  "Wait (holding RUN's lock) until another thread changes RUN."
+  (incf (ordered-run-waiting run))
+  (unwind-protect (mp:condition-variable-wait (ordered-run-changed run) (ordered-run-lock run))
+    (decf (ordered-run-waiting run))))
+
+(defun ordered-wake (run)
+  "Wake (holding RUN's lock) the threads that wait on RUN, if any."
+  (when (plusp (ordered-run-waiting run))
+    (mp:condition-variable-broadcast (ordered-run-changed run))))
 
 (defun emit-ready (run)
   "Emit (under RUN's lock) every finished item whose predecessors are all
@@ -406,7 +428,7 @@ emitted."
   (mp:with-lock ((ordered-run-lock run))
     (unless (ordered-run-failure run)
       (setf (ordered-run-failure run) condition))
-    (mp:condition-variable-broadcast (ordered-run-changed run))))
+    (ordered-wake run)))
 
 (defun ordered-finish (run job)
   "Compute the result of JOB, (index . item), record it and emit what is
@@ -419,7 +441,7 @@ becomes the run's failure.  Answers true when it did not fail."
                (progn (setf (gethash (car job) (ordered-run-done run))
                             (cons (cdr job) result))
                       (emit-ready run))
-            (mp:condition-variable-broadcast (ordered-run-changed run))))
+            (ordered-wake run)))
         t)
     (serious-condition (c)
       (ordered-fail run c)
@@ -429,93 +451,105 @@ becomes the run's failure.  Answers true when it did not fail."
   "A worker of MAP-IN-ORDER: take the oldest submitted item and finish it
 (ORDERED-FINISH), until the feeder has closed the run and the queue is
 empty, or the run failed."
-  (let ((lock (ordered-run-lock run)) (changed (ordered-run-changed run)))
+  (let ((lock (ordered-run-lock run)))
     (loop
       (let ((job (mp:with-lock (lock)
                    (loop (cond ((ordered-run-failure run) (return nil))
                                ((ordered-run-queue run) (return (pop (ordered-run-queue run))))
                                ((ordered-run-closed run) (return nil))
-                               (t (mp:condition-variable-wait changed lock)))))))
+                               (t (ordered-wait run)))))))
         (unless (and job (ordered-finish run job))
           (return))))))
 
-(defun map-in-order (threads feed work emit &key (window (* 4 threads)))
+(defun ordered-submit (run item)
+  "MAP-IN-ORDER's SUBMIT: queue ITEM in RUN once its window has room.
+While the window is full the caller works on the oldest waiting item
+itself (ORDERED-FINISH), and waits only when there is none; the run's
+failure is signalled here."
+  (let ((lock (ordered-run-lock run)))
+    (loop
+      (let ((job (mp:with-lock (lock)
+                   (loop
+                     (let ((failure (ordered-run-failure run)))
+                       (when failure
+                         (error failure)))
+                     (cond ((< (- (ordered-run-submitted run) (ordered-run-next run))
+                               (ordered-run-window run))
+                            (let ((cell (list (cons (ordered-run-submitted run) item))))
+                              (if (ordered-run-queue run)
+                                  (setf (cdr (ordered-run-tail run)) cell)
+                                  (setf (ordered-run-queue run) cell))
+                              (setf (ordered-run-tail run) cell))
+                            (incf (ordered-run-submitted run))
+                            (ordered-wake run)
+                            (return nil))
+                           ((ordered-run-queue run)
+                            (return (pop (ordered-run-queue run))))
+                           (t (ordered-wait run)))))))
+        (if job
+            (ordered-finish run job)
+            (return))))))
+
+(defparameter *window-per-thread* 32
+  "MAP-IN-ORDER's default window, per thread: the items one thread may
+finish while another is on an older one (a short item's worth of time
+each, descheduled by a busy machine or on a long item) before the first
+runs out of items.")
+
+(defun map-in-order (threads feed work emit &key (window (* *window-per-thread* threads)))
   "Call FEED with one argument, SUBMIT, a function that FEED calls on each
 item in turn; each item's result is (funcall WORK item), computed on one
-of THREADS Lisp threads (the caller's and THREADS - 1 others), and
-(funcall EMIT item result) is called for every item in the order it was
+of THREADS Lisp threads (the caller's and THREADS - 1 others, kept for
+the next run: START-SPARE-THREAD), and (funcall EMIT item result) is called for every item in the order it was
 submitted, one call at a time, as soon as the item and all submitted
 before it are done (on whichever thread finished last).  At most WINDOW
-items are submitted and not yet emitted: SUBMIT waits for room.  SUBMIT
-works on the oldest waiting item itself once the other threads each have
-one waiting, so that THREADS threads compute where there are THREADS cores
-(a feeder that only waited would leave a worker idle, and a worker woken
-for each item waits as long as a short item takes).  THREADS 1 starts no
-thread: SUBMIT works and emits at once.  The other threads see the global
-values of special variables, not the caller's bindings: WORK and EMIT take
-what they need from their closures.  A
-serious condition in WORK or EMIT stops the run (nothing after that item
-is emitted) and is signalled again in the caller, as is one in FEED once
-the threads have stopped.  Answers the number of items."
+items are submitted and not yet emitted.  The caller fills the window
+ahead of the other threads, and while it is full SUBMIT works on the
+oldest waiting item itself rather than wait for room, so that THREADS
+threads compute where there are THREADS cores and a thread that finishes
+an item finds the next one waiting (one woken for each item waits as long
+as the wake-up takes).  THREADS 1 starts no thread: SUBMIT works and emits
+at once.  The other threads see the global values of special variables,
+not the caller's bindings: WORK and EMIT take what they need from their
+closures.  A serious condition in WORK or EMIT stops the run (nothing
+after that item is emitted) and is signalled again in the caller, as is
+one in FEED once the threads have stopped.  Answers the number of
+items."
   (when (= threads 1)
     (let ((n 0))
       (funcall feed (lambda (item)
                       (funcall emit item (funcall work item))
                       (incf n)))
       (return-from map-in-order n)))
-  (let* ((run (make-ordered-run work emit window))
-         (lock (ordered-run-lock run))
-         (changed (ordered-run-changed run))
+  (let* ((state (make-ordered-run work emit window))
+         (lock (ordered-run-lock state))
          (workers '()))
-    (flet ((submit (item)
-             (mp:with-lock (lock)
-               (loop until (or (ordered-run-failure run)
-                               (< (- (ordered-run-submitted run) (ordered-run-next run))
-                                  (ordered-run-window run)))
-                     do (mp:condition-variable-wait changed lock))
-               (let ((failure (ordered-run-failure run)))
-                 (when failure
-                   (error failure)))
-               (let ((cell (list (cons (ordered-run-submitted run) item))))
-                 (if (ordered-run-queue run)
-                     (setf (cdr (ordered-run-tail run)) cell)
-                     (setf (ordered-run-queue run) cell))
-                 (setf (ordered-run-tail run) cell))
-               (incf (ordered-run-submitted run))
-               (mp:condition-variable-broadcast changed))
-             ;; the caller's share: an item the others would not reach at once
-             (let ((job (mp:with-lock (lock)
-                          (and (not (ordered-run-failure run))
-                               (> (length (ordered-run-queue run)) (1- threads))
-                               (pop (ordered-run-queue run))))))
-               (when job
-                 (ordered-finish run job)))))
-      (unwind-protect
-           (progn
-             (dotimes (i (1- threads))
-               (push (mp:process-run-function (format nil "ordered worker ~D" (1+ i))
-                                              (lambda () (ordered-worker run)))
-                     workers))
-             (funcall feed #'submit)
-             (mp:with-lock (lock)
-               (setf (ordered-run-closed run) t)
-               (mp:condition-variable-broadcast changed))
-             ;; the caller helps with what is left
-             (loop for job = (mp:with-lock (lock)
-                               (and (not (ordered-run-failure run))
-                                    (pop (ordered-run-queue run))))
-                   while (and job (ordered-finish run job)))
-             (mapc #'mp:process-join workers)
-             (setf workers '())
-             (let ((failure (ordered-run-failure run)))
-               (when failure
-                 (error failure)))
-             (ordered-run-submitted run))
-        ;; Unwinding (an error in FEED, an interrupt): the workers finish
-        ;; the item at hand and stop.
-        (when workers
-          (mp:with-lock (lock)
-            (unless (ordered-run-failure run)
-              (setf (ordered-run-failure run) :abandoned))
-            (mp:condition-variable-broadcast changed))
-          (mapc #'mp:process-join workers))))))
+    (unwind-protect
+         (progn
+           (dotimes (i (1- threads))
+             (push (start-spare-thread (format nil "ordered worker ~D" (1+ i))
+                                       (lambda () (ordered-worker state)))
+                   workers))
+           (funcall feed (lambda (item) (ordered-submit state item)))
+           (mp:with-lock (lock)
+             (setf (ordered-run-closed state) t)
+             (ordered-wake state))
+           ;; the caller helps with what is left
+           (loop for job = (mp:with-lock (lock)
+                             (and (not (ordered-run-failure state))
+                                  (pop (ordered-run-queue state))))
+                 while (and job (ordered-finish state job)))
+           (let* ((stopped (find-if #'identity
+                                    (mapcar #'join-spare-thread (shiftf workers '()))))
+                  (failure (or (ordered-run-failure state) stopped)))
+             (when failure
+               (error failure)))
+           (ordered-run-submitted state))
+      ;; Unwinding (an error in FEED, an interrupt): the workers finish
+      ;; the item at hand and stop.
+      (when workers
+        (mp:with-lock (lock)
+          (unless (ordered-run-failure state)
+            (setf (ordered-run-failure state) :abandoned))
+          (ordered-wake state))
+        (mapc #'join-spare-thread workers)))))

@@ -165,3 +165,98 @@ that item is emitted, everything before it is."
                      (error (c) (princ-to-string c)))))
       (is (equal "item 5 failed" caught) "~D threads: ~S" threads caught)
       (is (equal '(0 1 2 3 4) (reverse emitted)) "~D threads: ~S" threads emitted))))
+
+(test map-in-order-fills-its-window-before-the-caller-works
+  "The caller submits a window's worth of items before it works on one
+itself, so that a worker that finishes an item finds the next waiting
+rather than sleeping until the caller's item is done: the first item the
+caller works on comes once WINDOW items are submitted (the worker's items
+wait until the caller has worked on one, so the worker cannot drain the
+queue meanwhile).  Every item is still worked on once and emitted in
+order."
+  (let* ((caller mp:*current-process*) (lock (mp:make-lock :name "test"))
+         (gate (mp:make-semaphore :count 0)) (opened nil)
+         (submitted 0) (submitted-at-first :never) (worked '()) (emitted '())
+         (n (command-line::map-in-order
+             2 (lambda (submit) (dotimes (i 30) (incf submitted) (funcall submit i)))
+             (lambda (i)
+               (if (eq mp:*current-process* caller)
+                   (mp:with-lock (lock)
+                     (when (eq submitted-at-first :never)
+                       (setf submitted-at-first submitted)
+                       (setf opened t)
+                       (mp:signal-semaphore gate 1000)))
+                   (unless opened (wait-on-gate gate 60)))
+               (mp:with-lock (lock) (push i worked))
+               (- i))
+             (lambda (i result) (push (cons i result) emitted))
+             :window 6)))
+    (is (= 30 n))
+    (is (eql 7 submitted-at-first)
+        "the caller first worked when ~S items were submitted, expected 7 (a window of 6, ~
+then the one that found it full)" submitted-at-first)
+    (is (equal (loop for i below 30 collect i) (sort (copy-list worked) #'<)))
+    (is (equal (loop for i below 30 collect (cons i (- i))) (reverse emitted)))))
+
+(defun map-in-order-other-threads (threads)
+  "The threads other than the caller's that worked in a MAP-IN-ORDER run of
+THREADS threads, over a window of THREADS items (the first item of each
+thread waits until every thread has one, so that all of them work)."
+  (let* ((caller mp:*current-process*) (lock (mp:make-lock :name "test"))
+         (gate (mp:make-semaphore :count 0)) (seen '()))
+    (command-line::map-in-order
+     threads (lambda (submit) (dotimes (i (* 4 threads)) (funcall submit i)))
+     (lambda (i)
+       (declare (ignore i))
+       (let ((first nil))
+         (mp:with-lock (lock)
+           (unless (member mp:*current-process* seen)
+             (push mp:*current-process* seen)
+             (setf first t)
+             (when (= (length seen) threads)
+               (mp:signal-semaphore gate 1000))))
+         (when first (wait-on-gate gate 60))))
+     (lambda (i result) (declare (ignore i result)))
+     :window threads)
+    (remove caller seen)))
+
+(test map-in-order-keeps-its-threads-for-the-next-run
+  "Starting an ECL thread takes a millisecond and more and conses its
+stacks: a second run works on the threads of the first (the spare threads'
+pool), and a run on more threads adds only the ones it lacks."
+  (let* ((first (map-in-order-other-threads 2))
+         (second (map-in-order-other-threads 2))
+         (third (map-in-order-other-threads 3)))
+    (is (= 1 (length first)) "~D other threads worked, expected 1" (length first))
+    (is (equal first second) "the second run worked on a new thread")
+    (is (= 2 (length third)))
+    (is (subsetp first third) "the run on 3 threads did not reuse the pool's thread")))
+
+(test spare-threads-give-new-specials-their-slots
+  "A spare thread handed out again gives every special variable defined
+since it started its slot first, as a new thread would (see
+THREADS-START-WITH-EVERY-SPECIAL-SLOTTED)."
+  (map-in-order-other-threads 2)        ; a spare thread in the pool
+  (let* ((package (fresh-special-package 3))
+         (vars (let ((l '())) (do-symbols (s package l) (push s l)))))
+    (unwind-protect
+         (progn
+           (is (notany #'rontolisp::%special-slot-p vars))
+           (let ((reused (map-in-order-other-threads 2)))
+             (is (= 1 (length reused))))
+           (is (every #'rontolisp::%special-slot-p vars)
+               "~{~S~^, ~} had no slot when the spare thread took its job"
+               (remove-if #'rontolisp::%special-slot-p vars)))
+      (delete-package package))))
+
+(test spare-thread-reports-its-jobs-failure-and-stays
+  "A serious condition that ends a spare thread's job is answered by
+JOIN-SPARE-THREAD, and the thread goes back to the pool for the next job."
+  (let* ((spare (rontolisp:start-spare-thread "test spare" (lambda () (error "job failed"))))
+         (failure (rontolisp:join-spare-thread spare)))
+    (is (typep failure 'error))
+    (is (equal "job failed" (princ-to-string failure)))
+    (let ((again (rontolisp:start-spare-thread "test spare" (lambda () 7))))
+      (is (null (rontolisp:join-spare-thread again)))
+      (is (eq (rontolisp::spare-thread-process spare) (rontolisp::spare-thread-process again))
+          "the failed job's thread was not reused"))))
