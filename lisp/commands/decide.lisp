@@ -68,5 +68,9 @@ longest question line), found more" limit)))
                                                   :flush (and (= threads 1) out)
                                         :too-long (lambda (number limit)
                                                     (funcall submit (list number nil limit)))))
-                      #'work #'emit)))
+                      #'work #'emit
+                      ;; the lines held at once: 32 a thread, but never
+                      ;; more bytes than a longest line a thread
+                      :weight (lambda (job) (length (second job)))
+                      :budget (* threads *max-line-bytes*))))
     (if failed 1 0)))

@@ -387,15 +387,16 @@ NumPy .npy array of float32, shape (rows, length), atomically."
 ;;; condition variable only when there is nothing it can do, and the
 ;;; others wake it only when one waits.
 
-(defstruct (ordered-run (:constructor make-ordered-run (work emit window)))
+(defstruct (ordered-run (:constructor make-ordered-run (work emit window weight budget)))
   "The state MAP-IN-ORDER's threads share, under LOCK: the items submitted
 and not yet taken (QUEUE, a list of (index . item), and its last cons
 TAIL), the count SUBMITTED, NEXT (the index of the next item to emit), the
 finished items not yet emitted (DONE, index -> (item . result)), CLOSED
 once the feeder has submitted its last item, FAILURE, the condition that
-stopped the run (or :ABANDONED when the caller unwound), and WAITING, how
-many threads wait on CHANGED now."
-  work emit window
+stopped the run (or :ABANDONED when the caller unwound), WAITING, how
+many threads wait on CHANGED now, and HELD, the WEIGHT of the items
+submitted and not yet emitted, which stays within BUDGET (or NIL)."
+  work emit window weight budget (held 0)
   (lock (mp:make-lock :name "ordered run"))
   (changed (mp:make-condition-variable))
   (queue '()) (tail '()) (submitted 0) (next 0)
@@ -421,6 +422,8 @@ emitted."
         while entry
         do (remhash index (ordered-run-done run))
            (setf (ordered-run-next run) (1+ index))
+           (when (ordered-run-weight run)
+             (decf (ordered-run-held run) (funcall (ordered-run-weight run) (car entry))))
            (funcall (ordered-run-emit run) (car entry) (cdr entry))))
 
 (defun ordered-fail (run condition)
@@ -466,15 +469,21 @@ empty, or the run failed."
 While the window is full the caller works on the oldest waiting item
 itself (ORDERED-FINISH), and waits only when there is none; the run's
 failure is signalled here."
-  (let ((lock (ordered-run-lock run)))
+  (let ((lock (ordered-run-lock run))
+        (weight (if (ordered-run-weight run) (funcall (ordered-run-weight run) item) 0)))
     (loop
       (let ((job (mp:with-lock (lock)
                    (loop
                      (let ((failure (ordered-run-failure run)))
                        (when failure
                          (error failure)))
-                     (cond ((< (- (ordered-run-submitted run) (ordered-run-next run))
-                               (ordered-run-window run))
+                     (cond ((let ((in-window (- (ordered-run-submitted run) (ordered-run-next run))))
+                              (and (< in-window (ordered-run-window run))
+                                   (or (zerop in-window)
+                                       (null (ordered-run-budget run))
+                                       (<= (+ (ordered-run-held run) weight)
+                                           (ordered-run-budget run)))))
+                            (incf (ordered-run-held run) weight)
                             (let ((cell (list (cons (ordered-run-submitted run) item))))
                               (if (ordered-run-queue run)
                                   (setf (cdr (ordered-run-tail run)) cell)
@@ -496,14 +505,18 @@ finish while another is on an older one (a short item's worth of time
 each, descheduled by a busy machine or on a long item) before the first
 runs out of items.")
 
-(defun map-in-order (threads feed work emit &key (window (* *window-per-thread* threads)))
+(defun map-in-order (threads feed work emit &key (window (* *window-per-thread* threads))
+                                               weight budget)
   "Call FEED with one argument, SUBMIT, a function that FEED calls on each
 item in turn; each item's result is (funcall WORK item), computed on one
 of THREADS Lisp threads (the caller's and THREADS - 1 others, kept for
 the next run: START-SPARE-THREAD), and (funcall EMIT item result) is called for every item in the order it was
 submitted, one call at a time, as soon as the item and all submitted
 before it are done (on whichever thread finished last).  At most WINDOW
-items are submitted and not yet emitted.  The caller fills the window
+items are submitted and not yet emitted, and with WEIGHT (a function of
+an item answering a non-negative integer, its size) and BUDGET, those
+items weigh at most BUDGET in all but when there is one (an item heavier
+than BUDGET goes alone).  The caller fills the window
 ahead of the other threads, and while it is full SUBMIT works on the
 oldest waiting item itself rather than wait for room, so that THREADS
 threads compute where there are THREADS cores and a thread that finishes
@@ -521,7 +534,7 @@ items."
                       (funcall emit item (funcall work item))
                       (incf n)))
       (return-from map-in-order n)))
-  (let* ((state (make-ordered-run work emit window))
+  (let* ((state (make-ordered-run work emit window weight budget))
          (lock (ordered-run-lock state))
          (workers '()))
     (unwind-protect

@@ -166,6 +166,44 @@ that item is emitted, everything before it is."
       (is (equal "item 5 failed" caught) "~D threads: ~S" threads caught)
       (is (equal '(0 1 2 3 4) (reverse emitted)) "~D threads: ~S" threads emitted))))
 
+(test map-in-order-holds-items-within-its-budget
+  "With WEIGHT and BUDGET, the items submitted and not yet emitted never
+weigh more than BUDGET, but an item heavier than BUDGET still goes (alone),
+and every item is emitted once, in order: `decide --threads N' holds at
+most N longest lines at once however wide its window.  The other thread's
+items wait until the caller works on one, which it does only once no item
+fits (without the budget, once all are submitted)."
+  (let* ((caller mp:*current-process*) (lock (mp:make-lock :name "test"))
+         (gate (mp:make-semaphore :count 0)) (opened nil)
+         (held 0) (most 0) (emitted '())
+         (weights #(10 10 10 30 10 0 10 10 10 10 10 10 10 10 10 10))
+         (n (command-line::map-in-order
+             2
+             (lambda (submit)
+               (dotimes (i (length weights))
+                 (funcall submit i)
+                 ;; SUBMIT answers once item I is in the window
+                 (mp:with-lock (lock)
+                   (incf held (aref weights i))
+                   ;; the heavy item alone is allowed
+                   (setf most (max most (if (= i 3) (- held 30) held))))))
+             (lambda (i)
+               (if (eq mp:*current-process* caller)
+                   (mp:with-lock (lock)
+                     (unless opened
+                       (setf opened t)
+                       (mp:signal-semaphore gate 1000)))
+                   (unless opened (wait-on-gate gate 60)))
+               i)
+             (lambda (i result)
+               (mp:with-lock (lock) (decf held (aref weights i)))
+               (push result emitted))
+             :weight (lambda (i) (aref weights i)) :budget 25)))
+    (is (= (length weights) n))
+    (is (<= most 25) "~D held at once, budget 25" most)
+    (is (equal (loop for i below (length weights) collect i) (reverse emitted))
+        "~S" (reverse emitted))))
+
 (test map-in-order-fills-its-window-before-the-caller-works
   "The caller submits a window's worth of items before it works on one
 itself, so that a worker that finishes an item finds the next waiting
