@@ -69,25 +69,26 @@ static void part_scores(shape *z) {
             float *a = z->s + (h * z->tiles + tl) * RL_ATTN_QT * z->np;
             float *m = z->mx + (h * z->tiles + tl) * RL_ATTN_QT;
             const float *kt = z->kt + h * z->hd * 16;
-            if (z->hd <= 16)
-                rl_attn_scores_tile16(kt, z->row, z->q + i0 * z->row + h * z->hd, z->row, z->hd,
-                                      j0, j1, nq, z->scale, a, z->np, m);
-            else
-                for (size_t k = 0; k < nq; k++)
-                    m[k] = rl_attn_scores(kt, z->row, z->q + (i0 + k) * z->row + h * z->hd,
-                                          z->hd, j0[k], j1[k], z->scale, a + k * z->np);
+            rl_attn_scores_tile(kt, z->row, z->q + i0 * z->row + h * z->hd, z->row, z->hd, j0, j1,
+                                nq, z->scale, a, z->np, m);
         }
 }
 
-/* Every row of scores copied into w (the exponentials work in place, and
- * the scores must stay), then, with exp, their exponentials there. */
+/* Every tile's rows of scores copied into w (the exponentials work in
+ * place, and the scores must stay), then, with exp, their exponentials
+ * there. */
 static void part_copy_exp(shape *z, int exp) {
     for (size_t h = 0; h < z->heads; h++)
-        for (size_t i = 0; i < z->n; i++) {
-            const size_t tl = i / RL_ATTN_QT, r = (h * z->tiles + tl) * RL_ATTN_QT + i % RL_ATTN_QT;
-            memcpy(z->w + r * z->np, z->s + r * z->np, z->n * sizeof *z->w);
+        for (size_t tl = 0; tl < z->tiles; tl++) {
+            const size_t i0 = tl * RL_ATTN_QT, nq = z->n - i0 < RL_ATTN_QT ? z->n - i0 : RL_ATTN_QT;
+            const size_t r = (h * z->tiles + tl) * RL_ATTN_QT;
+            size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
+            for (size_t k = 0; k < nq; k++) {
+                rl_attn_range(z->n, 0, i0 + k, &j0[k], &j1[k]);
+                memcpy(z->w + (r + k) * z->np, z->s + (r + k) * z->np, z->n * sizeof *z->w);
+            }
             if (exp)
-                z->sum[r] = rl_softmax_exp_avx512(z->w + r * z->np, 0, z->n, z->mx[r]);
+                rl_softmax_exp_tile(z->w + r * z->np, z->np, j0, j1, z->mx + r, nq, z->sum + r);
         }
 }
 
