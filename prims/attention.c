@@ -4,12 +4,12 @@
  * Quadratic in n: on the reference and AVX2 paths the dot products run on
  * matvec.c's f32 kernels and the weighted sum on an AVX2 loop that rounds
  * as the scalar one does, threads splitting the (head, query) pairs; the
- * AVX-512 paths take tiles of four queries, threads splitting the (head,
- * tile) pairs: scores for 16 keys at a time against transposed keys (each
- * column of a block of keys loaded once for the tile's queries), the
- * tile's exponentials four vectors of eight in flight, and the weighted
- * sums of its queries in registers, up to 32 columns a pass.  The softmax
- * has a form per path around vmath.h's exponential.
+ * AVX-512 paths take tiles of eight queries, threads splitting the (head,
+ * tile) pairs: scores for 16 keys at a time against transposed keys, four
+ * queries at a time (each column of a block of keys loaded once for the
+ * four), their exponentials four vectors of eight in flight, and the
+ * weighted sums of the tile's eight queries in registers, up to 32 columns
+ * a pass.  The softmax has a form per path around vmath.h's exponential.
  * Built with -ffp-contract=off so that no product and sum fuse behind the
  * spec's back.
  */
@@ -144,11 +144,13 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
     }
 }
 
-/* Queries per AVX-512 tile: their weighted sums share each value row. */
-#define RL_ATTN_QT 4
+/* Queries per AVX-512 tile: their weighted sums share each value row.
+ * Their scores and exponentials go RL_ATTN_SQ queries at a time. */
+#define RL_ATTN_QT 8
+#define RL_ATTN_SQ 4
 
 /* Every query of a tile, k < nq (nq a constant where it is inlined). */
-#define RL_ATTN_EACH _Pragma("GCC unroll 4") for (size_t k = 0; k < nq; k++)
+#define RL_ATTN_EACH _Pragma("GCC unroll 8") for (size_t k = 0; k < nq; k++)
 
 /* The softmax of a tile's rows, the first half: row k < nq (nq a constant
  * where it is inlined) is the scores a[k * np + j0[k] .. j1[k]), already
@@ -165,10 +167,10 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
 __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const float *m,
                  size_t nq, size_t g, double *sum) {
-    float *x[RL_ATTN_QT];
-    size_t len[RL_ATTN_QT], n = 0;
-    __m256 m8[RL_ATTN_QT];
-    __m512d sv[RL_ATTN_QT];
+    float *x[RL_ATTN_SQ];
+    size_t len[RL_ATTN_SQ], n = 0;
+    __m256 m8[RL_ATTN_SQ];
+    __m512d sv[RL_ATTN_SQ];
     RL_ATTN_EACH {
         x[k] = a + k * np + j0[k], len[k] = j1[k] - j0[k];
         n = len[k] > n ? len[k] : n;
@@ -176,8 +178,8 @@ rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const 
         sv[k] = _mm512_setzero_pd();
     }
     for (size_t t = 0; t < n; t += 8 * g) {
-        __m256 xv[RL_ATTN_QT * 4], e[RL_ATTN_QT * 4];
-        __mmask8 mk[RL_ATTN_QT * 4];
+        __m256 xv[RL_ATTN_SQ * 4], e[RL_ATTN_SQ * 4];
+        __mmask8 mk[RL_ATTN_SQ * 4];
         RL_ATTN_EACH _Pragma("GCC unroll 4") for (size_t b = 0; b < g; b++) {
             const size_t i = k * g + b, u = t + 8 * b;
             mk[i] = u >= len[k] ? 0 : len[k] - u >= 8 ? 0xff : (__mmask8)((1u << (len[k] - u)) - 1u);
@@ -205,26 +207,28 @@ rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const 
     }
 }
 
-/* rl_softmax_exp_n with the tile's nq a constant, four exponentials of
- * eight in flight (one, two or four groups a row). */
+/* rl_softmax_exp_n for a tile's nq rows, RL_ATTN_SQ at a time, their
+ * number a constant in each: four exponentials of eight in flight (one,
+ * two or four groups a row). */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_softmax_exp_tile(float *a, size_t np, const size_t *j0, const size_t *j1, const float *m,
                     size_t nq, double *sum) {
-    switch (nq) {
-    case 1:
-        rl_softmax_exp_n(a, np, j0, j1, m, 1, 4, sum);
-        break;
-    case 2:
-        rl_softmax_exp_n(a, np, j0, j1, m, 2, 2, sum);
-        break;
-    case 3:
-        rl_softmax_exp_n(a, np, j0, j1, m, 3, 1, sum);
-        break;
-    case 4:
-        rl_softmax_exp_n(a, np, j0, j1, m, 4, 1, sum);
-        break;
-    default:
-        break;
+    for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
+        float *ak = a + k0 * np;
+        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
+        case 1:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 1, 4, sum + k0);
+            break;
+        case 2:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 2, 2, sum + k0);
+            break;
+        case 3:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 3, 1, sum + k0);
+            break;
+        default:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 4, 1, sum + k0);
+            break;
+        }
     }
 }
 
@@ -314,7 +318,7 @@ rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t 
     __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void NAME(     \
         const float *kb, const float *q, size_t qstride, size_t hd, size_t nq, size_t l,   \
         __m512 *acc) {                                                                     \
-        __m512 y[RL_ATTN_QT];                                                              \
+        __m512 y[RL_ATTN_SQ];                                                              \
         SUB(kb, q, qstride, hd, nq, l, acc);                                               \
         SUB(kb, q, qstride, hd, nq, l + (D), y);                                           \
         RL_ATTN_EACH acc[k] = _mm512_add_ps(acc[k], y[k]);                                 \
@@ -325,7 +329,7 @@ RL_ATTN_TREE_STEP(rl_attn_tree2, rl_attn_tree4, 2)
 RL_ATTN_TREE_STEP(rl_attn_tree1, rl_attn_tree2, 1)
 #undef RL_ATTN_TREE_STEP
 
-/* Scores of the nq <= RL_ATTN_QT queries of a tile (query k's columns at
+/* Scores of nq <= RL_ATTN_SQ queries of a tile (query k's columns at
  * q + k * qstride, its keys [j0[k], j1[k])), times scale: query k's at a +
  * k * np, written for whole blocks of sixteen keys over the union of the
  * queries' ranges (the scores a query gets outside its own range are
@@ -346,10 +350,10 @@ rl_attn_scores_n(const float *kt, size_t row, const float *q, size_t qstride, si
     for (size_t k = 1; k < nq; k++)
         lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
     const __m512 sc = _mm512_set1_ps(scale);
-    __m512 mv[RL_ATTN_QT];
+    __m512 mv[RL_ATTN_SQ];
     RL_ATTN_EACH mv[k] = _mm512_set1_ps(-INFINITY);
     for (size_t t = lo / 16 * 16; t < hi; t += 16) {
-        __m512 sum[RL_ATTN_QT];
+        __m512 sum[RL_ATTN_SQ];
         rl_attn_tree1(kt + t * row, q, qstride, hd, nq, 0, sum);
         RL_ATTN_EACH {
             const __m512 v = _mm512_mul_ps(sum[k], sc);
@@ -406,22 +410,26 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
         RL_ATTN_EACH _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
 }
 
-/* A tile's scores (rl_attn_scores_n) and weighted sums (rl_attn_wsum_n,
- * thirty-two columns a pass, then sixteen), the number of its queries a
- * constant in each. */
+/* A tile's scores (rl_attn_scores_n, RL_ATTN_SQ queries at a time) and
+ * weighted sums (rl_attn_wsum_n, all its queries, thirty-two columns a
+ * pass, then sixteen), the number of queries a constant in each. */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
                     const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
                     size_t np, float *m) {
-    switch (nq) {
+    for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
+        const float *qk = q + k0 * qstride;
+        float *ak = a + k0 * np;
+        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
 #define RL_ATTN_NQ(n)                                                                      \
     case n:                                                                                \
-        rl_attn_scores_n(kt, row, q, qstride, hd, j0, j1, n, scale, a, np, m);             \
+        rl_attn_scores_n(kt, row, qk, qstride, hd, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
         break;
-        RL_ATTN_NQ(1) RL_ATTN_NQ(2) RL_ATTN_NQ(3) RL_ATTN_NQ(4)
+            RL_ATTN_NQ(1) RL_ATTN_NQ(2) RL_ATTN_NQ(3) RL_ATTN_NQ(4)
 #undef RL_ATTN_NQ
-    default:
-        break;
+        default:
+            break;
+        }
     }
 }
 
@@ -437,6 +445,8 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
         break;
             RL_ATTN_NQ(1, 1) RL_ATTN_NQ(1, 2) RL_ATTN_NQ(2, 1) RL_ATTN_NQ(2, 2)
             RL_ATTN_NQ(3, 1) RL_ATTN_NQ(3, 2) RL_ATTN_NQ(4, 1) RL_ATTN_NQ(4, 2)
+            RL_ATTN_NQ(5, 1) RL_ATTN_NQ(5, 2) RL_ATTN_NQ(6, 1) RL_ATTN_NQ(6, 2)
+            RL_ATTN_NQ(7, 1) RL_ATTN_NQ(7, 2) RL_ATTN_NQ(8, 1) RL_ATTN_NQ(8, 2)
 #undef RL_ATTN_NQ
         default:
             break;

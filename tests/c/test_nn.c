@@ -317,8 +317,8 @@ static void test_attention(void) {
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
 }
 
-/* The queries of one AVX-512 tile (four consecutive rows) take their
- * exponentials one after another and are scaled afterwards: each row is
+/* The queries of one AVX-512 tile (eight consecutive rows) take their
+ * exponentials side by side and are scaled afterwards: each row is
  * scaled by its own sum.  Query rows scaled very differently (so their
  * sums differ by orders of magnitude), with and without a window whose
  * edges give the tile's rows different key ranges, at lengths around
@@ -407,13 +407,14 @@ static void test_attention_non_finite(void) {
 
 /* The encoders' head sizes (16 and 32) and sizes around them (8: lanes
  * past the columns; 24 and 48: lanes whose chains differ in length), at
- * token counts around the AVX-512 kernels' tiles of four queries, groups
- * of eight exponentials and blocks of sixteen keys (1 token included),
+ * token counts around the AVX-512 kernels' tiles of eight queries (scored
+ * four at a time), groups of eight exponentials and blocks of sixteen keys
+ * (1 token included),
  * with and without a window; with queries of the usual size, forty times
  * it (scores more than 104 below their row's largest), and with a key of
  * -inf in a column where every query is positive (its score -inf, its
  * exponential 0 beside finite ones); and a few rows against every key
- * (one to five queries: every size of a last tile).  Every path and
+ * (one to nine queries: every size of a last tile).  Every path and
  * thread count has the reference's bits. */
 static void test_attention_head_shapes(void) {
     static const size_t hds[] = {16, 32, 8, 24, 48};
@@ -422,7 +423,7 @@ static void test_attention_head_shapes(void) {
     for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
         for (size_t ni = 0; ni < 3 * sizeof ns / sizeof *ns; ni++) {
             const size_t hd = hds[hi], n = ns[ni / 3], heads = hd == 16 ? 4 : hd == 32 ? 8 : 2;
-            const size_t row = heads * hd, nq = 1 + ni / 3 % 5;
+            const size_t row = heads * hd, nq = 1 + ni / 3 % 9;
             float *q = rnd_floats(n * row, ni % 3 == 1 ? 40.0f : 1.0f), *k = rnd_floats(n * row, 1.0f);
             if (ni % 3 == 2) { /* key n / 2, column 1 of every head */
                 for (size_t i = 0; i < n * heads; i++)
