@@ -16,7 +16,9 @@
  *   boundary (then one ulp off).  The table halves the polynomial of a
  *   plain 2^k reduction (degree 12 for |r| <= 0.35): the chain of
  *   dependent fmas is what an exponential waits on.  Both forms answer the
- *   same bits on every f32 input of [-104, 89] (all compared once).
+ *   same bits on every f32 input of [-104, 89] (all compared once).  The
+ *   AVX-512 form takes n vectors at once (rl_expf8n_avx512), the same
+ *   operations per lane, so that n chains are in flight.
  * rl_erff, for f32 x: NaN -> x; |x| >= 4 -> +-1 (erf's distance from 1
  *   there is below a quarter of an f32 ulp); otherwise, in double, with a
  *   = |x| and i = floor(2a) (0..7): for i = 0, a * P0(a * a), P0 the

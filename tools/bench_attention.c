@@ -5,11 +5,13 @@
  * token counts it times, one thread, each part of prims/attention.c's tiled
  * worker run over every (head, tile) of a call as the worker runs them:
  * the keys' transpose, the scores (with their maxima), the exponentials
- * (with their sums; the copy each call makes of its input taken off), the scaling by the sums' reciprocals and the weighted
- * sum of the values; then the whole call (rl_attention_ex: the parts, the
- * scratch and the pool's dispatch) and its floor, 2 n^2 d multiply-adds
- * (the scores' and the weighted sum's) over the core's f32 FMA peak
- * measured in the same run.  Each figure is the thread CPU time of one
+ * (with their sums; the copy each call makes of its input taken off), the
+ * scaling by the sums' reciprocals and the weighted sum of the values;
+ * then the whole call (rl_attention_ex: the parts, the scratch and the
+ * pool's dispatch) and its floor, 2 n^2 d multiply-adds (the scores' and
+ * the weighted sum's) over the core's f32 FMA peak measured in the same
+ * run; then a few query rows against 70 keys (rl_attention_rows_ex, the
+ * decision head's marker rows).  Each figure is the thread CPU time of one
  * call, the fastest of `rounds` rounds (default 15) of 50 calls.  The file
  * includes attention.c to reach its static parts. */
 #include "prims/attention.c"
@@ -58,14 +60,22 @@ static float *floats(uint64_t *g, size_t n) {
     return x;
 }
 
+/* Tile tl's queries: the first (*i0), each one's keys [j0[k], j1[k]) (the
+ * global attention's), and their count, answered. */
+static size_t tile(const shape *z, size_t tl, size_t *i0, size_t *j0, size_t *j1) {
+    *i0 = tl * RL_ATTN_QT;
+    const size_t nq = z->n - *i0 < RL_ATTN_QT ? z->n - *i0 : RL_ATTN_QT;
+    for (size_t k = 0; k < nq; k++)
+        rl_attn_range(z->n, 0, *i0 + k, &j0[k], &j1[k]);
+    return nq;
+}
+
 /* Scores of every (head, tile) into s, (head, tile, query) rows of np. */
 static void part_scores(shape *z) {
     for (size_t h = 0; h < z->heads; h++)
         for (size_t tl = 0; tl < z->tiles; tl++) {
-            const size_t i0 = tl * RL_ATTN_QT, nq = z->n - i0 < RL_ATTN_QT ? z->n - i0 : RL_ATTN_QT;
-            size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
-            for (size_t k = 0; k < nq; k++)
-                rl_attn_range(z->n, 0, i0 + k, &j0[k], &j1[k]);
+            size_t i0, j0[RL_ATTN_QT], j1[RL_ATTN_QT];
+            const size_t nq = tile(z, tl, &i0, j0, j1);
             float *a = z->s + (h * z->tiles + tl) * RL_ATTN_QT * z->np;
             float *m = z->mx + (h * z->tiles + tl) * RL_ATTN_QT;
             const float *kt = z->kt + h * z->hd * 16;
@@ -80,13 +90,10 @@ static void part_scores(shape *z) {
 static void part_copy_exp(shape *z, int exp) {
     for (size_t h = 0; h < z->heads; h++)
         for (size_t tl = 0; tl < z->tiles; tl++) {
-            const size_t i0 = tl * RL_ATTN_QT, nq = z->n - i0 < RL_ATTN_QT ? z->n - i0 : RL_ATTN_QT;
-            const size_t r = (h * z->tiles + tl) * RL_ATTN_QT;
-            size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
-            for (size_t k = 0; k < nq; k++) {
-                rl_attn_range(z->n, 0, i0 + k, &j0[k], &j1[k]);
+            size_t i0, j0[RL_ATTN_QT], j1[RL_ATTN_QT];
+            const size_t nq = tile(z, tl, &i0, j0, j1), r = (h * z->tiles + tl) * RL_ATTN_QT;
+            for (size_t k = 0; k < nq; k++)
                 memcpy(z->w + (r + k) * z->np, z->s + (r + k) * z->np, z->n * sizeof *z->w);
-            }
             if (exp)
                 rl_softmax_exp_tile(z->w + r * z->np, z->np, j0, j1, z->mx + r, nq, z->sum + r);
         }
@@ -104,10 +111,8 @@ static void part_scale(shape *z) {
 static void part_values(shape *z) {
     for (size_t h = 0; h < z->heads; h++)
         for (size_t tl = 0; tl < z->tiles; tl++) {
-            const size_t i0 = tl * RL_ATTN_QT, nq = z->n - i0 < RL_ATTN_QT ? z->n - i0 : RL_ATTN_QT;
-            size_t j0[RL_ATTN_QT] = {0}, j1[RL_ATTN_QT] = {0};
-            for (size_t k = 0; k < nq; k++)
-                rl_attn_range(z->n, 0, i0 + k, &j0[k], &j1[k]);
+            size_t i0, j0[RL_ATTN_QT], j1[RL_ATTN_QT];
+            const size_t nq = tile(z, tl, &i0, j0, j1);
             rl_attn_wsum_tile(z->out + i0 * z->row + h * z->hd, z->row,
                               z->s + (h * z->tiles + tl) * RL_ATTN_QT * z->np, z->np,
                               z->v + h * z->hd, z->row, j0, j1, nq, z->hd);
@@ -166,5 +171,27 @@ int main(int argc, char **argv) {
             free(z.q), free(z.k), free(z.v), free(z.kt), free(z.s), free(z.w), free(z.mx), free(z.sum),
                 free(z.out);
         }
+    /* the decision head's last block: a few marker rows against every key */
+    printf("\nmarker rows against 70 keys (rl_attention_rows_ex), us per call:\n%-18s", "heads x size");
+    static const size_t nqs[] = {1, 2, 3, 4, 5, 8};
+    for (size_t r = 0; r < sizeof nqs / sizeof *nqs; r++)
+        printf(" %6zu rows", nqs[r]);
+    printf("\n");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const size_t heads = shapes[si][0], hd = shapes[si][1], n = 70, row = heads * hd;
+        float *q = floats(&g, 8 * row), *k = floats(&g, n * row), *v = floats(&g, n * row);
+        float *out = calloc(8 * row, sizeof *out);
+        char label[32];
+        snprintf(label, sizeof label, "%zu x %zu", heads, hd);
+        printf("%-18s", label);
+        for (size_t r = 0; r < sizeof nqs / sizeof *nqs; r++) {
+            double t;
+            TIME_US(rounds, t,
+                    rl_attention_rows_ex(q, nqs[r], k, v, n, heads, hd, out, RL_PATH_AVX512, 1));
+            printf(" %11.2f", t);
+        }
+        printf("\n");
+        free(q), free(k), free(v), free(out);
+    }
     return 0;
 }
