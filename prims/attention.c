@@ -159,8 +159,9 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
  * lane l of sv[k] takes the keys l mod 8 from j0[k], in order).  Each step
  * takes g groups of eight from every row (g a constant, so that nq * g
  * exponentials of eight are in flight: each is a long chain of dependent
- * fmas), a group past a row's end masked off (+0 in its sum, which holds
- * +0 or more, so no lane changes).  The second half,
+ * fmas); lanes past a row's end are not read or written and add +0 to
+ * its sum (whose lanes are +0, positive or NaN, and stay as they are).
+ * The second half,
  * rl_softmax_scale_avx512, scales the rows after all of them took their
  * exponentials, so no row's wait on another's division (the same
  * operations on each row, so the same bits). */
@@ -184,7 +185,8 @@ rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const 
             const size_t i = k * g + b, u = t + 8 * b;
             mk[i] = u >= len[k] ? 0 : len[k] - u >= 8 ? 0xff : (__mmask8)((1u << (len[k] - u)) - 1u);
             xv[i] = _mm256_sub_ps(mk[i] == 0xff ? _mm256_loadu_ps(x[k] + u)
-                                                : _mm256_maskz_loadu_ps(mk[i], x[k] + u),
+                                  : mk[i]         ? _mm256_maskz_loadu_ps(mk[i], x[k] + u)
+                                                  : _mm256_setzero_ps(),
                                   m8[k]);
         }
         rl_expf8n_avx512(e, xv, (int)(nq * g));
@@ -193,7 +195,7 @@ rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const 
             const __m256 ei = _mm256_maskz_mov_ps(mk[i], e[i]);
             if (mk[i] == 0xff)
                 _mm256_storeu_ps(x[k] + t + 8 * b, ei);
-            else
+            else if (mk[i])
                 _mm256_mask_storeu_ps(x[k] + t + 8 * b, mk[i], ei);
             sv[k] = _mm512_add_pd(sv[k], _mm512_cvtps_pd(ei));
         }
