@@ -116,6 +116,9 @@ TOOLS := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
 
 tools: $(TOOLS)
 
+# It includes prims/attention.c, whose flags it keeps.
+$(B)/tools/bench_attention: RL_CFLAGS += -ffp-contract=off
+
 $(B)/tools/%: tools/%.c $(B)/librl.a
 	@mkdir -p $(B)/tools
 	$(CC) $(RL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/librl.a -lpthread -lm -ldl

@@ -4,10 +4,12 @@
  * Quadratic in n: on the reference and AVX2 paths the dot products run on
  * matvec.c's f32 kernels and the weighted sum on an AVX2 loop that rounds
  * as the scalar one does, threads splitting the (head, query) pairs; the
- * AVX-512 paths score 16 keys at a time against transposed keys (a tile's
- * four queries against each block of keys loaded once, when a head has at
- * most 16 columns) and sum values for tiles of four queries, threads
- * splitting the (head, tile) pairs.  The softmax has a form per path around vmath.h's exponential.
+ * AVX-512 paths take tiles of eight queries, threads splitting the (head,
+ * tile) pairs: scores for 16 keys at a time against transposed keys, four
+ * queries at a time (each column of a block of keys loaded once for the
+ * four), their exponentials four vectors of eight in flight, and the
+ * weighted sums of the tile's eight queries in registers, up to 32 columns
+ * a pass.  The softmax has a form per path around vmath.h's exponential.
  * Built with -ffp-contract=off so that no product and sum fuse behind the
  * spec's back.
  */
@@ -142,51 +144,109 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_softmax_avx2(float *a, si
     }
 }
 
-/* The softmax of the scores a[j0..j1), already scaled, whose maximum is m
- * (rl_attn_scores finds both as it writes them), in two halves: the
- * exponentials in place, answering their sum (rl_softmax_tree's), then
- * the scaling by its reciprocal.  A tile's queries run the first half one
- * after another and then the second, so no query's exponentials wait on
- * the previous query's division (the same operations on each row, so the
- * same bits). */
-__attribute__((target(RL_TARGET_AVX512))) static double
-rl_softmax_exp_avx512(float *a, size_t j0, size_t j1, float m) {
-    const size_t n = j1 - j0;
-    float *x = a + j0;
-    const __m256 m8 = _mm256_set1_ps(m);
-    __m512d sv = _mm512_setzero_pd();
-    size_t t0 = 0;
-    /* sixteen at a time: two independent exponentials in flight (each is a
-     * long chain of dependent fmas), the sum still taking them in order */
-    for (; t0 + 16 <= n; t0 += 16) {
-        const __m256 e0 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0), m8));
-        const __m256 e1 = rl_expf8_avx512(_mm256_sub_ps(_mm256_loadu_ps(x + t0 + 8), m8));
-        _mm256_storeu_ps(x + t0, e0);
-        _mm256_storeu_ps(x + t0 + 8, e1);
-        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e0));
-        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e1));
+/* Queries per AVX-512 tile: their weighted sums share each value row.
+ * Their scores and exponentials go RL_ATTN_SQ queries at a time. */
+#define RL_ATTN_QT 8
+#define RL_ATTN_SQ 4
+
+/* Every query of a tile, k < nq (nq a constant where it is inlined). */
+#define RL_ATTN_EACH _Pragma("GCC unroll 8") for (size_t k = 0; k < nq; k++)
+
+/* The softmax of a tile's rows, the first half: row k < nq (nq a constant
+ * where it is inlined) is the scores a[k * np + j0[k] .. j1[k]), already
+ * scaled, whose maximum is m[k] (rl_attn_scores_n finds both as it writes
+ * them); their exponentials in place, sum[k] their sum (rl_softmax_tree's:
+ * lane l of sv[k] takes the keys l mod 8 from j0[k], in order).  Each step
+ * takes g groups of eight from every row (g a constant, so that nq * g
+ * exponentials of eight are in flight: each is a long chain of dependent
+ * fmas); lanes past a row's end are not read or written and add +0 to
+ * its sum (whose lanes are +0, positive or NaN, and stay as they are).
+ * The second half,
+ * rl_softmax_scale_avx512, scales the rows after all of them took their
+ * exponentials, so no row's wait on another's division (the same
+ * operations on each row, so the same bits). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_softmax_exp_n(float *a, size_t np, const size_t *j0, const size_t *j1, const float *m,
+                 size_t nq, size_t g, double *sum) {
+    float *x[RL_ATTN_SQ];
+    size_t len[RL_ATTN_SQ], n = 0;
+    __m256 m8[RL_ATTN_SQ];
+    __m512d sv[RL_ATTN_SQ];
+    RL_ATTN_EACH {
+        x[k] = a + k * np + j0[k], len[k] = j1[k] - j0[k];
+        n = len[k] > n ? len[k] : n;
+        m8[k] = _mm256_set1_ps(m[k]);
+        sv[k] = _mm512_setzero_pd();
     }
-    for (size_t t = t0; t < n; t += 8) {
-        const __mmask8 mk = n - t >= 8 ? 0xff : (__mmask8)((1u << (n - t)) - 1u);
-        const __m256 e = _mm256_maskz_mov_ps(
-            mk, rl_expf8_avx512(_mm256_sub_ps(_mm256_maskz_loadu_ps(mk, x + t), m8)));
-        _mm256_mask_storeu_ps(x + t, mk, e);
-        sv = _mm512_add_pd(sv, _mm512_cvtps_pd(e));
+    for (size_t t = 0; t < n; t += 8 * g) {
+        __m256 xv[RL_ATTN_SQ * 4], e[RL_ATTN_SQ * 4];
+        __mmask8 mk[RL_ATTN_SQ * 4];
+        RL_ATTN_EACH _Pragma("GCC unroll 4") for (size_t b = 0; b < g; b++) {
+            const size_t i = k * g + b, u = t + 8 * b;
+            mk[i] = u >= len[k] ? 0 : len[k] - u >= 8 ? 0xff : (__mmask8)((1u << (len[k] - u)) - 1u);
+            xv[i] = _mm256_sub_ps(mk[i] == 0xff ? _mm256_loadu_ps(x[k] + u)
+                                  : mk[i]         ? _mm256_maskz_loadu_ps(mk[i], x[k] + u)
+                                                  : _mm256_setzero_ps(),
+                                  m8[k]);
+        }
+        rl_expf8n_avx512(e, xv, (int)(nq * g));
+        RL_ATTN_EACH _Pragma("GCC unroll 4") for (size_t b = 0; b < g; b++) {
+            const size_t i = k * g + b;
+            const __m256 ei = _mm256_maskz_mov_ps(mk[i], e[i]);
+            if (mk[i] == 0xff)
+                _mm256_storeu_ps(x[k] + t + 8 * b, ei);
+            else if (mk[i])
+                _mm256_mask_storeu_ps(x[k] + t + 8 * b, mk[i], ei);
+            sv[k] = _mm512_add_pd(sv[k], _mm512_cvtps_pd(ei));
+        }
     }
     /* rl_softmax_tree in registers: lanes l + (l + 4), then + 2, + 1 */
-    const __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(sv), _mm512_extractf64x4_pd(sv, 1));
-    const __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+    RL_ATTN_EACH {
+        const __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(sv[k]),
+                                        _mm512_extractf64x4_pd(sv[k], 1));
+        const __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
+        sum[k] = _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+    }
+}
+
+/* rl_softmax_exp_n for a tile's nq rows, RL_ATTN_SQ at a time, their
+ * number a constant in each: four exponentials of eight in flight (one,
+ * two or four groups a row). */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_softmax_exp_tile(float *a, size_t np, const size_t *j0, const size_t *j1, const float *m,
+                    size_t nq, double *sum) {
+    for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
+        float *ak = a + k0 * np;
+        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
+        case 1:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 1, 4, sum + k0);
+            break;
+        case 2:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 2, 2, sum + k0);
+            break;
+        case 3:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 3, 1, sum + k0);
+            break;
+        default:
+            rl_softmax_exp_n(ak, np, j0 + k0, j1 + k0, m + k0, 4, 1, sum + k0);
+            break;
+        }
+    }
 }
 
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_softmax_scale_avx512(float *a, size_t j0, size_t j1, double sum) {
     const size_t n = j1 - j0;
     float *x = a + j0;
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (size_t t = 0; t < n; t += 16) {
-        const __mmask16 mk = n - t >= 16 ? 0xffff : (__mmask16)((1u << (n - t)) - 1u);
-        _mm512_mask_storeu_ps(x + t, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + t), inv));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    /* eight at a time, as the exponentials were stored (a load that one
+     * store holds is forwarded from it) */
+    size_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        _mm256_storeu_ps(x + t, _mm256_mul_ps(_mm256_loadu_ps(x + t), inv));
+    if (t < n) {
+        const __mmask8 mk = (__mmask8)((1u << (n - t)) - 1u);
+        _mm256_mask_storeu_ps(x + t, mk, _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, x + t), inv));
     }
 }
 
@@ -202,9 +262,6 @@ static void rl_attn_range(size_t n, size_t window, size_t i, size_t *j0, size_t 
 
 /* Values per thread below which attention stays on one thread. */
 #define RL_ATTN_MIN_VALUES 524288
-
-/* Queries per AVX-512 tile: their weighted sums share each value row. */
-#define RL_ATTN_QT 4
 
 typedef struct {
     const float *q, *kh, *v;
@@ -241,95 +298,67 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
 
 /* ---- attention, AVX-512 ---------------------------------------------- */
 
-/* Scores of query qi against keys [j0, j1), times scale, written from
- * j0 / 16 * 16 up to the next multiple of 16 past j1: kt is the head's
- * keys transposed in blocks of sixteen (column c of key t at kt[(t / 16) *
- * 16 * row + c * 16 + t mod 16]: a block's columns one register apart, so
- * that one pointer reaches them all), so lane l of the
- * matvec.h order (columns c = l mod 16) is one register over 16 keys: the
- * fmaf chain of each lane in increasing c, then the same tree, then the
- * product by scale (the softmax's first step, nn.h).  Answers the largest
- * scaled score of [j0, j1) as the scalar softmax's loop finds it (a NaN
- * never taken; no lane's maximum is a NaN, so their order does not
- * matter).  Sixteen named accumulators (an array of them ends up in
- * memory). */
-#define RL_ATTN_L16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-__attribute__((target(RL_TARGET_AVX512))) static float
-rl_attn_scores(const float *kt, size_t row, const float *qi, size_t hd, size_t j0, size_t j1,
-               float scale, float *a) {
-    const size_t full = hd / 16 * 16;
-    const __m512 sc = _mm512_set1_ps(scale);
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (size_t t = j0 / 16 * 16; t < j1; t += 16) {
-#define RL_ATTN_DECL(l) __m512 acc##l = _mm512_setzero_ps();
-        RL_ATTN_L16(RL_ATTN_DECL)
-#undef RL_ATTN_DECL
-        const float *k = kt + t * row;
-        for (size_t c = 0; c < full; c += 16) {
-#define RL_ATTN_FMA(l)                                                                     \
-    acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[c + l]), _mm512_loadu_ps(k + (c + l) * 16), acc##l);
-            RL_ATTN_L16(RL_ATTN_FMA)
-#undef RL_ATTN_FMA
-        }
-        if (full < hd) {
-#define RL_ATTN_TAIL(l)                                                                    \
-    if (full + l < hd)                                                                     \
-        acc##l = _mm512_fmadd_ps(_mm512_set1_ps(qi[full + l]), _mm512_loadu_ps(k + (full + l) * 16), acc##l);
-            RL_ATTN_L16(RL_ATTN_TAIL)
-#undef RL_ATTN_TAIL
-        }
-        acc0 = _mm512_add_ps(acc0, acc8), acc1 = _mm512_add_ps(acc1, acc9);
-        acc2 = _mm512_add_ps(acc2, acc10), acc3 = _mm512_add_ps(acc3, acc11);
-        acc4 = _mm512_add_ps(acc4, acc12), acc5 = _mm512_add_ps(acc5, acc13);
-        acc6 = _mm512_add_ps(acc6, acc14), acc7 = _mm512_add_ps(acc7, acc15);
-        acc0 = _mm512_add_ps(acc0, acc4), acc1 = _mm512_add_ps(acc1, acc5);
-        acc2 = _mm512_add_ps(acc2, acc6), acc3 = _mm512_add_ps(acc3, acc7);
-        acc0 = _mm512_add_ps(acc0, acc2), acc1 = _mm512_add_ps(acc1, acc3);
-        const __m512 v = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), sc);
-        _mm512_storeu_ps(a + t, v);
-        /* the lanes of [j0, j1) */
-        const __mmask16 lo = t < j0 ? (__mmask16)(0xffffu << (j0 - t)) : 0xffff;
-        const __mmask16 hi = j1 - t >= 16 ? 0xffff : (__mmask16)((1u << (j1 - t)) - 1u);
-        mv = _mm512_mask_max_ps(mv, lo & hi, v, mv);
+/* Lane l of a block of sixteen keys (kb) for each query of a tile (query
+ * k's columns at q + k * qstride): the fmaf chain over columns c = l, l +
+ * 16, ... below hd in increasing c, from +0 (+0 when l >= hd).  A column of
+ * the block is loaded once for all the queries. */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t nq, size_t l,
+             __m512 *acc) {
+    RL_ATTN_EACH acc[k] = _mm512_setzero_ps();
+    for (size_t c = l; c < hd; c += 16) {
+        const __m512 kv = _mm512_loadu_ps(kb + c * 16);
+        RL_ATTN_EACH acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k * qstride + c]), kv, acc[k]);
     }
-    return _mm512_reduce_max_ps(mv);
 }
-/* rl_attn_scores for the nq <= RL_ATTN_QT queries of a tile at once, when
- * a head has at most 16 columns (each lane's chain one fmaf): a block's
- * keys are loaded once into sixteen registers and every query of the tile
- * meets them, the same operations per query (a lane past the columns
- * stays +0.0 and joins the tree as there).  Blocks cover the union of the
- * queries' ranges; a query's maximum is over its own, and the scores it
- * gets outside its range are never read.  m[k] is query k's maximum. */
-__attribute__((target(RL_TARGET_AVX512))) static void
-rl_attn_scores_tile16(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
-                      const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
-                      size_t np, float *m) {
+
+/* The tree over the sixteen lanes, as its sums come: lanes l and l + 8
+ * (l < 8), those sums l and l + 4 (l < 4), then l and l + 2, then the two
+ * (matvec.h's order), each sum made as soon as its two halves are, so a
+ * query holds a few partial sums at a time, not sixteen lanes. */
+#define RL_ATTN_TREE_STEP(NAME, SUB, D)                                                    \
+    __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void NAME(     \
+        const float *kb, const float *q, size_t qstride, size_t hd, size_t nq, size_t l,   \
+        __m512 *acc) {                                                                     \
+        __m512 y[RL_ATTN_SQ];                                                              \
+        SUB(kb, q, qstride, hd, nq, l, acc);                                               \
+        SUB(kb, q, qstride, hd, nq, l + (D), y);                                           \
+        RL_ATTN_EACH acc[k] = _mm512_add_ps(acc[k], y[k]);                                 \
+    }
+RL_ATTN_TREE_STEP(rl_attn_tree8, rl_attn_lane, 8)
+RL_ATTN_TREE_STEP(rl_attn_tree4, rl_attn_tree8, 4)
+RL_ATTN_TREE_STEP(rl_attn_tree2, rl_attn_tree4, 2)
+RL_ATTN_TREE_STEP(rl_attn_tree1, rl_attn_tree2, 1)
+#undef RL_ATTN_TREE_STEP
+
+/* Scores of nq <= RL_ATTN_SQ queries of a tile (query k's columns at
+ * q + k * qstride, its keys [j0[k], j1[k])), times scale: query k's at a +
+ * k * np, written for whole blocks of sixteen keys over the union of the
+ * queries' ranges (the scores a query gets outside its own range are
+ * never read).  kt is the head's keys transposed in blocks of sixteen
+ * (column c of key t at kt[(t / 16) * 16 * row + c * 16 + t mod 16]: a
+ * block's columns one register apart, one pointer reaching them all), so
+ * lane l of the matvec.h order (columns c = l mod 16) is one register over
+ * 16 keys: the fmaf chain of each lane in increasing c, then the tree,
+ * then the product by scale (the softmax's first step, nn.h).  m[k] is
+ * the largest scaled score of query k's range as the scalar softmax's
+ * loop finds it (a NaN never taken; no lane's maximum is a NaN, so their
+ * order does not matter). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_attn_scores_n(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
+                 const size_t *j0, const size_t *j1, size_t nq, float scale, float *a, size_t np,
+                 float *m) {
     size_t lo = j0[0], hi = j1[0];
     for (size_t k = 1; k < nq; k++)
         lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
-    const __m512 sc = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
-    __m512 mv[RL_ATTN_QT];
-    for (size_t k = 0; k < RL_ATTN_QT; k++)
-        mv[k] = _mm512_set1_ps(-INFINITY);
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mv[RL_ATTN_SQ];
+    RL_ATTN_EACH mv[k] = _mm512_set1_ps(-INFINITY);
     for (size_t t = lo / 16 * 16; t < hi; t += 16) {
-        const float *kb = kt + t * row;
-#define RL_ATTN_KEY(l) const __m512 kv##l = (l) < hd ? _mm512_loadu_ps(kb + (l) * 16) : zero;
-        RL_ATTN_L16(RL_ATTN_KEY)
-#undef RL_ATTN_KEY
-        for (size_t k = 0; k < nq; k++) {
-            const float *qi = q + k * qstride;
-#define RL_ATTN_P(l) const __m512 acc##l = (l) < hd ? _mm512_fmadd_ps(_mm512_set1_ps(qi[l]), kv##l, zero) : zero;
-            RL_ATTN_L16(RL_ATTN_P)
-#undef RL_ATTN_P
-            const __m512 b0 = _mm512_add_ps(acc0, acc8), b1 = _mm512_add_ps(acc1, acc9);
-            const __m512 b2 = _mm512_add_ps(acc2, acc10), b3 = _mm512_add_ps(acc3, acc11);
-            const __m512 b4 = _mm512_add_ps(acc4, acc12), b5 = _mm512_add_ps(acc5, acc13);
-            const __m512 b6 = _mm512_add_ps(acc6, acc14), b7 = _mm512_add_ps(acc7, acc15);
-            const __m512 c0 = _mm512_add_ps(b0, b4), c1 = _mm512_add_ps(b1, b5);
-            const __m512 c2 = _mm512_add_ps(b2, b6), c3 = _mm512_add_ps(b3, b7);
-            const __m512 d0 = _mm512_add_ps(c0, c2), d1 = _mm512_add_ps(c1, c3);
-            const __m512 v = _mm512_mul_ps(_mm512_add_ps(d0, d1), sc);
+        __m512 sum[RL_ATTN_SQ];
+        rl_attn_tree1(kt + t * row, q, qstride, hd, nq, 0, sum);
+        RL_ATTN_EACH {
+            const __m512 v = _mm512_mul_ps(sum[k], sc);
             _mm512_storeu_ps(a + k * np + t, v);
             /* the lanes of [j0[k], j1[k]), none in a block outside it */
             if (t + 16 <= j0[k] || j1[k] <= t)
@@ -339,19 +368,19 @@ rl_attn_scores_tile16(const float *kt, size_t row, const float *q, size_t qstrid
             mv[k] = _mm512_mask_max_ps(mv[k], lm & hm, v, mv[k]);
         }
     }
-    for (size_t k = 0; k < nq; k++)
-        m[k] = _mm512_reduce_max_ps(mv[k]);
+    RL_ATTN_EACH m[k] = _mm512_reduce_max_ps(mv[k]);
 }
-
-#undef RL_ATTN_L16
 
 /* o_k[c] = sum_t p_k[t] * v[t * stride + c] (rl_wsum_ref's rounding) for
  * the nq <= RL_ATTN_QT queries k of a tile, query k over keys [j0[k],
- * j1[k]); p_k at p + k * np.  Keys all of the tile's queries take share
- * one pass; at the edges of a window each query adds only its own keys. */
-__attribute__((target(RL_TARGET_AVX512))) static void
-rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
-                  size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
+ * j1[k]); p_k at p + k * np; columns c < m, nc registers of sixteen at a
+ * time (nc 1 or 2, a constant, as nq is, where it is inlined; a column
+ * past m masked off).  Keys all of the tile's queries take share one
+ * pass; at the edges of a window each query adds only its own keys. */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float *v,
+               size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t c,
+               size_t m, int nc) {
     size_t lo = j0[0], hi = j1[0], in0 = j0[0], in1 = j1[0];
     for (size_t k = 1; k < nq; k++) {
         lo = j0[k] < lo ? j0[k] : lo, hi = j1[k] > hi ? j1[k] : hi;
@@ -359,43 +388,76 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
     }
     if (in0 > in1)
         in0 = in1 = hi; /* no key common to all: every key takes the edge loop */
-    for (size_t c = 0; c < m; c += 16) {
-        const __mmask16 cm = m - c >= 16 ? 0xffff : (__mmask16)((1u << (m - c)) - 1u);
-        __m512 acc[RL_ATTN_QT];
-        for (size_t k = 0; k < RL_ATTN_QT; k++)
-            acc[k] = _mm512_setzero_ps();
-        /* edges: per query, only keys in its range */
-#define RL_ATTN_EDGE(t)                                                                    \
-    do {                                                                                   \
-        const __m512 vt = _mm512_maskz_loadu_ps(cm, v + (t) * stride + c);                 \
-        for (size_t k = 0; k < nq; k++)                                                    \
-            if ((t) >= j0[k] && (t) < j1[k])                                               \
-                acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + (t)]), vt)); \
-    } while (0)
-        for (size_t t = lo; t < in0; t++)
-            RL_ATTN_EDGE(t);
-        if (nq == RL_ATTN_QT) { /* the accumulators in registers, not acc[] */
-            __m512 a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-            const float *p0 = p, *p1 = p + np, *p2 = p + 2 * np, *p3 = p + 3 * np;
-            for (size_t t = in0; t < in1; t++) {
-                const __m512 vt = _mm512_maskz_loadu_ps(cm, v + t * stride + c);
-                a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(p0[t]), vt));
-                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(p1[t]), vt));
-                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(p2[t]), vt));
-                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(p3[t]), vt));
-            }
-            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
-        } else {
-            for (size_t t = in0; t < in1; t++)
-                RL_ATTN_EDGE(t);
+    __mmask16 cm[2];
+    for (int h = 0; h < nc; h++)
+        cm[h] = m - c - 16 * h >= 16 ? 0xffff : (__mmask16)((1u << (m - c - 16 * h)) - 1u);
+    __m512 acc[2][RL_ATTN_QT];
+    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) RL_ATTN_EACH acc[h][k] = _mm512_setzero_ps();
+    /* one key: every query whose range holds it (all of them, between the
+     * edges) */
+#define RL_ATTN_KEY(t, ALL)                                                                \
+    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) {                                 \
+        const __m512 vt = _mm512_maskz_loadu_ps(cm[h], v + (t) * stride + c + 16 * h);     \
+        RL_ATTN_EACH if ((ALL) || ((t) >= j0[k] && (t) < j1[k]))                            \
+            acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + (t)]), vt)); \
+    }
+    for (size_t t = lo; t < in0; t++)
+        RL_ATTN_KEY(t, 0)
+    for (size_t t = in0; t < in1; t++)
+        RL_ATTN_KEY(t, 1)
+    for (size_t t = in1 > lo ? in1 : lo; t < hi; t++)
+        RL_ATTN_KEY(t, 0)
+#undef RL_ATTN_KEY
+    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)
+        RL_ATTN_EACH _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
+}
+
+/* A tile's scores (rl_attn_scores_n, RL_ATTN_SQ queries at a time) and
+ * weighted sums (rl_attn_wsum_n, all its queries, thirty-two columns a
+ * pass, then sixteen), the number of queries a constant in each. */
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
+                    const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
+                    size_t np, float *m) {
+    for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
+        const float *qk = q + k0 * qstride;
+        float *ak = a + k0 * np;
+        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
+#define RL_ATTN_NQ(n)                                                                      \
+    case n:                                                                                \
+        rl_attn_scores_n(kt, row, qk, qstride, hd, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
+        break;
+            RL_ATTN_NQ(1) RL_ATTN_NQ(2) RL_ATTN_NQ(3) RL_ATTN_NQ(4)
+#undef RL_ATTN_NQ
+        default:
+            break;
         }
-        for (size_t t = in1 > lo ? in1 : lo; t < hi; t++)
-            RL_ATTN_EDGE(t);
-#undef RL_ATTN_EDGE
-        for (size_t k = 0; k < nq; k++)
-            _mm512_mask_storeu_ps(o + k * ostride + c, cm, acc[k]);
     }
 }
+
+__attribute__((target(RL_TARGET_AVX512))) static void
+rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
+                  size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
+    for (size_t c = 0; c < m;) {
+        const int nc = m - c > 16 ? 2 : 1;
+        switch (nq * 2 + (size_t)nc - 1) {
+#define RL_ATTN_NQ(n, w)                                                                   \
+    case n * 2 + w - 1:                                                                    \
+        rl_attn_wsum_n(o, ostride, p, np, v, stride, j0, j1, n, c, m, w);                  \
+        break;
+            RL_ATTN_NQ(1, 1) RL_ATTN_NQ(1, 2) RL_ATTN_NQ(2, 1) RL_ATTN_NQ(2, 2)
+            RL_ATTN_NQ(3, 1) RL_ATTN_NQ(3, 2) RL_ATTN_NQ(4, 1) RL_ATTN_NQ(4, 2)
+            RL_ATTN_NQ(5, 1) RL_ATTN_NQ(5, 2) RL_ATTN_NQ(6, 1) RL_ATTN_NQ(6, 2)
+            RL_ATTN_NQ(7, 1) RL_ATTN_NQ(7, 2) RL_ATTN_NQ(8, 1) RL_ATTN_NQ(8, 2)
+#undef RL_ATTN_NQ
+        default:
+            break;
+        }
+        c += 16 * (size_t)nc;
+    }
+}
+
+#undef RL_ATTN_EACH
 
 /* Items are (head, tile of RL_ATTN_QT queries), tile fastest. */
 __attribute__((target(RL_TARGET_AVX512))) static void
@@ -414,15 +476,9 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         float mx[RL_ATTN_QT];
         for (size_t k = 0; k < nq; k++)
             rl_attn_range(j->n, j->window, i0 + k, &j0[k], &j1[k]);
-        if (j->hd <= 16)
-            rl_attn_scores_tile16(kt, row, j->q + i0 * row + h * j->hd, row, j->hd, j0, j1, nq,
-                                  j->scale, a, j->np, mx);
-        else
-            for (size_t k = 0; k < nq; k++)
-                mx[k] = rl_attn_scores(kt, row, j->q + (i0 + k) * row + h * j->hd, j->hd, j0[k],
-                                       j1[k], j->scale, a + k * j->np);
-        for (size_t k = 0; k < nq; k++)
-            sum[k] = rl_softmax_exp_avx512(a + k * j->np, j0[k], j1[k], mx[k]);
+        rl_attn_scores_tile(kt, row, j->q + i0 * row + h * j->hd, row, j->hd, j0, j1, nq,
+                            j->scale, a, j->np, mx);
+        rl_softmax_exp_tile(a, j->np, j0, j1, mx, nq, sum);
         for (size_t k = 0; k < nq; k++)
             rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
         rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,

@@ -16,7 +16,9 @@
  *   boundary (then one ulp off).  The table halves the polynomial of a
  *   plain 2^k reduction (degree 12 for |r| <= 0.35): the chain of
  *   dependent fmas is what an exponential waits on.  Both forms answer the
- *   same bits on every f32 input of [-104, 89] (all compared once).
+ *   same bits on every f32 input of [-104, 89] (all compared once).  The
+ *   AVX-512 form takes n vectors at once (rl_expf8n_avx512), the same
+ *   operations per lane, so that n chains are in flight.
  * rl_erff, for f32 x: NaN -> x; |x| >= 4 -> +-1 (erf's distance from 1
  *   there is below a quarter of an f32 ulp); otherwise, in double, with a
  *   = |x| and i = floor(2a) (0..7): for i = 0, a * P0(a * a), P0 the
@@ -86,34 +88,60 @@ static inline float rl_expf(float x) {
     return (float)(p * rl_vm_exp_scale((int64_t)k));
 }
 
-/* Eight lanes of rl_expf. */
-__attribute__((target(RL_TARGET_AVX512))) static inline __m256
-rl_expf8_avx512(__m256 x) {
-    const __m512d xd = _mm512_cvtps_pd(x);
-    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xd, _mm512_set1_pd(RL_VM_16_LN2)),
+/* n vectors of eight lanes of rl_expf at once: y[b] for x[b], b < n (n a
+ * constant where it is inlined, 1 to 8).  Each step runs for every vector
+ * before the next, so that n independent chains of dependent operations
+ * are in flight (an exponential is some fifteen of them in a row); the
+ * same operations per lane.  A lane above 89, below -104 or NaN is rare:
+ * one test finds whether any is, and only then are the ends answered. */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_expf8n_avx512(__m256 *y, const __m256 *x, int n) {
+    __m512d xd[8], k[8], r[8], p[8];
+    __m512i ki[8];
+#define RL_VM_EACH _Pragma("GCC unroll 8") for (int b = 0; b < n; b++)
+    RL_VM_EACH xd[b] = _mm512_cvtps_pd(x[b]);
+    RL_VM_EACH k[b] = _mm512_roundscale_pd(_mm512_mul_pd(xd[b], _mm512_set1_pd(RL_VM_16_LN2)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(RL_VM_LN2_16), xd);
-    __m512d p = _mm512_set1_pd(RL_VM_EXP_TOP);
-#define RL_VM_STEP(c) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
+    RL_VM_EACH r[b] = _mm512_fnmadd_pd(k[b], _mm512_set1_pd(RL_VM_LN2_16), xd[b]);
+    RL_VM_EACH p[b] = _mm512_set1_pd(RL_VM_EXP_TOP);
+#define RL_VM_STEP(c) RL_VM_EACH p[b] = _mm512_fmadd_pd(p[b], r[b], _mm512_set1_pd(c));
     RL_VM_EXP_POLY(RL_VM_STEP)
 #undef RL_VM_STEP
     /* k is an integer in [-2401, 2055] where it is used: its double's low
      * bits after adding 2^52 + 2^51 are k; the table entry k mod 16 with
      * floor(k / 16) added to its exponent */
-    const __m512i ki = _mm512_sub_epi64(
-        _mm512_castpd_si512(_mm512_add_pd(k, _mm512_set1_pd(6755399441055744.0))),
+    RL_VM_EACH ki[b] = _mm512_sub_epi64(
+        _mm512_castpd_si512(_mm512_add_pd(k[b], _mm512_set1_pd(6755399441055744.0))),
         _mm512_castpd_si512(_mm512_set1_pd(6755399441055744.0)));
-    const __m512d t = _mm512_permutex2var_pd(_mm512_loadu_pd(rl_vm_exp2_16), ki,
-                                             _mm512_loadu_pd(rl_vm_exp2_16 + 8));
-    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(
-        _mm512_castpd_si512(t), _mm512_slli_epi64(_mm512_srai_epi64(ki, 4), 52)));
-    __m256 y = _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
-    const __mmask8 hi = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
-    const __mmask8 lo = _mm256_cmp_ps_mask(x, _mm256_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);
-    const __mmask8 nan = _mm256_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    y = _mm256_mask_mov_ps(y, hi, _mm256_set1_ps(INFINITY));
-    y = _mm256_mask_mov_ps(y, lo, _mm256_setzero_ps());
-    return _mm256_mask_mov_ps(y, nan, x);
+    RL_VM_EACH {
+        const __m512d t = _mm512_permutex2var_pd(_mm512_loadu_pd(rl_vm_exp2_16), ki[b],
+                                                 _mm512_loadu_pd(rl_vm_exp2_16 + 8));
+        const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(
+            _mm512_castpd_si512(t), _mm512_slli_epi64(_mm512_srai_epi64(ki[b], 4), 52)));
+        y[b] = _mm512_cvtpd_ps(_mm512_mul_pd(p[b], s));
+    }
+    __mmask8 odd = 0;
+    RL_VM_EACH odd |= (__mmask8)~_mm256_mask_cmp_ps_mask(
+        _mm256_cmp_ps_mask(x[b], _mm256_set1_ps(RL_VM_EXP_LO), _CMP_GE_OQ), x[b],
+        _mm256_set1_ps(RL_VM_EXP_HI), _CMP_LE_OQ);
+    if (__builtin_expect(odd != 0, 0))
+        RL_VM_EACH {
+            const __mmask8 hi = _mm256_cmp_ps_mask(x[b], _mm256_set1_ps(RL_VM_EXP_HI), _CMP_GT_OQ);
+            const __mmask8 lo = _mm256_cmp_ps_mask(x[b], _mm256_set1_ps(RL_VM_EXP_LO), _CMP_LT_OQ);
+            const __mmask8 nan = _mm256_cmp_ps_mask(x[b], x[b], _CMP_UNORD_Q);
+            y[b] = _mm256_mask_mov_ps(y[b], hi, _mm256_set1_ps(INFINITY));
+            y[b] = _mm256_mask_mov_ps(y[b], lo, _mm256_setzero_ps());
+            y[b] = _mm256_mask_mov_ps(y[b], nan, x[b]);
+        }
+#undef RL_VM_EACH
+}
+
+/* Eight lanes of rl_expf. */
+__attribute__((target(RL_TARGET_AVX512))) static inline __m256
+rl_expf8_avx512(__m256 x) {
+    __m256 y;
+    rl_expf8n_avx512(&y, &x, 1);
+    return y;
 }
 
 /* Four lanes of rl_expf. */

@@ -317,8 +317,8 @@ static void test_attention(void) {
     CHECK_MSG(!bad_mask, "attention: %ld queries saw tokens outside their window", bad_mask);
 }
 
-/* The queries of one AVX-512 tile (four consecutive rows) take their
- * exponentials one after another and are scaled afterwards: each row is
+/* The queries of one AVX-512 tile (eight consecutive rows) take their
+ * exponentials side by side and are scaled afterwards: each row is
  * scaled by its own sum.  Query rows scaled very differently (so their
  * sums differ by orders of magnitude), with and without a window whose
  * edges give the tile's rows different key ranges, at lengths around
@@ -403,6 +403,54 @@ static void test_attention_non_finite(void) {
             free(q), free(k), free(v), free(ref), free(y);
         }
     CHECK_MSG(!bad, "attention, non-finite scores: %ld runs differ from ref", bad);
+}
+
+/* The encoders' head sizes (16 and 32) and sizes around them (8: lanes
+ * past the columns; 24 and 48: lanes whose chains differ in length), at
+ * token counts around the AVX-512 kernels' tiles of eight queries (scored
+ * four at a time), groups of eight exponentials and blocks of sixteen keys
+ * (1 token included),
+ * with and without a window; with queries of the usual size, forty times
+ * it (scores more than 104 below their row's largest), and with a key of
+ * -inf in a column where every query is positive (its score -inf, its
+ * exponential 0 beside finite ones); and a few rows against every key
+ * (one to nine queries: every size of a last tile).  Every path and
+ * thread count has the reference's bits. */
+static void test_attention_head_shapes(void) {
+    static const size_t hds[] = {16, 32, 8, 24, 48};
+    static const size_t ns[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 31, 33, 70, 71};
+    long bad = 0, bad_rows = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+        for (size_t ni = 0; ni < 3 * sizeof ns / sizeof *ns; ni++) {
+            const size_t hd = hds[hi], n = ns[ni / 3], heads = hd == 16 ? 4 : hd == 32 ? 8 : 2;
+            const size_t row = heads * hd, nq = 1 + ni / 3 % 9;
+            float *q = rnd_floats(n * row, ni % 3 == 1 ? 40.0f : 1.0f), *k = rnd_floats(n * row, 1.0f);
+            if (ni % 3 == 2) { /* key n / 2, column 1 of every head */
+                for (size_t i = 0; i < n * heads; i++)
+                    q[i * hd + 1 % hd] = fabsf(q[i * hd + 1 % hd]) + 0.5f;
+                for (size_t h = 0; h < heads; h++)
+                    k[n / 2 * row + h * hd + 1 % hd] = -INFINITY;
+            }
+            float *v = rnd_floats(n * row, 1.0f);
+            float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+            for (size_t window = 0; window <= 9; window += 9) {
+                CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
+                ALL_PATHS(ref, y, n * row, bad,
+                          rl_attention_ex(q, k, v, n, heads, hd, window, y, path, th));
+            }
+            /* rows r * 7 mod n of the global attention */
+            float *qs = malloc(nq * row * sizeof *qs), *want = malloc(nq * row * sizeof *want);
+            CHECK(rl_attention_ex(q, k, v, n, heads, hd, 0, ref, RL_PATH_REF, 1) == RL_OK);
+            for (size_t r = 0; r < nq; r++) {
+                memcpy(qs + r * row, q + r * 7 % n * row, row * sizeof *qs);
+                memcpy(want + r * row, ref + r * 7 % n * row, row * sizeof *want);
+            }
+            ALL_PATHS(want, y, nq * row, bad_rows,
+                      rl_attention_rows_ex(qs, nq, k, v, n, heads, hd, y, path, th));
+            free(q), free(k), free(v), free(ref), free(y), free(qs), free(want);
+        }
+    CHECK_MSG(!bad, "attention, the heads' shapes: %ld runs differ from ref", bad);
+    CHECK_MSG(!bad_rows, "attention rows, the heads' shapes: %ld runs differ from the rows", bad_rows);
 }
 
 /* Window 1 and 0 tokens either side: each query sees only itself, so the
@@ -548,6 +596,7 @@ int main(void) {
     CHECK_CASE(test_attention_non_finite());
     CHECK_CASE(test_attention_rows());
     CHECK_CASE(test_attention_tile_own_sums());
+    CHECK_CASE(test_attention_head_shapes());
     CHECK_CASE(test_rope_pair());
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());

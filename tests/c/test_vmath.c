@@ -31,6 +31,28 @@ exp_avx512(const float *x, float *y, size_t n) {
         _mm256_storeu_ps(y + i, rl_expf8_avx512(_mm256_loadu_ps(x + i)));
 }
 
+/* rl_expf8n_avx512 with W vectors at once (W a constant, as where it is
+ * used), over n / (8 W) * 8 W inputs; the rest by the one-vector form. */
+#define EXP_AVX512_N(W)                                                                    \
+    __attribute__((target(RL_TARGET_AVX512))) static void                                  \
+        exp_avx512_##W(const float *x, float *y, size_t n) {                               \
+        size_t i = 0;                                                                      \
+        for (; i + 8 * (W) <= n; i += 8 * (W)) {                                           \
+            __m256 xv[W], yv[W];                                                           \
+            for (int b = 0; b < (W); b++)                                                  \
+                xv[b] = _mm256_loadu_ps(x + i + 8 * b);                                    \
+            rl_expf8n_avx512(yv, xv, (W));                                                 \
+            for (int b = 0; b < (W); b++)                                                  \
+                _mm256_storeu_ps(y + i + 8 * b, yv[b]);                                    \
+        }                                                                                  \
+        exp_avx512(x + i, y + i, n - i);                                                   \
+    }
+EXP_AVX512_N(2)
+EXP_AVX512_N(3)
+EXP_AVX512_N(4)
+EXP_AVX512_N(8)
+#undef EXP_AVX512_N
+
 __attribute__((target("avx2,fma"))) static void exp_avx2(const float *x, float *y, size_t n) {
     for (size_t i = 0; i + 4 <= n; i += 4)
         _mm_storeu_ps(y + i, rl_expf4_avx2(_mm_loadu_ps(x + i)));
@@ -143,22 +165,28 @@ static void test_expf(void) {
     CHECK(rl_expf(-103.0f) > 0.0f && rl_expf(-103.0f) < 0x1p-126f); /* a subnormal */
     CHECK(n > 1000000);
 
-    /* the SIMD forms: identical bits (NaN: still NaN) */
-    const rl_path forms[] = {RL_PATH_AVX2, RL_PATH_AVX512};
-    for (int f = 0; f < 2; f++) {
-        if (!rl_path_supported(forms[f])) {
-            CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(forms[f]));
+    /* the SIMD forms: identical bits (NaN: still NaN); AVX-512's with 1, 2,
+     * 3, 4 and 8 vectors at once (the inputs' ends and NaN among ordinary
+     * lanes of the same batch) */
+    static const struct {
+        rl_path path;
+        int width;
+        void (*fn)(const float *, float *, size_t);
+    } forms[] = {{RL_PATH_AVX2, 1, exp_avx2},       {RL_PATH_AVX512, 1, exp_avx512},
+                 {RL_PATH_AVX512, 2, exp_avx512_2}, {RL_PATH_AVX512, 3, exp_avx512_3},
+                 {RL_PATH_AVX512, 4, exp_avx512_4}, {RL_PATH_AVX512, 8, exp_avx512_8}};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        if (!rl_path_supported(forms[f].path)) {
+            CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(forms[f].path));
             continue;
         }
         memset(z, 0, n * sizeof *z);
-        if (forms[f] == RL_PATH_AVX2)
-            exp_avx2(x, z, n);
-        else
-            exp_avx512(x, z, n);
+        forms[f].fn(x, z, n);
         for (size_t i = 0; i < n; i++)
             CHECK_EACH(isnan(y[i]) ? isnan(z[i]) : bits_of(y[i]) == bits_of(z[i]),
-                       "vmath %s exp(%a): %a, scalar form %a", rl_path_name(forms[f]),
-                       (double)x[i], (double)z[i], (double)y[i]);
+                       "vmath %s exp, %d vectors at once (%a): %a, scalar form %a",
+                       rl_path_name(forms[f].path), forms[f].width, (double)x[i],
+                       (double)z[i], (double)y[i]);
     }
     free(x), free(y), free(z);
 }
