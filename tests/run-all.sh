@@ -50,6 +50,8 @@ mkdir -p "$log"
 # delete what it made leaves nothing behind in the system's directory.
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl-check.XXXXXX") ||
   { echo "run-all.sh: cannot make a temporary directory in ${TMPDIR:-/tmp}"; exit 2; }
+# as /tmp is: tests run some commands as a user without privileges
+chmod 1777 "$run_tmp"
 export TMPDIR="$run_tmp"
 
 tally() { # $1 = log file; adds every "N passed, M failed" report line in it
