@@ -65,6 +65,10 @@ options, so a text may start with a dash."
                 do (one (check-text text tok 'model:tokenize) (format nil "text ~D" i))))))
   0)
 
+(document-functions
+  model:tokenizer-handle "The C tokenizer (prims/tokenizer.h) of a tokenizer from
+MODEL:LOAD-TOKENIZER, for a primitive that reads it directly.")
+
 (defun write-tokens-json (tok octets ids offsets count stream)
   "Write to STREAM the line of `tokenize --json', a JSON object and a
 newline, for the text OCTETS, its IDS and OFFSETS as TOKENIZE-OCTETS
