@@ -306,7 +306,7 @@ static void json_string(char *out, size_t *len, const char *s, size_t n) {
  * and OFFSETS (simple fixnum vectors, two offsets an id):
  * {"text":..,"ids":[..],"pieces":[..],"offsets":[[s,e],..]}, with
  * ,"count":COUNT before the brace unless COUNT is NIL.  The bytes are
- * those WRITE-JSON writes for the same values (the tokenize suite holds
+ * those WRITE-JSON writes for the same values (the tokenizer suite holds
  * the two to that), made in one buffer and written at once: a Lisp
  * string per piece and a write per piece were nearly all of the time. */
 static cl_object rl_prim_write_tokens_json(cl_object h, cl_object text, cl_object ids,
@@ -324,7 +324,12 @@ static cl_object rl_prim_write_tokens_json(cl_object h, cl_object text, cl_objec
     nids = ids->vector.fillp;
     noffs = offsets->vector.fillp;
     cl_fixnum total = Null(count) ? -1 : rl_arg_fixnum(fn, 5, count, 0, MOST_POSITIVE_FIXNUM);
-    size_t cap = 64 + RL_JSON_ESCAPED_MAX(n) + (size_t)nids * (3 * RL_NUMTEXT_MAX + 8), len = 0;
+    /* the line's fixed text and count, the text escaped, and per id its
+     * number and comma and its pair "[start,end]," (its piece below) */
+    static const char frame[] = "{\"text\":\"\",\"ids\":[],\"pieces\":[],\"offsets\":[],\"count\":}\n";
+    size_t cap = sizeof frame + RL_NUMTEXT_MAX + RL_JSON_ESCAPED_MAX(n) +
+                 (size_t)nids * (3 * RL_NUMTEXT_MAX + 5),
+           len = 0;
     if (noffs != 2 * nids)
         rl_signal(RL_C_INDEX, "%s: expected %lu offsets (two for each of %lu ids), found %lu", fn,
                   (unsigned long)(2 * nids), (unsigned long)nids, (unsigned long)noffs);
@@ -333,7 +338,7 @@ static cl_object rl_prim_write_tokens_json(cl_object h, cl_object text, cl_objec
         if (id[i] < 0 || id[i] > INT32_MAX || !rl_tok_piece(t, (int32_t)id[i], &plen))
             rl_signal(RL_C_INDEX, "%s: expected token ids below %lu, found %ld at index %lu", fn,
                       (unsigned long)rl_tok_vocab_size(t), (long)id[i], (unsigned long)i);
-        cap += RL_JSON_ESCAPED_MAX(plen) + 3;
+        cap += RL_JSON_ESCAPED_MAX(plen) + 3; /* quotes and comma */
     }
     char *out = malloc(cap);
     if (!out)
@@ -374,7 +379,8 @@ static cl_object rl_prim_write_tokens_json(cl_object h, cl_object text, cl_objec
     out[len++] = '\n';
 #undef PUT
     RL_KEEP_LIVE(h);
-    /* OUT must not leak if writing signals (a closed pipe) */
+    /* the bytes copied to collected memory, so that OUT is not lost when
+     * writing signals (a closed pipe) */
     cl_object buf = ecl_alloc_simple_vector((cl_index)len, ecl_aet_b8);
     memcpy(buf->vector.self.b8, out, len);
     free(out);

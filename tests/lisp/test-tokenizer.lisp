@@ -469,7 +469,7 @@ WRITE-TOKENS-JSON is held to."
   (text::write-newline stream))
 
 (defun hostile-token-lines (tok)
-  "(octets ids offsets) lists: texts the tokenizer encodes (controls,
+  "(octets ids offsets [count]) lists: texts the tokenizer encodes (controls,
 quotes, backslashes, U+2028, bidirectional controls, C1, special tokens,
 empty, very long, every character up to U+FFFF and some above), and,
 with made-up ids and offsets, every piece of the vocabulary and bytes
@@ -498,12 +498,14 @@ refuses them)."
     (dotimes (i n) (setf (aref every-id i) i
                          (aref their-offsets (* 2 i)) i
                          (aref their-offsets (1+ (* 2 i))) (- (expt 2 40) i)))
-    (append lines
-            (list (list (octets "pieces") every-id their-offsets)
-                  (list (octets "bad " #xff " " #xc3 " " #xc0 #xaf " " #xed #xa0 #x80 " "
-                                #xf4 #x90 #x80 #x80 " " #x80 "é" #xc3)
-                        (make-array 0 :element-type 'fixnum)
-                        (make-array 0 :element-type 'fixnum))))))
+    (flet ((none () (make-array 0 :element-type 'fixnum)))
+      (append lines
+              (list (list (octets "pieces") every-id their-offsets)
+                    (list (octets "bad " #xff " " #xc3 " " #xc0 #xaf " " #xed #xa0 #x80 " "
+                                  #xf4 #x90 #x80 #x80 " " #x80 "é" #xc3)
+                          (none) (none))
+                    ;; the shortest line and the longest count
+                    (list (octets) (none) (none) most-positive-fixnum))))))
 
 (test tokenize-json-line-equals-write-json
   ;; The C writer against the Lisp one, to a file (bytes written at once)
@@ -514,21 +516,23 @@ refuses them)."
          (ours (tmp-path "tokens-c.jsonl"))
          (theirs (tmp-path "tokens-lisp.jsonl")))
     (with-open-file (s ours :direction :output :if-exists :supersede :external-format :utf-8)
-      (loop for (octets ids offsets) in lines for i from 0
-            do (command-line::write-tokens-json tok octets ids offsets (and (oddp i) i) s)
+      (loop for (octets ids offsets count) in lines for i from 0
+            do (command-line::write-tokens-json tok octets ids offsets
+                                                (or count (and (oddp i) i)) s)
                (fresh-line s)))
     (with-open-file (s theirs :direction :output :if-exists :supersede :external-format :utf-8)
-      (loop for (octets ids offsets) in lines for i from 0
-            do (tokens-json-reference tok octets ids offsets (and (oddp i) i) s)))
+      (loop for (octets ids offsets count) in lines for i from 0
+            do (tokens-json-reference tok octets ids offsets (or count (and (oddp i) i)) s)))
     (let ((a (file-octets ours)) (b (file-octets theirs)))
       (is (plusp (length a)))
       (is (equalp a b) "the C line differs from WRITE-JSON's at byte ~A"
           (mismatch a b)))
-    (loop for (octets ids offsets) in lines for i from 0
+    (loop for (octets ids offsets count) in lines for i from 0
           do (is (string= (with-output-to-string (s)
-                            (tokens-json-reference tok octets ids offsets i s))
+                            (tokens-json-reference tok octets ids offsets (or count i) s))
                           (with-output-to-string (s)
-                            (command-line::write-tokens-json tok octets ids offsets i s)))
+                            (command-line::write-tokens-json tok octets ids offsets
+                                                             (or count i) s)))
                  "line ~D to a string stream" i))
     (delete-file ours)
     (delete-file theirs)))
