@@ -510,19 +510,22 @@ refuses them)."
 (test tokenize-json-line-equals-write-json
   ;; The C writer against the Lisp one, to a file (bytes written at once)
   ;; and to a string stream (the string of those bytes), with and without
-  ;; "count"; a line ends where FRESH-LINE knows it does.
+  ;; "count"; after text before it, a line still ends where FRESH-LINE
+  ;; knows it does (the stream's column follows the bytes).
   (let* ((tok (model:load-tokenizer (gpt2-file)))
          (lines (hostile-token-lines tok))
          (ours (tmp-path "tokens-c.jsonl"))
          (theirs (tmp-path "tokens-lisp.jsonl")))
     (with-open-file (s ours :direction :output :if-exists :supersede :external-format :utf-8)
       (loop for (octets ids offsets count) in lines for i from 0
-            do (command-line::write-tokens-json tok octets ids offsets
+            do (write-string "> " s)
+               (command-line::write-tokens-json tok octets ids offsets
                                                 (or count (and (oddp i) i)) s)
                (fresh-line s)))
     (with-open-file (s theirs :direction :output :if-exists :supersede :external-format :utf-8)
       (loop for (octets ids offsets count) in lines for i from 0
-            do (tokens-json-reference tok octets ids offsets (or count (and (oddp i) i)) s)))
+            do (write-string "> " s)
+               (tokens-json-reference tok octets ids offsets (or count (and (oddp i) i)) s)))
     (let ((a (file-octets ours)) (b (file-octets theirs)))
       (is (plusp (length a)))
       (is (equalp a b) "the C line differs from WRITE-JSON's at byte ~A"
@@ -536,6 +539,20 @@ refuses them)."
                  "line ~D to a string stream" i))
     (delete-file ours)
     (delete-file theirs)))
+
+(test tokenize-json-line-refuses-ids-it-cannot-write
+  (let ((tok (model:load-tokenizer (gpt2-file)))
+        (octets (octets "x")))
+    (flet ((fixnums (&rest xs) (make-array (length xs) :element-type 'fixnum :initial-contents xs)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums 87) (fixnums 0) nil
+                                         (make-broadcast-stream)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums (model:vocabulary-size tok))
+                                         (fixnums 0 1) nil (make-broadcast-stream)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums -1) (fixnums 0 1) nil
+                                         (make-broadcast-stream))))))
 
 (test tokenize-command-file-streams
   (let ((file (gpt2-file))
