@@ -243,8 +243,8 @@ RONTOLISP:VERSION in a package that uses both."))
    ;; - questions and the decision head (decide, serve, bench --questions)
    "PARSE-QUESTION" "QUESTION-FIELD" "OPTION-TEXT" "QUESTION-MACS" "DECISION-HEAD-P"
    "DECISION-LOGITS" "HEAD-OF" "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE"
-   ;; - a tokenizer's file (the REPL's inspector)
-   "TOKENIZER-PATH"
+   ;; - a tokenizer's file (the REPL's inspector) and C handle (tokenize --json)
+   "TOKENIZER-PATH" "TOKENIZER-HANDLE"
    ;; - the stage clock of bench --questions --breakdown (stage-clock.lisp)
    "*STAGE-CLOCK*" "MAKE-STAGE-CLOCK" "STAGE-CLOCK-TOTALS")
   (:documentation "The ModernBERT encoder of a modern-bert GGUF file:
@@ -276,7 +276,7 @@ conflict and changes nothing."))
    "ENCODER-TOKEN-EMBEDDING" "ENCODER-TOKENIZER" "FILE-POOLING" "HEAD-OF" "JSON-TOKENIZER-SPEC"
    "MAKE-STAGE-CLOCK" "MERGE-STRING" "NORMALIZE-EMBEDDING" "OPTION-TEXT" "PARSE-QUESTION"
    "PARSED-QUESTION-OPTIONS" "PARSED-QUESTION-TYPE" "POOL" "QUESTION-FIELD" "QUESTION-MACS"
-   "STAGE-CLOCK-TOTALS" "TOKENIZE-OCTETS" "TOKENIZER-OF" "TOKENIZER-PATH")
+   "STAGE-CLOCK-TOTALS" "TOKENIZE-OCTETS" "TOKENIZER-HANDLE" "TOKENIZER-OF" "TOKENIZER-PATH")
   (:documentation "The command line and the Lisp session: MAIN, the
 subcommands (define-command), the jobs they run (inspect, quantize, convert,
 bench, eval, export, serve, ...), the REPL, scripts and Swank.  Its public

@@ -42,21 +42,8 @@ options, so a text may start with a dash."
              (multiple-value-bind (ids offsets)
                  (tokenize-octets tok octets (not no-special) (not no-parse-special) where json)
                (cond (json
-                      (write-json (list* :object (cons "text" (%utf8-string octets))
-                                         (cons "ids" ids)
-                                         (cons "pieces" (map 'vector (lambda (id) (model:token-piece tok id))
-                                                             ids))
-                                         (cons "offsets" (loop for i from 0 below (length offsets) by 2
-                                                               ;; fixnum pairs: written from C
-                                                               collect (make-array 2 :element-type 'fixnum
-                                                                                     :initial-contents
-                                                                                     (list (aref offsets i)
-                                                                                           (aref offsets (1+ i))))
-                                                                 into pairs
-                                                               finally (return (coerce pairs 'vector))))
-                                         (and show-count (list (cons "count" (length ids)))))
-                                  *standard-output*)
-                      (write-newline))
+                      (write-tokens-json tok octets ids offsets (and show-count (length ids))
+                                         *standard-output*))
                      (bracketed
                       (write-char #\[)
                       (write-numbers ids *standard-output* :separator ", ")
@@ -77,6 +64,20 @@ options, so a text may start with a dash."
                 for i from 1
                 do (one (check-text text tok 'model:tokenize) (format nil "text ~D" i))))))
   0)
+
+(document-functions
+  model:tokenizer-handle "The C tokenizer (prims/tokenizer.h) of a tokenizer from
+MODEL:LOAD-TOKENIZER, for a primitive that reads it directly.")
+
+(defun write-tokens-json (tok octets ids offsets count stream)
+  "Write to STREAM the line of `tokenize --json', a JSON object and a
+newline, for the text OCTETS, its IDS and OFFSETS as TOKENIZE-OCTETS
+answers them, with the member \"count\" COUNT unless it is NIL: the bytes
+WRITE-JSON and WRITE-NEWLINE write for the object of those values (the
+tokenizer suite holds the two together), built in C in one buffer and
+written at once (WRITE-JSON's string per piece, array per offset pair and
+write per piece took ten times this)."
+  (%write-tokens-json (tokenizer-handle tok) octets ids offsets count stream))
 
 (defun parse-token-ids (words)
   "The token ids written in WORDS (command-line arguments): integers

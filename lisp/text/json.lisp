@@ -81,9 +81,11 @@ as \\xHH for people to read, or with JSON true as the lone surrogate escape
 \\udcHH, which is valid JSON and which Python's surrogateescape turns back
 into the byte.  With QUOTES false the double quote and backslash are
 written as they are.  The one escaping function of every text and JSON
-output.  Each run of characters written as they are goes out in one
-WRITE-STRING (a WRITE-CHAR per character was most of the time of
-`tokenize --json')."
+output but the lines of `tokenize --json', which prims/jsontext.h escapes
+the same way in C (the tokenizer suite holds the two together on every
+character below U+10000).  Each run of characters written as they are
+goes out in one WRITE-STRING (a WRITE-CHAR per character was most of the
+time of `tokenize --json')."
   (let ((start 0) (n (length string)))
     (declare (fixnum start n))
     (dotimes (i n)

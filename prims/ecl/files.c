@@ -473,28 +473,11 @@ static int rl_stream_utf8_encoder(cl_object stream, unsigned char *buf, ecl_char
  * and two-way streams to their output) when it encodes UTF-8; answers 1
  * if it did. */
 static int rl_keep_bytes_on(cl_object s) {
-    cl_object fmt;
-    for (int depth = 0; depth < 8 && ECL_ANSI_STREAM_P(s); depth++) {
-        switch ((enum ecl_smmode)s->stream.mode) {
-        case ecl_smm_synonym:
-            s = ecl_symbol_value(s->stream.object0);
-            continue;
-        case ecl_smm_two_way:
-            s = s->stream.object1;
-            continue;
-        case ecl_smm_output: case ecl_smm_output_file: case ecl_smm_io: case ecl_smm_io_file:
-            fmt = cl_stream_external_format(s);
-            if (ECL_CONSP(fmt))
-                fmt = ECL_CONS_CAR(fmt);
-            if (fmt != ecl_make_keyword("UTF-8"))
-                return 0;
-            s->stream.encoder = rl_stream_utf8_encoder;
-            return 1;
-        default:
-            return 0;
-        }
-    }
-    return 0;
+    s = rl_utf8_file_stream(s);
+    if (Null(s))
+        return 0;
+    s->stream.encoder = rl_stream_utf8_encoder;
+    return 1;
 }
 
 /* (%keep-escaped-bytes) makes standard output and error output write the

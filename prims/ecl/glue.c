@@ -261,6 +261,45 @@ void rl_string_to_utf8(cl_object str, uint8_t *out) {
         out += rl_utf8_encode((uint32_t)ecl_char(str, i), out);
 }
 
+cl_object rl_utf8_file_stream(cl_object s) {
+    cl_object fmt;
+    for (int depth = 0; depth < 8 && ECL_ANSI_STREAM_P(s); depth++) {
+        switch ((enum ecl_smmode)s->stream.mode) {
+        case ecl_smm_synonym:
+            s = ecl_symbol_value(s->stream.object0);
+            continue;
+        case ecl_smm_two_way:
+            s = s->stream.object1;
+            continue;
+        case ecl_smm_output: case ecl_smm_output_file: case ecl_smm_io: case ecl_smm_io_file:
+            fmt = cl_stream_external_format(s);
+            if (ECL_CONSP(fmt))
+                fmt = ECL_CONS_CAR(fmt);
+            return fmt == ecl_make_keyword("UTF-8") ? s : ECL_NIL;
+        default:
+            return ECL_NIL;
+        }
+    }
+    return ECL_NIL;
+}
+
+void rl_write_utf8(cl_object stream, const char *p, size_t n) {
+    cl_object file = rl_utf8_file_stream(stream);
+    if (Null(file)) {
+        cl_write_string(2, rl_string_from_utf8(p, n), stream);
+        return;
+    }
+    /* the stream's own byte writer (one fwrite, or its buffer), then its
+     * column as writing the characters would have left it */
+    file->stream.ops->write_byte8(file, (unsigned char *)p, n);
+    size_t k = n;
+    while (k > 0 && p[k - 1] != '\n')
+        k--;
+    /* P[K..N): what follows the last newline (all of P when K is 0) */
+    size_t chars = rl_utf8_chars((const uint8_t *)p + k, n - k);
+    file->stream.column = k ? chars : file->stream.column + chars;
+}
+
 /* ---- foreign handles ------------------------------------------------ */
 
 int rl_handle_p(cl_object h, rl_handle_kind kind) {

@@ -188,6 +188,16 @@ cl_object rl_string_from_utf8(const char *p, uint64_t n);
 size_t rl_string_utf8_length(cl_object str);
 void rl_string_to_utf8(cl_object str, uint8_t *out);
 
+/* The file stream that STREAM (an output stream, through synonym and
+ * two-way streams) writes to when it encodes UTF-8, else NIL. */
+cl_object rl_utf8_file_stream(cl_object stream);
+
+/* Write the N bytes of UTF-8 at P to the character stream STREAM as the
+ * characters they encode: to a UTF-8 file stream as they are, in one
+ * write of its bytes (not an encoder call per character); to any other
+ * stream as the string rl_string_from_utf8 makes. */
+void rl_write_utf8(cl_object stream, const char *p, size_t n);
+
 /* ---- foreign handles ---------------------------------------------------
  * A C object owned by Lisp (a mapped GGUF or safetensors file, a GGUF
  * writer, a tokenizer) is a foreign-data object tagged with its kind.  Its pointer

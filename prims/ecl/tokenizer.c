@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "prims/ecl/glue.h"
+#include "prims/jsontext.h"
+#include "prims/numtext.h"
 #include "prims/tokenizer.h"
 
 #define RL_TOK_MSG 512
@@ -291,6 +293,101 @@ static cl_object rl_prim_tok_piece(cl_object h, cl_object id) {
     ecl_return1(ecl_process_env(), out);
 }
 
+/* Append the JSON string of S[0..N) (quotes included) at OUT + *LEN. */
+static void json_string(char *out, size_t *len, const char *s, size_t n) {
+    out[(*len)++] = '"';
+    *len += rl_json_escape((const uint8_t *)s, n, out + *len);
+    out[(*len)++] = '"';
+}
+
+/* (%write-tokens-json handle octets ids offsets count stream) writes to
+ * STREAM the line of `tokenize --json', newline included, for the text
+ * OCTETS (its UTF-8 bytes) and what %TOK-ENCODE-OFFSETS made of it, IDS
+ * and OFFSETS (simple fixnum vectors, two offsets an id):
+ * {"text":..,"ids":[..],"pieces":[..],"offsets":[[s,e],..]}, with
+ * ,"count":COUNT before the brace unless COUNT is NIL.  The bytes are
+ * those WRITE-JSON writes for the same values (the tokenizer suite holds
+ * the two to that), made in one buffer and written at once: a Lisp
+ * string per piece and a write per piece were nearly all of the time. */
+static cl_object rl_prim_write_tokens_json(cl_object h, cl_object text, cl_object ids,
+                                           cl_object offsets, cl_object count,
+                                           cl_object stream) {
+    static const char fn[] = "%WRITE-TOKENS-JSON";
+    rl_tok *t = rl_tok_arg(fn, h);
+    cl_index n = 0, nids, noffs;
+    const uint8_t *p = rl_octets(fn, 2, text, &n);
+    if (!rl_fixnum_vector_p(ids))
+        rl_type_error(fn, 3, ids, RL_T_VECTOR);
+    if (!rl_fixnum_vector_p(offsets))
+        rl_type_error(fn, 4, offsets, RL_T_VECTOR);
+    const cl_fixnum *id = ids->vector.self.fix, *off = offsets->vector.self.fix;
+    nids = ids->vector.fillp;
+    noffs = offsets->vector.fillp;
+    cl_fixnum total = Null(count) ? -1 : rl_arg_fixnum(fn, 5, count, 0, MOST_POSITIVE_FIXNUM);
+    /* the line's fixed text and count, the text escaped, and per id its
+     * number and comma and its pair "[start,end]," (its piece below) */
+    static const char frame[] = "{\"text\":\"\",\"ids\":[],\"pieces\":[],\"offsets\":[],\"count\":}\n";
+    size_t cap = sizeof frame + RL_NUMTEXT_MAX + RL_JSON_ESCAPED_MAX(n) +
+                 (size_t)nids * (3 * RL_NUMTEXT_MAX + 5),
+           len = 0;
+    if (noffs != 2 * nids)
+        rl_signal(RL_C_INDEX, "%s: expected %lu offsets (two for each of %lu ids), found %lu", fn,
+                  (unsigned long)(2 * nids), (unsigned long)nids, (unsigned long)noffs);
+    for (cl_index i = 0; i < nids; i++) {
+        size_t plen = 0;
+        if (id[i] < 0 || id[i] > INT32_MAX || !rl_tok_piece(t, (int32_t)id[i], &plen))
+            rl_signal(RL_C_INDEX, "%s: expected token ids below %lu, found %ld at index %lu", fn,
+                      (unsigned long)rl_tok_vocab_size(t), (long)id[i], (unsigned long)i);
+        cap += RL_JSON_ESCAPED_MAX(plen) + 3; /* quotes and comma */
+    }
+    char *out = malloc(cap);
+    if (!out)
+        rl_signal(RL_C_ERROR, "%s: out of memory for a line of %lu ids", fn, (unsigned long)nids);
+#define PUT(lit) (memcpy(out + len, lit, sizeof lit - 1), len += sizeof lit - 1)
+    PUT("{\"text\":");
+    json_string(out, &len, (const char *)p, n);
+    PUT(",\"ids\":[");
+    for (cl_index i = 0; i < nids; i++) {
+        if (i)
+            out[len++] = ',';
+        len += rl_int_text(id[i], out + len);
+    }
+    PUT("],\"pieces\":[");
+    for (cl_index i = 0; i < nids; i++) {
+        size_t plen = 0;
+        const char *piece = rl_tok_piece(t, (int32_t)id[i], &plen);
+        if (i)
+            out[len++] = ',';
+        json_string(out, &len, piece, plen);
+    }
+    PUT("],\"offsets\":[");
+    for (cl_index i = 0; i < nids; i++) {
+        if (i)
+            out[len++] = ',';
+        out[len++] = '[';
+        len += rl_int_text(off[2 * i], out + len);
+        out[len++] = ',';
+        len += rl_int_text(off[2 * i + 1], out + len);
+        out[len++] = ']';
+    }
+    out[len++] = ']';
+    if (total >= 0) {
+        PUT(",\"count\":");
+        len += rl_int_text(total, out + len);
+    }
+    out[len++] = '}';
+    out[len++] = '\n';
+#undef PUT
+    RL_KEEP_LIVE(h);
+    /* the bytes copied to collected memory, so that OUT is not lost when
+     * writing signals (a closed pipe) */
+    cl_object buf = ecl_alloc_simple_vector((cl_index)len, ecl_aet_b8);
+    memcpy(buf->vector.self.b8, out, len);
+    free(out);
+    rl_write_utf8(stream, (const char *)buf->vector.self.b8, len);
+    ecl_return1(ecl_process_env(), ecl_make_fixnum((cl_fixnum)nids));
+}
+
 /* (%tok-vocab-size handle) -> the number of tokens. */
 static cl_object rl_prim_tok_vocab_size(cl_object h) {
     rl_tok *t = rl_tok_arg("%TOK-VOCAB-SIZE", h);
@@ -310,3 +407,9 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%TOK-VOCAB-SIZE", rl_prim_tok_vocab_size, 1),
 };
 RL_PRIM_TABLE(rl_tokenizer_prims, "MODEL", rl_defs);
+
+/* The command line's own (commands/tokenize.lisp). */
+static const rl_prim_def rl_command_defs[] = {
+    RL_PRIM("%WRITE-TOKENS-JSON", rl_prim_write_tokens_json, 6),
+};
+RL_PRIM_TABLE(rl_tokenizer_command_prims, "COMMAND-LINE", rl_command_defs);

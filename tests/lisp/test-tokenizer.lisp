@@ -451,6 +451,109 @@ function of the parsed data that changes it) was applied, or NIL."
     (check-co-process (list "tokenize" file "--file" "-") '("Hello world" "" "a third line"))
     (check-co-process (list "tokenize" file "--file" "-" "--json") '("Hello world" "again"))))
 
+;;; `tokenize --json' writes each line from C (WRITE-TOKENS-JSON); the
+;;; bytes must stay those of WRITE-JSON on the same values.
+
+(defun tokens-json-reference (tok octets ids offsets count stream)
+  "The line of `tokenize --json' as WRITE-JSON writes it: the reference
+WRITE-TOKENS-JSON is held to."
+  (text::write-json
+   (list* :object (cons "text" (rontolisp::%utf8-string octets))
+          (cons "ids" ids)
+          (cons "pieces" (map 'vector (lambda (id) (model:token-piece tok id)) ids))
+          (cons "offsets" (coerce (loop for i from 0 below (length offsets) by 2
+                                        collect (vector (aref offsets i) (aref offsets (1+ i))))
+                                  'vector))
+          (and count (list (cons "count" count))))
+   stream)
+  (text::write-newline stream))
+
+(defun hostile-token-lines (tok)
+  "(octets ids offsets [count]) lists: texts the tokenizer encodes (controls,
+quotes, backslashes, U+2028, bidirectional controls, C1, special tokens,
+empty, very long, every character up to U+FFFF and some above), and,
+with made-up ids and offsets, every piece of the vocabulary and bytes
+that are not UTF-8 (which the writer takes though the tokenizer
+refuses them)."
+  (let* ((codes (append (loop for c from 0 below #x10000
+                              unless (<= #xd800 c #xdfff) collect c)
+                        '(#x10000 #x1f642 #x10ffff)))
+         (texts (list "" "\"" "\\" "a\"b\\c\"\\\"" (format nil "tab	nl~%cr~C" #\Return)
+                      (map 'string #'code-char (loop for c from 0 below 32 collect c))
+                      (map 'string #'code-char '(127 #x80 #x85 #x9b #x9f #xa0 #x2028 #x2029
+                                                 #x061c #x200e #x200f #x202a #x202e #x2066
+                                                 #x2069 #xfeff #xfffd))
+                      "[CLS] special [MASK] <|endoftext|> [SEP]" "<|endoftext|>"
+                      "café naïve Ωμέγα 日本語 🙂"
+                      (make-string 100000 :initial-element #\")
+                      (map 'string #'code-char codes)))
+         (lines (loop for text in texts
+                      for octets = (rontolisp::%utf8-octets text)
+                      collect (multiple-value-bind (ids offsets)
+                                  (model:tokenize-octets tok octets t t nil t)
+                                (list octets ids offsets))))
+         (n (model:vocabulary-size tok))
+         (every-id (make-array n :element-type 'fixnum))
+         (their-offsets (make-array (* 2 n) :element-type 'fixnum)))
+    (dotimes (i n) (setf (aref every-id i) i
+                         (aref their-offsets (* 2 i)) i
+                         (aref their-offsets (1+ (* 2 i))) (- (expt 2 40) i)))
+    (flet ((none () (make-array 0 :element-type 'fixnum)))
+      (append lines
+              (list (list (octets "pieces") every-id their-offsets)
+                    (list (octets "bad " #xff " " #xc3 " " #xc0 #xaf " " #xed #xa0 #x80 " "
+                                  #xf4 #x90 #x80 #x80 " " #x80 "é" #xc3)
+                          (none) (none))
+                    ;; the shortest line and the longest count
+                    (list (octets) (none) (none) most-positive-fixnum))))))
+
+(test tokenize-json-line-equals-write-json
+  ;; The C writer against the Lisp one, to a file (bytes written at once)
+  ;; and to a string stream (the string of those bytes), with and without
+  ;; "count"; after text before it, a line still ends where FRESH-LINE
+  ;; knows it does (the stream's column follows the bytes).
+  (let* ((tok (model:load-tokenizer (gpt2-file)))
+         (lines (hostile-token-lines tok))
+         (ours (tmp-path "tokens-c.jsonl"))
+         (theirs (tmp-path "tokens-lisp.jsonl")))
+    (with-open-file (s ours :direction :output :if-exists :supersede :external-format :utf-8)
+      (loop for (octets ids offsets count) in lines for i from 0
+            do (write-string "> " s)
+               (command-line::write-tokens-json tok octets ids offsets
+                                                (or count (and (oddp i) i)) s)
+               (fresh-line s)))
+    (with-open-file (s theirs :direction :output :if-exists :supersede :external-format :utf-8)
+      (loop for (octets ids offsets count) in lines for i from 0
+            do (write-string "> " s)
+               (tokens-json-reference tok octets ids offsets (or count (and (oddp i) i)) s)))
+    (let ((a (file-octets ours)) (b (file-octets theirs)))
+      (is (plusp (length a)))
+      (is (equalp a b) "the C line differs from WRITE-JSON's at byte ~A"
+          (mismatch a b)))
+    (loop for (octets ids offsets count) in lines for i from 0
+          do (is (string= (with-output-to-string (s)
+                            (tokens-json-reference tok octets ids offsets (or count i) s))
+                          (with-output-to-string (s)
+                            (command-line::write-tokens-json tok octets ids offsets
+                                                             (or count i) s)))
+                 "line ~D to a string stream" i))
+    (delete-file ours)
+    (delete-file theirs)))
+
+(test tokenize-json-line-refuses-ids-it-cannot-write
+  (let ((tok (model:load-tokenizer (gpt2-file)))
+        (octets (octets "x")))
+    (flet ((fixnums (&rest xs) (make-array (length xs) :element-type 'fixnum :initial-contents xs)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums 87) (fixnums 0) nil
+                                         (make-broadcast-stream)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums (model:vocabulary-size tok))
+                                         (fixnums 0 1) nil (make-broadcast-stream)))
+      (signals rontolisp:index-error
+        (command-line::write-tokens-json tok octets (fixnums -1) (fixnums 0 1) nil
+                                         (make-broadcast-stream))))))
+
 (test tokenize-command-file-streams
   (let ((file (gpt2-file))
         (texts (tmp-path "texts.txt"))
