@@ -148,6 +148,21 @@ NIL when PROCESS ended or the deadline passed first."
                (return nil))))
       (sleep 0.002))))
 
+(defun interrupt-once-entry-appears (process dir test signal what)
+  "In a test: wait until an entry of DIR satisfies TEST while PROCESS runs
+(WAIT-FOR-ENTRY), then send PROCESS the signal number SIGNAL and check that
+it ends with 128 + SIGNAL.  WHAT names the process in the messages.
+Answers true when the entry appeared."
+  (let ((found (wait-for-entry dir test process)))
+    (is-true found "~A: nothing expected appeared in ~A" what dir)
+    (when found
+      (is (signal-process process signal))
+      (multiple-value-bind (how code)
+          (wait-child process :deadline 60 :what (format nil "~A after a signal" what))
+        (is (eq :exited how))
+        (is (eql (+ 128 signal) code))))
+    found))
+
 (defun dead-pid ()
   "The process id of a child that has ended and been reaped (for a file
 named after a process that is gone)."

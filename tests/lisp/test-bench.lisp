@@ -341,15 +341,9 @@ nothing there (the copies used to stay)."
                                              "--random" "s1-pico" "--questions" "--iters" "50")
                                  :input nil :output nil :error nil :wait nil)))
                (unwind-protect
-                    (let ((copy (wait-for-entry dir (lambda (n) (search "qbench" n)) p)))
-                      (is-true copy "no copy of the model appeared in ~A" dir)
-                      (when copy
-                        (is (signal-process p signal))
-                        (multiple-value-bind (how code)
-                            (wait-child p :deadline 60 :what "bench after a signal")
-                          (is (eq :exited how))
-                          (is (eql (+ 128 signal) code)))
-                        (is (equal '() (entry-names dir)))))
+                    (when (interrupt-once-entry-appears
+                           p dir (lambda (n) (search "qbench" n)) signal "bench")
+                      (is (equal '() (entry-names dir))))
                  (end-child p))))
         (sh "rm -rf \"$1\"" dir)))))
 

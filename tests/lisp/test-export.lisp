@@ -490,17 +490,10 @@ whole (not the writer's temporary file of it)."
              (let ((p (run-child *exe* (list "export" models out "--iters" "100")
                                  :input nil :output nil :error nil :wait nil)))
                (unwind-protect
-                    (let ((f32 (wait-for-entry out #'whole-f32-file-p p)))
-                      (is-true f32 "no F32 file appeared in ~A" out)
-                      (when f32
-                        (is (signal-process p signal))
-                        (multiple-value-bind (how code)
-                            (wait-child p :deadline 60 :what "export after a signal")
-                          (is (eq :exited how))
-                          (is (eql (+ 128 signal) code)))
-                        (is (equal '() (remove-if-not (lambda (n) (or (search "f32" n)
-                                                                      (search "rontolisp-tmp" n)))
-                                                      (entry-names out))))))
+                    (when (interrupt-once-entry-appears p out #'whole-f32-file-p signal "export")
+                      (is (equal '() (remove-if-not (lambda (n) (or (search "f32" n)
+                                                                    (search "rontolisp-tmp" n)))
+                                                    (entry-names out)))))
                  (end-child p))))
         (sh "rm -rf \"$1\" \"$2\"" models out)))))
 
