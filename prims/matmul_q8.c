@@ -30,7 +30,7 @@
  *     token k in slots 4k..4k+3; -128 * the block's sum of quants (and, in
  *     rl_mmq4_cblk, each lane's) in those slots; and the scales of tokens
  *     0, 1 (dx[0]) and 2, 3 (dx[1]) four times each (with Q8x2's 2^-7,
- *     exact); Q8x2's residual quants and their lanes' sums beside
+ *     exact); Q8x2's residual quants and their lanes' and blocks' sums beside
  *     (rl_mmq4_rblk).
  * A double half of a slot vector is then tokens 0, 1 (or 2, 3) of the four
  * rows, and the 16 pairs' scales are formed once per block.
@@ -55,8 +55,12 @@
  *     accumulator over whole-block sums gives that very double.  A zero
  *     scale adds exact zeros (never -0 to +0) and does not count; an
  *     infinite or NaN scale rules this way out (an activation's never
- *     is: the product quantizes finite values only).  The bounds are gathered once per call, with the split
- *     and the arrangement, and the test costs a comparison per tile where
+ *     is: the product quantizes finite values only).  Q8x2 the same way:
+ *     a lane's sum is 128 * s_q + s_r (the 2^-7 rides on dx, exactly), so
+ *     with A = 128 * A_q + A_r (the quants' and the residuals' sums of
+ *     |quants|) every term is below 2^29 * A units of 2^(lo_w + lo_x - 7)
+ *     and the same test holds.  The bounds are gathered once per call,
+ *     with the split and the arrangement, and the test costs a comparison per tile where
  *     the largest X_b and Ew_b alone satisfy it. */
 typedef struct {
     /* the tokens' quants: dwords 0..3 of token k in q[0][4k..4k+3], dwords
@@ -76,6 +80,7 @@ typedef struct {
 typedef struct {
     int32_t q[2][16];
     int32_t c[4][16];
+    int32_t call[16];
 } rl_mmq4_rblk;
 
 typedef struct {
@@ -90,12 +95,18 @@ enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000, RL_
 /* groups (of four rows) arranged at once: the whole-block kernel's */
 #define RL_MMQ4_GROUPS 4
 
-/* tiles computed each way since the start (rl_mm_q8_tiles4) */
-static size_t rl_mmq4_count_[2];
+/* tiles computed each way since the start, :q8's then Q8x2's
+ * (rl_mm_q8_tiles4, rl_mm_q8x2_tiles4) */
+static size_t rl_mmq4_count_[4];
 
 void rl_mm_q8_tiles4(size_t *whole, size_t *lanes) {
     *whole = __atomic_load_n(&rl_mmq4_count_[0], __ATOMIC_RELAXED);
     *lanes = __atomic_load_n(&rl_mmq4_count_[1], __ATOMIC_RELAXED);
+}
+
+void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes) {
+    *whole = __atomic_load_n(&rl_mmq4_count_[2], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq4_count_[3], __ATOMIC_RELAXED);
 }
 
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
@@ -203,6 +214,8 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
                     for (int l = 0; l < 4; l++)
                         _mm_storeu_si128((__m128i *)(void *)&ro->c[l][4 * k],
                                          _mm_set1_epi32(cr[l]));
+                    _mm_storeu_si128((__m128i *)(void *)&ro->call[4 * k],
+                                     _mm_set1_epi32(cr[0] + cr[1] + cr[2] + cr[3]));
                 }
                 for (int l = 0; l < 4; l++)
                     _mm_storeu_si128((__m128i *)(void *)&cs[q * nb + b].c[l][4 * k],
@@ -219,10 +232,9 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
         }
         /* the bound: the largest sum of |quants| times 2^(exponent - lowest);
          * a quad with a scale not finite never takes whole blocks (the
-         * product's callers quantize only finite activations), nor does
-         * Q8x2 (its sums are 2^7 times larger, rarely exact) */
+         * product's callers quantize only finite activations) */
         xmax[q] = 0;
-        if (xlo[q] == RL_MMQ4_NONFINITE || xr) { /* Q8x2: lane by lane */
+        if (xlo[q] == RL_MMQ4_NONFINITE) {
             memset(xmag + q * nb, 0, nb * sizeof *xmag);
             xmax[q] = UINT64_MAX;
             continue;
@@ -237,10 +249,20 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
                 const __m256i a = _mm256_sad_epu8(
                     _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)blk->qs)),
                     _mm256_setzero_si256());
-                const uint64_t sum = (uint64_t)(_mm256_extract_epi64(a, 0) +
-                                                _mm256_extract_epi64(a, 1) +
-                                                _mm256_extract_epi64(a, 2) +
-                                                _mm256_extract_epi64(a, 3));
+                uint64_t sum = (uint64_t)(_mm256_extract_epi64(a, 0) +
+                                          _mm256_extract_epi64(a, 1) +
+                                          _mm256_extract_epi64(a, 2) +
+                                          _mm256_extract_epi64(a, 3));
+                if (xr) { /* Q8x2: 128 * A + the residuals' sum of |quants| */
+                    const __m256i ar = _mm256_sad_epu8(
+                        _mm256_abs_epi8(_mm256_loadu_si256(
+                            (const __m256i *)(const void *)(xr + ((4 * q + k) * nb + b) * 32))),
+                        _mm256_setzero_si256());
+                    sum = 128 * sum + (uint64_t)(_mm256_extract_epi64(ar, 0) +
+                                                 _mm256_extract_epi64(ar, 1) +
+                                                 _mm256_extract_epi64(ar, 2) +
+                                                 _mm256_extract_epi64(ar, 3));
+                }
                 if ((sum << (e - xlo[q])) > m)
                     m = sum << (e - xlo[q]);
             }
@@ -421,10 +443,15 @@ rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk
 }
 
 /* Whole blocks (the sums exact, see above): RL_MMQ4_GROUPS groups from g0
- * (arranged, nb blocks apart) against one quad; rows r.., nr existing. */
+ * (arranged, nb blocks apart) against one quad; rows r.., nr existing.
+ * With x2 (rs: the quad's residuals) a block's sum is doc/products.md §2's
+ * over its four lanes, 128 * s_q + s_r: the quants' and the residuals'
+ * chains, one each per group, meet the same weight registers, so both
+ * passes are one sweep over the weights. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t rows,
-              size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
+rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, const rl_mmq4_rblk *rs, int x2,
+              size_t nb, size_t rows, size_t r, size_t nr, size_t t0, size_t nt, double *yd,
+              float *yf) {
     enum { G = RL_MMQ4_GROUPS };
     __m512d acc[G][2];
     _Pragma("GCC unroll 4") for (int g = 0; g < G; g++)
@@ -432,25 +459,37 @@ rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t 
     for (size_t b = 0; b < nb; b++) {
         const rl_mmq4_xblk *xb = xs + b;
         const rl_mmq4_wblk *wb = g0 + b * RL_MMQ4_GROUPS; /* the set's groups, side by side */
+        /* two chains per group: :q8's even and odd dwords, each half as
+         * long; Q8x2's quants and residuals */
         __m512i sa[G][2];
         const __m512i call = _mm512_load_si512(xb->call);
+        const __m512i c1 = x2 ? _mm512_load_si512(rs[b].call) : _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
             sa[g][0] = call;
-            sa[g][1] = _mm512_setzero_si512();
+            sa[g][1] = c1;
         }
-        /* two chains per group (even and odd dwords), each half as long */
         const __m512i z0 = _mm512_load_si512(xb->q[0]), z1 = _mm512_load_si512(xb->q[1]);
+        __m512i r0 = z0, r1 = z1;
+        if (x2)
+            r0 = _mm512_load_si512(rs[b].q[0]), r1 = _mm512_load_si512(rs[b].q[1]);
         _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++) {
             const __m512i x = rl_mmq4_x(z0, z1, h);
+            const __m512i xr = x2 ? rl_mmq4_x(r0, r1, h) : x;
             _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
                 const __m512i w = _mm512_broadcast_i32x4(
                     _mm_loadu_si128((const __m128i *)(const void *)wb[g].w[h]));
-                sa[g][h % 2] = _mm512_dpbusd_epi32(sa[g][h % 2], w, x);
+                if (x2) {
+                    sa[g][0] = _mm512_dpbusd_epi32(sa[g][0], w, x);
+                    sa[g][1] = _mm512_dpbusd_epi32(sa[g][1], w, xr);
+                } else {
+                    sa[g][h % 2] = _mm512_dpbusd_epi32(sa[g][h % 2], w, x);
+                }
             }
         }
         const __m512d dx0 = _mm512_load_pd(xb->dx[0]), dx1 = _mm512_load_pd(xb->dx[1]);
         _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
-            const __m512i s = _mm512_add_epi32(sa[g][0], sa[g][1]);
+            const __m512i s = x2 ? _mm512_add_epi32(_mm512_slli_epi32(sa[g][0], 7), sa[g][1])
+                                 : _mm512_add_epi32(sa[g][0], sa[g][1]);
             const __m512d dw = _mm512_broadcast_f64x4(_mm256_loadu_pd(wb[g].dw));
             acc[g][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
                                         _mm512_mul_pd(dw, dx0), acc[g][0]);
@@ -518,7 +557,12 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *
             const size_t set = g / RL_MMQ4_GROUPS;
             if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
                               nb)) {
-                rl_mmq4_whole(wk + set_base(g, nb), xq, nb, rows, r, nr, t0, nt, yd, yf);
+                if (x2)
+                    rl_mmq4_whole(wk + set_base(g, nb), xq, rs + t0 / 4 * nb, 1, nb, rows, r,
+                                  nr, t0, nt, yd, yf);
+                else
+                    rl_mmq4_whole(wk + set_base(g, nb), xq, NULL, 0, nb, rows, r, nr, t0, nt,
+                                  yd, yf);
                 counts[0]++;
                 continue;
             }
@@ -539,10 +583,8 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *
             }
         }
     }
-    if (!x2) { /* :q8's tiles (Q8x2's are all lane by lane) */
-        __atomic_fetch_add(&rl_mmq4_count_[0], counts[0], __ATOMIC_RELAXED);
-        __atomic_fetch_add(&rl_mmq4_count_[1], counts[1], __ATOMIC_RELAXED);
-    }
+    __atomic_fetch_add(&rl_mmq4_count_[2 * x2], counts[0], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rl_mmq4_count_[2 * x2 + 1], counts[1], __ATOMIC_RELAXED);
 }
 
 /* ---- the product: chunks of rows or of tokens over the pool ------------- */

@@ -37,5 +37,7 @@ int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_bloc
  * with whole-block sums and how many lane by lane, since the program
  * started (for tests and the benchmark: both ways give the same bits). */
 void rl_mm_q8_tiles4(size_t *whole, size_t *lanes);
+/* The same for :q8x2's tiles. */
+void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes);
 
 #endif
