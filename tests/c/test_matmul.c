@@ -229,7 +229,7 @@ static void whole_case(const whole_spec *c) {
     size_t w0, l0, w1, l1;
     tiles(&w0, &l0);
     rl_mm_q8_split4(xq, xr, N, NB, xs);
-    rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, c->x2, N, 0, ROWS, yd, NULL, wk);
+    rl_mm_q8_tile4_vnni(w, NB, ROWS, xq, xr, xs, N, 0, ROWS, yd, NULL, wk);
     tiles(&w1, &l1);
     CHECK_MSG((w1 > w0) == (c->want != 0) && (l1 > l0) == (c->want != 1),
               "whole sums, %s: %zu whole and %zu lane tiles, expected %s", c->name, w1 - w0,
