@@ -196,6 +196,72 @@ rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *wher
     return RL_OK;
 }
 
+/* ---- AVX-512 ----------------------------------------------------------- */
+
+/* q for 16 values, as int32: rl_q8_round8_avx2's rounding. */
+__attribute__((target(RL_TARGET_AVX512))) static inline __m512i
+rl_q8_round16_avx512(__m512 x, __m512 vid) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512i h = _mm512_castps_si512(_mm512_set1_ps(0x1.fffffep-2f));
+    __m512 v = _mm512_mul_ps(x, vid);
+    __asm__("" : "+v"(v)); /* no contraction with the add (RL_OPAQUE) */
+    const __m512 r = _mm512_add_ps(
+        v, _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), h)));
+    return _mm512_cvttps_epi32(r);
+}
+
+/* The AVX2 quantizer's steps, a block in two registers; the f16 scale by
+ * vcvtps2ph, which rounds to nearest even as rl_gguf_f32_to_f16 does (d is
+ * finite and not negative here). */
+__attribute__((target(RL_TARGET_AVX512))) rl_status
+rl_q8_quantize_f32_avx512(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+    if (n % RL_QK8_0)
+        return RL_BADLEN;
+    if (n && (!x || !y))
+        return RL_BADARG;
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+    size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
+    for (size_t b = 0; b < nb; b++) {
+        const float *xb = x + b * RL_QK8_0;
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        /* |x| as integers: one max gives amax and the non-finite test */
+        const uint32_t abits = (uint32_t)_mm512_reduce_max_epi32(
+            _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v0), absmask),
+                             _mm512_and_si512(_mm512_castps_si512(v1), absmask)));
+        if (abits >= 0x7f800000u) {
+            for (int j = 0; j < RL_QK8_0; j++) {
+                if (!isfinite(xb[j])) {
+                    if (where)
+                        *where = b * RL_QK8_0 + (size_t)j;
+                    return RL_NONFINITE;
+                }
+            }
+        }
+        const float amax = rl_gguf_f32_from_bits(abits);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (d >= RL_Q8_D_OVERFLOW && first_ovf == SIZE_MAX)
+            first_ovf = b;
+        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (__builtin_expect(isinf(id), 0)) {
+            rl_q8_quants_ref(xb, id, y[b].qs); /* f32-subnormal d: rare */
+            continue;
+        }
+        const __m512 vid = _mm512_set1_ps(id);
+        /* |q| <= 127: the narrowing keeps every value */
+        _mm_storeu_si128((__m128i *)(void *)y[b].qs,
+                         _mm512_cvtepi32_epi8(rl_q8_round16_avx512(v0, vid)));
+        _mm_storeu_si128((__m128i *)(void *)(y[b].qs + 16),
+                         _mm512_cvtepi32_epi8(rl_q8_round16_avx512(v1, vid)));
+    }
+    if (first_ovf != SIZE_MAX) {
+        if (where)
+            *where = first_ovf;
+        return RL_OVERFLOW;
+    }
+    return RL_OK;
+}
+
 /* ---- other sources: widen a chunk, quantize it ---------------------- */
 
 static void rl_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
@@ -257,8 +323,8 @@ rl_widen_avx2(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
     }
 }
 
-/* The quantizer's kernels per path (kernel.h): the AVX-512 paths have none
- * of their own and run AVX2's. */
+/* The quantizer's kernels per path (kernel.h): the AVX-512 paths quantize
+ * with their own function, and otherwise run AVX2's. */
 typedef struct {
     rl_status (*quantize)(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
     void (*widen)(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
@@ -268,8 +334,8 @@ typedef struct {
 static const rl_q8_path_kernels rl_q8_kernels[RL_PATH_COUNT] = {
     [RL_PATH_REF] = {rl_q8_quantize_f32_ref, rl_widen_ref, rl_q8_dequantize_ref},
     [RL_PATH_AVX2] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
-    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
-    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx512, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx512, rl_widen_avx2, rl_q8_dequantize_avx2},
 };
 
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
