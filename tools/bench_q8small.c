@@ -15,24 +15,7 @@
 #include "prims/matmul_q8.h"
 #include "prims/q8.h"
 #include "prims/rng.h"
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-#define TIME_US(reps, out, stmt)                                            \
-    do {                                                                    \
-        double t_[256];                                                     \
-        int n_ = (reps) > 256 ? 256 : (reps);                               \
-        for (int r_ = 0; r_ < n_; r_++) {                                   \
-            uint64_t t0_ = rl_bench_ns();                                   \
-            stmt;                                                           \
-            t_[r_] = (double)(rl_bench_ns() - t0_) * 1e-3;                  \
-        }                                                                   \
-        qsort(t_, (size_t)n_, sizeof *t_, cmp_d);                           \
-        (out) = t_[0];                                                      \
-    } while (0)
+#include "tools/bench_time.h"
 
 int main(int argc, char **argv) {
     const size_t n = argc > 1 ? (size_t)atoi(argv[1]) : 70;
@@ -48,7 +31,6 @@ int main(int argc, char **argv) {
     static const struct { const char *model; size_t d, ff, head_ff; } sizes[] = {
         {"s1-pico", 64, 128, 0}, {"s1-nano", 128, 256, 0}, {"s1-micro", 256, 512, 1024}};
     uint64_t g = 12345;
-    double sum[3] = {0, 0, 0};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         const size_t d = sizes[s].d, ff = sizes[s].ff;
         const struct { const char *name; size_t rows, cols; } prods[] = {
@@ -84,6 +66,5 @@ int main(int argc, char **argv) {
             free(wf), free(x), free(y), free(wq), free(xq), free(xr);
         }
     }
-    (void)sum;
     return 0;
 }
