@@ -74,20 +74,20 @@ typedef struct {
 
 /* exponent tables: no nonzero scale at a block; a set's lowest exponent
  * when it has no nonzero scale, and when one is not finite */
-enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000, RL_MMQ4_ZERO = 999 };
+enum { RL_MMQ16_NONE = -128, RL_MMQ16_EMPTY = 1000, RL_MMQ16_NONFINITE = -1000, RL_MMQ16_ZERO = 999 };
 
 /* tiles computed each way since the start, :q8's then Q8x2's
  * (rl_mm_q8_tiles4, rl_mm_q8x2_tiles4) */
-static size_t rl_mmq4_count_[4];
+static size_t rl_mmq16_count_[4];
 
 void rl_mm_q8_tiles4(size_t *whole, size_t *lanes) {
-    *whole = __atomic_load_n(&rl_mmq4_count_[0], __ATOMIC_RELAXED);
-    *lanes = __atomic_load_n(&rl_mmq4_count_[1], __ATOMIC_RELAXED);
+    *whole = __atomic_load_n(&rl_mmq16_count_[0], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq16_count_[1], __ATOMIC_RELAXED);
 }
 
 void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes) {
-    *whole = __atomic_load_n(&rl_mmq4_count_[2], __ATOMIC_RELAXED);
-    *lanes = __atomic_load_n(&rl_mmq4_count_[3], __ATOMIC_RELAXED);
+    *whole = __atomic_load_n(&rl_mmq16_count_[2], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq16_count_[3], __ATOMIC_RELAXED);
 }
 
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
@@ -99,7 +99,7 @@ size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
 
 /* -128 times the four lane sums of a block's quants */
 __attribute__((target(RL_TARGET_AVX2))) static void
-rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
+rl_mmq16_lane_sums(const int8_t *qs, int32_t c[4]) {
     /* pairs, quads, then the lanes' halves */
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)qs);
     const __m256i q4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
@@ -115,17 +115,17 @@ size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb) {
     return ns * nb * sizeof(rl_mmq16_wblk) + 2 * ns * sizeof(int32_t) + ns * nb + 64;
 }
 
-static void *rl_mmq4_align(const void *p) {
+static void *rl_mmq16_align(const void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
 /* The exponent of an f16 scale's last mantissa bit (-24 .. 5), or
- * RL_MMQ4_ZERO for a zero scale, RL_MMQ4_NONFINITE for infinity and NaN. */
-static inline int rl_mmq4_exp(uint16_t h) {
+ * RL_MMQ16_ZERO for a zero scale, RL_MMQ16_NONFINITE for infinity and NaN. */
+static inline int rl_mmq16_exp(uint16_t h) {
     const int e = (h >> 10) & 31;
     if (!(h & 0x7fff))
-        return RL_MMQ4_ZERO;
-    return e == 31 ? RL_MMQ4_NONFINITE : (e ? e : 1) - 25;
+        return RL_MMQ16_ZERO;
+    return e == 31 ? RL_MMQ16_NONFINITE : (e ? e : 1) - 25;
 }
 
 /* The rows of a group of four from row r of W (nb blocks a row, rows up to
@@ -153,10 +153,10 @@ rl_mm_q8_block4(const rl_block_q8_0 *const wr[4], size_t b, __m512i *w01, __m512
 
 __attribute__((target(RL_TARGET_AVX2))) void
 rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out) {
-    rl_mmq16_xblk *xs = rl_mmq4_align(out);
+    rl_mmq16_xblk *xs = rl_mmq16_align(out);
     const size_t nq = (n + 3) / 4;
     /* per quad and block the magnitude bound, per quad its largest and the
-     * lowest exponent (rl_mmq4_exact) */
+     * lowest exponent (rl_mmq16_exact) */
     uint64_t *xmag = (uint64_t *)(void *)(xs + n * nb);
     uint64_t *xmax = xmag + nq * nb;
     int32_t *xlo = (int32_t *)(void *)(xmax + nq);
@@ -164,10 +164,10 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
         for (size_t b = 0; b < nb; b++) {
             rl_mmq16_xblk *o = xs + t * nb + b;
             const rl_block_q8_0 *blk = xq + t * nb + b;
-            rl_mmq4_lane_sums(blk->qs, o->c);
+            rl_mmq16_lane_sums(blk->qs, o->c);
             o->call = o->c[0] + o->c[1] + o->c[2] + o->c[3];
             if (xr) {
-                rl_mmq4_lane_sums(xr + (t * nb + b) * 32, o->cr);
+                rl_mmq16_lane_sums(xr + (t * nb + b) * 32, o->cr);
                 o->callr = o->cr[0] + o->cr[1] + o->cr[2] + o->cr[3];
             } else {
                 memset(o->cr, 0, sizeof o->cr);
@@ -176,18 +176,18 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
             o->dx = (double)rl_gguf_f16_to_f32(blk->d) * (xr ? 0x1p-7 : 1.0);
         }
     for (size_t q = 0; q < nq; q++) {
-        xlo[q] = RL_MMQ4_EMPTY;
+        xlo[q] = RL_MMQ16_EMPTY;
         for (size_t k = 0; k < 4 && 4 * q + k < n; k++)
             for (size_t b = 0; b < nb; b++) {
-                const int e = rl_mmq4_exp(xq[(4 * q + k) * nb + b].d);
-                if (e != RL_MMQ4_ZERO && e < xlo[q])
-                    xlo[q] = e; /* RL_MMQ4_NONFINITE (below any) for infinity, NaN */
+                const int e = rl_mmq16_exp(xq[(4 * q + k) * nb + b].d);
+                if (e != RL_MMQ16_ZERO && e < xlo[q])
+                    xlo[q] = e; /* RL_MMQ16_NONFINITE (below any) for infinity, NaN */
             }
         /* the bound: the largest sum of |quants| times 2^(exponent - lowest);
          * a quad with a scale not finite never takes whole blocks (the
          * product's callers quantize only finite activations) */
         xmax[q] = 0;
-        if (xlo[q] == RL_MMQ4_NONFINITE) {
+        if (xlo[q] == RL_MMQ16_NONFINITE) {
             memset(xmag + q * nb, 0, nb * sizeof *xmag);
             xmax[q] = UINT64_MAX;
             continue;
@@ -196,8 +196,8 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
             uint64_t m = 0;
             for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
                 const rl_block_q8_0 *blk = xq + (4 * q + k) * nb + b;
-                const int e = rl_mmq4_exp(blk->d);
-                if (e == RL_MMQ4_ZERO)
+                const int e = rl_mmq16_exp(blk->d);
+                if (e == RL_MMQ16_ZERO)
                     continue;
                 const __m256i a = _mm256_sad_epu8(
                     _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)blk->qs)),
@@ -249,15 +249,15 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
                 for (size_t i = 0; i < 4; i++)
                     wr[g][i] = w + (r1 - 1) * nb;
         }
-        /* exponents as rl_mmq4_exp finds them, four rows at once, from the
+        /* exponents as rl_mmq16_exp finds them, four rows at once, from the
          * scales widened to f32 (exact): a normal f16 of exponent e is an
          * f32 of exponent e + 112, a subnormal one at least 2^-24 */
-        __m128i elo = _mm_set1_epi32(RL_MMQ4_EMPTY), etop = _mm_set1_epi32(RL_MMQ4_NONE);
+        __m128i elo = _mm_set1_epi32(RL_MMQ16_EMPTY), etop = _mm_set1_epi32(RL_MMQ16_NONE);
         __mmask8 bad = 0;
         for (size_t b = 0; b < nb; b++) {
             rl_mmq16_wblk *ob = out + set * nb + b;
             __m512i v[2][4]; /* dwords 0..3, 4..7 of group g: lane h, rows in order */
-            __m128i eb = _mm_set1_epi32(RL_MMQ4_NONE);
+            __m128i eb = _mm_set1_epi32(RL_MMQ16_NONE);
             for (int g = 0; g < 4; g++) {
                 __m512i w01, w23;
                 const __m128 d4 = rl_mm_q8_block4(wr[g], b, &w01, &w23);
@@ -271,7 +271,7 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
                 const __m128i e = _mm_max_epi32(_mm_sub_epi32(fe, _mm_set1_epi32(137)),
                                                 _mm_set1_epi32(-24));
                 elo = _mm_mask_min_epi32(elo, nz, elo, e);
-                eb = _mm_max_epi32(eb, _mm_mask_mov_epi32(_mm_set1_epi32(RL_MMQ4_NONE), nz, e));
+                eb = _mm_max_epi32(eb, _mm_mask_mov_epi32(_mm_set1_epi32(RL_MMQ16_NONE), nz, e));
             }
             /* lane h of the four groups' vectors, side by side: vector h */
             for (int k = 0; k < 2; k++) {
@@ -293,7 +293,7 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
         elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0xb1));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0x4e));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0xb1));
-        wlo[2 * set] = bad ? RL_MMQ4_NONFINITE : _mm_cvtsi128_si32(elo);
+        wlo[2 * set] = bad ? RL_MMQ16_NONFINITE : _mm_cvtsi128_si32(elo);
         wlo[2 * set + 1] = _mm_cvtsi128_si32(etop);
     }
     return ns;
@@ -430,19 +430,19 @@ rl_mmq16_whole(const rl_mmq16_wblk *ws, const rl_block_q8_0 *xq, const int8_t *x
 /* Whether the sums of a set of 16 rows (whi, wlo: its
  * exponent tables) with a quad (xmag, xmax: its bounds) are exact, as
  * above: at once when the largest of each allows it, else block by block. */
-static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
+static int rl_mmq16_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
                          uint64_t xmax, size_t nb) {
     const uint64_t limit = (uint64_t)1 << 24;
-    if (wlo[0] == RL_MMQ4_NONFINITE || xmax == UINT64_MAX)
+    if (wlo[0] == RL_MMQ16_NONFINITE || xmax == UINT64_MAX)
         return 0;
-    if (wlo[1] == RL_MMQ4_NONE || xmax == 0)
+    if (wlo[1] == RL_MMQ16_NONE || xmax == 0)
         return 1; /* every term is zero */
     const int32_t spread = wlo[1] - wlo[0]; /* 0 .. 29 */
     if (spread <= 24 && xmax <= (limit >> spread) / nb)
         return 1;
     uint64_t sum = 0;
     for (size_t b = 0; b < nb; b++) {
-        if (whi[b] == RL_MMQ4_NONE || !xmag[b])
+        if (whi[b] == RL_MMQ16_NONE || !xmag[b])
             continue; /* no term of the block is nonzero */
         const int e = whi[b] - wlo[0];
         if (e > 24 || xmag[b] > limit >> e || (sum += xmag[b] << e) > limit)
@@ -455,8 +455,8 @@ __attribute__((target(RL_TARGET_VNNI))) void
 rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
                     const int8_t *xr, const void *xsplit, size_t n, size_t r0, size_t r1,
                     double *yd, float *yf, void *scratch) {
-    rl_mmq16_wblk *wk = rl_mmq4_align(scratch);
-    const rl_mmq16_xblk *xs = rl_mmq4_align(xsplit);
+    rl_mmq16_wblk *wk = rl_mmq16_align(scratch);
+    const rl_mmq16_xblk *xs = rl_mmq16_align(xsplit);
     const size_t nq = (n + 3) / 4;
     const uint64_t *xmag = (const uint64_t *)(const void *)(xs + n * nb);
     const uint64_t *xmax = xmag + nq * nb;
@@ -471,7 +471,7 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_blo
             const size_t r = r0 + 16 * set;
             const size_t nr = r1 - r < 16 ? r1 - r : 16;
             const rl_mmq16_wblk *ws = wk + set * nb;
-            if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
+            if (rl_mmq16_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
                               nb)) {
                 if (x2)
                     rl_mmq16_whole(ws, xq, xr, xs, 1, nb, rows, r, nr, t0, nt, yd, yf);
@@ -491,23 +491,23 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_blo
             }
         }
     }
-    __atomic_fetch_add(&rl_mmq4_count_[2 * x2], counts[0], __ATOMIC_RELAXED);
-    __atomic_fetch_add(&rl_mmq4_count_[2 * x2 + 1], counts[1], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rl_mmq16_count_[2 * x2], counts[0], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rl_mmq16_count_[2 * x2 + 1], counts[1], __ATOMIC_RELAXED);
 }
 
 /* ---- the product: chunks of rows or of tokens over the pool ------------- */
 
-/* Rows per arranged tile: four sets of RL_MMQ4_GROUPS groups (about 60 KB
- * for 768 columns), each set's blocks read from L2 while a quad's split
- * activations stay in L1. */
-#define RL_MMQ4_TILE 64
+/* Rows per arranged tile: four sets of 16 rows (about 60 KB for 768
+ * columns), each set's blocks read from L2 while a quad's quants and sums
+ * stay in L1. */
+#define RL_MMQ16_TILE 64
 
 /* From this many tokens per thread each thread takes a run of tokens, not
  * of rows: it splits its own tokens and reads them from its own cache,
  * where a split shared by all would be fetched from the core that wrote it
- * (the whole split is some 2 KB a token), at the price of arranging every
+ * (the split is some 48 bytes a token and block), at the price of arranging every
  * weight row in each thread (some 0.1 us a row of 768 columns). */
-#define RL_MMQ4_TOKENS_PER_THREAD 32
+#define RL_MMQ16_TOKENS_PER_THREAD 32
 
 typedef struct {
     const rl_block_q8_0 *w, *xq;
@@ -520,17 +520,17 @@ typedef struct {
     size_t split_bytes; /* per chunk */
     char *arranged;     /* one per chunk */
     size_t arranged_bytes;
-} rl_mmq4_job;
+} rl_mmq16_job;
 
-static void rl_mmq4_run(void *ctx, int ith, int nth) {
-    const rl_mmq4_job *j = ctx;
+static void rl_mmq16_run(void *ctx, int ith, int nth) {
+    const rl_mmq16_job *j = ctx;
     char *wk = j->arranged + (size_t)ith * j->arranged_bytes;
     if (!j->by_tokens) {
         size_t r0, r1;
         rl_pool_chunk(j->rows, ith, nth, 4, &r0, &r1);
-        for (size_t r = r0; r < r1; r += RL_MMQ4_TILE)
+        for (size_t r = r0; r < r1; r += RL_MMQ16_TILE)
             rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, j->xq, j->xr, j->split, j->n, r,
-                                r1 - r < RL_MMQ4_TILE ? r1 : r + RL_MMQ4_TILE, j->yd, j->yf, wk);
+                                r1 - r < RL_MMQ16_TILE ? r1 : r + RL_MMQ16_TILE, j->yd, j->yf, wk);
         return;
     }
     size_t t0, t1;
@@ -543,23 +543,23 @@ static void rl_mmq4_run(void *ctx, int ith, int nth) {
     rl_mm_q8_split4(xq, xr, t1 - t0, j->nb, xs);
     double *yd = j->yd ? j->yd + t0 * j->rows : NULL;
     float *yf = j->yf ? j->yf + t0 * j->rows : NULL;
-    for (size_t r = 0; r < j->rows; r += RL_MMQ4_TILE)
+    for (size_t r = 0; r < j->rows; r += RL_MMQ16_TILE)
         rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, xq, xr, xs, t1 - t0, r,
-                            j->rows - r < RL_MMQ4_TILE ? j->rows : r + RL_MMQ4_TILE, yd, yf, wk);
+                            j->rows - r < RL_MMQ16_TILE ? j->rows : r + RL_MMQ16_TILE, yd, yf, wk);
 }
 
 int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_block_q8_0 *xq,
                    const int8_t *xr, size_t n, double *yd, float *yf, int nth) {
-    rl_mmq4_job j = {.w = w, .xq = xq, .xr = xr, .rows = rows, .nb = nb, .n = n, .yd = yd,
+    rl_mmq16_job j = {.w = w, .xq = xq, .xr = xr, .rows = rows, .nb = nb, .n = n, .yd = yd,
                      .yf = yf};
     nth = nth < 1 ? 1 : nth;
-    j.by_tokens = nth > 1 && n >= (size_t)nth * RL_MMQ4_TOKENS_PER_THREAD;
+    j.by_tokens = nth > 1 && n >= (size_t)nth * RL_MMQ16_TOKENS_PER_THREAD;
     const size_t chunks = j.by_tokens ? (size_t)nth
                                       : (size_t)rl_pool_split_chunks(nth, (rows + 3) / 4);
     /* a chunk of tokens holds at most this many (rl_pool_chunk's share) */
     const size_t most = j.by_tokens ? ((n + chunks - 1) / chunks + 3) / 4 * 4 : n;
     j.split_bytes = (rl_mm_q8_split4_bytes(most, nb, xr != NULL) + 63) / 64 * 64;
-    j.arranged_bytes = (rl_mm_q8_arranged4_bytes(RL_MMQ4_TILE, nb) + 63) / 64 * 64;
+    j.arranged_bytes = (rl_mm_q8_arranged4_bytes(RL_MMQ16_TILE, nb) + 63) / 64 * 64;
     const size_t splits = j.by_tokens ? chunks : 1;
     if (j.split_bytes > SIZE_MAX / 2 / splits || j.arranged_bytes > SIZE_MAX / 2 / chunks)
         return 0;
@@ -569,7 +569,7 @@ int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_bloc
     j.split = mem, j.arranged = mem + splits * j.split_bytes;
     if (!j.by_tokens)
         rl_mm_q8_split4(xq, xr, n, nb, j.split);
-    rl_pool_run_split((int)chunks, nth, rl_mmq4_run, &j);
+    rl_pool_run_split((int)chunks, nth, rl_mmq16_run, &j);
     free(mem);
     return 1;
 }
