@@ -1,5 +1,5 @@
 /* matmul_q8.c - the token-tiled Q8_0 kernel of the AVX-512 VNNI path (see
- * matmul_q8.h): a vector slot per (row, token) pair.
+ * matmul_q8.h): a vector slot per weight row, sixteen rows a vector.
  */
 #include "prims/matmul_q8.h"
 
@@ -17,28 +17,27 @@
  * vpdpbusd, which multiplies unsigned by signed bytes: the weights go in as
  * w + 128 (w ^ 0x80, 0..255, -128 included) and each sum starts at -128
  * times the sum of the activation quants it meets, so every step is an
- * exact integer.  A vector slot is a (row, token) pair, slot 4k + i for
- * row i and token k of a 4 x 4 tile, so that one scale product dw * dx and
- * one conversion to double serve a whole vector of lane sums; there is a
- * vector per lane:
- *   - weights (rl_mmq4_wblk, arranged per call, per 4-row group and block):
- *     dword h (half h of lane h / 2) of rows 0..3, + 128, broadcast to
- *     the four tokens when loaded; and the rows' scales;
- *   - activations (rl_mmq4_xblk, split once per call, per 4-token quad and
- *     block): the quants as they are, dwords 0..3 and 4..7 of token k in
- *     16-byte lane k of two vectors, so one in-lane shuffle puts dword h of
- *     token k in slots 4k..4k+3; -128 * the block's sum of quants (and, in
- *     rl_mmq4_cblk, each lane's) in those slots; and the scales of tokens
- *     0, 1 (dx[0]) and 2, 3 (dx[1]) four times each (with Q8x2's 2^-7,
- *     exact); Q8x2's residual quants and their lanes' sums beside
- *     (rl_mmq4_rblk).
- * A double half of a slot vector is then tokens 0, 1 (or 2, 3) of the four
- * rows, and the 16 pairs' scales are formed once per block.
+ * exact integer.  A vector slot is a weight row, slot i for row i of a set
+ * of sixteen, so that one vector of scale products dw * dx and two
+ * conversions to double serve sixteen sums of one token:
+ *   - weights (rl_mmq16_wblk, arranged per call, per set of 16 rows and
+ *     block): dword h of the 16 rows, + 128, a vector for each h, loaded
+ *     once per block and used by every token of a tile; and the rows'
+ *     scales in double;
+ *   - activations: the quants where they are (the Q8_0 blocks, Q8x2's
+ *     residuals), dword h of a token broadcast to every slot by the
+ *     product's own memory operand; per token and block (rl_mmq16_xblk,
+ *     gathered once per call) -128 * the block's sum of quants and each
+ *     lane's, the same for Q8x2's residuals, and the scale (with Q8x2's
+ *     2^-7, exact).
+ * A tile is a set of 16 rows and four tokens; its sums are in 4 vectors,
+ * one a token, each dword of the weights' eight vectors meeting the four
+ * tokens in turn.
  *
  * Two ways, the same bits:
- *   - lanes (rl_mmq4_lanes): doc/products.md §1 as written, a double accumulator per
- *     lane, the scales of 16 pairs formed once per block for all four lanes;
- *   - whole blocks (rl_mmq4_whole), when every sum is exact.  A term of
+ *   - lanes (rl_mmq16_lanes): doc/products.md §1 as written, a double accumulator per
+ *     lane, one token at a time;
+ *   - whole blocks (rl_mmq16_whole), when every sum is exact.  A term of
  *     row r, token t, block b is s * dw * dx with |s| <= 128 * A (A: the
  *     sum of the token block's |quants|, at most 32 * 127; the four lane
  *     sums together are bounded the same way) and dw * dx the product of
@@ -55,59 +54,52 @@
  *     accumulator over whole-block sums gives that very double.  A zero
  *     scale adds exact zeros (never -0 to +0) and does not count; an
  *     infinite or NaN scale rules this way out (an activation's never
- *     is: the product quantizes finite values only).  The bounds are gathered once per call, with the split
- *     and the arrangement, and the test costs a comparison per tile where
+ *     is: the product quantizes finite values only).  Q8x2 the same way:
+ *     a lane's sum is 128 * s_q + s_r (the 2^-7 rides on dx, exactly), so
+ *     with A = 128 * A_q + A_r (the quants' and the residuals' sums of
+ *     |quants|) every term is below 2^29 * A units of 2^(lo_w + lo_x - 7)
+ *     and the same test holds.  The bounds are gathered once per call,
+ *     with the split and the arrangement, and the test costs a comparison per tile where
  *     the largest X_b and Ew_b alone satisfy it. */
 typedef struct {
-    /* the tokens' quants: dwords 0..3 of token k in q[0][4k..4k+3], dwords
-     * 4..7 in q[1][4k..]; rl_mmq4_x spreads them */
-    int32_t q[2][16];
-    int32_t call[16];
-    double dx[2][8];
-} rl_mmq4_xblk;
-
-/* the lanes' corrections, apart: only the lane-by-lane kernel reads them */
-typedef struct {
-    int32_t c[4][16];
-} rl_mmq4_cblk;
-
-/* Q8x2 (doc/products.md §2): the residual quants as q above, and their lanes'
- * corrections as c; the scales dx then carry the 2^-7 (exactly) */
-typedef struct {
-    int32_t q[2][16];
-    int32_t c[4][16];
-} rl_mmq4_rblk;
+    int32_t w[8][16];
+    double dw[16];
+} rl_mmq16_wblk;
 
 typedef struct {
-    int32_t w[8][4];
-    double dw[4];
-} rl_mmq4_wblk;
+    double dx;
+    int32_t call, callr;  /* -128 x the block's sum of quants, of residuals (Q8x2) */
+    int32_t c[4], cr[4];  /* the same per lane */
+} rl_mmq16_xblk;
 
-/* exponent tables: no nonzero scale at a block; a group's lowest exponent
+/* exponent tables: no nonzero scale at a block; a set's lowest exponent
  * when it has no nonzero scale, and when one is not finite */
-enum { RL_MMQ4_NONE = -128, RL_MMQ4_EMPTY = 1000, RL_MMQ4_NONFINITE = -1000, RL_MMQ4_ZERO = 999 };
+enum { RL_MMQ16_NONE = -128, RL_MMQ16_EMPTY = 1000, RL_MMQ16_NONFINITE = -1000, RL_MMQ16_ZERO = 999 };
 
-/* groups (of four rows) arranged at once: the whole-block kernel's */
-#define RL_MMQ4_GROUPS 4
-
-/* tiles computed each way since the start (rl_mm_q8_tiles4) */
-static size_t rl_mmq4_count_[2];
+/* tiles computed each way since the start, :q8's then Q8x2's
+ * (rl_mm_q8_tiles4, rl_mm_q8x2_tiles4) */
+static size_t rl_mmq16_count_[4];
 
 void rl_mm_q8_tiles4(size_t *whole, size_t *lanes) {
-    *whole = __atomic_load_n(&rl_mmq4_count_[0], __ATOMIC_RELAXED);
-    *lanes = __atomic_load_n(&rl_mmq4_count_[1], __ATOMIC_RELAXED);
+    *whole = __atomic_load_n(&rl_mmq16_count_[0], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq16_count_[1], __ATOMIC_RELAXED);
+}
+
+void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes) {
+    *whole = __atomic_load_n(&rl_mmq16_count_[2], __ATOMIC_RELAXED);
+    *lanes = __atomic_load_n(&rl_mmq16_count_[3], __ATOMIC_RELAXED);
 }
 
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
+    (void)x2;
     const size_t nq = (n + 3) / 4;
-    return nq * nb * (sizeof(rl_mmq4_xblk) + sizeof(rl_mmq4_cblk) + sizeof(uint64_t) +
-                      (x2 ? sizeof(rl_mmq4_rblk) : 0)) +
+    return n * nb * sizeof(rl_mmq16_xblk) + nq * nb * sizeof(uint64_t) +
            nq * (sizeof(uint64_t) + sizeof(int32_t)) + 64;
 }
 
 /* -128 times the four lane sums of a block's quants */
 __attribute__((target(RL_TARGET_AVX2))) static void
-rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
+rl_mmq16_lane_sums(const int8_t *qs, int32_t c[4]) {
     /* pairs, quads, then the lanes' halves */
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)qs);
     const __m256i q4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
@@ -119,21 +111,21 @@ rl_mmq4_lane_sums(const int8_t *qs, int32_t c[4]) {
 }
 
 size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb) {
-    const size_t ng = (rows + 4 * RL_MMQ4_GROUPS - 1) / (4 * RL_MMQ4_GROUPS) * RL_MMQ4_GROUPS;
-    return ng * nb * sizeof(rl_mmq4_wblk) + ng * sizeof(int32_t) + ng * nb + 64;
+    const size_t ns = (rows + 15) / 16;
+    return ns * nb * sizeof(rl_mmq16_wblk) + 2 * ns * sizeof(int32_t) + ns * nb + 64;
 }
 
-static void *rl_mmq4_align(const void *p) {
+static void *rl_mmq16_align(const void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
 /* The exponent of an f16 scale's last mantissa bit (-24 .. 5), or
- * RL_MMQ4_ZERO for a zero scale, RL_MMQ4_NONFINITE for infinity and NaN. */
-static inline int rl_mmq4_exp(uint16_t h) {
+ * RL_MMQ16_ZERO for a zero scale, RL_MMQ16_NONFINITE for infinity and NaN. */
+static inline int rl_mmq16_exp(uint16_t h) {
     const int e = (h >> 10) & 31;
     if (!(h & 0x7fff))
-        return RL_MMQ4_ZERO;
-    return e == 31 ? RL_MMQ4_NONFINITE : (e ? e : 1) - 25;
+        return RL_MMQ16_ZERO;
+    return e == 31 ? RL_MMQ16_NONFINITE : (e ? e : 1) - 25;
 }
 
 /* The rows of a group of four from row r of W (nb blocks a row, rows up to
@@ -159,70 +151,43 @@ rl_mm_q8_block4(const rl_block_q8_0 *const wr[4], size_t b, __m512i *w01, __m512
                                        (short)wr[3][b].d, 0, 0, 0, 0));
 }
 
-/* Where block 0 of arranged group g is: block b is RL_MMQ4_GROUPS further
- * on per block, so a set's groups are read as one stream. */
-static inline size_t set_base(size_t g, size_t nb) {
-    return g / RL_MMQ4_GROUPS * nb * RL_MMQ4_GROUPS + g % RL_MMQ4_GROUPS;
-}
-
 __attribute__((target(RL_TARGET_AVX2))) void
 rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out) {
-    rl_mmq4_xblk *xs = rl_mmq4_align(out);
+    rl_mmq16_xblk *xs = rl_mmq16_align(out);
     const size_t nq = (n + 3) / 4;
-    rl_mmq4_cblk *cs = (rl_mmq4_cblk *)(void *)(xs + nq * nb);
-    rl_mmq4_rblk *rs = (rl_mmq4_rblk *)(void *)(cs + nq * nb); /* with xr */
     /* per quad and block the magnitude bound, per quad its largest and the
-     * lowest exponent (rl_mmq4_exact) */
-    uint64_t *xmag = (uint64_t *)(void *)(xr ? (void *)(rs + nq * nb) : (void *)(cs + nq * nb));
+     * lowest exponent (rl_mmq16_exact) */
+    uint64_t *xmag = (uint64_t *)(void *)(xs + n * nb);
     uint64_t *xmax = xmag + nq * nb;
     int32_t *xlo = (int32_t *)(void *)(xmax + nq);
-    if (n % 4) { /* padding tokens: quants 0, scale 0 */
-        memset(xs + (nq - 1) * nb, 0, nb * sizeof *xs);
-        memset(cs + (nq - 1) * nb, 0, nb * sizeof *cs);
-        if (xr)
-            memset(rs + (nq - 1) * nb, 0, nb * sizeof *rs);
-    }
-    for (size_t q = 0; q < nq; q++) {
-        xlo[q] = RL_MMQ4_EMPTY;
-        for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
-            const size_t t = 4 * q + k;
-            for (size_t b = 0; b < nb; b++) {
-                rl_mmq4_xblk *o = xs + q * nb + b;
-                const rl_block_q8_0 *blk = xq + t * nb + b;
-                int32_t c[4];
-                memcpy(&o->q[0][4 * k], blk->qs, 16);
-                memcpy(&o->q[1][4 * k], blk->qs + 16, 16);
-                rl_mmq4_lane_sums(blk->qs, c);
-                if (xr) {
-                    const int8_t *r = xr + (t * nb + b) * 32;
-                    rl_mmq4_rblk *ro = rs + q * nb + b;
-                    int32_t cr[4];
-                    memcpy(&ro->q[0][4 * k], r, 16);
-                    memcpy(&ro->q[1][4 * k], r + 16, 16);
-                    rl_mmq4_lane_sums(r, cr);
-                    for (int l = 0; l < 4; l++)
-                        _mm_storeu_si128((__m128i *)(void *)&ro->c[l][4 * k],
-                                         _mm_set1_epi32(cr[l]));
-                }
-                for (int l = 0; l < 4; l++)
-                    _mm_storeu_si128((__m128i *)(void *)&cs[q * nb + b].c[l][4 * k],
-                                     _mm_set1_epi32(c[l]));
-                _mm_storeu_si128((__m128i *)(void *)&o->call[4 * k],
-                                 _mm_set1_epi32(c[0] + c[1] + c[2] + c[3]));
-                _mm256_storeu_pd(&o->dx[k / 2][4 * (k % 2)],
-                                 _mm256_set1_pd((double)rl_gguf_f16_to_f32(blk->d) *
-                                                (xr ? 0x1p-7 : 1.0)));
-                const int e = rl_mmq4_exp(blk->d);
-                if (e != RL_MMQ4_ZERO && e < xlo[q])
-                    xlo[q] = e; /* RL_MMQ4_NONFINITE (below any) for infinity, NaN */
+    for (size_t t = 0; t < n; t++)
+        for (size_t b = 0; b < nb; b++) {
+            rl_mmq16_xblk *o = xs + t * nb + b;
+            const rl_block_q8_0 *blk = xq + t * nb + b;
+            rl_mmq16_lane_sums(blk->qs, o->c);
+            o->call = o->c[0] + o->c[1] + o->c[2] + o->c[3];
+            if (xr) {
+                rl_mmq16_lane_sums(xr + (t * nb + b) * 32, o->cr);
+                o->callr = o->cr[0] + o->cr[1] + o->cr[2] + o->cr[3];
+            } else {
+                memset(o->cr, 0, sizeof o->cr);
+                o->callr = 0;
             }
+            o->dx = (double)rl_gguf_f16_to_f32(blk->d) * (xr ? 0x1p-7 : 1.0);
         }
+    for (size_t q = 0; q < nq; q++) {
+        xlo[q] = RL_MMQ16_EMPTY;
+        for (size_t k = 0; k < 4 && 4 * q + k < n; k++)
+            for (size_t b = 0; b < nb; b++) {
+                const int e = rl_mmq16_exp(xq[(4 * q + k) * nb + b].d);
+                if (e != RL_MMQ16_ZERO && e < xlo[q])
+                    xlo[q] = e; /* RL_MMQ16_NONFINITE (below any) for infinity, NaN */
+            }
         /* the bound: the largest sum of |quants| times 2^(exponent - lowest);
          * a quad with a scale not finite never takes whole blocks (the
-         * product's callers quantize only finite activations), nor does
-         * Q8x2 (its sums are 2^7 times larger, rarely exact) */
+         * product's callers quantize only finite activations) */
         xmax[q] = 0;
-        if (xlo[q] == RL_MMQ4_NONFINITE || xr) { /* Q8x2: lane by lane */
+        if (xlo[q] == RL_MMQ16_NONFINITE) {
             memset(xmag + q * nb, 0, nb * sizeof *xmag);
             xmax[q] = UINT64_MAX;
             continue;
@@ -231,16 +196,26 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
             uint64_t m = 0;
             for (size_t k = 0; k < 4 && 4 * q + k < n; k++) {
                 const rl_block_q8_0 *blk = xq + (4 * q + k) * nb + b;
-                const int e = rl_mmq4_exp(blk->d);
-                if (e == RL_MMQ4_ZERO)
+                const int e = rl_mmq16_exp(blk->d);
+                if (e == RL_MMQ16_ZERO)
                     continue;
                 const __m256i a = _mm256_sad_epu8(
                     _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(const void *)blk->qs)),
                     _mm256_setzero_si256());
-                const uint64_t sum = (uint64_t)(_mm256_extract_epi64(a, 0) +
-                                                _mm256_extract_epi64(a, 1) +
-                                                _mm256_extract_epi64(a, 2) +
-                                                _mm256_extract_epi64(a, 3));
+                uint64_t sum = (uint64_t)(_mm256_extract_epi64(a, 0) +
+                                          _mm256_extract_epi64(a, 1) +
+                                          _mm256_extract_epi64(a, 2) +
+                                          _mm256_extract_epi64(a, 3));
+                if (xr) { /* Q8x2: 128 * A + the residuals' sum of |quants| */
+                    const __m256i ar = _mm256_sad_epu8(
+                        _mm256_abs_epi8(_mm256_loadu_si256(
+                            (const __m256i *)(const void *)(xr + ((4 * q + k) * nb + b) * 32))),
+                        _mm256_setzero_si256());
+                    sum = 128 * sum + (uint64_t)(_mm256_extract_epi64(ar, 0) +
+                                                 _mm256_extract_epi64(ar, 1) +
+                                                 _mm256_extract_epi64(ar, 2) +
+                                                 _mm256_extract_epi64(ar, 3));
+                }
                 if ((sum << (e - xlo[q])) > m)
                     m = sum << (e - xlo[q]);
             }
@@ -251,239 +226,223 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
     }
 }
 
-/* Rows [r0, r1) into groups of four (a short last group repeats its last
- * row), padded to a multiple of RL_MMQ4_GROUPS groups by repeating the
- * last; each group's spread after the groups.  Returns the group count. */
+
+/* Rows [r0, r1) into sets of 16 (a short set repeats its last row), each
+ * set's blocks in order; after them the sets' exponent tables.  Returns the
+ * set count. */
 __attribute__((target(RL_TARGET_VNNI))) static size_t
-rl_mmq4_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq4_wblk *out) {
+rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq16_wblk *out) {
     /* dword h of row i to slot 4h + i: rows 0, 1 in w01, rows 2, 3 in w23 */
     const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
     const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
     const __m512i c80 = _mm512_set1_epi8((char)0x80);
-    const size_t ng = (r1 - r0 + 4 * RL_MMQ4_GROUPS - 1) / (4 * RL_MMQ4_GROUPS) * RL_MMQ4_GROUPS;
-    /* exponent tables per set of RL_MMQ4_GROUPS groups */
-    int32_t *wlo = (int32_t *)(void *)(out + ng * nb);
-    int8_t *whi = (int8_t *)(wlo + ng);
-    memset(whi, RL_MMQ4_NONE, ng / RL_MMQ4_GROUPS * nb);
-    for (size_t k = 0; k < ng / RL_MMQ4_GROUPS; k++) /* lowest, highest */
-        wlo[2 * k] = RL_MMQ4_EMPTY, wlo[2 * k + 1] = RL_MMQ4_NONE;
-    size_t g = 0;
-    for (size_t r = r0; r < r1; r += 4, g++) {
-        const rl_block_q8_0 *wr[4];
-        rl_mm_q8_group(w, nb, r, r1, wr);
-        /* block b of group g: the set's blocks in order, the set's groups
-         * side by side within a block */
-        rl_mmq4_wblk *o = out + set_base(g, nb);
-        const size_t set = g / RL_MMQ4_GROUPS;
-        /* exponents as rl_mmq4_exp finds them, four rows at once, from the
+    const size_t ns = (r1 - r0 + 15) / 16;
+    int32_t *wlo = (int32_t *)(void *)(out + ns * nb);
+    int8_t *whi = (int8_t *)(wlo + 2 * ns);
+    for (size_t set = 0; set < ns; set++) {
+        const rl_block_q8_0 *wr[4][4];
+        for (size_t g = 0; g < 4; g++) {
+            const size_t r = r0 + 16 * set + 4 * g;
+            if (r < r1)
+                rl_mm_q8_group(w, nb, r, r1, wr[g]);
+            else
+                for (size_t i = 0; i < 4; i++)
+                    wr[g][i] = w + (r1 - 1) * nb;
+        }
+        /* exponents as rl_mmq16_exp finds them, four rows at once, from the
          * scales widened to f32 (exact): a normal f16 of exponent e is an
          * f32 of exponent e + 112, a subnormal one at least 2^-24 */
-        __m128i elo = _mm_set1_epi32(RL_MMQ4_EMPTY), etop = _mm_set1_epi32(RL_MMQ4_NONE);
+        __m128i elo = _mm_set1_epi32(RL_MMQ16_EMPTY), etop = _mm_set1_epi32(RL_MMQ16_NONE);
         __mmask8 bad = 0;
         for (size_t b = 0; b < nb; b++) {
-            __m512i w01, w23;
-            const __m128 d4 = rl_mm_q8_block4(wr, b, &w01, &w23);
-            rl_mmq4_wblk *ob = o + b * RL_MMQ4_GROUPS;
-            _mm512_storeu_si512(&ob->w[0][0],
-                                _mm512_xor_si512(_mm512_permutex2var_epi32(w01, lo, w23), c80));
-            _mm512_storeu_si512(&ob->w[4][0],
-                                _mm512_xor_si512(_mm512_permutex2var_epi32(w01, hi, w23), c80));
-            _mm256_storeu_pd(ob->dw, _mm256_cvtps_pd(d4));
-            const __m128i fe = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(d4), 23),
-                                             _mm_set1_epi32(0xff));
-            const __mmask8 nz = _mm_cmpneq_epi32_mask(fe, _mm_setzero_si128()) & 0xf;
-            bad |= _mm_cmpeq_epi32_mask(fe, _mm_set1_epi32(0xff)) & 0xf;
-            const __m128i e = _mm_max_epi32(_mm_sub_epi32(fe, _mm_set1_epi32(137)),
-                                            _mm_set1_epi32(-24));
-            elo = _mm_mask_min_epi32(elo, nz, elo, e);
-            __m128i eh = _mm_mask_mov_epi32(_mm_set1_epi32(RL_MMQ4_NONE), nz, e);
-            etop = _mm_max_epi32(etop, eh);
-            eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0x4e));
-            eh = _mm_max_epi32(eh, _mm_shuffle_epi32(eh, 0xb1));
-            const int top = _mm_cvtsi128_si32(eh);
-            int8_t *bhi = &whi[set * nb + b];
-            *bhi = (int8_t)(top > *bhi ? top : *bhi);
+            rl_mmq16_wblk *ob = out + set * nb + b;
+            __m512i v[2][4]; /* dwords 0..3, 4..7 of group g: lane h, rows in order */
+            __m128i eb = _mm_set1_epi32(RL_MMQ16_NONE);
+            for (int g = 0; g < 4; g++) {
+                __m512i w01, w23;
+                const __m128 d4 = rl_mm_q8_block4(wr[g], b, &w01, &w23);
+                v[0][g] = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, lo, w23), c80);
+                v[1][g] = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, hi, w23), c80);
+                _mm256_store_pd(ob->dw + 4 * g, _mm256_cvtps_pd(d4));
+                const __m128i fe = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(d4), 23),
+                                                 _mm_set1_epi32(0xff));
+                const __mmask8 nz = _mm_cmpneq_epi32_mask(fe, _mm_setzero_si128()) & 0xf;
+                bad |= _mm_cmpeq_epi32_mask(fe, _mm_set1_epi32(0xff)) & 0xf;
+                const __m128i e = _mm_max_epi32(_mm_sub_epi32(fe, _mm_set1_epi32(137)),
+                                                _mm_set1_epi32(-24));
+                elo = _mm_mask_min_epi32(elo, nz, elo, e);
+                eb = _mm_max_epi32(eb, _mm_mask_mov_epi32(_mm_set1_epi32(RL_MMQ16_NONE), nz, e));
+            }
+            /* lane h of the four groups' vectors, side by side: vector h */
+            for (int k = 0; k < 2; k++) {
+                const __m512i t0 = _mm512_shuffle_i32x4(v[k][0], v[k][1], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512i t1 = _mm512_shuffle_i32x4(v[k][2], v[k][3], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512i t2 = _mm512_shuffle_i32x4(v[k][0], v[k][1], _MM_SHUFFLE(3, 2, 3, 2));
+                const __m512i t3 = _mm512_shuffle_i32x4(v[k][2], v[k][3], _MM_SHUFFLE(3, 2, 3, 2));
+                _mm512_store_si512(ob->w[4 * k], _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_si512(ob->w[4 * k + 1], _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+                _mm512_store_si512(ob->w[4 * k + 2], _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_si512(ob->w[4 * k + 3], _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+            etop = _mm_max_epi32(etop, eb);
+            eb = _mm_max_epi32(eb, _mm_shuffle_epi32(eb, 0x4e));
+            eb = _mm_max_epi32(eb, _mm_shuffle_epi32(eb, 0xb1));
+            whi[set * nb + b] = (int8_t)_mm_cvtsi128_si32(eb);
         }
         elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0x4e));
         elo = _mm_min_epi32(elo, _mm_shuffle_epi32(elo, 0xb1));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0x4e));
         etop = _mm_max_epi32(etop, _mm_shuffle_epi32(etop, 0xb1));
-        int32_t *slo = &wlo[2 * set];
-        const int32_t l = _mm_cvtsi128_si32(elo), t = _mm_cvtsi128_si32(etop);
-        if (bad || slo[0] == RL_MMQ4_NONFINITE)
-            slo[0] = RL_MMQ4_NONFINITE;
-        else if (l < slo[0])
-            slo[0] = l;
-        if (t > slo[1])
-            slo[1] = t;
+        wlo[2 * set] = bad ? RL_MMQ16_NONFINITE : _mm_cvtsi128_si32(elo);
+        wlo[2 * set + 1] = _mm_cvtsi128_si32(etop);
     }
-    for (; g < ng; g++) /* padding groups repeat the last */
-        for (size_t b = 0; b < nb; b++)
-            out[set_base(g, nb) + b * RL_MMQ4_GROUPS] =
-                out[set_base(g - 1, nb) + b * RL_MMQ4_GROUPS];
-    return ng;
+    return ns;
 }
 
-/* Dword h of the quad's four tokens (z0: their dwords 0..3, z1: 4..7, a
- * 16-byte lane each), token k in slots 4k..4k+3: one in-lane shuffle (the
- * switch folds away where h is known, as in the unrolled kernels). */
+/* dword h of a token's 32 quants, in every slot */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline __m512i
-rl_mmq4_x(__m512i z0, __m512i z1, int h) {
-    const __m512i z = h < 4 ? z0 : z1;
-    switch (h % 4) {
-    case 0: return _mm512_shuffle_epi32(z, _MM_PERM_AAAA);
-    case 1: return _mm512_shuffle_epi32(z, _MM_PERM_BBBB);
-    case 2: return _mm512_shuffle_epi32(z, _MM_PERM_CCCC);
-    default: return _mm512_shuffle_epi32(z, _MM_PERM_DDDD);
+rl_mmq16_x(const int8_t *q, int h) {
+    int32_t v;
+    memcpy(&v, q + 4 * h, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* acc + the products of w's unsigned bytes with dword h of a token's
+ * quants in every slot (_mm512_dpbusd_epi32 with rl_mmq16_x): the dword
+ * read by the instruction's own broadcast, which the compiler does not
+ * fold by itself (one instruction where it would issue two). */
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline __m512i
+rl_mmq16_dp(__m512i acc, __m512i w, const int8_t *q, int h) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)(q + 4 * h)));
+    return acc;
+}
+
+/* Store the 16 rows' doubles (lo: rows 0..7, hi: 8..15) of one token at
+ * y + at, the nr rows that exist. */
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
+rl_mmq16_store(__m512d lo, __m512d hi, size_t nr, size_t at, double *yd, float *yf) {
+    const unsigned m = (1u << nr) - 1u;
+    if (yd) {
+        _mm512_mask_storeu_pd(yd + at, (__mmask8)m, lo);
+        _mm512_mask_storeu_pd(yd + at + 8, (__mmask8)(m >> 8), hi);
+    }
+    if (yf) {
+        _mm256_mask_storeu_ps(yf + at, (__mmask8)m, _mm512_cvtpd_ps(lo));
+        _mm256_mask_storeu_ps(yf + at + 8, (__mmask8)(m >> 8), _mm512_cvtpd_ps(hi));
     }
 }
 
-/* Store a 4 x 4 tile's doubles (half h: tokens 2h, 2h + 1 of rows rg..)
- * for the ng rows and nt tokens that exist. */
+/* Lanes apart: a set (ws, nb blocks) against one token (its blocks xq,
+ * residuals xr with x2, sums xs); rows r.., nr of them existing. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq4_store(__m512d v, int h, size_t rows, size_t rg, size_t ng, size_t t0, size_t nt,
-              double *yd, float *yf) {
-    const __mmask8 rm = (__mmask8)((1u << ng) - 1u);
-    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
-        const size_t k = 2 * (size_t)h + (size_t)q;
-        if (k >= nt)
-            break;
-        const __m256d v4 = q ? _mm512_extractf64x4_pd(v, 1) : _mm512_castpd512_pd256(v);
-        const size_t at = (t0 + k) * rows + rg;
-        if (yd)
-            _mm256_mask_storeu_pd(yd + at, rm, v4);
-        if (yf)
-            _mm_mask_storeu_ps(yf + at, rm, _mm256_cvtpd_ps(v4));
-    }
-}
-
-/* Lanes apart: groups ga, gb (arranged) against one quad (xs, nb blocks);
- * rows r (group ga) and r + 4 (group gb), nr of them existing. */
-__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq4_lanes(const rl_mmq4_wblk *ga, const rl_mmq4_wblk *gb, const rl_mmq4_xblk *xs,
-              const rl_mmq4_cblk *cs, const rl_mmq4_rblk *rs, int x2, size_t nb, size_t rows,
-              size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
-    __m512d acc[2][4][2];
-    _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++)
-        _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
-            acc[g][l][0] = acc[g][l][1] = _mm512_setzero_pd();
+rl_mmq16_lanes(const rl_mmq16_wblk *ws, const rl_block_q8_0 *xq, const int8_t *xr,
+               const rl_mmq16_xblk *xs, int x2, size_t nb, size_t nr, size_t at, double *yd,
+               float *yf) {
+    __m512d acc[4][2];
+    _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
+        acc[l][0] = acc[l][1] = _mm512_setzero_pd();
     for (size_t b = 0; b < nb; b++) {
-        const rl_mmq4_xblk *xb = xs + b;
-        const rl_mmq4_wblk *wg[2] = {ga + b * RL_MMQ4_GROUPS, gb + b * RL_MMQ4_GROUPS};
-        const __m512d dx0 = _mm512_load_pd(xb->dx[0]), dx1 = _mm512_load_pd(xb->dx[1]);
-        __m512d sc[2][2];
-        _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
-            const __m512d dw = _mm512_broadcast_f64x4(_mm256_loadu_pd(wg[g]->dw));
-            sc[g][0] = _mm512_mul_pd(dw, dx0);
-            sc[g][1] = _mm512_mul_pd(dw, dx1);
-        }
-        const __m512i z0 = _mm512_load_si512(xb->q[0]), z1 = _mm512_load_si512(xb->q[1]);
-        __m512i r0 = z0, r1 = z1;
-        if (x2)
-            r0 = _mm512_load_si512(rs[b].q[0]), r1 = _mm512_load_si512(rs[b].q[1]);
+        const rl_mmq16_wblk *wb = ws + b;
+        const __m512d dx = _mm512_set1_pd(xs[b].dx);
+        const __m512d sc0 = _mm512_mul_pd(_mm512_load_pd(wb->dw), dx);
+        const __m512d sc1 = _mm512_mul_pd(_mm512_load_pd(wb->dw + 8), dx);
+        const int8_t *q = xq[b].qs, *rq = x2 ? xr + 32 * b : NULL;
         _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++) {
-            const __m512i xa = rl_mmq4_x(z0, z1, 2 * l);
-            const __m512i xh = rl_mmq4_x(z0, z1, 2 * l + 1);
-            const __m512i c = _mm512_load_si512(cs[b].c[l]);
-            __m512i ra = xa, rh = xh, cr = c;
-            if (x2) {
-                ra = rl_mmq4_x(r0, r1, 2 * l), rh = rl_mmq4_x(r0, r1, 2 * l + 1);
-                cr = _mm512_load_si512(rs[b].c[l]);
-            }
-            _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
-                const __m512i wa = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)wg[g]->w[2 * l]));
-                const __m512i wh = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)wg[g]->w[2 * l + 1]));
-                __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wa, xa), wh, xh);
-                if (x2) /* doc/products.md §2: 128 * s_q + s_r */
-                    s = _mm512_add_epi32(
-                        _mm512_slli_epi32(s, 7),
-                        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(cr, wa, ra), wh, rh));
-                acc[g][l][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
-                                               sc[g][0], acc[g][l][0]);
-                acc[g][l][1] = _mm512_fmadd_pd(
-                    _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)), sc[g][1], acc[g][l][1]);
-            }
+            const __m512i wa = _mm512_load_si512(wb->w[2 * l]);
+            const __m512i wh = _mm512_load_si512(wb->w[2 * l + 1]);
+            __m512i s = _mm512_dpbusd_epi32(
+                _mm512_dpbusd_epi32(_mm512_set1_epi32(xs[b].c[l]), wa, rl_mmq16_x(q, 2 * l)),
+                wh, rl_mmq16_x(q, 2 * l + 1));
+            if (x2) /* doc/products.md §2: 128 * s_q + s_r */
+                s = _mm512_add_epi32(
+                    _mm512_slli_epi32(s, 7),
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(xs[b].cr[l]), wa,
+                                                            rl_mmq16_x(rq, 2 * l)),
+                                        wh, rl_mmq16_x(rq, 2 * l + 1)));
+            acc[l][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), sc0,
+                                        acc[l][0]);
+            acc[l][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
+                                        sc1, acc[l][1]);
         }
     }
     /* y = (l0 + l1) + (l2 + l3) */
-    _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
-        const size_t rg = r + 4 * (size_t)g;
-        if (rg >= r + nr)
-            break;
-        const size_t ng = r + nr - rg < 4 ? r + nr - rg : 4;
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            rl_mmq4_store(_mm512_add_pd(_mm512_add_pd(acc[g][0][h], acc[g][1][h]),
-                                        _mm512_add_pd(acc[g][2][h], acc[g][3][h])),
-                          h, rows, rg, ng, t0, nt, yd, yf);
-    }
+    rl_mmq16_store(_mm512_add_pd(_mm512_add_pd(acc[0][0], acc[1][0]),
+                                 _mm512_add_pd(acc[2][0], acc[3][0])),
+                   _mm512_add_pd(_mm512_add_pd(acc[0][1], acc[1][1]),
+                                 _mm512_add_pd(acc[2][1], acc[3][1])),
+                   nr, at, yd, yf);
 }
 
-/* Whole blocks (the sums exact, see above): RL_MMQ4_GROUPS groups from g0
- * (arranged, nb blocks apart) against one quad; rows r.., nr existing. */
+/* Whole blocks (the sums exact, see above): a set (ws, nb blocks) against
+ * the nt tokens from t0 (xq, xr, xs: the call's); rows r.., nr existing.
+ * With x2 a block's sum is doc/products.md §2's over its four lanes,
+ * 128 * s_q + s_r: the quants' and the residuals' chains meet the same
+ * weight registers, so both passes are one sweep over the weights. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq4_whole(const rl_mmq4_wblk *g0, const rl_mmq4_xblk *xs, size_t nb, size_t rows,
-              size_t r, size_t nr, size_t t0, size_t nt, double *yd, float *yf) {
-    enum { G = RL_MMQ4_GROUPS };
-    __m512d acc[G][2];
-    _Pragma("GCC unroll 4") for (int g = 0; g < G; g++)
-        acc[g][0] = acc[g][1] = _mm512_setzero_pd();
+rl_mmq16_whole(const rl_mmq16_wblk *ws, const rl_block_q8_0 *xq, const int8_t *xr,
+               const rl_mmq16_xblk *xs, int x2, size_t nb, size_t rows, size_t r, size_t nr,
+               size_t t0, size_t nt, double *yd, float *yf) {
+    enum { T = 4 };
+    const rl_block_q8_0 *xk[T];
+    const int8_t *rk[T];
+    const rl_mmq16_xblk *sk[T];
+    __m512d acc[T][2];
+    _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
+        const size_t t = t0 + (k < nt ? k : nt - 1); /* a short tile repeats its last token */
+        xk[k] = xq + t * nb, sk[k] = xs + t * nb, rk[k] = x2 ? xr + t * nb * 32 : NULL;
+        acc[k][0] = acc[k][1] = _mm512_setzero_pd();
+    }
     for (size_t b = 0; b < nb; b++) {
-        const rl_mmq4_xblk *xb = xs + b;
-        const rl_mmq4_wblk *wb = g0 + b * RL_MMQ4_GROUPS; /* the set's groups, side by side */
-        __m512i sa[G][2];
-        const __m512i call = _mm512_load_si512(xb->call);
-        _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
-            sa[g][0] = call;
-            sa[g][1] = _mm512_setzero_si512();
-        }
-        /* two chains per group (even and odd dwords), each half as long */
-        const __m512i z0 = _mm512_load_si512(xb->q[0]), z1 = _mm512_load_si512(xb->q[1]);
-        _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++) {
-            const __m512i x = rl_mmq4_x(z0, z1, h);
-            _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
-                const __m512i w = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(const void *)wb[g].w[h]));
-                sa[g][h % 2] = _mm512_dpbusd_epi32(sa[g][h % 2], w, x);
+        const rl_mmq16_wblk *wb = ws + b;
+        __m512i wv[8];
+        _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++)
+            wv[h] = _mm512_load_si512(wb->w[h]);
+        const __m512d dw0 = _mm512_load_pd(wb->dw), dw1 = _mm512_load_pd(wb->dw + 8);
+        _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
+            /* two chains: :q8's even and odd dwords, Q8x2's quants and residuals */
+            const int8_t *q = xk[k][b].qs;
+            __m512i a = _mm512_set1_epi32(sk[k][b].call);
+            __m512i c = x2 ? _mm512_set1_epi32(sk[k][b].callr) : _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++) {
+                if (x2) {
+                    a = rl_mmq16_dp(a, wv[h], q, h);
+                    c = rl_mmq16_dp(c, wv[h], rk[k] + 32 * b, h);
+                } else if (h % 2) {
+                    c = rl_mmq16_dp(c, wv[h], q, h);
+                } else {
+                    a = rl_mmq16_dp(a, wv[h], q, h);
+                }
             }
-        }
-        const __m512d dx0 = _mm512_load_pd(xb->dx[0]), dx1 = _mm512_load_pd(xb->dx[1]);
-        _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
-            const __m512i s = _mm512_add_epi32(sa[g][0], sa[g][1]);
-            const __m512d dw = _mm512_broadcast_f64x4(_mm256_loadu_pd(wb[g].dw));
-            acc[g][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
-                                        _mm512_mul_pd(dw, dx0), acc[g][0]);
-            acc[g][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
-                                        _mm512_mul_pd(dw, dx1), acc[g][1]);
+            const __m512i s = x2 ? _mm512_add_epi32(_mm512_slli_epi32(a, 7), c)
+                                 : _mm512_add_epi32(a, c);
+            const __m512d dx = _mm512_set1_pd(sk[k][b].dx);
+            acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
+                                        _mm512_mul_pd(dw0, dx), acc[k][0]);
+            acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
+                                        _mm512_mul_pd(dw1, dx), acc[k][1]);
         }
     }
-    _Pragma("GCC unroll 4") for (int g = 0; g < G; g++) {
-        const size_t rg = r + 4 * (size_t)g;
-        if (rg >= r + nr)
-            break;
-        const size_t ng = r + nr - rg < 4 ? r + nr - rg : 4;
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            rl_mmq4_store(acc[g][h], h, rows, rg, ng, t0, nt, yd, yf);
-    }
+    _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++)
+        if (k < nt)
+            rl_mmq16_store(acc[k][0], acc[k][1], nr, (t0 + k) * rows + r, yd, yf);
 }
 
-/* Whether the sums of a set of RL_MMQ4_GROUPS groups (whi, wlo: its
+/* Whether the sums of a set of 16 rows (whi, wlo: its
  * exponent tables) with a quad (xmag, xmax: its bounds) are exact, as
  * above: at once when the largest of each allows it, else block by block. */
-static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
+static int rl_mmq16_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *xmag,
                          uint64_t xmax, size_t nb) {
     const uint64_t limit = (uint64_t)1 << 24;
-    if (wlo[0] == RL_MMQ4_NONFINITE || xmax == UINT64_MAX)
+    if (wlo[0] == RL_MMQ16_NONFINITE || xmax == UINT64_MAX)
         return 0;
-    if (wlo[1] == RL_MMQ4_NONE || xmax == 0)
+    if (wlo[1] == RL_MMQ16_NONE || xmax == 0)
         return 1; /* every term is zero */
     const int32_t spread = wlo[1] - wlo[0]; /* 0 .. 29 */
     if (spread <= 24 && xmax <= (limit >> spread) / nb)
         return 1;
     uint64_t sum = 0;
     for (size_t b = 0; b < nb; b++) {
-        if (whi[b] == RL_MMQ4_NONE || !xmag[b])
+        if (whi[b] == RL_MMQ16_NONE || !xmag[b])
             continue; /* no term of the block is nonzero */
         const int e = whi[b] - wlo[0];
         if (e > 24 || xmag[b] > limit >> e || (sum += xmag[b] << e) > limit)
@@ -493,71 +452,62 @@ static int rl_mmq4_exact(const int8_t *whi, const int32_t *wlo, const uint64_t *
 }
 
 __attribute__((target(RL_TARGET_VNNI))) void
-rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit, int x2,
-                    size_t n, size_t r0, size_t r1, double *yd, float *yf, void *scratch) {
-    rl_mmq4_wblk *wk = rl_mmq4_align(scratch);
-    const rl_mmq4_xblk *xs = rl_mmq4_align(xsplit);
+rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
+                    const int8_t *xr, const void *xsplit, size_t n, size_t r0, size_t r1,
+                    double *yd, float *yf, void *scratch) {
+    rl_mmq16_wblk *wk = rl_mmq16_align(scratch);
+    const rl_mmq16_xblk *xs = rl_mmq16_align(xsplit);
     const size_t nq = (n + 3) / 4;
-    const rl_mmq4_cblk *cs = (const rl_mmq4_cblk *)(const void *)(xs + nq * nb);
-    const rl_mmq4_rblk *rs = (const rl_mmq4_rblk *)(const void *)(cs + nq * nb);
-    const uint64_t *xmag =
-        (const uint64_t *)(x2 ? (const void *)(rs + nq * nb) : (const void *)(cs + nq * nb));
+    const uint64_t *xmag = (const uint64_t *)(const void *)(xs + n * nb);
     const uint64_t *xmax = xmag + nq * nb;
-    const size_t ng = rl_mmq4_arrange(w, nb, r0, r1, wk);
-    const int32_t *wlo = (const int32_t *)(const void *)(wk + ng * nb);
-    const int8_t *whi = (const int8_t *)(wlo + ng);
+    const int x2 = xr != NULL;
+    const size_t ns = rl_mmq16_arrange(w, nb, r0, r1, wk);
+    const int32_t *wlo = (const int32_t *)(const void *)(wk + ns * nb);
+    const int8_t *whi = (const int8_t *)(wlo + 2 * ns);
     size_t counts[2] = {0, 0};
     for (size_t t0 = 0; t0 < n; t0 += 4) {
         const size_t nt = n - t0 < 4 ? n - t0 : 4;
-        const rl_mmq4_xblk *xq = xs + t0 / 4 * nb;
-        for (size_t g = 0; g < ng; g += RL_MMQ4_GROUPS) {
-            const size_t r = r0 + 4 * g;
-            if (r >= r1)
-                break;
-            const size_t nr = r1 - r < 4 * RL_MMQ4_GROUPS ? r1 - r : 4 * RL_MMQ4_GROUPS;
-            const size_t set = g / RL_MMQ4_GROUPS;
-            if (rl_mmq4_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
+        for (size_t set = 0; set < ns; set++) {
+            const size_t r = r0 + 16 * set;
+            const size_t nr = r1 - r < 16 ? r1 - r : 16;
+            const rl_mmq16_wblk *ws = wk + set * nb;
+            if (rl_mmq16_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
                               nb)) {
-                rl_mmq4_whole(wk + set_base(g, nb), xq, nb, rows, r, nr, t0, nt, yd, yf);
+                if (x2)
+                    rl_mmq16_whole(ws, xq, xr, xs, 1, nb, rows, r, nr, t0, nt, yd, yf);
+                else
+                    rl_mmq16_whole(ws, xq, NULL, xs, 0, nb, rows, r, nr, t0, nt, yd, yf);
                 counts[0]++;
                 continue;
             }
             counts[1]++;
-            for (size_t k = 0; k < RL_MMQ4_GROUPS; k += 2) {
-                const size_t rk = r + 4 * k;
-                if (rk >= r1)
-                    break;
-                const rl_mmq4_wblk *ga = wk + set_base(g + k, nb);
-                const rl_mmq4_wblk *gb = wk + set_base(g + k + 1, nb);
-                const size_t nk = r1 - rk < 8 ? r1 - rk : 8;
+            for (size_t t = t0; t < t0 + nt; t++) {
                 if (x2)
-                    rl_mmq4_lanes(ga, gb, xq, cs + t0 / 4 * nb, rs + t0 / 4 * nb, 1, nb, rows,
-                                  rk, nk, t0, nt, yd, yf);
+                    rl_mmq16_lanes(ws, xq + t * nb, xr + t * nb * 32, xs + t * nb, 1, nb, nr,
+                                   t * rows + r, yd, yf);
                 else
-                    rl_mmq4_lanes(ga, gb, xq, cs + t0 / 4 * nb, NULL, 0, nb, rows, rk, nk, t0,
-                                  nt, yd, yf);
+                    rl_mmq16_lanes(ws, xq + t * nb, NULL, xs + t * nb, 0, nb, nr, t * rows + r,
+                                   yd, yf);
             }
         }
     }
-    if (!x2) { /* :q8's tiles (Q8x2's are all lane by lane) */
-        __atomic_fetch_add(&rl_mmq4_count_[0], counts[0], __ATOMIC_RELAXED);
-        __atomic_fetch_add(&rl_mmq4_count_[1], counts[1], __ATOMIC_RELAXED);
-    }
+    __atomic_fetch_add(&rl_mmq16_count_[2 * x2], counts[0], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&rl_mmq16_count_[2 * x2 + 1], counts[1], __ATOMIC_RELAXED);
 }
 
 /* ---- the product: chunks of rows or of tokens over the pool ------------- */
 
-/* Rows per arranged tile: four sets of RL_MMQ4_GROUPS groups (about 60 KB
- * for 768 columns), each set's blocks read from L2 while a quad's split
- * activations stay in L1. */
-#define RL_MMQ4_TILE 64
+/* Rows per arranged tile: four sets of 16 rows (about 60 KB for 768
+ * columns), each set's blocks read from L2 while a quad's quants and sums
+ * stay in L1. */
+#define RL_MMQ16_TILE 64
 
 /* From this many tokens per thread each thread takes a run of tokens, not
  * of rows: it splits its own tokens and reads them from its own cache,
  * where a split shared by all would be fetched from the core that wrote it
- * (the whole split is some 2 KB a token), at the price of arranging every
+ * (the split is some 48 bytes a token and block), at the price of arranging every
  * weight row in each thread (some 0.1 us a row of 768 columns). */
-#define RL_MMQ4_TOKENS_PER_THREAD 32
+#define RL_MMQ16_TOKENS_PER_THREAD 32
 
 typedef struct {
     const rl_block_q8_0 *w, *xq;
@@ -570,17 +520,17 @@ typedef struct {
     size_t split_bytes; /* per chunk */
     char *arranged;     /* one per chunk */
     size_t arranged_bytes;
-} rl_mmq4_job;
+} rl_mmq16_job;
 
-static void rl_mmq4_run(void *ctx, int ith, int nth) {
-    const rl_mmq4_job *j = ctx;
+static void rl_mmq16_run(void *ctx, int ith, int nth) {
+    const rl_mmq16_job *j = ctx;
     char *wk = j->arranged + (size_t)ith * j->arranged_bytes;
     if (!j->by_tokens) {
         size_t r0, r1;
         rl_pool_chunk(j->rows, ith, nth, 4, &r0, &r1);
-        for (size_t r = r0; r < r1; r += RL_MMQ4_TILE)
-            rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, j->split, j->xr != NULL, j->n, r,
-                                r1 - r < RL_MMQ4_TILE ? r1 : r + RL_MMQ4_TILE, j->yd, j->yf, wk);
+        for (size_t r = r0; r < r1; r += RL_MMQ16_TILE)
+            rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, j->xq, j->xr, j->split, j->n, r,
+                                r1 - r < RL_MMQ16_TILE ? r1 : r + RL_MMQ16_TILE, j->yd, j->yf, wk);
         return;
     }
     size_t t0, t1;
@@ -588,27 +538,28 @@ static void rl_mmq4_run(void *ctx, int ith, int nth) {
     if (t0 >= t1)
         return;
     char *xs = j->split + (size_t)ith * j->split_bytes;
-    rl_mm_q8_split4(j->xq + t0 * j->nb, j->xr ? j->xr + t0 * j->nb * 32 : NULL, t1 - t0, j->nb,
-                    xs);
+    const rl_block_q8_0 *xq = j->xq + t0 * j->nb;
+    const int8_t *xr = j->xr ? j->xr + t0 * j->nb * 32 : NULL;
+    rl_mm_q8_split4(xq, xr, t1 - t0, j->nb, xs);
     double *yd = j->yd ? j->yd + t0 * j->rows : NULL;
     float *yf = j->yf ? j->yf + t0 * j->rows : NULL;
-    for (size_t r = 0; r < j->rows; r += RL_MMQ4_TILE)
-        rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, xs, j->xr != NULL, t1 - t0, r,
-                            j->rows - r < RL_MMQ4_TILE ? j->rows : r + RL_MMQ4_TILE, yd, yf, wk);
+    for (size_t r = 0; r < j->rows; r += RL_MMQ16_TILE)
+        rl_mm_q8_tile4_vnni(j->w, j->nb, j->rows, xq, xr, xs, t1 - t0, r,
+                            j->rows - r < RL_MMQ16_TILE ? j->rows : r + RL_MMQ16_TILE, yd, yf, wk);
 }
 
 int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_block_q8_0 *xq,
                    const int8_t *xr, size_t n, double *yd, float *yf, int nth) {
-    rl_mmq4_job j = {.w = w, .xq = xq, .xr = xr, .rows = rows, .nb = nb, .n = n, .yd = yd,
+    rl_mmq16_job j = {.w = w, .xq = xq, .xr = xr, .rows = rows, .nb = nb, .n = n, .yd = yd,
                      .yf = yf};
     nth = nth < 1 ? 1 : nth;
-    j.by_tokens = nth > 1 && n >= (size_t)nth * RL_MMQ4_TOKENS_PER_THREAD;
+    j.by_tokens = nth > 1 && n >= (size_t)nth * RL_MMQ16_TOKENS_PER_THREAD;
     const size_t chunks = j.by_tokens ? (size_t)nth
                                       : (size_t)rl_pool_split_chunks(nth, (rows + 3) / 4);
     /* a chunk of tokens holds at most this many (rl_pool_chunk's share) */
     const size_t most = j.by_tokens ? ((n + chunks - 1) / chunks + 3) / 4 * 4 : n;
     j.split_bytes = (rl_mm_q8_split4_bytes(most, nb, xr != NULL) + 63) / 64 * 64;
-    j.arranged_bytes = (rl_mm_q8_arranged4_bytes(RL_MMQ4_TILE, nb) + 63) / 64 * 64;
+    j.arranged_bytes = (rl_mm_q8_arranged4_bytes(RL_MMQ16_TILE, nb) + 63) / 64 * 64;
     const size_t splits = j.by_tokens ? chunks : 1;
     if (j.split_bytes > SIZE_MAX / 2 / splits || j.arranged_bytes > SIZE_MAX / 2 / chunks)
         return 0;
@@ -618,7 +569,7 @@ int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_bloc
     j.split = mem, j.arranged = mem + splits * j.split_bytes;
     if (!j.by_tokens)
         rl_mm_q8_split4(xq, xr, n, nb, j.split);
-    rl_pool_run_split((int)chunks, nth, rl_mmq4_run, &j);
+    rl_pool_run_split((int)chunks, nth, rl_mmq16_run, &j);
     free(mem);
     return 1;
 }

@@ -12,16 +12,16 @@
 
 /* The pieces: the activations of n tokens (quantized, xq; with xr their
  * Q8x2 residual quants, else NULL; any scales, though the product's
- * callers never pass non-finite ones) split per 4-token quad into
+ * callers never pass non-finite ones) summed per token and block into
  * rl_mm_q8_split4_bytes(n, nb, xr != NULL) bytes at out, and the product of
- * rows [r0, r1) with them (x2: they hold residuals), scratch holding
+ * rows [r0, r1) with them (the same xq, xr), scratch holding
  * rl_mm_q8_arranged4_bytes(r1 - r0, nb) bytes.  Only with AVX-512 VNNI. */
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2);
 size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb);
 void rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out);
-void rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const void *xsplit,
-                         int x2, size_t n, size_t r0, size_t r1, double *yd, float *yf,
-                         void *scratch);
+void rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
+                         const int8_t *xr, const void *xsplit, size_t n, size_t r0, size_t r1,
+                         double *yd, float *yf, void *scratch);
 
 /* The product of all rows of W (nb blocks a row) with n tokens quantized
  * (xq; xr their Q8x2 residual quants, else NULL for :q8), into yd / yf
@@ -37,5 +37,7 @@ int rl_mm_q8_pairs(const rl_block_q8_0 *w, size_t rows, size_t nb, const rl_bloc
  * with whole-block sums and how many lane by lane, since the program
  * started (for tests and the benchmark: both ways give the same bits). */
 void rl_mm_q8_tiles4(size_t *whole, size_t *lanes);
+/* The same for :q8x2's tiles. */
+void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes);
 
 #endif

@@ -59,6 +59,16 @@ int rl_q8_message(rl_status st, size_t where, size_t row_len, char *msg,
 
 /* ---- reference ------------------------------------------------------ */
 
+/* A quantizer's answer once every block is done: RL_OVERFLOW naming the
+ * first overflowing block, else RL_OK. */
+static rl_status rl_q8_overflow(size_t first_ovf, size_t *where) {
+    if (first_ovf == SIZE_MAX)
+        return RL_OK;
+    if (where)
+        *where = first_ovf;
+    return RL_OVERFLOW;
+}
+
 /* The quants of one block from its f32 id.  x*id is finite except when d is
  * an f32 subnormal (id = +inf); llama.cpp's conversion of the resulting
  * inf/NaN truncates 0x80000000 to the byte 0, and plain C would be undefined
@@ -102,12 +112,7 @@ rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
     for (size_t b = 0; b < nb; b++)
         if (rl_q8_block_ref(x + b * RL_QK8_0, y + b) && first_ovf == SIZE_MAX)
             first_ovf = b;
-    if (first_ovf != SIZE_MAX) {
-        if (where)
-            *where = first_ovf;
-        return RL_OVERFLOW;
-    }
-    return RL_OK;
+    return rl_q8_overflow(first_ovf, where);
 }
 
 /* ---- AVX2 ----------------------------------------------------------- */
@@ -130,6 +135,40 @@ rl_q8_round8_avx2(__m256 x, __m256 vid) {
     RL_OPAQUE(v);
     __m256 r = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), h));
     return _mm256_cvttps_epi32(r);
+}
+
+/* The SIMD quantizers' steps between a block's |x| bits at their largest
+ * (abits, from one integer max: their order is the float order for finite
+ * values, and every NaN or inf bit pattern is >= 0x7f800000) and its
+ * quants: -1 when the block holds a NaN or an infinity (the flat index of
+ * the first in *where: earlier blocks were all finite, so it is the first
+ * of the run); else the scale stored (vcvtps2ph rounds to nearest even as
+ * rl_gguf_f32_to_f16 does; d is finite and not negative), the first
+ * overflowing block noted in *first_ovf, and 1 with *id = 1/d (0 for
+ * d = 0) for the caller to make the quants, or 0 when they are made here
+ * (d an f32 subnormal: rare). */
+__attribute__((target(RL_TARGET_AVX2))) static inline int
+rl_q8_block_head(const float *xb, uint32_t abits, size_t b, rl_block_q8_0 *yb,
+                 size_t *first_ovf, size_t *where, float *id) {
+    if (abits >= 0x7f800000u) {
+        for (int j = 0; j < RL_QK8_0; j++) {
+            if (!isfinite(xb[j])) {
+                if (where)
+                    *where = b * RL_QK8_0 + (size_t)j;
+                return -1;
+            }
+        }
+    }
+    const float d = rl_gguf_f32_from_bits(abits) / 127.0f;
+    if (d >= RL_Q8_D_OVERFLOW && *first_ovf == SIZE_MAX)
+        *first_ovf = b;
+    yb->d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (__builtin_expect(isinf(*id), 0)) {
+        rl_q8_quants_ref(xb, *id, yb->qs);
+        return 0;
+    }
+    return 1;
 }
 
 __attribute__((target(RL_TARGET_AVX2))) rl_status
@@ -157,28 +196,13 @@ rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *wher
         __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
         m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
         m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1));
-        uint32_t abits = (uint32_t)_mm_cvtsi128_si32(m4);
-        if (abits >= 0x7f800000u) {
-            /* Earlier blocks were all finite, so the first one here is the
-             * first of the run. */
-            for (int j = 0; j < RL_QK8_0; j++) {
-                if (!isfinite(xb[j])) {
-                    if (where)
-                        *where = b * RL_QK8_0 + (size_t)j;
-                    return RL_NONFINITE;
-                }
-            }
-        }
-        const float amax = rl_gguf_f32_from_bits(abits);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        if (d >= RL_Q8_D_OVERFLOW && first_ovf == SIZE_MAX)
-            first_ovf = b;
-        y[b].d = rl_gguf_f32_to_f16(d);
-        if (__builtin_expect(isinf(id), 0)) {
-            rl_q8_quants_ref(xb, id, y[b].qs); /* f32-subnormal d: rare */
+        const uint32_t abits = (uint32_t)_mm_cvtsi128_si32(m4);
+        float id;
+        const int head = rl_q8_block_head(xb, abits, b, &y[b], &first_ovf, where, &id);
+        if (head < 0)
+            return RL_NONFINITE;
+        if (!head)
             continue;
-        }
         const __m256 vid = _mm256_set1_ps(id);
         __m256i i0 = rl_q8_round8_avx2(v0, vid), i1 = rl_q8_round8_avx2(v1, vid);
         __m256i i2 = rl_q8_round8_avx2(v2, vid), i3 = rl_q8_round8_avx2(v3, vid);
@@ -188,12 +212,53 @@ rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *wher
         p = _mm256_permutevar8x32_epi32(p, order);
         _mm256_storeu_si256((__m256i *)(void *)y[b].qs, p);
     }
-    if (first_ovf != SIZE_MAX) {
-        if (where)
-            *where = first_ovf;
-        return RL_OVERFLOW;
+    return rl_q8_overflow(first_ovf, where);
+}
+
+/* ---- AVX-512 ----------------------------------------------------------- */
+
+/* q for 16 values, as int32: rl_q8_round8_avx2's rounding. */
+__attribute__((target(RL_TARGET_AVX512))) static inline __m512i
+rl_q8_round16_avx512(__m512 x, __m512 vid) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512i h = _mm512_castps_si512(_mm512_set1_ps(0x1.fffffep-2f));
+    __m512 v = _mm512_mul_ps(x, vid);
+    __asm__("" : "+v"(v)); /* no contraction with the add (RL_OPAQUE) */
+    const __m512 r = _mm512_add_ps(
+        v, _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), h)));
+    return _mm512_cvttps_epi32(r);
+}
+
+/* The AVX2 quantizer's steps, a block in two registers. */
+__attribute__((target(RL_TARGET_AVX512))) rl_status
+rl_q8_quantize_f32_avx512(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
+    if (n % RL_QK8_0)
+        return RL_BADLEN;
+    if (n && (!x || !y))
+        return RL_BADARG;
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+    size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
+    for (size_t b = 0; b < nb; b++) {
+        const float *xb = x + b * RL_QK8_0;
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        /* |x| as integers: one max gives amax and the non-finite test */
+        const uint32_t abits = (uint32_t)_mm512_reduce_max_epi32(
+            _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v0), absmask),
+                             _mm512_and_si512(_mm512_castps_si512(v1), absmask)));
+        float id;
+        const int head = rl_q8_block_head(xb, abits, b, &y[b], &first_ovf, where, &id);
+        if (head < 0)
+            return RL_NONFINITE;
+        if (!head)
+            continue;
+        const __m512 vid = _mm512_set1_ps(id);
+        /* |q| <= 127: the narrowing keeps every value */
+        _mm_storeu_si128((__m128i *)(void *)y[b].qs,
+                         _mm512_cvtepi32_epi8(rl_q8_round16_avx512(v0, vid)));
+        _mm_storeu_si128((__m128i *)(void *)(y[b].qs + 16),
+                         _mm512_cvtepi32_epi8(rl_q8_round16_avx512(v1, vid)));
     }
-    return RL_OK;
+    return rl_q8_overflow(first_ovf, where);
 }
 
 /* ---- other sources: widen a chunk, quantize it ---------------------- */
@@ -257,8 +322,8 @@ rl_widen_avx2(rl_q8_src src, const void *x, size_t i0, size_t n, float *out) {
     }
 }
 
-/* The quantizer's kernels per path (kernel.h): the AVX-512 paths have none
- * of their own and run AVX2's. */
+/* The quantizer's kernels per path (kernel.h): the AVX-512 paths quantize
+ * with their own function, and otherwise run AVX2's. */
 typedef struct {
     rl_status (*quantize)(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
     void (*widen)(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
@@ -268,8 +333,8 @@ typedef struct {
 static const rl_q8_path_kernels rl_q8_kernels[RL_PATH_COUNT] = {
     [RL_PATH_REF] = {rl_q8_quantize_f32_ref, rl_widen_ref, rl_q8_dequantize_ref},
     [RL_PATH_AVX2] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
-    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
-    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx2, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512] = {rl_q8_quantize_f32_avx512, rl_widen_avx2, rl_q8_dequantize_avx2},
+    [RL_PATH_AVX512VNNI] = {rl_q8_quantize_f32_avx512, rl_widen_avx2, rl_q8_dequantize_avx2},
 };
 
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
@@ -303,12 +368,7 @@ rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
         if (st == RL_OVERFLOW && first_ovf == SIZE_MAX)
             first_ovf = i0 / RL_QK8_0 + w;
     }
-    if (first_ovf != SIZE_MAX) {
-        if (where)
-            *where = first_ovf;
-        return RL_OVERFLOW;
-    }
-    return RL_OK;
+    return rl_q8_overflow(first_ovf, where);
 }
 
 rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {

@@ -62,7 +62,7 @@ typedef enum {
  * an earlier block overflows; else RL_OVERFLOW with *where = index of the
  * first overflowing block.  On any error y's contents are unspecified.
  * where may be NULL.  path must be one rl_path_supported() accepts, else
- * RL_UNSUPPORTED; RL_PATH_AVX512* use the AVX2 quantizer. */
+ * RL_UNSUPPORTED; RL_PATH_AVX512* use the AVX-512 quantizer. */
 rl_status rl_q8_quantize_path(rl_q8_src src, const void *x, size_t n,
                               rl_block_q8_0 *y, size_t *where, rl_path path);
 
@@ -74,10 +74,12 @@ rl_status rl_q8_quantize_f32(const float *x, size_t n, rl_block_q8_0 *y, size_t 
  * by the C cast, halves widened exactly) into out.  src must be valid. */
 void rl_q8_widen_ref(rl_q8_src src, const void *x, size_t i0, size_t n, float *out);
 
-/* The two f32 kernels themselves (same contract as rl_q8_quantize_path).
- * _avx2 must only be called when rl_cpu_has_avx2(). */
+/* The three f32 kernels themselves (same contract as rl_q8_quantize_path).
+ * _avx2 must only be called when rl_cpu_has_avx2(), _avx512 when
+ * rl_path_supported(RL_PATH_AVX512). */
 rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
 rl_status rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
+rl_status rl_q8_quantize_f32_avx512(const float *x, size_t n, rl_block_q8_0 *y, size_t *where);
 
 /* Dequantize nblocks blocks into 32*nblocks floats: y = q * f16->f32(d),
  * exact.  Never fails (an inf/NaN d read from a file gives inf/NaN). */

@@ -178,6 +178,9 @@ typedef struct {
     const char *name;
     int wexp[16], xexp[16], xcount[16];
     int inf_block, cancel, want;
+    /* x2: the product with :q8x2 (doc/products.md §2); small: a block's
+     * other values 0.49 times its scale (quants 0, residuals 63) */
+    int x2, small;
 } whole_spec;
 
 static void whole_case(const whole_spec *c) {
@@ -186,7 +189,8 @@ static void whole_case(const whole_spec *c) {
     float *x = malloc(N * COLS * sizeof *x), *ref = malloc(N * ROWS * sizeof *ref);
     float *y = malloc(N * ROWS * sizeof *y);
     double *yd = malloc(N * ROWS * sizeof *yd);
-    void *xs = malloc(rl_mm_q8_split4_bytes(N, NB, 0));
+    int8_t *xr = c->x2 ? malloc(N * COLS) : NULL;
+    void *xs = malloc(rl_mm_q8_split4_bytes(N, NB, c->x2));
     void *wk = malloc(rl_mm_q8_arranged4_bytes(ROWS, NB));
     for (size_t r = 0; r < ROWS; r++)
         for (size_t b = 0; b < NB; b++) {
@@ -213,22 +217,35 @@ static void whole_case(const whole_spec *c) {
         const float v = ((rnd() & 1) || (b == 0 && c->cancel) ? 127 : -127) *
                         ldexpf(0x1.ffcp-4f, c->xexp[b]);
         for (int j = 0; j < 32; j++)
-            x[i + j] = j < count ? v : 0.0f;
+            x[i + j] = j < count ? v : count && c->small ? v * (0.49f / 127) : 0.0f;
     }
     for (size_t b = 0; b < N * NB; b++)
         rl_q8_quantize_f32_ref(x + 32 * b, 32, &xq[b], NULL);
+    if (xr)
+        rl_q8x2_residual(x, N * COLS, xq, xr);
 
+    void (*tiles)(size_t *, size_t *) = c->x2 ? rl_mm_q8x2_tiles4 : rl_mm_q8_tiles4;
+    const rl_act act = c->x2 ? RL_ACT_Q8X2 : RL_ACT_Q8;
     size_t w0, l0, w1, l1;
-    rl_mm_q8_tiles4(&w0, &l0);
-    rl_mm_q8_split4(xq, NULL, N, NB, xs);
-    rl_mm_q8_tile4_vnni(w, NB, ROWS, xs, 0, N, 0, ROWS, yd, NULL, wk);
-    rl_mm_q8_tiles4(&w1, &l1);
+    tiles(&w0, &l0);
+    rl_mm_q8_split4(xq, xr, N, NB, xs);
+    rl_mm_q8_tile4_vnni(w, NB, ROWS, xq, xr, xs, N, 0, ROWS, yd, NULL, wk);
+    tiles(&w1, &l1);
     CHECK_MSG((w1 > w0) == (c->want != 0) && (l1 > l0) == (c->want != 1),
               "whole sums, %s: %zu whole and %zu lane tiles, expected %s", c->name, w1 - w0,
               l1 - l0, c->want == 1 ? "whole only" : c->want ? "both" : "lane only");
     long bad = 0, differ = 0;
-    for (size_t t = 0; t < N; t++)
-        for (size_t r = 0; r < ROWS; r++) {
+    for (size_t t = 0; t < N; t++) {
+        double ydx2[ROWS];
+        if (c->x2) /* doc/products.md §2 by the scalar reference, in double */
+            CHECK(rl_matvec_q8_act_ex(w, ROWS, COLS, RL_SRC_F32, x + t * COLS, ydx2, NULL,
+                                      RL_ACT_Q8X2, RL_PATH_REF, 1, 0, NULL, 0,
+                                      NULL) == RL_OK);
+        for (size_t r = 0; r < ROWS && c->x2; r++)
+            CHECK_EACH(memcmp(&ydx2[r], &yd[t * ROWS + r], sizeof *yd) == 0,
+                       "whole sums, %s: token %zu row %zu: %a, doc/products.md §2 %a", c->name,
+                       t, r, yd[t * ROWS + r], ydx2[r]);
+        for (size_t r = 0; r < ROWS && !c->x2; r++) {
             double spec = q8_row_spec(w + r * NB, xq + t * NB, NB, 0);
             double whole = q8_row_spec(w + r * NB, xq + t * NB, NB, 1);
             CHECK_EACH(memcmp(&spec, &yd[t * ROWS + r], sizeof spec) == 0,
@@ -236,16 +253,17 @@ static void whole_case(const whole_spec *c) {
                        t, r, yd[t * ROWS + r], spec);
             differ += memcmp(&spec, &whole, sizeof spec) != 0;
         }
+    }
     if (c->want == 1)
         CHECK_MSG(!differ, "whole sums, %s: %ld whole-block sums differ", c->name, differ);
     else if (c->cancel)
         CHECK_MSG(differ > 0, "whole sums, %s: the data tells the two ways apart", c->name);
 
-    CHECK(rl_matmul_ex(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, RL_ACT_Q8, RL_PATH_REF, 1, 0,
+    CHECK(rl_matmul_ex(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, act, RL_PATH_REF, 1, 0,
                        NULL, 0, NULL) == RL_OK);
-    bad = runs_differing(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, y, RL_ACT_Q8);
+    bad = runs_differing(RL_WT_Q8_0, w, ROWS, COLS, x, N, ref, y, act);
     CHECK_MSG(!bad, "whole sums, %s: %ld path/thread runs differ from ref", c->name, bad);
-    free(w), free(xq), free(x), free(ref), free(y), free(yd), free(xs), free(wk);
+    free(w), free(xq), free(x), free(ref), free(y), free(yd), free(xs), free(wk), free(xr);
 }
 
 static void test_q8_whole_sums(void) {
@@ -258,28 +276,43 @@ static void test_q8_whole_sums(void) {
      * 4064 = 32 * 127). */
     static const whole_spec cases[] = {
         /* weight exponents 0 or 4 apart: 16 * 4064 * 2^4, at once */
-        {"weights 2^4 apart", {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4}, {0}, {0}, -1, 0, 1},
+        {"weights 2^4 apart", {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4}, {0}, {0}, -1, 0, 1, 0, 0},
         /* one weight block 2^12 up: 4064 * (2^12 + 15), under 1% to spare */
-        {"a weight block 2^12 up", {12}, {0}, {0}, -1, 0, 1},
+        {"a weight block 2^12 up", {12}, {0}, {0}, -1, 0, 1, 0, 0},
         /* two: 4064 * (2^13 + 14) */
-        {"two weight blocks 2^12 up", {12, 12}, {0}, {0}, -1, 0, 0},
+        {"two weight blocks 2^12 up", {12, 12}, {0}, {0}, -1, 0, 0, 0, 0},
         /* lanes cancelling under a block 2^29 up: sums are rounded */
         {"a weight block 2^29 up", {29, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0}, {0},
-         -1, 1, 0},
+         -1, 1, 0, 0, 0},
         {"an infinite weight scale", {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4}, {0}, {0},
-         5, 0, 2},
+         5, 0, 2, 0, 0},
         /* zero and subnormal weight scales: skipped, and at exponent -24 */
         {"zero and subnormal weight scales", {WZERO, WSUB, 0, 0, WSUB, 0, WZERO, 0}, {0}, {0},
-         -1, 0, 1},
+         -1, 0, 1, 0, 0},
         /* the same from the activations' side */
-        {"an activation block 2^12 up", {0}, {0, 0, 0, 12}, {0}, -1, 0, 1},
-        {"an activation block 2^13 up", {0}, {0, 0, 0, 13}, {0}, -1, 0, 0},
+        {"an activation block 2^12 up", {0}, {0, 0, 0, 12}, {0}, -1, 0, 1, 0, 0},
+        {"an activation block 2^13 up", {0}, {0, 0, 0, 13}, {0}, -1, 0, 0, 0, 0},
         /* a block of two values (A = 254) 2^16 up: 254 * 2^16 + 15 * 4064 */
-        {"two values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 2}, -1, 0, 1},
+        {"two values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 2}, -1, 0, 1, 0, 0},
         /* three (A = 381): 381 * 2^16 */
-        {"three values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 3}, -1, 0, 0},
+        {"three values 2^16 up", {0}, {0, 0, 0, 0, 0, 16}, {0, 0, 0, 0, 0, 3}, -1, 0, 0, 0, 0},
         /* zero activation blocks: skipped (the others 2^12 up stay inside) */
-        {"zero activation blocks", {0}, {0, 12}, {XZERO, 0, XZERO, XZERO}, -1, 0, 1},
+        {"zero activation blocks", {0}, {0, 12}, {XZERO, 0, XZERO, XZERO}, -1, 0, 1, 0, 0},
+        /* :q8x2, A = 128 * (the quants' sum) + the residuals': with quants
+         * +-127 (residuals 0) 128 * 4064 * (2^4 + 15) stays inside */
+        {"q8x2, weights of one exponent", {0}, {0}, {0}, -1, 0, 1, 1, 0},
+        {"q8x2, an activation block 2^4 up", {0}, {0, 0, 0, 4}, {0}, -1, 0, 1, 1, 0},
+        {"q8x2, an activation block 2^5 up", {0}, {0, 0, 0, 5}, {0}, -1, 0, 0, 1, 0},
+        {"q8x2, an infinite weight scale", {0}, {0}, {0}, 5, 0, 2, 1, 0},
+        /* the residuals count: blocks 0 and 5 of one +-127 and 31 residuals
+         * of 63 (A = 128 * 127 + 1953), block 5 2^10 up: 18209 * (2^10 + 1)
+         * is outside, though 128 * 127 * (2^10 + 1) alone is inside */
+        {"q8x2, residuals count", {0}, {0, 0, 0, 0, 0, 10},
+         {1, XZERO, XZERO, XZERO, XZERO, 1, XZERO, XZERO, XZERO, XZERO, XZERO, XZERO, XZERO,
+          XZERO, XZERO, XZERO}, -1, 0, 0, 1, 1},
+        {"q8x2, residuals count, 2^9 up", {0}, {0, 0, 0, 0, 0, 9},
+         {1, XZERO, XZERO, XZERO, XZERO, 1, XZERO, XZERO, XZERO, XZERO, XZERO, XZERO, XZERO,
+          XZERO, XZERO, XZERO}, -1, 0, 1, 1, 1},
     };
     for (int rep = 0; rep < 3; rep++)
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
@@ -289,7 +322,7 @@ static void test_q8_whole_sums(void) {
 /* :q8 and :q8x2 with enough tokens that each thread takes a run of them
  * (rl_mm_q8_pairs): every path and thread count equals the reference, for
  * weights and activations of spread scales (lane by lane) and of normal
- * values (whole blocks with :q8). */
+ * values (whole blocks). */
 static void test_q8_token_runs(void) {
     size_t rows = 37, cols = 256;
     for (size_t n = 63; n <= 135; n += 9) {
@@ -319,11 +352,17 @@ static void test_q8_token_runs(void) {
             CHECK_MSG(n % 2 ? l1 > l0 : w1 > w0 && l1 == l0,
                       "q8 runs of tokens, %zu tokens: %zu whole and %zu lane tiles", n, w1 - w0,
                       l1 - l0);
-        /* Q8x2 the same way (lane by lane, its residuals split per run) */
+        /* Q8x2 the same way (its residuals split per run) */
         CHECK(rl_matmul_ex(RL_WT_Q8_0, w, rows, cols, x, n, ref, RL_ACT_Q8X2, RL_PATH_REF, 1,
                            0, NULL, 0, NULL) == RL_OK);
+        rl_mm_q8x2_tiles4(&w0, &l0);
         bad = runs_differing(RL_WT_Q8_0, w, rows, cols, x, n, ref, y, RL_ACT_Q8X2);
+        rl_mm_q8x2_tiles4(&w1, &l1);
         CHECK_MSG(!bad, "q8x2 runs of tokens, %zu tokens: %ld path/thread runs differ", n, bad);
+        if (rl_path_supported(RL_PATH_AVX512VNNI))
+            CHECK_MSG(n % 2 ? l1 > l0 : w1 > w0 && l1 == l0,
+                      "q8x2 runs of tokens, %zu tokens: %zu whole and %zu lane tiles", n,
+                      w1 - w0, l1 - l0);
         free(w), free(x), free(ref), free(y);
     }
 }

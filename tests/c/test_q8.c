@@ -84,6 +84,10 @@ static void test_corner_table(const char *file, int want_rows) {
             CHECK_EACH(rl_q8_quantize_f32_avx2(x, 32, &y, &w) == RL_OK &&
                            same_bytes(&y, want, 34),
                        "%s row %d (avx2): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
+        if (rl_path_supported(RL_PATH_AVX512))
+            CHECK_EACH(rl_q8_quantize_f32_avx512(x, 32, &y, &w) == RL_OK &&
+                           same_bytes(&y, want, 34),
+                       "%s row %d (avx512): d %04x, llama-quantize's %04x", file, rows, y.d, wd);
         CHECK_EACH(rl_q8_quantize_path(RL_SRC_F64, xd, 32, &y, &w, RL_PATH_REF) == RL_OK &&
                        same_bytes(&y, want, 34),
                    "%s row %d (double entry point): d %04x, llama-quantize's %04x", file, rows,
@@ -387,12 +391,17 @@ static void test_random_blocks(long nblocks) {
     enum { CH = 1024 };
     float *x = malloc(CH * 32 * sizeof *x);
     rl_block_q8_0 *a = malloc(CH * sizeof *a), *b = malloc(CH * sizeof *b);
-    long mism = 0, chunks = 0, ovf_runs = 0;
+    long mism = 0, mism512 = 0, chunks = 0, ovf_runs = 0;
+    const int avx512 = rl_path_supported(RL_PATH_AVX512);
     for (long done = 0; done < nblocks; done += CH, chunks++) {
         for (int i = 0; i < CH; i++)
             gen_block(x + 32 * i);
-        size_t wa = 0, wb = 0;
+        size_t wa = 0, wb = 0, wc = 0;
         rl_status sa = rl_q8_quantize_f32_ref(x, CH * 32, a, &wa);
+        if (avx512) { /* the AVX-512 quantizer the same way */
+            rl_status sc = rl_q8_quantize_f32_avx512(x, CH * 32, b, &wc);
+            mism512 += sa != sc || wa != wc || !same_bytes(a, b, CH * sizeof *a);
+        }
         rl_status sb = rl_q8_quantize_f32_avx2(x, CH * 32, b, &wb);
         ovf_runs += sa == RL_OVERFLOW;
         if (sa != sb || wa != wb || !same_bytes(a, b, CH * sizeof *a)) {
@@ -409,6 +418,8 @@ static void test_random_blocks(long nblocks) {
     }
     CHECK_MSG(mism == 0, "avx2 vs ref: %ld of %ld chunks of %d random blocks differ", mism,
               chunks, CH);
+    CHECK_MSG(mism512 == 0, "avx512 vs ref: %ld of %ld chunks of %d random blocks differ",
+              mism512, chunks, CH);
     CHECK_MSG(ovf_runs > 0, "the random runs never exercised the overflow report");
     free(x);
     free(a);
@@ -423,7 +434,7 @@ static void compare_src(rl_q8_src src, const void *x, const float *widened, size
     size_t ww = 0;
     rl_status sw = rl_q8_quantize_f32_ref(widened, n, want, &ww);
     int bad = 0;
-    for (int path = RL_PATH_REF; path <= RL_PATH_AVX2; path++) {
+    for (int path = RL_PATH_REF; path < RL_PATH_COUNT; path++) {
         if (!rl_path_supported((rl_path)path))
             continue;
         size_t wg = 0;
