@@ -61,7 +61,14 @@ a single-float."
   "The (values rows cols w bf16-p) %MATMUL takes for the weight M: a
 quantized matrix of rank 2, a (simple-array single-float (* *)), or a
 float16 / bfloat16 array of rank 2 (W its bits); signals otherwise."
+  ;; The common types first, each tested once (ECL tests an array type
+  ;; by a TYPEP at run time): a question makes a dozen small products.
   (typecase m
+    ((simple-array single-float (* *))
+     (values (array-dimension m 0) (array-dimension m 1) m nil))
+    (quantized-matrix
+     (multiple-value-bind (rows cols) (matvec-matrix-shape fn m)
+       (values rows cols m nil)))
     ((or float16-array bfloat16-array)
      (let ((bits (half-array-bits m)))
        (unless (= 2 (array-rank bits))
@@ -153,7 +160,9 @@ per token.  Wrong shapes signal SHAPE-ERROR, wrong types
 ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR.
 M may also be a weight MODEL:LOAD :quantize made (an OUTLIER-MATRIX, see
 vec/outlier-matrix.lisp)."
-  (check-f32-matrix "vec:matmul-into" "out" out)
+  ;; An OUT other than NIL is checked by each method (CHECK-OUT-MATRIX).
+  (unless out
+    (check-f32-matrix "vec:matmul-into" "out" out))
   (matmul-product m "vec:matmul-into" xs out activations))
 
 (defun matmul (m xs &key (activations :q8))
