@@ -18,27 +18,10 @@
 #include "prims/matvec.h"
 #include "prims/nn.h"
 #include "prims/rng.h"
+#include "tools/timing.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The fastest of reps timings (microseconds) of STMT: on a machine shared
- * with other work, time lost to preemption only ever adds, so the minimum
- * is the least disturbed figure (the median wanders with the load). */
-#define TIME_US(reps, out, stmt)                                            \
-    do {                                                                    \
-        double t_[64];                                                      \
-        int n_ = (reps) > 64 ? 64 : (reps);                                 \
-        for (int r_ = 0; r_ < n_; r_++) {                                   \
-            uint64_t t0_ = rl_bench_ns();                                   \
-            stmt;                                                           \
-            t_[r_] = (double)(rl_bench_ns() - t0_) * 1e-3;                  \
-        }                                                                   \
-        qsort(t_, (size_t)n_, sizeof *t_, cmp_d);                           \
-        (out) = t_[0];                                                      \
-    } while (0)
+/* The fastest of reps timings (microseconds) of STMT (tools/timing.h). */
+#define TIME_US(reps, out, stmt) RL_TIME_US(reps, 1, out, stmt)
 
 static float *rnd_floats(uint64_t *g, size_t n) {
     float *x = malloc(n * sizeof *x);

@@ -13,27 +13,9 @@
 #include "prims/cpu.h"
 #include "prims/nn.h"
 #include "prims/rng.h"
+#include "tools/timing.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The fastest of reps timings (microseconds) of STMT, each of `inner`
- * calls (the calls here take a microsecond or two). */
-#define TIME_US(reps, inner, out, stmt)                                     \
-    do {                                                                    \
-        double t_[64];                                                      \
-        int n_ = (reps) > 64 ? 64 : (reps);                                 \
-        for (int r_ = 0; r_ < n_; r_++) {                                   \
-            uint64_t t0_ = rl_bench_ns();                                   \
-            for (int i_ = 0; i_ < (inner); i_++)                            \
-                stmt;                                                       \
-            t_[r_] = (double)(rl_bench_ns() - t0_) * 1e-3 / (inner);        \
-        }                                                                   \
-        qsort(t_, (size_t)n_, sizeof *t_, cmp_d);                           \
-        (out) = t_[0];                                                      \
-    } while (0)
+#define TIME_US RL_TIME_US
 
 static float *rnd_floats(uint64_t *g, size_t n) {
     float *x = malloc(n * sizeof *x);
