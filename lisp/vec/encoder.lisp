@@ -116,7 +116,8 @@ all of M gives at that token and row (an output depends on its weight row
 and token row alone).  M as VEC:MATMUL-INTO takes it, an outlier matrix
 excepted; FIRST and COUNT must lie within M's rows."
   (let ((fn "vec:matmul-rows-into"))
-    (check-f32-matrix fn "out" out)
+    (unless out                         ; another OUT is checked below
+      (check-f32-matrix fn "out" out))
     (check-activations fn activations)
     (multiple-value-bind (rows cols w bf16-p) (matmul-weight fn m)
       (declare (ignore cols))
