@@ -130,18 +130,22 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
 __attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
 rl_ln_columns8(const float *const x[8], size_t i, __m256 c[8]) {
     __m256 r[8], u[8], v[8];
+    _Pragma("GCC unroll 8")
     for (int k = 0; k < 8; k++)
         r[k] = _mm256_loadu_ps(x[k] + i);
+    _Pragma("GCC unroll 8")
     for (int k = 0; k < 8; k += 2) {
         u[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
         u[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
     }
+    _Pragma("GCC unroll 8")
     for (int k = 0; k < 8; k += 4) {
         v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
         v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
         v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
         v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
     }
+    _Pragma("GCC unroll 8")
     for (int k = 0; k < 4; k++) {
         c[k] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x20);
         c[k + 4] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x31);
@@ -154,53 +158,71 @@ rl_ln_column(const float *const x[8], size_t i) {
     return _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i], x[7][i]);
 }
 
-/* Rows [t0, t1) eight at a time with the eight rows' sums in the lanes of
- * one register: lane k adds row k's values in increasing j, the chain of
- * rl_ln_row, eight columns at a time transposed in registers (a last
- * group of fewer rows repeats its last row in the lanes past them, and
- * keeps only its own); then each row's centring, scale, weight and bias
- * sixteen values at a time (the f32 steps of rl_ln_row, the centred value
- * computed again rather than kept). */
-__attribute__((target(RL_TARGET_AVX512))) static void rl_ln_run_avx512(void *ctx, int ith,
-                                                                      int nth) {
-    const rl_rows_job *j = ctx;
+/* Rows [t, t + nr) (nr <= 8 g) as g groups of eight with each group's
+ * sums in the lanes of one register: lane k adds row k's values in
+ * increasing j, the chain of rl_ln_row, eight columns at a time
+ * transposed in registers (a group of fewer rows repeats the last row in
+ * the lanes past them, and keeps only its own).  The g groups' chains are
+ * taken in turn, so that their adds' latencies overlap.  Then each row's
+ * centring, scale, weight and bias sixteen values at a time (the f32 steps
+ * of rl_ln_row, the centred value computed again rather than kept). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
     const size_t d = j->d, full = d / 8 * 8;
-    size_t t0, t1;
-    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
     const __m512d dd = _mm512_set1_pd((double)d);
-    for (size_t t = t0; t < t1; t += RL_LN_ROWS) {
-        const size_t nr = t1 - t < RL_LN_ROWS ? t1 - t : RL_LN_ROWS;
-        const float *x[RL_LN_ROWS];
-        for (size_t k = 0; k < RL_LN_ROWS; k++)
-            x[k] = j->x + (t + (k < nr ? k : nr - 1)) * d;
-        __m512d sum = _mm512_setzero_pd(), sum2 = _mm512_setzero_pd();
-        __m256 c[8];
-        for (size_t i = 0; i < full; i += 8) {
-            rl_ln_columns8(x, i, c);
-            for (int k = 0; k < 8; k++)
-                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
+    const float *x[4][RL_LN_ROWS];
+    __m512d sum[4], sum2[4];
+    __m256 mean[4], c[8];
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < g; h++) {
+        for (size_t k = 0; k < RL_LN_ROWS; k++) {
+            const size_t r = (size_t)h * RL_LN_ROWS + k;
+            x[h][k] = j->x + (t + (r < nr ? r : nr - 1)) * d;
         }
+        sum[h] = _mm512_setzero_pd();
+        sum2[h] = _mm512_setzero_pd();
+    }
+    for (size_t i = 0; i < full; i += 8) {
+        _Pragma("GCC unroll 4")
+        for (int h = 0; h < g; h++) {
+            rl_ln_columns8(x[h], i, c);
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++)
+                sum[h] = _mm512_add_pd(sum[h], _mm512_cvtps_pd(c[k]));
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < g; h++) {
         for (size_t i = full; i < d; i++)
-            sum = _mm512_add_pd(sum, _mm512_cvtps_pd(rl_ln_column(x, i)));
-        const __m256 mean = _mm512_cvtpd_ps(_mm512_div_pd(sum, dd));
-        for (size_t i = 0; i < full; i += 8) {
-            rl_ln_columns8(x, i, c);
+            sum[h] = _mm512_add_pd(sum[h], _mm512_cvtps_pd(rl_ln_column(x[h], i)));
+        mean[h] = _mm512_cvtpd_ps(_mm512_div_pd(sum[h], dd));
+    }
+    for (size_t i = 0; i < full; i += 8) {
+        _Pragma("GCC unroll 4")
+        for (int h = 0; h < g; h++) {
+            rl_ln_columns8(x[h], i, c);
+            _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
-                const __m256 e = _mm256_sub_ps(c[k], mean);
-                sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+                const __m256 e = _mm256_sub_ps(c[k], mean[h]);
+                sum2[h] = _mm512_add_pd(sum2[h], _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
             }
         }
+    }
+    _Pragma("GCC unroll 4")
+    for (int h = 0; h < g; h++) {
         for (size_t i = full; i < d; i++) {
-            const __m256 e = _mm256_sub_ps(rl_ln_column(x, i), mean);
-            sum2 = _mm512_add_pd(sum2, _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
+            const __m256 e = _mm256_sub_ps(rl_ln_column(x[h], i), mean[h]);
+            sum2[h] = _mm512_add_pd(sum2[h], _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
         }
+    }
+    for (int h = 0; h < g; h++) {
         float var[RL_LN_ROWS], mk[RL_LN_ROWS];
-        _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2, dd)));
-        _mm256_storeu_ps(mk, mean);
-        for (size_t k = 0; k < nr; k++) {
+        _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2[h], dd)));
+        _mm256_storeu_ps(mk, mean[h]);
+        for (size_t k = 0; k < RL_LN_ROWS && (size_t)h * RL_LN_ROWS + k < nr; k++) {
             const __m512 m = _mm512_set1_ps(mk[k]), sc = _mm512_set1_ps(rl_ln_scale(var[k], j->eps));
-            const float *xk = x[k];
-            float *yk = j->out + (t + k) * d;
+            const float *xk = x[h][k];
+            float *yk = j->out + (t + (size_t)h * RL_LN_ROWS + k) * d;
             for (size_t i = 0; i < d; i += 16) {
                 const __mmask16 mm = d - i >= 16 ? 0xffff : (__mmask16)((1u << (d - i)) - 1u);
                 const __m512 e = _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, xk + i), m);
@@ -211,6 +233,22 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_ln_run_avx512(void *ctx
             }
         }
     }
+}
+
+/* Rows [t0, t1) four groups of eight at a time (rl_ln_rows_avx512), the
+ * rest two groups at a time, then at most eight in one. */
+__attribute__((target(RL_TARGET_AVX512))) static void rl_ln_run_avx512(void *ctx, int ith,
+                                                                      int nth) {
+    const rl_rows_job *j = ctx;
+    size_t t0, t1;
+    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
+    size_t t = t0;
+    for (; t + 4 * RL_LN_ROWS <= t1; t += 4 * RL_LN_ROWS)
+        rl_ln_rows_avx512(j, t, 4 * RL_LN_ROWS, 4);
+    for (; t + RL_LN_ROWS < t1; t += 2 * RL_LN_ROWS)
+        rl_ln_rows_avx512(j, t, t1 - t < 2 * RL_LN_ROWS ? t1 - t : 2 * RL_LN_ROWS, 2);
+    if (t < t1)
+        rl_ln_rows_avx512(j, t, t1 - t, 1);
 }
 
 /* LayerNorm's runs per path (kernel.h): below AVX-512, the scalar one. */
@@ -275,38 +313,63 @@ static void rl_bias_act_row(const void *job, size_t t) {
     }
 }
 
-/* Sixteen values of rl_gelu_f32's erf form: the same f32 steps around
- * vmath.h's erf (its AVX-512 form). */
-__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
-rl_gelu16_avx512(__m512 a) {
-    const __m512 u = _mm512_mul_ps(a, _mm512_set1_ps(RL_SQRT_2_INV));
-    const __m256 e0 = rl_erff8_avx512(_mm512_castps512_ps256(u));
-    const __m256 e1 =
-        rl_erff8_avx512(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
-    const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), a),
-                         _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+/* RL_NN_GELU_VALUES values of rl_gelu_f32's erf form, two registers: the
+ * same f32 steps around vmath.h's erf (its AVX-512 form, its groups of
+ * eight lanes in flight together). */
+#define RL_NN_GELU_VALUES (8 * RL_VM_ERF_GROUPS)
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_gelu_avx512(__m512 a[RL_NN_GELU_VALUES / 16]) {
+    __m256 u[RL_VM_ERF_GROUPS], e[RL_VM_ERF_GROUPS];
+    _Pragma("GCC unroll 16")
+    for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
+        const __m512 s = _mm512_mul_ps(a[h], _mm512_set1_ps(RL_SQRT_2_INV));
+        u[2 * h] = _mm512_castps512_ps256(s);
+        u[2 * h + 1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
+    }
+    rl_erff8xg_avx512(u, e);
+    _Pragma("GCC unroll 16")
+    for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
+        const __m512 eh = _mm512_insertf32x8(_mm512_castps256_ps512(e[2 * h]), e[2 * h + 1], 1);
+        a[h] = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), a[h]),
+                             _mm512_add_ps(_mm512_set1_ps(1.0f), eh));
+    }
 }
 
-/* A bias and an activation sixteen values at a time: the bias added in
- * f32, then the identity, ReLU (v < 0 ? 0 : v: a NaN and -0 kept) or the
- * GELU of rl_gelu16_avx512, the scalar row's steps. */
+/* The mask of the values of [c + 16 h, c + 16 h + 16) below d. */
+static inline __mmask16 rl_nn_mask16(size_t d, size_t c) {
+    return c >= d ? 0 : d - c >= 16 ? 0xffff : (__mmask16)((1u << (d - c)) - 1u);
+}
+
+/* A bias and an activation: the bias added in f32, then the identity, ReLU
+ * (v < 0 ? 0 : v: a NaN and -0 kept) or the GELU of rl_gelu_avx512
+ * (RL_NN_GELU_VALUES at a time), the scalar row's steps. */
 __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(const void *job,
                                                                             size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * j->d;
     float *y = j->out + t * j->d;
-    for (size_t c = 0; c < j->d; c += 16) {
-        const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
-        __m512 a = _mm512_maskz_loadu_ps(m, x + c);
-        if (j->b)
-            a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, j->b + c));
+    for (size_t c = 0; c < j->d; c += RL_NN_GELU_VALUES) {
+        __m512 a[RL_NN_GELU_VALUES / 16];
+        __mmask16 m[RL_NN_GELU_VALUES / 16];
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
+            const size_t ch = c + 16 * (size_t)h;
+            m[h] = rl_nn_mask16(j->d, ch);
+            a[h] = _mm512_maskz_loadu_ps(m[h], x + ch);
+            if (j->b)
+                a[h] = _mm512_add_ps(a[h], _mm512_maskz_loadu_ps(m[h], j->b + ch));
+        }
         if (j->act == RL_NN_GELU)
-            a = rl_gelu16_avx512(a);
+            rl_gelu_avx512(a);
         else if (j->act == RL_NN_RELU)
-            a = _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_LT_OQ),
-                                   _mm512_setzero_ps());
-        _mm512_mask_storeu_ps(y + c, m, a);
+            _Pragma("GCC unroll 16")
+            for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++)
+                a[h] = _mm512_mask_mov_ps(
+                    a[h], _mm512_cmp_ps_mask(a[h], _mm512_setzero_ps(), _CMP_LT_OQ),
+                    _mm512_setzero_ps());
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++)
+            _mm512_mask_storeu_ps(y + c + 16 * (size_t)h, m[h], a[h]);
     }
 }
 
@@ -545,17 +608,28 @@ static void rl_geglu_row(const void *job, size_t t) {
         y[c] = rl_gelu_f32(x[c], j->kind) * x[j->d + c];
 }
 
-/* The erf form sixteen values at a time (rl_gelu16_avx512); tanh rows
- * take rl_geglu_row. */
+/* The erf form RL_NN_GELU_VALUES values at a time (rl_gelu_avx512); tanh
+ * rows take rl_geglu_row. */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_geglu_row_avx512(const void *job, size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * 2 * j->d;
     float *y = j->out + t * j->d;
-    for (size_t c = 0; c < j->d; c += 16) {
-        const __mmask16 m = j->d - c >= 16 ? 0xffff : (__mmask16)((1u << (j->d - c)) - 1u);
-        const __m512 a = _mm512_maskz_loadu_ps(m, x + c), g = _mm512_maskz_loadu_ps(m, x + j->d + c);
-        _mm512_mask_storeu_ps(y + c, m, _mm512_mul_ps(rl_gelu16_avx512(a), g));
+    for (size_t c = 0; c < j->d; c += RL_NN_GELU_VALUES) {
+        __m512 a[RL_NN_GELU_VALUES / 16];
+        __mmask16 m[RL_NN_GELU_VALUES / 16];
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
+            m[h] = rl_nn_mask16(j->d, c + 16 * (size_t)h);
+            a[h] = _mm512_maskz_loadu_ps(m[h], x + c + 16 * (size_t)h);
+        }
+        rl_gelu_avx512(a);
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
+            const size_t ch = c + 16 * (size_t)h;
+            _mm512_mask_storeu_ps(y + ch, m[h],
+                                  _mm512_mul_ps(a[h], _mm512_maskz_loadu_ps(m[h], x + j->d + ch)));
+        }
     }
 }
 

@@ -235,4 +235,47 @@ rl_erff8_avx512(__m256 x) {
     return _mm256_mask_mov_ps(y, _mm256_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
+/* Groups of eight lanes of rl_erff, RL_VM_ERF_GROUPS of them: the steps of
+ * rl_erff8_avx512 taken for every group in turn (each coefficient row read
+ * once for all), so that the groups' chains of dependent fmas overlap
+ * rather than wait one on another.  Each lane's operations, and so its
+ * bits, are rl_erff8_avx512's. */
+#define RL_VM_ERF_GROUPS 8
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_erff8xg_avx512(const __m256 x[RL_VM_ERF_GROUPS], __m256 y[RL_VM_ERF_GROUPS]) {
+    __m512d a[RL_VM_ERF_GROUPS], v[RL_VM_ERF_GROUPS], p[RL_VM_ERF_GROUPS];
+    __m512i i[RL_VM_ERF_GROUPS];
+    __mmask8 big[RL_VM_ERF_GROUPS], z[RL_VM_ERF_GROUPS];
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < RL_VM_ERF_GROUPS; g++) {
+        a[g] = _mm512_abs_pd(_mm512_cvtps_pd(x[g]));
+        big[g] = _mm512_cmp_pd_mask(a[g], _mm512_set1_pd(4.0), _CMP_GE_OQ);
+        i[g] = _mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(
+            _mm512_min_pd(_mm512_mul_pd(a[g], _mm512_set1_pd(2.0)), _mm512_set1_pd(7.0))));
+        z[g] = _mm512_cmpeq_epi64_mask(i[g], _mm512_setzero_si512());
+        const __m512d c = _mm512_fmadd_pd(_mm512_cvtepi64_pd(i[g]), _mm512_set1_pd(0.5),
+                                          _mm512_set1_pd(0.25));
+        v[g] = _mm512_mask_mul_pd(_mm512_sub_pd(a[g], c), z[g], a[g], a[g]);
+    }
+    const __m512d c0 = _mm512_loadu_pd(rl_vm_erf_c[0]);
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < RL_VM_ERF_GROUPS; g++)
+        p[g] = _mm512_permutexvar_pd(i[g], c0);
+    _Pragma("GCC unroll 16")
+    for (int j = 1; j < 12; j++) {
+        const __m512d cj = _mm512_loadu_pd(rl_vm_erf_c[j]);
+        _Pragma("GCC unroll 16")
+        for (int g = 0; g < RL_VM_ERF_GROUPS; g++)
+            p[g] = _mm512_fmadd_pd(p[g], v[g], _mm512_permutexvar_pd(i[g], cj));
+    }
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < RL_VM_ERF_GROUPS; g++) {
+        __m512d q = _mm512_mask_mul_pd(p[g], z[g], a[g], p[g]);
+        q = _mm512_mask_mov_pd(q, big[g], _mm512_set1_pd(1.0));
+        __m256 r = _mm512_cvtpd_ps(q);
+        r = _mm256_or_ps(r, _mm256_and_ps(x[g], _mm256_set1_ps(-0.0f)));
+        y[g] = _mm256_mask_mov_ps(r, _mm256_cmp_ps_mask(x[g], x[g], _CMP_UNORD_Q), x[g]);
+    }
+}
+
 #endif

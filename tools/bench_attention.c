@@ -22,28 +22,13 @@
 #include "prims/bench.h"
 #include "prims/rng.h"
 
+#include "tools/timing.h"
+
 #define CALLS 50
 
-static double cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* CPU time: fair on a busy machine */
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-/* Microseconds of one call of STMT: the fastest of rounds rounds of CALLS. */
-#define TIME_US(rounds, out, stmt)                                                        \
-    do {                                                                                  \
-        double best_ = 1e300;                                                             \
-        for (int r_ = 0; r_ < (rounds); r_++) {                                           \
-            const double t0_ = cpu_ns();                                                  \
-            for (int c_ = 0; c_ < CALLS; c_++) {                                          \
-                stmt;                                                                     \
-            }                                                                             \
-            const double t_ = (cpu_ns() - t0_) / CALLS * 1e-3;                            \
-            best_ = t_ < best_ ? t_ : best_;                                              \
-        }                                                                                 \
-        (out) = best_;                                                                    \
-    } while (0)
+/* Microseconds of one call of STMT: the fastest of rounds rounds of CALLS,
+ * in the thread's CPU time (tools/timing.h). */
+#define TIME_US(rounds, out, stmt) RL_CPU_TIME_US(rounds, CALLS, out, stmt)
 
 /* One shape's data and the parts' buffers, laid out as the worker's. */
 typedef struct {

@@ -18,7 +18,10 @@
 #include "prims/matvec.h"
 #include "prims/nn.h"
 #include "prims/rng.h"
-#include "tools/bench_time.h"
+#include "tools/timing.h"
+
+/* The fastest of reps timings (microseconds) of STMT (tools/timing.h). */
+#define TIME_US(reps, out, stmt) RL_TIME_US(reps, 1, out, stmt)
 
 static float *rnd_floats(uint64_t *g, size_t n) {
     float *x = malloc(n * sizeof *x);

@@ -15,7 +15,10 @@
 #include "prims/matmul_q8.h"
 #include "prims/q8.h"
 #include "prims/rng.h"
-#include "tools/bench_time.h"
+#include "tools/timing.h"
+
+/* The fastest of reps timings (microseconds) of STMT (tools/timing.h). */
+#define TIME_US(reps, out, stmt) RL_TIME_US(reps, 1, out, stmt)
 
 int main(int argc, char **argv) {
     const size_t n = argc > 1 ? (size_t)atoi(argv[1]) : 70;

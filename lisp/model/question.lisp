@@ -185,19 +185,15 @@ rendered into it."
   "The positions of the head's mask token in IDS, one per option, in OUT
 (an adjustable fixnum vector, its fill pointer set to their count);
 QUESTION-ERROR when the count differs from OPTIONS."
-  ;; Not declared (VECTOR FIXNUM): checking that type conses.
-  (let ((mask (decision-head-mask-id head)) (count 0))
-    (declare (type fixnum count))
-    ;; Counted, then stored: VECTOR-PUSH-EXTEND conses here.
-    (dotimes (p (length ids))
-      (when (= (aref ids p) mask) (incf count)))
+  ;; In C (%POSITIONS-OF): an AREF of an adjustable vector is a call per
+  ;; token here; counted and stored at once, OUT grown and filled again
+  ;; only when it is too short (VECTOR-PUSH-EXTEND conses).
+  (let* ((mask (decision-head-mask-id head))
+         (count (%positions-of ids mask out)))
     (when (> count (array-dimension out 0))
-      (adjust-array out count))
-    (setf (fill-pointer out) count count 0)
-    (dotimes (p (length ids))
-      (when (= (aref ids p) mask)
-        (setf (aref out count) p)
-        (incf count))))
+      (adjust-array out count)
+      (%positions-of ids mask out))
+    (setf (fill-pointer out) count))
   (unless (= (length out) options)
     (question-error "expected ~D option marker~:P (token ~D) in the rendered question, found ~D"
                     options (decision-head-mask-id head) (length out)))

@@ -183,11 +183,23 @@ undefined equal only to undefined."
 bool and float have (Python 3.11's dir()), which Jinja2's attribute lookup
 finds before any key; a template naming one is refused.")
 
+(defparameter *python-type-attribute-tables*
+  (loop for (kind . names) in *python-type-attributes*
+        collect (cons kind (let ((table (make-hash-table :test 'equal :size (length names))))
+                             (dolist (name names table)
+                               (setf (gethash name table) t)))))
+  "*PYTHON-TYPE-ATTRIBUTES* as an alist from the kind to an EQUAL hash table
+of its names: a template's attribute names are checked on every rendering,
+one lookup each rather than a comparison with every name.")
+
 (defun check-python-attribute (kind name offset)
   "Refuse NAME as an attribute of a value of KIND when Python would find a
 method or attribute of the type under it (or NAME starts with __)."
-  (when (or (and (>= (length name) 2) (string= "__" name :end2 2))
-            (member name (cdr (assoc kind *python-type-attributes*)) :test #'string=))
+  ;; EQUAL and character tests rather than STRING=, whose keyword
+  ;; arguments cost more than the comparison here.
+  (when (or (and (>= (length name) 2) (char= #\_ (char name 0)) (char= #\_ (char name 1)))
+            (let ((table (cdr (assoc kind *python-type-attribute-tables*))))
+              (and table (gethash name table))))
     (refuse-construct offset "the attribute ~S of ~A (a Python method or attribute)"
                       name (kind-name kind))))
 
@@ -279,7 +291,7 @@ which a template sees unless the bindings hide them.")
 (defun template-lookup (name offset)
   "The value of the variable NAME (at OFFSET): a loop variable, else a
 binding, else undefined; one of Jinja2's global functions is refused."
-  (let ((local (assoc name *template-locals* :test #'string=)))
+  (let ((local (assoc name *template-locals* :test #'equal))) ; names are strings
     (when local (return-from template-lookup (cdr local)))
     (when *template-bindings*
       (multiple-value-bind (value found) (gethash name *template-bindings*)
@@ -337,9 +349,9 @@ else the key NAME of a mapping, else undefined."
       (:name (template-lookup (first args) offset))
       (:loop (destructuring-bind (index . length) *template-loop*
                (let ((key (first args)))
-                 (cond ((string= key "index") (1+ index))
-                       ((string= key "index0") index)
-                       ((string= key "first") (= index 0))
+                 (cond ((equal key "index") (1+ index))
+                       ((equal key "index0") index)
+                       ((equal key "first") (= index 0))
                        (t (= index (1- length)))))))
       (:getattr (template-getattr (template-eval (first args)) (second args) (first args) offset))
       (:getitem (template-getitem (template-eval (first args)) (template-eval (second args))
@@ -356,7 +368,7 @@ else the key NAME of a mapping, else undefined."
       (:compare (let ((left (template-eval (first args))))
                   (loop for (op . e) in (second args)
                         for right = (template-eval e)
-                        do (unless (eq (python-equal left right offset) (string= op "=="))
+                        do (unless (eq (python-equal left right offset) (equal op "=="))
                              (return nil))
                            (setf left right)
                         finally (return t))))
@@ -370,7 +382,7 @@ else the key NAME of a mapping, else undefined."
                    (else (template-eval else))
                    (t *undefined*))))
       (:filter (let ((value (template-eval (second args))))
-                 (if (string= (first args) "trim")
+                 (if (equal (first args) "trim")
                      (python-strip (python-str value offset))
                      (template-length value offset)))))))
 

@@ -13,12 +13,29 @@
 
 (in-package "VEC")
 
+(defmacro f32-matrix-p (x)
+  "True when X (a variable) is a (simple-array single-float (* *)): the
+test TYPEP makes, in C.  ECL's compiler leaves a TYPEP of an array type
+to run time, which parses the type on every call (a tenth of a
+microsecond, a question's products make dozens); simple as ECL's
+SIMPLE-ARRAY-P: not adjustable, no fill pointer, not displaced to
+another array."
+  `(ffi:c-inline (,x) (:object) :bool
+                 "(!ECL_IMMEDIATE(#0) && (#0)->d.t == t_array && (#0)->array.rank == 2 &&
+                   (#0)->array.elttype == ecl_aet_sf && !ECL_ADJUSTABLE_ARRAY_P(#0) &&
+                   !ECL_ARRAY_HAS_FILL_POINTER_P(#0) &&
+                   ((#0)->array.displaced == ECL_NIL ||
+                    ECL_CONS_CAR((#0)->array.displaced) == ECL_NIL))"
+                 :one-liner t))
+
 (defun check-f32-matrix (fn what x)
   "Signal unless X (the argument called WHAT of FN) is a simple rank-2
 single-float array; answer its (values rows cols)."
   ;; The type spelled out, never a DEFTYPE of this file: ECL's compiler
   ;; does not expand those, and a TYPEP left to run time looks the type up
-  ;; on every call (a tenth of a one-token encode).
+  ;; on every call (a tenth of a one-token encode); F32-MATRIX-P first.
+  (when (f32-matrix-p x)
+    (return-from check-f32-matrix (values (array-dimension x 0) (array-dimension x 1))))
   (typecase x
     ((simple-array single-float (* *)) (values (array-dimension x 0) (array-dimension x 1)))
     ((simple-array single-float)
@@ -61,7 +78,15 @@ a single-float."
   "The (values rows cols w bf16-p) %MATMUL takes for the weight M: a
 quantized matrix of rank 2, a (simple-array single-float (* *)), or a
 float16 / bfloat16 array of rank 2 (W its bits); signals otherwise."
+  ;; The common types first, each tested once (ECL tests an array type
+  ;; by a TYPEP at run time; F32-MATRIX-P in C): a question makes a dozen
+  ;; small products.
+  (when (f32-matrix-p m)
+    (return-from matmul-weight (values (array-dimension m 0) (array-dimension m 1) m nil)))
   (typecase m
+    (quantized-matrix
+     (multiple-value-bind (rows cols) (matvec-matrix-shape fn m)
+       (values rows cols m nil)))
     ((or float16-array bfloat16-array)
      (let ((bits (half-array-bits m)))
        (unless (= 2 (array-rank bits))
@@ -109,7 +134,8 @@ all of M gives at that token and row (an output depends on its weight row
 and token row alone).  M as VEC:MATMUL-INTO takes it, an outlier matrix
 excepted; FIRST and COUNT must lie within M's rows."
   (let ((fn "vec:matmul-rows-into"))
-    (check-f32-matrix fn "out" out)
+    (unless out                         ; another OUT is checked below
+      (check-f32-matrix fn "out" out))
     (check-activations fn activations)
     (multiple-value-bind (rows cols w bf16-p) (matmul-weight fn m)
       (declare (ignore cols))
@@ -153,7 +179,9 @@ per token.  Wrong shapes signal SHAPE-ERROR, wrong types
 ELEMENT-TYPE-ERROR, an unknown ACTIVATIONS UNKNOWN-FORMAT-ERROR.
 M may also be a weight MODEL:LOAD :quantize made (an OUTLIER-MATRIX, see
 vec/outlier-matrix.lisp)."
-  (check-f32-matrix "vec:matmul-into" "out" out)
+  ;; An OUT other than NIL is checked by each method (CHECK-OUT-MATRIX).
+  (unless out
+    (check-f32-matrix "vec:matmul-into" "out" out))
   (matmul-product m "vec:matmul-into" xs out activations))
 
 (defun matmul (m xs &key (activations :q8))

@@ -473,6 +473,31 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     ecl_return1(env, out);
 }
 
+/* (%positions-of ids value out) -> COUNT: the positions p where (aref ids
+ * p) is VALUE, IDS a fixnum vector (to its fill pointer), in increasing
+ * order, stored in OUT (a fixnum vector) from its start as far as its
+ * array dimension reaches; answers how many there are, so that a caller
+ * grows OUT and calls again when they are more: a question's markers,
+ * without an AREF of Lisp's per token. */
+static cl_object rl_prim_positions_of(cl_object ids, cl_object value, cl_object out) {
+    static const char fn[] = "%POSITIONS-OF";
+    const cl_env_ptr env = ecl_process_env();
+    if (!rl_fixnum_vector_p(ids))
+        rl_type_error(fn, 1, ids, RL_T_VECTOR);
+    const cl_fixnum v = rl_arg_fixnum(fn, 2, value, MOST_NEGATIVE_FIXNUM, MOST_POSITIVE_FIXNUM);
+    if (!rl_fixnum_vector_p(out))
+        rl_type_error(fn, 3, out, RL_T_VECTOR);
+    const size_t n = (size_t)ecl_length(ids), cap = (size_t)out->vector.dim;
+    size_t count = 0;
+    for (size_t p = 0; p < n; p++)
+        if (ids->vector.self.fix[p] == v) {
+            if (count < cap)
+                out->vector.self.fix[count] = (cl_fixnum)p;
+            count++;
+        }
+    ecl_return1(env, ecl_make_fixnum((cl_fixnum)count));
+}
+
 /* (%gather-rows table ids out) -> OUT: row i of OUT (n x d) := row
  * (elt IDS i) of TABLE (vocab x d); IDS a proper list of n fixnums from 0
  * below vocab, or a fixnum vector of length n (its fill pointer, if any):
@@ -588,6 +613,7 @@ static const rl_prim_def rl_defs[] = {
     RL_PRIM("%QKV-ROPE", rl_prim_qkv_rope, 7),
     RL_PRIM("%ADD-INTO", rl_prim_add_into, 3),
     RL_PRIM("%GATHER-ROWS", rl_prim_gather_rows, 3),
+    RL_PRIM("%POSITIONS-OF", rl_prim_positions_of, 3),
     RL_PRIM("%SOFTMAX-INTO", rl_prim_softmax_into, 4),
 };
 RL_PRIM_TABLE(rl_model_prims, "MODEL", rl_defs);

@@ -1052,3 +1052,20 @@ plist."
                                                (command-line::decide-line model line 1 :q8 nil
                                                                            *standard-output*)))))))
     (is (same-bits-p (model:decide model q) (model:decide model (model::parse-question q))))))
+
+(test decision-positions-of-finds-the-markers-and-counts-past-out
+  "%POSITIONS-OF, how a question's markers are found: every position of
+the value in the ids up to their fill pointer, in order, stored as far
+as OUT reaches, and the whole count answered, so that the caller grows
+OUT and asks again; anything but fixnum vectors is a TYPE-ERROR."
+  (let ((ids (make-array 6 :element-type 'fixnum :adjustable t :fill-pointer 5
+                           :initial-contents '(4 1 4 4 2 4)))
+        (out (make-array 2 :element-type 'fixnum :adjustable t :fill-pointer 0)))
+    (is (= 3 (model::%positions-of ids 4 out)))
+    (is (equal '(0 2) (list (aref out 0) (aref out 1))))
+    (adjust-array out 3)
+    (is (= 3 (model::%positions-of ids 4 out)))
+    (is (equal '(0 2 3) (list (aref out 0) (aref out 1) (aref out 2))))
+    (is (= 0 (model::%positions-of ids 7 out)))
+    (signals type-error (model::%positions-of '(4 1) 4 out))
+    (signals type-error (model::%positions-of ids 4 (make-array 2 :element-type 'single-float)))))

@@ -369,3 +369,26 @@ that 1 - 2 Phi(-a) = erf(a / sqrt 2) without a library erf."
     (signals rontolisp:shape-error (vec:geglu (random-matrix 3 15)))
     (signals rontolisp:shape-error (vec:geglu xs :out (random-matrix 3 16)))
     (signals rontolisp:element-type-error (vec:geglu (make-array '(3 16) :element-type 'double-float)))))
+
+(test check-f32-matrix-takes-what-typep-takes
+  "VEC::CHECK-F32-MATRIX's test in C (VEC::F32-MATRIX-P) takes exactly the
+(simple-array single-float (* *)) TYPEP takes: not an adjustable, filled
+or displaced matrix (one that others are displaced to is still simple),
+nor a vector, another rank or element type."
+  (let* ((plain (make-array '(2 3) :element-type 'single-float))
+         (target (make-array '(2 3) :element-type 'single-float))
+         (onto (make-array 6 :element-type 'single-float :displaced-to target))
+         (objects (list plain target
+                        (make-array '(0 0) :element-type 'single-float)
+                        (make-array '(2 3) :element-type 'single-float :adjustable t)
+                        (make-array '(2 3) :element-type 'single-float
+                                           :displaced-to (make-array 8 :element-type 'single-float))
+                        (make-array '(2 3) :element-type 'double-float)
+                        (make-array '(2 3 1) :element-type 'single-float)
+                        (make-array 6 :element-type 'single-float)
+                        onto nil 7 "text")))
+    (dolist (x objects)
+      (is (eq (typep x '(simple-array single-float (* *)))
+              (handler-case (progn (vec::check-f32-matrix "test" "x" x) t)
+                (rontolisp:rontolisp-error () nil)))
+          "~S: check-f32-matrix disagrees with TYPEP" x))))
