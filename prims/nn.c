@@ -335,6 +335,28 @@ rl_gelu_avx512(__m512 a[RL_NN_GELU_VALUES / 16]) {
     }
 }
 
+/* RL_NN_GELU_AVX2_VALUES values of rl_gelu_f32's erf form, the same f32
+ * steps around vmath.h's AVX2 erf. */
+#define RL_NN_GELU_AVX2_VALUES (8 * RL_VM_ERF_AVX2_REGS)
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_gelu_avx2(__m256 a[RL_VM_ERF_AVX2_REGS]) {
+    __m256 u[RL_VM_ERF_AVX2_REGS], e[RL_VM_ERF_AVX2_REGS];
+    _Pragma("GCC unroll 16")
+    for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++)
+        u[h] = _mm256_mul_ps(a[h], _mm256_set1_ps(RL_SQRT_2_INV));
+    rl_erff8xg_avx2(u, e);
+    _Pragma("GCC unroll 16")
+    for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++)
+        a[h] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), a[h]),
+                             _mm256_add_ps(_mm256_set1_ps(1.0f), e[h]));
+}
+
+/* The mask of the values of [c, c + 8) below d, for maskload/maskstore. */
+__attribute__((target(RL_TARGET_AVX2))) static inline __m256i rl_nn_mask8(size_t d, size_t c) {
+    const int k = c >= d ? 0 : d - c >= 8 ? 8 : (int)(d - c);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* The mask of the values of [c + 16 h, c + 16 h + 16) below d. */
 static inline __mmask16 rl_nn_mask16(size_t d, size_t c) {
     return c >= d ? 0 : d - c >= 16 ? 0xffff : (__mmask16)((1u << (d - c)) - 1u);
@@ -373,11 +395,41 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(con
     }
 }
 
-/* The bias-and-activation rows per path (kernel.h): below AVX-512, the
- * scalar one. */
+/* rl_bias_act_row_avx512's steps eight values a register, the GELU of
+ * rl_gelu_avx2 (RL_NN_GELU_AVX2_VALUES at a time). */
+__attribute__((target(RL_TARGET_AVX2))) static void rl_bias_act_row_avx2(const void *job,
+                                                                        size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * j->d;
+    float *y = j->out + t * j->d;
+    for (size_t c = 0; c < j->d; c += RL_NN_GELU_AVX2_VALUES) {
+        __m256 a[RL_VM_ERF_AVX2_REGS];
+        __m256i m[RL_VM_ERF_AVX2_REGS];
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++) {
+            const size_t ch = c + 8 * (size_t)h;
+            m[h] = rl_nn_mask8(j->d, ch);
+            a[h] = _mm256_maskload_ps(x + ch, m[h]);
+            if (j->b)
+                a[h] = _mm256_add_ps(a[h], _mm256_maskload_ps(j->b + ch, m[h]));
+        }
+        if (j->act == RL_NN_GELU)
+            rl_gelu_avx2(a);
+        else if (j->act == RL_NN_RELU)
+            _Pragma("GCC unroll 16")
+            for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++)
+                a[h] = _mm256_blendv_ps(a[h], _mm256_setzero_ps(),
+                                        _mm256_cmp_ps(a[h], _mm256_setzero_ps(), _CMP_LT_OQ));
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++)
+            _mm256_maskstore_ps(y + c + 8 * (size_t)h, m[h], a[h]);
+    }
+}
+
+/* The bias-and-activation rows per path (kernel.h). */
 static void (*const rl_bias_act_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
     [RL_PATH_REF] = rl_bias_act_row,
-    [RL_PATH_AVX2] = rl_bias_act_row,
+    [RL_PATH_AVX2] = rl_bias_act_row_avx2,
     [RL_PATH_AVX512] = rl_bias_act_row_avx512,
     [RL_PATH_AVX512VNNI] = rl_bias_act_row_avx512,
 };
@@ -633,11 +685,34 @@ rl_geglu_row_avx512(const void *job, size_t t) {
     }
 }
 
-/* GeGLU's erf form per path (kernel.h): AVX2 has no row kernel of its own
- * and runs the scalar one. */
+/* The erf form RL_NN_GELU_AVX2_VALUES values at a time (rl_gelu_avx2). */
+__attribute__((target(RL_TARGET_AVX2))) static void rl_geglu_row_avx2(const void *job,
+                                                                     size_t t) {
+    const rl_rows_job *j = job;
+    const float *x = j->x + t * 2 * j->d;
+    float *y = j->out + t * j->d;
+    for (size_t c = 0; c < j->d; c += RL_NN_GELU_AVX2_VALUES) {
+        __m256 a[RL_VM_ERF_AVX2_REGS];
+        __m256i m[RL_VM_ERF_AVX2_REGS];
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++) {
+            m[h] = rl_nn_mask8(j->d, c + 8 * (size_t)h);
+            a[h] = _mm256_maskload_ps(x + c + 8 * (size_t)h, m[h]);
+        }
+        rl_gelu_avx2(a);
+        _Pragma("GCC unroll 16")
+        for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++) {
+            const size_t ch = c + 8 * (size_t)h;
+            _mm256_maskstore_ps(y + ch, m[h],
+                                _mm256_mul_ps(a[h], _mm256_maskload_ps(x + j->d + ch, m[h])));
+        }
+    }
+}
+
+/* GeGLU's erf form per path (kernel.h). */
 static void (*const rl_geglu_erf_rows[RL_PATH_COUNT])(const void *job, size_t t) = {
     [RL_PATH_REF] = rl_geglu_row,
-    [RL_PATH_AVX2] = rl_geglu_row,
+    [RL_PATH_AVX2] = rl_geglu_row_avx2,
     [RL_PATH_AVX512] = rl_geglu_row_avx512,
     [RL_PATH_AVX512VNNI] = rl_geglu_row_avx512,
 };

@@ -25,7 +25,10 @@
  *   Taylor series of erf(a)/a in a^2 to the 11th power; for i >= 1,
  *   Pi(a - (0.25 + 0.5 i)), a degree-11 Chebyshev fit of erf on [i/2,
  *   (i+1)/2] (fit error below 4e-15); both by Horner with fma from the top
- *   coefficient (rl_vm_erf_c); then the sign of x, one f32 rounding.
+ *   coefficient (rl_vm_erf_c); then the sign of x, one f32 rounding.  Its
+ *   AVX-512 forms pick a lane's coefficients by a permutation of a table
+ *   row, its AVX2 form by two permutations of the row's halves and a blend;
+ *   both have several groups of lanes in flight.
  * Every operation is a correctly rounded IEEE double operation, so the
  * forms of each function answer identical bits.  Include it in files built with
  * -ffp-contract=off (the scalar form must not fuse what it does not say).
@@ -275,6 +278,74 @@ rl_erff8xg_avx512(const __m256 x[RL_VM_ERF_GROUPS], __m256 y[RL_VM_ERF_GROUPS]) 
         __m256 r = _mm512_cvtpd_ps(q);
         r = _mm256_or_ps(r, _mm256_and_ps(x[g], _mm256_set1_ps(-0.0f)));
         y[g] = _mm256_mask_mov_ps(r, _mm256_cmp_ps_mask(x[g], x[g], _CMP_UNORD_Q), x[g]);
+    }
+}
+
+/* Registers of eight lanes of rl_erff on AVX2, RL_VM_ERF_AVX2_REGS of them,
+ * each taken as two groups of four lanes in doubles: the steps of
+ * rl_erff8_avx512 per group, every group in turn (each coefficient row read
+ * once for all) so that the groups' chains of fmas overlap.  A lane's
+ * coefficient is its interval's entry of the row: the row's two halves
+ * permuted by the lane's index (its low two bits pick within a half), then
+ * the half picked by the index's bit 2.  Each lane's operations, and so
+ * its bits, are rl_erff's. */
+/* two registers (four groups): one or three measured slower, gathers of
+ * the coefficients half as fast */
+#define RL_VM_ERF_AVX2_REGS 2
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_erff8xg_avx2(const __m256 x[RL_VM_ERF_AVX2_REGS], __m256 y[RL_VM_ERF_AVX2_REGS]) {
+    enum { G = 2 * RL_VM_ERF_AVX2_REGS };
+    __m256d a[G], v[G], p[G], z[G], hi[G];
+    __m256i ix[G];
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < G; g++) {
+        const __m128 xg = g % 2 ? _mm256_extractf128_ps(x[g / 2], 1)
+                                : _mm256_castps256_ps128(x[g / 2]);
+        a[g] = _mm256_andnot_pd(_mm256_set1_pd(-0.0), _mm256_cvtps_pd(xg));
+        /* i = floor(2a), at most 7 (NaN and lanes past 4 answered below) */
+        const __m128i i32 = _mm256_cvttpd_epi32(
+            _mm256_min_pd(_mm256_mul_pd(a[g], _mm256_set1_pd(2.0)), _mm256_set1_pd(7.0)));
+        const __m256i i = _mm256_cvtepu32_epi64(i32);
+        z[g] = _mm256_castsi256_pd(_mm256_cmpeq_epi64(i, _mm256_setzero_si256()));
+        hi[g] = _mm256_castsi256_pd(_mm256_slli_epi64(i, 61));
+        /* the dwords 2i and 2i + 1 of each lane: its double in a half */
+        const __m256i i2 = _mm256_add_epi64(i, i);
+        ix[g] = _mm256_or_si256(
+            i2, _mm256_slli_epi64(_mm256_add_epi64(i2, _mm256_set1_epi64x(1)), 32));
+        const __m256d c = _mm256_fmadd_pd(_mm256_cvtepi32_pd(i32), _mm256_set1_pd(0.5),
+                                          _mm256_set1_pd(0.25)); /* exact */
+        v[g] = _mm256_blendv_pd(_mm256_sub_pd(a[g], c), _mm256_mul_pd(a[g], a[g]), z[g]);
+    }
+    /* row j's entry for group g's lanes */
+#define RL_VM_ERF_HALF(j, h, g)                                                                \
+    _mm256_castps_pd(                                                                          \
+        _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_loadu_pd(rl_vm_erf_c[j] + (h))), ix[g]))
+#define RL_VM_ERF_PICK(j, g)                                                                   \
+    _mm256_blendv_pd(RL_VM_ERF_HALF(j, 0, g), RL_VM_ERF_HALF(j, 4, g), hi[g])
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < G; g++)
+        p[g] = RL_VM_ERF_PICK(0, g);
+    _Pragma("GCC unroll 16")
+    for (int j = 1; j < 12; j++)
+        _Pragma("GCC unroll 16")
+        for (int g = 0; g < G; g++)
+            p[g] = _mm256_fmadd_pd(p[g], v[g], RL_VM_ERF_PICK(j, g));
+#undef RL_VM_ERF_PICK
+#undef RL_VM_ERF_HALF
+    __m128 r[G];
+    _Pragma("GCC unroll 16")
+    for (int g = 0; g < G; g++) {
+        __m256d q = _mm256_blendv_pd(p[g], _mm256_mul_pd(a[g], p[g]), z[g]);
+        q = _mm256_blendv_pd(q, _mm256_set1_pd(1.0),
+                             _mm256_cmp_pd(a[g], _mm256_set1_pd(4.0), _CMP_GE_OQ));
+        r[g] = _mm256_cvtpd_ps(q);
+    }
+    _Pragma("GCC unroll 16")
+    for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++) {
+        __m256 s = _mm256_set_m128(r[2 * h + 1], r[2 * h]);
+        /* the sign of x (a NaN x answered as itself) */
+        s = _mm256_or_ps(s, _mm256_and_ps(x[h], _mm256_set1_ps(-0.0f)));
+        y[h] = _mm256_blendv_ps(s, x[h], _mm256_cmp_ps(x[h], x[h], _CMP_UNORD_Q));
     }
 }
 

@@ -1,13 +1,15 @@
 /* bench_nn.c - a standalone speed report for the steps between the
  * encoder's products (prims/nn.c) at the shapes of a question (not a test:
  * it checks nothing).  Built by `make tools`:
- *     build/tools/bench_nn [reps]
+ *     build/tools/bench_nn [reps [path]]
  * LayerNorm, GeGLU (erf), bias plus GELU, NEOX RoPE and the non-finite scan
  * at 70 tokens and the widths of the s1 presets, one thread, on the best
- * path and on the scalar reference: the fastest of reps calls, in us and in
+ * path (or the path named: scalar, avx2, avx512, avx512vnni) and on the
+ * scalar reference: the fastest of reps calls, in us and in
  * ns per value. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "prims/bench.h"
 #include "prims/cpu.h"
@@ -34,7 +36,19 @@ int main(int argc, char **argv) {
         reps = 1;
     const int inner = 50;
     uint64_t g = 12345;
-    const rl_path best = rl_path_best(), ref = RL_PATH_REF;
+    rl_path best = rl_path_best();
+    const rl_path ref = RL_PATH_REF;
+    if (argc > 2) {
+        int p = RL_PATH_REF;
+        while (p <= RL_PATH_AVX512VNNI && strcmp(argv[2], rl_path_name((rl_path)p)))
+            p++;
+        if (p > RL_PATH_AVX512VNNI || !rl_path_supported((rl_path)p)) {
+            fprintf(stderr, "bench_nn: expected a path this CPU runs (scalar, avx2, avx512, "
+                            "avx512vnni), found %s\n", argv[2]);
+            return 2;
+        }
+        best = (rl_path)p;
+    }
     printf("cpu: %d cores, path %s\n", rl_cpu_cores(), rl_path_name(best));
     static const struct {
         const char *name;

@@ -2,8 +2,8 @@
  * precision exp and erf over a sweep of f32 inputs (within one ulp, and
  * within half an ulp but for a handful), against libm's expf and erff (at
  * most one ulp apart), the special values, and the SIMD forms (erf's one
- * group of eight lanes and its groups in flight together) bit for bit
- * against the scalar ones. */
+ * group of eight lanes and its groups in flight together, AVX2's groups of
+ * four) bit for bit against the scalar ones. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,6 +100,23 @@ erf_avx512_groups(const float *x, float *y, size_t n) {
     }
 }
 
+/* AVX2's form, RL_VM_ERF_AVX2_REGS registers at a time (n a multiple of
+ * eight; a last call with fewer takes copies of the last register). */
+__attribute__((target(RL_TARGET_AVX2))) static void erf_avx2_groups(const float *x, float *y,
+                                                                    size_t n) {
+    for (size_t i = 0; i < n; i += 8 * RL_VM_ERF_AVX2_REGS) {
+        __m256 a[RL_VM_ERF_AVX2_REGS], b[RL_VM_ERF_AVX2_REGS];
+        for (size_t g = 0; g < RL_VM_ERF_AVX2_REGS; g++)
+            a[g] = _mm256_loadu_ps(x + (i + 8 * g < n ? i + 8 * g : n - 8));
+        rl_erff8xg_avx2(a, b);
+        for (size_t g = 0; g < RL_VM_ERF_AVX2_REGS && i + 8 * g < n; g++)
+            _mm256_storeu_ps(y + i + 8 * g, b[g]);
+    }
+}
+
+/* rl_erff on a sweep of |x| < 5 and the edges (each interval's ends and
+ * the floats either side, both signs), against erf and libm's erff; its
+ * SIMD forms against it bit for bit. */
 static void test_erff(void) {
     size_t cap = 2200000, n = 0;
     float *x = malloc(cap * sizeof *x);
@@ -107,6 +124,11 @@ static void test_erff(void) {
                           nextafterf(4.0f, 0.0f), 0.5f, 1.0f, 3.5f, 1e-30f, -1e-40f, 0x1p-149f};
     for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
         x[n++] = edge[i];
+    for (int k = 0; k <= 8; k++) /* the intervals' ends: i = floor(2|x|) changes */
+        for (int s = 0; s < 2; s++) {
+            const float e = s ? -0.5f * (float)k : 0.5f * (float)k;
+            x[n++] = e, x[n++] = nextafterf(e, 0.0f), x[n++] = nextafterf(e, 2.0f * e);
+        }
     for (uint32_t u = 0; u < 0x40a00000u && n + 2 <= cap; u += 977) { /* |x| < 5 */
         float f;
         memcpy(&f, &u, sizeof f);
@@ -136,9 +158,19 @@ static void test_erff(void) {
     CHECK(rl_erff(INFINITY) == 1.0f && rl_erff(-INFINITY) == -1.0f && rl_erff(4.5f) == 1.0f);
     CHECK(signbit(rl_erff(-0.0f)) && rl_erff(-0.0f) == 0.0f);
     CHECK(rl_erff(0x1p-149f) > 0.0f); /* the smallest subnormal's erf does not vanish */
+    if (!rl_path_supported(RL_PATH_AVX2)) {
+        CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(RL_PATH_AVX2));
+    } else {
+        erf_avx2_groups(x, z, n);
+        for (size_t i = 0; i < n; i++)
+            CHECK_EACH(isnan(y[i]) ? isnan(z[i]) : bits_of(y[i]) == bits_of(z[i]),
+                       "vmath erf avx2, %d registers (%a): %a, scalar form %a",
+                       RL_VM_ERF_AVX2_REGS, (double)x[i], (double)z[i], (double)y[i]);
+    }
     if (!rl_path_supported(RL_PATH_AVX512)) {
         CHECK_SKIP("vmath: this CPU has no %s", rl_path_name(RL_PATH_AVX512));
     } else {
+        memset(z, 0, n * sizeof *z);
         erf_avx512(x, z, n);
         for (size_t i = 0; i < n; i++)
             CHECK_EACH(isnan(y[i]) ? isnan(z[i]) : bits_of(y[i]) == bits_of(z[i]),
