@@ -287,6 +287,31 @@ THREADS-START-WITH-EVERY-SPECIAL-SLOTTED)."
                (remove-if #'rontolisp::%special-slot-p vars)))
       (delete-package package))))
 
+(test new-spare-threads-start-with-every-special-slotted
+  "A spare thread started anew (the pool empty) gives every special
+variable its slot before it starts, as any thread start does: map-in-order's
+first worker used to start without, and a question it rendered lost its
+template variables (the first binding race of
+THREADS-START-WITH-EVERY-SPECIAL-SLOTTED)."
+  ;; the pool's idle threads set aside, so that a thread is started
+  (let ((kept (mp:with-lock (rontolisp::*spare-threads-lock*)
+                (shiftf rontolisp::*spare-threads* '()))))
+    (unwind-protect
+         (let* ((package (fresh-special-package 3))
+                (vars (let ((l '())) (do-symbols (s package l) (push s l)))))
+           (unwind-protect
+                (progn
+                  (is (notany #'rontolisp::%special-slot-p vars))
+                  (let ((spare (rontolisp:start-spare-thread "test spare" (lambda () 1))))
+                    (rontolisp:join-spare-thread spare)
+                    (is (not (member spare kept))))
+                  (is (every #'rontolisp::%special-slot-p vars)
+                      "~{~S~^, ~} had no slot when the new spare thread started"
+                      (remove-if #'rontolisp::%special-slot-p vars)))
+             (delete-package package)))
+      (mp:with-lock (rontolisp::*spare-threads-lock*)
+        (setf rontolisp::*spare-threads* (append kept rontolisp::*spare-threads*))))))
+
 (test spare-thread-reports-its-jobs-failure-and-stays
   "A serious condition that ends a spare thread's job is answered by
 JOIN-SPARE-THREAD, and the thread goes back to the pool for the next job."
