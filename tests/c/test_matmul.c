@@ -577,12 +577,16 @@ static void test_float_matmul(void) {
 
 /* The encoders' narrow products (d = 64 to 512 columns, a few hundred
  * rows, 16 to 131 tokens: whole tiles of four rows and four tokens, and a
- * last tile of fewer tokens) with f32 and F16 weights: every path and
- * thread count has the reference's bits. */
+ * last tile of fewer tokens) and the decision head's (s1-micro's blocks:
+ * 768, 1024 and 256 rows of 256 or 1024 columns, its 4 marker rows), with
+ * f32 and F16 weights: every path and thread count has the reference's
+ * bits, the rows fetched ahead of the kernel (past the last row too)
+ * included. */
 static void test_float_matmul_encoder_shapes(void) {
-    static const size_t shapes[][2] = {{192, 64}, {64, 64}, {256, 64}, {64, 128},
-                                       {384, 128}, {132, 512}, {512, 256}};
-    static const size_t ns[] = {16, 70, 131};
+    static const size_t shapes[][2] = {{192, 64}, {64, 64},    {256, 64},   {64, 128},
+                                       {384, 128}, {132, 512}, {512, 256},  {768, 256},
+                                       {1024, 256}, {256, 1024}, {6, 1024}};
+    static const size_t ns[] = {4, 16, 70, 131};
     long bad = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
