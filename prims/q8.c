@@ -95,12 +95,20 @@ static int rl_q8_block_ref(const float *x, rl_block_q8_0 *y) {
     return d >= RL_Q8_D_OVERFLOW;
 }
 
-rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
-                                 size_t *where) {
+/* The arguments every f32 quantizer checks first: RL_OK, or why not. */
+static inline rl_status rl_q8_quantize_args(const float *x, size_t n, const rl_block_q8_0 *y) {
     if (n % RL_QK8_0)
         return RL_BADLEN;
     if (n && (!x || !y))
         return RL_BADARG;
+    return RL_OK;
+}
+
+rl_status rl_q8_quantize_f32_ref(const float *x, size_t n, rl_block_q8_0 *y,
+                                 size_t *where) {
+    const rl_status args = rl_q8_quantize_args(x, n, y);
+    if (args != RL_OK)
+        return args;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             if (where)
@@ -173,10 +181,9 @@ rl_q8_block_head(const float *xb, uint32_t abits, size_t b, rl_block_q8_0 *yb,
 
 __attribute__((target(RL_TARGET_AVX2))) rl_status
 rl_q8_quantize_f32_avx2(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
-    if (n % RL_QK8_0)
-        return RL_BADLEN;
-    if (n && (!x || !y))
-        return RL_BADARG;
+    const rl_status args = rl_q8_quantize_args(x, n, y);
+    if (args != RL_OK)
+        return args;
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
@@ -232,10 +239,9 @@ rl_q8_round16_avx512(__m512 x, __m512 vid) {
 /* The AVX2 quantizer's steps, a block in two registers. */
 __attribute__((target(RL_TARGET_AVX512))) rl_status
 rl_q8_quantize_f32_avx512(const float *x, size_t n, rl_block_q8_0 *y, size_t *where) {
-    if (n % RL_QK8_0)
-        return RL_BADLEN;
-    if (n && (!x || !y))
-        return RL_BADARG;
+    const rl_status args = rl_q8_quantize_args(x, n, y);
+    if (args != RL_OK)
+        return args;
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
     size_t nb = n / RL_QK8_0, first_ovf = SIZE_MAX;
     for (size_t b = 0; b < nb; b++) {
