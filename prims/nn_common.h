@@ -1,6 +1,6 @@
-/* nn_common.h - what the encoder's non-matrix kernels (nn.c, attention.c)
- * share: the thread count for an amount of work, overlap and size
- * arithmetic (the path and thread check is kernel.h's rl_check_run).
+/* nn_common.h - what the encoder's non-matrix kernels (nn.c, nn_gelu.c,
+ * attention.c) share: the thread count for an amount of work, overlap and
+ * size arithmetic, the row-wise steps' job and run (the path and thread check is kernel.h's rl_check_run).
  * Internal to prims/; plain C.
  */
 #ifndef RL_PRIMS_NN_COMMON_H
@@ -12,6 +12,7 @@
 #include "prims/cpu.h"
 #include "prims/kernel.h"
 #include "prims/pool.h"
+#include "prims/nn.h"
 #include "prims/q8.h"
 
 /* Values per thread below which the row-wise steps stay on one thread
@@ -37,6 +38,30 @@ static inline size_t rl_nn_elems(size_t n, size_t m) {
     if (m && n > SIZE_MAX / sizeof(float) / m)
         return 0;
     return n * m;
+}
+/* The row-wise steps of nn.c and nn_gelu.c: one job shape, a function per
+ * token row. */
+typedef struct {
+    const float *x, *w, *b; /* b: a bias per column, or NULL */
+    float *out;
+    size_t n, d; /* rows, and the values per output row */
+    float eps;
+    rl_gelu kind;
+    rl_nn_act act;
+    void (*row)(const void *job, size_t t);
+} rl_rows_job;
+
+/* The row-wise steps' runs: n rows in chunks over nth threads. */
+static inline void rl_nn_run(int nth, size_t n, rl_pool_fn fn, void *job) {
+    rl_pool_run_split(rl_pool_split_chunks(nth, n), nth, fn, job);
+}
+
+static inline void rl_rows_run(void *ctx, int ith, int nth) {
+    const rl_rows_job *j = ctx;
+    size_t t0, t1;
+    rl_pool_chunk(j->n, ith, nth, 1, &t0, &t1);
+    for (size_t t = t0; t < t1; t++)
+        j->row(j, t);
 }
 
 #endif

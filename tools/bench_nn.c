@@ -1,5 +1,5 @@
 /* bench_nn.c - a standalone speed report for the steps between the
- * encoder's products (prims/nn.c) at the shapes of a question (not a test:
+ * encoder's products (prims/nn.c, nn_gelu.c) at the shapes of a question (not a test:
  * it checks nothing).  Built by `make tools`:
  *     build/tools/bench_nn [reps [path]]
  * LayerNorm, GeGLU (erf), bias plus GELU, NEOX RoPE and the non-finite scan
