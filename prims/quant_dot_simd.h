@@ -287,6 +287,23 @@ RL_DOT_FN(rl_dot_run2)(__m256i sumi, __m256i p, __m128i sc8, int g) {
     return RL_DOT_FN(rl_dot_madd)(sumi, s, p);
 }
 
+/* The 6-bit levels of half H of the Q6_K block W (128 values) as four
+ * registers of 32: the low nibbles of ql with bit pair r of qh moved to
+ * bits 4..5, as ggml lays them out. */
+__attribute__((target(RL_DOT_TARGET), always_inline)) static inline void
+RL_DOT_FN(rl_q6_levels)(const rl_block_q6_K *w, int h, __m256i m15, __m256i m3, __m256i v[4]) {
+    const uint8_t *ql = w->ql + 64 * h;
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+    const __m256i bh = RL_LOADQ(w->qh + 32 * h);
+#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
+    v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
+    v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
+    v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
+#undef RL_Q6_HI
+}
+
 __attribute__((target(RL_DOT_TARGET))) float RL_DOT_FN(rl_vec_dot_q6_K)(const void *w,
                                                                         const void *x, size_t nb) {
     const rl_block_q6_K *wb = w;
@@ -303,18 +320,8 @@ __attribute__((target(RL_DOT_TARGET))) float RL_DOT_FN(rl_vec_dot_q6_K)(const vo
         __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}; /* even and odd runs */
 #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = wb[b].ql + 64 * h;
-            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-            const __m256i bh = RL_LOADQ(wb[b].qh + 32 * h);
             __m256i v[4];
-            /* bit pair r of qh, moved to bits 4..5 */
-#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
-            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
-            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
-#undef RL_Q6_HI
+            RL_DOT_FN(rl_q6_levels)(&wb[b], h, m15, m3, v);
 #pragma GCC unroll 8
             for (int r = 0; r < 4; r++) {
                 const int g = 4 * h + r; /* the 32-value run: sub-blocks 2g, 2g + 1 */
@@ -345,17 +352,8 @@ RL_DOT_FN(rl_vec_dot2_q6_K)(const void *w, const void *x, size_t xstride, size_t
                               {_mm256_setzero_si256(), _mm256_setzero_si256()}};
 #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = wb[b].ql + 64 * h;
-            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-            const __m256i bh = RL_LOADQ(wb[b].qh + 32 * h);
             __m256i v[4];
-#define RL_Q6_HI(r) _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2 * (r)), m3), 4)
-            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), RL_Q6_HI(0));
-            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), RL_Q6_HI(1));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), RL_Q6_HI(2));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), RL_Q6_HI(3));
-#undef RL_Q6_HI
+            RL_DOT_FN(rl_q6_levels)(&wb[b], h, m15, m3, v);
 #pragma GCC unroll 8
             for (int r = 0; r < 4; r++) {
                 const int g = 4 * h + r;
