@@ -365,77 +365,81 @@ list of plists."
                             (setf (values original original-temporary)
                                   (read-reference reference-path
                                                   :encoder-only (not (decision-head-p source))))
-                            (check-same-model original source reference-path file)
                             "file as stored")
                            (own (format nil "~{~A~^+~} (as stored)" own))))
-         (files (loop for format in (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0))
-                      collect (let ((path (scratch-file-path (format nil "bench-~(~A~).gguf" format))))
-                                ;; llama.cpp refuses a decision head's tensors.
-                                (gguf:write path (encoder-only-file
-                                                  (if (eq format :file)
-                                                      source
-                                                      (file-in-format (or original source)
-                                                                      format))))
-                                (cons format path))))
+         (files '())
          (old-threads (threads))
          (rows '()))
     (unwind-protect
-         (let* ((encoders (loop for (format . path) in files
-                                collect (cons format (model:load path))))
-                (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
-                (missing (llama-reference-missing))
-                (llama-p (not missing))
-                (one-thread (make-hash-table :test 'equal))
-                (noise nil)
-                (ids0 (bench-token-ids (first token-counts) vocab))
-                (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
-                (tiles0 (multiple-value-list (%matmul-q8-tiles))))
-           (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
-llama.cpp ~A~]~%" (escape-control label) reps
-                   (or missing "on the same file and threads"))
-           (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
-                   "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
-           (dolist (row (if stored-row
-                            (append *model-bench-rows* (list (list stored-row :file :q8)))
-                            *model-bench-rows*))
-             (destructuring-bind (name format activations) row
-               (let* ((e (cdr (assoc format encoders)))
-                      (path (cdr (assoc format files))))
-                 (multiple-value-bind (err big cos)
-                     (hidden-state-error (model:encode e ids0 :activations activations) reference)
-                   (declare (ignore big))
-                   (dolist (n token-counts)
-                     (let ((ids (bench-token-ids n vocab)))
-                       (dolist (th thread-counts)
-                         (setf (threads) th)
-                         (let* ((us (median-microseconds
-                                     (lambda () (model:encode e ids :activations activations))
-                                     reps))
-                                (llama (and llama-p
-                                            (car (first (llama-encode path (list ids) :threads th
-                                                                                      :repeat reps)))))
-                                (ratio (and llama (/ us llama)))
-                                (one (and llama (/= th 1) (gethash (list name n) one-thread))))
-                           (when (and llama (= th 1))
-                             (setf (gethash (list name n) one-thread) llama))
-                           (when (and one (> llama one)) (setf noise t))
-                           (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
-                                   name n th us (if llama (format nil "~,1F" llama) "-")
-                                   (ratio-text ratio llama one) err cos)
-                           (finish-output stream)
-                           (push (list :format name :weights format :tokens n :threads th
-                                       :us us :llama-us llama
-                                       :ratio ratio :max-abs-error err :cosine cos)
-                                 rows)))))))))
-           (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~A~%~]"
-                   (and reference-path (escape-control reference-path)) (first token-counts)
-                   (and noise *ratio-noise-note*))
-           (destructuring-bind (whole lanes)
-               (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
-             (when (plusp (+ whole lanes))
-               (format stream "Q8_0 :q8 products: ~D of ~D tiles summed by whole blocks, ~
-the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes)))))
+         (progn
+           (when original (check-same-model original source reference-path file))
+           ;; each copy entered in FILES before it is written, so that the
+           ;; cleanup below removes it whatever fails after
+           (dolist (format (if stored-row '(:f32 :f16 :q8_0 :file) '(:f32 :f16 :q8_0)))
+             (let ((path (scratch-file-path (format nil "bench-~(~A~).gguf" format))))
+               (push (cons format path) files)
+               ;; llama.cpp refuses a decision head's tensors.
+               (gguf:write path (encoder-only-file
+                                 (if (eq format :file)
+                                     source
+                                     (file-in-format (or original source) format))))))
+           (setf files (reverse files))
+           (let* ((encoders (loop for (format . path) in files
+                                  collect (cons format (model:load path))))
+                  (vocab (getf (model:hyperparameters (cdr (first encoders))) :vocab-size))
+                  (missing (llama-reference-missing))
+                  (llama-p (not missing))
+                  (one-thread (make-hash-table :test 'equal))
+                  (noise nil)
+                  (ids0 (bench-token-ids (first token-counts) vocab))
+                  (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
+                  (tiles0 (multiple-value-list (%matmul-q8-tiles))))
+             (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
+  llama.cpp ~A~]~%" (escape-control label) reps
+                     (or missing "on the same file and threads"))
+             (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
+                     "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
+             (dolist (row (if stored-row
+                              (append *model-bench-rows* (list (list stored-row :file :q8)))
+                              *model-bench-rows*))
+               (destructuring-bind (name format activations) row
+                 (let* ((e (cdr (assoc format encoders)))
+                        (path (cdr (assoc format files))))
+                   (multiple-value-bind (err big cos)
+                       (hidden-state-error (model:encode e ids0 :activations activations) reference)
+                     (declare (ignore big))
+                     (dolist (n token-counts)
+                       (let ((ids (bench-token-ids n vocab)))
+                         (dolist (th thread-counts)
+                           (setf (threads) th)
+                           (let* ((us (median-microseconds
+                                       (lambda () (model:encode e ids :activations activations))
+                                       reps))
+                                  (llama (and llama-p
+                                              (car (first (llama-encode path (list ids) :threads th
+                                                                                        :repeat reps)))))
+                                  (ratio (and llama (/ us llama)))
+                                  (one (and llama (/= th 1) (gethash (list name n) one-thread))))
+                             (when (and llama (= th 1))
+                               (setf (gethash (list name n) one-thread) llama))
+                             (when (and one (> llama one)) (setf noise t))
+                             (format stream "~18A ~7D ~7D ~12,1F ~12@A ~9@A ~11,3,2,,,,'eE ~12,8F~%"
+                                     name n th us (if llama (format nil "~,1F" llama) "-")
+                                     (ratio-text ratio llama one) err cos)
+                             (finish-output stream)
+                             (push (list :format name :weights format :tokens n :threads th
+                                         :us us :llama-us llama
+                                         :ratio ratio :max-abs-error err :cosine cos)
+                                   rows)))))))))
+             (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
+  states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~A~%~]"
+                     (and reference-path (escape-control reference-path)) (first token-counts)
+                     (and noise *ratio-noise-note*))
+             (destructuring-bind (whole lanes)
+                 (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
+               (when (plusp (+ whole lanes))
+                 (format stream "Q8_0 :q8 products: ~D of ~D tiles summed by whole blocks, ~
+  the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes))))))
       (setf (threads) old-threads)
       (dolist (entry files) (remove-scratch-file (cdr entry)))
       (when original (close-reference original original-temporary))

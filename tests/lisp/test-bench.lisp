@@ -502,6 +502,45 @@ refuses the head, times the encoder-only copy (it was left out before)."
                    (skip-reference "llama.cpp's libraries or build/tools/llama_embed are missing")))))
       (ignore-errors (delete-file file)))))
 
+(test bench-model-leaves-no-copy-when-it-fails
+  "`bench --model' leaves none of its copies of the model in the temporary
+directory when it fails part way: a write of its third copy that fails
+(the first two stayed), and a directory reference that is not the same
+model (its F32 conversion stayed)."
+  (let ((dir (tmp-path "mbench-tmp")) (old (ext:getenv "TMPDIR"))
+        (original (fdefinition 'gguf:write)) (writes 0))
+    (unwind-protect
+         (progn
+           (rontolisp:ensure-directories (format nil "~A/" dir))
+           (ext:setenv "TMPDIR" dir)
+           (setf (fdefinition 'gguf:write)
+                 (lambda (&rest args)
+                   (if (= 3 (incf writes))
+                       (error "a write that fails")
+                       (apply original args))))
+           (signals error
+             (command-line::run-model-bench :random "s1-pico" :token-counts '(4)
+                                            :thread-counts '(1) :reps 1
+                                            :stream (make-broadcast-stream)))
+           (setf (fdefinition 'gguf:write) original)
+           (is (= 3 writes))
+           (is (equal '() (entry-names dir)) "left after a failed write: ~S" (entry-names dir))
+           (let ((pico (format nil "~A/pico.gguf" dir)) (laya (format nil "~A/nano-laya" dir)))
+             (ext:setenv "TMPDIR" old)
+             (assert (eql 0 (run-exe (list "convert" "--random" "s1-pico" pico "--type" "f32"))))
+             (assert (eql 0 (run-exe (list "convert" "--random" "s1-nano"
+                                           (format nil "~A/nano.gguf" dir) "--write-laya" laya))))
+             (let ((before (entry-names dir))
+                   (code (run-child "env" (list (format nil "TMPDIR=~A" dir) *exe* "bench"
+                                                "--model" pico "--reference" laya "--tokens" "4")
+                                    :input nil :output nil :error nil)))
+               (is (eql 1 code))
+               (is (equal before (entry-names dir)) "left by a reference of another model: ~S"
+                   (set-difference (entry-names dir) before :test #'string=)))))
+      (setf (fdefinition 'gguf:write) original)
+      (ext:setenv "TMPDIR" old)
+      (sh "rm -rf \"$1\"" dir))))
+
 (test bench-model-reference-measures-the-stored-file
   "`bench --model FILE --reference ORIG': the formats are made from ORIG and
 measured against it, and FILE as stored gets a row: an F16 file against the
