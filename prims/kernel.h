@@ -51,4 +51,9 @@ static inline rl_status rl_check_run(rl_path path, int threads) {
     return rl_path_supported(path) ? RL_OK : RL_UNSUPPORTED;
 }
 
+/* The one NaN a float product stores (doc/products.md §3), whatever NaNs
+ * its sums met: x86's default NaN, the one an invalid operation (0 x inf,
+ * inf - inf) makes, bits 0xffc00000. */
+#define RL_PRODUCT_NAN (-__builtin_nanf(""))
+
 #endif

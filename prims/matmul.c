@@ -227,19 +227,14 @@ rl_mm_q8_tile_avx512(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_bl
 
 /* F16 weights widened eight at a time by F16C, a quarter of the integer
  * conversion's time on the F16 file's products.  The instruction is exact
- * like numfmt's conversion except that it quiets a signalling NaN, so a
- * group holding any NaN takes the integer conversion to keep its payload. */
+ * like numfmt's conversion except that it quiets a signalling NaN, which
+ * no output shows: a NaN output is RL_PRODUCT_NAN (doc/products.md §3). */
 __attribute__((target(RL_TARGET_AVX2))) static void rl_mm_widen_f16c(const uint16_t *src,
                                                                   float *dst, size_t n) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
-        __m128i mag = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
-        if (_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00))))
-            rl_gguf_f16_to_f32_row(src + i, dst + i, 8);
-        else
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
     rl_gguf_f16_to_f32_row(src + i, dst + i, n - i);
 }
 
@@ -261,9 +256,8 @@ typedef struct {
     void (*widen_f16)(const uint16_t *src, float *dst, size_t n); /* exact */
     rl_mm_f32_tile_fn f32_tile;   /* token-tiled f32; NULL: the row kernel per token */
     rl_mm_f32_tile_fn f32_narrow; /* f32_tile for 1..RL_MM_NARROW_COLS columns; NULL: none */
-    /* F16 read in place, answering 1 when an output is NaN (the tile is then
-     * widened and run again); NULL: widen first */
-    int (*f16_tile)(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
+    /* F16 read in place; NULL: widen first */
+    void (*f16_tile)(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                     size_t r1, double *yd, float *yf, size_t ystride, size_t yoff);
 } rl_mm_kernels;
 
@@ -340,9 +334,8 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
             float *wide = j->wide + (size_t)ith * j->tile * j->cols;
             const uint16_t *src = (const uint16_t *)j->w + rt * j->cols;
             if (j->wt == RL_WT_F16 && j->k->f16_tile) {
-                if (!j->k->f16_tile(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf, j->rows, 0))
-                    continue;
-                /* a NaN weight makes its row's outputs NaN: widen apart */
+                j->k->f16_tile(j->w, j->cols, j->xf, j->n, rt, re, j->yd, j->yf, j->rows, 0);
+                continue;
             }
             if (j->wt == RL_WT_F16)
                 j->k->widen_f16(src, wide, (re - rt) * j->cols);
@@ -362,6 +355,14 @@ static void rl_mm_job_run(void *ctx, int ith, int nth) {
             double *yd = j->yd ? j->yd + t * j->rows + off : NULL;
             float *yf = j->yf ? j->yf + t * j->rows + off : NULL;
             j->kf(m, j->cols, j->xf + t * j->cols, a, z, yd, yf);
+            /* a NaN output as RL_PRODUCT_NAN, as the tiles store it
+             * (doc/products.md §3) */
+            for (size_t r = a; r < z; r++) {
+                if (yd && yd[r] != yd[r])
+                    yd[r] = (double)RL_PRODUCT_NAN;
+                if (yf && yf[r] != yf[r])
+                    yf[r] = RL_PRODUCT_NAN;
+            }
         }
     }
 }

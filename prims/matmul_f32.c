@@ -36,11 +36,9 @@
 /* Weights as f32 (f16 = 0) or F16 read in place (f16 = 1), each chunk
  * widened in registers by F16C (exact), so the products and their order
  * are the f32 tile's, with no widening pass through memory (at one token
- * that pass was half the product's time).  F16C quiets a signalling NaN;
- * the fused multiply-add would quiet it the same way, but no result leans
- * on that: a NaN weight makes every output of its row NaN, so a tile with
- * a NaN output is computed again from the integer widening (the tile
- * reports its NaN outputs; one compare per sixteen of them). */
+ * that pass was half the product's time).  F16C quiets a signalling NaN,
+ * which changes no result: a NaN output is stored as RL_PRODUCT_NAN
+ * (doc/products.md §3; one compare per sixteen outputs). */
 __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline __m512
 rl_mm_wload(const void *p, size_t j, int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + j)))
@@ -75,12 +73,11 @@ __attribute__((always_inline)) static inline void rl_mm_fetch(const char *p, siz
     _mm_prefetch((const char *)((uintptr_t)p + off), _MM_HINT_T0);
 }
 
-/* Answers 1 if any output is a NaN. */
-__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n, size_t r0,
                   size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
     const size_t es = f16 ? 2 : 4; /* weight bytes */
-    __mmask16 nan = 0;
+    const __m512 qnan = _mm512_set1_ps(RL_PRODUCT_NAN);
     const size_t full = cols / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (cols - full)) - 1u);
     const size_t tb = rl_mm_token_block(cols);
@@ -166,8 +163,10 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
                 const __m512 c2 = RL_MM_T4(b4, b5), c3 = RL_MM_T4(b6, b7);
                 const __m512 e0 = RL_MM_T2(c0, c1), e1 = RL_MM_T2(c2, c3);
                 float out[16];
-                const __m512 res = RL_MM_T1(e0, e1);
-                nan |= _mm512_cmp_ps_mask(res, res, _CMP_UNORD_Q); /* lanes past nr, nt repeat real ones */
+                /* a NaN output as RL_PRODUCT_NAN (doc/products.md §3) */
+                const __m512 sum = RL_MM_T1(e0, e1);
+                const __m512 res =
+                    _mm512_mask_mov_ps(sum, _mm512_cmp_ps_mask(sum, sum, _CMP_UNORD_Q), qnan);
                 if (!yd && nr == 4) {
                     /* each token's four rows, one 128-bit store apiece */
                     float *y0 = yf + t0 * ystride + yoff + r;
@@ -192,14 +191,13 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
             }
         }
     }
-    return nan != 0;
 }
 #undef RL_MM_ACC16
 
 __attribute__((target(RL_TARGET_AVX512))) void
 rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
-    (void)rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    rl_mm_tile_avx512(m, 0, cols, x, n, r0, r1, yd, yf, ystride, yoff);
 }
 
 /* Columns up to which the F16 tile widens each four rows once into a
@@ -209,17 +207,17 @@ rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n, siz
  * once per group of tokens, measured as fast or faster. */
 #define RL_MM_WIDE_COLS 128
 
-/* Answers 1 if any output is a NaN.  With more than RL_MM_T tokens and at
- * most RL_MM_WIDE_COLS columns each four rows are widened by F16C once
- * (the same exact values the in-place loads give, a signalling NaN
- * quieted alike) and run as f32 rows. */
-__attribute__((target(RL_TARGET_AVX512))) int
+/* With more than RL_MM_T tokens and at most RL_MM_WIDE_COLS columns each
+ * four rows are widened by F16C once (the same exact values the in-place
+ * loads give, a signalling NaN quieted alike) and run as f32 rows. */
+__attribute__((target(RL_TARGET_AVX512))) void
 rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                       size_t r1, double *yd, float *yf, size_t ystride, size_t yoff) {
-    if (n <= RL_MM_T || cols > RL_MM_WIDE_COLS)
-        return rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+    if (n <= RL_MM_T || cols > RL_MM_WIDE_COLS) {
+        rl_mm_tile_avx512(m, 1, cols, x, n, r0, r1, yd, yf, ystride, yoff);
+        return;
+    }
     float wide[4 * RL_MM_WIDE_COLS] __attribute__((aligned(64)));
-    int nan = 0;
     for (size_t r = r0; r < r1; r += 4) {
         const size_t nr = r1 - r < 4 ? r1 - r : 4, len = nr * cols;
         const uint16_t *src = m + r * cols;
@@ -230,7 +228,6 @@ rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, 
             const __mmask16 k = (__mmask16)((1u << (len - i)) - 1u);
             _mm512_mask_storeu_ps(wide + i, k, rl_mm_wload_tail(src, i, k, 1));
         }
-        nan |= rl_mm_tile_avx512(wide, 0, cols, x, n, 0, nr, yd, yf, ystride, yoff + r);
+        rl_mm_tile_avx512(wide, 0, cols, x, n, 0, nr, yd, yf, ystride, yoff + r);
     }
-    return nan;
 }

@@ -16,10 +16,8 @@ void rl_mm_f32_tile_avx512(const float *m, size_t cols, const float *x, size_t n
 
 /* The same with F16 weights, widened exactly by F16C: four rows at a time
  * into f32 once when more than four tokens read them and the rows are
- * narrow, else in registers as they are read.  Answers 1 when an output
- * is a NaN (the caller then widens the tile and runs the f32 kernel,
- * keeping a NaN's payload), else 0. */
-int rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
+ * narrow, else in registers as they are read. */
+void rl_mm_f16_tile_avx512(const uint16_t *m, size_t cols, const float *x, size_t n, size_t r0,
                           size_t r1, double *yd, float *yf, size_t ystride, size_t yoff);
 
 #endif

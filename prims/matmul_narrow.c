@@ -9,11 +9,12 @@
  * and a -0 met on the way changes no later sum unless the result is zero;
  * with fewer than 16 columns the spec's zero result is then +0, since a
  * +0.0 lane joins it.  So only the additions of two used lanes are made (k
- * - 1 for k columns), and with k < 16 the result gets the + 0.0 last (a
- * NaN stays the same quiet NaN).  A vector holds one lane of sixteen rows
- * (the columns gathered once per row group), so a token costs a broadcast
- * and an FMA per column and those additions, where the row-wise kernel
- * reduces each output across a vector apart. */
+ * - 1 for k columns), and with k < 16 the result gets the + 0.0 last; a
+ * NaN output is stored as RL_PRODUCT_NAN (doc/products.md §3).  A vector
+ * holds one lane of sixteen rows (the columns gathered once per row
+ * group), so a token costs a broadcast and an FMA per column and those
+ * additions, where the row-wise kernel reduces each output across a
+ * vector apart. */
 #include "prims/matmul_narrow.h"
 
 #include <immintrin.h>
@@ -40,7 +41,9 @@ rl_mm_narrow_rows(const __m512 *w, const size_t K, const float *x, size_t n, __m
                     acc[i] = _mm512_add_ps(acc[i], acc[i + s]);
             used = used < s ? used : s;
         }
-        const __m512 res = K < 16 ? _mm512_add_ps(acc[0], zero) : acc[0];
+        const __m512 sum = K < 16 ? _mm512_add_ps(acc[0], zero) : acc[0];
+        const __m512 res = _mm512_mask_mov_ps(sum, _mm512_cmp_ps_mask(sum, sum, _CMP_UNORD_Q),
+                                              _mm512_set1_ps(RL_PRODUCT_NAN));
         const size_t at = t * ystride + at0;
         if (yf)
             _mm512_mask_storeu_ps(yf + at, rm, res);

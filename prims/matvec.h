@@ -21,7 +21,9 @@
  * sums, p_k over j = k (mod 16) in increasing j with a fused multiply-add
  * each (p_k = fmaf(m, x, p_k), from +0), then a_k = p_k + p_{k+8} (k < 8),
  * b_k = a_k + a_{k+4} (k < 4), c_k = b_k + b_{k+2} (k < 2), y = c_0 + c_1,
- * all in f32.  Bit-identical across paths for finite data.
+ * all in f32.  Bit-identical across paths for finite data and a single
+ * NaN; where two NaNs meet, which one an addition keeps is the compiler's
+ * choice (the products of matmul.h store every NaN as RL_PRODUCT_NAN).
  *
  * Threads: a driver splits rows in multiples of RL_MATVEC_ROWS; a row's
  * arithmetic never depends on the split.  The products themselves, of one

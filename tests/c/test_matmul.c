@@ -644,6 +644,62 @@ static void test_f16_nan_weights(void) {
     CHECK_MSG(!bad, "f16 weights with NaNs: %ld path/thread runs differ from the reference", bad);
 }
 
+/* ---- two NaNs in one output ------------------------------------------- */
+
+/* Where two weights of a row are NaNs with different payloads, which one
+ * an addition keeps is the compiler's choice (paths used to differ), so a
+ * NaN output is always RL_PRODUCT_NAN (doc/products.md §3): pairs of NaNs
+ * in one lane and in lanes that meet at each step of the tree, quiet and
+ * signalling, F32 and F16, a row wider than a block of the tile, one token
+ * and several, on every path and thread count. */
+static void test_nan_payload_order(void) {
+    static const size_t pairs[][2] = {{0, 16}, {0, 8}, {12, 4}, {2, 3}, {1, 0},
+                                      {9, 15}, {5, 70}, {33, 1}};
+    static const size_t shapes[][2] = {{96, 1}, {96, 7}, {600, 5}};
+    const size_t npairs = sizeof pairs / sizeof *pairs;
+    long bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const size_t cols = shapes[s][0], n = shapes[s][1], rows = 2 * npairs + 3;
+        float *wf = malloc(rows * cols * sizeof *wf), *x = malloc(n * cols * sizeof *x);
+        uint16_t *wh = malloc(rows * cols * sizeof *wh);
+        float *ref = malloc(n * rows * sizeof *ref), *y = malloc(n * rows * sizeof *y);
+        for (size_t i = 0; i < rows * cols; i++) {
+            wf[i] = (float)rnd_gauss();
+            wh[i] = rl_gguf_f32_to_f16(wf[i]);
+        }
+        for (size_t i = 0; i < n * cols; i++)
+            x[i] = (float)rnd_gauss();
+        for (size_t k = 0; k < npairs; k++)
+            for (int sig = 0; sig < 2; sig++) {
+                /* quiet NaNs (sig 0) or signalling ones (sig 1), payloads
+                 * that differ in every pair */
+                const size_t r = 2 * k + (size_t)sig;
+                const uint32_t q = sig ? 0x7f800000u : 0x7fc00000u;
+                const uint32_t a = q | (uint32_t)(0x101 + k), b = q | (uint32_t)(0x2000 + 7 * k);
+                memcpy(&wf[r * cols + pairs[k][0]], &a, 4);
+                memcpy(&wf[r * cols + pairs[k][1]], &b, 4);
+                wh[r * cols + pairs[k][0]] = (uint16_t)((sig ? 0x7c00 : 0x7e00) | (1 + k));
+                wh[r * cols + pairs[k][1]] = (uint16_t)((sig ? 0x7c00 : 0x7e00) | (0x40 + 3 * k));
+            }
+        for (int wt = RL_WT_F32; wt <= RL_WT_F16; wt += RL_WT_F16 - RL_WT_F32) {
+            const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
+            CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8, RL_PATH_REF, 1,
+                               0, NULL, 0, NULL) == RL_OK);
+            CHECK(isnan(ref[0]) && isnan(ref[2 * npairs - 1]) && !isnan(ref[rows - 1]));
+            for (size_t i = 0; i < n * rows; i++) {
+                uint32_t bits;
+                memcpy(&bits, &ref[i], 4);
+                if (isnan(ref[i]))
+                    CHECK_MSG(bits == 0xffc00000u, "a NaN output %08x, expected ffc00000",
+                              (unsigned)bits);
+            }
+            bad += runs_differing((rl_wtype)wt, w, rows, cols, x, n, ref, y, RL_ACT_Q8);
+        }
+        free(wf), free(wh), free(x), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "two NaNs in an output: %ld path/thread runs differ from the reference", bad);
+}
+
 /* ---- errors --------------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -834,6 +890,7 @@ int main(void) {
     CHECK_CASE(test_float_matmul());
     CHECK_CASE(test_float_matmul_encoder_shapes());
     CHECK_CASE(test_f16_nan_weights());
+    CHECK_CASE(test_nan_payload_order());
     CHECK_CASE(test_errors());
     CHECK_CASE(test_quant_matmul());
     CHECK_CASE(test_quant_errors());
