@@ -17,26 +17,29 @@
  * vpdpbusd, which multiplies unsigned by signed bytes: the weights go in as
  * w + 128 (w ^ 0x80, 0..255, -128 included) and each sum starts at -128
  * times the sum of the activation quants it meets, so every step is an
- * exact integer.  A vector slot is a weight row, slot i for row i of a set
+ * exact integer.  Q8x2 (§2) takes one int16 a column instead,
+ * a = 128 * qx + r (|a| <= 16511), and vpdpwssd on the weights widened to
+ * int16: Σ qw * a is 128 * s_q + s_r, the lane sum itself, in one pass
+ * and with no offset.  A vector slot is a weight row, slot i for row i of a set
  * of sixteen, so that one vector of scale products dw * dx and two
  * conversions to double serve sixteen sums of one token:
  *   - weights (rl_mmq16_wblk, arranged per call, per set of 16 rows and
  *     block): dword h of the 16 rows, + 128, a vector for each h, loaded
  *     once per block and used by every token of a tile; and the rows'
- *     scales in double;
- *   - activations: the quants where they are (the Q8_0 blocks, Q8x2's
- *     residuals), dword h of a token broadcast to every slot by the
- *     product's own memory operand; per token and block (rl_mmq16_xblk,
+ *     scales in double.  Q8x2's (rl_mmq16_wblk2): two vectors of int16
+ *     pairs for each h, its bytes 0 and 2, then 1 and 3;
+ *   - activations: the quants where they are (the Q8_0 blocks), dword h
+ *     of a token broadcast to every slot by the product's own memory
+ *     operand; Q8x2's int16 pairs in the same order as its weights', made
+ *     once per call (rl_mmq16_xrow); per token and block (rl_mmq16_xblk,
  *     gathered once per call) -128 * the block's sum of quants and each
- *     lane's, the same for Q8x2's residuals, and the scale (with Q8x2's
- *     2^-7, exact).
+ *     lane's (:q8), and the scale (with Q8x2's 2^-7, exact).
  * A tile is a set of 16 rows and four tokens; its sums are in 4 vectors,
- * one a token, each dword of the weights' eight vectors meeting the four
- * tokens in turn.
+ * one a token, each vector of weights meeting the four tokens in turn.
  *
  * Two ways, the same bits:
  *   - lanes (rl_mmq16_lanes): doc/products.md §1 as written, a double accumulator per
- *     lane, one token at a time;
+ *     lane, two tokens at a time;
  *   - whole blocks (rl_mmq16_whole), when every sum is exact.  A term of
  *     row r, token t, block b is s * dw * dx with |s| <= 128 * A (A: the
  *     sum of the token block's |quants|, at most 32 * 127; the four lane
@@ -66,10 +69,18 @@ typedef struct {
     double dw[16];
 } rl_mmq16_wblk;
 
+/* Q8x2's: dword k of the 16 rows is a pair of int16 weights, columns
+ * 4(k/2) + k%2 and that + 2 (rl_mmq16_widen), meeting the same pair of a
+ * token's int16 activations (rl_mmq16_xrow) */
 typedef struct {
-    double dx;
-    int32_t call, callr;  /* -128 x the block's sum of quants, of residuals (Q8x2) */
-    int32_t c[4], cr[4];  /* the same per lane */
+    int32_t w[16][16];
+    double dw[16];
+} rl_mmq16_wblk2;
+
+typedef struct {
+    double dx; /* the token block's scale (Q8x2's times 2^-7, exact) */
+    int32_t call;  /* -128 x the block's sum of quants (:q8; Q8x2 0) */
+    int32_t c[4];  /* the same per lane */
 } rl_mmq16_xblk;
 
 /* exponent tables: no nonzero scale at a block; a set's lowest exponent
@@ -91,10 +102,9 @@ void rl_mm_q8x2_tiles4(size_t *whole, size_t *lanes) {
 }
 
 size_t rl_mm_q8_split4_bytes(size_t n, size_t nb, int x2) {
-    (void)x2;
     const size_t nq = (n + 3) / 4;
     return n * nb * sizeof(rl_mmq16_xblk) + nq * nb * sizeof(uint64_t) +
-           nq * (sizeof(uint64_t) + sizeof(int32_t)) + 64;
+           nq * (sizeof(uint64_t) + sizeof(int32_t)) + 64 + (x2 ? n * nb * 64 + 64 : 0);
 }
 
 /* -128 times the four lane sums of a block's quants */
@@ -110,13 +120,46 @@ rl_mmq16_lane_sums(const int8_t *qs, int32_t c[4]) {
                          l8, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5))));
 }
 
+/* (for either kind of product: Q8x2's blocks are the larger) */
 size_t rl_mm_q8_arranged4_bytes(size_t rows, size_t nb) {
     const size_t ns = (rows + 15) / 16;
-    return ns * nb * sizeof(rl_mmq16_wblk) + 2 * ns * sizeof(int32_t) + ns * nb + 64;
+    return ns * nb * sizeof(rl_mmq16_wblk2) + 2 * ns * sizeof(int32_t) + ns * nb + 64;
 }
 
 static void *rl_mmq16_align(const void *p) {
     return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+/* Q8x2's int16 activations in a split of n tokens (after the bounds): 16
+ * dwords a token and block (rl_mmq16_xrow) */
+static int32_t *rl_mmq16_xrows(const rl_mmq16_xblk *xs, size_t n, size_t nb) {
+    const size_t nq = (n + 3) / 4;
+    const uint64_t *xmax = (const uint64_t *)(const void *)(xs + n * nb) + nq * nb;
+    return rl_mmq16_align((const int32_t *)(const void *)(xmax + nq) + nq);
+}
+
+/* The 32 bytes at q as int16, the even bytes of each dword in *e, the odd
+ * ones in *o: dword h of *e is bytes 4h and 4h + 2, of *o 4h + 1 and 4h + 3. */
+__attribute__((target(RL_TARGET_AVX2), always_inline)) static inline void
+rl_mmq16_widen(__m256i q, __m256i *e, __m256i *o) {
+    *e = _mm256_srai_epi16(_mm256_slli_epi16(q, 8), 8);
+    *o = _mm256_srai_epi16(q, 8);
+}
+
+/* doc/products.md §2's activation of a token's block as one int16 a
+ * column, a = 128 * qx + r (|a| <= 128 * 128 + 127, so Σ qw * a is
+ * 128 * s_q + s_r exactly), in the order of rl_mmq16_wblk2's dwords: dword
+ * 2h the pair (4h, 4h + 2), dword 2h + 1 the pair (4h + 1, 4h + 3). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+rl_mmq16_xrow(const int8_t *qs, const int8_t *r, int32_t out[16]) {
+    __m256i qe, qo, re, ro;
+    rl_mmq16_widen(_mm256_loadu_si256((const __m256i *)(const void *)qs), &qe, &qo);
+    rl_mmq16_widen(_mm256_loadu_si256((const __m256i *)(const void *)r), &re, &ro);
+    const __m256i ae = _mm256_add_epi16(_mm256_slli_epi16(qe, 7), re);
+    const __m256i ao = _mm256_add_epi16(_mm256_slli_epi16(qo, 7), ro);
+    const __m512i idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    _mm512_store_si512(out, _mm512_permutex2var_epi32(_mm512_castsi256_si512(ae), idx,
+                                                      _mm512_castsi256_si512(ao)));
 }
 
 /* The exponent of an f16 scale's last mantissa bit (-24 .. 5), or
@@ -151,7 +194,7 @@ rl_mm_q8_block4(const rl_block_q8_0 *const wr[4], size_t b, __m512i *w01, __m512
                                        (short)wr[3][b].d, 0, 0, 0, 0));
 }
 
-__attribute__((target(RL_TARGET_AVX2))) void
+__attribute__((target(RL_TARGET_VNNI))) void
 rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, void *out) {
     rl_mmq16_xblk *xs = rl_mmq16_align(out);
     const size_t nq = (n + 3) / 4;
@@ -160,18 +203,18 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
     uint64_t *xmag = (uint64_t *)(void *)(xs + n * nb);
     uint64_t *xmax = xmag + nq * nb;
     int32_t *xlo = (int32_t *)(void *)(xmax + nq);
+    int32_t *a16 = xr ? rl_mmq16_xrows(xs, n, nb) : NULL;
     for (size_t t = 0; t < n; t++)
         for (size_t b = 0; b < nb; b++) {
             rl_mmq16_xblk *o = xs + t * nb + b;
             const rl_block_q8_0 *blk = xq + t * nb + b;
-            rl_mmq16_lane_sums(blk->qs, o->c);
-            o->call = o->c[0] + o->c[1] + o->c[2] + o->c[3];
-            if (xr) {
-                rl_mmq16_lane_sums(xr + (t * nb + b) * 32, o->cr);
-                o->callr = o->cr[0] + o->cr[1] + o->cr[2] + o->cr[3];
+            if (xr) { /* Q8x2: signed int16 activations, no offset sums */
+                rl_mmq16_xrow(blk->qs, xr + (t * nb + b) * 32, a16 + (t * nb + b) * 16);
+                memset(o->c, 0, sizeof o->c);
+                o->call = 0;
             } else {
-                memset(o->cr, 0, sizeof o->cr);
-                o->callr = 0;
+                rl_mmq16_lane_sums(blk->qs, o->c);
+                o->call = o->c[0] + o->c[1] + o->c[2] + o->c[3];
             }
             o->dx = (double)rl_gguf_f16_to_f32(blk->d) * (xr ? 0x1p-7 : 1.0);
         }
@@ -228,16 +271,18 @@ rl_mm_q8_split4(const rl_block_q8_0 *xq, const int8_t *xr, size_t n, size_t nb, 
 
 
 /* Rows [r0, r1) into sets of 16 (a short set repeats its last row), each
- * set's blocks in order; after them the sets' exponent tables.  Returns the
- * set count. */
-__attribute__((target(RL_TARGET_VNNI))) static size_t
-rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq16_wblk *out) {
+ * set's blocks in order (rl_mmq16_wblk, with x2 rl_mmq16_wblk2); after them
+ * the sets' exponent tables.  Returns the set count. */
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline size_t
+rl_mmq16_arrange_as(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, void *out,
+                    int x2) {
+    const size_t bsize = x2 ? sizeof(rl_mmq16_wblk2) : sizeof(rl_mmq16_wblk);
     /* dword h of row i to slot 4h + i: rows 0, 1 in w01, rows 2, 3 in w23 */
     const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
     const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
-    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const __m512i c80 = _mm512_set1_epi8((char)(x2 ? 0 : 0x80));
     const size_t ns = (r1 - r0 + 15) / 16;
-    int32_t *wlo = (int32_t *)(void *)(out + ns * nb);
+    int32_t *wlo = (int32_t *)(void *)((char *)out + ns * nb * bsize);
     int8_t *whi = (int8_t *)(wlo + 2 * ns);
     for (size_t set = 0; set < ns; set++) {
         const rl_block_q8_0 *wr[4][4];
@@ -255,7 +300,9 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
         __m128i elo = _mm_set1_epi32(RL_MMQ16_EMPTY), etop = _mm_set1_epi32(RL_MMQ16_NONE);
         __mmask8 bad = 0;
         for (size_t b = 0; b < nb; b++) {
-            rl_mmq16_wblk *ob = out + set * nb + b;
+            char *ob = (char *)out + (set * nb + b) * bsize;
+            int32_t(*ow)[16] = x2 ? ((rl_mmq16_wblk2 *)(void *)ob)->w : ((rl_mmq16_wblk *)(void *)ob)->w;
+            double *odw = x2 ? ((rl_mmq16_wblk2 *)(void *)ob)->dw : ((rl_mmq16_wblk *)(void *)ob)->dw;
             __m512i v[2][4]; /* dwords 0..3, 4..7 of group g: lane h, rows in order */
             __m128i eb = _mm_set1_epi32(RL_MMQ16_NONE);
             for (int g = 0; g < 4; g++) {
@@ -263,7 +310,7 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
                 const __m128 d4 = rl_mm_q8_block4(wr[g], b, &w01, &w23);
                 v[0][g] = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, lo, w23), c80);
                 v[1][g] = _mm512_xor_si512(_mm512_permutex2var_epi32(w01, hi, w23), c80);
-                _mm256_store_pd(ob->dw + 4 * g, _mm256_cvtps_pd(d4));
+                _mm256_store_pd(odw + 4 * g, _mm256_cvtps_pd(d4));
                 const __m128i fe = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(d4), 23),
                                                  _mm_set1_epi32(0xff));
                 const __mmask8 nz = _mm_cmpneq_epi32_mask(fe, _mm_setzero_si128()) & 0xf;
@@ -279,10 +326,21 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
                 const __m512i t1 = _mm512_shuffle_i32x4(v[k][2], v[k][3], _MM_SHUFFLE(1, 0, 1, 0));
                 const __m512i t2 = _mm512_shuffle_i32x4(v[k][0], v[k][1], _MM_SHUFFLE(3, 2, 3, 2));
                 const __m512i t3 = _mm512_shuffle_i32x4(v[k][2], v[k][3], _MM_SHUFFLE(3, 2, 3, 2));
-                _mm512_store_si512(ob->w[4 * k], _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_si512(ob->w[4 * k + 1], _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
-                _mm512_store_si512(ob->w[4 * k + 2], _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0)));
-                _mm512_store_si512(ob->w[4 * k + 3], _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+                const __m512i h4[4] = {_mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)),
+                                       _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1))};
+                for (int i = 0; i < 4; i++) {
+                    if (!x2) {
+                        _mm512_store_si512(ow[4 * k + i], h4[i]);
+                        continue;
+                    }
+                    /* dword h of the rows as int16, its bytes 0 and 2 in
+                     * dword 2h, 1 and 3 in 2h + 1 (rl_mmq16_widen) */
+                    const int h = 4 * k + i;
+                    _mm512_store_si512(ow[2 * h], _mm512_srai_epi16(_mm512_slli_epi16(h4[i], 8), 8));
+                    _mm512_store_si512(ow[2 * h + 1], _mm512_srai_epi16(h4[i], 8));
+                }
             }
             etop = _mm_max_epi32(etop, eb);
             eb = _mm_max_epi32(eb, _mm_shuffle_epi32(eb, 0x4e));
@@ -297,6 +355,12 @@ rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, rl_mmq
         wlo[2 * set + 1] = _mm_cvtsi128_si32(etop);
     }
     return ns;
+}
+
+__attribute__((target(RL_TARGET_VNNI))) static size_t
+rl_mmq16_arrange(const rl_block_q8_0 *w, size_t nb, size_t r0, size_t r1, void *out, int x2) {
+    return x2 ? rl_mmq16_arrange_as(w, nb, r0, r1, out, 1)
+              : rl_mmq16_arrange_as(w, nb, r0, r1, out, 0);
 }
 
 /* dword h of a token's 32 quants, in every slot */
@@ -317,6 +381,22 @@ rl_mmq16_dp(__m512i acc, __m512i w, const int8_t *q, int h) {
     return acc;
 }
 
+/* The same for Q8x2: acc + the products of w's int16 pairs with dword k of
+ * a token's int16 activations (rl_mmq16_xrow) in every slot. */
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline __m512i
+rl_mmq16_dpw(__m512i acc, __m512i w, const int32_t *a, int k) {
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(a[k]));
+    return acc;
+}
+
+/* The 16 rows' dw * dx (rows 0..7 in *lo, 8..15 in *hi), exact. */
+__attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
+rl_mmq16_scales(const double *dw, double dx, __m512d *lo, __m512d *hi) {
+    const __m512d d = _mm512_set1_pd(dx);
+    *lo = _mm512_mul_pd(_mm512_load_pd(dw), d);
+    *hi = _mm512_mul_pd(_mm512_load_pd(dw + 8), d);
+}
+
 /* Store the 16 rows' doubles (lo: rows 0..7, hi: 8..15) of one token at
  * y + at, the nr rows that exist. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
@@ -332,94 +412,126 @@ rl_mmq16_store(__m512d lo, __m512d hi, size_t nr, size_t at, double *yd, float *
     }
 }
 
-/* Lanes apart: a set (ws, nb blocks) against one token (its blocks xq,
- * residuals xr with x2, sums xs); rows r.., nr of them existing. */
+/* Lanes apart: a set (ws, nb blocks) against the nt tokens (1 or 2) from
+ * t0 (xq, xs, with x2 a16: the call's), each vector of weights loaded once
+ * for both; rows r.., nr of them existing. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq16_lanes(const rl_mmq16_wblk *ws, const rl_block_q8_0 *xq, const int8_t *xr,
-               const rl_mmq16_xblk *xs, int x2, size_t nb, size_t nr, size_t at, double *yd,
-               float *yf) {
-    __m512d acc[4][2];
-    _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
-        acc[l][0] = acc[l][1] = _mm512_setzero_pd();
+rl_mmq16_lanes(const void *ws, const rl_block_q8_0 *xq, const int32_t *a16,
+               const rl_mmq16_xblk *xs, int x2, size_t nb, size_t rows, size_t r, size_t nr,
+               size_t t0, size_t nt, double *yd, float *yf) {
+    enum { T = 2 };
+    const rl_block_q8_0 *xk[T];
+    const int32_t *ak[T];
+    const rl_mmq16_xblk *sk[T];
+    __m512d acc[T][4][2];
+    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++) {
+        const size_t t = t0 + (k < nt ? k : nt - 1); /* one token: the same twice */
+        xk[k] = xq + t * nb, sk[k] = xs + t * nb, ak[k] = x2 ? a16 + t * nb * 16 : NULL;
+        _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
+            acc[k][l][0] = acc[k][l][1] = _mm512_setzero_pd();
+    }
     for (size_t b = 0; b < nb; b++) {
-        const rl_mmq16_wblk *wb = ws + b;
-        const __m512d dx = _mm512_set1_pd(xs[b].dx);
-        const __m512d sc0 = _mm512_mul_pd(_mm512_load_pd(wb->dw), dx);
-        const __m512d sc1 = _mm512_mul_pd(_mm512_load_pd(wb->dw + 8), dx);
-        const int8_t *q = xq[b].qs, *rq = x2 ? xr + 32 * b : NULL;
+        const rl_mmq16_wblk *wb = (const rl_mmq16_wblk *)ws + b;
+        const rl_mmq16_wblk2 *wb2 = (const rl_mmq16_wblk2 *)ws + b;
+        const double *dw = x2 ? wb2->dw : wb->dw;
+        __m512i s[T][4];
         _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++) {
-            const __m512i wa = _mm512_load_si512(wb->w[2 * l]);
-            const __m512i wh = _mm512_load_si512(wb->w[2 * l + 1]);
-            __m512i s = _mm512_dpbusd_epi32(
-                _mm512_dpbusd_epi32(_mm512_set1_epi32(xs[b].c[l]), wa, rl_mmq16_x(q, 2 * l)),
-                wh, rl_mmq16_x(q, 2 * l + 1));
-            if (x2) /* doc/products.md §2: 128 * s_q + s_r */
-                s = _mm512_add_epi32(
-                    _mm512_slli_epi32(s, 7),
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(xs[b].cr[l]), wa,
-                                                            rl_mmq16_x(rq, 2 * l)),
-                                        wh, rl_mmq16_x(rq, 2 * l + 1)));
-            acc[l][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), sc0,
-                                        acc[l][0]);
-            acc[l][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
-                                        sc1, acc[l][1]);
+            if (x2) { /* doc/products.md §2: Σ qw * (128 * qx + r) */
+                _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
+                    s[k][l] = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4") for (int h = 4 * l; h < 4 * l + 4; h++) {
+                    const __m512i w = _mm512_load_si512(wb2->w[h]);
+                    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
+                        s[k][l] = rl_mmq16_dpw(s[k][l], w, ak[k] + 16 * b, h);
+                }
+            } else {
+                _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
+                    s[k][l] = _mm512_set1_epi32(sk[k][b].c[l]);
+                _Pragma("GCC unroll 2") for (int h = 2 * l; h < 2 * l + 2; h++) {
+                    const __m512i w = _mm512_load_si512(wb->w[h]);
+                    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
+                        s[k][l] = rl_mmq16_dp(s[k][l], w, xk[k][b].qs, h);
+                }
+            }
+        }
+        _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++) {
+            __m512d sc0, sc1;
+            rl_mmq16_scales(dw, sk[k][b].dx, &sc0, &sc1);
+            _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++) {
+                acc[k][l][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s[k][l])),
+                                               sc0, acc[k][l][0]);
+                acc[k][l][1] = _mm512_fmadd_pd(
+                    _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s[k][l], 1)), sc1, acc[k][l][1]);
+            }
         }
     }
     /* y = (l0 + l1) + (l2 + l3) */
-    rl_mmq16_store(_mm512_add_pd(_mm512_add_pd(acc[0][0], acc[1][0]),
-                                 _mm512_add_pd(acc[2][0], acc[3][0])),
-                   _mm512_add_pd(_mm512_add_pd(acc[0][1], acc[1][1]),
-                                 _mm512_add_pd(acc[2][1], acc[3][1])),
-                   nr, at, yd, yf);
+    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
+        if (k < nt)
+            rl_mmq16_store(_mm512_add_pd(_mm512_add_pd(acc[k][0][0], acc[k][1][0]),
+                                         _mm512_add_pd(acc[k][2][0], acc[k][3][0])),
+                           _mm512_add_pd(_mm512_add_pd(acc[k][0][1], acc[k][1][1]),
+                                         _mm512_add_pd(acc[k][2][1], acc[k][3][1])),
+                           nr, (t0 + k) * rows + r, yd, yf);
 }
 
 /* Whole blocks (the sums exact, see above): a set (ws, nb blocks) against
- * the nt tokens from t0 (xq, xr, xs: the call's); rows r.., nr existing.
+ * the nt tokens from t0 (xq, xs, a16: the call's); rows r.., nr existing.
  * With x2 a block's sum is doc/products.md §2's over its four lanes,
- * 128 * s_q + s_r: the quants' and the residuals' chains meet the same
- * weight registers, so both passes are one sweep over the weights. */
+ * Σ qw * (128 * qx + r), sixteen int16 pair products a slot. */
 __attribute__((target(RL_TARGET_VNNI), always_inline)) static inline void
-rl_mmq16_whole(const rl_mmq16_wblk *ws, const rl_block_q8_0 *xq, const int8_t *xr,
+rl_mmq16_whole(const void *ws, const rl_block_q8_0 *xq, const int32_t *a16,
                const rl_mmq16_xblk *xs, int x2, size_t nb, size_t rows, size_t r, size_t nr,
                size_t t0, size_t nt, double *yd, float *yf) {
     enum { T = 4 };
     const rl_block_q8_0 *xk[T];
-    const int8_t *rk[T];
+    const int32_t *ak[T];
     const rl_mmq16_xblk *sk[T];
     __m512d acc[T][2];
     _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
         const size_t t = t0 + (k < nt ? k : nt - 1); /* a short tile repeats its last token */
-        xk[k] = xq + t * nb, sk[k] = xs + t * nb, rk[k] = x2 ? xr + t * nb * 32 : NULL;
+        xk[k] = xq + t * nb, sk[k] = xs + t * nb, ak[k] = x2 ? a16 + t * nb * 16 : NULL;
         acc[k][0] = acc[k][1] = _mm512_setzero_pd();
     }
     for (size_t b = 0; b < nb; b++) {
-        const rl_mmq16_wblk *wb = ws + b;
-        __m512i wv[8];
-        _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++)
-            wv[h] = _mm512_load_si512(wb->w[h]);
-        const __m512d dw0 = _mm512_load_pd(wb->dw), dw1 = _mm512_load_pd(wb->dw + 8);
+        const rl_mmq16_wblk *wb = (const rl_mmq16_wblk *)ws + b;
+        const rl_mmq16_wblk2 *wb2 = (const rl_mmq16_wblk2 *)ws + b;
+        const double *dw = x2 ? wb2->dw : wb->dw;
+        /* two chains a token, the even and the odd dwords, the tokens' chains
+         * side by side (each vector of weights meets the four tokens in turn):
+         * eight chains in step, not four tokens one after the other */
+        __m512i a[T], c[T];
         _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
-            /* two chains: :q8's even and odd dwords, Q8x2's quants and residuals */
-            const int8_t *q = xk[k][b].qs;
-            __m512i a = _mm512_set1_epi32(sk[k][b].call);
-            __m512i c = x2 ? _mm512_set1_epi32(sk[k][b].callr) : _mm512_setzero_si512();
+            a[k] = x2 ? _mm512_setzero_si512() : _mm512_set1_epi32(sk[k][b].call);
+            c[k] = _mm512_setzero_si512();
+        }
+        if (x2) {
             _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++) {
-                if (x2) {
-                    a = rl_mmq16_dp(a, wv[h], q, h);
-                    c = rl_mmq16_dp(c, wv[h], rk[k] + 32 * b, h);
-                } else if (h % 2) {
-                    c = rl_mmq16_dp(c, wv[h], q, h);
-                } else {
-                    a = rl_mmq16_dp(a, wv[h], q, h);
+                const __m512i we = _mm512_load_si512(wb2->w[2 * h]);
+                const __m512i wo = _mm512_load_si512(wb2->w[2 * h + 1]);
+                _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
+                    a[k] = rl_mmq16_dpw(a[k], we, ak[k] + 16 * b, 2 * h);
+                    c[k] = rl_mmq16_dpw(c[k], wo, ak[k] + 16 * b, 2 * h + 1);
                 }
             }
-            const __m512i s = x2 ? _mm512_add_epi32(_mm512_slli_epi32(a, 7), c)
-                                 : _mm512_add_epi32(a, c);
-            const __m512d dx = _mm512_set1_pd(sk[k][b].dx);
-            acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)),
-                                        _mm512_mul_pd(dw0, dx), acc[k][0]);
+        } else {
+            __m512i wv[8];
+            _Pragma("GCC unroll 8") for (int h = 0; h < 8; h++)
+                wv[h] = _mm512_load_si512(wb->w[h]);
+            _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++)
+                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+                    a[k] = rl_mmq16_dp(a[k], wv[2 * h], xk[k][b].qs, 2 * h);
+                    c[k] = rl_mmq16_dp(c[k], wv[2 * h + 1], xk[k][b].qs, 2 * h + 1);
+                }
+        }
+        _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
+            const __m512i s = _mm512_add_epi32(a[k], c[k]);
+            __m512d sc0, sc1;
+            rl_mmq16_scales(dw, sk[k][b].dx, &sc0, &sc1);
+            acc[k][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), sc0,
+                                        acc[k][0]);
             acc[k][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)),
-                                        _mm512_mul_pd(dw1, dx), acc[k][1]);
+                                        sc1, acc[k][1]);
         }
     }
     _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++)
@@ -455,14 +567,16 @@ __attribute__((target(RL_TARGET_VNNI))) void
 rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_block_q8_0 *xq,
                     const int8_t *xr, const void *xsplit, size_t n, size_t r0, size_t r1,
                     double *yd, float *yf, void *scratch) {
-    rl_mmq16_wblk *wk = rl_mmq16_align(scratch);
+    char *wk = rl_mmq16_align(scratch);
     const rl_mmq16_xblk *xs = rl_mmq16_align(xsplit);
     const size_t nq = (n + 3) / 4;
     const uint64_t *xmag = (const uint64_t *)(const void *)(xs + n * nb);
     const uint64_t *xmax = xmag + nq * nb;
     const int x2 = xr != NULL;
-    const size_t ns = rl_mmq16_arrange(w, nb, r0, r1, wk);
-    const int32_t *wlo = (const int32_t *)(const void *)(wk + ns * nb);
+    const int32_t *a16 = x2 ? rl_mmq16_xrows(xs, n, nb) : NULL;
+    const size_t bsize = x2 ? sizeof(rl_mmq16_wblk2) : sizeof(rl_mmq16_wblk);
+    const size_t ns = rl_mmq16_arrange(w, nb, r0, r1, wk, x2);
+    const int32_t *wlo = (const int32_t *)(const void *)(wk + ns * nb * bsize);
     const int8_t *whi = (const int8_t *)(wlo + 2 * ns);
     size_t counts[2] = {0, 0};
     for (size_t t0 = 0; t0 < n; t0 += 4) {
@@ -470,24 +584,23 @@ rl_mm_q8_tile4_vnni(const rl_block_q8_0 *w, size_t nb, size_t rows, const rl_blo
         for (size_t set = 0; set < ns; set++) {
             const size_t r = r0 + 16 * set;
             const size_t nr = r1 - r < 16 ? r1 - r : 16;
-            const rl_mmq16_wblk *ws = wk + set * nb;
+            const void *ws = wk + set * nb * bsize;
             if (rl_mmq16_exact(whi + set * nb, wlo + 2 * set, xmag + t0 / 4 * nb, xmax[t0 / 4],
                               nb)) {
                 if (x2)
-                    rl_mmq16_whole(ws, xq, xr, xs, 1, nb, rows, r, nr, t0, nt, yd, yf);
+                    rl_mmq16_whole(ws, xq, a16, xs, 1, nb, rows, r, nr, t0, nt, yd, yf);
                 else
                     rl_mmq16_whole(ws, xq, NULL, xs, 0, nb, rows, r, nr, t0, nt, yd, yf);
                 counts[0]++;
                 continue;
             }
             counts[1]++;
-            for (size_t t = t0; t < t0 + nt; t++) {
+            for (size_t t = t0; t < t0 + nt; t += 2) {
+                const size_t n2 = t0 + nt - t < 2 ? 1 : 2;
                 if (x2)
-                    rl_mmq16_lanes(ws, xq + t * nb, xr + t * nb * 32, xs + t * nb, 1, nb, nr,
-                                   t * rows + r, yd, yf);
+                    rl_mmq16_lanes(ws, xq, a16, xs, 1, nb, rows, r, nr, t, n2, yd, yf);
                 else
-                    rl_mmq16_lanes(ws, xq + t * nb, NULL, xs + t * nb, 0, nb, nr, t * rows + r,
-                                   yd, yf);
+                    rl_mmq16_lanes(ws, xq, NULL, xs, 0, nb, rows, r, nr, t, n2, yd, yf);
             }
         }
     }

@@ -367,6 +367,84 @@ static void test_q8_token_runs(void) {
     }
 }
 
+/* The token-tiled kernel (rl_mm_q8_pairs) at the limits of its integer
+ * sums, called with the quants directly: activation quants and Q8x2
+ * residuals all +-127 (in half the blocks of one sign, so that
+ * |128 qx + r| = 16383, Q8x2's int16 activation at its largest), weight
+ * quants -128, +-127 or random; 37 rows (two sets of 16 and a short one, a
+ * short group of four), token counts 1..9 and 63..97 (short last tiles);
+ * 3 blocks a row (whole-block sums) and 32 (Q8x2 then lane by lane).  The
+ * doubles equal the scalar rows (doc/products.md §1, §2) bit for bit on 1,
+ * 2 and 3 threads. */
+static void test_q8_tiles_extreme_sums(void) {
+    if (!rl_path_supported(RL_PATH_AVX512VNNI)) {
+        CHECK_SKIP("token-tiled kernel at its limits: this CPU has no AVX-512 VNNI");
+        return;
+    }
+    enum { ROWS = 37, MAXN = 97 };
+    static const size_t nbs[] = {3, 32};
+    size_t w0, l0, w1, l1, v0, m0, v1, m1;
+    rl_mm_q8x2_tiles4(&w0, &l0);
+    rl_mm_q8_tiles4(&v0, &m0);
+    long bad = 0, runs = 0;
+    for (size_t bi = 0; bi < sizeof nbs / sizeof *nbs; bi++) {
+        const size_t nb = nbs[bi];
+        rl_block_q8_0 *w = malloc(ROWS * nb * sizeof *w), *xq = malloc(MAXN * nb * sizeof *xq);
+        int8_t *xr = malloc(MAXN * nb * 32);
+        double *yd = malloc(MAXN * ROWS * sizeof *yd), *ref = malloc(ROWS * sizeof *ref);
+        double dx[32], dx2[32];
+        for (size_t i = 0; i < ROWS * nb; i++) {
+            w[i].d = rl_gguf_f32_to_f16(ldexpf((rnd() & 1) ? 1.0f : -1.0f, rnd_int(-9, -7)));
+            const int kind = rnd_int(0, 2);
+            for (int j = 0; j < 32; j++)
+                w[i].qs[j] = (int8_t)(kind == 0 ? -128 : kind == 1 ? ((rnd() & 1) ? 127 : -127)
+                                                                   : (int)(rnd() & 0xff) - 128);
+        }
+        for (size_t i = 0; i < MAXN * nb; i++) {
+            xq[i].d = rl_gguf_f32_to_f16(ldexpf(1.0f, rnd_int(-3, -2)));
+            const int same = i % 2 == 0;
+            for (int j = 0; j < 32; j++) {
+                xq[i].qs[j] = (int8_t)((rnd() & 1) ? 127 : -127);
+                xr[i * 32 + j] = (int8_t)(same ? xq[i].qs[j] : (rnd() & 1) ? 127 : -127);
+            }
+        }
+        for (size_t n = 1; n <= MAXN; n = n == 9 ? 63 : n + 1)
+            for (int x2 = 0; x2 < 2; x2++)
+                for (int nth = 1; nth <= 3; nth++) {
+                    memset(yd, 0xff, n * ROWS * sizeof *yd);
+                    CHECK(rl_mm_q8_pairs(w, ROWS, nb, xq, x2 ? xr : NULL, n, yd, NULL, nth));
+                    runs++;
+                    for (size_t t = 0; t < n; t++) {
+                        const rl_block_q8_0 *xt = xq + t * nb;
+                        for (size_t b = 0; b < nb; b++)
+                            dx[b] = (double)rl_gguf_f16_to_f32(xt[b].d),
+                            dx2[b] = dx[b] * 0x1p-7;
+                        if (x2)
+                            rl_matvec_q8x2_rows_ref(w, nb, xt, xr + t * nb * 32, dx2, 0, ROWS,
+                                                    ref, NULL);
+                        else
+                            rl_matvec_q8_rows_ref(w, nb, xt, dx, 0, ROWS, ref, NULL);
+                        for (size_t r = 0; r < ROWS; r++) {
+                            const int same = !memcmp(&ref[r], &yd[t * ROWS + r], sizeof *ref);
+                            bad += !same;
+                            CHECK_EACH(same,
+                                       "tiles at the limits, %s, %zu blocks, %zu tokens, %d "
+                                       "threads: token %zu row %zu: %a, the scalar rows %a",
+                                       x2 ? "q8x2" : "q8", nb, n, nth, t, r, yd[t * ROWS + r],
+                                       ref[r]);
+                        }
+                    }
+                }
+        free(w), free(xq), free(xr), free(yd), free(ref);
+    }
+    rl_mm_q8x2_tiles4(&w1, &l1);
+    rl_mm_q8_tiles4(&v1, &m1);
+    CHECK_MSG(!bad, "tiles at the limits: %ld values differ (%ld runs)", bad, runs);
+    CHECK_MSG(w1 > w0 && l1 > l0 && v1 > v0,
+              "tiles at the limits: q8x2 %zu whole and %zu lane tiles, q8 %zu whole", w1 - w0,
+              l1 - l0, v1 - v0);
+}
+
 /* ---- an outlier matrix's product (matmul_outlier.c) --------------------
  * Bit for bit the composition it replaces: the Q8_0 product of the
  * activations with the outlier columns zeroed plus the f32 product of those
@@ -884,6 +962,7 @@ int main(void) {
     CHECK_CASE(test_q8_matches_matvec());
     CHECK_CASE(test_q8_whole_sums());
     CHECK_CASE(test_q8_token_runs());
+    CHECK_CASE(test_q8_tiles_extreme_sums());
     CHECK_CASE(test_outlier_product());
     CHECK_CASE(test_q8x2_spec());
     CHECK_CASE(test_q8x2_residual());
