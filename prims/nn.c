@@ -51,6 +51,7 @@ static void rl_ln_row(const void *job, size_t t) {
     if (j->b)
         for (size_t i = 0; i < j->d; i++)
             y[i] = y[i] + j->b[i];
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* Rows [t0, t1) eight at a time: each row's sums are still one chain in
@@ -92,6 +93,7 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
             for (int k = 0; k < RL_LN_ROWS; k++)
                 for (size_t i = 0; i < d; i++)
                     y[k * d + i] = y[k * d + i] + j->b[i];
+        rl_nn_scan_row(j, y, RL_LN_ROWS * d);
     }
     for (; t < t1; t++)
         rl_ln_row(j, t);
@@ -187,6 +189,7 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
             sum2[h] = _mm512_add_pd(sum2[h], _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
         }
     }
+    __mmask16 bad = 0;
     for (int h = 0; h < g; h++) {
         float var[RL_LN_ROWS], mk[RL_LN_ROWS];
         _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2[h], dd)));
@@ -202,9 +205,12 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
                 if (j->b)
                     r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mm, j->b + i));
                 _mm512_mask_storeu_ps(yk + i, mm, r);
+                bad |= RL_NN_NONFINITE_512(mm, r);
             }
         }
     }
+    if (bad)
+        rl_nn_flag(j);
 }
 
 /* Rows [t0, t1) four groups of eight at a time (rl_ln_rows_avx512), the
@@ -231,9 +237,10 @@ static const rl_pool_fn rl_ln_runs[RL_PATH_COUNT] = {
     [RL_PATH_AVX512VNNI] = rl_ln_run_avx512,
 };
 
-rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out, rl_path path,
-                                int threads) {
+/* rl_layer_norm_bias_ex, and with nonfinite (not NULL) *nonfinite set to
+ * whether out holds a NaN or an infinity. */
+static rl_status rl_ln_go(const float *x, size_t n, size_t d, const float *w, const float *b,
+                          float eps, float *out, rl_path path, int threads, int *nonfinite) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -242,11 +249,24 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)) ||
         (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
+    if (nonfinite)
+        *nonfinite = 0;
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
-                       .row = rl_ln_row};
+                       .nonfinite = nonfinite, .row = rl_ln_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_runs[path], &job);
     return RL_OK;
+}
+
+rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads) {
+    return rl_ln_go(x, n, d, w, b, eps, out, path, threads, NULL);
+}
+
+rl_status rl_layer_norm_bias_nf(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, int *nonfinite) {
+    return rl_ln_go(x, n, d, w, b, eps, out, rl_path_best(), rl_threads(), nonfinite);
 }
 
 rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,

@@ -53,6 +53,15 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
                                 const float *b, float eps, float *out, rl_path path,
                                 int threads);
 
+/* The row steps' checked forms (rl_layer_norm_bias_nf, rl_bias_act_nf,
+ * rl_geglu_nf): the step on the best path and the knob's threads, the same
+ * bits, and *nonfinite set to 1 when out holds a NaN or an infinity, else
+ * 0: each row is tested as it is stored (AVX-512) or scanned just after
+ * (the other paths), so the encoder's finite-value check of a step's
+ * output costs no pass of its own.  b NULL: no bias. */
+rl_status rl_layer_norm_bias_nf(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, int *nonfinite);
+
 typedef enum {
     RL_NN_NONE = 0, /* identity */
     RL_NN_RELU,     /* v < 0 ? 0 : v (a NaN stays NaN) */
@@ -67,6 +76,8 @@ rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_
                       float *out);
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
                          float *out, rl_path path, int threads);
+rl_status rl_bias_act_nf(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, int *nonfinite);
 
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
@@ -101,6 +112,8 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
 rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
                       rl_path path, int threads);
+rl_status rl_geglu_nf(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      int *nonfinite);
 
 /* One GELU value, as rl_geglu applies it (tests, references). */
 float rl_gelu_f32(float a, rl_gelu kind);

@@ -496,6 +496,76 @@ static void test_geglu(void) {
     CHECK(rl_gelu_f32(0.0f, RL_GELU_ERF) == 0.0f && rl_gelu_f32(0.0f, RL_GELU_TANH) == 0.0f);
 }
 
+/* ---- the checked forms ---------------------------------------------- */
+
+/* rl_layer_norm_bias_nf, rl_bias_act_nf and rl_geglu_nf on the scalar
+ * and the best path: the unchecked forms' bits, and the flag set exactly
+ * when the output holds a NaN or an infinity (one planted in the input
+ * at a random row and column, in the last row to reach the tail of a
+ * path's rows, or none). */
+static void test_checked_steps_flag_non_finite(void) {
+    static const float planted[] = {NAN, INFINITY, -INFINITY};
+    long wrong = 0;
+    for (int simd = 0; simd <= 1; simd++) {
+        rl_set_simd(simd);
+        for (int rep = 0; rep < 60; rep++) {
+            const size_t n = (size_t)rnd_int(1, 40), d = (size_t)rnd_int(1, 200);
+            const int plant = rep % 4; /* 0: none */
+            const size_t t = rep % 3 ? (size_t)rnd_int(0, (int)n - 1) : n - 1;
+            const size_t c = (size_t)rnd_int(0, (int)d - 1);
+            float *x = rnd_floats(n * 2 * d, 2.0f), *w = rnd_floats(d, 1.0f);
+            float *b = rnd_floats(d, 1.0f);
+            float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+            if (plant)
+                x[t * d + c] = planted[plant - 1];
+            int nf = -1;
+            /* LayerNorm: a non-finite value makes its row NaN */
+            CHECK(rl_layer_norm_bias_ex(x, n, d, w, rep % 2 ? b : NULL, 1e-5f, ref,
+                                        rl_path_best(), 1) == RL_OK);
+            CHECK(rl_layer_norm_bias_nf(x, n, d, w, rep % 2 ? b : NULL, 1e-5f, y, &nf) == RL_OK);
+            wrong += check_floats_differ(y, ref, n * d, "layer-norm nf, simd %d", simd);
+            CHECK_EACH(nf == (plant != 0), "layer-norm nf, simd %d, %zu x %zu, plant %d at "
+                       "(%zu %zu): flag %d", simd, n, d, plant, t, c, nf);
+            /* bias and activation */
+            const rl_nn_act act = (rl_nn_act)(rep % 3);
+            CHECK(rl_bias_act_ex(x, n, d, b, act, ref, rl_path_best(), 1) == RL_OK);
+            nf = -1;
+            CHECK(rl_bias_act_nf(x, n, d, b, act, y, &nf) == RL_OK);
+            wrong += check_floats_differ(y, ref, n * d, "bias-act nf, simd %d", simd);
+            int expect = 0;
+            for (size_t i = 0; i < n * d; i++)
+                expect |= !isfinite(ref[i]);
+            CHECK_EACH(nf == expect && expect == (plant != 0 && !(act == RL_NN_RELU &&
+                                                                  plant == 3)),
+                       "bias-act nf, simd %d, act %d, plant %d: flag %d, expected %d", simd,
+                       (int)act, plant, nf, expect);
+            /* GeGLU over n x 2f with f = d: the planted value is an input
+             * of output (t, c mod f) */
+            const rl_gelu kind = rep % 2 ? RL_GELU_TANH : RL_GELU_ERF;
+            if (d >= 2) {
+                const size_t f = d / 2;
+                CHECK(rl_geglu_ex(x, n, f, kind, ref, rl_path_best(), 1) == RL_OK);
+                nf = -1;
+                CHECK(rl_geglu_nf(x, n, f, kind, y, &nf) == RL_OK);
+                wrong += check_floats_differ(y, ref, n * f, "geglu nf, simd %d", simd);
+                expect = 0;
+                for (size_t i = 0; i < n * f; i++)
+                    expect |= !isfinite(ref[i]);
+                CHECK_EACH(nf == expect, "geglu nf, simd %d, kind %d, plant %d: flag %d, "
+                           "expected %d", simd, (int)kind, plant, nf, expect);
+            }
+            free(x), free(w), free(b), free(ref), free(y);
+        }
+    }
+    rl_set_simd(1);
+    CHECK_MSG(!wrong, "checked forms: %ld runs differ from the unchecked", wrong);
+    /* finite inputs whose LayerNorm is not: the variance overflows */
+    float big[4] = {3e38f, -3e38f, 3e38f, -3e38f}, w1[4] = {1, 1, 1, 1}, out[4];
+    int nf = 0;
+    CHECK(rl_layer_norm_bias_nf(big, 1, 4, w1, NULL, 1e-5f, out, &nf) == RL_OK);
+    CHECK_MSG(nf == 1, "layer-norm nf of a row past f32 range: flag %d", nf);
+}
+
 /* ---- errors --------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -600,6 +670,7 @@ int main(void) {
     CHECK_CASE(test_rope_pair());
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());
+    CHECK_CASE(test_checked_steps_flag_non_finite());
     CHECK_CASE(test_errors());
     return check_report("nn");
 }
