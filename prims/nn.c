@@ -290,6 +290,7 @@ typedef struct {
     const float *x[2];
     float *out[2]; /* out[1] NULL: one array to turn */
     size_t n, heads, hd;
+    size_t xstride; /* floats from one input row to the next (heads * hd, or more) */
     float theta_scale;
     const float *table; /* the angles of positions below RL_ROPE_TABLE_POS, or NULL */
     void (*turn)(const float *x, float *y, size_t heads, size_t hd, const float *cs);
@@ -410,44 +411,60 @@ static void rl_rope_run(void *ctx, int ith, int nth) {
         /* one position's angles turn both arrays (q and k): the same
          * table either way, computed once */
         for (int a = 0; a < 2 && j->out[a]; a++)
-            j->turn(j->x[a] + t * row, j->out[a] + t * row, j->heads, j->hd, cs);
+            j->turn(j->x[a] + t * j->xstride, j->out[a] + t * row, j->heads, j->hd, cs);
     }
 }
 
-/* x2 and out2 NULL: x alone (rl_rope_neox_ex); else both pairs. */
-static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t n, size_t n_heads,
-                                    size_t head_dim, float freq_base, float *out, float *out2,
-                                    rl_path path, int threads) {
+/* x2 and out2 NULL: x alone (rl_rope_neox_ex); else both pairs.  The
+ * input rows lie xstride floats apart (0: packed, heads * head_dim); an
+ * output may be its input only when they are packed. */
+static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t xstride, size_t n,
+                                    size_t n_heads, size_t head_dim, float freq_base,
+                                    float *out, float *out2, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
     size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
+    if (!xstride)
+        xstride = row;
+    /* the floats an input spans */
+    size_t nx = nd;
+    if (xstride != row) {
+        if (xstride < row || (n > 1 && n - 1 > (SIZE_MAX / sizeof(float) - row) / xstride))
+            return RL_BADARG;
+        nx = n ? (n - 1) * xstride + row : 0;
+    }
     if (!row || head_dim % 2 || (n && !nd) || (n && (!x || !out)) ||
-        (out != x && rl_nn_overlap(out, nd, x, nd)) || (!x2 != !out2) ||
-        (n && x2 && ((out2 != x2 && rl_nn_overlap(out2, nd, x2, nd)) ||
-                     rl_nn_overlap(out2, nd, x, nd) || rl_nn_overlap(out, nd, x2, nd) ||
-                     rl_nn_overlap(out, nd, out2, nd))))
+        (out != x && rl_nn_overlap(out, nd, x, nx)) || (out == x && xstride != row) ||
+        (!x2 != !out2) ||
+        (n && x2 && ((out2 != x2 && rl_nn_overlap(out2, nd, x2, nx)) ||
+                     (out2 == x2 && xstride != row) || rl_nn_overlap(out2, nd, x, nx) ||
+                     rl_nn_overlap(out, nd, x2, nx) || rl_nn_overlap(out, nd, out2, nd))))
         return RL_BADARG;
     if (n == 0)
         return RL_OK;
     int nth = rl_nn_threads(threads, n, x2 ? 2 * row : row, RL_NN_MIN_VALUES),
         chunks = rl_pool_split_chunks(nth, n);
-    float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
-    if (!cache)
+    /* the angles of positions past the table: on the stack when small (a
+     * question's call needs none, and a malloc cost more than its turn) */
+    float small[1024], *cache = small;
+    if ((size_t)chunks * head_dim > sizeof small / sizeof *small &&
+        !(cache = malloc((size_t)chunks * head_dim * sizeof(float))))
         return RL_NOMEM;
     const float theta_scale = powf(freq_base, -2.0f / (float)head_dim);
     rl_rope_job job = {.x = {x, x2}, .out = {out, out2}, .n = n, .heads = n_heads,
-                       .hd = head_dim, .theta_scale = theta_scale,
+                       .hd = head_dim, .xstride = xstride, .theta_scale = theta_scale,
                        .table = rl_rope_table(theta_scale, head_dim),
                        .turn = rl_rope_turn_table[path], .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
-    free(cache);
+    if (cache != small)
+        free(cache);
     return RL_OK;
 }
 
 rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
                           float freq_base, float *out, rl_path path, int threads) {
-    return rl_rope_run_arrays(x, NULL, n, n_heads, head_dim, freq_base, out, NULL, path,
+    return rl_rope_run_arrays(x, NULL, 0, n, n_heads, head_dim, freq_base, out, NULL, path,
                               threads);
 }
 
@@ -462,8 +479,17 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
                            rl_path path, int threads) {
     if (!k || !k_out)
         return RL_BADARG;
-    return rl_rope_run_arrays(q, k, n, n_heads, head_dim, freq_base, q_out, k_out, path,
+    return rl_rope_run_arrays(q, k, 0, n, n_heads, head_dim, freq_base, q_out, k_out, path,
                               threads);
+}
+
+rl_status rl_rope_neox2_strided_ex(const float *q, const float *k, size_t stride, size_t n,
+                                   size_t n_heads, size_t head_dim, float freq_base,
+                                   float *q_out, float *k_out, rl_path path, int threads) {
+    if (!k || !k_out || !stride)
+        return RL_BADARG;
+    return rl_rope_run_arrays(q, k, stride, n, n_heads, head_dim, freq_base, q_out, k_out,
+                              path, threads);
 }
 
 rl_status rl_rope_neox2(const float *q, const float *k, size_t n, size_t n_heads,

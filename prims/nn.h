@@ -103,6 +103,15 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
                            size_t head_dim, float freq_base, float *q_out, float *k_out,
                            rl_path path, int threads);
 
+/* rl_rope_neox2_ex with the rows of q and of k stride floats apart (at
+ * least n_heads * head_dim; the outputs packed and not the inputs): an
+ * encoder layer's queries and keys turned straight out of the fused QKV
+ * product's n x 3d rows, stride 3d, into their own arrays, the same bits
+ * as copying them out first. */
+rl_status rl_rope_neox2_strided_ex(const float *q, const float *k, size_t stride, size_t n,
+                                   size_t n_heads, size_t head_dim, float freq_base,
+                                   float *q_out, float *k_out, rl_path path, int threads);
+
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
  *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *

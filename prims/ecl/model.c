@@ -464,15 +464,19 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
                   fn);
     if (!n || !d)
         ecl_return1(env, q);
-    for (size_t t = 0; t < n; t++) {
-        memcpy(qp + t * d, src + t * d3, d * sizeof *qp);
-        memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
+    for (size_t t = 0; t < n; t++)
         memcpy(vp + t * d, src + t * d3 + 2 * d, d * sizeof *vp);
-    }
-    if (theta == ECL_NIL)
+    if (theta == ECL_NIL) {
+        for (size_t t = 0; t < n; t++) {
+            memcpy(qp + t * d, src + t * d3, d * sizeof *qp);
+            memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
+        }
         ecl_return1(env, q);
+    }
+    /* q and k turned as they are read out of QKV's rows: no copy first */
     rl_status st;
-    RL_RUN_KERNEL(env, st = rl_rope_neox2(qp, kp, n, h, hd, base, qp, kp));
+    RL_RUN_KERNEL(env, st = rl_rope_neox2_strided_ex(src, src + d, d3, n, h, hd, base, qp, kp,
+                                                     rl_path_best(), rl_threads()));
     if (st == RL_OK)
         ecl_return1(env, q);
     return rl_return_status(env, st, "rope-neox: the kernel refused its operands");

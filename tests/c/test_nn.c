@@ -243,6 +243,42 @@ static void test_rope_pair(void) {
     CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, x + 32, y) == RL_BADARG); /* q into k */
 }
 
+/* The pair turned straight out of rows of 3d values (q, k, v side by
+ * side, as the fused QKV product writes them): the bits of copying q and
+ * k out and turning the copies, on every path and thread count (past the
+ * angle table's positions too); bad strides and overlaps refused. */
+static void test_rope_pair_strided(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        size_t n = rep == 0 ? 1100 : (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
+        size_t hd = 2 * (size_t)rnd_int(1, 40), d = heads * hd, nd = n * d;
+        float base = rep % 2 ? 10000.0f : 160000.0f;
+        float *qkv = rnd_floats(3 * nd, 1.0f), *q = malloc(nd * sizeof *q);
+        float *k = malloc(nd * sizeof *k);
+        float *ref = malloc(2 * nd * sizeof *ref), *y = malloc(2 * nd * sizeof *y);
+        for (size_t t = 0; t < n; t++) {
+            memcpy(q + t * d, qkv + t * 3 * d, d * sizeof *q);
+            memcpy(k + t * d, qkv + t * 3 * d + d, d * sizeof *k);
+        }
+        CHECK(rl_rope_neox2_ex(q, k, n, heads, hd, base, ref, ref + nd, RL_PATH_REF, 1) ==
+              RL_OK);
+        ALL_PATHS(ref, y, 2 * nd, bad,
+                  CHECK(rl_rope_neox2_strided_ex(qkv, qkv + d, 3 * d, n, heads, hd, base, y,
+                                                 y + nd, path, th) == RL_OK));
+        free(qkv), free(q), free(k), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "rope pair strided: %ld runs differ from turning copies", bad);
+    float x[96] = {0}, y[64];
+    const rl_path p = rl_path_best();
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 8, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_BADARG);
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 0, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_BADARG);
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, x, y + 32, p, 1) ==
+          RL_BADARG); /* turned in place across rows of another width */
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, x + 32, y, p, 1) ==
+          RL_BADARG); /* q's output over k's input */
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_OK);
+}
+
 /* ---- attention ------------------------------------------------------ */
 
 /* Double reference for query i, head h, window w (0 = all). */
@@ -668,6 +704,7 @@ int main(void) {
     CHECK_CASE(test_attention_tile_own_sums());
     CHECK_CASE(test_attention_head_shapes());
     CHECK_CASE(test_rope_pair());
+    CHECK_CASE(test_rope_pair_strided());
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());
     CHECK_CASE(test_checked_steps_flag_non_finite());
