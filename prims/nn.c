@@ -284,6 +284,79 @@ rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
     return rl_layer_norm_bias_ex(x, n, d, w, b, eps, out, rl_path_best(), rl_threads());
 }
 
+/* ---- The residual sum ----------------------------------------------- */
+
+/* out := a + b over n values, whether a sum is not finite (its exponent
+ * bits all set), per path: sixteen sums at a time with their class tested
+ * as they are stored, eight with the exponent test, one by one. */
+static int rl_add_ref(const float *a, const float *b, size_t n, float *out) {
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = a[i] + b[i];
+        uint32_t u;
+        memcpy(&u, out + i, sizeof u);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return any != 0;
+}
+
+__attribute__((target(RL_TARGET_AVX2))) static int rl_add_avx2(const float *a, const float *b,
+                                                                size_t n, float *out) {
+    const __m256i e = _mm256_set1_epi32(0x7f800000);
+    __m256i any = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(out + i, s);
+        any = _mm256_or_si256(any,
+                              _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(s), e), e));
+    }
+    const int tail = rl_add_ref(a + i, b + i, n - i, out + i);
+    return tail || !_mm256_testz_si256(any, any);
+}
+
+__attribute__((target(RL_TARGET_AVX512))) static int rl_add_avx512(const float *a,
+                                                                    const float *b, size_t n,
+                                                                    float *out) {
+    __mmask16 bad = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                       _mm512_maskz_loadu_ps(m, b + i));
+        _mm512_mask_storeu_ps(out + i, m, s);
+        bad |= RL_NN_NONFINITE_512(m, s);
+    }
+    return bad != 0;
+}
+
+static int (*const rl_add_paths[RL_PATH_COUNT])(const float *a, const float *b, size_t n,
+                                                 float *out) = {
+    [RL_PATH_REF] = rl_add_ref,
+    [RL_PATH_AVX2] = rl_add_avx2,
+    [RL_PATH_AVX512] = rl_add_avx512,
+    [RL_PATH_AVX512VNNI] = rl_add_avx512,
+};
+
+rl_status rl_add_nf_ex(const float *a, const float *b, size_t n, float *out, int *nonfinite,
+                       rl_path path) {
+    rl_status st = rl_check_run(path, 1);
+    if (st != RL_OK)
+        return st;
+    /* out is a, b or apart from both: the sums read each value before
+     * they overwrite it */
+    if (n && (!a || !b || !out || (out != a && rl_nn_overlap(out, n, a, n)) ||
+              (out != b && rl_nn_overlap(out, n, b, n))))
+        return RL_BADARG;
+    const int bad = n ? rl_add_paths[path](a, b, n, out) : 0;
+    if (nonfinite)
+        *nonfinite = bad;
+    return RL_OK;
+}
+
+rl_status rl_add_nf(const float *a, const float *b, size_t n, float *out, int *nonfinite) {
+    return rl_add_nf_ex(a, b, n, out, nonfinite, rl_path_best());
+}
+
 /* ---- NEOX RoPE ------------------------------------------------------ */
 
 typedef struct {

@@ -79,6 +79,13 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
 rl_status rl_bias_act_nf(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
                          float *out, int *nonfinite);
 
+/* The residual sum: out[i] = a[i] + b[i] (f32) for i below n, out a, b or
+ * apart from both; *nonfinite (when not NULL) set to 1 when a sum is a
+ * NaN or an infinity, else 0, each tested as it is stored.  One thread. */
+rl_status rl_add_nf(const float *a, const float *b, size_t n, float *out, int *nonfinite);
+rl_status rl_add_nf_ex(const float *a, const float *b, size_t n, float *out, int *nonfinite,
+                       rl_path path);
+
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
  * -2.0f / head_dim), and for position p the angles theta_0 = (float)p,

@@ -9,9 +9,6 @@
  * workers run. */
 #include <math.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
@@ -482,30 +479,6 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
     return rl_return_status(env, st, "rope-neox: the kernel refused its operands");
 }
 
-/* y := a + b over n values; whether a sum is not finite (its exponent bits
- * all set: OR'd over the sums as integers, no float operation). */
-static int rl_add_checked(float *y, const float *a, const float *b, size_t n) {
-    /* y is a, b or neither (simple arrays share no storage otherwise), so
-     * four at a time reads each value before it is overwritten */
-    size_t i = 0;
-    int bad = 0;
-#if defined(__SSE2__)
-    const __m128i e = _mm_set1_epi32(0x7f800000);
-    __m128i any = _mm_setzero_si128();
-    for (; i + 4 <= n; i += 4) {
-        const __m128 s = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
-        _mm_storeu_ps(y + i, s);
-        any = _mm_or_si128(any, _mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(s), e), e));
-    }
-    bad = _mm_movemask_epi8(any) != 0;
-#endif
-    for (; i < n; i++) {
-        y[i] = a[i] + b[i];
-        bad |= !isfinite(y[i]);
-    }
-    return bad;
-}
-
 /* (%add-into out a b) -> (values OUT non-finite-p): OUT := A + B element by
  * element in single-float, the three of the same dimensions (OUT may be A
  * or B); NON-FINITE-P true when OUT holds a NaN or an infinity (the sums
@@ -520,7 +493,10 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     const float *ap = rl_sf_matrix_of(fn, 2, a, "a", n, d);
     const float *bp = rl_sf_matrix_of(fn, 3, b, "b", n, d);
     int bad = 0;
-    RL_RUN_KERNEL(env, bad = rl_add_checked(y, ap, bp, n * d));
+    rl_status st;
+    RL_RUN_KERNEL(env, st = rl_add_nf(ap, bp, n * d, y, &bad));
+    if (st != RL_OK) /* not reached: simple arrays are the same or apart */
+        return rl_return_status(env, st, "add-into: the kernel refused its operands");
     ecl_return2(env, out, bad ? ECL_T : ECL_NIL);
 }
 

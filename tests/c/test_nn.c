@@ -602,6 +602,44 @@ static void test_checked_steps_flag_non_finite(void) {
     CHECK_MSG(nf == 1, "layer-norm nf of a row past f32 range: flag %d", nf);
 }
 
+/* rl_add_nf_ex on every path: the f32 sums, in place into either operand
+ * too, and the flag set exactly when a sum is not finite (a planted NaN
+ * or infinity, or two finite values whose sum overflows), at any place
+ * including a path's tail. */
+static void test_add_flag_non_finite(void) {
+    long wrong = 0;
+    for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+        if (!rl_path_supported((rl_path)p))
+            continue;
+        for (int rep = 0; rep < 200; rep++) {
+            const size_t n = (size_t)rnd_int(0, 100);
+            float *a = rnd_floats(n, 1.0f), *b = rnd_floats(n, 1.0f);
+            float *y = malloc((n ? n : 1) * sizeof *y), *c = malloc((n ? n : 1) * sizeof *c);
+            const int plant = n ? rep % 4 : 0; /* 0 none, NaN, infinity, overflow */
+            if (plant) {
+                const size_t at = rep % 3 ? (size_t)rnd_int(0, (int)n - 1) : n - 1;
+                a[at] = plant == 1 ? NAN : plant == 2 ? -INFINITY : 3e38f;
+                if (plant == 3)
+                    b[at] = 3e38f;
+            }
+            int nf = -1;
+            CHECK(rl_add_nf_ex(a, b, n, y, &nf, (rl_path)p) == RL_OK);
+            for (size_t i = 0; i < n; i++)
+                c[i] = a[i] + b[i];
+            wrong += check_floats_differ(y, c, n, "add, path %d, %zu values", p, n);
+            CHECK_EACH(nf == (plant != 0), "add, path %d, %zu values, plant %d: flag %d", p, n,
+                       plant, nf);
+            CHECK(rl_add_nf_ex(a, b, n, b, &nf, (rl_path)p) == RL_OK); /* into b */
+            wrong += check_floats_differ(b, c, n, "add into b, path %d", p);
+            free(a), free(b), free(y), free(c);
+        }
+    }
+    CHECK_MSG(!wrong, "add: %ld runs differ from the f32 sums", wrong);
+    float x[8] = {0};
+    CHECK(rl_add_nf(x, x + 4, 4, x + 2, NULL) == RL_BADARG); /* out over a, not a */
+    CHECK(rl_add_nf(x, x, 4, x, NULL) == RL_OK);
+}
+
 /* ---- errors --------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -708,6 +746,7 @@ int main(void) {
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());
     CHECK_CASE(test_checked_steps_flag_non_finite());
+    CHECK_CASE(test_add_flag_non_finite());
     CHECK_CASE(test_errors());
     return check_report("nn");
 }
