@@ -132,21 +132,30 @@ rl_ln_column(const float *const x[8], size_t i) {
     return _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i], x[7][i]);
 }
 
+/* Columns whose transposed blocks the sums' first pass keeps for the
+ * second (four groups' worth: 32 KB of stack), rather than transposing
+ * them again: the transposes are most of LayerNorm's work at these
+ * widths. */
+#define RL_LN_KEEP 256
+
 /* Rows [t, t + nr) (nr <= 8 g) as g groups of eight with each group's
  * sums in the lanes of one register: lane k adds row k's values in
  * increasing j, the chain of rl_ln_row, eight columns at a time
  * transposed in registers (a group of fewer rows repeats the last row in
- * the lanes past them, and keeps only its own).  The g groups' chains are
- * taken in turn, so that their adds' latencies overlap.  Then each row's
- * centring, scale, weight and bias sixteen values at a time (the f32 steps
- * of rl_ln_row, the centred value computed again rather than kept). */
+ * the lanes past them, and keeps only its own), the transposed blocks kept
+ * for the second pass when d is at most RL_LN_KEEP.  The g groups' chains
+ * are taken in turn, so that their adds' latencies overlap.  Then each
+ * row's centring, scale, weight and bias sixteen values at a time (the f32
+ * steps of rl_ln_row, the centred value computed again rather than
+ * kept). */
 __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
     const size_t d = j->d, full = d / 8 * 8;
+    const int keep = d <= RL_LN_KEEP;
     const __m512d dd = _mm512_set1_pd((double)d);
     const float *x[4][RL_LN_ROWS];
     __m512d sum[4], sum2[4];
-    __m256 mean[4], c[8];
+    __m256 mean[4], c[8], kept[4][RL_LN_KEEP];
     _Pragma("GCC unroll 4")
     for (int h = 0; h < g; h++) {
         for (size_t k = 0; k < RL_LN_ROWS; k++) {
@@ -161,8 +170,11 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
         for (int h = 0; h < g; h++) {
             rl_ln_columns8(x[h], i, c);
             _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < 8; k++) {
                 sum[h] = _mm512_add_pd(sum[h], _mm512_cvtps_pd(c[k]));
+                if (keep)
+                    kept[h][i + (size_t)k] = c[k];
+            }
         }
     }
     _Pragma("GCC unroll 4")
@@ -174,7 +186,12 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
     for (size_t i = 0; i < full; i += 8) {
         _Pragma("GCC unroll 4")
         for (int h = 0; h < g; h++) {
-            rl_ln_columns8(x[h], i, c);
+            if (keep)
+                _Pragma("GCC unroll 8")
+                for (int k = 0; k < 8; k++)
+                    c[k] = kept[h][i + (size_t)k];
+            else
+                rl_ln_columns8(x[h], i, c);
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
                 const __m256 e = _mm256_sub_ps(c[k], mean[h]);

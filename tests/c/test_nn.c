@@ -76,6 +76,24 @@ static void test_layer_norm(void) {
 /* A row too large to square in f32 answers NaN on every path and thread
  * count (its variance overflows; the scale 1/sqrt(inf) made it zeros),
  * while the other rows keep their values. */
+/* The widths of the s1 presets and either side of the widest whose
+ * transposed blocks the AVX-512 rows keep between their two passes, at a
+ * question's 70 rows (two groups of 32 and a tail of 6): every path's bits
+ * are the scalar reference's. */
+static void test_layer_norm_kept_widths(void) {
+    static const size_t widths[] = {64, 128, 255, 256, 257, 512};
+    long bad = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+        const size_t n = 70, d = widths[wi];
+        float *x = rnd_floats(n * d, 4.0f), *w = rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, ref, RL_PATH_REF, 1) == RL_OK);
+        ALL_PATHS(ref, y, n * d, bad, rl_layer_norm_ex(x, n, d, w, 1e-5f, y, path, th));
+        free(x), free(w), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "layer-norm at the preset widths: %ld runs differ from ref", bad);
+}
+
 static void test_layer_norm_overflow(void) {
     const size_t n = 11, d = 40; /* 8 rows in the interleaved run, 3 alone */
     for (size_t big = 0; big < n; big++) {
@@ -730,6 +748,7 @@ static void test_bias_act(void) {
 
 int main(void) {
     CHECK_CASE(test_layer_norm());
+    CHECK_CASE(test_layer_norm_kept_widths());
     CHECK_CASE(test_layer_norm_overflow());
     CHECK_CASE(test_layer_norm_bias());
     CHECK_CASE(test_bias_act());
