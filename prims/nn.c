@@ -51,6 +51,7 @@ static void rl_ln_row(const void *job, size_t t) {
     if (j->b)
         for (size_t i = 0; i < j->d; i++)
             y[i] = y[i] + j->b[i];
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* Rows [t0, t1) eight at a time: each row's sums are still one chain in
@@ -92,6 +93,7 @@ static void rl_ln_run(void *ctx, int ith, int nth) {
             for (int k = 0; k < RL_LN_ROWS; k++)
                 for (size_t i = 0; i < d; i++)
                     y[k * d + i] = y[k * d + i] + j->b[i];
+        rl_nn_scan_row(j, y, RL_LN_ROWS * d);
     }
     for (; t < t1; t++)
         rl_ln_row(j, t);
@@ -130,21 +132,30 @@ rl_ln_column(const float *const x[8], size_t i) {
     return _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i], x[7][i]);
 }
 
+/* Columns whose transposed blocks the sums' first pass keeps for the
+ * second (four groups' worth: 32 KB of stack), rather than transposing
+ * them again: the transposes are most of LayerNorm's work at these
+ * widths. */
+#define RL_LN_KEEP 256
+
 /* Rows [t, t + nr) (nr <= 8 g) as g groups of eight with each group's
  * sums in the lanes of one register: lane k adds row k's values in
  * increasing j, the chain of rl_ln_row, eight columns at a time
  * transposed in registers (a group of fewer rows repeats the last row in
- * the lanes past them, and keeps only its own).  The g groups' chains are
- * taken in turn, so that their adds' latencies overlap.  Then each row's
- * centring, scale, weight and bias sixteen values at a time (the f32 steps
- * of rl_ln_row, the centred value computed again rather than kept). */
+ * the lanes past them, and keeps only its own), the transposed blocks kept
+ * for the second pass when d is at most RL_LN_KEEP.  The g groups' chains
+ * are taken in turn, so that their adds' latencies overlap.  Then each
+ * row's centring, scale, weight and bias sixteen values at a time (the f32
+ * steps of rl_ln_row, the centred value computed again rather than
+ * kept). */
 __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
 rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
     const size_t d = j->d, full = d / 8 * 8;
+    const int keep = d <= RL_LN_KEEP;
     const __m512d dd = _mm512_set1_pd((double)d);
     const float *x[4][RL_LN_ROWS];
     __m512d sum[4], sum2[4];
-    __m256 mean[4], c[8];
+    __m256 mean[4], c[8], kept[4][RL_LN_KEEP];
     _Pragma("GCC unroll 4")
     for (int h = 0; h < g; h++) {
         for (size_t k = 0; k < RL_LN_ROWS; k++) {
@@ -159,8 +170,11 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
         for (int h = 0; h < g; h++) {
             rl_ln_columns8(x[h], i, c);
             _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < 8; k++) {
                 sum[h] = _mm512_add_pd(sum[h], _mm512_cvtps_pd(c[k]));
+                if (keep)
+                    kept[h][i + (size_t)k] = c[k];
+            }
         }
     }
     _Pragma("GCC unroll 4")
@@ -172,7 +186,12 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
     for (size_t i = 0; i < full; i += 8) {
         _Pragma("GCC unroll 4")
         for (int h = 0; h < g; h++) {
-            rl_ln_columns8(x[h], i, c);
+            if (keep)
+                _Pragma("GCC unroll 8")
+                for (int k = 0; k < 8; k++)
+                    c[k] = kept[h][i + (size_t)k];
+            else
+                rl_ln_columns8(x[h], i, c);
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
                 const __m256 e = _mm256_sub_ps(c[k], mean[h]);
@@ -187,6 +206,7 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
             sum2[h] = _mm512_add_pd(sum2[h], _mm512_cvtps_pd(_mm256_mul_ps(e, e)));
         }
     }
+    __mmask16 bad = 0;
     for (int h = 0; h < g; h++) {
         float var[RL_LN_ROWS], mk[RL_LN_ROWS];
         _mm256_storeu_ps(var, _mm512_cvtpd_ps(_mm512_div_pd(sum2[h], dd)));
@@ -202,9 +222,12 @@ rl_ln_rows_avx512(const rl_rows_job *j, size_t t, size_t nr, int g) {
                 if (j->b)
                     r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mm, j->b + i));
                 _mm512_mask_storeu_ps(yk + i, mm, r);
+                bad |= RL_NN_NONFINITE_512(mm, r);
             }
         }
     }
+    if (bad)
+        rl_nn_flag(j);
 }
 
 /* Rows [t0, t1) four groups of eight at a time (rl_ln_rows_avx512), the
@@ -231,9 +254,10 @@ static const rl_pool_fn rl_ln_runs[RL_PATH_COUNT] = {
     [RL_PATH_AVX512VNNI] = rl_ln_run_avx512,
 };
 
-rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
-                                const float *b, float eps, float *out, rl_path path,
-                                int threads) {
+/* rl_layer_norm_bias_ex, and with nonfinite (not NULL) *nonfinite set to
+ * whether out holds a NaN or an infinity. */
+static rl_status rl_ln_go(const float *x, size_t n, size_t d, const float *w, const float *b,
+                          float eps, float *out, rl_path path, int threads, int *nonfinite) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -242,11 +266,24 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)) ||
         (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
+    if (nonfinite)
+        *nonfinite = 0;
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
-                       .row = rl_ln_row};
+                       .nonfinite = nonfinite, .row = rl_ln_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_runs[path], &job);
     return RL_OK;
+}
+
+rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, rl_path path,
+                                int threads) {
+    return rl_ln_go(x, n, d, w, b, eps, out, path, threads, NULL);
+}
+
+rl_status rl_layer_norm_bias_nf(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, int *nonfinite) {
+    return rl_ln_go(x, n, d, w, b, eps, out, rl_path_best(), rl_threads(), nonfinite);
 }
 
 rl_status rl_layer_norm_ex(const float *x, size_t n, size_t d, const float *w, float eps,
@@ -264,12 +301,86 @@ rl_status rl_layer_norm_bias(const float *x, size_t n, size_t d, const float *w,
     return rl_layer_norm_bias_ex(x, n, d, w, b, eps, out, rl_path_best(), rl_threads());
 }
 
+/* ---- The residual sum ----------------------------------------------- */
+
+/* out := a + b over n values, whether a sum is not finite (its exponent
+ * bits all set), per path: sixteen sums at a time with their class tested
+ * as they are stored, eight with the exponent test, one by one. */
+static int rl_add_ref(const float *a, const float *b, size_t n, float *out) {
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = a[i] + b[i];
+        uint32_t u;
+        memcpy(&u, out + i, sizeof u);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return any != 0;
+}
+
+__attribute__((target(RL_TARGET_AVX2))) static int rl_add_avx2(const float *a, const float *b,
+                                                                size_t n, float *out) {
+    const __m256i e = _mm256_set1_epi32(0x7f800000);
+    __m256i any = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(out + i, s);
+        any = _mm256_or_si256(any,
+                              _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(s), e), e));
+    }
+    const int tail = rl_add_ref(a + i, b + i, n - i, out + i);
+    return tail || !_mm256_testz_si256(any, any);
+}
+
+__attribute__((target(RL_TARGET_AVX512))) static int rl_add_avx512(const float *a,
+                                                                    const float *b, size_t n,
+                                                                    float *out) {
+    __mmask16 bad = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                       _mm512_maskz_loadu_ps(m, b + i));
+        _mm512_mask_storeu_ps(out + i, m, s);
+        bad |= RL_NN_NONFINITE_512(m, s);
+    }
+    return bad != 0;
+}
+
+static int (*const rl_add_paths[RL_PATH_COUNT])(const float *a, const float *b, size_t n,
+                                                 float *out) = {
+    [RL_PATH_REF] = rl_add_ref,
+    [RL_PATH_AVX2] = rl_add_avx2,
+    [RL_PATH_AVX512] = rl_add_avx512,
+    [RL_PATH_AVX512VNNI] = rl_add_avx512,
+};
+
+rl_status rl_add_nf_ex(const float *a, const float *b, size_t n, float *out, int *nonfinite,
+                       rl_path path) {
+    rl_status st = rl_check_run(path, 1);
+    if (st != RL_OK)
+        return st;
+    /* out is a, b or apart from both: the sums read each value before
+     * they overwrite it */
+    if (n && (!a || !b || !out || (out != a && rl_nn_overlap(out, n, a, n)) ||
+              (out != b && rl_nn_overlap(out, n, b, n))))
+        return RL_BADARG;
+    const int bad = n ? rl_add_paths[path](a, b, n, out) : 0;
+    if (nonfinite)
+        *nonfinite = bad;
+    return RL_OK;
+}
+
+rl_status rl_add_nf(const float *a, const float *b, size_t n, float *out, int *nonfinite) {
+    return rl_add_nf_ex(a, b, n, out, nonfinite, rl_path_best());
+}
+
 /* ---- NEOX RoPE ------------------------------------------------------ */
 
 typedef struct {
     const float *x[2];
     float *out[2]; /* out[1] NULL: one array to turn */
     size_t n, heads, hd;
+    size_t xstride; /* floats from one input row to the next (heads * hd, or more) */
     float theta_scale;
     const float *table; /* the angles of positions below RL_ROPE_TABLE_POS, or NULL */
     void (*turn)(const float *x, float *y, size_t heads, size_t hd, const float *cs);
@@ -390,44 +501,60 @@ static void rl_rope_run(void *ctx, int ith, int nth) {
         /* one position's angles turn both arrays (q and k): the same
          * table either way, computed once */
         for (int a = 0; a < 2 && j->out[a]; a++)
-            j->turn(j->x[a] + t * row, j->out[a] + t * row, j->heads, j->hd, cs);
+            j->turn(j->x[a] + t * j->xstride, j->out[a] + t * row, j->heads, j->hd, cs);
     }
 }
 
-/* x2 and out2 NULL: x alone (rl_rope_neox_ex); else both pairs. */
-static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t n, size_t n_heads,
-                                    size_t head_dim, float freq_base, float *out, float *out2,
-                                    rl_path path, int threads) {
+/* x2 and out2 NULL: x alone (rl_rope_neox_ex); else both pairs.  The
+ * input rows lie xstride floats apart (0: packed, heads * head_dim); an
+ * output may be its input only when they are packed. */
+static rl_status rl_rope_run_arrays(const float *x, const float *x2, size_t xstride, size_t n,
+                                    size_t n_heads, size_t head_dim, float freq_base,
+                                    float *out, float *out2, rl_path path, int threads) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
     size_t row = rl_nn_elems(n_heads, head_dim), nd = row ? rl_nn_elems(n, row) : 0;
+    if (!xstride)
+        xstride = row;
+    /* the floats an input spans */
+    size_t nx = nd;
+    if (xstride != row) {
+        if (xstride < row || (n > 1 && n - 1 > (SIZE_MAX / sizeof(float) - row) / xstride))
+            return RL_BADARG;
+        nx = n ? (n - 1) * xstride + row : 0;
+    }
     if (!row || head_dim % 2 || (n && !nd) || (n && (!x || !out)) ||
-        (out != x && rl_nn_overlap(out, nd, x, nd)) || (!x2 != !out2) ||
-        (n && x2 && ((out2 != x2 && rl_nn_overlap(out2, nd, x2, nd)) ||
-                     rl_nn_overlap(out2, nd, x, nd) || rl_nn_overlap(out, nd, x2, nd) ||
-                     rl_nn_overlap(out, nd, out2, nd))))
+        (out != x && rl_nn_overlap(out, nd, x, nx)) || (out == x && xstride != row) ||
+        (!x2 != !out2) ||
+        (n && x2 && ((out2 != x2 && rl_nn_overlap(out2, nd, x2, nx)) ||
+                     (out2 == x2 && xstride != row) || rl_nn_overlap(out2, nd, x, nx) ||
+                     rl_nn_overlap(out, nd, x2, nx) || rl_nn_overlap(out, nd, out2, nd))))
         return RL_BADARG;
     if (n == 0)
         return RL_OK;
     int nth = rl_nn_threads(threads, n, x2 ? 2 * row : row, RL_NN_MIN_VALUES),
         chunks = rl_pool_split_chunks(nth, n);
-    float *cache = malloc((size_t)chunks * head_dim * sizeof(float));
-    if (!cache)
+    /* the angles of positions past the table: on the stack when small (a
+     * question's call needs none, and a malloc cost more than its turn) */
+    float small[1024], *cache = small;
+    if ((size_t)chunks * head_dim > sizeof small / sizeof *small &&
+        !(cache = malloc((size_t)chunks * head_dim * sizeof(float))))
         return RL_NOMEM;
     const float theta_scale = powf(freq_base, -2.0f / (float)head_dim);
     rl_rope_job job = {.x = {x, x2}, .out = {out, out2}, .n = n, .heads = n_heads,
-                       .hd = head_dim, .theta_scale = theta_scale,
+                       .hd = head_dim, .xstride = xstride, .theta_scale = theta_scale,
                        .table = rl_rope_table(theta_scale, head_dim),
                        .turn = rl_rope_turn_table[path], .cache = cache};
     rl_pool_run_split(chunks, nth, rl_rope_run, &job);
-    free(cache);
+    if (cache != small)
+        free(cache);
     return RL_OK;
 }
 
 rl_status rl_rope_neox_ex(const float *x, size_t n, size_t n_heads, size_t head_dim,
                           float freq_base, float *out, rl_path path, int threads) {
-    return rl_rope_run_arrays(x, NULL, n, n_heads, head_dim, freq_base, out, NULL, path,
+    return rl_rope_run_arrays(x, NULL, 0, n, n_heads, head_dim, freq_base, out, NULL, path,
                               threads);
 }
 
@@ -442,8 +569,17 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
                            rl_path path, int threads) {
     if (!k || !k_out)
         return RL_BADARG;
-    return rl_rope_run_arrays(q, k, n, n_heads, head_dim, freq_base, q_out, k_out, path,
+    return rl_rope_run_arrays(q, k, 0, n, n_heads, head_dim, freq_base, q_out, k_out, path,
                               threads);
+}
+
+rl_status rl_rope_neox2_strided_ex(const float *q, const float *k, size_t stride, size_t n,
+                                   size_t n_heads, size_t head_dim, float freq_base,
+                                   float *q_out, float *k_out, rl_path path, int threads) {
+    if (!k || !k_out || !stride)
+        return RL_BADARG;
+    return rl_rope_run_arrays(q, k, stride, n, n_heads, head_dim, freq_base, q_out, k_out,
+                              path, threads);
 }
 
 rl_status rl_rope_neox2(const float *q, const float *k, size_t n, size_t n_heads,

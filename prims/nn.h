@@ -53,6 +53,15 @@ rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float 
                                 const float *b, float eps, float *out, rl_path path,
                                 int threads);
 
+/* The row steps' checked forms (rl_layer_norm_bias_nf, rl_bias_act_nf,
+ * rl_geglu_nf): the step on the best path and the knob's threads, the same
+ * bits, and *nonfinite set to 1 when out holds a NaN or an infinity, else
+ * 0: each row is tested as it is stored (AVX-512) or scanned just after
+ * (the other paths), so the encoder's finite-value check of a step's
+ * output costs no pass of its own.  b NULL: no bias. */
+rl_status rl_layer_norm_bias_nf(const float *x, size_t n, size_t d, const float *w,
+                                const float *b, float eps, float *out, int *nonfinite);
+
 typedef enum {
     RL_NN_NONE = 0, /* identity */
     RL_NN_RELU,     /* v < 0 ? 0 : v (a NaN stays NaN) */
@@ -67,6 +76,15 @@ rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_
                       float *out);
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
                          float *out, rl_path path, int threads);
+rl_status rl_bias_act_nf(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, int *nonfinite);
+
+/* The residual sum: out[i] = a[i] + b[i] (f32) for i below n, out a, b or
+ * apart from both; *nonfinite (when not NULL) set to 1 when a sum is a
+ * NaN or an infinity, else 0, each tested as it is stored.  One thread. */
+rl_status rl_add_nf(const float *a, const float *b, size_t n, float *out, int *nonfinite);
+rl_status rl_add_nf_ex(const float *a, const float *b, size_t n, float *out, int *nonfinite,
+                       rl_path path);
 
 /* NEOX RoPE on each head of each row (rows of n_heads * head_dim values,
  * head_dim even): with half = head_dim / 2, theta_scale = powf(freq_base,
@@ -92,6 +110,15 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
                            size_t head_dim, float freq_base, float *q_out, float *k_out,
                            rl_path path, int threads);
 
+/* rl_rope_neox2_ex with the rows of q and of k stride floats apart (at
+ * least n_heads * head_dim; the outputs packed and not the inputs): an
+ * encoder layer's queries and keys turned straight out of the fused QKV
+ * product's n x 3d rows, stride 3d, into their own arrays, the same bits
+ * as copying them out first. */
+rl_status rl_rope_neox2_strided_ex(const float *q, const float *k, size_t stride, size_t n,
+                                   size_t n_heads, size_t head_dim, float freq_base,
+                                   float *q_out, float *k_out, rl_path path, int threads);
+
 /* GeGLU: x is n x 2f, out n x f; with a = x[t][c], g = x[t][f + c]:
  *   erf:  out = ((0.5f * a) * (1.0f + rl_erff(a * SQRT_2_INV))) * g
  *   tanh: out = ((0.5f * a) * (1.0f + tanhf((SQRT_2_OVER_PI * a) *
@@ -101,6 +128,8 @@ rl_status rl_rope_neox2_ex(const float *q, const float *k, size_t n, size_t n_he
 rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out);
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
                       rl_path path, int threads);
+rl_status rl_geglu_nf(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      int *nonfinite);
 
 /* One GELU value, as rl_geglu applies it (tests, references). */
 float rl_gelu_f32(float a, rl_gelu kind);

@@ -48,8 +48,28 @@ typedef struct {
     float eps;
     rl_gelu kind;
     rl_nn_act act;
+    int *nonfinite; /* NULL, or set to 1 when a row written holds a NaN or an infinity */
     void (*row)(const void *job, size_t t);
 } rl_rows_job;
+
+/* Note for the caller that asked (j->nonfinite) that an output row holds
+ * a NaN or an infinity: rows on several threads may each store 1. */
+static inline void rl_nn_flag(const rl_rows_job *j) {
+    if (j->nonfinite)
+        __atomic_store_n(j->nonfinite, 1, __ATOMIC_RELAXED);
+}
+
+/* rl_nn_flag when one of the d values just written at y is not finite
+ * (a scan while they are in cache, for the paths that do not test their
+ * values as they store them). */
+static inline void rl_nn_scan_row(const rl_rows_job *j, const float *y, size_t d) {
+    if (j->nonfinite && rl_first_non_finite_f32(y, d) < d)
+        rl_nn_flag(j);
+}
+
+/* The lanes of r under m that hold a NaN or an infinity (no float
+ * operation: a classification).  AVX-512 rows OR these as they store. */
+#define RL_NN_NONFINITE_512(m, r) _mm512_mask_fpclass_ps_mask((m), (r), 0x99)
 
 /* The row-wise steps' runs: n rows in chunks over nth threads. */
 static inline void rl_nn_run(int nth, size_t n, rl_pool_fn fn, void *job) {

@@ -39,6 +39,7 @@ static void rl_bias_act_row(const void *job, size_t t) {
             y[c] = v;
         }
     }
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* RL_NN_GELU_VALUES values of rl_gelu_f32's erf form, two registers: the
@@ -98,6 +99,7 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(con
     const rl_rows_job *j = job;
     const float *x = j->x + t * j->d;
     float *y = j->out + t * j->d;
+    __mmask16 bad = 0;
     for (size_t c = 0; c < j->d; c += RL_NN_GELU_VALUES) {
         __m512 a[RL_NN_GELU_VALUES / 16];
         __mmask16 m[RL_NN_GELU_VALUES / 16];
@@ -118,9 +120,13 @@ __attribute__((target(RL_TARGET_AVX512))) static void rl_bias_act_row_avx512(con
                     a[h], _mm512_cmp_ps_mask(a[h], _mm512_setzero_ps(), _CMP_LT_OQ),
                     _mm512_setzero_ps());
         _Pragma("GCC unroll 16")
-        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++)
+        for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
             _mm512_mask_storeu_ps(y + c + 16 * (size_t)h, m[h], a[h]);
+            bad |= RL_NN_NONFINITE_512(m[h], a[h]);
+        }
     }
+    if (bad)
+        rl_nn_flag(j);
 }
 
 /* rl_bias_act_row_avx512's steps eight values a register, the GELU of
@@ -152,6 +158,7 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_bias_act_row_avx2(const v
         for (int h = 0; h < RL_VM_ERF_AVX2_REGS; h++)
             _mm256_maskstore_ps(y + c + 8 * (size_t)h, m[h], a[h]);
     }
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* The bias-and-activation rows per path (kernel.h). */
@@ -162,8 +169,11 @@ static void (*const rl_bias_act_rows[RL_PATH_COUNT])(const void *job, size_t t) 
     [RL_PATH_AVX512VNNI] = rl_bias_act_row_avx512,
 };
 
-rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
-                         float *out, rl_path path, int threads) {
+/* rl_bias_act_ex, and with nonfinite (not NULL) *nonfinite set to whether
+ * out holds a NaN or an infinity. */
+static rl_status rl_bias_act_go(const float *x, size_t n, size_t d, const float *b,
+                                rl_nn_act act, float *out, rl_path path, int threads,
+                                int *nonfinite) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -171,11 +181,23 @@ rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_
     if (d == 0 || (unsigned)act > RL_NN_GELU || (n && !nd) || (n && (!x || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
+    if (nonfinite)
+        *nonfinite = 0;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
-                       .row = rl_bias_act_rows[path]};
+                       .nonfinite = nonfinite, .row = rl_bias_act_rows[path]};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
+}
+
+rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, rl_path path, int threads) {
+    return rl_bias_act_go(x, n, d, b, act, out, path, threads, NULL);
+}
+
+rl_status rl_bias_act_nf(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
+                         float *out, int *nonfinite) {
+    return rl_bias_act_go(x, n, d, b, act, out, rl_path_best(), rl_threads(), nonfinite);
 }
 
 rl_status rl_bias_act(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
@@ -198,6 +220,7 @@ static void rl_geglu_row(const void *job, size_t t) {
     float *y = j->out + t * j->d;
     for (size_t c = 0; c < j->d; c++)
         y[c] = rl_gelu_f32(x[c], j->kind) * x[j->d + c];
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* The erf form RL_NN_GELU_VALUES values at a time (rl_gelu_avx512); tanh
@@ -207,6 +230,7 @@ rl_geglu_row_avx512(const void *job, size_t t) {
     const rl_rows_job *j = job;
     const float *x = j->x + t * 2 * j->d;
     float *y = j->out + t * j->d;
+    __mmask16 bad = 0;
     for (size_t c = 0; c < j->d; c += RL_NN_GELU_VALUES) {
         __m512 a[RL_NN_GELU_VALUES / 16];
         __mmask16 m[RL_NN_GELU_VALUES / 16];
@@ -219,10 +243,13 @@ rl_geglu_row_avx512(const void *job, size_t t) {
         _Pragma("GCC unroll 16")
         for (int h = 0; h < RL_NN_GELU_VALUES / 16; h++) {
             const size_t ch = c + 16 * (size_t)h;
-            _mm512_mask_storeu_ps(y + ch, m[h],
-                                  _mm512_mul_ps(a[h], _mm512_maskz_loadu_ps(m[h], x + j->d + ch)));
+            const __m512 r = _mm512_mul_ps(a[h], _mm512_maskz_loadu_ps(m[h], x + j->d + ch));
+            _mm512_mask_storeu_ps(y + ch, m[h], r);
+            bad |= RL_NN_NONFINITE_512(m[h], r);
         }
     }
+    if (bad)
+        rl_nn_flag(j);
 }
 
 /* The erf form RL_NN_GELU_AVX2_VALUES values at a time (rl_gelu_avx2). */
@@ -247,6 +274,7 @@ __attribute__((target(RL_TARGET_AVX2))) static void rl_geglu_row_avx2(const void
                                 _mm256_mul_ps(a[h], _mm256_maskload_ps(x + j->d + ch, m[h])));
         }
     }
+    rl_nn_scan_row(j, y, j->d);
 }
 
 /* GeGLU's erf form per path (kernel.h). */
@@ -257,8 +285,10 @@ static void (*const rl_geglu_erf_rows[RL_PATH_COUNT])(const void *job, size_t t)
     [RL_PATH_AVX512VNNI] = rl_geglu_row_avx512,
 };
 
-rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
-                      rl_path path, int threads) {
+/* rl_geglu_ex, and with nonfinite (not NULL) *nonfinite set to whether out
+ * holds a NaN or an infinity. */
+static rl_status rl_geglu_go(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                             rl_path path, int threads, int *nonfinite) {
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -266,11 +296,23 @@ rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *o
     if (!f2 || (unsigned)kind > RL_GELU_TANH || (n && !nx) || (n && (!x || !out)) ||
         rl_nn_overlap(out, n * f, x, nx))
         return RL_BADARG;
-    rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind,
+    if (nonfinite)
+        *nonfinite = 0;
+    rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind, .nonfinite = nonfinite,
                        .row = kind == RL_GELU_ERF ? rl_geglu_erf_rows[path] : rl_geglu_row};
     if (n)
         rl_nn_run(rl_nn_threads(threads, n, f2, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
     return RL_OK;
+}
+
+rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      rl_path path, int threads) {
+    return rl_geglu_go(x, n, f, kind, out, path, threads, NULL);
+}
+
+rl_status rl_geglu_nf(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
+                      int *nonfinite) {
+    return rl_geglu_go(x, n, f, kind, out, rl_path_best(), rl_threads(), nonfinite);
 }
 
 rl_status rl_geglu(const float *x, size_t n, size_t f, rl_gelu kind, float *out) {

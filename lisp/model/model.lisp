@@ -384,6 +384,20 @@ steps.  The Ms are variables (evaluated twice)."
   `(when (%first-non-finite ,(car (last steps)) 0)
      (report-non-finite ,path ,layer (list ,@steps))))
 
+(defmacro checked-step ((fn path layer &rest steps) form)
+  "FORM, a call of a row step's primitive that tests its output as it
+writes it (%LAYER-NORM, %LAYER-NORM-BIAS, %BIAS-ACT, %GEGLU, %ADD-INTO):
+it answers (values output non-finite-p), or (values nil status message),
+for which KERNEL-FAILURE signals naming FN.  When the output holds a NaN
+or an infinity, signal as CHECK-FINITE-STEPS does for STEPS, the last of
+which is FORM's output: the same check and message, without a pass of
+its own over the output.  Answers the output."
+  (let ((r (gensym "R")) (flag (gensym "FLAG")) (msg (gensym "MSG")))
+    `(multiple-value-bind (,r ,flag ,msg) ,form
+       (cond ((null ,r) (kernel-failure ,fn ,flag ,msg))
+             (,flag (report-non-finite ,path ,layer (list ,@steps))))
+       ,r)))
+
 (defun encoder-layer (s layer i heads hd eps theta window activations gelu path)
   "One encoder layer of doc/encoder.md (layer I, its weights the plist LAYER, its
 rotary base THETA and attention WINDOW, 0 for global) on the hidden states
@@ -398,20 +412,18 @@ the file PATH) by the step that made it."
          (down (encode-scratch-down s))
          (norm (getf layer :attn-norm)))
     (when norm
-      (kernel-call 'model:encode (%layer-norm x norm eps a))
-      (check-finite-steps path i :attn-norm a))
+      (checked-step ('model:encode path i :attn-norm a) (%layer-norm x norm eps a)))
     (layer-product layer :qkv i (if norm a x) qkv activations)
     (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
     (kernel-call 'model:encode (%attention q k v heads hd window att))
     (check-finite-steps path i :qkv qkv :rope q :rope k :attention att)
     (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
-    (kernel-call 'model:encode (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
-    (check-finite-steps path i :out ffn-in :ffn-norm a)
+    (checked-step ('model:encode path i :out ffn-in :ffn-norm a)
+      (%layer-norm ffn-in (getf layer :ffn-norm) eps a))
     (layer-product layer :up i a up activations)
-    (kernel-call 'model:encode (%geglu up (eq gelu :tanh) gate))
-    (check-finite-steps path i :up up :geglu gate)
-    (%add-into x (layer-product layer :down i gate down activations) ffn-in)
-    (check-finite-steps path i :down x)))
+    (checked-step ('model:encode path i :up up :geglu gate) (%geglu up (eq gelu :tanh) gate))
+    (checked-step ('model:encode path i :down x)
+      (%add-into x (layer-product layer :down i gate down activations) ffn-in))))
 
 (defmacro with-encoder-scratch ((var encoder n) &body body)
   "Run BODY with VAR bound to a scratch of ENCODER's pool set to N rows
@@ -449,8 +461,8 @@ states before the output norm are left in S's X."
          (path (encoder-path encoder))
          (x (encode-scratch-x s)) (a (encode-scratch-a s)))
     (%gather-rows (encoder-token-embedding encoder) ids a)
-    (kernel-call 'model:encode (%layer-norm a (encoder-token-norm encoder) eps x))
-    (check-finite-steps path nil :token-embd a :token-norm x)
+    (checked-step ('model:encode path nil :token-embd a :token-norm x)
+      (%layer-norm a (encoder-token-norm encoder) eps x))
     (stage-mark :embed)
     ;; The hyper-parameters read once: GETF checks the whole plist.
     (let ((heads (getf h :heads)) (hd (getf h :head-dim))
@@ -537,9 +549,8 @@ using."
       (let ((out (if (eq pooling :none)
                      (make-array (list n d) :element-type 'single-float)
                      (encode-scratch-a s))))
-        (kernel-call 'model:encode (%layer-norm (encode-scratch-x s) (encoder-output-norm encoder)
-                                                eps out))
-        (check-finite-steps path nil :output-norm out)
+        (checked-step ('model:encode path nil :output-norm out)
+          (%layer-norm (encode-scratch-x s) (encoder-output-norm encoder) eps out))
         (pool out pooling)))))
 
 ;;; Calibration (doc/outliers.md): max |x| per input channel of every encoder

@@ -150,14 +150,17 @@ excepted; FIRST and COUNT must lie within M's rows."
             (%matmul-rows w first count xs out bf16-p (eq activations :q8x2))
           (or result (matmul-failure fn xs status message row where)))))))
 
-(defgeneric matmul-product (m fn xs out activations)
-  (:documentation "VEC:MATMUL-INTO's work for the weight matrix M (FN names
-the operation in messages; OUT NIL makes a fresh result), one method per
-kind of weight matrix: here a quantized matrix or a packed float array,
-in vec/outlier-matrix.lisp the OUTLIER-MATRIX of quantize at load."))
-
-(defmethod matmul-product (m fn xs out activations)
-  (checked-matmul fn m xs out activations))
+(defun matmul-product (m fn xs out activations)
+  "VEC:MATMUL-INTO's work for the weight matrix M (FN names the operation
+in messages; OUT NIL makes a fresh result): a quantized matrix or a packed
+float array here, the OUTLIER-MATRIX of quantize at load in
+vec/outlier-matrix.lisp.  A plain function, not a generic one: the
+dispatch of a generic function on five arguments cost more than a small
+product's arithmetic (a question makes a dozen), and one struct test
+tells the two kinds apart."
+  (if (outlier-matrix-p m)
+      (outlier-matmul-product m fn xs out activations)
+      (checked-matmul fn m xs out activations)))
 
 (defun matmul-into (m xs out &key (activations :q8))
   "Store the product of the weight matrix M (rows x cols) with each row of

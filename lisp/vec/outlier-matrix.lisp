@@ -1,8 +1,8 @@
 ;;;; outlier-matrix.lisp - the weight matrix of quantize at load
 ;;;; (model/model-quantize.lisp, doc/outliers.md): Q8_0 weights without their
-;;;; outlier input columns, and those columns in f32.  Its product is a
-;;;; method of MATMUL-PRODUCT (encoder.lisp), the generic function
-;;;; VEC:MATMUL and VEC:MATMUL-INTO dispatch on:
+;;;; outlier input columns, and those columns in f32.  Its product is
+;;;; OUTLIER-MATMUL-PRODUCT, which MATMUL-PRODUCT (encoder.lisp), behind
+;;;; VEC:MATMUL and VEC:MATMUL-INTO, calls for it:
 ;;;;
 ;;;;   y = Q8_0(W without the outlier columns) x' + W[:, outliers] x[outliers]
 ;;;;
@@ -50,7 +50,7 @@ only names a block whose scale overflows there."
 
 ;;; The product.
 
-(defmethod matmul-product ((m outlier-matrix) fn xs out activations)
+(defun outlier-matmul-product (m fn xs out activations)
   "VEC:MATMUL-INTO's work for the OUTLIER-MATRIX M (FN names the operation;
 OUT NIL makes a fresh result): the int8 product of XS without the outlier
 columns with ACTIVATIONS, plus the f32 product of the outlier columns,

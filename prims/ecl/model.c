@@ -9,9 +9,6 @@
  * workers run. */
 #include <math.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <xmmintrin.h>
-#endif
 
 #include "prims/ecl/qmatrix.h"
 #include "prims/ecl/vec.h"
@@ -64,6 +61,18 @@ static float *rl_sf_matrix_of(const char *fn, int pos, cl_object x, const char *
         RL_RUN_KERNEL(env, st_ = (call));                                                \
         if (st_ == RL_OK)                                                                \
             ecl_return1(env, out);                                                       \
+        return rl_return_status(env, st_, why);                                          \
+    } while (0)
+
+/* Run CALL, a row step's checked form (nn.h's *_nf, given &NONFINITE);
+ * answer OUT and whether it holds a NaN or an infinity (T or NIL), or the
+ * status and WHY. */
+#define RL_NN_RETURN_CHECKED(env, out, call, nonfinite, why)                            \
+    do {                                                                                 \
+        rl_status st_;                                                                   \
+        RL_RUN_KERNEL(env, st_ = (call));                                                \
+        if (st_ == RL_OK)                                                                \
+            ecl_return2(env, out, (nonfinite) ? ECL_T : ECL_NIL);                        \
         return rl_return_status(env, st_, why);                                          \
     } while (0)
 
@@ -224,8 +233,10 @@ static cl_object rl_prim_outlier_matmul(cl_object q, cl_object columns, cl_objec
     return rl_matmul_values(env, st, out, msg, &fault);
 }
 
-/* (%layer-norm xs weight eps out) -> OUT or (values nil status message):
- * XS and OUT n x d (OUT may be XS), WEIGHT of length d, EPS a single-float. */
+/* (%layer-norm xs weight eps out) -> (values OUT non-finite-p) or (values
+ * nil status message): XS and OUT n x d (OUT may be XS), WEIGHT of length
+ * d, EPS a single-float; NON-FINITE-P true when OUT holds a NaN or an
+ * infinity (tested as it is written: the encoder's check of the step). */
 static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object eps,
                                     cl_object out) {
     static const char fn[] = "%LAYER-NORM";
@@ -235,11 +246,13 @@ static cl_object rl_prim_layer_norm(cl_object xs, cl_object weight, cl_object ep
     const float *w = rl_sf_vector(fn, 2, weight, d);
     const float e = rl_arg_sf(fn, 3, eps);
     float *y = rl_sf_matrix_of(fn, 4, out, "out", n, d);
-    RL_NN_RETURN(env, out, rl_layer_norm(x, n, d, w, e, y), "layer-norm: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(env, out, rl_layer_norm_bias_nf(x, n, d, w, NULL, e, y, &nf), nf,
+                         "layer-norm: the kernel refused its operands");
 }
 
-/* (%layer-norm-bias xs weight bias eps out) -> OUT or (values nil status
- * message): %LAYER-NORM plus BIAS (length d) after the weight. */
+/* (%layer-norm-bias xs weight bias eps out) -> as %LAYER-NORM, plus BIAS
+ * (length d) after the weight. */
 static cl_object rl_prim_layer_norm_bias(cl_object xs, cl_object weight, cl_object bias,
                                          cl_object eps, cl_object out) {
     static const char fn[] = "%LAYER-NORM-BIAS";
@@ -250,14 +263,16 @@ static cl_object rl_prim_layer_norm_bias(cl_object xs, cl_object weight, cl_obje
     const float *b = rl_sf_vector(fn, 3, bias, d);
     const float e = rl_arg_sf(fn, 4, eps);
     float *y = rl_sf_matrix_of(fn, 5, out, "out", n, d);
-    RL_NN_RETURN(env, out, rl_layer_norm_bias(x, n, d, w, b, e, y),
-                 "layer-norm: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(env, out, rl_layer_norm_bias_nf(x, n, d, w, b, e, y, &nf), nf,
+                         "layer-norm: the kernel refused its operands");
 }
 
-/* (%bias-act xs bias act out) -> OUT or (values nil status message): row t
- * of OUT (m x d) := ACT(row t of XS + BIAS) for t below m; XS has at least
- * m rows of d values (the first m are read), BIAS a d-vector or NIL, ACT
- * :none, :relu or :gelu (exact).  OUT may be XS. */
+/* (%bias-act xs bias act out) -> (values OUT non-finite-p) or (values nil
+ * status message): row t of OUT (m x d) := ACT(row t of XS + BIAS) for t
+ * below m; XS has at least m rows of d values (the first m are read), BIAS
+ * a d-vector or NIL, ACT :none, :relu or :gelu (exact).  OUT may be XS;
+ * NON-FINITE-P as %LAYER-NORM's. */
 static cl_object rl_prim_bias_act(cl_object xs, cl_object bias, cl_object act, cl_object out) {
     static const char fn[] = "%BIAS-ACT";
     const cl_env_ptr env = ecl_process_env();
@@ -288,8 +303,9 @@ static cl_object rl_prim_bias_act(cl_object xs, cl_object bias, cl_object act, c
     if (od != d || m > n)
         rl_signal(RL_C_SHAPE, "%s: expected out of at most %zu rows of %zu values, found (%zu %zu)",
                   fn, n, d, m, od);
-    RL_NN_RETURN(env, out, rl_bias_act(x, m, d, b, a, y),
-                 "bias-act: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(env, out, rl_bias_act_nf(x, m, d, b, a, y, &nf), nf,
+                         "bias-act: the kernel refused its operands");
 }
 
 /* (%rope-neox xs n-heads head-dim theta out) -> OUT or (values nil status
@@ -364,37 +380,43 @@ static cl_object rl_prim_attention_rows(cl_object q, cl_object k, cl_object v, c
  * length up to the rows it was made for without consing (lisp/model/
  * model-scratch.lisp).  The storage is the garbage collector's object the
  * matrix's data lies in: more rows than it holds signals SHAPE-ERROR and
- * changes nothing. */
+ * changes nothing.  Only a matrix that grows asks the collector for its
+ * storage (a lookup that costs more than the rest of this call): fewer
+ * rows than it has now lie within it. */
 static cl_object rl_prim_set_matrix_rows(cl_object ms, cl_object rows) {
     static const char fn[] = "%SET-MATRIX-ROWS";
     if (ECL_IMMEDIATE(ms) || ms->d.t != t_vector || ms->vector.elttype != ecl_aet_object)
         rl_type_error(fn, 1, ms, RL_T_VECTOR);
     const size_t r = (size_t)rl_arg_fixnum(fn, 2, rows, 0, MOST_POSITIVE_FIXNUM);
     const cl_index count = ms->vector.fillp;
-    for (int pass = 0; pass < 2; pass++) /* check every matrix, then change them */
-        for (cl_index i = 0; i < count; i++) {
-            cl_object m = ms->vector.self.t[i];
-            size_t mr, mc;
-            (void)rl_sf_matrix(fn, 1, m, &mr, &mc);
-            const char *data = (const char *)m->array.self.sf;
-            const char *base = data ? GC_base((void *)data) : NULL;
-            if (!base)
-                rl_type_error(fn, 1, m, RL_T_ARRAY);
-            const size_t avail = GC_size((void *)base) - (size_t)(data - base);
-            if (mc && r > avail / (mc * sizeof(float)))
-                rl_signal_shape(rl_dims2(avail / (mc * sizeof(float)), mc), rl_dims2(r, mc),
-                                "%s: expected at most %zu rows (the matrix's storage), found %zu",
-                                fn, avail / (mc * sizeof(float)), r);
-            if (pass) {
-                m->array.dims[0] = r;
-                m->array.dim = r * mc;
-            }
-        }
+    for (cl_index i = 0; i < count; i++) { /* check every matrix, then change them */
+        cl_object m = ms->vector.self.t[i];
+        size_t mr, mc;
+        (void)rl_sf_matrix(fn, 1, m, &mr, &mc);
+        if (r <= mr)
+            continue;
+        const char *data = (const char *)m->array.self.sf;
+        const char *base = data ? GC_base((void *)data) : NULL;
+        if (!base)
+            rl_type_error(fn, 1, m, RL_T_ARRAY);
+        const size_t avail = GC_size((void *)base) - (size_t)(data - base);
+        if (mc && r > avail / (mc * sizeof(float)))
+            rl_signal_shape(rl_dims2(avail / (mc * sizeof(float)), mc), rl_dims2(r, mc),
+                            "%s: expected at most %zu rows (the matrix's storage), found %zu",
+                            fn, avail / (mc * sizeof(float)), r);
+    }
+    for (cl_index i = 0; i < count; i++) {
+        cl_object m = ms->vector.self.t[i];
+        const size_t mc = m->array.dims[1];
+        m->array.dims[0] = r;
+        m->array.dim = r * mc;
+    }
     ecl_return1(ecl_process_env(), ms);
 }
 
-/* (%geglu xs tanh-p out) -> OUT or (values nil status message): XS n x 2f,
- * OUT n x f and not XS; TANH-P selects the tanh GELU over erf. */
+/* (%geglu xs tanh-p out) -> (values OUT non-finite-p) or (values nil status
+ * message): XS n x 2f, OUT n x f and not XS; TANH-P selects the tanh GELU
+ * over erf; NON-FINITE-P as %LAYER-NORM's. */
 static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
     static const char fn[] = "%GEGLU";
     const cl_env_ptr env = ecl_process_env();
@@ -406,9 +428,10 @@ static cl_object rl_prim_geglu(cl_object xs, cl_object tanh_p, cl_object out) {
     rl_same_dims(fn, "out", on, od, n, d / 2);
     if (n && d)
         rl_out_not_input(fn, out, xs, "xs");
-    RL_NN_RETURN(env, out,
-                 rl_geglu(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y),
-                 "geglu: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(
+        env, out, rl_geglu_nf(x, n, d / 2, tanh_p == ECL_NIL ? RL_GELU_ERF : RL_GELU_TANH, y, &nf),
+        nf, "geglu: the kernel refused its operands");
 }
 
 /* (%qkv-rope qkv q k v n-heads head-dim theta) -> Q or (values nil status
@@ -438,22 +461,30 @@ static cl_object rl_prim_qkv_rope(cl_object qkv, cl_object q, cl_object k, cl_ob
                   fn);
     if (!n || !d)
         ecl_return1(env, q);
-    for (size_t t = 0; t < n; t++) {
-        memcpy(qp + t * d, src + t * d3, d * sizeof *qp);
-        memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
+    for (size_t t = 0; t < n; t++)
         memcpy(vp + t * d, src + t * d3 + 2 * d, d * sizeof *vp);
-    }
-    if (theta == ECL_NIL)
+    if (theta == ECL_NIL) {
+        for (size_t t = 0; t < n; t++) {
+            memcpy(qp + t * d, src + t * d3, d * sizeof *qp);
+            memcpy(kp + t * d, src + t * d3 + d, d * sizeof *kp);
+        }
         ecl_return1(env, q);
+    }
+    /* q and k turned as they are read out of QKV's rows: no copy first */
     rl_status st;
-    RL_RUN_KERNEL(env, st = rl_rope_neox2(qp, kp, n, h, hd, base, qp, kp));
+    RL_RUN_KERNEL(env, st = rl_rope_neox2_strided_ex(src, src + d, d3, n, h, hd, base, qp, kp,
+                                                     rl_path_best(), rl_threads()));
     if (st == RL_OK)
         ecl_return1(env, q);
     return rl_return_status(env, st, "rope-neox: the kernel refused its operands");
 }
 
-/* (%add-into out a b) -> OUT: OUT := A + B element by element in
- * single-float, the three of the same dimensions (OUT may be A or B). */
+/* (%add-into out a b) -> (values OUT non-finite-p): OUT := A + B element by
+ * element in single-float, the three of the same dimensions (OUT may be A
+ * or B); NON-FINITE-P true when OUT holds a NaN or an infinity (the sums
+ * tested as they are stored).  The float traps are held, as for every
+ * kernel: a sum past single-float range is an infinity the caller is
+ * told of, not a trap. */
 static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     static const char fn[] = "%ADD-INTO";
     const cl_env_ptr env = ecl_process_env();
@@ -461,16 +492,12 @@ static cl_object rl_prim_add_into(cl_object out, cl_object a, cl_object b) {
     float *y = rl_sf_matrix(fn, 1, out, &n, &d);
     const float *ap = rl_sf_matrix_of(fn, 2, a, "a", n, d);
     const float *bp = rl_sf_matrix_of(fn, 3, b, "b", n, d);
-    /* out is a, b or neither (simple arrays share no storage otherwise),
-     * so four at a time reads each value before it is overwritten */
-    size_t i = 0;
-#if defined(__SSE2__)
-    for (; i + 4 <= n * d; i += 4)
-        _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(ap + i), _mm_loadu_ps(bp + i)));
-#endif
-    for (; i < n * d; i++)
-        y[i] = ap[i] + bp[i];
-    ecl_return1(env, out);
+    int bad = 0;
+    rl_status st;
+    RL_RUN_KERNEL(env, st = rl_add_nf(ap, bp, n * d, y, &bad));
+    if (st != RL_OK) /* not reached: simple arrays are the same or apart */
+        return rl_return_status(env, st, "add-into: the kernel refused its operands");
+    ecl_return2(env, out, bad ? ECL_T : ECL_NIL);
 }
 
 /* (%positions-of ids value out) -> COUNT: the positions p where (aref ids

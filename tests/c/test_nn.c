@@ -76,6 +76,24 @@ static void test_layer_norm(void) {
 /* A row too large to square in f32 answers NaN on every path and thread
  * count (its variance overflows; the scale 1/sqrt(inf) made it zeros),
  * while the other rows keep their values. */
+/* The widths of the s1 presets and either side of the widest whose
+ * transposed blocks the AVX-512 rows keep between their two passes, at a
+ * question's 70 rows (two groups of 32 and a tail of 6): every path's bits
+ * are the scalar reference's. */
+static void test_layer_norm_kept_widths(void) {
+    static const size_t widths[] = {64, 128, 255, 256, 257, 512};
+    long bad = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+        const size_t n = 70, d = widths[wi];
+        float *x = rnd_floats(n * d, 4.0f), *w = rnd_floats(d, 1.0f);
+        float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+        CHECK(rl_layer_norm_ex(x, n, d, w, 1e-5f, ref, RL_PATH_REF, 1) == RL_OK);
+        ALL_PATHS(ref, y, n * d, bad, rl_layer_norm_ex(x, n, d, w, 1e-5f, y, path, th));
+        free(x), free(w), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "layer-norm at the preset widths: %ld runs differ from ref", bad);
+}
+
 static void test_layer_norm_overflow(void) {
     const size_t n = 11, d = 40; /* 8 rows in the interleaved run, 3 alone */
     for (size_t big = 0; big < n; big++) {
@@ -241,6 +259,42 @@ static void test_rope_pair(void) {
     CHECK(rl_rope_neox2(x, NULL, 2, 2, 8, 10000.0f, x, y) == RL_BADARG);
     CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, y, y) == RL_BADARG); /* one out twice */
     CHECK(rl_rope_neox2(x, x + 32, 2, 2, 8, 10000.0f, x + 32, y) == RL_BADARG); /* q into k */
+}
+
+/* The pair turned straight out of rows of 3d values (q, k, v side by
+ * side, as the fused QKV product writes them): the bits of copying q and
+ * k out and turning the copies, on every path and thread count (past the
+ * angle table's positions too); bad strides and overlaps refused. */
+static void test_rope_pair_strided(void) {
+    long bad = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        size_t n = rep == 0 ? 1100 : (size_t)rnd_int(1, 200), heads = (size_t)rnd_int(1, 6);
+        size_t hd = 2 * (size_t)rnd_int(1, 40), d = heads * hd, nd = n * d;
+        float base = rep % 2 ? 10000.0f : 160000.0f;
+        float *qkv = rnd_floats(3 * nd, 1.0f), *q = malloc(nd * sizeof *q);
+        float *k = malloc(nd * sizeof *k);
+        float *ref = malloc(2 * nd * sizeof *ref), *y = malloc(2 * nd * sizeof *y);
+        for (size_t t = 0; t < n; t++) {
+            memcpy(q + t * d, qkv + t * 3 * d, d * sizeof *q);
+            memcpy(k + t * d, qkv + t * 3 * d + d, d * sizeof *k);
+        }
+        CHECK(rl_rope_neox2_ex(q, k, n, heads, hd, base, ref, ref + nd, RL_PATH_REF, 1) ==
+              RL_OK);
+        ALL_PATHS(ref, y, 2 * nd, bad,
+                  CHECK(rl_rope_neox2_strided_ex(qkv, qkv + d, 3 * d, n, heads, hd, base, y,
+                                                 y + nd, path, th) == RL_OK));
+        free(qkv), free(q), free(k), free(ref), free(y);
+    }
+    CHECK_MSG(!bad, "rope pair strided: %ld runs differ from turning copies", bad);
+    float x[96] = {0}, y[64];
+    const rl_path p = rl_path_best();
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 8, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_BADARG);
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 0, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_BADARG);
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, x, y + 32, p, 1) ==
+          RL_BADARG); /* turned in place across rows of another width */
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, x + 32, y, p, 1) ==
+          RL_BADARG); /* q's output over k's input */
+    CHECK(rl_rope_neox2_strided_ex(x, x + 16, 48, 2, 2, 8, 1e4f, y, y + 32, p, 1) == RL_OK);
 }
 
 /* ---- attention ------------------------------------------------------ */
@@ -496,6 +550,114 @@ static void test_geglu(void) {
     CHECK(rl_gelu_f32(0.0f, RL_GELU_ERF) == 0.0f && rl_gelu_f32(0.0f, RL_GELU_TANH) == 0.0f);
 }
 
+/* ---- the checked forms ---------------------------------------------- */
+
+/* rl_layer_norm_bias_nf, rl_bias_act_nf and rl_geglu_nf on the scalar
+ * and the best path: the unchecked forms' bits, and the flag set exactly
+ * when the output holds a NaN or an infinity (one planted in the input
+ * at a random row and column, in the last row to reach the tail of a
+ * path's rows, or none). */
+static void test_checked_steps_flag_non_finite(void) {
+    static const float planted[] = {NAN, INFINITY, -INFINITY};
+    long wrong = 0;
+    for (int simd = 0; simd <= 1; simd++) {
+        rl_set_simd(simd);
+        for (int rep = 0; rep < 60; rep++) {
+            const size_t n = (size_t)rnd_int(1, 40), d = (size_t)rnd_int(1, 200);
+            const int plant = rep % 4; /* 0: none */
+            const size_t t = rep % 3 ? (size_t)rnd_int(0, (int)n - 1) : n - 1;
+            const size_t c = (size_t)rnd_int(0, (int)d - 1);
+            float *x = rnd_floats(n * 2 * d, 2.0f), *w = rnd_floats(d, 1.0f);
+            float *b = rnd_floats(d, 1.0f);
+            float *ref = malloc(n * d * sizeof *ref), *y = malloc(n * d * sizeof *y);
+            if (plant)
+                x[t * d + c] = planted[plant - 1];
+            int nf = -1;
+            /* LayerNorm: a non-finite value makes its row NaN */
+            CHECK(rl_layer_norm_bias_ex(x, n, d, w, rep % 2 ? b : NULL, 1e-5f, ref,
+                                        rl_path_best(), 1) == RL_OK);
+            CHECK(rl_layer_norm_bias_nf(x, n, d, w, rep % 2 ? b : NULL, 1e-5f, y, &nf) == RL_OK);
+            wrong += check_floats_differ(y, ref, n * d, "layer-norm nf, simd %d", simd);
+            CHECK_EACH(nf == (plant != 0), "layer-norm nf, simd %d, %zu x %zu, plant %d at "
+                       "(%zu %zu): flag %d", simd, n, d, plant, t, c, nf);
+            /* bias and activation */
+            const rl_nn_act act = (rl_nn_act)(rep % 3);
+            CHECK(rl_bias_act_ex(x, n, d, b, act, ref, rl_path_best(), 1) == RL_OK);
+            nf = -1;
+            CHECK(rl_bias_act_nf(x, n, d, b, act, y, &nf) == RL_OK);
+            wrong += check_floats_differ(y, ref, n * d, "bias-act nf, simd %d", simd);
+            int expect = 0;
+            for (size_t i = 0; i < n * d; i++)
+                expect |= !isfinite(ref[i]);
+            CHECK_EACH(nf == expect && expect == (plant != 0 && !(act == RL_NN_RELU &&
+                                                                  plant == 3)),
+                       "bias-act nf, simd %d, act %d, plant %d: flag %d, expected %d", simd,
+                       (int)act, plant, nf, expect);
+            /* GeGLU over n x 2f with f = d: the planted value is an input
+             * of output (t, c mod f) */
+            const rl_gelu kind = rep % 2 ? RL_GELU_TANH : RL_GELU_ERF;
+            if (d >= 2) {
+                const size_t f = d / 2;
+                CHECK(rl_geglu_ex(x, n, f, kind, ref, rl_path_best(), 1) == RL_OK);
+                nf = -1;
+                CHECK(rl_geglu_nf(x, n, f, kind, y, &nf) == RL_OK);
+                wrong += check_floats_differ(y, ref, n * f, "geglu nf, simd %d", simd);
+                expect = 0;
+                for (size_t i = 0; i < n * f; i++)
+                    expect |= !isfinite(ref[i]);
+                CHECK_EACH(nf == expect, "geglu nf, simd %d, kind %d, plant %d: flag %d, "
+                           "expected %d", simd, (int)kind, plant, nf, expect);
+            }
+            free(x), free(w), free(b), free(ref), free(y);
+        }
+    }
+    rl_set_simd(1);
+    CHECK_MSG(!wrong, "checked forms: %ld runs differ from the unchecked", wrong);
+    /* finite inputs whose LayerNorm is not: the variance overflows */
+    float big[4] = {3e38f, -3e38f, 3e38f, -3e38f}, w1[4] = {1, 1, 1, 1}, out[4];
+    int nf = 0;
+    CHECK(rl_layer_norm_bias_nf(big, 1, 4, w1, NULL, 1e-5f, out, &nf) == RL_OK);
+    CHECK_MSG(nf == 1, "layer-norm nf of a row past f32 range: flag %d", nf);
+}
+
+/* rl_add_nf_ex on every path: the f32 sums, in place into either operand
+ * too, and the flag set exactly when a sum is not finite (a planted NaN
+ * or infinity, or two finite values whose sum overflows), at any place
+ * including a path's tail. */
+static void test_add_flag_non_finite(void) {
+    long wrong = 0;
+    for (int p = RL_PATH_REF; p <= RL_PATH_AVX512VNNI; p++) {
+        if (!rl_path_supported((rl_path)p))
+            continue;
+        for (int rep = 0; rep < 200; rep++) {
+            const size_t n = (size_t)rnd_int(0, 100);
+            float *a = rnd_floats(n, 1.0f), *b = rnd_floats(n, 1.0f);
+            float *y = malloc((n ? n : 1) * sizeof *y), *c = malloc((n ? n : 1) * sizeof *c);
+            const int plant = n ? rep % 4 : 0; /* 0 none, NaN, infinity, overflow */
+            if (plant) {
+                const size_t at = rep % 3 ? (size_t)rnd_int(0, (int)n - 1) : n - 1;
+                a[at] = plant == 1 ? NAN : plant == 2 ? -INFINITY : 3e38f;
+                if (plant == 3)
+                    b[at] = 3e38f;
+            }
+            int nf = -1;
+            CHECK(rl_add_nf_ex(a, b, n, y, &nf, (rl_path)p) == RL_OK);
+            for (size_t i = 0; i < n; i++)
+                c[i] = a[i] + b[i];
+            wrong += check_floats_differ(y, c, n, "add, path %d, %zu values", p, n);
+            CHECK_EACH(nf == (plant != 0), "add, path %d, %zu values, plant %d: flag %d", p, n,
+                       plant, nf);
+            CHECK(rl_add_nf_ex(a, b, n, b, &nf, (rl_path)p) == RL_OK); /* into b */
+            wrong += check_floats_differ(b, c, n, "add into b, path %d", p);
+            free(a), free(b), free(y), free(c);
+        }
+    }
+    CHECK_MSG(!wrong, "add: %ld runs differ from the f32 sums", wrong);
+    float x[8] = {0};
+    CHECK(rl_add_nf(x, x + 4, 4, x + 2, NULL) == RL_BADARG); /* out over a, not a */
+    CHECK(rl_add_nf(x, x, 4, x, NULL) == RL_OK);
+}
+
 /* ---- errors --------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -586,6 +748,7 @@ static void test_bias_act(void) {
 
 int main(void) {
     CHECK_CASE(test_layer_norm());
+    CHECK_CASE(test_layer_norm_kept_widths());
     CHECK_CASE(test_layer_norm_overflow());
     CHECK_CASE(test_layer_norm_bias());
     CHECK_CASE(test_bias_act());
@@ -598,8 +761,11 @@ int main(void) {
     CHECK_CASE(test_attention_tile_own_sums());
     CHECK_CASE(test_attention_head_shapes());
     CHECK_CASE(test_rope_pair());
+    CHECK_CASE(test_rope_pair_strided());
     CHECK_CASE(test_rope_angle_tables());
     CHECK_CASE(test_geglu());
+    CHECK_CASE(test_checked_steps_flag_non_finite());
+    CHECK_CASE(test_add_flag_non_finite());
     CHECK_CASE(test_errors());
     return check_report("nn");
 }

@@ -167,6 +167,33 @@ bits (signs of zeros included)."
     (signals error (model::%set-matrix-rows (vector (make-array 4 :element-type 'single-float)) 2))
     (signals error (model::%set-matrix-rows both -1))))
 
+(test row-step-primitives-answer-whether-their-output-is-finite
+  ;; The encoder's finite-value checks read this second value instead of
+  ;; scanning each step's output again.
+  (flet ((m (r c &optional (v 1.0))
+           (make-array (list r c) :element-type 'single-float :initial-element v))
+         (flag (&rest values) (second values)))
+    (let ((w (make-array 8 :element-type 'single-float :initial-element 1.0))
+          (big (m 3 8 3e38)))
+      (setf (aref big 2 0) -3e38)
+      (is (null (multiple-value-call #'flag (model::%add-into (m 3 5) (m 3 5) (m 3 5)))))
+      ;; the sum overflows in the last value, past the four-at-a-time part
+      (let ((b (m 3 5)))
+        (setf (aref b 2 4) 3e38)
+        (is-true (multiple-value-call #'flag (model::%add-into (m 3 5) (m 3 5 3e38) b))))
+      (is-true (multiple-value-call #'flag (model::%add-into (m 3 8) big big)))
+      (is (null (multiple-value-call #'flag (vec::%layer-norm (m 3 8) w 1e-5 (m 3 8)))))
+      ;; finite values whose variance is not: NaN rows
+      (is-true (multiple-value-call #'flag (vec::%layer-norm big w 1e-5 (m 3 8))))
+      (is-true (multiple-value-call #'flag (model::%layer-norm-bias big w w 1e-5 (m 3 8))))
+      (is (null (multiple-value-call #'flag (model::%bias-act (m 3 8) w :gelu (m 3 8)))))
+      (is-true (multiple-value-call #'flag
+                 (model::%bias-act big (make-array 8 :element-type 'single-float
+                                                     :initial-element 3e38)
+                                   :none (m 3 8))))
+      (is (null (multiple-value-call #'flag (vec::%geglu (m 3 16) nil (m 3 8)))))
+      (is-true (multiple-value-call #'flag (vec::%geglu (m 3 16 3e38) nil (m 3 8)))))))
+
 (test scratch-primitives-signal-on-bad-operands
   (flet ((m (r c) (make-array (list r c) :element-type 'single-float :initial-element 1.0)))
     (let ((table (m 10 8)))
