@@ -412,6 +412,19 @@ rl_mmq16_store(__m512d lo, __m512d hi, size_t nr, size_t at, double *yd, float *
     }
 }
 
+/* The T tokens' rows of a tile from t0 (nt of them exist: a short tile
+ * repeats its last token) in the call's activations: quants xk, block
+ * sums sk and, with x2, the int16 columns ak. */
+__attribute__((always_inline)) static inline void
+rl_mmq16_tokens(size_t T, size_t t0, size_t nt, size_t nb, int x2, const rl_block_q8_0 *xq,
+                const int32_t *a16, const rl_mmq16_xblk *xs, const rl_block_q8_0 **xk,
+                const int32_t **ak, const rl_mmq16_xblk **sk) {
+    for (size_t k = 0; k < T; k++) {
+        const size_t t = t0 + (k < nt ? k : nt - 1);
+        xk[k] = xq + t * nb, sk[k] = xs + t * nb, ak[k] = x2 ? a16 + t * nb * 16 : NULL;
+    }
+}
+
 /* Lanes apart: a set (ws, nb blocks) against the nt tokens (1 or 2) from
  * t0 (xq, xs, with x2 a16: the call's), each vector of weights loaded once
  * for both; rows r.., nr of them existing. */
@@ -424,12 +437,10 @@ rl_mmq16_lanes(const void *ws, const rl_block_q8_0 *xq, const int32_t *a16,
     const int32_t *ak[T];
     const rl_mmq16_xblk *sk[T];
     __m512d acc[T][4][2];
-    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++) {
-        const size_t t = t0 + (k < nt ? k : nt - 1); /* one token: the same twice */
-        xk[k] = xq + t * nb, sk[k] = xs + t * nb, ak[k] = x2 ? a16 + t * nb * 16 : NULL;
+    rl_mmq16_tokens(T, t0, nt, nb, x2, xq, a16, xs, xk, ak, sk); /* one token: the same twice */
+    _Pragma("GCC unroll 2") for (size_t k = 0; k < T; k++)
         _Pragma("GCC unroll 4") for (int l = 0; l < 4; l++)
             acc[k][l][0] = acc[k][l][1] = _mm512_setzero_pd();
-    }
     for (size_t b = 0; b < nb; b++) {
         const rl_mmq16_wblk *wb = (const rl_mmq16_wblk *)ws + b;
         const rl_mmq16_wblk2 *wb2 = (const rl_mmq16_wblk2 *)ws + b;
@@ -488,11 +499,9 @@ rl_mmq16_whole(const void *ws, const rl_block_q8_0 *xq, const int32_t *a16,
     const int32_t *ak[T];
     const rl_mmq16_xblk *sk[T];
     __m512d acc[T][2];
-    _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++) {
-        const size_t t = t0 + (k < nt ? k : nt - 1); /* a short tile repeats its last token */
-        xk[k] = xq + t * nb, sk[k] = xs + t * nb, ak[k] = x2 ? a16 + t * nb * 16 : NULL;
+    rl_mmq16_tokens(T, t0, nt, nb, x2, xq, a16, xs, xk, ak, sk);
+    _Pragma("GCC unroll 4") for (size_t k = 0; k < T; k++)
         acc[k][0] = acc[k][1] = _mm512_setzero_pd();
-    }
     for (size_t b = 0; b < nb; b++) {
         const rl_mmq16_wblk *wb = (const rl_mmq16_wblk *)ws + b;
         const rl_mmq16_wblk2 *wb2 = (const rl_mmq16_wblk2 *)ws + b;
