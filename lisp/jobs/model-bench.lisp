@@ -395,7 +395,7 @@ list of plists."
                   (reference (model:encode (cdr (assoc :f32 encoders)) ids0))
                   (tiles0 (multiple-value-list (%matmul-q8-tiles))))
              (format stream "~&encoder benchmark: ~A, µs per sequence (median of ~D)~@[, ~
-  llama.cpp ~A~]~%" (escape-control label) reps
+llama.cpp ~A~]~%" (escape-control label) reps
                      (or missing "on the same file and threads"))
              (format stream "~18A ~7@A ~7@A ~12@A ~12@A ~9@A ~11@A ~12@A~%" "format" "tokens" "threads"
                      "µs" "llama.cpp µs" "ratio" "max |err|" "cosine")
@@ -432,14 +432,14 @@ list of plists."
                                          :ratio ratio :max-abs-error err :cosine cos)
                                    rows)))))))))
              (format stream "ratio: our time over llama.cpp's (below 1: faster); error: hidden ~
-  states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~A~%~]"
+states against the F32 file's~@[ (made from the reference ~A)~], ~D tokens~%~@[~A~%~]"
                      (and reference-path (escape-control reference-path)) (first token-counts)
                      (and noise *ratio-noise-note*))
              (destructuring-bind (whole lanes)
                  (mapcar #'- (multiple-value-list (%matmul-q8-tiles)) tiles0)
                (when (plusp (+ whole lanes))
                  (format stream "Q8_0 :q8 products: ~D of ~D tiles summed by whole blocks, ~
-  the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes))))))
+the rest lane by lane (the same bits; see vec:matmul)~%" whole (+ whole lanes))))))
       (setf (threads) old-threads)
       (dolist (entry files) (remove-scratch-file (cdr entry)))
       (when original (close-reference original original-temporary))
