@@ -34,7 +34,7 @@
  * (matmul_f32.c): two groups of four share each block of activations the
  * tile fetches from L2, where 16 KB of f32 rows of 1,024 columns were 4
  * rows and read all the activations again for every four (256 x 1024 F32
- * 4-6% faster at 46-92 tokens, 2304 x 768 3-10%).  Tiles of 32 KB for all
+ * 4-5% faster at 46-92 tokens, 2304 x 768 3-12%).  Tiles of 32 KB for all
  * widths were slower from 512 columns down. */
 #define RL_MM_FLOAT_MIN_ROWS 8
 /* Rows per SIMD group (matvec.h's); tiles and thread chunks are multiples. */
