@@ -30,6 +30,13 @@
 /* Weight bytes per tile: about half of a 32 KB L1 data cache, leaving the
  * rest for the activation block streaming past it. */
 #define RL_MM_TILE_BYTES 16384
+/* Rows per tile at least, for float weights on the token-tiled kernels
+ * (matmul_f32.c): two groups of four share each block of activations the
+ * tile fetches from L2, where 16 KB of f32 rows of 1,024 columns were 4
+ * rows and read all the activations again for every four (256 x 1024 F32
+ * 4-5% faster at 46-92 tokens, 2304 x 768 3-12%).  Tiles of 32 KB for all
+ * widths were slower from 512 columns down. */
+#define RL_MM_FLOAT_MIN_ROWS 8
 /* Rows per SIMD group (matvec.h's); tiles and thread chunks are multiples. */
 #define RL_MM_GROUP RL_MATVEC_ROWS
 /* Tokens from which the VNNI path runs the token-tiled kernel: it arranges
@@ -433,9 +440,11 @@ static rl_status rl_mm_core(const char *op, rl_wtype wt, const void *w, size_t r
 
     rl_mm_job job = {.wt = wt, .w = w, .rows = rows, .cols = cols, .nb = cols / RL_QK8_0,
                      .n = n, .yd = yd, .yf = yf};
+    const rl_mm_kernels *k = &rl_mm_table[path];
     size_t tile = row_bytes ? RL_MM_TILE_BYTES / row_bytes : 64;
     tile = tile / RL_MM_GROUP * RL_MM_GROUP;
-    job.tile = tile < RL_MM_GROUP ? RL_MM_GROUP : tile > 64 ? 64 : tile;
+    const size_t least = wt != RL_WT_Q8_0 && k->f32_tile ? RL_MM_FLOAT_MIN_ROWS : RL_MM_GROUP;
+    job.tile = tile < least ? least : tile > 64 ? 64 : tile;
 
     /* work: rows * blocks * tokens */
     const size_t groups = (rows + RL_MM_GROUP - 1) / RL_MM_GROUP;
@@ -444,7 +453,6 @@ static rl_status rl_mm_core(const char *op, rl_wtype wt, const void *w, size_t r
         threads, groups, work, min_work ? (n > 1 ? RL_MM_MIN_WORK_SEQ : RL_MM_MIN_WORK) : 0);
     /* chunks of rows claimed by nth threads (pool.h); scratch per chunk */
     const size_t chunks = (size_t)rl_pool_split_chunks((int)nth, groups);
-    const rl_mm_kernels *k = &rl_mm_table[path];
     job.k = k;
     /* Q8_0 with enough tokens: the path's token-tiled kernel, if it has one */
     const int q8_tiled = wt == RL_WT_Q8_0 && n >= k->q8_min_tokens;

@@ -117,22 +117,30 @@ rl_mm_tile_avx512(const void *m, int f16, size_t cols, const float *x, size_t n,
         FMA(0, 0) FMA(1, 0) FMA(2, 0) FMA(3, 0)                                             \
     }
 #define RL_MM_FETCH                                                                         \
-    if (ahead) {                                                                            \
+    {                                                                                       \
         rl_mm_fetch(w0, ahead + j * es);                                                    \
         rl_mm_fetch(w1, ahead + j * es);                                                    \
         rl_mm_fetch(w2, ahead + j * es);                                                    \
         rl_mm_fetch(w3, ahead + j * es);                                                    \
     }
-                if (nt == 1) {
+                /* the loops with and without the hints apart: a test in the
+                 * loop made every group of tokens pay for the first's hints */
+                if (nt == 1 && ahead) {
                     for (size_t j = 0; j < full; j += 16) {
                         RL_MM_FETCH
                         RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
                     }
-                } else {
+                } else if (nt == 1) {
+                    for (size_t j = 0; j < full; j += 16)
+                        RL_MM_STEP1(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
+                } else if (ahead) {
                     for (size_t j = 0; j < full; j += 16) {
                         RL_MM_FETCH
                         RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
                     }
+                } else {
+                    for (size_t j = 0; j < full; j += 16)
+                        RL_MM_STEP(RL_MM_WLOAD, RL_MM_LOAD, RL_MM_FMA)
                 }
 #undef RL_MM_FETCH
 #undef RL_MM_LOAD

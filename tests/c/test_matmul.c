@@ -688,6 +688,49 @@ static void test_float_matmul_encoder_shapes(void) {
     CHECK_MSG(!bad, "float matmul, encoder shapes: %ld path/thread runs differ from ref", bad);
 }
 
+/* The float tiles are handed 16 KB of weight rows at a time, at least 8
+ * rows (matmul.c): 64 rows of at most 64 f32 columns, 32 of 128, 16 of
+ * 256, 8 of 512 and more (twice as many F16 or BF16 rows up to 8 of
+ * 1,024 columns).  Rows one short of a tile,
+ * one over, two tiles and a partial one of rows not a multiple of four,
+ * columns on each side of those widths, one token, a few and more than a
+ * token block: every path and thread count has the reference's bits. */
+static void test_float_matmul_tile_sizes(void) {
+    static const size_t colss[] = {120, 128, 136, 248, 256, 264, 504, 512, 520,
+                                   1008, 1024, 1040, 2048};
+    static const size_t ns[] = {1, 5, 33};
+    long bad = 0;
+    for (size_t c = 0; c < sizeof colss / sizeof *colss; c++)
+        for (int wt = RL_WT_F32; wt <= RL_WT_BF16; wt++) {
+            const size_t cols = colss[c];
+            size_t tile = 16384 / (cols * (wt == RL_WT_F32 ? 4 : 2)) / 4 * 4;
+            tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
+            const size_t rowss[] = {tile - 1, tile + 1, 2 * tile + 3};
+            for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++)
+                for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+                    const size_t rows = rowss[ri], n = ns[k];
+                    float *wf = malloc(rows * cols * sizeof *wf);
+                    uint16_t *wh = malloc(rows * cols * sizeof *wh);
+                    float *x = malloc(n * cols * sizeof *x);
+                    float *ref = malloc(n * rows * sizeof *ref);
+                    float *y = malloc(n * rows * sizeof *y);
+                    for (size_t i = 0; i < rows * cols; i++) {
+                        wf[i] = rnd_gauss() * 0.1f;
+                        wh[i] = wt == RL_WT_F16 ? rl_gguf_f32_to_f16(wf[i])
+                                                : rl_gguf_f32_to_bf16(wf[i]);
+                    }
+                    act_rows(x, n * cols);
+                    const void *w = wt == RL_WT_F32 ? (const void *)wf : (const void *)wh;
+                    CHECK(rl_matmul_ex((rl_wtype)wt, w, rows, cols, x, n, ref, RL_ACT_Q8,
+                                       RL_PATH_REF, 1, 0, NULL, 0, NULL) == RL_OK);
+                    bad += runs_differing((rl_wtype)wt, w, rows, cols, x, n, ref, y,
+                                          RL_ACT_Q8);
+                    free(wf), free(wh), free(x), free(ref), free(y);
+                }
+        }
+    CHECK_MSG(!bad, "float matmul, tile sizes: %ld path/thread runs differ from ref", bad);
+}
+
 /* ---- F16 weights holding NaNs ----------------------------------------- */
 
 /* The AVX-512 tile reads F16 rows in place, widening in registers with
@@ -968,6 +1011,7 @@ int main(void) {
     CHECK_CASE(test_q8x2_residual());
     CHECK_CASE(test_float_matmul());
     CHECK_CASE(test_float_matmul_encoder_shapes());
+    CHECK_CASE(test_float_matmul_tile_sizes());
     CHECK_CASE(test_f16_nan_weights());
     CHECK_CASE(test_nan_payload_order());
     CHECK_CASE(test_errors());
