@@ -9,7 +9,7 @@
  * queries at a time (each column of a block of keys loaded once for the
  * four), their exponentials four vectors of eight in flight, and the
  * weighted sums of the tile's eight queries in registers, up to 32 columns
- * a pass.  The softmax has a form per path around vmath.h's exponential.
+ * a pass (each probability broadcast once for the pass).  The softmax has a form per path around vmath.h's exponential.
  * Built with -ffp-contract=off so that no product and sum fuse behind the
  * spec's back.
  */
@@ -394,12 +394,22 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
     __m512 acc[2][RL_ATTN_QT];
     _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) RL_ATTN_EACH acc[h][k] = _mm512_setzero_ps();
     /* one key: every query whose range holds it (all of them, between the
-     * edges) */
+     * edges).  A query's probability is broadcast once for its nc
+     * registers: the empty asm keeps it in a register, where the compiler
+     * would fold a broadcast load into each product, and the loads (nq
+     * broadcasts and nc rows a key) are what holds this loop. */
 #define RL_ATTN_KEY(t, ALL)                                                                \
-    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) {                                 \
-        const __m512 vt = _mm512_maskz_loadu_ps(cm[h], v + (t) * stride + c + 16 * h);     \
-        RL_ATTN_EACH if ((ALL) || ((t) >= j0[k] && (t) < j1[k]))                            \
-            acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + (t)]), vt)); \
+    {                                                                                      \
+        __m512 vt[2];                                                                      \
+        _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)                               \
+            vt[h] = _mm512_maskz_loadu_ps(cm[h], v + (t) * stride + c + 16 * h);           \
+        RL_ATTN_EACH if ((ALL) || ((t) >= j0[k] && (t) < j1[k])) {                         \
+            __m512 pk = _mm512_set1_ps(p[k * np + (t)]);                                   \
+            if (nc > 1)                                                                    \
+                __asm__("" : "+v"(pk));                                                    \
+            _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)                           \
+                acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(pk, vt[h]));            \
+        }                                                                                  \
     }
     for (size_t t = lo; t < in0; t++)
         RL_ATTN_KEY(t, 0)
