@@ -323,7 +323,10 @@ rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t 
         __m512 y[RL_ATTN_SQ];                                                              \
         SUB(kb, q, qstride, hd, nq, l, acc);                                               \
         SUB(kb, q, qstride, hd, nq, l + (D), y);                                           \
-        RL_ATTN_EACH acc[k] = _mm512_add_ps(acc[k], y[k]);                                 \
+        RL_ATTN_EACH {                                                                     \
+            acc[k] = _mm512_add_ps(acc[k], y[k]);                                          \
+            __asm__("" : "+v"(acc[k]));                                                    \
+        }                                                                                  \
     }
 RL_ATTN_TREE_STEP(rl_attn_tree8, rl_attn_lane, 8)
 RL_ATTN_TREE_STEP(rl_attn_tree4, rl_attn_tree8, 4)
@@ -432,12 +435,15 @@ rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride,
     for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
         const float *qk = q + k0 * qstride;
         float *ak = a + k0 * np;
-        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
-#define RL_ATTN_NQ(n)                                                                      \
-    case n:                                                                                \
-        rl_attn_scores_n(kt, row, qk, qstride, hd, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
+        const size_t sq = nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ;
+        switch ((hd == 16 ? 0 : hd == 32 ? 1 : 2) * RL_ATTN_SQ + sq - 1) {
+#define RL_ATTN_NQ(s, n, d)                                                                \
+    case s * RL_ATTN_SQ + n - 1:                                                           \
+        rl_attn_scores_n(kt, row, qk, qstride, d, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
         break;
-            RL_ATTN_NQ(1) RL_ATTN_NQ(2) RL_ATTN_NQ(3) RL_ATTN_NQ(4)
+#define RL_ATTN_HD(s, d) RL_ATTN_NQ(s, 1, d) RL_ATTN_NQ(s, 2, d) RL_ATTN_NQ(s, 3, d) RL_ATTN_NQ(s, 4, d)
+            RL_ATTN_HD(0, 16) RL_ATTN_HD(1, 32) RL_ATTN_HD(2, hd)
+#undef RL_ATTN_HD
 #undef RL_ATTN_NQ
         default:
             break;
