@@ -274,7 +274,15 @@ typedef struct {
     rl_wsum_fn wsum;
     rl_softmax_fn softmax;
     float *scores; /* per chunk: n floats (AVX-512: RL_ATTN_QT * np) */
+    int *nonfinite; /* NULL, or set to 1 when an output holds a NaN or an infinity */
 } rl_attn_job;
+
+/* Note for the caller that asked (j->nonfinite) that an output holds a
+ * NaN or an infinity: chunks on several threads may each store 1. */
+static void rl_attn_flag(const rl_attn_job *j) {
+    if (j->nonfinite)
+        __atomic_store_n(j->nonfinite, 1, __ATOMIC_RELAXED);
+}
 
 static void rl_attn_run(void *ctx, int ith, int nth) {
     const rl_attn_job *j = ctx;
@@ -292,7 +300,11 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
         const float *kh = j->kh + h * j->n * j->hd;
         j->dot(kh, j->hd, qi, j0, j1, NULL, a);
         j->softmax(a, j0, j1, j->scale);
-        j->wsum(j->out + i * row + h * j->hd, a, j->v + h * j->hd, row, j0, j1, j->hd);
+        float *o = j->out + i * row + h * j->hd;
+        j->wsum(o, a, j->v + h * j->hd, row, j0, j1, j->hd);
+        /* scanned while in cache (these paths do not test as they store) */
+        if (j->nonfinite && rl_first_non_finite_f32(o, j->hd) < j->hd)
+            rl_attn_flag(j);
     }
 }
 
@@ -379,8 +391,10 @@ rl_attn_scores_n(const float *kt, size_t row, const float *q, size_t qstride, si
  * j1[k]); p_k at p + k * np; columns c < m, nc registers of sixteen at a
  * time (nc 1 or 2, a constant, as nq is, where it is inlined; a column
  * past m masked off).  Keys all of the tile's queries take share one
- * pass; at the edges of a window each query adds only its own keys. */
-__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+ * pass; at the edges of a window each query adds only its own keys.
+ * Answers whether a value it stored is a NaN or an infinity (each tested
+ * as it is stored). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
 rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float *v,
                size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t c,
                size_t m, int nc) {
@@ -421,8 +435,12 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
     for (size_t t = in1 > lo ? in1 : lo; t < hi; t++)
         RL_ATTN_KEY(t, 0)
 #undef RL_ATTN_KEY
-    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)
-        RL_ATTN_EACH _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
+    __mmask16 bad = 0;
+    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) RL_ATTN_EACH {
+        _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
+        bad |= RL_NN_NONFINITE_512(cm[h], acc[h][k]);
+    }
+    return bad != 0;
 }
 
 /* A tile's scores (rl_attn_scores_n, RL_ATTN_SQ queries at a time) and
@@ -451,15 +469,16 @@ rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride,
     }
 }
 
-__attribute__((target(RL_TARGET_AVX512))) static void
+__attribute__((target(RL_TARGET_AVX512))) static int
 rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
                   size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
+    int bad = 0;
     for (size_t c = 0; c < m;) {
         const int nc = m - c > 16 ? 2 : 1;
         switch (nq * 2 + (size_t)nc - 1) {
 #define RL_ATTN_NQ(n, w)                                                                   \
     case n * 2 + w - 1:                                                                    \
-        rl_attn_wsum_n(o, ostride, p, np, v, stride, j0, j1, n, c, m, w);                  \
+        bad |= rl_attn_wsum_n(o, ostride, p, np, v, stride, j0, j1, n, c, m, w);           \
         break;
             RL_ATTN_NQ(1, 1) RL_ATTN_NQ(1, 2) RL_ATTN_NQ(2, 1) RL_ATTN_NQ(2, 2)
             RL_ATTN_NQ(3, 1) RL_ATTN_NQ(3, 2) RL_ATTN_NQ(4, 1) RL_ATTN_NQ(4, 2)
@@ -471,6 +490,7 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
         }
         c += 16 * (size_t)nc;
     }
+    return bad;
 }
 
 #undef RL_ATTN_EACH
@@ -483,6 +503,7 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;
     size_t p0, p1;
     rl_pool_chunk(j->heads * tiles, ith, nth, 1, &p0, &p1);
+    int bad = 0;
     for (size_t it = p0; it < p1; it++) {
         const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
         const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
@@ -497,9 +518,11 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         rl_softmax_exp_tile(a, j->np, j0, j1, mx, nq, sum);
         for (size_t k = 0; k < nq; k++)
             rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
-        rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
-                          j0, j1, nq, j->hd);
+        bad |= rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np,
+                                 j->v + h * j->hd, row, j0, j1, nq, j->hd);
     }
+    if (bad)
+        rl_attn_flag(j);
 }
 
 /* kt[(t / 16) * 16 * row + c * 16 + t mod 16] = k[t * row + c] for t < n,
@@ -566,7 +589,9 @@ static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
  * with window 0): rl_attention_ex and rl_attention_rows_ex. */
 static rl_status rl_attention_run(const float *q, size_t nq, const float *k, const float *v,
                                   size_t n, size_t n_heads, size_t head_dim, size_t window,
-                                  float *out, rl_path path, int threads) {
+                                  float *out, int *nonfinite, rl_path path, int threads) {
+    if (nonfinite)
+        *nonfinite = 0;
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -620,32 +645,58 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
                        .hd = head_dim, .window = window, .np = np,
                        .scale = 1.0f / sqrtf((float)head_dim),
                        .dot = rl_matvec_f32_table[path], .wsum = ker->wsum,
-                       .softmax = ker->softmax, .scores = scratch + kn};
+                       .softmax = ker->softmax, .scores = scratch + kn,
+                       .nonfinite = nonfinite};
     rl_pool_run_split(chunks, nth, ker->run, &job);
     free(scratch);
     return RL_OK;
 }
 
+rl_status rl_attention_nf_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             int *nonfinite, rl_path path, int threads) {
+    return rl_attention_run(q, n, k, v, n, n_heads, head_dim, window, out, nonfinite, path,
+                            threads);
+}
+
 rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
                           size_t n_heads, size_t head_dim, size_t window, float *out,
                           rl_path path, int threads) {
-    return rl_attention_run(q, n, k, v, n, n_heads, head_dim, window, out, path, threads);
+    return rl_attention_nf_ex(q, k, v, n, n_heads, head_dim, window, out, NULL, path, threads);
+}
+
+rl_status rl_attention_nf(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          int *nonfinite) {
+    return rl_attention_nf_ex(q, k, v, n, n_heads, head_dim, window, out, nonfinite,
+                              rl_path_best(), rl_threads());
+}
+
+rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                       size_t n_heads, size_t head_dim, size_t window, float *out) {
+    return rl_attention_nf(q, k, v, n, n_heads, head_dim, window, out, NULL);
+}
+
+rl_status rl_attention_rows_nf_ex(const float *q, size_t nq, const float *k, const float *v,
+                                  size_t n, size_t n_heads, size_t head_dim, float *out,
+                                  int *nonfinite, rl_path path, int threads) {
+    return rl_attention_run(q, nq, k, v, n, n_heads, head_dim, 0, out, nonfinite, path, threads);
 }
 
 rl_status rl_attention_rows_ex(const float *q, size_t nq, const float *k, const float *v,
                                size_t n, size_t n_heads, size_t head_dim, float *out,
                                rl_path path, int threads) {
-    return rl_attention_run(q, nq, k, v, n, n_heads, head_dim, 0, out, path, threads);
+    return rl_attention_rows_nf_ex(q, nq, k, v, n, n_heads, head_dim, out, NULL, path, threads);
+}
+
+rl_status rl_attention_rows_nf(const float *q, size_t nq, const float *k, const float *v,
+                               size_t n, size_t n_heads, size_t head_dim, float *out,
+                               int *nonfinite) {
+    return rl_attention_rows_nf_ex(q, nq, k, v, n, n_heads, head_dim, out, nonfinite,
+                                   rl_path_best(), rl_threads());
 }
 
 rl_status rl_attention_rows(const float *q, size_t nq, const float *k, const float *v,
                             size_t n, size_t n_heads, size_t head_dim, float *out) {
-    return rl_attention_rows_ex(q, nq, k, v, n, n_heads, head_dim, out, rl_path_best(),
-                                rl_threads());
-}
-
-rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                       size_t n_heads, size_t head_dim, size_t window, float *out) {
-    return rl_attention_ex(q, k, v, n, n_heads, head_dim, window, out, rl_path_best(),
-                           rl_threads());
+    return rl_attention_rows_nf(q, nq, k, v, n, n_heads, head_dim, out, NULL);
 }
