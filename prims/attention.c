@@ -327,7 +327,10 @@ rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t 
 /* The tree over the sixteen lanes, as its sums come: lanes l and l + 8
  * (l < 8), those sums l and l + 4 (l < 4), then l and l + 2, then the two
  * (matvec.h's order), each sum made as soon as its two halves are, so a
- * query holds a few partial sums at a time, not sixteen lanes. */
+ * query holds a few partial sums at a time, not sixteen lanes.  The empty
+ * asm pins each sum where it is made: with the head size a constant (the
+ * lanes' loops unrolled) the compiler would otherwise take every lane
+ * first and spill them (slower by half). */
 #define RL_ATTN_TREE_STEP(NAME, SUB, D)                                                    \
     __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void NAME(     \
         const float *kb, const float *q, size_t qstride, size_t hd, size_t nq, size_t l,   \
@@ -445,7 +448,9 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
 
 /* A tile's scores (rl_attn_scores_n, RL_ATTN_SQ queries at a time) and
  * weighted sums (rl_attn_wsum_n, all its queries, thirty-two columns a
- * pass, then sixteen), the number of queries a constant in each. */
+ * pass, then sixteen), the number of queries a constant in each, and for
+ * the scores the encoders' head sizes, 16 and 32, too (no loop over a
+ * lane's one or two columns). */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
                     const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
@@ -621,13 +626,16 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
                            : rl_nn_elems((size_t)chunks, n);
     if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - 16 || sn > SIZE_MAX / sizeof(float) - 16 - kn)
         return RL_BADARG;
-    /* On a cache line: every block of transposed keys is whole lines
-     * (np * row floats, a multiple of sixteen, before the scores), so no
-     * 64-byte load of a key column straddles two (each would cost two
-     * loads: a sixth of the scores' time at 8 heads of 32) */
-    float *scratch = aligned_alloc(64, (kn + sn + 15) / 16 * 16 * sizeof(float));
-    if (!scratch)
+    /* From a cache line on: every block of transposed keys is whole
+     * lines (np * row floats, a multiple of sixteen, before the scores),
+     * so no 64-byte load of a key column straddles two (each would cost
+     * two loads: a sixth of the scores' time at 8 heads of 32); malloc
+     * and a rounded pointer, so the heap sees the same requests as
+     * before */
+    void *block = malloc((kn + sn + 16) * sizeof(float));
+    if (!block)
         return RL_NOMEM;
+    float *scratch = (float *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
     float *kh = scratch;
     if (wide) {
         /* head h, column c, key t at kh[(t / 16) * 16 * row + (h *
@@ -648,7 +656,7 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
                        .softmax = ker->softmax, .scores = scratch + kn,
                        .nonfinite = nonfinite};
     rl_pool_run_split(chunks, nth, ker->run, &job);
-    free(scratch);
+    free(block);
     return RL_OK;
 }
 
