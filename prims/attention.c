@@ -9,9 +9,10 @@
  * queries at a time (each column of a block of keys loaded once for the
  * four), their exponentials four vectors of eight in flight, and the
  * weighted sums of the tile's eight queries in registers, up to 32 columns
- * a pass (each probability broadcast once for the pass).  The softmax has a form per path around vmath.h's exponential.
- * Built with -ffp-contract=off so that no product and sum fuse behind the
- * spec's back.
+ * a pass (each probability broadcast once for the pass); the keys and
+ * scores on a cache line.  The softmax has a form per path around
+ * vmath.h's exponential.  Built with -ffp-contract=off so that no product
+ * and sum fuse behind the spec's back.
  */
 #include "prims/attention.h"
 
