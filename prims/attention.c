@@ -9,9 +9,10 @@
  * queries at a time (each column of a block of keys loaded once for the
  * four), their exponentials four vectors of eight in flight, and the
  * weighted sums of the tile's eight queries in registers, up to 32 columns
- * a pass.  The softmax has a form per path around vmath.h's exponential.
- * Built with -ffp-contract=off so that no product and sum fuse behind the
- * spec's back.
+ * a pass (each probability broadcast once for the pass); the keys and
+ * scores on a cache line.  The softmax has a form per path around
+ * vmath.h's exponential.  Built with -ffp-contract=off so that no product
+ * and sum fuse behind the spec's back.
  */
 #include "prims/attention.h"
 
@@ -274,7 +275,15 @@ typedef struct {
     rl_wsum_fn wsum;
     rl_softmax_fn softmax;
     float *scores; /* per chunk: n floats (AVX-512: RL_ATTN_QT * np) */
+    int *nonfinite; /* NULL, or set to 1 when an output holds a NaN or an infinity */
 } rl_attn_job;
+
+/* Note for the caller that asked (j->nonfinite) that an output holds a
+ * NaN or an infinity: chunks on several threads may each store 1. */
+static void rl_attn_flag(const rl_attn_job *j) {
+    if (j->nonfinite)
+        __atomic_store_n(j->nonfinite, 1, __ATOMIC_RELAXED);
+}
 
 static void rl_attn_run(void *ctx, int ith, int nth) {
     const rl_attn_job *j = ctx;
@@ -292,7 +301,11 @@ static void rl_attn_run(void *ctx, int ith, int nth) {
         const float *kh = j->kh + h * j->n * j->hd;
         j->dot(kh, j->hd, qi, j0, j1, NULL, a);
         j->softmax(a, j0, j1, j->scale);
-        j->wsum(j->out + i * row + h * j->hd, a, j->v + h * j->hd, row, j0, j1, j->hd);
+        float *o = j->out + i * row + h * j->hd;
+        j->wsum(o, a, j->v + h * j->hd, row, j0, j1, j->hd);
+        /* scanned while in cache (these paths do not test as they store) */
+        if (j->nonfinite && rl_first_non_finite_f32(o, j->hd) < j->hd)
+            rl_attn_flag(j);
     }
 }
 
@@ -315,7 +328,10 @@ rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t 
 /* The tree over the sixteen lanes, as its sums come: lanes l and l + 8
  * (l < 8), those sums l and l + 4 (l < 4), then l and l + 2, then the two
  * (matvec.h's order), each sum made as soon as its two halves are, so a
- * query holds a few partial sums at a time, not sixteen lanes. */
+ * query holds a few partial sums at a time, not sixteen lanes.  The empty
+ * asm pins each sum where it is made: with the head size a constant (the
+ * lanes' loops unrolled) the compiler would otherwise take every lane
+ * first and spill them (slower by half). */
 #define RL_ATTN_TREE_STEP(NAME, SUB, D)                                                    \
     __attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void NAME(     \
         const float *kb, const float *q, size_t qstride, size_t hd, size_t nq, size_t l,   \
@@ -323,7 +339,10 @@ rl_attn_lane(const float *kb, const float *q, size_t qstride, size_t hd, size_t 
         __m512 y[RL_ATTN_SQ];                                                              \
         SUB(kb, q, qstride, hd, nq, l, acc);                                               \
         SUB(kb, q, qstride, hd, nq, l + (D), y);                                           \
-        RL_ATTN_EACH acc[k] = _mm512_add_ps(acc[k], y[k]);                                 \
+        RL_ATTN_EACH {                                                                     \
+            acc[k] = _mm512_add_ps(acc[k], y[k]);                                          \
+            __asm__("" : "+v"(acc[k]));                                                    \
+        }                                                                                  \
     }
 RL_ATTN_TREE_STEP(rl_attn_tree8, rl_attn_lane, 8)
 RL_ATTN_TREE_STEP(rl_attn_tree4, rl_attn_tree8, 4)
@@ -376,8 +395,10 @@ rl_attn_scores_n(const float *kt, size_t row, const float *q, size_t qstride, si
  * j1[k]); p_k at p + k * np; columns c < m, nc registers of sixteen at a
  * time (nc 1 or 2, a constant, as nq is, where it is inlined; a column
  * past m masked off).  Keys all of the tile's queries take share one
- * pass; at the edges of a window each query adds only its own keys. */
-__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline void
+ * pass; at the edges of a window each query adds only its own keys.
+ * Answers whether a value it stored is a NaN or an infinity (each tested
+ * as it is stored). */
+__attribute__((target(RL_TARGET_AVX512), always_inline)) static inline int
 rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float *v,
                size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t c,
                size_t m, int nc) {
@@ -394,12 +415,22 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
     __m512 acc[2][RL_ATTN_QT];
     _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) RL_ATTN_EACH acc[h][k] = _mm512_setzero_ps();
     /* one key: every query whose range holds it (all of them, between the
-     * edges) */
+     * edges).  A query's probability is broadcast once for its nc
+     * registers: the empty asm keeps it in a register, where the compiler
+     * would fold a broadcast load into each product, and the loads (nq
+     * broadcasts and nc rows a key) are what holds this loop. */
 #define RL_ATTN_KEY(t, ALL)                                                                \
-    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) {                                 \
-        const __m512 vt = _mm512_maskz_loadu_ps(cm[h], v + (t) * stride + c + 16 * h);     \
-        RL_ATTN_EACH if ((ALL) || ((t) >= j0[k] && (t) < j1[k]))                            \
-            acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(_mm512_set1_ps(p[k * np + (t)]), vt)); \
+    {                                                                                      \
+        __m512 vt[2];                                                                      \
+        _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)                               \
+            vt[h] = _mm512_maskz_loadu_ps(cm[h], v + (t) * stride + c + 16 * h);           \
+        RL_ATTN_EACH if ((ALL) || ((t) >= j0[k] && (t) < j1[k])) {                         \
+            __m512 pk = _mm512_set1_ps(p[k * np + (t)]);                                   \
+            if (nc > 1)                                                                    \
+                __asm__("" : "+v"(pk));                                                    \
+            _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)                           \
+                acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(pk, vt[h]));            \
+        }                                                                                  \
     }
     for (size_t t = lo; t < in0; t++)
         RL_ATTN_KEY(t, 0)
@@ -408,13 +439,19 @@ rl_attn_wsum_n(float *o, size_t ostride, const float *p, size_t np, const float 
     for (size_t t = in1 > lo ? in1 : lo; t < hi; t++)
         RL_ATTN_KEY(t, 0)
 #undef RL_ATTN_KEY
-    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++)
-        RL_ATTN_EACH _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
+    __mmask16 bad = 0;
+    _Pragma("GCC unroll 2") for (int h = 0; h < nc; h++) RL_ATTN_EACH {
+        _mm512_mask_storeu_ps(o + k * ostride + c + 16 * h, cm[h], acc[h][k]);
+        bad |= RL_NN_NONFINITE_512(cm[h], acc[h][k]);
+    }
+    return bad != 0;
 }
 
 /* A tile's scores (rl_attn_scores_n, RL_ATTN_SQ queries at a time) and
  * weighted sums (rl_attn_wsum_n, all its queries, thirty-two columns a
- * pass, then sixteen), the number of queries a constant in each. */
+ * pass, then sixteen), the number of queries a constant in each, and for
+ * the scores the encoders' head sizes, 16 and 32, too (no loop over a
+ * lane's one or two columns). */
 __attribute__((target(RL_TARGET_AVX512))) static void
 rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride, size_t hd,
                     const size_t *j0, const size_t *j1, size_t nq, float scale, float *a,
@@ -422,12 +459,15 @@ rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride,
     for (size_t k0 = 0; k0 < nq; k0 += RL_ATTN_SQ) {
         const float *qk = q + k0 * qstride;
         float *ak = a + k0 * np;
-        switch (nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ) {
-#define RL_ATTN_NQ(n)                                                                      \
-    case n:                                                                                \
-        rl_attn_scores_n(kt, row, qk, qstride, hd, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
+        const size_t sq = nq - k0 < RL_ATTN_SQ ? nq - k0 : RL_ATTN_SQ;
+        switch ((hd == 16 ? 0 : hd == 32 ? 1 : 2) * RL_ATTN_SQ + sq - 1) {
+#define RL_ATTN_NQ(s, n, d)                                                                \
+    case s * RL_ATTN_SQ + n - 1:                                                           \
+        rl_attn_scores_n(kt, row, qk, qstride, d, j0 + k0, j1 + k0, n, scale, ak, np, m + k0); \
         break;
-            RL_ATTN_NQ(1) RL_ATTN_NQ(2) RL_ATTN_NQ(3) RL_ATTN_NQ(4)
+#define RL_ATTN_HD(s, d) RL_ATTN_NQ(s, 1, d) RL_ATTN_NQ(s, 2, d) RL_ATTN_NQ(s, 3, d) RL_ATTN_NQ(s, 4, d)
+            RL_ATTN_HD(0, 16) RL_ATTN_HD(1, 32) RL_ATTN_HD(2, hd)
+#undef RL_ATTN_HD
 #undef RL_ATTN_NQ
         default:
             break;
@@ -435,15 +475,16 @@ rl_attn_scores_tile(const float *kt, size_t row, const float *q, size_t qstride,
     }
 }
 
-__attribute__((target(RL_TARGET_AVX512))) static void
+__attribute__((target(RL_TARGET_AVX512))) static int
 rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const float *v,
                   size_t stride, const size_t *j0, const size_t *j1, size_t nq, size_t m) {
+    int bad = 0;
     for (size_t c = 0; c < m;) {
         const int nc = m - c > 16 ? 2 : 1;
         switch (nq * 2 + (size_t)nc - 1) {
 #define RL_ATTN_NQ(n, w)                                                                   \
     case n * 2 + w - 1:                                                                    \
-        rl_attn_wsum_n(o, ostride, p, np, v, stride, j0, j1, n, c, m, w);                  \
+        bad |= rl_attn_wsum_n(o, ostride, p, np, v, stride, j0, j1, n, c, m, w);           \
         break;
             RL_ATTN_NQ(1, 1) RL_ATTN_NQ(1, 2) RL_ATTN_NQ(2, 1) RL_ATTN_NQ(2, 2)
             RL_ATTN_NQ(3, 1) RL_ATTN_NQ(3, 2) RL_ATTN_NQ(4, 1) RL_ATTN_NQ(4, 2)
@@ -455,6 +496,7 @@ rl_attn_wsum_tile(float *o, size_t ostride, const float *p, size_t np, const flo
         }
         c += 16 * (size_t)nc;
     }
+    return bad;
 }
 
 #undef RL_ATTN_EACH
@@ -467,6 +509,7 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
     float *a = j->scores + (size_t)ith * RL_ATTN_QT * j->np;
     size_t p0, p1;
     rl_pool_chunk(j->heads * tiles, ith, nth, 1, &p0, &p1);
+    int bad = 0;
     for (size_t it = p0; it < p1; it++) {
         const size_t h = it / tiles, i0 = it % tiles * RL_ATTN_QT;
         const size_t nq = j->nq - i0 < RL_ATTN_QT ? j->nq - i0 : RL_ATTN_QT;
@@ -481,9 +524,11 @@ rl_attn_run_avx512(void *ctx, int ith, int nth) {
         rl_softmax_exp_tile(a, j->np, j0, j1, mx, nq, sum);
         for (size_t k = 0; k < nq; k++)
             rl_softmax_scale_avx512(a + k * j->np, j0[k], j1[k], sum[k]);
-        rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np, j->v + h * j->hd, row,
-                          j0, j1, nq, j->hd);
+        bad |= rl_attn_wsum_tile(j->out + i0 * row + h * j->hd, row, a, j->np,
+                                 j->v + h * j->hd, row, j0, j1, nq, j->hd);
     }
+    if (bad)
+        rl_attn_flag(j);
 }
 
 /* kt[(t / 16) * 16 * row + c * 16 + t mod 16] = k[t * row + c] for t < n,
@@ -550,7 +595,9 @@ static const rl_attn_kernels rl_attn_table[RL_PATH_COUNT] = {
  * with window 0): rl_attention_ex and rl_attention_rows_ex. */
 static rl_status rl_attention_run(const float *q, size_t nq, const float *k, const float *v,
                                   size_t n, size_t n_heads, size_t head_dim, size_t window,
-                                  float *out, rl_path path, int threads) {
+                                  float *out, int *nonfinite, rl_path path, int threads) {
+    if (nonfinite)
+        *nonfinite = 0;
     rl_status st = rl_check_run(path, threads);
     if (st != RL_OK)
         return st;
@@ -578,11 +625,18 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
     const size_t kn = wide ? rl_nn_elems(np, row) : nd;
     const size_t sn = wide ? rl_nn_elems((size_t)chunks * RL_ATTN_QT, np)
                            : rl_nn_elems((size_t)chunks, n);
-    if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - sn)
+    if (!kn || !sn || kn > SIZE_MAX / sizeof(float) - 16 || sn > SIZE_MAX / sizeof(float) - 16 - kn)
         return RL_BADARG;
-    float *scratch = malloc((kn + sn) * sizeof(float));
-    if (!scratch)
+    /* From a cache line on: every block of transposed keys is whole
+     * lines (np * row floats, a multiple of sixteen, before the scores),
+     * so no 64-byte load of a key column straddles two (each would cost
+     * two loads: a sixth of the scores' time at 8 heads of 32); malloc
+     * and a rounded pointer, so the heap sees the same requests as
+     * before */
+    void *block = malloc((kn + sn + 16) * sizeof(float));
+    if (!block)
         return RL_NOMEM;
+    float *scratch = (float *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
     float *kh = scratch;
     if (wide) {
         /* head h, column c, key t at kh[(t / 16) * 16 * row + (h *
@@ -600,32 +654,58 @@ static rl_status rl_attention_run(const float *q, size_t nq, const float *k, con
                        .hd = head_dim, .window = window, .np = np,
                        .scale = 1.0f / sqrtf((float)head_dim),
                        .dot = rl_matvec_f32_table[path], .wsum = ker->wsum,
-                       .softmax = ker->softmax, .scores = scratch + kn};
+                       .softmax = ker->softmax, .scores = scratch + kn,
+                       .nonfinite = nonfinite};
     rl_pool_run_split(chunks, nth, ker->run, &job);
-    free(scratch);
+    free(block);
     return RL_OK;
+}
+
+rl_status rl_attention_nf_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             int *nonfinite, rl_path path, int threads) {
+    return rl_attention_run(q, n, k, v, n, n_heads, head_dim, window, out, nonfinite, path,
+                            threads);
 }
 
 rl_status rl_attention_ex(const float *q, const float *k, const float *v, size_t n,
                           size_t n_heads, size_t head_dim, size_t window, float *out,
                           rl_path path, int threads) {
-    return rl_attention_run(q, n, k, v, n, n_heads, head_dim, window, out, path, threads);
+    return rl_attention_nf_ex(q, k, v, n, n_heads, head_dim, window, out, NULL, path, threads);
+}
+
+rl_status rl_attention_nf(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          int *nonfinite) {
+    return rl_attention_nf_ex(q, k, v, n, n_heads, head_dim, window, out, nonfinite,
+                              rl_path_best(), rl_threads());
+}
+
+rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
+                       size_t n_heads, size_t head_dim, size_t window, float *out) {
+    return rl_attention_nf(q, k, v, n, n_heads, head_dim, window, out, NULL);
+}
+
+rl_status rl_attention_rows_nf_ex(const float *q, size_t nq, const float *k, const float *v,
+                                  size_t n, size_t n_heads, size_t head_dim, float *out,
+                                  int *nonfinite, rl_path path, int threads) {
+    return rl_attention_run(q, nq, k, v, n, n_heads, head_dim, 0, out, nonfinite, path, threads);
 }
 
 rl_status rl_attention_rows_ex(const float *q, size_t nq, const float *k, const float *v,
                                size_t n, size_t n_heads, size_t head_dim, float *out,
                                rl_path path, int threads) {
-    return rl_attention_run(q, nq, k, v, n, n_heads, head_dim, 0, out, path, threads);
+    return rl_attention_rows_nf_ex(q, nq, k, v, n, n_heads, head_dim, out, NULL, path, threads);
+}
+
+rl_status rl_attention_rows_nf(const float *q, size_t nq, const float *k, const float *v,
+                               size_t n, size_t n_heads, size_t head_dim, float *out,
+                               int *nonfinite) {
+    return rl_attention_rows_nf_ex(q, nq, k, v, n, n_heads, head_dim, out, nonfinite,
+                                   rl_path_best(), rl_threads());
 }
 
 rl_status rl_attention_rows(const float *q, size_t nq, const float *k, const float *v,
                             size_t n, size_t n_heads, size_t head_dim, float *out) {
-    return rl_attention_rows_ex(q, nq, k, v, n, n_heads, head_dim, out, rl_path_best(),
-                                rl_threads());
-}
-
-rl_status rl_attention(const float *q, const float *k, const float *v, size_t n,
-                       size_t n_heads, size_t head_dim, size_t window, float *out) {
-    return rl_attention_ex(q, k, v, n, n_heads, head_dim, window, out, rl_path_best(),
-                           rl_threads());
+    return rl_attention_rows_nf(q, nq, k, v, n, n_heads, head_dim, out, NULL);
 }

@@ -45,4 +45,22 @@ rl_status rl_attention_rows_ex(const float *q, size_t nq, const float *k, const 
                                size_t n, size_t n_heads, size_t head_dim, float *out,
                                rl_path path, int threads);
 
+/* The checked forms: the same bits, and *nonfinite set to 1 when out
+ * holds a NaN or an infinity, else 0 -- each output tested as it is
+ * stored (AVX-512) or its row scanned just after (the other paths), so
+ * the encoder's finite-value check of attention's output costs no pass of
+ * its own. */
+rl_status rl_attention_nf(const float *q, const float *k, const float *v, size_t n,
+                          size_t n_heads, size_t head_dim, size_t window, float *out,
+                          int *nonfinite);
+rl_status rl_attention_nf_ex(const float *q, const float *k, const float *v, size_t n,
+                             size_t n_heads, size_t head_dim, size_t window, float *out,
+                             int *nonfinite, rl_path path, int threads);
+rl_status rl_attention_rows_nf(const float *q, size_t nq, const float *k, const float *v,
+                               size_t n, size_t n_heads, size_t head_dim, float *out,
+                               int *nonfinite);
+rl_status rl_attention_rows_nf_ex(const float *q, size_t nq, const float *k, const float *v,
+                                  size_t n, size_t n_heads, size_t head_dim, float *out,
+                                  int *nonfinite, rl_path path, int threads);
+
 #endif

@@ -39,6 +39,14 @@ typedef struct {
     double *sum;
 } shape;
 
+/* n zeros on a cache line, as the worker's scratch */
+static float *lines(size_t n) {
+    const size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    float *x = aligned_alloc(64, bytes);
+    memset(x, 0, bytes);
+    return x;
+}
+
 static float *floats(uint64_t *g, size_t n) {
     float *x = malloc((n ? n : 1) * sizeof *x);
     rl_rng_fill_normal_f32(x, n, 1.0, g);
@@ -131,9 +139,9 @@ int main(int argc, char **argv) {
             z.scale = 1.0f / sqrtf((float)z.hd);
             z.q = floats(&g, z.n * z.row), z.k = floats(&g, z.n * z.row);
             z.v = floats(&g, z.n * z.row);
-            z.kt = calloc(z.np * z.row, sizeof *z.kt);
-            z.s = calloc(z.heads * z.tiles * RL_ATTN_QT * z.np, sizeof *z.s);
-            z.w = calloc(z.heads * z.tiles * RL_ATTN_QT * z.np, sizeof *z.w);
+            z.kt = lines(z.np * z.row);
+            z.s = lines(z.heads * z.tiles * RL_ATTN_QT * z.np);
+            z.w = lines(z.heads * z.tiles * RL_ATTN_QT * z.np);
             z.mx = calloc(z.heads * z.tiles * RL_ATTN_QT, sizeof *z.mx);
             z.sum = calloc(z.heads * z.tiles * RL_ATTN_QT, sizeof *z.sum);
             z.out = calloc(z.n * z.row, sizeof *z.out);

@@ -333,10 +333,10 @@ the whole block's rows at MARKERS."
         (if markers
             (progn
               (%gather-rows x markers rx)
-              (kernel-call 'model:decide
-                           (%attention-rows (head-scratch-mq hs) k v heads hd att)))
-            (kernel-call 'model:decide (%attention q k v heads hd 0 att)))
-        (check-finite-steps path i :attention att)
+              (checked-step ('model:decide path i :attention att)
+                (%attention-rows (head-scratch-mq hs) k v heads hd att)))
+            (checked-step ('model:decide path i :attention att)
+              (%attention q k v heads hd 0 att)))
         (linear :out att out :none)
         (flet ((feed-forward (in)
                  (linear :down (linear :up in up (decision-head-activation head)) down :none)))

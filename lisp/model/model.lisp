@@ -361,8 +361,8 @@ layers) in a message: the product or step, and the tensor it used."
 
 (defun report-non-finite (path layer steps)
   "Signal MODEL-ERROR about the file PATH naming the first of STEPS,
-(step-1 m-1 ...) as CHECK-FINITE-STEPS takes them, whose output M holds a
-NaN or an infinity (one of them does)."
+(step-1 m-1 ...) as CHECKED-STEP takes them, whose output M holds a NaN
+or an infinity (one of them does)."
   (loop for (step m) on steps by #'cddr
         for at = (%first-non-finite m 0)
         when at
@@ -371,27 +371,20 @@ NaN or an infinity (one of them does)."
 found ~A at token ~D, column ~D" layer (step-description layer step)
                                    (float-text (row-major-aref m at)) token column))))
 
-(defmacro check-finite-steps (path layer &rest steps)
-  "STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
-of STEP-DESCRIPTION) of LAYER (NIL outside the layers) in the order they
-ran, each the input of the next.  When the last M holds a NaN or an
-infinity, signal MODEL-ERROR about the file PATH naming the first step whose
-output holds one.  Only the last is scanned unless it fails (one scan in C),
-so the check costs little beside the steps: a non-finite value reaches
-every later step's output, so that of the last step of a run stands for
-the run.  A macro, so that a check that passes conses no list of its
-steps.  The Ms are variables (evaluated twice)."
-  `(when (%first-non-finite ,(car (last steps)) 0)
-     (report-non-finite ,path ,layer (list ,@steps))))
-
 (defmacro checked-step ((fn path layer &rest steps) form)
-  "FORM, a call of a row step's primitive that tests its output as it
-writes it (%LAYER-NORM, %LAYER-NORM-BIAS, %BIAS-ACT, %GEGLU, %ADD-INTO):
-it answers (values output non-finite-p), or (values nil status message),
-for which KERNEL-FAILURE signals naming FN.  When the output holds a NaN
-or an infinity, signal as CHECK-FINITE-STEPS does for STEPS, the last of
-which is FORM's output: the same check and message, without a pass of
-its own over the output.  Answers the output."
+  "FORM, a call of a step's primitive that tests its output as it writes
+it (%LAYER-NORM, %LAYER-NORM-BIAS, %BIAS-ACT, %GEGLU, %ADD-INTO,
+%ATTENTION, %ATTENTION-ROWS): it answers (values output non-finite-p), or
+(values nil status message), for which KERNEL-FAILURE signals naming FN.
+STEPS, (step-1 m-1 step-2 m-2 ...), are the outputs M of steps (keywords
+of STEP-DESCRIPTION) of LAYER (NIL outside the layers) in the order they
+ran, each the input of the next, the last FORM's output.  When that holds
+a NaN or an infinity, signal MODEL-ERROR about the file PATH naming the
+first step whose output holds one: a non-finite value reaches every later
+step's output, so the last step of a run stands for the run, and only a
+failing check scans the others.  A macro, so that a check that passes
+conses no list of its steps.  The Ms are variables (evaluated twice).
+Answers the output."
   (let ((r (gensym "R")) (flag (gensym "FLAG")) (msg (gensym "MSG")))
     `(multiple-value-bind (,r ,flag ,msg) ,form
        (cond ((null ,r) (kernel-failure ,fn ,flag ,msg))
@@ -415,8 +408,8 @@ the file PATH) by the step that made it."
       (checked-step ('model:encode path i :attn-norm a) (%layer-norm x norm eps a)))
     (layer-product layer :qkv i (if norm a x) qkv activations)
     (kernel-call 'model:encode (%qkv-rope qkv q k v heads hd theta))
-    (kernel-call 'model:encode (%attention q k v heads hd window att))
-    (check-finite-steps path i :qkv qkv :rope q :rope k :attention att)
+    (checked-step ('model:encode path i :qkv qkv :rope q :rope k :attention att)
+      (%attention q k v heads hd window att))
     (%add-into ffn-in (layer-product layer :out i att ffn-in activations) x)
     (checked-step ('model:encode path i :out ffn-in :ffn-norm a)
       (%layer-norm ffn-in (getf layer :ffn-norm) eps a))

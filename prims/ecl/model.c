@@ -331,9 +331,10 @@ static void rl_out_not_qkv(const char *fn, cl_object out, cl_object q, cl_object
     rl_out_not_input(fn, out, v, "v");
 }
 
-/* (%attention q k v n-heads head-dim window out) -> OUT or (values nil
- * status message): Q, K, V and OUT n x (n-heads * head-dim), OUT none of
- * the others; WINDOW 0 for global attention. */
+/* (%attention q k v n-heads head-dim window out) -> (values OUT
+ * non-finite-p) or (values nil status message): Q, K, V and OUT n x
+ * (n-heads * head-dim), OUT none of the others; WINDOW 0 for global
+ * attention; non-finite-p whether OUT holds a NaN or an infinity. */
 static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_object heads,
                                    cl_object head_dim, cl_object window, cl_object out) {
     static const char fn[] = "%ATTENTION";
@@ -347,14 +348,16 @@ static cl_object rl_prim_attention(cl_object q, cl_object k, cl_object v, cl_obj
     float *y = rl_sf_matrix_of(fn, 7, out, "out", n, d);
     if (n && d)
         rl_out_not_qkv(fn, out, q, k, v);
-    RL_NN_RETURN(env, out, rl_attention(qp, kp, vp, n, h, hd, win, y),
-                 "attention: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(env, out, rl_attention_nf(qp, kp, vp, n, h, hd, win, y, &nf), nf,
+                         "attention: the kernel refused its operands");
 }
 
-/* (%attention-rows q k v n-heads head-dim out) -> OUT or (values nil status
- * message): global attention of the nq rows of Q (nq x d) against the n
- * rows of K and V (n x d, n at least 1), into OUT (nq x d, none of the
- * inputs); row i has the bits %ATTENTION gives it among all n queries. */
+/* (%attention-rows q k v n-heads head-dim out) -> (values OUT non-finite-p)
+ * or (values nil status message): global attention of the nq rows of Q
+ * (nq x d) against the n rows of K and V (n x d, n at least 1), into OUT
+ * (nq x d, none of the inputs); row i has the bits %ATTENTION gives it
+ * among all n queries. */
 static cl_object rl_prim_attention_rows(cl_object q, cl_object k, cl_object v, cl_object heads,
                                         cl_object head_dim, cl_object out) {
     static const char fn[] = "%ATTENTION-ROWS";
@@ -370,8 +373,9 @@ static cl_object rl_prim_attention_rows(cl_object q, cl_object k, cl_object v, c
     float *y = rl_sf_matrix_of(fn, 6, out, "out", nq, d);
     if (nq && d)
         rl_out_not_qkv(fn, out, q, k, v);
-    RL_NN_RETURN(env, out, rl_attention_rows(qp, nq, kp, vp, n, h, hd, y),
-                 "attention: the kernel refused its operands");
+    int nf = 0;
+    RL_NN_RETURN_CHECKED(env, out, rl_attention_rows_nf(qp, nq, kp, vp, n, h, hd, y, &nf), nf,
+                         "attention: the kernel refused its operands");
 }
 
 /* (%set-matrix-rows matrices rows) -> MATRICES: each single-float matrix

@@ -459,6 +459,88 @@ static void test_attention_non_finite(void) {
     CHECK_MSG(!bad, "attention, non-finite scores: %ld runs differ from ref", bad);
 }
 
+/* 1 when rl_attention_nf_ex fails or its flag is not expect, else 0. */
+static int attention_nf_wrong(const float *q, const float *k, const float *v, size_t n,
+                              size_t heads, size_t hd, size_t window, float *y, rl_path path,
+                              int th, int expect) {
+    int nf = -1;
+    return rl_attention_nf_ex(q, k, v, n, heads, hd, window, y, &nf, path, th) != RL_OK ||
+           nf != expect;
+}
+
+/* rl_attention_nf_ex and rl_attention_rows_nf_ex on every path and thread
+ * count: the unchecked form's bits, and the flag set exactly when the
+ * output holds a NaN or an infinity -- none planted, a NaN key (every
+ * row NaN), an infinite value (the rows that weigh it, a window keeping
+ * it from the others), and a -inf key whose score is -inf beside finite
+ * ones (its weight 0: every output finite, but for a lone token) -- at
+ * head sizes 16, 32 and 24 (the tiled kernel's column registers, whole
+ * and masked) and token counts around its tiles and blocks. */
+static void test_attention_checked_flags_non_finite(void) {
+    long bad = 0, wrong = 0;
+    static const size_t ns[] = {1, 7, 9, 16, 17, 33, 70};
+    static const size_t hds[] = {16, 32, 24};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+            for (int kind = 0; kind < 8; kind++) {
+                const size_t n = ns[c], heads = 2, hd = hds[hi], row = heads * hd;
+                const size_t window = kind % 2 ? 5 : 0;
+                float *q = rnd_floats(n * row, 1.0f), *k = rnd_floats(n * row, 1.0f),
+                      *v = rnd_floats(n * row, 1.0f);
+                float *ref = malloc(n * row * sizeof *ref), *y = malloc(n * row * sizeof *y);
+                const size_t t = n - 1, col = row - 1;
+                switch (kind / 2) {
+                case 1: /* a NaN key */
+                    k[t * row + col] = NAN;
+                    break;
+                case 2: /* an infinite value in the last row */
+                    v[t * row + col] = INFINITY;
+                    break;
+                case 3: /* a -inf key in a column where every query is positive */
+                    for (size_t i = 0; i < n; i++)
+                        q[i * row + col] = 1.0f + (float)i / 64;
+                    k[t * row + col] = -INFINITY;
+                    break;
+                default:
+                    break;
+                }
+                CHECK(rl_attention_ex(q, k, v, n, heads, hd, window, ref, RL_PATH_REF, 1) == RL_OK);
+                int expect = 0;
+                for (size_t i = 0; i < n * row; i++)
+                    expect |= !isfinite(ref[i]);
+                /* a lone -inf key: the row's maximum is -inf, its e NaN */
+                CHECK_EACH(expect == (kind / 2 == 1 || kind / 2 == 2 || (kind / 2 == 3 && n == 1)),
+                           "attention nf: n %zu hd %zu kind %d: the reference's output %s",
+                           n, hd, kind, expect ? "holds a non-finite value" : "is finite");
+                ALL_PATHS(ref, y, n * row, bad,
+                          wrong += attention_nf_wrong(q, k, v, n, heads, hd, window, y, path,
+                                                      th, expect));
+                int nf;
+                /* the global rows: the first and the last query */
+                if (!window) {
+                    const size_t qi[2] = {0, n - 1};
+                    float qs[2 * 64], yr[2 * 64];
+                    for (int r = 0; r < 2; r++)
+                        memcpy(qs + r * row, q + qi[r] * row, row * sizeof *qs);
+                    int er = 0;
+                    for (int r = 0; r < 2; r++)
+                        for (size_t j = 0; j < row; j++)
+                            er |= !isfinite(ref[qi[r] * row + j]);
+                    for (int p_ = RL_PATH_REF; p_ <= RL_PATH_AVX512VNNI; p_++) {
+                        if (!rl_path_supported((rl_path)p_))
+                            continue;
+                        nf = -1;
+                        CHECK(rl_attention_rows_nf_ex(qs, 2, k, v, n, heads, hd, yr, &nf,
+                                                      (rl_path)p_, 1) == RL_OK);
+                        wrong += nf != er;
+                    }
+                }
+                free(q), free(k), free(v), free(ref), free(y);
+            }
+    CHECK_MSG(!bad, "attention nf: %ld runs differ from the unchecked form", bad);
+    CHECK_MSG(!wrong, "attention nf: %ld runs flagged wrongly", wrong);
+}
+
 /* The encoders' head sizes (16 and 32) and sizes around them (8: lanes
  * past the columns; 24 and 48: lanes whose chains differ in length), at
  * token counts around the AVX-512 kernels' tiles of eight queries (scored
@@ -757,6 +839,7 @@ int main(void) {
     CHECK_CASE(test_attention());
     CHECK_CASE(test_attention_self_window());
     CHECK_CASE(test_attention_non_finite());
+    CHECK_CASE(test_attention_checked_flags_non_finite());
     CHECK_CASE(test_attention_rows());
     CHECK_CASE(test_attention_tile_own_sums());
     CHECK_CASE(test_attention_head_shapes());

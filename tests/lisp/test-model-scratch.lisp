@@ -192,7 +192,18 @@ bits (signs of zeros included)."
                                                      :initial-element 3e38)
                                    :none (m 3 8))))
       (is (null (multiple-value-call #'flag (vec::%geglu (m 3 16) nil (m 3 8)))))
-      (is-true (multiple-value-call #'flag (vec::%geglu (m 3 16 3e38) nil (m 3 8)))))))
+      (is-true (multiple-value-call #'flag (vec::%geglu (m 3 16 3e38) nil (m 3 8))))
+      ;; attention: an infinite value reaches the rows that weigh it
+      (let ((v (m 5 16)))
+        (flet ((whole () (multiple-value-call #'flag
+                           (model::%attention (m 5 16) (m 5 16) v 2 8 0 (m 5 16))))
+               (rows () (multiple-value-call #'flag
+                          (model::%attention-rows (m 2 16) (m 5 16) v 2 8 (m 2 16)))))
+          (is (null (whole)))
+          (is (null (rows)))
+          (setf (aref v 4 15) ext:single-float-positive-infinity)
+          (is-true (whole))
+          (is-true (rows)))))))
 
 (test scratch-primitives-signal-on-bad-operands
   (flet ((m (r c) (make-array (list r c) :element-type 'single-float :initial-element 1.0)))
