@@ -48,7 +48,7 @@ $(HOST_OBJ): RL_CFLAGS += $(ECL_CHECK)$(ECL_CFLAGS)
 # a sum must not fuse into an fma the spec does not name.
 $(B)/obj/prims/matmul.o $(B)/obj/prims/matmul_f32.o $(B)/obj/prims/matmul_narrow.o $(B)/obj/prims/matmul_q8.o \
   $(B)/obj/prims/matmul_quant.o \
-  $(B)/obj/prims/nn.o $(B)/obj/prims/nn_gelu.o $(B)/obj/prims/attention.o: RL_CFLAGS += -ffp-contract=off
+  $(B)/obj/prims/nn.o $(B)/obj/prims/nn_gelu.o $(B)/obj/prims/attention.o $(B)/obj/prims/attention_avx512.o: RL_CFLAGS += -ffp-contract=off
 # The legacy, K-quant and IQ4 kernels are ggml's f32 operations in ggml's order
 # (doc/formats.md, doc/products.md §4): an fma would change their bytes.
 $(B)/obj/prims/quants.o $(B)/obj/prims/quant_legacy.o $(B)/obj/prims/quant_k.o \
@@ -115,9 +115,6 @@ $(B)/tests/%: tests/c/%.c $(TEST_SUPPORT_OBJ) $(B)/librl.a
 TOOLS := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
 
 tools: $(TOOLS)
-
-# It includes prims/attention.c, whose flags it keeps.
-$(B)/tools/bench_attention: RL_CFLAGS += -ffp-contract=off
 
 $(B)/tools/%: tools/%.c $(B)/librl.a
 	@mkdir -p $(B)/tools

@@ -2,7 +2,7 @@
  * AVX-512 path (not a test: it checks nothing).  Built by `make tools`:
  *     build/tools/bench_attention [rounds]
  * For the encoders' head shapes (4 heads of 16, 8 of 16, 8 of 32) at a few
- * token counts it times, one thread, each part of prims/attention.c's tiled
+ * token counts it times, one thread, each part of prims/attention_avx512.c's tiled
  * worker run over every (head, tile) of a call as the worker runs them:
  * the keys' transpose, the scores (with their maxima), the exponentials
  * (with their sums; the copy each call makes of its input taken off), the
@@ -12,13 +12,14 @@
  * the weighted sum's) over the core's f32 FMA peak measured in the same
  * run; then a few query rows against 70 keys (rl_attention_rows_ex, the
  * decision head's marker rows).  Each figure is the thread CPU time of one
- * call, the fastest of `rounds` rounds (default 15) of 50 calls.  The file
- * includes attention.c to reach its static parts. */
-#include "prims/attention.c"
-
+ * call, the fastest of `rounds` rounds (default 15) of 50 calls. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
+#include "prims/attention.h"
+#include "prims/attention_avx512.h"
 #include "prims/bench.h"
 #include "prims/rng.h"
 
