@@ -266,13 +266,9 @@ static rl_status rl_ln_go(const float *x, size_t n, size_t d, const float *w, co
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && rl_nn_overlap(out, nd, w, d)) ||
         (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
-    if (nonfinite)
-        *nonfinite = 0;
     rl_rows_job job = {.x = x, .w = w, .b = b, .out = out, .n = n, .d = d, .eps = eps,
                        .nonfinite = nonfinite, .row = rl_ln_row};
-    if (n)
-        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_ln_runs[path], &job);
-    return RL_OK;
+    return rl_rows_go(&job, rl_ln_runs[path], d, threads);
 }
 
 rl_status rl_layer_norm_bias_ex(const float *x, size_t n, size_t d, const float *w,

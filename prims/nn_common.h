@@ -84,4 +84,15 @@ static inline void rl_rows_run(void *ctx, int ith, int nth) {
         j->row(j, t);
 }
 
+/* Run the checked job (its operands already checked) with FN over its n
+ * rows of WIDTH values read each, on the threads the amount of work
+ * earns; its nonfinite flag, if asked for, cleared first. */
+static inline rl_status rl_rows_go(rl_rows_job *job, rl_pool_fn fn, size_t width, int threads) {
+    if (job->nonfinite)
+        *job->nonfinite = 0;
+    if (job->n)
+        rl_nn_run(rl_nn_threads(threads, job->n, width, RL_NN_MIN_VALUES), job->n, fn, job);
+    return RL_OK;
+}
+
 #endif

@@ -181,13 +181,9 @@ static rl_status rl_bias_act_go(const float *x, size_t n, size_t d, const float 
     if (d == 0 || (unsigned)act > RL_NN_GELU || (n && !nd) || (n && (!x || !out)) ||
         (out != x && rl_nn_overlap(out, nd, x, nd)) || (n && b && rl_nn_overlap(out, nd, b, d)))
         return RL_BADARG;
-    if (nonfinite)
-        *nonfinite = 0;
     rl_rows_job job = {.x = x, .b = b, .out = out, .n = n, .d = d, .act = act,
                        .nonfinite = nonfinite, .row = rl_bias_act_rows[path]};
-    if (n)
-        rl_nn_run(rl_nn_threads(threads, n, d, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
-    return RL_OK;
+    return rl_rows_go(&job, rl_rows_run, d, threads);
 }
 
 rl_status rl_bias_act_ex(const float *x, size_t n, size_t d, const float *b, rl_nn_act act,
@@ -296,13 +292,9 @@ static rl_status rl_geglu_go(const float *x, size_t n, size_t f, rl_gelu kind, f
     if (!f2 || (unsigned)kind > RL_GELU_TANH || (n && !nx) || (n && (!x || !out)) ||
         rl_nn_overlap(out, n * f, x, nx))
         return RL_BADARG;
-    if (nonfinite)
-        *nonfinite = 0;
     rl_rows_job job = {.x = x, .out = out, .n = n, .d = f, .kind = kind, .nonfinite = nonfinite,
                        .row = kind == RL_GELU_ERF ? rl_geglu_erf_rows[path] : rl_geglu_row};
-    if (n)
-        rl_nn_run(rl_nn_threads(threads, n, f2, RL_NN_MIN_VALUES), n, rl_rows_run, &job);
-    return RL_OK;
+    return rl_rows_go(&job, rl_rows_run, f2, threads);
 }
 
 rl_status rl_geglu_ex(const float *x, size_t n, size_t f, rl_gelu kind, float *out,
