@@ -86,33 +86,23 @@ erf_avx512(const float *x, float *y, size_t n) {
         _mm256_storeu_ps(y + i, rl_erff8_avx512(_mm256_loadu_ps(x + i)));
 }
 
-/* The grouped form, RL_VM_ERF_GROUPS registers at a time (n a multiple of
- * eight; a last call with fewer takes copies of the last group). */
-__attribute__((target(RL_TARGET_AVX512))) static void
-erf_avx512_groups(const float *x, float *y, size_t n) {
-    for (size_t i = 0; i < n; i += 8 * RL_VM_ERF_GROUPS) {
-        __m256 a[RL_VM_ERF_GROUPS], b[RL_VM_ERF_GROUPS];
-        for (size_t g = 0; g < RL_VM_ERF_GROUPS; g++)
-            a[g] = _mm256_loadu_ps(x + (i + 8 * g < n ? i + 8 * g : n - 8));
-        rl_erff8xg_avx512(a, b);
-        for (size_t g = 0; g < RL_VM_ERF_GROUPS && i + 8 * g < n; g++)
-            _mm256_storeu_ps(y + i + 8 * g, b[g]);
+/* A grouped form, REGS registers at a time (n a multiple of eight; a
+ * last call with fewer takes copies of the last register): AVX-512's
+ * (RL_VM_ERF_GROUPS) and AVX2's (RL_VM_ERF_AVX2_REGS). */
+#define ERF_GROUPS(NAME, TARGET, REGS, FN)                                                   \
+    __attribute__((target(TARGET))) static void NAME(const float *x, float *y, size_t n) {   \
+        for (size_t i = 0; i < n; i += 8 * (REGS)) {                                         \
+            __m256 a[REGS], b[REGS];                                                         \
+            for (size_t g = 0; g < (REGS); g++)                                              \
+                a[g] = _mm256_loadu_ps(x + (i + 8 * g < n ? i + 8 * g : n - 8));             \
+            FN(a, b);                                                                        \
+            for (size_t g = 0; g < (REGS) && i + 8 * g < n; g++)                             \
+                _mm256_storeu_ps(y + i + 8 * g, b[g]);                                       \
+        }                                                                                    \
     }
-}
-
-/* AVX2's form, RL_VM_ERF_AVX2_REGS registers at a time (n a multiple of
- * eight; a last call with fewer takes copies of the last register). */
-__attribute__((target(RL_TARGET_AVX2))) static void erf_avx2_groups(const float *x, float *y,
-                                                                    size_t n) {
-    for (size_t i = 0; i < n; i += 8 * RL_VM_ERF_AVX2_REGS) {
-        __m256 a[RL_VM_ERF_AVX2_REGS], b[RL_VM_ERF_AVX2_REGS];
-        for (size_t g = 0; g < RL_VM_ERF_AVX2_REGS; g++)
-            a[g] = _mm256_loadu_ps(x + (i + 8 * g < n ? i + 8 * g : n - 8));
-        rl_erff8xg_avx2(a, b);
-        for (size_t g = 0; g < RL_VM_ERF_AVX2_REGS && i + 8 * g < n; g++)
-            _mm256_storeu_ps(y + i + 8 * g, b[g]);
-    }
-}
+ERF_GROUPS(erf_avx512_groups, RL_TARGET_AVX512, RL_VM_ERF_GROUPS, rl_erff8xg_avx512)
+ERF_GROUPS(erf_avx2_groups, RL_TARGET_AVX2, RL_VM_ERF_AVX2_REGS, rl_erff8xg_avx2)
+#undef ERF_GROUPS
 
 /* rl_erff on a sweep of |x| < 5 and the edges (each interval's ends and
  * the floats either side, both signs), against erf and libm's erff; its
